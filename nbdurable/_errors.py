@@ -1,0 +1,123 @@
+"""Every exception nbdurable raises, in one tree.
+
+```
+NbdurableError                     root: catch this to catch everything of ours
+├── ConfigurationError (ValueError) invalid options, tools, scripts or registrations
+├── CheckpointNotFoundError        resume of a run id the store does not know
+├── CheckpointVersionError         a checkpoint written by a newer schema version
+├── StoreCorruptionError           stored bytes that do not decode as a checkpoint
+├── RunNotFoundError               an unknown run id outside of resume
+├── DurableConflictError           a write that conflicts with what is stored
+├── LimitExceededError             a configured limit was hit
+└── ModelError                     a model call failed
+    └── ScriptExhaustedError       a ScriptedModel was asked for more turns than it has
+```
+
+Inside a run, bad tool input, unknown tools and tool exceptions never raise:
+they become ``is_error`` tool results the model can react to.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "CheckpointNotFoundError",
+    "CheckpointVersionError",
+    "ConfigurationError",
+    "DurableConflictError",
+    "LimitExceededError",
+    "ModelError",
+    "NbdurableError",
+    "RunNotFoundError",
+    "ScriptExhaustedError",
+    "StoreCorruptionError",
+]
+
+
+class NbdurableError(Exception):
+    """Root of every error nbdurable raises."""
+
+
+class ConfigurationError(NbdurableError, ValueError):
+    """Invalid options, tool definitions, scripts or registrations."""
+
+
+class CheckpointNotFoundError(NbdurableError):
+    """No checkpoint is stored for the requested run id.
+
+    Attributes:
+        run_id: The run id that was looked up.
+    """
+
+    def __init__(self, run_id: str, message: str | None = None) -> None:
+        self.run_id = run_id
+        super().__init__(message or f"No checkpoint stored for run {run_id!r}.")
+
+
+class CheckpointVersionError(NbdurableError):
+    """A checkpoint carries a schema version this nbdurable cannot read.
+
+    Attributes:
+        version: The version found in the stored data.
+    """
+
+    def __init__(self, version: object, supported: int = 1) -> None:
+        self.version = version
+        self.supported = supported
+        super().__init__(
+            f"Checkpoint version {version!r} is not supported "
+            f"(this nbdurable reads version {supported}); upgrade nbdurable to read it."
+        )
+
+
+class StoreCorruptionError(NbdurableError):
+    """Stored data is not a valid checkpoint (truncated, edited or not ours)."""
+
+
+class RunNotFoundError(NbdurableError):
+    """The run id is not known to the store or runtime.
+
+    Attributes:
+        run_id: The run id that was looked up.
+    """
+
+    def __init__(self, run_id: str, message: str | None = None) -> None:
+        self.run_id = run_id
+        super().__init__(message or f"Run {run_id!r} not found.")
+
+
+class DurableConflictError(NbdurableError):
+    """A write conflicts with what is already stored or registered."""
+
+
+class LimitExceededError(NbdurableError):
+    """A configured limit was exceeded.
+
+    Attributes:
+        limit: The name of the limit (for example ``"max_payload_bytes"``).
+        value: The value that exceeded it.
+        maximum: The configured maximum.
+    """
+
+    def __init__(self, limit: str, value: Any, maximum: Any, message: str | None = None) -> None:
+        self.limit = limit
+        self.value = value
+        self.maximum = maximum
+        super().__init__(message or f"{limit} exceeded: {value!r} > {maximum!r}.")
+
+
+class ModelError(NbdurableError):
+    """A model call failed.
+
+    Attributes:
+        retryable: Whether retrying the same request may succeed, when known.
+    """
+
+    def __init__(self, message: str, *, retryable: bool | None = None) -> None:
+        self.retryable = retryable
+        super().__init__(message)
+
+
+class ScriptExhaustedError(ModelError):
+    """A ScriptedModel was called for a turn its script does not have."""

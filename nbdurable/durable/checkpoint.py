@@ -1,0 +1,95 @@
+"""The versioned checkpoint a durable run saves at every step boundary."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from ..messages import Message, ToolApprovalRequest, Usage
+
+__all__ = ["CHECKPOINT_VERSION", "AgentCheckpoint", "CheckpointInfo", "CheckpointStatus"]
+
+CHECKPOINT_VERSION = 1
+
+CheckpointStatus = Literal["running", "suspended", "completed"]
+
+_CONFIG = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
+
+
+class AgentCheckpoint(BaseModel):
+    """A full logical snapshot of a run at one step boundary.
+
+    Optional fields may be added without a version bump; a change of meaning
+    bumps ``version``.
+    """
+
+    model_config = _CONFIG
+
+    version: Literal[1] = 1
+    """Schema version; readers refuse versions they do not know."""
+    run_id: str
+    """Stable id of the run, the same across every suspend/resume leg."""
+    step_id: str = ""
+    """``f"{run_id}#{step_index}"``; filled in when omitted."""
+    step_index: int
+    """0-based index of the step that just completed; only grows across legs."""
+    status: CheckpointStatus
+    """``running`` (the loop went on), ``suspended`` (waiting for approvals or
+    client tools) or ``completed`` (final text, stop condition or runaway guard)."""
+    messages: tuple[Message, ...]
+    """The full, immutable history at this boundary."""
+    usage: Usage = Usage()
+    """Cumulative usage over the whole run, all legs included."""
+    pending_approvals: tuple[ToolApprovalRequest, ...] = ()
+    """Gated calls awaiting a verdict (set on a suspended approval break); each
+    carries its signed token when the run had an approval signer."""
+    agent_path: tuple[str, ...] = ()
+    """Sub-agent names down to the agent that wrote this checkpoint; empty at top level."""
+    created_at: int
+    """``deps.clock.now()`` at save time, in epoch milliseconds."""
+    finish_reason: str | None = None
+    """Optional: why the run ended or stopped (``stop``, ``max_steps``, ``suspended``...)."""
+
+    @model_validator(mode="after")
+    def _check_step_id(self) -> AgentCheckpoint:
+        expected = f"{self.run_id}#{self.step_index}"
+        if not self.step_id:
+            object.__setattr__(self, "step_id", expected)
+        elif self.step_id != expected:
+            raise ValueError(f"step_id must be {expected!r}, got {self.step_id!r}")
+        if self.step_index < 0:
+            raise ValueError("step_index must be >= 0")
+        return self
+
+    def info(self) -> CheckpointInfo:
+        """Metadata of this checkpoint, without its messages."""
+        return CheckpointInfo(
+            run_id=self.run_id,
+            step_id=self.step_id,
+            step_index=self.step_index,
+            status=self.status,
+            usage=self.usage,
+            message_count=len(self.messages),
+            pending_approvals=self.pending_approvals,
+            agent_path=self.agent_path,
+            created_at=self.created_at,
+            finish_reason=self.finish_reason,
+        )
+
+
+class CheckpointInfo(BaseModel):
+    """A checkpoint's metadata, as ``history(run_id)`` lists it (no messages)."""
+
+    model_config = _CONFIG
+
+    run_id: str
+    step_id: str
+    step_index: int
+    status: CheckpointStatus
+    usage: Usage
+    message_count: int
+    pending_approvals: tuple[ToolApprovalRequest, ...] = ()
+    agent_path: tuple[str, ...] = ()
+    created_at: int
+    finish_reason: str | None = None

@@ -1,0 +1,169 @@
+"""HMAC-signed approval tokens (standard library only).
+
+A token is ``v1.<payload>.<mac>``: the payload is base64url (no padding) of
+compact, key-sorted JSON holding the full approval request, an optional
+``run_id`` binding and ``issued_at`` (epoch ms); the MAC is HMAC-SHA256 over the
+payload segment, base64url without padding. The payload is encoded, not
+encrypted: anyone holding a token can read the request it approves.
+
+The secret stays in the process that signs and verifies: never put it in a
+widget, a notebook, an event or a checkpoint.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from .._deps import Clock, SystemClock
+from .._errors import ConfigurationError
+from ..messages import ToolApprovalRequest
+
+__all__ = ["SECRET_ENV_VAR", "TOKEN_DENIAL_REASON", "ApprovalSigner", "token_matches"]
+
+SECRET_ENV_VAR = "NBDURABLE_APPROVAL_SECRET"
+TOKEN_DENIAL_REASON = "Approval token missing, invalid, expired, or bound to another run."
+_PREFIX = "v1"
+
+
+def _b64encode(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _b64decode(text: str) -> bytes:
+    if not text or any(c not in _B64_ALPHABET for c in text):
+        raise ValueError("not base64url")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+_B64_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+class ApprovalSigner:
+    """Signs approval requests and verifies the tokens that come back.
+
+    Args:
+        secret: The HMAC key. When None, ``NBDURABLE_APPROVAL_SECRET`` is used.
+        clock: Object with ``now()`` in epoch ms; defaults to the wall clock.
+
+    Raises:
+        ConfigurationError: No secret was given and the environment has none,
+            or the secret is empty.
+    """
+
+    def __init__(self, secret: str | bytes | None = None, *, clock: Clock | None = None) -> None:
+        if secret is None:
+            secret = os.environ.get(SECRET_ENV_VAR)
+            if not secret:
+                raise ConfigurationError(
+                    f"ApprovalSigner needs a secret: pass secret=..., set {SECRET_ENV_VAR}, "
+                    "or use ApprovalSigner.from_file(path)."
+                )
+        key = secret.encode("utf-8") if isinstance(secret, str) else bytes(secret)
+        if not key:
+            raise ConfigurationError("the approval secret must not be empty")
+        self._key = key
+        self.clock: Clock = clock or SystemClock()
+
+    def __repr__(self) -> str:
+        return "ApprovalSigner(secret=<hidden>)"
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], *, clock: Clock | None = None) -> ApprovalSigner:
+        """Use the secret in ``path``, creating it (mode 0600) on first use.
+
+        ``NBDURABLE_APPROVAL_SECRET``, when set, takes precedence over the file.
+        """
+        env = os.environ.get(SECRET_ENV_VAR)
+        if env:
+            return cls(env, clock=clock)
+        file = Path(path)
+        if not file.exists():
+            file.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                pass  # another process created it first; read theirs
+            else:
+                with os.fdopen(fd, "w") as handle:
+                    handle.write(secrets.token_urlsafe(32))
+        secret = file.read_text().strip()
+        return cls(secret, clock=clock)
+
+    def sign(self, request: ToolApprovalRequest, run_id: str | None = None) -> str:
+        """Return a token for ``request``, bound to ``run_id`` when given."""
+        payload: dict[str, Any] = request.model_dump(mode="json", exclude={"token"})
+        if run_id is not None:
+            payload["run_id"] = run_id
+        payload["issued_at"] = int(self.clock.now())
+        segment = _b64encode(
+            json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
+                "utf-8"
+            )
+        )
+        return f"{_PREFIX}.{segment}.{self._mac(segment)}"
+
+    def verify(self, token: object, max_age_ms: int | None = None) -> dict[str, Any] | None:
+        """Return the signed payload, or None for a garbled, forged or expired token.
+
+        A token whose age is >= ``max_age_ms`` is expired; with ``max_age_ms=None``
+        tokens never expire. Never raises.
+        """
+        try:
+            if not isinstance(token, str):
+                return None
+            prefix, segment, mac = token.split(".")
+            if prefix != _PREFIX or not hmac.compare_digest(mac, self._mac(segment)):
+                return None
+            payload = json.loads(_b64decode(segment).decode("utf-8"))
+            if not isinstance(payload, dict):
+                return None
+            issued_at = payload.get("issued_at")
+            if not isinstance(issued_at, int) or isinstance(issued_at, bool):
+                return None
+            if max_age_ms is not None and int(self.clock.now()) - issued_at >= max_age_ms:
+                return None
+            return payload
+        except (ValueError, TypeError, UnicodeDecodeError, binascii.Error):
+            return None
+
+    def _mac(self, segment: str) -> str:
+        digest = hmac.new(self._key, segment.encode("ascii"), hashlib.sha256).digest()
+        return _b64encode(digest)
+
+
+def token_matches(
+    signer: ApprovalSigner,
+    token: str | None,
+    request: ToolApprovalRequest,
+    *,
+    run_id: str | None,
+    max_age_ms: int | None,
+) -> bool:
+    """Whether ``token`` may approve ``request``: the four checks of the seed, plus the pin.
+
+    1. the MAC verifies; 2. the approval id matches; 3. the token is younger
+    than ``max_age_ms`` when set; 4. when both the call's ``run_id`` and the
+    token's are present, they match. The token also pins the request: its
+    tool call id, tool name and input must equal the pending call's.
+    """
+    payload = signer.verify(token, max_age_ms=max_age_ms)
+    if payload is None:
+        return False
+    if payload.get("approval_id") != request.approval_id:
+        return False
+    if payload.get("tool_name") != request.tool_name:
+        return False
+    if payload.get("tool_call_id") != request.tool_call_id:
+        return False
+    if payload.get("input") != request.model_dump(mode="json")["input"]:
+        return False
+    token_run = payload.get("run_id")
+    return not (run_id is not None and token_run is not None and token_run != run_id)

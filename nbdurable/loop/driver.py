@@ -1,0 +1,483 @@
+"""The async driver: runs the step machine's effects with real models, tools and stores."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from .._deps import Deps
+from .._errors import CheckpointNotFoundError, ConfigurationError, ModelError
+from ..durable.signer import ApprovalSigner
+from ..durable.store import DurableSession, SessionStore, maybe_await
+from ..messages import (
+    Message,
+    ToolApprovalRequest,
+    ToolApprovalResponse,
+    ToolResultPart,
+    user,
+)
+from ..models.base import ModelResponse, ResponseEvent, TextDeltaEvent
+from ..tools import Tool, ToolContext, normalize_tools
+from .machine import (
+    AgentMachine,
+    AskApprover,
+    CallModel,
+    Effect,
+    Emit,
+    EvaluateGates,
+    ExecuteTools,
+    LegStart,
+    PrepareStepCall,
+    SaveCheckpoint,
+    ToolInvocation,
+    ToolOutcome,
+    leg_start_from_checkpoint,
+)
+from .options import (
+    DEFAULT_MAX_STEPS,
+    MAX_AGENT_DEPTH,
+    ApproveToolCall,
+    GenerateTextResult,
+    LoopOptions,
+    PrepareStep,
+    StopCondition,
+)
+from .parts import StreamPart, TextDeltaPart
+from .subagent import AgentTool, child_run_id
+
+__all__ = ["Driver", "generate_text", "resume_from_checkpoint"]
+
+EmitFn = Callable[[StreamPart], None]
+
+
+def _ignore(_: StreamPart) -> None:
+    return None
+
+
+class Driver:
+    """Runs one leg's machine: answers each effect with real I/O.
+
+    Args:
+        options: The leg's options.
+        start: Where the leg starts.
+        store: Where checkpoints go (None for a non-durable call).
+        emit: Receives every stream part.
+        streaming: Call models with ``stream()`` when they have it.
+    """
+
+    def __init__(
+        self,
+        options: LoopOptions,
+        start: LegStart,
+        *,
+        store: SessionStore | None = None,
+        emit: EmitFn = _ignore,
+        streaming: bool = False,
+    ) -> None:
+        self.options = options
+        self.start = start
+        self.store = store
+        self.emit = emit
+        self.streaming = streaming
+
+    async def run(self) -> GenerateTextResult:
+        """Run the leg to its result. Model errors and cancellation propagate."""
+        machine = AgentMachine(self.options, self.start)
+        flow = machine.run()
+        try:
+            effect = next(flow)
+            while True:
+                value = await self.handle(effect)
+                effect = flow.send(value)
+        except StopIteration as stop:
+            result: GenerateTextResult = stop.value
+            return result
+        finally:
+            flow.close()
+
+    async def handle(self, effect: Effect) -> Any:
+        """Perform one effect and return what the machine expects back."""
+        if isinstance(effect, Emit):
+            self.emit(effect.part)
+            return None
+        if isinstance(effect, SaveCheckpoint):
+            await self._save(effect)
+            return None
+        if isinstance(effect, CallModel):
+            return await self._call_model(effect)
+        if isinstance(effect, ExecuteTools):
+            return await self._execute(effect)
+        if isinstance(effect, EvaluateGates):
+            return [await self._gate(inv) for inv in effect.invocations]
+        if isinstance(effect, AskApprover):
+            return [await self._ask(request) for request in effect.requests]
+        if isinstance(effect, PrepareStepCall):
+            assert self.options.prepare_step is not None
+            return await maybe_await(self.options.prepare_step(effect.context))
+        raise TypeError(f"unknown effect {effect!r}")
+
+    async def _save(self, effect: SaveCheckpoint) -> None:
+        if self.store is None:
+            return
+        try:
+            await maybe_await(self.store.save(effect.checkpoint))
+        except Exception as exc:  # durability is best-effort: never a run-killer
+            self.options.deps.logger.error(
+                "nbdurable: saving checkpoint %s failed: %r", effect.checkpoint.step_id, exc
+            )
+
+    async def _call_model(self, effect: CallModel) -> ModelResponse:
+        model = effect.model
+        stream = getattr(model, "stream", None)
+        if not self.streaming or stream is None:
+            response = await model.generate(effect.request)
+        else:
+            response = None
+            async for event in stream(effect.request):
+                if isinstance(event, TextDeltaEvent):
+                    if event.delta:
+                        self.emit(TextDeltaPart(step_index=effect.step_index, delta=event.delta))
+                elif isinstance(event, ResponseEvent):
+                    response = event.response
+            if response is None:
+                raise ModelError("the model's stream ended without a complete response")
+        if not isinstance(response, ModelResponse):
+            raise ModelError(f"the model returned {type(response).__name__}, not a ModelResponse")
+        return response
+
+    async def _gate(self, invocation: ToolInvocation) -> bool:
+        try:
+            return await invocation.tool.requires_approval(invocation.call.args)
+        except Exception as exc:  # fail closed: a broken gate asks a human
+            self.options.deps.logger.error(
+                "nbdurable: needs_approval of %s raised %r; asking for approval",
+                invocation.tool.name,
+                exc,
+            )
+            return True
+
+    async def _ask(self, request: ToolApprovalRequest) -> ToolApprovalResponse:
+        approver = self.options.approve_tool_call
+        assert approver is not None
+        try:
+            answer = await maybe_await(approver(request))
+        except Exception as exc:  # fail closed
+            return ToolApprovalResponse(
+                approval_id=request.approval_id,
+                approved=False,
+                reason=f"The approval check failed: {type(exc).__name__}: {exc}",
+            )
+        if isinstance(answer, ToolApprovalResponse):
+            return answer
+        return ToolApprovalResponse(approval_id=request.approval_id, approved=bool(answer))
+
+    async def _execute(self, effect: ExecuteTools) -> list[ToolOutcome | None]:
+        invocations = effect.invocations
+        if effect.max_concurrency == 1:
+            outcomes: list[ToolOutcome | None] = [None] * len(invocations)
+            for i, invocation in enumerate(invocations):
+                outcomes[i] = await self._run_tool(invocation, effect.step_index)
+                if outcomes[i] is not None and outcomes[i].suspended is not None:  # type: ignore[union-attr]
+                    break  # later calls of the batch run on resume
+            return outcomes
+        limit = asyncio.Semaphore(effect.max_concurrency or len(invocations) or 1)
+
+        async def run_one(invocation: ToolInvocation) -> ToolOutcome:
+            async with limit:
+                return await self._run_tool(invocation, effect.step_index)
+
+        return list(await asyncio.gather(*(run_one(inv) for inv in invocations)))
+
+    async def _run_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
+        call = invocation.call
+        try:
+            if isinstance(invocation.tool, AgentTool):
+                return await self._run_subagent(invocation.tool, invocation)
+            context = ToolContext(
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                run_id=self.start.run_id,
+                agent_path=self.options.agent_path,
+                step_index=step_index,
+            )
+            value = await invocation.tool.invoke(invocation.kwargs, context)
+        except Exception as exc:
+            return ToolOutcome(result=_error_result(invocation, f"{type(exc).__name__}: {exc}"))
+        return ToolOutcome(
+            result=ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name,
+                                  result=value)
+        )
+
+    async def _run_subagent(self, agent: AgentTool, invocation: ToolInvocation) -> ToolOutcome:
+        parent = self.options
+        if parent.depth + 1 > MAX_AGENT_DEPTH:
+            return ToolOutcome(result=_error_result(
+                invocation, f"Sub-agent nesting is limited to {MAX_AGENT_DEPTH} levels."
+            ))
+        assert agent.model is not None
+        options = LoopOptions(
+            model=agent.model,
+            tools=agent.tools,
+            instructions=agent.instructions,
+            max_steps=agent.max_steps,
+            max_tool_concurrency=agent.max_tool_concurrency,
+            approve_tool_call=parent.approve_tool_call,
+            approval_responses=parent.approval_responses,
+            approval_signer=parent.approval_signer,
+            approval_max_age_ms=parent.approval_max_age_ms,
+            deps=parent.deps,
+            agent_path=(*parent.agent_path, agent.name),
+            depth=parent.depth + 1,
+        )
+        prompt = (user(invocation.kwargs["prompt"]),)
+        durable = self.store is not None and self.start.run_id is not None and bool(agent.tools)
+        store = self.store if durable else None
+        if durable:
+            assert self.store is not None and self.start.run_id is not None
+            run_id = child_run_id(self.start.run_id, agent.name, invocation.call.tool_call_id)
+            existing = await maybe_await(self.store.load(run_id))
+            start = (
+                leg_start_from_checkpoint(existing)
+                if existing is not None
+                else LegStart(messages=prompt, run_id=run_id, durable=True)
+            )
+        else:
+            start = LegStart(messages=prompt)
+        child = Driver(options, start, store=store, streaming=self.streaming)
+        result = await child.run()
+        if result.status == "suspended":
+            if durable:
+                return ToolOutcome(suspended=result.pending_approvals, usage=result.usage)
+            names = ", ".join(sorted({r.tool_name for r in result.pending_approvals})) or "a tool"
+            return ToolOutcome(
+                result=_error_result(
+                    invocation,
+                    f"Sub-agent {agent.name!r} needs approval for {names}, but there is no "
+                    "approver: run the parent with a durable session for client-mode "
+                    "approval, or pass approve_tool_call.",
+                ),
+                usage=result.usage,
+            )
+        return ToolOutcome(
+            result=ToolResultPart(
+                tool_call_id=invocation.call.tool_call_id,
+                tool_name=invocation.call.tool_name,
+                result=result.text,
+            ),
+            usage=result.usage,
+        )
+
+
+def _error_result(invocation: ToolInvocation, message: str) -> ToolResultPart:
+    return ToolResultPart(
+        tool_call_id=invocation.call.tool_call_id,
+        tool_name=invocation.call.tool_name,
+        result=message,
+        is_error=True,
+    )
+
+
+# --- option handling shared by every entry point -----------------------------------
+
+
+def build_options(
+    *,
+    model: Any,
+    tools: Iterable[Tool] | Mapping[str, Tool] | None,
+    instructions: str | None,
+    max_steps: int,
+    stop_when: StopCondition | Sequence[StopCondition] | None,
+    prepare_step: PrepareStep | None,
+    max_tool_concurrency: int | None,
+    approve_tool_call: ApproveToolCall | None,
+    approval_responses: Sequence[ToolApprovalResponse] | None,
+    approval_signer: ApprovalSigner | None,
+    approval_max_age_ms: int | None,
+    deps: Deps | None,
+    agent_path: tuple[str, ...] = (),
+) -> LoopOptions:
+    """Validate and normalize the options every loop entry point takes."""
+    if stop_when is None:
+        conditions: tuple[StopCondition, ...] = ()
+    elif callable(stop_when):
+        conditions = (stop_when,)
+    else:
+        conditions = tuple(stop_when)
+    if approval_signer is not None and not isinstance(approval_signer, ApprovalSigner):
+        raise ConfigurationError("approval_signer must be an ApprovalSigner")
+    return LoopOptions(
+        model=model,
+        tools=normalize_tools(tools),
+        instructions=instructions,
+        max_steps=max_steps,
+        stop_when=conditions,
+        prepare_step=prepare_step,
+        max_tool_concurrency=max_tool_concurrency,
+        approve_tool_call=approve_tool_call,
+        approval_responses=tuple(approval_responses or ()),
+        approval_signer=approval_signer,
+        approval_max_age_ms=approval_max_age_ms,
+        deps=deps or Deps(),
+        agent_path=agent_path,
+    )
+
+
+def coerce_messages(messages: str | Message | Sequence[Message | str]) -> tuple[Message, ...]:
+    """Accept a prompt string, one message or a sequence; strings become user messages."""
+    if isinstance(messages, (str, Message)):
+        messages = [messages]
+    result = tuple(user(m) if isinstance(m, str) else m for m in messages)
+    if not result:
+        raise ConfigurationError("messages must not be empty")
+    for message in result:
+        if not isinstance(message, Message):
+            raise ConfigurationError(f"not a Message: {message!r}")
+    return result
+
+
+def session_run_id(session: DurableSession | None, options: LoopOptions) -> str | None:
+    """The run id of a durable call (tools and a session), else None."""
+    if session is None or not options.tools:
+        return None
+    if not isinstance(session, DurableSession):
+        raise ConfigurationError("session must be a DurableSession(store, run_id=None)")
+    return session.run_id or options.deps.generate_id()
+
+
+async def call_start(
+    messages: tuple[Message, ...],
+    session: DurableSession | None,
+    run_id: str | None,
+    options: LoopOptions,
+) -> LegStart:
+    """Where a plain call starts; a run id the store knows continues its counters."""
+    if run_id is None or session is None:
+        return LegStart(messages=messages)
+    try:
+        existing = await maybe_await(session.store.load(run_id))
+    except Exception as exc:
+        options.deps.logger.error("nbdurable: loading run %s failed: %r", run_id, exc)
+        existing = None
+    if existing is None:
+        return LegStart(messages=messages, run_id=run_id, durable=True)
+    return LegStart(
+        messages=messages,
+        next_step_index=existing.step_index + 1,
+        run_usage=existing.usage,
+        run_id=run_id,
+        durable=True,
+    )
+
+
+async def resume_start(store: SessionStore, run_id: str) -> tuple[LegStart, tuple[str, ...]]:
+    """Load the latest checkpoint of ``run_id`` as the start of a new leg."""
+    checkpoint = await maybe_await(store.load(run_id))
+    if checkpoint is None:
+        raise CheckpointNotFoundError(run_id)
+    return leg_start_from_checkpoint(checkpoint), checkpoint.agent_path
+
+
+# --- the public async entry points ---------------------------------------------------
+
+
+async def generate_text(
+    *,
+    model: Any,
+    messages: str | Message | Sequence[Message | str],
+    tools: Iterable[Tool] | Mapping[str, Tool] | None = None,
+    instructions: str | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    stop_when: StopCondition | Sequence[StopCondition] | None = None,
+    prepare_step: PrepareStep | None = None,
+    max_tool_concurrency: int | None = None,
+    approve_tool_call: ApproveToolCall | None = None,
+    approval_responses: Sequence[ToolApprovalResponse] | None = None,
+    approval_signer: ApprovalSigner | None = None,
+    approval_max_age_ms: int | None = None,
+    session: DurableSession | None = None,
+    deps: Deps | None = None,
+) -> GenerateTextResult:
+    """Run the agent loop to completion or suspension.
+
+    Args:
+        model: The model (see :class:`~nbdurable.models.Model`).
+        messages: The conversation so far; a string is one user message.
+        tools: Tools the model may call (a list or a name -> tool mapping).
+        instructions: System instructions sent with every model call.
+        max_steps: Runaway guard: the run ends (``finish_reason="max_steps"``)
+            once it has this many steps, counted across legs.
+        stop_when: Stop conditions checked after each tool step, e.g.
+            ``total_tokens_exceed(10_000)``; they see the whole run's usage.
+        prepare_step: Called before each step; may return a
+            :class:`PrepareStepResult` overriding model, tools, messages or
+            instructions for that step.
+        max_tool_concurrency: How many calls of one batch run at once (None: all).
+        approve_tool_call: Server-mode approver for gated calls; without it
+            gated calls suspend the run (client mode).
+        approval_responses: Verdicts for calls awaiting approval in ``messages``.
+        approval_signer: Signs approval requests and verifies returned tokens.
+        approval_max_age_ms: Tokens this old or older are refused.
+        session: ``DurableSession(store, run_id)`` to checkpoint every step
+            (only calls with tools checkpoint).
+        deps: Clock, id generator and logger.
+
+    Returns:
+        The leg's :class:`GenerateTextResult`.
+
+    Raises:
+        ConfigurationError: Invalid options.
+        Exception: Whatever the model raised (tool errors never raise).
+    """
+    options = build_options(
+        model=model, tools=tools, instructions=instructions, max_steps=max_steps,
+        stop_when=stop_when, prepare_step=prepare_step,
+        max_tool_concurrency=max_tool_concurrency, approve_tool_call=approve_tool_call,
+        approval_responses=approval_responses, approval_signer=approval_signer,
+        approval_max_age_ms=approval_max_age_ms, deps=deps,
+    )
+    history = coerce_messages(messages)
+    run_id = session_run_id(session, options)
+    start = await call_start(history, session, run_id, options)
+    store = session.store if (session is not None and run_id is not None) else None
+    return await Driver(options, start, store=store).run()
+
+
+async def resume_from_checkpoint(
+    store: SessionStore,
+    run_id: str,
+    *,
+    model: Any,
+    tools: Iterable[Tool] | Mapping[str, Tool] | None = None,
+    instructions: str | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    stop_when: StopCondition | Sequence[StopCondition] | None = None,
+    prepare_step: PrepareStep | None = None,
+    max_tool_concurrency: int | None = None,
+    approve_tool_call: ApproveToolCall | None = None,
+    approval_responses: Sequence[ToolApprovalResponse] | None = None,
+    approval_signer: ApprovalSigner | None = None,
+    approval_max_age_ms: int | None = None,
+    deps: Deps | None = None,
+) -> GenerateTextResult:
+    """Continue a durable run from its latest checkpoint.
+
+    Takes the options of :func:`generate_text` except ``messages`` (the
+    checkpoint's history) and ``session`` (``store`` + ``run_id``). Pending
+    approvals are settled from ``approval_responses``: approved calls run,
+    denied ones become is_error results with the reason, unanswered ones are
+    denied. ``step_index`` and cumulative usage continue; the result's
+    ``usage`` is this leg's own.
+
+    Raises:
+        CheckpointNotFoundError: The store has no checkpoint for ``run_id``.
+    """
+    start, agent_path = await resume_start(store, run_id)
+    options = build_options(
+        model=model, tools=tools, instructions=instructions, max_steps=max_steps,
+        stop_when=stop_when, prepare_step=prepare_step,
+        max_tool_concurrency=max_tool_concurrency, approve_tool_call=approve_tool_call,
+        approval_responses=approval_responses, approval_signer=approval_signer,
+        approval_max_age_ms=approval_max_age_ms, deps=deps, agent_path=agent_path,
+    )
+    return await Driver(options, start, store=store).run()

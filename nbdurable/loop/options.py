@@ -1,0 +1,213 @@
+"""Options and results of the agent loop: stop conditions, prepare_step, step and call results."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+from .._deps import Deps
+from .._errors import ConfigurationError
+from ..durable.signer import ApprovalSigner
+from ..messages import (
+    Message,
+    ToolApprovalRequest,
+    ToolApprovalResponse,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+)
+from ..models.base import Model
+from ..tools import Tool
+
+__all__ = [
+    "DEFAULT_MAX_STEPS",
+    "MAX_AGENT_DEPTH",
+    "ApproveToolCall",
+    "GenerateTextResult",
+    "LoopOptions",
+    "PrepareStep",
+    "PrepareStepResult",
+    "StepContext",
+    "StepResult",
+    "StopCondition",
+    "cost_exceeds",
+    "step_count_is",
+    "total_tokens_exceed",
+]
+
+DEFAULT_MAX_STEPS = 20
+MAX_AGENT_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step did.
+
+    Attributes:
+        step_index: Index of the step within the run (continues across legs).
+        text: The model's text in this step.
+        tool_calls: The calls the model made.
+        tool_results: Their results (empty for a suspended step).
+        usage: This step's usage.
+        finish_reason: The model's finish reason for this step.
+    """
+
+    step_index: int
+    text: str
+    tool_calls: tuple[ToolCallPart, ...]
+    tool_results: tuple[ToolResultPart, ...]
+    usage: Usage
+    finish_reason: str
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What ``prepare_step`` and stop conditions see.
+
+    Attributes:
+        step_index: Index of the step about to run (prepare_step) or just run (stop).
+        messages: The history so far.
+        usage: Cumulative usage of the whole run, all legs included.
+        leg_usage: Usage of this call only.
+        steps: Steps completed by this call.
+        model: The call's model.
+    """
+
+    step_index: int
+    messages: tuple[Message, ...]
+    usage: Usage
+    leg_usage: Usage
+    steps: tuple[StepResult, ...]
+    model: Model
+
+
+StopCondition = Callable[[StepContext], bool]
+
+
+@dataclass(frozen=True)
+class PrepareStepResult:
+    """Overrides for one step; None fields keep the call's settings.
+
+    Attributes:
+        model: A different model for this step.
+        tools: Names of the tools offered this step (a subset of the call's tools).
+        messages: The messages sent for this step (history is not changed).
+        instructions: System instructions for this step.
+    """
+
+    model: Model | None = None
+    tools: Sequence[str] | None = None
+    messages: Sequence[Message] | None = None
+    instructions: str | None = None
+
+
+PrepareStep = Callable[
+    [StepContext], Union[PrepareStepResult, None, Awaitable[Union[PrepareStepResult, None]]]
+]
+ApproveToolCall = Callable[
+    [ToolApprovalRequest],
+    Union[bool, ToolApprovalResponse, Awaitable[Union[bool, ToolApprovalResponse]]],
+]
+
+
+def step_count_is(n: int) -> StopCondition:
+    """Stop once the run has completed ``n`` steps (counted across legs)."""
+
+    def condition(ctx: StepContext) -> bool:
+        return ctx.step_index + 1 >= n
+
+    condition.__name__ = f"step_count_is({n})"
+    return condition
+
+
+def total_tokens_exceed(n: int) -> StopCondition:
+    """Stop once the run's cumulative total tokens exceed ``n``."""
+
+    def condition(ctx: StepContext) -> bool:
+        return ctx.usage.total_tokens > n
+
+    condition.__name__ = f"total_tokens_exceed({n})"
+    return condition
+
+
+def cost_exceeds(usd: float) -> StopCondition:
+    """Stop once the run's cumulative cost exceeds ``usd`` dollars."""
+
+    def condition(ctx: StepContext) -> bool:
+        return ctx.usage.cost is not None and ctx.usage.cost > usd
+
+    condition.__name__ = f"cost_exceeds({usd})"
+    return condition
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """Every option of one loop call, validated (built by ``generate_text``/``stream_chat``)."""
+
+    model: Model
+    tools: dict[str, Tool]
+    instructions: str | None = None
+    max_steps: int = DEFAULT_MAX_STEPS
+    stop_when: tuple[StopCondition, ...] = ()
+    prepare_step: PrepareStep | None = None
+    max_tool_concurrency: int | None = None
+    approve_tool_call: ApproveToolCall | None = None
+    approval_responses: tuple[ToolApprovalResponse, ...] = ()
+    approval_signer: ApprovalSigner | None = None
+    approval_max_age_ms: int | None = None
+    deps: Deps = field(default_factory=Deps)
+    agent_path: tuple[str, ...] = ()
+    depth: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_steps, int) or self.max_steps < 1:
+            raise ConfigurationError(f"max_steps must be a positive integer, not {self.max_steps!r}")
+        if self.max_tool_concurrency is not None and (
+            not isinstance(self.max_tool_concurrency, int) or self.max_tool_concurrency < 1
+        ):
+            raise ConfigurationError("max_tool_concurrency must be None or a positive integer")
+        if self.approval_max_age_ms is not None and self.approval_max_age_ms <= 0:
+            raise ConfigurationError("approval_max_age_ms must be positive or None")
+        if not hasattr(self.model, "generate"):
+            raise ConfigurationError(f"{self.model!r} is not a Model (it has no generate())")
+        for response in self.approval_responses:
+            if not isinstance(response, ToolApprovalResponse):
+                raise ConfigurationError(
+                    f"approval_responses must hold ToolApprovalResponse, got {response!r}"
+                )
+
+
+@dataclass(frozen=True)
+class GenerateTextResult:
+    """The result of one call (one leg of a run).
+
+    Attributes:
+        text: The final text (of the last step).
+        status: ``completed``, or ``suspended`` on approvals or client tools.
+        finish_reason: ``stop``, ``length``, ``content_filter``, ``tool_calls``,
+            ``max_steps``, ``stop_condition`` or ``suspended``.
+        messages: The full history at the end of the call.
+        response_messages: The messages this call added.
+        steps: The steps this call ran.
+        usage: This leg's own usage.
+        total_usage: The whole run's cumulative usage (equals ``usage`` without a session).
+        pending_approvals: Gated calls awaiting a verdict (with tokens when signed,
+            with ``agent_path`` when a sub-agent asks).
+        pending_tool_calls: Client tool calls awaiting a result.
+        run_id: The durable run id, or None for a call without session or tools.
+        step_index: Index of the last step of the run so far (-1 if none).
+    """
+
+    text: str
+    status: Literal["completed", "suspended"]
+    finish_reason: str
+    messages: tuple[Message, ...]
+    response_messages: tuple[Message, ...]
+    steps: tuple[StepResult, ...]
+    usage: Usage
+    total_usage: Usage
+    pending_approvals: tuple[ToolApprovalRequest, ...] = ()
+    pending_tool_calls: tuple[ToolCallPart, ...] = ()
+    run_id: str | None = None
+    step_index: int = -1

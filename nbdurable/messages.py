@@ -1,0 +1,256 @@
+"""Messages, their parts, approval requests and token usage (pydantic v2 models).
+
+All models are frozen and hold tuples, so a history once built cannot change under
+a checkpoint that refers to it. Binary image data stays ``bytes`` in Python and is
+base64 in JSON, so a JSON round trip gives real bytes back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "ApprovalRequestPart",
+    "ImagePart",
+    "Message",
+    "Part",
+    "Role",
+    "TextPart",
+    "ToolApprovalRequest",
+    "ToolApprovalResponse",
+    "ToolCallPart",
+    "ToolResultPart",
+    "Usage",
+    "assistant",
+    "system",
+    "tool_message",
+    "user",
+]
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+_FROZEN = ConfigDict(
+    frozen=True,
+    extra="forbid",
+    ser_json_bytes="base64",
+    val_json_bytes="base64",
+)
+
+
+class TextPart(BaseModel):
+    """Plain text."""
+
+    model_config = _FROZEN
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImagePart(BaseModel):
+    """An image, either inline bytes or an external URL (exactly one of them).
+
+    URL images stay references: nbdurable never fetches or transforms media.
+    """
+
+    model_config = _FROZEN
+    type: Literal["image"] = "image"
+    data: bytes | None = None
+    url: str | None = None
+    media_type: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one_source(self) -> ImagePart:
+        if (self.data is None) == (self.url is None):
+            raise ValueError("an image part needs exactly one of `data` (bytes) or `url`")
+        return self
+
+
+class ToolCallPart(BaseModel):
+    """A tool call the model asked for."""
+
+    model_config = _FROZEN
+    type: Literal["tool_call"] = "tool_call"
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResultPart(BaseModel):
+    """The result of one tool call; ``is_error`` marks results the model should treat as failures."""
+
+    model_config = _FROZEN
+    type: Literal["tool_result"] = "tool_result"
+    tool_call_id: str
+    tool_name: str
+    result: Any = None
+    is_error: bool = False
+
+
+class ToolApprovalRequest(BaseModel):
+    """A gated tool call waiting for a human verdict.
+
+    Attributes:
+        approval_id: Id of this approval; distinct from the tool call id.
+        tool_call_id: The model-issued id of the gated call.
+        tool_name: Name of the gated tool.
+        input: The call's arguments, exactly as the model gave them.
+        agent_path: Sub-agent names from the top-level run down to the agent
+            that made the call; empty for the run's own calls.
+        token: The signed approval token (``v1.<payload>.<mac>``) when the call
+            had an approval signer; echo it back on the response.
+    """
+
+    model_config = _FROZEN
+    approval_id: str
+    tool_call_id: str
+    tool_name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    agent_path: tuple[str, ...] = ()
+    token: str | None = None
+
+
+class ToolApprovalResponse(BaseModel):
+    """A verdict on one approval request.
+
+    Attributes:
+        approval_id: The request's ``approval_id``.
+        approved: True to run the tool, False to deny it.
+        reason: Why it was denied; shown to the model in the is_error result.
+        token: The request's token, echoed back unchanged (needed to approve
+            when the settling call has an approval signer; denials need none).
+    """
+
+    model_config = _FROZEN
+    approval_id: str
+    approved: bool
+    reason: str | None = None
+    token: str | None = None
+
+
+class ApprovalRequestPart(BaseModel):
+    """Records, inside the assistant message, that one of its calls awaits approval.
+
+    ``verdict`` is set when a resume settled the request but the step suspended
+    again (a sub-agent in the same batch asked for more): the verified verdict
+    then holds for the next leg, so the caller is not asked twice.
+    """
+
+    model_config = _FROZEN
+    type: Literal["tool_approval_request"] = "tool_approval_request"
+    request: ToolApprovalRequest
+    verdict: ToolApprovalResponse | None = None
+
+
+Part = Annotated[
+    Union[TextPart, ImagePart, ToolCallPart, ToolResultPart, ApprovalRequestPart],
+    Field(discriminator="type"),
+]
+
+
+class Message(BaseModel):
+    """One message of a conversation.
+
+    ``content`` accepts a plain string (one text part) or a sequence of parts.
+    """
+
+    model_config = _FROZEN
+    role: Role
+    content: tuple[Part, ...]
+    metadata: dict[str, Any] | None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _coerce_content(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return (TextPart(text=value),)
+        if isinstance(value, list):
+            return tuple(value)
+        return value
+
+    @property
+    def text(self) -> str:
+        """The concatenated text of all text parts."""
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallPart, ...]:
+        """The tool call parts, in order."""
+        return tuple(p for p in self.content if isinstance(p, ToolCallPart))
+
+    @property
+    def tool_results(self) -> tuple[ToolResultPart, ...]:
+        """The tool result parts, in order."""
+        return tuple(p for p in self.content if isinstance(p, ToolResultPart))
+
+    @property
+    def approval_requests(self) -> tuple[ToolApprovalRequest, ...]:
+        """Approval requests recorded on this (assistant) message."""
+        return tuple(p.request for p in self.content if isinstance(p, ApprovalRequestPart))
+
+
+class Usage(BaseModel):
+    """Token usage, and cost in US dollars when known. Adding two usages sums them."""
+
+    model_config = _FROZEN
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cached_input_tokens: int | None = None
+    cost: float | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            cached_input_tokens=_sum_optional(self.cached_input_tokens, other.cached_input_tokens),
+            cost=_sum_optional(self.cost, other.cost),
+        )
+
+
+def _sum_optional(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+def _parts(content: str | bytes | Part | Iterable[str | bytes | Part]) -> tuple[Part, ...]:
+    if isinstance(content, (str, bytes)) or not isinstance(content, Iterable):
+        content = [content]
+    parts: list[Part] = []
+    for item in content:
+        if isinstance(item, str):
+            parts.append(TextPart(text=item))
+        elif isinstance(item, bytes):
+            parts.append(ImagePart(data=item))
+        else:
+            parts.append(item)
+    return tuple(parts)
+
+
+def user(
+    content: str | bytes | Part | Iterable[str | bytes | Part],
+    *,
+    metadata: dict[str, Any] | None = None,
+) -> Message:
+    """Build a user message. Strings become text parts, bytes become image parts."""
+    return Message(role="user", content=_parts(content), metadata=metadata)
+
+
+def system(text: str) -> Message:
+    """Build a system message."""
+    return Message(role="system", content=(TextPart(text=text),))
+
+
+def assistant(content: str | Part | Iterable[str | Part]) -> Message:
+    """Build an assistant message (text and/or tool call parts)."""
+    return Message(role="assistant", content=_parts(content))
+
+
+def tool_message(results: Sequence[ToolResultPart]) -> Message:
+    """Build the tool message that answers an assistant message's tool calls."""
+    return Message(role="tool", content=tuple(results))

@@ -1,0 +1,116 @@
+"""The Model protocol: what the loop sends a model and what it gets back."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal, Protocol, Union, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..messages import Message, Part, TextPart, ToolCallPart, Usage
+
+__all__ = [
+    "FinishReason",
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelStreamEvent",
+    "ResponseEvent",
+    "StreamingModel",
+    "TextDeltaEvent",
+    "ToolCallDeltaEvent",
+    "ToolSpec",
+]
+
+FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "other"]
+
+_CONFIG = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
+
+
+class ToolSpec(BaseModel):
+    """A tool as the model sees it: name, description and JSON schema of its arguments."""
+
+    model_config = _CONFIG
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class ModelRequest(BaseModel):
+    """One model call: the history, the tools on offer and the system instructions."""
+
+    model_config = _CONFIG
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    instructions: str | None = None
+
+
+class ModelResponse(BaseModel):
+    """A complete model turn: text and/or tool calls, usage and why it ended."""
+
+    model_config = _CONFIG
+    content: tuple[Part, ...] = ()
+    usage: Usage = Usage()
+    finish_reason: FinishReason = "stop"
+    model_id: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The concatenated text of the response."""
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallPart, ...]:
+        """The tool calls of the response, in order."""
+        return tuple(p for p in self.content if isinstance(p, ToolCallPart))
+
+
+class TextDeltaEvent(BaseModel):
+    """A piece of streamed text."""
+
+    model_config = _CONFIG
+    type: Literal["text_delta"] = "text_delta"
+    delta: str
+
+
+class ToolCallDeltaEvent(BaseModel):
+    """A fragment of a streamed tool call's JSON arguments."""
+
+    model_config = _CONFIG
+    type: Literal["tool_call_delta"] = "tool_call_delta"
+    tool_call_id: str
+    tool_name: str
+    args_delta: str
+
+
+class ResponseEvent(BaseModel):
+    """The last event of a stream: the complete, validated response."""
+
+    model_config = _CONFIG
+    type: Literal["response"] = "response"
+    response: ModelResponse
+
+
+ModelStreamEvent = Annotated[
+    Union[TextDeltaEvent, ToolCallDeltaEvent, ResponseEvent], Field(discriminator="type")
+]
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A chat model. ``generate`` returns one complete turn."""
+
+    model_id: str
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        """Return one complete model turn for ``request``."""
+        ...
+
+
+@runtime_checkable
+class StreamingModel(Model, Protocol):
+    """A model that can also stream: deltas, then exactly one final ``ResponseEvent``."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        """Yield text/tool-call deltas and finally the complete response."""
+        ...

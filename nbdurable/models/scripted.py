@@ -1,0 +1,202 @@
+"""ScriptedModel: a deterministic, offline model that plays a script of turns."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+from .._errors import ConfigurationError, ModelError, ScriptExhaustedError
+from ..messages import Part, TextPart, ToolCallPart, Usage
+from .base import (
+    FinishReason,
+    ModelRequest,
+    ModelResponse,
+    ModelStreamEvent,
+    ResponseEvent,
+    TextDeltaEvent,
+    ToolCallDeltaEvent,
+)
+
+__all__ = ["ScriptedModel", "Turn"]
+
+_TOKEN_RE = re.compile(r"\S+\s*|\s+")
+
+ToolCallSpec = Union[ToolCallPart, tuple[str, Mapping[str, Any]], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One scripted model turn.
+
+    Attributes:
+        text: The text the model says.
+        tool_calls: Calls to make: ``ToolCallPart``s, ``(name, args)`` tuples or
+            ``{"name": ..., "args": ..., "id": ...}`` dicts. Ids default to
+            ``call_<history length>_<i>``, stable when a step is re-run.
+        usage: Reported usage; by default counted from the request and the text.
+        finish_reason: Defaults to ``tool_calls`` when there are calls, else ``stop``.
+        error: Raised after the text has streamed (a failure mid-response).
+    """
+
+    text: str = ""
+    tool_calls: Sequence[ToolCallSpec] = ()
+    usage: Usage | None = None
+    finish_reason: FinishReason | None = None
+    error: BaseException | None = None
+
+    @classmethod
+    def call(cls, tool_name: str, text: str = "", /, **args: Any) -> Turn:
+        """A turn that makes one tool call: ``Turn.call("drop_table", name="stg")``."""
+        return cls(text=text, tool_calls=[(tool_name, args)])
+
+
+ScriptEntry = Union[Turn, str, Callable[[ModelRequest], Union[Turn, str]]]
+
+
+@dataclass
+class ScriptedModel:
+    """Plays a script of turns, offline and deterministically.
+
+    By default (``mode="history"``) the turn played is chosen by the number of
+    assistant messages already in the request, so a resumed run, a re-run step or
+    a fresh instance after a restart all get the right next turn. With
+    ``mode="sequential"`` each call plays the next turn of the script.
+
+    Args:
+        turns: Script entries: a :class:`Turn`, a string (a text-only turn) or a
+            callable taking the :class:`ModelRequest` and returning either.
+        stream_delay: Seconds to sleep between streamed tokens.
+        fail_on: 1-based call numbers of this instance that raise: an iterable
+            of numbers (raising :class:`ModelError`) or a mapping number ->
+            exception to raise.
+        price_per_million: ``(input, output)`` USD per million tokens; sets ``Usage.cost``.
+        model_id: The id reported on responses.
+        mode: ``"history"`` or ``"sequential"``.
+
+    Attributes:
+        requests: Every request received, in order (for assertions).
+    """
+
+    turns: Sequence[ScriptEntry]
+    stream_delay: float = 0.0
+    fail_on: Iterable[int] | Mapping[int, BaseException] = ()
+    price_per_million: tuple[float, float] | None = None
+    model_id: str = "scripted"
+    mode: Literal["history", "sequential"] = "history"
+    requests: list[ModelRequest] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.turns = list(self.turns)
+        if self.mode not in ("history", "sequential"):
+            raise ConfigurationError(f"mode must be 'history' or 'sequential', not {self.mode!r}")
+        if isinstance(self.fail_on, Mapping):
+            self._failures: dict[int, BaseException] = dict(self.fail_on)
+        else:
+            self._failures = {
+                int(n): ModelError(f"scripted failure on call {n}", retryable=True)
+                for n in self.fail_on
+            }
+        if self.stream_delay < 0:
+            raise ConfigurationError("stream_delay must be >= 0")
+
+    @property
+    def calls(self) -> int:
+        """How many times this model was called."""
+        return len(self.requests)
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        """Play the next turn at once."""
+        turn = self._next_turn(request)
+        if turn.error is not None:
+            raise turn.error
+        return self._response(request, turn)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        """Play the next turn token by token, then yield the complete response."""
+        turn = self._next_turn(request)
+        for token in _TOKEN_RE.findall(turn.text):
+            if self.stream_delay:
+                await asyncio.sleep(self.stream_delay)
+            yield TextDeltaEvent(delta=token)
+        if turn.error is not None:
+            raise turn.error
+        response = self._response(request, turn)
+        for call in response.tool_calls:
+            args = json.dumps(call.args)
+            half = len(args) // 2
+            for piece in (args[:half], args[half:]):
+                yield ToolCallDeltaEvent(
+                    tool_call_id=call.tool_call_id, tool_name=call.tool_name, args_delta=piece
+                )
+        yield ResponseEvent(response=response)
+
+    def _next_turn(self, request: ModelRequest) -> Turn:
+        self.requests.append(request)
+        number = len(self.requests)
+        if number in self._failures:
+            raise self._failures[number]
+        if self.mode == "history":
+            index = sum(1 for m in request.messages if m.role == "assistant")
+        else:
+            index = number - 1
+        if index >= len(self.turns):
+            raise ScriptExhaustedError(
+                f"ScriptedModel has {len(self.turns)} turn(s); turn {index + 1} was requested"
+            )
+        entry = self.turns[index]
+        if callable(entry) and not isinstance(entry, Turn):
+            entry = entry(request)
+        if isinstance(entry, str):
+            return Turn(text=entry)
+        if not isinstance(entry, Turn):
+            raise ConfigurationError(f"script entry {index} is not a Turn or str: {entry!r}")
+        return entry
+
+    def _response(self, request: ModelRequest, turn: Turn) -> ModelResponse:
+        content: list[Part] = []
+        if turn.text:
+            content.append(TextPart(text=turn.text))
+        for i, spec in enumerate(turn.tool_calls):
+            content.append(_tool_call(spec, default_id=f"call_{len(request.messages)}_{i}"))
+        calls = sum(1 for p in content if isinstance(p, ToolCallPart))
+        finish = turn.finish_reason or ("tool_calls" if calls else "stop")
+        usage = turn.usage or self._count_usage(request, content)
+        return ModelResponse(
+            content=tuple(content), usage=usage, finish_reason=finish, model_id=self.model_id
+        )
+
+    def _count_usage(self, request: ModelRequest, content: list[Part]) -> Usage:
+        prompt = " ".join(m.model_dump_json() for m in request.messages)
+        input_tokens = max(1, len(_TOKEN_RE.findall(prompt)) // 4)
+        output_tokens = sum(
+            len(_TOKEN_RE.findall(p.text)) if isinstance(p, TextPart) else 5 for p in content
+        )
+        cost = None
+        if self.price_per_million is not None:
+            price_in, price_out = self.price_per_million
+            cost = (input_tokens * price_in + output_tokens * price_out) / 1_000_000
+        return Usage(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            total_tokens=input_tokens + output_tokens,
+            cost=cost,
+        )
+
+
+def _tool_call(spec: ToolCallSpec, *, default_id: str) -> ToolCallPart:
+    if isinstance(spec, ToolCallPart):
+        return spec
+    if isinstance(spec, tuple):
+        name, args = spec
+        return ToolCallPart(tool_call_id=default_id, tool_name=name, args=dict(args))
+    if isinstance(spec, Mapping):
+        return ToolCallPart(
+            tool_call_id=str(spec.get("id") or default_id),
+            tool_name=str(spec["name"]),
+            args=dict(spec.get("args") or {}),
+        )
+    raise ConfigurationError(f"cannot read a tool call from {spec!r}")

@@ -1,0 +1,58 @@
+"""The in-memory reference store: latest save wins for ``load``, every snapshot kept."""
+
+from __future__ import annotations
+
+import threading
+
+from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
+
+__all__ = ["InMemorySessionStore"]
+
+
+class InMemorySessionStore:
+    """Keeps every checkpoint of every run in process memory.
+
+    ``load(run_id)`` returns the latest save (the reference semantics);
+    ``load(run_id, step_index=n)`` and ``history(run_id)`` give the older
+    snapshots, so history works in tests and demos without a file.
+    Thread-safe; nothing survives the process.
+    """
+
+    def __init__(self) -> None:
+        self._runs: dict[str, list[AgentCheckpoint]] = {}
+        self._lock = threading.Lock()
+
+    def save(self, checkpoint: AgentCheckpoint) -> None:
+        """Append a snapshot; it becomes what ``load`` returns."""
+        with self._lock:
+            self._runs.setdefault(checkpoint.run_id, []).append(checkpoint)
+
+    def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
+        """Return the latest checkpoint, or the latest one saved at ``step_index``."""
+        with self._lock:
+            snapshots = self._runs.get(run_id, [])
+            if step_index is None:
+                return snapshots[-1] if snapshots else None
+            for checkpoint in reversed(snapshots):
+                if checkpoint.step_index == step_index:
+                    return checkpoint
+            return None
+
+    def history(self, run_id: str) -> list[CheckpointInfo]:
+        """Metadata of every snapshot of a run, oldest first (empty for an unknown run)."""
+        with self._lock:
+            return [checkpoint.info() for checkpoint in self._runs.get(run_id, [])]
+
+    def list(self) -> list[str]:
+        """Stored run ids, in order of their first save."""
+        with self._lock:
+            return list(self._runs)
+
+    def delete(self, run_id: str) -> None:
+        """Forget a run; unknown ids are a no-op."""
+        with self._lock:
+            self._runs.pop(run_id, None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._runs)

@@ -1,0 +1,56 @@
+"""The package's front door: __all__, import hygiene, typing marker."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import nbdurable
+
+
+def test_all_lists_exactly_the_public_names() -> None:
+    public = {n for n in dir(nbdurable) if not n.startswith("_")} - {
+        # subpackages and modules are reachable as attributes but are not API names
+        "durable", "loop", "messages", "models", "stores", "tools",
+    }
+    assert set(nbdurable.__all__) - {"__version__"} == public
+    for name in nbdurable.__all__:
+        assert hasattr(nbdurable, name), name
+    assert len(nbdurable.__all__) == len(set(nbdurable.__all__))
+
+
+def test_design_contract_names_that_exist_are_exported() -> None:
+    contract = [
+        "generate_text", "stream_chat", "resume_from_checkpoint",
+        "resume_stream_from_checkpoint", "DurableSession", "AgentCheckpoint",
+        "serialize_checkpoint", "deserialize_checkpoint", "SessionStore",
+        "InMemorySessionStore", "open_store", "ApprovalSigner", "ToolApprovalRequest",
+        "ToolApprovalResponse", "tool", "agent_tool", "ScriptedModel", "NbdurableError",
+        "CheckpointNotFoundError", "CheckpointVersionError", "RunNotFoundError",
+        "DurableConflictError", "LimitExceededError", "StoreCorruptionError",
+    ]
+    missing = [name for name in contract if name not in nbdurable.__all__]
+    assert missing == []
+
+
+def test_import_leaves_jupyter_and_pandas_out() -> None:
+    code = (
+        "import sys, nbdurable\n"
+        "bad = [m for m in ('IPython', 'ipywidgets', 'pandas', 'ipykernel') if m in sys.modules]\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_errors_share_one_root() -> None:
+    for name in nbdurable.__all__:
+        obj = getattr(nbdurable, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, nbdurable.NbdurableError), name
+    assert issubclass(nbdurable.ConfigurationError, ValueError)
+
+
+def test_py_typed_marker_ships() -> None:
+    assert (Path(nbdurable.__file__).parent / "py.typed").exists()
