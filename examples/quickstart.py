@@ -66,12 +66,17 @@ async def main() -> None:
 
     # Leg 2: resume from the store with the signed verdict; the approved tool runs.
     done = await nd.resume_from_checkpoint(
-        store, "run-42", model=model, tools=[list_tables, drop_table],
-        approval_signer=signer, approval_responses=[verdict],
+        store,
+        "run-42",
+        model=model,
+        tools=[list_tables, drop_table],
+        approval_signer=signer,
+        approval_responses=[verdict],
     )
     print(f"status={done.status} text={done.text!r}")
     print(f"dropped={dropped} steps={done.step_index + 1} tokens={done.total_usage.total_tokens}")
-    assert dropped == ["stg_2023"] and done.status == "completed"
+    assert dropped == ["stg_2023"]
+    assert done.status == "completed"
 
 
 if __name__ == "__main__":

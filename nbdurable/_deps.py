@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["Clock", "Deps", "Logger", "SystemClock", "new_id"]
 
@@ -28,11 +28,11 @@ class Clock(Protocol):
 class Logger(Protocol):
     """The subset of :class:`logging.Logger` the loop uses."""
 
-    def error(self, msg: str, *args: object, **kwargs: object) -> None:
+    def error(self, msg: str, *args: Any, **kwargs: Any) -> None:
         """Log an error."""
         ...
 
-    def warning(self, msg: str, *args: object, **kwargs: object) -> None:
+    def warning(self, msg: str, *args: Any, **kwargs: Any) -> None:
         """Log a warning."""
         ...
 

@@ -8,7 +8,7 @@ base64 in JSON, so a JSON round trip gives real bytes back.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -78,7 +78,7 @@ class ToolCallPart(BaseModel):
 
 
 class ToolResultPart(BaseModel):
-    """The result of one tool call; ``is_error`` marks results the model should treat as failures."""
+    """The result of one tool call; ``is_error`` marks a failure the model should react to."""
 
     model_config = _FROZEN
     type: Literal["tool_result"] = "tool_result"
@@ -144,7 +144,7 @@ class ApprovalRequestPart(BaseModel):
 
 
 Part = Annotated[
-    Union[TextPart, ImagePart, ToolCallPart, ToolResultPart, ApprovalRequestPart],
+    TextPart | ImagePart | ToolCallPart | ToolResultPart | ApprovalRequestPart,
     Field(discriminator="type"),
 ]
 
@@ -219,10 +219,12 @@ def _sum_optional(a: Any, b: Any) -> Any:
 
 
 def _parts(content: str | bytes | Part | Iterable[str | bytes | Part]) -> tuple[Part, ...]:
-    if isinstance(content, (str, bytes)) or not isinstance(content, Iterable):
-        content = [content]
+    # pydantic models are iterable (over their fields): treat a single part as one item
+    items: Iterable[Any] = (
+        [content] if isinstance(content, (str, bytes, BaseModel)) else list(content)
+    )
     parts: list[Part] = []
-    for item in content:
+    for item in items:
         if isinstance(item, str):
             parts.append(TextPart(text=item))
         elif isinstance(item, bytes):

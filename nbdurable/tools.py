@@ -30,7 +30,7 @@ __all__ = [
     "tool",
 ]
 
-NeedsApproval = Union[bool, Callable[[dict[str, Any]], Union[bool, Awaitable[bool]]]]
+NeedsApproval = Union[bool, Callable[[dict[str, Any]], bool | Awaitable[bool]]]
 F = TypeVar("F", bound=Callable[..., Any])
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
@@ -87,9 +87,7 @@ class Tool:
 
     name: str
     description: str = ""
-    parameters: dict[str, Any] = field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
     execute: Callable[..., Any] | None = None
     needs_approval: NeedsApproval = False
     args_model: type[BaseModel] | None = None
@@ -346,4 +344,3 @@ def normalize_tools(tools: Iterable[Tool] | Mapping[str, Tool] | None) -> dict[s
 
 def _renamed(item: Tool, name: str) -> Tool:
     return dataclasses.replace(item, name=name)
-

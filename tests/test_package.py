@@ -12,7 +12,12 @@ import nbdurable
 def test_all_lists_exactly_the_public_names() -> None:
     public = {n for n in dir(nbdurable) if not n.startswith("_")} - {
         # subpackages and modules are reachable as attributes but are not API names
-        "durable", "loop", "messages", "models", "stores", "tools",
+        "durable",
+        "loop",
+        "messages",
+        "models",
+        "stores",
+        "tools",
     }
     assert set(nbdurable.__all__) - {"__version__"} == public
     for name in nbdurable.__all__:
@@ -22,13 +27,30 @@ def test_all_lists_exactly_the_public_names() -> None:
 
 def test_design_contract_names_that_exist_are_exported() -> None:
     contract = [
-        "generate_text", "stream_chat", "resume_from_checkpoint",
-        "resume_stream_from_checkpoint", "DurableSession", "AgentCheckpoint",
-        "serialize_checkpoint", "deserialize_checkpoint", "SessionStore",
-        "InMemorySessionStore", "open_store", "ApprovalSigner", "ToolApprovalRequest",
-        "ToolApprovalResponse", "tool", "agent_tool", "ScriptedModel", "NbdurableError",
-        "CheckpointNotFoundError", "CheckpointVersionError", "RunNotFoundError",
-        "DurableConflictError", "LimitExceededError", "StoreCorruptionError",
+        "generate_text",
+        "stream_chat",
+        "resume_from_checkpoint",
+        "resume_stream_from_checkpoint",
+        "DurableSession",
+        "AgentCheckpoint",
+        "serialize_checkpoint",
+        "deserialize_checkpoint",
+        "SessionStore",
+        "InMemorySessionStore",
+        "open_store",
+        "ApprovalSigner",
+        "ToolApprovalRequest",
+        "ToolApprovalResponse",
+        "tool",
+        "agent_tool",
+        "ScriptedModel",
+        "NbdurableError",
+        "CheckpointNotFoundError",
+        "CheckpointVersionError",
+        "RunNotFoundError",
+        "DurableConflictError",
+        "LimitExceededError",
+        "StoreCorruptionError",
     ]
     missing = [name for name in contract if name not in nbdurable.__all__]
     assert missing == []

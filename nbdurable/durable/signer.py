@@ -76,7 +76,9 @@ class ApprovalSigner:
         return "ApprovalSigner(secret=<hidden>)"
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], *, clock: Clock | None = None) -> ApprovalSigner:
+    def from_file(
+        cls, path: str | os.PathLike[str], *, clock: Clock | None = None
+    ) -> ApprovalSigner:
         """Use the secret in ``path``, creating it (mode 0600) on first use.
 
         ``NBDURABLE_APPROVAL_SECRET``, when set, takes precedence over the file.

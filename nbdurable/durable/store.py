@@ -24,11 +24,11 @@ class SessionStore(Protocol):
     (the stored run ids).
     """
 
-    def save(self, checkpoint: AgentCheckpoint) -> None | Awaitable[None]:
+    def save(self, checkpoint: AgentCheckpoint) -> Awaitable[None] | None:
         """Store a checkpoint (the latest save of a run wins for ``load``)."""
         ...
 
-    def load(self, run_id: str) -> AgentCheckpoint | None | Awaitable[AgentCheckpoint | None]:
+    def load(self, run_id: str) -> AgentCheckpoint | Awaitable[AgentCheckpoint | None] | None:
         """Return the latest checkpoint of ``run_id``, or None."""
         ...
 

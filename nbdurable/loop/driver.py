@@ -205,16 +205,19 @@ class Driver:
         except Exception as exc:
             return ToolOutcome(result=_error_result(invocation, f"{type(exc).__name__}: {exc}"))
         return ToolOutcome(
-            result=ToolResultPart(tool_call_id=call.tool_call_id, tool_name=call.tool_name,
-                                  result=value)
+            result=ToolResultPart(
+                tool_call_id=call.tool_call_id, tool_name=call.tool_name, result=value
+            )
         )
 
     async def _run_subagent(self, agent: AgentTool, invocation: ToolInvocation) -> ToolOutcome:
         parent = self.options
         if parent.depth + 1 > MAX_AGENT_DEPTH:
-            return ToolOutcome(result=_error_result(
-                invocation, f"Sub-agent nesting is limited to {MAX_AGENT_DEPTH} levels."
-            ))
+            return ToolOutcome(
+                result=_error_result(
+                    invocation, f"Sub-agent nesting is limited to {MAX_AGENT_DEPTH} levels."
+                )
+            )
         assert agent.model is not None
         options = LoopOptions(
             model=agent.model,
@@ -234,7 +237,8 @@ class Driver:
         durable = self.store is not None and self.start.run_id is not None and bool(agent.tools)
         store = self.store if durable else None
         if durable:
-            assert self.store is not None and self.start.run_id is not None
+            assert self.store is not None
+            assert self.start.run_id is not None
             run_id = child_run_id(self.start.run_id, agent.name, invocation.call.tool_call_id)
             existing = await maybe_await(self.store.load(run_id))
             start = (
@@ -430,11 +434,18 @@ async def generate_text(
         Exception: Whatever the model raised (tool errors never raise).
     """
     options = build_options(
-        model=model, tools=tools, instructions=instructions, max_steps=max_steps,
-        stop_when=stop_when, prepare_step=prepare_step,
-        max_tool_concurrency=max_tool_concurrency, approve_tool_call=approve_tool_call,
-        approval_responses=approval_responses, approval_signer=approval_signer,
-        approval_max_age_ms=approval_max_age_ms, deps=deps,
+        model=model,
+        tools=tools,
+        instructions=instructions,
+        max_steps=max_steps,
+        stop_when=stop_when,
+        prepare_step=prepare_step,
+        max_tool_concurrency=max_tool_concurrency,
+        approve_tool_call=approve_tool_call,
+        approval_responses=approval_responses,
+        approval_signer=approval_signer,
+        approval_max_age_ms=approval_max_age_ms,
+        deps=deps,
     )
     history = coerce_messages(messages)
     run_id = session_run_id(session, options)
@@ -474,10 +485,18 @@ async def resume_from_checkpoint(
     """
     start, agent_path = await resume_start(store, run_id)
     options = build_options(
-        model=model, tools=tools, instructions=instructions, max_steps=max_steps,
-        stop_when=stop_when, prepare_step=prepare_step,
-        max_tool_concurrency=max_tool_concurrency, approve_tool_call=approve_tool_call,
-        approval_responses=approval_responses, approval_signer=approval_signer,
-        approval_max_age_ms=approval_max_age_ms, deps=deps, agent_path=agent_path,
+        model=model,
+        tools=tools,
+        instructions=instructions,
+        max_steps=max_steps,
+        stop_when=stop_when,
+        prepare_step=prepare_step,
+        max_tool_concurrency=max_tool_concurrency,
+        approve_tool_call=approve_tool_call,
+        approval_responses=approval_responses,
+        approval_signer=approval_signer,
+        approval_max_age_ms=approval_max_age_ms,
+        deps=deps,
+        agent_path=agent_path,
     )
     return await Driver(options, start, store=store).run()

@@ -158,8 +158,9 @@ class ExecuteTools:
     max_concurrency: int | None
 
 
-Effect = Union[Emit, SaveCheckpoint, PrepareStepCall, CallModel, EvaluateGates, AskApprover,
-               ExecuteTools]
+Effect = Union[
+    Emit, SaveCheckpoint, PrepareStepCall, CallModel, EvaluateGates, AskApprover, ExecuteTools
+]
 
 
 @dataclass(frozen=True)
@@ -264,7 +265,9 @@ class AgentMachine:
             model, tools, request = yield from self._prepare(step_index)
             response = yield CallModel(step_index=step_index, model=model, request=request)
             if not isinstance(response, ModelResponse):
-                raise TypeError(f"CallModel must be answered with a ModelResponse, not {response!r}")
+                raise TypeError(
+                    f"CallModel must be answered with a ModelResponse, not {response!r}"
+                )
             step_usage = response.usage + settle_usage
             settle_usage = Usage()
             self._add_usage(response.usage)
@@ -277,21 +280,28 @@ class AgentMachine:
                 self._messages = (*self._messages, assistant)
                 self._record_step(step_index, response, (), step_usage)
                 yield Emit(
-                    StepFinishPart(step_index=step_index, usage=step_usage,
-                                   finish_reason=response.finish_reason)
+                    StepFinishPart(
+                        step_index=step_index,
+                        usage=step_usage,
+                        finish_reason=response.finish_reason,
+                    )
                 )
                 return (yield from self._end(step_index, response.finish_reason, save=True))
 
-            batch = yield from self._run_batch(step_index, assistant, calls, settling=False,
-                                               tools=tools)
+            batch = yield from self._run_batch(
+                step_index, assistant, calls, settling=False, tools=tools
+            )
             self._add_usage(batch.usage)
             step_usage = step_usage + batch.usage
             if batch.suspended:
                 self._messages = (*self._messages, _with_approval_parts(assistant, batch))
                 self._record_step(step_index, response, (), step_usage)
                 yield Emit(
-                    StepFinishPart(step_index=step_index, usage=step_usage,
-                                   finish_reason=response.finish_reason)
+                    StepFinishPart(
+                        step_index=step_index,
+                        usage=step_usage,
+                        finish_reason=response.finish_reason,
+                    )
                 )
                 return (yield from self._suspend(batch, step_index))
 
@@ -301,8 +311,9 @@ class AgentMachine:
             self._record_step(step_index, response, tool_msg.tool_results, step_usage)
             self._settled = False
             yield Emit(
-                StepFinishPart(step_index=step_index, usage=step_usage,
-                               finish_reason=response.finish_reason)
+                StepFinishPart(
+                    step_index=step_index, usage=step_usage, finish_reason=response.finish_reason
+                )
             )
             if self._stop_requested(step_index):
                 return (yield from self._end(step_index, "stop_condition", save=True))
@@ -395,7 +406,8 @@ class AgentMachine:
             if callables:
                 answers = yield EvaluateGates(tuple(callables))
                 decisions = {
-                    inv.call.tool_call_id: bool(a) for inv, a in zip(callables, answers)
+                    inv.call.tool_call_id: bool(a)
+                    for inv, a in zip(callables, answers, strict=False)
                 }
             for inv in to_gate:
                 needed = decisions.get(inv.call.tool_call_id, inv.tool.needs_approval is True)
@@ -405,7 +417,7 @@ class AgentMachine:
             requests = tuple(self._new_request(inv) for inv in gated)
             if options.approve_tool_call is not None:
                 answers = yield AskApprover(requests)
-                for inv, answer in zip(gated, answers):
+                for inv, answer in zip(gated, answers, strict=False):
                     if answer.approved:
                         runnable.append(inv)
                     else:
@@ -431,7 +443,7 @@ class AgentMachine:
                 invocations=tuple(runnable),
                 max_concurrency=options.max_tool_concurrency,
             )
-            for inv, outcome in zip(runnable, outcomes):
+            for inv, outcome in zip(runnable, outcomes, strict=False):
                 if outcome is None:
                     continue
                 if outcome.usage is not None:
@@ -493,15 +505,22 @@ class AgentMachine:
 
     # -- endings ---------------------------------------------------------------
 
-    def _suspend(self, batch: _Batch, step_index: int) -> Generator[Effect, Any, GenerateTextResult]:
+    def _suspend(
+        self, batch: _Batch, step_index: int
+    ) -> Generator[Effect, Any, GenerateTextResult]:
         pending = (*batch.own_requests, *batch.child_requests)
         for request in pending:
             yield Emit(ApprovalRequestStreamPart(step_index=step_index, request=request))
         yield from self._save(step_index, "suspended", pending=pending, finish_reason="suspended")
-        return (yield from self._finish(
-            "suspended", "suspended", step_index,
-            pending=pending, client_calls=tuple(batch.client_calls),
-        ))
+        return (
+            yield from self._finish(
+                "suspended",
+                "suspended",
+                step_index,
+                pending=pending,
+                client_calls=tuple(batch.client_calls),
+            )
+        )
 
     def _end(
         self, step_index: int, reason: str, *, save: bool
@@ -519,8 +538,14 @@ class AgentMachine:
         pending: tuple[ToolApprovalRequest, ...] = (),
         client_calls: tuple[ToolCallPart, ...] = (),
     ) -> Generator[Effect, Any, GenerateTextResult]:
-        yield Emit(FinishPart(finish_reason=reason, status=status, usage=self._leg_usage,
-                              total_usage=self._run_usage))
+        yield Emit(
+            FinishPart(
+                finish_reason=reason,
+                status=status,
+                usage=self._leg_usage,
+                total_usage=self._run_usage,
+            )
+        )
         initial = len(self.start.messages)
         return GenerateTextResult(
             text=_final_text(self._messages),
@@ -541,8 +566,14 @@ class AgentMachine:
         self, checkpoint: AgentCheckpoint
     ) -> Generator[Effect, Any, GenerateTextResult]:
         reason = checkpoint.finish_reason or "stop"
-        yield Emit(FinishPart(finish_reason=reason, status="completed", usage=Usage(),
-                              total_usage=checkpoint.usage))
+        yield Emit(
+            FinishPart(
+                finish_reason=reason,
+                status="completed",
+                usage=Usage(),
+                total_usage=checkpoint.usage,
+            )
+        )
         return GenerateTextResult(
             text=_final_text(checkpoint.messages),
             status="completed",

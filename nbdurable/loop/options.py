@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal
 
 from .._deps import Deps
 from .._errors import ConfigurationError
@@ -103,11 +103,11 @@ class PrepareStepResult:
 
 
 PrepareStep = Callable[
-    [StepContext], Union[PrepareStepResult, None, Awaitable[Union[PrepareStepResult, None]]]
+    [StepContext], PrepareStepResult | Awaitable[PrepareStepResult | None] | None
 ]
 ApproveToolCall = Callable[
     [ToolApprovalRequest],
-    Union[bool, ToolApprovalResponse, Awaitable[Union[bool, ToolApprovalResponse]]],
+    bool | ToolApprovalResponse | Awaitable[bool | ToolApprovalResponse],
 ]
 
 
@@ -162,7 +162,9 @@ class LoopOptions:
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_steps, int) or self.max_steps < 1:
-            raise ConfigurationError(f"max_steps must be a positive integer, not {self.max_steps!r}")
+            raise ConfigurationError(
+                f"max_steps must be a positive integer, not {self.max_steps!r}"
+            )
         if self.max_tool_concurrency is not None and (
             not isinstance(self.max_tool_concurrency, int) or self.max_tool_concurrency < 1
         ):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -98,15 +98,13 @@ class ErrorPart(BaseModel):
 
 
 StreamPart = Annotated[
-    Union[
-        StepStartPart,
-        TextDeltaPart,
-        ToolCallStreamPart,
-        ApprovalRequestStreamPart,
-        ToolResultStreamPart,
-        StepFinishPart,
-        FinishPart,
-        ErrorPart,
-    ],
+    StepStartPart
+    | TextDeltaPart
+    | ToolCallStreamPart
+    | ApprovalRequestStreamPart
+    | ToolResultStreamPart
+    | StepFinishPart
+    | FinishPart
+    | ErrorPart,
     Field(discriminator="type"),
 ]

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping
-from collections.abc import Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from typing import Any, Generic, TypeVar
 
 from .._deps import Deps
@@ -241,11 +248,18 @@ def stream_chat(
     """
     try:
         options = build_options(
-            model=model, tools=tools, instructions=instructions, max_steps=max_steps,
-            stop_when=stop_when, prepare_step=prepare_step,
-            max_tool_concurrency=max_tool_concurrency, approve_tool_call=approve_tool_call,
-            approval_responses=approval_responses, approval_signer=approval_signer,
-            approval_max_age_ms=approval_max_age_ms, deps=deps,
+            model=model,
+            tools=tools,
+            instructions=instructions,
+            max_steps=max_steps,
+            stop_when=stop_when,
+            prepare_step=prepare_step,
+            max_tool_concurrency=max_tool_concurrency,
+            approve_tool_call=approve_tool_call,
+            approval_responses=approval_responses,
+            approval_signer=approval_signer,
+            approval_max_age_ms=approval_max_age_ms,
+            deps=deps,
         )
         history = coerce_messages(messages)
         run_id = session_run_id(session, options)
@@ -288,11 +302,19 @@ def resume_stream_from_checkpoint(
     async def runner(emit: Callable[[StreamPart], None]) -> GenerateTextResult:
         start, agent_path = await resume_start(store, run_id)
         options = build_options(
-            model=model, tools=tools, instructions=instructions, max_steps=max_steps,
-            stop_when=stop_when, prepare_step=prepare_step,
-            max_tool_concurrency=max_tool_concurrency, approve_tool_call=approve_tool_call,
-            approval_responses=approval_responses, approval_signer=approval_signer,
-            approval_max_age_ms=approval_max_age_ms, deps=deps, agent_path=agent_path,
+            model=model,
+            tools=tools,
+            instructions=instructions,
+            max_steps=max_steps,
+            stop_when=stop_when,
+            prepare_step=prepare_step,
+            max_tool_concurrency=max_tool_concurrency,
+            approve_tool_call=approve_tool_call,
+            approval_responses=approval_responses,
+            approval_signer=approval_signer,
+            approval_max_age_ms=approval_max_age_ms,
+            deps=deps,
+            agent_path=agent_path,
         )
         return await Driver(options, start, store=store, emit=emit, streaming=True).run()
 

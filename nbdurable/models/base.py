@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, Literal, Protocol, Union, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -92,7 +92,7 @@ class ResponseEvent(BaseModel):
 
 
 ModelStreamEvent = Annotated[
-    Union[TextDeltaEvent, ToolCallDeltaEvent, ResponseEvent], Field(discriminator="type")
+    TextDeltaEvent | ToolCallDeltaEvent | ResponseEvent, Field(discriminator="type")
 ]
 
 

@@ -54,7 +54,7 @@ class Turn:
         return cls(text=text, tool_calls=[(tool_name, args)])
 
 
-ScriptEntry = Union[Turn, str, Callable[[ModelRequest], Union[Turn, str]]]
+ScriptEntry = Union[Turn, str, Callable[[ModelRequest], Turn | str]]
 
 
 @dataclass

@@ -22,6 +22,4 @@ def open_store(url: str) -> SessionStore:
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme == "memory":
         return InMemorySessionStore()
-    raise ConfigurationError(
-        f"unknown store URL {url!r}: expected memory://"
-    )
+    raise ConfigurationError(f"unknown store URL {url!r}: expected memory://")
