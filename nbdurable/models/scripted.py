@@ -64,7 +64,8 @@ class ScriptedModel:
     By default (``mode="history"``) the turn played is chosen by the number of
     assistant messages already in the request, so a resumed run, a re-run step or
     a fresh instance after a restart all get the right next turn. With
-    ``mode="sequential"`` each call plays the next turn of the script.
+    ``mode="sequential"`` each call plays the next turn of the script (a call that
+    ``fail_on`` makes fail does not use up a turn).
 
     Args:
         turns: Script entries: a :class:`Turn`, a string (a text-only turn) or a
@@ -100,6 +101,7 @@ class ScriptedModel:
                 int(n): ModelError(f"scripted failure on call {n}", retryable=True)
                 for n in self.fail_on
             }
+        self._played = 0
         if self.stream_delay < 0:
             raise ConfigurationError("stream_delay must be >= 0")
 
@@ -142,12 +144,13 @@ class ScriptedModel:
         if self.mode == "history":
             index = sum(1 for m in request.messages if m.role == "assistant")
         else:
-            index = number - 1
+            index = self._played  # a failed call does not use up a turn
         if index >= len(self.turns):
             raise ScriptExhaustedError(
                 f"ScriptedModel has {len(self.turns)} turn(s); turn {index + 1} was requested"
             )
         entry = self.turns[index]
+        self._played = index + 1
         if callable(entry) and not isinstance(entry, Turn):
             entry = entry(request)
         if isinstance(entry, str):
