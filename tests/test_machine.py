@@ -285,3 +285,28 @@ def test_resuming_a_completed_checkpoint_runs_no_step(deps: nd.Deps) -> None:
     assert result.text == "all done" and result.step_index == 3
     assert result.usage == nd.Usage() and result.total_usage.total_tokens == 99
     assert s.saved() == []
+
+
+async def test_responses_matching_no_pending_call_are_ignored_with_a_warning(
+    deps: nd.Deps, logger: object
+) -> None:
+    store = nd.InMemorySessionStore()
+    model = nd.ScriptedModel([nd.Turn.call("wipe", path="/tmp"), "done"])
+    first = await nd.generate_text(
+        model=model, messages="go", tools=[wipe], session=nd.DurableSession(store, "r"), deps=deps
+    )
+    approval = first.pending_approvals[0]
+    done = await nd.resume_from_checkpoint(
+        store,
+        "r",
+        model=model,
+        tools=[wipe],
+        deps=deps,
+        approval_responses=[
+            nd.ToolApprovalResponse(approval_id=approval.approval_id, approved=True),
+            nd.ToolApprovalResponse(approval_id="approval_bogus", approved=True),
+        ],
+    )
+    assert done.steps[0].text == "done" and done.messages[-2].tool_results[0].result == "wiped /tmp"
+    assert any("approval_bogus" in w for w in logger.warnings)  # type: ignore[attr-defined]
+    assert not any(approval.approval_id in w for w in logger.warnings)  # type: ignore[attr-defined]

@@ -174,6 +174,8 @@ class LegStart:
         run_id: The durable run id (None without a session or tools).
         durable: Whether to save checkpoints.
         completed: The stored checkpoint when resuming a completed run (no new step).
+        known_approvals: Approval ids pending in the checkpoint (sub-agents' included),
+            so verdicts that match nothing can be reported.
     """
 
     messages: tuple[Message, ...]
@@ -182,6 +184,7 @@ class LegStart:
     run_id: str | None = None
     durable: bool = False
     completed: AgentCheckpoint | None = None
+    known_approvals: frozenset[str] = frozenset()
 
 
 def leg_start_from_checkpoint(checkpoint: AgentCheckpoint) -> LegStart:
@@ -193,6 +196,7 @@ def leg_start_from_checkpoint(checkpoint: AgentCheckpoint) -> LegStart:
         run_id=checkpoint.run_id,
         durable=True,
         completed=checkpoint if checkpoint.status == "completed" else None,
+        known_approvals=frozenset(r.approval_id for r in checkpoint.pending_approvals),
     )
 
 
@@ -239,6 +243,7 @@ class AgentMachine:
         settle_usage = Usage()
 
         trailing = _trailing_calls(self._messages)
+        self._warn_unmatched_responses(trailing)
         if trailing is not None:
             index, calls = trailing
             assistant = self._messages[index]
@@ -454,6 +459,20 @@ class AgentMachine:
                 elif outcome.result is not None:
                     batch.results[inv.call.tool_call_id] = outcome.result
         return batch
+
+    def _warn_unmatched_responses(
+        self, trailing: tuple[int, tuple[ToolCallPart, ...]] | None
+    ) -> None:
+        if not self._responses or self.options.depth > 0:
+            return  # sub-agents see their parent's verdicts for every level
+        known = set(self.start.known_approvals)
+        if trailing is not None:
+            known.update(r.approval_id for r in self._messages[trailing[0]].approval_requests)
+        for approval_id in self._responses.keys() - known:
+            self.options.deps.logger.warning(
+                "nbdurable: ignoring approval response %s: it matches no pending approval",
+                approval_id,
+            )
 
     def _verdict(self, request: ToolApprovalRequest) -> ToolApprovalResponse:
         """Settle one recorded request from this leg's approval responses."""
