@@ -1,0 +1,48 @@
+"""Docs that tests keep honest: every python block in the README and docs/ runs."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
+def test_python_blocks_run(doc: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A doc's blocks run in order in one namespace, top-level await allowed: like notebook cells."""
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {"__name__": "__doc_example__"}
+    loop = asyncio.new_event_loop()
+    try:
+        for i, match in enumerate(BLOCK.finditer(doc.read_text())):
+            where = f"{doc.name} block {i + 1}"
+            code = compile(match.group(1), where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            outcome = eval(code, namespace)
+            if asyncio.iscoroutine(outcome):
+                loop.run_until_complete(outcome)
+    finally:
+        loop.close()
+
+
+def _readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    return re.findall(r"^```bash\n(.*?)\n```", text, re.S | re.M)
+
+
+def test_readme_has_the_two_setup_commands_and_ci_runs_the_test_one() -> None:
+    commands = _readme_commands()
+    assert len(commands) >= 2
+    main_job, test_command = commands[0], commands[1]
+    assert "examples/quickstart.py" in main_job or "jupyter" in main_job
+    pytest_part = test_command.split("&&")[-1].strip()
+    assert shlex.split(pytest_part)[:3] == ["python", "-m", "pytest"]
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert pytest_part in ci
