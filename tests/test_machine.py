@@ -310,3 +310,24 @@ async def test_responses_matching_no_pending_call_are_ignored_with_a_warning(
     assert done.steps[0].text == "done" and done.messages[-2].tool_results[0].result == "wiped /tmp"
     assert any("approval_bogus" in w for w in logger.warnings)  # type: ignore[attr-defined]
     assert not any(approval.approval_id in w for w in logger.warnings)  # type: ignore[attr-defined]
+
+
+async def test_a_leg_that_ends_before_any_step_still_records_completion() -> None:
+    store = nd.InMemorySessionStore()
+    model = nd.ScriptedModel([nd.Turn.call("add", a=1, b=1)] * 5)
+    first = await nd.generate_text(
+        model=model,
+        messages="go",
+        tools=[add],
+        max_steps=5,
+        stop_when=nd.step_count_is(2),
+        session=nd.DurableSession(store, "r"),
+    )
+    assert first.finish_reason == "stop_condition" and first.step_index == 1
+    store.save(store.load("r").model_copy(update={"status": "running"}))  # as if it had crashed
+    for options in ({"max_steps": 2}, {"stop_when": nd.step_count_is(2)}):
+        again = await nd.resume_from_checkpoint(store, "r", model=model, tools=[add], **options)
+        assert again.status == "completed" and again.steps == ()
+        latest = store.load("r")
+        assert latest.status == "completed" and latest.step_index == again.step_index
+        store.save(latest.model_copy(update={"status": "running", "step_index": 1, "step_id": ""}))

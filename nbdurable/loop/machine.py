@@ -258,12 +258,15 @@ class AgentMachine:
             self._messages = (*self._messages, _tool_message_for(calls, batch.results))
             self._settled = True
         elif start.next_step_index > 0 and self._stop_requested(start.next_step_index - 1):
-            return (yield from self._end(self._step_index - 1, "stop_condition", save=False))
+            # A leg that ends before any new step still records the ending, at the
+            # next index (indices only grow), so the store never shows a finished
+            # run as running.
+            return (yield from self._end(self._step_index, "stop_condition", save=True))
 
         while True:
             step_index = self._step_index
             if step_index >= self.options.max_steps:
-                return (yield from self._end(step_index, "max_steps", save=self._settled))
+                return (yield from self._end(step_index, "max_steps", save=True))
             if self._settled and self._stop_requested(step_index - 1):
                 return (yield from self._end(step_index, "stop_condition", save=True))
             yield Emit(StepStartPart(step_index=step_index))
