@@ -2,8 +2,12 @@
 
 The agent loop checkpoints at every step into a :class:`SessionStore`, suspends on
 tool calls that need a human, and resumes from the store after a restart with
-HMAC-signed verdicts. ``import nbdurable`` loads no Jupyter or pandas code.
+HMAC-signed verdicts. ``import nbdurable`` loads no Jupyter or pandas code, and
+no store backend until it is used.
 """
+
+import importlib as _importlib
+import typing as _typing
 
 from ._deps import Clock, Deps, SystemClock
 from ._errors import (
@@ -23,6 +27,8 @@ from .durable import (
     ApprovalSigner,
     CheckpointInfo,
     DurableSession,
+    HistoryStore,
+    RunRecord,
     SessionStore,
     deserialize_checkpoint,
     serialize_checkpoint,
@@ -60,7 +66,30 @@ from .models import Model, ModelRequest, ModelResponse, ScriptedModel, Streaming
 from .stores import InMemorySessionStore, open_store
 from .tools import Tool, ToolContext, client_tool, tool
 
+if _typing.TYPE_CHECKING:
+    from .stores.jsonl import JsonlSessionStore
+    from .stores.sqlite import SqliteSessionStore
+
 __version__ = "0.1.0"
+
+_LAZY = {
+    "JsonlSessionStore": "nbdurable.stores.jsonl",
+    "SqliteSessionStore": "nbdurable.stores.sqlite",
+}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    # Store backends load on first use, so `import nbdurable` stays light.
+    if name in _LAZY:
+        value = getattr(_importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "AgentCheckpoint",
@@ -74,8 +103,10 @@ __all__ = [
     "DurableConflictError",
     "DurableSession",
     "GenerateTextResult",
+    "HistoryStore",
     "ImagePart",
     "InMemorySessionStore",
+    "JsonlSessionStore",
     "LimitExceededError",
     "Message",
     "Model",
@@ -85,9 +116,11 @@ __all__ = [
     "NbdurableError",
     "PrepareStepResult",
     "RunNotFoundError",
+    "RunRecord",
     "ScriptExhaustedError",
     "ScriptedModel",
     "SessionStore",
+    "SqliteSessionStore",
     "StepContext",
     "StepResult",
     "StoreCorruptionError",

@@ -4,7 +4,7 @@
 NbdurableError                     root: catch this to catch everything of ours
 ├── ConfigurationError (ValueError) invalid options, tools, scripts or registrations
 ├── CheckpointNotFoundError        resume of a run id the store does not know
-├── CheckpointVersionError         a checkpoint written by a newer schema version
+├── CheckpointVersionError         a checkpoint or store schema written by a newer version
 ├── StoreCorruptionError           stored bytes that do not decode as a checkpoint
 ├── RunNotFoundError               an unknown run id outside of resume
 ├── DurableConflictError           a write that conflicts with what is stored
@@ -56,23 +56,40 @@ class CheckpointNotFoundError(NbdurableError):
 
 
 class CheckpointVersionError(NbdurableError):
-    """A checkpoint carries a schema version this nbdurable cannot read.
+    """Stored data carries a version this nbdurable cannot read.
+
+    Raised for a checkpoint of an unknown version, and by a store whose schema
+    was migrated by a newer nbdurable (the remedy is the same: upgrade).
 
     Attributes:
         version: The version found in the stored data.
+        supported: The newest version this nbdurable reads.
     """
 
-    def __init__(self, version: object, supported: int = 1) -> None:
+    def __init__(self, version: object, supported: int = 1, message: str | None = None) -> None:
         self.version = version
         self.supported = supported
         super().__init__(
-            f"Checkpoint version {version!r} is not supported "
+            message
+            or f"Checkpoint version {version!r} is not supported "
             f"(this nbdurable reads version {supported}); upgrade nbdurable to read it."
         )
 
 
 class StoreCorruptionError(NbdurableError):
-    """Stored data is not a valid checkpoint (truncated, edited or not ours)."""
+    """Stored data is not a valid checkpoint (truncated, edited or not ours).
+
+    Attributes:
+        run_id: The run whose data is corrupt, when known.
+        step_index: The step of the checkpoint that could not be read, when known.
+    """
+
+    def __init__(
+        self, message: str, *, run_id: str | None = None, step_index: int | None = None
+    ) -> None:
+        self.run_id = run_id
+        self.step_index = step_index
+        super().__init__(message)
 
 
 class RunNotFoundError(NbdurableError):

@@ -5,20 +5,40 @@ Standard library and pydantic only: no file or database code lives here.
 
 from .checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo, CheckpointStatus
 from .codec import deserialize_checkpoint, serialize_checkpoint
+from .records import RunRecord
 from .signer import SECRET_ENV_VAR, TOKEN_DENIAL_REASON, ApprovalSigner
-from .store import DurableSession, SessionStore, maybe_await
+from .store import (
+    HISTORY,
+    INCREMENTAL,
+    MULTIPROCESS,
+    PERSISTENT,
+    VERSIONED_SCHEMA,
+    DurableSession,
+    HistoryStore,
+    SessionStore,
+    maybe_await,
+    supports,
+)
 
 __all__ = [
     "CHECKPOINT_VERSION",
+    "HISTORY",
+    "INCREMENTAL",
+    "MULTIPROCESS",
+    "PERSISTENT",
     "SECRET_ENV_VAR",
+    "VERSIONED_SCHEMA",
     "TOKEN_DENIAL_REASON",
     "AgentCheckpoint",
     "ApprovalSigner",
     "CheckpointInfo",
     "CheckpointStatus",
     "DurableSession",
+    "HistoryStore",
+    "RunRecord",
     "SessionStore",
     "deserialize_checkpoint",
     "maybe_await",
     "serialize_checkpoint",
+    "supports",
 ]

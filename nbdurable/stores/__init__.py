@@ -1,25 +1,105 @@
-"""Bundled session stores and ``open_store(url)``."""
+"""Bundled session stores and ``open_store(url)``.
+
+Backend modules load on first use (``open_store`` with their scheme, or the
+class attribute), so ``import nbdurable`` stays light and optional backends stay
+optional.
+"""
 
 from __future__ import annotations
 
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
 from .._errors import ConfigurationError
-from ..durable.store import SessionStore
+from ..durable.store import HistoryStore
 from .memory import InMemorySessionStore
 
-__all__ = ["InMemorySessionStore", "open_store"]
+if TYPE_CHECKING:
+    from .jsonl import JsonlSessionStore
+    from .sqlite import SqliteSessionStore
+
+__all__ = ["InMemorySessionStore", "JsonlSessionStore", "SqliteSessionStore", "open_store"]
+
+_LAZY = {"SqliteSessionStore": ".sqlite", "JsonlSessionStore": ".jsonl"}
+_POSTGRES_EXTRA = "nbdurable[postgres]"
 
 
-def open_store(url: str) -> SessionStore:
-    """Open a store from a URL.
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    if name == "PostgresSessionStore":
+        # Not in __all__ or dir(): a star import must not fail without the extra.
+        return _postgres().PostgresSessionStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    Supported: ``memory://`` (a new :class:`InMemorySessionStore`).
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+def open_store(url: str) -> HistoryStore:
+    """Open a store from a URL; only the backend the URL names is imported.
+
+    - ``memory://``: a new :class:`InMemorySessionStore`.
+    - ``sqlite:///runs.db`` (relative to the working directory),
+      ``sqlite:////abs/runs.db`` (absolute), ``sqlite:///:memory:``:
+      a :class:`SqliteSessionStore`.
+    - ``jsonl:///dir`` (relative) or ``jsonl:////abs/dir``: a :class:`JsonlSessionStore`.
+    - ``postgresql://user@host/db`` (or ``postgres://``): a ``PostgresSessionStore``,
+      which needs the ``nbdurable[postgres]`` extra.
+
+    Paths are percent-decoded and ``~`` expands to the home directory.
 
     Raises:
-        ConfigurationError: The URL scheme is unknown.
+        ConfigurationError: The URL is malformed, its scheme unknown, or its
+            backend's extra not installed.
     """
     if not isinstance(url, str):
         raise ConfigurationError(f"store URL must be a string, not {url!r}")
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower()
+    if not sep:
+        raise ConfigurationError(f"store URL {url!r} has no scheme: {_SUPPORTED}")
     if scheme == "memory":
+        if rest:
+            raise ConfigurationError(f"memory:// takes no path, got {url!r}")
         return InMemorySessionStore()
-    raise ConfigurationError(f"unknown store URL {url!r}: expected memory://")
+    if scheme == "sqlite":
+        from .sqlite import SqliteSessionStore
+
+        path = _path(url, rest)
+        return SqliteSessionStore(path if path == ":memory:" else Path(path))
+    if scheme == "jsonl":
+        from .jsonl import JsonlSessionStore
+
+        return JsonlSessionStore(Path(_path(url, rest)))
+    if scheme in ("postgresql", "postgres"):
+        store: HistoryStore = _postgres().PostgresSessionStore(url)
+        return store
+    raise ConfigurationError(f"unknown store URL scheme {scheme!r} in {url!r}: {_SUPPORTED}")
+
+
+_SUPPORTED = "expected memory://, sqlite:///path, jsonl:///dir or postgresql://..."
+
+
+def _path(url: str, rest: str) -> str:
+    # As in SQLAlchemy: "scheme:///" then the path, so a fourth slash makes it absolute.
+    if not rest.startswith("/") or len(rest) < 2:
+        raise ConfigurationError(
+            f"store URL {url!r} needs a path after three slashes, "
+            f"e.g. {url.partition('://')[0]}:///runs (relative) or :////abs/runs"
+        )
+    path = unquote(rest[1:].split("?", 1)[0])
+    return path if path == ":memory:" else str(Path(path).expanduser())
+
+
+def _postgres() -> Any:
+    try:
+        return importlib.import_module(".postgres", __name__)
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"postgresql:// stores need the {_POSTGRES_EXTRA} extra "
+            f"(pip install '{_POSTGRES_EXTRA}'): {exc}"
+        ) from exc

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import builtins
 import threading
+from typing import ClassVar
 
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
+from ..durable.records import RunRecord
+from ..durable.store import HISTORY
 
 __all__ = ["InMemorySessionStore"]
 
@@ -17,6 +21,8 @@ class InMemorySessionStore:
     snapshots, so history works in tests and demos without a file.
     Thread-safe; nothing survives the process.
     """
+
+    capabilities: ClassVar[frozenset[str]] = frozenset({HISTORY})
 
     def __init__(self) -> None:
         self._runs: dict[str, list[AgentCheckpoint]] = {}
@@ -43,15 +49,24 @@ class InMemorySessionStore:
         with self._lock:
             return [checkpoint.info() for checkpoint in self._runs.get(run_id, [])]
 
-    def list(self) -> list[str]:
+    def list(self) -> builtins.list[str]:
         """Stored run ids, in order of their first save."""
         with self._lock:
-            return list(self._runs)
+            return builtins.list(self._runs)
+
+    def list_runs(self) -> builtins.list[RunRecord]:
+        """One record per run, in order of their first save."""
+        with self._lock:
+            runs = [(s[0], s[-1], len(s)) for s in self._runs.values()]
+        return [RunRecord.from_infos(first.info(), latest.info(), n) for first, latest, n in runs]
 
     def delete(self, run_id: str) -> None:
         """Forget a run; unknown ids are a no-op."""
         with self._lock:
             self._runs.pop(run_id, None)
+
+    def close(self) -> None:
+        """Nothing to release; present so every bundled store can be closed alike."""
 
     def __len__(self) -> int:
         with self._lock:

@@ -1,0 +1,204 @@
+"""The simple, greppable store: one append-only JSONL file per run.
+
+Each save appends one line holding only the messages new since the previous
+line (see :mod:`.jsonl_format`), so the files grow linearly with the run. Meant
+for one process: the store caches each run's latest checkpoint and file size,
+and notices another writer only when a file's size changes under it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
+from ..durable.records import RunRecord
+from ..durable.store import HISTORY, INCREMENTAL, PERSISTENT, VERSIONED_SCHEMA
+from .jsonl_format import Line, RunFile, check_format, extends, run_file_name
+
+__all__ = ["JsonlSessionStore"]
+
+
+@dataclass(frozen=True)
+class _Tail:
+    """What a save needs to know about a run file: where it ends and its last checkpoint."""
+
+    latest: AgentCheckpoint | None
+    valid_size: int
+    size: int
+
+
+class JsonlSessionStore:
+    """Checkpoints as JSON lines, one file per run, in ``directory``.
+
+    A line written by an interrupted save (a crash, a SIGKILL) is ignored with
+    a ``RuntimeWarning`` and cut off by the run's next save; every line before
+    it stays readable. One process at a time; threads are fine.
+
+    Args:
+        directory: Where the run files live (created when missing).
+        fsync: Flush every save to the disk, so it survives a power loss too
+            (a process crash never loses a completed save either way).
+
+    Raises:
+        CheckpointVersionError: The directory was written by a newer nbdurable.
+    """
+
+    capabilities: ClassVar[frozenset[str]] = frozenset(
+        {HISTORY, PERSISTENT, INCREMENTAL, VERSIONED_SCHEMA}
+    )
+
+    def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = False) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        check_format(self.directory)
+        self._fsync = fsync
+        self._lock = threading.RLock()
+        self._tails: dict[str, _Tail] = {}
+        self._last_written_at = 0
+
+    def path_for(self, run_id: str) -> Path:
+        """The file that holds a run's checkpoints."""
+        return self.directory / run_file_name(run_id)
+
+    def save(self, checkpoint: AgentCheckpoint) -> None:
+        """Append one line: the messages new since the previous line, or all of them."""
+        run_id = checkpoint.run_id
+        with self._lock:
+            tail = self._tail(run_id)
+            previous = tail.latest.messages if tail.latest is not None else None
+            if previous is not None and extends(previous, checkpoint.messages):
+                new, full = checkpoint.messages[len(previous) :], False
+            else:
+                new, full = checkpoint.messages, True
+            fields = {name: getattr(checkpoint, name) for name in AgentCheckpoint.model_fields}
+            fields["messages"] = new
+            line = Line.model_validate(
+                {
+                    **fields,
+                    "message_count": len(checkpoint.messages),
+                    "full": full,
+                    "written_at": self._written_at(),
+                }
+            )
+            data = (line.model_dump_json() + "\n").encode()
+            self._tails.pop(run_id, None)  # until the write is known to be complete
+            self._append(self.path_for(run_id), data, tail)
+            end = tail.valid_size + len(data)
+            self._tails[run_id] = _Tail(checkpoint, end, end)
+
+    def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
+        """Return the latest checkpoint, or the latest one saved at ``step_index``.
+
+        Raises:
+            StoreCorruptionError: A line needed for it is damaged (names the run and step).
+            CheckpointVersionError: A line has a newer checkpoint version.
+        """
+        with self._lock:
+            path = self.path_for(run_id)
+            cached = self._tails.get(run_id)
+            fresh = cached is not None and _size(path) == cached.size
+            if step_index is None and fresh and cached is not None and cached.latest is not None:
+                return cached.latest
+            run = RunFile.read(path)
+            if run is None:
+                return None
+            index = run.find(step_index)
+            if index is None:
+                return None
+            checkpoint = run.checkpoint(index)
+            if index == len(run.entries) - 1:
+                self._tails[run_id] = _Tail(checkpoint, run.valid_size, run.size)
+            return checkpoint
+
+    def history(self, run_id: str) -> builtins.list[CheckpointInfo]:
+        """Metadata of every checkpoint of a run in save order; decodes no message."""
+        with self._lock:
+            run = RunFile.read(self.path_for(run_id))
+        return [] if run is None else [run.info(entry) for entry in run.entries]
+
+    def list(self) -> builtins.list[str]:
+        """Run ids, oldest run first (by the write time of each file's first line)."""
+        return [run.run_id for run in self._runs()]
+
+    def list_runs(self) -> builtins.list[RunRecord]:
+        """One record per run, oldest run first."""
+        records = []
+        for run in self._runs():
+            first, latest = run.info(run.entries[0]), run.info(run.entries[-1])
+            records.append(RunRecord.from_infos(first, latest, len(run.entries)))
+        return records
+
+    def delete(self, run_id: str) -> None:
+        """Delete a run's file; unknown run ids are a no-op."""
+        with self._lock:
+            self._tails.pop(run_id, None)
+            self.path_for(run_id).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Forget cached state; files are opened per operation, so nothing else is held."""
+        with self._lock:
+            self._tails.clear()
+
+    def __enter__(self) -> JsonlSessionStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"JsonlSessionStore({str(self.directory)!r})"
+
+    def _tail(self, run_id: str) -> _Tail:
+        path = self.path_for(run_id)
+        cached = self._tails.get(run_id)
+        if cached is not None and _size(path) == cached.size:
+            return cached
+        run = RunFile.read(path)
+        if run is None or not run.entries:
+            return _Tail(None, 0, 0 if run is None else run.size)
+        tail = _Tail(run.checkpoint(len(run.entries) - 1), run.valid_size, run.size)
+        self._tails[run_id] = tail
+        return tail
+
+    def _append(self, path: Path, data: bytes, tail: _Tail) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            if tail.size > tail.valid_size:
+                # Cut the torn line an interrupted save left, so this line starts clean.
+                os.ftruncate(fd, tail.valid_size)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if self._fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _runs(self) -> builtins.list[RunFile]:
+        with self._lock:
+            runs = []
+            for entry in os.scandir(self.directory):
+                if entry.name.endswith(".jsonl") and entry.is_file():
+                    run = RunFile.read(Path(entry.path))
+                    if run is not None and run.entries:
+                        runs.append(run)
+        runs.sort(key=lambda run: (int(run.entries[0].meta.get("written_at", 0)), run.path.name))
+        return runs
+
+    def _written_at(self) -> int:
+        # Strictly increasing within the process, so runs created back to back keep their order.
+        self._last_written_at = max(time.time_ns(), self._last_written_at + 1)
+        return self._last_written_at
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0

@@ -1,0 +1,176 @@
+"""A checkpoint's metadata as SQL column values and back, shared by the SQL stores.
+
+The row holds every field of :class:`AgentCheckpoint` except the messages, which
+live in the message chain. Fields a later version adds (optional by the
+checkpoint contract) need no migration: they travel in the ``extra`` JSON column.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from pydantic import TypeAdapter, ValidationError
+
+from .._errors import CheckpointVersionError, StoreCorruptionError
+from ..durable.checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo
+from ..messages import Message, ToolApprovalRequest, Usage
+
+__all__ = ["COLUMNS", "CheckpointRow", "checkpoint_row"]
+
+COLUMNS = (
+    "version",
+    "step_index",
+    "status",
+    "message_count",
+    "usage",
+    "pending_approvals",
+    "agent_path",
+    "created_at",
+    "finish_reason",
+    "extra",
+)
+"""Metadata columns of a checkpoint row, in the order :class:`CheckpointRow` holds them."""
+
+# Fields with a column of their own (or derived: step_id, messages); any other
+# field of AgentCheckpoint is an optional later addition and goes to ``extra``.
+_OWN = frozenset(
+    {
+        "version",
+        "run_id",
+        "step_id",
+        "step_index",
+        "status",
+        "messages",
+        "usage",
+        "pending_approvals",
+        "agent_path",
+        "created_at",
+        "finish_reason",
+    }
+)
+_EXTRA = frozenset(AgentCheckpoint.model_fields) - _OWN
+_INFO_FIELDS = frozenset(CheckpointInfo.model_fields)
+_APPROVALS: TypeAdapter[tuple[ToolApprovalRequest, ...]] = TypeAdapter(
+    tuple[ToolApprovalRequest, ...]
+)
+_PATH: TypeAdapter[tuple[str, ...]] = TypeAdapter(tuple[str, ...])
+
+
+@dataclass(frozen=True)
+class CheckpointRow:
+    """One checkpoint's metadata as stored: scalars plus JSON text columns."""
+
+    run_id: str
+    version: int
+    step_index: int
+    status: str
+    message_count: int
+    usage: str
+    pending_approvals: str
+    agent_path: str
+    created_at: int
+    finish_reason: str | None
+    extra: str | None
+
+    @classmethod
+    def from_values(cls, run_id: str, values: Any) -> CheckpointRow:
+        """Build from a database row holding :data:`COLUMNS` in order."""
+        return cls(run_id, *values)
+
+    def values(self) -> tuple[Any, ...]:
+        """The :data:`COLUMNS` values, in order."""
+        return tuple(getattr(self, name) for name in COLUMNS)
+
+    def fields(self) -> dict[str, Any]:
+        """The checkpoint's fields except messages, validated.
+
+        Raises:
+            CheckpointVersionError: The row was written with a newer checkpoint version.
+            StoreCorruptionError: A column does not decode (names the run and step).
+        """
+        if self.version != CHECKPOINT_VERSION:
+            raise CheckpointVersionError(self.version, CHECKPOINT_VERSION)
+        try:
+            # "[]" is by far the most common value: skip the parser for it.
+            approvals = self.pending_approvals
+            path = self.agent_path
+            fields: dict[str, Any] = {
+                "run_id": self.run_id,
+                "step_index": self.step_index,
+                "status": self.status,
+                "usage": Usage.model_validate_json(self.usage),
+                "pending_approvals": ()
+                if approvals == "[]"
+                else _APPROVALS.validate_json(approvals),
+                "agent_path": () if path == "[]" else _PATH.validate_json(path),
+                "created_at": self.created_at,
+                "finish_reason": self.finish_reason,
+            }
+            if self.extra is not None:
+                fields.update(_decode_extra(self.extra))
+        except (ValidationError, ValueError, TypeError) as exc:
+            raise self.corruption(f"its metadata does not decode: {exc}") from exc
+        return fields
+
+    def info(self) -> CheckpointInfo:
+        """The checkpoint's metadata without loading a message."""
+        fields = {k: v for k, v in self.fields().items() if k in _INFO_FIELDS}
+        try:
+            return CheckpointInfo(
+                step_id=f"{self.run_id}#{self.step_index}",
+                message_count=self.message_count,
+                **fields,
+            )
+        except ValidationError as exc:
+            raise self.corruption(f"its metadata is invalid: {exc}") from exc
+
+    def checkpoint(self, messages: tuple[Message, ...]) -> AgentCheckpoint:
+        """The full checkpoint, given its messages."""
+        try:
+            return AgentCheckpoint(messages=messages, **self.fields())
+        except ValidationError as exc:
+            raise self.corruption(f"it is not a valid checkpoint: {exc}") from exc
+
+    def corruption(self, what: str) -> StoreCorruptionError:
+        """A corruption error naming this row's run and step."""
+        return StoreCorruptionError(
+            f"checkpoint of run {self.run_id!r} step {self.step_index} is corrupt: {what}",
+            run_id=self.run_id,
+            step_index=self.step_index,
+        )
+
+
+def checkpoint_row(checkpoint: AgentCheckpoint) -> CheckpointRow:
+    """The row that stores ``checkpoint``'s metadata."""
+    extra = None
+    if _EXTRA:
+        dumped = checkpoint.model_dump_json(include=set(_EXTRA), exclude_defaults=True)
+        extra = None if dumped == "{}" else dumped
+    return CheckpointRow(
+        run_id=checkpoint.run_id,
+        version=checkpoint.version,
+        step_index=checkpoint.step_index,
+        status=checkpoint.status,
+        message_count=len(checkpoint.messages),
+        usage=checkpoint.usage.model_dump_json(),
+        pending_approvals=_APPROVALS.dump_json(checkpoint.pending_approvals).decode(),
+        agent_path=json.dumps(list(checkpoint.agent_path)),
+        created_at=checkpoint.created_at,
+        finish_reason=checkpoint.finish_reason,
+        extra=extra,
+    )
+
+
+def _decode_extra(text: str) -> dict[str, Any]:
+    # Validated through AgentCheckpoint in JSON mode, so bytes-valued fields a
+    # later version adds come back as bytes, not as their base64 text.
+    raw = json.loads(text)
+    if not isinstance(raw, dict):
+        raise ValueError("extra is not a JSON object")
+    known = {k: v for k, v in cast(Mapping[str, Any], raw).items() if k in _EXTRA}
+    probe = {"run_id": "-", "step_index": 0, "status": "running", "messages": [], "created_at": 0}
+    parsed = AgentCheckpoint.model_validate_json(json.dumps({**probe, **known}))
+    return {name: getattr(parsed, name) for name in known}

@@ -1,0 +1,330 @@
+"""The embedded default store: one SQLite file, full history, linear storage.
+
+Messages are stored once, as a content-addressed chain (see :mod:`.chain`); a
+checkpoint row holds only metadata and the id of its last message node. A save
+writes the nodes it adds plus one row, in one ``BEGIN IMMEDIATE`` transaction,
+so its cost does not grow with the history. The schema lives in
+:mod:`.sqlite_schema`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import ClassVar, TypeVar
+
+from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
+from ..durable.records import RunRecord
+from ..durable.store import HISTORY, INCREMENTAL, MULTIPROCESS, PERSISTENT, VERSIONED_SCHEMA
+from ..messages import Message
+from .chain import (
+    Chain,
+    ChainCache,
+    NodeRow,
+    decode_messages,
+    extend_chain,
+    identical_prefix,
+    verify_chain,
+)
+from .rows import COLUMNS, CheckpointRow, checkpoint_row
+from .sqlite_schema import SCHEMA_VERSION, migrate
+
+__all__ = ["SqliteSessionStore"]
+
+T = TypeVar("T")
+
+_META = ", ".join(f"c.{name}" for name in COLUMNS)
+_INSERT_NODE = "INSERT OR IGNORE INTO nodes (id, parent, message) VALUES (?, ?, ?)"
+_HAS_NODE = "SELECT 1 FROM nodes WHERE id = ?"
+_LAST_SEQ = "SELECT last_seq FROM runs WHERE run_id = ?"
+_UPDATE_RUN = "UPDATE runs SET last_seq = ?, updated_at = ? WHERE run_id = ?"
+_INSERT_RUN = "INSERT INTO runs (run_id, created_at, updated_at, last_seq) VALUES (?1, ?2, ?2, ?3)"
+_INSERT_CHECKPOINT = (
+    f"INSERT INTO checkpoints (run_id, seq, head, {', '.join(COLUMNS)}) "
+    f"VALUES ({', '.join('?' * (len(COLUMNS) + 3))})"
+)
+_LATEST = (
+    f"SELECT c.seq, c.head, {_META} FROM runs r "
+    "JOIN checkpoints c ON c.run_id = r.run_id AND c.seq = r.last_seq WHERE r.run_id = ?"
+)
+_AT_STEP = (
+    f"SELECT c.seq, c.head, {_META} FROM checkpoints c "
+    "WHERE c.run_id = ? AND c.step_index = ? ORDER BY c.seq DESC LIMIT 1"
+)
+_HISTORY = f"SELECT c.seq, c.head, {_META} FROM checkpoints c WHERE c.run_id = ? ORDER BY c.seq"
+_RUNS = (
+    f"SELECT r.run_id, r.last_seq, r.created_at, {_META} FROM runs r "
+    "JOIN checkpoints c ON c.run_id = r.run_id AND c.seq = r.last_seq ORDER BY r.id"
+)
+# One query walks the chain from the head up to the root; the depth bound stops
+# a corrupt cycle, and verify_chain notices a chain that is too short or too long.
+_CHAIN = """
+WITH RECURSIVE chain(id, parent, message, depth) AS (
+    SELECT id, parent, message, 1 FROM nodes WHERE id = ?
+    UNION ALL
+    SELECT n.id, n.parent, n.message, chain.depth + 1
+    FROM nodes n JOIN chain ON n.id = chain.parent
+    WHERE chain.depth < ?
+)
+SELECT id, parent, message FROM chain
+"""
+# Deleting a run: collect its nodes, drop its rows, then delete the collected
+# nodes except those another checkpoint still reaches (a head of another run,
+# or the parent of a node outside the set, and all their ancestors).
+_GC_COLLECT = """
+INSERT INTO temp.nbdurable_gc (id)
+WITH RECURSIVE mine(id) AS (
+    SELECT head FROM checkpoints WHERE run_id = ? AND head IS NOT NULL
+    UNION
+    SELECT n.parent FROM nodes n JOIN mine ON n.id = mine.id WHERE n.parent IS NOT NULL
+)
+SELECT id FROM mine
+"""
+_GC_SWEEP = """
+WITH RECURSIVE keep(id) AS (
+    SELECT g.id FROM temp.nbdurable_gc g
+    WHERE EXISTS (SELECT 1 FROM checkpoints c WHERE c.head = g.id)
+       OR EXISTS (SELECT 1 FROM nodes n WHERE n.parent = g.id
+                  AND n.id NOT IN (SELECT id FROM temp.nbdurable_gc))
+    UNION
+    SELECT n.parent FROM nodes n JOIN keep ON n.id = keep.id WHERE n.parent IS NOT NULL
+)
+DELETE FROM nodes
+WHERE id IN (SELECT id FROM temp.nbdurable_gc) AND id NOT IN (SELECT id FROM keep)
+"""
+
+_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+class SqliteSessionStore:
+    """Checkpoints in one SQLite file: every checkpoint kept, only what is new written.
+
+    Several processes may write different runs to the same file: WAL mode, a
+    busy timeout and ``BEGIN IMMEDIATE`` transactions make writers queue instead
+    of failing with "database is locked". Within a process the store is
+    thread-safe (one connection behind a lock). The schema is migrated on open.
+
+    Args:
+        path: The database file (created with its directory when missing), or
+            ``":memory:"`` for a private in-memory database.
+        busy_timeout: Seconds a writer waits for another process's transaction.
+        synchronous: SQLite's ``synchronous`` setting. ``"NORMAL"`` (the
+            default) keeps every committed checkpoint across a process crash or
+            SIGKILL; ``"FULL"`` also across a power loss, at one fsync per save.
+
+    Raises:
+        CheckpointVersionError: The file's schema is newer than this nbdurable.
+    """
+
+    capabilities: ClassVar[frozenset[str]] = frozenset(
+        {HISTORY, PERSISTENT, INCREMENTAL, MULTIPROCESS, VERSIONED_SCHEMA}
+    )
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 30.0,
+        synchronous: str = "NORMAL",
+    ) -> None:
+        if synchronous.upper() not in _SYNCHRONOUS:
+            raise ValueError(f"synchronous must be one of {_SYNCHRONOUS}, not {synchronous!r}")
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._busy_timeout = busy_timeout
+        self._lock = threading.RLock()
+        self._chains = ChainCache()
+        self._conn = sqlite3.connect(
+            self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            # Switching a new file to WAL takes a lock the busy handler does not
+            # always wait for, so several processes opening one new file retry.
+            self._retry_locked(lambda: self._conn.execute("PRAGMA journal_mode = WAL").fetchone())
+            self._conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+            self._retry_locked(lambda: migrate(self._conn, self.path))
+        except BaseException:
+            self._conn.close()
+            raise
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version this store writes (the file's, after migrations)."""
+        return SCHEMA_VERSION
+
+    def save(self, checkpoint: AgentCheckpoint) -> None:
+        """Store a checkpoint in one transaction: its new message nodes and one row."""
+        run_id = checkpoint.run_id
+        messages = checkpoint.messages
+        row = checkpoint_row(checkpoint)
+        with self._lock:
+            cached = self._chains.get(run_id)
+            known = identical_prefix(cached.messages, messages) if cached is not None else 0
+            base = cached.ids[:known] if cached is not None else ()
+            new_ids, new_rows = extend_chain(base[-1] if base else None, messages[known:])
+            ids = (*base, *new_ids)
+            head = ids[-1] if ids else None
+            with self._write() as conn:
+                if base and conn.execute(_HAS_NODE, base[-1:]).fetchone() is None:
+                    # Another process deleted the nodes this process remembered.
+                    _, new_rows = extend_chain(None, messages)
+                conn.executemany(_INSERT_NODE, new_rows)
+                found = conn.execute(_LAST_SEQ, (run_id,)).fetchone()
+                seq = (found[0] if found else 0) + 1
+                conn.execute(_INSERT_CHECKPOINT, (run_id, seq, head, *row.values()))
+                if found:
+                    conn.execute(_UPDATE_RUN, (seq, checkpoint.created_at, run_id))
+                else:
+                    conn.execute(_INSERT_RUN, (run_id, checkpoint.created_at, seq))
+            self._chains.put(run_id, Chain(messages, ids))
+
+    def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
+        """Return the latest checkpoint, or the latest one saved at ``step_index``.
+
+        Raises:
+            StoreCorruptionError: The checkpoint's data is damaged (names the run and step).
+            CheckpointVersionError: The checkpoint was written with a newer version.
+        """
+        with self._lock, self._read() as conn:
+            if step_index is None:
+                found = conn.execute(_LATEST, (run_id,)).fetchone()
+            else:
+                found = conn.execute(_AT_STEP, (run_id, step_index)).fetchone()
+            if found is None:
+                return None
+            head: bytes | None = found[1]
+            row = CheckpointRow.from_values(run_id, found[2:])
+            messages = self._cached_messages(run_id, head, row.message_count)
+            if messages is None:
+                nodes = self._read_chain(conn, head, row)
+                messages = decode_messages(
+                    [text for _, _, text in nodes], run_id=run_id, step_index=row.step_index
+                )
+                self._chains.put(run_id, Chain(messages, tuple(nid for nid, _, _ in nodes)))
+        return row.checkpoint(messages)
+
+    def history(self, run_id: str) -> builtins.list[CheckpointInfo]:
+        """Metadata of every checkpoint of a run in save order; reads no message."""
+        with self._lock:
+            found = self._conn.execute(_HISTORY, (run_id,)).fetchall()
+        return [CheckpointRow.from_values(run_id, values[2:]).info() for values in found]
+
+    def list(self) -> builtins.list[str]:
+        """Run ids, oldest run first."""
+        with self._lock:
+            found = self._conn.execute("SELECT run_id FROM runs ORDER BY id").fetchall()
+        return [run_id for (run_id,) in found]
+
+    def list_runs(self) -> builtins.list[RunRecord]:
+        """One record per run (its latest checkpoint's metadata), oldest run first."""
+        with self._lock:
+            found = self._conn.execute(_RUNS).fetchall()
+        records = []
+        for run_id, last_seq, created_at, *values in found:
+            latest = CheckpointRow.from_values(run_id, values).info()
+            records.append(
+                RunRecord(
+                    run_id=run_id,
+                    status=latest.status,
+                    step_index=latest.step_index,
+                    step_count=last_seq,
+                    usage=latest.usage,
+                    created_at=created_at,
+                    updated_at=latest.created_at,
+                    agent_path=latest.agent_path,
+                    pending_approval_count=len(latest.pending_approvals),
+                    finish_reason=latest.finish_reason,
+                )
+            )
+        return records
+
+    def delete(self, run_id: str) -> None:
+        """Delete a run, its checkpoints and the message nodes no other run uses."""
+        with self._lock:
+            self._conn.execute("CREATE TEMP TABLE IF NOT EXISTS nbdurable_gc (id BLOB PRIMARY KEY)")
+            with self._write() as conn:
+                conn.execute("DELETE FROM temp.nbdurable_gc")
+                conn.execute(_GC_COLLECT, (run_id,))
+                conn.execute("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
+                conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+                conn.execute(_GC_SWEEP)
+                conn.execute("DELETE FROM temp.nbdurable_gc")
+            self._chains.drop(run_id)
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> SqliteSessionStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteSessionStore({self.path!r})"
+
+    def _cached_messages(
+        self, run_id: str, head: bytes | None, count: int
+    ) -> tuple[Message, ...] | None:
+        own = self._chains.get(run_id)
+        found = own.prefix(head, count) if own is not None else None
+        return found if found is not None else self._chains.find(head, count)
+
+    def _read_chain(
+        self, conn: sqlite3.Connection, head: bytes | None, row: CheckpointRow
+    ) -> builtins.list[NodeRow]:
+        nodes: builtins.list[NodeRow] = []
+        if head is not None:
+            try:
+                nodes = conn.execute(_CHAIN, (head, row.message_count)).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "decode" not in str(exc):
+                    raise
+                raise row.corruption(f"a message is not valid text: {exc}") from exc
+            nodes.reverse()
+        verify_chain(nodes, head, row.message_count, run_id=row.run_id, step_index=row.step_index)
+        return nodes
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        # IMMEDIATE takes the write lock up front, so the busy timeout applies
+        # to it; a deferred transaction that upgrades to a write can fail with
+        # "database is locked" without waiting.
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+            self._conn.execute("COMMIT")
+        except BaseException:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        # One snapshot for the checkpoint row and its chain: a delete committed
+        # in between must not look like a broken chain.
+        self._conn.execute("BEGIN")
+        try:
+            yield self._conn
+        finally:
+            self._conn.execute("COMMIT")
+
+    def _retry_locked(self, action: Callable[[], T]) -> T:
+        deadline = time.monotonic() + self._busy_timeout
+        while True:
+            try:
+                return action()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)

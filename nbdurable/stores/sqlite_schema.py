@@ -1,0 +1,161 @@
+"""The SQLite store's schema and its versioned migrations (run on open).
+
+Version 1::
+
+    nbdurable_schema(version INTEGER PRIMARY KEY, applied_at INTEGER)
+        one row per applied migration; the store's version is max(version)
+    nodes(id BLOB PRIMARY KEY, parent BLOB, message TEXT NOT NULL)
+        one message each, content-addressed: id = sha256(parent id + message JSON);
+        index on parent (deleting a run keeps nodes that other runs still use)
+    runs(id INTEGER PRIMARY KEY, run_id TEXT UNIQUE, created_at, updated_at, last_seq)
+        one row per run; id orders runs by creation; last_seq names the latest checkpoint
+    checkpoints(run_id, seq, head, version, step_index, status, message_count, usage,
+                pending_approvals, agent_path, created_at, finish_reason, extra)
+        one row per save, PRIMARY KEY (run_id, seq); seq counts a run's saves
+        from 1 with no holes; head is the id of the last message node (NULL for
+        an empty history); usage, pending_approvals, agent_path and extra are
+        JSON text; indexes on (run_id, step_index, seq) and on head
+
+A migration is a function of a ``sqlite_utils.Database``; it must be idempotent
+(``if_not_exists``), because a crash between its statements and the version row
+makes the next open run it again.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .._errors import CheckpointVersionError
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+
+__all__ = ["SCHEMA_VERSION", "migrate", "schema_version"]
+
+
+def _v1(db: Database) -> None:
+    db.table("nodes").create(
+        {"id": bytes, "parent": bytes, "message": str},
+        pk="id",
+        not_null={"message"},
+        if_not_exists=True,
+    )
+    db.table("nodes").create_index(["parent"], index_name="nodes_parent", if_not_exists=True)
+    db.table("runs").create(
+        {"id": int, "run_id": str, "created_at": int, "updated_at": int, "last_seq": int},
+        pk="id",
+        not_null={"run_id", "created_at", "updated_at", "last_seq"},
+        if_not_exists=True,
+    )
+    db.table("runs").create_index(
+        ["run_id"], index_name="runs_run_id", unique=True, if_not_exists=True
+    )
+    db.table("checkpoints").create(
+        {
+            "run_id": str,
+            "seq": int,
+            "head": bytes,
+            "version": int,
+            "step_index": int,
+            "status": str,
+            "message_count": int,
+            "usage": str,
+            "pending_approvals": str,
+            "agent_path": str,
+            "created_at": int,
+            "finish_reason": str,
+            "extra": str,
+        },
+        pk=("run_id", "seq"),
+        not_null={
+            "version",
+            "step_index",
+            "status",
+            "message_count",
+            "usage",
+            "pending_approvals",
+            "agent_path",
+            "created_at",
+        },
+        if_not_exists=True,
+    )
+    db.table("checkpoints").create_index(
+        ["run_id", "step_index", "seq"], index_name="checkpoints_step", if_not_exists=True
+    )
+    db.table("checkpoints").create_index(
+        ["head"], index_name="checkpoints_head", if_not_exists=True
+    )
+
+
+MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1,)
+"""``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""The schema version this nbdurable writes."""
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The version of the schema in ``conn``'s database (0 for an empty database)."""
+    try:
+        row = conn.execute("SELECT max(version) FROM nbdurable_schema").fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return 0
+        raise
+    return int(row[0] or 0)
+
+
+def _refuse_newer(version: int, path: str) -> None:
+    if version > SCHEMA_VERSION:
+        raise CheckpointVersionError(
+            version,
+            SCHEMA_VERSION,
+            message=(
+                f"The store {path!r} has schema version {version}, newer than this "
+                f"nbdurable knows ({SCHEMA_VERSION}); upgrade nbdurable to open it."
+            ),
+        )
+
+
+def migrate(conn: sqlite3.Connection, path: str) -> int:
+    """Bring the schema up to :data:`SCHEMA_VERSION`; returns the version found on open.
+
+    Safe when several processes open a new file at once: migrations run under
+    the write lock and re-read the version after taking it.
+
+    Raises:
+        CheckpointVersionError: The schema is newer than this nbdurable.
+    """
+    found = schema_version(conn)
+    _refuse_newer(found, path)
+    if found == SCHEMA_VERSION:
+        return found
+    # Imported only here: sqlite-utils imports numpy and pandas when they are
+    # installed, which costs every process that merely opens an up-to-date store.
+    from sqlite_utils import Database
+
+    db = Database(conn, recursive_triggers=False, execute_plugins=False)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        current = schema_version(conn)
+        _refuse_newer(current, path)
+        if current == 0:
+            db.table("nbdurable_schema").create(
+                {"version": int, "applied_at": int}, pk="version", if_not_exists=True
+            )
+        for target in range(current + 1, SCHEMA_VERSION + 1):
+            MIGRATIONS[target - 1](db)
+            conn.execute(
+                "INSERT OR IGNORE INTO nbdurable_schema (version, applied_at) VALUES (?, ?)",
+                (target, int(time.time() * 1000)),
+            )
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return found
