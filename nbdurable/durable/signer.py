@@ -133,7 +133,8 @@ class ApprovalSigner:
             if max_age_ms is not None and int(self.clock.now()) - issued_at >= max_age_ms:
                 return None
             return payload
-        except (ValueError, TypeError, UnicodeDecodeError, binascii.Error):
+        except (ValueError, TypeError, UnicodeDecodeError, binascii.Error, RecursionError):
+            # RecursionError: json.loads on a deeply nested payload (verify never raises)
             return None
 
     def _mac(self, segment: str) -> str:

@@ -1,0 +1,1402 @@
+"""Seed 000, signed approvals (S000-45..S000-64).
+
+The standalone ``ApprovalSigner`` (S000-45..49), signing and verification inside
+the loops (S000-50..62), the documented non-goal (S000-63) and packaging (S000-64).
+Checklist decisions that win over the seed are tested too: the token pins
+tool_name and input, a token settles its call once, and the token encoding
+(compact sorted JSON, unpadded base64url, HMAC over the payload segment,
+``issued_at`` in epoch ms from the injected clock).
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import hashlib
+import hmac
+import inspect
+import itertools
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import nbdurable as nd
+from nbdurable.durable.signer import SECRET_ENV_VAR, TOKEN_DENIAL_REASON
+
+SECRET = "s3cret-server-side-only"
+
+
+# --- helpers ----------------------------------------------------------------------
+
+
+def _b64decode(segment: str) -> bytes:
+    return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+
+
+def _b64encode(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _request(**overrides: Any) -> nd.ToolApprovalRequest:
+    fields: dict[str, Any] = {
+        "approval_id": "approval_1",
+        "tool_call_id": "toolu_1",
+        "tool_name": "drop_table",
+        "input": {"name": "stg_2023", "cascade": True, "n": [1, 2.5, None]},
+        "agent_path": ("coder",),
+    }
+    fields.update(overrides)
+    return nd.ToolApprovalRequest(**fields)
+
+
+def _fresh_deps(clock: Any) -> nd.Deps:
+    counter = itertools.count(1)
+    return nd.Deps(clock=clock, generate_id=lambda: f"id{next(counter)}")
+
+
+class Warehouse:
+    """A gated tool that records every table it really dropped, and a scripted model."""
+
+    def __init__(self) -> None:
+        self.dropped: list[str] = []
+
+        @nd.tool(needs_approval=True)
+        def drop_table(name: str) -> str:
+            """Drop a warehouse table."""
+            self.dropped.append(name)
+            return f"dropped {name}"
+
+        self.tool = drop_table
+
+    def model(self, *tables: str) -> nd.ScriptedModel:
+        """One step calling drop_table once per table (in parallel), then a report."""
+        calls = [("drop_table", {"name": t}) for t in tables or ("stg_2023",)]
+        return nd.ScriptedModel([nd.Turn(tool_calls=calls), _report])
+
+
+def _report(request: nd.ModelRequest) -> str:
+    """Final turn: report every tool result of the last tool message."""
+    message = next(m for m in reversed(request.messages) if m.role == "tool")
+    return " | ".join(f"{'ERROR' if r.is_error else 'OK'} {r.result}" for r in message.tool_results)
+
+
+def _results(result: nd.GenerateTextResult) -> list[nd.ToolResultPart]:
+    """Tool results the run recorded, in order."""
+    return [r for m in result.messages if m.role == "tool" for r in m.tool_results]
+
+
+def _approve(
+    request: nd.ToolApprovalRequest, token: str | None = "echo"
+) -> nd.ToolApprovalResponse:
+    return nd.ToolApprovalResponse(
+        approval_id=request.approval_id,
+        approved=True,
+        token=request.token if token == "echo" else token,
+    )
+
+
+# Entry points that settle verdicts (S000-61). "Durable" ones continue run-42 from
+# the store; "plain" ones pass the suspended history back without a session.
+SETTLERS = [
+    "resume_from_checkpoint",
+    "resume_stream_from_checkpoint",
+    "generate_text+session",
+    "stream_chat+session",
+    "generate_text",
+    "stream_chat",
+]
+
+
+async def _first_leg(
+    kind: str,
+    warehouse: Warehouse,
+    store: nd.InMemorySessionStore,
+    deps: nd.Deps,
+    signer: nd.ApprovalSigner | None,
+    *,
+    run_id: str = "run-42",
+    tables: tuple[str, ...] = ("stg_2023",),
+) -> nd.GenerateTextResult:
+    durable = kind in SETTLERS[:4]
+    result = await nd.generate_text(
+        model=warehouse.model(*tables),
+        messages="Clean up stale staging tables.",
+        tools=[warehouse.tool],
+        session=nd.DurableSession(store, run_id=run_id) if durable else None,
+        approval_signer=signer,
+        deps=deps,
+    )
+    assert result.status == "suspended"
+    assert warehouse.dropped == []
+    return result
+
+
+async def _settle(
+    kind: str,
+    first: nd.GenerateTextResult,
+    warehouse: Warehouse,
+    store: nd.InMemorySessionStore,
+    deps: nd.Deps,
+    signer: nd.ApprovalSigner | None,
+    responses: list[nd.ToolApprovalResponse],
+    *,
+    run_id: str = "run-42",
+    max_age_ms: int | None = None,
+    tables: tuple[str, ...] = ("stg_2023",),
+) -> nd.GenerateTextResult:
+    options: dict[str, Any] = {
+        "model": warehouse.model(*tables),
+        "tools": [warehouse.tool],
+        "approval_signer": signer,
+        "approval_responses": responses,
+        "deps": deps,
+    }
+    if max_age_ms is not None:
+        options["approval_max_age_ms"] = max_age_ms
+    if kind == "resume_from_checkpoint":
+        return await nd.resume_from_checkpoint(store, run_id, **options)
+    if kind == "resume_stream_from_checkpoint":
+        return await nd.resume_stream_from_checkpoint(store, run_id, **options).result()
+    session = nd.DurableSession(store, run_id=run_id) if kind.endswith("+session") else None
+    if kind.startswith("generate_text"):
+        return await nd.generate_text(messages=first.messages, session=session, **options)
+    return await nd.stream_chat(messages=first.messages, session=session, **options).result()
+
+
+# --- S000-45: HMAC-SHA256, injectable clock, the secret ----------------------------
+
+
+def test_s000_45_mac_is_hmac_sha256_over_the_payload_segment(clock: Any) -> None:
+    """S000-45: the MAC is HMAC-SHA256(secret, payload segment), unpadded base64url."""
+    token = nd.ApprovalSigner(SECRET, clock=clock).sign(_request())
+    _prefix, segment, mac = token.split(".")
+    expected = hmac.new(SECRET.encode(), segment.encode("ascii"), hashlib.sha256).digest()
+    assert mac == _b64encode(expected)
+    assert len(_b64decode(mac)) == 32
+    assert "=" not in token
+
+
+def test_s000_45_str_and_bytes_secrets_are_the_same_key(clock: Any) -> None:
+    """S000-45: a str secret is its UTF-8 bytes; another secret gives another MAC."""
+    by_str = nd.ApprovalSigner("clé", clock=clock).sign(_request())
+    by_bytes = nd.ApprovalSigner("clé".encode(), clock=clock).sign(_request())
+    other = nd.ApprovalSigner("cle", clock=clock).sign(_request())
+    assert by_str == by_bytes
+    assert other.split(".")[1] == by_str.split(".")[1]
+    assert other.split(".")[2] != by_str.split(".")[2]
+
+
+def test_s000_45_injected_clock_sets_issued_at(clock: Any) -> None:
+    """S000-45: issued_at comes from the injected clock (epoch ms)."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    first = signer.verify(signer.sign(_request()))
+    clock.advance(1234)
+    second = signer.verify(signer.sign(_request()))
+    assert first is not None and second is not None
+    assert first["issued_at"] == 1_700_000_000_000
+    assert second["issued_at"] == 1_700_000_001_234
+
+
+def test_s000_45_clock_defaults_to_wall_time_in_ms() -> None:
+    """S000-45: without a clock, issued_at is the wall clock in epoch milliseconds."""
+    signer = nd.ApprovalSigner(SECRET)
+    before = time.time_ns() // 1_000_000
+    payload = signer.verify(signer.sign(_request()))
+    after = time.time_ns() // 1_000_000
+    assert payload is not None
+    assert before <= payload["issued_at"] <= after
+
+
+def test_s000_45_secret_from_environment(monkeypatch: pytest.MonkeyPatch, clock: Any) -> None:
+    """S000-45 (design): with no secret passed, NBDURABLE_APPROVAL_SECRET is the key."""
+    monkeypatch.setenv(SECRET_ENV_VAR, "from-env")
+    token = nd.ApprovalSigner(clock=clock).sign(_request())
+    assert nd.ApprovalSigner("from-env", clock=clock).verify(token) is not None
+    assert nd.ApprovalSigner("other", clock=clock).verify(token) is None
+
+
+def test_s000_45_no_secret_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """S000-45 (design): no secret anywhere, or an empty one, is refused at construction."""
+    monkeypatch.delenv(SECRET_ENV_VAR, raising=False)
+    with pytest.raises(nd.ConfigurationError):
+        nd.ApprovalSigner()
+    with pytest.raises(nd.ConfigurationError):
+        nd.ApprovalSigner("")
+    with pytest.raises(nd.ConfigurationError):
+        nd.ApprovalSigner(b"")
+
+
+def test_s000_45_secret_file_is_created_once_with_mode_0600(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, clock: Any
+) -> None:
+    """S000-45 (design): the generated secret lives in a 0600 file and is reused."""
+    monkeypatch.delenv(SECRET_ENV_VAR, raising=False)
+    path = tmp_path / "store" / "approval.key"
+    first = nd.ApprovalSigner.from_file(path, clock=clock)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    token = first.sign(_request())
+    second = nd.ApprovalSigner.from_file(path, clock=clock)  # e.g. after a kernel restart
+    assert second.verify(token) is not None
+    assert path.read_text().strip() not in repr(second)
+
+
+# --- S000-46: token format ------------------------------------------------------------
+
+
+def test_s000_46_token_is_v1_payload_mac_and_payload_is_readable_json(clock: Any) -> None:
+    """S000-46: "v1.<payload>.<mac>"; the payload is base64url JSON anyone can decode."""
+    request = _request(token="an-old-token-is-not-signed")
+    token = nd.ApprovalSigner(SECRET, clock=clock).sign(request, run_id="run-42")
+    prefix, segment, mac = token.split(".")
+    assert prefix == "v1"
+    raw = _b64decode(segment)  # no secret needed: encoded, not encrypted
+    payload = json.loads(raw)
+    assert payload == {
+        "approval_id": "approval_1",
+        "tool_call_id": "toolu_1",
+        "tool_name": "drop_table",
+        "input": {"name": "stg_2023", "cascade": True, "n": [1, 2.5, None]},
+        "agent_path": ["coder"],
+        "run_id": "run-42",
+        "issued_at": clock.now(),
+    }
+    # checklist decision: compact JSON with sorted keys, unpadded base64url
+    assert raw == json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    assert set(segment + mac) <= set(
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    )
+
+
+def test_s000_46_without_run_id_the_payload_has_no_run_binding(clock: Any) -> None:
+    """S000-46: run_id is optional; an unbound token has no run_id key."""
+    token = nd.ApprovalSigner(SECRET, clock=clock).sign(_request())
+    payload = json.loads(_b64decode(token.split(".")[1]))
+    assert "run_id" not in payload
+    assert payload["issued_at"] == clock.now()
+
+
+# --- S000-47: verify returns exactly what was signed -------------------------------
+
+
+def test_s000_47_verify_returns_exactly_the_signed_payload(clock: Any) -> None:
+    """S000-47: a valid token verifies to the payload: approval_id, tool_name, input, ..."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    request = _request(input={"name": "stg_ü", "nested": {"k": [1, {"x": None}]}})
+    token = signer.sign(request, run_id="run-9")
+    clock.advance(10)
+    payload = signer.verify(token)
+    assert payload == json.loads(_b64decode(token.split(".")[1]))
+    assert payload is not None
+    assert payload["approval_id"] == request.approval_id
+    assert payload["tool_name"] == request.tool_name
+    assert payload["tool_call_id"] == request.tool_call_id
+    assert payload["input"] == request.input
+    assert payload["issued_at"] == 1_700_000_000_000
+    assert payload["run_id"] == "run-9"
+    assert (
+        nd.ToolApprovalRequest.model_validate(
+            {k: v for k, v in payload.items() if k not in ("issued_at", "run_id")}
+        )
+        == request
+    )
+
+
+# --- S000-48: None for garbled, forged, expired; never raises ----------------------
+
+
+def _garbled(token: str) -> list[object]:
+    _prefix, segment, mac = token.split(".")
+    return [
+        "",
+        "v1",
+        "v1..",
+        "v1.x.y",
+        token + ".",
+        token[:-1],
+        token[1:],
+        f"v2.{segment}.{mac}",
+        f"{segment}.{mac}",
+        f"v1.{segment}",
+        f"v1.{segment}.{mac}.{mac}",
+        f"v1.{segment}=.{mac}",
+        f"v1.{segment}.{mac}=",
+        f"v1.{segment}.{mac.upper()}",
+        f"v1.{segment}.ü{mac[1:]}",
+        f"v1.ü{segment[1:]}.{mac}",
+        "v1.\x00.\x00",
+        token.replace(".", "\n"),
+        None,
+        123,
+        12.5,
+        b"v1.abc.def",
+        token.encode(),
+        [token],
+        {"token": token},
+        object(),
+    ]
+
+
+def test_s000_48_garbled_tokens_verify_to_none(clock: Any) -> None:
+    """S000-48: garbled tokens and non-strings give None, never an exception."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    token = signer.sign(_request())
+    assert signer.verify(token) is not None
+    for bad in _garbled(token):
+        assert signer.verify(bad) is None, bad
+        assert signer.verify(bad, max_age_ms=1000) is None, bad
+
+
+def test_s000_48_forged_tokens_verify_to_none(clock: Any) -> None:
+    """S000-48: wrong secret, altered payload or altered MAC all give None."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    token = signer.sign(_request(), run_id="run-42")
+    _prefix, segment, mac = token.split(".")
+
+    assert signer.verify(nd.ApprovalSigner("guess", clock=clock).sign(_request())) is None
+
+    payload = json.loads(_b64decode(segment))
+    payload["input"] = {"name": "orders"}  # the forger wants a different table
+    altered = _b64encode(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode())
+    assert signer.verify(f"v1.{altered}.{mac}") is None
+    payload["run_id"] = "run-other"
+    rebound = _b64encode(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode())
+    assert signer.verify(f"v1.{rebound}.{mac}") is None
+
+    flipped = mac[:-2] + ("A" if mac[-2] != "A" else "B") + mac[-1]
+    assert signer.verify(f"v1.{segment}.{flipped}") is None
+
+
+def test_s000_48_expired_token_verifies_to_none(clock: Any) -> None:
+    """S000-48: an expired token gives None (and verifies again without a max age)."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    token = signer.sign(_request())
+    clock.advance(60_000)
+    assert signer.verify(token, max_age_ms=30_000) is None
+    assert signer.verify(token) is not None
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"\xff\xfe not utf-8",
+        b"not json",
+        b"[1, 2, 3]",
+        b'"a string"',
+        b"{}",
+        b'{"issued_at": "1700000000000"}',
+        b'{"issued_at": 1.5}',
+        b'{"issued_at": true}',
+        b'{"issued_at": null}',
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
+    ],
+    ids=[
+        "not-utf8",
+        "not-json",
+        "list",
+        "string",
+        "no-issued-at",
+        "str-issued-at",
+        "float-issued-at",
+        "bool-issued-at",
+        "null-issued-at",
+        "deep-list",
+        "deep-object",
+    ],
+)
+def test_s000_48_correctly_maced_but_malformed_payloads_never_raise(
+    payload: bytes, clock: Any
+) -> None:
+    """S000-48: even with a valid MAC, a payload that is no token gives None, never raises."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    segment = _b64encode(payload)
+    mac = _b64encode(hmac.new(SECRET.encode(), segment.encode(), hashlib.sha256).digest())
+    assert signer.verify(f"v1.{segment}.{mac}") is None
+    assert signer.verify(f"v1.{segment}.{mac}", max_age_ms=10) is None
+
+
+# --- S000-49: age >= max_age is expired; no max_age, no expiry ---------------------
+
+
+def test_s000_49_age_equal_to_limit_is_expired(clock: Any) -> None:
+    """S000-49: a token whose age equals max_age_ms is expired; one ms younger is not."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    token = signer.sign(_request())
+    clock.advance(59_999)
+    assert signer.verify(token, max_age_ms=60_000) is not None
+    clock.advance(1)
+    assert signer.verify(token, max_age_ms=60_000) is None
+    assert signer.verify(token, max_age_ms=60_001) is not None
+
+
+def test_s000_49_without_max_age_tokens_never_expire(clock: Any) -> None:
+    """S000-49: omit max_age_ms and a token signed years ago still verifies."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    token = signer.sign(_request())
+    clock.advance(50 * 365 * 24 * 3600 * 1000)
+    assert signer.verify(token) is not None
+    assert signer.verify(token, max_age_ms=None) is not None
+
+
+# --- S000-50: call options; approval_max_age_ms defaults to None -------------------
+
+
+@pytest.mark.parametrize("kind", SETTLERS)
+async def test_s000_50_options_on_every_entry_point_and_no_default_age_limit(
+    kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-50: every loop entry point takes approval_signer; no max age unless asked.
+
+    A token approved ten years after it was signed still counts when
+    approval_max_age_ms is left at its default; with a limit it is refused.
+    """
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    first = await _first_leg(kind, warehouse, store, deps, signer)
+    request = first.pending_approvals[0]
+    clock.advance(10 * 365 * 24 * 3600 * 1000)
+
+    done = await _settle(kind, first, warehouse, store, deps, signer, [_approve(request)])
+    assert warehouse.dropped == ["stg_2023"]
+    assert done.text == "OK dropped stg_2023"
+
+
+@pytest.mark.parametrize("kind", ["stream_chat+session", "stream_chat"])
+async def test_s000_50_stream_chat_takes_approval_signer_and_signs(
+    kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-50: stream_chat takes approval_signer (and signs on the suspend side)."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    stream = nd.stream_chat(
+        model=warehouse.model(),
+        messages="go",
+        tools=[warehouse.tool],
+        session=nd.DurableSession(store, run_id="run-42") if "+session" in kind else None,
+        approval_signer=signer,
+        approval_max_age_ms=1000,
+        deps=deps,
+    )
+    result = await stream.result()
+    assert result.status == "suspended"
+    assert signer.verify(result.pending_approvals[0].token) is not None
+
+
+def test_s000_50_option_defaults_are_none() -> None:
+    """S000-50: approval_signer and approval_max_age_ms default to None on all four calls."""
+    for func in (
+        nd.generate_text,
+        nd.stream_chat,
+        nd.resume_from_checkpoint,
+        nd.resume_stream_from_checkpoint,
+    ):
+        params = inspect.signature(func).parameters
+        assert params["approval_signer"].default is None, func.__name__
+        assert params["approval_max_age_ms"].default is None, func.__name__
+
+
+# --- S000-51 / S000-52: every request carries a token; durable tokens bind run_id ---
+
+
+async def test_s000_51_token_on_stream_part_result_and_checkpoint(
+    store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-51: the token is on the stream part, in pending_approvals and in the checkpoint."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    stream = nd.stream_chat(
+        model=warehouse.model("stg_2023", "stg_2024"),
+        messages="go",
+        tools=[warehouse.tool],
+        session=nd.DurableSession(store, run_id="run-42"),
+        approval_signer=signer,
+        deps=deps,
+    )
+    parts = [p async for p in stream.full_stream]
+    result = await stream.result()
+
+    streamed = [p.request for p in parts if p.type == "tool-approval-request"]
+    checkpoint = store.load("run-42")
+    assert checkpoint is not None
+    assert len(result.pending_approvals) == 2
+    assert streamed == list(result.pending_approvals)
+    assert checkpoint.pending_approvals == result.pending_approvals
+    for request in result.pending_approvals:
+        assert request.token is not None
+        payload = signer.verify(request.token)
+        assert payload is not None
+        assert payload["approval_id"] == request.approval_id
+        assert payload["tool_call_id"] == request.tool_call_id
+        assert payload["input"] == request.input
+    # the token survives the codec with the request it signs (a process restart)
+    back = nd.deserialize_checkpoint(nd.serialize_checkpoint(checkpoint))
+    assert [r.token for r in back.pending_approvals] == [r.token for r in result.pending_approvals]
+
+
+async def test_s000_51_without_signer_requests_carry_no_token(
+    store: nd.InMemorySessionStore, deps: nd.Deps
+) -> None:
+    """S000-51: tokens come from the signer: without one, requests are unsigned."""
+    warehouse = Warehouse()
+    first = await _first_leg("resume_from_checkpoint", warehouse, store, deps, None)
+    assert first.pending_approvals[0].token is None
+    checkpoint = store.load("run-42")
+    assert checkpoint is not None and checkpoint.pending_approvals[0].token is None
+
+
+async def test_s000_52_durable_token_binds_run_id_plain_token_does_not(
+    store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-52: a durable call's token carries the session run_id; without session, none."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    durable = await _first_leg("resume_from_checkpoint", Warehouse(), store, deps, signer)
+    plain = await _first_leg("generate_text", Warehouse(), store, deps, signer)
+
+    bound = signer.verify(durable.pending_approvals[0].token)
+    unbound = signer.verify(plain.pending_approvals[0].token)
+    assert bound is not None and bound["run_id"] == "run-42"
+    assert unbound is not None and "run_id" not in unbound
+
+
+async def test_s000_52_generated_run_id_is_bound(
+    store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-52: a generated run_id (no run_id on the session) is the one bound."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    result = await nd.generate_text(
+        model=warehouse.model(),
+        messages="go",
+        tools=[warehouse.tool],
+        session=nd.DurableSession(store),
+        approval_signer=signer,
+        deps=deps,
+    )
+    payload = signer.verify(result.pending_approvals[0].token)
+    assert result.run_id is not None
+    assert payload is not None and payload["run_id"] == result.run_id
+
+
+# --- S000-53: a raising signer is logged; requests go out unsigned -----------------
+
+
+class BrokenSigner(nd.ApprovalSigner):
+    """A signer whose signing backend is down (verification still works)."""
+
+    def sign(self, request: nd.ToolApprovalRequest, run_id: str | None = None) -> str:
+        raise RuntimeError("hsm offline")
+
+
+async def test_s000_53_raising_signer_is_logged_and_requests_go_out_unsigned(
+    store: nd.InMemorySessionStore, deps: nd.Deps, logger: Any, clock: Any
+) -> None:
+    """S000-53: the error is logged, requests carry no token, the run still suspends."""
+    warehouse = Warehouse()
+    stream = nd.stream_chat(
+        model=warehouse.model(),
+        messages="go",
+        tools=[warehouse.tool],
+        session=nd.DurableSession(store, run_id="run-42"),
+        approval_signer=BrokenSigner(SECRET, clock=clock),
+        deps=deps,
+    )
+    parts = [p async for p in stream.full_stream]
+    result = await stream.result()
+
+    assert result.status == "suspended"
+    [request] = result.pending_approvals
+    assert request.token is None
+    assert [p.request.token for p in parts if p.type == "tool-approval-request"] == [None]
+    checkpoint = store.load("run-42")
+    assert checkpoint is not None and checkpoint.pending_approvals[0].token is None
+    assert len(logger.errors) == 1
+    assert "hsm offline" in logger.errors[0]
+    assert request.approval_id in logger.errors[0]
+
+
+@pytest.mark.parametrize("settle_with", ["working", "broken"])
+async def test_s000_53_approving_an_unsigned_request_is_denied(
+    settle_with: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-53: approving a request that went out unsigned is denied by verification."""
+    warehouse = Warehouse()
+    first = await _first_leg(
+        "resume_from_checkpoint", warehouse, store, deps, BrokenSigner(SECRET, clock=clock)
+    )
+    signer = (
+        nd.ApprovalSigner(SECRET, clock=clock)
+        if settle_with == "working"
+        else BrokenSigner(SECRET, clock=clock)
+    )
+    done = await _settle(
+        "resume_from_checkpoint",
+        first,
+        warehouse,
+        store,
+        deps,
+        signer,
+        [_approve(first.pending_approvals[0])],  # echoes token=None
+    )
+    assert warehouse.dropped == []
+    assert done.status == "completed"
+    assert done.text == f"ERROR {TOKEN_DENIAL_REASON}"
+
+
+# --- S000-54: the response carries the echoed token (the UI wire) -------------------
+
+
+async def test_s000_54_client_echoes_the_token_over_json_wire(
+    store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-54: the client sends the request's token back unchanged on the response."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    stream = nd.stream_chat(
+        model=warehouse.model(),
+        messages="go",
+        tools=[warehouse.tool],
+        session=nd.DurableSession(store, run_id="run-42"),
+        approval_signer=signer,
+        deps=deps,
+    )
+    # server -> browser: the tool-approval-request part, as JSON
+    wire_out = [p.model_dump_json() for p in [p async for p in stream.full_stream]]
+    await stream.result()
+    browser_sees = [json.loads(w) for w in wire_out]
+    card = next(p for p in browser_sees if p["type"] == "tool-approval-request")["request"]
+    assert card["token"].startswith("v1.")
+    assert SECRET not in "".join(wire_out)  # the secret never leaves the server
+
+    # browser -> server: {approval_id, approved, token}, echoing the token
+    wire_in = json.dumps(
+        {"approval_id": card["approval_id"], "approved": True, "token": card["token"]}
+    )
+    response = nd.ToolApprovalResponse.model_validate_json(wire_in)
+    assert response.token == card["token"]
+
+    done = await nd.resume_from_checkpoint(
+        store,
+        "run-42",
+        model=warehouse.model(),
+        tools=[warehouse.tool],
+        approval_signer=signer,
+        approval_responses=[response],
+        deps=deps,
+    )
+    assert warehouse.dropped == ["stg_2023"]
+    assert done.text == "OK dropped stg_2023"
+
+
+# --- S000-55..S000-59: the four checks, and the denial they produce ---------------
+
+
+@pytest.mark.parametrize("kind", SETTLERS)
+async def test_s000_55_forged_token_is_denied(
+    kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-55/59: a token MACed with another secret does not approve; denial, no raise."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    first = await _first_leg(kind, warehouse, store, deps, signer)
+    request = first.pending_approvals[0]
+    forged = nd.ApprovalSigner("attacker-guess", clock=clock).sign(
+        request, run_id="run-42" if "resume" in kind or "+session" in kind else None
+    )
+
+    done = await _settle(kind, first, warehouse, store, deps, signer, [_approve(request, forged)])
+    assert warehouse.dropped == []
+    assert done.status == "completed"
+    [result] = _results(done)
+    assert result.is_error is True
+    assert result.result == TOKEN_DENIAL_REASON
+    assert done.text == f"ERROR {TOKEN_DENIAL_REASON}"
+
+
+async def test_s000_55_garbled_and_tampered_tokens_are_denied(
+    store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-55: a garbled token, or one whose payload was edited, never approves."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    for index, bad in enumerate(["garbage", "v1.e30.e30", None, ""]):
+        warehouse = Warehouse()
+        run_id = f"run-{index}"
+        first = await _first_leg(
+            "resume_from_checkpoint", warehouse, store, deps, signer, run_id=run_id
+        )
+        done = await _settle(
+            "resume_from_checkpoint",
+            first,
+            warehouse,
+            store,
+            deps,
+            signer,
+            [_approve(first.pending_approvals[0], bad)],
+            run_id=run_id,
+        )
+        assert warehouse.dropped == [], bad
+        assert done.text == f"ERROR {TOKEN_DENIAL_REASON}", bad
+
+    # tampering: the same MAC over a payload naming another table
+    warehouse = Warehouse()
+    first = await _first_leg(
+        "resume_from_checkpoint", warehouse, store, deps, signer, run_id="run-t"
+    )
+    request = first.pending_approvals[0]
+    assert request.token is not None
+    _prefix, segment, mac = request.token.split(".")
+    payload = json.loads(_b64decode(segment))
+    payload["input"] = {"name": "orders"}
+    tampered = f"v1.{_b64encode(json.dumps(payload).encode())}.{mac}"
+    done = await _settle(
+        "resume_from_checkpoint",
+        first,
+        warehouse,
+        store,
+        deps,
+        signer,
+        [_approve(request, tampered)],
+        run_id="run-t",
+    )
+    assert warehouse.dropped == []
+    assert done.text == f"ERROR {TOKEN_DENIAL_REASON}"
+
+
+async def test_s000_56_token_of_another_call_cannot_approve(
+    store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-56: swapping the valid tokens of two pending calls approves neither."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    tables = ("stg_2023", "orders")
+    first = await _first_leg(
+        "resume_from_checkpoint", warehouse, store, deps, signer, tables=tables
+    )
+    stale, orders = first.pending_approvals
+    assert stale.approval_id != orders.approval_id
+
+    swapped = await _settle(
+        "resume_from_checkpoint",
+        first,
+        warehouse,
+        store,
+        deps,
+        signer,
+        [_approve(stale, orders.token), _approve(orders, stale.token)],
+        tables=tables,
+    )
+    assert warehouse.dropped == []
+    assert [r.result for r in _results(swapped)] == [TOKEN_DENIAL_REASON] * 2
+
+
+async def test_s000_56_only_the_call_whose_token_matches_runs(
+    store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-56: in one batch, the call with its own token runs; the other is denied."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    tables = ("stg_2023", "orders")
+    first = await _first_leg(
+        "resume_from_checkpoint", warehouse, store, deps, signer, tables=tables
+    )
+    stale, orders = first.pending_approvals
+
+    done = await _settle(
+        "resume_from_checkpoint",
+        first,
+        warehouse,
+        store,
+        deps,
+        signer,
+        [_approve(stale), _approve(orders, stale.token)],
+        tables=tables,
+    )
+    assert warehouse.dropped == ["stg_2023"]
+    assert done.text == f"OK dropped stg_2023 | ERROR {TOKEN_DENIAL_REASON}"
+
+
+async def test_s000_56_approval_ids_are_not_tool_call_ids(
+    store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-56: approval ids stay distinct from tool call ids; a tool_call_id never approves."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    first = await _first_leg("resume_from_checkpoint", warehouse, store, deps, signer)
+    request = first.pending_approvals[0]
+    assert request.approval_id != request.tool_call_id
+
+    done = await _settle(
+        "resume_from_checkpoint",
+        first,
+        warehouse,
+        store,
+        deps,
+        signer,
+        [
+            nd.ToolApprovalResponse(
+                approval_id=request.tool_call_id, approved=True, token=request.token
+            )
+        ],
+    )
+    assert warehouse.dropped == []
+    [result] = _results(done)
+    assert result.is_error is True
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"tool_name": "truncate_table"},
+        {"input": {"name": "orders"}},
+        {"tool_call_id": "toolu_other"},
+    ],
+    ids=["tool_name", "input", "tool_call_id"],
+)
+async def test_s000_56_token_pins_the_whole_request(
+    change: dict[str, Any], store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-56 (deliberate difference): a validly signed token for the same approval_id
+    but another tool name, input or call does not approve."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    first = await _first_leg("resume_from_checkpoint", warehouse, store, deps, signer)
+    request = first.pending_approvals[0]
+    other = request.model_copy(update={**change, "token": None})
+    token = signer.sign(other, run_id="run-42")
+    assert signer.verify(token) is not None  # the MAC itself is fine
+
+    done = await _settle(
+        "resume_from_checkpoint", first, warehouse, store, deps, signer, [_approve(request, token)]
+    )
+    assert warehouse.dropped == []
+    assert done.text == f"ERROR {TOKEN_DENIAL_REASON}"
+
+
+async def test_s000_56_a_token_settles_its_call_once(
+    store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-56 (deliberate difference): replaying a used token changes nothing.
+
+    The run asks twice for the same tool and input. The first verdict's token,
+    replayed on the second suspension, does not approve the second call, and
+    replaying the original resume against the finished run runs nothing again.
+    """
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    dropped: list[str] = []
+
+    @nd.tool(needs_approval=True)
+    def drop_table(name: str) -> str:
+        """Drop a warehouse table."""
+        dropped.append(name)
+        return f"dropped {name}"
+
+    def model() -> nd.ScriptedModel:
+        return nd.ScriptedModel(
+            [
+                nd.Turn.call("drop_table", name="stg_2023"),
+                nd.Turn.call("drop_table", name="stg_2023"),
+                _report,
+            ]
+        )
+
+    first = await nd.generate_text(
+        model=model(),
+        messages="go",
+        tools=[drop_table],
+        session=nd.DurableSession(store, run_id="run-once"),
+        approval_signer=signer,
+        deps=deps,
+    )
+    used = _approve(first.pending_approvals[0])
+    second = await nd.resume_from_checkpoint(
+        store,
+        "run-once",
+        model=model(),
+        tools=[drop_table],
+        approval_signer=signer,
+        approval_responses=[used],
+        deps=deps,
+    )
+    assert dropped == ["stg_2023"]
+    assert second.status == "suspended"
+
+    replayed = await nd.resume_from_checkpoint(
+        store,
+        "run-once",
+        model=model(),
+        tools=[drop_table],
+        approval_signer=signer,
+        approval_responses=[used],
+        deps=deps,
+    )
+    assert dropped == ["stg_2023"]  # the second call did not run on the old token
+    assert replayed.status == "completed"
+    first_result, second_result = _results(replayed)
+    assert first_result.result == "dropped stg_2023" and not first_result.is_error
+    assert second_result.is_error is True
+
+    snapshots = len(store.history("run-once"))
+    again = await nd.resume_from_checkpoint(
+        store,
+        "run-once",
+        model=model(),
+        tools=[drop_table],
+        approval_signer=signer,
+        approval_responses=[used, _approve(second.pending_approvals[0])],
+        deps=deps,
+    )
+    assert dropped == ["stg_2023"]
+    assert again.status == "completed"
+    assert _results(again) == _results(replayed)
+    assert len(store.history("run-once")) == snapshots
+
+
+@pytest.mark.parametrize("kind", SETTLERS)
+async def test_s000_57_token_as_old_as_max_age_is_denied(
+    kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-57/49: with approval_max_age_ms, a token of exactly that age is refused."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    first = await _first_leg(kind, warehouse, store, deps, signer)
+    request = first.pending_approvals[0]
+    clock.advance(3_600_000)
+
+    done = await _settle(
+        kind, first, warehouse, store, deps, signer, [_approve(request)], max_age_ms=3_600_000
+    )
+    assert warehouse.dropped == []
+    assert done.text == f"ERROR {TOKEN_DENIAL_REASON}"
+
+
+@pytest.mark.parametrize("kind", SETTLERS)
+async def test_s000_57_token_younger_than_max_age_approves(
+    kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-57: a token one millisecond younger than approval_max_age_ms approves."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    first = await _first_leg(kind, warehouse, store, deps, signer)
+    clock.advance(3_599_999)
+
+    done = await _settle(
+        kind,
+        first,
+        warehouse,
+        store,
+        deps,
+        signer,
+        [_approve(first.pending_approvals[0])],
+        max_age_ms=3_600_000,
+    )
+    assert warehouse.dropped == ["stg_2023"]
+    assert done.text == "OK dropped stg_2023"
+
+
+async def test_s000_58_token_from_another_run_is_denied(
+    store: nd.InMemorySessionStore, clock: Any
+) -> None:
+    """S000-58: run A's valid token cannot approve the identical call in run B."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouses = {"run-A": Warehouse(), "run-B": Warehouse()}
+    firsts = {
+        run_id: await _first_leg(
+            "resume_from_checkpoint", w, store, _fresh_deps(clock), signer, run_id=run_id
+        )
+        for run_id, w in warehouses.items()
+    }
+    request_a = firsts["run-A"].pending_approvals[0]
+    request_b = firsts["run-B"].pending_approvals[0]
+    # same ids, same tool, same input: only the run binding tells them apart
+    assert request_a.model_dump(exclude={"token"}) == request_b.model_dump(exclude={"token"})
+
+    for kind in ("resume_from_checkpoint", "generate_text+session"):
+        done = await _settle(
+            kind,
+            firsts["run-B"],
+            warehouses["run-B"],
+            store,
+            _fresh_deps(clock),
+            signer,
+            [_approve(request_a)],
+            run_id="run-B",
+        )
+        assert warehouses["run-B"].dropped == [], kind
+        assert done.text == f"ERROR {TOKEN_DENIAL_REASON}", kind
+
+
+async def test_s000_58_plain_call_with_another_sessions_run_id_is_denied(
+    store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-58: passing run A's history and token under session run B is refused."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    first = await _first_leg("resume_from_checkpoint", warehouse, store, deps, signer)
+    done = await nd.generate_text(
+        model=warehouse.model(),
+        messages=first.messages,
+        tools=[warehouse.tool],
+        session=nd.DurableSession(store, run_id="run-B"),
+        approval_signer=signer,
+        approval_responses=[_approve(first.pending_approvals[0])],
+        deps=deps,
+    )
+    assert warehouse.dropped == []
+    assert done.text == f"ERROR {TOKEN_DENIAL_REASON}"
+
+
+async def test_s000_58_binding_skipped_when_the_token_has_no_run_id(
+    store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-58: a token minted without run_id approves a durable run (binding skipped)."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    first = await _first_leg("resume_from_checkpoint", warehouse, store, deps, signer)
+    request = first.pending_approvals[0]
+    unbound = signer.sign(request.model_copy(update={"token": None}))
+    unbound_payload = signer.verify(unbound)
+    assert unbound_payload is not None and "run_id" not in unbound_payload
+
+    done = await _settle(
+        "resume_from_checkpoint",
+        first,
+        warehouse,
+        store,
+        deps,
+        signer,
+        [_approve(request, unbound)],
+    )
+    assert warehouse.dropped == ["stg_2023"]
+    assert done.text == "OK dropped stg_2023"
+
+
+async def test_s000_58_binding_skipped_when_the_call_has_no_run_id(
+    store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-58: a run-bound token approves in a call without a session (no call run_id)."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    first = await _first_leg("resume_from_checkpoint", warehouse, store, deps, signer)
+    request = first.pending_approvals[0]
+    payload = signer.verify(request.token)
+    assert payload is not None and payload["run_id"] == "run-42"
+
+    done = await _settle(
+        "generate_text", first, warehouse, store, deps, signer, [_approve(request)]
+    )
+    assert warehouse.dropped == ["stg_2023"]
+    assert done.text == "OK dropped stg_2023"
+
+
+@pytest.mark.parametrize("kind", ["resume_from_checkpoint", "resume_stream_from_checkpoint"])
+async def test_s000_59_failed_check_is_an_is_error_result_and_the_loop_continues(
+    kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-59: the exact reason reaches the model as is_error; the loop finishes; no raise."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    first = await _first_leg(kind, warehouse, store, deps, signer)
+    request = first.pending_approvals[0]
+    model = warehouse.model()
+    options: dict[str, Any] = {
+        "model": model,
+        "tools": [warehouse.tool],
+        "approval_signer": signer,
+        "approval_responses": [_approve(request, "v1.forged.token")],
+        "deps": deps,
+    }
+    if kind == "resume_from_checkpoint":
+        done = await nd.resume_from_checkpoint(store, "run-42", **options)
+        parts: list[Any] = []
+    else:
+        stream = nd.resume_stream_from_checkpoint(store, "run-42", **options)
+        parts = [p async for p in stream.full_stream]
+        done = await stream.result()
+
+    assert (
+        TOKEN_DENIAL_REASON == "Approval token missing, invalid, expired, or bound to another run."
+    )
+    assert done.status == "completed"
+    assert done.finish_reason == "stop"
+    seen = model.requests[0].messages[-1]  # the model was called again, with the denial
+    assert seen.role == "tool"
+    [result] = seen.tool_results
+    assert (result.tool_call_id, result.is_error, result.result) == (
+        request.tool_call_id,
+        True,
+        TOKEN_DENIAL_REASON,
+    )
+    checkpoint = store.load("run-42")
+    assert checkpoint is not None and checkpoint.status == "completed"
+    assert not [p for p in parts if p.type == "error"]
+    if parts:
+        denied = [p for p in parts if p.type == "tool-result"]
+        assert denied[0].result == result
+
+
+@pytest.mark.parametrize("kind", SETTLERS)
+async def test_s000_60_denial_needs_no_token(
+    kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-60: approved=False without a token is a normal denial with its own reason."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    tables = ("stg_2023", "stg_2024")
+    first = await _first_leg(kind, warehouse, store, deps, signer, tables=tables)
+    with_reason, without_reason = first.pending_approvals
+
+    done = await _settle(
+        kind,
+        first,
+        warehouse,
+        store,
+        deps,
+        signer,
+        [
+            nd.ToolApprovalResponse(
+                approval_id=with_reason.approval_id, approved=False, reason="Keep it."
+            ),
+            nd.ToolApprovalResponse(approval_id=without_reason.approval_id, approved=False),
+        ],
+        tables=tables,
+    )
+    assert warehouse.dropped == []
+    assert [(r.is_error, r.result) for r in _results(done)] == [
+        (True, "Keep it."),
+        (True, "Denied by user."),
+    ]
+
+
+@pytest.mark.parametrize("kind", SETTLERS)
+async def test_s000_61_checks_run_wherever_verdicts_are_settled(
+    kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-61: both resumes and plain calls (with or without session) verify tokens."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    tables = ("stg_2023", "stg_2024")
+    first = await _first_leg(kind, warehouse, store, deps, signer, tables=tables)
+    good, bad = first.pending_approvals
+
+    done = await _settle(
+        kind,
+        first,
+        warehouse,
+        store,
+        deps,
+        signer,
+        [_approve(good), _approve(bad, None)],
+        tables=tables,
+    )
+    assert warehouse.dropped == ["stg_2023"]
+    assert done.text == f"OK dropped stg_2023 | ERROR {TOKEN_DENIAL_REASON}"
+
+
+@pytest.mark.parametrize("kind", SETTLERS)
+async def test_s000_62_without_signer_tokens_are_not_checked(
+    kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-62: a settling call without approval_signer honours approvals as before."""
+    warehouse = Warehouse()
+    tables = ("stg_2023", "stg_2024")
+    first = await _first_leg(
+        kind, warehouse, store, deps, nd.ApprovalSigner(SECRET, clock=clock), tables=tables
+    )
+    missing, garbage = first.pending_approvals
+
+    done = await _settle(
+        kind,
+        first,
+        warehouse,
+        store,
+        deps,
+        None,
+        [_approve(missing, None), _approve(garbage, "not-a-token")],
+        tables=tables,
+    )
+    assert warehouse.dropped == ["stg_2023", "stg_2024"]
+    assert done.text == "OK dropped stg_2023 | OK dropped stg_2024"
+
+
+# --- S000-63: out of scope by design ---------------------------------------------------
+
+
+async def test_s000_63_token_is_a_bearer_credential_that_names_no_user(
+    store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
+) -> None:
+    """S000-63: out of scope by design. The token says nothing about who approved:
+    whoever presents a valid token (here a third party who only copied it) approves
+    the call. Deciding who may reach the resume endpoint is the application's job."""
+    signer = nd.ApprovalSigner(SECRET, clock=clock)
+    warehouse = Warehouse()
+    first = await _first_leg("resume_from_checkpoint", warehouse, store, deps, signer)
+    request = first.pending_approvals[0]
+    payload = signer.verify(request.token)
+    assert payload is not None
+    assert set(payload) == {
+        "approval_id",
+        "tool_call_id",
+        "tool_name",
+        "input",
+        "agent_path",
+        "run_id",
+        "issued_at",
+    }
+
+    # a different party, holding nothing but the copied approval id and token
+    copied = json.loads(json.dumps({"id": request.approval_id, "t": request.token}))
+    intruder_verdict = nd.ToolApprovalResponse(
+        approval_id=copied["id"], approved=True, token=copied["t"]
+    )
+    done = await nd.resume_from_checkpoint(
+        store,
+        "run-42",
+        model=warehouse.model(),
+        tools=[warehouse.tool],
+        approval_signer=nd.ApprovalSigner(SECRET, clock=clock),  # another server instance
+        approval_responses=[intruder_verdict],
+        deps=deps,
+    )
+    assert warehouse.dropped == ["stg_2023"]
+    assert done.text == "OK dropped stg_2023"
+
+
+# --- S000-64: packaging ----------------------------------------------------------------
+
+DURABLE_DIR = Path(nd.__file__).parent / "durable"
+PYDANTIC_FAMILY = {
+    "pydantic",
+    "pydantic_core",
+    "typing_extensions",
+    "annotated_types",
+    "typing_inspection",
+}
+FORBIDDEN = {
+    "sqlite3",
+    "_sqlite3",
+    "sqlite_utils",
+    "aiosqlite",
+    "psycopg",
+    "psycopg2",
+    "psycopg_pool",
+    "asyncpg",
+    "sqlalchemy",
+    "dbm",
+    "shelve",
+    "IPython",
+    "ipywidgets",
+    "pandas",
+    "temporalio",
+    "httpx",
+    "requests",
+    "aiohttp",
+}
+
+
+def _module_imports(path: Path, package: str) -> set[str]:
+    """Absolute names of every module ``path`` imports (relative imports resolved)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            names.add(module)
+    return names
+
+
+def _nbdurable_module_path(name: str) -> Path | None:
+    root = Path(nd.__file__).parent.parent
+    candidate = root.joinpath(*name.split("."))
+    if candidate.with_suffix(".py").exists():
+        return candidate.with_suffix(".py")
+    if (candidate / "__init__.py").exists():
+        return candidate / "__init__.py"
+    return None
+
+
+def test_s000_64_durable_package_imports_only_stdlib_pydantic_and_nbdurable() -> None:
+    """S000-64: nbdurable.durable and every nbdurable module it reaches import only the
+    standard library, pydantic and nbdurable; no file/SQLite store or database driver."""
+    files = sorted(DURABLE_DIR.glob("*.py"))
+    assert {f.name for f in files} >= {"signer.py", "checkpoint.py", "codec.py", "store.py"}
+    queue = [
+        (f, "nbdurable.durable" if f.name == "__init__.py" else f"nbdurable.durable.{f.stem}")
+        for f in files
+    ]
+    seen: set[str] = set()
+    reached: set[str] = set()
+    while queue:
+        path, module = queue.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for name in _module_imports(path, package):
+            top = name.split(".")[0]
+            if top == "__future__":
+                continue
+            assert top not in FORBIDDEN, f"{module} imports {name}"
+            if top == "nbdurable":
+                assert not name.startswith(("nbdurable.stores", "nbdurable.notebook")), (
+                    f"{module} imports {name}"
+                )
+                reached.add(name)
+                target = _nbdurable_module_path(name)
+                if target is not None:
+                    queue.append((target, name))
+                continue
+            assert top in sys.stdlib_module_names or top in PYDANTIC_FAMILY, (
+                f"{module} imports third-party {name}"
+            )
+    # the signer really is built on the standard library's HMAC
+    signer_imports = _module_imports(DURABLE_DIR / "signer.py", "nbdurable.durable")
+    assert {"hmac", "hashlib", "base64", "json"} <= signer_imports
+
+
+def test_s000_64_importing_durable_loads_no_store_or_database_module() -> None:
+    """S000-64: importing nbdurable.durable on its own loads no sqlite, driver or store code."""
+    code = f"""
+import importlib, json, sys, types
+import pydantic  # the one allowed third-party dependency, loaded first as a baseline
+baseline = set(sys.modules)
+pkg = types.ModuleType("nbdurable")  # import the subpackage without the top-level package
+pkg.__path__ = [{str(DURABLE_DIR.parent)!r}]
+sys.modules["nbdurable"] = pkg
+mod = importlib.import_module("nbdurable.durable")
+assert hasattr(mod, "ApprovalSigner") and hasattr(mod, "serialize_checkpoint")
+print(json.dumps(sorted(set(sys.modules) - baseline)))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    loaded = json.loads(out.stdout)
+    tops = {name.split(".")[0] for name in loaded}
+    assert tops & FORBIDDEN == set()
+    assert not [n for n in loaded if n.startswith(("nbdurable.stores", "nbdurable.notebook"))]
+    third_party = {
+        t
+        for t in tops
+        if t not in sys.stdlib_module_names
+        and t not in PYDANTIC_FAMILY
+        and t != "nbdurable"
+        and not t.startswith("_")
+    }
+    assert third_party == set()
+    assert "nbdurable.durable.signer" in loaded
