@@ -12,6 +12,7 @@ import builtins
 import os
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -22,6 +23,9 @@ from ..durable.store import HISTORY, INCREMENTAL, PERSISTENT, VERSIONED_SCHEMA
 from .jsonl_format import Line, RunFile, check_format, extends, run_file_name
 
 __all__ = ["JsonlSessionStore"]
+
+_PARSED_FILES = 8
+"""How many parsed run files a store keeps in memory."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,7 @@ class JsonlSessionStore:
         self._fsync = fsync
         self._lock = threading.RLock()
         self._tails: dict[str, _Tail] = {}
+        self._files: OrderedDict[Path, tuple[tuple[int, int], RunFile]] = OrderedDict()
         self._last_written_at = 0
 
     def path_for(self, run_id: str) -> Path:
@@ -105,7 +110,7 @@ class JsonlSessionStore:
             fresh = cached is not None and _size(path) == cached.size
             if step_index is None and fresh and cached is not None and cached.latest is not None:
                 return cached.latest
-            run = RunFile.read(path)
+            run = self._read(path)
             if run is None:
                 return None
             index = run.find(step_index)
@@ -119,7 +124,7 @@ class JsonlSessionStore:
     def history(self, run_id: str) -> builtins.list[CheckpointInfo]:
         """Metadata of every checkpoint of a run in save order; decodes no message."""
         with self._lock:
-            run = RunFile.read(self.path_for(run_id))
+            run = self._read(self.path_for(run_id))
         return [] if run is None else [run.info(entry) for entry in run.entries]
 
     def list(self) -> builtins.list[str]:
@@ -138,12 +143,14 @@ class JsonlSessionStore:
         """Delete a run's file; unknown run ids are a no-op."""
         with self._lock:
             self._tails.pop(run_id, None)
+            self._files.pop(self.path_for(run_id), None)
             self.path_for(run_id).unlink(missing_ok=True)
 
     def close(self) -> None:
         """Forget cached state; files are opened per operation, so nothing else is held."""
         with self._lock:
             self._tails.clear()
+            self._files.clear()
 
     def __enter__(self) -> JsonlSessionStore:
         return self
@@ -159,12 +166,32 @@ class JsonlSessionStore:
         cached = self._tails.get(run_id)
         if cached is not None and _size(path) == cached.size:
             return cached
-        run = RunFile.read(path)
+        run = self._read(path)
         if run is None or not run.entries:
             return _Tail(None, 0, 0 if run is None else run.size)
         tail = _Tail(run.checkpoint(len(run.entries) - 1), run.valid_size, run.size)
         self._tails[run_id] = tail
         return tail
+
+    def _read(self, path: Path) -> RunFile | None:
+        # Parsed files are kept while their size and mtime stay the same, so
+        # reading many steps of one run parses its file once.
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            self._files.pop(path, None)
+            return None
+        key = (stat.st_size, stat.st_mtime_ns)
+        cached = self._files.get(path)
+        if cached is not None and cached[0] == key:
+            self._files.move_to_end(path)
+            return cached[1]
+        run = RunFile.read(path)
+        if run is not None:
+            self._files[path] = (key, run)
+            while len(self._files) > _PARSED_FILES:
+                self._files.popitem(last=False)
+        return run
 
     def _append(self, path: Path, data: bytes, tail: _Tail) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -185,7 +212,7 @@ class JsonlSessionStore:
             runs = []
             for entry in os.scandir(self.directory):
                 if entry.name.endswith(".jsonl") and entry.is_file():
-                    run = RunFile.read(Path(entry.path))
+                    run = self._read(Path(entry.path))
                     if run is not None and run.entries:
                         runs.append(run)
         runs.sort(key=lambda run: (int(run.entries[0].meta.get("written_at", 0)), run.path.name))
