@@ -36,8 +36,11 @@ model = nd.ScriptedModel(
 
 
 async def main() -> None:
-    store = nd.open_store("memory://")
-    signer = nd.ApprovalSigner.from_file(tempfile.mkdtemp() + "/approval.key")
+    # The embedded default: one SQLite file keeping every checkpoint of every run.
+    workdir = tempfile.mkdtemp()
+    url = "sqlite:///" + workdir + "/runs.db"
+    store = nd.open_store(url)
+    signer = nd.ApprovalSigner.from_file(workdir + "/approval.key")
 
     # Leg 1: stream the run; it checkpoints every step and suspends on the gated call.
     stream = nd.stream_chat(
@@ -59,6 +62,8 @@ async def main() -> None:
     print(f"status={first.status}, checkpoints={[c.step_index for c in store.history('run-42')]}")
 
     # ...the kernel restarts; all we keep is the store and the request's token...
+    store.close()
+    store = nd.open_store(url)
     request = store.load("run-42").pending_approvals[0]
     verdict = nd.ToolApprovalResponse(
         approval_id=request.approval_id, approved=True, token=request.token
