@@ -106,9 +106,8 @@ class JsonlSessionStore:
         """
         with self._lock:
             path = self.path_for(run_id)
-            cached = self._tails.get(run_id)
-            fresh = cached is not None and _size(path) == cached.size
-            if step_index is None and fresh and cached is not None and cached.latest is not None:
+            cached = self._tails.get(run_id) if step_index is None else None
+            if cached is not None and cached.latest is not None and _size(path) == cached.size:
                 return cached.latest
             run = self._read(path)
             if run is None:

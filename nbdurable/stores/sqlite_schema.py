@@ -71,6 +71,8 @@ def _v1(db: Database) -> None:
         },
         pk=("run_id", "seq"),
         not_null={
+            "run_id",
+            "seq",
             "version",
             "step_index",
             "status",
