@@ -167,3 +167,22 @@ def test_unknown_optional_fields_from_a_newer_version_are_ignored(db: Path) -> N
 def test_bad_synchronous_setting(db: Path) -> None:
     with pytest.raises(ValueError, match="synchronous"):
         nd.SqliteSessionStore(db, synchronous="sometimes")
+
+
+def test_a_message_that_hashes_right_but_does_not_decode_is_corruption(db: Path) -> None:
+    h = histories(2)
+    with nd.SqliteSessionStore(db) as store:
+        store.save(checkpoint("r", 1, h[1]))
+    conn = sqlite3.connect(db, isolation_level=None)
+    head, parent = conn.execute(
+        "SELECT n.id, n.parent FROM checkpoints c JOIN nodes n ON n.id = c.head"
+    ).fetchone()
+    bad = '{"role": "robot", "content": []}'
+    forged = node_id(parent, bad)  # a consistent chain whose last message is not a Message
+    conn.execute("UPDATE nodes SET id = ?, message = ? WHERE id = ?", (forged, bad, head))
+    conn.execute("UPDATE checkpoints SET head = ?", (forged,))
+    conn.close()
+    with nd.SqliteSessionStore(db) as store:
+        with pytest.raises(nd.StoreCorruptionError, match="does not decode") as caught:
+            store.load("r")
+        assert (caught.value.run_id, caught.value.step_index) == ("r", 1)
