@@ -243,7 +243,7 @@ def test_settling_a_suspended_step_before_the_next_model_call(deps: nd.Deps) -> 
     assert all(p.type != "tool_approval_request" for m in call.request.messages for p in m.content)
     s.send(respond("done"))
     result = s.finish()
-    assert s.emitted()[:2] == ["tool-result", "step-start"]
+    assert s.emitted()[:3] == ["tool-approval-resolved", "tool-result", "step-start"]
     assert result.step_index == 1 and s.saved()[-1].status == "completed"
 
 

@@ -13,6 +13,7 @@ from .options import (
 )
 from .parts import (
     ApprovalRequestStreamPart,
+    ApprovalResolvedStreamPart,
     ErrorPart,
     FinishPart,
     StepFinishPart,
@@ -29,6 +30,7 @@ __all__ = [
     "AgentMachine",
     "AgentTool",
     "ApprovalRequestStreamPart",
+    "ApprovalResolvedStreamPart",
     "ErrorPart",
     "FinishPart",
     "GenerateTextResult",

@@ -43,6 +43,7 @@ from .options import (
 )
 from .parts import (
     ApprovalRequestStreamPart,
+    ApprovalResolvedStreamPart,
     FinishPart,
     StepFinishPart,
     StepStartPart,
@@ -254,6 +255,7 @@ class AgentMachine:
                 updated = _with_approval_parts(assistant, batch)
                 self._messages = (*self._messages[:index], updated, *self._messages[index + 1 :])
                 return (yield from self._suspend(batch, self._step_index))
+            yield from self._emit_verdicts(self._step_index, assistant, batch)
             yield from self._emit_results(self._step_index, calls, batch.results)
             self._messages = (*self._messages, _tool_message_for(calls, batch.results))
             self._settled = True
@@ -633,6 +635,21 @@ class AgentMachine:
         yield SaveCheckpoint(checkpoint)
 
     # -- helpers ---------------------------------------------------------------
+
+    def _emit_verdicts(
+        self, step_index: int, assistant: Message, batch: _Batch
+    ) -> Generator[Effect, Any, None]:
+        requests = {r.tool_call_id: r for r in assistant.approval_requests}
+        for tool_call_id, verdict in batch.verdicts.items():
+            yield Emit(
+                ApprovalResolvedStreamPart(
+                    step_index=step_index,
+                    approval_id=requests[tool_call_id].approval_id,
+                    tool_call_id=tool_call_id,
+                    approved=verdict.approved,
+                    reason=verdict.reason,
+                )
+            )
 
     def _emit_results(
         self, step_index: int, calls: tuple[ToolCallPart, ...], results: dict[str, ToolResultPart]

@@ -10,6 +10,7 @@ from ..messages import ToolApprovalRequest, ToolCallPart, ToolResultPart, Usage
 
 __all__ = [
     "ApprovalRequestStreamPart",
+    "ApprovalResolvedStreamPart",
     "ErrorPart",
     "FinishPart",
     "StepFinishPart",
@@ -58,6 +59,18 @@ class ApprovalRequestStreamPart(BaseModel):
     request: ToolApprovalRequest
 
 
+class ApprovalResolvedStreamPart(BaseModel):
+    """A pending approval got its verdict while a resumed leg settled it."""
+
+    model_config = _CONFIG
+    type: Literal["tool-approval-resolved"] = "tool-approval-resolved"
+    step_index: int
+    approval_id: str
+    tool_call_id: str
+    approved: bool
+    reason: str | None = None
+
+
 class ToolResultStreamPart(BaseModel):
     """A tool call finished (or was denied: ``result.is_error``)."""
 
@@ -102,6 +115,7 @@ StreamPart = Annotated[
     | TextDeltaPart
     | ToolCallStreamPart
     | ApprovalRequestStreamPart
+    | ApprovalResolvedStreamPart
     | ToolResultStreamPart
     | StepFinishPart
     | FinishPart
