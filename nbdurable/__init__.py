@@ -33,6 +33,7 @@ from .durable import (
     deserialize_checkpoint,
     serialize_checkpoint,
 )
+from .events import Event, RunView, fold_events, read_events, subscribe
 from .loop import (
     GenerateTextResult,
     PrepareStepResult,
@@ -68,12 +69,14 @@ from .tools import Tool, ToolContext, client_tool, tool
 
 if _typing.TYPE_CHECKING:
     from .stores.jsonl import JsonlSessionStore
+    from .stores.postgres import PostgresSessionStore
     from .stores.sqlite import SqliteSessionStore
 
 __version__ = "0.1.0"
 
 _LAZY = {
     "JsonlSessionStore": "nbdurable.stores.jsonl",
+    "PostgresSessionStore": "nbdurable.stores.postgres",
     "SqliteSessionStore": "nbdurable.stores.sqlite",
 }
 
@@ -102,6 +105,7 @@ __all__ = [
     "Deps",
     "DurableConflictError",
     "DurableSession",
+    "Event",
     "GenerateTextResult",
     "HistoryStore",
     "ImagePart",
@@ -114,8 +118,10 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "NbdurableError",
+    "PostgresSessionStore",
     "PrepareStepResult",
     "RunNotFoundError",
+    "RunView",
     "RunRecord",
     "ScriptExhaustedError",
     "ScriptedModel",
@@ -142,12 +148,15 @@ __all__ = [
     "client_tool",
     "cost_exceeds",
     "deserialize_checkpoint",
+    "fold_events",
     "generate_text",
     "open_store",
+    "read_events",
     "resume_from_checkpoint",
     "resume_stream_from_checkpoint",
     "serialize_checkpoint",
     "step_count_is",
+    "subscribe",
     "stream_chat",
     "system",
     "tool",

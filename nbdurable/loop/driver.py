@@ -6,10 +6,12 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .._deps import Deps
+from .._deps import Deps, new_id
 from .._errors import CheckpointNotFoundError, ConfigurationError, ModelError
 from ..durable.signer import ApprovalSigner
-from ..durable.store import DurableSession, SessionStore, maybe_await
+from ..durable.store import DurableSession, SessionStore, maybe_await, supports
+from ..events.log import EVENTS
+from ..events.writer import DEFAULT_FLUSH_INTERVAL, EventWriter
 from ..messages import (
     Message,
     ToolApprovalRequest,
@@ -62,8 +64,10 @@ class Driver:
         options: The leg's options.
         start: Where the leg starts.
         store: Where checkpoints go (None for a non-durable call).
-        emit: Receives every stream part.
+        emit: Receives every stream part (after it is persisted, when the run
+            keeps an event log).
         streaming: Call models with ``stream()`` when they have it.
+        flush_interval: Longest wait, in seconds, before buffered events are written.
     """
 
     def __init__(
@@ -74,17 +78,34 @@ class Driver:
         store: SessionStore | None = None,
         emit: EmitFn = _ignore,
         streaming: bool = False,
+        flush_interval: float = DEFAULT_FLUSH_INTERVAL,
     ) -> None:
         self.options = options
         self.start = start
         self.store = store
         self.emit = emit
         self.streaming = streaming
+        self.flush_interval = flush_interval
+        self.events: EventWriter | None = None
+        if store is not None and start.run_id is not None and supports(store, EVENTS):
+            self.events = EventWriter(
+                store,  # type: ignore[arg-type]  # EVENTS declares the EventStore methods
+                start.run_id,
+                deps=options.deps,
+                publish=emit,
+                flush_interval=flush_interval,
+            )
 
     async def run(self) -> GenerateTextResult:
         """Run the leg to its result. Model errors and cancellation propagate."""
         machine = AgentMachine(self.options, self.start)
         flow = machine.run()
+        events = self.events
+        if events is not None:
+            events.started(
+                resumed=self.start.next_step_index > 0,
+                next_step_index=self.start.next_step_index,
+            )
         try:
             effect = next(flow)
             while True:
@@ -92,14 +113,24 @@ class Driver:
                 effect = flow.send(value)
         except StopIteration as stop:
             result: GenerateTextResult = stop.value
+            if events is not None:
+                await events.close()
             return result
+        except BaseException as exc:
+            if events is not None:
+                events.error(exc)
+                await events.close()
+            raise
         finally:
             flow.close()
 
     async def handle(self, effect: Effect) -> Any:
         """Perform one effect and return what the machine expects back."""
         if isinstance(effect, Emit):
-            self.emit(effect.part)
+            if self.events is not None:
+                self.events.part(effect.part)
+            else:
+                self.emit(effect.part)
             return None
         if isinstance(effect, SaveCheckpoint):
             await self._save(effect)
@@ -120,6 +151,9 @@ class Driver:
     async def _save(self, effect: SaveCheckpoint) -> None:
         if self.store is None:
             return
+        if self.events is not None:
+            await self.events.save_checkpoint(effect.checkpoint)  # one transaction
+            return
         try:
             await maybe_await(self.store.save(effect.checkpoint))
         except Exception as exc:  # durability is best-effort: never a run-killer
@@ -128,6 +162,26 @@ class Driver:
             )
 
     async def _call_model(self, effect: CallModel) -> ModelResponse:
+        events = self.events
+        if events is None:
+            return await self._model_response(effect, None, "")
+        operation_id = f"{self.start.run_id}:model:{effect.step_index}"
+        attempt_id = new_id()  # unique per attempt; not from deps, whose ids tests pin
+        events.attempt_started(effect.step_index, operation_id, attempt_id)
+        try:
+            response = await self._model_response(effect, operation_id, attempt_id)
+        except BaseException as exc:
+            kind = "model" if isinstance(exc, Exception) else "local"
+            events.attempt_failed(
+                effect.step_index, operation_id, attempt_id, exc, failure_kind=kind
+            )
+            raise
+        events.attempt_completed(effect.step_index, operation_id, attempt_id, response)
+        return response
+
+    async def _model_response(
+        self, effect: CallModel, operation_id: str | None, attempt_id: str
+    ) -> ModelResponse:
         model = effect.model
         stream = getattr(model, "stream", None)
         if not self.streaming or stream is None:
@@ -137,7 +191,11 @@ class Driver:
             async for event in stream(effect.request):
                 if isinstance(event, TextDeltaEvent):
                     if event.delta:
-                        self.emit(TextDeltaPart(step_index=effect.step_index, delta=event.delta))
+                        part = TextDeltaPart(step_index=effect.step_index, delta=event.delta)
+                        if self.events is not None and operation_id is not None:
+                            self.events.delta(part, operation_id, attempt_id)
+                        else:
+                            self.emit(part)
                 elif isinstance(event, ResponseEvent):
                     response = event.response
             if response is None:
@@ -248,7 +306,13 @@ class Driver:
             )
         else:
             start = LegStart(messages=prompt)
-        child = Driver(options, start, store=store, streaming=self.streaming)
+        child = Driver(
+            options,
+            start,
+            store=store,
+            streaming=self.streaming,
+            flush_interval=self.flush_interval,
+        )
         result = await child.run()
         if result.status == "suspended":
             if durable:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import builtins
 import threading
+from collections.abc import Sequence
 from typing import ClassVar
 
+from .._errors import RunNotFoundError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
 from ..durable.store import HISTORY
+from ..events.log import EVENTS
+from ..events.model import Event, NewEvent
 
 __all__ = ["InMemorySessionStore"]
 
@@ -22,16 +26,59 @@ class InMemorySessionStore:
     Thread-safe; nothing survives the process.
     """
 
-    capabilities: ClassVar[frozenset[str]] = frozenset({HISTORY})
+    capabilities: ClassVar[frozenset[str]] = frozenset({HISTORY, EVENTS})
 
     def __init__(self) -> None:
         self._runs: dict[str, list[AgentCheckpoint]] = {}
+        self._events: dict[str, list[Event]] = {}
         self._lock = threading.Lock()
 
     def save(self, checkpoint: AgentCheckpoint) -> None:
         """Append a snapshot; it becomes what ``load`` returns."""
         with self._lock:
             self._runs.setdefault(checkpoint.run_id, []).append(checkpoint)
+
+    # -- event log ---------------------------------------------------------------------
+
+    def save_with_events(
+        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent]
+    ) -> builtins.list[Event]:
+        """Save a checkpoint and append events at once."""
+        with self._lock:
+            self._runs.setdefault(checkpoint.run_id, []).append(checkpoint)
+            return self._append(checkpoint.run_id, events)
+
+    def append_events(self, run_id: str, events: Sequence[NewEvent]) -> builtins.list[Event]:
+        """Append events to a run's log; offsets continue from the last one."""
+        with self._lock:
+            return self._append(run_id, events)
+
+    def _append(self, run_id: str, events: Sequence[NewEvent]) -> builtins.list[Event]:
+        log = self._events.setdefault(run_id, [])
+        start = len(log)
+        added = [
+            Event(run_id=run_id, offset=start + i + 1, **event.model_dump())
+            for i, event in enumerate(events)
+        ]
+        log.extend(added)
+        return added
+
+    def read_events(
+        self, run_id: str, after: int = 0, limit: int | None = None
+    ) -> builtins.list[Event]:
+        """Events with offset > ``after``, in order.
+
+        Raises:
+            RunNotFoundError: The run has neither checkpoints nor events.
+        """
+        with self._lock:
+            log = self._events.get(run_id)
+            if log is None:
+                if run_id not in self._runs:
+                    raise RunNotFoundError(run_id)
+                return []
+            selected = log[max(after, 0) :]
+            return selected[:limit] if limit is not None else builtins.list(selected)
 
     def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
         """Return the latest checkpoint, or the latest one saved at ``step_index``."""
@@ -64,6 +111,7 @@ class InMemorySessionStore:
         """Forget a run; unknown ids are a no-op."""
         with self._lock:
             self._runs.pop(run_id, None)
+            self._events.pop(run_id, None)
 
     def close(self) -> None:
         """Nothing to release; present so every bundled store can be closed alike."""

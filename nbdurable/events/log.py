@@ -1,0 +1,105 @@
+"""The event-log seam stores implement, and the in-process wake-up hub."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Sequence
+from typing import Protocol, runtime_checkable
+
+from ..durable.checkpoint import AgentCheckpoint
+from .model import Event, NewEvent
+
+__all__ = ["EVENTS", "EventStore", "channel_of", "notify", "wait_for_events"]
+
+EVENTS = "events"
+"""Capability: the store keeps a per-run event log (``append_events``, ``read_events``...)."""
+
+
+@runtime_checkable
+class EventStore(Protocol):
+    """A store with the ``events`` capability.
+
+    Offsets are per run, start at 1 and have no holes; the store assigns them
+    inside the transaction that writes the events. Methods may be sync or async.
+    """
+
+    def append_events(
+        self, run_id: str, events: Sequence[NewEvent]
+    ) -> Sequence[Event] | Awaitable[Sequence[Event]]:
+        """Append events to a run's log in one transaction; return them with offsets."""
+        ...
+
+    def save_with_events(
+        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent]
+    ) -> Sequence[Event] | Awaitable[Sequence[Event]]:
+        """Save a checkpoint and append events in the same transaction."""
+        ...
+
+    def read_events(
+        self, run_id: str, after: int = 0, limit: int | None = None
+    ) -> Sequence[Event] | Awaitable[Sequence[Event]]:
+        """Events with offset > ``after`` in order; raises RunNotFoundError for an unknown run."""
+        ...
+
+
+def channel_of(store: object) -> object:
+    """What identifies a store's log across store objects in this process.
+
+    Two store objects on one SQLite file share a channel, so a subscriber on one
+    is woken by a writer on the other.
+    """
+    channel = getattr(store, "event_channel", None)
+    return channel if channel is not None else id(store)
+
+
+# In-process wake-ups: subscribers waiting on (channel, run_id). Writers may run
+# on any thread, so futures are resolved through their own loop.
+_waiters: dict[tuple[object, str], list[asyncio.Future[None]]] = {}
+_lock = threading.Lock()
+
+
+def notify(store: object, run_id: str) -> None:
+    """Wake every in-process subscriber of ``run_id`` on ``store``'s channel."""
+    with _lock:
+        waiters = _waiters.pop((channel_of(store), run_id), [])
+    for waiter in waiters:
+        loop = waiter.get_loop()
+        if loop.is_closed():
+            continue
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            if not waiter.done():
+                waiter.set_result(None)
+        else:
+            loop.call_soon_threadsafe(_wake, waiter)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+async def wait_for_events(store: object, run_id: str, timeout: float) -> None:
+    """Sleep until a local writer appends to ``run_id`` or ``timeout`` seconds pass.
+
+    The timeout is the polling interval that catches writers in other processes.
+    """
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    key = (channel_of(store), run_id)
+    with _lock:
+        _waiters.setdefault(key, []).append(waiter)
+    try:
+        await asyncio.wait_for(asyncio.shield(waiter), timeout)
+    except asyncio.TimeoutError:
+        pass
+    finally:
+        with _lock:
+            pending = _waiters.get(key)
+            if pending is not None and waiter in pending:
+                pending.remove(waiter)
+                if not pending:
+                    del _waiters[key]

@@ -1,0 +1,132 @@
+"""Events: what a run emits, persisted per run with gap-free offsets."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from ..parts import StreamPart
+
+__all__ = [
+    "APPROVAL_RESOLVED",
+    "CHECKPOINT_SAVED",
+    "MODEL_ATTEMPT_FAILED",
+    "MODEL_ATTEMPT_STARTED",
+    "MODEL_COMPLETED",
+    "MODEL_DELTA",
+    "PART_EVENTS",
+    "RUN_ERROR",
+    "RUN_FINISHED",
+    "RUN_STARTED",
+    "RUN_SUSPENDED",
+    "STEP_FINISH",
+    "STEP_START",
+    "TERMINAL_EVENTS",
+    "TOOL_APPROVAL_REQUEST",
+    "TOOL_CALL",
+    "TOOL_RESULT",
+    "Event",
+    "NewEvent",
+]
+
+_CONFIG = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
+
+RUN_STARTED: Final = "run_started"
+"""A leg of the run started (payload: ``resumed``, ``next_step_index``)."""
+STEP_START: Final = "step_start"
+MODEL_ATTEMPT_STARTED: Final = "model_attempt_started"
+"""A model call began; a new attempt for the same operation replaces earlier partial output."""
+MODEL_DELTA: Final = "model_delta"
+"""A piece of streamed output: payload ``{"type": "text_delta", "turn": step, "delta": ...}``."""
+MODEL_ATTEMPT_FAILED: Final = "model_attempt_failed"
+"""The attempt failed (``failure_kind``: ``model`` or ``local``); discard its partial output."""
+MODEL_COMPLETED: Final = "model_completed"
+"""The attempt's validated response (payload ``response``): the only model checkpoint."""
+TOOL_CALL: Final = "tool_call"
+TOOL_APPROVAL_REQUEST: Final = "tool_approval_request"
+APPROVAL_RESOLVED: Final = "approval_resolved"
+"""A pending approval got its verdict: it is no longer pending."""
+TOOL_RESULT: Final = "tool_result"
+STEP_FINISH: Final = "step_finish"
+CHECKPOINT_SAVED: Final = "checkpoint_saved"
+"""Written in the same transaction as the checkpoint it names."""
+RUN_SUSPENDED: Final = "run_suspended"
+RUN_FINISHED: Final = "run_finished"
+RUN_ERROR: Final = "run_error"
+
+TERMINAL_EVENTS: Final = frozenset({RUN_FINISHED, RUN_ERROR})
+"""After one of these, nothing more is written until the run is resumed or retried."""
+
+# Stream part type -> event type, for parts that map one to one.
+PART_EVENTS: Final[dict[str, str]] = {
+    "step-start": STEP_START,
+    "tool-call": TOOL_CALL,
+    "tool-approval-request": TOOL_APPROVAL_REQUEST,
+    "tool-approval-resolved": APPROVAL_RESOLVED,
+    "tool-result": TOOL_RESULT,
+    "step-finish": STEP_FINISH,
+}
+_EVENT_PARTS = {event: part for part, event in PART_EVENTS.items()}
+_PARTS: TypeAdapter[StreamPart] = TypeAdapter(StreamPart)
+
+
+class NewEvent(BaseModel):
+    """An event before the log has given it an offset."""
+
+    model_config = _CONFIG
+
+    type: str
+    step_index: int | None = None
+    operation_id: str | None = None
+    attempt_id: str | None = None
+    payload: dict[str, Any] = Field(default_factory=dict)
+    created_at: int
+
+
+class Event(NewEvent):
+    """An event in a run's log.
+
+    Attributes:
+        run_id: The run it belongs to.
+        offset: Position in the run's log: starts at 1, no holes, continues
+            across resume legs. ``read_events(run_id, after=n)`` returns offsets > n.
+        type: One of the event type constants of :mod:`nbdurable.events`.
+        step_index: The step it belongs to, where one applies.
+        operation_id: The model operation (one per step), for model events.
+        attempt_id: The model attempt, unique per call of the model.
+        payload: Type-specific JSON data.
+        created_at: Epoch milliseconds from the writer's clock.
+    """
+
+    run_id: str
+    offset: int
+
+    def position(self) -> tuple[int, bool]:
+        """``(offset, True)``: every logged event is a valid resume point."""
+        return self.offset, True
+
+    def to_part(self) -> StreamPart | None:
+        """The stream part this event carries, when it carries one."""
+        part_type = _EVENT_PARTS.get(self.type)
+        if part_type is not None:
+            return _PARTS.validate_python({**self.payload, "type": part_type})
+        if self.type == MODEL_DELTA and self.payload.get("type") == "text_delta":
+            return _PARTS.validate_python(
+                {
+                    "type": "text-delta",
+                    "step_index": self.step_index or 0,
+                    "delta": self.payload.get("delta", ""),
+                }
+            )
+        if self.type in (RUN_FINISHED, RUN_SUSPENDED) and "finish_reason" in self.payload:
+            return _PARTS.validate_python({**self.payload, "type": "finish"})
+        if self.type == RUN_ERROR:
+            return _PARTS.validate_python(
+                {
+                    "type": "error",
+                    "error_type": self.payload.get("error_type", "Error"),
+                    "message": self.payload.get("message", ""),
+                }
+            )
+        return None

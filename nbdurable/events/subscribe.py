@@ -1,0 +1,77 @@
+"""Reading a run's log: replay, then follow live, with no gap and no duplicate."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from .._errors import ConfigurationError
+from ..durable.store import maybe_await, supports
+from .log import EVENTS, EventStore, wait_for_events
+from .model import RUN_SUSPENDED, TERMINAL_EVENTS, Event
+
+__all__ = ["DEFAULT_POLL_INTERVAL", "read_events", "subscribe"]
+
+DEFAULT_POLL_INTERVAL = 0.05
+"""Seconds between reads when no in-process writer wakes the subscriber."""
+
+
+def _event_store(store: object) -> EventStore:
+    if not supports(store, EVENTS):
+        raise ConfigurationError(
+            f"{type(store).__name__} keeps no event log; use a bundled store "
+            "(memory://, sqlite:///, jsonl:///, postgresql://)"
+        )
+    return store  # type: ignore[return-value]
+
+
+async def read_events(
+    store: object, run_id: str, after: int = 0, limit: int | None = None
+) -> Sequence[Event]:
+    """Exactly the events of ``run_id`` with offset > ``after``, in order.
+
+    Works with sync and async stores. ``after=0`` replays the whole log.
+
+    Raises:
+        RunNotFoundError: The store knows no such run.
+        ConfigurationError: The store keeps no event log.
+    """
+    return await maybe_await(_event_store(store).read_events(run_id, after=after, limit=limit))
+
+
+async def subscribe(
+    store: object,
+    run_id: str,
+    after: int = 0,
+    *,
+    stop_on_suspend: bool = False,
+    poll_interval: float = DEFAULT_POLL_INTERVAL,
+) -> AsyncIterator[Event]:
+    """Replay a run's events after ``after``, then follow the live tail.
+
+    Each event is read from the store by offset, so the seam between replay and
+    tail has no gap and no duplicate. In-process writers wake the subscriber at
+    once; writers in other processes are seen within ``poll_interval``. The
+    iterator ends after the run's terminal event (``run_finished`` or
+    ``run_error``) once nothing follows it, or at ``run_suspended`` with
+    ``stop_on_suspend``. Cancelling the iteration never touches the run.
+
+    Raises:
+        RunNotFoundError: The store knows no such run.
+    """
+    events = _event_store(store)
+    cursor = after
+    last_type: str | None = None
+    if after > 0:  # a subscriber that saw the terminal event must not wait forever
+        seen = await maybe_await(events.read_events(run_id, after=after - 1, limit=1))
+        last_type = seen[0].type if seen else None
+    while True:
+        batch = await maybe_await(events.read_events(run_id, after=cursor))
+        for event in batch:
+            cursor = event.offset
+            yield event
+        if batch:
+            last_type = batch[-1].type
+            continue  # read again before sleeping: more may have arrived meanwhile
+        if last_type in TERMINAL_EVENTS or (stop_on_suspend and last_type == RUN_SUSPENDED):
+            return
+        await wait_for_events(store, run_id, poll_interval)

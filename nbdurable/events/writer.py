@@ -1,0 +1,228 @@
+"""EventWriter: persists a leg's events in batches, then lets subscribers see them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from .._deps import Deps
+from ..durable.checkpoint import AgentCheckpoint
+from ..durable.store import maybe_await
+from ..models.base import ModelResponse
+from ..parts import ErrorPart, FinishPart, StreamPart, TextDeltaPart
+from .log import EventStore, notify
+from .model import (
+    CHECKPOINT_SAVED,
+    MODEL_ATTEMPT_FAILED,
+    MODEL_ATTEMPT_STARTED,
+    MODEL_COMPLETED,
+    MODEL_DELTA,
+    PART_EVENTS,
+    RUN_ERROR,
+    RUN_FINISHED,
+    RUN_STARTED,
+    RUN_SUSPENDED,
+    NewEvent,
+)
+
+__all__ = ["DEFAULT_FLUSH_INTERVAL", "EventWriter"]
+
+DEFAULT_FLUSH_INTERVAL = 0.05
+"""Seconds buffered events may wait before they are written (deltas mostly)."""
+
+Publish = Callable[[StreamPart], None]
+
+
+class EventWriter:
+    """Buffers one run's events and writes them in batches.
+
+    Events are written before anyone sees them: the parts they carry are handed
+    to ``publish`` (the in-process stream) only after the batch is committed,
+    and in-process subscribers are woken then. A batch is written at every step
+    boundary (with the checkpoint, in one transaction), at the end of the leg,
+    and at least every ``flush_interval`` seconds while the model streams.
+
+    A failed write is logged and the run goes on (like a failed checkpoint
+    save); offsets stay gap-free because the store assigns them on commit.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        run_id: str,
+        *,
+        deps: Deps,
+        publish: Publish | None = None,
+        flush_interval: float = DEFAULT_FLUSH_INTERVAL,
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.deps = deps
+        self.publish = publish
+        self.flush_interval = flush_interval
+        self._buffer: list[tuple[NewEvent | None, StreamPart | None]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- building events -----------------------------------------------------------
+
+    def _event(self, type_: str, step_index: int | None = None, **fields: Any) -> NewEvent:
+        return NewEvent(
+            type=type_, step_index=step_index, created_at=int(self.deps.clock.now()), **fields
+        )
+
+    def started(self, *, resumed: bool, next_step_index: int) -> None:
+        """Record the start of a leg."""
+        self._add(
+            self._event(
+                RUN_STARTED, payload={"resumed": resumed, "next_step_index": next_step_index}
+            )
+        )
+
+    def part(self, part: StreamPart) -> None:
+        """Record a stream part emitted by the loop."""
+        if isinstance(part, TextDeltaPart):
+            return  # deltas are recorded with their attempt by ``delta``
+        if isinstance(part, FinishPart):
+            kind = RUN_SUSPENDED if part.status == "suspended" else RUN_FINISHED
+            payload = part.model_dump(mode="json", exclude={"type"})
+            self._add(self._event(kind, payload=payload), part)
+            return
+        event_type = PART_EVENTS.get(part.type)
+        if event_type is None:
+            self._add(None, part)
+            return
+        payload = part.model_dump(mode="json", exclude={"type"})
+        self._add(self._event(event_type, getattr(part, "step_index", None), payload=payload), part)
+
+    def attempt_started(self, step_index: int, operation_id: str, attempt_id: str) -> None:
+        """A model call begins."""
+        self._add(
+            self._event(
+                MODEL_ATTEMPT_STARTED, step_index, operation_id=operation_id, attempt_id=attempt_id
+            )
+        )
+
+    def delta(self, part: TextDeltaPart, operation_id: str, attempt_id: str) -> None:
+        """A streamed text delta of an attempt."""
+        payload = {"type": "text_delta", "turn": part.step_index, "delta": part.delta}
+        self._add(
+            self._event(
+                MODEL_DELTA,
+                part.step_index,
+                operation_id=operation_id,
+                attempt_id=attempt_id,
+                payload=payload,
+            ),
+            part,
+        )
+        self._schedule()
+
+    def attempt_completed(
+        self, step_index: int, operation_id: str, attempt_id: str, response: ModelResponse
+    ) -> None:
+        """The attempt's validated response: the model checkpoint."""
+        self._add(
+            self._event(
+                MODEL_COMPLETED,
+                step_index,
+                operation_id=operation_id,
+                attempt_id=attempt_id,
+                payload={"response": response.model_dump(mode="json")},
+            )
+        )
+
+    def attempt_failed(
+        self,
+        step_index: int,
+        operation_id: str,
+        attempt_id: str,
+        error: BaseException,
+        *,
+        failure_kind: str = "model",
+    ) -> None:
+        """The attempt failed or was cancelled: its partial output is void."""
+        self._add(
+            self._event(
+                MODEL_ATTEMPT_FAILED,
+                step_index,
+                operation_id=operation_id,
+                attempt_id=attempt_id,
+                payload={
+                    "failure_kind": failure_kind,
+                    "error_type": type(error).__name__,
+                    "message": str(error),
+                },
+            )
+        )
+
+    def error(self, error: BaseException) -> None:
+        """The leg failed (the in-process stream reports it with its own error part)."""
+        part = ErrorPart(error_type=type(error).__name__, message=str(error) or "cancelled")
+        self._add(self._event(RUN_ERROR, payload=part.model_dump(mode="json", exclude={"type"})))
+
+    # -- writing -------------------------------------------------------------------
+
+    def _add(self, event: NewEvent | None, part: StreamPart | None = None) -> None:
+        # A part without an event of its own still waits in line, so the stream
+        # keeps the loop's order.
+        self._buffer.append((event, part))
+
+    def _schedule(self) -> None:
+        if self._timer is None and self.flush_interval > 0:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(self.flush_interval, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        task = asyncio.get_running_loop().create_task(self.flush())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def flush(self) -> None:
+        """Write everything buffered, then publish it."""
+        await self._write(None)
+
+    async def save_checkpoint(self, checkpoint: AgentCheckpoint) -> None:
+        """Write buffered events, the checkpoint and its ``checkpoint_saved`` event atomically."""
+        saved = self._event(
+            CHECKPOINT_SAVED,
+            checkpoint.step_index,
+            payload={"step_id": checkpoint.step_id, "status": checkpoint.status},
+        )
+        self._buffer.append((saved, None))
+        await self._write(checkpoint)
+
+    async def close(self) -> None:
+        """Flush what is left and stop the timer."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        await self.flush()
+
+    async def _write(self, checkpoint: AgentCheckpoint | None) -> None:
+        async with self._lock:
+            batch, self._buffer = self._buffer, []
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            events = [event for event, _ in batch if event is not None]
+            try:
+                if checkpoint is not None:
+                    await maybe_await(self.store.save_with_events(checkpoint, events))
+                elif events:
+                    await maybe_await(self.store.append_events(self.run_id, events))
+            except Exception as exc:  # best-effort, like checkpoint saves
+                what = checkpoint.step_id if checkpoint is not None else f"{len(events)} events"
+                self.deps.logger.error(
+                    "nbdurable: writing %s of run %s failed: %r", what, self.run_id, exc
+                )
+            else:
+                if events:
+                    notify(self.store, self.run_id)
+            if self.publish is not None:
+                for _, part in batch:
+                    if part is not None:
+                        self.publish(part)
