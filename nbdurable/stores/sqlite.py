@@ -10,18 +10,22 @@ so its cost does not grow with the history. The schema lives in
 from __future__ import annotations
 
 import builtins
+import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import ClassVar, TypeVar
 
+from .._errors import RunNotFoundError, StoreCorruptionError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
 from ..durable.store import HISTORY, INCREMENTAL, MULTIPROCESS, PERSISTENT, VERSIONED_SCHEMA
+from ..events.log import EVENTS
+from ..events.model import Event, NewEvent
 from ..messages import Message
 from .chain import (
     Chain,
@@ -99,7 +103,35 @@ DELETE FROM nodes
 WHERE id IN (SELECT id FROM temp.nbdurable_gc) AND id NOT IN (SELECT id FROM keep)
 """
 
+_LAST_EVENT = "SELECT max(position) FROM events WHERE run_id = ?"
+_INSERT_EVENT = (
+    "INSERT INTO events (run_id, position, type, step_index, operation_id, attempt_id, "
+    "payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_READ_EVENTS = (
+    "SELECT position, type, step_index, operation_id, attempt_id, payload, created_at "
+    "FROM events WHERE run_id = ? AND position > ? ORDER BY position LIMIT ?"
+)
+_KNOWN_RUN = (
+    "SELECT EXISTS (SELECT 1 FROM runs WHERE run_id = ?1) "
+    "OR EXISTS (SELECT 1 FROM events WHERE run_id = ?1)"
+)
+
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+def _event(run_id: str, row: tuple[object, ...]) -> Event:
+    position, type_, step_index, operation_id, attempt_id, payload, created_at = row
+    return Event(
+        run_id=run_id,
+        offset=position,
+        type=type_,
+        step_index=step_index,
+        operation_id=operation_id,
+        attempt_id=attempt_id,
+        payload=json.loads(str(payload)),
+        created_at=created_at,
+    )
 
 
 class SqliteSessionStore:
@@ -123,7 +155,7 @@ class SqliteSessionStore:
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
-        {HISTORY, PERSISTENT, INCREMENTAL, MULTIPROCESS, VERSIONED_SCHEMA}
+        {HISTORY, PERSISTENT, INCREMENTAL, MULTIPROCESS, VERSIONED_SCHEMA, EVENTS}
     )
 
     def __init__(
@@ -160,8 +192,78 @@ class SqliteSessionStore:
         """The schema version this store writes (the file's, after migrations)."""
         return SCHEMA_VERSION
 
+    @property
+    def event_channel(self) -> str | None:
+        """Identifies this file's event log for in-process subscribers (None for ``:memory:``)."""
+        return None if self.path == ":memory:" else os.path.realpath(self.path)
+
     def save(self, checkpoint: AgentCheckpoint) -> None:
         """Store a checkpoint in one transaction: its new message nodes and one row."""
+        self._save(checkpoint, ())
+
+    def save_with_events(
+        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent]
+    ) -> builtins.list[Event]:
+        """Store a checkpoint and append events to its run's log in one transaction."""
+        return self._save(checkpoint, events)
+
+    def append_events(self, run_id: str, events: Sequence[NewEvent]) -> builtins.list[Event]:
+        """Append events in one transaction; offsets continue from the run's last one."""
+        if not events:
+            return []
+        with self._lock, self._write() as conn:
+            return self._append(conn, run_id, events)
+
+    def read_events(
+        self, run_id: str, after: int = 0, limit: int | None = None
+    ) -> builtins.list[Event]:
+        """Events with offset > ``after``, in order.
+
+        Raises:
+            RunNotFoundError: The file has no checkpoint and no event of the run.
+            StoreCorruptionError: An event's payload is not JSON.
+        """
+        with self._lock, self._read() as conn:
+            found = conn.execute(_READ_EVENTS, (run_id, after, -1 if limit is None else limit))
+            rows = found.fetchall()
+            if not rows and not conn.execute(_KNOWN_RUN, (run_id,)).fetchone()[0]:
+                raise RunNotFoundError(run_id)
+        try:
+            return [_event(run_id, row) for row in rows]
+        except ValueError as exc:
+            raise StoreCorruptionError(
+                f"an event of run {run_id!r} is damaged: {exc}", run_id=run_id
+            ) from exc
+
+    def _append(
+        self, conn: sqlite3.Connection, run_id: str, events: Sequence[NewEvent]
+    ) -> builtins.list[Event]:
+        last = conn.execute(_LAST_EVENT, (run_id,)).fetchone()[0] or 0
+        added = [
+            Event(run_id=run_id, offset=last + i + 1, **event.model_dump())
+            for i, event in enumerate(events)
+        ]
+        conn.executemany(
+            _INSERT_EVENT,
+            [
+                (
+                    run_id,
+                    e.offset,
+                    e.type,
+                    e.step_index,
+                    e.operation_id,
+                    e.attempt_id,
+                    json.dumps(e.payload, separators=(",", ":")),
+                    e.created_at,
+                )
+                for e in added
+            ],
+        )
+        return added
+
+    def _save(
+        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent]
+    ) -> builtins.list[Event]:
         run_id = checkpoint.run_id
         messages = checkpoint.messages
         row = checkpoint_row(checkpoint)
@@ -184,7 +286,9 @@ class SqliteSessionStore:
                     conn.execute(_UPDATE_RUN, (seq, checkpoint.created_at, run_id))
                 else:
                     conn.execute(_INSERT_RUN, (run_id, checkpoint.created_at, seq))
+                added = self._append(conn, run_id, events) if events else []
             self._chains.put(run_id, Chain(messages, ids))
+        return added
 
     def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
         """Return the latest checkpoint, or the latest one saved at ``step_index``.
@@ -255,6 +359,7 @@ class SqliteSessionStore:
                 conn.execute(_GC_COLLECT, (run_id,))
                 conn.execute("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
                 conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+                conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
                 conn.execute(_GC_SWEEP)
                 conn.execute("DELETE FROM temp.nbdurable_gc")
             self._chains.drop(run_id)

@@ -16,6 +16,13 @@ Version 1::
         an empty history); usage, pending_approvals, agent_path and extra are
         JSON text; indexes on (run_id, step_index, seq) and on head
 
+Version 2 adds the event log::
+
+    events(run_id, position, type, step_index, operation_id, attempt_id, payload, created_at)
+        one row per event, PRIMARY KEY (run_id, position), WITHOUT ROWID; position is
+        the event's offset: per run, from 1, no holes (assigned in the writing
+        transaction); payload is JSON text
+
 A migration is a function of a ``sqlite_utils.Database``; it must be idempotent
 (``if_not_exists``), because a crash between its statements and the version row
 makes the next open run it again.
@@ -92,7 +99,25 @@ def _v1(db: Database) -> None:
     )
 
 
-MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1,)
+def _v2(db: Database) -> None:
+    db.execute(
+        """
+        CREATE TABLE IF NOT EXISTS events (
+            run_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            step_index INTEGER,
+            operation_id TEXT,
+            attempt_id TEXT,
+            payload TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            PRIMARY KEY (run_id, position)
+        ) WITHOUT ROWID
+        """
+    )
+
+
+MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1, _v2)
 """``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

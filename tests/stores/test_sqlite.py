@@ -36,14 +36,14 @@ def test_a_new_file_gets_the_schema_in_wal_mode(db: Path) -> None:
     try:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        assert {"nbdurable_schema", "nodes", "runs", "checkpoints"} <= tables
+        assert {"nbdurable_schema", "nodes", "runs", "checkpoints", "events"} <= tables
         assert (
             conn.execute("SELECT max(version) FROM nbdurable_schema").fetchone()[0]
             == SCHEMA_VERSION
         )
     finally:
         conn.close()
-    assert SCHEMA_VERSION == 1
+    assert SCHEMA_VERSION == 2
 
 
 def test_an_existing_database_without_our_tables_is_migrated(db: Path) -> None:
@@ -77,7 +77,7 @@ def test_several_processes_opening_a_new_file_at_once(db: Path) -> None:
         assert sorted(store.list()) == [f"p{n}" for n in range(6)]
     # one shared message node: the six runs have the same history
     assert count(db, "nodes") == 1
-    assert count(db, "nbdurable_schema") == 1
+    assert count(db, "nbdurable_schema") == SCHEMA_VERSION  # each migration ran once
 
 
 def test_appends_and_forks_store_each_message_once(db: Path) -> None:
