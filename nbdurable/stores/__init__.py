@@ -18,20 +18,30 @@ from .memory import InMemorySessionStore
 
 if TYPE_CHECKING:
     from .jsonl import JsonlSessionStore
+    from .postgres import PostgresSessionStore
     from .sqlite import SqliteSessionStore
 
-__all__ = ["InMemorySessionStore", "JsonlSessionStore", "SqliteSessionStore", "open_store"]
+__all__ = [
+    "InMemorySessionStore",
+    "JsonlSessionStore",
+    "PostgresSessionStore",
+    "SqliteSessionStore",
+    "open_store",
+]
 
-_LAZY = {"SqliteSessionStore": ".sqlite", "JsonlSessionStore": ".jsonl"}
+# The postgres module imports psycopg only when a store is created, so naming
+# the class (a star import included) works without the extra.
+_LAZY = {
+    "SqliteSessionStore": ".sqlite",
+    "JsonlSessionStore": ".jsonl",
+    "PostgresSessionStore": ".postgres",
+}
 _POSTGRES_EXTRA = "nbdurable[postgres]"
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name], __name__), name)
-    if name == "PostgresSessionStore":
-        # Not in __all__ or dir(): a star import must not fail without the extra.
-        return _postgres().PostgresSessionStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -47,8 +57,9 @@ def open_store(url: str) -> HistoryStore:
       ``sqlite:////abs/runs.db`` (absolute), ``sqlite:///:memory:``:
       a :class:`SqliteSessionStore`.
     - ``jsonl:///dir`` (relative) or ``jsonl:////abs/dir``: a :class:`JsonlSessionStore`.
-    - ``postgresql://user@host/db`` (or ``postgres://``): a ``PostgresSessionStore``,
-      which needs the ``nbdurable[postgres]`` extra.
+    - ``postgresql://user@host/db`` (or ``postgres://``), optionally with
+      ``?schema=name``: a :class:`PostgresSessionStore`, which needs the
+      ``nbdurable[postgres]`` extra.
 
     Paths are percent-decoded and ``~`` expands to the home directory.
 

@@ -4,18 +4,26 @@ Each backend is one entry of ``BACKENDS``: how to make a fresh, empty store URL,
 plus the hooks its declared capabilities need (measuring what a save writes,
 damaging stored data, faking a newer schema). A new backend (PostgreSQL) joins
 every conformance test by adding one entry.
+
+PostgreSQL runs against one throwaway server per test session
+(``tests/pgserver.py``), with a fresh database per test. When PostgreSQL is not
+installed its tests fail with a message saying how to get it (``.ci/run``
+installs it); ``NBDURABLE_SKIP_POSTGRES=1`` skips them on purpose.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
+from pgserver import PgServer, find_pg_bin, start_server
 
 import nbdurable as nd
 from nbdurable.stores.jsonl_format import FORMAT_FILE, run_file_name
@@ -163,6 +171,105 @@ def _jsonl_set_schema_version(url: str, version: int) -> None:
     marker.write_text(json.dumps({"format": "nbdurable-jsonl", "version": version}))
 
 
+# -- PostgreSQL hooks -----------------------------------------------------------------------
+
+PG_SCHEMA = "nbdurable"
+PG_TABLES = ("nodes", "checkpoints", "runs")
+SKIP_POSTGRES = "NBDURABLE_SKIP_POSTGRES"
+
+
+def _pg_connect(url: str) -> Any:
+    import psycopg
+
+    return psycopg.connect(url, autocommit=True)
+
+
+def _pg_footprint(url: str) -> Footprint:
+    # bytes: pg_column_size of every live row (the tuple as stored, header
+    # included): exact per save, where relation sizes grow by 8 KB pages.
+    # An updated row (the run's) counts once, as its latest version.
+    rows = size = 0
+    with _pg_connect(url) as conn:
+        for table in PG_TABLES:
+            count, total = conn.execute(
+                f"SELECT count(*), coalesce(sum(pg_column_size(t.*)), 0) FROM {PG_SCHEMA}.{table} t"
+            ).fetchone()
+            rows += count
+            size += total
+        (disk,) = conn.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind = 'r'",
+            (PG_SCHEMA,),
+        ).fetchone()
+    return Footprint(int(size), int(rows), int(disk))
+
+
+def _pg_corrupt(url: str, run_id: str, step_index: int, damage: Damage) -> None:
+    s = PG_SCHEMA
+    with _pg_connect(url) as conn:
+        seq, head = conn.execute(
+            f"SELECT seq, head FROM {s}.checkpoints WHERE run_id = %s AND step_index = %s "
+            "ORDER BY seq DESC LIMIT 1",
+            (run_id, step_index),
+        ).fetchone()
+        if damage == "message":
+            conn.execute(
+                f'UPDATE {s}.nodes SET message = \'{{"role": "robot"\' WHERE id = %s', (head,)
+            )
+        elif damage == "chain":
+            (parent,) = conn.execute(
+                f"SELECT parent FROM {s}.nodes WHERE id = %s", (head,)
+            ).fetchone()
+            conn.execute(f"DELETE FROM {s}.nodes WHERE id = %s", (parent,))
+        elif damage == "metadata":
+            conn.execute(
+                f"UPDATE {s}.checkpoints SET usage = 'not json' WHERE run_id = %s AND seq = %s",
+                (run_id, seq),
+            )
+        else:
+            conn.execute(
+                f"UPDATE {s}.checkpoints SET version = 2 WHERE run_id = %s AND seq = %s",
+                (run_id, seq),
+            )
+
+
+def _pg_set_schema_version(url: str, version: int) -> None:
+    with _pg_connect(url) as conn:
+        conn.execute(
+            f"INSERT INTO {PG_SCHEMA}.nbdurable_schema (version, applied_at) VALUES (%s, 0)",
+            (version,),
+        )
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One PostgreSQL server for the whole test session."""
+    if os.environ.get(SKIP_POSTGRES) == "1":
+        pytest.skip(f"PostgreSQL tests skipped: {SKIP_POSTGRES}=1")
+    if find_pg_bin() is None:
+        pytest.fail(
+            "PostgreSQL is not installed, so the PostgreSQL store cannot be tested: run "
+            "`bash .ci/run` (it installs it), or `apt-get install postgresql`; "
+            f"set {SKIP_POSTGRES}=1 to skip these tests on purpose.",
+            pytrace=False,
+        )
+    server = start_server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_database(pg_server: PgServer) -> Iterator[str]:
+    """The URL of a fresh, empty database on the session's server (dropped afterwards)."""
+    name = f"t_{uuid.uuid4().hex}"
+    with _pg_connect(pg_server.dsn) as conn:
+        conn.execute(f"CREATE DATABASE {name} STRATEGY FILE_COPY")
+    yield f"postgresql://postgres@127.0.0.1:{pg_server.port}/{name}"
+    with _pg_connect(pg_server.dsn) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
 BACKENDS: dict[str, Backend] = {
     "memory": Backend("memory", lambda request, tmp: "memory://"),
     "sqlite": Backend(
@@ -178,6 +285,13 @@ BACKENDS: dict[str, Backend] = {
         footprint=_jsonl_footprint,
         corrupt=_jsonl_corrupt,
         set_schema_version=_jsonl_set_schema_version,
+    ),
+    "postgres": Backend(
+        "postgres",
+        lambda request, tmp: str(request.getfixturevalue("pg_database")),
+        footprint=_pg_footprint,
+        corrupt=_pg_corrupt,
+        set_schema_version=_pg_set_schema_version,
     ),
 }
 

@@ -1,0 +1,456 @@
+"""A PostgreSQL store: the SQLite store's model on a shared server, through a connection pool.
+
+Messages are stored once, as a content-addressed chain (see :mod:`.chain`, the
+same node ids as the SQLite store); a checkpoint row holds only metadata and the
+id of its last message node. A save writes the nodes it adds plus one row, in
+one transaction, so its cost does not grow with the history. The schema lives
+in :mod:`.postgres_schema`.
+
+psycopg is imported when a store is created, not when this module is: the
+class can be named (``from nbdurable import *``) without the extra installed.
+"""
+
+from __future__ import annotations
+
+import builtins
+import threading
+import time
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from .._errors import ConfigurationError
+from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
+from ..durable.records import RunRecord
+from ..durable.store import HISTORY, INCREMENTAL, MULTIPROCESS, PERSISTENT, VERSIONED_SCHEMA
+from ..messages import Message
+from .chain import (
+    Chain,
+    ChainCache,
+    NodeRow,
+    decode_messages,
+    extend_chain,
+    identical_prefix,
+    verify_chain,
+)
+from .postgres_schema import SCHEMA_VERSION, advisory_key, migrate, quote_ident
+from .rows import COLUMNS, CheckpointRow, checkpoint_row
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+    from psycopg_pool import ConnectionPool
+
+__all__ = ["PostgresSessionStore"]
+
+T = TypeVar("T")
+
+_EXTRA = "nbdurable[postgres]"
+_META = ", ".join(f"c.{name}" for name in COLUMNS)
+# Parameters in a SELECT list get no type from the target column: cast each one.
+_CASTS = {
+    "version": "integer",
+    "step_index": "integer",
+    "status": "text",
+    "message_count": "integer",
+    "usage": "text",
+    "pending_approvals": "text",
+    "agent_path": "text",
+    "created_at": "bigint",
+    "finish_reason": "text",
+    "extra": "text",
+}
+
+
+@dataclass(frozen=True)
+class _Statements:
+    """Every statement the store runs, for one schema."""
+
+    save_lock: str
+    delete_lock: str
+    has_node: str
+    insert_nodes: str
+    insert_checkpoint: str
+    latest: str
+    at_step: str
+    chain: str
+    history: str
+    list: str
+    runs: str
+    sweep: str
+    delete_checkpoints: str
+    delete_run: str
+
+    @classmethod
+    def for_schema(cls, schema: str) -> _Statements:
+        s = quote_ident(schema)
+        values = ", ".join(f"%({name})s::{_CASTS[name]}" for name in COLUMNS)
+        return cls(
+            # Saves share this lock; a delete takes it exclusively, so it never
+            # sweeps a node a concurrent save is about to reference.
+            save_lock="SELECT pg_advisory_xact_lock_shared(%s)",
+            delete_lock="SELECT pg_advisory_xact_lock(%s)",
+            has_node=f"SELECT 1 FROM {s}.nodes WHERE id = %s",
+            insert_nodes=(
+                f"INSERT INTO {s}.nodes (id, parent, message) "
+                "SELECT * FROM unnest(%s::bytea[], %s::bytea[], %s::text[]) "
+                "ON CONFLICT (id) DO NOTHING"
+            ),
+            # One statement bumps the run's last_seq (the upsert locks the run
+            # row until commit, so two saves of one run serialize) and inserts
+            # the checkpoint row under that seq.
+            insert_checkpoint=f"""
+                WITH r AS (
+                    INSERT INTO {s}.runs AS r (run_id, created_at, updated_at, last_seq)
+                    VALUES (%(run_id)s::text, %(created_at)s::bigint, %(created_at)s::bigint, 1)
+                    ON CONFLICT (run_id) DO UPDATE
+                    SET last_seq = r.last_seq + 1, updated_at = EXCLUDED.updated_at
+                    RETURNING last_seq
+                )
+                INSERT INTO {s}.checkpoints (run_id, seq, head, {", ".join(COLUMNS)})
+                SELECT %(run_id)s::text, r.last_seq, %(head)s::bytea, {values} FROM r
+            """,
+            latest=(
+                f"SELECT c.seq, c.head, {_META} FROM {s}.runs r JOIN {s}.checkpoints c "
+                "ON c.run_id = r.run_id AND c.seq = r.last_seq WHERE r.run_id = %s"
+            ),
+            at_step=(
+                f"SELECT c.seq, c.head, {_META} FROM {s}.checkpoints c "
+                "WHERE c.run_id = %s AND c.step_index = %s ORDER BY c.seq DESC LIMIT 1"
+            ),
+            # One query walks the chain from the head up to the root; the depth
+            # bound stops a corrupt cycle, and verify_chain notices a chain that
+            # is too short or too long.
+            chain=f"""
+                WITH RECURSIVE chain(id, parent, message, depth) AS (
+                    SELECT id, parent, message, 1 FROM {s}.nodes WHERE id = %s
+                    UNION ALL
+                    SELECT n.id, n.parent, n.message, chain.depth + 1
+                    FROM {s}.nodes n JOIN chain ON n.id = chain.parent
+                    WHERE chain.depth < %s
+                )
+                SELECT id, parent, message FROM chain ORDER BY depth DESC
+            """,
+            history=(
+                f"SELECT c.seq, c.head, {_META} FROM {s}.checkpoints c "
+                "WHERE c.run_id = %s ORDER BY c.seq"
+            ),
+            list=f"SELECT run_id FROM {s}.runs ORDER BY id",
+            runs=(
+                f"SELECT r.run_id, r.last_seq, r.created_at, {_META} FROM {s}.runs r "
+                f"JOIN {s}.checkpoints c ON c.run_id = r.run_id AND c.seq = r.last_seq "
+                "ORDER BY r.id"
+            ),
+            # Deleting a run: its nodes ("mine") go, except those another
+            # checkpoint still reaches (a head of another run, or the parent of
+            # a node outside the set, and all their ancestors). One statement,
+            # so it sees the run's own checkpoints and excludes them by run_id.
+            sweep=f"""
+                WITH RECURSIVE mine(id) AS (
+                    SELECT head FROM {s}.checkpoints
+                    WHERE run_id = %(run_id)s AND head IS NOT NULL
+                    UNION
+                    SELECT n.parent FROM {s}.nodes n JOIN mine ON n.id = mine.id
+                    WHERE n.parent IS NOT NULL
+                ),
+                keep(id) AS (
+                    SELECT m.id FROM mine m
+                    WHERE EXISTS (SELECT 1 FROM {s}.checkpoints c
+                                  WHERE c.head = m.id AND c.run_id <> %(run_id)s)
+                       OR EXISTS (SELECT 1 FROM {s}.nodes n WHERE n.parent = m.id
+                                  AND NOT EXISTS (SELECT 1 FROM mine x WHERE x.id = n.id))
+                    UNION
+                    SELECT n.parent FROM {s}.nodes n JOIN keep ON n.id = keep.id
+                    WHERE n.parent IS NOT NULL
+                )
+                DELETE FROM {s}.nodes
+                WHERE id IN (SELECT id FROM mine) AND id NOT IN (SELECT id FROM keep)
+            """,
+            delete_checkpoints=f"DELETE FROM {s}.checkpoints WHERE run_id = %s",
+            delete_run=f"DELETE FROM {s}.runs WHERE run_id = %s",
+        )
+
+
+class PostgresSessionStore:
+    """Checkpoints in PostgreSQL: every checkpoint kept, only what is new written.
+
+    Connections come from a ``psycopg_pool.ConnectionPool``; the store is
+    thread-safe and several processes (or store instances) may write to one
+    database at once: saves of different runs do not wait for each other, two
+    saves of one run queue on the run's row. The tables live in their own
+    PostgreSQL schema (created when missing), so the store can share a database.
+    The schema is migrated on open. Open the store in each process (a pool does
+    not survive ``fork``).
+
+    Args:
+        dsn: A libpq connection string or URL (``postgresql://user@host:5432/db``).
+            A URL may carry ``?schema=name``, which this store reads and libpq never sees.
+        schema: The PostgreSQL schema holding the tables (default ``"nbdurable"``).
+        min_size: Connections the pool keeps open.
+        max_size: Most connections the pool opens; more concurrent calls wait.
+        timeout: Seconds a call waits for a free connection before failing.
+        pool_kwargs: More ``psycopg_pool.ConnectionPool`` arguments
+            (``max_idle``, ``check``, ...).
+
+    Raises:
+        ConfigurationError: The ``nbdurable[postgres]`` extra is not installed,
+            or ``schema`` is given twice with different values.
+        CheckpointVersionError: The database's schema is newer than this nbdurable.
+        psycopg.OperationalError: The server cannot be reached.
+    """
+
+    capabilities: ClassVar[frozenset[str]] = frozenset(
+        {HISTORY, PERSISTENT, INCREMENTAL, MULTIPROCESS, VERSIONED_SCHEMA}
+    )
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout: float = 30.0,
+        pool_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        psycopg, pool_module = _driver()
+        conninfo, from_url = _split_schema(dsn)
+        if schema is not None and from_url is not None and schema != from_url:
+            raise ConfigurationError(
+                f"schema given twice: {schema!r} as an argument, {from_url!r} in the URL"
+            )
+        self.schema: str = schema or from_url or "nbdurable"
+        """The PostgreSQL schema holding the store's tables."""
+        self._q = _Statements.for_schema(self.schema)
+        self._gc_key = advisory_key("gc", self.schema)
+        self._where = _describe(psycopg, conninfo)
+        self._lock = threading.Lock()
+        self._chains = ChainCache()
+        # Pipeline mode needs libpq 14 (the binary wheel bundles a newer one).
+        self._pipelined: bool = psycopg.Pipeline.is_supported()
+        # A direct connection first: a wrong DSN fails at once with libpq's
+        # message, instead of the pool retrying in the background until timeout.
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            migrate(conn, self.schema, f"{self._where} (schema {self.schema!r})")
+        self._pool: ConnectionPool[Connection[tuple[Any, ...]]] = pool_module.ConnectionPool(
+            conninfo,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            kwargs={"autocommit": True},
+            open=False,
+            name=f"nbdurable:{self.schema}",
+            **dict(pool_kwargs or {}),
+        )
+        self._pool.open()
+
+    @property
+    def pool(self) -> ConnectionPool[Connection[tuple[Any, ...]]]:
+        """The connection pool (its ``get_stats()`` tells how connections are used)."""
+        return self._pool
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version this store writes (the database's, after migrations)."""
+        return SCHEMA_VERSION
+
+    def save(self, checkpoint: AgentCheckpoint) -> None:
+        """Store a checkpoint in one transaction: its new message nodes and one row."""
+        run_id = checkpoint.run_id
+        messages = checkpoint.messages
+        row = checkpoint_row(checkpoint)
+        params: dict[str, Any] = {name: getattr(row, name) for name in COLUMNS}
+        params["run_id"] = run_id
+        with self._lock:
+            cached = self._chains.get(run_id)
+        known = identical_prefix(cached.messages, messages) if cached is not None else 0
+        base = cached.ids[:known] if cached is not None else ()
+        new_ids, new_rows = extend_chain(base[-1] if base else None, messages[known:])
+        ids = (*base, *new_ids)
+        params["head"] = ids[-1] if ids else None
+
+        def write(conn: Connection[tuple[Any, ...]]) -> None:
+            # Pipelined: the statements go out together, and the server's
+            # answers come back at the has_node check (when there is one) and
+            # at commit, so a save costs one or two round trips.
+            with self._batch(conn), conn.transaction():
+                conn.execute(self._q.save_lock, (self._gc_key,))
+                rows = new_rows
+                if base and conn.execute(self._q.has_node, base[-1:]).fetchone() is None:
+                    # Another process deleted the nodes this process remembered.
+                    _, rows = extend_chain(None, messages)
+                if rows:
+                    conn.execute(
+                        self._q.insert_nodes,
+                        ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]),
+                    )
+                conn.execute(self._q.insert_checkpoint, params)
+
+        self._transact(write)
+        with self._lock:
+            self._chains.put(run_id, Chain(messages, ids))
+
+    def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
+        """Return the latest checkpoint, or the latest one saved at ``step_index``.
+
+        Raises:
+            StoreCorruptionError: The checkpoint's data is damaged (names the run and step).
+            CheckpointVersionError: The checkpoint was written with a newer version.
+        """
+        query = self._q.latest if step_index is None else self._q.at_step
+        args: tuple[object, ...] = (run_id,) if step_index is None else (run_id, step_index)
+        with self._pool.connection() as conn:
+            found = conn.execute(query, args).fetchone()
+            if found is None:
+                return None
+            row = CheckpointRow.from_values(run_id, found[2:])
+            messages = self._cached_messages(run_id, found[1], row.message_count)
+            if messages is not None:
+                return row.checkpoint(messages)
+            # Not cached: read the row again and its chain in one snapshot, so
+            # a delete committed in between cannot look like a broken chain.
+            with self._batch(conn), conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                found = conn.execute(query, args).fetchone()
+                if found is None:
+                    return None
+                head: bytes | None = found[1]
+                row = CheckpointRow.from_values(run_id, found[2:])
+                nodes: builtins.list[NodeRow] = []
+                if head is not None:
+                    nodes = conn.execute(self._q.chain, (head, row.message_count)).fetchall()
+        verify_chain(nodes, head, row.message_count, run_id=run_id, step_index=row.step_index)
+        messages = decode_messages(
+            [text for _, _, text in nodes], run_id=run_id, step_index=row.step_index
+        )
+        with self._lock:
+            self._chains.put(run_id, Chain(messages, tuple(nid for nid, _, _ in nodes)))
+        return row.checkpoint(messages)
+
+    def history(self, run_id: str) -> builtins.list[CheckpointInfo]:
+        """Metadata of every checkpoint of a run in save order; reads no message."""
+        with self._pool.connection() as conn:
+            found = conn.execute(self._q.history, (run_id,)).fetchall()
+        return [CheckpointRow.from_values(run_id, values[2:]).info() for values in found]
+
+    def list(self) -> builtins.list[str]:
+        """Run ids, oldest run first."""
+        with self._pool.connection() as conn:
+            found = conn.execute(self._q.list).fetchall()
+        return [run_id for (run_id,) in found]
+
+    def list_runs(self) -> builtins.list[RunRecord]:
+        """One record per run (its latest checkpoint's metadata), oldest run first."""
+        with self._pool.connection() as conn:
+            found = conn.execute(self._q.runs).fetchall()
+        records = []
+        for run_id, last_seq, created_at, *values in found:
+            latest = CheckpointRow.from_values(run_id, values).info()
+            records.append(
+                RunRecord(
+                    run_id=run_id,
+                    status=latest.status,
+                    step_index=latest.step_index,
+                    step_count=last_seq,
+                    usage=latest.usage,
+                    created_at=created_at,
+                    updated_at=latest.created_at,
+                    agent_path=latest.agent_path,
+                    pending_approval_count=len(latest.pending_approvals),
+                    finish_reason=latest.finish_reason,
+                )
+            )
+        return records
+
+    def delete(self, run_id: str) -> None:
+        """Delete a run, its checkpoints and the message nodes no other run uses.
+
+        Holds an advisory lock that saves share, so saves wait while it runs.
+        """
+
+        def sweep(conn: Connection[tuple[Any, ...]]) -> None:
+            with conn.transaction():
+                conn.execute(self._q.delete_lock, (self._gc_key,))
+                conn.execute(self._q.sweep, {"run_id": run_id})
+                conn.execute(self._q.delete_checkpoints, (run_id,))
+                conn.execute(self._q.delete_run, (run_id,))
+
+        self._transact(sweep)
+        with self._lock:
+            self._chains.drop(run_id)
+
+    def close(self) -> None:
+        """Close the pool and its connections."""
+        self._pool.close()
+
+    def __enter__(self) -> PostgresSessionStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresSessionStore({self._where!r}, schema={self.schema!r})"
+
+    def _cached_messages(
+        self, run_id: str, head: bytes | None, count: int
+    ) -> tuple[Message, ...] | None:
+        with self._lock:
+            own = self._chains.get(run_id)
+            found = own.prefix(head, count) if own is not None else None
+            return found if found is not None else self._chains.find(head, count)
+
+    def _batch(self, conn: Connection[tuple[Any, ...]]) -> AbstractContextManager[object]:
+        return conn.pipeline() if self._pipelined else nullcontext()
+
+    def _transact(self, work: Callable[[Connection[tuple[Any, ...]]], T], attempts: int = 5) -> T:
+        # Saves and deletes take their locks in one order, so a deadlock or a
+        # serialization failure should not happen; retry one anyway, since the
+        # transaction rolled back whole.
+        from psycopg.errors import TransactionRollback
+
+        for attempt in range(attempts):
+            try:
+                with self._pool.connection() as conn:
+                    return work(conn)
+            except TransactionRollback:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _driver() -> tuple[Any, Any]:
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"PostgresSessionStore needs the {_EXTRA} extra (pip install '{_EXTRA}'): {exc}"
+        ) from exc
+    return psycopg, psycopg_pool
+
+
+def _split_schema(dsn: str) -> tuple[str, str | None]:
+    """Take ``schema=`` out of a URL's query (libpq would refuse it)."""
+    if dsn.partition("://")[0].lower() not in ("postgresql", "postgres"):
+        return dsn, None
+    parts = urlsplit(dsn)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [value for key, value in query if key == "schema"]
+    if not schemas:
+        return dsn, None
+    rest = urlencode([(key, value) for key, value in query if key != "schema"])
+    return urlunsplit(parts._replace(query=rest)), schemas[-1]
+
+
+def _describe(psycopg: Any, conninfo: str) -> str:
+    """``host:port/dbname`` of a DSN, without its password (for messages and repr)."""
+    try:
+        params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError as exc:
+        raise ConfigurationError(f"invalid PostgreSQL DSN: {exc}") from exc
+    host = params.get("host") or "localhost"
+    port = f":{params['port']}" if params.get("port") else ""
+    return f"postgresql://{host}{port}/{params.get('dbname') or ''}"

@@ -1,0 +1,151 @@
+"""The PostgreSQL store's schema and its versioned migrations (run on open).
+
+Every table lives in one PostgreSQL schema (``nbdurable`` by default, created
+when missing), so the store can share a database with other applications.
+Version 1, the same layout as the SQLite store::
+
+    nbdurable_schema(version integer PRIMARY KEY, applied_at bigint)
+        one row per applied migration; the store's version is max(version)
+    nodes(id bytea PRIMARY KEY, parent bytea, message text NOT NULL)
+        one message each, content-addressed: id = sha256(parent id + message JSON);
+        index on parent (deleting a run keeps nodes that other runs still use)
+    runs(id bigint identity PRIMARY KEY, run_id text UNIQUE, created_at, updated_at, last_seq)
+        one row per run; id orders runs by creation; last_seq names the latest checkpoint
+    checkpoints(run_id, seq, head, version, step_index, status, message_count, usage,
+                pending_approvals, agent_path, created_at, finish_reason, extra)
+        one row per save, PRIMARY KEY (run_id, seq); seq counts a run's saves
+        from 1 with no holes; head is the id of the last message node (NULL for
+        an empty history); usage, pending_approvals, agent_path and extra are
+        JSON text (kept verbatim, as the codec wrote it); indexes on
+        (run_id, step_index, seq) and on head
+
+A migration is a list of SQL statements with ``{s}`` standing for the quoted
+schema name. PostgreSQL's DDL is transactional: a migration and its version row
+commit together, under an advisory lock, so several processes may open a new
+database at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from .._errors import CheckpointVersionError, ConfigurationError
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+
+__all__ = ["SCHEMA_VERSION", "advisory_key", "migrate", "quote_ident", "schema_version"]
+
+_V1 = (
+    "CREATE TABLE {s}.nodes (id bytea PRIMARY KEY, parent bytea, message text NOT NULL)",
+    "CREATE INDEX nodes_parent ON {s}.nodes (parent)",
+    """CREATE TABLE {s}.runs (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        run_id text NOT NULL UNIQUE,
+        created_at bigint NOT NULL,
+        updated_at bigint NOT NULL,
+        last_seq integer NOT NULL
+    )""",
+    """CREATE TABLE {s}.checkpoints (
+        run_id text NOT NULL,
+        seq integer NOT NULL,
+        head bytea,
+        version integer NOT NULL,
+        step_index integer NOT NULL,
+        status text NOT NULL,
+        message_count integer NOT NULL,
+        usage text NOT NULL,
+        pending_approvals text NOT NULL,
+        agent_path text NOT NULL,
+        created_at bigint NOT NULL,
+        finish_reason text,
+        extra text,
+        PRIMARY KEY (run_id, seq)
+    )""",
+    "CREATE INDEX checkpoints_step ON {s}.checkpoints (run_id, step_index, seq)",
+    "CREATE INDEX checkpoints_head ON {s}.checkpoints (head)",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)
+"""``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""The schema version this nbdurable writes."""
+
+
+def quote_ident(name: str) -> str:
+    """``name`` as a quoted SQL identifier.
+
+    Raises:
+        ConfigurationError: The name is empty or holds a NUL character.
+    """
+    if not name or "\x00" in name:
+        raise ConfigurationError(f"invalid PostgreSQL schema name {name!r}")
+    return '"' + name.replace('"', '""') + '"'
+
+
+def advisory_key(purpose: str, schema: str) -> int:
+    """A signed 64-bit advisory lock key for ``purpose`` on ``schema``."""
+    digest = hashlib.sha256(f"nbdurable:{purpose}:{schema}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def schema_version(conn: Connection[Any], schema: str) -> int:
+    """The version of the schema in ``conn``'s database (0 when it has none yet)."""
+    table = f"{quote_ident(schema)}.nbdurable_schema"
+    found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+    if not found or not found[0]:
+        return 0
+    row = conn.execute(f"SELECT max(version) FROM {table}").fetchone()
+    return int(row[0] or 0) if row else 0
+
+
+def _refuse_newer(version: int, where: str) -> None:
+    if version > SCHEMA_VERSION:
+        raise CheckpointVersionError(
+            version,
+            SCHEMA_VERSION,
+            message=(
+                f"The store {where} has schema version {version}, newer than this "
+                f"nbdurable knows ({SCHEMA_VERSION}); upgrade nbdurable to open it."
+            ),
+        )
+
+
+def migrate(conn: Connection[Any], schema: str, where: str) -> int:
+    """Bring ``schema`` up to :data:`SCHEMA_VERSION`; returns the version found on open.
+
+    ``conn`` must be in autocommit mode. An up-to-date schema costs two queries
+    and no lock; otherwise the migrations run in one transaction holding a
+    transaction-level advisory lock, and the version is read again under it.
+
+    Raises:
+        CheckpointVersionError: The schema is newer than this nbdurable.
+    """
+    found = schema_version(conn, schema)
+    _refuse_newer(found, where)
+    if found == SCHEMA_VERSION:
+        return found
+    s = quote_ident(schema)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key("migrate", schema),))
+        current = schema_version(conn, schema)
+        _refuse_newer(current, where)
+        if current == 0:
+            exists = conn.execute("SELECT to_regnamespace(%s) IS NOT NULL", (s,)).fetchone()
+            if not exists or not exists[0]:
+                conn.execute(f"CREATE SCHEMA {s}")
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {s}.nbdurable_schema "
+                "(version integer PRIMARY KEY, applied_at bigint NOT NULL)"
+            )
+        for target in range(current + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[target - 1]:
+                conn.execute(statement.format(s=s))
+            conn.execute(
+                f"INSERT INTO {s}.nbdurable_schema (version, applied_at) VALUES (%s, %s)",
+                (target, int(time.time() * 1000)),
+            )
+    return found
