@@ -1,0 +1,486 @@
+"""Store benchmark: nbdurable's SQLite store against LangGraph's SqliteSaver.
+
+Runs the same ReAct loop (a zero-latency scripted model, one tool call per
+step, 200-character tool results) for N steps in one process and one run, with:
+
+    no store          nbdurable's loop without a session
+    nbdurable         nbdurable's loop with nd.SqliteSessionStore (default settings)
+    langgraph sync    a LangGraph StateGraph with SqliteSaver, durability="sync"
+    langgraph default the same graph with LangGraph's default durability ("async")
+
+    python benchmarks/store_bench.py                    # N = 10, 100, 500 (+ 5,000 nbdurable)
+    python benchmarks/store_bench.py --quick            # N = 10, 100 only
+    python benchmarks/store_bench.py --nbdurable-only   # skip LangGraph (no bench extra needed)
+    python benchmarks/store_bench.py --json figures.json
+
+LangGraph comes with the bench extra: pip install -e '.[bench]'.
+See benchmarks/README.md for what is measured and the latest figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import importlib.metadata
+import itertools
+import json
+import os
+import platform
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbdurable as nd
+
+RUN_ID = "bench"
+RESULT_CHARS = 200
+FILLER = "lorem ipsum dolor sit amet, consectetur adipiscing elit; "
+REPEATS = 5  # history and load are timed up to this many times, each on a fresh store
+REPEAT_BUDGET_S = 2.0  # ... but no more once the timings add up to this (LangGraph's history)
+
+NO_STORE = "no store"
+NBDURABLE = "nbdurable sqlite"
+LG_SYNC = "langgraph sync"
+LG_DEFAULT = "langgraph default"
+CONFIGS = (NO_STORE, NBDURABLE, LG_SYNC, LG_DEFAULT)
+
+
+def tool_result(i: int) -> str:
+    """The tool's 200-character result for call ``i`` (distinct per step)."""
+    text = f"probe {i}: " + FILLER * 5
+    return text[:RESULT_CHARS]
+
+
+@dataclass
+class Figures:
+    """What one configuration measured at one N (times in seconds unless named _ms)."""
+
+    config: str
+    n: int
+    total_s: float
+    first10_ms: float
+    last10_ms: float
+    messages: int
+    bytes_on_disk: int | None = None  # db + wal + shm, store still open after the run
+    bytes_closed: int | None = None  # the same after closing the store (WAL checkpointed)
+    checkpoints: int | None = None
+    history_ms: float | None = None
+    load_ms: float | None = None  # on a freshly opened store: nothing cached
+    load_warm_ms: float | None = None  # on the store that wrote the run (nbdurable caches it)
+    files: dict[str, int] = field(default_factory=dict)  # db, wal, shm bytes after the run
+    step_ms: list[float] = field(default_factory=list)  # between consecutive tool calls
+
+    @property
+    def ratio(self) -> float:
+        return self.last10_ms / self.first10_ms if self.first10_ms else float("nan")
+
+
+def step_figures(stamps: list[float]) -> tuple[list[float], float, float]:
+    """Intervals between consecutive tool calls (ms), mean of the first and last 10."""
+    steps = [(b - a) * 1000 for a, b in itertools.pairwise(stamps)]
+    if not steps:
+        return steps, float("nan"), float("nan")
+    return steps, statistics.fmean(steps[:10]), statistics.fmean(steps[-10:])
+
+
+def disk_files(db: Path) -> dict[str, int]:
+    """Bytes of a SQLite database's files: the database, its WAL, its shared-memory index."""
+    found = {}
+    for suffix in ("", "-wal", "-shm"):
+        path = Path(f"{db}{suffix}")
+        if path.exists():
+            found[suffix.lstrip("-") or "db"] = path.stat().st_size
+    return found
+
+
+def disk_bytes(db: Path) -> int:
+    """Bytes of a SQLite database on disk: db + wal + shm."""
+    return sum(disk_files(db).values())
+
+
+def time_ms(action: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    action()
+    return (time.perf_counter() - started) * 1000
+
+
+def median_ms(
+    action: Callable[[Any], Any], fresh: Callable[[], Any], close: Callable[[Any], None]
+) -> float:
+    """Median time (ms) of ``action(handle)``, each repeat on a freshly opened handle."""
+    times: list[float] = []
+    while len(times) < REPEATS and sum(times) < REPEAT_BUDGET_S * 1000:
+        handle = fresh()
+        try:
+            started = time.perf_counter()
+            action(handle)
+            times.append((time.perf_counter() - started) * 1000)
+        finally:
+            close(handle)
+    return statistics.median(times)
+
+
+# --- nbdurable ---------------------------------------------------------------------------
+
+
+def run_nbdurable(n: int, db: Path | None) -> Figures:
+    """One run of n tool steps and a final answer; with a store when ``db`` is given."""
+    stamps: list[float] = []
+
+    @nd.tool
+    def probe(i: int) -> str:
+        """Probe the system once."""
+        stamps.append(time.perf_counter())
+        return tool_result(i)
+
+    # Fixed usage and sequential mode: the model costs the same at step 500 as at step 1.
+    usage = nd.Usage(input_tokens=10, output_tokens=5, total_tokens=15)
+    turns: list[Any] = [nd.Turn(tool_calls=[("probe", {"i": i})], usage=usage) for i in range(n)]
+    turns.append(nd.Turn(text="Done.", usage=usage))
+    model = nd.ScriptedModel(turns, mode="sequential")
+    store = nd.SqliteSessionStore(db) if db is not None else None
+    session = nd.DurableSession(store, run_id=RUN_ID) if store is not None else None
+
+    async def go() -> tuple[float, nd.GenerateTextResult]:
+        started = time.perf_counter()
+        result = await nd.generate_text(
+            model=model,
+            messages="Probe the system.",
+            tools=[probe],
+            max_steps=n + 1,
+            session=session,
+        )
+        return time.perf_counter() - started, result
+
+    gc.collect()
+    total, result = asyncio.run(go())
+    assert len(stamps) == n, f"expected {n} tool calls, saw {len(stamps)}"
+    assert result.text == "Done.", result.finish_reason
+    steps, first, last = step_figures(stamps)
+    config = NBDURABLE if store is not None else NO_STORE
+    figures = Figures(config, n, total, first, last, len(result.messages), step_ms=steps)
+    if store is None or db is None:
+        return figures
+
+    figures.bytes_on_disk, figures.files = disk_bytes(db), disk_files(db)
+    figures.load_warm_ms = time_ms(lambda: store.load(RUN_ID))
+    store.close()
+    figures.bytes_closed = disk_bytes(db)
+
+    def fresh() -> nd.SqliteSessionStore:
+        return nd.SqliteSessionStore(db)
+
+    def close(s: nd.SqliteSessionStore) -> None:
+        s.close()
+
+    with nd.SqliteSessionStore(db) as check:
+        infos = check.history(RUN_ID)
+        latest = check.load(RUN_ID)
+    assert latest is not None
+    assert latest.messages == result.messages, "the latest checkpoint is not the run's history"
+    assert infos[-1].message_count == len(result.messages)
+    figures.checkpoints = len(infos)
+    figures.history_ms = median_ms(lambda s: s.history(RUN_ID), fresh, close)
+    figures.load_ms = median_ms(lambda s: s.load(RUN_ID), fresh, close)
+    return figures
+
+
+# --- LangGraph ---------------------------------------------------------------------------
+
+
+def run_langgraph(n: int, db: Path, durability: str | None) -> Figures:
+    """The same loop as a LangGraph StateGraph: agent node, ToolNode, SqliteSaver."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    stamps: list[float] = []
+
+    @tool
+    def probe(i: int) -> str:
+        """Probe the system once."""
+        stamps.append(time.perf_counter())
+        return tool_result(i)
+
+    usage = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
+    played = itertools.count()
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        # Plays the same script as nbdurable's ScriptedModel in sequential mode.
+        i = next(played)
+        if i < n:
+            call = {"name": "probe", "args": {"i": i}, "id": f"call_{i}", "type": "tool_call"}
+            message = AIMessage(content="", tool_calls=[call], usage_metadata=usage)
+        else:
+            message = AIMessage(content="Done.", usage_metadata=usage)
+        return {"messages": [message]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode([probe]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition, ["tools", END])
+    builder.add_edge("tools", "agent")
+
+    conn = sqlite3.connect(str(db), check_same_thread=False)
+    saver = SqliteSaver(conn)
+    graph = builder.compile(checkpointer=saver)
+    config: dict[str, Any] = {
+        "configurable": {"thread_id": RUN_ID},
+        "recursion_limit": 2 * n + 10,
+    }
+    kwargs = {"durability": durability} if durability is not None else {}
+    saver.setup()  # creates the tables; LangGraph would do it on the first write
+
+    gc.collect()
+    started = time.perf_counter()
+    state = graph.invoke({"messages": [HumanMessage("Probe the system.")]}, config, **kwargs)
+    total = time.perf_counter() - started
+    assert len(stamps) == n, f"expected {n} tool calls, saw {len(stamps)}"
+    assert state["messages"][-1].content == "Done."
+    steps, first, last = step_figures(stamps)
+    name = LG_SYNC if durability == "sync" else LG_DEFAULT
+    figures = Figures(name, n, total, first, last, len(state["messages"]), step_ms=steps)
+    figures.bytes_on_disk, figures.files = disk_bytes(db), disk_files(db)
+    figures.load_warm_ms = time_ms(lambda: saver.get_tuple(config))
+    conn.close()
+    figures.bytes_closed = disk_bytes(db)
+
+    def fresh() -> Any:
+        return SqliteSaver(sqlite3.connect(str(db), check_same_thread=False))
+
+    def close(s: Any) -> None:
+        s.conn.close()
+
+    check = fresh()
+    try:
+        latest = check.get_tuple(config)
+        assert latest is not None
+        assert len(latest.checkpoint["channel_values"]["messages"]) == len(state["messages"])
+        figures.checkpoints = len(list(check.list(config)))
+    finally:
+        close(check)
+    figures.history_ms = median_ms(lambda s: list(s.list(config)), fresh, close)
+    figures.load_ms = median_ms(lambda s: s.get_tuple(config), fresh, close)
+    return figures
+
+
+# --- report ------------------------------------------------------------------------------
+
+
+def fmt_bytes(value: int | None) -> str:
+    if value is None:
+        return "-"
+    if value >= 1024 * 1024:
+        return f"{value / (1024 * 1024):.1f} MB"
+    if value >= 1024:
+        return f"{value / 1024:.0f} KB"
+    return f"{value} B"
+
+
+def fmt_ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if value < 1 else f"{value:.1f}" if value < 1000 else f"{value:,.0f}"
+
+
+def table(rows: list[Figures]) -> str:
+    head = (
+        "config",
+        "N",
+        "total ms",
+        "ms/step first 10",
+        "ms/step last 10",
+        "last/first",
+        "bytes on disk",
+        "after close",
+        "bytes/msg",
+        "checkpoints",
+        "history ms",
+        "load latest ms",
+    )
+    body = []
+    for f in rows:
+        per_message = f.bytes_closed / f.messages if f.bytes_closed else None
+        body.append(
+            (
+                f.config,
+                f"{f.n:,}",
+                fmt_ms(f.total_s * 1000),
+                fmt_ms(f.first10_ms),
+                fmt_ms(f.last10_ms),
+                f"{f.ratio:.2f}",
+                fmt_bytes(f.bytes_on_disk),
+                fmt_bytes(f.bytes_closed),
+                f"{per_message:,.0f}" if per_message else "-",
+                str(f.checkpoints) if f.checkpoints is not None else "-",
+                fmt_ms(f.history_ms),
+                fmt_ms(f.load_ms),
+            )
+        )
+    widths = [max(len(r[i]) for r in (head, *body)) for i in range(len(head))]
+    lines = []
+    for r in (head, *body):
+        cells = [
+            c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ]
+        lines.append(" | ".join(cells))
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+@dataclass
+class Target:
+    name: str
+    value: str
+    limit: str
+    passed: bool
+
+
+def targets(rows: list[Figures], n: int = 500) -> list[Target]:
+    """The issue's targets at N = 500 (those whose configurations ran)."""
+    by = {(f.config, f.n): f for f in rows}
+    ours, bare, sync = by.get((NBDURABLE, n)), by.get((NO_STORE, n)), by.get((LG_SYNC, n))
+    found: list[Target] = []
+    if ours is None or ours.history_ms is None or ours.load_ms is None:
+        return found
+
+    def check(name: str, value: str, limit: str, passed: bool) -> None:
+        found.append(Target(name, value, limit, passed))
+
+    if sync is not None:
+        share = ours.total_s / sync.total_s
+        check("total <= 1/10 of LangGraph sync", f"{share:.3f} ({1 / share:.0f}x faster)",
+              "<= 0.1", share <= 0.1)  # fmt: skip
+    if bare is not None:
+        over = ours.total_s / bare.total_s
+        check("total <= 1.5x no store", f"{over:.2f}x", "<= 1.5x", over <= 1.5)
+    if sync is not None and ours.bytes_on_disk and sync.bytes_on_disk:
+        share = ours.bytes_on_disk / sync.bytes_on_disk
+        check("bytes <= 1/100 of LangGraph sync", f"{share:.4f} ({1 / share:.0f}x smaller)",
+              "<= 0.01", share <= 0.01)  # fmt: skip
+    check("ms/step last 10 / first 10", f"{ours.ratio:.2f}", "<= 1.3", ours.ratio <= 1.3)
+    check("full history (metadata)", f"{ours.history_ms:.1f} ms", "<= 50 ms", ours.history_ms <= 50)
+    check("load latest checkpoint", f"{ours.load_ms:.1f} ms", "<= 10 ms", ours.load_ms <= 10)
+    return found
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    ram = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                ram = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+
+    def version(package: str) -> str | None:
+        try:
+            return importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram": ram,
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "nbdurable": version("nbdurable"),
+        "langgraph": version("langgraph"),
+        "langgraph-checkpoint-sqlite": version("langgraph-checkpoint-sqlite"),
+        "platform": platform.platform(),
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        "load average": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+    }
+
+
+def git(*args: str) -> str | None:
+    """Output of a git command in the repository holding this script, or None."""
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return done.stdout.strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="N = 10, 100 only (a smoke test)")
+    parser.add_argument("--nbdurable-only", action="store_true", help="skip LangGraph")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the raw figures here")
+    parser.add_argument("--dir", type=Path, help="where the databases go (default: a temp dir)")
+    args = parser.parse_args(argv)
+
+    sizes = [10, 100] if args.quick else [10, 100, 500]
+    long_runs = [] if args.quick else [5000]
+    with_langgraph = not args.nbdurable_only
+    if with_langgraph:
+        try:
+            import langgraph.checkpoint.sqlite  # noqa: F401
+        except ImportError:
+            print("LangGraph is missing: pip install -e '.[bench]', or pass --nbdurable-only")
+            return 2
+
+    info = machine()
+    print(" | ".join(f"{k}: {v}" for k, v in info.items() if v is not None), flush=True)
+    rows: list[Figures] = []
+    with tempfile.TemporaryDirectory(prefix="nbdurable-bench-", dir=args.dir) as tmp:
+        root = Path(tmp)
+        for n in [*sizes, *long_runs]:
+            runs: list[Callable[[], Figures]] = [
+                lambda n=n: run_nbdurable(n, None),
+                lambda n=n: run_nbdurable(n, root / f"nbdurable-{n}.db"),
+            ]
+            if with_langgraph and n in sizes:
+                runs.append(lambda n=n: run_langgraph(n, root / f"lg-sync-{n}.db", "sync"))
+                runs.append(lambda n=n: run_langgraph(n, root / f"lg-default-{n}.db", None))
+            for run in runs:
+                figures = run()
+                rows.append(figures)
+                done = f"{figures.config} N={n}: {figures.total_s:.3f} s"
+                print(f"  {done}", file=sys.stderr, flush=True)
+
+    print()
+    print(table(rows))
+    found = targets(rows)
+    if found:
+        print()
+        print("Targets at N = 500:")
+        for t in found:
+            print(f"  {'PASS' if t.passed else 'FAIL'}  {t.name}: {t.value} (target {t.limit})")
+    if args.json:
+        payload = {
+            "machine": info,
+            "figures": [asdict(f) | {"last_first": f.ratio} for f in rows],
+            "targets": [asdict(t) for t in found],
+        }
+        args.json.write_text(json.dumps(payload, indent=2))
+        print(f"\nraw figures written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
