@@ -9,17 +9,22 @@ and notices another writer only when a file's size changes under it.
 from __future__ import annotations
 
 import builtins
+import json
 import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from .._errors import RunNotFoundError, StoreCorruptionError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
 from ..durable.store import HISTORY, INCREMENTAL, PERSISTENT, VERSIONED_SCHEMA
+from ..events.log import EVENTS
+from ..events.model import Event, NewEvent
 from .jsonl_format import Line, RunFile, check_format, extends, run_file_name
 
 __all__ = ["JsonlSessionStore"]
@@ -30,11 +35,12 @@ _PARSED_FILES = 8
 
 @dataclass(frozen=True)
 class _Tail:
-    """What a save needs to know about a run file: where it ends and its last checkpoint."""
+    """What a save needs to know about a run file: its end, last checkpoint and last offset."""
 
     latest: AgentCheckpoint | None
     valid_size: int
     size: int
+    last_offset: int = 0
 
 
 class JsonlSessionStore:
@@ -54,7 +60,7 @@ class JsonlSessionStore:
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
-        {HISTORY, PERSISTENT, INCREMENTAL, VERSIONED_SCHEMA}
+        {HISTORY, PERSISTENT, INCREMENTAL, VERSIONED_SCHEMA, EVENTS}
     )
 
     def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = False) -> None:
@@ -71,11 +77,70 @@ class JsonlSessionStore:
         """The file that holds a run's checkpoints."""
         return self.directory / run_file_name(run_id)
 
+    @property
+    def event_channel(self) -> str:
+        """Identifies this directory's event logs for in-process subscribers."""
+        return os.path.realpath(self.directory)
+
     def save(self, checkpoint: AgentCheckpoint) -> None:
         """Append one line: the messages new since the previous line, or all of them."""
+        self._save(checkpoint, ())
+
+    def save_with_events(
+        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent]
+    ) -> builtins.list[Event]:
+        """Append the checkpoint's line with the events in it: one write, both or neither."""
+        return self._save(checkpoint, events)
+
+    def append_events(self, run_id: str, events: Sequence[NewEvent]) -> builtins.list[Event]:
+        """Append one event-only line; offsets continue from the run's last event."""
+        if not events:
+            return []
+        with self._lock:
+            tail = self._tail(run_id)
+            added = _numbered(run_id, events, tail.last_offset)
+            line = {
+                "run_id": run_id,
+                "events": [e.model_dump(mode="json", exclude={"run_id"}) for e in added],
+                "written_at": self._written_at(),
+            }
+            data = (json.dumps(line, separators=(",", ":")) + "\n").encode()
+            self._tails.pop(run_id, None)
+            self._append(self.path_for(run_id), data, tail)
+            end = tail.valid_size + len(data)
+            self._tails[run_id] = _Tail(tail.latest, end, end, added[-1].offset)
+            return added
+
+    def read_events(
+        self, run_id: str, after: int = 0, limit: int | None = None
+    ) -> builtins.list[Event]:
+        """Events with offset > ``after``, in order.
+
+        Raises:
+            RunNotFoundError: The run has no file.
+            StoreCorruptionError: An event does not decode.
+        """
+        with self._lock:
+            run = self._read(self.path_for(run_id))
+        if run is None:
+            raise RunNotFoundError(run_id)
+        selected = [e for e in run.events if int(e.get("offset", 0)) > after]
+        if limit is not None:
+            selected = selected[:limit]
+        try:
+            return [Event.model_validate({**e, "run_id": run_id}) for e in selected]
+        except ValueError as exc:
+            raise StoreCorruptionError(
+                f"an event of run {run_id!r} is damaged: {exc}", run_id=run_id
+            ) from exc
+
+    def _save(
+        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent]
+    ) -> builtins.list[Event]:
         run_id = checkpoint.run_id
         with self._lock:
             tail = self._tail(run_id)
+            added = _numbered(run_id, events, tail.last_offset)
             previous = tail.latest.messages if tail.latest is not None else None
             if previous is not None and extends(previous, checkpoint.messages):
                 new, full = checkpoint.messages[len(previous) :], False
@@ -89,13 +154,18 @@ class JsonlSessionStore:
                     "message_count": len(checkpoint.messages),
                     "full": full,
                     "written_at": self._written_at(),
+                    "events": [e.model_dump(mode="json", exclude={"run_id"}) for e in added]
+                    if added
+                    else None,
                 }
             )
-            data = (line.model_dump_json() + "\n").encode()
+            data = (line.model_dump_json(exclude_none=not added) + "\n").encode()
             self._tails.pop(run_id, None)  # until the write is known to be complete
             self._append(self.path_for(run_id), data, tail)
             end = tail.valid_size + len(data)
-            self._tails[run_id] = _Tail(checkpoint, end, end)
+            last = added[-1].offset if added else tail.last_offset
+            self._tails[run_id] = _Tail(checkpoint, end, end, last)
+            return added
 
     def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
         """Return the latest checkpoint, or the latest one saved at ``step_index``.
@@ -117,7 +187,7 @@ class JsonlSessionStore:
                 return None
             checkpoint = run.checkpoint(index)
             if index == len(run.entries) - 1:
-                self._tails[run_id] = _Tail(checkpoint, run.valid_size, run.size)
+                self._tails[run_id] = _Tail(checkpoint, run.valid_size, run.size, _last_offset(run))
             return checkpoint
 
     def history(self, run_id: str) -> builtins.list[CheckpointInfo]:
@@ -166,9 +236,12 @@ class JsonlSessionStore:
         if cached is not None and _size(path) == cached.size:
             return cached
         run = self._read(path)
-        if run is None or not run.entries:
-            return _Tail(None, 0, 0 if run is None else run.size)
-        tail = _Tail(run.checkpoint(len(run.entries) - 1), run.valid_size, run.size)
+        if run is None:
+            return _Tail(None, 0, 0)
+        if not run.entries:  # events only, so far (the run's first step is under way)
+            return _Tail(None, run.valid_size, run.size, _last_offset(run))
+        latest = run.checkpoint(len(run.entries) - 1)
+        tail = _Tail(latest, run.valid_size, run.size, _last_offset(run))
         self._tails[run_id] = tail
         return tail
 
@@ -221,6 +294,17 @@ class JsonlSessionStore:
         # Strictly increasing within the process, so runs created back to back keep their order.
         self._last_written_at = max(time.time_ns(), self._last_written_at + 1)
         return self._last_written_at
+
+
+def _numbered(run_id: str, events: Sequence[NewEvent], last: int) -> builtins.list[Event]:
+    return [
+        Event(run_id=run_id, offset=last + i + 1, **event.model_dump())
+        for i, event in enumerate(events)
+    ]
+
+
+def _last_offset(run: RunFile) -> int:
+    return int(run.events[-1].get("offset", 0)) if run.events else 0
 
 
 def _size(path: Path) -> int:

@@ -10,6 +10,12 @@ the previous line, plus::
             save whose history does not extend the previous line's: a fork or
             an edit)
     "written_at": wall clock of the write, epoch nanoseconds
+    "events": (optional) the run's events committed with this checkpoint
+
+Format 2 adds the event log to the same file, so a checkpoint and its events
+are one write: event-only lines ``{"run_id": ..., "events": [...], "written_at": ...}``
+hold events appended between checkpoints; each event carries its ``offset``.
+A format-1 directory is upgraded on open (its files are valid format 2).
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ __all__ = [
 ]
 
 FORMAT_FILE = "nbdurable-jsonl.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """Version of the directory layout and line format; a newer one is refused."""
 
 # Only lower-case letters stay as they are: on a case-insensitive file system
@@ -82,9 +88,7 @@ def check_format(directory: Path) -> None:
     try:
         raw: Any = json.loads(marker.read_text())
     except FileNotFoundError:
-        tmp = marker.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"format": "nbdurable-jsonl", "version": FORMAT_VERSION}) + "\n")
-        tmp.replace(marker)
+        _write_marker(marker)
         return
     except ValueError as exc:
         raise StoreCorruptionError(f"{marker} is not valid JSON: {exc}") from exc
@@ -100,6 +104,14 @@ def check_format(directory: Path) -> None:
                 f"this nbdurable knows ({FORMAT_VERSION}); upgrade nbdurable to open it."
             ),
         )
+    if version < FORMAT_VERSION:
+        _write_marker(marker)  # older files are valid as they are; new lines need the new reader
+
+
+def _write_marker(marker: Path) -> None:
+    tmp = marker.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"format": "nbdurable-jsonl", "version": FORMAT_VERSION}) + "\n")
+    tmp.replace(marker)
 
 
 class Line(AgentCheckpoint):
@@ -111,6 +123,8 @@ class Line(AgentCheckpoint):
     """Whether ``messages`` is the whole history rather than an append."""
     written_at: int
     """Wall clock of the write, epoch nanoseconds (orders runs by creation)."""
+    events: list[dict[str, Any]] | None = None
+    """Events committed with this checkpoint (their JSON, offsets included)."""
 
     def checkpoint(self, messages: tuple[Message, ...]) -> AgentCheckpoint:
         """The full checkpoint this line stands for, given its whole history."""
@@ -141,7 +155,8 @@ class RunFile:
 
     Attributes:
         path: The file.
-        entries: Valid lines, in order.
+        entries: Valid checkpoint lines, in order.
+        events: Every event of the run's log (JSON objects), in offset order.
         valid_size: Bytes up to the end of the last valid line.
         size: Bytes in the file (more than ``valid_size`` after a torn write).
     """
@@ -150,6 +165,7 @@ class RunFile:
     entries: tuple[Entry, ...]
     valid_size: int
     size: int
+    events: tuple[dict[str, Any], ...] = ()
 
     @property
     def run_id(self) -> str:
@@ -174,23 +190,29 @@ class RunFile:
         # After the last newline: b"" normally, or the start of an interrupted write.
         complete, tail = lines[:-1], lines[-1]
         entries: list[Entry] = []
+        events: list[dict[str, Any]] = []
         offset = 0
         for number, raw in enumerate(complete, start=1):
             meta = _parse(raw)
+            if meta is not None and "step_index" not in meta:  # an event-only line
+                events.extend(meta["events"])
+                offset += len(raw) + 1
+                continue
             if meta is None:
                 if number == len(complete) and not tail:
                     _warn_torn(path, data[offset:])
-                    return cls(path, tuple(entries), offset, len(data))
+                    return cls(path, tuple(entries), offset, len(data), tuple(events))
                 after = f" (after step {entries[-1].step_index})" if entries else ""
                 raise StoreCorruptionError(
                     f"line {number} of {path}{after} is not a checkpoint line",
                     run_id=str(entries[0].meta["run_id"]) if entries else None,
                 )
             entries.append(Entry(raw, meta))
+            events.extend(meta.get("events") or ())
             offset += len(raw) + 1
         if tail:
             _warn_torn(path, tail)
-        return cls(path, tuple(entries), offset, len(data))
+        return cls(path, tuple(entries), offset, len(data), tuple(events))
 
     def info(self, entry: Entry) -> CheckpointInfo:
         """A line's checkpoint metadata, without decoding its messages."""
@@ -250,6 +272,8 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
         return None
     if not isinstance(meta, dict) or not isinstance(meta.get("run_id"), str):
         return None
+    if "step_index" not in meta and isinstance(meta.get("events"), list):
+        return meta
     if not isinstance(meta.get("step_index"), int):
         return None
     version = meta.get("version")
