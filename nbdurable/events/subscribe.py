@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, RunNotFoundError
 from ..durable.store import maybe_await, supports
 from .log import EVENTS, EventStore, wait_for_events
 from .model import RUN_SUSPENDED, TERMINAL_EVENTS, Event
@@ -45,6 +45,7 @@ async def subscribe(
     *,
     stop_on_suspend: bool = False,
     poll_interval: float = DEFAULT_POLL_INTERVAL,
+    wait: bool = False,
 ) -> AsyncIterator[Event]:
     """Replay a run's events after ``after``, then follow the live tail.
 
@@ -55,10 +56,25 @@ async def subscribe(
     ``run_error``) once nothing follows it, or at ``run_suspended`` with
     ``stop_on_suspend``. Cancelling the iteration never touches the run.
 
+    Args:
+        store: A store with an event log.
+        run_id: The run to follow.
+        after: Offset already seen; 0 replays everything.
+        stop_on_suspend: End at ``run_suspended`` too.
+        poll_interval: Seconds between reads when no local writer wakes us.
+        wait: Wait for a run that has no events yet (one just submitted
+            elsewhere) instead of raising :class:`RunNotFoundError`.
+
     Raises:
-        RunNotFoundError: The store knows no such run.
+        RunNotFoundError: The store knows no such run (and ``wait`` is False).
     """
     events = _event_store(store)
+    while wait:
+        try:
+            await maybe_await(events.read_events(run_id, after=0, limit=1))
+            break
+        except RunNotFoundError:
+            await wait_for_events(store, run_id, poll_interval)
     cursor = after
     last_type: str | None = None
     if after > 0:  # a subscriber that saw the terminal event must not wait forever

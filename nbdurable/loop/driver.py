@@ -101,12 +101,13 @@ class Driver:
         machine = AgentMachine(self.options, self.start)
         flow = machine.run()
         events = self.events
-        if events is not None:
-            events.started(
-                resumed=self.start.next_step_index > 0,
-                next_step_index=self.start.next_step_index,
-            )
         try:
+            if events is not None:
+                events.started(
+                    resumed=self.start.next_step_index > 0,
+                    next_step_index=self.start.next_step_index,
+                )
+                await events.flush()  # the run is visible to subscribers from here on
             effect = next(flow)
             while True:
                 value = await self.handle(effect)

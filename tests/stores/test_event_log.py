@@ -1,0 +1,217 @@
+"""Event-log conformance: every store that declares ``events`` passes the same tests."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import nbdurable as nd
+from nbdurable.durable.store import MULTIPROCESS, PERSISTENT, supports
+from nbdurable.events import EVENTS, NewEvent
+
+from .conftest import StoreCase
+
+
+def _store(case: StoreCase, *needs: str) -> nd.HistoryStore:
+    store = case.open()
+    for capability in (EVENTS, *needs):
+        if not supports(store, capability):
+            store.close()  # before skipping: a pool left to the garbage collector complains
+            pytest.skip(f"{case.backend.name} does not declare {capability!r}")
+    return store
+
+
+def new(kind: str, n: int = 0) -> NewEvent:
+    return NewEvent(type=kind, step_index=n, payload={"n": n, "text": "é ✓"}, created_at=1000 + n)
+
+
+def checkpoint(run_id: str, step: int) -> nd.AgentCheckpoint:
+    return nd.AgentCheckpoint(
+        run_id=run_id,
+        step_index=step,
+        status="running",
+        messages=(nd.user("hi"), *(nd.assistant(f"step {i}") for i in range(step + 1))),
+        created_at=step,
+    )
+
+
+@nd.tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"
+
+
+def test_offsets_start_at_one_have_no_holes_and_continue(store_case: StoreCase) -> None:
+    store = _store(store_case)
+    first = store.append_events("r", [new("a", 0), new("b", 1)])  # type: ignore[attr-defined]
+    assert [e.offset for e in first] == [1, 2]
+    with_checkpoint = store.save_with_events(checkpoint("r", 0), [new("c", 2)])  # type: ignore[attr-defined]
+    assert [e.offset for e in with_checkpoint] == [3]
+    assert [e.offset for e in store.append_events("r", [new("d", 3)])] == [4]  # type: ignore[attr-defined]
+    assert [e.offset for e in store.append_events("other", [new("x")])] == [1]  # type: ignore[attr-defined]
+    events = store.read_events("r")  # type: ignore[attr-defined]
+    assert [(e.offset, e.type) for e in events] == [(1, "a"), (2, "b"), (3, "c"), (4, "d")]
+    assert events[0].payload == {"n": 0, "text": "é ✓"} and events[0].created_at == 1000
+    assert store.read_events("r", after=2) == events[2:]  # type: ignore[attr-defined]
+    assert store.read_events("r", after=1, limit=2) == events[1:3]  # type: ignore[attr-defined]
+    assert store.read_events("r", after=4) == []  # type: ignore[attr-defined]
+    assert store.load("r") == checkpoint("r", 0)
+    store.close()
+
+
+def test_unknown_runs_raise_run_not_found(store_case: StoreCase) -> None:
+    store = _store(store_case)
+    with pytest.raises(nd.RunNotFoundError):
+        store.read_events("nope")  # type: ignore[attr-defined]
+    store.save(checkpoint("quiet", 0))  # a run with checkpoints but no events yet
+    assert store.read_events("quiet") == []  # type: ignore[attr-defined]
+    store.close()
+
+
+def test_delete_removes_the_log(store_case: StoreCase) -> None:
+    store = _store(store_case)
+    store.save_with_events(checkpoint("r", 0), [new("a")])  # type: ignore[attr-defined]
+    store.delete("r")
+    with pytest.raises(nd.RunNotFoundError):
+        store.read_events("r")  # type: ignore[attr-defined]
+    store.close()
+
+
+def test_the_log_survives_reopening(store_case: StoreCase) -> None:
+    store = _store(store_case, PERSISTENT)
+    store.append_events("r", [new("a")])  # type: ignore[attr-defined]
+    store.save_with_events(checkpoint("r", 0), [new("b")])  # type: ignore[attr-defined]
+    store.close()
+    again = store_case.open()
+    assert [e.offset for e in again.append_events("r", [new("c")])] == [3]  # type: ignore[attr-defined]
+    assert [e.type for e in again.read_events("r")] == ["a", "b", "c"]  # type: ignore[attr-defined]
+    again.close()
+
+
+def test_concurrent_appends_from_threads_keep_offsets_gap_free(store_case: StoreCase) -> None:
+    store = _store(store_case)
+
+    def writer(n: int) -> None:
+        for i in range(20):
+            store.append_events("r", [new(f"w{n}", i), new(f"w{n}", i)])  # type: ignore[attr-defined]
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    events = store.read_events("r")  # type: ignore[attr-defined]
+    assert [e.offset for e in events] == list(range(1, 161))
+    store.close()
+
+
+def test_processes_appending_to_one_run_keep_offsets_gap_free(
+    store_case: StoreCase, tmp_path: Path
+) -> None:
+    store = _store(store_case, MULTIPROCESS)
+    code = (
+        "import sys, nbdurable as nd\n"
+        "from nbdurable.events import NewEvent\n"
+        "s = nd.open_store(sys.argv[1])\n"
+        "for i in range(25):\n"
+        "    s.append_events('r', [NewEvent(type=sys.argv[2], created_at=i)])\n"
+        "s.close()\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, store_case.url, f"p{n}"], stderr=subprocess.PIPE, text=True
+        )
+        for n in range(4)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    events = store.read_events("r")  # type: ignore[attr-defined]
+    assert [e.offset for e in events] == list(range(1, 101))
+    assert sorted({e.type for e in events}) == ["p0", "p1", "p2", "p3"]
+    store.close()
+
+
+async def test_a_run_writes_its_log_and_a_second_store_object_follows_it_live(
+    store_case: StoreCase,
+) -> None:
+    """S004-17, S004-18: a subscriber on another store object of the same store."""
+    store = _store(store_case, PERSISTENT)  # a second object sees the same data
+    watcher_store = store_case.open()
+    model = nd.ScriptedModel(
+        [nd.Turn.call("lookup", "looking it up now", key="a"), "the answer is here"],
+        stream_delay=0.005,
+    )
+    stream = nd.stream_chat(
+        model=model, messages="go", tools=[lookup], session=nd.DurableSession(store, "r1")
+    )
+    while True:
+        try:
+            await nd.read_events(watcher_store, "r1")
+            break
+        except nd.RunNotFoundError:
+            await asyncio.sleep(0.005)
+    followed = [e async for e in nd.subscribe(watcher_store, "r1")]
+    parts = [p async for p in stream.full_stream]
+    assert followed == await nd.read_events(store, "r1")
+    assert [p for p in (e.to_part() for e in followed) if p is not None] == parts
+    assert nd.fold_events(followed).text == "the answer is here"
+    watcher_store.close()
+    store.close()
+
+
+async def test_a_subscriber_in_another_process_sees_the_same_folded_state(
+    store_case: StoreCase,
+) -> None:
+    """Two subscribers, one joining mid-run from another process, end with the same fold."""
+    store = _store(store_case, MULTIPROCESS)
+    model = nd.ScriptedModel(
+        [nd.Turn.call("lookup", " ".join(f"w{i}" for i in range(30)), key="a"), "done now"],
+        stream_delay=0.01,
+    )
+    stream = nd.stream_chat(
+        model=model, messages="go", tools=[lookup], session=nd.DurableSession(store, "r1")
+    )
+    local = asyncio.create_task(_fold(nd.subscribe(store, "r1", wait=True)))
+    await asyncio.sleep(0.1)  # join mid-run
+    code = (
+        "import asyncio, sys, json, nbdurable as nd\n"
+        "async def main():\n"
+        "    s = nd.open_store(sys.argv[1])\n"
+        "    view = nd.fold_events([e async for e in nd.subscribe(s, 'r1', poll_interval=0.02)])\n"
+        "    print(json.dumps({'text': view.text, 'status': view.status,"
+        " 'last': view.last_offset, 'steps': len(view.steps)}))\n"
+        "asyncio.run(main())\n"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        code,
+        store_case.url,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    await stream.result()
+    view = await local
+    import json
+
+    remote = json.loads(out)
+    assert remote == {
+        "text": view.text,
+        "status": view.status,
+        "last": view.last_offset,
+        "steps": len(view.steps),
+    }
+    assert view.text == "done now" and view.status == "completed"
+    store.close()
+
+
+async def _fold(events):  # type: ignore[no-untyped-def]
+    return nd.fold_events([e async for e in events])
