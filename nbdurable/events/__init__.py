@@ -21,6 +21,7 @@ from .model import (
     TOOL_RESULT,
     Event,
     NewEvent,
+    position,
 )
 from .subscribe import read_events, subscribe
 from .writer import EventWriter
@@ -50,6 +51,7 @@ __all__ = [
     "RunView",
     "StepView",
     "fold_events",
+    "position",
     "read_events",
     "subscribe",
 ]

@@ -28,6 +28,7 @@ __all__ = [
     "TOOL_RESULT",
     "Event",
     "NewEvent",
+    "position",
 ]
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
@@ -130,3 +131,14 @@ class Event(NewEvent):
                 }
             )
         return None
+
+
+def position(item: object) -> tuple[int, bool]:
+    """``(offset, True)`` for a logged :class:`Event`; ``(0, False)`` for anything else.
+
+    Stream parts seen in-process (``full_stream``) are not log entries: never
+    use them as a resume point.
+    """
+    if isinstance(item, Event):
+        return item.offset, True
+    return 0, False

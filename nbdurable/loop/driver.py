@@ -178,6 +178,8 @@ class Driver:
             )
             raise
         events.attempt_completed(effect.step_index, operation_id, attempt_id, response)
+        # The model checkpoint commits before anything acts on the response (S003-24).
+        await events.flush()
         return response
 
     async def _model_response(
