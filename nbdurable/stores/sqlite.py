@@ -170,6 +170,8 @@ class SqliteSessionStore:
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        # Read at every save by the event writer: resolve the path once.
+        self._channel = None if self.path == ":memory:" else os.path.realpath(self.path)
         self._busy_timeout = busy_timeout
         self._lock = threading.RLock()
         self._chains = ChainCache()
@@ -195,7 +197,7 @@ class SqliteSessionStore:
     @property
     def event_channel(self) -> str | None:
         """Identifies this file's event log for in-process subscribers (None for ``:memory:``)."""
-        return None if self.path == ":memory:" else os.path.realpath(self.path)
+        return self._channel
 
     def save(self, checkpoint: AgentCheckpoint) -> None:
         """Store a checkpoint in one transaction: its new message nodes and one row."""
