@@ -48,6 +48,7 @@ REPEAT_BUDGET_S = 2.0  # ... but no more once the timings add up to this (LangGr
 
 NO_STORE = "no store"
 NBDURABLE = "nbdurable sqlite"
+NO_EVENTS = "nbdurable, no event log"  # --breakdown: checkpoints only
 LG_SYNC = "langgraph sync"
 LG_DEFAULT = "langgraph default"
 CONFIGS = (NO_STORE, NBDURABLE, LG_SYNC, LG_DEFAULT)
@@ -76,6 +77,7 @@ class Figures:
     load_ms: float | None = None  # on a freshly opened store: nothing cached
     load_warm_ms: float | None = None  # on the store that wrote the run (nbdurable caches it)
     files: dict[str, int] = field(default_factory=dict)  # db, wal, shm bytes after the run
+    tables: dict[str, int] = field(default_factory=dict)  # bytes per table and index (closed)
     step_ms: list[float] = field(default_factory=list)  # between consecutive tool calls
 
     @property
@@ -106,6 +108,18 @@ def disk_bytes(db: Path) -> int:
     return sum(disk_files(db).values())
 
 
+def table_bytes(db: Path) -> dict[str, int]:
+    """Bytes per table and index of a closed database (empty when SQLite lacks dbstat)."""
+    conn = sqlite3.connect(db)
+    try:
+        found = conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
+    except sqlite3.OperationalError:
+        return {}
+    finally:
+        conn.close()
+    return {name: size for name, size in sorted(found, key=lambda row: -row[1])}
+
+
 def time_ms(action: Callable[[], Any]) -> float:
     started = time.perf_counter()
     action()
@@ -131,7 +145,13 @@ def median_ms(
 # --- nbdurable ---------------------------------------------------------------------------
 
 
-def run_nbdurable(n: int, db: Path | None) -> Figures:
+class CheckpointsOnly(nd.SqliteSessionStore):
+    """The SQLite store without its event log capability: the loop writes checkpoints only."""
+
+    capabilities = nd.SqliteSessionStore.capabilities - {"events"}
+
+
+def run_nbdurable(n: int, db: Path | None, *, events: bool = True) -> Figures:
     """One run of n tool steps and a final answer; with a store when ``db`` is given."""
     stamps: list[float] = []
 
@@ -146,7 +166,8 @@ def run_nbdurable(n: int, db: Path | None) -> Figures:
     turns: list[Any] = [nd.Turn(tool_calls=[("probe", {"i": i})], usage=usage) for i in range(n)]
     turns.append(nd.Turn(text="Done.", usage=usage))
     model = nd.ScriptedModel(turns, mode="sequential")
-    store = nd.SqliteSessionStore(db) if db is not None else None
+    kind = nd.SqliteSessionStore if events else CheckpointsOnly
+    store = kind(db) if db is not None else None
     session = nd.DurableSession(store, run_id=RUN_ID) if store is not None else None
 
     async def go() -> tuple[float, nd.GenerateTextResult]:
@@ -165,7 +186,7 @@ def run_nbdurable(n: int, db: Path | None) -> Figures:
     assert len(stamps) == n, f"expected {n} tool calls, saw {len(stamps)}"
     assert result.text == "Done.", result.finish_reason
     steps, first, last = step_figures(stamps)
-    config = NBDURABLE if store is not None else NO_STORE
+    config = NO_STORE if store is None else NBDURABLE if events else NO_EVENTS
     figures = Figures(config, n, total, first, last, len(result.messages), step_ms=steps)
     if store is None or db is None:
         return figures
@@ -173,7 +194,7 @@ def run_nbdurable(n: int, db: Path | None) -> Figures:
     figures.bytes_on_disk, figures.files = disk_bytes(db), disk_files(db)
     figures.load_warm_ms = time_ms(lambda: store.load(RUN_ID))
     store.close()
-    figures.bytes_closed = disk_bytes(db)
+    figures.bytes_closed, figures.tables = disk_bytes(db), table_bytes(db)
 
     def fresh() -> nd.SqliteSessionStore:
         return nd.SqliteSessionStore(db)
@@ -254,7 +275,7 @@ def run_langgraph(n: int, db: Path, durability: str | None) -> Figures:
     figures.bytes_on_disk, figures.files = disk_bytes(db), disk_files(db)
     figures.load_warm_ms = time_ms(lambda: saver.get_tuple(config))
     conn.close()
-    figures.bytes_closed = disk_bytes(db)
+    figures.bytes_closed, figures.tables = disk_bytes(db), table_bytes(db)
 
     def fresh() -> Any:
         return SqliteSaver(sqlite3.connect(str(db), check_same_thread=False))
@@ -337,6 +358,17 @@ def table(rows: list[Figures]) -> str:
         lines.append(" | ".join(cells))
     lines.insert(1, "-+-".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def bytes_per_message(rows: list[Figures]) -> str:
+    """nbdurable's bytes per message at each N, and per message added between Ns."""
+    ours = sorted((f for f in rows if f.config == NBDURABLE and f.bytes_closed), key=lambda f: f.n)
+    parts = [f"N={f.n:,}: {f.bytes_closed / f.messages:,.0f}" for f in ours if f.bytes_closed]
+    for a, b in itertools.pairwise(ours):
+        if a.bytes_closed and b.bytes_closed:
+            added = (b.bytes_closed - a.bytes_closed) / (b.messages - a.messages)
+            parts.append(f"added {a.n:,}->{b.n:,}: {added:,.0f}")
+    return "; ".join(parts)
 
 
 @dataclass
@@ -431,6 +463,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="N = 10, 100 only (a smoke test)")
     parser.add_argument("--nbdurable-only", action="store_true", help="skip LangGraph")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the raw figures here")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also run nbdurable without its event log"
+    )
     parser.add_argument("--dir", type=Path, help="where the databases go (default: a temp dir)")
     args = parser.parse_args(argv)
 
@@ -454,6 +489,8 @@ def main(argv: list[str] | None = None) -> int:
                 lambda n=n: run_nbdurable(n, None),
                 lambda n=n: run_nbdurable(n, root / f"nbdurable-{n}.db"),
             ]
+            if args.breakdown:
+                runs.append(lambda n=n: run_nbdurable(n, root / f"no-events-{n}.db", events=False))
             if with_langgraph and n in sizes:
                 runs.append(lambda n=n: run_langgraph(n, root / f"lg-sync-{n}.db", "sync"))
                 runs.append(lambda n=n: run_langgraph(n, root / f"lg-default-{n}.db", None))
@@ -465,6 +502,10 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     print(table(rows))
+    flat = bytes_per_message(rows)
+    if flat:
+        print()
+        print(f"{NBDURABLE}, bytes per message after close: {flat}")
     found = targets(rows)
     if found:
         print()
