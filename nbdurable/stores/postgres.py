@@ -220,7 +220,8 @@ class PostgresSessionStore:
             raise ConfigurationError(
                 f"schema given twice: {schema!r} as an argument, {from_url!r} in the URL"
             )
-        self.schema: str = schema or from_url or "nbdurable"
+        chosen = schema if schema is not None else from_url
+        self.schema: str = "nbdurable" if chosen is None else chosen
         """The PostgreSQL schema holding the store's tables."""
         self._q = _Statements.for_schema(self.schema)
         self._gc_key = advisory_key("gc", self.schema)

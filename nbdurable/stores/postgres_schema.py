@@ -94,12 +94,24 @@ def advisory_key(purpose: str, schema: str) -> int:
 
 def schema_version(conn: Connection[Any], schema: str) -> int:
     """The version of the schema in ``conn``'s database (0 when it has none yet)."""
-    table = f"{quote_ident(schema)}.nbdurable_schema"
-    found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+    # The catalogs are read with a query (the statement's snapshot), not with
+    # to_regclass: a backend's catalog cache can miss a table another session
+    # created while this one waited for the migration lock.
+    found = conn.execute(_HAS_TABLE, (schema, "nbdurable_schema")).fetchone()
     if not found or not found[0]:
         return 0
-    row = conn.execute(f"SELECT max(version) FROM {table}").fetchone()
+    row = conn.execute(
+        f"SELECT max(version) FROM {quote_ident(schema)}.nbdurable_schema"
+    ).fetchone()
     return int(row[0] or 0) if row else 0
+
+
+_HAS_TABLE = (
+    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c "
+    "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = %s AND c.relname = %s)"
+)
+_HAS_SCHEMA = "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s)"
 
 
 def _refuse_newer(version: int, where: str) -> None:
@@ -134,7 +146,7 @@ def migrate(conn: Connection[Any], schema: str, where: str) -> int:
         current = schema_version(conn, schema)
         _refuse_newer(current, where)
         if current == 0:
-            exists = conn.execute("SELECT to_regnamespace(%s) IS NOT NULL", (s,)).fetchone()
+            exists = conn.execute(_HAS_SCHEMA, (schema,)).fetchone()
             if not exists or not exists[0]:
                 conn.execute(f"CREATE SCHEMA {s}")
             conn.execute(

@@ -2,8 +2,8 @@
 
 Each backend is one entry of ``BACKENDS``: how to make a fresh, empty store URL,
 plus the hooks its declared capabilities need (measuring what a save writes,
-damaging stored data, faking a newer schema). A new backend (PostgreSQL) joins
-every conformance test by adding one entry.
+damaging stored data, faking a newer schema). A new backend joins every
+conformance test by adding one entry.
 
 PostgreSQL runs against one throwaway server per test session
 (``tests/pgserver.py``), with a fresh database per test. When PostgreSQL is not
