@@ -142,6 +142,12 @@ def median_ms(
     return statistics.median(times)
 
 
+def median_run(run: Callable[[int], Figures], times: int) -> Figures:
+    """Run ``times`` times; keep the run whose total time is the median."""
+    found = sorted((run(i) for i in range(max(1, times))), key=lambda f: f.total_s)
+    return found[(len(found) - 1) // 2]
+
+
 # --- nbdurable ---------------------------------------------------------------------------
 
 
@@ -153,6 +159,17 @@ class CheckpointsOnly(nd.SqliteSessionStore):
 
 def run_nbdurable(n: int, db: Path | None, *, events: bool = True) -> Figures:
     """One run of n tool steps and a final answer; with a store when ``db`` is given."""
+    figures = nbdurable_run(n, db, events=events)
+    if db is None:
+        return figures
+    # Reads are timed once the run's objects are gone: a heap holding extra
+    # copies of a long history makes every garbage collection cost more.
+    gc.collect()
+    return time_nbdurable_reads(figures, db)
+
+
+def nbdurable_run(n: int, db: Path | None, *, events: bool) -> Figures:
+    """The run itself, its bytes on disk and a check of what the store kept."""
     stamps: list[float] = []
 
     @nd.tool
@@ -195,13 +212,6 @@ def run_nbdurable(n: int, db: Path | None, *, events: bool = True) -> Figures:
     figures.load_warm_ms = time_ms(lambda: store.load(RUN_ID))
     store.close()
     figures.bytes_closed, figures.tables = disk_bytes(db), table_bytes(db)
-
-    def fresh() -> nd.SqliteSessionStore:
-        return nd.SqliteSessionStore(db)
-
-    def close(s: nd.SqliteSessionStore) -> None:
-        s.close()
-
     with nd.SqliteSessionStore(db) as check:
         infos = check.history(RUN_ID)
         latest = check.load(RUN_ID)
@@ -209,6 +219,18 @@ def run_nbdurable(n: int, db: Path | None, *, events: bool = True) -> Figures:
     assert latest.messages == result.messages, "the latest checkpoint is not the run's history"
     assert infos[-1].message_count == len(result.messages)
     figures.checkpoints = len(infos)
+    return figures
+
+
+def time_nbdurable_reads(figures: Figures, db: Path) -> Figures:
+    """Time history and latest load, each on a freshly opened store."""
+
+    def fresh() -> nd.SqliteSessionStore:
+        return nd.SqliteSessionStore(db)
+
+    def close(s: nd.SqliteSessionStore) -> None:
+        s.close()
+
     figures.history_ms = median_ms(lambda s: s.history(RUN_ID), fresh, close)
     figures.load_ms = median_ms(lambda s: s.load(RUN_ID), fresh, close)
     return figures
@@ -219,6 +241,13 @@ def run_nbdurable(n: int, db: Path | None, *, events: bool = True) -> Figures:
 
 def run_langgraph(n: int, db: Path, durability: str | None) -> Figures:
     """The same loop as a LangGraph StateGraph: agent node, ToolNode, SqliteSaver."""
+    figures = langgraph_run(n, db, durability)
+    gc.collect()
+    return time_langgraph_reads(figures, db)
+
+
+def langgraph_run(n: int, db: Path, durability: str | None) -> Figures:
+    """The run itself, its bytes on disk and a check of what the saver kept."""
     from langchain_core.messages import AIMessage, HumanMessage
     from langchain_core.tools import tool
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -277,20 +306,29 @@ def run_langgraph(n: int, db: Path, durability: str | None) -> Figures:
     conn.close()
     figures.bytes_closed, figures.tables = disk_bytes(db), table_bytes(db)
 
-    def fresh() -> Any:
-        return SqliteSaver(sqlite3.connect(str(db), check_same_thread=False))
-
-    def close(s: Any) -> None:
-        s.conn.close()
-
-    check = fresh()
+    check = SqliteSaver(sqlite3.connect(str(db), check_same_thread=False))
     try:
         latest = check.get_tuple(config)
         assert latest is not None
         assert len(latest.checkpoint["channel_values"]["messages"]) == len(state["messages"])
         figures.checkpoints = len(list(check.list(config)))
     finally:
-        close(check)
+        check.conn.close()
+    return figures
+
+
+def time_langgraph_reads(figures: Figures, db: Path) -> Figures:
+    """Time the full history (saver.list) and the latest checkpoint (get_tuple), fresh savers."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    config = {"configurable": {"thread_id": RUN_ID}}
+
+    def fresh() -> Any:
+        return SqliteSaver(sqlite3.connect(str(db), check_same_thread=False))
+
+    def close(s: Any) -> None:
+        s.conn.close()
+
     figures.history_ms = median_ms(lambda s: list(s.list(config)), fresh, close)
     figures.load_ms = median_ms(lambda s: s.get_tuple(config), fresh, close)
     return figures
@@ -464,6 +502,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nbdurable-only", action="store_true", help="skip LangGraph")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the raw figures here")
     parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="runs of each nbdurable configuration at N <= 500; the median total is kept",
+    )
+    parser.add_argument(
         "--breakdown", action="store_true", help="also run nbdurable without its event log"
     )
     parser.add_argument("--dir", type=Path, help="where the databases go (default: a temp dir)")
@@ -485,12 +529,20 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="nbdurable-bench-", dir=args.dir) as tmp:
         root = Path(tmp)
         for n in [*sizes, *long_runs]:
+            # The cheap runs are repeated and the one with the median total kept.
+            times = args.repeat if n in sizes else 1
             runs: list[Callable[[], Figures]] = [
-                lambda n=n: run_nbdurable(n, None),
-                lambda n=n: run_nbdurable(n, root / f"nbdurable-{n}.db"),
+                lambda n=n, k=times: median_run(lambda i: run_nbdurable(n, None), k),
+                lambda n=n, k=times: median_run(
+                    lambda i: run_nbdurable(n, root / f"nbdurable-{n}-{i}.db"), k
+                ),
             ]
             if args.breakdown:
-                runs.append(lambda n=n: run_nbdurable(n, root / f"no-events-{n}.db", events=False))
+                runs.append(
+                    lambda n=n, k=times: median_run(
+                        lambda i: run_nbdurable(n, root / f"no-events-{n}-{i}.db", events=False), k
+                    )
+                )
             if with_langgraph and n in sizes:
                 runs.append(lambda n=n: run_langgraph(n, root / f"lg-sync-{n}.db", "sync"))
                 runs.append(lambda n=n: run_langgraph(n, root / f"lg-default-{n}.db", None))
