@@ -101,9 +101,12 @@ class StreamChatResult:
             self._future.cancel()
             self._close()
             raise
-        except Exception as exc:
+        except BaseException as exc:  # any failure must reach the awaitables
             self._emit(ErrorPart(error_type=type(exc).__name__, message=str(exc)))
             self._future.set_exception(exc)
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                self._close()
+                raise
         else:
             self._future.set_result(result)
         self._close()
