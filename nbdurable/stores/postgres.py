@@ -15,8 +15,8 @@ from __future__ import annotations
 import builtins
 import threading
 import time
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -69,12 +69,12 @@ class _Statements:
 
     save_lock: str
     delete_lock: str
-    has_node: str
     insert_nodes: str
     insert_checkpoint: str
     latest: str
     at_step: str
-    chain: str
+    chain_latest: str
+    chain_at_step: str
     history: str
     list: str
     runs: str
@@ -85,25 +85,39 @@ class _Statements:
     @classmethod
     def for_schema(cls, schema: str) -> _Statements:
         s = quote_ident(schema)
+        latest = (
+            f"SELECT c.seq, c.head, {_META} FROM {s}.runs r JOIN {s}.checkpoints c "
+            "ON c.run_id = r.run_id AND c.seq = r.last_seq WHERE r.run_id = %s"
+        )
+        at_step = (
+            f"SELECT c.seq, c.head, {_META} FROM {s}.checkpoints c "
+            "WHERE c.run_id = %s AND c.step_index = %s ORDER BY c.seq DESC LIMIT 1"
+        )
         values = ", ".join(f"%({name})s::{_CASTS[name]}" for name in COLUMNS)
         return cls(
             # Saves share this lock; a delete takes it exclusively, so it never
             # sweeps a node a concurrent save is about to reference.
             save_lock="SELECT pg_advisory_xact_lock_shared(%s)",
             delete_lock="SELECT pg_advisory_xact_lock(%s)",
-            has_node=f"SELECT 1 FROM {s}.nodes WHERE id = %s",
-            insert_nodes=(
-                f"INSERT INTO {s}.nodes (id, parent, message) "
-                "SELECT * FROM unnest(%s::bytea[], %s::bytea[], %s::text[]) "
-                "ON CONFLICT (id) DO NOTHING"
-            ),
+            # The new nodes, unless the node they hang from is gone (see below).
+            insert_nodes=f"""
+                INSERT INTO {s}.nodes (id, parent, message)
+                SELECT * FROM unnest(%(ids)s::bytea[], %(parents)s::bytea[], %(texts)s::text[])
+                WHERE %(base)s::bytea IS NULL
+                   OR EXISTS (SELECT 1 FROM {s}.nodes WHERE id = %(base)s::bytea)
+                ON CONFLICT (id) DO NOTHING
+            """,
             # One statement bumps the run's last_seq (the upsert locks the run
             # row until commit, so two saves of one run serialize) and inserts
-            # the checkpoint row under that seq.
+            # the checkpoint row under that seq. When the node the new ones hang
+            # from (base) is gone, deleted since this process saw it, the save
+            # writes nothing and the caller sees a row count of 0.
             insert_checkpoint=f"""
                 WITH r AS (
                     INSERT INTO {s}.runs AS r (run_id, created_at, updated_at, last_seq)
-                    VALUES (%(run_id)s::text, %(created_at)s::bigint, %(created_at)s::bigint, 1)
+                    SELECT %(run_id)s::text, %(created_at)s::bigint, %(created_at)s::bigint, 1
+                    WHERE %(base)s::bytea IS NULL
+                       OR EXISTS (SELECT 1 FROM {s}.nodes WHERE id = %(base)s::bytea)
                     ON CONFLICT (run_id) DO UPDATE
                     SET last_seq = r.last_seq + 1, updated_at = EXCLUDED.updated_at
                     RETURNING last_seq
@@ -111,27 +125,10 @@ class _Statements:
                 INSERT INTO {s}.checkpoints (run_id, seq, head, {", ".join(COLUMNS)})
                 SELECT %(run_id)s::text, r.last_seq, %(head)s::bytea, {values} FROM r
             """,
-            latest=(
-                f"SELECT c.seq, c.head, {_META} FROM {s}.runs r JOIN {s}.checkpoints c "
-                "ON c.run_id = r.run_id AND c.seq = r.last_seq WHERE r.run_id = %s"
-            ),
-            at_step=(
-                f"SELECT c.seq, c.head, {_META} FROM {s}.checkpoints c "
-                "WHERE c.run_id = %s AND c.step_index = %s ORDER BY c.seq DESC LIMIT 1"
-            ),
-            # One query walks the chain from the head up to the root; the depth
-            # bound stops a corrupt cycle, and verify_chain notices a chain that
-            # is too short or too long.
-            chain=f"""
-                WITH RECURSIVE chain(id, parent, message, depth) AS (
-                    SELECT id, parent, message, 1 FROM {s}.nodes WHERE id = %s
-                    UNION ALL
-                    SELECT n.id, n.parent, n.message, chain.depth + 1
-                    FROM {s}.nodes n JOIN chain ON n.id = chain.parent
-                    WHERE chain.depth < %s
-                )
-                SELECT id, parent, message FROM chain ORDER BY depth DESC
-            """,
+            latest=latest,
+            at_step=at_step,
+            chain_latest=_chain(s, latest),
+            chain_at_step=_chain(s, at_step),
             history=(
                 f"SELECT c.seq, c.head, {_META} FROM {s}.checkpoints c "
                 "WHERE c.run_id = %s ORDER BY c.seq"
@@ -170,6 +167,24 @@ class _Statements:
             delete_checkpoints=f"DELETE FROM {s}.checkpoints WHERE run_id = %s",
             delete_run=f"DELETE FROM {s}.runs WHERE run_id = %s",
         )
+
+
+def _chain(s: str, checkpoint: str) -> str:
+    # One query walks the chain from the checkpoint's head up to the root; it
+    # finds the checkpoint itself, so it needs no value from an earlier query.
+    # The depth bound stops a corrupt cycle, and verify_chain notices a chain
+    # that is too short or too long.
+    return f"""
+        WITH RECURSIVE c AS ({checkpoint}),
+        chain(id, parent, message, depth) AS (
+            SELECT n.id, n.parent, n.message, 1 FROM {s}.nodes n JOIN c ON n.id = c.head
+            UNION ALL
+            SELECT n.id, n.parent, n.message, chain.depth + 1
+            FROM {s}.nodes n JOIN chain ON n.id = chain.parent
+            WHERE chain.depth < (SELECT c.message_count FROM c)
+        )
+        SELECT id, parent, message FROM chain ORDER BY depth DESC
+    """
 
 
 class PostgresSessionStore:
@@ -270,25 +285,13 @@ class PostgresSessionStore:
         new_ids, new_rows = extend_chain(base[-1] if base else None, messages[known:])
         ids = (*base, *new_ids)
         params["head"] = ids[-1] if ids else None
-
-        def write(conn: Connection[tuple[Any, ...]]) -> None:
-            # Pipelined: the statements go out together, and the server's
-            # answers come back at the has_node check (when there is one) and
-            # at commit, so a save costs one or two round trips.
-            with self._batch(conn), conn.transaction():
-                conn.execute(self._q.save_lock, (self._gc_key,))
-                rows = new_rows
-                if base and conn.execute(self._q.has_node, base[-1:]).fetchone() is None:
-                    # Another process deleted the nodes this process remembered.
-                    _, rows = extend_chain(None, messages)
-                if rows:
-                    conn.execute(
-                        self._q.insert_nodes,
-                        ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]),
-                    )
-                conn.execute(self._q.insert_checkpoint, params)
-
-        self._transact(write)
+        params["base"] = base[-1] if base else None
+        if not self._transact(lambda conn: self._write(conn, params, new_rows)):
+            # Another process deleted the nodes this process remembered: write
+            # the whole chain (the ids are the same).
+            _, rows = extend_chain(None, messages)
+            params["base"] = None
+            self._transact(lambda conn: self._write(conn, params, rows))
         with self._lock:
             self._chains.put(run_id, Chain(messages, ids))
 
@@ -309,18 +312,19 @@ class PostgresSessionStore:
             messages = self._cached_messages(run_id, found[1], row.message_count)
             if messages is not None:
                 return row.checkpoint(messages)
-            # Not cached: read the row again and its chain in one snapshot, so
-            # a delete committed in between cannot look like a broken chain.
-            with self._batch(conn), conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                found = conn.execute(query, args).fetchone()
-                if found is None:
-                    return None
-                head: bytes | None = found[1]
-                row = CheckpointRow.from_values(run_id, found[2:])
-                nodes: builtins.list[NodeRow] = []
-                if head is not None:
-                    nodes = conn.execute(self._q.chain, (head, row.message_count)).fetchall()
+            # Not cached: read the row again and its chain in one snapshot (a
+            # delete committed in between must not look like a broken chain),
+            # pipelined into one round trip.
+            chain = self._q.chain_latest if step_index is None else self._q.chain_at_step
+            with self._transaction(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"):
+                meta = conn.execute(query, args)
+                walk = conn.execute(chain, args)
+            found = meta.fetchone()
+            nodes: builtins.list[NodeRow] = walk.fetchall()
+        if found is None:
+            return None
+        head: bytes | None = found[1]
+        row = CheckpointRow.from_values(run_id, found[2:])
         verify_chain(nodes, head, row.message_count, run_id=run_id, step_index=row.step_index)
         messages = decode_messages(
             [text for _, _, text in nodes], run_id=run_id, step_index=row.step_index
@@ -371,7 +375,7 @@ class PostgresSessionStore:
         """
 
         def sweep(conn: Connection[tuple[Any, ...]]) -> None:
-            with conn.transaction():
+            with self._transaction(conn):
                 conn.execute(self._q.delete_lock, (self._gc_key,))
                 conn.execute(self._q.sweep, {"run_id": run_id})
                 conn.execute(self._q.delete_checkpoints, (run_id,))
@@ -402,8 +406,39 @@ class PostgresSessionStore:
             found = own.prefix(head, count) if own is not None else None
             return found if found is not None else self._chains.find(head, count)
 
-    def _batch(self, conn: Connection[tuple[Any, ...]]) -> AbstractContextManager[object]:
-        return conn.pipeline() if self._pipelined else nullcontext()
+    def _write(
+        self, conn: Connection[tuple[Any, ...]], params: dict[str, Any], rows: Sequence[NodeRow]
+    ) -> bool:
+        """One save's transaction; False when the chain's base node is gone."""
+        with self._transaction(conn):
+            conn.execute(self._q.save_lock, (self._gc_key,))
+            if rows:
+                nodes = {
+                    "ids": [r[0] for r in rows],
+                    "parents": [r[1] for r in rows],
+                    "texts": [r[2] for r in rows],
+                    "base": params["base"],
+                }
+                conn.execute(self._q.insert_nodes, nodes)
+            written = conn.execute(self._q.insert_checkpoint, params)
+        return written.rowcount == 1
+
+    @contextmanager
+    def _transaction(
+        self, conn: Connection[tuple[Any, ...]], begin: str = "BEGIN"
+    ) -> Iterator[None]:
+        # BEGIN and COMMIT are sent as statements in the pipeline (psycopg's
+        # conn.transaction() waits for the server at both ends), so the whole
+        # transaction costs one round trip; results are read after it.
+        try:
+            with conn.pipeline() if self._pipelined else nullcontext():
+                conn.execute(begin)
+                yield
+                conn.execute("COMMIT")
+        except BaseException:
+            with suppress(Exception):  # a broken connection: the pool drops it
+                conn.rollback()
+            raise
 
     def _transact(self, work: Callable[[Connection[tuple[Any, ...]]], T], attempts: int = 5) -> T:
         # Saves and deletes take their locks in one order, so a deadlock or a

@@ -6,11 +6,14 @@ session server (``pg_server``) and a fresh database per test (``pg_database``).
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -265,6 +268,7 @@ def test_a_run_deleted_by_another_store_is_written_whole_again(url: str) -> None
         other.delete("r")
     first.save(checkpoint("r", 3, h[3]))  # its cached chain names nodes that are gone
     first.close()
+    assert count(url, "nodes") == len(h[3])  # written once, none left over
     with nd.PostgresSessionStore(url) as fresh:
         assert fresh.load("r") == checkpoint("r", 3, h[3])
         assert [i.step_index for i in fresh.history("r")] == [3]
@@ -348,3 +352,95 @@ def test_without_the_extra_the_class_still_imports(monkeypatch: pytest.MonkeyPat
     with pytest.raises(nd.ConfigurationError, match=r"nbdurable\[postgres\]"):
         PostgresSessionStore("postgresql://nobody@127.0.0.1/none")
     assert nd.PostgresSessionStore is PostgresSessionStore
+
+
+# -- round trips -----------------------------------------------------------------------------
+
+
+@contextmanager
+def delaying_proxy(port: int, one_way: float) -> Iterator[int]:
+    """A TCP proxy to 127.0.0.1:port that delays every byte by ``one_way`` seconds each way."""
+    loop = asyncio.new_event_loop()
+    ready: list[tuple[int, asyncio.Event]] = []
+    started = threading.Event()
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+        async def later() -> None:
+            while True:
+                due, data = await queue.get()
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                if not data:
+                    writer.close()
+                    with suppress(OSError):
+                        await writer.wait_closed()
+                    return
+                writer.write(data)
+
+        sender = asyncio.ensure_future(later())
+        while True:
+            data = await reader.read(65536)
+            queue.put_nowait((loop.time() + one_way, data))
+            if not data:
+                break
+        await sender
+
+    connections: set[asyncio.Task[Any]] = set()
+
+    async def handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        connections.add(task)
+        server_r, server_w = await asyncio.open_connection("127.0.0.1", port)
+        await asyncio.gather(
+            relay(client_r, server_w), relay(server_r, client_w), return_exceptions=True
+        )
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        ready.append((server.sockets[0].getsockname()[1], stop))
+        started.set()
+        async with server:
+            await stop.wait()
+        if connections:  # closed by the client: let the last bytes through
+            await asyncio.wait(connections, timeout=10)
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
+    thread.start()
+    started.wait(10)
+    proxy_port, stop = ready[0]
+    try:
+        yield proxy_port
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(15)
+        loop.close()
+
+
+def test_a_save_and_a_load_cost_one_round_trip(url: str, pg_server: PgServer) -> None:
+    rtt = 0.04
+    h = histories(12)
+    with delaying_proxy(pg_server.port, rtt / 2) as port:
+        proxied = url.replace(f":{pg_server.port}/", f":{port}/")
+        with nd.PostgresSessionStore(proxied) as store, nd.PostgresSessionStore(proxied) as other:
+            store.pool.wait()
+            other.pool.wait()
+            for i in range(2):  # warm up: statements get prepared
+                store.save(checkpoint("r", i, h[i]))
+            started = time.perf_counter()
+            for i in range(2, 12):
+                store.save(checkpoint("r", i, h[i]))
+            per_save = (time.perf_counter() - started) / 10
+            started = time.perf_counter()
+            assert store.load("r") == checkpoint("r", 11, h[11])  # its messages are cached
+            warm = time.perf_counter() - started
+            started = time.perf_counter()
+            assert other.load("r") == checkpoint("r", 11, h[11])  # reads the chain
+            cold = time.perf_counter() - started
+    # one round trip per save: BEGIN to COMMIT go out as one pipeline
+    # (psycopg's conn.transaction() would wait at BEGIN, at COMMIT and in between)
+    assert per_save < 2 * rtt, per_save
+    assert warm < 2 * rtt, warm
+    assert cold < 3 * rtt, cold
