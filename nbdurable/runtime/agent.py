@@ -1,0 +1,203 @@
+"""Agents and their registrations (seed 003): defined once, keyed by (id, version)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .._errors import ConfigurationError, DurableConflictError
+from ..loop.options import DEFAULT_MAX_STEPS
+from ..tools import Tool, normalize_tools
+from .limits import ModelRetry
+
+__all__ = ["TOOL_RECOVERY", "Agent", "Registry", "ToolRecovery"]
+
+ToolRecovery = Literal["safe", "idempotent", "manual"]
+TOOL_RECOVERY: frozenset[str] = frozenset({"safe", "idempotent", "manual"})
+
+
+@dataclass(frozen=True, eq=False)
+class Agent:
+    """An agent the runtime can run: model, tools, instructions, and how to recover.
+
+    Define it once (in a notebook cell or a module); the runtime registers it
+    under ``(id, version)``. Re-running an unchanged definition reuses the
+    registration; a changed one needs a new ``version``.
+
+    Args:
+        id: Unique name of the agent.
+        model: Its model.
+        tools: Its tools (a list or a name -> tool mapping).
+        instructions: System instructions for every model call.
+        version: Required, nonblank. Bump it when the model, tools, schemas or
+            instructions change incompatibly.
+        stream: Stream the model and persist its deltas (needs a streaming model).
+        tool_recovery: Tool name -> ``"safe"`` (re-run after a crash mid-tool),
+            ``"idempotent"`` (re-run with the same idempotency key) or
+            ``"manual"`` (park the run in ``needs_attention``). Unlisted tools are manual.
+        model_retry: Opt-in persisted retry of model errors (a :class:`ModelRetry`
+            or its fields as a dict).
+        max_steps: Runaway guard of each run.
+        max_tool_concurrency: Parallelism of tool batches.
+    """
+
+    id: str
+    model: Any
+    tools: Sequence[Tool] | Mapping[str, Tool] = ()
+    instructions: str | None = None
+    version: str | None = None
+    stream: bool = False
+    tool_recovery: Mapping[str, str] = field(default_factory=dict)
+    model_retry: ModelRetry | Mapping[str, int] | None = None
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_tool_concurrency: int | None = None
+
+    def __repr__(self) -> str:
+        return f"Agent({self.id!r}, version={self.version!r})"
+
+    @property
+    def tool_map(self) -> dict[str, Tool]:
+        """The tools by name."""
+        return normalize_tools(self.tools)
+
+    @property
+    def retry_policy(self) -> ModelRetry | None:
+        """``model_retry`` as a :class:`ModelRetry`, or None when retry is off."""
+        if self.model_retry is None or isinstance(self.model_retry, ModelRetry):
+            return self.model_retry
+        return ModelRetry(**dict(self.model_retry))
+
+    def recovery_of(self, tool_name: str) -> ToolRecovery:
+        """The recovery policy of a tool (``manual`` when unlisted)."""
+        policy = self.tool_recovery.get(tool_name, "manual")
+        return policy  # type: ignore[return-value]  # validated by validate()
+
+    def validate(self) -> None:
+        """Check the definition eagerly.
+
+        Raises:
+            ConfigurationError: A blank id or version, a model without
+                ``generate`` (or without ``stream`` when ``stream=True``),
+                invalid tools, an unknown tool or policy in ``tool_recovery``,
+                an invalid ``model_retry`` or ``max_steps``.
+        """
+        if not isinstance(self.id, str) or not self.id.strip():
+            raise ConfigurationError(f"an agent needs a nonblank id, not {self.id!r}")
+        if not isinstance(self.version, str) or not self.version.strip():
+            raise ConfigurationError(
+                f"agent {self.id!r} needs a nonblank version (e.g. version='1'); "
+                "bump it when the agent changes incompatibly"
+            )
+        if not callable(getattr(self.model, "generate", None)):
+            raise ConfigurationError(f"agent {self.id!r}: {self.model!r} is not a Model")
+        if self.stream and not callable(getattr(self.model, "stream", None)):
+            raise ConfigurationError(
+                f"agent {self.id!r} has stream=True but its model cannot stream"
+            )
+        tools = self.tool_map
+        if not isinstance(self.tool_recovery, Mapping):
+            raise ConfigurationError(f"agent {self.id!r}: tool_recovery must be a mapping")
+        for name, policy in self.tool_recovery.items():
+            if name not in tools:
+                raise ConfigurationError(
+                    f"agent {self.id!r}: tool_recovery names {name!r}, which is not one of "
+                    f"its tools ({', '.join(sorted(tools)) or 'none'})"
+                )
+            if policy not in TOOL_RECOVERY:
+                raise ConfigurationError(
+                    f"agent {self.id!r}: recovery policy {policy!r} of {name!r} must be "
+                    "'safe', 'idempotent' or 'manual'"
+                )
+        self.retry_policy  # noqa: B018 - validates model_retry
+        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int):
+            raise ConfigurationError(f"agent {self.id!r}: max_steps must be an integer")
+        if self.max_steps < 1:
+            raise ConfigurationError(f"agent {self.id!r}: max_steps must be positive")
+
+    def fingerprint(self) -> str:
+        """A hash of everything that defines the agent's behaviour, for change detection."""
+        retry = self.retry_policy
+        data = {
+            "id": self.id,
+            "version": self.version,
+            "model": [type(self.model).__qualname__, getattr(self.model, "model_id", None)],
+            "tools": [
+                [t.name, t.description, t.parameters, t.is_client_tool, t.needs_approval is True]
+                for t in self.tool_map.values()
+            ],
+            "instructions": self.instructions,
+            "stream": self.stream,
+            "tool_recovery": dict(sorted(self.tool_recovery.items())),
+            "model_retry": retry.model_dump() if retry else None,
+            "max_steps": self.max_steps,
+            "max_tool_concurrency": self.max_tool_concurrency,
+        }
+        text = json.dumps(data, sort_keys=True, default=repr)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Registry:
+    """The runtime's agents by ``(id, version)``; process-local, never persisted."""
+
+    def __init__(self) -> None:
+        self._agents: dict[tuple[str, str], Agent] = {}
+        self._fingerprints: dict[tuple[str, str], str] = {}
+        self._latest: dict[str, str] = {}
+
+    def validate(self, batch: Iterable[Agent]) -> list[Agent]:
+        """Validate a whole batch without adding anything.
+
+        Raises:
+            ConfigurationError: An invalid definition.
+            DurableConflictError: An id repeated in the batch, or an ``(id,
+                version)`` already registered with a different definition.
+        """
+        agents = list(batch)
+        seen: set[str] = set()
+        for agent in agents:
+            if not isinstance(agent, Agent):
+                raise ConfigurationError(f"not an Agent: {agent!r}")
+            agent.validate()
+            if agent.id in seen:
+                raise DurableConflictError(f"agent id {agent.id!r} appears twice in the batch")
+            seen.add(agent.id)
+            key = (agent.id, str(agent.version))
+            known = self._fingerprints.get(key)
+            if known is not None and known != agent.fingerprint():
+                raise DurableConflictError(
+                    f"agent {agent.id!r} version {agent.version!r} is already registered with "
+                    "a different definition; give the changed agent a new version"
+                )
+        return agents
+
+    def register(self, batch: Iterable[Agent]) -> list[Agent]:
+        """Validate the batch, then add it; an identical registration is kept as it is."""
+        agents = self.validate(batch)
+        for agent in agents:
+            key = (agent.id, str(agent.version))
+            if key not in self._agents:
+                self._agents[key] = agent
+                self._fingerprints[key] = agent.fingerprint()
+            self._latest[agent.id] = str(agent.version)
+        return agents
+
+    def get(self, agent_id: str, version: str | None = None) -> Agent | None:
+        """The agent registered under ``(agent_id, version)``; the latest version when None."""
+        version = version if version is not None else self._latest.get(agent_id)
+        return None if version is None else self._agents.get((agent_id, version))
+
+    def ids(self) -> list[str]:
+        """Registered agent ids."""
+        return sorted(self._latest)
+
+    def remove(self, agent_id: str) -> bool:
+        """Forget every version of ``agent_id``; whether any existed."""
+        keys = [key for key in self._agents if key[0] == agent_id]
+        for key in keys:
+            del self._agents[key]
+            del self._fingerprints[key]
+        self._latest.pop(agent_id, None)
+        return bool(keys)

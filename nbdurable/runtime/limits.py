@@ -1,0 +1,98 @@
+"""Runtime limits and the model retry policy (seed 003), validated eagerly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from .._errors import ConfigurationError
+
+__all__ = ["Limits", "ModelRetry", "check_concurrency", "payload_bytes"]
+
+_CONFIG = ConfigDict(frozen=True, extra="forbid")
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    return value
+
+
+class Limits(BaseModel):
+    """Admission, payload and operation limits of a runtime.
+
+    Attributes:
+        max_pending_runs: Unfinished runs the store may hold before ``submit`` refuses.
+        max_pending_tasks: Unfinished custom tasks before submission refuses.
+        max_payload_bytes: Largest persisted payload (a prompt, a checkpoint, one
+            delta), in UTF-8 bytes of its JSON.
+        max_operations: Model calls plus tool calls of one run, across legs.
+    """
+
+    model_config = _CONFIG
+
+    max_pending_runs: int = 10_000
+    max_pending_tasks: int = 10_000
+    max_payload_bytes: int = 1_048_576
+    max_operations: int = 10_000
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _positive(cls, value: Any, info: Any) -> int:
+        return _positive_int(info.field_name, value)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigurationError(f"invalid limits: {exc.errors()[0]['msg']}") from None
+
+
+class ModelRetry(BaseModel):
+    """Persisted retry of model errors: opt-in per registration.
+
+    Every error raised inside a model attempt counts (no transient-error
+    classifier, no jitter). The first request counts toward ``max_attempts``.
+    The delay before retry ``n`` (1-based) is ``initial_delay_ms * 2 ** (n - 1)``,
+    capped at ``max_delay_ms``.
+    """
+
+    model_config = _CONFIG
+
+    max_attempts: int = 3
+    initial_delay_ms: int = 1000
+    max_delay_ms: int = 30_000
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _positive(cls, value: Any, info: Any) -> int:
+        return _positive_int(info.field_name, value)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ModelRetry:
+        if self.max_delay_ms < self.initial_delay_ms:
+            raise ValueError("max_delay_ms must be >= initial_delay_ms")
+        return self
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigurationError(f"invalid model_retry: {exc.errors()[0]['msg']}") from None
+
+    def delay_ms(self, retry: int) -> int:
+        """Milliseconds to wait before retry number ``retry`` (1 = the first retry)."""
+        return int(min(self.initial_delay_ms * 2 ** max(retry - 1, 0), self.max_delay_ms))
+
+
+def check_concurrency(name: str, value: Any) -> int:
+    """Validate ``max_concurrent_runs``/``max_concurrent_tasks``: an integer from 1 to 1000."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
+        raise ConfigurationError(f"{name} must be an integer from 1 to 1000, not {value!r}")
+    return value
+
+
+def payload_bytes(json_text: str) -> int:
+    """Size of a persisted payload: UTF-8 bytes of its JSON."""
+    return len(json_text.encode("utf-8"))
