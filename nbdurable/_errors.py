@@ -8,6 +8,7 @@ NbdurableError                     root: catch this to catch everything of ours
 ├── StoreCorruptionError           stored bytes that do not decode as a checkpoint
 ├── RunNotFoundError               an unknown run id outside of resume
 ├── DurableConflictError           a write that conflicts with what is stored
+│   └── FencedOutError             a run's former owner writing after losing its lease
 ├── LimitExceededError             a configured limit was hit
 └── ModelError                     a model call failed
     └── ScriptExhaustedError       a ScriptedModel was asked for more turns than it has
@@ -26,6 +27,7 @@ __all__ = [
     "CheckpointVersionError",
     "ConfigurationError",
     "DurableConflictError",
+    "FencedOutError",
     "LimitExceededError",
     "ModelError",
     "NbdurableError",
@@ -106,6 +108,10 @@ class RunNotFoundError(NbdurableError):
 
 class DurableConflictError(NbdurableError):
     """A write conflicts with what is already stored or registered."""
+
+
+class FencedOutError(DurableConflictError):
+    """A write of a run by an owner that no longer holds its lease (its fencing token is stale)."""
 
 
 class LimitExceededError(NbdurableError):

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._deps import Deps
+from .._errors import FencedOutError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.store import maybe_await
 from ..models.base import ModelResponse
@@ -55,8 +56,10 @@ class EventWriter:
         deps: Deps,
         publish: Publish | None = None,
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
+        fence: int | None = None,
     ) -> None:
         self.store = store
+        self.fence = fence
         self.run_id = run_id
         self.deps = deps
         self.publish = publish
@@ -209,11 +212,16 @@ class EventWriter:
                 self._timer.cancel()
                 self._timer = None
             events = [event for event, _ in batch if event is not None]
+            # A runtime owner's writes carry its fencing token: the store refuses
+            # them once another owner took the run over.
+            fenced: dict[str, int] = {} if self.fence is None else {"fence": self.fence}
             try:
                 if checkpoint is not None:
-                    await maybe_await(self.store.save_with_events(checkpoint, events))
+                    await maybe_await(self.store.save_with_events(checkpoint, events, **fenced))
                 elif events:
-                    await maybe_await(self.store.append_events(self.run_id, events))
+                    await maybe_await(self.store.append_events(self.run_id, events, **fenced))
+            except FencedOutError:
+                raise  # not best-effort: this owner must stop
             except Exception as exc:  # best-effort, like checkpoint saves
                 what = checkpoint.step_id if checkpoint is not None else f"{len(events)} events"
                 self.deps.logger.error(

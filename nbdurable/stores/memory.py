@@ -13,11 +13,13 @@ from ..durable.records import RunRecord
 from ..durable.store import HISTORY
 from ..events.log import EVENTS
 from ..events.model import Event, NewEvent
+from ..runtime.records import RUNTIME
+from .memory_runtime import MemoryRuntimeTables
 
 __all__ = ["InMemorySessionStore"]
 
 
-class InMemorySessionStore:
+class InMemorySessionStore(MemoryRuntimeTables):
     """Keeps every checkpoint of every run in process memory.
 
     ``load(run_id)`` returns the latest save (the reference semantics);
@@ -26,9 +28,10 @@ class InMemorySessionStore:
     Thread-safe; nothing survives the process.
     """
 
-    capabilities: ClassVar[frozenset[str]] = frozenset({HISTORY, EVENTS})
+    capabilities: ClassVar[frozenset[str]] = frozenset({HISTORY, EVENTS, RUNTIME})
 
     def __init__(self) -> None:
+        super().__init__()
         self._runs: dict[str, list[AgentCheckpoint]] = {}
         self._events: dict[str, list[Event]] = {}
         self._lock = threading.Lock()
@@ -41,16 +44,22 @@ class InMemorySessionStore:
     # -- event log ---------------------------------------------------------------------
 
     def save_with_events(
-        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent]
+        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent], *, fence: int | None = None
     ) -> builtins.list[Event]:
-        """Save a checkpoint and append events at once."""
-        with self._lock:
+        """Save a checkpoint and append events at once (fenced when ``fence`` is given)."""
+        with self._rt_lock, self._lock:
+            if fence is not None:
+                self.rt_check_fence(checkpoint.run_id, fence)
             self._runs.setdefault(checkpoint.run_id, []).append(checkpoint)
             return self._append(checkpoint.run_id, events)
 
-    def append_events(self, run_id: str, events: Sequence[NewEvent]) -> builtins.list[Event]:
+    def append_events(
+        self, run_id: str, events: Sequence[NewEvent], *, fence: int | None = None
+    ) -> builtins.list[Event]:
         """Append events to a run's log; offsets continue from the last one."""
-        with self._lock:
+        with self._rt_lock, self._lock:
+            if fence is not None:
+                self.rt_check_fence(run_id, fence)
             return self._append(run_id, events)
 
     def _append(self, run_id: str, events: Sequence[NewEvent]) -> builtins.list[Event]:
@@ -74,7 +83,7 @@ class InMemorySessionStore:
         with self._lock:
             log = self._events.get(run_id)
             if log is None:
-                if run_id not in self._runs:
+                if run_id not in self._runs and self.rt_get(run_id) is None:
                     raise RunNotFoundError(run_id)
                 return []
             selected = log[max(after, 0) :]
@@ -112,6 +121,7 @@ class InMemorySessionStore:
         with self._lock:
             self._runs.pop(run_id, None)
             self._events.pop(run_id, None)
+        self._rt_forget(run_id)
 
     def close(self) -> None:
         """Nothing to release; present so every bundled store can be closed alike."""

@@ -1,0 +1,229 @@
+"""The runtime's persisted run records, and the store seam that keeps them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .._errors import FencedOutError
+from ..messages import Message, ToolApprovalResponse
+from .prompts import Prompt
+
+__all__ = [
+    "ACTIVE_STATES",
+    "RUNTIME",
+    "TERMINAL_STATES",
+    "UNFINISHED_STATES",
+    "FencedOutError",
+    "RunState",
+    "RuntimeRun",
+    "RuntimeStore",
+    "ToolIntent",
+]
+
+RUNTIME = "runtime"
+"""Capability: the store keeps run records, leases, intents and the model journal."""
+
+RunState = Literal[
+    "queued",
+    "pending",
+    "running",
+    "retry_wait",
+    "waiting_approval",
+    "needs_attention",
+    "cancelling",
+    "completed",
+    "failed",
+    "cancelled",
+]
+TERMINAL_STATES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+UNFINISHED_STATES: frozenset[str] = frozenset(
+    {
+        "queued",
+        "pending",
+        "running",
+        "retry_wait",
+        "waiting_approval",
+        "needs_attention",
+        "cancelling",
+    }
+)
+ACTIVE_STATES: frozenset[str] = frozenset({"running", "cancelling"})
+"""States that hold a concurrency slot."""
+
+
+class RuntimeRun(BaseModel):
+    """A run as the runtime persists it (the store's run record).
+
+    Attributes:
+        run_id: The run.
+        agent_id: The agent it runs.
+        agent_version: The registration it was submitted under (it resumes under it).
+        session_id: Its session: runs of a session execute one after the other.
+        request_id: Deduplication key of the submission, if any.
+        prompt: Canonical JSON of the prompt (a string or a user message).
+        state: The run state.
+        reason: Why it is failed, cancelled or needs attention.
+        error: The last error, ``"<type>: <message>"``.
+        seq: Global submission order (FIFO within a session).
+        created_at: Epoch ms of submission.
+        updated_at: Epoch ms of the last change.
+        next_attempt_at: When a ``retry_wait`` run becomes eligible (epoch ms).
+        deadline_at: When the run times out (epoch ms), if it has a timeout.
+        model_attempts: Attempts used by the current model operation (persisted
+            before each attempt, so a crash uses one up).
+        retry_policy: The model retry policy saved at submission.
+        stream: Whether model deltas are persisted.
+        max_steps: The run's step budget.
+        operations: Model calls plus tool calls so far, across legs.
+        lease_owner: The runtime executing it, while it runs.
+        lease_expires_at: When the lease lapses unless renewed (epoch ms).
+        fence: Fencing token: grows with every claim; every write checks it.
+        verdicts: Approval responses collected while waiting, by approval id.
+        result_text: The final text of a completed run.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    agent_id: str
+    agent_version: str
+    session_id: str
+    request_id: str | None = None
+    prompt: str
+    state: RunState
+    reason: str | None = None
+    error: str | None = None
+    seq: int = 0
+    created_at: int
+    updated_at: int
+    next_attempt_at: int | None = None
+    deadline_at: int | None = None
+    model_attempts: int = 0
+    retry_policy: dict[str, int] | None = None
+    stream: bool = False
+    max_steps: int = 20
+    operations: int = 0
+    lease_owner: str | None = None
+    lease_expires_at: int | None = None
+    fence: int = 0
+    verdicts: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    result_text: str | None = None
+
+    @property
+    def prompt_value(self) -> Prompt:
+        """The prompt: a string or a user message."""
+        data = json.loads(self.prompt)
+        return data if isinstance(data, str) else Message.model_validate(data)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run is completed, failed or cancelled."""
+        return self.state in TERMINAL_STATES
+
+    def approval_responses(self) -> list[ToolApprovalResponse]:
+        """The collected verdicts as responses for the next leg."""
+        return [ToolApprovalResponse.model_validate(v) for v in self.verdicts.values()]
+
+
+class ToolIntent(BaseModel):
+    """The record a tool call writes before it runs (and completes after).
+
+    Attributes:
+        run_id: The run.
+        tool_call_id: The model-issued call id.
+        tool_name: The tool.
+        step_index: The step of the call.
+        state: ``started`` (it may have run, partly or fully) or ``completed``.
+        result: The tool result part's JSON, once completed.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    tool_call_id: str
+    tool_name: str
+    step_index: int
+    state: Literal["started", "completed"]
+    result: dict[str, Any] | None = None
+
+
+@runtime_checkable
+class RuntimeStore(Protocol):
+    """What the runtime needs from a store (the ``runtime`` capability).
+
+    Every method that changes a run takes the caller's ``fence`` when the caller
+    executes the run; a stale fence raises :class:`FencedOutError` and changes
+    nothing. All methods are synchronous (the SQL stores are quick, local).
+    """
+
+    def rt_insert(
+        self, run: RuntimeRun, *, enqueue: bool, max_pending: int
+    ) -> tuple[RuntimeRun, bool]:
+        """Insert a submitted run: ``(run, True)``, or ``(original, False)`` on a repeat.
+
+        Sets ``seq`` and ``state`` (queued behind an unfinished run of its
+        session, else pending); a repeated request id returns the original run.
+
+        Raises:
+            DurableConflictError: The session is busy and ``enqueue`` is False, or
+                the request id was used for a different prompt.
+            LimitExceededError: ``max_pending`` unfinished runs exist already.
+        """
+        ...
+
+    def rt_get(self, run_id: str) -> RuntimeRun | None:
+        """The record of a run, or None."""
+        ...
+
+    def rt_list(self, states: Sequence[str] | None = None) -> list[RuntimeRun]:
+        """Records in submission order, optionally only those in ``states``."""
+        ...
+
+    def rt_update(
+        self, run_id: str, changes: dict[str, Any], *, fence: int | None = None
+    ) -> RuntimeRun:
+        """Apply ``changes`` to a run record.
+
+        A run reaching a terminal state promotes the next queued run of its
+        session to pending, in the same write.
+
+        Raises:
+            FencedOutError: ``fence`` is not the run's current fence.
+            RunNotFoundError: No such run.
+        """
+        ...
+
+    def rt_claim(
+        self, owner: str, now: int, lease_ms: int, agents: Sequence[tuple[str, str]]
+    ) -> RuntimeRun | None:
+        """Atomically take the next eligible run whose (agent, version) is in ``agents``.
+
+        Eligible: the oldest unfinished run of its session that is pending, or
+        in retry_wait past ``next_attempt_at``, or running/cancelling with an
+        expired lease (its owner died). Sets the lease and bumps the fence.
+        """
+        ...
+
+    def rt_renew(self, run_id: str, owner: str, fence: int, until: int) -> bool:
+        """Extend a held lease; False when the lease is no longer ours."""
+        ...
+
+    def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:
+        """Write (or complete) a tool intent, fenced."""
+        ...
+
+    def rt_intents(self, run_id: str) -> list[ToolIntent]:
+        """A run's tool intents."""
+        ...
+
+    def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
+        """Record a completed model response of a step, fenced."""
+        ...
+
+    def rt_journaled(self, run_id: str, step_index: int) -> str | None:
+        """The journaled model response of a step, if any."""
+        ...

@@ -1,0 +1,185 @@
+"""The runtime's tables for the in-memory store (run records, intents, model journal)."""
+
+from __future__ import annotations
+
+import builtins
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
+from ..runtime.records import TERMINAL_STATES, UNFINISHED_STATES, RuntimeRun, ToolIntent
+
+__all__ = ["MemoryRuntimeTables", "eligible", "next_state"]
+
+
+def next_state(run: RuntimeRun, unfinished_before: bool) -> str:
+    """State of a new submission: queued behind its session, or pending."""
+    return "queued" if unfinished_before else "pending"
+
+
+def eligible(run: RuntimeRun, now: int) -> bool:
+    """Whether a claim may take ``run`` (ignoring its session's order)."""
+    if run.state == "pending":
+        return True
+    if run.state == "retry_wait":
+        return run.next_attempt_at is None or run.next_attempt_at <= now
+    if run.state in ("running", "cancelling"):
+        return run.lease_expires_at is None or run.lease_expires_at <= now
+    return False
+
+
+class MemoryRuntimeTables:
+    """Run records, intents and the model journal, kept in process memory."""
+
+    def __init__(self) -> None:
+        self._rt_runs: dict[str, RuntimeRun] = {}
+        self._rt_requests: dict[str, str] = {}
+        self._rt_intents: dict[str, dict[str, ToolIntent]] = {}
+        self._rt_journal: dict[tuple[str, int], str] = {}
+        self._rt_lock = threading.RLock()
+        self._rt_seq = 0
+
+    def rt_insert(
+        self, run: RuntimeRun, *, enqueue: bool, max_pending: int
+    ) -> tuple[RuntimeRun, bool]:
+        """Insert a submitted run (see :class:`~nbdurable.runtime.records.RuntimeStore`)."""
+        with self._rt_lock:
+            if run.request_id is not None and run.request_id in self._rt_requests:
+                original = self._rt_runs[self._rt_requests[run.request_id]]
+                if original.prompt != run.prompt or original.agent_id != run.agent_id:
+                    raise DurableConflictError(
+                        f"request id {run.request_id!r} was used for a different submission"
+                    )
+                return original, False
+            unfinished = [r for r in self._rt_runs.values() if r.state in UNFINISHED_STATES]
+            if len(unfinished) >= max_pending:
+                raise LimitExceededError("max_pending_runs", len(unfinished) + 1, max_pending)
+            busy = any(r.session_id == run.session_id for r in unfinished)
+            if busy and not enqueue:
+                raise DurableConflictError(
+                    f"session {run.session_id!r} has an unfinished run; pass enqueue=True "
+                    "to queue this one behind it"
+                )
+            if run.run_id in self._rt_runs:
+                raise DurableConflictError(f"run id {run.run_id!r} exists already")
+            self._rt_seq += 1
+            stored = run.model_copy(update={"seq": self._rt_seq, "state": next_state(run, busy)})
+            self._rt_runs[run.run_id] = stored
+            if run.request_id is not None:
+                self._rt_requests[run.request_id] = run.run_id
+            return stored, True
+
+    def rt_get(self, run_id: str) -> RuntimeRun | None:
+        """The record of a run, or None."""
+        with self._rt_lock:
+            return self._rt_runs.get(run_id)
+
+    def rt_list(self, states: Sequence[str] | None = None) -> builtins.list[RuntimeRun]:
+        """Records in submission order, optionally filtered by state."""
+        with self._rt_lock:
+            runs = sorted(self._rt_runs.values(), key=lambda r: r.seq)
+        return [r for r in runs if states is None or r.state in states]
+
+    def rt_update(
+        self, run_id: str, changes: dict[str, Any], *, fence: int | None = None
+    ) -> RuntimeRun:
+        """Apply changes to a run record, fenced; promote the session's next run on finish."""
+        with self._rt_lock:
+            current = self._rt_runs.get(run_id)
+            if current is None:
+                raise RunNotFoundError(run_id)
+            if fence is not None and current.fence != fence:
+                raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
+            updated = current.model_copy(update=changes)
+            self._rt_runs[run_id] = updated
+            if updated.state in TERMINAL_STATES and current.state not in TERMINAL_STATES:
+                self._promote(updated.session_id, changes.get("updated_at", updated.updated_at))
+            return updated
+
+    def _promote(self, session_id: str, now: int) -> None:
+        waiting = sorted(
+            (
+                r
+                for r in self._rt_runs.values()
+                if r.session_id == session_id and r.state in UNFINISHED_STATES
+            ),
+            key=lambda r: r.seq,
+        )
+        if waiting and waiting[0].state == "queued":
+            head = waiting[0]
+            self._rt_runs[head.run_id] = head.model_copy(
+                update={"state": "pending", "updated_at": now}
+            )
+
+    def rt_claim(
+        self, owner: str, now: int, lease_ms: int, agents: Sequence[tuple[str, str]]
+    ) -> RuntimeRun | None:
+        """Take the next eligible run: the oldest unfinished of its session, agent known."""
+        allowed = set(agents)
+        with self._rt_lock:
+            heads: dict[str, RuntimeRun] = {}
+            for run in sorted(self._rt_runs.values(), key=lambda r: r.seq):
+                if run.state in UNFINISHED_STATES and run.session_id not in heads:
+                    heads[run.session_id] = run
+            for run in sorted(heads.values(), key=lambda r: r.seq):
+                if (run.agent_id, run.agent_version) in allowed and eligible(run, now):
+                    claimed = run.model_copy(
+                        update={
+                            "state": "cancelling" if run.state == "cancelling" else "running",
+                            "lease_owner": owner,
+                            "lease_expires_at": now + lease_ms,
+                            "fence": run.fence + 1,
+                            "updated_at": now,
+                        }
+                    )
+                    self._rt_runs[run.run_id] = claimed
+                    return claimed
+            return None
+
+    def rt_renew(self, run_id: str, owner: str, fence: int, until: int) -> bool:
+        """Extend a held lease."""
+        with self._rt_lock:
+            run = self._rt_runs.get(run_id)
+            if run is None or run.fence != fence or run.lease_owner != owner:
+                return False
+            self._rt_runs[run_id] = run.model_copy(update={"lease_expires_at": until})
+            return True
+
+    def rt_check_fence(self, run_id: str, fence: int) -> None:
+        """Raise :class:`FencedOutError` unless ``fence`` is the run's current one."""
+        with self._rt_lock:
+            run = self._rt_runs.get(run_id)
+            if run is not None and run.fence != fence:
+                raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
+
+    def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:
+        """Write or complete a tool intent."""
+        with self._rt_lock:
+            self.rt_check_fence(intent.run_id, fence)
+            self._rt_intents.setdefault(intent.run_id, {})[intent.tool_call_id] = intent
+
+    def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
+        """A run's tool intents."""
+        with self._rt_lock:
+            return builtins.list(self._rt_intents.get(run_id, {}).values())
+
+    def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
+        """Record a step's completed model response."""
+        with self._rt_lock:
+            self.rt_check_fence(run_id, fence)
+            self._rt_journal[(run_id, step_index)] = response
+
+    def rt_journaled(self, run_id: str, step_index: int) -> str | None:
+        """A step's journaled model response."""
+        with self._rt_lock:
+            return self._rt_journal.get((run_id, step_index))
+
+    def _rt_forget(self, run_id: str) -> None:
+        with self._rt_lock:
+            run = self._rt_runs.pop(run_id, None)
+            if run is not None and run.request_id is not None:
+                self._rt_requests.pop(run.request_id, None)
+            self._rt_intents.pop(run_id, None)
+            for key in [k for k in self._rt_journal if k[0] == run_id]:
+                del self._rt_journal[key]
