@@ -16,6 +16,7 @@ from .model import (
     RUN_ERROR,
     RUN_FINISHED,
     RUN_STARTED,
+    RUN_STATE,
     RUN_SUSPENDED,
     STEP_FINISH,
     STEP_START,
@@ -62,7 +63,8 @@ class RunView:
     Attributes:
         run_id: The run.
         status: ``running``, ``suspended``, ``completed``, ``error`` or ``unknown``
-            (no events yet).
+            (no events yet); for a runtime run, its run state (``queued``,
+            ``retry_wait``, ``waiting_approval``, ``failed``, ...).
         steps: Steps by index.
         pending_approvals: Requests still waiting for a verdict (resolved ones are gone).
         finish_reason: Why the run last ended or stopped.
@@ -199,6 +201,15 @@ def _error(view: RunView, event: Event) -> None:
         step.provisional_text = ""  # an interrupted attempt's output is void
 
 
+def _state(view: RunView, event: Event) -> None:
+    # A runtime run's state is the authority: retry_wait, needs_attention, ...
+    view.status = str(event.payload.get("state", view.status))
+    if view.status == "completed":
+        view.pending_approvals.clear()
+    if event.payload.get("reason") and view.status in ("failed", "cancelled", "needs_attention"):
+        view.error = str(event.payload["reason"])
+
+
 _HANDLERS = {
     RUN_STARTED: _run_started,
     STEP_START: _step_start,
@@ -214,6 +225,7 @@ _HANDLERS = {
     RUN_SUSPENDED: _ended,
     RUN_FINISHED: _ended,
     RUN_ERROR: _error,
+    RUN_STATE: _state,
 }
 
 

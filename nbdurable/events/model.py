@@ -19,10 +19,12 @@ __all__ = [
     "RUN_ERROR",
     "RUN_FINISHED",
     "RUN_STARTED",
+    "RUN_STATE",
     "RUN_SUSPENDED",
     "STEP_FINISH",
     "STEP_START",
     "TERMINAL_EVENTS",
+    "TERMINAL_RUN_STATES",
     "TOOL_APPROVAL_REQUEST",
     "TOOL_CALL",
     "TOOL_RESULT",
@@ -55,9 +57,13 @@ CHECKPOINT_SAVED: Final = "checkpoint_saved"
 RUN_SUSPENDED: Final = "run_suspended"
 RUN_FINISHED: Final = "run_finished"
 RUN_ERROR: Final = "run_error"
+RUN_STATE: Final = "run_state"
+"""A runtime run changed state (payload: ``state``, ``reason``, ``next_attempt_at``)."""
 
 TERMINAL_EVENTS: Final = frozenset({RUN_FINISHED, RUN_ERROR})
-"""After one of these, nothing more is written until the run is resumed or retried."""
+"""After one of these, nothing more is written until the run is resumed or retried
+(a runtime run also records its final state with a ``run_state`` event)."""
+TERMINAL_RUN_STATES: Final = frozenset({"completed", "failed", "cancelled"})
 
 # Stream part type -> event type, for parts that map one to one.
 PART_EVENTS: Final[dict[str, str]] = {
@@ -102,6 +108,13 @@ class Event(NewEvent):
 
     run_id: str
     offset: int
+
+    @property
+    def ends_stream(self) -> bool:
+        """Whether nothing follows this event until someone resumes or retries the run."""
+        if self.type == RUN_STATE:
+            return self.payload.get("state") in TERMINAL_RUN_STATES
+        return self.type in TERMINAL_EVENTS
 
     def position(self) -> tuple[int, bool]:
         """``(offset, True)``: every logged event is a valid resume point."""

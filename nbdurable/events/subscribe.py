@@ -6,8 +6,9 @@ from collections.abc import AsyncIterator, Sequence
 
 from .._errors import ConfigurationError, RunNotFoundError
 from ..durable.store import maybe_await, supports
+from ..runtime.records import RUNTIME
 from .log import EVENTS, EventStore, wait_for_events
-from .model import RUN_SUSPENDED, TERMINAL_EVENTS, Event
+from .model import RUN_SUSPENDED, Event
 
 __all__ = ["DEFAULT_POLL_INTERVAL", "read_events", "subscribe"]
 
@@ -76,18 +77,29 @@ async def subscribe(
         except RunNotFoundError:
             await wait_for_events(store, run_id, poll_interval)
     cursor = after
-    last_type: str | None = None
+    last: Event | None = None
     if after > 0:  # a subscriber that saw the terminal event must not wait forever
         seen = await maybe_await(events.read_events(run_id, after=after - 1, limit=1))
-        last_type = seen[0].type if seen else None
+        last = seen[0] if seen else None
     while True:
         batch = await maybe_await(events.read_events(run_id, after=cursor))
         for event in batch:
             cursor = event.offset
             yield event
         if batch:
-            last_type = batch[-1].type
+            last = batch[-1]
             continue  # read again before sleeping: more may have arrived meanwhile
-        if last_type in TERMINAL_EVENTS or (stop_on_suspend and last_type == RUN_SUSPENDED):
-            return
+        if last is not None:
+            if stop_on_suspend and last.type == RUN_SUSPENDED:
+                return
+            if last.ends_stream and _settled(store, run_id):
+                return
         await wait_for_events(store, run_id, poll_interval)
+
+
+def _settled(store: object, run_id: str) -> bool:
+    """A runtime run may go on after a leg's end (a retry, a resume): ask its record."""
+    if not supports(store, RUNTIME):
+        return True
+    record = store.rt_get(run_id)  # type: ignore[attr-defined]
+    return record is None or record.finished
