@@ -16,6 +16,7 @@ __all__ = [
     "INCREMENTAL",
     "MULTIPROCESS",
     "PERSISTENT",
+    "RUNTIME",
     "VERSIONED_SCHEMA",
     "DurableSession",
     "HistoryStore",
@@ -36,6 +37,8 @@ MULTIPROCESS = "multiprocess"
 """Several processes may write different runs to one store at once."""
 VERSIONED_SCHEMA = "versioned_schema"
 """The storage layout carries a version; opening a newer one is refused."""
+RUNTIME = "runtime"
+"""Run records, leases, tool intents and the model journal for ``DurableRuntime``."""
 
 T = TypeVar("T")
 

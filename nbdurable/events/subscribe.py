@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 from .._errors import ConfigurationError, RunNotFoundError
-from ..durable.store import maybe_await, supports
-from ..runtime.records import RUNTIME
+from ..durable.store import RUNTIME, maybe_await, supports
 from .log import EVENTS, EventStore, wait_for_events
 from .model import RUN_SUSPENDED, Event
 

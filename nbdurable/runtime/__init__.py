@@ -3,14 +3,23 @@
 from .agent import TOOL_RECOVERY, Agent, Registry, ToolRecovery
 from .limits import Limits, ModelRetry
 from .prompts import Prompt, canonical_prompt, prompt_message, validate_prompt
+from .records import RuntimeRun, ToolIntent
+from .run import Run, RunFailedError, RunResult
+from .runtime import DurableRuntime
 
 __all__ = [
     "TOOL_RECOVERY",
     "Agent",
+    "DurableRuntime",
     "Limits",
     "ModelRetry",
     "Prompt",
     "Registry",
+    "Run",
+    "RunFailedError",
+    "RunResult",
+    "RuntimeRun",
+    "ToolIntent",
     "ToolRecovery",
     "canonical_prompt",
     "prompt_message",

@@ -189,6 +189,10 @@ class Registry:
         version = version if version is not None else self._latest.get(agent_id)
         return None if version is None else self._agents.get((agent_id, version))
 
+    def keys(self) -> list[tuple[str, str]]:
+        """Every registered ``(id, version)``."""
+        return list(self._agents)
+
     def ids(self) -> list[str]:
         """Registered agent ids."""
         return sorted(self._latest)

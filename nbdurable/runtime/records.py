@@ -9,6 +9,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._errors import FencedOutError
+from ..durable.store import RUNTIME
 from ..messages import Message, ToolApprovalResponse
 from .prompts import Prompt
 
@@ -23,9 +24,6 @@ __all__ = [
     "RuntimeStore",
     "ToolIntent",
 ]
-
-RUNTIME = "runtime"
-"""Capability: the store keeps run records, leases, intents and the model journal."""
 
 RunState = Literal[
     "queued",
@@ -84,6 +82,7 @@ class RuntimeRun(BaseModel):
         fence: Fencing token: grows with every claim; every write checks it.
         verdicts: Approval responses collected while waiting, by approval id.
         result_text: The final text of a completed run.
+        rerun_tool_calls: Interrupted ``manual`` tool calls a human allowed to run again.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -112,6 +111,7 @@ class RuntimeRun(BaseModel):
     fence: int = 0
     verdicts: dict[str, dict[str, Any]] = Field(default_factory=dict)
     result_text: str | None = None
+    rerun_tool_calls: list[str] = Field(default_factory=list)
 
     @property
     def prompt_value(self) -> Prompt:

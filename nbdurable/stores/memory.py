@@ -10,10 +10,9 @@ from typing import ClassVar
 from .._errors import RunNotFoundError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
-from ..durable.store import HISTORY
+from ..durable.store import HISTORY, RUNTIME
 from ..events.log import EVENTS
 from ..events.model import Event, NewEvent
-from ..runtime.records import RUNTIME
 from .memory_runtime import MemoryRuntimeTables
 
 __all__ = ["InMemorySessionStore"]

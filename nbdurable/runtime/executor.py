@@ -1,0 +1,159 @@
+"""Executing one claimed run: the loop's driver, journaled finer and fenced (seed 003)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .._errors import LimitExceededError, ModelError
+from ..loop.driver import Driver
+from ..loop.machine import CallModel, SaveCheckpoint, ToolInvocation, ToolOutcome
+from ..messages import ToolResultPart
+from ..models.base import ModelResponse
+from .agent import Agent
+from .limits import payload_bytes
+from .records import RuntimeRun, RuntimeStore, ToolIntent
+
+if TYPE_CHECKING:
+    from .runtime import DurableRuntime
+
+__all__ = ["ModelAttemptFailed", "NeedsAttention", "RunContext", "RunTimedOut", "RuntimeDriver"]
+
+
+class ModelAttemptFailed(Exception):
+    """An error raised within a model attempt (what model retry retries)."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+        super().__init__(f"{type(error).__name__}: {error}")
+
+
+class NeedsAttention(Exception):
+    """A ``manual`` tool was interrupted mid-call: a human decides (retry or deny)."""
+
+
+class RunTimedOut(Exception):
+    """The run's deadline passed."""
+
+
+@dataclass
+class RunContext:
+    """What one execution of a claimed run knows and persists.
+
+    Attributes:
+        runtime: The runtime executing it.
+        agent: The registration it runs under.
+        record: The latest run record this owner wrote or read.
+        intents: Tool intents by call id, as of the claim.
+        cancel_reason: Set when the owner decides to stop the execution.
+    """
+
+    runtime: DurableRuntime
+    agent: Agent
+    record: RuntimeRun
+    intents: dict[str, ToolIntent] = field(default_factory=dict)
+    cancel_reason: str | None = None
+
+    @property
+    def store(self) -> RuntimeStore:
+        """The runtime's store."""
+        return self.runtime.runtime_store
+
+    @property
+    def fence(self) -> int:
+        """The fencing token this owner holds for the run."""
+        return self.record.fence
+
+    def update(self, **changes: Any) -> RuntimeRun:
+        """A fenced write of the run record."""
+        changes.setdefault("updated_at", self.runtime.now())
+        self.record = self.store.rt_update(self.record.run_id, changes, fence=self.fence)
+        return self.record
+
+    def check_deadline(self) -> None:
+        """Raise :class:`RunTimedOut` once the run's deadline has passed."""
+        deadline = self.record.deadline_at
+        if deadline is not None and self.runtime.now() >= deadline:
+            raise RunTimedOut("the run's timeout passed")
+
+    def count_operation(self, **changes: Any) -> None:
+        """Count one model or tool call (``max_operations``), persisted before it starts."""
+        self.check_deadline()
+        used = self.record.operations + 1
+        limit = self.runtime.limits.max_operations
+        if used > limit:
+            raise LimitExceededError("max_operations", used, limit)
+        self.update(operations=used, **changes)
+
+
+class RuntimeDriver(Driver):
+    """The loop's driver with the runtime's journal: fenced writes, intents, model journal."""
+
+    def __init__(self, *args: Any, context: RunContext, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.context = context
+        if self.events is not None:
+            self.events.fence = context.fence
+
+    async def _save(self, effect: SaveCheckpoint) -> None:
+        context = self.context
+        context.check_deadline()
+        size = payload_bytes(effect.checkpoint.model_dump_json())
+        limit = context.runtime.limits.max_payload_bytes
+        if size > limit:
+            raise LimitExceededError("max_payload_bytes", size, limit)
+        await super()._save(effect)
+
+    async def _call_model(self, effect: CallModel) -> ModelResponse:
+        context = self.context
+        run_id = context.record.run_id
+        journaled = context.store.rt_journaled(run_id, effect.step_index)
+        if journaled is not None:
+            # A crash during this step's tools: the response is reused, not asked again.
+            return ModelResponse.model_validate_json(journaled)
+        policy = context.agent.retry_policy
+        attempts = context.record.model_attempts
+        if policy is not None and attempts >= policy.max_attempts:
+            raise ModelAttemptFailed(ModelError("model retries exhausted"))
+        context.count_operation(model_attempts=attempts + 1)  # a crash uses the attempt up
+        try:
+            response = await super()._call_model(effect)
+        except Exception as exc:
+            raise ModelAttemptFailed(exc) from exc
+        context.store.rt_journal(
+            run_id, effect.step_index, response.model_dump_json(), fence=context.fence
+        )
+        context.update(model_attempts=0)
+        return response
+
+    async def _run_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
+        context = self.context
+        call = invocation.call
+        prior = context.intents.get(call.tool_call_id)
+        if prior is not None and prior.state == "completed" and prior.result is not None:
+            return ToolOutcome(result=ToolResultPart.model_validate(prior.result))
+        if prior is not None and prior.state == "started":
+            policy = context.agent.recovery_of(call.tool_name)
+            rerun = call.tool_call_id in context.record.rerun_tool_calls
+            if policy == "manual" and not rerun:
+                raise NeedsAttention(
+                    f"tool {call.tool_name!r} (call {call.tool_call_id}) was interrupted and "
+                    "its recovery is manual: retry() runs it again, deny() settles it"
+                )
+        context.count_operation()
+        intent = ToolIntent(
+            run_id=context.record.run_id,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            step_index=step_index,
+            state="started",
+        )
+        context.store.rt_intent(intent, fence=context.fence)
+        outcome = await super()._run_tool(invocation, step_index)
+        if outcome.result is not None:
+            done = intent.model_copy(
+                update={"state": "completed", "result": outcome.result.model_dump(mode="json")}
+            )
+            context.store.rt_intent(done, fence=context.fence)
+            context.intents[call.tool_call_id] = done
+        return outcome
