@@ -23,7 +23,14 @@ from typing import ClassVar, TypeVar
 from .._errors import RunNotFoundError, StoreCorruptionError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
-from ..durable.store import HISTORY, INCREMENTAL, MULTIPROCESS, PERSISTENT, VERSIONED_SCHEMA
+from ..durable.store import (
+    HISTORY,
+    INCREMENTAL,
+    MULTIPROCESS,
+    PERSISTENT,
+    RUNTIME,
+    VERSIONED_SCHEMA,
+)
 from ..events.log import EVENTS
 from ..events.model import Event, NewEvent
 from ..messages import Message
@@ -37,6 +44,7 @@ from .chain import (
     verify_chain,
 )
 from .rows import COLUMNS, CheckpointRow, checkpoint_row
+from .sqlite_runtime import SqliteRuntimeTables
 from .sqlite_schema import SCHEMA_VERSION, migrate
 
 __all__ = ["SqliteSessionStore"]
@@ -114,7 +122,8 @@ _READ_EVENTS = (
 )
 _KNOWN_RUN = (
     "SELECT EXISTS (SELECT 1 FROM runs WHERE run_id = ?1) "
-    "OR EXISTS (SELECT 1 FROM events WHERE run_id = ?1)"
+    "OR EXISTS (SELECT 1 FROM events WHERE run_id = ?1) "
+    "OR EXISTS (SELECT 1 FROM rt_runs WHERE run_id = ?1)"
 )
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -134,7 +143,7 @@ def _event(run_id: str, row: tuple[object, ...]) -> Event:
     )
 
 
-class SqliteSessionStore:
+class SqliteSessionStore(SqliteRuntimeTables):
     """Checkpoints in one SQLite file: every checkpoint kept, only what is new written.
 
     Several processes may write different runs to the same file: WAL mode, a
@@ -155,7 +164,7 @@ class SqliteSessionStore:
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
-        {HISTORY, PERSISTENT, INCREMENTAL, MULTIPROCESS, VERSIONED_SCHEMA, EVENTS}
+        {HISTORY, PERSISTENT, INCREMENTAL, MULTIPROCESS, VERSIONED_SCHEMA, EVENTS, RUNTIME}
     )
 
     def __init__(
@@ -204,16 +213,24 @@ class SqliteSessionStore:
         self._save(checkpoint, ())
 
     def save_with_events(
-        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent]
+        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent], *, fence: int | None = None
     ) -> builtins.list[Event]:
-        """Store a checkpoint and append events to its run's log in one transaction."""
-        return self._save(checkpoint, events)
+        """Store a checkpoint and append events to its run's log in one transaction.
 
-    def append_events(self, run_id: str, events: Sequence[NewEvent]) -> builtins.list[Event]:
+        With ``fence`` (a runtime owner's token) the write is refused with
+        :class:`~nbdurable.FencedOutError` when the run has another owner now.
+        """
+        return self._save(checkpoint, events, fence)
+
+    def append_events(
+        self, run_id: str, events: Sequence[NewEvent], *, fence: int | None = None
+    ) -> builtins.list[Event]:
         """Append events in one transaction; offsets continue from the run's last one."""
         if not events:
             return []
         with self._lock, self._write() as conn:
+            if fence is not None:
+                self.rt_check_fence(run_id, fence, conn)
             return self._append(conn, run_id, events)
 
     def read_events(
@@ -264,7 +281,7 @@ class SqliteSessionStore:
         return added
 
     def _save(
-        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent]
+        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent], fence: int | None = None
     ) -> builtins.list[Event]:
         run_id = checkpoint.run_id
         messages = checkpoint.messages
@@ -277,6 +294,8 @@ class SqliteSessionStore:
             ids = (*base, *new_ids)
             head = ids[-1] if ids else None
             with self._write() as conn:
+                if fence is not None:
+                    self.rt_check_fence(run_id, fence, conn)
                 if base and conn.execute(_HAS_NODE, base[-1:]).fetchone() is None:
                     # Another process deleted the nodes this process remembered.
                     _, new_rows = extend_chain(None, messages)
@@ -362,6 +381,7 @@ class SqliteSessionStore:
                 conn.execute("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
                 conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
                 conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
+                self._rt_forget(conn, run_id)
                 conn.execute(_GC_SWEEP)
                 conn.execute("DELETE FROM temp.nbdurable_gc")
             self._chains.drop(run_id)

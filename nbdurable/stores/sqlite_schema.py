@@ -23,6 +23,13 @@ Version 2 adds the event log::
         the event's offset: per run, from 1, no holes (assigned in the writing
         transaction); payload is JSON text
 
+Version 3 adds the runtime's tables (see :mod:`.sqlite_runtime`)::
+
+    rt_runs(run_id PK, seq UNIQUE, session_id, state, request_id UNIQUE, fence, record)
+        one row per runtime run; record is the RuntimeRun JSON
+    rt_intents(run_id, tool_call_id, intent)   tool intents, PK (run_id, tool_call_id)
+    rt_journal(run_id, step_index, response)   completed model responses
+
 A migration is a function of a ``sqlite_utils.Database``; it must be idempotent
 (``if_not_exists``), because a crash between its statements and the version row
 makes the next open run it again.
@@ -117,7 +124,13 @@ def _v2(db: Database) -> None:
     )
 
 
-MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1, _v2)
+def _v3(db: Database) -> None:
+    from .sqlite_runtime import migrate_runtime
+
+    migrate_runtime(db)
+
+
+MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1, _v2, _v3)
 """``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,280 @@
+"""The runtime's tables in the SQLite store: run records, intents, the model journal.
+
+A run record is kept whole as JSON (``record``), with the columns the scheduler
+queries beside it. Every change of a run by its owner checks the fencing token
+inside the same ``BEGIN IMMEDIATE`` transaction, so an owner that lost its
+lease cannot write.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
+from ..runtime.records import TERMINAL_STATES, UNFINISHED_STATES, RuntimeRun, ToolIntent
+from .memory_runtime import eligible
+
+__all__ = ["SqliteRuntimeTables", "migrate_runtime"]
+
+_UNFINISHED = ", ".join(f"'{s}'" for s in sorted(UNFINISHED_STATES))
+_HEADS = f"""
+SELECT record FROM rt_runs r
+WHERE r.state IN ({_UNFINISHED})
+  AND r.seq = (SELECT min(s.seq) FROM rt_runs s
+               WHERE s.session_id = r.session_id AND s.state IN ({_UNFINISHED}))
+ORDER BY r.seq
+"""
+_PUT = (
+    "INSERT OR REPLACE INTO rt_runs (run_id, seq, session_id, state, request_id, fence, record) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def migrate_runtime(db: Any) -> None:
+    """Schema v3: rt_runs, rt_intents, rt_journal (idempotent)."""
+    db.execute(
+        """
+        CREATE TABLE IF NOT EXISTS rt_runs (
+            run_id TEXT PRIMARY KEY,
+            seq INTEGER NOT NULL UNIQUE,
+            session_id TEXT NOT NULL,
+            state TEXT NOT NULL,
+            request_id TEXT UNIQUE,
+            fence INTEGER NOT NULL,
+            record TEXT NOT NULL
+        )
+        """
+    )
+    db.execute("CREATE INDEX IF NOT EXISTS rt_runs_session ON rt_runs (session_id, state, seq)")
+    db.execute("CREATE INDEX IF NOT EXISTS rt_runs_state ON rt_runs (state, seq)")
+    db.execute(
+        """
+        CREATE TABLE IF NOT EXISTS rt_intents (
+            run_id TEXT NOT NULL,
+            tool_call_id TEXT NOT NULL,
+            intent TEXT NOT NULL,
+            PRIMARY KEY (run_id, tool_call_id)
+        ) WITHOUT ROWID
+        """
+    )
+    db.execute(
+        """
+        CREATE TABLE IF NOT EXISTS rt_journal (
+            run_id TEXT NOT NULL,
+            step_index INTEGER NOT NULL,
+            response TEXT NOT NULL,
+            PRIMARY KEY (run_id, step_index)
+        ) WITHOUT ROWID
+        """
+    )
+
+
+def _record(text: str) -> RuntimeRun:
+    return RuntimeRun.model_validate_json(text)
+
+
+class SqliteRuntimeTables:
+    """Mixed into :class:`~nbdurable.stores.sqlite.SqliteSessionStore`."""
+
+    # Provided by the store: its connection, its lock and its write transaction.
+    _conn: sqlite3.Connection
+    _lock: Any
+    _write: Any
+
+    def _put(self, conn: sqlite3.Connection, run: RuntimeRun) -> None:
+        conn.execute(
+            _PUT,
+            (
+                run.run_id,
+                run.seq,
+                run.session_id,
+                run.state,
+                run.request_id,
+                run.fence,
+                run.model_dump_json(),
+            ),
+        )
+
+    def rt_insert(
+        self, run: RuntimeRun, *, enqueue: bool, max_pending: int
+    ) -> tuple[RuntimeRun, bool]:
+        """Insert a submitted run (see :class:`~nbdurable.runtime.records.RuntimeStore`)."""
+        with self._lock, self._write() as conn:
+            if run.request_id is not None:
+                found = conn.execute(
+                    "SELECT record FROM rt_runs WHERE request_id = ?", (run.request_id,)
+                ).fetchone()
+                if found is not None:
+                    original = _record(found[0])
+                    if original.prompt != run.prompt or original.agent_id != run.agent_id:
+                        raise DurableConflictError(
+                            f"request id {run.request_id!r} was used for a different submission"
+                        )
+                    return original, False
+            pending = conn.execute(
+                f"SELECT count(*) FROM rt_runs WHERE state IN ({_UNFINISHED})"
+            ).fetchone()[0]
+            if pending >= max_pending:
+                raise LimitExceededError("max_pending_runs", pending + 1, max_pending)
+            busy = (
+                conn.execute(
+                    f"SELECT 1 FROM rt_runs WHERE session_id = ? AND state IN ({_UNFINISHED}) LIMIT 1",
+                    (run.session_id,),
+                ).fetchone()
+                is not None
+            )
+            if busy and not enqueue:
+                raise DurableConflictError(
+                    f"session {run.session_id!r} has an unfinished run; pass enqueue=True "
+                    "to queue this one behind it"
+                )
+            if conn.execute("SELECT 1 FROM rt_runs WHERE run_id = ?", (run.run_id,)).fetchone():
+                raise DurableConflictError(f"run id {run.run_id!r} exists already")
+            seq = (conn.execute("SELECT max(seq) FROM rt_runs").fetchone()[0] or 0) + 1
+            stored = run.model_copy(update={"seq": seq, "state": "queued" if busy else "pending"})
+            self._put(conn, stored)
+            return stored, True
+
+    def rt_get(self, run_id: str) -> RuntimeRun | None:
+        """The record of a run, or None."""
+        with self._lock:
+            found = self._conn.execute(
+                "SELECT record FROM rt_runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        return None if found is None else _record(found[0])
+
+    def rt_list(self, states: Sequence[str] | None = None) -> builtins.list[RuntimeRun]:
+        """Records in submission order, optionally filtered by state."""
+        with self._lock:
+            if states is None:
+                rows = self._conn.execute("SELECT record FROM rt_runs ORDER BY seq").fetchall()
+            else:
+                marks = ", ".join("?" * len(states))
+                rows = self._conn.execute(
+                    f"SELECT record FROM rt_runs WHERE state IN ({marks}) ORDER BY seq",
+                    tuple(states),
+                ).fetchall()
+        return [_record(text) for (text,) in rows]
+
+    def rt_update(
+        self, run_id: str, changes: dict[str, Any], *, fence: int | None = None
+    ) -> RuntimeRun:
+        """Apply changes, fenced; promote the session's next run when this one finishes."""
+        with self._lock, self._write() as conn:
+            current = self._locked_get(conn, run_id)
+            if fence is not None and current.fence != fence:
+                raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
+            updated = current.model_copy(update=changes)
+            self._put(conn, updated)
+            if updated.state in TERMINAL_STATES and current.state not in TERMINAL_STATES:
+                head = conn.execute(
+                    f"SELECT record FROM rt_runs WHERE session_id = ? AND state IN ({_UNFINISHED}) "
+                    "ORDER BY seq LIMIT 1",
+                    (updated.session_id,),
+                ).fetchone()
+                if head is not None:
+                    waiting = _record(head[0])
+                    if waiting.state == "queued":
+                        self._put(
+                            conn,
+                            waiting.model_copy(
+                                update={"state": "pending", "updated_at": updated.updated_at}
+                            ),
+                        )
+            return updated
+
+    def _locked_get(self, conn: sqlite3.Connection, run_id: str) -> RuntimeRun:
+        found = conn.execute("SELECT record FROM rt_runs WHERE run_id = ?", (run_id,)).fetchone()
+        if found is None:
+            raise RunNotFoundError(run_id)
+        return _record(found[0])
+
+    def rt_claim(
+        self, owner: str, now: int, lease_ms: int, agents: Sequence[tuple[str, str]]
+    ) -> RuntimeRun | None:
+        """Take the next eligible run (the oldest unfinished of its session)."""
+        allowed = set(agents)
+        with self._lock, self._write() as conn:
+            for (text,) in conn.execute(_HEADS).fetchall():
+                run = _record(text)
+                if (run.agent_id, run.agent_version) in allowed and eligible(run, now):
+                    claimed = run.model_copy(
+                        update={
+                            "state": "cancelling" if run.state == "cancelling" else "running",
+                            "lease_owner": owner,
+                            "lease_expires_at": now + lease_ms,
+                            "fence": run.fence + 1,
+                            "updated_at": now,
+                        }
+                    )
+                    self._put(conn, claimed)
+                    return claimed
+        return None
+
+    def rt_renew(self, run_id: str, owner: str, fence: int, until: int) -> bool:
+        """Extend a held lease; False when it is not ours any more."""
+        with self._lock, self._write() as conn:
+            found = conn.execute(
+                "SELECT record FROM rt_runs WHERE run_id = ? AND fence = ?", (run_id, fence)
+            ).fetchone()
+            if found is None:
+                return False
+            run = _record(found[0])
+            if run.lease_owner != owner:
+                return False
+            self._put(conn, run.model_copy(update={"lease_expires_at": until}))
+            return True
+
+    def rt_check_fence(
+        self, run_id: str, fence: int, conn: sqlite3.Connection | None = None
+    ) -> None:
+        """Raise :class:`FencedOutError` unless ``fence`` is the run's current one."""
+        found = (
+            (conn or self._conn)
+            .execute("SELECT fence FROM rt_runs WHERE run_id = ?", (run_id,))
+            .fetchone()
+        )
+        if found is not None and found[0] != fence:
+            raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
+
+    def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:
+        """Write or complete a tool intent, fenced."""
+        with self._lock, self._write() as conn:
+            self.rt_check_fence(intent.run_id, fence, conn)
+            conn.execute(
+                "INSERT OR REPLACE INTO rt_intents (run_id, tool_call_id, intent) VALUES (?, ?, ?)",
+                (intent.run_id, intent.tool_call_id, intent.model_dump_json()),
+            )
+
+    def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
+        """A run's tool intents."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT intent FROM rt_intents WHERE run_id = ?", (run_id,)
+            ).fetchall()
+        return [ToolIntent.model_validate_json(text) for (text,) in rows]
+
+    def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
+        """Record a step's completed model response, fenced."""
+        with self._lock, self._write() as conn:
+            self.rt_check_fence(run_id, fence, conn)
+            conn.execute(
+                "INSERT OR REPLACE INTO rt_journal (run_id, step_index, response) VALUES (?, ?, ?)",
+                (run_id, step_index, response),
+            )
+
+    def rt_journaled(self, run_id: str, step_index: int) -> str | None:
+        """A step's journaled model response."""
+        with self._lock:
+            found = self._conn.execute(
+                "SELECT response FROM rt_journal WHERE run_id = ? AND step_index = ?",
+                (run_id, step_index),
+            ).fetchone()
+        return None if found is None else str(found[0])
+
+    def _rt_forget(self, conn: sqlite3.Connection, run_id: str) -> None:
+        for table in ("rt_runs", "rt_intents", "rt_journal"):
+            conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
