@@ -130,6 +130,7 @@ class MemoryRuntimeTables:
                             "lease_owner": owner,
                             "lease_expires_at": now + lease_ms,
                             "fence": run.fence + 1,
+                            "next_attempt_at": None,
                             "updated_at": now,
                         }
                     )
