@@ -121,7 +121,7 @@ class SqliteRuntimeTables:
                 raise LimitExceededError("max_pending_runs", pending + 1, max_pending)
             busy = (
                 conn.execute(
-                    f"SELECT 1 FROM rt_runs WHERE session_id = ? AND state IN ({_UNFINISHED}) LIMIT 1",
+                    f"SELECT 1 FROM rt_runs WHERE session_id = ? AND state IN ({_UNFINISHED})",
                     (run.session_id,),
                 ).fetchone()
                 is not None
