@@ -91,7 +91,7 @@ async def torture(url: str, log: Path, *, runs: int, kills: int, seed: int = 0) 
     handles = [await client.submit("torture", f"job {i}") for i in range(runs)]
     for _ in range(kills):
         proc = worker(url, log)
-        time.sleep(rng.uniform(0.45, 1.1))  # startup, then somewhere mid-model, mid-tool, mid-save
+        await asyncio.sleep(rng.uniform(0.45, 1.1))  # startup, then mid-model, mid-tool, mid-save
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         report.kills += 1

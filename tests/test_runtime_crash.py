@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-import time
 from pathlib import Path
 
 import nbdurable as nd
@@ -77,7 +76,7 @@ async def test_a_paused_owner_is_fenced_out_when_it_wakes(tmp_path: Path) -> Non
     second.wait(timeout=60)
     assert run.status == "completed" and run.record().fence == 2
     first.send_signal(signal.SIGCONT)  # wakes, finishes its tool, tries to write
-    time.sleep(2.5)
+    await asyncio.sleep(2.5)
     first.send_signal(signal.SIGTERM)
     first.wait(timeout=30)
     record = run.record()
