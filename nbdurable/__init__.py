@@ -15,6 +15,7 @@ from ._errors import (
     CheckpointVersionError,
     ConfigurationError,
     DurableConflictError,
+    FencedOutError,
     LimitExceededError,
     ModelError,
     NbdurableError,
@@ -65,6 +66,7 @@ from .messages import (
 )
 from .models import Model, ModelRequest, ModelResponse, ScriptedModel, StreamingModel, Turn
 from .stores import InMemorySessionStore, open_store
+from .runtime import Agent, DurableRuntime, Limits, ModelRetry, Run, RunFailedError
 from .tools import Tool, ToolContext, client_tool, tool
 
 if _typing.TYPE_CHECKING:
@@ -95,6 +97,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "Agent",
     "AgentCheckpoint",
     "ApprovalSigner",
     "CheckpointInfo",
@@ -104,25 +107,31 @@ __all__ = [
     "ConfigurationError",
     "Deps",
     "DurableConflictError",
+    "DurableRuntime",
     "DurableSession",
     "Event",
+    "FencedOutError",
     "GenerateTextResult",
     "HistoryStore",
     "ImagePart",
     "InMemorySessionStore",
     "JsonlSessionStore",
     "LimitExceededError",
+    "Limits",
     "Message",
     "Model",
     "ModelError",
     "ModelRequest",
     "ModelResponse",
+    "ModelRetry",
     "NbdurableError",
     "PostgresSessionStore",
     "PrepareStepResult",
+    "Run",
+    "RunFailedError",
     "RunNotFoundError",
-    "RunView",
     "RunRecord",
+    "RunView",
     "ScriptExhaustedError",
     "ScriptedModel",
     "SessionStore",
@@ -156,8 +165,8 @@ __all__ = [
     "resume_stream_from_checkpoint",
     "serialize_checkpoint",
     "step_count_is",
-    "subscribe",
     "stream_chat",
+    "subscribe",
     "system",
     "tool",
     "tool_message",
