@@ -65,8 +65,8 @@ from .messages import (
     user,
 )
 from .models import Model, ModelRequest, ModelResponse, ScriptedModel, StreamingModel, Turn
-from .stores import InMemorySessionStore, open_store
 from .runtime import Agent, DurableRuntime, Limits, ModelRetry, Run, RunFailedError
+from .stores import InMemorySessionStore, open_store
 from .tools import Tool, ToolContext, client_tool, tool
 
 if _typing.TYPE_CHECKING:
