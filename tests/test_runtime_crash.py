@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 from pathlib import Path
+
+import runtime_agents  # tests/ is on sys.path (the rootdir conftest's directory)
+from runtime_harness import check_histories, executions, torture, worker
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
-
-from .runtime_harness import check_histories, executions, torture, worker
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import runtime_agents
 
 
 async def test_crash_torture_every_run_completes_nothing_lost_or_doubled(tmp_path: Path) -> None:

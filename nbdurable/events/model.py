@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -30,6 +31,7 @@ __all__ = [
     "TOOL_RESULT",
     "Event",
     "NewEvent",
+    "numbered",
     "position",
 ]
 
@@ -155,3 +157,24 @@ def position(item: object) -> tuple[int, bool]:
     if isinstance(item, Event):
         return item.offset, True
     return 0, False
+
+
+def numbered(run_id: str, events: Sequence[NewEvent], last: int) -> list[Event]:
+    """``events`` as log entries with offsets ``last + 1, last + 2, ...``.
+
+    The events were validated when they were made, so this builds without
+    validating again (it runs for every streamed delta).
+    """
+    return [
+        Event.model_construct(
+            run_id=run_id,
+            offset=last + i + 1,
+            type=event.type,
+            step_index=event.step_index,
+            operation_id=event.operation_id,
+            attempt_id=event.attempt_id,
+            payload=event.payload,
+            created_at=event.created_at,
+        )
+        for i, event in enumerate(events)
+    ]

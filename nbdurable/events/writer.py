@@ -31,6 +31,8 @@ __all__ = ["DEFAULT_FLUSH_INTERVAL", "EventWriter"]
 
 DEFAULT_FLUSH_INTERVAL = 0.05
 """Seconds buffered events may wait before they are written (deltas mostly)."""
+MAX_BUFFERED = 256
+"""Events buffered before a write happens anyway (a model that never yields)."""
 
 Publish = Callable[[StreamPart], None]
 
@@ -121,7 +123,7 @@ class EventWriter:
             ),
             part,
         )
-        self._schedule()
+        self._schedule(0 if len(self._buffer) >= MAX_BUFFERED else None)
 
     def attempt_completed(
         self, step_index: int, operation_id: str, attempt_id: str, response: ModelResponse
@@ -173,10 +175,14 @@ class EventWriter:
         # keeps the loop's order.
         self._buffer.append((event, part))
 
-    def _schedule(self) -> None:
+    def _schedule(self, delay: float | None = None) -> None:
+        if delay == 0 and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._timer is None and self.flush_interval > 0:
             loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(self.flush_interval, self._on_timer)
+            wait = self.flush_interval if delay is None else delay
+            self._timer = loop.call_later(wait, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None

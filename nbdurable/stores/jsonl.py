@@ -24,7 +24,7 @@ from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
 from ..durable.store import HISTORY, INCREMENTAL, PERSISTENT, VERSIONED_SCHEMA
 from ..events.log import EVENTS
-from ..events.model import Event, NewEvent
+from ..events.model import Event, NewEvent, numbered
 from .jsonl_format import Line, RunFile, check_format, extends, run_file_name
 
 __all__ = ["JsonlSessionStore"]
@@ -98,7 +98,7 @@ class JsonlSessionStore:
             return []
         with self._lock:
             tail = self._tail(run_id)
-            added = _numbered(run_id, events, tail.last_offset)
+            added = numbered(run_id, events, tail.last_offset)
             line = {
                 "run_id": run_id,
                 "events": [e.model_dump(mode="json", exclude={"run_id"}) for e in added],
@@ -140,7 +140,7 @@ class JsonlSessionStore:
         run_id = checkpoint.run_id
         with self._lock:
             tail = self._tail(run_id)
-            added = _numbered(run_id, events, tail.last_offset)
+            added = numbered(run_id, events, tail.last_offset)
             previous = tail.latest.messages if tail.latest is not None else None
             if previous is not None and extends(previous, checkpoint.messages):
                 new, full = checkpoint.messages[len(previous) :], False
@@ -294,13 +294,6 @@ class JsonlSessionStore:
         # Strictly increasing within the process, so runs created back to back keep their order.
         self._last_written_at = max(time.time_ns(), self._last_written_at + 1)
         return self._last_written_at
-
-
-def _numbered(run_id: str, events: Sequence[NewEvent], last: int) -> builtins.list[Event]:
-    return [
-        Event(run_id=run_id, offset=last + i + 1, **event.model_dump())
-        for i, event in enumerate(events)
-    ]
 
 
 def _last_offset(run: RunFile) -> int:

@@ -12,7 +12,7 @@ from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
 from ..durable.store import HISTORY, RUNTIME
 from ..events.log import EVENTS
-from ..events.model import Event, NewEvent
+from ..events.model import Event, NewEvent, numbered
 from .memory_runtime import MemoryRuntimeTables
 
 __all__ = ["InMemorySessionStore"]
@@ -63,11 +63,7 @@ class InMemorySessionStore(MemoryRuntimeTables):
 
     def _append(self, run_id: str, events: Sequence[NewEvent]) -> builtins.list[Event]:
         log = self._events.setdefault(run_id, [])
-        start = len(log)
-        added = [
-            Event(run_id=run_id, offset=start + i + 1, **event.model_dump())
-            for i, event in enumerate(events)
-        ]
+        added = numbered(run_id, events, len(log))
         log.extend(added)
         return added
 

@@ -32,7 +32,7 @@ from ..durable.store import (
     VERSIONED_SCHEMA,
 )
 from ..events.log import EVENTS
-from ..events.model import Event, NewEvent
+from ..events.model import Event, NewEvent, numbered
 from ..messages import Message
 from .chain import (
     Chain,
@@ -111,6 +111,8 @@ DELETE FROM nodes
 WHERE id IN (SELECT id FROM temp.nbdurable_gc) AND id NOT IN (SELECT id FROM keep)
 """
 
+# One encoder for every event: json.dumps with options builds a new one per call.
+_compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _LAST_EVENT = "SELECT max(position) FROM events WHERE run_id = ?"
 _INSERT_EVENT = (
     "INSERT INTO events (run_id, position, type, step_index, operation_id, attempt_id, "
@@ -258,10 +260,7 @@ class SqliteSessionStore(SqliteRuntimeTables):
         self, conn: sqlite3.Connection, run_id: str, events: Sequence[NewEvent]
     ) -> builtins.list[Event]:
         last = conn.execute(_LAST_EVENT, (run_id,)).fetchone()[0] or 0
-        added = [
-            Event(run_id=run_id, offset=last + i + 1, **event.model_dump())
-            for i, event in enumerate(events)
-        ]
+        added = numbered(run_id, events, last)
         conn.executemany(
             _INSERT_EVENT,
             [
@@ -272,7 +271,7 @@ class SqliteSessionStore(SqliteRuntimeTables):
                     e.step_index,
                     e.operation_id,
                     e.attempt_id,
-                    json.dumps(e.payload, separators=(",", ":")),
+                    _compact_json(e.payload),
                     e.created_at,
                 )
                 for e in added
