@@ -351,12 +351,6 @@ async def test_sigkilled_jsonl_writer_keeps_every_line_before_a_torn_one(tmp_pat
     check_final(final, {2: 1})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="S003-28 gap: a kill after model_completed commits but before the step's "
-    "checkpoint (while its tools run) re-runs the model: a new attempt streams the "
-    "step's deltas again and the step gets a second model_completed",
-)
 async def test_a_completed_model_response_is_reused_after_a_kill_during_its_tools(
     tmp_path: Path,
 ) -> None:

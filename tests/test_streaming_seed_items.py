@@ -157,9 +157,9 @@ async def test_s003_26_a_new_attempt_replaces_partial_output_and_failure_discard
 async def test_s003_27_s003_28_recovery_starts_a_new_attempt_and_reuses_completed_steps(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S003-27, S003-28: after a crash mid-step, resume re-runs only that step, new attempt."""
+    """S003-27, S003-28: after a crash mid-model-call, resume re-runs only that step, new attempt."""
     first = nd.ScriptedModel(
-        [nd.Turn.call("lookup", "step zero", key="a"), nd.Turn.call("crash", "step one")],
+        [nd.Turn.call("lookup", "step zero", key="a"), nd.Turn(text="step one", error=Crash())],
         stream_delay=0.001,
     )
     with pytest.raises(Crash):

@@ -11,6 +11,7 @@ from .._errors import CheckpointNotFoundError, ConfigurationError, ModelError
 from ..durable.signer import ApprovalSigner
 from ..durable.store import DurableSession, SessionStore, maybe_await, supports
 from ..events.log import EVENTS
+from ..events.model import CHECKPOINT_SAVED, MODEL_COMPLETED
 from ..events.writer import DEFAULT_FLUSH_INTERVAL, EventWriter
 from ..messages import (
     Message,
@@ -68,6 +69,9 @@ class Driver:
             keeps an event log).
         streaming: Call models with ``stream()`` when they have it.
         flush_interval: Longest wait, in seconds, before buffered events are written.
+        reuse_responses: On a resume, reuse a model response the log committed
+            for the step in flight (a crash during its tools): the model is not
+            asked again and its deltas are not written twice.
     """
 
     def __init__(
@@ -79,8 +83,11 @@ class Driver:
         emit: EmitFn = _ignore,
         streaming: bool = False,
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
+        reuse_responses: bool = False,
     ) -> None:
         self.options = options
+        self.reuse_responses = reuse_responses
+        self._committed: dict[int, ModelResponse] = {}
         self.start = start
         self.store = store
         self.emit = emit
@@ -108,6 +115,8 @@ class Driver:
                     next_step_index=self.start.next_step_index,
                 )
                 await events.flush()  # the run is visible to subscribers from here on
+                if self.reuse_responses:
+                    await self._load_committed_responses()
             effect = next(flow)
             while True:
                 value = await self.handle(effect)
@@ -162,7 +171,20 @@ class Driver:
                 "nbdurable: saving checkpoint %s failed: %r", effect.checkpoint.step_id, exc
             )
 
+    async def _load_committed_responses(self) -> None:
+        events: Any = self.store  # a store with the events capability (self.events is set)
+        logged = await maybe_await(events.read_events(self.start.run_id))
+        step = self.start.next_step_index
+        for event in logged:
+            if event.type == CHECKPOINT_SAVED:
+                self._committed.clear()  # responses before a checkpoint are in its history
+            elif event.type == MODEL_COMPLETED and event.step_index == step:
+                self._committed[step] = ModelResponse.model_validate(event.payload["response"])
+
     async def _call_model(self, effect: CallModel) -> ModelResponse:
+        committed = self._committed.pop(effect.step_index, None)
+        if committed is not None:
+            return committed  # S003-28: completed before the crash, reused as it is
         events = self.events
         if events is None:
             return await self._model_response(effect, None, "")
@@ -566,4 +588,4 @@ async def resume_from_checkpoint(
         deps=deps,
         agent_path=agent_path,
     )
-    return await Driver(options, start, store=store).run()
+    return await Driver(options, start, store=store, reuse_responses=True).run()

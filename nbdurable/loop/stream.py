@@ -319,7 +319,9 @@ def resume_stream_from_checkpoint(
             deps=deps,
             agent_path=agent_path,
         )
-        return await Driver(options, start, store=store, emit=emit, streaming=True).run()
+        return await Driver(
+            options, start, store=store, emit=emit, streaming=True, reuse_responses=True
+        ).run()
 
     return StreamChatResult(runner, run_id)
 
