@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, overload
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -31,6 +31,7 @@ __all__ = [
     "TOOL_RESULT",
     "Event",
     "NewEvent",
+    "NumberedEvents",
     "numbered",
     "position",
 ]
@@ -159,16 +160,34 @@ def position(item: object) -> tuple[int, bool]:
     return 0, False
 
 
-def numbered(run_id: str, events: Sequence[NewEvent], last: int) -> list[Event]:
-    """``events`` as log entries with offsets ``last + 1, last + 2, ...``.
+class NumberedEvents(Sequence[Event]):
+    """``events`` as log entries with offsets ``last + 1, last + 2, ...``, built on access.
 
-    The events were validated when they were made, so this builds without
-    validating again (it runs for every streamed delta).
+    Stores return this from their appends: the writer in the loop never looks at
+    the result, so building an :class:`Event` for every streamed delta would be waste.
     """
-    return [
-        Event.model_construct(
-            run_id=run_id,
-            offset=last + i + 1,
+
+    def __init__(self, run_id: str, events: Sequence[NewEvent], last: int) -> None:
+        self.run_id = run_id
+        self.events = events
+        self.last = last
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Event]: ...
+    def __getitem__(self, index: int | slice) -> Event | list[Event]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self.events)
+        event = self.events[index]
+        return Event(
+            run_id=self.run_id,
+            offset=self.last + index + 1,
             type=event.type,
             step_index=event.step_index,
             operation_id=event.operation_id,
@@ -176,5 +195,14 @@ def numbered(run_id: str, events: Sequence[NewEvent], last: int) -> list[Event]:
             payload=event.payload,
             created_at=event.created_at,
         )
-        for i, event in enumerate(events)
-    ]
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
+
+    def __repr__(self) -> str:
+        return f"NumberedEvents({list(self)!r})"
+
+
+def numbered(run_id: str, events: Sequence[NewEvent], last: int) -> NumberedEvents:
+    """``events`` as log entries numbered after offset ``last`` (built lazily)."""
+    return NumberedEvents(run_id, events, last)

@@ -27,7 +27,7 @@ from .model import (
     NewEvent,
 )
 
-__all__ = ["DEFAULT_FLUSH_INTERVAL", "EventWriter"]
+__all__ = ["DEFAULT_FLUSH_INTERVAL", "MAX_BUFFERED", "EventWriter"]
 
 DEFAULT_FLUSH_INTERVAL = 0.05
 """Seconds buffered events may wait before they are written (deltas mostly)."""
@@ -123,7 +123,7 @@ class EventWriter:
             ),
             part,
         )
-        self._schedule(0 if len(self._buffer) >= MAX_BUFFERED else None)
+        self._schedule()
 
     def attempt_completed(
         self, step_index: int, operation_id: str, attempt_id: str, response: ModelResponse
@@ -175,14 +175,15 @@ class EventWriter:
         # keeps the loop's order.
         self._buffer.append((event, part))
 
-    def _schedule(self, delay: float | None = None) -> None:
-        if delay == 0 and self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+    @property
+    def backlog(self) -> int:
+        """Events waiting to be written (the driver writes at :data:`MAX_BUFFERED`)."""
+        return len(self._buffer)
+
+    def _schedule(self) -> None:
         if self._timer is None and self.flush_interval > 0:
             loop = asyncio.get_running_loop()
-            wait = self.flush_interval if delay is None else delay
-            self._timer = loop.call_later(wait, self._on_timer)
+            self._timer = loop.call_later(self.flush_interval, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None

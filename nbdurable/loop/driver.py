@@ -12,7 +12,7 @@ from ..durable.signer import ApprovalSigner
 from ..durable.store import DurableSession, SessionStore, maybe_await, supports
 from ..events.log import EVENTS
 from ..events.model import CHECKPOINT_SAVED, MODEL_COMPLETED
-from ..events.writer import DEFAULT_FLUSH_INTERVAL, EventWriter
+from ..events.writer import DEFAULT_FLUSH_INTERVAL, MAX_BUFFERED, EventWriter
 from ..messages import (
     Message,
     ToolApprovalRequest,
@@ -219,6 +219,9 @@ class Driver:
                         part = TextDeltaPart(step_index=effect.step_index, delta=event.delta)
                         if self.events is not None and operation_id is not None:
                             self.events.delta(part, operation_id, attempt_id)
+                            if self.events.backlog >= MAX_BUFFERED:
+                                # A model that never yields would never let the timer fire.
+                                await self.events.flush()
                         else:
                             self.emit(part)
                 elif isinstance(event, ResponseEvent):

@@ -98,7 +98,7 @@ class JsonlSessionStore:
             return []
         with self._lock:
             tail = self._tail(run_id)
-            added = numbered(run_id, events, tail.last_offset)
+            added = list(numbered(run_id, events, tail.last_offset))
             line = {
                 "run_id": run_id,
                 "events": [e.model_dump(mode="json", exclude={"run_id"}) for e in added],
@@ -140,7 +140,7 @@ class JsonlSessionStore:
         run_id = checkpoint.run_id
         with self._lock:
             tail = self._tail(run_id)
-            added = numbered(run_id, events, tail.last_offset)
+            added = list(numbered(run_id, events, tail.last_offset))
             previous = tail.latest.messages if tail.latest is not None else None
             if previous is not None and extends(previous, checkpoint.messages):
                 new, full = checkpoint.messages[len(previous) :], False

@@ -63,7 +63,7 @@ class InMemorySessionStore(MemoryRuntimeTables):
 
     def _append(self, run_id: str, events: Sequence[NewEvent]) -> builtins.list[Event]:
         log = self._events.setdefault(run_id, [])
-        added = numbered(run_id, events, len(log))
+        added = list(numbered(run_id, events, len(log)))
         log.extend(added)
         return added
 

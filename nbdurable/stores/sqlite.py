@@ -216,7 +216,7 @@ class SqliteSessionStore(SqliteRuntimeTables):
 
     def save_with_events(
         self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent], *, fence: int | None = None
-    ) -> builtins.list[Event]:
+    ) -> Sequence[Event]:
         """Store a checkpoint and append events to its run's log in one transaction.
 
         With ``fence`` (a runtime owner's token) the write is refused with
@@ -226,7 +226,7 @@ class SqliteSessionStore(SqliteRuntimeTables):
 
     def append_events(
         self, run_id: str, events: Sequence[NewEvent], *, fence: int | None = None
-    ) -> builtins.list[Event]:
+    ) -> Sequence[Event]:
         """Append events in one transaction; offsets continue from the run's last one."""
         if not events:
             return []
@@ -258,15 +258,14 @@ class SqliteSessionStore(SqliteRuntimeTables):
 
     def _append(
         self, conn: sqlite3.Connection, run_id: str, events: Sequence[NewEvent]
-    ) -> builtins.list[Event]:
+    ) -> Sequence[Event]:
         last = conn.execute(_LAST_EVENT, (run_id,)).fetchone()[0] or 0
-        added = numbered(run_id, events, last)
         conn.executemany(
             _INSERT_EVENT,
             [
                 (
                     run_id,
-                    e.offset,
+                    last + i + 1,
                     e.type,
                     e.step_index,
                     e.operation_id,
@@ -274,14 +273,14 @@ class SqliteSessionStore(SqliteRuntimeTables):
                     _compact_json(e.payload),
                     e.created_at,
                 )
-                for e in added
+                for i, e in enumerate(events)
             ],
         )
-        return added
+        return numbered(run_id, events, last)
 
     def _save(
         self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent], fence: int | None = None
-    ) -> builtins.list[Event]:
+    ) -> Sequence[Event]:
         run_id = checkpoint.run_id
         messages = checkpoint.messages
         row = checkpoint_row(checkpoint)
