@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import secrets
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from .._errors import (
     LimitExceededError,
     RunNotFoundError,
 )
-from ..durable.signer import ApprovalSigner
+from ..durable.signer import SECRET_ENV_VAR, ApprovalSigner
 from ..durable.store import maybe_await, supports
 from ..events.log import notify
 from ..events.model import RUN_STATE, NewEvent
@@ -153,17 +155,10 @@ class DurableRuntime:
             if path and str(path) != ":memory:":
                 key = Path(str(path)).parent / "approval.key"
                 self._signer = ApprovalSigner.from_file(key)
-            else:
-                import os
-
-                from ..durable.signer import SECRET_ENV_VAR
-
-                if os.environ.get(SECRET_ENV_VAR):
-                    self._signer = ApprovalSigner()
-                else:  # an in-memory store: a secret that lives as long as the process
-                    import secrets
-
-                    self._signer = ApprovalSigner(secrets.token_urlsafe(32))
+            elif os.environ.get(SECRET_ENV_VAR):
+                self._signer = ApprovalSigner()
+            else:  # an in-memory store: a secret that lives as long as the process
+                self._signer = ApprovalSigner(secrets.token_urlsafe(32))
         return self._signer
 
     # -- registrations -------------------------------------------------------------------
@@ -302,6 +297,14 @@ class DurableRuntime:
         changes.setdefault("updated_at", self.now())
         record = self.runtime_store.rt_update(run_id, changes, fence=fence)
         self.state_event(record)
+        if record.finished and "state" in changes:  # the store promoted the session's next run
+            waiting = [
+                r
+                for r in self.runtime_store.rt_list(sorted(UNFINISHED_STATES))
+                if r.session_id == record.session_id
+            ]
+            if waiting and waiting[0].state == "pending":
+                self.state_event(waiting[0])
         self._wake.set()
         return record
 
@@ -506,10 +509,12 @@ class DurableRuntime:
                 return
             reason = None
             if record.state == "cancelling":
-                reason = "cancelled"
+                # Cancel once: a second cancel would cut the callbacks' settling short.
+                if context.cancel_reason is None:
+                    reason = "cancelled"
             elif record.deadline_at is not None and self.now() >= record.deadline_at:
                 reason = "timeout"
-            elif not self.runtime_store.rt_renew(
+            if reason is None and not self.runtime_store.rt_renew(
                 record.run_id, self.owner_id, context.fence, self.now() + self.lease_ms
             ):
                 reason = "lease_lost"
