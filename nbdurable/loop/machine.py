@@ -226,6 +226,7 @@ class AgentMachine:
         self.options = options
         self.start = start
         self._responses = {r.approval_id: r for r in options.approval_responses}
+        self._view_cache: tuple[tuple[Message, ...], tuple[Message, ...]] | None = None
 
     # -- public ----------------------------------------------------------------
 
@@ -355,11 +356,26 @@ class AgentMachine:
                 if prepared.instructions is not None:
                     instructions = prepared.instructions
         request = ModelRequest(
-            messages=_model_view(messages),
+            messages=self._model_view(messages),
             tools=tuple(t.spec for t in tools.values()),
             instructions=instructions,
         )
         return model, tools, request
+
+    def _model_view(self, messages: tuple[Message, ...]) -> tuple[Message, ...]:
+        # History only grows between model calls, so the view of the previous call
+        # is extended with the new messages instead of rescanning the whole run.
+        cached = self._view_cache
+        if cached is not None:
+            source, view = cached
+            n = len(source)
+            if n <= len(messages) and (n == 0 or messages[n - 1] is source[-1]):
+                view = (*view, *_model_view(messages[n:]))
+                self._view_cache = (messages, view)
+                return view
+        view = _model_view(messages)
+        self._view_cache = (messages, view)
+        return view
 
     def _run_batch(
         self,

@@ -307,6 +307,10 @@ class SqliteSessionStore(SqliteRuntimeTables):
                     conn.execute(_INSERT_RUN, (run_id, checkpoint.created_at, seq))
                 added = self._append(conn, run_id, events) if events else []
             self._chains.put(run_id, Chain(messages, ids))
+            if checkpoint.status != "running":
+                # A run that stops or ends folds the write-ahead log back into the file
+                # (PASSIVE: never waits for readers), so an idle store stays small.
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
         return added
 
     def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
