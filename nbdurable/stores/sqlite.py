@@ -195,6 +195,9 @@ class SqliteSessionStore(SqliteRuntimeTables):
             # always wait for, so several processes opening one new file retry.
             self._retry_locked(lambda: self._conn.execute("PRAGMA journal_mode = WAL").fetchone())
             self._conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+            # After a checkpoint the WAL is cut back to this size instead of staying
+            # at its high-water mark (SQLite's default keeps ~4 MB around forever).
+            self._conn.execute("PRAGMA journal_size_limit = 262144")
             self._retry_locked(lambda: migrate(self._conn, self.path))
         except BaseException:
             self._conn.close()
