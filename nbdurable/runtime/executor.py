@@ -11,7 +11,7 @@ from ..loop.machine import CallModel, SaveCheckpoint, ToolInvocation, ToolOutcom
 from ..messages import ToolResultPart
 from ..models.base import ModelResponse
 from .agent import Agent
-from .limits import payload_bytes
+from .limits import ModelRetry, payload_bytes
 from .records import RuntimeRun, RuntimeStore, ToolIntent
 
 if TYPE_CHECKING:
@@ -58,6 +58,12 @@ class RunContext:
     def store(self) -> RuntimeStore:
         """The runtime's store."""
         return self.runtime.runtime_store
+
+    @property
+    def retry_policy(self) -> ModelRetry | None:
+        """The model retry policy saved with the run (later registrations do not change it)."""
+        saved = self.record.retry_policy
+        return None if saved is None else ModelRetry(**saved)
 
     @property
     def fence(self) -> int:
@@ -111,7 +117,7 @@ class RuntimeDriver(Driver):
         if journaled is not None:
             # A crash during this step's tools: the response is reused, not asked again.
             return ModelResponse.model_validate_json(journaled)
-        policy = context.agent.retry_policy
+        policy = context.retry_policy
         attempts = context.record.model_attempts
         if policy is not None and attempts >= policy.max_attempts:
             raise ModelAttemptFailed(ModelError("model retries exhausted"))

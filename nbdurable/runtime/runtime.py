@@ -341,8 +341,7 @@ class DurableRuntime:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a storage or scheduler failure the runtime cannot pass
-            self._fatal = True
-            self._closed = True
+            self._fatal = True  # no more claims; close() still abandons in-flight runs
             if self.on_fatal_error is not None:
                 with contextlib.suppress(Exception):
                     await maybe_await(self.on_fatal_error(exc))
@@ -483,7 +482,7 @@ class DurableRuntime:
     def _after_model_error(self, context: RunContext, failed: ModelAttemptFailed) -> None:
         record = self.runtime_store.rt_get(context.record.run_id) or context.record
         error = f"{type(failed.error).__name__}: {failed.error}"
-        policy = context.agent.retry_policy
+        policy = context.retry_policy
         if policy is None:
             self._end(context, state="failed", reason="model_error", error=error)
             return

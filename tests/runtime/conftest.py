@@ -1,0 +1,124 @@
+"""Runtime test fixtures: every test runs on each store that keeps run records.
+
+``store_url`` is parametrised over ``memory://`` and ``sqlite:///<tmp>/runs.db``
+(PostgreSQL joins later); ``store`` is the store it opens, closed after the
+test; ``reopen(store)`` gives a second handle on the same data, the way a
+second process would open it (a new connection for SQLite; the same object for
+the in-memory store, which lives only in this process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+import nbdurable as nd
+from nbdurable.models.base import ModelRequest, ModelResponse
+
+STORE_KINDS = ["memory", "sqlite"]
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    if request.param == "memory":
+        return "memory://"
+    return f"sqlite:///{tmp_path}/runs.db"
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Any]:
+    opened = nd.open_store(store_url)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def reopen(store_url: str) -> Iterator[Callable[[Any], Any]]:
+    """Open the same store again (a second process's view of it)."""
+    extra: list[Any] = []
+
+    def _reopen(store: Any) -> Any:
+        if store_url == "memory://":
+            return store
+        second = nd.open_store(store_url)
+        extra.append(second)
+        return second
+
+    yield _reopen
+    for second in extra:
+        second.close()
+
+
+@dataclass
+class FakeClock:
+    """A settable clock in epoch milliseconds (for retry deadlines)."""
+
+    t: int = 1_800_000_000_000
+
+    def now(self) -> int:
+        return self.t
+
+    def advance(self, ms: int) -> None:
+        self.t += ms
+
+
+@dataclass
+class GatedModel(nd.ScriptedModel):
+    """A ScriptedModel whose every call first waits for ``gate`` (when set) and
+    sleeps ``delay`` seconds; ``active``/``peak`` count calls in flight."""
+
+    delay: float = 0.0
+    gate: asyncio.Event | None = None
+    active: int = field(default=0, init=False)
+    peak: int = field(default=0, init=False)
+    entered: int = field(default=0, init=False)
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        self.entered += 1
+        self.active += 1
+        self.peak = max(self.peak, self.active)
+        try:
+            if self.gate is not None:
+                await self.gate.wait()
+            if self.delay:
+                await asyncio.sleep(self.delay)
+        finally:
+            self.active -= 1
+        return await super().generate(request)
+
+
+class GenerateOnlyModel:
+    """A model that can only ``generate`` (it cannot stream)."""
+
+    def __init__(self, turns: list[Any]) -> None:
+        self._inner = nd.ScriptedModel(turns)
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        return await self._inner.generate(request)
+
+
+async def eventually(
+    check: Callable[[], bool | Awaitable[bool]], timeout: float = 5.0, interval: float = 0.01
+) -> None:
+    """Wait until ``check()`` is true, or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if not isinstance(result, bool):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(interval)
+
+
+async def states_of(store: Any, run_id: str) -> list[str]:
+    """The run's ``run_state`` events, in order."""
+    events = await nd.read_events(store, run_id)
+    return [e.payload["state"] for e in events if e.type == "run_state"]
