@@ -23,6 +23,9 @@ __all__ = [
     "RuntimeRun",
     "RuntimeStore",
     "ToolIntent",
+    "claim",
+    "claimable",
+    "next_state",
 ]
 
 RunState = Literal[
@@ -127,6 +130,42 @@ class RuntimeRun(BaseModel):
     def approval_responses(self) -> list[ToolApprovalResponse]:
         """The collected verdicts as responses for the next leg."""
         return [ToolApprovalResponse.model_validate(v) for v in self.verdicts.values()]
+
+
+def next_state(session_busy: bool) -> RunState:
+    """State of a new submission: queued behind an unfinished run of its session, or pending."""
+    return "queued" if session_busy else "pending"
+
+
+def claimable(run: RuntimeRun, now: int, agents: set[tuple[str, str]]) -> bool:
+    """Whether a claim may take ``run``, the oldest unfinished run of its session.
+
+    Its registration must be served, and it must be pending, in retry_wait past
+    ``next_attempt_at``, or running/cancelling under an expired lease.
+    """
+    if (run.agent_id, run.agent_version) not in agents:
+        return False
+    if run.state == "pending":
+        return True
+    if run.state == "retry_wait":
+        return run.next_attempt_at is None or run.next_attempt_at <= now
+    if run.state in ACTIVE_STATES:
+        return run.lease_expires_at is None or run.lease_expires_at <= now
+    return False
+
+
+def claim(run: RuntimeRun, owner: str, now: int, lease_ms: int) -> RuntimeRun:
+    """``run`` as ``owner`` holds it: a lease until ``now + lease_ms`` and the next fence."""
+    return run.model_copy(
+        update={
+            "state": "cancelling" if run.state == "cancelling" else "running",
+            "lease_owner": owner,
+            "lease_expires_at": now + lease_ms,
+            "fence": run.fence + 1,
+            "next_attempt_at": None,
+            "updated_at": now,
+        }
+    )
 
 
 class ToolIntent(BaseModel):

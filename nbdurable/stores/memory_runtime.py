@@ -8,25 +8,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
-from ..runtime.records import TERMINAL_STATES, UNFINISHED_STATES, RuntimeRun, ToolIntent
+from ..runtime.records import (
+    TERMINAL_STATES,
+    UNFINISHED_STATES,
+    RuntimeRun,
+    ToolIntent,
+    claim,
+    claimable,
+    next_state,
+)
 
-__all__ = ["MemoryRuntimeTables", "eligible", "next_state"]
-
-
-def next_state(run: RuntimeRun, unfinished_before: bool) -> str:
-    """State of a new submission: queued behind its session, or pending."""
-    return "queued" if unfinished_before else "pending"
-
-
-def eligible(run: RuntimeRun, now: int) -> bool:
-    """Whether a claim may take ``run`` (ignoring its session's order)."""
-    if run.state == "pending":
-        return True
-    if run.state == "retry_wait":
-        return run.next_attempt_at is None or run.next_attempt_at <= now
-    if run.state in ("running", "cancelling"):
-        return run.lease_expires_at is None or run.lease_expires_at <= now
-    return False
+__all__ = ["MemoryRuntimeTables"]
 
 
 class MemoryRuntimeTables:
@@ -64,7 +56,7 @@ class MemoryRuntimeTables:
             if run.run_id in self._rt_runs:
                 raise DurableConflictError(f"run id {run.run_id!r} exists already")
             self._rt_seq += 1
-            stored = run.model_copy(update={"seq": self._rt_seq, "state": next_state(run, busy)})
+            stored = run.model_copy(update={"seq": self._rt_seq, "state": next_state(busy)})
             self._rt_runs[run.run_id] = stored
             if run.request_id is not None:
                 self._rt_requests[run.request_id] = run.run_id
@@ -123,17 +115,8 @@ class MemoryRuntimeTables:
                 if run.state in UNFINISHED_STATES and run.session_id not in heads:
                     heads[run.session_id] = run
             for run in sorted(heads.values(), key=lambda r: r.seq):
-                if (run.agent_id, run.agent_version) in allowed and eligible(run, now):
-                    claimed = run.model_copy(
-                        update={
-                            "state": "cancelling" if run.state == "cancelling" else "running",
-                            "lease_owner": owner,
-                            "lease_expires_at": now + lease_ms,
-                            "fence": run.fence + 1,
-                            "next_attempt_at": None,
-                            "updated_at": now,
-                        }
-                    )
+                if claimable(run, now, allowed):
+                    claimed = claim(run, owner, now, lease_ms)
                     self._rt_runs[run.run_id] = claimed
                     return claimed
             return None

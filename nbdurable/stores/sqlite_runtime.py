@@ -14,8 +14,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
-from ..runtime.records import TERMINAL_STATES, UNFINISHED_STATES, RuntimeRun, ToolIntent
-from .memory_runtime import eligible
+from ..runtime.records import (
+    TERMINAL_STATES,
+    UNFINISHED_STATES,
+    RuntimeRun,
+    ToolIntent,
+    claim,
+    claimable,
+    next_state,
+)
 
 __all__ = ["SqliteRuntimeTables", "migrate_runtime"]
 
@@ -134,7 +141,7 @@ class SqliteRuntimeTables:
             if conn.execute("SELECT 1 FROM rt_runs WHERE run_id = ?", (run.run_id,)).fetchone():
                 raise DurableConflictError(f"run id {run.run_id!r} exists already")
             seq = (conn.execute("SELECT max(seq) FROM rt_runs").fetchone()[0] or 0) + 1
-            stored = run.model_copy(update={"seq": seq, "state": "queued" if busy else "pending"})
+            stored = run.model_copy(update={"seq": seq, "state": next_state(busy)})
             self._put(conn, stored)
             return stored, True
 
@@ -200,17 +207,8 @@ class SqliteRuntimeTables:
         with self._lock, self._write() as conn:
             for (text,) in conn.execute(_HEADS).fetchall():
                 run = _record(text)
-                if (run.agent_id, run.agent_version) in allowed and eligible(run, now):
-                    claimed = run.model_copy(
-                        update={
-                            "state": "cancelling" if run.state == "cancelling" else "running",
-                            "lease_owner": owner,
-                            "lease_expires_at": now + lease_ms,
-                            "fence": run.fence + 1,
-                            "next_attempt_at": None,
-                            "updated_at": now,
-                        }
-                    )
+                if claimable(run, now, allowed):
+                    claimed = claim(run, owner, now, lease_ms)
                     self._put(conn, claimed)
                     return claimed
         return None
