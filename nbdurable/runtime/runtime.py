@@ -497,13 +497,26 @@ class DurableRuntime:
             next_attempt_at=self.now() + policy.delay_ms(used),
         )
 
+    def _renew(self, context: RunContext) -> bool:
+        try:
+            return self.runtime_store.rt_renew(
+                context.record.run_id, self.owner_id, context.fence, self.now() + self.lease_ms
+            )
+        except Exception as exc:  # a transient store error: try again next period
+            self.deps.logger.error("nbdurable: renewing the lease failed: %r", exc)
+            return True
+
     async def _keep_lease(self, context: RunContext) -> None:
         """Renew the lease; notice cancellation, timeouts and a lost lease."""
         period = max(self.lease_ms / 3000, 0.01)
         task = self._executions.get(context.record.run_id)
         while True:
             await asyncio.sleep(min(period, self.poll_interval * 4))
-            record = self.runtime_store.rt_get(context.record.run_id)
+            try:
+                record = self.runtime_store.rt_get(context.record.run_id)
+            except Exception as exc:  # the store is gone: the run's own writes will tell
+                self.deps.logger.error("nbdurable: renewing the lease failed: %r", exc)
+                return
             if record is None or task is None:
                 return
             reason = None
@@ -513,9 +526,7 @@ class DurableRuntime:
                     reason = "cancelled"
             elif record.deadline_at is not None and self.now() >= record.deadline_at:
                 reason = "timeout"
-            if reason is None and not self.runtime_store.rt_renew(
-                record.run_id, self.owner_id, context.fence, self.now() + self.lease_ms
-            ):
+            if reason is None and not self._renew(context):
                 reason = "lease_lost"
             if reason is not None:
                 context.cancel_reason = reason
