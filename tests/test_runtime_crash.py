@@ -131,3 +131,26 @@ async def test_a_manual_tool_interrupted_by_a_crash_waits_for_a_human(tmp_path: 
     result = store.load(denied.run_id).messages[2].tool_results[0]
     assert result.is_error and result.result == "charged by hand already"
     store.close()
+
+
+async def test_a_retry_allows_one_more_run_of_a_manual_tool_not_more(tmp_path: Path) -> None:
+    """A retry's permission is used up when the tool starts: a second crash asks again."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    log = tmp_path / "executions.log"
+    store = nd.open_store(url)
+    client = DurableRuntime(store=store, agents=runtime_agents.agents)
+    run = await client.submit("charger", "charge it")
+    for expected in (1, 2):
+        proc = worker(url, log, lease_ms=200)
+        while sum(executions(log).values()) < expected:
+            await asyncio.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        worker(url, log, "--exit-when-idle", lease_ms=200).wait(timeout=60)
+        assert run.status == "needs_attention"
+        assert sum(executions(log).values()) == expected
+        await run.retry()
+    worker(url, log, "--exit-when-idle", lease_ms=200).wait(timeout=60)
+    assert run.status == "completed"
+    assert sum(executions(log).values()) == 3  # one run per retry, never one more
+    store.close()

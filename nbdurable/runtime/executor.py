@@ -141,6 +141,11 @@ class RuntimeDriver(Driver):
         if prior is not None and prior.state == "started":
             policy = context.agent.recovery_of(call.tool_name)
             rerun = call.tool_call_id in context.record.rerun_tool_calls
+            if policy == "manual" and rerun:
+                # The permission covers one execution: used up before the tool starts,
+                # so a crash during this run of it asks the human again.
+                remaining = [c for c in context.record.rerun_tool_calls if c != call.tool_call_id]
+                context.update(rerun_tool_calls=remaining)
             if policy == "manual" and not rerun:
                 raise NeedsAttention(
                     f"tool {call.tool_name!r} (call {call.tool_call_id}) was interrupted and "
