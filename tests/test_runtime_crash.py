@@ -14,7 +14,8 @@ from nbdurable.runtime import DurableRuntime
 
 
 async def test_crash_torture_every_run_completes_nothing_lost_or_doubled(tmp_path: Path) -> None:
-    """Workers SIGKILLed at random points: every run completes with its exact history; a
+    """S004-07, S004-08, S004-09, S004-10, S004-11: workers SIGKILLed at random points (no
+    user code but the choice of runtime): every run completes with its exact history; a
     manual tool never runs twice without a retry; a safe tool runs at most once more per kill."""
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     log = tmp_path / "executions.log"
@@ -37,7 +38,7 @@ async def test_crash_torture_every_run_completes_nothing_lost_or_doubled(tmp_pat
 
 
 async def test_two_workers_one_store_no_step_runs_twice(tmp_path: Path) -> None:
-    """Two workers share a store and 100 runs: each tool call executes exactly once."""
+    """S004-08: two workers share a store and 100 runs: each tool call executes exactly once."""
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     log = tmp_path / "executions.log"
     store = nd.open_store(url)

@@ -276,7 +276,7 @@ async def test_s004_15_s004_16_logged_events_are_resume_points_stream_parts_are_
 async def test_s004_17_to_s004_20_reference_consumer_reconnects_after_its_own_crash(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S004-17..20: save run_id first, save each offset before handling, skip seen ones,
+    """S004-17, S004-18, S004-19, S004-20: save run_id first, save each offset before handling, skip seen ones,
     clear state at RUN_FINISHED; the run never notices the consumer going away."""
     saved: dict[str, object] = {}
     handled: list[int] = []
@@ -330,7 +330,7 @@ async def test_s004_19_the_stream_ends_with_run_error_on_failure(
 async def test_s004_21_s004_22_a_finished_run_still_replays_in_full(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S004-21/22 (nbdurable differs): a finished run replays; its reply is in history."""
+    """S004-21, S004-22 (nbdurable differs): a finished run replays; its reply is in history."""
     events = await run_logged(store, streamed())
     replay = [e async for e in nd.subscribe(store, "r")]
     assert replay == events and replay[-1].type == ev.RUN_FINISHED

@@ -217,6 +217,7 @@ class Driver:
                 if isinstance(event, TextDeltaEvent):
                     if event.delta:
                         part = TextDeltaPart(step_index=effect.step_index, delta=event.delta)
+                        self.check_delta(part)
                         if self.events is not None and operation_id is not None:
                             self.events.delta(part, operation_id, attempt_id)
                             if self.events.backlog >= MAX_BUFFERED:
@@ -231,6 +232,9 @@ class Driver:
         if not isinstance(response, ModelResponse):
             raise ModelError(f"the model returned {type(response).__name__}, not a ModelResponse")
         return response
+
+    def check_delta(self, part: TextDeltaPart) -> None:
+        """Hook run on every streamed delta before it is recorded (the runtime's limits)."""
 
     async def _gate(self, invocation: ToolInvocation) -> bool:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +11,7 @@ from ..loop.driver import Driver
 from ..loop.machine import CallModel, SaveCheckpoint, ToolInvocation, ToolOutcome
 from ..messages import ToolResultPart
 from ..models.base import ModelResponse
+from ..parts import TextDeltaPart
 from .agent import Agent
 from .limits import ModelRetry, payload_bytes
 from .records import RuntimeRun, RuntimeStore, ToolIntent
@@ -124,6 +126,8 @@ class RuntimeDriver(Driver):
         context.count_operation(model_attempts=attempts + 1)  # a crash uses the attempt up
         try:
             response = await super()._call_model(effect)
+        except LimitExceededError:
+            raise  # a limit is not the model's error: not retried
         except Exception as exc:
             raise ModelAttemptFailed(exc) from exc
         context.store.rt_journal(
@@ -131,6 +135,14 @@ class RuntimeDriver(Driver):
         )
         context.update(model_attempts=0)
         return response
+
+    def check_delta(self, part: TextDeltaPart) -> None:
+        """``max_payload_bytes`` applies to each persisted delta on its own (S003-33)."""
+        payload = {"type": "text_delta", "turn": part.step_index, "delta": part.delta}
+        size = payload_bytes(json.dumps(payload, separators=(",", ":"), ensure_ascii=False))
+        limit = self.context.runtime.limits.max_payload_bytes
+        if size > limit:
+            raise LimitExceededError("max_payload_bytes", size, limit)
 
     async def _run_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
         context = self.context
