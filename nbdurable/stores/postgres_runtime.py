@@ -1,0 +1,373 @@
+"""The runtime's tables in the PostgreSQL store: run records, intents, the model journal.
+
+The same layout as the SQLite store's (:mod:`.sqlite_runtime`): a run record is
+kept whole as JSON text (``record``), with the columns the scheduler queries
+beside it. Schema version 3 adds the tables (:data:`RUNTIME_MIGRATION`).
+
+Several processes may share the tables, so:
+
+- every write that rewrites a run record (submit, update, claim, renew) holds a
+  transaction-level advisory lock of the store's schema: submissions, claims and
+  the promotion of a session's next run see one order, as under SQLite's
+  ``BEGIN IMMEDIATE`` (a claim takes the oldest unfinished run of its session,
+  and only one claim takes it);
+- a fenced write (a tool intent, a journaled response, an event append or a
+  checkpoint of a runtime run) reads the run's fence ``FOR SHARE`` in its own
+  transaction: a claim that bumps the fence waits for it to commit, and a write
+  that comes after the claim sees the new fence and is refused.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
+from ..runtime.records import (
+    TERMINAL_STATES,
+    UNFINISHED_STATES,
+    RuntimeRun,
+    ToolIntent,
+    claim,
+    claimable,
+    next_state,
+)
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+    from psycopg_pool import ConnectionPool
+
+__all__ = ["RUNTIME_MIGRATION", "PostgresRuntimeTables"]
+
+T = TypeVar("T")
+
+RUNTIME_MIGRATION: tuple[str, ...] = (
+    """CREATE TABLE {s}.rt_runs (
+        run_id text PRIMARY KEY,
+        seq bigint NOT NULL UNIQUE,
+        session_id text NOT NULL,
+        state text NOT NULL,
+        request_id text UNIQUE,
+        fence bigint NOT NULL,
+        record text NOT NULL
+    )""",
+    "CREATE INDEX rt_runs_session ON {s}.rt_runs (session_id, state, seq)",
+    "CREATE INDEX rt_runs_state ON {s}.rt_runs (state, seq)",
+    """CREATE TABLE {s}.rt_intents (
+        run_id text NOT NULL,
+        tool_call_id text NOT NULL,
+        intent text NOT NULL,
+        PRIMARY KEY (run_id, tool_call_id)
+    )""",
+    """CREATE TABLE {s}.rt_journal (
+        run_id text NOT NULL,
+        step_index integer NOT NULL,
+        response text NOT NULL,
+        PRIMARY KEY (run_id, step_index)
+    )""",
+)
+"""Schema version 3: ``rt_runs``, ``rt_intents``, ``rt_journal`` (``{s}``: the quoted schema)."""
+
+_UNFINISHED = ", ".join(f"'{s}'" for s in sorted(UNFINISHED_STATES))
+_COLUMNS = "run_id, seq, session_id, state, request_id, fence, record"
+
+
+@dataclass(frozen=True)
+class _Statements:
+    """Every runtime statement, for one schema."""
+
+    lock: str
+    put: str
+    submit_facts: str
+    get: str
+    get_for_update: str
+    renewable: str
+    fence_for_share: str
+    list_all: str
+    list_states: str
+    session_head: str
+    heads: str
+    put_intent: str
+    intents: str
+    put_journal: str
+    journaled: str
+    forget: tuple[str, ...]
+
+
+@functools.lru_cache(maxsize=64)
+def _statements(schema: str) -> _Statements:
+    # The store validated the name (postgres_schema.quote_ident) before this runs.
+    s = '"' + schema.replace('"', '""') + '"'
+    unfinished = f"state IN ({_UNFINISHED})"
+    return _Statements(
+        lock="SELECT pg_advisory_xact_lock(%s)",
+        put=(
+            f"INSERT INTO {s}.rt_runs ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (run_id) DO UPDATE SET seq = EXCLUDED.seq, "
+            "session_id = EXCLUDED.session_id, state = EXCLUDED.state, "
+            "request_id = EXCLUDED.request_id, fence = EXCLUDED.fence, record = EXCLUDED.record"
+        ),
+        # What a submission checks, in one round trip: the run a repeated
+        # request id names, the unfinished count, whether the session is busy,
+        # whether the run id is taken, the last seq.
+        submit_facts=(
+            f"SELECT (SELECT record FROM {s}.rt_runs WHERE request_id = %(request_id)s), "
+            f"(SELECT count(*) FROM {s}.rt_runs WHERE {unfinished}), "
+            f"EXISTS (SELECT 1 FROM {s}.rt_runs WHERE session_id = %(session_id)s "
+            f"AND {unfinished}), "
+            f"EXISTS (SELECT 1 FROM {s}.rt_runs WHERE run_id = %(run_id)s), "
+            f"(SELECT coalesce(max(seq), 0) FROM {s}.rt_runs)"
+        ),
+        get=f"SELECT record FROM {s}.rt_runs WHERE run_id = %s",
+        get_for_update=f"SELECT record FROM {s}.rt_runs WHERE run_id = %s FOR UPDATE",
+        renewable=f"SELECT record FROM {s}.rt_runs WHERE run_id = %s AND fence = %s FOR UPDATE",
+        fence_for_share=f"SELECT fence FROM {s}.rt_runs WHERE run_id = %s FOR SHARE",
+        list_all=f"SELECT record FROM {s}.rt_runs ORDER BY seq",
+        list_states=f"SELECT record FROM {s}.rt_runs WHERE state = ANY(%s) ORDER BY seq",
+        session_head=(
+            f"SELECT record FROM {s}.rt_runs WHERE session_id = %s AND {unfinished} "
+            "ORDER BY seq LIMIT 1"
+        ),
+        # The oldest unfinished run of every session, in submission order.
+        heads=(
+            f"SELECT record FROM (SELECT DISTINCT ON (session_id) seq, record "
+            f"FROM {s}.rt_runs WHERE {unfinished} ORDER BY session_id, seq) h ORDER BY seq"
+        ),
+        put_intent=(
+            f"INSERT INTO {s}.rt_intents (run_id, tool_call_id, intent) VALUES (%s, %s, %s) "
+            "ON CONFLICT (run_id, tool_call_id) DO UPDATE SET intent = EXCLUDED.intent"
+        ),
+        intents=f"SELECT intent FROM {s}.rt_intents WHERE run_id = %s",
+        put_journal=(
+            f"INSERT INTO {s}.rt_journal (run_id, step_index, response) VALUES (%s, %s, %s) "
+            "ON CONFLICT (run_id, step_index) DO UPDATE SET response = EXCLUDED.response"
+        ),
+        journaled=f"SELECT response FROM {s}.rt_journal WHERE run_id = %s AND step_index = %s",
+        forget=tuple(
+            f"DELETE FROM {s}.{table} WHERE run_id = %s"
+            for table in ("rt_runs", "rt_intents", "rt_journal")
+        ),
+    )
+
+
+def _runtime_key(schema: str) -> int:
+    """The advisory lock key of the runtime's writes on ``schema`` (signed 64-bit)."""
+    digest = hashlib.sha256(f"nbdurable:runtime:{schema}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _record(text: str) -> RuntimeRun:
+    return RuntimeRun.model_validate_json(text)
+
+
+def _row(run: RuntimeRun) -> tuple[object, ...]:
+    return (
+        run.run_id,
+        run.seq,
+        run.session_id,
+        run.state,
+        run.request_id,
+        run.fence,
+        run.model_dump_json(),
+    )
+
+
+class PostgresRuntimeTables:
+    """Mixed into :class:`~nbdurable.stores.postgres.PostgresSessionStore`."""
+
+    # Provided by the store: its schema, its pool and its retrying transaction.
+    schema: str
+    _pool: ConnectionPool[Connection[tuple[Any, ...]]]
+    _transact: Any
+
+    @property
+    def _rq(self) -> _Statements:
+        return _statements(self.schema)
+
+    @contextmanager
+    def _rt_transaction(
+        self, conn: Connection[tuple[Any, ...]], *, exclusive: bool
+    ) -> Iterator[Connection[tuple[Any, ...]]]:
+        with conn.transaction():
+            if exclusive:
+                conn.execute(self._rq.lock, (_runtime_key(self.schema),))
+            yield conn
+
+    def _rt_write(self, work: Callable[[Connection[tuple[Any, ...]]], T], exclusive: bool) -> T:
+        def run(conn: Connection[tuple[Any, ...]]) -> T:
+            with self._rt_transaction(conn, exclusive=exclusive):
+                return work(conn)
+
+        result: T = self._transact(run)
+        return result
+
+    def _rt_put(self, conn: Connection[tuple[Any, ...]], run: RuntimeRun) -> None:
+        conn.execute(self._rq.put, _row(run))
+
+    def rt_insert(
+        self, run: RuntimeRun, *, enqueue: bool, max_pending: int
+    ) -> tuple[RuntimeRun, bool]:
+        """Insert a submitted run (see :class:`~nbdurable.runtime.records.RuntimeStore`)."""
+
+        def insert(conn: Connection[tuple[Any, ...]]) -> tuple[RuntimeRun, bool]:
+            facts = conn.execute(
+                self._rq.submit_facts,
+                {"request_id": run.request_id, "session_id": run.session_id, "run_id": run.run_id},
+            ).fetchone()
+            assert facts is not None  # a SELECT without FROM returns one row
+            found, pending, busy, taken, last_seq = facts
+            if run.request_id is not None and found is not None:
+                original = _record(found)
+                if original.prompt != run.prompt or original.agent_id != run.agent_id:
+                    raise DurableConflictError(
+                        f"request id {run.request_id!r} was used for a different submission"
+                    )
+                return original, False
+            if pending >= max_pending:
+                raise LimitExceededError("max_pending_runs", pending + 1, max_pending)
+            if busy and not enqueue:
+                raise DurableConflictError(
+                    f"session {run.session_id!r} has an unfinished run; pass enqueue=True "
+                    "to queue this one behind it"
+                )
+            if taken:
+                raise DurableConflictError(f"run id {run.run_id!r} exists already")
+            stored = run.model_copy(update={"seq": int(last_seq) + 1, "state": next_state(busy)})
+            self._rt_put(conn, stored)
+            return stored, True
+
+        return self._rt_write(insert, exclusive=True)
+
+    def rt_get(self, run_id: str) -> RuntimeRun | None:
+        """The record of a run, or None."""
+        with self._pool.connection() as conn:
+            found = conn.execute(self._rq.get, (run_id,)).fetchone()
+        return None if found is None else _record(found[0])
+
+    def rt_list(self, states: Sequence[str] | None = None) -> builtins.list[RuntimeRun]:
+        """Records in submission order, optionally filtered by state."""
+        with self._pool.connection() as conn:
+            if states is None:
+                rows = conn.execute(self._rq.list_all).fetchall()
+            else:
+                rows = conn.execute(self._rq.list_states, (builtins.list(states),)).fetchall()
+        return [_record(text) for (text,) in rows]
+
+    def rt_update(
+        self, run_id: str, changes: dict[str, Any], *, fence: int | None = None
+    ) -> RuntimeRun:
+        """Apply changes, fenced; promote the session's next run when this one finishes."""
+
+        def update(conn: Connection[tuple[Any, ...]]) -> RuntimeRun:
+            found = conn.execute(self._rq.get_for_update, (run_id,)).fetchone()
+            if found is None:
+                raise RunNotFoundError(run_id)
+            current = _record(found[0])
+            if fence is not None and current.fence != fence:
+                raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
+            updated = current.model_copy(update=changes)
+            self._rt_put(conn, updated)
+            if updated.state in TERMINAL_STATES and current.state not in TERMINAL_STATES:
+                head = conn.execute(self._rq.session_head, (updated.session_id,)).fetchone()
+                if head is not None:
+                    waiting = _record(head[0])
+                    if waiting.state == "queued":
+                        self._rt_put(
+                            conn,
+                            waiting.model_copy(
+                                update={"state": "pending", "updated_at": updated.updated_at}
+                            ),
+                        )
+            return updated
+
+        return self._rt_write(update, exclusive=True)
+
+    def rt_claim(
+        self, owner: str, now: int, lease_ms: int, agents: Sequence[tuple[str, str]]
+    ) -> RuntimeRun | None:
+        """Take the next eligible run (the oldest unfinished of its session)."""
+        allowed = set(agents)
+
+        def take(conn: Connection[tuple[Any, ...]]) -> RuntimeRun | None:
+            for (text,) in conn.execute(self._rq.heads).fetchall():
+                run = _record(text)
+                if claimable(run, now, allowed):
+                    claimed = claim(run, owner, now, lease_ms)
+                    self._rt_put(conn, claimed)
+                    return claimed
+            return None
+
+        return self._rt_write(take, exclusive=True)
+
+    def rt_renew(self, run_id: str, owner: str, fence: int, until: int) -> bool:
+        """Extend a held lease; False when it is not ours any more."""
+
+        def renew(conn: Connection[tuple[Any, ...]]) -> bool:
+            found = conn.execute(self._rq.renewable, (run_id, fence)).fetchone()
+            if found is None:
+                return False
+            run = _record(found[0])
+            if run.lease_owner != owner:
+                return False
+            self._rt_put(conn, run.model_copy(update={"lease_expires_at": until}))
+            return True
+
+        return self._rt_write(renew, exclusive=True)
+
+    def rt_check_fence(
+        self, run_id: str, fence: int, conn: Connection[tuple[Any, ...]] | None = None
+    ) -> None:
+        """Raise :class:`FencedOutError` unless ``fence`` is the run's current one.
+
+        Inside a transaction (``conn``), the run's row stays share-locked until
+        commit: a claim bumping the fence waits for the write it checked.
+        """
+        if conn is None:
+            with self._pool.connection() as own:
+                found = own.execute(self._rq.fence_for_share, (run_id,)).fetchone()
+        else:
+            found = conn.execute(self._rq.fence_for_share, (run_id,)).fetchone()
+        if found is not None and found[0] != fence:
+            raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
+
+    def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:
+        """Write or complete a tool intent, fenced."""
+
+        def write(conn: Connection[tuple[Any, ...]]) -> None:
+            self.rt_check_fence(intent.run_id, fence, conn)
+            conn.execute(
+                self._rq.put_intent,
+                (intent.run_id, intent.tool_call_id, intent.model_dump_json()),
+            )
+
+        self._rt_write(write, exclusive=False)
+
+    def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
+        """A run's tool intents."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(self._rq.intents, (run_id,)).fetchall()
+        return [ToolIntent.model_validate_json(text) for (text,) in rows]
+
+    def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
+        """Record a step's completed model response, fenced."""
+
+        def write(conn: Connection[tuple[Any, ...]]) -> None:
+            self.rt_check_fence(run_id, fence, conn)
+            conn.execute(self._rq.put_journal, (run_id, step_index, response))
+
+        self._rt_write(write, exclusive=False)
+
+    def rt_journaled(self, run_id: str, step_index: int) -> str | None:
+        """A step's journaled model response."""
+        with self._pool.connection() as conn:
+            found = conn.execute(self._rq.journaled, (run_id, step_index)).fetchone()
+        return None if found is None else str(found[0])
+
+    def _rt_forget(self, conn: Connection[tuple[Any, ...]], run_id: str) -> None:
+        for statement in self._rq.forget:
+            conn.execute(statement, (run_id,))
