@@ -1,12 +1,22 @@
-"""Shared fixtures: a deterministic clock and id generator for the loop."""
+"""Shared fixtures: a deterministic clock and id generator for the loop, and the
+PostgreSQL server (one per test session) with a fresh database per test.
+
+When PostgreSQL is not installed its tests fail with a message saying how to
+get it (``.ci/run`` installs it); ``NBDURABLE_SKIP_POSTGRES=1`` skips them on purpose.
+"""
 
 from __future__ import annotations
 
 import itertools
 import logging
+import os
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
+from pgserver import PgServer, find_pg_bin, start_server
 
 import nbdurable as nd
 
@@ -62,3 +72,40 @@ def store() -> nd.InMemorySessionStore:
 @pytest.fixture(autouse=True)
 def _quiet_nbdurable_logger() -> None:
     logging.getLogger("nbdurable").setLevel(logging.CRITICAL)
+
+
+SKIP_POSTGRES = "NBDURABLE_SKIP_POSTGRES"
+
+
+def _pg_connect(url: str) -> Any:
+    import psycopg
+
+    return psycopg.connect(url, autocommit=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One PostgreSQL server for the whole test session."""
+    if os.environ.get(SKIP_POSTGRES) == "1":
+        pytest.skip(f"PostgreSQL tests skipped: {SKIP_POSTGRES}=1")
+    if find_pg_bin() is None:
+        pytest.fail(
+            "PostgreSQL is not installed, so the PostgreSQL store cannot be tested: run "
+            "`bash .ci/run` (it installs it), or `apt-get install postgresql`; "
+            f"set {SKIP_POSTGRES}=1 to skip these tests on purpose.",
+            pytrace=False,
+        )
+    server = start_server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_database(pg_server: PgServer) -> Iterator[str]:
+    """The URL of a fresh, empty database on the session's server (dropped afterwards)."""
+    name = f"t_{uuid.uuid4().hex}"
+    with _pg_connect(pg_server.dsn) as conn:
+        conn.execute(f"CREATE DATABASE {name} STRATEGY FILE_COPY")
+    yield f"postgresql://postgres@127.0.0.1:{pg_server.port}/{name}"
+    with _pg_connect(pg_server.dsn) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")

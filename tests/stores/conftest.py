@@ -6,7 +6,8 @@ damaging stored data, faking a newer schema). A new backend joins every
 conformance test by adding one entry.
 
 PostgreSQL runs against one throwaway server per test session
-(``tests/pgserver.py``), with a fresh database per test. When PostgreSQL is not
+(``tests/pgserver.py``), with a fresh database per test (the ``pg_server`` and
+``pg_database`` fixtures of ``tests/conftest.py``, which the runtime tests share). When PostgreSQL is not
 installed its tests fail with a message saying how to get it (``.ci/run``
 installs it); ``NBDURABLE_SKIP_POSTGRES=1`` skips them on purpose.
 """
@@ -14,16 +15,14 @@ installs it); ``NBDURABLE_SKIP_POSTGRES=1`` skips them on purpose.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-from pgserver import PgServer, find_pg_bin, start_server
+from pgserver import PgServer  # noqa: F401  (re-exported: test_postgres*.py import it from here)
 
 import nbdurable as nd
 from nbdurable.stores.jsonl_format import FORMAT_FILE, run_file_name
@@ -175,7 +174,6 @@ def _jsonl_set_schema_version(url: str, version: int) -> None:
 
 PG_SCHEMA = "nbdurable"
 PG_TABLES = ("nodes", "checkpoints", "runs")
-SKIP_POSTGRES = "NBDURABLE_SKIP_POSTGRES"
 
 
 def _pg_connect(url: str) -> Any:
@@ -240,34 +238,6 @@ def _pg_set_schema_version(url: str, version: int) -> None:
             f"INSERT INTO {PG_SCHEMA}.nbdurable_schema (version, applied_at) VALUES (%s, 0)",
             (version,),
         )
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    """One PostgreSQL server for the whole test session."""
-    if os.environ.get(SKIP_POSTGRES) == "1":
-        pytest.skip(f"PostgreSQL tests skipped: {SKIP_POSTGRES}=1")
-    if find_pg_bin() is None:
-        pytest.fail(
-            "PostgreSQL is not installed, so the PostgreSQL store cannot be tested: run "
-            "`bash .ci/run` (it installs it), or `apt-get install postgresql`; "
-            f"set {SKIP_POSTGRES}=1 to skip these tests on purpose.",
-            pytrace=False,
-        )
-    server = start_server()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def pg_database(pg_server: PgServer) -> Iterator[str]:
-    """The URL of a fresh, empty database on the session's server (dropped afterwards)."""
-    name = f"t_{uuid.uuid4().hex}"
-    with _pg_connect(pg_server.dsn) as conn:
-        conn.execute(f"CREATE DATABASE {name} STRATEGY FILE_COPY")
-    yield f"postgresql://postgres@127.0.0.1:{pg_server.port}/{name}"
-    with _pg_connect(pg_server.dsn) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 BACKENDS: dict[str, Backend] = {
