@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 
 from .._errors import ConfigurationError, RunNotFoundError
 from ..durable.store import RUNTIME, maybe_await, supports
@@ -51,7 +51,8 @@ async def subscribe(
 
     Each event is read from the store by offset, so the seam between replay and
     tail has no gap and no duplicate. In-process writers wake the subscriber at
-    once; writers in other processes are seen within ``poll_interval``. The
+    once; writers in other processes are seen within ``poll_interval``, or at
+    once on a store that is notified of them (PostgreSQL's LISTEN/NOTIFY). The
     iterator ends after the run's terminal event (``run_finished`` or
     ``run_error``) once nothing follows it, or at ``run_suspended`` with
     ``stop_on_suspend``. Cancelling the iteration never touches the run.
@@ -74,7 +75,7 @@ async def subscribe(
             await maybe_await(events.read_events(run_id, after=0, limit=1))
             break
         except RunNotFoundError:
-            await wait_for_events(store, run_id, poll_interval)
+            await _wait(store, run_id, poll_interval, 0)
     cursor = after
     last: Event | None = None
     if after > 0:  # a subscriber that saw the terminal event must not wait forever
@@ -93,7 +94,19 @@ async def subscribe(
                 return
             if last.ends_stream and _settled(store, run_id):
                 return
-        await wait_for_events(store, run_id, poll_interval)
+        await _wait(store, run_id, poll_interval, cursor)
+
+
+def _wait(store: object, run_id: str, timeout: float, after: int) -> Awaitable[None]:
+    """The store's own wait (PostgreSQL: LISTEN/NOTIFY) when it has one, else the local hub.
+
+    ``after`` is the offset read so far: the store's wait returns at once when
+    the log already goes further (an append between the read and the wait).
+    """
+    own = getattr(store, "wait_for_events", None)
+    if own is not None:
+        return own(run_id, timeout, after=after)  # type: ignore[no-any-return]
+    return wait_for_events(store, run_id, timeout)
 
 
 def _settled(store: object, run_id: str) -> bool:

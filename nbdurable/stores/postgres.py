@@ -6,25 +6,37 @@ id of its last message node. A save writes the nodes it adds plus one row, in
 one transaction, so its cost does not grow with the history. The schema lives
 in :mod:`.postgres_schema`.
 
+The store keeps each run's event log too: an append takes its offsets from a
+per-run counter row in the writing transaction and sends ``NOTIFY`` on the
+store's channel before it commits, so a subscriber in another process is woken
+at once (:meth:`PostgresSessionStore.wait_for_events`, see :mod:`.postgres_listen`).
+
 psycopg is imported when a store is created, not when this module is: the
 class can be named (``from nbdurable import *``) without the extra installed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+import hashlib
+import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, RunNotFoundError, StoreCorruptionError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
 from ..durable.store import HISTORY, INCREMENTAL, MULTIPROCESS, PERSISTENT, VERSIONED_SCHEMA
+from ..events.log import EVENTS, notify
+from ..events.log import wait_for_events as wait_locally
+from ..events.model import Event, NewEvent
 from ..messages import Message
 from .chain import (
     Chain,
@@ -35,6 +47,7 @@ from .chain import (
     identical_prefix,
     verify_chain,
 )
+from .postgres_listen import Listener
 from .postgres_schema import SCHEMA_VERSION, advisory_key, migrate, quote_ident
 from .rows import COLUMNS, CheckpointRow, checkpoint_row
 
@@ -61,6 +74,10 @@ _CASTS = {
     "finish_reason": "text",
     "extra": "text",
 }
+_EVENT_COLUMNS = "position, type, step_index, operation_id, attempt_id, payload, created_at"
+_CHANNEL_PREFIX = "nbdurable_events:"
+_MAX_IDENTIFIER = 63  # bytes: PostgreSQL's NAMEDATALEN - 1
+_MAX_NOTICE = 7999  # bytes: a NOTIFY payload must be shorter than 8000
 
 
 @dataclass(frozen=True)
@@ -81,6 +98,13 @@ class _Statements:
     sweep: str
     delete_checkpoints: str
     delete_run: str
+    append_events: str
+    save_with_events: str
+    read_events: str
+    known_run: str
+    last_offset: str
+    delete_event_head: str
+    delete_events: str
 
     @classmethod
     def for_schema(cls, schema: str) -> _Statements:
@@ -94,6 +118,20 @@ class _Statements:
             "WHERE c.run_id = %s AND c.step_index = %s ORDER BY c.seq DESC LIMIT 1"
         )
         values = ", ".join(f"%({name})s::{_CASTS[name]}" for name in COLUMNS)
+        # The run's row in the runs table, bumped and locked until commit.
+        upsert_run = f"""
+            INSERT INTO {s}.runs AS r (run_id, created_at, updated_at, last_seq)
+            SELECT %(run_id)s::text, %(created_at)s::bigint, %(created_at)s::bigint, 1
+            WHERE %(base)s::bytea IS NULL
+               OR EXISTS (SELECT 1 FROM {s}.nodes WHERE id = %(base)s::bytea)
+            ON CONFLICT (run_id) DO UPDATE
+            SET last_seq = r.last_seq + 1, updated_at = EXCLUDED.updated_at
+            RETURNING last_seq
+        """
+        insert_row = (
+            f"INSERT INTO {s}.checkpoints (run_id, seq, head, {', '.join(COLUMNS)}) "
+            f"SELECT %(run_id)s::text, r.last_seq, %(head)s::bytea, {values} FROM r"
+        )
         return cls(
             # Saves share this lock; a delete takes it exclusively, so it never
             # sweeps a node a concurrent save is about to reference.
@@ -112,19 +150,29 @@ class _Statements:
             # the checkpoint row under that seq. When the node the new ones hang
             # from (base) is gone, deleted since this process saw it, the save
             # writes nothing and the caller sees a row count of 0.
-            insert_checkpoint=f"""
-                WITH r AS (
-                    INSERT INTO {s}.runs AS r (run_id, created_at, updated_at, last_seq)
-                    SELECT %(run_id)s::text, %(created_at)s::bigint, %(created_at)s::bigint, 1
-                    WHERE %(base)s::bytea IS NULL
-                       OR EXISTS (SELECT 1 FROM {s}.nodes WHERE id = %(base)s::bytea)
-                    ON CONFLICT (run_id) DO UPDATE
-                    SET last_seq = r.last_seq + 1, updated_at = EXCLUDED.updated_at
-                    RETURNING last_seq
-                )
-                INSERT INTO {s}.checkpoints (run_id, seq, head, {", ".join(COLUMNS)})
-                SELECT %(run_id)s::text, r.last_seq, %(head)s::bytea, {values} FROM r
-            """,
+            insert_checkpoint=f"WITH r AS ({upsert_run}) {insert_row}",
+            append_events=f"WITH {_append(s, '')}",
+            # A checkpoint with its events, in one statement: the events hang
+            # from the run row's upsert, so they are written exactly when the
+            # checkpoint is (not when its base node is gone and the save is
+            # sent again).
+            save_with_events=(
+                f"WITH r AS ({upsert_run}), checkpoint AS ({insert_row}), {_append(s, 'FROM r')}"
+            ),
+            read_events=(
+                f"SELECT {_EVENT_COLUMNS} FROM {s}.events "
+                "WHERE run_id = %s AND position > %s ORDER BY position LIMIT %s"
+            ),
+            known_run=(
+                f"SELECT EXISTS (SELECT 1 FROM {s}.runs WHERE run_id = %(run_id)s) "
+                f"OR EXISTS (SELECT 1 FROM {s}.event_heads WHERE run_id = %(run_id)s)"
+            ),
+            last_offset=f"SELECT last_position FROM {s}.event_heads WHERE run_id = %s",
+            # The counter row goes first: deleting it waits for an append in
+            # flight, and the next statement's snapshot then sees that
+            # append's events too.
+            delete_event_head=f"DELETE FROM {s}.event_heads WHERE run_id = %s",
+            delete_events=f"DELETE FROM {s}.events WHERE run_id = %s",
             latest=latest,
             at_step=at_step,
             chain_latest=_chain(s, latest),
@@ -169,6 +217,39 @@ class _Statements:
         )
 
 
+def _append(s: str, source: str) -> str:
+    """The CTEs and final SELECT appending a batch of events to a run's log.
+
+    The upsert of the run's counter row adds the batch's size and returns the
+    new last offset; the row stays locked until commit, so appenders of one run
+    (from any process) queue on it and the offsets have no hole. The batch
+    arrives as one array per column, sent in binary (psycopg's text format
+    escapes every element with a regular expression: five times slower). The
+    statement returns the last offset and sends ``NOTIFY`` (delivered at
+    commit); it returns no row when ``source`` (``FROM r``: the run row's
+    upsert) yields none.
+    """
+    return f"""
+        head AS (
+            INSERT INTO {s}.event_heads AS h (run_id, last_position)
+            SELECT %(run_id)s::text, %(count)s::bigint {source}
+            ON CONFLICT (run_id) DO UPDATE
+            SET last_position = h.last_position + EXCLUDED.last_position
+            RETURNING last_position
+        ),
+        added AS (
+            INSERT INTO {s}.events (run_id, {_EVENT_COLUMNS})
+            SELECT %(run_id)s::text, head.last_position - %(count)s::bigint + e.ord,
+                   e.type, e.step_index, e.operation_id, e.attempt_id, e.payload, e.created_at
+            FROM head, unnest(%(types)b::text[], %(steps)b::integer[], %(operations)b::text[],
+                              %(attempts)b::text[], %(payloads)b::text[], %(times)b::bigint[])
+                 WITH ORDINALITY AS e(type, step_index, operation_id, attempt_id, payload,
+                                      created_at, ord)
+        )
+        SELECT head.last_position, pg_notify(%(channel)s::text, %(notice)s::text) FROM head
+    """
+
+
 def _chain(s: str, checkpoint: str) -> str:
     # One query walks the chain from the checkpoint's head up to the root; it
     # finds the checkpoint itself, so it needs no value from an earlier query.
@@ -198,6 +279,13 @@ class PostgresSessionStore:
     The schema is migrated on open. Open the store in each process (a pool does
     not survive ``fork``).
 
+    The store keeps each run's event log (the ``events`` capability). Every
+    append sends ``NOTIFY`` on :attr:`notify_channel` (payload: the run id), and
+    :meth:`wait_for_events`, which :func:`nbdurable.subscribe` uses, wakes on
+    it: subscribers in other processes see new events at once, not at their
+    next poll. Listening takes one more connection, outside the pool, opened
+    on the first wait.
+
     Args:
         dsn: A libpq connection string or URL (``postgresql://user@host:5432/db``).
             A URL may carry ``?schema=name``, which this store reads and libpq never sees.
@@ -216,7 +304,7 @@ class PostgresSessionStore:
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
-        {HISTORY, PERSISTENT, INCREMENTAL, MULTIPROCESS, VERSIONED_SCHEMA}
+        {HISTORY, PERSISTENT, INCREMENTAL, MULTIPROCESS, VERSIONED_SCHEMA, EVENTS}
     )
 
     def __init__(
@@ -241,8 +329,14 @@ class PostgresSessionStore:
         self._q = _Statements.for_schema(self.schema)
         self._gc_key = advisory_key("gc", self.schema)
         self._where = _describe(psycopg, conninfo)
+        self.notify_channel: str = _notify_channel(self.schema)
+        """The channel every append notifies (payload: the run id), per schema."""
+        self._conninfo = conninfo
         self._lock = threading.Lock()
         self._chains = ChainCache()
+        self._listener: Listener | None = None
+        self._waiting: Counter[str] = Counter()  # run ids subscribers wait on
+        self._closed = False
         # Pipeline mode needs libpq 14 (the binary wheel bundles a newer one).
         self._pipelined: bool = psycopg.Pipeline.is_supported()
         # A direct connection first: a wrong DSN fails at once with libpq's
@@ -271,8 +365,125 @@ class PostgresSessionStore:
         """The schema version this store writes (the database's, after migrations)."""
         return SCHEMA_VERSION
 
+    @property
+    def event_channel(self) -> str:
+        """Identifies this database and schema's event log for in-process subscribers."""
+        return f"{self._where}?schema={self.schema}"
+
     def save(self, checkpoint: AgentCheckpoint) -> None:
         """Store a checkpoint in one transaction: its new message nodes and one row."""
+        self._save(checkpoint, ())
+
+    def save_with_events(
+        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent], *, fence: int | None = None
+    ) -> builtins.list[Event]:
+        """Store a checkpoint and append events to its run's log in one transaction.
+
+        ``fence`` is accepted for the runtime's fenced writes but not checked
+        yet: this store keeps no runtime run records.
+        """
+        return self._save(checkpoint, events)
+
+    def append_events(
+        self, run_id: str, events: Sequence[NewEvent], *, fence: int | None = None
+    ) -> builtins.list[Event]:
+        """Append events in one transaction (one round trip); offsets continue from the last one.
+
+        ``fence`` is accepted but not checked yet (see :meth:`save_with_events`).
+        """
+        if not events:
+            return []
+        batch = self._batch(run_id, events)
+
+        def append(conn: Connection[tuple[Any, ...]]) -> int:
+            with self._transaction(conn):
+                found = conn.execute(self._q.append_events, batch)
+            row = found.fetchone()
+            assert row is not None  # the upsert always returns the run's counter
+            return int(row[0])
+
+        return _added(run_id, events, self._transact(append))
+
+    def read_events(
+        self, run_id: str, after: int = 0, limit: int | None = None
+    ) -> builtins.list[Event]:
+        """Events with offset > ``after``, in order (one round trip).
+
+        Raises:
+            RunNotFoundError: The store has no checkpoint and no event of the run.
+            StoreCorruptionError: An event's payload is not JSON.
+        """
+        with self._pool.connection() as conn:
+            with conn.pipeline() if self._pipelined else nullcontext():
+                found = conn.execute(self._q.read_events, (run_id, after, limit))
+                known = conn.execute(self._q.known_run, {"run_id": run_id})
+            rows = found.fetchall()
+            exists = known.fetchone()
+        if not rows and not (exists and exists[0]):
+            raise RunNotFoundError(run_id)
+        try:
+            return [_event(run_id, row) for row in rows]
+        except ValueError as exc:
+            raise StoreCorruptionError(
+                f"an event of run {run_id!r} is damaged: {exc}", run_id=run_id
+            ) from exc
+
+    async def wait_for_events(
+        self, run_id: str, timeout: float, *, after: int | None = None
+    ) -> None:
+        """Sleep until events of ``run_id`` are committed, or ``timeout`` seconds pass.
+
+        Any process's append wakes it (``NOTIFY``), a writer in this process
+        too; a wake-up may also be spurious, so read again after it. The first
+        call starts the listener (:meth:`listen`); after a lost connection it
+        reconnects by itself and wakes every waiter.
+
+        Args:
+            run_id: The run to wait for.
+            timeout: Seconds to wait at most (the polling interval).
+            after: The offset the caller has read up to. With it, no wake-up is
+                lost to a race: the wait registers, then looks at the run's
+                last offset (one query) and returns at once when it is past
+                ``after``, so an append committed between the caller's read and
+                this wait is not left to the timeout.
+        """
+        self._listen()
+        with self._lock:
+            self._waiting[run_id] += 1
+        try:
+            if after is None:
+                await wait_locally(self, run_id, timeout)
+                return
+            waiter = asyncio.ensure_future(wait_locally(self, run_id, timeout))
+            try:
+                await asyncio.sleep(0)  # the waiter registers with the hub first:
+                if self._last_offset(run_id) <= after:  # a later append wakes it
+                    await waiter
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+                    with suppress(asyncio.CancelledError):
+                        await waiter
+        finally:
+            with self._lock:
+                self._waiting[run_id] -= 1
+                if self._waiting[run_id] <= 0:
+                    del self._waiting[run_id]
+
+    def listen(self, timeout: float = 10.0) -> bool:
+        """Start listening for notifications now and wait until ``LISTEN`` is in place.
+
+        :meth:`wait_for_events` starts the listener by itself; call this to
+        have it ready before the first wait. Returns False when it is not
+        listening after ``timeout`` seconds (it keeps trying in the background)
+        or the store is closed.
+        """
+        listener = self._listen()
+        return listener is not None and listener.wait_ready(timeout)
+
+    def _save(
+        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent]
+    ) -> builtins.list[Event]:
         run_id = checkpoint.run_id
         messages = checkpoint.messages
         row = checkpoint_row(checkpoint)
@@ -286,14 +497,20 @@ class PostgresSessionStore:
         ids = (*base, *new_ids)
         params["head"] = ids[-1] if ids else None
         params["base"] = base[-1] if base else None
-        if not self._transact(lambda conn: self._write(conn, params, new_rows)):
+        if events:
+            params.update(self._batch(run_id, events))
+        last = self._transact(lambda conn: self._write(conn, params, new_rows, bool(events)))
+        if last is None:
             # Another process deleted the nodes this process remembered: write
             # the whole chain (the ids are the same).
             _, rows = extend_chain(None, messages)
             params["base"] = None
-            self._transact(lambda conn: self._write(conn, params, rows))
+            last = self._transact(lambda conn: self._write(conn, params, rows, bool(events)))
+            if last is None:  # pragma: no cover - the chain has no base now
+                raise AssertionError("a save without a base node wrote nothing")
         with self._lock:
             self._chains.put(run_id, Chain(messages, ids))
+        return _added(run_id, events, last) if events else []
 
     def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
         """Return the latest checkpoint, or the latest one saved at ``step_index``.
@@ -380,13 +597,20 @@ class PostgresSessionStore:
                 conn.execute(self._q.sweep, {"run_id": run_id})
                 conn.execute(self._q.delete_checkpoints, (run_id,))
                 conn.execute(self._q.delete_run, (run_id,))
+                conn.execute(self._q.delete_event_head, (run_id,))
+                conn.execute(self._q.delete_events, (run_id,))
 
         self._transact(sweep)
         with self._lock:
             self._chains.drop(run_id)
 
     def close(self) -> None:
-        """Close the pool and its connections."""
+        """Stop the listener, close the pool and their connections."""
+        with self._lock:
+            self._closed = True
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.stop()
         self._pool.close()
 
     def __enter__(self) -> PostgresSessionStore:
@@ -407,9 +631,16 @@ class PostgresSessionStore:
             return found if found is not None else self._chains.find(head, count)
 
     def _write(
-        self, conn: Connection[tuple[Any, ...]], params: dict[str, Any], rows: Sequence[NodeRow]
-    ) -> bool:
-        """One save's transaction; False when the chain's base node is gone."""
+        self,
+        conn: Connection[tuple[Any, ...]],
+        params: dict[str, Any],
+        rows: Sequence[NodeRow],
+        with_events: bool,
+    ) -> int | None:
+        """One save's transaction; the run's last event offset (0 without events).
+
+        None when the chain's base node is gone: then nothing was written.
+        """
         with self._transaction(conn):
             conn.execute(self._q.save_lock, (self._gc_key,))
             if rows:
@@ -420,8 +651,62 @@ class PostgresSessionStore:
                     "base": params["base"],
                 }
                 conn.execute(self._q.insert_nodes, nodes)
-            written = conn.execute(self._q.insert_checkpoint, params)
-        return written.rowcount == 1
+            if with_events:
+                written = conn.execute(self._q.save_with_events, params)
+            else:
+                written = conn.execute(self._q.insert_checkpoint, params)
+        if not with_events:
+            return 0 if written.rowcount == 1 else None
+        found = written.fetchone()
+        return None if found is None else int(found[0])
+
+    def _batch(self, run_id: str, events: Sequence[NewEvent]) -> dict[str, Any]:
+        """An append's parameters: one array per column, and the notification."""
+        notice = run_id if len(run_id.encode()) <= _MAX_NOTICE else ""
+        return {
+            "run_id": run_id,
+            "count": len(events),
+            "types": [e.type for e in events],
+            "steps": [e.step_index for e in events],
+            "operations": [e.operation_id for e in events],
+            "attempts": [e.attempt_id for e in events],
+            "payloads": [json.dumps(e.payload, separators=(",", ":")) for e in events],
+            "times": [e.created_at for e in events],
+            "channel": self.notify_channel,
+            "notice": notice,
+        }
+
+    def _last_offset(self, run_id: str) -> int:
+        with self._pool.connection() as conn:
+            found = conn.execute(self._q.last_offset, (run_id,)).fetchone()
+        return int(found[0]) if found else 0
+
+    def _listen(self) -> Listener | None:
+        """The listener, started on first use (None once the store is closed)."""
+        with self._lock:
+            if self._listener is None and not self._closed:
+                self._listener = Listener(
+                    self._conninfo,
+                    self.notify_channel,
+                    self._notified,
+                    self._wake_waiting,
+                    name=f"nbdurable-listen:{self.schema}",
+                )
+            return self._listener
+
+    def _notified(self, run_id: str) -> None:
+        # An empty payload: a run id too long for a notification; wake every waiter.
+        if run_id:
+            notify(self, run_id)
+        else:
+            self._wake_waiting()
+
+    def _wake_waiting(self) -> None:
+        # After (re)connecting: commits made while nobody listened notified no one.
+        with self._lock:
+            waiting = builtins.list(self._waiting)
+        for run_id in waiting:
+            notify(self, run_id)
 
     @contextmanager
     def _transaction(
@@ -455,6 +740,49 @@ class PostgresSessionStore:
                     raise
                 time.sleep(0.01 * (attempt + 1))
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _added(run_id: str, events: Sequence[NewEvent], last: int) -> builtins.list[Event]:
+    """The appended events with their offsets, the last one being ``last``.
+
+    Built without validating again: the events were validated when they were made.
+    """
+    first = last - len(events) + 1
+    return [
+        Event.model_construct(
+            run_id=run_id,
+            offset=first + i,
+            type=event.type,
+            step_index=event.step_index,
+            operation_id=event.operation_id,
+            attempt_id=event.attempt_id,
+            payload=event.payload,
+            created_at=event.created_at,
+        )
+        for i, event in enumerate(events)
+    ]
+
+
+def _event(run_id: str, row: tuple[Any, ...]) -> Event:
+    position, type_, step_index, operation_id, attempt_id, payload, created_at = row
+    return Event(
+        run_id=run_id,
+        offset=position,
+        type=type_,
+        step_index=step_index,
+        operation_id=operation_id,
+        attempt_id=attempt_id,
+        payload=json.loads(payload),
+        created_at=created_at,
+    )
+
+
+def _notify_channel(schema: str) -> str:
+    """``nbdurable_events:<schema>``, or a digest of the schema when that is too long."""
+    channel = _CHANNEL_PREFIX + schema
+    if len(channel.encode()) <= _MAX_IDENTIFIER:
+        return channel
+    return _CHANNEL_PREFIX + hashlib.sha256(schema.encode()).hexdigest()[:40]
 
 
 def _driver() -> tuple[Any, Any]:

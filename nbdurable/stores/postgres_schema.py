@@ -19,6 +19,18 @@ Version 1, the same layout as the SQLite store::
         JSON text (kept verbatim, as the codec wrote it); indexes on
         (run_id, step_index, seq) and on head
 
+Version 2 adds the event log::
+
+    events(run_id, position, type, step_index, operation_id, attempt_id, payload, created_at)
+        one row per event, PRIMARY KEY (run_id, position); position (bigint) is
+        the event's offset: per run, from 1, no holes; payload is JSON text
+        (kept verbatim, like the checkpoint columns)
+    event_heads(run_id text PRIMARY KEY, last_position bigint NOT NULL)
+        one row per run with events: the offset of its last event. An append
+        upserts it (adding the number of events) and takes its new offsets
+        from the result; the row stays locked until commit, so appenders of
+        one run, from any process, queue there and never leave a hole
+
 A migration is a list of SQL statements with ``{s}`` standing for the quoted
 schema name. PostgreSQL's DDL is transactional: a migration and its version row
 commit together, under an advisory lock, so several processes may open a new
@@ -68,7 +80,25 @@ _V1 = (
     "CREATE INDEX checkpoints_head ON {s}.checkpoints (head)",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)
+_V2 = (
+    """CREATE TABLE {s}.events (
+        run_id text NOT NULL,
+        position bigint NOT NULL,
+        type text NOT NULL,
+        step_index integer,
+        operation_id text,
+        attempt_id text,
+        payload text NOT NULL,
+        created_at bigint NOT NULL,
+        PRIMARY KEY (run_id, position)
+    )""",
+    """CREATE TABLE {s}.event_heads (
+        run_id text PRIMARY KEY,
+        last_position bigint NOT NULL
+    )""",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
 """``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -48,7 +48,7 @@ def test_a_new_database_gets_the_schema_in_its_own_namespace(url: str) -> None:
     sql(url, "CREATE TABLE public.notes (text text)")
     sql(url, "INSERT INTO public.notes VALUES ('mine')")
     with nd.PostgresSessionStore(url) as store:
-        assert store.schema == "nbdurable" and store.schema_version == SCHEMA_VERSION == 1
+        assert store.schema == "nbdurable" and store.schema_version == SCHEMA_VERSION == 2
         store.save(checkpoint("r", 0, histories(1)[0]))
     tables = {
         (s, t)
@@ -60,9 +60,15 @@ def test_a_new_database_gets_the_schema_in_its_own_namespace(url: str) -> None:
     }
     assert tables == {
         ("public", "notes"),
-        *((PG_SCHEMA, t) for t in ("nbdurable_schema", "nodes", "runs", "checkpoints")),
+        *(
+            (PG_SCHEMA, t)
+            for t in ("nbdurable_schema", "nodes", "runs", "checkpoints", "events", "event_heads")
+        ),
     }
-    assert sql(url, f"SELECT version FROM {PG_SCHEMA}.nbdurable_schema") == [(1,)]
+    assert sql(url, f"SELECT version FROM {PG_SCHEMA}.nbdurable_schema ORDER BY 1") == [
+        (1,),
+        (2,),
+    ]
     assert sql(url, "SELECT text FROM public.notes") == [("mine",)]
 
 
@@ -211,7 +217,7 @@ def test_two_processes_write_different_runs_and_one_shared_run(url: str) -> None
         assert latest is not None and latest.step_index == steps[-1]
     seqs = sql(url, f"SELECT seq FROM {PG_SCHEMA}.checkpoints WHERE run_id = 'shared' ORDER BY seq")
     assert [s for (s,) in seqs] == list(range(1, 161))
-    assert count(url, "nbdurable_schema") == 1
+    assert count(url, "nbdurable_schema") == SCHEMA_VERSION  # each migration applied once
 
 
 def test_node_ids_are_the_sqlite_stores(url: str, tmp_path: Path) -> None:
