@@ -11,7 +11,7 @@ from .model import RUN_SUSPENDED, Event
 
 __all__ = ["DEFAULT_POLL_INTERVAL", "read_events", "subscribe"]
 
-DEFAULT_POLL_INTERVAL = 0.05
+DEFAULT_POLL_INTERVAL = 0.02
 """Seconds between reads when no in-process writer wakes the subscriber."""
 
 
