@@ -9,7 +9,7 @@ from ..durable.store import RUNTIME, maybe_await, supports
 from .log import EVENTS, EventStore, wait_for_events
 from .model import RUN_SUSPENDED, Event
 
-__all__ = ["DEFAULT_POLL_INTERVAL", "read_events", "subscribe"]
+__all__ = ["DEFAULT_POLL_INTERVAL", "read_events", "subscribe", "wait_for_run"]
 
 DEFAULT_POLL_INTERVAL = 0.02
 """Seconds between reads when no in-process writer wakes the subscriber."""
@@ -75,7 +75,7 @@ async def subscribe(
             await maybe_await(events.read_events(run_id, after=0, limit=1))
             break
         except RunNotFoundError:
-            await _wait(store, run_id, poll_interval, 0)
+            await wait_for_run(store, run_id, poll_interval, 0)
     cursor = after
     last: Event | None = None
     if after > 0:  # a subscriber that saw the terminal event must not wait forever
@@ -94,10 +94,12 @@ async def subscribe(
                 return
             if last.ends_stream and _settled(store, run_id):
                 return
-        await _wait(store, run_id, poll_interval, cursor)
+        await wait_for_run(store, run_id, poll_interval, cursor)
 
 
-def _wait(store: object, run_id: str, timeout: float, after: int) -> Awaitable[None]:
+def wait_for_run(
+    store: object, run_id: str, timeout: float, after: int | None = None
+) -> Awaitable[None]:
     """The store's own wait (PostgreSQL: LISTEN/NOTIFY) when it has one, else the local hub.
 
     ``after`` is the offset read so far: the store's wait returns at once when

@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 
 from .._errors import ConfigurationError, NbdurableError, RunNotFoundError
 from ..durable.store import maybe_await
-from ..events.log import wait_for_events
 from ..events.model import Event
-from ..events.subscribe import subscribe
+from ..events.subscribe import subscribe, wait_for_run
 from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, Usage
 from .records import RuntimeRun, ToolIntent
 
@@ -92,7 +91,7 @@ class Run:
             record = self.record()
             if (record.state in states) if states else record.finished:
                 return record
-            await wait_for_events(self.runtime.store, self.run_id, self.runtime.poll_interval)
+            await wait_for_run(self.runtime.store, self.run_id, self.runtime.poll_interval)
 
     async def result(self) -> RunResult:
         """Wait for the run to finish; its result when completed.
