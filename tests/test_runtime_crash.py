@@ -1,4 +1,5 @@
-"""The runtime under SIGKILL, SIGSTOP and SIGTERM, with real worker processes (SQLite)."""
+"""The runtime under SIGKILL, SIGSTOP and SIGTERM, with real worker processes (SQLite;
+the crash torture and the two-workers test on PostgreSQL too)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import signal
 from pathlib import Path
 
+import pytest
 import runtime_agents  # tests/ is on sys.path (the rootdir conftest's directory)
 from runtime_harness import check_histories, executions, torture, worker
 
@@ -13,11 +15,17 @@ import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
 
 
-async def test_crash_torture_every_run_completes_nothing_lost_or_doubled(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_crash_torture_every_run_completes_nothing_lost_or_doubled(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
     """S004-07, S004-08, S004-09, S004-10, S004-11: workers SIGKILLed at random points (no
     user code but the choice of runtime): every run completes with its exact history; a
     manual tool never runs twice without a retry; a safe tool runs at most once more per kill."""
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    if backend == "postgres":
+        url = str(request.getfixturevalue("pg_database"))
+    else:
+        url = f"sqlite:///{tmp_path / 'runs.db'}"
     log = tmp_path / "executions.log"
     report = await torture(url, log, runs=6, kills=12, seed=7)
     store = nd.open_store(url)
@@ -37,9 +45,15 @@ async def test_crash_torture_every_run_completes_nothing_lost_or_doubled(tmp_pat
     }
 
 
-async def test_two_workers_one_store_no_step_runs_twice(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_two_workers_one_store_no_step_runs_twice(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
     """S004-08: two workers share a store and 100 runs: each tool call executes exactly once."""
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    if backend == "postgres":
+        url = str(request.getfixturevalue("pg_database"))
+    else:
+        url = f"sqlite:///{tmp_path / 'runs.db'}"
     log = tmp_path / "executions.log"
     store = nd.open_store(url)
     client = DurableRuntime(store=store, agents=runtime_agents.agents)

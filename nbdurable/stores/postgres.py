@@ -33,7 +33,14 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from .._errors import ConfigurationError, RunNotFoundError, StoreCorruptionError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
-from ..durable.store import HISTORY, INCREMENTAL, MULTIPROCESS, PERSISTENT, VERSIONED_SCHEMA
+from ..durable.store import (
+    HISTORY,
+    INCREMENTAL,
+    MULTIPROCESS,
+    PERSISTENT,
+    RUNTIME,
+    VERSIONED_SCHEMA,
+)
 from ..events.log import EVENTS, notify
 from ..events.log import wait_for_events as wait_locally
 from ..events.model import Event, NewEvent
@@ -48,6 +55,7 @@ from .chain import (
     verify_chain,
 )
 from .postgres_listen import Listener
+from .postgres_runtime import PostgresRuntimeTables
 from .postgres_schema import SCHEMA_VERSION, advisory_key, migrate, quote_ident
 from .rows import COLUMNS, CheckpointRow, checkpoint_row
 
@@ -165,7 +173,8 @@ class _Statements:
             ),
             known_run=(
                 f"SELECT EXISTS (SELECT 1 FROM {s}.runs WHERE run_id = %(run_id)s) "
-                f"OR EXISTS (SELECT 1 FROM {s}.event_heads WHERE run_id = %(run_id)s)"
+                f"OR EXISTS (SELECT 1 FROM {s}.event_heads WHERE run_id = %(run_id)s) "
+                f"OR EXISTS (SELECT 1 FROM {s}.rt_runs WHERE run_id = %(run_id)s)"
             ),
             last_offset=f"SELECT last_position FROM {s}.event_heads WHERE run_id = %s",
             # The counter row goes first: deleting it waits for an append in
@@ -268,7 +277,7 @@ def _chain(s: str, checkpoint: str) -> str:
     """
 
 
-class PostgresSessionStore:
+class PostgresSessionStore(PostgresRuntimeTables):
     """Checkpoints in PostgreSQL: every checkpoint kept, only what is new written.
 
     Connections come from a ``psycopg_pool.ConnectionPool``; the store is
@@ -285,6 +294,11 @@ class PostgresSessionStore:
     it: subscribers in other processes see new events at once, not at their
     next poll. Listening takes one more connection, outside the pool, opened
     on the first wait.
+
+    It keeps the runtime's run records too (the ``runtime`` capability, see
+    :mod:`.postgres_runtime`): several runtimes or workers, in any process or
+    host, may share one database; ``fence=`` on :meth:`save_with_events` and
+    :meth:`append_events` is checked in the write's transaction.
 
     Args:
         dsn: A libpq connection string or URL (``postgresql://user@host:5432/db``).
@@ -304,7 +318,7 @@ class PostgresSessionStore:
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
-        {HISTORY, PERSISTENT, INCREMENTAL, MULTIPROCESS, VERSIONED_SCHEMA, EVENTS}
+        {HISTORY, PERSISTENT, INCREMENTAL, MULTIPROCESS, VERSIONED_SCHEMA, EVENTS, RUNTIME}
     )
 
     def __init__(
@@ -379,17 +393,18 @@ class PostgresSessionStore:
     ) -> builtins.list[Event]:
         """Store a checkpoint and append events to its run's log in one transaction.
 
-        ``fence`` is accepted for the runtime's fenced writes but not checked
-        yet: this store keeps no runtime run records.
+        With ``fence`` (a runtime owner's token) the write is refused with
+        :class:`~nbdurable.FencedOutError` when another runtime owns the run now,
+        checked in the same transaction.
         """
-        return self._save(checkpoint, events)
+        return self._save(checkpoint, events, fence)
 
     def append_events(
         self, run_id: str, events: Sequence[NewEvent], *, fence: int | None = None
     ) -> builtins.list[Event]:
         """Append events in one transaction (one round trip); offsets continue from the last one.
 
-        ``fence`` is accepted but not checked yet (see :meth:`save_with_events`).
+        ``fence``: refused when stale, as in :meth:`save_with_events`.
         """
         if not events:
             return []
@@ -397,6 +412,8 @@ class PostgresSessionStore:
 
         def append(conn: Connection[tuple[Any, ...]]) -> int:
             with self._transaction(conn):
+                if fence is not None:
+                    self.rt_check_fence(run_id, fence, conn)
                 found = conn.execute(self._q.append_events, batch)
             row = found.fetchone()
             assert row is not None  # the upsert always returns the run's counter
@@ -482,7 +499,7 @@ class PostgresSessionStore:
         return listener is not None and listener.wait_ready(timeout)
 
     def _save(
-        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent]
+        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent], fence: int | None = None
     ) -> builtins.list[Event]:
         run_id = checkpoint.run_id
         messages = checkpoint.messages
@@ -499,13 +516,13 @@ class PostgresSessionStore:
         params["base"] = base[-1] if base else None
         if events:
             params.update(self._batch(run_id, events))
-        last = self._transact(lambda conn: self._write(conn, params, new_rows, bool(events)))
+        last = self._transact(lambda conn: self._write(conn, params, new_rows, bool(events), fence))
         if last is None:
             # Another process deleted the nodes this process remembered: write
             # the whole chain (the ids are the same).
             _, rows = extend_chain(None, messages)
             params["base"] = None
-            last = self._transact(lambda conn: self._write(conn, params, rows, bool(events)))
+            last = self._transact(lambda conn: self._write(conn, params, rows, bool(events), fence))
             if last is None:  # pragma: no cover - the chain has no base now
                 raise AssertionError("a save without a base node wrote nothing")
         with self._lock:
@@ -599,6 +616,7 @@ class PostgresSessionStore:
                 conn.execute(self._q.delete_run, (run_id,))
                 conn.execute(self._q.delete_event_head, (run_id,))
                 conn.execute(self._q.delete_events, (run_id,))
+                self._rt_forget(conn, run_id)
 
         self._transact(sweep)
         with self._lock:
@@ -636,6 +654,7 @@ class PostgresSessionStore:
         params: dict[str, Any],
         rows: Sequence[NodeRow],
         with_events: bool,
+        fence: int | None = None,
     ) -> int | None:
         """One save's transaction; the run's last event offset (0 without events).
 
@@ -643,6 +662,8 @@ class PostgresSessionStore:
         """
         with self._transaction(conn):
             conn.execute(self._q.save_lock, (self._gc_key,))
+            if fence is not None:
+                self.rt_check_fence(params["run_id"], fence, conn)
             if rows:
                 nodes = {
                     "ids": [r[0] for r in rows],

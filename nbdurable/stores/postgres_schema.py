@@ -31,6 +31,19 @@ Version 2 adds the event log::
         from the result; the row stays locked until commit, so appenders of
         one run, from any process, queue there and never leave a hole
 
+Version 3 adds the runtime's tables (:mod:`.postgres_runtime`, the same as
+the SQLite store's)::
+
+    rt_runs(run_id text PRIMARY KEY, seq bigint UNIQUE, session_id, state,
+            request_id text UNIQUE, fence bigint, record text)
+        one row per run the runtime manages: the whole record as JSON text,
+        with the columns the scheduler queries; indexes on (session_id, state, seq)
+        and (state, seq)
+    rt_intents(run_id, tool_call_id, intent text), PRIMARY KEY (run_id, tool_call_id)
+        the tool intents written before a tool runs (and completed after)
+    rt_journal(run_id, step_index, response text), PRIMARY KEY (run_id, step_index)
+        the completed model response of each step
+
 A migration is a list of SQL statements with ``{s}`` standing for the quoted
 schema name. PostgreSQL's DDL is transactional: a migration and its version row
 commit together, under an advisory lock, so several processes may open a new
@@ -44,6 +57,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._errors import CheckpointVersionError, ConfigurationError
+from .postgres_runtime import RUNTIME_MIGRATION
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -98,7 +112,7 @@ _V2 = (
     )""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, RUNTIME_MIGRATION)
 """``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,10 +1,11 @@
 """Runtime test fixtures: every test runs on each store that keeps run records.
 
-``store_url`` is parametrised over ``memory://`` and ``sqlite:///<tmp>/runs.db``
-(PostgreSQL joins later); ``store`` is the store it opens, closed after the
-test; ``reopen(store)`` gives a second handle on the same data, the way a
-second process would open it (a new connection for SQLite; the same object for
-the in-memory store, which lives only in this process).
+``store_url`` is parametrised over ``memory://``, ``sqlite:///<tmp>/runs.db`` and
+a fresh PostgreSQL database (``pg_database``, from ``tests/conftest.py``);
+``store`` is the store it opens, closed after the test; ``reopen(store)`` gives
+a second handle on the same data, the way a second process would open it (a
+new connection or pool for SQLite and PostgreSQL; the same object for the
+in-memory store, which lives only in this process).
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ import pytest
 import nbdurable as nd
 from nbdurable.models.base import ModelRequest, ModelResponse
 
-STORE_KINDS = ["memory", "sqlite"]
+STORE_KINDS = ["memory", "sqlite", "postgres"]
 
 
 @pytest.fixture(params=STORE_KINDS)
 def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
     if request.param == "memory":
         return "memory://"
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_database"))
     return f"sqlite:///{tmp_path}/runs.db"
 
 

@@ -48,7 +48,7 @@ def test_a_new_database_gets_the_schema_in_its_own_namespace(url: str) -> None:
     sql(url, "CREATE TABLE public.notes (text text)")
     sql(url, "INSERT INTO public.notes VALUES ('mine')")
     with nd.PostgresSessionStore(url) as store:
-        assert store.schema == "nbdurable" and store.schema_version == SCHEMA_VERSION == 2
+        assert store.schema == "nbdurable" and store.schema_version == SCHEMA_VERSION == 3
         store.save(checkpoint("r", 0, histories(1)[0]))
     tables = {
         (s, t)
@@ -62,12 +62,23 @@ def test_a_new_database_gets_the_schema_in_its_own_namespace(url: str) -> None:
         ("public", "notes"),
         *(
             (PG_SCHEMA, t)
-            for t in ("nbdurable_schema", "nodes", "runs", "checkpoints", "events", "event_heads")
+            for t in (
+                "nbdurable_schema",
+                "nodes",
+                "runs",
+                "checkpoints",
+                "events",
+                "event_heads",
+                "rt_runs",
+                "rt_intents",
+                "rt_journal",
+            )
         ),
     }
     assert sql(url, f"SELECT version FROM {PG_SCHEMA}.nbdurable_schema ORDER BY 1") == [
         (1,),
         (2,),
+        (3,),
     ]
     assert sql(url, "SELECT text FROM public.notes") == [("mine",)]
 

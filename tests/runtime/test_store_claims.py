@@ -1,0 +1,99 @@
+"""The runtime store seam under concurrency: claims from several handles, fenced writes."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import nbdurable as nd
+from nbdurable.events.model import NewEvent
+from nbdurable.runtime.records import RuntimeRun, ToolIntent
+
+NOW = 1_800_000_000_000
+AGENTS = [("a", "1")]
+
+
+def submitted(i: int, session: str) -> RuntimeRun:
+    return RuntimeRun(
+        run_id=f"r{i:03d}",
+        agent_id="a",
+        agent_version="1",
+        session_id=session,
+        prompt='"hi"',
+        state="pending",
+        created_at=NOW,
+        updated_at=NOW,
+    )
+
+
+def test_concurrent_claims_take_every_run_once_in_session_order(store: Any, reopen: Any) -> None:
+    for i in range(60):
+        store.rt_insert(submitted(i, f"s{i % 6}"), enqueue=True, max_pending=1000)
+    handles = [store, *(reopen(store) for _ in range(3))]
+    taken: list[tuple[str, str]] = []
+    guard = threading.Lock()
+    errors: list[BaseException] = []
+
+    def work(handle: Any, owner: str) -> None:
+        try:
+            while (run := handle.rt_claim(owner, NOW, 60_000, AGENTS)) is not None:
+                with guard:
+                    taken.append((run.session_id, run.run_id))
+                handle.rt_update(
+                    run.run_id, {"state": "completed", "lease_owner": None}, fence=run.fence
+                )
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(h, f"owner{n}")) for n, h in enumerate(handles)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors
+    counts = Counter(run_id for _, run_id in taken)
+    assert len(counts) == 60 and set(counts.values()) == {1}
+    for session in {s for s, _ in taken}:
+        order = [run_id for s, run_id in taken if s == session]
+        assert order == sorted(order)
+    assert {r.fence for r in store.rt_list()} == {1}
+    assert {r.state for r in store.rt_list()} == {"completed"}
+
+
+def test_a_stale_owner_cannot_write_after_a_takeover(store: Any, reopen: Any) -> None:
+    store.rt_insert(submitted(1, "s"), enqueue=False, max_pending=10)
+    first = store.rt_claim("old", NOW, 1_000, AGENTS)
+    assert first is not None and first.fence == 1
+    store.append_events(first.run_id, [NewEvent(type="x", payload={}, created_at=NOW)], fence=1)
+    other = reopen(store)
+    second = other.rt_claim("new", NOW + 5_000, 1_000, AGENTS)  # the old lease lapsed
+    assert second is not None and second.run_id == first.run_id and second.fence == 2
+    event = NewEvent(type="x", payload={}, created_at=NOW)
+    intent = ToolIntent(
+        run_id=first.run_id, tool_call_id="c", tool_name="t", step_index=0, state="started"
+    )
+    with pytest.raises(nd.FencedOutError):
+        store.append_events(first.run_id, [event], fence=1)
+    with pytest.raises(nd.FencedOutError):
+        store.rt_journal(first.run_id, 0, "{}", fence=1)
+    with pytest.raises(nd.FencedOutError):
+        store.rt_intent(intent, fence=1)
+    with pytest.raises(nd.FencedOutError):
+        store.rt_update(first.run_id, {"state": "completed"}, fence=1)
+    assert not store.rt_renew(first.run_id, "old", 1, NOW + 10_000)
+    assert store.rt_intents(first.run_id) == [] and store.rt_journaled(first.run_id, 0) is None
+    other.append_events(first.run_id, [event], fence=2)
+    assert [e.offset for e in store.read_events(first.run_id)] == [1, 2]
+    assert store.rt_get(first.run_id).lease_owner == "new"
+
+
+def test_a_submitted_run_has_an_empty_log_until_deleted(store: Any) -> None:
+    store.rt_insert(submitted(1, "s"), enqueue=False, max_pending=10)
+    assert store.read_events("r001") == []  # known to the runtime, no event yet
+    store.delete("r001")
+    assert store.rt_get("r001") is None and store.rt_list() == []
+    with pytest.raises(nd.RunNotFoundError):
+        store.read_events("r001")
