@@ -1,6 +1,7 @@
 """The managed runtime (seed 003): agents, registrations, limits, and (arriving) the scheduler."""
 
 from .agent import TOOL_RECOVERY, Agent, Registry, ToolRecovery
+from .engine import EmbeddedEngine, Engine
 from .limits import Limits, ModelRetry
 from .prompts import Prompt, canonical_prompt, prompt_message, validate_prompt
 from .records import RuntimeRun, ToolIntent
@@ -11,6 +12,8 @@ __all__ = [
     "TOOL_RECOVERY",
     "Agent",
     "DurableRuntime",
+    "EmbeddedEngine",
+    "Engine",
     "Limits",
     "ModelRetry",
     "Prompt",

@@ -1,0 +1,315 @@
+"""The embedded engine: claims eligible runs and executes them as asyncio tasks.
+
+The runtime owns records, registrations and run handles; an engine decides where
+runs execute. :class:`EmbeddedEngine` runs them on the current event loop (a
+notebook kernel's, or a ``nbdurable worker`` process's); the Temporal engine of a
+later issue implements the same :class:`Engine` seam with the same states.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .._errors import FencedOutError, LimitExceededError
+from ..durable.store import maybe_await
+from ..loop.driver import build_options
+from ..loop.machine import LegStart, leg_start_from_checkpoint
+from ..messages import Message
+from .executor import ModelAttemptFailed, NeedsAttention, RunContext, RunTimedOut, RuntimeDriver
+from .prompts import prompt_message
+from .records import RuntimeRun
+
+if TYPE_CHECKING:
+    from .runtime import DurableRuntime
+
+__all__ = ["EmbeddedEngine", "Engine"]
+
+
+class Engine(Protocol):
+    """Where a runtime's runs execute."""
+
+    def start(self, runtime: DurableRuntime) -> None:
+        """Begin claiming and executing the runtime's eligible runs."""
+        ...
+
+    def wake(self) -> None:
+        """Look for work now (a submission, a verdict, a new registration)."""
+        ...
+
+    def cancel_local(self, run_id: str) -> bool:
+        """Cancel this engine's execution of a run; False when it is not executing it."""
+        ...
+
+    async def close(self) -> None:
+        """Stop taking work; abandon in-flight steps cleanly, releasing their leases."""
+        ...
+
+
+class EmbeddedEngine:
+    """Executes runs as tasks on the running event loop, at most ``max_concurrent_runs`` at once."""
+
+    def __init__(self) -> None:
+        self.runtime: DurableRuntime
+        self._executions: dict[str, asyncio.Task[None]] = {}
+        self._contexts: dict[str, RunContext] = {}
+        self._wake = asyncio.Event()
+        self._scheduler: asyncio.Task[None] | None = None
+        self._closed = False
+        self._fatal = False
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` was called."""
+        return self._scheduler is not None
+
+    def start(self, runtime: DurableRuntime) -> None:
+        """Start the scheduler task on the running loop."""
+        self.runtime = runtime
+        self._scheduler = asyncio.get_running_loop().create_task(self._schedule())
+
+    def wake(self) -> None:
+        """Make the scheduler look for work now."""
+        self._wake.set()
+
+    def cancel_local(self, run_id: str) -> bool:
+        """Cancel this engine's execution of a run, if it has one."""
+        task = self._executions.get(run_id)
+        context = self._contexts.get(run_id)
+        if task is None or context is None:
+            return False
+        context.cancel_reason = "cancelled"
+        task.cancel()
+        return True
+
+    async def close(self) -> None:
+        """Stop taking work; abandon in-flight steps cleanly and release their leases."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._scheduler is not None:
+            self._scheduler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scheduler
+        for run_id, task in list(self._executions.items()):
+            context = self._contexts.get(run_id)
+            if context is not None and context.cancel_reason is None:
+                context.cancel_reason = "shutdown"
+            task.cancel()
+        if self._executions:
+            await asyncio.gather(*self._executions.values(), return_exceptions=True)
+
+    async def _schedule(self) -> None:
+        try:
+            while not self._closed:
+                self._wake.clear()
+                while len(self._executions) < self.runtime.max_concurrent_runs:
+                    agents = self.runtime.registry.keys()
+                    record = self.runtime.runtime_store.rt_claim(
+                        self.runtime.owner_id, self.runtime.now(), self.runtime.lease_ms, agents
+                    )
+                    if record is None:
+                        break
+                    self._start(record)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.runtime.poll_interval)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a storage or scheduler failure the runtime cannot pass
+            self._fatal = True  # no more claims; close() still abandons in-flight runs
+            if self.runtime.on_fatal_error is not None:
+                with contextlib.suppress(Exception):
+                    await maybe_await(self.runtime.on_fatal_error(exc))
+            else:
+                self.runtime.deps.logger.error("nbdurable: the runtime stopped: %r", exc)
+
+    def _start(self, record: RuntimeRun) -> None:
+        agent = self.runtime.registry.get(record.agent_id, record.agent_version)
+        assert agent is not None  # claims only take registered agents
+        context = RunContext(runtime=self.runtime, agent=agent, record=record)
+        self._contexts[record.run_id] = context
+        task = asyncio.get_running_loop().create_task(self._execute(context))
+        self._executions[record.run_id] = task
+        task.add_done_callback(lambda _: self._finished(record.run_id))
+
+    def _finished(self, run_id: str) -> None:
+        self._executions.pop(run_id, None)
+        self._contexts.pop(run_id, None)
+        self._wake.set()
+
+    async def _execute(self, context: RunContext) -> None:
+        record = context.record
+        if record.state == "cancelling":  # cancelled while its previous owner ran it
+            self.runtime.set_state(
+                record.run_id, record.fence, state="cancelled", reason="cancelled", lease_owner=None
+            )
+            return
+        if record.deadline_at is not None and self.runtime.now() >= record.deadline_at:
+            self.runtime.set_state(
+                record.run_id, record.fence, state="failed", reason="timeout", lease_owner=None
+            )
+            return
+        self.runtime.state_event(record)
+        keeper = asyncio.get_running_loop().create_task(self._keep_lease(context))
+        try:
+            await self._leg(context)
+        except FencedOutError:
+            pass  # another owner has the run: it decides from here
+        except asyncio.CancelledError:
+            self._after_cancel(context)
+        except ModelAttemptFailed as failed:
+            self._after_model_error(context, failed)
+        except NeedsAttention as exc:
+            self._end(context, state="needs_attention", reason=str(exc))
+        except RunTimedOut:
+            self._end(context, state="failed", reason="timeout")
+        except LimitExceededError as exc:
+            self._end(context, state="failed", reason="limit_exceeded", error=str(exc))
+        except Exception as exc:
+            self._end(context, state="failed", reason="error", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            keeper.cancel()
+
+    async def _leg(self, context: RunContext) -> None:
+        record = context.record
+        agent = context.agent
+        context.intents = {
+            i.tool_call_id: i for i in self.runtime.runtime_store.rt_intents(record.run_id)
+        }
+        checkpoint = await maybe_await(self.runtime.store.load(record.run_id))
+        if checkpoint is not None:
+            start = leg_start_from_checkpoint(checkpoint)
+        else:
+            history = await self._session_history(record)
+            start = LegStart(
+                messages=(*history, prompt_message(record.prompt_value)),
+                run_id=record.run_id,
+                durable=True,
+            )
+        options = build_options(
+            model=agent.model,
+            tools=agent.tool_map,
+            instructions=agent.instructions,
+            max_steps=record.max_steps,
+            stop_when=None,
+            prepare_step=None,
+            max_tool_concurrency=agent.max_tool_concurrency,
+            approve_tool_call=None,
+            approval_responses=record.approval_responses(),
+            approval_signer=self.runtime.signer,
+            approval_max_age_ms=None,
+            deps=self.runtime.deps,
+        )
+        driver = RuntimeDriver(
+            options,
+            start,
+            store=self.runtime.store,
+            streaming=record.stream,
+            flush_interval=self.runtime.flush_interval,
+            context=context,
+        )
+        result = await driver.run()
+        if result.status == "completed":
+            self._end(
+                context,
+                state="completed",
+                result_text=result.text,
+                verdicts={},
+                rerun_tool_calls=[],
+            )
+        elif result.pending_approvals:
+            self._end(context, state="waiting_approval", verdicts={}, rerun_tool_calls=[])
+        else:
+            self._end(
+                context,
+                state="needs_attention",
+                verdicts={},
+                reason="the run waits for a client tool's result",
+            )
+
+    async def _session_history(self, record: RuntimeRun) -> tuple[Message, ...]:
+        """The latest completed history of the run's session (failed runs add none)."""
+        before = [
+            r
+            for r in self.runtime.runtime_store.rt_list(["completed"])
+            if r.session_id == record.session_id and r.seq < record.seq
+        ]
+        if not before:
+            return ()
+        latest = await maybe_await(self.runtime.store.load(before[-1].run_id))
+        return latest.messages if latest is not None else ()
+
+    def _end(self, context: RunContext, **changes: Any) -> None:
+        changes.setdefault("lease_owner", None)
+        changes.setdefault("lease_expires_at", None)
+        with contextlib.suppress(FencedOutError):  # another owner decides now
+            self.runtime.set_state(context.record.run_id, context.fence, **changes)
+
+    def _after_cancel(self, context: RunContext) -> None:
+        reason = context.cancel_reason
+        if reason == "cancelled":
+            self._end(context, state="cancelled", reason="cancelled")
+        elif reason == "timeout":
+            self._end(context, state="failed", reason="timeout")
+        elif reason == "lease_lost":
+            pass
+        else:  # shutdown: hand the run back untouched for the next owner
+            self._end(context, state="pending")
+
+    def _after_model_error(self, context: RunContext, failed: ModelAttemptFailed) -> None:
+        record = self.runtime.runtime_store.rt_get(context.record.run_id) or context.record
+        error = f"{type(failed.error).__name__}: {failed.error}"
+        policy = context.retry_policy
+        if policy is None:
+            self._end(context, state="failed", reason="model_error", error=error)
+            return
+        used = record.model_attempts
+        if used >= policy.max_attempts:
+            self._end(context, state="failed", reason="model_retries_exhausted", error=error)
+            return
+        self._end(
+            context,
+            state="retry_wait",
+            error=error,
+            next_attempt_at=self.runtime.now() + policy.delay_ms(used),
+        )
+
+    def _renew(self, context: RunContext) -> bool:
+        try:
+            return self.runtime.runtime_store.rt_renew(
+                context.record.run_id,
+                self.runtime.owner_id,
+                context.fence,
+                self.runtime.now() + self.runtime.lease_ms,
+            )
+        except Exception as exc:  # a transient store error: try again next period
+            self.runtime.deps.logger.error("nbdurable: renewing the lease failed: %r", exc)
+            return True
+
+    async def _keep_lease(self, context: RunContext) -> None:
+        """Renew the lease; notice cancellation, timeouts and a lost lease."""
+        period = max(self.runtime.lease_ms / 3000, 0.01)
+        task = self._executions.get(context.record.run_id)
+        while True:
+            await asyncio.sleep(min(period, self.runtime.poll_interval * 4))
+            try:
+                record = self.runtime.runtime_store.rt_get(context.record.run_id)
+            except Exception as exc:  # the store is gone: the run's own writes will tell
+                self.runtime.deps.logger.error("nbdurable: renewing the lease failed: %r", exc)
+                return
+            if record is None or task is None:
+                return
+            reason = None
+            if record.state == "cancelling":
+                # Cancel once: a second cancel would cut the callbacks' settling short.
+                if context.cancel_reason is None:
+                    reason = "cancelled"
+            elif record.deadline_at is not None and self.runtime.now() >= record.deadline_at:
+                reason = "timeout"
+            if reason is None and not self._renew(context):
+                reason = "lease_lost"
+            if reason is not None:
+                context.cancel_reason = reason
+                task.cancel()
+                return
