@@ -73,9 +73,15 @@ async def test_two_workers_one_store_no_step_runs_twice(
     store.close()
 
 
-async def test_a_paused_owner_is_fenced_out_when_it_wakes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_paused_owner_is_fenced_out_when_it_wakes(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
     """SIGSTOP past the lease: another worker takes over; the old owner's writes are refused."""
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    if backend == "postgres":
+        url = str(request.getfixturevalue("pg_database"))
+    else:
+        url = f"sqlite:///{tmp_path / 'runs.db'}"
     log = tmp_path / "executions.log"
     store = nd.open_store(url)
     client = DurableRuntime(store=store, agents=runtime_agents.agents)
