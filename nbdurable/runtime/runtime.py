@@ -16,7 +16,7 @@ from .._errors import (
     RunNotFoundError,
 )
 from ..durable.signer import SECRET_ENV_VAR, ApprovalSigner
-from ..durable.store import supports
+from ..durable.store import PERSISTENT, supports
 from ..events.log import notify
 from ..events.model import RUN_STATE, NewEvent
 from .agent import Agent, Registry
@@ -27,6 +27,8 @@ from .records import RUNTIME, UNFINISHED_STATES, RuntimeRun, RuntimeStore
 from .run import Run
 
 __all__ = ["DurableRuntime"]
+
+_HOME_KEY = Path.home() / ".nbdurable" / "approval.key"
 
 FatalHandler = Callable[[BaseException], Any]
 
@@ -132,18 +134,25 @@ class DurableRuntime:
     def signer(self) -> ApprovalSigner:
         """The approval signer.
 
-        Passed in, or from ``NBDURABLE_APPROVAL_SECRET``, or a 0600 file beside
-        the store (created on first use).
+        Passed in, or from ``NBDURABLE_APPROVAL_SECRET``, or a 0600 file created
+        on first use: beside a SQLite or JSONL store, ``~/.nbdurable/approval.key``
+        for a PostgreSQL store (workers on several machines need the environment
+        variable), and for an in-memory store one secret per store object.
         """
         if self._signer is None:
             path = getattr(self.store, "path", None) or getattr(self.store, "directory", None)
-            if path and str(path) != ":memory:":
-                key = Path(str(path)).parent / "approval.key"
-                self._signer = ApprovalSigner.from_file(key)
-            elif os.environ.get(SECRET_ENV_VAR):
+            if os.environ.get(SECRET_ENV_VAR):
                 self._signer = ApprovalSigner()
-            else:  # an in-memory store: a secret that lives as long as the process
-                self._signer = ApprovalSigner(secrets.token_urlsafe(32))
+            elif path and str(path) != ":memory:":
+                self._signer = ApprovalSigner.from_file(Path(str(path)).parent / "approval.key")
+            elif supports(self.store, PERSISTENT):  # a server store: one file per machine
+                self._signer = ApprovalSigner.from_file(_HOME_KEY)
+            else:  # in memory: every runtime on this store object shares one secret
+                secret = getattr(self.store, "_nbdurable_approval_secret", None)
+                if secret is None:
+                    secret = secrets.token_urlsafe(32)
+                    self.store._nbdurable_approval_secret = secret
+                self._signer = ApprovalSigner(secret)
         return self._signer
 
     # -- registrations -------------------------------------------------------------------
