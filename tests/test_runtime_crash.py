@@ -105,9 +105,16 @@ async def test_a_paused_owner_is_fenced_out_when_it_wakes(
     store.close()
 
 
-async def test_sigterm_stops_gracefully_and_releases_leases(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_sigterm_stops_gracefully_and_releases_leases(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
     """A stopped worker abandons its step cleanly: the run is pending again, not failed."""
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    url = (
+        str(request.getfixturevalue("pg_database"))
+        if backend == "postgres"
+        else f"sqlite:///{tmp_path / 'runs.db'}"
+    )
     log = tmp_path / "executions.log"
     store = nd.open_store(url)
     client = DurableRuntime(store=store, agents=runtime_agents.agents)
@@ -126,10 +133,17 @@ async def test_sigterm_stops_gracefully_and_releases_leases(tmp_path: Path) -> N
     store.close()
 
 
-async def test_a_manual_tool_interrupted_by_a_crash_waits_for_a_human(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_manual_tool_interrupted_by_a_crash_waits_for_a_human(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
     """Crash mid-manual-tool: needs_attention, never re-run by itself; retry() runs it again,
     deny() settles it as an is_error result."""
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    url = (
+        str(request.getfixturevalue("pg_database"))
+        if backend == "postgres"
+        else f"sqlite:///{tmp_path / 'runs.db'}"
+    )
     log = tmp_path / "executions.log"
     store = nd.open_store(url)
     client = DurableRuntime(store=store, agents=runtime_agents.agents)
@@ -154,9 +168,16 @@ async def test_a_manual_tool_interrupted_by_a_crash_waits_for_a_human(tmp_path: 
     store.close()
 
 
-async def test_a_retry_allows_one_more_run_of_a_manual_tool_not_more(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_retry_allows_one_more_run_of_a_manual_tool_not_more(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
     """A retry's permission is used up when the tool starts: a second crash asks again."""
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    url = (
+        str(request.getfixturevalue("pg_database"))
+        if backend == "postgres"
+        else f"sqlite:///{tmp_path / 'runs.db'}"
+    )
     log = tmp_path / "executions.log"
     store = nd.open_store(url)
     client = DurableRuntime(store=store, agents=runtime_agents.agents)
