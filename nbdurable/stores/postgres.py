@@ -57,7 +57,7 @@ from .chain import (
 from .postgres_listen import Listener
 from .postgres_runtime import PostgresRuntimeTables
 from .postgres_schema import SCHEMA_VERSION, advisory_key, migrate, quote_ident
-from .rows import COLUMNS, CheckpointRow, checkpoint_row
+from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -583,24 +583,7 @@ class PostgresSessionStore(PostgresRuntimeTables):
         """One record per run (its latest checkpoint's metadata), oldest run first."""
         with self._pool.connection() as conn:
             found = conn.execute(self._q.runs).fetchall()
-        records = []
-        for run_id, last_seq, created_at, *values in found:
-            latest = CheckpointRow.from_values(run_id, values).info()
-            records.append(
-                RunRecord(
-                    run_id=run_id,
-                    status=latest.status,
-                    step_index=latest.step_index,
-                    step_count=last_seq,
-                    usage=latest.usage,
-                    created_at=created_at,
-                    updated_at=latest.created_at,
-                    agent_path=latest.agent_path,
-                    pending_approval_count=len(latest.pending_approvals),
-                    finish_reason=latest.finish_reason,
-                )
-            )
-        return records
+        return [run_record(run_id, seq, created, values) for run_id, seq, created, *values in found]
 
     def delete(self, run_id: str) -> None:
         """Delete a run, its checkpoints and the message nodes no other run uses.

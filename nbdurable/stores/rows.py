@@ -16,9 +16,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from .._errors import CheckpointVersionError, StoreCorruptionError
 from ..durable.checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo
+from ..durable.records import RunRecord
 from ..messages import Message, ToolApprovalRequest, Usage
 
-__all__ = ["COLUMNS", "CheckpointRow", "checkpoint_row"]
+__all__ = ["COLUMNS", "CheckpointRow", "checkpoint_row", "run_record"]
 
 COLUMNS = (
     "version",
@@ -161,6 +162,27 @@ def checkpoint_row(checkpoint: AgentCheckpoint) -> CheckpointRow:
         created_at=checkpoint.created_at,
         finish_reason=checkpoint.finish_reason,
         extra=extra,
+    )
+
+
+def run_record(run_id: str, last_seq: int, created_at: int, values: Any) -> RunRecord:
+    """A run record from a run row and its latest checkpoint's metadata columns.
+
+    Both SQL stores' ``list_runs`` read rows of (run id, saves so far, creation
+    time, metadata columns...).
+    """
+    latest = CheckpointRow.from_values(run_id, values).info()
+    return RunRecord(
+        run_id=run_id,
+        status=latest.status,
+        step_index=latest.step_index,
+        step_count=last_seq,
+        usage=latest.usage,
+        created_at=created_at,
+        updated_at=latest.created_at,
+        agent_path=latest.agent_path,
+        pending_approval_count=len(latest.pending_approvals),
+        finish_reason=latest.finish_reason,
     )
 
 

@@ -43,7 +43,7 @@ from .chain import (
     identical_prefix,
     verify_chain,
 )
-from .rows import COLUMNS, CheckpointRow, checkpoint_row
+from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
 from .sqlite_runtime import SqliteRuntimeTables
 from .sqlite_schema import SCHEMA_VERSION, migrate
 
@@ -357,24 +357,7 @@ class SqliteSessionStore(SqliteRuntimeTables):
         """One record per run (its latest checkpoint's metadata), oldest run first."""
         with self._lock:
             found = self._conn.execute(_RUNS).fetchall()
-        records = []
-        for run_id, last_seq, created_at, *values in found:
-            latest = CheckpointRow.from_values(run_id, values).info()
-            records.append(
-                RunRecord(
-                    run_id=run_id,
-                    status=latest.status,
-                    step_index=latest.step_index,
-                    step_count=last_seq,
-                    usage=latest.usage,
-                    created_at=created_at,
-                    updated_at=latest.created_at,
-                    agent_path=latest.agent_path,
-                    pending_approval_count=len(latest.pending_approvals),
-                    finish_reason=latest.finish_reason,
-                )
-            )
-        return records
+        return [run_record(run_id, seq, created, values) for run_id, seq, created, *values in found]
 
     def delete(self, run_id: str) -> None:
         """Delete a run, its checkpoints and the message nodes no other run uses."""
