@@ -470,6 +470,48 @@ async def call_start(
     )
 
 
+_OPTION_NAMES = (
+    "model",
+    "tools",
+    "instructions",
+    "max_steps",
+    "stop_when",
+    "prepare_step",
+    "max_tool_concurrency",
+    "approve_tool_call",
+    "approval_responses",
+    "approval_signer",
+    "approval_max_age_ms",
+    "deps",
+)
+
+
+def options_from(arguments: Mapping[str, Any], agent_path: tuple[str, ...] = ()) -> LoopOptions:
+    """Options from an entry point's own arguments (its ``locals()``).
+
+    The public entry points spell their options out for readers and type
+    checkers; this keeps the one place that turns them into :class:`LoopOptions`.
+    """
+    return build_options(**{name: arguments[name] for name in _OPTION_NAMES}, agent_path=agent_path)
+
+
+async def run_resumed(
+    store: SessionStore,
+    run_id: str,
+    arguments: Mapping[str, Any],
+    *,
+    emit: EmitFn = _ignore,
+    streaming: bool = False,
+) -> GenerateTextResult:
+    """A resume leg of ``run_id``: both resume functions, buffered and streaming."""
+    start, agent_path = await resume_start(store, run_id)
+    options = options_from(arguments, agent_path)
+    driver = Driver(
+        options, start, store=store, emit=emit, streaming=streaming, reuse_responses=True
+    )
+    return await driver.run()
+
+
 async def resume_start(store: SessionStore, run_id: str) -> tuple[LegStart, tuple[str, ...]]:
     """Load the latest checkpoint of ``run_id`` as the start of a new leg."""
     checkpoint = await maybe_await(store.load(run_id))
@@ -529,20 +571,7 @@ async def generate_text(
         ConfigurationError: Invalid options.
         Exception: Whatever the model raised (tool errors never raise).
     """
-    options = build_options(
-        model=model,
-        tools=tools,
-        instructions=instructions,
-        max_steps=max_steps,
-        stop_when=stop_when,
-        prepare_step=prepare_step,
-        max_tool_concurrency=max_tool_concurrency,
-        approve_tool_call=approve_tool_call,
-        approval_responses=approval_responses,
-        approval_signer=approval_signer,
-        approval_max_age_ms=approval_max_age_ms,
-        deps=deps,
-    )
+    options = options_from(locals())
     history = coerce_messages(messages)
     run_id = session_run_id(session, options)
     start = await call_start(history, session, run_id, options)
@@ -579,20 +608,4 @@ async def resume_from_checkpoint(
     Raises:
         CheckpointNotFoundError: The store has no checkpoint for ``run_id``.
     """
-    start, agent_path = await resume_start(store, run_id)
-    options = build_options(
-        model=model,
-        tools=tools,
-        instructions=instructions,
-        max_steps=max_steps,
-        stop_when=stop_when,
-        prepare_step=prepare_step,
-        max_tool_concurrency=max_tool_concurrency,
-        approve_tool_call=approve_tool_call,
-        approval_responses=approval_responses,
-        approval_signer=approval_signer,
-        approval_max_age_ms=approval_max_age_ms,
-        deps=deps,
-        agent_path=agent_path,
-    )
-    return await Driver(options, start, store=store, reuse_responses=True).run()
+    return await run_resumed(store, run_id, locals())

@@ -21,10 +21,10 @@ from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, Usage
 from ..tools import Tool
 from .driver import (
     Driver,
-    build_options,
     call_start,
     coerce_messages,
-    resume_start,
+    options_from,
+    run_resumed,
     session_run_id,
 )
 from .options import (
@@ -250,20 +250,7 @@ def stream_chat(
     arrives as an ``error`` part and on the awaitables.
     """
     try:
-        options = build_options(
-            model=model,
-            tools=tools,
-            instructions=instructions,
-            max_steps=max_steps,
-            stop_when=stop_when,
-            prepare_step=prepare_step,
-            max_tool_concurrency=max_tool_concurrency,
-            approve_tool_call=approve_tool_call,
-            approval_responses=approval_responses,
-            approval_signer=approval_signer,
-            approval_max_age_ms=approval_max_age_ms,
-            deps=deps,
-        )
+        options = options_from(locals())
         history = coerce_messages(messages)
         run_id = session_run_id(session, options)
     except Exception as exc:
@@ -301,27 +288,10 @@ def resume_stream_from_checkpoint(
     The settled approvals' tool-result parts stream before the new leg's first
     step-start.
     """
+    arguments = dict(locals())
 
     async def runner(emit: Callable[[StreamPart], None]) -> GenerateTextResult:
-        start, agent_path = await resume_start(store, run_id)
-        options = build_options(
-            model=model,
-            tools=tools,
-            instructions=instructions,
-            max_steps=max_steps,
-            stop_when=stop_when,
-            prepare_step=prepare_step,
-            max_tool_concurrency=max_tool_concurrency,
-            approve_tool_call=approve_tool_call,
-            approval_responses=approval_responses,
-            approval_signer=approval_signer,
-            approval_max_age_ms=approval_max_age_ms,
-            deps=deps,
-            agent_path=agent_path,
-        )
-        return await Driver(
-            options, start, store=store, emit=emit, streaming=True, reuse_responses=True
-        ).run()
+        return await run_resumed(store, run_id, arguments, emit=emit, streaming=True)
 
     return StreamChatResult(runner, run_id)
 
