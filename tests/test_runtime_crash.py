@@ -15,17 +15,20 @@ import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Every worker-process test runs on SQLite and on PostgreSQL."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_database"))
+    return f"sqlite:///{tmp_path / 'runs.db'}"
+
+
 async def test_crash_torture_every_run_completes_nothing_lost_or_doubled(
-    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+    tmp_path: Path, url: str
 ) -> None:
     """S004-07, S004-08, S004-09, S004-10, S004-11: workers SIGKILLed at random points (no
     user code but the choice of runtime): every run completes with its exact history; a
     manual tool never runs twice without a retry; a safe tool runs at most once more per kill."""
-    if backend == "postgres":
-        url = str(request.getfixturevalue("pg_database"))
-    else:
-        url = f"sqlite:///{tmp_path / 'runs.db'}"
     log = tmp_path / "executions.log"
     report = await torture(url, log, runs=6, kills=12, seed=7)
     store = nd.open_store(url)
@@ -45,15 +48,8 @@ async def test_crash_torture_every_run_completes_nothing_lost_or_doubled(
     }
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-async def test_two_workers_one_store_no_step_runs_twice(
-    tmp_path: Path, backend: str, request: pytest.FixtureRequest
-) -> None:
+async def test_two_workers_one_store_no_step_runs_twice(tmp_path: Path, url: str) -> None:
     """S004-08: two workers share a store and 100 runs: each tool call executes exactly once."""
-    if backend == "postgres":
-        url = str(request.getfixturevalue("pg_database"))
-    else:
-        url = f"sqlite:///{tmp_path / 'runs.db'}"
     log = tmp_path / "executions.log"
     store = nd.open_store(url)
     client = DurableRuntime(store=store, agents=runtime_agents.agents)
@@ -73,15 +69,8 @@ async def test_two_workers_one_store_no_step_runs_twice(
     store.close()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-async def test_a_paused_owner_is_fenced_out_when_it_wakes(
-    tmp_path: Path, backend: str, request: pytest.FixtureRequest
-) -> None:
+async def test_a_paused_owner_is_fenced_out_when_it_wakes(tmp_path: Path, url: str) -> None:
     """SIGSTOP past the lease: another worker takes over; the old owner's writes are refused."""
-    if backend == "postgres":
-        url = str(request.getfixturevalue("pg_database"))
-    else:
-        url = f"sqlite:///{tmp_path / 'runs.db'}"
     log = tmp_path / "executions.log"
     store = nd.open_store(url)
     client = DurableRuntime(store=store, agents=runtime_agents.agents)
@@ -105,16 +94,8 @@ async def test_a_paused_owner_is_fenced_out_when_it_wakes(
     store.close()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-async def test_sigterm_stops_gracefully_and_releases_leases(
-    tmp_path: Path, backend: str, request: pytest.FixtureRequest
-) -> None:
+async def test_sigterm_stops_gracefully_and_releases_leases(tmp_path: Path, url: str) -> None:
     """A stopped worker abandons its step cleanly: the run is pending again, not failed."""
-    url = (
-        str(request.getfixturevalue("pg_database"))
-        if backend == "postgres"
-        else f"sqlite:///{tmp_path / 'runs.db'}"
-    )
     log = tmp_path / "executions.log"
     store = nd.open_store(url)
     client = DurableRuntime(store=store, agents=runtime_agents.agents)
@@ -133,17 +114,11 @@ async def test_sigterm_stops_gracefully_and_releases_leases(
     store.close()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_a_manual_tool_interrupted_by_a_crash_waits_for_a_human(
-    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+    tmp_path: Path, url: str
 ) -> None:
     """Crash mid-manual-tool: needs_attention, never re-run by itself; retry() runs it again,
     deny() settles it as an is_error result."""
-    url = (
-        str(request.getfixturevalue("pg_database"))
-        if backend == "postgres"
-        else f"sqlite:///{tmp_path / 'runs.db'}"
-    )
     log = tmp_path / "executions.log"
     store = nd.open_store(url)
     client = DurableRuntime(store=store, agents=runtime_agents.agents)
@@ -168,16 +143,10 @@ async def test_a_manual_tool_interrupted_by_a_crash_waits_for_a_human(
     store.close()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_a_retry_allows_one_more_run_of_a_manual_tool_not_more(
-    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+    tmp_path: Path, url: str
 ) -> None:
     """A retry's permission is used up when the tool starts: a second crash asks again."""
-    url = (
-        str(request.getfixturevalue("pg_database"))
-        if backend == "postgres"
-        else f"sqlite:///{tmp_path / 'runs.db'}"
-    )
     log = tmp_path / "executions.log"
     store = nd.open_store(url)
     client = DurableRuntime(store=store, agents=runtime_agents.agents)
