@@ -230,11 +230,8 @@ class EmbeddedEngine:
 
     async def _session_history(self, record: RuntimeRun) -> tuple[Message, ...]:
         """The latest completed history of the run's session (failed runs add none)."""
-        before = [
-            r
-            for r in self.runtime.runtime_store.rt_list(["completed"])
-            if r.session_id == record.session_id and r.seq < record.seq
-        ]
+        completed = self.runtime.runtime_store.rt_session(record.session_id, ["completed"])
+        before = [r for r in completed if r.seq < record.seq]
         if not before:
             return ()
         latest = await maybe_await(self.runtime.store.load(before[-1].run_id))

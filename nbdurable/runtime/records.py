@@ -222,6 +222,10 @@ class RuntimeStore(Protocol):
         """Records in submission order, optionally only those in ``states``."""
         ...
 
+    def rt_session(self, session_id: str, states: Sequence[str]) -> list[RuntimeRun]:
+        """One session's records in ``states``, in submission order."""
+        ...
+
     def rt_update(
         self, run_id: str, changes: dict[str, Any], *, fence: int | None = None
     ) -> RuntimeRun:

@@ -292,11 +292,7 @@ class DurableRuntime:
         record = self.runtime_store.rt_update(run_id, changes, fence=fence)
         self.state_event(record)
         if record.finished and "state" in changes:  # the store promoted the session's next run
-            waiting = [
-                r
-                for r in self.runtime_store.rt_list(sorted(UNFINISHED_STATES))
-                if r.session_id == record.session_id
-            ]
+            waiting = self.runtime_store.rt_session(record.session_id, sorted(UNFINISHED_STATES))
             if waiting and waiting[0].state == "pending":
                 self.state_event(waiting[0])
         self.engine.wake()

@@ -73,6 +73,16 @@ class MemoryRuntimeTables:
             runs = sorted(self._rt_runs.values(), key=lambda r: r.seq)
         return [r for r in runs if states is None or r.state in states]
 
+    def rt_session(self, session_id: str, states: Sequence[str]) -> builtins.list[RuntimeRun]:
+        """One session's records in ``states``, in submission order."""
+        with self._rt_lock:
+            runs = [
+                r
+                for r in self._rt_runs.values()
+                if r.session_id == session_id and r.state in states
+            ]
+        return sorted(runs, key=lambda r: r.seq)
+
     def rt_update(
         self, run_id: str, changes: dict[str, Any], *, fence: int | None = None
     ) -> RuntimeRun:

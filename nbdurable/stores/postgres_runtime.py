@@ -90,6 +90,7 @@ class _Statements:
     fence_for_share: str
     list_all: str
     list_states: str
+    session_states: str
     session_head: str
     heads: str
     put_intent: str
@@ -129,6 +130,9 @@ def _statements(schema: str) -> _Statements:
         fence_for_share=f"SELECT fence FROM {s}.rt_runs WHERE run_id = %s FOR SHARE",
         list_all=f"SELECT record FROM {s}.rt_runs ORDER BY seq",
         list_states=f"SELECT record FROM {s}.rt_runs WHERE state = ANY(%s) ORDER BY seq",
+        session_states=(
+            f"SELECT record FROM {s}.rt_runs WHERE session_id = %s AND state = ANY(%s) ORDER BY seq"
+        ),
         session_head=(
             f"SELECT record FROM {s}.rt_runs WHERE session_id = %s AND {unfinished} "
             "ORDER BY seq LIMIT 1"
@@ -256,6 +260,14 @@ class PostgresRuntimeTables:
                 rows = conn.execute(self._rq.list_all).fetchall()
             else:
                 rows = conn.execute(self._rq.list_states, (builtins.list(states),)).fetchall()
+        return [_record(text) for (text,) in rows]
+
+    def rt_session(self, session_id: str, states: Sequence[str]) -> builtins.list[RuntimeRun]:
+        """One session's records in ``states``, in submission order."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                self._rq.session_states, (session_id, builtins.list(states))
+            ).fetchall()
         return [_record(text) for (text,) in rows]
 
     def rt_update(

@@ -166,6 +166,17 @@ class SqliteRuntimeTables:
                 ).fetchall()
         return [_record(text) for (text,) in rows]
 
+    def rt_session(self, session_id: str, states: Sequence[str]) -> builtins.list[RuntimeRun]:
+        """One session's records in ``states``, in submission order (one index range)."""
+        marks = ", ".join("?" * len(states))
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT record FROM rt_runs WHERE session_id = ? AND state IN ({marks}) "
+                "ORDER BY seq",
+                (session_id, *states),
+            ).fetchall()
+        return [_record(text) for (text,) in rows]
+
     def rt_update(
         self, run_id: str, changes: dict[str, Any], *, fence: int | None = None
     ) -> RuntimeRun:
