@@ -8,13 +8,46 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from ..messages import Message, ToolApprovalRequest, Usage
 
-__all__ = ["CHECKPOINT_VERSION", "AgentCheckpoint", "CheckpointInfo", "CheckpointStatus"]
+__all__ = [
+    "CHECKPOINT_VERSION",
+    "AgentCheckpoint",
+    "CheckpointInfo",
+    "CheckpointStatus",
+    "ForkPoint",
+    "StepTimings",
+]
 
 CHECKPOINT_VERSION = 1
 
 CheckpointStatus = Literal["running", "suspended", "completed"]
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
+
+
+class ForkPoint(BaseModel):
+    """Where a forked run branched off: a checkpoint of another run."""
+
+    model_config = _CONFIG
+
+    run_id: str
+    """The run it was forked from."""
+    step_index: int
+    """The step of that run whose checkpoint the fork starts from."""
+    edited: bool = False
+    """Whether the fork replaced the last message of that checkpoint."""
+
+
+class StepTimings(BaseModel):
+    """Where the time of one step went, as measured by the driver that ran it."""
+
+    model_config = _CONFIG
+
+    started_at: int
+    """Epoch ms when the step's first operation began."""
+    model_ms: int = 0
+    """Milliseconds spent waiting for the model (all attempts)."""
+    tool_ms: int = 0
+    """Milliseconds spent running tools (a parallel batch counts once, wall time)."""
 
 
 class AgentCheckpoint(BaseModel):
@@ -50,6 +83,12 @@ class AgentCheckpoint(BaseModel):
     """``deps.clock.now()`` at save time, in epoch milliseconds."""
     finish_reason: str | None = None
     """Optional: why the run ended or stopped (``stop``, ``max_steps``, ``suspended``...)."""
+    forked_from: ForkPoint | None = None
+    """Optional: the checkpoint this run was forked from (every checkpoint of a fork
+    carries it, so the run's lineage survives resumes)."""
+    timings: StepTimings | None = None
+    """Optional: model and tool time of the step that ended here (None when the
+    checkpoint was written without running a step, e.g. a fork's first one)."""
 
     @model_validator(mode="after")
     def _check_step_id(self) -> AgentCheckpoint:
@@ -75,6 +114,8 @@ class AgentCheckpoint(BaseModel):
             agent_path=self.agent_path,
             created_at=self.created_at,
             finish_reason=self.finish_reason,
+            forked_from=self.forked_from,
+            timings=self.timings,
         )
 
 
@@ -93,3 +134,5 @@ class CheckpointInfo(BaseModel):
     agent_path: tuple[str, ...] = ()
     created_at: int
     finish_reason: str | None = None
+    forked_from: ForkPoint | None = None
+    timings: StepTimings | None = None

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict
 
 from ..messages import Usage
-from .checkpoint import CheckpointInfo, CheckpointStatus
+from .checkpoint import CheckpointInfo, CheckpointStatus, ForkPoint
 
 __all__ = ["RunRecord"]
 
@@ -40,6 +40,8 @@ class RunRecord(BaseModel):
     """How many approvals the latest checkpoint waits for."""
     finish_reason: str | None = None
     """The latest checkpoint's finish reason, if any."""
+    forked_from: ForkPoint | None = None
+    """The checkpoint of another run this run was forked from, if it is a fork."""
 
     @classmethod
     def from_infos(cls, first: CheckpointInfo, latest: CheckpointInfo, count: int) -> RunRecord:
@@ -55,6 +57,7 @@ class RunRecord(BaseModel):
             agent_path=latest.agent_path,
             pending_approval_count=len(latest.pending_approvals),
             finish_reason=latest.finish_reason,
+            forked_from=latest.forked_from,
         )
 
     @classmethod

@@ -8,6 +8,7 @@ from typing import Any
 
 from .._deps import Deps, new_id
 from .._errors import CheckpointNotFoundError, ConfigurationError, ModelError
+from ..durable.checkpoint import StepTimings
 from ..durable.signer import ApprovalSigner
 from ..durable.store import DurableSession, SessionStore, maybe_await, supports
 from ..events.log import EVENTS
@@ -94,6 +95,10 @@ class Driver:
         self.streaming = streaming
         self.flush_interval = flush_interval
         self.events: EventWriter | None = None
+        # Timings of the step in flight, attached to its checkpoint (StepTimings).
+        self._step_started: int | None = None
+        self._model_ms = 0
+        self._tool_ms = 0
         if store is not None and start.run_id is not None and supports(store, EVENTS):
             self.events = EventWriter(
                 store,  # type: ignore[arg-type]  # EVENTS declares the EventStore methods
@@ -143,12 +148,20 @@ class Driver:
                 self.emit(effect.part)
             return None
         if isinstance(effect, SaveCheckpoint):
-            await self._save(effect)
+            await self._save(self._timed(effect))
             return None
         if isinstance(effect, CallModel):
-            return await self._call_model(effect)
+            began = self._clock()
+            try:
+                return await self._call_model(effect)
+            finally:
+                self._model_ms += self._clock() - began
         if isinstance(effect, ExecuteTools):
-            return await self._execute(effect)
+            began = self._clock()
+            try:
+                return await self._execute(effect)
+            finally:
+                self._tool_ms += self._clock() - began
         if isinstance(effect, EvaluateGates):
             return [await self._gate(inv) for inv in effect.invocations]
         if isinstance(effect, AskApprover):
@@ -157,6 +170,19 @@ class Driver:
             assert self.options.prepare_step is not None
             return await maybe_await(self.options.prepare_step(effect.context))
         raise TypeError(f"unknown effect {effect!r}")
+
+    def _clock(self) -> int:
+        now = int(self.options.deps.clock.now())
+        if self._step_started is None:
+            self._step_started = now
+        return now
+
+    def _timed(self, effect: SaveCheckpoint) -> SaveCheckpoint:
+        """The save with the timings of the work since the previous save attached."""
+        started = self._step_started if self._step_started is not None else self._clock()
+        timings = StepTimings(started_at=started, model_ms=self._model_ms, tool_ms=self._tool_ms)
+        self._step_started, self._model_ms, self._tool_ms = None, 0, 0
+        return SaveCheckpoint(effect.checkpoint.model_copy(update={"timings": timings}))
 
     async def _save(self, effect: SaveCheckpoint) -> None:
         if self.store is None:

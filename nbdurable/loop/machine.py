@@ -19,7 +19,7 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from ..durable.checkpoint import AgentCheckpoint, CheckpointStatus
+from ..durable.checkpoint import AgentCheckpoint, CheckpointStatus, ForkPoint
 from ..durable.signer import TOKEN_DENIAL_REASON, token_matches
 from ..messages import (
     ApprovalRequestPart,
@@ -177,6 +177,7 @@ class LegStart:
         completed: The stored checkpoint when resuming a completed run (no new step).
         known_approvals: Approval ids pending in the checkpoint (sub-agents' included),
             so verdicts that match nothing can be reported.
+        forked_from: The fork point the run's checkpoints carry (a forked run's lineage).
     """
 
     messages: tuple[Message, ...]
@@ -186,6 +187,7 @@ class LegStart:
     durable: bool = False
     completed: AgentCheckpoint | None = None
     known_approvals: frozenset[str] = frozenset()
+    forked_from: ForkPoint | None = None
 
 
 def leg_start_from_checkpoint(checkpoint: AgentCheckpoint) -> LegStart:
@@ -198,6 +200,7 @@ def leg_start_from_checkpoint(checkpoint: AgentCheckpoint) -> LegStart:
         durable=True,
         completed=checkpoint if checkpoint.status == "completed" else None,
         known_approvals=frozenset(r.approval_id for r in checkpoint.pending_approvals),
+        forked_from=checkpoint.forked_from,
     )
 
 
@@ -647,6 +650,7 @@ class AgentMachine:
             agent_path=self.options.agent_path,
             created_at=int(self.options.deps.clock.now()),
             finish_reason=finish_reason,
+            forked_from=self.start.forked_from,
         )
         yield SaveCheckpoint(checkpoint)
 

@@ -183,6 +183,7 @@ def run_record(run_id: str, last_seq: int, created_at: int, values: Any) -> RunR
         agent_path=latest.agent_path,
         pending_approval_count=len(latest.pending_approvals),
         finish_reason=latest.finish_reason,
+        forked_from=latest.forked_from,
     )
 
 

@@ -347,7 +347,7 @@ def test_a_chain_cycle_is_reported_not_followed(url: str) -> None:
 def test_unknown_optional_fields_from_a_newer_version_are_ignored(url: str) -> None:
     with nd.PostgresSessionStore(url) as store:
         store.save(checkpoint("r", 0, histories(1)[0]))
-    sql(url, f"""UPDATE {PG_SCHEMA}.checkpoints SET extra = '{{"forked_from": "x#1"}}'""")
+    sql(url, f"""UPDATE {PG_SCHEMA}.checkpoints SET extra = '{{"from_the_future": "x#1"}}'""")
     with nd.PostgresSessionStore(url) as store:
         assert store.load("r") == checkpoint("r", 0, histories(1)[0])
 

@@ -158,7 +158,7 @@ def test_unknown_optional_fields_from_a_newer_version_are_ignored(db: Path) -> N
     with nd.SqliteSessionStore(db) as store:
         store.save(checkpoint("r", 0, histories(1)[0]))
     conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("""UPDATE checkpoints SET extra = '{"forked_from": "x#1"}'""")
+    conn.execute("""UPDATE checkpoints SET extra = '{"from_the_future": "x#1"}'""")
     conn.close()
     with nd.SqliteSessionStore(db) as store:
         assert store.load("r") == checkpoint("r", 0, histories(1)[0])
