@@ -260,20 +260,22 @@ def run_langgraph(n: int, db: Path, durability: str | None) -> Figures:
     return time_langgraph_reads(figures, db)
 
 
-def langgraph_run(n: int, db: Path, durability: str | None) -> Figures:
-    """The run itself, its bytes on disk and a check of what the saver kept."""
-    from langchain_core.messages import AIMessage, HumanMessage
+def langgraph_builder(n: int, stamps: list[float] | None = None) -> Any:
+    """The loop as an uncompiled StateGraph: agent node, ToolNode, tools_condition.
+
+    The agent node plays n tool-call turns and a final answer; the tool appends
+    ``time.perf_counter()`` to ``stamps`` at each call.
+    """
+    from langchain_core.messages import AIMessage
     from langchain_core.tools import tool
-    from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.graph import END, START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode, tools_condition
-
-    stamps: list[float] = []
 
     @tool
     def probe(i: int) -> str:
         """Probe the system once."""
-        stamps.append(time.perf_counter())
+        if stamps is not None:
+            stamps.append(time.perf_counter())
         return tool_result(i)
 
     usage = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
@@ -295,6 +297,16 @@ def langgraph_run(n: int, db: Path, durability: str | None) -> Figures:
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", tools_condition, ["tools", END])
     builder.add_edge("tools", "agent")
+    return builder
+
+
+def langgraph_run(n: int, db: Path, durability: str | None) -> Figures:
+    """The run itself, its bytes on disk and a check of what the saver kept."""
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    stamps: list[float] = []
+    builder = langgraph_builder(n, stamps)
 
     conn = sqlite3.connect(str(db), check_same_thread=False)
     saver = SqliteSaver(conn)
