@@ -9,6 +9,7 @@ no store backend until it is used.
 import importlib as _importlib
 import typing as _typing
 
+from . import inspect as inspect  # the module; pandas loads only when a frame is built
 from ._deps import Clock, Deps, SystemClock
 from ._errors import (
     CheckpointNotFoundError,
@@ -28,9 +29,11 @@ from .durable import (
     ApprovalSigner,
     CheckpointInfo,
     DurableSession,
+    ForkPoint,
     HistoryStore,
     RunRecord,
     SessionStore,
+    StepTimings,
     deserialize_checkpoint,
     serialize_checkpoint,
 )
@@ -111,6 +114,7 @@ __all__ = [
     "DurableSession",
     "Event",
     "FencedOutError",
+    "ForkPoint",
     "GenerateTextResult",
     "HistoryStore",
     "ImagePart",
@@ -138,6 +142,7 @@ __all__ = [
     "SqliteSessionStore",
     "StepContext",
     "StepResult",
+    "StepTimings",
     "StoreCorruptionError",
     "StreamChatResult",
     "StreamingModel",

@@ -3,7 +3,14 @@
 Standard library and pydantic only: no file or database code lives here.
 """
 
-from .checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo, CheckpointStatus
+from .checkpoint import (
+    CHECKPOINT_VERSION,
+    AgentCheckpoint,
+    CheckpointInfo,
+    CheckpointStatus,
+    ForkPoint,
+    StepTimings,
+)
 from .codec import deserialize_checkpoint, serialize_checkpoint
 from .records import RunRecord
 from .signer import SECRET_ENV_VAR, TOKEN_DENIAL_REASON, ApprovalSigner
@@ -34,9 +41,11 @@ __all__ = [
     "CheckpointInfo",
     "CheckpointStatus",
     "DurableSession",
+    "ForkPoint",
     "HistoryStore",
     "RunRecord",
     "SessionStore",
+    "StepTimings",
     "deserialize_checkpoint",
     "maybe_await",
     "serialize_checkpoint",

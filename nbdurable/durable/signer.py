@@ -26,7 +26,14 @@ from .._deps import Clock, SystemClock
 from .._errors import ConfigurationError
 from ..messages import ToolApprovalRequest
 
-__all__ = ["SECRET_ENV_VAR", "TOKEN_DENIAL_REASON", "ApprovalSigner", "token_matches"]
+__all__ = [
+    "SECRET_ENV_VAR",
+    "TOKEN_DENIAL_REASON",
+    "ApprovalSigner",
+    "store_signer",
+    "token_issued_at",
+    "token_matches",
+]
 
 SECRET_ENV_VAR = "NBDURABLE_APPROVAL_SECRET"
 TOKEN_DENIAL_REASON = "Approval token missing, invalid, expired, or bound to another run."
@@ -170,3 +177,45 @@ def token_matches(
         return False
     token_run = payload.get("run_id")
     return not (run_id is not None and token_run is not None and token_run != run_id)
+
+
+_HOME_KEY = Path.home() / ".nbdurable" / "approval.key"
+
+
+def store_signer(store: object) -> ApprovalSigner:
+    """The signer whose secret belongs with ``store``, as the runtime finds it.
+
+    ``NBDURABLE_APPROVAL_SECRET`` when set; else a 0600 file created on first
+    use: beside a SQLite or JSONL store, ``~/.nbdurable/approval.key`` for a
+    PostgreSQL store (workers on several machines need the environment
+    variable); for an in-memory store one secret per store object.
+    """
+    from .store import PERSISTENT, supports
+
+    path = getattr(store, "path", None) or getattr(store, "directory", None)
+    if os.environ.get(SECRET_ENV_VAR):
+        return ApprovalSigner()
+    if path and str(path) != ":memory:":
+        return ApprovalSigner.from_file(Path(str(path)).parent / "approval.key")
+    if supports(store, PERSISTENT):  # a server store: one file per machine
+        return ApprovalSigner.from_file(_HOME_KEY)
+    secret = getattr(store, "_nbdurable_approval_secret", None)
+    if secret is None:  # in memory: every runtime on this store object shares one secret
+        secret = secrets.token_urlsafe(32)
+        store._nbdurable_approval_secret = secret  # type: ignore[attr-defined]
+    return ApprovalSigner(secret)
+
+
+def token_issued_at(token: object) -> int | None:
+    """When a token says it was issued (epoch ms), read WITHOUT verifying it.
+
+    For display (a pending approval's age); never a basis for trusting it.
+    """
+    try:
+        if not isinstance(token, str):
+            return None
+        payload = json.loads(_b64decode(token.split(".")[1]).decode("utf-8"))
+        issued = payload.get("issued_at") if isinstance(payload, dict) else None
+        return issued if isinstance(issued, int) and not isinstance(issued, bool) else None
+    except (ValueError, TypeError, IndexError, UnicodeDecodeError, binascii.Error, RecursionError):
+        return None

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import secrets
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 from .._deps import Deps, new_id
@@ -15,8 +12,8 @@ from .._errors import (
     LimitExceededError,
     RunNotFoundError,
 )
-from ..durable.signer import SECRET_ENV_VAR, ApprovalSigner
-from ..durable.store import PERSISTENT, supports
+from ..durable.signer import ApprovalSigner, store_signer
+from ..durable.store import supports
 from ..events.log import notify
 from ..events.model import RUN_STATE, NewEvent
 from .agent import Agent, Registry
@@ -27,8 +24,6 @@ from .records import RUNTIME, UNFINISHED_STATES, RuntimeRun, RuntimeStore
 from .run import Run
 
 __all__ = ["DurableRuntime"]
-
-_HOME_KEY = Path.home() / ".nbdurable" / "approval.key"
 
 FatalHandler = Callable[[BaseException], Any]
 
@@ -140,19 +135,7 @@ class DurableRuntime:
         variable), and for an in-memory store one secret per store object.
         """
         if self._signer is None:
-            path = getattr(self.store, "path", None) or getattr(self.store, "directory", None)
-            if os.environ.get(SECRET_ENV_VAR):
-                self._signer = ApprovalSigner()
-            elif path and str(path) != ":memory:":
-                self._signer = ApprovalSigner.from_file(Path(str(path)).parent / "approval.key")
-            elif supports(self.store, PERSISTENT):  # a server store: one file per machine
-                self._signer = ApprovalSigner.from_file(_HOME_KEY)
-            else:  # in memory: every runtime on this store object shares one secret
-                secret = getattr(self.store, "_nbdurable_approval_secret", None)
-                if secret is None:
-                    secret = secrets.token_urlsafe(32)
-                    self.store._nbdurable_approval_secret = secret
-                self._signer = ApprovalSigner(secret)
+            self._signer = store_signer(self.store)
         return self._signer
 
     # -- registrations -------------------------------------------------------------------

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.runtime import runtime as runtime_module
+from nbdurable.durable import signer as signer_module
 
 
 def test_runtimes_on_one_store_share_the_secret(
     store: Any, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("NBDURABLE_APPROVAL_SECRET", raising=False)
-    monkeypatch.setattr(runtime_module, "_HOME_KEY", tmp_path / "home" / "approval.key")
+    monkeypatch.setattr(signer_module, "_HOME_KEY", tmp_path / "home" / "approval.key")
     first = nd.DurableRuntime(store=store)
     second = nd.DurableRuntime(store=store)
     request = nd.ToolApprovalRequest(approval_id="a1", tool_call_id="c1", tool_name="t")

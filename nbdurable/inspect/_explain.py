@@ -1,0 +1,349 @@
+"""``explain``: why a run is where it is, and what would move it on."""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import RunNotFoundError
+from ..durable.checkpoint import AgentCheckpoint
+from ..durable.signer import token_issued_at
+from ..durable.store import RUNTIME, HistoryStore, supports
+from ..runtime.records import UNFINISHED_STATES, RuntimeRun
+from ._rows import preview
+from ._source import StoreLike, opened, runtime_record
+
+__all__ = ["Explanation", "PendingApproval", "explain"]
+
+
+@dataclass(frozen=True)
+class PendingApproval:
+    """A gated tool call a run waits for.
+
+    Attributes:
+        approval_id: What a verdict names.
+        tool_name: The tool.
+        args: Its arguments.
+        agent_path: The sub-agents down to the one that made the call (empty at top level).
+        age_s: Seconds since its token was issued (None for an unsigned request).
+    """
+
+    approval_id: str
+    tool_name: str
+    args: dict[str, Any]
+    agent_path: tuple[str, ...]
+    age_s: float | None
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a run is where it is.
+
+    Attributes:
+        run_id: The run.
+        status: Its runtime state, or its latest checkpoint's status for a run
+            the runtime does not own.
+        summary: One sentence.
+        details: Facts behind the summary, one per line.
+        actions: What would move the run on (API calls and CLI commands).
+        approvals: The approvals it waits for.
+    """
+
+    run_id: str
+    status: str
+    summary: str
+    details: tuple[str, ...] = ()
+    actions: tuple[str, ...] = ()
+    approvals: tuple[PendingApproval, ...] = field(default=())
+
+    def __str__(self) -> str:
+        lines = [f"{self.run_id}: {self.status}", f"  {self.summary}"]
+        lines += [f"  - {line}" for line in self.details]
+        if self.actions:
+            lines.append("  next:")
+            lines += [f"    {line}" for line in self.actions]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in self.details)
+        actions = "".join(f"<li><code>{html.escape(a)}</code></li>" for a in self.actions)
+        return (
+            f"<div class='nbdurable-explain'><b>{html.escape(self.run_id)}</b>: "
+            f"<code>{html.escape(self.status)}</code><p>{html.escape(self.summary)}</p>"
+            + (f"<ul>{items}</ul>" if items else "")
+            + (f"<p>Next:</p><ul>{actions}</ul>" if actions else "")
+            + "</div>"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict of every field."""
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "summary": self.summary,
+            "details": list(self.details),
+            "actions": list(self.actions),
+            "approvals": [
+                {
+                    "approval_id": a.approval_id,
+                    "tool_name": a.tool_name,
+                    "args": a.args,
+                    "agent_path": list(a.agent_path),
+                    "age_s": a.age_s,
+                }
+                for a in self.approvals
+            ],
+        }
+
+
+def explain(store: StoreLike, run_id: str, *, now: int | None = None) -> Explanation:
+    """Why ``run_id`` is where it is: what it waits for, what failed, who owns it.
+
+    Covers every run state: waiting for approvals (tool, arguments, agent path,
+    token age), needs_attention (which tool, why), retry_wait (until when, after
+    which error), running (and whether its owner's lease lapsed), queued behind
+    which run, failed or cancelled (reason, error), completed (finish reason).
+
+    Args:
+        store: A store, or a store URL.
+        run_id: The run.
+        now: The time to measure ages against, epoch ms (default: the wall clock).
+
+    Raises:
+        RunNotFoundError: The store has neither a checkpoint nor a runtime record of the run.
+    """
+    clock = int(time.time() * 1000) if now is None else now
+    with opened(store) as source:
+        record = runtime_record(source, run_id)
+        checkpoint = source.load(run_id)
+        if record is None and checkpoint is None:
+            raise RunNotFoundError(run_id)
+        ahead = _ahead_in_session(source, record) if record is not None else None
+    approvals = _approvals(checkpoint, clock)
+    if record is None:
+        assert checkpoint is not None
+        return _explain_checkpoint(checkpoint, approvals)
+    return _explain_record(record, checkpoint, approvals, clock, ahead)
+
+
+def _approvals(checkpoint: AgentCheckpoint | None, now: int) -> tuple[PendingApproval, ...]:
+    if checkpoint is None:
+        return ()
+    found = []
+    for request in checkpoint.pending_approvals:
+        issued = token_issued_at(request.token)
+        found.append(
+            PendingApproval(
+                approval_id=request.approval_id,
+                tool_name=request.tool_name,
+                args=dict(request.input),
+                agent_path=request.agent_path,
+                age_s=None if issued is None else max(0, now - issued) / 1000,
+            )
+        )
+    return tuple(found)
+
+
+def _approval_lines(approvals: tuple[PendingApproval, ...]) -> list[str]:
+    lines = []
+    for a in approvals:
+        where = f" in sub-agent {'/'.join(a.agent_path)}" if a.agent_path else ""
+        age = f", asked {_duration(a.age_s)} ago" if a.age_s is not None else ""
+        call = preview(f"{a.tool_name}({_args(a.args)})", 100)
+        lines.append(f"approval {a.approval_id}: {call}{where}{age}")
+    return lines
+
+
+def _args(args: dict[str, Any]) -> str:
+    return ", ".join(
+        f"{k}={json.dumps(v, ensure_ascii=False, default=repr)}" for k, v in args.items()
+    )
+
+
+def _explain_checkpoint(
+    checkpoint: AgentCheckpoint, approvals: tuple[PendingApproval, ...]
+) -> Explanation:
+    run_id, status = checkpoint.run_id, checkpoint.status
+    step = f"step {checkpoint.step_index}"
+    fork = checkpoint.forked_from
+    lineage = (
+        [
+            f"forked from {fork.run_id} at step {fork.step_index}"
+            + (" (edited)" if fork.edited else "")
+        ]
+        if fork is not None
+        else []
+    )
+    resume = "resume_from_checkpoint(store, run_id, model=..., tools=...)"
+    if status == "completed":
+        return Explanation(
+            run_id,
+            status,
+            f"Completed at {step} (finish reason: {checkpoint.finish_reason or 'stop'}).",
+            details=(*lineage, f"{len(checkpoint.messages)} messages, {_usage(checkpoint)}"),
+        )
+    if approvals:
+        return Explanation(
+            run_id,
+            status,
+            f"Suspended at {step}, waiting for {len(approvals)} approval(s).",
+            details=(*lineage, *_approval_lines(approvals)),
+            actions=(f"{resume} with approval_responses=[...]",),
+            approvals=approvals,
+        )
+    if status == "suspended":
+        return Explanation(
+            run_id,
+            status,
+            f"Suspended at {step}, waiting for client tool results.",
+            details=(*lineage,),
+            actions=(f"{resume} with the tool results as messages",),
+        )
+    return Explanation(
+        run_id,
+        status,
+        f"Stopped after {step} with a next step to take: the process running it "
+        "ended (or it still runs elsewhere).",
+        details=(*lineage, f"last checkpoint written {_ts(checkpoint.created_at)}"),
+        actions=(resume,),
+    )
+
+
+def _explain_record(
+    record: RuntimeRun,
+    checkpoint: AgentCheckpoint | None,
+    approvals: tuple[PendingApproval, ...],
+    now: int,
+    ahead: RuntimeRun | None,
+) -> Explanation:
+    run_id, state = record.run_id, record.state
+    agent = f"agent {record.agent_id!r} version {record.agent_version!r}"
+    step = f"step {checkpoint.step_index}" if checkpoint is not None else "no step yet"
+    facts = [f"{agent}, session {record.session_id}, {step}, {record.operations} operation(s)"]
+    if checkpoint is not None and checkpoint.forked_from is not None:
+        fork = checkpoint.forked_from
+        facts.append(f"forked from {fork.run_id} at step {fork.step_index}")
+    if record.error:
+        facts.append(f"last error: {record.error}")
+    cli = "nbdurable runs"
+    if state == "waiting_approval":
+        return Explanation(
+            run_id,
+            state,
+            f"Waiting for {len(approvals)} approval(s) at {step}.",
+            details=(*facts, *_approval_lines(approvals)),
+            actions=(
+                "await run.approve(approval_id) / await run.deny(approval_id, reason=...)",
+                f"{cli} approve {run_id} [APPROVAL_ID]   or   {cli} deny {run_id} [APPROVAL_ID]",
+            ),
+            approvals=approvals,
+        )
+    if state == "needs_attention":
+        return Explanation(
+            run_id,
+            state,
+            f"Needs a human: {record.reason or 'see the details'}.",
+            details=tuple(facts),
+            actions=(
+                "await run.retry()  (runs the interrupted manual tool again)",
+                "await run.deny()  (settles it as an error the model sees)",
+                f"{cli} retry {run_id}",
+            ),
+        )
+    if state == "retry_wait":
+        at = record.next_attempt_at
+        when = f"at {_ts(at)} (in {_duration(max(0, at - now) / 1000)})" if at else "soon"
+        return Explanation(
+            run_id,
+            state,
+            f"The model call failed; attempt {record.model_attempts + 1} starts {when}.",
+            details=tuple(facts),
+            actions=("a runtime serving the agent retries it then; await run.cancel() stops it",),
+        )
+    if state in ("running", "cancelling"):
+        return _explain_owned(record, facts, now)
+    if state == "queued":
+        behind = f"behind {ahead.run_id} ({ahead.state})" if ahead is not None else "in its session"
+        return Explanation(
+            run_id,
+            state,
+            f"Queued {behind}: runs of a session execute one after another.",
+            details=tuple(facts),
+        )
+    if state == "pending":
+        return Explanation(
+            run_id,
+            state,
+            "Eligible and waiting for a runtime serving its agent to take it "
+            "(a free slot in a notebook's runtime or an `nbdurable worker`).",
+            details=tuple(facts),
+            actions=(f"nbdurable worker --store URL --agents module:attr  (serving {agent})",),
+        )
+    if state == "completed":
+        reason = checkpoint.finish_reason if checkpoint is not None else None
+        return Explanation(
+            run_id,
+            state,
+            f"Completed at {step} (finish reason: {reason or 'stop'}).",
+            details=(*facts, _usage(checkpoint)) if checkpoint is not None else tuple(facts),
+        )
+    return Explanation(  # failed, cancelled
+        run_id,
+        state,
+        f"{state.capitalize()}: {record.reason or 'no reason recorded'}.",
+        details=tuple(facts),
+        actions=(f"await run.retry()  or  {cli} retry {run_id}",) if state == "failed" else (),
+    )
+
+
+def _explain_owned(record: RuntimeRun, facts: list[str], now: int) -> Explanation:
+    expires = record.lease_expires_at
+    owner = record.lease_owner or "no owner"
+    if expires is not None and expires < now:
+        return Explanation(
+            record.run_id,
+            record.state,
+            f"Marked {record.state}, but its owner {owner} is gone: the lease expired "
+            f"{_duration((now - expires) / 1000)} ago.",
+            details=tuple(facts),
+            actions=("any runtime serving its agent claims it and resumes from the last step",),
+        )
+    left = f"; lease valid for {_duration((expires - now) / 1000)}" if expires is not None else ""
+    return Explanation(
+        record.run_id,
+        record.state,
+        f"Executing in {owner}{left}.",
+        details=tuple(facts),
+    )
+
+
+def _ahead_in_session(store: HistoryStore, record: RuntimeRun) -> RuntimeRun | None:
+    if record.state != "queued" or not supports(store, RUNTIME):
+        return None
+    runtime: Any = store
+    unfinished = sorted(UNFINISHED_STATES)
+    earlier = [r for r in runtime.rt_session(record.session_id, unfinished) if r.seq < record.seq]
+    return earlier[0] if earlier else None
+
+
+def _usage(checkpoint: AgentCheckpoint) -> str:
+    u = checkpoint.usage
+    cost = f", ${u.cost:.4f}" if u.cost is not None else ""
+    return f"{u.total_tokens} tokens ({u.input_tokens} in, {u.output_tokens} out{cost})"
+
+
+def _ts(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,119 @@
+"""Rows to typed DataFrames, with an HTML view that stays readable for long texts.
+
+This module imports pandas; the rest of :mod:`nbdurable.inspect` imports it
+only when a DataFrame is asked for, so ``import nbdurable`` never does.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["InspectFrame", "STATUSES", "frame"]
+
+STATUSES = (
+    "queued",
+    "pending",
+    "running",
+    "retry_wait",
+    "waiting_approval",
+    "needs_attention",
+    "cancelling",
+    "suspended",
+    "completed",
+    "failed",
+    "cancelled",
+)
+"""Every status a run or checkpoint can show: run states and checkpoint statuses."""
+
+_CELL_CSS = (
+    "max-width: 32em; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; "
+    "text-align: left"
+)
+_STATUS_COLOURS = {
+    "completed": "#1a7f37",
+    "failed": "#cf222e",
+    "cancelled": "#6e7781",
+    "waiting_approval": "#9a6700",
+    "suspended": "#9a6700",
+    "needs_attention": "#cf222e",
+    "retry_wait": "#9a6700",
+    "running": "#0969da",
+}
+
+
+class InspectFrame(pd.DataFrame):  # type: ignore[misc]  # pandas ships no stubs here
+    """A :class:`pandas.DataFrame` whose notebook view keeps every row one line high.
+
+    It is a plain DataFrame in every other respect; operations that derive a
+    new frame return this class again (pandas' subclassing protocol).
+    """
+
+    @property
+    def _constructor(self) -> type[InspectFrame]:
+        return InspectFrame
+
+    def _repr_html_(self) -> str | None:
+        if len(self) > 200 or len(self.columns) > 40:
+            return super()._repr_html_()  # type: ignore[no-any-return]
+        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in [self.index.name or "", *self])
+        body = []
+        for index, row in self.iterrows():
+            cells = [f"<th>{html.escape(_text(index))}</th>"]
+            for column, value in row.items():
+                cells.append(_cell(str(column), value))
+            body.append("<tr>" + "".join(cells) + "</tr>")
+        return (
+            '<table class="dataframe nbdurable-frame" style="table-layout: auto">'
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+            f"<p style='color: #6e7781'>{len(self)} rows x {len(self.columns)} columns</p>"
+        )
+
+
+def _text(value: Any) -> str:
+    if value is None or (not isinstance(value, (list, dict, str)) and pd.isna(value)):
+        return ""
+    if isinstance(value, pd.Timestamp):
+        return str(value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3])
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _cell(column: str, value: Any) -> str:
+    text = _text(value)
+    style = _CELL_CSS
+    colour = _STATUS_COLOURS.get(text) if column in ("status", "type") else None
+    if colour is not None:
+        style += f"; color: {colour}; font-weight: 600"
+    # The full value goes to the tooltip: the cell shows one line, a hover shows all.
+    return f'<td style="{style}" title="{html.escape(text)}">{html.escape(text)}</td>'
+
+
+def frame(
+    rows: Sequence[dict[str, Any]],
+    *,
+    columns: Sequence[str],
+    index: str,
+    categories: dict[str, Sequence[str]] | None = None,
+    datetimes: Sequence[str] = (),
+    integers: Sequence[str] = (),
+    floats: Sequence[str] = (),
+) -> InspectFrame:
+    """Typed frame: categories, UTC datetimes from epoch ms, nullable integers and floats."""
+    data = pd.DataFrame.from_records(list(rows), columns=list(columns))
+    for column, values in (categories or {}).items():
+        known = list(values)
+        extra = sorted(set(data[column].dropna()) - set(known))
+        data[column] = pd.Categorical(data[column], categories=known + extra)
+    for column in datetimes:
+        data[column] = pd.to_datetime(data[column], unit="ms", utc=True)
+    for column in integers:
+        data[column] = data[column].astype("Int64")
+    for column in floats:
+        data[column] = data[column].astype("Float64")
+    data = data.set_index(index)
+    return InspectFrame(data)

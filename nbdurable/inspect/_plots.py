@@ -1,0 +1,105 @@
+"""Plots of a run's history: where each step's time went, and tokens/cost over the run.
+
+Each takes the DataFrame :func:`~nbdurable.inspect.history` returns (or a store
+and a run id) and returns a :class:`matplotlib.figure.Figure`, which a notebook
+shows as the cell's output. matplotlib is imported only when a plot is drawn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._errors import ConfigurationError
+from ._source import StoreLike
+
+__all__ = ["plot_timeline", "plot_usage"]
+
+
+def _history(history: Any, run_id: str | None) -> Any:
+    if run_id is not None:
+        from ._views import history as load
+
+        return load(history, run_id)
+    if not hasattr(history, "columns") or "duration_ms" not in history.columns:
+        raise ConfigurationError(
+            "pass the DataFrame nbdurable.inspect.history() returns, or a store and a run id"
+        )
+    return history
+
+
+def _figure(title: str) -> tuple[Any, Any]:
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ConfigurationError(
+            "nbdurable.inspect's plots need matplotlib: pip install 'nbdurable[inspect]'"
+        ) from exc
+    figure, axes = plt.subplots(figsize=(9, 3.6), layout="constrained")
+    plt.close(figure)  # returned, not left in pyplot's list (a notebook shows it once)
+    axes.set_title(title)
+    return figure, axes
+
+
+def plot_timeline(history: Any | StoreLike, run_id: str | None = None) -> Any:
+    """Stacked bars per step: model time, tool time and the rest of the step (ms).
+
+    Args:
+        history: The DataFrame of :func:`~nbdurable.inspect.history`, or a store
+            (object or URL) when ``run_id`` is given.
+        run_id: Read the history of this run from the store ``history``.
+
+    Returns:
+        A matplotlib ``Figure``.
+    """
+    frame = _history(history, run_id)
+    steps = [str(step) for step in frame.index]
+    model = frame["model_ms"].fillna(0).astype(float).to_numpy()
+    tool = frame["tool_ms"].fillna(0).astype(float).to_numpy()
+    total = frame["duration_ms"].fillna(0).astype(float).to_numpy()
+    other = (total - model - tool).clip(min=0)
+    figure, axes = _figure("Time per step")
+    axes.bar(steps, model, label="model", color="#0969da")
+    axes.bar(steps, tool, bottom=model, label="tools", color="#bf8700")
+    axes.bar(steps, other, bottom=model + tool, label="other", color="#d0d7de")
+    axes.set_xlabel("step")
+    axes.set_ylabel("ms")
+    axes.legend(loc="upper left")
+    if len(steps) > 30:  # keep the step labels legible on long runs
+        axes.set_xticks(steps[:: max(1, len(steps) // 20)])
+    return figure
+
+
+def plot_usage(history: Any | StoreLike, run_id: str | None = None) -> Any:
+    """Cumulative tokens over the run (line), tokens per step (bars), and cost when known.
+
+    Args:
+        history: The DataFrame of :func:`~nbdurable.inspect.history` (or
+            :func:`~nbdurable.inspect.usage`), or a store when ``run_id`` is given.
+        run_id: Read the history of this run from the store ``history``.
+
+    Returns:
+        A matplotlib ``Figure``.
+    """
+    frame: Any = history
+    if run_id is not None or not hasattr(history, "columns"):
+        frame = _history(history, run_id)
+    elif "total_tokens" not in history.columns:
+        raise ConfigurationError("the frame has no total_tokens column")
+    steps = [str(step) for step in frame.index]
+    figure, axes = _figure("Tokens and cost")
+    axes.bar(steps, frame["tokens_delta"].astype(float), color="#d0d7de", label="tokens per step")
+    axes.plot(steps, frame["total_tokens"].astype(float), color="#0969da", label="total tokens")
+    axes.set_xlabel("step")
+    axes.set_ylabel("tokens")
+    handles, labels = axes.get_legend_handles_labels()
+    cost = frame["cost"]
+    if cost.notna().any():
+        twin = axes.twinx()
+        twin.plot(steps, cost.astype(float), color="#1a7f37", linestyle="--", label="cost ($)")
+        twin.set_ylabel("US$")
+        more_handles, more_labels = twin.get_legend_handles_labels()
+        handles, labels = handles + more_handles, labels + more_labels
+    axes.legend(handles, labels, loc="upper left")
+    if len(steps) > 30:
+        axes.set_xticks(steps[:: max(1, len(steps) // 20)])
+    return figure

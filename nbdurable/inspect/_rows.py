@@ -1,0 +1,254 @@
+"""Inspection rows as plain dicts: what the DataFrames hold, computed without pandas.
+
+Timestamps stay epoch milliseconds here; :mod:`._frame` turns them into datetimes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
+from ..durable.records import RunRecord
+from ..events.model import Event
+from ..messages import (
+    ApprovalRequestPart,
+    ImagePart,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+)
+from ..runtime.records import RuntimeRun
+
+__all__ = [
+    "PREVIEW_CHARS",
+    "event_rows",
+    "history_rows",
+    "message_row",
+    "message_rows",
+    "preview",
+    "run_rows",
+    "step_messages",
+    "usage_columns",
+]
+
+PREVIEW_CHARS = 120
+"""Longest text a preview cell holds; the full text stays in the store."""
+
+
+def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
+    """One line of at most ``limit`` characters: whitespace collapsed, cut with "…"."""
+    text = value if isinstance(value, str) else _json(value)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr)
+    except ValueError:  # circular structures: show what Python shows
+        return repr(value)
+
+
+def usage_columns(usage: Usage) -> dict[str, Any]:
+    """A usage as flat columns (``cost`` is None when unknown)."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "cost": usage.cost,
+    }
+
+
+def run_rows(records: Iterable[RunRecord], runtime: Iterable[RuntimeRun]) -> list[dict[str, Any]]:
+    """One row per run: the store's run records joined with the runtime's.
+
+    A runtime run that has not checkpointed yet (queued, pending) still gets a
+    row; its status is the runtime state, which wins over the checkpoint status.
+    """
+    by_id = {r.run_id: r for r in runtime}
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for record in records:
+        seen.add(record.run_id)
+        rows.append(_run_row(record, by_id.get(record.run_id)))
+    rows.extend(_run_row(None, run) for run_id, run in by_id.items() if run_id not in seen)
+    rows.sort(key=lambda row: (row["created_at"], row["run_id"]))
+    return rows
+
+
+def _run_row(record: RunRecord | None, run: RuntimeRun | None) -> dict[str, Any]:
+    assert record is not None or run is not None
+    fork = record.forked_from if record is not None else None
+    usage = record.usage if record is not None else Usage()
+    created = record.created_at if record is not None else 0
+    if run is not None:
+        created = min(created, run.created_at) if record is not None else run.created_at
+    updated = max(
+        record.updated_at if record is not None else 0, run.updated_at if run is not None else 0
+    )
+    return {
+        "run_id": record.run_id if record is not None else run.run_id,  # type: ignore[union-attr]
+        "agent": run.agent_id if run is not None else _agent_of(record),
+        "status": run.state if run is not None else record.status,  # type: ignore[union-attr]
+        "steps": record.step_count if record is not None else 0,
+        "step_index": record.step_index if record is not None else None,
+        **usage_columns(usage),
+        "created_at": created,
+        "updated_at": updated,
+        "parent_run": fork.run_id if fork is not None else None,
+        "fork_step": fork.step_index if fork is not None else None,
+        "pending_approvals": record.pending_approval_count if record is not None else 0,
+        "finish_reason": record.finish_reason if record is not None else None,
+        "session_id": run.session_id if run is not None else None,
+        "reason": run.reason if run is not None else None,
+    }
+
+
+def _agent_of(record: RunRecord | None) -> str | None:
+    # A run of the loop API has no agent id; a sub-agent's checkpoints name its path.
+    if record is not None and record.agent_path:
+        return "/".join(record.agent_path)
+    return None
+
+
+def step_messages(
+    latest: AgentCheckpoint | None, history: Sequence[CheckpointInfo]
+) -> list[tuple[Message, ...]]:
+    """The messages each checkpoint added, sliced from the latest checkpoint's history.
+
+    Within a run the history only grows (every step appends), so checkpoint
+    ``i`` holds the first ``message_count[i]`` messages of the latest one: one
+    load gives every step's messages. A count that shrinks (never written by
+    nbdurable) yields no messages for that step rather than wrong ones.
+    """
+    messages = latest.messages if latest is not None else ()
+    added: list[tuple[Message, ...]] = []
+    previous = 0
+    for info in history:
+        count = info.message_count
+        added.append(messages[previous:count] if count >= previous else ())
+        previous = count
+    return added
+
+
+def history_rows(
+    history: Sequence[CheckpointInfo], latest: AgentCheckpoint | None
+) -> list[dict[str, Any]]:
+    """One row per checkpoint of a run, in save order."""
+    rows: list[dict[str, Any]] = []
+    previous: CheckpointInfo | None = None
+    for info, added in zip(history, step_messages(latest, history), strict=True):
+        usage, before = info.usage, previous.usage if previous is not None else Usage()
+        timings = info.timings
+        duration = None
+        if timings is not None:
+            duration = info.created_at - timings.started_at
+        elif previous is not None:
+            duration = info.created_at - previous.created_at
+        calls = [call.tool_name for message in added for call in message.tool_calls]
+        rows.append(
+            {
+                "step": info.step_index,
+                "status": info.status,
+                "finish_reason": info.finish_reason,
+                "messages": info.message_count,
+                "new_messages": info.message_count - (previous.message_count if previous else 0),
+                "tool_calls": ", ".join(calls),
+                **usage_columns(usage),
+                "tokens_delta": usage.total_tokens - before.total_tokens,
+                "input_tokens_delta": usage.input_tokens - before.input_tokens,
+                "output_tokens_delta": usage.output_tokens - before.output_tokens,
+                "cost_delta": _cost_delta(usage.cost, before.cost),
+                "duration_ms": duration,
+                "model_ms": timings.model_ms if timings is not None else None,
+                "tool_ms": timings.tool_ms if timings is not None else None,
+                "pending_approvals": len(info.pending_approvals),
+                "created_at": info.created_at,
+            }
+        )
+        previous = info
+    return rows
+
+
+def _cost_delta(now: float | None, before: float | None) -> float | None:
+    if now is None:
+        return None
+    return now - (before or 0.0)
+
+
+def message_rows(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """One row per message of a history."""
+    return [message_row(position, message) for position, message in enumerate(messages)]
+
+
+def message_row(position: int, message: Message) -> dict[str, Any]:
+    """A message as one row: role, part types, previews of its text, tool calls and results."""
+    calls = [p for p in message.content if isinstance(p, ToolCallPart)]
+    results = [p for p in message.content if isinstance(p, ToolResultPart)]
+    approvals = [p for p in message.content if isinstance(p, ApprovalRequestPart)]
+    names = [p.tool_name for p in calls] + [p.tool_name for p in results]
+    names += [p.request.tool_name for p in approvals]
+    texts = [p.text for p in message.content if isinstance(p, TextPart)]
+    return {
+        "position": position,
+        "role": message.role,
+        "parts": ", ".join(dict.fromkeys(part.type for part in message.content)),
+        "text": preview(" ".join(texts)) if texts else "",
+        "tool_name": ", ".join(dict.fromkeys(names)),
+        "tool_args": _joined_preview(
+            [c.args for c in calls] or [a.request.input for a in approvals]
+        ),
+        "tool_result": _joined_preview([r.result for r in results]),
+        "is_error": any(r.is_error for r in results),
+        "images": sum(isinstance(p, ImagePart) for p in message.content),
+    }
+
+
+def _joined_preview(values: list[Any]) -> str:
+    if not values:
+        return ""
+    return preview(values[0] if len(values) == 1 else values)
+
+
+def event_rows(events: Iterable[Event]) -> list[dict[str, Any]]:
+    """One row per logged event, with a one-line summary of its payload."""
+    return [
+        {
+            "offset": event.offset,
+            "type": event.type,
+            "step_index": event.step_index,
+            "operation_id": event.operation_id,
+            "attempt_id": event.attempt_id,
+            "summary": _summary(event),
+            "created_at": event.created_at,
+            "payload": event.payload,
+        }
+        for event in events
+    ]
+
+
+def _summary(event: Event) -> str:
+    payload = event.payload
+    if event.type == "model_delta":
+        return preview(payload.get("delta", ""))
+    if event.type == "run_state":
+        reason = payload.get("reason")
+        return str(payload.get("state")) + (f" ({reason})" if reason else "")
+    for key in ("tool_call", "result", "request"):
+        value = payload.get(key)
+        if isinstance(value, dict):
+            name = value.get("tool_name", "")
+            detail = value.get("args", value.get("input", value.get("result")))
+            return preview(f"{name} {_json(detail)}")
+    if event.type == "approval_resolved" or "approved" in payload:
+        verdict = "approved" if payload.get("approved") else "denied"
+        return preview(f"{payload.get('approval_id', '')} {verdict} {payload.get('reason') or ''}")
+    if "message" in payload:
+        return preview(f"{payload.get('error_type', '')}: {payload['message']}")
+    if "finish_reason" in payload:
+        return str(payload["finish_reason"])
+    return preview({k: v for k, v in payload.items() if k != "response"}) if payload else ""

@@ -1,0 +1,243 @@
+"""The DataFrame views: runs, a run's checkpoints, a checkpoint's messages, events, usage."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._errors import ConfigurationError, RunNotFoundError
+from ..durable.store import RUNTIME, supports
+from ..events.log import EVENTS
+from ..runtime.records import RuntimeRun
+from . import _rows
+from ._source import StoreLike, checkpoint_at, opened, runtime_record
+
+if TYPE_CHECKING:
+    from ._frame import InspectFrame
+
+__all__ = ["events", "history", "messages", "runs", "usage"]
+
+_RUN_COLUMNS = (
+    "run_id",
+    "agent",
+    "status",
+    "steps",
+    "step_index",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cost",
+    "created_at",
+    "updated_at",
+    "parent_run",
+    "fork_step",
+    "pending_approvals",
+    "finish_reason",
+    "session_id",
+    "reason",
+)
+_HISTORY_COLUMNS = (
+    "step",
+    "status",
+    "finish_reason",
+    "messages",
+    "new_messages",
+    "tool_calls",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "tokens_delta",
+    "input_tokens_delta",
+    "output_tokens_delta",
+    "cost",
+    "cost_delta",
+    "duration_ms",
+    "model_ms",
+    "tool_ms",
+    "pending_approvals",
+    "created_at",
+)
+_MESSAGE_COLUMNS = (
+    "position",
+    "role",
+    "parts",
+    "text",
+    "tool_name",
+    "tool_args",
+    "tool_result",
+    "is_error",
+    "images",
+)
+_EVENT_COLUMNS = (
+    "offset",
+    "type",
+    "step_index",
+    "operation_id",
+    "attempt_id",
+    "summary",
+    "created_at",
+    "payload",
+)
+_USAGE_COLUMNS = (
+    "step",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "input_tokens_delta",
+    "output_tokens_delta",
+    "tokens_delta",
+    "cost",
+    "cost_delta",
+    "created_at",
+)
+_ROLES = ("system", "user", "assistant", "tool")
+
+
+def _frame_module() -> Any:
+    try:
+        from . import _frame
+    except ImportError as exc:  # pandas is an optional dependency
+        raise ConfigurationError(
+            "nbdurable.inspect's DataFrames need pandas: pip install 'nbdurable[inspect]'"
+        ) from exc
+    return _frame
+
+
+def runs(store: StoreLike, status: str | Sequence[str] | None = None) -> InspectFrame:
+    """Every run of a store, oldest first, one row per run (index ``run_id``).
+
+    Columns: ``agent`` (the runtime's agent id, or the sub-agent path), ``status``
+    (the runtime state when the runtime ran it, else the latest checkpoint's status),
+    ``steps`` (checkpoints stored), ``step_index`` (of the latest), ``input_tokens``,
+    ``output_tokens``, ``total_tokens``, ``cost`` (cumulative), ``created_at``,
+    ``updated_at`` (UTC datetimes), ``parent_run`` and ``fork_step`` (set on a fork),
+    ``pending_approvals``, ``finish_reason``, ``session_id`` and ``reason`` (runtime runs).
+
+    Args:
+        store: A store, or a store URL.
+        status: Only runs in this status (or these statuses).
+    """
+    with opened(store) as source:
+        records = source.list_runs()
+        runtime: list[RuntimeRun] = (
+            source.rt_list()  # type: ignore[attr-defined]
+            if supports(source, RUNTIME)
+            else []
+        )
+    rows = _rows.run_rows(records, runtime)
+    if status is not None:
+        wanted = {status} if isinstance(status, str) else set(status)
+        rows = [row for row in rows if row["status"] in wanted]
+    module = _frame_module()
+    return module.frame(  # type: ignore[no-any-return]
+        rows,
+        columns=_RUN_COLUMNS,
+        index="run_id",
+        categories={"status": module.STATUSES},
+        datetimes=("created_at", "updated_at"),
+        integers=("step_index", "fork_step"),
+        floats=("cost",),
+    )
+
+
+def history(store: StoreLike, run_id: str) -> InspectFrame:
+    """A run's checkpoints, one row per step in save order (index ``step``).
+
+    Columns: ``status``, ``finish_reason``, ``messages`` (history length),
+    ``new_messages``, ``tool_calls`` (names of the calls made in the step),
+    cumulative ``input_tokens``/``output_tokens``/``total_tokens``/``cost`` and
+    their ``*_delta`` for the step, ``duration_ms`` with its ``model_ms`` and
+    ``tool_ms`` parts (where the driver measured them), ``pending_approvals``
+    (count) and ``created_at``. Reads the metadata of every checkpoint and the
+    messages of the latest one only.
+
+    Raises:
+        RunNotFoundError: The store has no checkpoint of the run.
+    """
+    with opened(store) as source:
+        infos = source.history(run_id)
+        if not infos:
+            raise RunNotFoundError(run_id)
+        latest = source.load(run_id)
+    module = _frame_module()
+    return module.frame(  # type: ignore[no-any-return]
+        _rows.history_rows(infos, latest),
+        columns=_HISTORY_COLUMNS,
+        index="step",
+        categories={"status": ("running", "suspended", "completed")},
+        datetimes=("created_at",),
+        integers=("duration_ms", "model_ms", "tool_ms"),
+        floats=("cost", "cost_delta"),
+    )
+
+
+def messages(store: StoreLike, run_id: str, step_index: int | None = None) -> InspectFrame:
+    """The messages of one checkpoint (the latest by default), index ``position``.
+
+    Columns: ``role``, ``parts`` (part types), ``text`` (a one-line preview),
+    ``tool_name``, ``tool_args``, ``tool_result`` (previews), ``is_error`` and
+    ``images`` (how many image parts). Load the checkpoint itself for full texts.
+
+    Raises:
+        RunNotFoundError: The store has no checkpoint of the run.
+        CheckpointNotFoundError: The run has no checkpoint at ``step_index``.
+    """
+    with opened(store) as source:
+        checkpoint = checkpoint_at(source, run_id, step_index)
+    return _frame_module().frame(  # type: ignore[no-any-return]
+        _rows.message_rows(checkpoint.messages),
+        columns=_MESSAGE_COLUMNS,
+        index="position",
+        categories={"role": _ROLES},
+    )
+
+
+def events(store: StoreLike, run_id: str, after: int = 0) -> InspectFrame:
+    """A run's event log from offset ``after + 1`` (index ``offset``).
+
+    Columns: ``type``, ``step_index``, ``operation_id``, ``attempt_id``,
+    ``summary`` (one line), ``created_at`` and ``payload`` (the event's dict).
+
+    Raises:
+        ConfigurationError: The store keeps no event log.
+        RunNotFoundError: Neither an event nor a checkpoint of the run exists.
+    """
+    with opened(store) as source:
+        if not supports(source, EVENTS):
+            raise ConfigurationError(f"{type(source).__name__} keeps no event log")
+        logged = source.read_events(run_id, after=after)  # type: ignore[attr-defined]
+        unknown = not logged and after == 0 and not source.history(run_id)
+        if unknown and runtime_record(source, run_id) is None:
+            raise RunNotFoundError(run_id)
+    module = _frame_module()
+    frame = module.frame(
+        _rows.event_rows(logged),
+        columns=_EVENT_COLUMNS,
+        index="offset",
+        categories={"type": sorted({event.type for event in logged})},
+        datetimes=("created_at",),
+        integers=("step_index",),
+    )
+    return frame  # type: ignore[no-any-return]
+
+
+def usage(store: StoreLike, run_id: str) -> InspectFrame:
+    """Token and cost usage over a run: cumulative and per step (index ``step``).
+
+    The usage columns of :func:`history`, without the rest.
+
+    Raises:
+        RunNotFoundError: The store has no checkpoint of the run.
+    """
+    with opened(store) as source:
+        infos = source.history(run_id)
+    if not infos:
+        raise RunNotFoundError(run_id)
+    rows = _rows.history_rows(infos, None)
+    return _frame_module().frame(  # type: ignore[no-any-return]
+        [{column: row[column] for column in _USAGE_COLUMNS} for row in rows],
+        columns=_USAGE_COLUMNS,
+        index="step",
+        datetimes=("created_at",),
+        floats=("cost", "cost_delta"),
+    )
