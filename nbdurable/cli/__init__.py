@@ -1,0 +1,155 @@
+"""The ``nbdurable`` command: a thin layer over the library.
+
+- ``nbdurable worker --store URL --agents module:attr``: a headless runtime that
+  executes queued and recovered runs (runs go on while a kernel restarts).
+- ``nbdurable runs [list|show|history|explain|rewind] ...``: inspect a store.
+- ``nbdurable runs approve|deny|resume|cancel|retry RUN ...``: steer a run.
+- ``nbdurable demo``: a durable run in the terminal: crash, recovery, approvals.
+
+Errors print one line, ``nbdurable: ...``, and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .._errors import NbdurableError
+from .agents import load_agents
+from .store import DEFAULT_STORE
+
+__all__ = ["load_agents", "main"]
+
+
+def _option(flag: str, **options: Any) -> argparse.ArgumentParser:
+    """A parent parser holding one option, accepted before and after a subcommand."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(flag, default=argparse.SUPPRESS, **options)
+    return parent
+
+
+STORE = _option("--store", metavar="URL", help=f"store URL (default: {DEFAULT_STORE})")
+JSON = _option("--json", action="store_true", help="print JSON instead of a table")
+AGENTS_HELP = "module:attribute holding an Agent (or a list) to execute the run here (repeatable)"
+AGENTS = _option("--agents", action="append", metavar="MODULE:ATTR", help=AGENTS_HELP)
+TIMEOUT = _option("--timeout", type=float, metavar="SECONDS", help="stop waiting after this long")
+
+
+def _sync(handler: Any) -> Any:
+    return lambda args: asyncio.run(handler(args))
+
+
+def _add_runs(commands: Any) -> None:
+    from . import control, runs
+
+    status = _option("--status", metavar="S", help="only runs in this status")
+    parser = commands.add_parser(
+        "runs", parents=[STORE, JSON, status], help="inspect and steer the runs of a store"
+    )
+    parser.set_defaults(handler=runs.list_runs)
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+
+    def action(name: str, handler: Any, help_: str, *parents: argparse.ArgumentParser) -> Any:
+        sub = actions.add_parser(name, parents=[STORE, *parents], help=help_, description=help_)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    action("list", runs.list_runs, "one line per run", JSON, status)
+    action("show", runs.show, "a run's summary and latest messages", JSON).add_argument("run")
+    action("history", runs.history, "one line per checkpoint of a run", JSON).add_argument("run")
+    action("explain", runs.explain, "what happened in a run, in words", JSON).add_argument("run")
+    for name, handler, help_ in (
+        ("approve", control.approve, "approve a pending tool call"),
+        ("deny", control.deny, "deny a pending tool call"),
+    ):
+        sub = action(name, _sync(handler), help_, AGENTS, TIMEOUT)
+        sub.add_argument("run")
+        sub.add_argument("approval_id", nargs="?", help="default: the only pending approval")
+        if name == "deny":
+            sub.add_argument("--reason", help="what the model is told")
+    resume = action("resume", _sync(control.resume), "execute a run here until it stops", TIMEOUT)
+    resume.add_argument("run")
+    resume.add_argument(
+        "--agents", action="append", required=True, metavar="MODULE:ATTR", help=AGENTS_HELP
+    )
+    rewind = action("rewind", _sync(runs.rewind), "fork a new run from a step")
+    rewind.add_argument("run")
+    rewind.add_argument("step", type=int)
+    rewind.add_argument("--run-id", help="the new run's id (default: generated)")
+    edits = rewind.add_mutually_exclusive_group()
+    edits.add_argument("--edit-user", metavar="TEXT", help="replace the last (user) message")
+    edits.add_argument(
+        "--edit-tool-result", metavar="TEXT", help="replace the last tool message's result"
+    )
+    action("cancel", _sync(control.cancel), "cancel a run").add_argument("run")
+    retry = action(
+        "retry", _sync(control.retry), "let a failed or needs_attention run go on", AGENTS, TIMEOUT
+    )
+    retry.add_argument("run")
+
+
+def _add_demo(commands: Any) -> None:
+    from .demo import demo
+
+    parser = commands.add_parser(
+        "demo", help="a durable run in the terminal: crash, recovery, approval, denial"
+    )
+    parser.add_argument("--yes", action="store_true", help="approve without asking")
+    parser.add_argument("--store", default=None, help="store URL (default: a fresh temp SQLite)")
+    parser.set_defaults(handler=demo)
+
+
+def _parser() -> argparse.ArgumentParser:
+    from . import worker
+
+    parser = argparse.ArgumentParser(
+        prog="nbdurable", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    worker.add_parser(commands)
+    _add_runs(commands)
+    _add_demo(commands)
+    return parser
+
+
+def _defaults(args: argparse.Namespace) -> None:
+    for name, value in (
+        ("store", DEFAULT_STORE),
+        ("json", False),
+        ("status", None),
+        ("agents", None),
+        ("timeout", None),
+    ):
+        if not hasattr(args, name):
+            setattr(args, name, value)
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return text or type(error).__name__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    _defaults(args)
+    try:
+        return int(args.handler(args))
+    except NbdurableError as exc:
+        print(f"nbdurable: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("nbdurable: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # never a traceback on the terminal, unless asked for
+        if os.environ.get("NBDURABLE_DEBUG"):
+            raise
+        print(
+            f"nbdurable: {type(exc).__name__}: {_one_line(exc)} (NBDURABLE_DEBUG=1 shows where)",
+            file=sys.stderr,
+        )
+        return 2

@@ -1,0 +1,196 @@
+"""``nbdurable runs approve|deny|resume|cancel|retry``: steer runtime runs from a shell.
+
+Every action goes through :class:`~nbdurable.runtime.runtime.DurableRuntime` and
+its :class:`~nbdurable.runtime.run.Run` handle, as a notebook would. With
+``--agents``, the command also opens a runtime serving those agents and executes
+the run in this process until it stops (it waits for a human, or finishes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from .._errors import ConfigurationError, RunNotFoundError
+from ..durable.store import maybe_await
+from ..messages import ToolApprovalRequest
+from ..runtime.records import RuntimeRun
+from ..runtime.run import Run
+from .agents import load_all
+from .follow import MOVING, STOPPED, call_text, follow, last_offset
+from .store import opened_store
+
+__all__ = ["approve", "cancel", "deny", "resume", "retry"]
+
+
+@asynccontextmanager
+async def _runtime(store: Any, agent_specs: Sequence[str] | None) -> AsyncIterator[Any]:
+    """A runtime on ``store``: executing the given agents, or a client when there are none."""
+    from ..runtime.runtime import DurableRuntime
+
+    agents = load_all(agent_specs)
+    if not agents:
+        yield DurableRuntime(store=store)
+        return
+    runtime = await DurableRuntime.open(store=store, agents=agents)
+    try:
+        yield runtime
+    finally:
+        await runtime.close()  # runs it was executing go back to pending, nothing lost
+
+
+async def _handle(runtime: Any, store: Any, run_id: str) -> Run:
+    """The run's handle; a run of the loop API (no runtime record) gets a clear error."""
+    try:
+        return await runtime.get_run(run_id)  # type: ignore[no-any-return]
+    except RunNotFoundError:
+        if await maybe_await(store.load(run_id)) is None:
+            raise
+        raise ConfigurationError(
+            f"run {run_id!r} has checkpoints but no runtime record (it ran through "
+            "generate_text/stream_chat, not DurableRuntime): resume it in Python with "
+            f"nbdurable.resume_from_checkpoint(store, {run_id!r}, model=..., tools=..., "
+            "approval_responses=[...])"
+        ) from None
+
+
+def _served(runtime: Any, record: RuntimeRun) -> None:
+    served: list[tuple[str, str]] = runtime.registry.keys()
+    if (record.agent_id, record.agent_version) not in served:
+        names = ", ".join(f"{a} v{v}" for a, v in served)
+        raise ConfigurationError(
+            f"run {record.run_id!r} runs agent {record.agent_id!r} version "
+            f"{record.agent_version!r}, which --agents does not provide (it gives: {names})"
+        )
+
+
+def _requests_text(requests: Sequence[ToolApprovalRequest]) -> str:
+    return "; ".join(f"{r.approval_id} {call_text(r.tool_name, r.input)}" for r in requests)
+
+
+async def _pick(run: Run, approval_id: str | None) -> ToolApprovalRequest:
+    """The approval to answer: the named one, or the only one still open."""
+    record = run.record()
+    if record.state != "waiting_approval":
+        raise ConfigurationError(f"run {run.run_id!r} waits for no approval (it is {record.state})")
+    pending = await run.pending_approvals()
+    open_ = [r for r in pending if r.approval_id not in record.verdicts]
+    if approval_id is not None:
+        for request in pending:
+            if request.approval_id == approval_id:
+                return request
+        raise ConfigurationError(
+            f"run {run.run_id!r} has no approval {approval_id!r}; "
+            f"it waits for: {_requests_text(open_)}"
+        )
+    if len(open_) != 1:
+        raise ConfigurationError(
+            f"run {run.run_id!r} waits for {len(open_)} approvals; name one of: "
+            f"{_requests_text(open_)}"
+        )
+    return open_[0]
+
+
+async def _outcome(run: Run, record: RuntimeRun) -> int:
+    """Print where the run stands; the exit status (1 when it failed or was cancelled)."""
+    print(f"{record.run_id}: {record.state}" + (f" ({record.reason})" if record.reason else ""))
+    if record.state == "completed":
+        print(record.result_text or "")
+    elif record.state == "waiting_approval":
+        done = record.verdicts
+        for request in await run.pending_approvals():
+            if request.approval_id not in done:
+                print(f"  waits for {call_text(request.tool_name, request.input)}")
+                print(f"    nbdurable runs approve {record.run_id} {request.approval_id}")
+    elif record.state == "needs_attention":
+        print(f"  an interrupted tool call waits: nbdurable runs retry|deny {record.run_id}")
+    elif record.state == "failed":
+        if record.error:
+            print(f"  {record.error}")
+        print(f"  let it go on with: nbdurable runs retry {record.run_id}")
+    elif record.state in MOVING:
+        print("  a runtime serving its agent executes it (nbdurable worker, or runs resume)")
+    return 1 if record.state in ("failed", "cancelled") else 0
+
+
+async def _execute(run: Run, after: int, timeout: float | None) -> RuntimeRun:
+    """Let this process's runtime execute the run until it stops (showing its events)."""
+    if run.record().state in STOPPED:
+        return run.record()
+    try:
+        return await asyncio.wait_for(follow(run, after), timeout)
+    except asyncio.TimeoutError:
+        print(f"  still {run.status} after {timeout:g} s; the run goes on where it is served")
+        return run.record()
+
+
+async def _verdict(args: argparse.Namespace, approved: bool) -> int:
+    with opened_store(args.store) as store:
+        async with _runtime(store, args.agents) as runtime:
+            run = await _handle(runtime, store, args.run)
+            record = run.record()
+            if args.agents:
+                _served(runtime, record)
+            after = await last_offset(store, run.run_id)
+            if not approved and record.state == "needs_attention" and args.approval_id is None:
+                await run.deny(reason=args.reason)
+                print(f"settled the interrupted tool call(s) of {run.run_id} as errors")
+            else:
+                request = await _pick(run, args.approval_id)
+                call = call_text(request.tool_name, request.input)
+                if approved:
+                    await run.approve(request.approval_id)
+                    print(f"approved {call} ({request.approval_id})")
+                else:
+                    await run.deny(request.approval_id, reason=args.reason)
+                    print(f"denied {call} ({request.approval_id})")
+            if args.agents:
+                record = await _execute(run, after, args.timeout)
+            return await _outcome(run, run.record() if not args.agents else record)
+
+
+async def approve(args: argparse.Namespace) -> int:
+    """Approve a pending call (its signed token is echoed and verified before it runs)."""
+    return await _verdict(args, approved=True)
+
+
+async def deny(args: argparse.Namespace) -> int:
+    """Deny a pending call (or settle an interrupted manual tool call as an error)."""
+    return await _verdict(args, approved=False)
+
+
+async def resume(args: argparse.Namespace) -> int:
+    """Execute the run here with the given agents until it stops."""
+    with opened_store(args.store) as store:
+        after = await last_offset(store, args.run)  # before the runtime may claim the run
+        async with _runtime(store, args.agents) as runtime:
+            run = await _handle(runtime, store, args.run)
+            _served(runtime, run.record())
+            record = await _execute(run, after, args.timeout)
+            return await _outcome(run, record)
+
+
+async def cancel(args: argparse.Namespace) -> int:
+    """Cancel the run (at once, or once its executing owner settles)."""
+    with opened_store(args.store) as store:
+        async with _runtime(store, None) as runtime:
+            run = await _handle(runtime, store, args.run)
+            await run.cancel()
+            await _outcome(run, run.record())
+            return 0
+
+
+async def retry(args: argparse.Namespace) -> int:
+    """Let a failed or needs_attention run go on (executed here with ``--agents``)."""
+    with opened_store(args.store) as store:
+        async with _runtime(store, args.agents) as runtime:
+            run = await _handle(runtime, store, args.run)
+            if args.agents:
+                _served(runtime, run.record())
+            after = await last_offset(store, run.run_id)
+            await run.retry()
+            record = await _execute(run, after, args.timeout) if args.agents else run.record()
+            return await _outcome(run, record)

@@ -1,0 +1,141 @@
+"""Show a runtime run's events on the terminal as they are written, until the run stops."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+from ..events.model import (
+    APPROVAL_RESOLVED,
+    CHECKPOINT_SAVED,
+    MODEL_ATTEMPT_FAILED,
+    MODEL_COMPLETED,
+    MODEL_DELTA,
+    RUN_ERROR,
+    RUN_STATE,
+    TOOL_APPROVAL_REQUEST,
+    TOOL_CALL,
+    TOOL_RESULT,
+    Event,
+)
+from ..runtime.records import RuntimeRun
+from ..runtime.run import Run
+from .tables import cell, clip, terminal_width
+
+__all__ = ["MOVING", "STOPPED", "EventPrinter", "call_text", "follow", "last_offset"]
+
+MOVING = frozenset({"queued", "pending", "running", "retry_wait", "cancelling"})
+"""Run states in which the run goes on by itself (given a runtime serving its agent)."""
+STOPPED = frozenset({"waiting_approval", "needs_attention", "completed", "failed", "cancelled"})
+"""Run states in which the run waits for a human, or is finished."""
+
+INDENT = "  "
+
+
+def call_text(tool_name: str, args: Mapping[str, Any]) -> str:
+    """A tool call as Python would write it: ``drop_table(name='stg_2024')``."""
+    return f"{tool_name}({', '.join(f'{k}={v!r}' for k, v in args.items())})"
+
+
+async def last_offset(store: Any, run_id: str) -> int:
+    """The offset of the run's latest event (0 when it has none yet)."""
+    from .._errors import RunNotFoundError
+    from ..events import read_events
+
+    try:
+        events = await read_events(store, run_id)
+    except RunNotFoundError:
+        return 0
+    return events[-1].offset if events else 0
+
+
+class EventPrinter:
+    """Writes one run's events as readable lines; streamed text as it arrives.
+
+    Args:
+        out: Where to write.
+        states: Also show ``run_state`` changes.
+    """
+
+    def __init__(self, out: TextIO | None = None, *, states: bool = True) -> None:
+        self.out = out if out is not None else sys.stdout
+        self.states = states
+        self._in_text = False
+        self._streamed: set[str | None] = set()  # attempts whose text was streamed
+
+    def _line(self, text: str) -> None:
+        self.end_text()
+        self.out.write(clip(INDENT + text, terminal_width()) + "\n")
+        self.out.flush()
+
+    def end_text(self) -> None:
+        """Finish a line of streamed text, if one is open."""
+        if self._in_text:
+            self.out.write("\n")
+            self.out.flush()
+            self._in_text = False
+
+    def _text(self, text: str) -> None:
+        if not text:
+            return
+        if not self._in_text:
+            self.out.write(INDENT)
+            self._in_text = True
+        self.out.write(text.replace("\n", "\n" + INDENT))
+        self.out.flush()
+
+    def show(self, event: Event) -> None:
+        """Write one event (events without anything to show are skipped)."""
+        payload = event.payload
+        if event.type == MODEL_DELTA:
+            self._streamed.add(event.attempt_id)
+            self._text(str(payload.get("delta", "")))
+        elif event.type == MODEL_COMPLETED:
+            if event.attempt_id not in self._streamed:
+                response = payload.get("response") or {}
+                texts = [p.get("text", "") for p in response.get("content", ())]
+                self._text("".join(t for t in texts if isinstance(t, str)))
+            self.end_text()
+        elif event.type == MODEL_ATTEMPT_FAILED:
+            self._line(
+                f"! model attempt failed: {payload.get('error_type')}: {payload.get('message')}"
+            )
+        elif event.type == TOOL_CALL:
+            call = payload.get("tool_call") or {}
+            self._line(f"→ {call_text(call.get('tool_name', '?'), call.get('args') or {})}")
+        elif event.type == TOOL_APPROVAL_REQUEST:
+            request = payload.get("request") or {}
+            call = call_text(request.get("tool_name", "?"), request.get("input") or {})
+            self._line(f"? {call} needs approval ({request.get('approval_id')})")
+        elif event.type == APPROVAL_RESOLVED:
+            if payload.get("approved"):
+                self._line(f"✓ approved {payload.get('approval_id')}")
+            else:
+                self._line(f"✗ denied {payload.get('approval_id')}: {payload.get('reason') or ''}")
+        elif event.type == TOOL_RESULT:
+            result = payload.get("result") or {}
+            mark = "✗" if result.get("is_error") else "←"
+            self._line(f"{mark} {result.get('tool_name')}: {cell(result.get('result'))}")
+        elif event.type == CHECKPOINT_SAVED:
+            self._line(f"● checkpoint: step {event.step_index} committed ({payload.get('status')})")
+        elif event.type == RUN_ERROR:
+            self._line(f"! {payload.get('error_type')}: {payload.get('message')}")
+        elif event.type == RUN_STATE and self.states:
+            reason = payload.get("reason")
+            self._line(f"· {payload.get('state')}" + (f" ({reason})" if reason else ""))
+
+
+async def follow(run: Run, after: int, printer: EventPrinter | None = None) -> RuntimeRun:
+    """Show the run's events after offset ``after`` until it stops; return its record.
+
+    The run stops when it waits for a human (approval, attention) or finishes.
+    """
+    printer = printer if printer is not None else EventPrinter()
+    async for event in run.stream(after=after):
+        printer.show(event)
+        stop = event.type == RUN_STATE and event.payload.get("state") in STOPPED
+        if stop and run.record().state in STOPPED:
+            break
+    printer.end_text()
+    return run.record()

@@ -1,0 +1,272 @@
+"""``nbdurable runs list|show|history|explain|rewind``: inspect a store from a shell.
+
+These read through :mod:`nbdurable.inspect` (which imports pandas) and print
+plain-text tables fitted to the terminal, or JSON with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from .._errors import CheckpointNotFoundError, ConfigurationError, RunNotFoundError
+from ..durable.store import RUNTIME, maybe_await, supports
+from ..messages import Message, ToolResultPart, tool_message, user
+from .follow import call_text
+from .store import opened_store
+from .tables import cell, key_values, render
+
+__all__ = ["explain", "history", "list_runs", "rewind", "show"]
+
+
+def _inspection() -> Any:
+    from .. import inspect as inspection  # pandas loads here, never on `import nbdurable`
+
+    return inspection
+
+
+def _records(frame: Any) -> list[dict[str, Any]]:
+    """A DataFrame's rows (index included) as dicts of plain Python values."""
+    return frame.reset_index().to_dict("records")  # type: ignore[no-any-return]
+
+
+def _json_records(frame: Any) -> list[dict[str, Any]]:
+    """A DataFrame's rows as JSON-able dicts: ISO times, null for missing values."""
+    text = frame.reset_index().to_json(orient="records", date_format="iso")
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+def _cost(value: Any) -> str:
+    text = cell(value)
+    return f"${float(value):.4f}" if text else ""
+
+
+def _count(value: Any) -> Any:
+    return value if cell(value) not in ("", "0") else ""
+
+
+def _when(value: Any) -> str:
+    """A time without its year (``MM-DD HH:MM:SS``, local): the year is rarely news."""
+    return cell(value)[5:]
+
+
+def _fork(row: dict[str, Any]) -> str:
+    parent = cell(row.get("parent_run"))
+    return f"{parent}@{cell(row.get('fork_step'))}" if parent else ""
+
+
+def list_runs(args: argparse.Namespace) -> int:
+    """The runs view: one line per run, oldest first."""
+    with opened_store(args.store) as store:
+        frame = _inspection().runs(store, status=args.status)
+    if args.json:
+        _print_json(_json_records(frame))
+        return 0
+    rows = _records(frame)
+    if not rows:
+        print("no runs" + (f" in status {args.status}" if args.status else ""))
+        return 0
+    headers = ["run", "agent", "status", "steps", "tokens", "cost", "updated", "fork of", "pending"]
+    right = [False, False, False, True, True, True, False, False, True]
+    table = [
+        [
+            r["run_id"],
+            r.get("agent"),
+            r.get("status"),
+            r.get("steps"),
+            r.get("total_tokens"),
+            _cost(r.get("cost")),
+            _when(r.get("updated_at")),
+            _fork(r),
+            _count(r.get("pending_approvals")),
+        ]
+        for r in rows
+    ]
+    print(render(headers, table, right=right, keep=[0, 2, 6]))
+    return 0
+
+
+def _run_row(inspection: Any, store: Any, run_id: str) -> Any:
+    frame = inspection.runs(store)
+    if run_id not in frame.index:
+        raise RunNotFoundError(run_id)
+    return frame.loc[[run_id]]
+
+
+def _approvals(store: Any, run_id: str, verdicts: dict[str, Any]) -> list[dict[str, Any]]:
+    checkpoint = store.load(run_id)
+    requests = checkpoint.pending_approvals if checkpoint is not None else ()
+    return [
+        {
+            "approval_id": r.approval_id,
+            "tool_name": r.tool_name,
+            "input": r.input,
+            "agent_path": list(r.agent_path),
+            "answered": r.approval_id in verdicts,
+        }
+        for r in requests
+    ]
+
+
+_PART_NAMES = {"tool_call": "call", "tool_result": "result", "tool_approval_request": "approval"}
+
+
+def _parts(value: Any) -> str:
+    names = [n.strip() for n in cell(value).split(",") if n.strip()]
+    return ", ".join(_PART_NAMES.get(n, n) for n in names)
+
+
+def _tool(message: dict[str, Any]) -> str:
+    args = cell(message.get("tool_args"))
+    return " ".join(x for x in (cell(message.get("tool_name")), args) if x and x != "{}")
+
+
+def show(args: argparse.Namespace) -> int:
+    """A run's summary, its pending approvals and the messages of its latest checkpoint."""
+    inspection = _inspection()
+    with opened_store(args.store) as store:
+        run_frame = _run_row(inspection, store, args.run)
+        record = store.rt_get(args.run) if supports(store, RUNTIME) else None
+        approvals = _approvals(store, args.run, record.verdicts if record is not None else {})
+        messages = inspection.messages(store, args.run)
+    if args.json:
+        summary = _json_records(run_frame)[0]
+        summary["error"] = record.error if record is not None else None
+        summary["result_text"] = record.result_text if record is not None else None
+        _print_json({"run": summary, "approvals": approvals, "messages": _json_records(messages)})
+        return 0
+    row = _records(run_frame)[0]
+    tokens = (
+        f"{row.get('total_tokens')} (in {row.get('input_tokens')}, out {row.get('output_tokens')})"
+    )
+    status = cell(row.get("status")) + (
+        f" ({cell(row.get('reason'))})" if cell(row.get("reason")) else ""
+    )
+    pairs: list[tuple[str, Any]] = [
+        ("run", row["run_id"]),
+        ("agent", row.get("agent")),
+        ("status", status),
+        ("error", record.error if record is not None else None),
+        ("session", row.get("session_id")),
+        ("checkpoints", f"{row.get('steps')} (latest step {cell(row.get('step_index'))})"),
+        ("finish", row.get("finish_reason")),
+        ("tokens", tokens),
+        ("cost", _cost(row.get("cost"))),
+        ("created", row.get("created_at")),
+        ("updated", row.get("updated_at")),
+        ("fork of", _fork(row)),
+    ]
+    for approval in approvals:
+        call = call_text(approval["tool_name"], approval["input"])
+        note = "  (answered)" if approval["answered"] else ""
+        pairs.append(("approval", f"{approval['approval_id']}  {call}{note}"))
+    print(key_values(pairs))
+    rows = _records(messages)
+    if rows:
+        print()
+        headers = ["#", "role", "parts", "text", "tool", "result"]
+        table = [
+            [
+                m["position"],
+                m.get("role"),
+                _parts(m.get("parts")),
+                m.get("text"),
+                _tool(m),
+                ("error: " if m.get("is_error") is True else "") + cell(m.get("tool_result")),
+            ]
+            for m in rows
+        ]
+        print(render(headers, table, keep=[0, 1], weights=[1, 1, 1, 3, 1.5, 1.5]))
+    return 0
+
+
+def _ms(value: Any) -> str:
+    text = cell(value)
+    return f"{text} ms" if text else ""
+
+
+def history(args: argparse.Namespace) -> int:
+    """One line per checkpoint of a run."""
+    with opened_store(args.store) as store:
+        frame = _inspection().history(store, args.run)
+    if args.json:
+        _print_json(_json_records(frame))
+        return 0
+    headers = ["step", "status", "finish", "msgs", "new", "tool calls", "+tokens", "tokens"]
+    headers += ["duration", "pending"]
+    right = [True, False, False, True, True, False, True, True, True, True]
+    table = [
+        [
+            h["step"],
+            h.get("status"),
+            h.get("finish_reason"),
+            h.get("messages"),
+            h.get("new_messages"),
+            h.get("tool_calls"),
+            h.get("tokens_delta"),
+            h.get("total_tokens"),
+            _ms(h.get("duration_ms")),
+            _count(h.get("pending_approvals")),
+        ]
+        for h in _records(frame)
+    ]
+    print(render(headers, table, right=right, keep=[0, 1]))
+    return 0
+
+
+def explain(args: argparse.Namespace) -> int:
+    """The run explained in words."""
+    with opened_store(args.store) as store:
+        explanation = _inspection().explain(store, args.run)
+    if args.json:
+        _print_json(explanation.to_dict())
+    else:
+        print(str(explanation))
+    return 0
+
+
+async def _tool_result_edit(store: Any, run_id: str, step: int, text: str) -> Message:
+    """The step's last message (a tool message with one result) with ``text`` as the result."""
+    try:
+        checkpoint = await maybe_await(store.load(run_id, step_index=step))
+    except CheckpointNotFoundError:
+        checkpoint = None
+    if checkpoint is None:
+        raise CheckpointNotFoundError(run_id, f"run {run_id!r} has no checkpoint at step {step}")
+    last = checkpoint.messages[-1] if checkpoint.messages else None
+    if last is None or last.role != "tool":
+        role = last.role if last is not None else "no"
+        raise ConfigurationError(
+            f"step {step} of {run_id!r} ends with a {role} message, not a tool result; "
+            "--edit-tool-result edits a step that ends with one"
+        )
+    results = last.tool_results
+    if len(results) != 1:
+        raise ConfigurationError(
+            f"step {step} of {run_id!r} holds {len(results)} tool results; "
+            "--edit-tool-result edits a step with exactly one"
+        )
+    only = results[0]
+    return tool_message(
+        [ToolResultPart(tool_call_id=only.tool_call_id, tool_name=only.tool_name, result=text)]
+    )
+
+
+async def rewind(args: argparse.Namespace) -> int:
+    """Fork a new run from a step (optionally editing its last message); print the new id."""
+    with opened_store(args.store) as store:
+        edit: Message | None = None
+        if args.edit_user is not None:
+            edit = user(args.edit_user)
+        elif args.edit_tool_result is not None:
+            edit = await _tool_result_edit(store, args.run, args.step, args.edit_tool_result)
+        checkpoint = _inspection().rewind(
+            store, args.run, args.step, new_run_id=args.run_id, edit=edit
+        )
+    print(checkpoint.run_id)
+    return 0

@@ -1,0 +1,72 @@
+"""``nbdurable worker``: a headless runtime executing queued and recovered runs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+from typing import Any
+
+from .agents import load_all
+
+__all__ = ["add_parser", "worker"]
+
+
+def add_parser(commands: Any) -> None:
+    """Add the ``worker`` command to the subcommands ``commands``."""
+    worker_ = commands.add_parser("worker", help="execute queued and recovered runs")
+    worker_.add_argument("--store", required=True, help="store URL, e.g. sqlite:///runs.db")
+    worker_.add_argument(
+        "--agents",
+        required=True,
+        action="append",
+        help="module:attribute holding an Agent or a list of Agents",
+    )
+    worker_.add_argument("--max-concurrent-runs", type=int, default=4)
+    worker_.add_argument("--lease-ms", type=int, default=30_000)
+    worker_.add_argument("--poll-interval", type=float, default=0.05)
+    worker_.add_argument("--owner-id", default=None)
+    worker_.add_argument(
+        "--exit-when-idle", action="store_true", help="stop once no run is waiting to execute"
+    )
+    worker_.set_defaults(handler=lambda args: asyncio.run(worker(args)))
+
+
+async def worker(args: argparse.Namespace) -> int:
+    """Serve the agents until SIGTERM or SIGINT (or idleness with ``--exit-when-idle``)."""
+    from ..runtime.runtime import DurableRuntime
+    from ..stores import open_store
+
+    agents = load_all(args.agents)
+    store = open_store(args.store)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    runtime = await DurableRuntime.open(
+        store=store,
+        agents=agents,
+        max_concurrent_runs=args.max_concurrent_runs,
+        lease_ms=args.lease_ms,
+        owner_id=args.owner_id,
+        poll_interval=args.poll_interval,
+    )
+    print(
+        f"nbdurable worker {runtime.owner_id} serving {len(agents)} agent(s) from {args.store}",
+        flush=True,
+    )
+    try:
+        busy = ["queued", "pending", "running", "retry_wait", "cancelling"]
+        while not (args.exit_when_idle and not runtime.list_runs(busy)):
+            # Wake at least every poll interval to notice idleness; a signal wakes at once.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), args.poll_interval)
+            if stop.is_set():
+                break
+    finally:
+        await runtime.close()  # in-flight steps are abandoned cleanly, leases released
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+    return 0
