@@ -16,6 +16,7 @@ from ..durable.signer import ApprovalSigner, store_signer
 from ..durable.store import supports
 from ..events.log import notify
 from ..events.model import RUN_STATE, NewEvent
+from ..messages import Message
 from .agent import Agent, Registry
 from .engine import EmbeddedEngine, Engine
 from .limits import Limits, check_concurrency, payload_bytes
@@ -242,6 +243,35 @@ class DurableRuntime:
         if self.runtime_store.rt_get(run_id) is None:
             raise RunNotFoundError(run_id)
         return Run(self, run_id)
+
+    async def fork(
+        self,
+        run_id: str,
+        step_index: int,
+        *,
+        new_run_id: str | None = None,
+        edit: Message | str | None = None,
+    ) -> Run:
+        """Fork a run from one of its checkpoints and let this runtime continue the fork.
+
+        :func:`nbdurable.inspect.rewind` with this runtime's signer: the fork
+        starts from the history as of ``step_index`` (its last message replaced
+        by ``edit`` when given) and runs under the parent's agent and version,
+        in a session of its own. The original run is never modified.
+
+        Raises:
+            RunNotFoundError: The runtime has no record of ``run_id``.
+            CheckpointNotFoundError: The run has no checkpoint at ``step_index``.
+        """
+        from ..inspect import rewind
+
+        if self.runtime_store.rt_get(run_id) is None:
+            raise RunNotFoundError(run_id)
+        fork = rewind(
+            self.store, run_id, step_index, new_run_id=new_run_id, edit=edit, signer=self.signer
+        )
+        self.engine.wake()
+        return Run(self, fork.run_id)
 
     def list_runs(self, status: str | Sequence[str] | None = None) -> list[RuntimeRun]:
         """Run records in submission order, optionally only those in ``status``."""
