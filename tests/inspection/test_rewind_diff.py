@@ -218,3 +218,23 @@ async def test_diff_reports_removed_messages_and_approvals(any_store: Any) -> No
     approvals = [c for c in d.changes if c.item == "approvals"]
     assert approvals[0].before.startswith("drop_table(") and approvals[0].after == "none"
     assert "<pre>" in d._repr_html_()
+
+
+async def test_a_run_with_images_forks_with_its_bytes(any_store: Any) -> None:
+    picture = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    prompt = nd.Message(
+        role="user",
+        content=[
+            nd.TextPart(text="Which of these tables is stale?"),
+            nd.ImagePart(data=picture, media_type="image/png"),
+            nd.ImagePart(url="https://example.org/chart.png"),
+        ],
+    )
+    await make_run(any_store, "img", prompt=prompt)
+    fork = ins.rewind(any_store, "img", 0, new_run_id="img-f", edit="Only the chart, please.")
+    stored = any_store.load("img-f")
+    assert stored == fork
+    assert stored.messages[0].content[1].data == picture
+    assert ins.messages(any_store, "img-f")["images"].tolist()[0] == 2
+    d = ins.diff(any_store, "img", 0, "img-f")
+    assert [c.kind for c in d.changes if c.item == "message"] == ["edited"]
