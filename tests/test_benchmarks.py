@@ -1,11 +1,14 @@
-"""Smoke test: the store benchmark runs (nbdurable only, N = 10 and 100) and prints its table."""
+"""Smoke tests: the store and inspection benchmarks run (quick variants) and print their tables."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "store_bench.py"
 
@@ -42,3 +45,59 @@ def test_store_bench_quick_runs_and_prints_the_table(tmp_path: Path) -> None:
     ours = [f for f in figures if f["config"] == "nbdurable sqlite"]
     assert [f["checkpoints"] for f in ours] == [11, 101]
     assert all(f["bytes_on_disk"] > 0 and f["load_ms"] > 0 for f in ours)
+
+
+INSPECT_BENCH = BENCH.parent / "inspect_bench.py"
+
+
+def test_inspect_bench_quick_runs_and_prints_the_table_and_target(tmp_path: Path) -> None:
+    pytest.importorskip("pandas")  # the benchmark builds DataFrames; CI's extras may lack pandas
+    with_langgraph = importlib.util.find_spec("langgraph") is not None
+    out = tmp_path / "figures.json"
+    done = subprocess.run(
+        [sys.executable, str(INSPECT_BENCH), "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("system"))
+    for column in ("rows", "cold median ms", "cold p95 ms", "warm median ms", "warm p95 ms"):
+        assert column in header
+    rows = [
+        (line.split("|")[0].strip(), line.split("|")[1].strip())
+        for line in lines
+        if line.startswith(("nbdurable ", "langgraph "))
+    ]
+    expected = [
+        ("nbdurable", "nd.inspect.history -> DataFrame"),
+        ("nbdurable", "store.history (metadata)"),
+        ("nbdurable", "store.history + pd.DataFrame (by hand)"),
+    ]
+    if with_langgraph:
+        expected += [
+            ("langgraph", "list(saver.list(config))"),
+            ("langgraph", "saver.list + pd.DataFrame"),
+            ("langgraph", "list(graph.get_state_history(config))"),
+            ("langgraph", "graph.get_state_history + pd.DataFrame"),
+        ]
+    else:
+        assert "LangGraph is missing" in done.stdout
+    assert rows == expected
+    target = next(line for line in lines if line.startswith("Target: "))
+    assert "<= 50 ms at 500 steps" in target and target.endswith("n/a")  # N = 20: not checked
+
+    figures = json.loads(out.read_text())
+    assert figures["steps"] == 20 and figures["target"]["passed"] is None
+    by_read = {t["what"]: t for t in figures["timings"]}
+    assert by_read["store.history (metadata)"]["rows"] == 21
+    ours = by_read["nd.inspect.history -> DataFrame"]
+    assert ours["rows"] == 21 and "total_tokens" in ours["columns"]
+    assert figures["first_call_ms"] > 0
+    if with_langgraph:
+        assert by_read["saver.list + pd.DataFrame"]["rows"] == 43  # two checkpoints per step
+    for t in figures["timings"]:
+        assert len(t["cold_ms"]) >= 1 and len(t["warm_ms"]) >= 1
+        assert 0 < t["cold_median_ms"] <= t["cold_p95_ms"]
