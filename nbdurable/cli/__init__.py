@@ -142,6 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NbdurableError as exc:
         print(f"nbdurable: {_one_line(exc)}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `nbdurable runs | head`: the reader has gone, not an error
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("nbdurable: interrupted", file=sys.stderr)
         return 130

@@ -33,6 +33,10 @@ CHILD = "from nbdurable.cli.demo_agent import crash_leg; crash_leg()"
 DENY_REASON = "orders is production data"
 
 
+def _say(text: str) -> None:
+    print(textwrap.fill(text, width=terminal_width(), subsequent_indent="  "), flush=True)
+
+
 def _phase(title: str, explanation: str) -> None:
     text = textwrap.fill(
         f"== {title}: {explanation}", width=terminal_width(), subsequent_indent="   "
@@ -94,7 +98,7 @@ async def _settle_approvals(run: Run, record: RuntimeRun, assume_yes: bool) -> R
             _phase("resume", verdict)
         else:
             _phase("denial", f"the demo denies {call} ({DENY_REASON!r}); the model reacts")
-            print(f"Approve {call}? [y/N] n (the demo's answer)", flush=True)
+            _say(f"Approve {call}? [y/N] n (the demo's answer)")
             await run.deny(request.approval_id, reason=DENY_REASON)
         record = await follow(run, after)
     return record
@@ -105,7 +109,7 @@ async def _demo(url: str, assume_yes: bool) -> int:
 
     started = time.monotonic()
     run_id = f"demo-{new_id()[:8]}"
-    print(f"nbdurable demo: run {run_id} of agent {AGENT_ID!r} (ScriptedModel, offline)")
+    _say(f"nbdurable demo: run {run_id} of agent {AGENT_ID!r} (ScriptedModel, offline)")
     print(f"store: {url}")
 
     _phase("start", "a worker process submits the run and streams it; every step is committed")
@@ -114,10 +118,10 @@ async def _demo(url: str, assume_yes: bool) -> int:
     how = "by SIGKILL" if code == -9 else f"(exit status {code})"
     _phase("crash", f"the worker was killed {how} in the middle of step 1, mid-sentence")
     with opened_store(url) as store:
-        print("the store kept every committed step (the half-streamed step 1 is not one):")
+        _say("the store kept every committed step (the half-streamed step 1 is not one):")
         print(_committed(store, run_id))
         state = store.rt_get(run_id)
-        print(f"run state: {state.state if state else '?'}, leased by the dead worker")
+        _say(f"run state: {state.state if state else '?'}, leased by the dead worker")
         after = await last_offset(store, run_id)
         _phase(
             "recover",
@@ -132,9 +136,10 @@ async def _demo(url: str, assume_yes: bool) -> int:
             record = await _settle_approvals(run, record, assume_yes)
         print()
         took = time.monotonic() - started
-        print(f"run {run_id} {record.state} in {took:.1f} s; its checkpoints:")
+        _say(f"run {run_id} {record.state} in {took:.1f} s; its checkpoints:")
         print(_committed(store, run_id))
-    print(f"\nfinal text: {record.result_text}")
+    print()
+    _say(f"final text: {record.result_text}")
     print("\ninspect it:")
     for command in ("show", "history", "explain"):
         print(f"  nbdurable runs {command} {run_id} --store {url}")

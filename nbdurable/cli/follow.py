@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
@@ -21,7 +22,7 @@ from ..events.model import (
 )
 from ..runtime.records import RuntimeRun
 from ..runtime.run import Run
-from .tables import cell, clip, terminal_width
+from .tables import cell, clip, terminal_width, text_width
 
 __all__ = ["MOVING", "STOPPED", "EventPrinter", "call_text", "follow", "last_offset"]
 
@@ -31,6 +32,7 @@ STOPPED = frozenset({"waiting_approval", "needs_attention", "completed", "failed
 """Run states in which the run waits for a human, or is finished."""
 
 INDENT = "  "
+_WORDS = re.compile(r"\n|[^\S\n]+|[^\s]+")
 
 
 def call_text(tool_name: str, args: Mapping[str, Any]) -> str:
@@ -62,6 +64,8 @@ class EventPrinter:
         self.out = out if out is not None else sys.stdout
         self.states = states
         self._in_text = False
+        self._column = 0
+        self._space = ""
         self._streamed: set[str | None] = set()  # attempts whose text was streamed
 
     def _line(self, text: str) -> None:
@@ -74,15 +78,28 @@ class EventPrinter:
         if self._in_text:
             self.out.write("\n")
             self.out.flush()
-            self._in_text = False
+            self._in_text, self._space = False, ""
 
     def _text(self, text: str) -> None:
-        if not text:
-            return
-        if not self._in_text:
-            self.out.write(INDENT)
-            self._in_text = True
-        self.out.write(text.replace("\n", "\n" + INDENT))
+        """Streamed text, word-wrapped to the terminal as it arrives."""
+        width = terminal_width()
+        for piece in _WORDS.findall(text):
+            if not self._in_text:
+                self.out.write(INDENT)
+                self._in_text, self._column = True, len(INDENT)
+            if piece == "\n":
+                self.out.write("\n" + INDENT)
+                self._column, self._space = len(INDENT), ""
+            elif piece.isspace():  # written before the next word, if it stays on this line
+                self._space = piece if self._column > len(INDENT) else ""
+            else:
+                needed = len(self._space) + text_width(piece)
+                if self._column > len(INDENT) and self._column + needed > width:
+                    self.out.write("\n" + INDENT)
+                    self._column, self._space = len(INDENT), ""
+                self.out.write(self._space + piece)
+                self._column += len(self._space) + text_width(piece)
+                self._space = ""
         self.out.flush()
 
     def show(self, event: Event) -> None:

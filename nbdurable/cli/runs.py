@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from typing import Any
 
 from .._errors import CheckpointNotFoundError, ConfigurationError, RunNotFoundError
@@ -126,6 +127,21 @@ def _tool(message: dict[str, Any]) -> str:
     return " ".join(x for x in (cell(message.get("tool_name")), args) if x and x != "{}")
 
 
+def _checkpoints(row: dict[str, Any]) -> str:
+    latest = cell(row.get("step_index"))
+    return f"{row.get('steps')} (latest step {latest})" if latest else "none yet"
+
+
+def _no_checkpoint_yet(store: Any, run_id: str, read: Callable[[], Any]) -> Any:
+    """``read()``, or None for a runtime run that has not checkpointed yet."""
+    try:
+        return read()
+    except (RunNotFoundError, CheckpointNotFoundError):
+        if supports(store, RUNTIME) and store.rt_get(run_id) is not None:
+            return None
+        raise
+
+
 def show(args: argparse.Namespace) -> int:
     """A run's summary, its pending approvals and the messages of its latest checkpoint."""
     inspection = _inspection()
@@ -133,12 +149,13 @@ def show(args: argparse.Namespace) -> int:
         run_frame = _run_row(inspection, store, args.run)
         record = store.rt_get(args.run) if supports(store, RUNTIME) else None
         approvals = _approvals(store, args.run, record.verdicts if record is not None else {})
-        messages = inspection.messages(store, args.run)
+        messages = _no_checkpoint_yet(store, args.run, lambda: inspection.messages(store, args.run))
     if args.json:
         summary = _json_records(run_frame)[0]
         summary["error"] = record.error if record is not None else None
         summary["result_text"] = record.result_text if record is not None else None
-        _print_json({"run": summary, "approvals": approvals, "messages": _json_records(messages)})
+        rows = _json_records(messages) if messages is not None else []
+        _print_json({"run": summary, "approvals": approvals, "messages": rows})
         return 0
     row = _records(run_frame)[0]
     tokens = (
@@ -153,7 +170,7 @@ def show(args: argparse.Namespace) -> int:
         ("status", status),
         ("error", record.error if record is not None else None),
         ("session", row.get("session_id")),
-        ("checkpoints", f"{row.get('steps')} (latest step {cell(row.get('step_index'))})"),
+        ("checkpoints", _checkpoints(row)),
         ("finish", row.get("finish_reason")),
         ("tokens", tokens),
         ("cost", _cost(row.get("cost"))),
@@ -166,7 +183,7 @@ def show(args: argparse.Namespace) -> int:
         note = "  (answered)" if approval["answered"] else ""
         pairs.append(("approval", f"{approval['approval_id']}  {call}{note}"))
     print(key_values(pairs))
-    rows = _records(messages)
+    rows = _records(messages) if messages is not None else []
     if rows:
         print()
         headers = ["#", "role", "parts", "text", "tool", "result"]
@@ -193,9 +210,12 @@ def _ms(value: Any) -> str:
 def history(args: argparse.Namespace) -> int:
     """One line per checkpoint of a run."""
     with opened_store(args.store) as store:
-        frame = _inspection().history(store, args.run)
+        frame = _no_checkpoint_yet(store, args.run, lambda: _inspection().history(store, args.run))
     if args.json:
-        _print_json(_json_records(frame))
+        _print_json(_json_records(frame) if frame is not None else [])
+        return 0
+    if frame is None:
+        print(f"run {args.run} has no checkpoint yet")
         return 0
     headers = ["step", "status", "finish", "msgs", "new", "tool calls", "+tokens", "tokens"]
     headers += ["duration", "pending"]
@@ -240,9 +260,11 @@ async def _tool_result_edit(store: Any, run_id: str, step: int, text: str) -> Me
         raise CheckpointNotFoundError(run_id, f"run {run_id!r} has no checkpoint at step {step}")
     last = checkpoint.messages[-1] if checkpoint.messages else None
     if last is None or last.role != "tool":
-        role = last.role if last is not None else "no"
+        what = "no message"
+        if last is not None:
+            what = ("an " if last.role[0] in "aeiou" else "a ") + f"{last.role} message"
         raise ConfigurationError(
-            f"step {step} of {run_id!r} ends with a {role} message, not a tool result; "
+            f"step {step} of {run_id!r} ends with {what}, not a tool result; "
             "--edit-tool-result edits a step that ends with one"
         )
     results = last.tool_results

@@ -1,0 +1,78 @@
+"""Agents the CLI tests run, and hand to ``--agents cli.agents:agents``.
+
+``agents`` is a factory: every runtime (the fixture's, each command's) gets fresh
+instances of the same definitions.
+"""
+
+from __future__ import annotations
+
+import nbdurable as nd
+from nbdurable.models.base import ModelRequest
+
+FLAKY = {"fail": True}
+"""While true, the ``flaky`` agent's model raises (a test flips it before ``retry``)."""
+
+
+@nd.tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"{key} = 42"
+
+
+@nd.tool(needs_approval=True)
+def drop_table(name: str) -> str:
+    """Drop a warehouse table."""
+    return f"dropped {name}"
+
+
+def _after_drop(request: ModelRequest) -> str:
+    result = request.messages[-1].tool_results[0]
+    return f"Kept it: {result.result}" if result.is_error else f"Done: {result.result}."
+
+
+def _flaky(request: ModelRequest) -> str:
+    if FLAKY["fail"]:
+        raise nd.ModelError("the model is down")
+    return "Back up."
+
+
+def agents() -> list[nd.Agent]:
+    """Fresh instances of every test agent."""
+    return [
+        nd.Agent(
+            "helper",
+            nd.ScriptedModel([nd.Turn.call("lookup", "Looking it up.", key="answer"), "It is 42."]),
+            [lookup],
+            version="1",
+        ),
+        nd.Agent(
+            "janitor",
+            nd.ScriptedModel(
+                [nd.Turn.call("drop_table", "Dropping stg_2024.", name="stg_2024"), _after_drop],
+                stream_delay=0.001,
+            ),
+            [drop_table],
+            version="1",
+            stream=True,
+        ),
+        nd.Agent(
+            "pair",
+            nd.ScriptedModel(
+                [
+                    nd.Turn(
+                        "Dropping both.",
+                        [("drop_table", {"name": "a"}), ("drop_table", {"name": "b"})],
+                    ),
+                    "Both handled.",
+                ]
+            ),
+            [drop_table],
+            version="1",
+        ),
+        nd.Agent("flaky", nd.ScriptedModel([_flaky]), [lookup], version="1"),
+    ]
+
+
+def helper_only() -> list[nd.Agent]:
+    """Only the helper (an --agents that does not serve the janitor)."""
+    return agents()[:1]

@@ -1,0 +1,75 @@
+"""The event printer behind ``approve --agents``, ``resume`` and the demo."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from nbdurable.cli.follow import EventPrinter, call_text
+from nbdurable.cli.tables import text_width
+from nbdurable.events import Event
+
+
+def _event(offset: int, type_: str, payload: dict, step: int | None = 0) -> Event:
+    return Event(
+        run_id="r", offset=offset, type=type_, step_index=step, payload=payload, created_at=0
+    )
+
+
+def test_streamed_text_wraps_at_words_and_never_exceeds_the_width(monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "30")
+    out = io.StringIO()
+    printer = EventPrinter(out)
+    words = "the quick brown fox jumps over the lazy dog " * 4
+    for i, word in enumerate(words.split(" ")):
+        printer.show(_event(i + 1, "model_delta", {"type": "text_delta", "delta": word + " "}))
+    printer.show(_event(99, "model_completed", {"response": {"content": []}}))
+    lines = out.getvalue().splitlines()
+    assert len(lines) > 1 and all(text_width(line) <= 30 for line in lines)
+    assert all(line.startswith("  ") and not line.endswith(" ") for line in lines)
+    assert " ".join(line.strip() for line in lines) == words.strip()
+
+
+def test_events_become_readable_lines(monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    out = io.StringIO()
+    printer = EventPrinter(out)
+    call = {"tool_call_id": "c", "tool_name": "drop_table", "args": {"name": "stg"}}
+    request = {"approval_id": "a1", "tool_call_id": "c", "tool_name": "drop_table"}
+    request["input"] = {"name": "stg"}
+    for event in [
+        _event(1, "run_state", {"state": "running"}, None),
+        _event(2, "model_completed", {"response": {"content": [{"type": "text", "text": "Hi."}]}}),
+        _event(3, "tool_call", {"tool_call": call}),
+        _event(4, "tool_approval_request", {"request": request}),
+        _event(5, "approval_resolved", {"approval_id": "a1", "approved": False, "reason": "no"}),
+        _event(
+            6,
+            "tool_result",
+            {"result": {"tool_name": "drop_table", "result": "no", "is_error": True}},
+        ),
+        _event(7, "checkpoint_saved", {"status": "completed"}, 1),
+    ]:
+        printer.show(event)
+    assert out.getvalue().splitlines() == [
+        "  · running",
+        "  Hi.",
+        "  → drop_table(name='stg')",
+        "  ? drop_table(name='stg') needs approval (a1)",
+        "  ✗ denied a1: no",
+        "  ✗ drop_table: no",
+        "  ● checkpoint: step 1 committed (completed)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "text"),
+    [
+        ({}, "f()"),
+        ({"name": "stg_2024"}, "f(name='stg_2024')"),
+        ({"a": 1, "b": [2]}, "f(a=1, b=[2])"),
+    ],
+)
+def test_call_text_reads_like_python(args: dict, text: str) -> None:
+    assert call_text("f", args) == text
