@@ -24,6 +24,16 @@ from .store import DEFAULT_STORE
 
 __all__ = ["load_agents", "main"]
 
+DESCRIPTION = """\
+Durable, inspectable LLM agent runs, from a shell.
+
+  nbdurable demo                                           a durable run: crash, recovery, ...
+  nbdurable runs [list|show|history|explain|rewind] ...    inspect a store
+  nbdurable runs approve|deny|resume|cancel|retry RUN ...  steer a run
+  nbdurable worker --store URL --agents module:attr        execute queued and recovered runs
+
+Errors print one line, "nbdurable: ...", and exit with status 2."""
+
 
 def _option(flag: str, **options: Any) -> argparse.ArgumentParser:
     """A parent parser holding one option, accepted before and after a subcommand."""
@@ -107,7 +117,9 @@ def _parser() -> argparse.ArgumentParser:
     from . import worker
 
     parser = argparse.ArgumentParser(
-        prog="nbdurable", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="nbdurable",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     worker.add_parser(commands)

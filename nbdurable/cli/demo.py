@@ -31,6 +31,7 @@ __all__ = ["demo"]
 
 CHILD = "from nbdurable.cli.demo_agent import crash_leg; crash_leg()"
 DENY_REASON = "orders is production data"
+WORKER_TIMEOUT = 30.0
 
 
 def _say(text: str) -> None:
@@ -58,10 +59,27 @@ async def _answer(prompt: str, assume_yes: bool) -> bool:
     return line.strip().lower() in ("y", "yes")
 
 
+def _check_shared(url: str) -> None:
+    """The demo's two processes need one store: persistent, with run records."""
+    from .._errors import ConfigurationError
+    from ..durable.store import PERSISTENT, RUNTIME, supports
+
+    with opened_store(url) as store:
+        if not (supports(store, RUNTIME) and supports(store, PERSISTENT)):
+            raise ConfigurationError(
+                f"the demo needs a store two processes share, with run records "
+                f"(sqlite:///... or postgresql://...), not {url!r}"
+            )
+
+
 async def _crashing_worker(url: str, run_id: str) -> int | None:
     sys.stdout.flush()
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", CHILD, url, run_id)
-    return await proc.wait()
+    try:
+        return await asyncio.wait_for(proc.wait(), WORKER_TIMEOUT)
+    except asyncio.TimeoutError:  # it should have died in step 1 long ago
+        proc.kill()
+        return await proc.wait()
 
 
 def _committed(store: Any, run_id: str) -> str:
@@ -107,6 +125,7 @@ async def _settle_approvals(run: Run, record: RuntimeRun, assume_yes: bool) -> R
 async def _demo(url: str, assume_yes: bool) -> int:
     from ..runtime.runtime import DurableRuntime
 
+    _check_shared(url)
     started = time.monotonic()
     run_id = f"demo-{new_id()[:8]}"
     _say(f"nbdurable demo: run {run_id} of agent {AGENT_ID!r} (ScriptedModel, offline)")

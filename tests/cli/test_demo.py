@@ -95,3 +95,9 @@ def test_demo_without_store_or_answer_uses_a_temporary_store_and_denies(tmp_path
     assert "nbdurable-demo-" in store_line
     assert "[y/N] (no answer: N)" in done.stdout
     assert "I left stg_2024 in place" in done.stdout
+
+
+def test_demo_refuses_a_store_its_two_processes_cannot_share(cli) -> None:
+    status, out, err = cli("demo", "--store", "memory://")
+    assert status == 2 and out == ""
+    assert err.startswith("nbdurable: the demo needs a store two processes share")
