@@ -117,9 +117,14 @@ async def _outcome(run: Run, record: RuntimeRun) -> int:
 
 
 async def _execute(run: Run, after: int, timeout: float | None) -> RuntimeRun:
-    """Let this process's runtime execute the run until it stops (showing its events)."""
-    if run.record().state in STOPPED:
-        return run.record()
+    """Let this process's runtime execute the run until it stops (showing its events).
+
+    Events after ``after`` are replayed first, so a run that went on and stopped
+    again before this call is shown in full.
+    """
+    record = run.record()
+    if record.state in STOPPED and await last_offset(run.runtime.store, run.run_id) <= after:
+        return record  # stopped already, nothing new to show
     try:
         return await asyncio.wait_for(follow(run, after), timeout)
     except asyncio.TimeoutError:
@@ -147,9 +152,8 @@ async def _verdict(args: argparse.Namespace, approved: bool) -> int:
                 else:
                     await run.deny(request.approval_id, reason=args.reason)
                     print(f"denied {call} ({request.approval_id})")
-            if args.agents:
-                record = await _execute(run, after, args.timeout)
-            return await _outcome(run, run.record() if not args.agents else record)
+            record = await _execute(run, after, args.timeout) if args.agents else run.record()
+            return await _outcome(run, record)
 
 
 async def approve(args: argparse.Namespace) -> int:

@@ -45,7 +45,7 @@ def test_demo_yes_crashes_recovers_approves_and_shows_a_denial(tmp_path: Path) -
     out = done.stdout
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
-    assert took < 15, took  # the demo itself aims at well under 10 s
+    assert took < 20, took  # the demo itself aims at well under 10 s
     # the worker process streamed step 0, committed it, then died mid-step 1
     assert "  Let me look at the warehouse tables first." in out
     assert "● checkpoint: step 0 committed (running)" in out
