@@ -17,7 +17,7 @@ Cold: each repetition opens a new store / saver (and compiles the graph again),
 so no in-process cache helps; opening is not timed. Warm: further calls on that
 same object. Median and p95 of each.
 
-    python benchmarks/inspect_bench.py                 # N = 500 (about 6 minutes, mostly LangGraph)
+    python benchmarks/inspect_bench.py                 # N = 500 (about 8 minutes, mostly LangGraph)
     python benchmarks/inspect_bench.py --quick         # N = 20, one or two repetitions (smoke test)
     python benchmarks/inspect_bench.py --nbdurable-only --steps 5000
     python benchmarks/inspect_bench.py --json figures.json --check
