@@ -33,7 +33,7 @@ from .durable import (
     HistoryStore,
     RunRecord,
     SessionStore,
-    StepTimings,
+    StepStats,
     deserialize_checkpoint,
     serialize_checkpoint,
 )
@@ -142,7 +142,7 @@ __all__ = [
     "SqliteSessionStore",
     "StepContext",
     "StepResult",
-    "StepTimings",
+    "StepStats",
     "StoreCorruptionError",
     "StreamChatResult",
     "StreamingModel",

@@ -9,7 +9,7 @@ from .checkpoint import (
     CheckpointInfo,
     CheckpointStatus,
     ForkPoint,
-    StepTimings,
+    StepStats,
 )
 from .codec import deserialize_checkpoint, serialize_checkpoint
 from .records import RunRecord
@@ -45,7 +45,7 @@ __all__ = [
     "HistoryStore",
     "RunRecord",
     "SessionStore",
-    "StepTimings",
+    "StepStats",
     "deserialize_checkpoint",
     "maybe_await",
     "serialize_checkpoint",

@@ -14,7 +14,7 @@ __all__ = [
     "CheckpointInfo",
     "CheckpointStatus",
     "ForkPoint",
-    "StepTimings",
+    "StepStats",
 ]
 
 CHECKPOINT_VERSION = 1
@@ -37,8 +37,8 @@ class ForkPoint(BaseModel):
     """Whether the fork replaced the last message of that checkpoint."""
 
 
-class StepTimings(BaseModel):
-    """Where the time of one step went, as measured by the driver that ran it."""
+class StepStats(BaseModel):
+    """What one step did and where its time went, as the driver that ran it saw it."""
 
     model_config = _CONFIG
 
@@ -48,6 +48,8 @@ class StepTimings(BaseModel):
     """Milliseconds spent waiting for the model (all attempts)."""
     tool_ms: int = 0
     """Milliseconds spent running tools (a parallel batch counts once, wall time)."""
+    tool_calls: tuple[str, ...] = ()
+    """Names of the tool calls the model made in this step, in order."""
 
 
 class AgentCheckpoint(BaseModel):
@@ -86,9 +88,9 @@ class AgentCheckpoint(BaseModel):
     forked_from: ForkPoint | None = None
     """Optional: the checkpoint this run was forked from (every checkpoint of a fork
     carries it, so the run's lineage survives resumes)."""
-    timings: StepTimings | None = None
-    """Optional: model and tool time of the step that ended here (None when the
-    checkpoint was written without running a step, e.g. a fork's first one)."""
+    stats: StepStats | None = None
+    """Optional: model and tool time and the tool calls of the step that ended here
+    (None when the checkpoint was written without running a step, e.g. a fork's first)."""
 
     @model_validator(mode="after")
     def _check_step_id(self) -> AgentCheckpoint:
@@ -115,7 +117,7 @@ class AgentCheckpoint(BaseModel):
             created_at=self.created_at,
             finish_reason=self.finish_reason,
             forked_from=self.forked_from,
-            timings=self.timings,
+            stats=self.stats,
         )
 
 
@@ -135,4 +137,4 @@ class CheckpointInfo(BaseModel):
     created_at: int
     finish_reason: str | None = None
     forked_from: ForkPoint | None = None
-    timings: StepTimings | None = None
+    stats: StepStats | None = None

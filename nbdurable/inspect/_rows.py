@@ -29,6 +29,7 @@ __all__ = [
     "history_rows",
     "message_row",
     "message_rows",
+    "needs_messages",
     "preview",
     "run_rows",
     "step_messages",
@@ -135,21 +136,44 @@ def step_messages(
     return added
 
 
+def needs_messages(history: Sequence[CheckpointInfo]) -> bool:
+    """Whether some step's tool calls must be read from the messages.
+
+    Checkpoints written by this version's drivers carry their step's tool call
+    names (``stats``); older ones, and checkpoints other code saved, do not. A
+    fork's first checkpoint made no calls.
+    """
+    return any(
+        info.stats is None and not (i == 0 and info.forked_from is not None)
+        for i, info in enumerate(history)
+    )
+
+
 def history_rows(
     history: Sequence[CheckpointInfo], latest: AgentCheckpoint | None
 ) -> list[dict[str, Any]]:
-    """One row per checkpoint of a run, in save order."""
+    """One row per checkpoint of a run, in save order.
+
+    ``latest`` (the run's latest checkpoint) is needed only when
+    :func:`needs_messages` says so; without it such steps list no tool calls.
+    """
     rows: list[dict[str, Any]] = []
     previous: CheckpointInfo | None = None
-    for info, added in zip(history, step_messages(latest, history), strict=True):
+    added_by_step = step_messages(latest, history) if latest is not None else None
+    for i, info in enumerate(history):
         usage, before = info.usage, previous.usage if previous is not None else Usage()
-        timings = info.timings
+        stats = info.stats
         duration = None
-        if timings is not None:
-            duration = info.created_at - timings.started_at
+        if stats is not None:
+            duration = info.created_at - stats.started_at
         elif previous is not None:
             duration = info.created_at - previous.created_at
-        calls = [call.tool_name for message in added for call in message.tool_calls]
+        if stats is not None:
+            calls = list(stats.tool_calls)
+        elif added_by_step is not None:
+            calls = [call.tool_name for message in added_by_step[i] for call in message.tool_calls]
+        else:
+            calls = []
         rows.append(
             {
                 "step": info.step_index,
@@ -164,8 +188,8 @@ def history_rows(
                 "output_tokens_delta": usage.output_tokens - before.output_tokens,
                 "cost_delta": _cost_delta(usage.cost, before.cost),
                 "duration_ms": duration,
-                "model_ms": timings.model_ms if timings is not None else None,
-                "tool_ms": timings.tool_ms if timings is not None else None,
+                "model_ms": stats.model_ms if stats is not None else None,
+                "tool_ms": stats.tool_ms if stats is not None else None,
                 "pending_approvals": len(info.pending_approvals),
                 "created_at": info.created_at,
             }

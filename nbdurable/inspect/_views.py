@@ -148,8 +148,9 @@ def history(store: StoreLike, run_id: str) -> InspectFrame:
     cumulative ``input_tokens``/``output_tokens``/``total_tokens``/``cost`` and
     their ``*_delta`` for the step, ``duration_ms`` with its ``model_ms`` and
     ``tool_ms`` parts (where the driver measured them), ``pending_approvals``
-    (count) and ``created_at``. Reads the metadata of every checkpoint and the
-    messages of the latest one only.
+    (count) and ``created_at``. Reads the metadata of every checkpoint only;
+    the messages of the latest one too when some checkpoint predates step stats
+    (their tool calls are then read from the history).
 
     Raises:
         RunNotFoundError: The store has no checkpoint of the run.
@@ -158,7 +159,7 @@ def history(store: StoreLike, run_id: str) -> InspectFrame:
         infos = source.history(run_id)
         if not infos:
             raise RunNotFoundError(run_id)
-        latest = source.load(run_id)
+        latest = source.load(run_id) if _rows.needs_messages(infos) else None
     module = _frame_module()
     return module.frame(  # type: ignore[no-any-return]
         _rows.history_rows(infos, latest),

@@ -8,7 +8,7 @@ from typing import Any
 
 from .._deps import Deps, new_id
 from .._errors import CheckpointNotFoundError, ConfigurationError, ModelError
-from ..durable.checkpoint import StepTimings
+from ..durable.checkpoint import StepStats
 from ..durable.signer import ApprovalSigner
 from ..durable.store import DurableSession, SessionStore, maybe_await, supports
 from ..events.log import EVENTS
@@ -95,10 +95,11 @@ class Driver:
         self.streaming = streaming
         self.flush_interval = flush_interval
         self.events: EventWriter | None = None
-        # Timings of the step in flight, attached to its checkpoint (StepTimings).
+        # What the step in flight did, attached to its checkpoint (StepStats).
         self._step_started: int | None = None
         self._model_ms = 0
         self._tool_ms = 0
+        self._tool_calls: list[str] = []
         if store is not None and start.run_id is not None and supports(store, EVENTS):
             self.events = EventWriter(
                 store,  # type: ignore[arg-type]  # EVENTS declares the EventStore methods
@@ -153,9 +154,11 @@ class Driver:
         if isinstance(effect, CallModel):
             began = self._clock()
             try:
-                return await self._call_model(effect)
+                response = await self._call_model(effect)
             finally:
                 self._model_ms += self._clock() - began
+            self._tool_calls += [call.tool_name for call in response.tool_calls]
+            return response
         if isinstance(effect, ExecuteTools):
             began = self._clock()
             try:
@@ -178,11 +181,16 @@ class Driver:
         return now
 
     def _timed(self, effect: SaveCheckpoint) -> SaveCheckpoint:
-        """The save with the timings of the work since the previous save attached."""
+        """The save with the stats of the work since the previous save attached."""
         started = self._step_started if self._step_started is not None else self._clock()
-        timings = StepTimings(started_at=started, model_ms=self._model_ms, tool_ms=self._tool_ms)
-        self._step_started, self._model_ms, self._tool_ms = None, 0, 0
-        return SaveCheckpoint(effect.checkpoint.model_copy(update={"timings": timings}))
+        stats = StepStats(
+            started_at=started,
+            model_ms=self._model_ms,
+            tool_ms=self._tool_ms,
+            tool_calls=tuple(self._tool_calls),
+        )
+        self._step_started, self._model_ms, self._tool_ms, self._tool_calls = None, 0, 0, []
+        return SaveCheckpoint(effect.checkpoint.model_copy(update={"stats": stats}))
 
     async def _save(self, effect: SaveCheckpoint) -> None:
         if self.store is None:

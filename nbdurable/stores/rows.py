@@ -8,11 +8,10 @@ checkpoint contract) need no migration: they travel in the ``extra`` JSON column
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
 from .._errors import CheckpointVersionError, StoreCorruptionError
 from ..durable.checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo
@@ -187,13 +186,16 @@ def run_record(run_id: str, last_seq: int, created_at: int, values: Any) -> RunR
     )
 
 
+# The optional fields as a model of their own: one JSON validation per row (in
+# JSON mode, so bytes-valued fields come back as bytes, not as base64 text), and
+# fields of a newer version this one does not know are ignored.
+_ExtraFields: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    "_ExtraFields",
+    __config__=ConfigDict(extra="ignore", val_json_bytes="base64"),
+    **{name: (AgentCheckpoint.model_fields[name].annotation, None) for name in _EXTRA},
+)
+
+
 def _decode_extra(text: str) -> dict[str, Any]:
-    # Validated through AgentCheckpoint in JSON mode, so bytes-valued fields a
-    # later version adds come back as bytes, not as their base64 text.
-    raw = json.loads(text)
-    if not isinstance(raw, dict):
-        raise ValueError("extra is not a JSON object")
-    known = {k: v for k, v in cast(Mapping[str, Any], raw).items() if k in _EXTRA}
-    probe = {"run_id": "-", "step_index": 0, "status": "running", "messages": [], "created_at": 0}
-    parsed = AgentCheckpoint.model_validate_json(json.dumps({**probe, **known}))
-    return {name: getattr(parsed, name) for name in known}
+    parsed = _ExtraFields.model_validate_json(text)
+    return {name: getattr(parsed, name) for name in parsed.model_fields_set}

@@ -189,3 +189,18 @@ def test_frames_stay_inspect_frames_when_sliced() -> None:
     assert isinstance(data[data["status"] == "failed"], InspectFrame)
     html = data._repr_html_()
     assert "#cf222e" in html and "1970-01-01 00:00:00.001" in html
+
+
+async def test_checkpoints_without_step_stats_read_tool_calls_from_messages(
+    any_store: Any,
+) -> None:
+    """Checkpoints saved by other code (or before step stats existed) still list tool calls."""
+    await make_run(any_store, "src")
+    for info in any_store.history("src"):
+        old = any_store.load("src", step_index=info.step_index)
+        any_store.save(old.model_copy(update={"run_id": "old", "step_id": "", "stats": None}))
+    assert all(i.stats is None for i in any_store.history("old"))
+    frame = ins.history(any_store, "old")
+    assert frame["tool_calls"].tolist() == ins.history(any_store, "src")["tool_calls"].tolist()
+    assert frame["model_ms"].isna().all()
+    assert frame["duration_ms"].iloc[1:].notna().all()
