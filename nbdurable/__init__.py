@@ -95,6 +95,16 @@ def __getattr__(name: str) -> _typing.Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def load_ipython_extension(ipython: _typing.Any) -> None:
+    """``%load_ext nbdurable``: add the ``%%agent`` and ``%durable`` magics.
+
+    IPython and the notebook code are imported only now, never by ``import nbdurable``.
+    """
+    from .notebook import load_ipython_extension as load
+
+    load(ipython)
+
+
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
@@ -164,6 +174,7 @@ __all__ = [
     "deserialize_checkpoint",
     "fold_events",
     "generate_text",
+    "load_ipython_extension",
     "open_store",
     "read_events",
     "resume_from_checkpoint",

@@ -181,6 +181,7 @@ class DurableRuntime:
         enqueue: bool = False,
         timeout: float | None = None,
         run_id: str | None = None,
+        max_steps: int | None = None,
     ) -> Run:
         """Submit a run of a registered agent; returns its handle at once.
 
@@ -193,9 +194,10 @@ class DurableRuntime:
             enqueue: Queue behind an unfinished run of the session instead of failing.
             timeout: Seconds until the run fails with reason ``timeout``.
             run_id: The run's id (default: generated).
+            max_steps: This run's step budget (default: the agent's ``max_steps``).
 
         Raises:
-            ConfigurationError: An unknown agent or an invalid prompt.
+            ConfigurationError: An unknown agent, an invalid prompt or ``max_steps``.
             DurableConflictError: A busy session without ``enqueue``, or a
                 request id reused for a different prompt.
             LimitExceededError: Too many unfinished runs, or the prompt is too large.
@@ -203,6 +205,10 @@ class DurableRuntime:
         agent = self.registry.get(agent_id)
         if agent is None:
             raise ConfigurationError(f"no agent {agent_id!r} is registered")
+        if max_steps is not None and (
+            isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
+        ):
+            raise ConfigurationError(f"max_steps must be a positive integer, not {max_steps!r}")
         prompt = validate_prompt(prompt)
         text = canonical_prompt(prompt)
         size = payload_bytes(text)
@@ -224,7 +230,7 @@ class DurableRuntime:
             deadline_at=None if timeout is None else now + int(timeout * 1000),
             retry_policy=retry.model_dump() if retry else None,
             stream=agent.stream,
-            max_steps=agent.max_steps,
+            max_steps=agent.max_steps if max_steps is None else max_steps,
         )
         stored, created = self.runtime_store.rt_insert(
             record, enqueue=enqueue, max_pending=self.limits.max_pending_runs

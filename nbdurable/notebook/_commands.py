@@ -1,0 +1,208 @@
+"""What each ``%durable`` subcommand does, given the kernel session and the user namespace."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from typing import Any
+
+from .._errors import ConfigurationError, DurableConflictError
+from ..cli.follow import call_text
+from ..messages import ToolApprovalRequest
+from ..runtime.records import UNFINISHED_STATES
+from ..runtime.run import Run
+from . import _views
+from ._agents import agents_in, register, run_agent
+from ._now import finish_now
+from ._session import NotebookSession, check_run
+
+__all__ = ["HANDLERS"]
+
+Namespace = Mapping[str, Any]
+
+_EXECUTABLE = ("pending", "queued", "running", "retry_wait", "cancelling")
+"""Run states in which a runtime serving the run's agent executes it by itself."""
+
+
+def _store(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
+    if args.url is not None:
+        nb.use_store(args.url)
+    print(f"store: {nb.url}")
+
+
+def _runs(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any:
+    from .. import inspect
+
+    return inspect.runs(nb.store, status=args.status)
+
+
+def _show(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
+    check_run(nb, args.run)
+    _views.show(_views.run_view(nb.runtime, args.run))
+
+
+def _history(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any:
+    from .. import inspect
+
+    frame = inspect.history(nb.store, args.run)
+    if not args.browse:
+        return frame
+    _views.show(_views.history_view(nb.runtime, args.run))
+    return None
+
+
+def _explain(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any:
+    from .. import inspect
+
+    return inspect.explain(nb.store, args.run)
+
+
+def _requests(requests: list[ToolApprovalRequest]) -> str:
+    return "; ".join(f"{r.approval_id} {call_text(r.tool_name, r.input)}" for r in requests)
+
+
+def _pick(run: Run, approval_id: str | None) -> ToolApprovalRequest:
+    """The approval to answer: the named one, or the only one still open."""
+    record = run.record()
+    if record.state != "waiting_approval":
+        raise ConfigurationError(f"run {run.run_id!r} waits for no approval (it is {record.state})")
+    pending = finish_now(run.pending_approvals())
+    open_ = [r for r in pending if r.approval_id not in record.verdicts]
+    for request in pending:
+        if request.approval_id == approval_id:
+            return request
+    if approval_id is not None:
+        raise ConfigurationError(
+            f"run {run.run_id!r} has no approval {approval_id!r}; it waits for: {_requests(open_)}"
+        )
+    if len(open_) != 1:
+        raise ConfigurationError(
+            f"run {run.run_id!r} waits for {len(open_)} approvals; name one of: {_requests(open_)}"
+        )
+    return open_[0]
+
+
+def _goes_on(nb: NotebookSession, run: Run, ns: Namespace) -> None:
+    """Say where the run goes from here; execute it in this kernel when its agent is here."""
+    record = run.record()
+    line = f"{run.run_id}: {record.state}"
+    if record.state in _EXECUTABLE:
+        agent = run_agent(nb.runtime, record, ns)
+        if agent is not None:
+            nb.runtime.wake()
+            line += f" (agent {agent.id!r} version {agent.version!r} executes it in this kernel)"
+        else:
+            line += (
+                f"; run the cell defining agent {record.agent_id!r} version "
+                f"{record.agent_version!r}, then %durable resume {run.run_id} "
+                "(or serve it with nbdurable worker)"
+            )
+    print(line)
+
+
+def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
+    if args.reason is not None and not args.deny:
+        raise ConfigurationError("--reason goes with --deny")
+    run = check_run(nb, args.run)
+    if args.deny and args.approval_id is None and run.record().state == "needs_attention":
+        finish_now(run.deny(reason=args.reason))
+        print(f"settled the interrupted tool call(s) of {run.run_id} as errors")
+    else:
+        request = _pick(run, args.approval_id)
+        call = call_text(request.tool_name, request.input)
+        if args.deny:
+            finish_now(run.deny(request.approval_id, reason=args.reason))
+            print(f"denied {call} ({request.approval_id})")
+        else:
+            finish_now(run.approve(request.approval_id))
+            print(f"approved {call} ({request.approval_id})")
+    _goes_on(nb, run, ns)
+
+
+def _resume(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
+    run = check_run(nb, args.run)
+    record = run.record()
+    if record.state in UNFINISHED_STATES and run_agent(nb.runtime, record, ns) is None:
+        raise ConfigurationError(
+            f"run {run.run_id!r} needs agent {record.agent_id!r} version "
+            f"{record.agent_version!r}: run the cell that defines it, then "
+            f"%durable resume {run.run_id}"
+        )
+    nb.runtime.wake()
+    hints = {
+        "waiting_approval": f"answer it with %durable approve {run.run_id} [APPROVAL_ID] [--deny]",
+        "needs_attention": f"an interrupted tool call waits: %durable retry {run.run_id}, or "
+        f"%durable approve {run.run_id} --deny",
+        "failed": f"let it go on with %durable retry {run.run_id}",
+    }
+    line = f"{run.run_id}: {record.state}"
+    if record.state in hints:
+        line += f"; {hints[record.state]}"
+    elif record.state in _EXECUTABLE:
+        line += "; it goes on in this kernel"
+    print(line)
+    _views.show(_views.run_view(nb.runtime, run.run_id))
+
+
+def _rewind(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
+    check_run(nb, args.run)
+    fork = finish_now(nb.runtime.fork(args.run, args.step, new_run_id=args.run_id, edit=args.edit))
+    print(f"forked {fork.run_id} from {args.run} at step {args.step}")
+    _goes_on(nb, fork, ns)
+    _views.show(_views.run_view(nb.runtime, fork.run_id))
+
+
+def _cancel(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
+    run = check_run(nb, args.run)
+    finish_now(run.cancel())
+    print(f"{run.run_id}: {run.status}")
+
+
+def _retry(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
+    run = check_run(nb, args.run)
+    finish_now(run.retry())
+    _goes_on(nb, run, ns)
+
+
+def _worker(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
+    runtime = nb.runtime
+    for agent in agents_in(ns):
+        try:
+            register(runtime, agent)
+        except (ConfigurationError, DurableConflictError) as exc:
+            print(f"not serving {agent!r}: {exc}")
+    runtime.wake()
+    served = sorted(runtime.registry.keys())
+    names = ", ".join(f"{a} v{v}" for a, v in served) or "no agent (define one in a cell)"
+    print(f"this kernel executes runs of: {names}; store: {nb.url}")
+    waiting = runtime.list_runs(list(_EXECUTABLE))
+    missing: dict[str, int] = {}
+    for record in waiting:
+        if (record.agent_id, record.agent_version) not in served:
+            key = f"{record.agent_id} v{record.agent_version}"
+            missing[key] = missing.get(key, 0) + 1
+    print(f"{len(waiting) - sum(missing.values())} run(s) to execute here")
+    if missing:
+        counts = ", ".join(f"{key} ({n})" for key, n in sorted(missing.items()))
+        print(f"waiting for agents this kernel does not have: {counts}")
+
+
+def _dashboard(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
+    _views.show(_views.dashboard_view(nb.runtime))
+
+
+HANDLERS = {
+    "store": _store,
+    "runs": _runs,
+    "show": _show,
+    "history": _history,
+    "explain": _explain,
+    "approve": _approve,
+    "resume": _resume,
+    "rewind": _rewind,
+    "cancel": _cancel,
+    "retry": _retry,
+    "worker": _worker,
+    "dashboard": _dashboard,
+}
+"""Subcommand name -> handler(session, arguments, user namespace) -> the magic's value."""

@@ -1,0 +1,90 @@
+"""``%%agent`` and ``%durable``: durable runs from notebook cells.
+
+Every mistake (wrong arguments, an unknown run, any ``NbdurableError``) prints a
+short message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
+
+from .._errors import ConfigurationError, NbdurableError
+from . import _views
+from ._agents import agent_named
+from ._commands import HANDLERS
+from ._session import session
+from ._usage import AGENT_PARSER, DURABLE_PARSER, HelpShown, UsageError, parse
+
+__all__ = ["DurableMagics"]
+
+
+def _guarded(action: Callable[[], Any]) -> Any:
+    """Run a magic's action; mistakes become one short message on stderr."""
+    try:
+        return action()
+    except HelpShown:
+        return None
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+    except NbdurableError as exc:
+        print(f"nbdurable: {exc}", file=sys.stderr)
+    return None
+
+
+@magics_class
+class DurableMagics(Magics):
+    """The magics ``%load_ext nbdurable`` adds."""
+
+    def _namespace(self) -> dict[str, Any]:
+        """The notebook's variables."""
+        assert self.shell is not None  # registered magics always have their shell
+        namespace: dict[str, Any] = self.shell.user_ns
+        return namespace
+
+    @line_cell_magic  # type: ignore[untyped-decorator]
+    def agent(self, line: str, cell: str | None = None) -> None:
+        """%%agent AGENT [--run-id ID] [--session S] [--max-steps N] [--enqueue].
+
+        The cell's text is the prompt of a run of AGENT (an ``nbdurable.Agent``
+        variable), submitted to this kernel's runtime; the live run widget shows
+        it and the cell returns at once. ``%agent --help`` says more.
+        """
+        _guarded(lambda: self._agent(line, cell))
+
+    def _agent(self, line: str, cell: str | None) -> None:
+        args = parse(AGENT_PARSER, line)
+        if cell is None:
+            raise UsageError(
+                f"{AGENT_PARSER.format_usage().rstrip()}\n"
+                "%%agent is a cell magic: the lines below it are the prompt"
+            )
+        prompt = cell.strip()
+        if not prompt:
+            raise ConfigurationError("the cell's text is the prompt, and it is empty")
+        notebook = session()
+        agent = agent_named(self._namespace(), args.agent)
+        run = notebook.submit(
+            agent,
+            prompt,
+            run_id=args.run_id,
+            session_id=args.session,
+            max_steps=args.max_steps,
+            enqueue=args.enqueue,
+        )
+        _views.show(_views.run_view(notebook.runtime, run.run_id))
+
+    @line_magic  # type: ignore[untyped-decorator]
+    def durable(self, line: str) -> Any:
+        """%durable COMMAND ...: inspect and steer durable runs (``%durable --help``)."""
+        return _guarded(lambda: self._durable(line))
+
+    def _durable(self, line: str) -> Any:
+        args = parse(DURABLE_PARSER, line)
+        if args.command is None:
+            DURABLE_PARSER.print_help()
+            return None
+        return HANDLERS[args.command](session(), args, self._namespace())

@@ -1,0 +1,255 @@
+"""The kernel session: one store and one runtime per kernel, on the kernel's own loop."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from .._errors import ConfigurationError, NbdurableError, RunNotFoundError
+from ..cli.store import DEFAULT_STORE
+from ..messages import Message
+from ..runtime.agent import Agent
+from ..runtime.run import Run
+from ..runtime.runtime import DurableRuntime
+from ._agents import register
+from ._now import finish_now
+
+__all__ = [
+    "DEFAULT_STORE",
+    "NotebookSession",
+    "check_run",
+    "running_loop",
+    "session",
+    "set_session",
+]
+
+
+def running_loop() -> asyncio.AbstractEventLoop:
+    """The running event loop (the kernel's, in a notebook).
+
+    Raises:
+        NbdurableError: No loop runs (a plain script outside ``async`` code).
+    """
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        raise NbdurableError(
+            "the notebook runtime runs on the kernel's event loop, and none is running: "
+            "use it in a Jupyter kernel or inside async code"
+        ) from None
+
+
+def _make_folder(url: str) -> None:
+    """Create the folder of a SQLite store's file (``.nbdurable/`` by default)."""
+    from ..stores import _path
+
+    scheme, _, rest = url.partition("://")
+    if scheme.lower() == "sqlite":
+        path = _path(url, rest)
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+
+def _close_store(store: Any) -> None:
+    close = getattr(store, "close", None)
+    if close is not None:
+        close()
+
+
+class NotebookSession:
+    """One kernel's store and :class:`~nbdurable.DurableRuntime`, opened when first needed.
+
+    The runtime is opened on the kernel's running event loop: its scheduler and
+    the runs it executes are tasks on that loop, so a cell that submits a run
+    returns at once and the kernel stays free. Agents defined in cells are
+    registered when a magic names them; after a kernel restart, re-running an
+    agent's cell lets its unfinished runs go on.
+
+    Args:
+        url: The store URL (default ``sqlite:///.nbdurable/runs.db``, whose folder
+            is created).
+        **runtime_options: Passed to :meth:`DurableRuntime.open` (``lease_ms``,
+            ``poll_interval``, ``approval_signer``, ``max_concurrent_runs``...).
+    """
+
+    def __init__(self, url: str = DEFAULT_STORE, **runtime_options: Any) -> None:
+        self._url = url
+        self._options = runtime_options
+        self._store: Any = None
+        self._runtime: DurableRuntime | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._retiring: set[asyncio.Task[None]] = set()
+
+    def __repr__(self) -> str:
+        state = "open" if self._runtime is not None else "not started"
+        return f"NotebookSession({self._url!r}, runtime {state})"
+
+    @property
+    def url(self) -> str:
+        """The store URL."""
+        return self._url
+
+    @property
+    def store(self) -> Any:
+        """The store, opened on first use."""
+        if self._store is None:
+            from ..stores import open_store
+
+            _make_folder(self._url)
+            self._store = open_store(self._url)
+        return self._store
+
+    @property
+    def started(self) -> bool:
+        """Whether the runtime is open (it executes runs of registered agents)."""
+        return self._runtime is not None
+
+    @property
+    def runtime(self) -> DurableRuntime:
+        """The runtime, opened on the running loop on first use.
+
+        Raises:
+            NbdurableError: No event loop runs, or the runtime runs on another live one.
+            ConfigurationError: The store keeps no run records (e.g. ``jsonl:///``).
+        """
+        loop = running_loop()
+        if self._runtime is not None and self._loop is not loop:
+            assert self._loop is not None
+            if not self._loop.is_closed():
+                raise NbdurableError("this session's runtime runs on another event loop")
+            self._runtime = None  # its loop is gone, and its tasks with it
+        if self._runtime is None:
+            self._runtime = finish_now(DurableRuntime.open(store=self.store, **self._options))
+            self._loop = loop
+        return self._runtime
+
+    def use_store(self, url: str) -> None:
+        """Switch to the store at ``url``; the previous runtime is closed in the background.
+
+        Runs the previous runtime was executing go back to ``pending`` in their
+        store, for the next runtime serving their agent.
+
+        Raises:
+            ConfigurationError: The URL cannot be opened (the session is unchanged).
+        """
+        from ..stores import open_store
+
+        _make_folder(url)
+        store = open_store(url)
+        old_store, old_runtime = self._store, self._runtime
+        self._url, self._store, self._runtime, self._loop = url, store, None, None
+        if old_runtime is not None:
+            task = running_loop().create_task(self._retire(old_runtime, old_store))
+            self._retiring.add(task)
+            task.add_done_callback(self._retiring.discard)
+        elif old_store is not None:
+            _close_store(old_store)
+
+    @staticmethod
+    async def _retire(runtime: DurableRuntime, store: Any) -> None:
+        await runtime.close()
+        _close_store(store)
+
+    def register(self, agent: Agent) -> Agent:
+        """Register an agent with the runtime (an unchanged definition reuses its registration).
+
+        Raises:
+            ConfigurationError: Not a valid agent.
+            DurableConflictError: The agent changed but kept its version (bump ``version=``).
+        """
+        return register(self.runtime, agent)
+
+    def submit(
+        self,
+        agent: Agent,
+        prompt: str | Message,
+        *,
+        run_id: str | None = None,
+        session_id: str | None = None,
+        max_steps: int | None = None,
+        enqueue: bool = False,
+    ) -> Run:
+        """Register ``agent`` and submit a run of it; returns the handle at once.
+
+        The run executes as a task on the kernel's loop. Same errors as
+        :meth:`DurableRuntime.submit`, and those of :meth:`register`.
+        """
+        runtime = self.runtime
+        register(runtime, agent)
+        return finish_now(
+            runtime.submit(
+                agent.id,
+                prompt,
+                run_id=run_id,
+                session_id=session_id,
+                max_steps=max_steps,
+                enqueue=enqueue,
+            )
+        )
+
+    def run(self, run_id: str) -> Run:
+        """The handle of a runtime run of this store.
+
+        Raises:
+            RunNotFoundError: The store has no runtime record of ``run_id``.
+        """
+        run: Run = finish_now(self.runtime.get_run(run_id))
+        return run
+
+    def has_checkpoints(self, run_id: str) -> bool:
+        """Whether the store has checkpoints of ``run_id`` (runs of the loop API have no record)."""
+        return finish_now(_loaded(self.store, run_id)) is not None
+
+    async def close(self) -> None:
+        """Close the runtime (in-flight steps go back to ``pending``) and the store."""
+        runtime, store = self._runtime, self._store
+        self._runtime = self._store = self._loop = None
+        if runtime is not None:
+            await runtime.close()
+        if self._retiring:
+            await asyncio.gather(*self._retiring, return_exceptions=True)
+        if store is not None:
+            _close_store(store)
+
+
+async def _loaded(store: Any, run_id: str) -> Any:
+    from ..durable.store import maybe_await
+
+    return await maybe_await(store.load(run_id))
+
+
+_current: NotebookSession | None = None
+
+
+def session() -> NotebookSession:
+    """The kernel's session (created on first call, on the default store)."""
+    global _current
+    if _current is None:
+        _current = NotebookSession()
+    return _current
+
+
+def set_session(new: NotebookSession | None) -> NotebookSession | None:
+    """Make ``new`` this kernel's session; returns the previous one (not closed)."""
+    global _current
+    previous, _current = _current, new
+    return previous
+
+
+def check_run(notebook: NotebookSession, run_id: str) -> Run:
+    """The runtime handle of ``run_id``, with a clear error for loop-API runs.
+
+    Raises:
+        ConfigurationError: The run has checkpoints but no runtime record.
+        RunNotFoundError: The store has no such run.
+    """
+    try:
+        return notebook.run(run_id)
+    except RunNotFoundError:
+        if not notebook.has_checkpoints(run_id):
+            raise
+        raise ConfigurationError(
+            f"run {run_id!r} ran through generate_text/stream_chat, not the runtime: "
+            f"resume it in Python with nd.resume_from_checkpoint(store, {run_id!r}, ...)"
+        ) from None

@@ -1,0 +1,132 @@
+"""The magics' arguments: parsers that report mistakes as a short usage message."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any, NoReturn
+
+__all__ = ["AGENT_PARSER", "COMMANDS", "DURABLE_PARSER", "HelpShown", "UsageError", "parse"]
+
+
+class UsageError(Exception):
+    """Wrong or missing arguments: the message is the usage line and what was wrong."""
+
+
+class HelpShown(Exception):
+    """``--help`` printed the help; nothing else to do."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that raises instead of exiting the kernel."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.format_usage().rstrip()}\n{self.prog}: {message}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            raise UsageError(message.rstrip())
+        raise HelpShown
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+_positive.__name__ = "positive integer"  # argparse names the type in its message
+
+
+def _agent_parser() -> _Parser:
+    parser = _Parser(
+        prog="%%agent",
+        description="Run AGENT (an nbdurable.Agent variable) on the cell's text as the prompt, "
+        "in this kernel's runtime; the live run widget shows it and the cell returns at once.",
+    )
+    parser.add_argument("agent", metavar="AGENT", help="the variable holding the Agent")
+    parser.add_argument("--run-id", metavar="ID", help="the run's id (default: generated)")
+    parser.add_argument(
+        "--session", metavar="S", help="the runtime session: its runs go one after another"
+    )
+    parser.add_argument("--max-steps", metavar="N", type=_positive, help="this run's step budget")
+    parser.add_argument(
+        "--enqueue",
+        action="store_true",
+        help="queue behind an unfinished run of the session instead of refusing",
+    )
+    return parser
+
+
+_COMMANDS: list[tuple[str, str, list[tuple[tuple[str, ...], dict[str, Any]]]]] = [
+    ("store", "show the store, or switch to URL", [(("url",), {"metavar": "URL", "nargs": "?"})]),
+    ("runs", "every run of the store (a DataFrame)", [(("--status",), {"metavar": "S"})]),
+    ("show", "display a run's live widget (replays its events, then follows)", []),
+    (
+        "history",
+        "a run's checkpoints (a DataFrame); --browse shows the history browser",
+        [(("--browse",), {"action": "store_true"})],
+    ),
+    ("explain", "why a run is where it is, and what moves it on", []),
+    (
+        "approve",
+        "approve a pending tool call (--deny [--reason R] denies it)",
+        [
+            (("approval_id",), {"metavar": "APPROVAL_ID", "nargs": "?"}),
+            (("--deny",), {"action": "store_true"}),
+            (("--reason",), {"metavar": "R"}),
+        ],
+    ),
+    ("resume", "let an unfinished run go on in this kernel (after its agent cell ran)", []),
+    (
+        "rewind",
+        "fork a new run from a step, optionally replacing its last message",
+        [
+            (("step",), {"metavar": "STEP", "type": int}),
+            (("--run-id",), {"metavar": "NEW"}),
+            (("--edit",), {"metavar": "TEXT"}),
+        ],
+    ),
+    ("cancel", "cancel a run", []),
+    ("retry", "let a failed or needs_attention run go on", []),
+    ("worker", "execute queued and recovered runs of the notebook's agents here", []),
+    ("dashboard", "display the runs dashboard", []),
+]
+"""Each subcommand of ``%durable``: name, help, arguments after RUN (when it takes one)."""
+
+_NO_RUN = frozenset({"store", "runs", "worker", "dashboard"})
+
+
+def _durable_parser() -> _Parser:
+    parser = _Parser(
+        prog="%durable",
+        description="Inspect and steer the durable runs of this kernel's store.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    for name, text, arguments in _COMMANDS:
+        sub = commands.add_parser(name, help=text, description=text)
+        if name not in _NO_RUN:
+            sub.add_argument("run", metavar="RUN", help="the run id")
+        for flags, options in arguments:
+            sub.add_argument(*flags, **options)
+    return parser
+
+
+AGENT_PARSER = _agent_parser()
+DURABLE_PARSER = _durable_parser()
+COMMANDS = [name for name, _, _ in _COMMANDS]
+
+
+def parse(parser: argparse.ArgumentParser, line: str) -> argparse.Namespace:
+    """Parse a magic's line (shell-like quoting: ``--edit "Keep every table."``).
+
+    Raises:
+        UsageError: Wrong or missing arguments (or unbalanced quotes).
+        HelpShown: ``--help`` was asked for and printed.
+    """
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"{parser.format_usage().rstrip()}\n{parser.prog}: {exc}") from None
+    return parser.parse_args(words)
