@@ -8,25 +8,17 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, get_args
 
 import pandas as pd
 
+from ..runtime.records import RunState
+
 __all__ = ["InspectFrame", "STATUSES", "frame"]
 
-STATUSES = (
-    "queued",
-    "pending",
-    "running",
-    "retry_wait",
-    "waiting_approval",
-    "needs_attention",
-    "cancelling",
-    "suspended",
-    "completed",
-    "failed",
-    "cancelled",
-)
+# Run states in their lifecycle order, with the checkpoint-only status after the
+# states that mean "waiting for a human".
+STATUSES: tuple[str, ...] = (*get_args(RunState)[:6], "suspended", *get_args(RunState)[6:])
 """Every status a run or checkpoint can show: run states and checkpoint statuses."""
 
 _CELL_CSS = (
