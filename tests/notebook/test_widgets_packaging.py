@@ -1,0 +1,63 @@
+"""The widgets' front-end files ship: found in the checkout and inside a built wheel."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from nbdurable.notebook.widgets import RunWidget
+from nbdurable.notebook.widgets.assets import frontend_file
+
+ROOT = Path(__file__).resolve().parents[2]
+FILES = ["run_view.js", "run_view.css"]
+
+
+def test_the_checkout_serves_the_top_level_widgets_directory() -> None:
+    for name in FILES:
+        assert frontend_file(name) == ROOT / "widgets" / name
+    assert "export default" in str(RunWidget._esm)
+    assert ".nbd-card" in str(RunWidget._css)
+
+
+def test_a_wheel_carries_the_front_end_and_the_installed_package_finds_it(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ["pyproject.toml", "setup.py", "README.md"]:
+        shutil.copy(ROOT / name, source / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "nbdurable", source / "nbdurable", ignore=ignore)
+    shutil.copytree(ROOT / "widgets", source / "widgets", ignore=ignore)
+    wheels = tmp_path / "wheels"
+    pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels)]
+    built = subprocess.run(
+        [*pip_wheel, str(source)],
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, built.stderr
+    [wheel] = wheels.glob("nbdurable-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for name in FILES:
+        assert f"nbdurable/notebook/widgets/frontend/{name}" in names
+    assert not [n for n in names if "__pycache__" in n]
+
+    target = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(target)
+    probe = (
+        "from nbdurable.notebook.widgets.assets import frontend_file;"
+        "print(frontend_file('run_view.js'))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+    )
+    assert found.returncode == 0, found.stderr
+    assert Path(found.stdout.strip()) == target / "nbdurable/notebook/widgets/frontend/run_view.js"

@@ -1,0 +1,123 @@
+"""Fixtures and helpers for the widget tests: real runtimes on SQLite, recorded comms.
+
+``runtime_for(tmp_path, *agents)`` opens a DurableRuntime on a fresh SQLite store
+with a known approval secret; ``comms`` records every message a widget would send
+to the front-end (``comm.create_comm`` patched with a recording BaseComm).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, ClassVar
+
+import comm
+import pytest
+from comm.base_comm import BaseComm
+
+import nbdurable as nd
+
+SECRET = "widget-test-secret-7f3a9c"
+
+
+@nd.tool
+def lookup(table: str) -> dict[str, Any]:
+    """Look a table up."""
+    return {"table": table, "rows": 0}
+
+
+@nd.tool(needs_approval=True)
+def drop_table(name: str) -> str:
+    """Drop a table."""
+    return f"dropped {name}"
+
+
+def janitor(version: str = "1", **kw: Any) -> nd.Agent:
+    """Looks a table up, asks to drop it, then says it is done."""
+    model = nd.ScriptedModel(
+        [
+            nd.Turn.call("lookup", "Looking at stg_2023.", table="stg_2023"),
+            nd.Turn.call("drop_table", "stg_2023 is empty.", name="stg_2023"),
+            "Done: dropped stg_2023.",
+        ],
+        price_per_million=(3.0, 15.0),
+        **kw,
+    )
+    return nd.Agent("janitor", model, [lookup, drop_table], version=version)
+
+
+@asynccontextmanager
+async def runtime_for(tmp_path: Path, *agents: nd.Agent, **options: Any) -> AsyncIterator[Any]:
+    """An open DurableRuntime on SQLite under ``tmp_path`` with the test secret."""
+    store = nd.open_store(f"sqlite:///{tmp_path}/runs.db")
+    runtime = await nd.DurableRuntime.open(
+        store=store,
+        agents=list(agents),
+        approval_signer=nd.ApprovalSigner(SECRET),
+        **options,
+    )
+    try:
+        yield runtime
+    finally:
+        await runtime.close()
+        store.close()
+
+
+async def eventually(
+    check: Callable[[], bool | Awaitable[bool]], timeout: float = 10.0, interval: float = 0.01
+) -> None:
+    """Wait until ``check()`` is true, or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if not isinstance(result, bool):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(interval)
+
+
+class RecordingComm(BaseComm):
+    """A comm that keeps every message it would publish, with the time it was sent."""
+
+    log: ClassVar[list[tuple[float, str, dict[str, Any]]]] = []
+
+    def publish_msg(
+        self,
+        msg_type: str,
+        data: Any = None,
+        metadata: Any = None,
+        buffers: Any = None,
+        **keys: Any,
+    ) -> None:
+        RecordingComm.log.append(
+            (time.monotonic(), self.comm_id, {"type": msg_type, **(data or {})})
+        )
+
+
+@pytest.fixture(name="comms")
+def comms_fixture(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, str, dict[str, Any]]]:
+    """Every front-end message of widgets created in the test: (time, comm id, data)."""
+    log: ClassVar[list[tuple[float, str, dict[str, Any]]]] = []
+    monkeypatch.setattr(RecordingComm, "log", log)
+    monkeypatch.setattr(comm, "create_comm", lambda **kw: RecordingComm(**kw))
+    return log
+
+
+def front_end_sends(widget: Any, content: dict[str, Any]) -> None:
+    """Deliver a custom message from the widget's front-end (what ``model.send`` does)."""
+    widget._handle_msg(
+        {"content": {"data": {"method": "custom", "content": content}}, "buffers": []}
+    )
+
+
+def click(button: Any) -> None:
+    """A front-end click on an ipywidgets Button, as the browser sends it."""
+    button._handle_msg(
+        {"content": {"data": {"method": "custom", "content": {"event": "click"}}}, "buffers": []}
+    )
