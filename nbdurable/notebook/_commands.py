@@ -14,7 +14,7 @@ from ..runtime.run import Run
 from . import _views
 from ._agents import agents_in, register, run_agent
 from ._now import finish_now
-from ._session import NotebookSession, check_run
+from ._session import NotebookSession, check_exists, check_run
 
 __all__ = ["HANDLERS"]
 
@@ -37,7 +37,7 @@ def _runs(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any:
 
 
 def _show(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
-    check_run(nb, args.run)
+    check_exists(nb, args.run)
     _views.show(_views.run_view(nb.runtime, args.run))
 
 

@@ -18,6 +18,7 @@ from ._now import finish_now
 __all__ = [
     "DEFAULT_STORE",
     "NotebookSession",
+    "check_exists",
     "check_run",
     "running_loop",
     "session",
@@ -137,13 +138,17 @@ class NotebookSession:
 
         _make_folder(url)
         store = open_store(url)
-        old_store, old_runtime = self._store, self._runtime
+        old_store, old_runtime, old_loop = self._store, self._runtime, self._loop
         self._url, self._store, self._runtime, self._loop = url, store, None, None
-        if old_runtime is not None:
-            task = running_loop().create_task(self._retire(old_runtime, old_store))
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if old_runtime is not None and loop is not None and loop is old_loop:
+            task = loop.create_task(self._retire(old_runtime, old_store))
             self._retiring.add(task)
             task.add_done_callback(self._retiring.discard)
-        elif old_store is not None:
+        elif old_store is not None:  # no runtime, or its loop is gone with its tasks
             _close_store(old_store)
 
     @staticmethod
@@ -235,6 +240,19 @@ def set_session(new: NotebookSession | None) -> NotebookSession | None:
     global _current
     previous, _current = _current, new
     return previous
+
+
+def check_exists(notebook: NotebookSession, run_id: str) -> None:
+    """Check that the store knows ``run_id`` (a runtime record, or checkpoints).
+
+    Raises:
+        RunNotFoundError: It does not.
+    """
+    records = getattr(notebook.store, "rt_get", None)  # stores with runtime records
+    if records is not None and records(run_id) is not None:
+        return
+    if not notebook.has_checkpoints(run_id):
+        raise RunNotFoundError(run_id)
 
 
 def check_run(notebook: NotebookSession, run_id: str) -> Run:

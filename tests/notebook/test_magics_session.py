@@ -167,3 +167,49 @@ async def test_every_subcommand_is_in_the_help_and_the_docs(magic: Any) -> None:
         assert option in agent_help and f"`{option}" in magics
     assert "%%agent AGENT [--run-id ID] [--session S] [--max-steps N] [--enqueue]" in magics
     assert magic("durable", "").stdout == help_text
+
+
+async def test_an_interrupted_manual_tool_is_settled_by_a_denial_after_a_restart(
+    ip: Any, nb: NotebookSession, magic: Any, views: list[Shown]
+) -> None:
+    started = asyncio.Event()
+
+    @nd.tool
+    async def charge(amount: int) -> str:
+        """Charge a card (never re-run without a human)."""
+        started.set()
+        await asyncio.Event().wait()  # the kernel dies before it returns
+        return "charged"
+
+    def biller() -> nd.Agent:
+        model = nd.ScriptedModel([nd.Turn.call("charge", amount=5), "Nothing was charged."])
+        return nd.Agent("biller", model, [charge], version="1")  # charge is "manual"
+
+    ip.user_ns["biller"] = biller()
+    magic("agent", "biller --run-id bill", "Charge 5.")
+    await asyncio.wait_for(started.wait(), 5)
+    await nb.close()  # the kernel restarts mid-tool
+    ip.user_ns["biller"] = biller()  # and the agent's cell runs again
+    out = magic("durable", "resume bill")
+    assert out.stdout == "bill: pending; it goes on in this kernel\n"
+    await eventually(lambda: state(nb, "bill") == "needs_attention")
+    assert "an interrupted tool call waits" in magic("durable", "resume bill").stdout
+    out = magic("durable", 'approve bill --deny --reason "charged by hand"')
+    assert out.stdout.splitlines()[0] == "settled the interrupted tool call(s) of bill as errors"
+    assert (await nb.run("bill").result()).text == "Nothing was charged."
+    [result] = nb.store.load("bill").messages[-2].content
+    assert result.is_error and result.result == "charged by hand"
+
+
+async def test_show_works_for_a_loop_api_run_and_says_when_a_run_is_unknown(
+    ip: Any, nb: NotebookSession, magic: Any, views: list[Shown]
+) -> None:
+    await nd.generate_text(
+        model=nd.ScriptedModel([nd.Turn.call("lookup", table="t"), "ok"]),
+        messages="Look.",
+        tools=[janitor().tool_map["lookup"]],
+        session=nd.DurableSession(nb.store, run_id="plain"),
+    )
+    assert magic("durable", "show plain").text == ""
+    assert views == [Shown("run", "plain")]
+    assert magic("durable", "show nope").stderr == "nbdurable: Run 'nope' not found.\n"
