@@ -6,6 +6,7 @@ import html
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets
+import pandas as pd
 
 from ... import inspect as ins
 from ...runtime.run import Run
@@ -77,7 +78,7 @@ class HistoryBrowser(ipywidgets.VBox):  # type: ignore[misc]
             return
         row = self.history.loc[self.step]
         cost = row["cost"]
-        cost_text = "" if cost is None or cost != cost else f", ${cost:.4f}"  # NaN: unknown
+        cost_text = "" if pd.isna(cost) else f", ${cost:.4f}"  # NA: the model has no price
         self.summary.value = html.escape(
             f"step {self.step}: {row['status']}, {row['messages']} message(s) "
             f"(+{row['new_messages']}), tokens {row['total_tokens']} "
