@@ -45,7 +45,7 @@ class DurableMagics(Magics):
         namespace: dict[str, Any] = self.shell.user_ns
         return namespace
 
-    @line_cell_magic  # type: ignore[untyped-decorator]
+    @line_cell_magic  # type: ignore[untyped-decorator,unused-ignore]  # untyped before IPython 9
     def agent(self, line: str, cell: str | None = None) -> None:
         """%%agent AGENT [--run-id ID] [--session S] [--max-steps N] [--enqueue].
 
@@ -77,7 +77,7 @@ class DurableMagics(Magics):
         )
         _views.show(_views.run_view(notebook.runtime, run.run_id))
 
-    @line_magic  # type: ignore[untyped-decorator]
+    @line_magic  # type: ignore[untyped-decorator,unused-ignore]  # untyped before IPython 9
     def durable(self, line: str) -> Any:
         """%durable COMMAND ...: inspect and steer durable runs (``%durable --help``)."""
         return _guarded(lambda: self._durable(line))
