@@ -1,0 +1,254 @@
+"""Real servers and a real browser for the end-to-end notebook tests.
+
+The recipe of ``../shared/TESTING.md``: JupyterLab (or Voilà) on 127.0.0.1 with a
+random free port and token, serving a temporary copy of the notebook, and the
+Debian Chromium driven headless through Playwright (no ``playwright install``).
+Every process started here is stopped by its PID, its kernels with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium_path() -> str | None:
+    """The Chromium binary: ``NBDURABLE_CHROMIUM``, ``/usr/bin/chromium`` or ``chromium`` on PATH."""
+    for candidate in (os.environ.get("NBDURABLE_CHROMIUM"), "/usr/bin/chromium"):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return shutil.which("chromium")
+
+
+def artifacts_dir() -> Path:
+    """Where screenshots go: ``NBDURABLE_ARTIFACTS``, default ``<repo>/test-artifacts/``."""
+    path = Path(os.environ.get("NBDURABLE_ARTIFACTS") or REPO / "test-artifacts")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def process_tree(pid: int) -> list[int]:
+    """Every descendant of ``pid`` (Linux ``/proc``), deepest last."""
+    found: list[int] = []
+    queue = [pid]
+    while queue:
+        parent = queue.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            with contextlib.suppress(OSError):
+                kids = [int(k) for k in (task / "children").read_text().split()]
+                found.extend(kids)
+                queue.extend(kids)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_pids(pids: Iterable[int]) -> None:
+    """SIGKILL each of ``pids`` still alive (processes a test started and left behind)."""
+    for pid in pids:
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@dataclass
+class Server:
+    """A Jupyter server process (JupyterLab or Voilà) started by a test.
+
+    Attributes:
+        name: What it is, for messages (``jupyter lab``, ``voila``).
+        proc: The process.
+        port: Its port on 127.0.0.1.
+        token: Its token ("" for Voilà, which runs without one).
+        log: The file its stdout and stderr go to.
+    """
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    port: int
+    token: str
+    log: Path
+    kernels: set[int] = field(default_factory=set)
+
+    @property
+    def base(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def url(self, path: str) -> str:
+        """``path`` on this server, with the token when it has one."""
+        if not self.token:
+            return f"{self.base}{path}"
+        return f"{self.base}{path}{'&' if '?' in path else '?'}token={self.token}"
+
+    def log_tail(self, chars: int = 4000) -> str:
+        """The end of the server's log (for failure messages)."""
+        try:
+            return self.log.read_text(errors="replace")[-chars:]
+        except OSError:
+            return "(no log)"
+
+    def wait_ready(self, path: str, timeout: float = 60.0, *, any_answer: bool = False) -> None:
+        """Wait until ``GET path`` answers 200 (any HTTP answer with ``any_answer``).
+
+        Fails with the server's log if the process dies first.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"{self.name} exited ({self.proc.returncode}):\n{self.log_tail()}"
+                )
+            try:
+                with urllib.request.urlopen(self.url(path), timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except urllib.error.HTTPError:
+                if any_answer:
+                    return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"{self.name} not ready after {timeout}s:\n{self.log_tail()}")
+
+    def note_kernels(self) -> None:
+        """Remember the server's child processes (its kernels), to stop them by PID later."""
+        self.kernels.update(process_tree(self.proc.pid))
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL) and any kernel it leaves behind, by PID."""
+        self.note_kernels()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        stop_pids(self.kernels)
+
+
+def _jupyter_env(extra: dict[str, str] | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("JUPYTER_TOKEN", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def _start(name: str, argv: list[str], cwd: Path, log: Path, env: dict[str, str]) -> Any:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+        )
+
+
+@contextlib.contextmanager
+def jupyter_lab(root: Path, env: dict[str, str] | None = None) -> Iterator[Server]:
+    """JupyterLab serving ``root`` on a random port with a random token; stopped on exit."""
+    port, token = free_port(), secrets.token_hex(16)
+    log = root.parent / f"jupyter-lab-{port}.log"
+    # Lab's own settings and workspaces in a fresh folder: no news pop-up, no update
+    # check, and nothing read from or written to the user's ~/.jupyter
+    user = root.parent / f"jupyter-lab-{port}"
+    notification = user / "settings" / "@jupyterlab" / "apputils-extension"
+    notification.mkdir(parents=True)
+    (notification / "notification.jupyterlab-settings").write_text(
+        '{"fetchNews": "false", "checkForUpdates": false}'
+    )
+    env = {
+        "JUPYTERLAB_SETTINGS_DIR": str(user / "settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(user / "workspaces"),
+        **(env or {}),
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--allow-root",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.news_url=None",
+        "--ServerApp.port_retries=0",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        # server extensions this test has no use for (the language-server scan takes seconds)
+        "--ServerApp.jpserver_extensions=jupyter_lsp=False",
+        "--ServerApp.jpserver_extensions=jupyter_server_terminals=False",
+        "--ServerApp.jpserver_extensions=voila.server_extension=False",
+    ]
+    server = Server(
+        "jupyter lab", _start("jupyter lab", argv, root, log, _jupyter_env(env)), port, token, log
+    )
+    try:
+        server.wait_ready("/api/status")
+        yield server
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def voila(notebook: Path, env: dict[str, str] | None = None) -> Iterator[Server]:
+    """Voilà rendering ``notebook`` on a random port; stopped on exit."""
+    port = free_port()
+    log = notebook.parent.parent / f"voila-{port}.log"
+    argv = [
+        sys.executable,
+        "-m",
+        "voila",
+        str(notebook),
+        "--no-browser",
+        f"--port={port}",
+        "--Voila.ip=127.0.0.1",
+    ]
+    server = Server(
+        "voila", _start("voila", argv, notebook.parent, log, _jupyter_env(env)), port, "", log
+    )
+    try:
+        server.wait_ready("/api/status", any_answer=True)  # Voilà redirects it: it is up
+        yield server
+    finally:
+        server.stop()
