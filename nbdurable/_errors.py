@@ -10,8 +10,15 @@ NbdurableError                     root: catch this to catch everything of ours
 ├── DurableConflictError           a write that conflicts with what is stored
 │   └── FencedOutError             a run's former owner writing after losing its lease
 ├── LimitExceededError             a configured limit was hit
-└── ModelError                     a model call failed
-    └── ScriptExhaustedError       a ScriptedModel was asked for more turns than it has
+└── ModelError                     a model call failed (``retryable`` says if a retry may help)
+    ├── ScriptExhaustedError       a ScriptedModel was asked for more turns than it has
+    ├── OutputValidationError      structured output that does not validate (retryable)
+    └── ProviderError              a model provider refused or failed a request
+        ├── RateLimitError         429: too many requests or tokens (retryable)
+        ├── ProviderUnavailableError  overloaded or a server error, 5xx/529 (retryable)
+        ├── ProviderTimeoutError   no answer in time, or the connection failed (retryable)
+        ├── InvalidRequestError    400/404/413/422: the request itself is wrong (not retryable)
+        └── AuthenticationError    401/403: the key is missing, wrong or not allowed (not retryable)
 ```
 
 Inside a run, bad tool input, unknown tools and tool exceptions never raise:
@@ -32,6 +39,13 @@ __all__ = [
     "ModelError",
     "NbdurableError",
     "RunNotFoundError",
+    "AuthenticationError",
+    "InvalidRequestError",
+    "OutputValidationError",
+    "ProviderError",
+    "ProviderTimeoutError",
+    "ProviderUnavailableError",
+    "RateLimitError",
     "ScriptExhaustedError",
     "StoreCorruptionError",
 ]
@@ -144,3 +158,73 @@ class ModelError(NbdurableError):
 
 class ScriptExhaustedError(ModelError):
     """A ScriptedModel was called for a turn its script does not have."""
+
+
+class OutputValidationError(ModelError):
+    """The model's structured output did not validate against the requested ``output_type``.
+
+    A model error like any other: the runtime's model retry may retry it.
+
+    Attributes:
+        output: The text the model produced.
+    """
+
+    def __init__(self, message: str, *, output: str = "") -> None:
+        self.output = output
+        super().__init__(message, retryable=True)
+
+
+class ProviderError(ModelError):
+    """A model provider refused or failed a request.
+
+    Attributes:
+        provider: ``"openai"``, ``"anthropic"``, ... (the adapter's name for it).
+        status_code: The HTTP status, when there was a response.
+        retryable: Whether the same request may succeed later.
+    """
+
+    default_retryable: bool | None = None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        status_code: int | None = None,
+        retryable: bool | None = None,
+    ) -> None:
+        self.provider = provider
+        self.status_code = status_code
+        super().__init__(
+            message, retryable=self.default_retryable if retryable is None else retryable
+        )
+
+
+class RateLimitError(ProviderError):
+    """429: too many requests or tokens for now; a later retry may succeed."""
+
+    default_retryable = True
+
+
+class ProviderUnavailableError(ProviderError):
+    """The provider is overloaded or failed (5xx, Anthropic's 529); a later retry may succeed."""
+
+    default_retryable = True
+
+
+class ProviderTimeoutError(ProviderError):
+    """No answer in time, or the connection failed; a retry may succeed."""
+
+    default_retryable = True
+
+
+class InvalidRequestError(ProviderError):
+    """The request itself is wrong (400, 404, 413, 422): retrying it cannot help."""
+
+    default_retryable = False
+
+
+class AuthenticationError(ProviderError):
+    """The API key is missing, wrong or not allowed (401, 403): retrying cannot help."""
+
+    default_retryable = False

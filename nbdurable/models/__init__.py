@@ -1,4 +1,4 @@
-"""Models: the Model protocol and the offline ScriptedModel."""
+"""Models: the Model protocol, the offline ScriptedModel and the price table."""
 
 from .base import (
     FinishReason,
@@ -12,14 +12,17 @@ from .base import (
     ToolCallDeltaEvent,
     ToolSpec,
 )
+from .pricing import PRICES, Price, cost_of, price_for, set_price
 from .scripted import ScriptedModel, Turn
 
 __all__ = [
+    "PRICES",
     "FinishReason",
     "Model",
     "ModelRequest",
     "ModelResponse",
     "ModelStreamEvent",
+    "Price",
     "ResponseEvent",
     "ScriptedModel",
     "StreamingModel",
@@ -27,4 +30,7 @@ __all__ = [
     "ToolCallDeltaEvent",
     "ToolSpec",
     "Turn",
+    "cost_of",
+    "price_for",
+    "set_price",
 ]

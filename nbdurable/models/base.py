@@ -37,12 +37,22 @@ class ToolSpec(BaseModel):
 
 
 class ModelRequest(BaseModel):
-    """One model call: the history, the tools on offer and the system instructions."""
+    """One model call: the history, the tools on offer and the system instructions.
+
+    When ``output_schema`` is set (structured output), the model must answer with
+    JSON text that matches it; an adapter uses its provider's native mode for
+    that (a JSON schema response format, or a forced tool whose input it returns
+    as the response text). The loop validates the text into the caller's type.
+    """
 
     model_config = _CONFIG
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
     instructions: str | None = None
+    output_schema: dict[str, Any] | None = None
+    """JSON schema of the structured output, or None for free text."""
+    output_name: str = "output"
+    """A name for the schema (providers ask for one; ``[A-Za-z0-9_-]``)."""
 
 
 class ModelResponse(BaseModel):
