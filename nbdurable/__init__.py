@@ -75,7 +75,15 @@ from .messages import (
     user,
 )
 from .models import Model, ModelRequest, ModelResponse, ScriptedModel, StreamingModel, Turn
-from .runtime import Agent, DurableRuntime, Limits, ModelRetry, Run, RunFailedError
+from .runtime import (
+    Agent,
+    DurableRuntime,
+    Limits,
+    ModelRetry,
+    Run,
+    RunFailedError,
+    is_retryable,
+)
 from .stores import InMemorySessionStore, open_store
 from .tools import Tool, ToolContext, client_tool, tool
 
@@ -188,6 +196,7 @@ __all__ = [
     "deserialize_checkpoint",
     "fold_events",
     "generate_text",
+    "is_retryable",
     "load_ipython_extension",
     "open_store",
     "read_events",

@@ -47,6 +47,7 @@ from .options import (
     PrepareStep,
     StopCondition,
 )
+from .output import OutputSpec
 from .parts import StreamPart, TextDeltaPart
 from .subagent import AgentTool, child_run_id
 
@@ -243,29 +244,41 @@ class Driver:
     ) -> ModelResponse:
         model = effect.model
         stream = getattr(model, "stream", None)
+        output = self.options.output
         if not self.streaming or stream is None:
             response = await model.generate(effect.request)
         else:
             response = None
             async for event in stream(effect.request):
                 if isinstance(event, TextDeltaEvent):
-                    if event.delta:
-                        part = TextDeltaPart(step_index=effect.step_index, delta=event.delta)
-                        self.check_delta(part)
-                        if self.events is not None and operation_id is not None:
-                            self.events.delta(part, operation_id, attempt_id)
-                            if self.events.backlog >= MAX_BUFFERED:
-                                # A model that never yields would never let the timer fire.
-                                await self.events.flush()
-                        else:
-                            self.emit(part)
+                    # With structured output no text shows before it validates (S003-31).
+                    if event.delta and output is None:
+                        await self._delta(effect.step_index, event.delta, operation_id, attempt_id)
                 elif isinstance(event, ResponseEvent):
                     response = event.response
             if response is None:
                 raise ModelError("the model's stream ended without a complete response")
         if not isinstance(response, ModelResponse):
             raise ModelError(f"the model returned {type(response).__name__}, not a ModelResponse")
+        if output is not None:
+            if not response.tool_calls:
+                output.parse(response.text)  # a failure is this attempt's model error
+            if self.streaming and stream is not None and response.text:
+                await self._delta(effect.step_index, response.text, operation_id, attempt_id)
         return response
+
+    async def _delta(
+        self, step_index: int, delta: str, operation_id: str | None, attempt_id: str
+    ) -> None:
+        part = TextDeltaPart(step_index=step_index, delta=delta)
+        self.check_delta(part)
+        if self.events is not None and operation_id is not None:
+            self.events.delta(part, operation_id, attempt_id)
+            if self.events.backlog >= MAX_BUFFERED:
+                # A model that never yields would never let the timer fire.
+                await self.events.flush()
+        else:
+            self.emit(part)
 
     def check_delta(self, part: TextDeltaPart) -> None:
         """Hook run on every streamed delta before it is recorded (the runtime's limits)."""
@@ -430,6 +443,7 @@ def build_options(
     approval_max_age_ms: int | None,
     deps: Deps | None,
     agent_path: tuple[str, ...] = (),
+    output_type: Any = None,
 ) -> LoopOptions:
     """Validate and normalize the options every loop entry point takes."""
     if stop_when is None:
@@ -454,6 +468,7 @@ def build_options(
         approval_max_age_ms=approval_max_age_ms,
         deps=deps or Deps(),
         agent_path=agent_path,
+        output=OutputSpec.of(output_type),
     )
 
 
@@ -517,6 +532,7 @@ _OPTION_NAMES = (
     "approval_signer",
     "approval_max_age_ms",
     "deps",
+    "output_type",
 )
 
 
@@ -571,6 +587,7 @@ async def generate_text(
     approval_responses: Sequence[ToolApprovalResponse] | None = None,
     approval_signer: ApprovalSigner | None = None,
     approval_max_age_ms: int | None = None,
+    output_type: Any = None,
     session: DurableSession | None = None,
     deps: Deps | None = None,
 ) -> GenerateTextResult:
@@ -594,6 +611,9 @@ async def generate_text(
         approval_responses: Verdicts for calls awaiting approval in ``messages``.
         approval_signer: Signs approval requests and verifies returned tokens.
         approval_max_age_ms: Tokens this old or older are refused.
+        output_type: Structured output: the final answer must be JSON of this type
+            (a pydantic model, dataclass or TypedDict); the result's ``output``
+            holds it validated. A failed validation is an ``OutputValidationError``.
         session: ``DurableSession(store, run_id)`` to checkpoint every step
             (only calls with tools checkpoint).
         deps: Clock, id generator and logger.
@@ -628,6 +648,7 @@ async def resume_from_checkpoint(
     approval_responses: Sequence[ToolApprovalResponse] | None = None,
     approval_signer: ApprovalSigner | None = None,
     approval_max_age_ms: int | None = None,
+    output_type: Any = None,
     deps: Deps | None = None,
 ) -> GenerateTextResult:
     """Continue a durable run from its latest checkpoint.

@@ -19,6 +19,7 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from .._errors import OutputValidationError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointStatus, ForkPoint
 from ..durable.signer import TOKEN_DENIAL_REASON, token_matches
 from ..messages import (
@@ -358,10 +359,13 @@ class AgentMachine:
                     messages = tuple(prepared.messages)
                 if prepared.instructions is not None:
                     instructions = prepared.instructions
+        output = options.output
         request = ModelRequest(
             messages=self._model_view(messages),
             tools=tuple(t.spec for t in tools.values()),
             instructions=instructions,
+            output_schema=output.schema if output is not None else None,
+            output_name=output.name if output is not None else "output",
         )
         return model, tools, request
 
@@ -590,8 +594,10 @@ class AgentMachine:
             )
         )
         initial = len(self.start.messages)
+        text = _final_text(self._messages)
         return GenerateTextResult(
-            text=_final_text(self._messages),
+            text=text,
+            output=self._output(status, reason, text),
             status=status,
             finish_reason=reason,
             messages=self._messages,
@@ -617,8 +623,10 @@ class AgentMachine:
                 total_usage=checkpoint.usage,
             )
         )
+        text = _final_text(checkpoint.messages)
         return GenerateTextResult(
-            text=_final_text(checkpoint.messages),
+            text=text,
+            output=self._output("completed", reason, text),
             status="completed",
             finish_reason=reason,
             messages=checkpoint.messages,
@@ -629,6 +637,17 @@ class AgentMachine:
             run_id=checkpoint.run_id,
             step_index=checkpoint.step_index,
         )
+
+    def _output(self, status: str, reason: str, text: str) -> Any:
+        # The driver validated a final answer when the model gave it: a run that
+        # ended on its own answer has a valid output; other endings have none.
+        spec = self.options.output
+        if spec is None or status != "completed" or reason not in ("stop", "length"):
+            return None
+        try:
+            return spec.parse(text)
+        except OutputValidationError:
+            return None
 
     def _save(
         self,

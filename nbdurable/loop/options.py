@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from .._deps import Deps
 from .._errors import ConfigurationError
@@ -19,6 +19,7 @@ from ..messages import (
 )
 from ..models.base import Model
 from ..tools import Tool
+from .output import OutputSpec
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -159,6 +160,7 @@ class LoopOptions:
     deps: Deps = field(default_factory=Deps)
     agent_path: tuple[str, ...] = ()
     depth: int = 0
+    output: OutputSpec | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_steps, int) or self.max_steps < 1:
@@ -199,6 +201,8 @@ class GenerateTextResult:
         pending_tool_calls: Client tool calls awaiting a result.
         run_id: The durable run id, or None for a call without session or tools.
         step_index: Index of the last step of the run so far (-1 if none).
+        output: With ``output_type``, the final answer validated into that type
+            (None while suspended, or when the run ended on a stop condition).
     """
 
     text: str
@@ -213,3 +217,4 @@ class GenerateTextResult:
     pending_tool_calls: tuple[ToolCallPart, ...] = ()
     run_id: str | None = None
     step_index: int = -1
+    output: Any = None

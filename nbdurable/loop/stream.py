@@ -184,6 +184,11 @@ class StreamChatResult:
         return _Deferred(self, lambda r: r.text)
 
     @property
+    def output(self) -> _Deferred[Any]:
+        """Awaitable: with ``output_type``, the validated final answer (else None)."""
+        return _Deferred(self, lambda r: r.output)
+
+    @property
     def usage(self) -> _Deferred[Usage]:
         """Awaitable: this leg's usage."""
         return _Deferred(self, lambda r: r.usage)
@@ -240,6 +245,7 @@ def stream_chat(
     approval_responses: Sequence[ToolApprovalResponse] | None = None,
     approval_signer: ApprovalSigner | None = None,
     approval_max_age_ms: int | None = None,
+    output_type: Any = None,
     session: DurableSession | None = None,
     deps: Deps | None = None,
 ) -> StreamChatResult:
@@ -279,6 +285,7 @@ def resume_stream_from_checkpoint(
     approval_responses: Sequence[ToolApprovalResponse] | None = None,
     approval_signer: ApprovalSigner | None = None,
     approval_max_age_ms: int | None = None,
+    output_type: Any = None,
     deps: Deps | None = None,
 ) -> StreamChatResult:
     """Streaming twin of :func:`~nbdurable.resume_from_checkpoint`; returns at once.

@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
+from pydantic import TypeAdapter
+
 from .._errors import ConfigurationError, ModelError, ScriptExhaustedError
 from ..messages import Part, TextPart, ToolCallPart, Usage
 from .base import (
@@ -40,6 +42,8 @@ class Turn:
         usage: Reported usage; by default counted from the request and the text.
         finish_reason: Defaults to ``tool_calls`` when there are calls, else ``stop``.
         error: Raised after the text has streamed (a failure mid-response).
+        output: Structured output: serialized as JSON and sent as the turn's text
+            (after ``text``, if any). A pydantic model, dataclass or any JSON-able value.
     """
 
     text: str = ""
@@ -47,6 +51,7 @@ class Turn:
     usage: Usage | None = None
     finish_reason: FinishReason | None = None
     error: BaseException | None = None
+    output: Any = None
 
     @classmethod
     def call(cls, tool_name: str, text: str = "", /, **args: Any) -> Turn:
@@ -163,6 +168,8 @@ class ScriptedModel:
         content: list[Part] = []
         if turn.text:
             content.append(TextPart(text=turn.text))
+        if turn.output is not None:
+            content.append(TextPart(text=_json_text(turn.output)))
         for i, spec in enumerate(turn.tool_calls):
             content.append(_tool_call(spec, default_id=f"call_{len(request.messages)}_{i}"))
         calls = sum(1 for p in content if isinstance(p, ToolCallPart))
@@ -203,3 +210,7 @@ def _tool_call(spec: ToolCallSpec, *, default_id: str) -> ToolCallPart:
             args=dict(spec.get("args") or {}),
         )
     raise ConfigurationError(f"cannot read a tool call from {spec!r}")
+
+
+def _json_text(value: Any) -> str:
+    return TypeAdapter(type(value)).dump_json(value).decode()

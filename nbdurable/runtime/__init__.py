@@ -2,7 +2,7 @@
 
 from .agent import TOOL_RECOVERY, Agent, Registry, ToolRecovery
 from .engine import EmbeddedEngine, Engine
-from .limits import Limits, ModelRetry
+from .limits import Limits, ModelRetry, is_retryable
 from .prompts import Prompt, canonical_prompt, prompt_message, validate_prompt
 from .records import RuntimeRun, ToolIntent
 from .run import Run, RunFailedError, RunResult
@@ -25,6 +25,7 @@ __all__ = [
     "ToolIntent",
     "ToolRecovery",
     "canonical_prompt",
+    "is_retryable",
     "prompt_message",
     "validate_prompt",
 ]

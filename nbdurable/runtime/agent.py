@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._errors import ConfigurationError, DurableConflictError
 from ..loop.options import DEFAULT_MAX_STEPS
+from ..loop.output import OutputSpec
 from ..tools import Tool, normalize_tools
 from .limits import ModelRetry
 
@@ -42,6 +43,13 @@ class Agent:
             or its fields as a dict).
         max_steps: Runaway guard of each run.
         max_tool_concurrency: Parallelism of tool batches.
+        output_type: Structured output (a pydantic model, dataclass or TypedDict):
+            each run's final answer is validated into it (``RunResult.output``); a
+            failed validation is a model error that ``model_retry`` may retry.
+        retry_if: Opt-in narrowing of ``model_retry``: called with each model
+            error, a False answer fails the run at once instead of retrying
+            (``nbdurable.is_retryable`` uses the errors' classification). Without
+            it every model error counts as retryable (the seed's rule).
     """
 
     id: str
@@ -54,6 +62,8 @@ class Agent:
     model_retry: ModelRetry | Mapping[str, int] | None = None
     max_steps: int = DEFAULT_MAX_STEPS
     max_tool_concurrency: int | None = None
+    output_type: Any = None
+    retry_if: Callable[[BaseException], bool] | None = None
 
     def __repr__(self) -> str:
         return f"Agent({self.id!r}, version={self.version!r})"
@@ -116,10 +126,14 @@ class Agent:
             raise ConfigurationError(f"agent {self.id!r}: max_steps must be an integer")
         if self.max_steps < 1:
             raise ConfigurationError(f"agent {self.id!r}: max_steps must be positive")
+        OutputSpec.of(self.output_type)
+        if self.retry_if is not None and not callable(self.retry_if):
+            raise ConfigurationError(f"agent {self.id!r}: retry_if must be callable")
 
     def fingerprint(self) -> str:
         """A hash of everything that defines the agent's behaviour, for change detection."""
         retry = self.retry_policy
+        output = OutputSpec.of(self.output_type)
         data = {
             "id": self.id,
             "version": self.version,
@@ -134,6 +148,8 @@ class Agent:
             "model_retry": retry.model_dump() if retry else None,
             "max_steps": self.max_steps,
             "max_tool_concurrency": self.max_tool_concurrency,
+            "output": output.schema if output is not None else None,
+            "retry_if": getattr(self.retry_if, "__qualname__", None),
         }
         text = json.dumps(data, sort_keys=True, default=repr)
         return hashlib.sha256(text.encode()).hexdigest()

@@ -200,6 +200,7 @@ class EmbeddedEngine:
             approval_signer=self.runtime.signer,
             approval_max_age_ms=None,
             deps=self.runtime.deps,
+            output_type=agent.output_type,
         )
         driver = RuntimeDriver(
             options,
@@ -258,7 +259,8 @@ class EmbeddedEngine:
         record = self.runtime.runtime_store.rt_get(context.record.run_id) or context.record
         error = f"{type(failed.error).__name__}: {failed.error}"
         policy = context.retry_policy
-        if policy is None:
+        retry_if = context.agent.retry_if
+        if policy is None or (retry_if is not None and not retry_if(failed.error)):
             self._end(context, state="failed", reason="model_error", error=error)
             return
         used = record.model_attempts

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 from .._errors import ConfigurationError
 
-__all__ = ["Limits", "ModelRetry", "check_concurrency", "payload_bytes"]
+__all__ = ["Limits", "ModelRetry", "check_concurrency", "is_retryable", "payload_bytes"]
 
 _CONFIG = ConfigDict(frozen=True, extra="forbid")
 
@@ -47,6 +47,16 @@ class Limits(BaseModel):
             super().__init__(**data)
         except ValidationError as exc:
             raise ConfigurationError(f"invalid limits: {exc.errors()[0]['msg']}") from None
+
+
+def is_retryable(error: BaseException) -> bool:
+    """Whether a retry of the model call may help, by the error's classification.
+
+    A ready-made ``Agent(retry_if=...)``: provider errors that say a retry cannot
+    help (a bad request, a wrong key) are False; rate limits, overloads,
+    timeouts, invalid structured output and unclassified errors are True.
+    """
+    return getattr(error, "retryable", None) is not False
 
 
 class ModelRetry(BaseModel):

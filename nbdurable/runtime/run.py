@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, NbdurableError, RunNotFoundError
+from .._errors import (
+    ConfigurationError,
+    NbdurableError,
+    OutputValidationError,
+    RunNotFoundError,
+)
 from ..durable.store import maybe_await
 from ..events.model import Event
 from ..events.subscribe import subscribe, wait_for_run
+from ..loop.output import OutputSpec
 from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, Usage
 from .records import RuntimeRun, ToolIntent
 
@@ -47,12 +54,16 @@ class RunResult:
         text: The final text.
         messages: The final history.
         usage: The whole run's cumulative usage.
+        output: With the agent's ``output_type``, the final answer validated into
+            it (None without one, or when this process has no registration of the
+            run's agent version).
     """
 
     run_id: str
     text: str
     messages: tuple[Message, ...]
     usage: Usage
+    output: Any = None
 
 
 class Run:
@@ -105,7 +116,15 @@ class Run:
         checkpoint = await maybe_await(self.runtime.store.load(self.run_id))
         messages = checkpoint.messages if checkpoint is not None else ()
         usage = checkpoint.usage if checkpoint is not None else Usage()
-        return RunResult(self.run_id, record.result_text or "", messages, usage)
+        text = record.result_text or ""
+        agent = self.runtime.registry.get(record.agent_id, record.agent_version)
+        spec = OutputSpec.of(agent.output_type) if agent is not None else None
+        output = None
+        if spec is not None:
+            # a run that ended on max_steps has no final answer to validate
+            with contextlib.suppress(OutputValidationError):
+                output = spec.parse(text)
+        return RunResult(self.run_id, text, messages, usage, output)
 
     def stream(self, after: int = 0) -> AsyncIterator[Event]:
         """The run's event log after ``after``: replay, then live, until the run finishes."""
