@@ -1,9 +1,10 @@
-"""A verdict from a widget: check the card's token and the run's state, then approve or deny once.
+"""A verdict from an untrusted front end: check its token and the run's state, then answer once.
 
-The front-end is not trusted: the token a card sends back is verified with the
-runtime's signer, and must name the approval and the run it claims to, before
-``Run.approve`` is called; a request that is no longer pending (approved from
-another view or the CLI, or already answered) is never answered again.
+Widgets (an approval card) and the HTTP bridge (an approval link) send back the
+token they were given; it is verified with the runtime's signer, and must name
+the approval and the run it claims to, before ``Run.approve`` is called; a
+request that is no longer pending (approved from another view or the CLI, or
+already answered) is never answered again.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from ...durable.signer import token_matches
-from ...messages import ToolApprovalRequest
-from ...runtime.run import Run
+from ..durable.signer import token_matches
+from ..messages import ToolApprovalRequest
+from .run import Run
 
 if TYPE_CHECKING:
-    from ...runtime.runtime import DurableRuntime
+    from .runtime import DurableRuntime
 
 __all__ = ["Outcome", "OutcomeState", "submit_verdict"]
 

@@ -8,9 +8,9 @@ import ipywidgets
 
 from ... import inspect as ins
 from ...runtime.run import Run
+from ...runtime.verdicts import Outcome, submit_verdict
 from .actions import ActionRunner
 from .run_widget import RunWidget
-from .verdicts import Outcome, submit_verdict
 
 if TYPE_CHECKING:
     from ...runtime.runtime import DurableRuntime

@@ -12,9 +12,9 @@ import traitlets
 from ...events.fold import RunView
 from ...events.model import Event
 from ...events.subscribe import subscribe
+from ...runtime.verdicts import Outcome, submit_verdict
 from .assets import frontend_file
 from .run_state import Cards, Clock, run_state
-from .verdicts import Outcome, submit_verdict
 
 if TYPE_CHECKING:
     from ...runtime.runtime import DurableRuntime
