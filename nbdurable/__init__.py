@@ -88,6 +88,7 @@ from .stores import InMemorySessionStore, open_store
 from .tools import Tool, ToolContext, client_tool, tool
 
 if _typing.TYPE_CHECKING:
+    from .models.openai import OpenAIChatModel
     from .stores.jsonl import JsonlSessionStore
     from .stores.postgres import PostgresSessionStore
     from .stores.sqlite import SqliteSessionStore
@@ -95,6 +96,7 @@ if _typing.TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _LAZY = {
+    "OpenAIChatModel": "nbdurable.models.openai",
     "JsonlSessionStore": "nbdurable.stores.jsonl",
     "PostgresSessionStore": "nbdurable.stores.postgres",
     "SqliteSessionStore": "nbdurable.stores.sqlite",
@@ -102,7 +104,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> _typing.Any:
-    # Store backends load on first use, so `import nbdurable` stays light.
+    # Store backends and model adapters load on first use, so `import nbdurable` stays light.
     if name in _LAZY:
         value = getattr(_importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
@@ -156,6 +158,7 @@ __all__ = [
     "ModelResponse",
     "ModelRetry",
     "NbdurableError",
+    "OpenAIChatModel",
     "OutputValidationError",
     "PostgresSessionStore",
     "PrepareStepResult",

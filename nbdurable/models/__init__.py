@@ -1,4 +1,11 @@
-"""Models: the Model protocol, the offline ScriptedModel and the price table."""
+"""Models: the Model protocol, the offline ScriptedModel, the price table and the adapters.
+
+The provider adapters load on first use (``nbdurable.models.OpenAIChatModel``),
+so that importing this package never imports a provider SDK.
+"""
+
+import importlib as _importlib
+import typing as _typing
 
 from .base import (
     FinishReason,
@@ -15,6 +22,20 @@ from .base import (
 from .pricing import PRICES, Price, cost_of, price_for, set_price
 from .scripted import ScriptedModel, Turn
 
+if _typing.TYPE_CHECKING:
+    from .openai import OpenAIChatModel
+
+_LAZY = {"OpenAIChatModel": "nbdurable.models.openai"}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    if name in _LAZY:
+        value = getattr(_importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "PRICES",
     "FinishReason",
@@ -22,6 +43,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelStreamEvent",
+    "OpenAIChatModel",
     "Price",
     "ResponseEvent",
     "ScriptedModel",

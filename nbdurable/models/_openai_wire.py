@@ -1,0 +1,315 @@
+"""The Chat Completions wire format: our requests to it, its responses and chunks to ours.
+
+Plain dicts and duck-typed reads of the SDK's objects, so that the mapping does
+not depend on one ``openai`` version and tolerates compatible servers (vLLM,
+Ollama, LM Studio, llama.cpp) that leave optional fields out.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart, Usage
+from .base import FinishReason, ModelRequest, ModelStreamEvent, TextDeltaEvent, ToolCallDeltaEvent
+from .pricing import Price, cost_of
+
+__all__ = [
+    "StreamAccumulator",
+    "finish_reason",
+    "request_messages",
+    "request_params",
+    "response_content",
+    "usage_of",
+]
+
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "length": "length",
+    "content_filter": "content_filter",
+}
+
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+INVALID_ARGS_KEY = "invalid_json_arguments"
+"""Arguments that are not a JSON object are kept under this key (the tool then rejects them)."""
+
+
+def request_params(request: ModelRequest) -> dict[str, Any]:
+    """The request's messages, tools and response format as ``create()`` parameters."""
+    params: dict[str, Any] = {"messages": request_messages(request)}
+    if request.tools:
+        params["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": spec.name,
+                    "description": spec.description,
+                    "parameters": spec.parameters,
+                },
+            }
+            for spec in request.tools
+        ]
+    if request.output_schema is not None:
+        params["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {
+                "name": request.output_name,
+                "schema": request.output_schema,
+                "strict": True,
+            },
+        }
+    return params
+
+
+def request_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    """The history as Chat Completions messages, system instructions first."""
+    out: list[dict[str, Any]] = []
+    if request.instructions:
+        out.append({"role": "system", "content": request.instructions})
+    for message in request.messages:
+        out.extend(_message(message))
+    return out
+
+
+def _message(message: Message) -> list[dict[str, Any]]:
+    if message.role == "tool":
+        return [_tool_result(part) for part in message.tool_results]
+    if message.role == "assistant":
+        return [_assistant(message)]
+    if message.role == "system":
+        return [{"role": "system", "content": message.text}]
+    return [{"role": "user", "content": _user_content(message.content)}]
+
+
+def _assistant(message: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+    calls = message.tool_calls
+    if calls:
+        out["tool_calls"] = [
+            {
+                "id": call.tool_call_id,
+                "type": "function",
+                "function": {"name": call.tool_name, "arguments": _arguments_text(call.args)},
+            }
+            for call in calls
+        ]
+    elif out["content"] is None:
+        out["content"] = ""
+    return out
+
+
+def _arguments_text(args: dict[str, Any]) -> str:
+    raw = args.get(INVALID_ARGS_KEY)
+    if len(args) == 1 and isinstance(raw, str):
+        return raw  # send back exactly what the model wrote
+    return json.dumps(args, ensure_ascii=False)
+
+
+def _tool_result(part: ToolResultPart) -> dict[str, Any]:
+    result = part.result
+    if isinstance(result, str):
+        text = result
+    else:
+        text = json.dumps(result, ensure_ascii=False, default=str)
+    if part.is_error:
+        text = f"Error: {text}"
+    return {"role": "tool", "tool_call_id": part.tool_call_id, "content": text}
+
+
+def _user_content(parts: tuple[Part, ...]) -> str | list[dict[str, Any]]:
+    if all(isinstance(p, TextPart) for p in parts):
+        return "".join(p.text for p in parts if isinstance(p, TextPart))
+    content: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            content.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            content.append({"type": "image_url", "image_url": {"url": image_url(part)}})
+    return content
+
+
+def image_url(part: ImagePart) -> str:
+    """A URL image as is; inline bytes as a ``data:`` URL with their media type."""
+    if part.url is not None:
+        return part.url
+    data = part.data or b""
+    media_type = part.media_type or _sniff(data)
+    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def _sniff(data: bytes) -> str:
+    for magic, media_type in _MAGIC:
+        if data.startswith(magic):
+            return media_type
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return "image/png"
+
+
+def finish_reason(reason: str | None, *, has_tool_calls: bool) -> FinishReason:
+    """Map a Chat Completions finish reason (a turn with tool calls is ``tool_calls``)."""
+    mapped = _FINISH.get(reason or "", "other")
+    if has_tool_calls and mapped in ("stop", "other"):
+        return "tool_calls"
+    return mapped
+
+
+def usage_of(usage: Any, price: Price | None) -> Usage:
+    """The SDK's ``CompletionUsage`` (or None) as our :class:`Usage`, priced."""
+    if usage is None:
+        return Usage()
+    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+    completion = int(getattr(usage, "completion_tokens", 0) or 0)
+    total = int(getattr(usage, "total_tokens", 0) or 0) or prompt + completion
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    counted = Usage(
+        input_tokens=prompt,
+        output_tokens=completion,
+        total_tokens=total,
+        cached_input_tokens=None if cached is None else int(cached),
+    )
+    return counted.model_copy(update={"cost": cost_of(counted, price)})
+
+
+def parse_arguments(text: str) -> dict[str, Any]:
+    """A call's JSON arguments as a dict ("" is no arguments)."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {INVALID_ARGS_KEY: text}
+    return value if isinstance(value, dict) else {INVALID_ARGS_KEY: text}
+
+
+def new_call_id() -> str:
+    """An id for a tool call whose server gave none."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def response_content(message: Any) -> tuple[tuple[Part, ...], bool]:
+    """A completion message's parts (text, then tool calls) and whether it was a refusal."""
+    parts: list[Part] = []
+    text = getattr(message, "content", None) or ""
+    refusal = getattr(message, "refusal", None) or ""
+    if text or refusal:
+        parts.append(TextPart(text=text or refusal))
+    for call in getattr(message, "tool_calls", None) or ():
+        function = getattr(call, "function", None)
+        if function is None:  # a custom (non-function) tool call: not ours
+            continue
+        parts.append(
+            ToolCallPart(
+                tool_call_id=getattr(call, "id", None) or new_call_id(),
+                tool_name=function.name,
+                args=parse_arguments(function.arguments or ""),
+            )
+        )
+    return tuple(parts), bool(refusal and not text)
+
+
+@dataclass
+class _Call:
+    tool_call_id: str
+    from_server: bool
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)  # fragments before the name arrived
+
+
+@dataclass
+class StreamAccumulator:
+    """Folds ``ChatCompletionChunk``s into deltas and, at the end, one complete turn.
+
+    Tool-call fragments are assembled per ``index`` (a server that reuses an index
+    with a new id starts a new call); a fragment is announced once the call's
+    name is known.
+    """
+
+    text: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
+    calls: list[_Call] = field(default_factory=list)
+    by_index: dict[int, _Call] = field(default_factory=dict)
+    reason: str | None = None
+    usage: Any = None
+    model: str | None = None
+
+    def add(self, chunk: Any) -> list[ModelStreamEvent]:
+        """Take one chunk; return the events it yields."""
+        self.model = getattr(chunk, "model", None) or self.model
+        if getattr(chunk, "usage", None) is not None:
+            self.usage = chunk.usage
+        events: list[ModelStreamEvent] = []
+        for choice in getattr(chunk, "choices", None) or ():
+            if getattr(choice, "index", 0) != 0:
+                continue
+            delta = choice.delta
+            if delta is not None:
+                if delta.content:
+                    self.text.append(delta.content)
+                    events.append(TextDeltaEvent(delta=delta.content))
+                if getattr(delta, "refusal", None):
+                    self.refusal.append(delta.refusal)
+                for position, call_delta in enumerate(getattr(delta, "tool_calls", None) or ()):
+                    events.extend(self._tool_delta(call_delta, position))
+            if choice.finish_reason:
+                self.reason = choice.finish_reason
+        return events
+
+    def _tool_delta(self, delta: Any, position: int) -> list[ModelStreamEvent]:
+        index = delta.index if getattr(delta, "index", None) is not None else position
+        call = self.by_index.get(index)
+        new_id = getattr(delta, "id", None)
+        if call is None or (new_id and call.from_server and new_id != call.tool_call_id):
+            call = _Call(tool_call_id=new_id or new_call_id(), from_server=bool(new_id))
+            self.by_index[index] = call
+            self.calls.append(call)
+        elif new_id and not call.from_server and not call.arguments:
+            call.tool_call_id, call.from_server = new_id, True
+        function = getattr(delta, "function", None)
+        if function is not None and function.name and not call.name:
+            call.name = function.name
+        fragment = (function.arguments if function is not None else None) or ""
+        if not call.name:
+            call.pending.append(fragment)
+            return []
+        fragments = [*call.pending, fragment]
+        call.pending.clear()
+        events: list[ModelStreamEvent] = []
+        for piece in fragments:
+            if piece:
+                call.arguments.append(piece)
+                events.append(
+                    ToolCallDeltaEvent(
+                        tool_call_id=call.tool_call_id, tool_name=call.name, args_delta=piece
+                    )
+                )
+        return events
+
+    def content(self) -> tuple[tuple[Part, ...], bool]:
+        """The complete turn's parts and whether it was a refusal."""
+        parts: list[Part] = []
+        text, refusal = "".join(self.text), "".join(self.refusal)
+        if text or refusal:
+            parts.append(TextPart(text=text or refusal))
+        for call in self.calls:
+            arguments = "".join([*call.arguments, *call.pending])
+            parts.append(
+                ToolCallPart(
+                    tool_call_id=call.tool_call_id,
+                    tool_name=call.name,
+                    args=parse_arguments(arguments),
+                )
+            )
+        return tuple(parts), bool(refusal and not text)
