@@ -15,7 +15,7 @@ import contextlib
 import json
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -64,8 +64,8 @@ def text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
 
 
-def tool_use(tool_id: str, name: str, **args: Any) -> dict[str, Any]:
-    return {"type": "tool_use", "id": tool_id, "name": name, "input": args}
+def tool_use(tool_id: str, tool_name: str, /, **args: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": tool_id, "name": tool_name, "input": args}
 
 
 @dataclass
@@ -88,9 +88,11 @@ class StreamError:
 
 @dataclass
 class Stall:
-    """Wait ``seconds`` (or until the server stops) before answering at all."""
+    """Wait ``seconds`` (or until the server stops) before answering at all, or,
+    ``mid_stream``, after the first events of a stream."""
 
     seconds: float
+    mid_stream: bool = False
 
 
 Reply = dict[str, Any] | Error | StreamError | Stall
@@ -192,6 +194,9 @@ class AnthropicServer:
         if not self.replies:
             return _json(handler, 500, _error_body("api_error", "the test queued no reply"))
         reply = self.replies.popleft()
+        if isinstance(reply, Stall) and reply.mid_stream:
+            events = list(sse_events(message(text("Let me"))))
+            return _sse(handler, events[:4], then=lambda: self.stopping.wait(reply.seconds))
         if isinstance(reply, Stall):
             self.stopping.wait(reply.seconds)
             return _json(handler, 500, _error_body("api_error", "stalled"))
@@ -221,7 +226,9 @@ def _json(handler: BaseHTTPRequestHandler, status: int, payload: dict[str, Any])
     handler.wfile.write(data)
 
 
-def _sse(handler: BaseHTTPRequestHandler, events: Any) -> None:
+def _sse(
+    handler: BaseHTTPRequestHandler, events: Any, then: Callable[[], object] | None = None
+) -> None:
     handler.send_response(200)
     handler.send_header("Content-Type", "text/event-stream; charset=utf-8")
     handler.send_header("Cache-Control", "no-cache")
@@ -231,3 +238,5 @@ def _sse(handler: BaseHTTPRequestHandler, events: Any) -> None:
     for data in events:
         handler.wfile.write(f"event: {data['type']}\ndata: {json.dumps(data)}\n\n".encode())
         handler.wfile.flush()
+    if then is not None:
+        then()
