@@ -88,6 +88,7 @@ from .stores import InMemorySessionStore, open_store
 from .tools import Tool, ToolContext, client_tool, tool
 
 if _typing.TYPE_CHECKING:
+    from .models.anthropic import AnthropicModel
     from .models.openai import OpenAIChatModel
     from .stores.jsonl import JsonlSessionStore
     from .stores.postgres import PostgresSessionStore
@@ -96,6 +97,7 @@ if _typing.TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _LAZY = {
+    "AnthropicModel": "nbdurable.models.anthropic",
     "OpenAIChatModel": "nbdurable.models.openai",
     "JsonlSessionStore": "nbdurable.stores.jsonl",
     "PostgresSessionStore": "nbdurable.stores.postgres",
@@ -129,6 +131,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "Agent",
     "AgentCheckpoint",
+    "AnthropicModel",
     "ApprovalSigner",
     "AuthenticationError",
     "CheckpointInfo",

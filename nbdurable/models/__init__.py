@@ -23,9 +23,13 @@ from .pricing import PRICES, Price, cost_of, price_for, set_price
 from .scripted import ScriptedModel, Turn
 
 if _typing.TYPE_CHECKING:
+    from .anthropic import AnthropicModel
     from .openai import OpenAIChatModel
 
-_LAZY = {"OpenAIChatModel": "nbdurable.models.openai"}
+_LAZY = {
+    "AnthropicModel": "nbdurable.models.anthropic",
+    "OpenAIChatModel": "nbdurable.models.openai",
+}
 
 
 def __getattr__(name: str) -> _typing.Any:
@@ -38,6 +42,7 @@ def __getattr__(name: str) -> _typing.Any:
 
 __all__ = [
     "PRICES",
+    "AnthropicModel",
     "FinishReason",
     "Model",
     "ModelRequest",
