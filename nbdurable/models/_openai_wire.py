@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart, Usage
+from ._openai_schema import strict_schema
 from .base import FinishReason, ModelRequest, ModelStreamEvent, TextDeltaEvent, ToolCallDeltaEvent
 from .pricing import Price, cost_of
 
@@ -60,12 +61,13 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
             for spec in request.tools
         ]
     if request.output_schema is not None:
+        strict = strict_schema(request.output_schema)
         params["response_format"] = {
             "type": "json_schema",
             "json_schema": {
                 "name": request.output_name,
-                "schema": request.output_schema,
-                "strict": True,
+                "schema": request.output_schema if strict is None else strict,
+                "strict": strict is not None,
             },
         }
     return params
