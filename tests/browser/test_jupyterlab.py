@@ -15,6 +15,7 @@ Skipped only when Chromium or JupyterLab (Voilà, for its test) is missing;
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -28,6 +29,7 @@ import pytest
 from .harness import (
     CHROMIUM_ARGS,
     REPO,
+    Server,
     artifacts_dir,
     chromium_path,
     jupyter_lab,
@@ -96,7 +98,7 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, device_scale_factor=2)
     page = context.new_page()
     page.set_default_timeout(30_000)
     try:
@@ -130,6 +132,18 @@ def _errors(page: Any) -> list[str]:
     return [e.inner_text() for e in page.locator(selector).all()]
 
 
+@contextlib.contextmanager
+def _diagnosed(page: Any, server: Server, name: str) -> Iterator[None]:
+    """On a failure: a screenshot ``NAME-failure.png`` and the server's log in the report."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            print(f"screenshot: {_shot(page, f'{name}-failure.png')}")
+        print(f"--- {server.name} log (end) ---\n{server.log_tail()}")
+        raise
+
+
 def _run_menu(page: Any, command: str) -> None:
     """Click Run > the item of ``command`` (``notebook:run-all-above``...) in Lab's menu bar."""
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
@@ -149,7 +163,7 @@ def test_quickstart_streams_asks_for_approval_and_completes_in_jupyterlab(
     if importlib.util.find_spec("jupyterlab") is None:
         pytest.skip("JupyterLab is missing (pip install -e '.[notebook]')")
     root = _served_notebooks(tmp_path)
-    with jupyter_lab(root) as lab:
+    with jupyter_lab(root) as lab, _diagnosed(page, lab, "jupyterlab"):
         page.goto(lab.url(f"/lab/tree/{QUICKSTART}"))
         page.get_by_role("button", name=KERNEL_IDLE).wait_for(timeout=60_000)
         lab.note_kernels()
@@ -247,7 +261,7 @@ def test_the_run_widget_renders_in_voila(page: Any, tmp_path: Path) -> None:
     }
     path = folder / "finished-run.ipynb"
     nbformat.write(notebook, path)
-    with voila(path) as server:
+    with voila(path) as server, _diagnosed(page, server, "voila"):
         page.goto(server.url("/"), timeout=60_000)
         widget = page.locator(".nbd-run").first
         widget.wait_for(timeout=60_000)
