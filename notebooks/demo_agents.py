@@ -30,7 +30,7 @@ janitor = nd.Agent(
     "janitor",
     nd.ScriptedModel(
         [
-            nd.Turn.call("lookup", "Let me check the oldest staging table first.", table="stg_2023"),
+            nd.Turn.call("lookup", "Let me check the oldest table first.", table="stg_2023"),
             nd.Turn.call(
                 "lookup",
                 "stg_2023 is empty and nobody has read it for over a year. "
