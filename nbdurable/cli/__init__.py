@@ -5,6 +5,7 @@
 - ``nbdurable runs [list|show|history|explain|rewind] ...``: inspect a store.
 - ``nbdurable runs approve|deny|resume|cancel|retry RUN ...``: steer a run.
 - ``nbdurable demo``: a durable run in the terminal: crash, recovery, approvals.
+- ``nbdurable serve --store URL --agents module:attr``: the HTTP bridge (``server`` extra).
 
 Errors print one line, ``nbdurable: ...``, and exit with status 2.
 """
@@ -31,6 +32,7 @@ Durable, inspectable LLM agent runs, from a shell.
   nbdurable runs [list|show|history|explain|rewind] ...    inspect a store
   nbdurable runs approve|deny|resume|cancel|retry RUN ...  steer a run
   nbdurable worker --store URL --agents module:attr        execute queued and recovered runs
+  nbdurable serve --store URL --agents module:attr         the HTTP bridge (runs, SSE, links)
 
 Errors print one line, "nbdurable: ...", and exit with status 2."""
 
@@ -114,7 +116,7 @@ def _add_demo(commands: Any) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from . import worker
+    from . import serve, worker
 
     parser = argparse.ArgumentParser(
         prog="nbdurable",
@@ -123,6 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     worker.add_parser(commands)
+    serve.add_parser(commands)
     _add_runs(commands)
     _add_demo(commands)
     return parser

@@ -1,0 +1,99 @@
+"""``nbdurable serve``: the HTTP bridge, with a runtime executing runs on the same loop."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from .agents import load_all
+
+__all__ = ["add_parser", "serve"]
+
+
+def add_parser(commands: Any) -> None:
+    """Add the ``serve`` command to the subcommands ``commands``."""
+    parser = commands.add_parser(
+        "serve",
+        help="the HTTP bridge: runs, SSE event streams and signed approval links",
+        description="Serve runs over HTTP (the server extra: pip install nbdurable[server]).",
+    )
+    parser.add_argument("--store", required=True, help="store URL, e.g. sqlite:///runs.db")
+    parser.add_argument(
+        "--agents",
+        required=True,
+        action="append",
+        metavar="MODULE:ATTR",
+        help="module:attribute holding an Agent or a list of Agents (repeatable)",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8000, help="port (0: any free port)")
+    parser.add_argument(
+        "--token",
+        default=None,
+        help="bearer token of the API (default: NBDURABLE_SERVER_TOKEN; "
+        "required on a non-loopback host)",
+    )
+    parser.add_argument("--max-body-bytes", type=int, default=1_048_576, metavar="N")
+    parser.add_argument("--public-url", default=None, help="base URL of approval links")
+    parser.add_argument(
+        "--cors-origin", action="append", default=[], metavar="ORIGIN", help="allow CORS from it"
+    )
+    parser.add_argument(
+        "--approval-max-age",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="refuse approval tokens older than this",
+    )
+    parser.add_argument("--max-concurrent-runs", type=int, default=4)
+    parser.add_argument("--poll-interval", type=float, default=0.05)
+    parser.add_argument("--log-level", default="warning")
+    parser.set_defaults(handler=lambda args: asyncio.run(serve(args)))
+
+
+async def serve(args: argparse.Namespace) -> int:
+    """Serve until SIGINT or SIGTERM; in-flight steps are abandoned cleanly on the way out."""
+    from ..runtime.runtime import DurableRuntime
+    from ..server.serving import bound_url, build_server
+    from ..stores import open_store
+
+    agents = load_all(args.agents)
+    store = open_store(args.store)
+    try:
+        runtime = await DurableRuntime.open(
+            store=store,
+            agents=agents,
+            max_concurrent_runs=args.max_concurrent_runs,
+            poll_interval=args.poll_interval,
+        )
+        try:
+            max_age = args.approval_max_age
+            server = build_server(
+                runtime,
+                host=args.host,
+                port=args.port,
+                token=args.token,
+                max_body_bytes=args.max_body_bytes,
+                cors_origins=args.cors_origin,
+                public_url=args.public_url,
+                approval_max_age_ms=None if max_age is None else int(max_age * 1000),
+                log_level=args.log_level,
+            )
+            task = asyncio.ensure_future(server.serve())
+            while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn has no event)
+                await asyncio.sleep(0.01)
+            if server.started:
+                print(
+                    f"nbdurable serve: {bound_url(server)} serving {len(agents)} agent(s) "
+                    f"from {args.store}",
+                    flush=True,
+                )
+            await task
+            return 0 if server.started else 2
+        finally:
+            await runtime.close()
+    finally:
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()

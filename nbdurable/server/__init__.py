@@ -1,0 +1,49 @@
+"""The HTTP bridge (the ``server`` extra): runs, live event streams and signed approval links.
+
+``create_app(runtime, ...)`` is an ASGI app (FastAPI), standalone or mounted;
+``nbdurable serve`` runs it with uvicorn beside a runtime. ``approval_link``
+mints a link for one pending approval and needs no web framework: importing
+this package does not import FastAPI until ``create_app`` or the serving
+helpers are used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import (
+    ApprovalNotPendingError,
+    ApprovalTokenError,
+    NotAuthenticatedError,
+    RunStateError,
+    ServerError,
+)
+from .links import approval_link, link_for
+
+if TYPE_CHECKING:
+    from .app import create_app
+    from .serving import build_server, serve
+
+__all__ = [
+    "ApprovalNotPendingError",
+    "ApprovalTokenError",
+    "NotAuthenticatedError",
+    "RunStateError",
+    "ServerError",
+    "approval_link",
+    "build_server",
+    "create_app",
+    "link_for",
+    "serve",
+]
+
+_LAZY = {"create_app": "app", "build_server": "serving", "serve": "serving"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(f"{__name__}.{module}"), name)

@@ -1,0 +1,105 @@
+"""Runs over HTTP: submit, get, list, cancel, retry."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from ..runtime.records import RunState, RuntimeRun
+from ..runtime.run import Run
+from .context import Bridge
+from .errors import RunStateError
+from .handlers import ErrorBody
+from .schemas import RunList, RunOut, SubmitIn
+
+__all__ = ["runs_router"]
+
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorBody, "description": "No such run"}
+}
+_CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorBody, "description": "Conflicts with the run's state"}
+}
+
+
+def runs_router(bridge: Bridge) -> APIRouter:
+    """The ``/runs`` routes of ``bridge``."""
+    router = APIRouter(tags=["runs"])
+    runtime = bridge.runtime
+
+    def record(run_id: str) -> RuntimeRun:
+        return Run(runtime, run_id).record()
+
+    @router.post(
+        "/runs",
+        status_code=201,
+        response_model=RunOut,
+        summary="Submit a run",
+        responses={
+            **_CONFLICT,
+            429: {"model": ErrorBody, "description": "Too many unfinished runs"},
+        },
+    )
+    async def submit(body: SubmitIn) -> RunOut:
+        """Submit a run of a registered agent; the run is returned at once.
+
+        An equivalent prompt under a used ``request_id`` returns the original run;
+        a busy session without ``enqueue`` is a conflict.
+        """
+        run = await runtime.submit(
+            body.agent,
+            body.prompt,
+            session_id=body.session_id,
+            request_id=body.request_id,
+            enqueue=body.enqueue,
+            timeout=body.timeout,
+            max_steps=body.max_steps,
+        )
+        return RunOut.of(run.record())
+
+    @router.get("/runs", response_model=RunList, summary="List runs")
+    async def list_runs(
+        state: Annotated[RunState | None, Query(description="Only runs in this state")] = None,
+        agent: Annotated[str | None, Query(description="Only runs of this agent")] = None,
+        limit: Annotated[int, Query(ge=1, le=1000, description="At most this many")] = 100,
+    ) -> RunList:
+        """Runs, newest first, optionally filtered by state and agent."""
+        records = runtime.list_runs(state)
+        if agent is not None:
+            records = [r for r in records if r.agent_id == agent]
+        return RunList(runs=[RunOut.of(r) for r in reversed(records[-limit:])])
+
+    @router.get("/runs/{run_id}", response_model=RunOut, summary="Get a run", responses=_NOT_FOUND)
+    async def get_run(run_id: str) -> RunOut:
+        """One run's record."""
+        return RunOut.of(record(run_id))
+
+    @router.post(
+        "/runs/{run_id}/cancel", response_model=RunOut, summary="Cancel a run", responses=_NOT_FOUND
+    )
+    async def cancel(run_id: str) -> RunOut:
+        """Cancel the run: at once when it is not executing, else once it settles.
+
+        A finished run is left as it is.
+        """
+        run = Run(runtime, run_id)
+        await run.cancel()
+        return RunOut.of(run.record())
+
+    @router.post(
+        "/runs/{run_id}/retry",
+        response_model=RunOut,
+        summary="Retry a failed or needs_attention run",
+        responses={**_NOT_FOUND, **_CONFLICT},
+    )
+    async def retry(run_id: str) -> RunOut:
+        """Let a failed or needs_attention run go on (a fresh model attempt budget)."""
+        run = Run(runtime, run_id)
+        state = run.record().state
+        if state not in ("failed", "needs_attention"):
+            raise RunStateError(f"only failed or needs_attention runs retry, not {state}")
+        await run.retry()
+        return RunOut.of(run.record())
+
+    return router

@@ -1,0 +1,139 @@
+"""The bridge's request and response bodies (they make the OpenAPI schema precise)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..durable.signer import token_issued_at
+from ..messages import Message, ToolApprovalRequest
+from ..runtime.records import RunState, RuntimeRun
+
+__all__ = [
+    "ApprovalOut",
+    "RunList",
+    "RunOut",
+    "SubmitIn",
+    "VerdictIn",
+    "VerdictOut",
+]
+
+_IN = ConfigDict(extra="forbid")
+MAX_TIMEOUT_S = 366 * 24 * 3600.0
+
+
+class SubmitIn(BaseModel):
+    """A run to submit."""
+
+    model_config = _IN
+
+    agent: str = Field(min_length=1, max_length=200, description="A registered agent id.")
+    prompt: str | Message = Field(description="A nonblank string or a user message.")
+    session_id: str | None = Field(
+        None, min_length=1, max_length=200, description="Runs of a session execute in turn."
+    )
+    request_id: str | None = Field(
+        None, min_length=1, max_length=200, description="Deduplication key."
+    )
+    enqueue: bool = Field(False, description="Queue behind an unfinished run of the session.")
+    timeout: float | None = Field(
+        None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, description="Seconds until it fails."
+    )
+    max_steps: int | None = Field(None, ge=1, le=10_000, description="This run's step budget.")
+
+
+class RunOut(BaseModel):
+    """A run as the runtime records it."""
+
+    run_id: str
+    agent_id: str
+    agent_version: str
+    session_id: str
+    request_id: str | None
+    state: RunState
+    reason: str | None
+    error: str | None
+    created_at: int = Field(description="Epoch ms of submission.")
+    updated_at: int = Field(description="Epoch ms of the last change.")
+    next_attempt_at: int | None
+    deadline_at: int | None
+    operations: int
+    max_steps: int
+    result_text: str | None
+    finished: bool
+
+    @classmethod
+    def of(cls, record: RuntimeRun) -> RunOut:
+        """The public view of a run record."""
+        return cls(
+            run_id=record.run_id,
+            agent_id=record.agent_id,
+            agent_version=record.agent_version,
+            session_id=record.session_id,
+            request_id=record.request_id,
+            state=record.state,
+            reason=record.reason,
+            error=record.error,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            next_attempt_at=record.next_attempt_at,
+            deadline_at=record.deadline_at,
+            operations=record.operations,
+            max_steps=record.max_steps,
+            result_text=record.result_text,
+            finished=record.finished,
+        )
+
+
+class RunList(BaseModel):
+    """Runs, newest first."""
+
+    runs: list[RunOut]
+
+
+class ApprovalOut(BaseModel):
+    """A pending approval: the call, its signed token and an approval link."""
+
+    approval_id: str
+    tool_call_id: str
+    tool_name: str
+    input: dict[str, Any]
+    agent_path: list[str]
+    token: str | None
+    requested_at: int | None = Field(description="Epoch ms the approval was asked for.")
+    link: str | None = Field(description="An approval link (works without the bearer token).")
+
+    @classmethod
+    def of(cls, request: ToolApprovalRequest, link: str | None) -> ApprovalOut:
+        """The public view of a pending request."""
+        return cls(
+            approval_id=request.approval_id,
+            tool_call_id=request.tool_call_id,
+            tool_name=request.tool_name,
+            input=request.model_dump(mode="json")["input"],
+            agent_path=list(request.agent_path),
+            token=request.token,
+            requested_at=token_issued_at(request.token),
+            link=link,
+        )
+
+
+class VerdictIn(BaseModel):
+    """A verdict on one pending approval."""
+
+    model_config = _IN
+
+    approve: bool
+    token: str | None = Field(
+        None, max_length=65_536, description="The approval's signed token (needed to approve)."
+    )
+    reason: str | None = Field(None, max_length=4_000, description="Told to the model on denial.")
+
+
+class VerdictOut(BaseModel):
+    """A recorded verdict."""
+
+    outcome: Literal["approved", "denied"]
+    message: str
+    run: RunOut

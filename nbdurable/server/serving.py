@@ -1,0 +1,86 @@
+"""Serving the bridge with uvicorn on the running loop, beside the runtime."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import uvicorn
+
+from .._errors import ConfigurationError
+from .app import DEFAULT_MAX_BODY_BYTES, create_app
+from .auth import TOKEN_ENV_VAR, is_loopback, resolve_token
+
+if TYPE_CHECKING:
+    from ..runtime.runtime import DurableRuntime
+
+__all__ = ["bound_url", "build_server", "serve"]
+
+
+def build_server(
+    runtime: DurableRuntime,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    token: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    cors_origins: Sequence[str] = (),
+    public_url: str | None = None,
+    approval_max_age_ms: int | None = None,
+    log_level: str = "warning",
+) -> uvicorn.Server:
+    """A uvicorn server for the bridge of ``runtime`` (``await server.serve()`` runs it).
+
+    Raises:
+        ConfigurationError: No token is configured and ``host`` is not loopback.
+    """
+    token = resolve_token(token)
+    if token is None and not is_loopback(host):
+        raise ConfigurationError(
+            f"refusing to listen on {host} without a token: pass --token or set {TOKEN_ENV_VAR}"
+        )
+    app = create_app(
+        runtime,
+        token=token,
+        max_body_bytes=max_body_bytes,
+        cors_origins=cors_origins,
+        public_url=public_url,
+        approval_max_age_ms=approval_max_age_ms,
+    )
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="off",
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=2,
+    )
+    return uvicorn.Server(config)
+
+
+def bound_url(server: uvicorn.Server) -> str:
+    """``http://host:port`` the started ``server`` listens on (the real port when port 0)."""
+    for listener in server.servers:
+        for sock in listener.sockets:
+            host, port = sock.getsockname()[:2]
+            shown = f"[{host}]" if ":" in host else host
+            return f"http://{shown}:{port}"
+    raise ConfigurationError("the server is not listening")
+
+
+async def serve(runtime: DurableRuntime, *, ready: Any = None, **options: Any) -> None:
+    """Serve the bridge of ``runtime`` on the running loop until the server is told to exit.
+
+    ``options`` are those of :func:`build_server`; ``ready(url)`` is called once
+    it listens.
+    """
+    server = build_server(runtime, **options)
+    task = asyncio.ensure_future(server.serve())
+    while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn has no event)
+        await asyncio.sleep(0.01)
+    if server.started and ready is not None:
+        ready(bound_url(server))
+    await task
