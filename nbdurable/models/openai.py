@@ -3,8 +3,9 @@
 Works with OpenAI and with servers that speak its wire format (vLLM, Ollama,
 LM Studio, llama.cpp's server, ...): only standard fields are sent, and a
 ``base_url`` without an ``api_key`` gets a placeholder key (local servers do not
-check it). The ``openai`` SDK is imported when a model is created, not when this
-module is: the class can be named without the ``nbdurable[openai]`` extra.
+check it; ``OPENAI_API_KEY`` is never sent to another server). The ``openai``
+SDK is imported when a model is created, not when this module is: the class can
+be named without the ``nbdurable[openai]`` extra.
 
 SDK-level retries are off (``max_retries=0``, also on a client you pass in), so
 that every attempt is a model error the runtime counts and persists; SDK errors
@@ -13,7 +14,6 @@ become the typed :class:`~nbdurable.ProviderError` kinds.
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -38,7 +38,7 @@ __all__ = ["OpenAIChatModel"]
 _EXTRA = "nbdurable[openai]"
 _RESERVED = frozenset({"model", "messages", "tools", "stream", "stream_options", "response_format"})
 LOCAL_API_KEY = "not-needed"
-"""The key sent to a ``base_url`` server when neither ``api_key`` nor ``OPENAI_API_KEY`` is set."""
+"""The key sent to a ``base_url`` server when no ``api_key`` is given."""
 
 
 class OpenAIChatModel:
@@ -48,8 +48,9 @@ class OpenAIChatModel:
         model: The model name the server knows (``"gpt-4o-mini"``, ``"llama3.1"``, ...).
         base_url: The server's API root, e.g. ``"http://localhost:11434/v1"``
             (default: OpenAI's, or ``OPENAI_BASE_URL``).
-        api_key: The key (default ``OPENAI_API_KEY``; with a ``base_url`` and no
-            key at all, a placeholder).
+        api_key: The key. Default: ``OPENAI_API_KEY`` for OpenAI; with a
+            ``base_url``, a placeholder (local servers do not check it, and your
+            OpenAI key is not sent to another server).
         client: An ``openai.AsyncOpenAI`` to use instead of creating one
             (``base_url``, ``api_key`` and ``default_headers`` must then be
             left out). It is used through ``client.with_options(max_retries=0)``.
@@ -203,8 +204,8 @@ def _client(
         if timeout is not None:
             return client.with_options(max_retries=0, timeout=timeout)
         return client.with_options(max_retries=0)
-    if api_key is None and not os.environ.get("OPENAI_API_KEY") and base_url is not None:
-        api_key = LOCAL_API_KEY
+    if api_key is None and base_url is not None:
+        api_key = LOCAL_API_KEY  # never send OPENAI_API_KEY to another server
     extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
     try:
         return openai.AsyncOpenAI(

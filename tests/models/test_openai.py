@@ -486,10 +486,13 @@ async def test_arguments_that_are_not_json_reach_the_tool_as_an_error() -> None:
 
 
 def test_construction_offline_defaults_and_checks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-real-openai-key")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     local = OpenAIChatModel("qwen2.5", base_url="http://127.0.0.1:9/v1")
+    # the OpenAI key is not sent to another server
     assert local.client.api_key == "not-needed" and local.client.max_retries == 0
+    assert OpenAIChatModel("gpt-4o").client.api_key == "sk-real-openai-key"
+    monkeypatch.delenv("OPENAI_API_KEY")
     assert local.price is None and local.model_id == "qwen2.5"
     assert "not-needed" not in repr(local)
     assert OpenAIChatModel("gpt-4o-2024-08-06", api_key="k").price == price_for("gpt-4o")
