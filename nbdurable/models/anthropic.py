@@ -7,12 +7,15 @@ extra installed.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
 from .._errors import ConfigurationError, ModelError
+from .._errors import ProviderTimeoutError as _Timeout
 from .._errors import ProviderUnavailableError as _Unavailable
 from ._anthropic_errors import PROVIDER, map_exception
 from ._anthropic_wire import StructuredMode, build_params, response_from_blocks, usage_of
@@ -94,10 +97,11 @@ class AnthropicModel:
             if not isinstance(client, self._sdk.AsyncAnthropic):
                 raise ConfigurationError("client must be an anthropic.AsyncAnthropic")
             self.client: Any = client.with_options(max_retries=0)
+            self._options: dict[str, Any] | None = None
         else:
-            self.client = self._sdk.AsyncAnthropic(
-                api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
-            )
+            self._options = {"api_key": api_key, "base_url": base_url, "timeout": timeout}
+            self.client = self._sdk.AsyncAnthropic(**self._options, max_retries=0)
+        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self.model_id = model
         self.max_tokens = max_tokens
         self.price = price if price is not None else price_for(model)
@@ -109,6 +113,16 @@ class AnthropicModel:
     async def aclose(self) -> None:
         """Close the SDK client's connections."""
         await self.client.close()
+
+    def _client(self) -> Any:
+        # The SDK's connections belong to the event loop that opened them: a client
+        # this model created is replaced when a new loop uses it (a second asyncio.run).
+        loop = asyncio.get_running_loop()
+        if self._loop is None or self._loop() is not loop:
+            if self._loop is not None and self._options is not None:
+                self.client = self._sdk.AsyncAnthropic(**self._options, max_retries=0)
+            self._loop = weakref.ref(loop)
+        return self.client
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         transform = getattr(self._sdk, "transform_schema", None)
@@ -131,7 +145,7 @@ class AnthropicModel:
         """One complete turn (``messages.create``)."""
         params = self._params(request)
         try:
-            message = await self.client.messages.create(**params)
+            message = await self._client().messages.create(**params)
         except Exception as exc:
             raise self._mapped(exc) from exc
         blocks = [block.model_dump() for block in message.content]
@@ -148,7 +162,7 @@ class AnthropicModel:
         params = self._params(request)
         output_tool = self._output_tool(request)
         try:
-            events = await self.client.messages.create(**params, stream=True)
+            events = await self._client().messages.create(**params, stream=True)
         except Exception as exc:
             raise self._mapped(exc) from exc
         state = _StreamState()
@@ -162,7 +176,7 @@ class AnthropicModel:
         except Exception as exc:
             raise self._mapped(exc) from exc
         if not state.stopped:
-            raise _Unavailable("Anthropic stream ended before message_stop", provider=PROVIDER)
+            raise _Timeout("Anthropic stream broke off before message_stop", provider=PROVIDER)
         yield ResponseEvent(
             response=response_from_blocks(
                 [state.blocks[i] for i in sorted(state.blocks)],

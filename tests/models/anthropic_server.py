@@ -95,7 +95,12 @@ class Stall:
     mid_stream: bool = False
 
 
-Reply = dict[str, Any] | Error | StreamError | Stall
+@dataclass
+class Truncated:
+    """A stream whose connection closes after its first events (no message_stop)."""
+
+
+Reply = dict[str, Any] | Error | StreamError | Stall | Truncated
 
 
 def sse_events(msg: dict[str, Any], chunk: int = 7) -> Iterator[dict[str, Any]]:
@@ -194,6 +199,8 @@ class AnthropicServer:
         if not self.replies:
             return _json(handler, 500, _error_body("api_error", "the test queued no reply"))
         reply = self.replies.popleft()
+        if isinstance(reply, Truncated):
+            return _sse(handler, list(sse_events(message(text("Let me"))))[:4])
         if isinstance(reply, Stall) and reply.mid_stream:
             events = list(sse_events(message(text("Let me"))))
             return _sse(handler, events[:4], then=lambda: self.stopping.wait(reply.seconds))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
@@ -15,7 +16,15 @@ import nbdurable as nd
 from nbdurable.models import ModelRequest, TextDeltaEvent
 from nbdurable.models.anthropic import AnthropicModel
 
-from .anthropic_server import AnthropicServer, Error, Stall, StreamError, message, text
+from .anthropic_server import (
+    AnthropicServer,
+    Error,
+    Stall,
+    StreamError,
+    Truncated,
+    message,
+    text,
+)
 
 MODEL = "claude-haiku-4-5"
 REQUEST = ModelRequest(messages=(nd.user("hi"),))
@@ -117,6 +126,24 @@ async def test_a_stream_that_stalls_midway_is_a_timeout(served: Any) -> None:
     await impatient.aclose()
     assert [e.delta for e in seen if isinstance(e, TextDeltaEvent)] == ["Let me"]
     assert caught.value.retryable is True and len(server.requests) == 1
+
+
+async def test_a_stream_cut_off_before_message_stop_is_a_broken_connection(served: Any) -> None:
+    server, model = served
+    server.add(Truncated())
+    seen: list[Any] = []
+    with pytest.raises(nd.ProviderTimeoutError, match="message_stop"):
+        await drain(model, seen)
+    assert [e.delta for e in seen if isinstance(e, TextDeltaEvent)] == ["Let me"]
+
+
+def test_a_model_follows_the_event_loop(served: Any) -> None:
+    server, _ = served
+    server.add(message(text("one")), message(text("two")))
+    model = AnthropicModel(MODEL, api_key="k", base_url=server.url)
+    first = asyncio.run(model.generate(REQUEST))
+    second = asyncio.run(model.generate(REQUEST))  # a new loop: a new client
+    assert (first.text, second.text) == ("one", "two")
 
 
 async def test_a_refused_connection_is_a_timeout_kind() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 import nbdurable as nd
 from nbdurable.models.anthropic import AnthropicModel
@@ -198,3 +199,32 @@ async def test_a_durable_runtime_run_completes(served: Any, tmp_path: Path, stre
     assert result.text == "Paris: 18°C and sunny. London: 14°C with rain."
     assert len(server.requests) == 2
     assert_tool_results_sent_back(server.requests[1])
+
+
+class Forecast(BaseModel):
+    city: str
+    temp_c: int
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
+async def test_output_type_through_the_loop_with_tools(served: Any, streaming: bool) -> None:
+    server, model = served
+    server.add(
+        message(tool_use(PARIS, "get_weather", city="Paris"), stop_reason="tool_use"),
+        message(
+            tool_use("toolu_01Fc", "Forecast", city="Paris", temp_c=18), stop_reason="tool_use"
+        ),
+    )
+    options: dict[str, Any] = {
+        "model": model, "messages": "Paris?", "tools": [get_weather], "output_type": Forecast,
+    }  # fmt: skip
+    if streaming:
+        stream = nd.stream_chat(**options)
+        output = await stream.output
+    else:
+        output = (await nd.generate_text(**options)).output
+    assert output == Forecast(city="Paris", temp_c=18)
+    first, second = server.requests
+    assert [t["name"] for t in first["tools"]] == ["get_weather", "Forecast"]
+    assert first["tool_choice"] == {"type": "any"}
+    assert second["messages"][-1]["content"][0]["tool_use_id"] == PARIS
