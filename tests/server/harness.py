@@ -98,7 +98,7 @@ def start_server(
                 server.config.app = wrap(server.config.app)
             box.update(server=server, runtime=runtime, loop=asyncio.get_running_loop())
             task = asyncio.ensure_future(server.serve())
-            while not server.started and not task.done():  # noqa: ASYNC110
+            while not server.started and not task.done():
                 await asyncio.sleep(0.01)
             ready.set()
             await task

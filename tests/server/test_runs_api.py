@@ -35,7 +35,9 @@ def test_submit_a_user_message_and_options(server: Server) -> None:
     again = _submit(server, agent="helper", prompt=message, request_id="req-1")
     assert again["run_id"] == run["run_id"]  # deduplicated
     with server.client() as http:
-        other = http.post("/runs", json={"agent": "helper", "prompt": "else", "request_id": "req-1"})
+        other = http.post(
+            "/runs", json={"agent": "helper", "prompt": "else", "request_id": "req-1"}
+        )
     assert other.status_code == 409
     assert other.json()["error"]["type"] == "DurableConflictError"
 
