@@ -20,13 +20,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from .._errors import ConfigurationError, ProviderUnavailableError
 from ..messages import Part, ToolCallPart
 from ._openai_errors import PROVIDER, map_error
-from ._openai_wire import (
-    StreamAccumulator,
-    finish_reason,
-    request_params,
-    response_content,
-    usage_of,
-)
+from ._openai_stream import StreamAccumulator
+from ._openai_wire import finish_reason, request_params, response_content, usage_of
 from .base import ModelRequest, ModelResponse, ModelStreamEvent, ResponseEvent
 from .pricing import Price, price_for
 

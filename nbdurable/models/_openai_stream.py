@@ -1,0 +1,108 @@
+"""Streamed Chat Completions: ``chat.completion.chunk``s folded into deltas and one turn."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..messages import Part, TextPart, ToolCallPart
+from ._openai_wire import new_call_id, parse_arguments
+from .base import ModelStreamEvent, TextDeltaEvent, ToolCallDeltaEvent
+
+__all__ = ["StreamAccumulator"]
+
+
+@dataclass
+class _Call:
+    tool_call_id: str
+    from_server: bool
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)  # fragments before the name arrived
+
+
+@dataclass
+class StreamAccumulator:
+    """Folds ``ChatCompletionChunk``s into deltas and, at the end, one complete turn.
+
+    Tool-call fragments are assembled per ``index`` (a server that reuses an index
+    with a new id starts a new call); a fragment is announced once the call's
+    name is known.
+    """
+
+    text: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
+    calls: list[_Call] = field(default_factory=list)
+    by_index: dict[int, _Call] = field(default_factory=dict)
+    reason: str | None = None
+    usage: Any = None
+    model: str | None = None
+
+    def add(self, chunk: Any) -> list[ModelStreamEvent]:
+        """Take one chunk; return the events it yields."""
+        self.model = getattr(chunk, "model", None) or self.model
+        if getattr(chunk, "usage", None) is not None:
+            self.usage = chunk.usage
+        events: list[ModelStreamEvent] = []
+        for choice in getattr(chunk, "choices", None) or ():
+            if getattr(choice, "index", 0) != 0:
+                continue
+            delta = choice.delta
+            if delta is not None:
+                if delta.content:
+                    self.text.append(delta.content)
+                    events.append(TextDeltaEvent(delta=delta.content))
+                if getattr(delta, "refusal", None):
+                    self.refusal.append(delta.refusal)
+                for position, call_delta in enumerate(getattr(delta, "tool_calls", None) or ()):
+                    events.extend(self._tool_delta(call_delta, position))
+            if choice.finish_reason:
+                self.reason = choice.finish_reason
+        return events
+
+    def _tool_delta(self, delta: Any, position: int) -> list[ModelStreamEvent]:
+        index = delta.index if getattr(delta, "index", None) is not None else position
+        call = self.by_index.get(index)
+        new_id = getattr(delta, "id", None)
+        if call is None or (new_id and call.from_server and new_id != call.tool_call_id):
+            call = _Call(tool_call_id=new_id or new_call_id(), from_server=bool(new_id))
+            self.by_index[index] = call
+            self.calls.append(call)
+        elif new_id and not call.from_server and not call.arguments:
+            call.tool_call_id, call.from_server = new_id, True
+        function = getattr(delta, "function", None)
+        if function is not None and function.name and not call.name:
+            call.name = function.name
+        fragment = (function.arguments if function is not None else None) or ""
+        if not call.name:
+            call.pending.append(fragment)
+            return []
+        fragments = [*call.pending, fragment]
+        call.pending.clear()
+        events: list[ModelStreamEvent] = []
+        for piece in fragments:
+            if piece:
+                call.arguments.append(piece)
+                events.append(
+                    ToolCallDeltaEvent(
+                        tool_call_id=call.tool_call_id, tool_name=call.name, args_delta=piece
+                    )
+                )
+        return events
+
+    def content(self) -> tuple[tuple[Part, ...], bool]:
+        """The complete turn's parts and whether it was a refusal."""
+        parts: list[Part] = []
+        text, refusal = "".join(self.text), "".join(self.refusal)
+        if text or refusal:
+            parts.append(TextPart(text=text or refusal))
+        for call in self.calls:
+            arguments = "".join([*call.arguments, *call.pending])
+            parts.append(
+                ToolCallPart(
+                    tool_call_id=call.tool_call_id,
+                    tool_name=call.name,
+                    args=parse_arguments(arguments),
+                )
+            )
+        return tuple(parts), bool(refusal and not text)
