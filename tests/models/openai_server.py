@@ -54,10 +54,14 @@ class ErrorReply:
 
 @dataclass(frozen=True)
 class Stall:
-    """Wait ``seconds`` (or until the server stops), then answer with ``then``."""
+    """Wait ``seconds`` (or until the server stops), then answer with ``then``.
+
+    With ``head``, a stream starts first: those chunks are sent, then the wait.
+    """
 
     seconds: float
     then: Reply | None = None
+    head: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -237,6 +241,12 @@ def _handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self._serve(answer, stream=bool(body.get("stream")))
 
         def _serve(self, answer: Answer, *, stream: bool) -> None:
+            if isinstance(answer, Stall) and answer.head:
+                self._sse_start()
+                for event in answer.head:
+                    self._sse_write(f"data: {json.dumps(event)}\n\n")
+                server._stopping.wait(answer.seconds)
+                return
             if isinstance(answer, Stall):
                 server._stopping.wait(answer.seconds)
                 if answer.then is None:
@@ -269,19 +279,25 @@ def _handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def _sse(self, events: list[dict[str, Any]], *, done: bool) -> None:
+            self._sse_start()
+            lines = [f"data: {json.dumps(e)}\n\n" for e in events]
+            if done:
+                lines.append("data: [DONE]\n\n")
+            for line in lines:
+                self._sse_write(line)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+        def _sse_start(self) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")
             self.send_header("Cache-Control", "no-cache")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            lines = [f"data: {json.dumps(e)}\n\n" for e in events]
-            if done:
-                lines.append("data: [DONE]\n\n")
-            for line in lines:
-                data = line.encode()
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-                self.wfile.flush()
-            self.wfile.write(b"0\r\n\r\n")
+
+        def _sse_write(self, line: str) -> None:
+            data = line.encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
 
     return Handler

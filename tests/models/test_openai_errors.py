@@ -105,6 +105,23 @@ async def test_a_stalled_server_is_a_timeout(streaming: bool) -> None:
     assert len(server.requests) == 1
 
 
+async def test_a_stream_that_stalls_midway_is_a_timeout() -> None:
+    first = chunk({"role": "assistant", "content": "Let me"})
+    with OpenAIServer([Stall(10, head=[first])]) as server:
+        model = model_for(server, timeout=0.3)
+        seen: list[Any] = []
+
+        async def consume() -> None:
+            async for event in model.stream(REQUEST):
+                seen.append(event)
+
+        with pytest.raises(nd.ProviderTimeoutError):
+            await consume()
+        await model.aclose()
+    assert [e.delta for e in seen if isinstance(e, TextDeltaEvent)] == ["Let me"]
+    assert len(server.requests) == 1
+
+
 async def test_a_refused_connection_is_a_timeout_kind() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
