@@ -108,6 +108,8 @@ class Server:
     port: int
     token: str
     log: Path
+    ready_path: str = "/api/status"
+    any_answer: bool = False
     kernels: set[int] = field(default_factory=set)
 
     @property
@@ -150,6 +152,11 @@ class Server:
                 pass
             time.sleep(0.2)
         raise TimeoutError(f"{self.name} not ready after {timeout}s:\n{self.log_tail()}")
+
+    def ready(self, timeout: float = 60.0) -> Server:
+        """Wait until the server answers (see :meth:`wait_ready`); returns it."""
+        self.wait_ready(self.ready_path, timeout, any_answer=self.any_answer)
+        return self
 
     def note_kernels(self) -> None:
         """Remember the server's child processes (its kernels), to stop them by PID later."""
@@ -224,15 +231,21 @@ def jupyter_lab(root: Path, env: dict[str, str] | None = None) -> Iterator[Serve
         "jupyter lab", _start("jupyter lab", argv, root, log, _jupyter_env(env)), port, token, log
     )
     try:
-        server.wait_ready("/api/status")
+        server.ready()
         yield server
     finally:
         server.stop()
 
 
 @contextlib.contextmanager
-def voila(notebook: Path, env: dict[str, str] | None = None) -> Iterator[Server]:
-    """Voilà rendering ``notebook`` on a random port; stopped on exit."""
+def voila(
+    notebook: Path, env: dict[str, str] | None = None, *, wait: bool = True
+) -> Iterator[Server]:
+    """Voilà rendering ``notebook`` on a random port; stopped on exit.
+
+    With ``wait=False`` it yields as soon as the process is started: call
+    ``server.ready()`` before using it (a test can start it early, beside others).
+    """
     port = free_port()
     log = notebook.parent.parent / f"voila-{port}.log"
     argv = [
@@ -244,11 +257,12 @@ def voila(notebook: Path, env: dict[str, str] | None = None) -> Iterator[Server]
         f"--port={port}",
         "--Voila.ip=127.0.0.1",
     ]
-    server = Server(
-        "voila", _start("voila", argv, notebook.parent, log, _jupyter_env(env)), port, "", log
-    )
+    proc = _start("voila", argv, notebook.parent, log, _jupyter_env(env))
+    # Voilà answers /api/status with a redirect: any answer means it is up
+    server = Server("voila", proc, port, "", log, any_answer=True)
     try:
-        server.wait_ready("/api/status", any_answer=True)  # Voilà redirects it: it is up
+        if wait:
+            server.ready()
         yield server
     finally:
         server.stop()

@@ -19,6 +19,7 @@ import contextlib
 import importlib.util
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,16 @@ def _errors(page: Any) -> list[str]:
     return [e.inner_text() for e in page.locator(selector).all()]
 
 
+class _Clock:
+    """Prints how long each phase of a test took (shown with ``-s`` or on a failure)."""
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+
+    def __call__(self, phase: str) -> None:
+        print(f"{time.monotonic() - self.start:6.1f}s  {phase}")
+
+
 @contextlib.contextmanager
 def _diagnosed(page: Any, server: Server, name: str) -> Iterator[None]:
     """On a failure: a screenshot ``NAME-failure.png`` and the server's log in the report."""
@@ -150,6 +161,7 @@ def _run_menu(page: Any, command: str) -> None:
     page.locator(f"li.lm-Menu-item[data-command='{command}']").click()
 
 
+@pytest.mark.usefixtures("voila_server")  # started now, ready by its own test
 def test_quickstart_streams_asks_for_approval_and_completes_in_jupyterlab(
     page: Any, tmp_path: Path
 ) -> None:
@@ -162,11 +174,14 @@ def test_quickstart_streams_asks_for_approval_and_completes_in_jupyterlab(
     """
     if importlib.util.find_spec("jupyterlab") is None:
         pytest.skip("JupyterLab is missing (pip install -e '.[notebook]')")
+    clock = _Clock()
     root = _served_notebooks(tmp_path)
     with jupyter_lab(root) as lab, _diagnosed(page, lab, "jupyterlab"):
+        clock("JupyterLab answers")
         page.goto(lab.url(f"/lab/tree/{QUICKSTART}"))
         page.get_by_role("button", name=KERNEL_IDLE).wait_for(timeout=60_000)
         lab.note_kernels()
+        clock("notebook open, kernel idle")
         page.evaluate(RECORD_TEXT)
 
         cells = page.locator(".jp-Notebook .jp-Cell")
@@ -187,6 +202,7 @@ def test_quickstart_streams_asks_for_approval_and_completes_in_jupyterlab(
             "() => { const b = document.querySelector('.nbd-run .nbd-card button.nbd-approve');"
             " return b && !b.disabled; }"
         )
+        clock("text streamed, approval card shown")
         badge = widget.locator(".nbd-badge")
         assert badge.inner_text() == "waiting_approval"
         assert "(" in card.locator(".nbd-card-call").inner_text()  # tool(args...)
@@ -213,6 +229,7 @@ def test_quickstart_streams_asks_for_approval_and_completes_in_jupyterlab(
         texts = widget.locator(".nbd-step .nbd-text").all_inner_texts()
         final = texts[-1].strip()
         assert final and len(texts) >= 2, texts
+        clock("approved in the browser, run completed")
         _shot(page, "jupyterlab-completed.png")
 
         # the rest of the notebook: nothing left to approve, the run's text printed
@@ -220,6 +237,7 @@ def test_quickstart_streams_asks_for_approval_and_completes_in_jupyterlab(
         _run_menu(page, "notebook:run-all-below")
         page.wait_for_function(ALL_RAN, timeout=60_000)
         page.get_by_role("button", name=KERNEL_IDLE).wait_for()
+        clock("the rest of the notebook ran")
         assert _errors(page) == []
         printed = page.locator(
             ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stdout']"
@@ -247,10 +265,17 @@ RunWidget(nb.runtime, run.run_id)
 '''
 
 
-def test_the_run_widget_renders_in_voila(page: Any, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def voila_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server | None]:
+    """Voilà on a notebook showing a finished run; None without Voilà.
+
+    Started with the module (the JupyterLab test asks for it too), so it is up
+    and warm by the time its own test runs.
+    """
     if importlib.util.find_spec("voila") is None:
-        pytest.skip("Voilà is missing (pip install -e '.[dev]')")
-    folder = tmp_path / "voila"
+        yield None
+        return
+    folder = tmp_path_factory.mktemp("voila") / "notebook"
     folder.mkdir()
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell(VOILA_NOTEBOOK)]
@@ -261,7 +286,15 @@ def test_the_run_widget_renders_in_voila(page: Any, tmp_path: Path) -> None:
     }
     path = folder / "finished-run.ipynb"
     nbformat.write(notebook, path)
-    with voila(path) as server, _diagnosed(page, server, "voila"):
+    with voila(path, wait=False) as server:
+        yield server
+
+
+def test_the_run_widget_renders_in_voila(page: Any, voila_server: Server | None) -> None:
+    if voila_server is None:
+        pytest.skip("Voilà is missing (pip install -e '.[dev]')")
+    server = voila_server.ready()
+    with _diagnosed(page, server, "voila"):
         page.goto(server.url("/"), timeout=60_000)
         widget = page.locator(".nbd-run").first
         widget.wait_for(timeout=60_000)
