@@ -26,7 +26,10 @@ MAX_TIMEOUT_S = 366 * 24 * 3600.0
 class SubmitIn(BaseModel):
     """A run to submit."""
 
-    model_config = _IN
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"agent": "janitor", "prompt": "Clean up staging."}]},
+    )
 
     agent: str = Field(min_length=1, max_length=200, description="A registered agent id.")
     prompt: str | Message = Field(description="A nonblank string or a user message.")
