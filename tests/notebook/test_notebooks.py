@@ -164,7 +164,7 @@ def test_time_travel_forks_diffs_and_plots(folder: Path) -> None:
     out = everything(notebook)
     assert "-3days -> stg_2023 was read 3 days ago, so I am keeping it." in out
     assert "Understood: Keep every table this week." in out
-    assert "last_read_days\": 410" in out and "last_read_days\": 3" in out
+    assert 'last_read_days": 410' in out and 'last_read_days": 3' in out
     code = [c for c in notebook.cells if c.cell_type == "code"]
     images = [o for c in code for o in c.outputs if "image/png" in o.get("data", {})]
     assert len(images) == 2
@@ -188,4 +188,3 @@ def test_debug_a_stuck_run_explains_and_unsticks_every_kind(folder: Path) -> Non
         assert set(ins.runs(store)["status"]) == {"completed"}
     finally:
         store.close()
-
