@@ -80,6 +80,9 @@ class CheckpointDiff:
                 lines.append(f"  * {c.item}: {c.before} -> {c.after}")
         return "\n".join(lines)
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))  # IPython's plain-text view (consoles, nbclient) shows the text
+
     def _repr_html_(self) -> str:
         return f"<pre>{html.escape(str(self))}</pre>"
 

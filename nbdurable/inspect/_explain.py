@@ -67,6 +67,9 @@ class Explanation:
             lines += [f"    {line}" for line in self.actions]
         return "\n".join(lines)
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))  # IPython's plain-text view (consoles, nbclient) shows the text
+
     def _repr_html_(self) -> str:
         items = "".join(f"<li>{html.escape(line)}</li>" for line in self.details)
         actions = "".join(f"<li><code>{html.escape(a)}</code></li>" for a in self.actions)

@@ -161,6 +161,8 @@ class Driver:
             self._tool_calls += [call.tool_name for call in response.tool_calls]
             return response
         if isinstance(effect, ExecuteTools):
+            if self.events is not None:
+                await self.events.flush()  # viewers see the calls while the tools run
             began = self._clock()
             try:
                 return await self._execute(effect)
@@ -169,6 +171,8 @@ class Driver:
         if isinstance(effect, EvaluateGates):
             return [await self._gate(inv) for inv in effect.invocations]
         if isinstance(effect, AskApprover):
+            if self.events is not None:
+                await self.events.flush()  # the requests are visible while a human decides
             return [await self._ask(request) for request in effect.requests]
         if isinstance(effect, PrepareStepCall):
             assert self.options.prepare_step is not None
