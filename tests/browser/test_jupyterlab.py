@@ -1,9 +1,9 @@
 """The notebook as its users meet it: JupyterLab and Voilà in a real (headless) Chromium.
 
 JupyterLab serves a temporary copy of ``notebooks/``; the test opens
-``01-quickstart.ipynb``, waits for the kernel, runs every cell, sees the run
-widget's text stream in, clicks Approve on the approval card and sees the run
-complete. Voilà renders a small notebook holding the run widget of a finished run.
+``01-quickstart.ipynb``, waits for the kernel, runs the cells down to
+``%%agent``, sees the run widget's text stream in, clicks Approve on the approval
+card, sees the run complete, then runs the rest of the notebook without an error. Voilà renders a small notebook holding the run widget of a finished run.
 Screenshots go to ``NBDURABLE_ARTIFACTS`` (default ``test-artifacts/``):
 ``jupyterlab-approval.png`` (the page, card showing), ``run-widget-approval.png``
 (the cell and its widget only: the README's picture, ``docs/img/``),
