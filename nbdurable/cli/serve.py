@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 from typing import Any
 
 from .agents import load_all
@@ -80,6 +81,9 @@ async def serve(args: argparse.Namespace) -> int:
                 approval_max_age_ms=None if max_age is None else int(max_age * 1000),
                 log_level=args.log_level,
             )
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, setattr, server, "should_exit", True)
             task = asyncio.ensure_future(server.serve())
             while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn has no event)
                 await asyncio.sleep(0.01)

@@ -32,4 +32,7 @@ class Bridge:
 
     def base_url(self, request: Request) -> str:
         """Where approval links point: ``public_url``, else this app's own URL."""
-        return self.public_url or str(request.base_url)
+        if self.public_url:
+            return self.public_url
+        url = request.url  # the mount point (root_path) is part of where links must point
+        return f"{url.scheme}://{url.netloc}{request.scope.get('root_path', '')}"

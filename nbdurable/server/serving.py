@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -15,7 +16,21 @@ from .auth import TOKEN_ENV_VAR, is_loopback, resolve_token
 if TYPE_CHECKING:
     from ..runtime.runtime import DurableRuntime
 
-__all__ = ["bound_url", "build_server", "serve"]
+__all__ = ["BridgeServer", "bound_url", "build_server", "serve"]
+
+
+class BridgeServer(uvicorn.Server):
+    """A uvicorn server that leaves signals to its owner.
+
+    uvicorn re-raises a captured SIGTERM after shutting down, which would end the
+    process before the runtime is closed; ``nbdurable serve`` handles the signals
+    itself (``should_exit``) and closes the runtime cleanly.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Capture nothing."""
+        yield
 
 
 def build_server(
@@ -29,8 +44,10 @@ def build_server(
     public_url: str | None = None,
     approval_max_age_ms: int | None = None,
     log_level: str = "warning",
-) -> uvicorn.Server:
+) -> BridgeServer:
     """A uvicorn server for the bridge of ``runtime`` (``await server.serve()`` runs it).
+
+    It installs no signal handlers: set ``server.should_exit = True`` to stop it.
 
     Raises:
         ConfigurationError: No token is configured and ``host`` is not loopback.
@@ -58,7 +75,7 @@ def build_server(
         server_header=False,
         timeout_graceful_shutdown=2,
     )
-    return uvicorn.Server(config)
+    return BridgeServer(config)
 
 
 def bound_url(server: uvicorn.Server) -> str:
