@@ -61,6 +61,12 @@ def _fork(row: dict[str, Any]) -> str:
     return f"{parent}@{cell(row.get('fork_step'))}" if parent else ""
 
 
+def _graph(row: dict[str, Any]) -> str:
+    """A graph node's graph and the graph's status (derived from its nodes)."""
+    graph = cell(row.get("graph_id"))
+    return f"{graph} ({cell(row.get('graph_status'))})" if graph else ""
+
+
 def list_runs(args: argparse.Namespace) -> int:
     """The runs view: one line per run, oldest first."""
     with opened_store(args.store) as store:
@@ -73,7 +79,8 @@ def list_runs(args: argparse.Namespace) -> int:
         print("no runs" + (f" in status {args.status}" if args.status else ""))
         return 0
     headers = ["run", "agent", "status", "steps", "tokens", "cost", "updated", "fork of", "pending"]
-    right = [False, False, False, True, True, True, False, False, True]
+    headers += ["graph", "after", "owner"]
+    right = [False, False, False, True, True, True, False, False, True, False, False, False]
     table = [
         [
             r["run_id"],
@@ -85,6 +92,9 @@ def list_runs(args: argparse.Namespace) -> int:
             _when(r.get("updated_at")),
             _fork(r),
             _count(r.get("pending_approvals")),
+            _graph(r),
+            r.get("depends_on"),
+            r.get("owner_run"),
         ]
         for r in rows
     ]

@@ -8,7 +8,7 @@ import contextlib
 import signal
 from typing import Any
 
-from .agents import load_all
+from .agents import load_all, load_tasks
 
 __all__ = ["add_parser", "worker"]
 
@@ -23,7 +23,13 @@ def add_parser(commands: Any) -> None:
         action="append",
         help="module:attribute holding an Agent or a list of Agents",
     )
+    worker_.add_argument(
+        "--tasks",
+        action="append",
+        help="module:attribute holding a task (nbdurable.define_task) or a list of tasks",
+    )
     worker_.add_argument("--max-concurrent-runs", type=int, default=4)
+    worker_.add_argument("--max-concurrent-tasks", type=int, default=4)
     worker_.add_argument("--lease-ms", type=int, default=30_000)
     worker_.add_argument("--poll-interval", type=float, default=0.05)
     worker_.add_argument("--owner-id", default=None)
@@ -47,7 +53,9 @@ async def worker(args: argparse.Namespace) -> int:
     runtime = await DurableRuntime.open(
         store=store,
         agents=agents,
+        tasks=load_tasks(args.tasks),
         max_concurrent_runs=args.max_concurrent_runs,
+        max_concurrent_tasks=args.max_concurrent_tasks,
         lease_ms=args.lease_ms,
         owner_id=args.owner_id,
         poll_interval=args.poll_interval,

@@ -77,8 +77,52 @@ def run_rows(records: Iterable[RunRecord], runtime: Iterable[RuntimeRun]) -> lis
         seen.add(record.run_id)
         rows.append(_run_row(record, by_id.get(record.run_id)))
     rows.extend(_run_row(None, run) for run_id, run in by_id.items() if run_id not in seen)
+    graphs = _graph_statuses(by_id.values())
+    for row in rows:
+        run = by_id.get(row["run_id"])
+        row.update(_runtime_columns(run, by_id, graphs))
+        if run is not None and run.kind == "task":
+            row["steps"] = run.phase  # a task's checkpoints are its completed phases
     rows.sort(key=lambda row: (row["created_at"], row["run_id"]))
     return rows
+
+
+def _graph_statuses(runs: Iterable[RuntimeRun]) -> dict[str, str]:
+    from ..runtime.graphs import graph_status
+
+    nodes: dict[str, list[RuntimeRun]] = {}
+    for run in runs:
+        if run.graph_id is not None:
+            nodes.setdefault(run.graph_id, []).append(run)
+    return {graph_id: graph_status(members) for graph_id, members in nodes.items()}
+
+
+def _runtime_columns(
+    run: RuntimeRun | None, by_id: dict[str, RuntimeRun], graphs: dict[str, str]
+) -> dict[str, Any]:
+    """The columns of tasks, graphs and owned runs.
+
+    ``kind``, ``graph_id``, ``node_id``, ``depends_on`` (node ids),
+    ``graph_status`` and ``owner_run``.
+    """
+    if run is None:
+        return {
+            "kind": None,
+            "graph_id": None,
+            "node_id": None,
+            "depends_on": None,
+            "graph_status": None,
+            "owner_run": None,
+        }
+    deps = [by_id[d].node_id or d if d in by_id else d for d in run.depends_on]
+    return {
+        "kind": run.kind,
+        "graph_id": run.graph_id,
+        "node_id": run.node_id,
+        "depends_on": ", ".join(deps) if run.graph_id is not None else None,
+        "graph_status": graphs.get(run.graph_id) if run.graph_id is not None else None,
+        "owner_run": run.owner_run_id,
+    }
 
 
 def _run_row(record: RunRecord | None, run: RuntimeRun | None) -> dict[str, Any]:

@@ -35,6 +35,12 @@ _RUN_COLUMNS = (
     "finish_reason",
     "session_id",
     "reason",
+    "kind",
+    "graph_id",
+    "node_id",
+    "depends_on",
+    "graph_status",
+    "owner_run",
 )
 _HISTORY_COLUMNS = (
     "step",
@@ -111,7 +117,11 @@ def runs(store: StoreLike, status: str | Sequence[str] | None = None) -> Inspect
     ``steps`` (checkpoints stored), ``step_index`` (of the latest), ``input_tokens``,
     ``output_tokens``, ``total_tokens``, ``cost`` (cumulative), ``created_at``,
     ``updated_at`` (UTC datetimes), ``parent_run`` and ``fork_step`` (set on a fork),
-    ``pending_approvals``, ``finish_reason``, ``session_id`` and ``reason`` (runtime runs).
+    ``pending_approvals``, ``finish_reason``, ``session_id`` and ``reason`` (runtime runs);
+    ``kind`` (``agent`` or ``task``: a task's ``agent`` is the task's name and its
+    ``steps`` its checkpointed phases), ``graph_id``, ``node_id``, ``depends_on``
+    (node ids) and ``graph_status`` (derived from the graph's nodes) for graph
+    nodes, ``owner_run`` for agent runs a task spawned.
 
     Args:
         store: A store, or a store URL.

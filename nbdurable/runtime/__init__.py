@@ -1,12 +1,14 @@
-"""The managed runtime (seed 003): agents, registrations, limits, and (arriving) the scheduler."""
+"""The managed runtime (seed 003): agents, limits, the scheduler, tasks and graphs."""
 
 from .agent import TOOL_RECOVERY, Agent, Registry, ToolRecovery
 from .engine import EmbeddedEngine, Engine
+from .graphs import Graph, GraphNode
 from .limits import Limits, ModelRetry, is_retryable
 from .prompts import Prompt, canonical_prompt, prompt_message, validate_prompt
 from .records import RuntimeRun, ToolIntent
 from .run import Run, RunFailedError, RunResult
 from .runtime import DurableRuntime
+from .tasks import TaskContext, TaskDefinition, TaskRun, define_task
 
 __all__ = [
     "TOOL_RECOVERY",
@@ -14,6 +16,8 @@ __all__ = [
     "DurableRuntime",
     "EmbeddedEngine",
     "Engine",
+    "Graph",
+    "GraphNode",
     "Limits",
     "ModelRetry",
     "Prompt",
@@ -22,9 +26,13 @@ __all__ = [
     "RunFailedError",
     "RunResult",
     "RuntimeRun",
+    "TaskContext",
+    "TaskDefinition",
+    "TaskRun",
     "ToolIntent",
     "ToolRecovery",
     "canonical_prompt",
+    "define_task",
     "is_retryable",
     "prompt_message",
     "validate_prompt",

@@ -18,8 +18,10 @@ from ..loop.driver import build_options
 from ..loop.machine import LegStart, leg_start_from_checkpoint
 from ..messages import Message
 from .executor import ModelAttemptFailed, NeedsAttention, RunContext, RunTimedOut, RuntimeDriver
+from .graphs import prompt_with_results
 from .prompts import prompt_message
 from .records import RuntimeRun
+from .tasks import TaskExecution, canonical_json, run_phases
 
 if TYPE_CHECKING:
     from .runtime import DurableRuntime
@@ -47,13 +49,30 @@ class Engine(Protocol):
         ...
 
 
+class _Execution(Protocol):
+    """What the engine's shared bookkeeping needs of an execution (agent run or task)."""
+
+    record: RuntimeRun
+    cancel_reason: str | None
+
+    @property
+    def fence(self) -> int:
+        """The fencing token the owner holds."""
+        ...
+
+
 class EmbeddedEngine:
-    """Executes runs as tasks on the running event loop, at most ``max_concurrent_runs`` at once."""
+    """Executes runs as tasks on the running event loop.
+
+    At most ``max_concurrent_runs`` agent runs and, apart from them,
+    ``max_concurrent_tasks`` custom-task phases execute at once.
+    """
 
     def __init__(self) -> None:
         self.runtime: DurableRuntime
         self._executions: dict[str, asyncio.Task[None]] = {}
-        self._contexts: dict[str, RunContext] = {}
+        self._contexts: dict[str, _Execution] = {}
+        self._task_runs: set[str] = set()
         self._wake = asyncio.Event()
         self._scheduler: asyncio.Task[None] | None = None
         self._closed = False
@@ -104,14 +123,26 @@ class EmbeddedEngine:
         try:
             while not self._closed:
                 self._wake.clear()
-                while len(self._executions) < self.runtime.max_concurrent_runs:
-                    agents = self.runtime.registry.keys()
-                    record = self.runtime.runtime_store.rt_claim(
-                        self.runtime.owner_id, self.runtime.now(), self.runtime.lease_ms, agents
+                runtime = self.runtime
+                while len(self._executions) - len(self._task_runs) < runtime.max_concurrent_runs:
+                    agents = runtime.registry.keys()
+                    record = runtime.runtime_store.rt_claim(
+                        runtime.owner_id, runtime.now(), runtime.lease_ms, agents
                     )
                     if record is None:
                         break
                     self._start(record)
+                while runtime.tasks and len(self._task_runs) < runtime.max_concurrent_tasks:
+                    record = runtime.runtime_store.rt_claim(
+                        runtime.owner_id,
+                        runtime.now(),
+                        runtime.lease_ms,
+                        runtime.task_keys(),
+                        kind="task",
+                    )
+                    if record is None:
+                        break
+                    self._start_task(record)
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.runtime.poll_interval)
         except asyncio.CancelledError:
@@ -133,10 +164,54 @@ class EmbeddedEngine:
         self._executions[record.run_id] = task
         task.add_done_callback(lambda _: self._finished(record.run_id))
 
+    def _start_task(self, record: RuntimeRun) -> None:
+        execution = TaskExecution(self.runtime, self.runtime.tasks[record.agent_id], record)
+        self._contexts[record.run_id] = execution
+        self._task_runs.add(record.run_id)
+        task = asyncio.get_running_loop().create_task(self._execute_task(execution))
+        self._executions[record.run_id] = task
+        task.add_done_callback(lambda _: self._finished(record.run_id))
+
     def _finished(self, run_id: str) -> None:
         self._executions.pop(run_id, None)
         self._contexts.pop(run_id, None)
+        self._task_runs.discard(run_id)
         self._wake.set()
+
+    async def _execute_task(self, execution: TaskExecution) -> None:
+        """Run a claimed task's phases from its last checkpoint, under its lease."""
+        record = execution.record
+        if record.state == "cancelling":
+            self.runtime.set_state(
+                record.run_id, record.fence, state="cancelled", reason="cancelled", lease_owner=None
+            )
+            await self.runtime.cancel_owned(record.run_id)
+            return
+        if record.deadline_at is not None and self.runtime.now() >= record.deadline_at:
+            self.runtime.set_state(
+                record.run_id, record.fence, state="failed", reason="timeout", lease_owner=None
+            )
+            return
+        self.runtime.state_event(record)
+        keeper = asyncio.get_running_loop().create_task(self._keep_lease(execution))
+        try:
+            state = await run_phases(execution)
+            self._end(execution, state="completed", result_text=canonical_json(state))
+        except FencedOutError:
+            pass  # another owner has the task: it decides from here
+        except asyncio.CancelledError:
+            self._after_cancel(execution)
+            if execution.cancel_reason == "cancelled":
+                await self.runtime.cancel_owned(record.run_id)
+        except RunTimedOut:
+            self._end(execution, state="failed", reason="timeout")
+        except LimitExceededError as exc:
+            self._end(execution, state="failed", reason="limit_exceeded", error=str(exc))
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            self._end(execution, state="failed", reason="error", error=error)
+        finally:
+            keeper.cancel()
 
     async def _execute(self, context: RunContext) -> None:
         record = context.record
@@ -183,7 +258,7 @@ class EmbeddedEngine:
         else:
             history = await self._session_history(record)
             start = LegStart(
-                messages=(*history, prompt_message(record.prompt_value)),
+                messages=(*history, self._first_message(record)),
                 run_id=record.run_id,
                 durable=True,
             )
@@ -229,6 +304,17 @@ class EmbeddedEngine:
                 reason="the run waits for a client tool's result",
             )
 
+    def _first_message(self, record: RuntimeRun) -> Message:
+        """The run's prompt; a graph node's with its dependencies' results appended."""
+        if not record.depends_on:
+            return prompt_message(record.prompt_value)
+        results = []
+        for run_id in record.depends_on:
+            dep = self.runtime.runtime_store.rt_get(run_id)
+            if dep is not None:
+                results.append((dep.node_id or dep.run_id, dep.result_text or ""))
+        return prompt_with_results(record.prompt_value, results)
+
     async def _session_history(self, record: RuntimeRun) -> tuple[Message, ...]:
         """The latest completed history of the run's session (failed runs add none)."""
         completed = self.runtime.runtime_store.rt_session(record.session_id, ["completed"])
@@ -238,13 +324,13 @@ class EmbeddedEngine:
         latest = await maybe_await(self.runtime.store.load(before[-1].run_id))
         return latest.messages if latest is not None else ()
 
-    def _end(self, context: RunContext, **changes: Any) -> None:
+    def _end(self, context: _Execution, **changes: Any) -> None:
         changes.setdefault("lease_owner", None)
         changes.setdefault("lease_expires_at", None)
         with contextlib.suppress(FencedOutError):  # another owner decides now
             self.runtime.set_state(context.record.run_id, context.fence, **changes)
 
-    def _after_cancel(self, context: RunContext) -> None:
+    def _after_cancel(self, context: _Execution) -> None:
         reason = context.cancel_reason
         if reason == "cancelled":
             self._end(context, state="cancelled", reason="cancelled")
@@ -274,7 +360,7 @@ class EmbeddedEngine:
             next_attempt_at=self.runtime.now() + policy.delay_ms(used),
         )
 
-    def _renew(self, context: RunContext) -> bool:
+    def _renew(self, context: _Execution) -> bool:
         try:
             return self.runtime.runtime_store.rt_renew(
                 context.record.run_id,
@@ -286,7 +372,7 @@ class EmbeddedEngine:
             self.runtime.deps.logger.error("nbdurable: renewing the lease failed: %r", exc)
             return True
 
-    async def _keep_lease(self, context: RunContext) -> None:
+    async def _keep_lease(self, context: _Execution) -> None:
         """Renew the lease; notice cancellation, timeouts and a lost lease."""
         period = max(self.runtime.lease_ms / 3000, 0.01)
         task = self._executions.get(context.record.run_id)

@@ -15,6 +15,7 @@ from .prompts import Prompt
 
 __all__ = [
     "ACTIVE_STATES",
+    "DEPENDENCY_FAILED",
     "RUNTIME",
     "TERMINAL_STATES",
     "UNFINISHED_STATES",
@@ -26,6 +27,7 @@ __all__ = [
     "claim",
     "claimable",
     "next_state",
+    "settle_graph",
 ]
 
 RunState = Literal[
@@ -54,6 +56,10 @@ UNFINISHED_STATES: frozenset[str] = frozenset(
 )
 ACTIVE_STATES: frozenset[str] = frozenset({"running", "cancelling"})
 """States that hold a concurrency slot."""
+DEPENDENCY_FAILED = "dependency_failed"
+"""The reason of a graph node failed or paused because a dependency failed or was cancelled."""
+RunKind = Literal["agent", "task"]
+DependencyPolicy = Literal["fail", "pause"]
 
 
 class RuntimeRun(BaseModel):
@@ -86,6 +92,17 @@ class RuntimeRun(BaseModel):
         verdicts: Approval responses collected while waiting, by approval id.
         result_text: The final text of a completed run.
         rerun_tool_calls: Interrupted ``manual`` tool calls a human allowed to run again.
+        kind: ``agent`` (a run of an agent) or ``task`` (a custom task: ``agent_id``
+            and ``agent_version`` name the task definition, ``prompt`` holds its
+            JSON input, ``result_text`` its final JSON state).
+        graph_id: The graph the run is a node of (:meth:`DurableRuntime.submit_graph`).
+        node_id: Its node id in the graph.
+        depends_on: Run ids of the graph nodes it waits for (``queued`` until they complete).
+        on_dependency_failure: ``fail`` (the node fails with reason
+            ``dependency_failed``) or ``pause`` (it waits in ``needs_attention``
+            until the failed dependency is retried and completes).
+        owner_run_id: The task run that spawned this (owned) agent run.
+        phase: A task run's checkpointed phases so far.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -115,6 +132,13 @@ class RuntimeRun(BaseModel):
     verdicts: dict[str, dict[str, Any]] = Field(default_factory=dict)
     result_text: str | None = None
     rerun_tool_calls: list[str] = Field(default_factory=list)
+    kind: RunKind = "agent"
+    graph_id: str | None = None
+    node_id: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    on_dependency_failure: DependencyPolicy = "fail"
+    owner_run_id: str | None = None
+    phase: int = 0
 
     @property
     def prompt_value(self) -> Prompt:
@@ -137,13 +161,14 @@ def next_state(session_busy: bool) -> RunState:
     return "queued" if session_busy else "pending"
 
 
-def claimable(run: RuntimeRun, now: int, agents: set[tuple[str, str]]) -> bool:
+def claimable(run: RuntimeRun, now: int, agents: set[tuple[str, str]], kind: str = "agent") -> bool:
     """Whether a claim may take ``run``, the oldest unfinished run of its session.
 
-    Its registration must be served, and it must be pending, in retry_wait past
-    ``next_attempt_at``, or running/cancelling under an expired lease.
+    It must be of ``kind``, its registration (or task definition) must be
+    served, and it must be pending, in retry_wait past ``next_attempt_at``, or
+    running/cancelling under an expired lease.
     """
-    if (run.agent_id, run.agent_version) not in agents:
+    if run.kind != kind or (run.agent_id, run.agent_version) not in agents:
         return False
     if run.state == "pending":
         return True
@@ -166,6 +191,59 @@ def claim(run: RuntimeRun, owner: str, now: int, lease_ms: int) -> RuntimeRun:
             "updated_at": now,
         }
     )
+
+
+def _waits_for_dependencies(run: RuntimeRun) -> bool:
+    return run.state == "queued" or (
+        run.state == "needs_attention" and run.reason == DEPENDENCY_FAILED
+    )
+
+
+def settle_graph(runs: Sequence[RuntimeRun], now: int) -> list[RuntimeRun]:
+    """The nodes of a graph that change now that some node finished (a pure function).
+
+    A node waiting for its dependencies (``queued``, or paused in
+    ``needs_attention`` by a failed dependency) becomes ``pending`` once every
+    dependency is completed. A ``queued`` node with a failed or cancelled
+    dependency follows its ``on_dependency_failure``: ``failed`` or
+    ``needs_attention``, reason ``dependency_failed``. Failures cascade: a node
+    failed here settles its own dependents too. Stores call this inside the
+    write that finishes a node, so promotion is atomic with it and idempotent.
+
+    Args:
+        runs: Every run of the graph, as of the write (the finished node included).
+        now: The write's time (``updated_at`` of the changed nodes).
+
+    Returns:
+        The changed records, in submission order.
+    """
+    by_id = {run.run_id: run for run in runs}
+    changed: dict[str, RuntimeRun] = {}
+    progress = True
+    while progress:
+        progress = False
+        for run in sorted(by_id.values(), key=lambda r: r.seq):
+            if not run.depends_on or not _waits_for_dependencies(run):
+                continue
+            deps = [by_id.get(dep) for dep in run.depends_on]
+            update: dict[str, Any]
+            if all(dep is not None and dep.state == "completed" for dep in deps):
+                update = {"state": "pending", "reason": None, "error": None}
+            else:
+                broken = [d for d in deps if d is not None and d.state in ("failed", "cancelled")]
+                if not broken or run.state != "queued":
+                    continue
+                first = broken[0]
+                update = {
+                    "state": "failed" if run.on_dependency_failure == "fail" else "needs_attention",
+                    "reason": DEPENDENCY_FAILED,
+                    "error": f"dependency {first.node_id or first.run_id!r} {first.state}",
+                }
+            by_id[run.run_id] = changed[run.run_id] = run.model_copy(
+                update={**update, "updated_at": now}
+            )
+            progress = True
+    return sorted(changed.values(), key=lambda r: r.seq)
 
 
 class ToolIntent(BaseModel):
@@ -204,6 +282,9 @@ class RuntimeStore(Protocol):
     ) -> tuple[RuntimeRun, bool]:
         """Insert a submitted run: ``(run, True)``, or ``(original, False)`` on a repeat.
 
+        ``max_pending`` bounds the unfinished runs of the run's ``kind`` (agent
+        runs and tasks are counted apart).
+
         Sets ``seq`` and ``state`` (queued behind an unfinished run of its
         session, else pending); a repeated request id returns the original run.
 
@@ -214,8 +295,24 @@ class RuntimeStore(Protocol):
         """
         ...
 
+    def rt_insert_many(self, runs: Sequence[RuntimeRun], *, max_pending: int) -> list[RuntimeRun]:
+        """Insert a batch of new runs at once (a graph's nodes), each in its own session.
+
+        Every run keeps the ``state`` it comes with (``queued`` or ``pending``);
+        ``seq`` is assigned in batch order. All or nothing.
+
+        Raises:
+            DurableConflictError: A run id exists already.
+            LimitExceededError: ``max_pending`` unfinished agent runs would be exceeded.
+        """
+        ...
+
     def rt_get(self, run_id: str) -> RuntimeRun | None:
         """The record of a run, or None."""
+        ...
+
+    def rt_graph(self, graph_id: str) -> list[RuntimeRun]:
+        """The runs of a graph, in submission order."""
         ...
 
     def rt_list(self, states: Sequence[str] | None = None) -> list[RuntimeRun]:
@@ -232,7 +329,8 @@ class RuntimeStore(Protocol):
         """Apply ``changes`` to a run record.
 
         A run reaching a terminal state promotes the next queued run of its
-        session to pending, in the same write.
+        session to pending, and settles its graph's waiting nodes
+        (:func:`settle_graph`), in the same write.
 
         Raises:
             FencedOutError: ``fence`` is not the run's current fence.
@@ -241,9 +339,14 @@ class RuntimeStore(Protocol):
         ...
 
     def rt_claim(
-        self, owner: str, now: int, lease_ms: int, agents: Sequence[tuple[str, str]]
+        self,
+        owner: str,
+        now: int,
+        lease_ms: int,
+        agents: Sequence[tuple[str, str]],
+        kind: str = "agent",
     ) -> RuntimeRun | None:
-        """Atomically take the next eligible run whose (agent, version) is in ``agents``.
+        """Atomically take the next eligible run of ``kind`` with (agent, version) in ``agents``.
 
         Eligible: the oldest unfinished run of its session that is pending, or
         in retry_wait past ``next_attempt_at``, or running/cancelling with an

@@ -179,7 +179,8 @@ class Run:
         """Let a failed or needs_attention run go on.
 
         The model gets a fresh attempt budget, and an interrupted ``manual``
-        tool runs again.
+        tool runs again. A graph node whose dependencies have not all completed
+        goes back to ``queued`` and starts once they have.
 
         Raises:
             ConfigurationError: The run is neither failed nor in needs_attention.
@@ -190,14 +191,28 @@ class Run:
                 f"only failed or needs_attention runs retry, not {record.state}"
             )
         started = [i.tool_call_id for i in self._interrupted()]
+        ready = self._dependencies_completed(record)
         self.runtime.set_state(
             self.run_id,
-            state="pending",
+            state="pending" if ready else "queued",
             reason=None,
+            error=None if ready else record.error,
             model_attempts=0,
             next_attempt_at=None,
             rerun_tool_calls=started,
         )
+        if not ready and self._dependencies_completed(record):
+            # the last dependency completed meanwhile (the store settled the graph
+            # before this node was queued again): let it go on now
+            current = self.record()
+            if current.state == "queued":
+                self.runtime.set_state(self.run_id, current.fence, state="pending", error=None)
+
+    def _dependencies_completed(self, record: RuntimeRun) -> bool:
+        """Whether every graph dependency of the run completed (True without any)."""
+        store = self.runtime.runtime_store
+        deps = [store.rt_get(run_id) for run_id in record.depends_on]
+        return all(dep is not None and dep.state == "completed" for dep in deps)
 
     # -- internals -------------------------------------------------------------------
 

@@ -19,10 +19,12 @@ from ..events.model import RUN_STATE, NewEvent
 from ..messages import Message
 from .agent import Agent, Registry
 from .engine import EmbeddedEngine, Engine
+from .graphs import Graph, validate_graph
 from .limits import Limits, check_concurrency, payload_bytes
 from .prompts import Prompt, canonical_prompt, validate_prompt
 from .records import RUNTIME, UNFINISHED_STATES, RuntimeRun, RuntimeStore
 from .run import Run
+from .tasks import TaskDefinition, TaskRun, canonical_json, task_table
 
 __all__ = ["DurableRuntime"]
 
@@ -69,8 +71,7 @@ class DurableRuntime:
                 "DurableRuntime needs a store that keeps run records: "
                 "open_store('sqlite:///...'), 'postgresql://...' or 'memory://'"
             )
-        if tasks:
-            raise ConfigurationError("custom tasks are not supported yet")
+        self.tasks: dict[str, TaskDefinition] = task_table(tasks)
         self.store = store
         self.runtime_store: RuntimeStore = store
         self.max_concurrent_runs = check_concurrency("max_concurrent_runs", max_concurrent_runs)
@@ -161,13 +162,31 @@ class DurableRuntime:
         busy = [
             r.run_id
             for r in self.runtime_store.rt_list(sorted(UNFINISHED_STATES))
-            if r.agent_id == agent_id
+            if (r.kind == "agent" and r.agent_id == agent_id)
+            or (r.kind == "task" and agent_id in self._task_agents(r.agent_id))
         ]
         if busy:
             raise DurableConflictError(
                 f"agent {agent_id!r} is needed by unfinished runs: {', '.join(busy[:5])}"
             )
         return self.registry.remove(agent_id)
+
+    def _task_agents(self, task_name: str) -> tuple[str, ...]:
+        task = self.tasks.get(task_name)
+        return task.agents if task is not None else ()
+
+    def task_keys(self) -> list[tuple[str, str]]:
+        """``(name, version)`` of the tasks this runtime executes now.
+
+        A task that declares ``agents`` is executed only while all of them are
+        registered (a recovered task waits for the host to restore them).
+        """
+        ids = set(self.registry.ids())
+        return [
+            (task.name, task.version)
+            for task in self.tasks.values()
+            if all(agent_id in ids for agent_id in task.agents)
+        ]
 
     # -- runs ------------------------------------------------------------------------------
 
@@ -182,6 +201,7 @@ class DurableRuntime:
         timeout: float | None = None,
         run_id: str | None = None,
         max_steps: int | None = None,
+        _owner_run_id: str | None = None,
     ) -> Run:
         """Submit a run of a registered agent; returns its handle at once.
 
@@ -202,6 +222,37 @@ class DurableRuntime:
                 request id reused for a different prompt.
             LimitExceededError: Too many unfinished runs, or the prompt is too large.
         """
+        record = self._agent_record(
+            agent_id,
+            prompt,
+            run_id=run_id,
+            session_id=session_id,
+            request_id=request_id,
+            timeout=timeout,
+            max_steps=max_steps,
+        )
+        if _owner_run_id is not None:
+            record = record.model_copy(update={"owner_run_id": _owner_run_id})
+        stored, created = self.runtime_store.rt_insert(
+            record, enqueue=enqueue, max_pending=self.limits.max_pending_runs
+        )
+        if created:
+            self.state_event(stored)
+            self.engine.wake()
+        return Run(self, stored.run_id)
+
+    def _agent_record(
+        self,
+        agent_id: str,
+        prompt: Prompt,
+        *,
+        run_id: str | None,
+        session_id: str | None,
+        request_id: str | None,
+        timeout: float | None,
+        max_steps: int | None,
+    ) -> RuntimeRun:
+        """A new run record of a registered agent (validated, not yet written)."""
         agent = self.registry.get(agent_id)
         if agent is None:
             raise ConfigurationError(f"no agent {agent_id!r} is registered")
@@ -217,7 +268,7 @@ class DurableRuntime:
         now = self.now()
         new_run_id = run_id or f"run-{new_id()[:16]}"
         retry = agent.retry_policy
-        record = RuntimeRun(
+        return RuntimeRun(
             run_id=new_run_id,
             agent_id=agent.id,
             agent_version=str(agent.version),
@@ -232,13 +283,155 @@ class DurableRuntime:
             stream=agent.stream,
             max_steps=agent.max_steps if max_steps is None else max_steps,
         )
+
+    async def submit_graph(self, nodes: Iterable[Any], *, graph_id: str | None = None) -> Graph:
+        """Submit a DAG of agent runs; returns the graph's handle at once.
+
+        Each node (a :class:`~nbdurable.runtime.graphs.GraphNode` or a dict with
+        its fields: ``id``, ``agent``, ``prompt``, ``depends_on``,
+        ``on_dependency_failure``, ``timeout``, ``max_steps``) becomes a run with
+        id ``f"{graph_id}:{node_id}"`` in a session of its own. A node waits
+        ``queued`` until its dependencies complete, then starts with their result
+        texts appended to its prompt. When a dependency fails or is cancelled, the
+        node fails (``on_dependency_failure="fail"``, reason ``dependency_failed``)
+        or waits in ``needs_attention`` (``"pause"``) until the dependency is
+        retried and completes. Submitting an existing ``graph_id`` again with the
+        same nodes returns the original graph.
+
+        Raises:
+            ConfigurationError: An unknown agent or dependency, a cycle, a
+                repeated node id, an invalid prompt (nothing is written).
+            DurableConflictError: ``graph_id`` names a different graph.
+            LimitExceededError: Too many unfinished runs, or a prompt too large.
+        """
+        ordered = validate_graph(nodes, self.registry)
+        gid = graph_id or f"graph-{new_id()[:12]}"
+        existing = self.runtime_store.rt_graph(gid)
+        if existing:
+            return self._same_graph(gid, existing, ordered)
+        records = []
+        for node in ordered:
+            record = self._agent_record(
+                node.agent,
+                node.prompt,
+                run_id=f"{gid}:{node.id}",
+                session_id=None,
+                request_id=None,
+                timeout=node.timeout,
+                max_steps=node.max_steps,
+            )
+            records.append(
+                record.model_copy(
+                    update={
+                        "graph_id": gid,
+                        "node_id": node.id,
+                        "depends_on": [f"{gid}:{dep}" for dep in node.depends_on],
+                        "on_dependency_failure": node.on_dependency_failure,
+                        "state": "queued" if node.depends_on else "pending",
+                    }
+                )
+            )
+        try:
+            stored = self.runtime_store.rt_insert_many(
+                records, max_pending=self.limits.max_pending_runs
+            )
+        except DurableConflictError:
+            existing = self.runtime_store.rt_graph(gid)
+            if existing:  # another process submitted the same graph first
+                return self._same_graph(gid, existing, ordered)
+            raise
+        for record in stored:
+            self.state_event(record)
+        self.engine.wake()
+        return Graph(self, gid)
+
+    def _same_graph(self, gid: str, existing: list[RuntimeRun], ordered: list[Any]) -> Graph:
+        known = {(r.node_id, r.agent_id, r.prompt) for r in existing}
+        wanted = {(n.id, n.agent, canonical_prompt(n.prompt)) for n in ordered}
+        if known != wanted:
+            raise DurableConflictError(f"graph id {gid!r} was used for a different graph")
+        return Graph(self, gid)
+
+    def graph(self, graph_id: str) -> Graph:
+        """Re-attach to a graph of the store, from any process.
+
+        Raises:
+            RunNotFoundError: The store has no such graph.
+        """
+        if not self.runtime_store.rt_graph(graph_id):
+            raise RunNotFoundError(graph_id)
+        return Graph(self, graph_id)
+
+    async def submit_task(
+        self,
+        name: str,
+        input: Any = None,
+        *,
+        request_id: str | None = None,
+        run_id: str | None = None,
+        timeout: float | None = None,
+    ) -> TaskRun:
+        """Submit a run of a custom task (defined at open); returns its handle at once.
+
+        Args:
+            name: A task given to ``open(tasks=[...])``.
+            input: JSON data: the state the first phase gets.
+            request_id: Deduplication key: the same input returns the original run.
+            run_id: The task run's id (default: generated).
+            timeout: Seconds until the task fails with reason ``timeout``.
+
+        Raises:
+            ConfigurationError: An unknown task, input that is not JSON, or a
+                declared agent that is not registered.
+            DurableConflictError: A request id reused for a different input.
+            LimitExceededError: ``max_pending_tasks`` unfinished tasks, or the
+                input is too large.
+        """
+        task = self.tasks.get(name)
+        if task is None:
+            raise ConfigurationError(
+                f"no task {name!r}: tasks are defined with define_task() and passed to open()"
+            )
+        missing = [a for a in task.agents if self.registry.get(a) is None]
+        if missing:
+            raise ConfigurationError(
+                f"task {name!r} spawns agents that are not registered: {', '.join(missing)}"
+            )
+        try:
+            text = canonical_json(input)
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"a task's input must be JSON data: {exc}") from None
+        size = payload_bytes(text)
+        if size > self.limits.max_payload_bytes:
+            raise LimitExceededError("max_payload_bytes", size, self.limits.max_payload_bytes)
+        now = self.now()
+        new_run_id = run_id or f"task-{new_id()[:16]}"
+        record = RuntimeRun(
+            run_id=new_run_id,
+            agent_id=task.name,
+            agent_version=task.version,
+            session_id=f"session-{new_run_id}",
+            request_id=request_id,
+            prompt=text,
+            state="pending",
+            created_at=now,
+            updated_at=now,
+            deadline_at=None if timeout is None else now + int(timeout * 1000),
+            kind="task",
+        )
         stored, created = self.runtime_store.rt_insert(
-            record, enqueue=enqueue, max_pending=self.limits.max_pending_runs
+            record, enqueue=False, max_pending=self.limits.max_pending_tasks
         )
         if created:
             self.state_event(stored)
             self.engine.wake()
-        return Run(self, stored.run_id)
+        return TaskRun(self, stored.run_id)
+
+    async def cancel_owned(self, run_id: str) -> None:
+        """Cancel the unfinished agent runs a task run spawned."""
+        for record in self.runtime_store.rt_list(sorted(UNFINISHED_STATES)):
+            if record.owner_run_id == run_id:
+                await Run(self, record.run_id).cancel()
 
     async def get_run(self, run_id: str) -> Run:
         """Re-attach to any run of the store, from any process.
@@ -246,9 +439,10 @@ class DurableRuntime:
         Raises:
             RunNotFoundError: The store has no such run.
         """
-        if self.runtime_store.rt_get(run_id) is None:
+        record = self.runtime_store.rt_get(run_id)
+        if record is None:
             raise RunNotFoundError(run_id)
-        return Run(self, run_id)
+        return TaskRun(self, run_id) if record.kind == "task" else Run(self, run_id)
 
     async def fork(
         self,
@@ -314,8 +508,23 @@ class DurableRuntime:
             waiting = self.runtime_store.rt_session(record.session_id, sorted(UNFINISHED_STATES))
             if waiting and waiting[0].state == "pending":
                 self.state_event(waiting[0])
+            if record.graph_id is not None:  # ... and settled the graph's waiting nodes
+                self._graph_events(record)
         self.engine.wake()
         return record
+
+    def _graph_events(self, finished: RuntimeRun) -> None:
+        """State events of the nodes the store settled when ``finished`` finished."""
+        assert finished.graph_id is not None
+        nodes = self.runtime_store.rt_graph(finished.graph_id)
+        downstream = {finished.run_id}
+        for node in nodes:  # topological order: dependents come after their dependencies
+            if downstream.intersection(node.depends_on):
+                downstream.add(node.run_id)
+        for node in nodes:
+            settled = node.state != "queued" and node.updated_at == finished.updated_at
+            if node.run_id != finished.run_id and node.run_id in downstream and settled:
+                self.state_event(node)
 
     def cancel_local(self, run_id: str) -> bool:
         """Cancel this runtime's execution of a run, if it has one."""

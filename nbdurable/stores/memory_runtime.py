@@ -16,6 +16,7 @@ from ..runtime.records import (
     claim,
     claimable,
     next_state,
+    settle_graph,
 )
 
 __all__ = ["MemoryRuntimeTables"]
@@ -45,8 +46,10 @@ class MemoryRuntimeTables:
                     )
                 return original, False
             unfinished = [r for r in self._rt_runs.values() if r.state in UNFINISHED_STATES]
-            if len(unfinished) >= max_pending:
-                raise LimitExceededError("max_pending_runs", len(unfinished) + 1, max_pending)
+            count = sum(r.kind == run.kind for r in unfinished)
+            if count >= max_pending:
+                limit = "max_pending_tasks" if run.kind == "task" else "max_pending_runs"
+                raise LimitExceededError(limit, count + 1, max_pending)
             busy = any(r.session_id == run.session_id for r in unfinished)
             if busy and not enqueue:
                 raise DurableConflictError(
@@ -62,10 +65,37 @@ class MemoryRuntimeTables:
                 self._rt_requests[run.request_id] = run.run_id
             return stored, True
 
+    def rt_insert_many(
+        self, runs: Sequence[RuntimeRun], *, max_pending: int
+    ) -> builtins.list[RuntimeRun]:
+        """Insert a batch of new runs at once, states as given (a graph's nodes)."""
+        with self._rt_lock:
+            count = sum(
+                r.kind == "agent" and r.state in UNFINISHED_STATES for r in self._rt_runs.values()
+            )
+            if count + len(runs) > max_pending:
+                raise LimitExceededError("max_pending_runs", count + len(runs), max_pending)
+            for run in runs:
+                if run.run_id in self._rt_runs:
+                    raise DurableConflictError(f"run id {run.run_id!r} exists already")
+            stored = []
+            for run in runs:
+                self._rt_seq += 1
+                stored.append(run.model_copy(update={"seq": self._rt_seq}))
+            for run in stored:
+                self._rt_runs[run.run_id] = run
+            return stored
+
     def rt_get(self, run_id: str) -> RuntimeRun | None:
         """The record of a run, or None."""
         with self._rt_lock:
             return self._rt_runs.get(run_id)
+
+    def rt_graph(self, graph_id: str) -> builtins.list[RuntimeRun]:
+        """The runs of a graph, in submission order."""
+        with self._rt_lock:
+            runs = [r for r in self._rt_runs.values() if r.graph_id == graph_id]
+        return sorted(runs, key=lambda r: r.seq)
 
     def rt_list(self, states: Sequence[str] | None = None) -> builtins.list[RuntimeRun]:
         """Records in submission order, optionally filtered by state."""
@@ -97,6 +127,10 @@ class MemoryRuntimeTables:
             self._rt_runs[run_id] = updated
             if updated.state in TERMINAL_STATES and current.state not in TERMINAL_STATES:
                 self._promote(updated.session_id, changes.get("updated_at", updated.updated_at))
+                if updated.graph_id is not None:
+                    graph = [r for r in self._rt_runs.values() if r.graph_id == updated.graph_id]
+                    for node in settle_graph(graph, updated.updated_at):
+                        self._rt_runs[node.run_id] = node
             return updated
 
     def _promote(self, session_id: str, now: int) -> None:
@@ -115,7 +149,12 @@ class MemoryRuntimeTables:
             )
 
     def rt_claim(
-        self, owner: str, now: int, lease_ms: int, agents: Sequence[tuple[str, str]]
+        self,
+        owner: str,
+        now: int,
+        lease_ms: int,
+        agents: Sequence[tuple[str, str]],
+        kind: str = "agent",
     ) -> RuntimeRun | None:
         """Take the next eligible run: the oldest unfinished of its session, agent known."""
         allowed = set(agents)
@@ -125,7 +164,7 @@ class MemoryRuntimeTables:
                 if run.state in UNFINISHED_STATES and run.session_id not in heads:
                     heads[run.session_id] = run
             for run in sorted(heads.values(), key=lambda r: r.seq):
-                if claimable(run, now, allowed):
+                if claimable(run, now, allowed, kind):
                     claimed = claim(run, owner, now, lease_ms)
                     self._rt_runs[run.run_id] = claimed
                     return claimed

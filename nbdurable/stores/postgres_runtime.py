@@ -36,13 +36,14 @@ from ..runtime.records import (
     claim,
     claimable,
     next_state,
+    settle_graph,
 )
 
 if TYPE_CHECKING:
     from psycopg import Connection
     from psycopg_pool import ConnectionPool
 
-__all__ = ["RUNTIME_MIGRATION", "PostgresRuntimeTables"]
+__all__ = ["RUNTIME_MIGRATION", "RUNTIME_MIGRATION_V4", "PostgresRuntimeTables"]
 
 T = TypeVar("T")
 
@@ -73,8 +74,16 @@ RUNTIME_MIGRATION: tuple[str, ...] = (
 )
 """Schema version 3: ``rt_runs``, ``rt_intents``, ``rt_journal`` (``{s}``: the quoted schema)."""
 
+RUNTIME_MIGRATION_V4: tuple[str, ...] = (
+    "ALTER TABLE {s}.rt_runs ADD COLUMN kind text NOT NULL DEFAULT 'agent'",
+    "ALTER TABLE {s}.rt_runs ADD COLUMN graph_id text",
+    "CREATE INDEX rt_runs_kind ON {s}.rt_runs (kind, state)",
+    "CREATE INDEX rt_runs_graph ON {s}.rt_runs (graph_id, seq)",
+)
+"""Schema version 4: ``kind`` and ``graph_id`` columns of ``rt_runs`` (tasks and graphs)."""
+
 _UNFINISHED = ", ".join(f"'{s}'" for s in sorted(UNFINISHED_STATES))
-_COLUMNS = "run_id, seq, session_id, state, request_id, fence, record"
+_COLUMNS = "run_id, seq, session_id, state, request_id, fence, kind, graph_id, record"
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,10 @@ class _Statements:
     lock: str
     put: str
     submit_facts: str
+    count_kind: str
+    taken: str
+    last_seq: str
+    graph: str
     get: str
     get_for_update: str
     renewable: str
@@ -108,22 +121,27 @@ def _statements(schema: str) -> _Statements:
     return _Statements(
         lock="SELECT pg_advisory_xact_lock(%s)",
         put=(
-            f"INSERT INTO {s}.rt_runs ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+            f"INSERT INTO {s}.rt_runs ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
             "ON CONFLICT (run_id) DO UPDATE SET seq = EXCLUDED.seq, "
             "session_id = EXCLUDED.session_id, state = EXCLUDED.state, "
-            "request_id = EXCLUDED.request_id, fence = EXCLUDED.fence, record = EXCLUDED.record"
+            "request_id = EXCLUDED.request_id, fence = EXCLUDED.fence, kind = EXCLUDED.kind, "
+            "graph_id = EXCLUDED.graph_id, record = EXCLUDED.record"
         ),
         # What a submission checks, in one round trip: the run a repeated
         # request id names, the unfinished count, whether the session is busy,
         # whether the run id is taken, the last seq.
         submit_facts=(
             f"SELECT (SELECT record FROM {s}.rt_runs WHERE request_id = %(request_id)s), "
-            f"(SELECT count(*) FROM {s}.rt_runs WHERE {unfinished}), "
+            f"(SELECT count(*) FROM {s}.rt_runs WHERE kind = %(kind)s AND {unfinished}), "
             f"EXISTS (SELECT 1 FROM {s}.rt_runs WHERE session_id = %(session_id)s "
             f"AND {unfinished}), "
             f"EXISTS (SELECT 1 FROM {s}.rt_runs WHERE run_id = %(run_id)s), "
             f"(SELECT coalesce(max(seq), 0) FROM {s}.rt_runs)"
         ),
+        count_kind=f"SELECT count(*) FROM {s}.rt_runs WHERE kind = %s AND {unfinished}",
+        taken=f"SELECT run_id FROM {s}.rt_runs WHERE run_id = ANY(%s) LIMIT 1",
+        last_seq=f"SELECT coalesce(max(seq), 0) FROM {s}.rt_runs",
+        graph=f"SELECT record FROM {s}.rt_runs WHERE graph_id = %s ORDER BY seq",
         get=f"SELECT record FROM {s}.rt_runs WHERE run_id = %s",
         get_for_update=f"SELECT record FROM {s}.rt_runs WHERE run_id = %s FOR UPDATE",
         renewable=f"SELECT record FROM {s}.rt_runs WHERE run_id = %s AND fence = %s FOR UPDATE",
@@ -177,6 +195,8 @@ def _row(run: RuntimeRun) -> tuple[object, ...]:
         run.state,
         run.request_id,
         run.fence,
+        run.kind,
+        run.graph_id,
         run.model_dump_json(),
     )
 
@@ -221,7 +241,12 @@ class PostgresRuntimeTables:
         def insert(conn: Connection[tuple[Any, ...]]) -> tuple[RuntimeRun, bool]:
             facts = conn.execute(
                 self._rq.submit_facts,
-                {"request_id": run.request_id, "session_id": run.session_id, "run_id": run.run_id},
+                {
+                    "request_id": run.request_id,
+                    "session_id": run.session_id,
+                    "run_id": run.run_id,
+                    "kind": run.kind,
+                },
             ).fetchone()
             assert facts is not None  # a SELECT without FROM returns one row
             found, pending, busy, taken, last_seq = facts
@@ -233,7 +258,8 @@ class PostgresRuntimeTables:
                     )
                 return original, False
             if pending >= max_pending:
-                raise LimitExceededError("max_pending_runs", pending + 1, max_pending)
+                limit = "max_pending_tasks" if run.kind == "task" else "max_pending_runs"
+                raise LimitExceededError(limit, pending + 1, max_pending)
             if busy and not enqueue:
                 raise DurableConflictError(
                     f"session {run.session_id!r} has an unfinished run; pass enqueue=True "
@@ -246,6 +272,36 @@ class PostgresRuntimeTables:
             return stored, True
 
         return self._rt_write(insert, exclusive=True)
+
+    def rt_insert_many(
+        self, runs: Sequence[RuntimeRun], *, max_pending: int
+    ) -> builtins.list[RuntimeRun]:
+        """Insert a batch of new runs at once, states as given (a graph's nodes)."""
+
+        def insert(conn: Connection[tuple[Any, ...]]) -> builtins.list[RuntimeRun]:
+            found = conn.execute(self._rq.count_kind, ("agent",)).fetchone()
+            pending = int(found[0]) if found is not None else 0
+            if pending + len(runs) > max_pending:
+                raise LimitExceededError("max_pending_runs", pending + len(runs), max_pending)
+            taken = conn.execute(self._rq.taken, ([run.run_id for run in runs],)).fetchone()
+            if taken is not None:
+                raise DurableConflictError(f"run id {taken[0]!r} exists already")
+            last = conn.execute(self._rq.last_seq).fetchone()
+            seq = int(last[0]) if last is not None else 0
+            stored = []
+            for run in runs:
+                seq += 1
+                stored.append(run.model_copy(update={"seq": seq}))
+                self._rt_put(conn, stored[-1])
+            return stored
+
+        return self._rt_write(insert, exclusive=True)
+
+    def rt_graph(self, graph_id: str) -> builtins.list[RuntimeRun]:
+        """The runs of a graph, in submission order."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(self._rq.graph, (graph_id,)).fetchall()
+        return [_record(text) for (text,) in rows]
 
     def rt_get(self, run_id: str) -> RuntimeRun | None:
         """The record of a run, or None."""
@@ -295,20 +351,30 @@ class PostgresRuntimeTables:
                                 update={"state": "pending", "updated_at": updated.updated_at}
                             ),
                         )
+                if updated.graph_id is not None:
+                    rows = conn.execute(self._rq.graph, (updated.graph_id,)).fetchall()
+                    graph = [_record(text) for (text,) in rows]
+                    for node in settle_graph(graph, updated.updated_at):
+                        self._rt_put(conn, node)
             return updated
 
         return self._rt_write(update, exclusive=True)
 
     def rt_claim(
-        self, owner: str, now: int, lease_ms: int, agents: Sequence[tuple[str, str]]
+        self,
+        owner: str,
+        now: int,
+        lease_ms: int,
+        agents: Sequence[tuple[str, str]],
+        kind: str = "agent",
     ) -> RuntimeRun | None:
-        """Take the next eligible run (the oldest unfinished of its session)."""
+        """Take the next eligible run of ``kind`` (the oldest unfinished of its session)."""
         allowed = set(agents)
 
         def take(conn: Connection[tuple[Any, ...]]) -> RuntimeRun | None:
             for (text,) in conn.execute(self._rq.heads).fetchall():
                 run = _record(text)
-                if claimable(run, now, allowed):
+                if claimable(run, now, allowed, kind):
                     claimed = claim(run, owner, now, lease_ms)
                     self._rt_put(conn, claimed)
                     return claimed

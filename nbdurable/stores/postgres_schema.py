@@ -44,6 +44,10 @@ the SQLite store's)::
     rt_journal(run_id, step_index, response text), PRIMARY KEY (run_id, step_index)
         the completed model response of each step
 
+Version 4 adds two columns of ``rt_runs`` for tasks and graphs: ``kind text NOT
+NULL DEFAULT 'agent'`` (``agent`` or ``task``; index on (kind, state)) and
+``graph_id text`` (the graph a node belongs to; index on (graph_id, seq)).
+
 A migration is a list of SQL statements with ``{s}`` standing for the quoted
 schema name. PostgreSQL's DDL is transactional: a migration and its version row
 commit together, under an advisory lock, so several processes may open a new
@@ -57,7 +61,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._errors import CheckpointVersionError, ConfigurationError
-from .postgres_runtime import RUNTIME_MIGRATION
+from .postgres_runtime import RUNTIME_MIGRATION, RUNTIME_MIGRATION_V4
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -112,7 +116,7 @@ _V2 = (
     )""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, RUNTIME_MIGRATION)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, RUNTIME_MIGRATION, RUNTIME_MIGRATION_V4)
 """``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -22,9 +22,10 @@ from ..runtime.records import (
     claim,
     claimable,
     next_state,
+    settle_graph,
 )
 
-__all__ = ["SqliteRuntimeTables", "migrate_runtime"]
+__all__ = ["SqliteRuntimeTables", "migrate_runtime", "migrate_runtime_v4"]
 
 _UNFINISHED = ", ".join(f"'{s}'" for s in sorted(UNFINISHED_STATES))
 _HEADS = f"""
@@ -35,8 +36,9 @@ WHERE r.state IN ({_UNFINISHED})
 ORDER BY r.seq
 """
 _PUT = (
-    "INSERT OR REPLACE INTO rt_runs (run_id, seq, session_id, state, request_id, fence, record) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT OR REPLACE INTO rt_runs "
+    "(run_id, seq, session_id, state, request_id, fence, kind, graph_id, record) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -79,6 +81,17 @@ def migrate_runtime(db: Any) -> None:
     )
 
 
+def migrate_runtime_v4(db: Any) -> None:
+    """Schema v4: ``kind`` and ``graph_id`` columns of rt_runs (tasks, graphs), idempotent."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(rt_runs)").fetchall()}
+    if "kind" not in columns:
+        db.execute("ALTER TABLE rt_runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'agent'")
+    if "graph_id" not in columns:
+        db.execute("ALTER TABLE rt_runs ADD COLUMN graph_id TEXT")
+    db.execute("CREATE INDEX IF NOT EXISTS rt_runs_kind ON rt_runs (kind, state)")
+    db.execute("CREATE INDEX IF NOT EXISTS rt_runs_graph ON rt_runs (graph_id, seq)")
+
+
 def _record(text: str) -> RuntimeRun:
     return RuntimeRun.model_validate_json(text)
 
@@ -101,6 +114,8 @@ class SqliteRuntimeTables:
                 run.state,
                 run.request_id,
                 run.fence,
+                run.kind,
+                run.graph_id,
                 run.model_dump_json(),
             ),
         )
@@ -122,10 +137,12 @@ class SqliteRuntimeTables:
                         )
                     return original, False
             pending = conn.execute(
-                f"SELECT count(*) FROM rt_runs WHERE state IN ({_UNFINISHED})"
+                f"SELECT count(*) FROM rt_runs WHERE kind = ? AND state IN ({_UNFINISHED})",
+                (run.kind,),
             ).fetchone()[0]
             if pending >= max_pending:
-                raise LimitExceededError("max_pending_runs", pending + 1, max_pending)
+                limit = "max_pending_tasks" if run.kind == "task" else "max_pending_runs"
+                raise LimitExceededError(limit, pending + 1, max_pending)
             busy = (
                 conn.execute(
                     f"SELECT 1 FROM rt_runs WHERE session_id = ? AND state IN ({_UNFINISHED})",
@@ -144,6 +161,34 @@ class SqliteRuntimeTables:
             stored = run.model_copy(update={"seq": seq, "state": next_state(busy)})
             self._put(conn, stored)
             return stored, True
+
+    def rt_insert_many(
+        self, runs: Sequence[RuntimeRun], *, max_pending: int
+    ) -> builtins.list[RuntimeRun]:
+        """Insert a batch of new runs at once, states as given (a graph's nodes)."""
+        with self._lock, self._write() as conn:
+            pending = conn.execute(
+                f"SELECT count(*) FROM rt_runs WHERE kind = 'agent' AND state IN ({_UNFINISHED})"
+            ).fetchone()[0]
+            if pending + len(runs) > max_pending:
+                raise LimitExceededError("max_pending_runs", pending + len(runs), max_pending)
+            seq = conn.execute("SELECT max(seq) FROM rt_runs").fetchone()[0] or 0
+            stored = []
+            for run in runs:
+                if conn.execute("SELECT 1 FROM rt_runs WHERE run_id = ?", (run.run_id,)).fetchone():
+                    raise DurableConflictError(f"run id {run.run_id!r} exists already")
+                seq += 1
+                stored.append(run.model_copy(update={"seq": seq}))
+                self._put(conn, stored[-1])
+            return stored
+
+    def rt_graph(self, graph_id: str) -> builtins.list[RuntimeRun]:
+        """The runs of a graph, in submission order."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT record FROM rt_runs WHERE graph_id = ? ORDER BY seq", (graph_id,)
+            ).fetchall()
+        return [_record(text) for (text,) in rows]
 
     def rt_get(self, run_id: str) -> RuntimeRun | None:
         """The record of a run, or None."""
@@ -202,6 +247,14 @@ class SqliteRuntimeTables:
                                 update={"state": "pending", "updated_at": updated.updated_at}
                             ),
                         )
+                if updated.graph_id is not None:
+                    rows = conn.execute(
+                        "SELECT record FROM rt_runs WHERE graph_id = ? ORDER BY seq",
+                        (updated.graph_id,),
+                    ).fetchall()
+                    graph = [_record(text) for (text,) in rows]
+                    for node in settle_graph(graph, updated.updated_at):
+                        self._put(conn, node)
             return updated
 
     def _locked_get(self, conn: sqlite3.Connection, run_id: str) -> RuntimeRun:
@@ -211,14 +264,19 @@ class SqliteRuntimeTables:
         return _record(found[0])
 
     def rt_claim(
-        self, owner: str, now: int, lease_ms: int, agents: Sequence[tuple[str, str]]
+        self,
+        owner: str,
+        now: int,
+        lease_ms: int,
+        agents: Sequence[tuple[str, str]],
+        kind: str = "agent",
     ) -> RuntimeRun | None:
-        """Take the next eligible run (the oldest unfinished of its session)."""
+        """Take the next eligible run of ``kind`` (the oldest unfinished of its session)."""
         allowed = set(agents)
         with self._lock, self._write() as conn:
             for (text,) in conn.execute(_HEADS).fetchall():
                 run = _record(text)
-                if claimable(run, now, allowed):
+                if claimable(run, now, allowed, kind):
                     claimed = claim(run, owner, now, lease_ms)
                     self._put(conn, claimed)
                     return claimed

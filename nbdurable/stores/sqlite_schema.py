@@ -30,6 +30,11 @@ Version 3 adds the runtime's tables (see :mod:`.sqlite_runtime`)::
     rt_intents(run_id, tool_call_id, intent)   tool intents, PK (run_id, tool_call_id)
     rt_journal(run_id, step_index, response)   completed model responses
 
+Version 4 adds two columns of rt_runs for tasks and graphs::
+
+    kind TEXT NOT NULL DEFAULT 'agent'   'agent' or 'task'; index (kind, state)
+    graph_id TEXT                        the graph a node belongs to; index (graph_id, seq)
+
 A migration is a function of a ``sqlite_utils.Database``; it must be idempotent
 (``if_not_exists``), because a crash between its statements and the version row
 makes the next open run it again.
@@ -130,7 +135,13 @@ def _v3(db: Database) -> None:
     migrate_runtime(db)
 
 
-MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1, _v2, _v3)
+def _v4(db: Database) -> None:
+    from .sqlite_runtime import migrate_runtime_v4
+
+    migrate_runtime_v4(db)
+
+
+MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1, _v2, _v3, _v4)
 """``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

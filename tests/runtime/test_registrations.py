@@ -79,14 +79,17 @@ async def test_s003_02_agents_default_to_none(store: Any) -> None:
         assert (await (await rt.submit("a", "hi")).result()).text == "hello"
 
 
-async def test_s003_03_s003_19_tasks_default_empty_and_are_not_supported_yet(store: Any) -> None:
-    """S003-03/S003-19: `tasks` defaults to []; task definitions are not supported yet
-    (issue 10), so passing any is a ConfigurationError, and there is no way to add
-    tasks at runtime."""
-    async with await DurableRuntime.open(store=store, tasks=[]) as rt:
+async def test_s003_03_s003_19_tasks_default_empty_and_only_define_task_values(
+    store: Any,
+) -> None:
+    """S003-03/S003-19: `tasks` defaults to []; only define_task() definitions are
+    accepted, and there is no way to add tasks at runtime (tests/runtime/test_tasks.py
+    has the rest)."""
+    async with await DurableRuntime.open(store=store) as rt:
+        assert rt.tasks == {}
         assert not hasattr(rt, "register_tasks")
         assert not hasattr(rt, "define_task")
-    with pytest.raises(nd.ConfigurationError, match="not supported yet"):
+    with pytest.raises(nd.ConfigurationError, match="define_task"):
         await DurableRuntime.open(store=store, tasks=[object()])
 
 

@@ -48,7 +48,7 @@ def test_a_new_database_gets_the_schema_in_its_own_namespace(url: str) -> None:
     sql(url, "CREATE TABLE public.notes (text text)")
     sql(url, "INSERT INTO public.notes VALUES ('mine')")
     with nd.PostgresSessionStore(url) as store:
-        assert store.schema == "nbdurable" and store.schema_version == SCHEMA_VERSION == 3
+        assert store.schema == "nbdurable" and store.schema_version == SCHEMA_VERSION == 4
         store.save(checkpoint("r", 0, histories(1)[0]))
     tables = {
         (s, t)
@@ -79,6 +79,7 @@ def test_a_new_database_gets_the_schema_in_its_own_namespace(url: str) -> None:
         (1,),
         (2,),
         (3,),
+        (4,),
     ]
     assert sql(url, "SELECT text FROM public.notes") == [("mine",)]
 

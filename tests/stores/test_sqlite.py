@@ -43,7 +43,7 @@ def test_a_new_file_gets_the_schema_in_wal_mode(db: Path) -> None:
         )
     finally:
         conn.close()
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
 
 
 def test_an_existing_database_without_our_tables_is_migrated(db: Path) -> None:
