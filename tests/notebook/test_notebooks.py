@@ -81,6 +81,7 @@ def check_ran_cleanly(notebook: Any, folder: Path) -> None:
 @pytest.fixture
 def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("NBDURABLE_APPROVAL_SECRET", raising=False)  # the 0600 file is shown
+    monkeypatch.setenv("NBDURABLE_DEMO_AUTO_APPROVE", "1")  # nobody here to click Approve
     return tmp_path
 
 
