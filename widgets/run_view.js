@@ -41,12 +41,13 @@ function usageLine(usage) {
   return line;
 }
 
-function renderToolCall(call) {
+function renderToolCall(call, awaiting) {
   const box = h("details", "nbd-tool");
   const summary = h("summary", "nbd-tool-summary");
   summary.append(h("code", "", argsLine(call.tool_name, call.args)));
-  const mark = call.done ? (call.is_error ? "error" : "done") : "running";
-  summary.append(h("span", `nbd-tool-state nbd-state-${mark}`, mark));
+  let mark = call.done ? (call.is_error ? "error" : "done") : "running";
+  if (!call.done && awaiting.has(call.tool_call_id)) mark = "awaiting approval";
+  summary.append(h("span", `nbd-tool-state nbd-state-${mark.replace(/ /g, "-")}`, mark));
   box.append(summary);
   box.append(h("div", "nbd-label", "arguments"));
   box.append(h("pre", "nbd-pre", JSON.stringify(call.args || {}, null, 2)));
@@ -58,7 +59,7 @@ function renderToolCall(call) {
   return box;
 }
 
-function renderSteps(container, steps) {
+function renderSteps(container, steps, awaiting) {
   container.replaceChildren();
   for (const step of steps || []) {
     const block = h("div", "nbd-step");
@@ -69,7 +70,7 @@ function renderSteps(container, steps) {
       const text = h("div", step.streaming ? "nbd-text nbd-streaming" : "nbd-text", step.text);
       block.append(text);
     }
-    for (const call of step.tool_calls || []) block.append(renderToolCall(call));
+    for (const call of step.tool_calls || []) block.append(renderToolCall(call, awaiting));
     container.append(block);
   }
 }
@@ -81,13 +82,13 @@ function renderCard(model, card, reasons) {
   const meta = h("div", "nbd-card-meta");
   const path = card.agent_path && card.agent_path.length ? card.agent_path.join(" › ") : "(this agent)";
   meta.append(h("span", "", `agent: ${path}`));
-  const age = h("span", "nbd-age", "");
+  const open = card.state === "pending" || card.state === "invalid token" ||
+    card.state === "stale" || card.state === "error";
+  // an answered card keeps the age it had; only a waiting one keeps counting
+  const age = h("span", open ? "nbd-age nbd-age-live" : "nbd-age", "");
   age.dataset.requestedAt = String(card.requested_at || 0);
   meta.append(age);
   box.append(meta);
-
-  const open = card.state === "pending" || card.state === "invalid token" ||
-    card.state === "stale" || card.state === "error";
   const reason = h("input", "nbd-reason");
   reason.type = "text";
   reason.placeholder = "reason (optional, for a denial)";
@@ -135,7 +136,10 @@ function render({ model, el }) {
     elapsed.textContent = started ? `elapsed ${duration((ended || Date.now()) - started)}` : "";
     for (const node of cards.querySelectorAll(".nbd-age")) {
       const at = Number(node.dataset.requestedAt);
-      node.textContent = at ? `asked ${duration(Date.now() - at)} ago` : "";
+      const live = node.classList.contains("nbd-age-live");
+      if (live || !node.textContent) {
+        node.textContent = at ? `asked ${duration(Date.now() - at)} ago` : "";
+      }
     }
   };
   const header_ = () => {
@@ -160,7 +164,12 @@ function render({ model, el }) {
     // keep open tool-call details open across re-renders
     const open = new Set();
     steps.querySelectorAll("details[open]").forEach((d, i) => open.add(i));
-    renderSteps(steps, model.get("steps"));
+    const awaiting = new Set(
+      (model.get("approvals") || [])
+        .filter((c) => c.state === "pending" || c.state === "invalid token" || c.state === "error")
+        .map((c) => c.tool_call_id),
+    );
+    renderSteps(steps, model.get("steps"), awaiting);
     steps.querySelectorAll("details").forEach((d, i) => { if (open.has(i)) d.open = true; });
   };
 
@@ -171,10 +180,11 @@ function render({ model, el }) {
   model.on("change:ended_at", header_);
   model.on("change:usage", usage_);
   model.on("change:error", error_);
-  model.on("change:approvals", cards_);
+  const approvals_ = () => { cards_(); steps_(); };
+  model.on("change:approvals", approvals_);
   model.on("change:steps", steps_);
   const timer = setInterval(() => {
-    if (!FINISHED.has(model.get("status")) || cards.childElementCount) tick();
+    if (!FINISHED.has(model.get("status")) || cards.querySelector(".nbd-age-live")) tick();
   }, 1000);
   return () => {
     clearInterval(timer);
@@ -184,7 +194,7 @@ function render({ model, el }) {
     model.off("change:ended_at", header_);
     model.off("change:usage", usage_);
     model.off("change:error", error_);
-    model.off("change:approvals", cards_);
+    model.off("change:approvals", approvals_);
     model.off("change:steps", steps_);
   };
 }

@@ -53,6 +53,7 @@ class Cards:
         state, message = self._state(view, approval_id)
         return {
             "approval_id": approval_id,
+            "tool_call_id": request.tool_call_id,
             "tool_name": request.tool_name,
             "args": request.input,
             "agent_path": list(request.agent_path),
