@@ -137,6 +137,7 @@ def test_approvals_and_signing_denies_a_forged_token(folder: Path) -> None:
     assert "agent_path: ('dba',)" in out
     assert "The DBA reports: Tool said: dropped stg_2023" in out
     assert "invalid token | waiting_approval" in out
+    assert "http://127.0.0.1:8000/approve/" in out and "?token=v1." in out
     assert "approved | Tool said: dropped stg_2023" in out
     assert "mode 0o600" in out
 
