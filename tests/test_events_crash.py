@@ -363,8 +363,11 @@ async def test_a_completed_model_response_is_reused_after_a_kill_during_its_tool
     leg = kill_when(url, completed_step_1, resume=False, after=0, stream_delay=0, slow_key="k1")
     store, before, _ = open_after_kill(url, tmp_path)
     try:
-        # the response was committed, then the tool hung until the kill
-        assert before[-1] == leg.printed[-1] and before[-1].type == ev.MODEL_COMPLETED
+        # the response was committed, its calls made visible, then the tool hung until the kill
+        assert before[-1] == leg.printed[-1]  # everything shown was committed
+        done = [i for i, e in enumerate(before) if e.type == ev.MODEL_COMPLETED]
+        assert done and before[done[-1]].step_index == 1
+        assert all(e.type == ev.TOOL_CALL for e in before[done[-1] + 1 :])
         await resume_here(store)
         log = list(store.read_events(RUN_ID))  # type: ignore[attr-defined]
     finally:
