@@ -93,9 +93,9 @@ async def wait_for_events(store: object, run_id: str, timeout: float) -> None:
     with _lock:
         _waiters.setdefault(key, []).append(waiter)
     try:
-        await asyncio.wait_for(asyncio.shield(waiter), timeout)
-    except asyncio.TimeoutError:
-        pass
+        # asyncio.wait, not wait_for: Python 3.11's wait_for swallows a cancellation
+        # that arrives as the waiter completes, leaving the cancelled task waiting on.
+        await asyncio.wait({waiter}, timeout=timeout)
     finally:
         with _lock:
             pending = _waiters.get(key)
