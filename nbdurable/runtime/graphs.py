@@ -151,7 +151,8 @@ def prompt_with_results(prompt: Prompt, results: Sequence[tuple[str, str]]) -> M
     if not results:
         return message
     blocks = [f"Result of {node_id}:\n{text}" for node_id, text in results]
-    text = "Results of the steps this one depends on:\n\n" + "\n\n".join(blocks)
+    # Starts on a new paragraph: ``Message.text`` joins text parts as they are.
+    text = "\n\nResults of the steps this one depends on:\n\n" + "\n\n".join(blocks)
     return Message(
         role=message.role,
         content=(*message.content, TextPart(text=text)),
