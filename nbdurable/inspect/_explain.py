@@ -125,11 +125,31 @@ def explain(store: StoreLike, run_id: str, *, now: int | None = None) -> Explana
         if record is None and checkpoint is None:
             raise RunNotFoundError(run_id)
         ahead = _ahead_in_session(source, record) if record is not None else None
+        deps = [runtime_record(source, d) for d in record.depends_on] if record else []
     approvals = _approvals(checkpoint, clock)
     if record is None:
         assert checkpoint is not None
         return _explain_checkpoint(checkpoint, approvals)
+    if record.depends_on and (
+        record.state == "queued"
+        or (record.state == "needs_attention" and record.reason == "dependency_failed")
+    ):
+        return _explain_dependencies(record, [d for d in deps if d is not None])
     return _explain_record(record, checkpoint, approvals, clock, ahead)
+
+
+def _explain_dependencies(record: RuntimeRun, deps: list[RuntimeRun]) -> Explanation:
+    """A graph node waiting for its dependencies (queued, or paused by a failed one)."""
+    lines = [f"dependency {d.node_id or d.run_id} ({d.run_id}): {d.state}" for d in deps]
+    broken = [d for d in deps if d.state in ("failed", "cancelled")]
+    node = record.node_id or record.run_id
+    if record.state == "needs_attention":
+        summary = f"Paused: graph node {node!r} waits because a dependency failed."
+    else:
+        waiting = [d.node_id or d.run_id for d in deps if d.state != "completed"]
+        summary = f"Queued in graph {record.graph_id}: waiting for {', '.join(waiting)}."
+    actions = tuple(f"nbdurable runs retry {d.run_id}  (then this node goes on)" for d in broken)
+    return Explanation(record.run_id, record.state, summary, details=tuple(lines), actions=actions)
 
 
 def _approvals(checkpoint: AgentCheckpoint | None, now: int) -> tuple[PendingApproval, ...]:

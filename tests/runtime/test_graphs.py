@@ -63,7 +63,8 @@ async def test_s003_38_a_node_starts_after_its_dependencies_with_their_results_a
     store: Any,
 ) -> None:
     """S003-38: a node runs only once every dependency completed; their result texts are
-    appended to its prompt as one text part, its media parts and metadata kept."""
+    appended to its prompt as one text part, its media parts and metadata kept.
+    S003-02: the agents option holds the registrations graph nodes run."""
     rec = Recorder(store, "a")
     image = nd.ImagePart(data=os.urandom(16), media_type="image/png")
     prompt = nd.Message(
@@ -210,6 +211,10 @@ async def test_a_paused_dependent_goes_on_once_the_failed_dependency_is_retried(
         after = graph.node("after").record()
         assert after.state == "needs_attention" and after.reason == "dependency_failed"
         assert graph.node("last").status == "queued"
+        paused = nd.inspect.explain(store, "g:after")
+        assert paused.summary.startswith("Paused") and "g:flaky" in paused.actions[0]
+        queued = nd.inspect.explain(store, "g:last")
+        assert queued.summary == "Queued in graph g: waiting for after."
         rec.fail.clear()
         await graph.node("flaky").retry()
         results = await graph.result()

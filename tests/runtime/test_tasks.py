@@ -111,7 +111,8 @@ async def test_phases_run_in_order_and_each_state_is_checkpointed(store: Any) ->
 async def test_spawn_agent_runs_owned_agents_and_a_rerun_phase_reattaches_to_them(
     store: Any, reopen: Any
 ) -> None:
-    """ctx.spawn_agent submits an owned run with id f"{task}:{phase}:{n}" and awaits its
+    """S003-02: owned agents run registrations of the agents option.
+    ctx.spawn_agent submits an owned run with id f"{task}:{phase}:{n}" and awaits its
     result; when the phase runs again (its owner went away mid-phase), the same calls
     re-attach to the same runs: nothing is spawned or executed twice."""
     model = GatedModel(["summary"] * 10, mode="sequential")
