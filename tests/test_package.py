@@ -60,7 +60,8 @@ def test_import_leaves_jupyter_and_pandas_out() -> None:
         "import sys, nbdurable\n"
         "from nbdurable import *\n"
         "mods = ('IPython', 'ipywidgets', 'pandas', 'ipykernel', 'psycopg', 'psycopg_pool',"
-        " 'sqlite_utils', 'openai', 'anthropic', 'fastapi', 'starlette', 'uvicorn')\n"
+        " 'sqlite_utils', 'openai', 'anthropic', 'fastapi', 'starlette', 'uvicorn',"
+        " 'temporalio')\n"
         "bad = [m for m in mods if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )

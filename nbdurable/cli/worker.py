@@ -28,6 +28,15 @@ def add_parser(commands: Any) -> None:
         action="append",
         help="module:attribute holding a task (nbdurable.define_task) or a list of tasks",
     )
+    worker_.add_argument(
+        "--engine",
+        choices=["embedded", "temporal"],
+        default="embedded",
+        help="embedded (this process claims runs) or temporal (a Temporal worker)",
+    )
+    worker_.add_argument("--address", default="127.0.0.1:7233", help="Temporal frontend")
+    worker_.add_argument("--task-queue", default="nbdurable", help="Temporal task queue")
+    worker_.add_argument("--namespace", default="default", help="Temporal namespace")
     worker_.add_argument("--max-concurrent-runs", type=int, default=4)
     worker_.add_argument("--max-concurrent-tasks", type=int, default=4)
     worker_.add_argument("--lease-ms", type=int, default=30_000)
@@ -46,6 +55,17 @@ async def worker(args: argparse.Namespace) -> int:
 
     agents = load_all(args.agents)
     store = open_store(args.store)
+    if getattr(args, "engine", "embedded") == "temporal":
+        from ..temporal.worker import serve
+
+        return await serve(
+            address=args.address,
+            task_queue=args.task_queue,
+            namespace=args.namespace,
+            store=store,
+            agents=agents,
+            ready=f"nbdurable worker (temporal) polling {args.task_queue} at {args.address}",
+        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

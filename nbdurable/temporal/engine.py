@@ -1,0 +1,143 @@
+"""TemporalEngine: a runtime's runs execute as Temporal workflows (workflow id = run id).
+
+The client side of the engine seam. The runtime keeps writing run records
+(submit, approve, deny, retry, cancel) to the store; the engine turns every
+record that became ``pending`` into a signal-with-start of the run's workflow
+(``resume``, carrying the verdicts), and every cancelled run into a workflow
+cancellation. Workers (``nbdurable worker --engine temporal``) execute them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from .config import TemporalConfig
+from .workflow import AgentRunWorkflow, config_args
+
+if TYPE_CHECKING:
+    from ..runtime.runtime import DurableRuntime
+
+__all__ = ["TemporalEngine"]
+
+
+class TemporalEngine:
+    """Execute a runtime's agent runs on Temporal.
+
+    Args:
+        address: The Temporal frontend, ``host:port``.
+        task_queue: The queue the workers poll.
+        namespace: The Temporal namespace.
+        model_timeout: Seconds one model attempt may take.
+        tool_timeout: Seconds one tool call may take.
+        heartbeat_timeout: Seconds of worker silence before an activity is retried
+            elsewhere (a SIGKILLed worker is noticed after this).
+        tool_retries: Attempts of a ``safe``/``idempotent`` tool after a worker loss.
+        client: An already connected client (default: connect to ``address``).
+    """
+
+    def __init__(
+        self,
+        address: str = "127.0.0.1:7233",
+        task_queue: str = "nbdurable",
+        namespace: str = "default",
+        *,
+        model_timeout: float = 300.0,
+        tool_timeout: float = 600.0,
+        heartbeat_timeout: float = 10.0,
+        tool_retries: int = 5,
+        client: Client | None = None,
+    ) -> None:
+        self.address = address
+        self.task_queue = task_queue
+        self.namespace = namespace
+        self._timeouts: dict[str, Any] = {
+            "model_timeout": model_timeout,
+            "tool_timeout": tool_timeout,
+            "heartbeat_timeout": heartbeat_timeout,
+            "tool_retries": tool_retries,
+        }
+        self.runtime: DurableRuntime
+        self._client = client
+        self._wake = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._sent: set[tuple[str, int, str]] = set()
+        self._since = 0
+
+    def config(self, run_id: str) -> TemporalConfig:
+        """The workflow settings of ``run_id``."""
+        return TemporalConfig(run_id=run_id, **self._timeouts)
+
+    async def client(self) -> Client:
+        """The connected Temporal client."""
+        if self._client is None:
+            self._client = await Client.connect(self.address, namespace=self.namespace)
+        return self._client
+
+    def start(self, runtime: DurableRuntime) -> None:
+        """Start dispatching the runtime's pending runs to Temporal."""
+        self.runtime = runtime
+        self._since = runtime.now()
+        self._loop_task = asyncio.get_running_loop().create_task(self._dispatch())
+
+    def wake(self) -> None:
+        """Dispatch now (a submission, a verdict, a retry, a cancel)."""
+        self._wake.set()
+
+    def cancel_local(self, run_id: str) -> bool:
+        """Cancellation goes through Temporal: the dispatcher cancels the workflow."""
+        self._wake.set()
+        return True
+
+    async def close(self) -> None:
+        """Stop dispatching (workflows go on: workers own them)."""
+        if self._loop_task is not None:
+            with contextlib.suppress(Exception):
+                await self.dispatch_once()  # what was decided just now still reaches Temporal
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+            self._loop_task = None
+
+    async def _dispatch(self) -> None:
+        while True:
+            self._wake.clear()
+            try:
+                await self.dispatch_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the server is away: try again next period
+                self.runtime.deps.logger.error("nbdurable: Temporal dispatch failed: %r", exc)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(self.runtime.poll_interval, 0.05))
+
+    async def dispatch_once(self) -> None:
+        """Signal-with-start every newly pending run; cancel every newly cancelled one."""
+        store = self.runtime.runtime_store
+        client = await self.client()
+        for record in store.rt_list(["pending"]):
+            key = (record.run_id, record.updated_at, "resume")
+            if record.kind != "agent" or key in self._sent:
+                continue
+            await client.start_workflow(
+                AgentRunWorkflow.run,
+                config_args(self.config(record.run_id)),
+                id=record.run_id,
+                task_queue=self.task_queue,
+                start_signal="resume",
+                start_signal_args=[record.verdicts],
+            )
+            self._sent.add(key)
+        for record in store.rt_list(["cancelling", "cancelled"]):
+            key = (record.run_id, record.updated_at, "cancel")
+            if record.kind != "agent" or key in self._sent:
+                continue
+            if record.state == "cancelled" and record.updated_at < self._since:
+                continue
+            self._sent.add(key)
+            with contextlib.suppress(RPCError):  # no such workflow, or it closed already
+                await client.get_workflow_handle(record.run_id).cancel()

@@ -1,0 +1,104 @@
+"""Agents the Temporal tests hand to `nbdurable worker --engine temporal` subprocesses.
+
+Every tool execution inserts one row into the SQLite side table named by
+NBDURABLE_TEST_TOOLS (committed before the tool returns), so the tests count
+executions across SIGKILLs and workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+
+import nbdurable as nd
+from nbdurable.runtime import Agent
+
+
+def _count(ctx: nd.ToolContext, name: str) -> None:
+    path = os.environ.get("NBDURABLE_TEST_TOOLS")
+    if not path:
+        return
+    db = sqlite3.connect(path, timeout=30)
+    try:
+        db.execute("CREATE TABLE IF NOT EXISTS runs (run_id, call_id, tool, pid)")
+        db.execute(
+            "INSERT INTO runs VALUES (?, ?, ?, ?)",
+            (ctx.run_id, ctx.tool_call_id, name, os.getpid()),
+        )
+        db.commit()
+    finally:
+        db.close()
+
+
+@nd.tool
+async def step(n: int, ctx: nd.ToolContext) -> str:
+    """Do step n (safe to re-run)."""
+    _count(ctx, "step")
+    return f"step {n} done"
+
+
+@nd.tool
+async def slow_step(n: int, ctx: nd.ToolContext) -> str:
+    """Do a slow step n (safe to re-run)."""
+    _count(ctx, "slow_step")
+    await asyncio.sleep(float(os.environ.get("NBDURABLE_TEST_SLOW", "3")))
+    return f"slow step {n} done"
+
+
+@nd.tool(needs_approval=True)
+def drop_table(name: str, ctx: nd.ToolContext) -> str:
+    """Drop a warehouse table."""
+    _count(ctx, "drop_table")
+    return f"dropped {name}"
+
+
+def _recovery(*names: str) -> dict[str, str]:
+    policies = {"step": "safe", "slow_step": "safe", "drop_table": "idempotent"}
+    return {name: policies[name] for name in names}
+
+
+def _approval_model() -> nd.ScriptedModel:
+    return nd.ScriptedModel(
+        [
+            nd.Turn.call("step", n=1),
+            nd.Turn.call("drop_table", name="stg_2023"),
+            nd.Turn.call("step", n=2),
+            "Done: dropped stg_2023.",
+        ]
+    )
+
+
+def _crash_model() -> nd.ScriptedModel:
+    return nd.ScriptedModel(
+        [
+            nd.Turn.call("step", n=1),
+            nd.Turn.call("slow_step", n=2),
+            nd.Turn.call("step", n=3),
+            "All three steps done.",
+        ]
+    )
+
+
+def _many_model() -> nd.ScriptedModel:
+    return nd.ScriptedModel([nd.Turn.call("step", n=1), nd.Turn.call("step", n=2), "ok"])
+
+
+agents = [
+    Agent(
+        "janitor",
+        model=_approval_model(),
+        tools=[step, drop_table],
+        version="1",
+        tool_recovery=_recovery("step", "drop_table"),
+        stream=True,
+    ),
+    Agent(
+        "crashy",
+        model=_crash_model(),
+        tools=[step, slow_step],
+        version="1",
+        tool_recovery=_recovery("step", "slow_step"),
+    ),
+    Agent("many", model=_many_model(), tools=[step], version="1", tool_recovery=_recovery("step")),
+]
