@@ -1,4 +1,4 @@
-"""notebooks/06-graphs-and-tasks runs top to bottom, headless, in a real kernel (issue 10).
+"""notebooks/07-graphs-and-tasks runs top to bottom, headless, in a real kernel (issue 10).
 
 Executed with nbclient in a temporary copy of ``notebooks/`` (the kernel's working
 directory, so its ``.nbdurable/runs.db`` lands there); then the store it leaves
@@ -22,7 +22,7 @@ nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 pytest.importorskip("pandas")
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "06-graphs-and-tasks.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07-graphs-and-tasks.ipynb"
 
 
 def _text(cell: Any) -> str:
