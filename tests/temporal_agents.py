@@ -53,8 +53,21 @@ def drop_table(name: str, ctx: nd.ToolContext) -> str:
     return f"dropped {name}"
 
 
+@nd.tool
+async def slow_manual(n: int, ctx: nd.ToolContext) -> str:
+    """Do a slow manual step n (not safe to re-run on its own)."""
+    _count(ctx, "slow_manual")
+    await asyncio.sleep(float(os.environ.get("NBDURABLE_TEST_SLOW", "3")))
+    return f"manual step {n} done"
+
+
 def _recovery(*names: str) -> dict[str, str]:
-    policies = {"step": "safe", "slow_step": "safe", "drop_table": "idempotent"}
+    policies = {
+        "step": "safe",
+        "slow_step": "safe",
+        "drop_table": "idempotent",
+        "slow_manual": "manual",
+    }
     return {name: policies[name] for name in names}
 
 
@@ -84,6 +97,15 @@ def _many_model() -> nd.ScriptedModel:
     return nd.ScriptedModel([nd.Turn.call("step", n=1), nd.Turn.call("step", n=2), "ok"])
 
 
+def _flaky_model() -> nd.ScriptedModel:
+    """Fails its first call, then answers."""
+    return nd.ScriptedModel(["Answered on a later attempt."], fail_on={1: RuntimeError("503")})
+
+
+def _manual_model() -> nd.ScriptedModel:
+    return nd.ScriptedModel([nd.Turn.call("slow_manual", n=1), "Manual step settled."])
+
+
 agents = [
     Agent(
         "janitor",
@@ -101,4 +123,18 @@ agents = [
         tool_recovery=_recovery("step", "slow_step"),
     ),
     Agent("many", model=_many_model(), tools=[step], version="1", tool_recovery=_recovery("step")),
+    Agent(
+        "flaky",
+        model=_flaky_model(),
+        version="1",
+        model_retry={"max_attempts": 3, "initial_delay_ms": 1500, "max_delay_ms": 1500},
+    ),
+    Agent("fragile", model=_flaky_model(), version="1"),
+    Agent(
+        "careful",
+        model=_manual_model(),
+        tools=[slow_manual],
+        version="1",
+        tool_recovery=_recovery("slow_manual"),
+    ),
 ]

@@ -17,7 +17,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from .._deps import Deps
 from ..durable.checkpoint import AgentCheckpoint
@@ -64,7 +64,12 @@ class _ToolNeedsAttention(Exception):
 
 
 def _cause(error: ActivityError) -> ApplicationError | None:
+    """The application error behind ``error``; a cancelled activity cancels the workflow."""
     cause = error.cause
+    if isinstance(cause, CancelledError):
+        # the workflow was cancelled while the activity ran: the run ends cancelled,
+        # not in needs_attention or failed
+        raise asyncio.CancelledError() from None
     return cause if isinstance(cause, ApplicationError) else None
 
 

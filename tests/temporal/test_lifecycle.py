@@ -1,0 +1,82 @@
+"""Cancel and model retry on the real Temporal dev server: the embedded engine's states."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import temporal_agents
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import CancelledError
+
+import nbdurable as nd
+from nbdurable.runtime import DurableRuntime
+from nbdurable.temporal import TemporalEngine
+
+from .test_workers import _tool_rows
+
+
+async def test_cancel_mid_tool_ends_cancelled(
+    temporal_server: str, start_worker: Any, tmp_path: Path
+) -> None:
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    tools = tmp_path / "tools.db"
+    start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools), NBDURABLE_TEST_SLOW="30")
+    store = nd.open_store(url)
+    engine = TemporalEngine(address=temporal_server, task_queue=queue, heartbeat_timeout=2)
+    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+        run = await rt.submit("crashy", "Do the three steps.")
+        deadline = time.monotonic() + 30
+        while not any(tool == "slow_step" for tool, _ in _tool_rows(tools)):
+            assert time.monotonic() < deadline, "the slow step never started"
+            await asyncio.sleep(0.05)
+        await run.cancel()
+        record = await asyncio.wait_for(run.wait(), 30)
+        assert record.state == "cancelled"
+        with pytest.raises(nd.RunFailedError):
+            await run.result()
+        handle = (await engine.client()).get_workflow_handle(run.run_id)
+        with pytest.raises(WorkflowFailureError) as failure:
+            await asyncio.wait_for(handle.result(), 30)  # the workflow itself ends cancelled
+        assert isinstance(failure.value.cause, CancelledError)
+    assert [tool for tool, _ in _tool_rows(tools)] == ["step", "slow_step"]
+
+
+async def test_model_retry_waits_then_completes(
+    temporal_server: str, start_worker: Any, tmp_path: Path
+) -> None:
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    start_worker(queue, url)
+    store = nd.open_store(url)
+    engine = TemporalEngine(address=temporal_server, task_queue=queue)
+    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+        run = await rt.submit("flaky", "Answer, eventually.")
+        waiting = await asyncio.wait_for(run.wait("retry_wait"), 30)
+        assert waiting.model_attempts == 1 and waiting.next_attempt_at is not None
+        assert waiting.error is not None and "503" in waiting.error
+        result = await asyncio.wait_for(run.result(), 30)
+        assert result.text == "Answered on a later attempt."
+        events = [e.type for e in store.read_events(run.run_id)]
+        assert events.count("model_attempt_failed") == 1
+        assert events.count("model_completed") == 1
+
+
+async def test_model_error_without_retry_fails_the_run(
+    temporal_server: str, start_worker: Any, tmp_path: Path
+) -> None:
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    start_worker(queue, url)
+    store = nd.open_store(url)
+    engine = TemporalEngine(address=temporal_server, task_queue=queue)
+    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+        run = await rt.submit("fragile", "Answer once.")
+        record = await asyncio.wait_for(run.wait(), 30)
+        assert record.state == "failed" and record.reason == "model_error"
+        assert record.error is not None and "503" in record.error
