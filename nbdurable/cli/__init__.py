@@ -59,8 +59,9 @@ def _add_runs(commands: Any) -> None:
     from . import control, runs
 
     status = _option("--status", metavar="S", help="only runs in this status")
+    graph = _option("--graph", metavar="ID", help="only the nodes of this graph")
     parser = commands.add_parser(
-        "runs", parents=[STORE, JSON, status], help="inspect and steer the runs of a store"
+        "runs", parents=[STORE, JSON, status, graph], help="inspect and steer the runs of a store"
     )
     parser.set_defaults(handler=runs.list_runs)
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
@@ -70,7 +71,7 @@ def _add_runs(commands: Any) -> None:
         sub.set_defaults(handler=handler)
         return sub
 
-    action("list", runs.list_runs, "one line per run", JSON, status)
+    action("list", runs.list_runs, "one line per run", JSON, status, graph)
     action("show", runs.show, "a run's summary and latest messages", JSON).add_argument("run")
     action("history", runs.history, "one line per checkpoint of a run", JSON).add_argument("run")
     action("explain", runs.explain, "what happened in a run, in words", JSON).add_argument("run")
@@ -136,6 +137,7 @@ def _defaults(args: argparse.Namespace) -> None:
         ("store", DEFAULT_STORE),
         ("json", False),
         ("status", None),
+        ("graph", None),
         ("agents", None),
         ("timeout", None),
     ):

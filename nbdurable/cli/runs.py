@@ -71,12 +71,15 @@ def list_runs(args: argparse.Namespace) -> int:
     """The runs view: one line per run, oldest first."""
     with opened_store(args.store) as store:
         frame = _inspection().runs(store, status=args.status)
+    if args.graph is not None:
+        frame = frame[frame["graph_id"] == args.graph]
     if args.json:
         _print_json(_json_records(frame))
         return 0
     rows = _records(frame)
     if not rows:
-        print("no runs" + (f" in status {args.status}" if args.status else ""))
+        where = f" in status {args.status}" if args.status else ""
+        print("no runs" + where + (f" of graph {args.graph}" if args.graph else ""))
         return 0
     headers = ["run", "agent", "status", "steps", "tokens", "cost", "updated", "fork of", "pending"]
     headers += ["graph", "after", "owner"]

@@ -425,3 +425,25 @@ async def test_graph_nodes_in_the_runs_frame_the_cli_and_per_node_history(
     assert "graph" in out.splitlines()[0] and "after" in out.splitlines()[0]
     report = next(line for line in out.splitlines() if line.startswith("nightly:report"))
     assert "nightly (completed)" in report and "fetch" in report
+
+
+async def test_runs_list_filters_one_graph(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`nbdurable runs list --graph ID` shows only that graph's nodes."""
+    from nbdurable.cli import main
+
+    url = f"sqlite:///{tmp_path}/runs.db"
+    store = nd.open_store(url)
+    rec = Recorder(store, "a")
+    async with await DurableRuntime.open(store=store, agents=[rec.agent()]) as rt:
+        for graph_id in ("nightly", "weekly"):
+            graph = await rt.submit_graph([GraphNode("fetch", "a", "fetch")], graph_id=graph_id)
+            await graph.result()
+    store.close()
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["runs", "list", "--graph", "weekly", "--store", url]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert [line.split()[0] for line in lines] == ["weekly:fetch"]
+    assert main(["runs", "--graph", "monthly", "--store", url]) == 0
+    assert capsys.readouterr().out.strip() == "no runs of graph monthly"
