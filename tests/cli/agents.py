@@ -38,6 +38,14 @@ def _flaky(request: ModelRequest) -> str:
 
 def agents() -> list[nd.Agent]:
     """Fresh instances of every test agent."""
+    return make_agents()
+
+
+def make_agents(table: str = "stg_2024", saying: str = "Dropping stg_2024.") -> list[nd.Agent]:
+    """Fresh instances of every test agent; the janitor drops ``table``.
+
+    The HTTP bridge's tests serve the same agents (tests/server/agents.py).
+    """
     return [
         nd.Agent(
             "helper",
@@ -48,7 +56,7 @@ def agents() -> list[nd.Agent]:
         nd.Agent(
             "janitor",
             nd.ScriptedModel(
-                [nd.Turn.call("drop_table", "Dropping stg_2024.", name="stg_2024"), _after_drop],
+                [nd.Turn.call("drop_table", saying, name=table), _after_drop],
                 stream_delay=0.001,
             ),
             [drop_table],
