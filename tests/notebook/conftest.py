@@ -9,13 +9,12 @@ default store (``sqlite:///.nbdurable/runs.db``) in a temporary working director
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from waiting import eventually as eventually  # re-exported for the tests here
 
 import nbdurable as nd
 
@@ -111,22 +110,6 @@ def magic(ip: Any, nb: NotebookSession) -> Callable[..., Output]:
         return Output(value, captured.stdout, captured.stderr, list(captured.outputs))
 
     return run
-
-
-async def eventually(
-    check: Callable[[], bool | Awaitable[bool]], timeout: float = 5.0, interval: float = 0.01
-) -> None:
-    """Wait (letting the loop run) until ``check()`` is true, or fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(interval)
 
 
 def state(nb: NotebookSession, run_id: str) -> str:

@@ -7,9 +7,8 @@ to the front-end (``comm.create_comm`` patched with a recording BaseComm).
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -17,6 +16,7 @@ from typing import Any, ClassVar
 import comm
 import pytest
 from comm.base_comm import BaseComm
+from waiting import eventually as eventually  # re-exported for the tests here
 
 import nbdurable as nd
 
@@ -64,22 +64,6 @@ async def runtime_for(tmp_path: Path, *agents: nd.Agent, **options: Any) -> Asyn
     finally:
         await runtime.close()
         store.close()
-
-
-async def eventually(
-    check: Callable[[], bool | Awaitable[bool]], timeout: float = 10.0, interval: float = 0.01
-) -> None:
-    """Wait until ``check()`` is true, or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(interval)
 
 
 class RecordingComm(BaseComm):

@@ -11,12 +11,12 @@ in-memory store, which lives only in this process).
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from waiting import eventually as eventually  # re-exported for the tests here
 
 import nbdurable as nd
 from nbdurable.models.base import ModelRequest, ModelResponse
@@ -103,22 +103,6 @@ class GenerateOnlyModel:
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
         return await self._inner.generate(request)
-
-
-async def eventually(
-    check: Callable[[], bool | Awaitable[bool]], timeout: float = 5.0, interval: float = 0.01
-) -> None:
-    """Wait until ``check()`` is true, or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(interval)
 
 
 async def states_of(store: Any, run_id: str) -> list[str]:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import ipywidgets
 
 from ... import inspect as ins
+from ...runtime.records import RunState
 from ...runtime.run import Run
 from ...runtime.verdicts import Outcome, submit_verdict
 from .actions import ActionRunner
@@ -18,19 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["ALL", "RunsDashboard", "STATUSES"]
 
 ALL = "all"
-STATUSES = (
-    "queued",
-    "pending",
-    "running",
-    "retry_wait",
-    "waiting_approval",
-    "needs_attention",
-    "cancelling",
-    "completed",
-    "failed",
-    "cancelled",
-    "suspended",
-)
+STATUSES: tuple[str, ...] = (*get_args(RunState), "suspended")
 """Statuses the filter offers: the runtime's run states, and ``suspended`` for loop runs."""
 
 _COLUMNS = [
