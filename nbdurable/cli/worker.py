@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
+import sys
 from typing import Any
 
 from .agents import load_all, load_tasks
@@ -58,7 +60,7 @@ async def worker(args: argparse.Namespace) -> int:
     if getattr(args, "engine", "embedded") == "temporal":
         from ..temporal.worker import serve
 
-        return await serve(
+        code = await serve(
             address=args.address,
             task_queue=args.task_queue,
             namespace=args.namespace,
@@ -66,6 +68,12 @@ async def worker(args: argparse.Namespace) -> int:
             agents=agents,
             ready=f"nbdurable worker (temporal) polling {args.task_queue} at {args.address}",
         )
+        # The worker has shut down and the store is closed. Skip interpreter
+        # teardown: temporalio's Rust threads may still hold Python thread states
+        # then, which aborts the process (SIGABRT, temporalio/sdk-python#300).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
