@@ -27,6 +27,7 @@ __all__ = [
     "claim",
     "claimable",
     "next_state",
+    "after_finish",
     "settle_graph",
 ]
 
@@ -197,6 +198,29 @@ def _waits_for_dependencies(run: RuntimeRun) -> bool:
     return run.state == "queued" or (
         run.state == "needs_attention" and run.reason == DEPENDENCY_FAILED
     )
+
+
+def after_finish(
+    finished: RuntimeRun, session_head: RuntimeRun | None, graph: Sequence[RuntimeRun]
+) -> list[RuntimeRun]:
+    """The other runs a run's finish changes (pure: stores write them in the same write).
+
+    The oldest unfinished run of its session goes from ``queued`` to ``pending``; in a
+    graph, the nodes :func:`settle_graph` settles.
+
+    Args:
+        finished: The run as it is now finished.
+        session_head: The oldest unfinished run of its session, if any.
+        graph: Every run of its graph (empty for a run outside a graph).
+    """
+    changed: list[RuntimeRun] = []
+    if session_head is not None and session_head.state == "queued":
+        changed.append(
+            session_head.model_copy(update={"state": "pending", "updated_at": finished.updated_at})
+        )
+    if graph:
+        changed.extend(settle_graph(graph, finished.updated_at))
+    return changed
 
 
 def settle_graph(runs: Sequence[RuntimeRun], now: int) -> list[RuntimeRun]:

@@ -13,10 +13,10 @@ from ..runtime.records import (
     UNFINISHED_STATES,
     RuntimeRun,
     ToolIntent,
+    after_finish,
     claim,
     claimable,
     next_state,
-    settle_graph,
 )
 
 __all__ = ["MemoryRuntimeTables"]
@@ -126,27 +126,20 @@ class MemoryRuntimeTables:
             updated = current.model_copy(update=changes)
             self._rt_runs[run_id] = updated
             if updated.state in TERMINAL_STATES and current.state not in TERMINAL_STATES:
-                self._promote(updated.session_id, changes.get("updated_at", updated.updated_at))
-                if updated.graph_id is not None:
-                    graph = [r for r in self._rt_runs.values() if r.graph_id == updated.graph_id]
-                    for node in settle_graph(graph, updated.updated_at):
-                        self._rt_runs[node.run_id] = node
+                waiting = [
+                    r
+                    for r in self._rt_runs.values()
+                    if r.session_id == updated.session_id and r.state in UNFINISHED_STATES
+                ]
+                head = min(waiting, key=lambda r: r.seq) if waiting else None
+                graph = [
+                    r
+                    for r in self._rt_runs.values()
+                    if updated.graph_id is not None and r.graph_id == updated.graph_id
+                ]
+                for run in after_finish(updated, head, graph):
+                    self._rt_runs[run.run_id] = run
             return updated
-
-    def _promote(self, session_id: str, now: int) -> None:
-        waiting = sorted(
-            (
-                r
-                for r in self._rt_runs.values()
-                if r.session_id == session_id and r.state in UNFINISHED_STATES
-            ),
-            key=lambda r: r.seq,
-        )
-        if waiting and waiting[0].state == "queued":
-            head = waiting[0]
-            self._rt_runs[head.run_id] = head.model_copy(
-                update={"state": "pending", "updated_at": now}
-            )
 
     def rt_claim(
         self,

@@ -33,10 +33,10 @@ from ..runtime.records import (
     UNFINISHED_STATES,
     RuntimeRun,
     ToolIntent,
+    after_finish,
     claim,
     claimable,
     next_state,
-    settle_graph,
 )
 
 if TYPE_CHECKING:
@@ -342,20 +342,13 @@ class PostgresRuntimeTables:
             self._rt_put(conn, updated)
             if updated.state in TERMINAL_STATES and current.state not in TERMINAL_STATES:
                 head = conn.execute(self._rq.session_head, (updated.session_id,)).fetchone()
-                if head is not None:
-                    waiting = _record(head[0])
-                    if waiting.state == "queued":
-                        self._rt_put(
-                            conn,
-                            waiting.model_copy(
-                                update={"state": "pending", "updated_at": updated.updated_at}
-                            ),
-                        )
+                rows = []
                 if updated.graph_id is not None:
                     rows = conn.execute(self._rq.graph, (updated.graph_id,)).fetchall()
-                    graph = [_record(text) for (text,) in rows]
-                    for node in settle_graph(graph, updated.updated_at):
-                        self._rt_put(conn, node)
+                session_head = _record(head[0]) if head is not None else None
+                graph = [_record(text) for (text,) in rows]
+                for run in after_finish(updated, session_head, graph):
+                    self._rt_put(conn, run)
             return updated
 
         return self._rt_write(update, exclusive=True)

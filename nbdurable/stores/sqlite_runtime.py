@@ -19,10 +19,10 @@ from ..runtime.records import (
     UNFINISHED_STATES,
     RuntimeRun,
     ToolIntent,
+    after_finish,
     claim,
     claimable,
     next_state,
-    settle_graph,
 )
 
 __all__ = ["SqliteRuntimeTables", "migrate_runtime", "migrate_runtime_v4"]
@@ -238,23 +238,16 @@ class SqliteRuntimeTables:
                     "ORDER BY seq LIMIT 1",
                     (updated.session_id,),
                 ).fetchone()
-                if head is not None:
-                    waiting = _record(head[0])
-                    if waiting.state == "queued":
-                        self._put(
-                            conn,
-                            waiting.model_copy(
-                                update={"state": "pending", "updated_at": updated.updated_at}
-                            ),
-                        )
+                rows = []
                 if updated.graph_id is not None:
                     rows = conn.execute(
                         "SELECT record FROM rt_runs WHERE graph_id = ? ORDER BY seq",
                         (updated.graph_id,),
                     ).fetchall()
-                    graph = [_record(text) for (text,) in rows]
-                    for node in settle_graph(graph, updated.updated_at):
-                        self._put(conn, node)
+                session_head = _record(head[0]) if head is not None else None
+                graph = [_record(text) for (text,) in rows]
+                for run in after_finish(updated, session_head, graph):
+                    self._put(conn, run)
             return updated
 
     def _locked_get(self, conn: sqlite3.Connection, run_id: str) -> RuntimeRun:
