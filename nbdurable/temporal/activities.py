@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -61,6 +61,14 @@ class RunActivities:
         self.runtime = runtime
         self._legs = EmbeddedEngine()  # for the prompt and session history of a first leg
         self._legs.runtime = runtime
+
+    def all(self) -> list[Callable[..., Any]]:
+        """Every activity of the run workflow, bound to this runtime (for the worker)."""
+        return [
+            getattr(self, name)
+            for name in dir(type(self))
+            if hasattr(getattr(type(self), name), "__temporal_activity_definition")
+        ]
 
     def _agent(self, record: RuntimeRun) -> Agent:
         agent = self.runtime.registry.get(record.agent_id, record.agent_version)
