@@ -374,28 +374,7 @@ class Driver:
             agent_path=(*parent.agent_path, agent.name),
             depth=parent.depth + 1,
         )
-        prompt = (user(invocation.kwargs["prompt"]),)
-        durable = self.store is not None and self.start.run_id is not None and bool(agent.tools)
-        store = self.store if durable else None
-        if durable:
-            assert self.store is not None
-            assert self.start.run_id is not None
-            run_id = child_run_id(self.start.run_id, agent.name, invocation.call.tool_call_id)
-            existing = await maybe_await(self.store.load(run_id))
-            start = (
-                leg_start_from_checkpoint(existing)
-                if existing is not None
-                else LegStart(messages=prompt, run_id=run_id, durable=True)
-            )
-        else:
-            start = LegStart(messages=prompt)
-        child = Driver(
-            options,
-            start,
-            store=store,
-            streaming=self.streaming,
-            flush_interval=self.flush_interval,
-        )
+        child, durable = await self._child_driver(agent, options, invocation)
         result = await child.run()
         if result.status == "suspended":
             if durable:
@@ -418,6 +397,42 @@ class Driver:
             ),
             usage=result.usage,
         )
+
+    async def _child_driver(
+        self, agent: AgentTool, options: LoopOptions, invocation: ToolInvocation
+    ) -> tuple[Driver, bool]:
+        """The sub-agent's driver and whether it checkpoints (resumes from its own key).
+
+        A sub-agent with tools inside a durable run checkpoints under
+        :func:`child_run_id`; it resumes from there when the parent's step runs again.
+        """
+        prompt = (user(invocation.kwargs["prompt"]),)
+        durable = self.store is not None and self.start.run_id is not None and bool(agent.tools)
+        if not durable:
+            child = Driver(
+                options,
+                LegStart(messages=prompt),
+                streaming=self.streaming,
+                flush_interval=self.flush_interval,
+            )
+            return child, False
+        assert self.store is not None
+        assert self.start.run_id is not None
+        run_id = child_run_id(self.start.run_id, agent.name, invocation.call.tool_call_id)
+        existing = await maybe_await(self.store.load(run_id))
+        start = (
+            leg_start_from_checkpoint(existing)
+            if existing is not None
+            else LegStart(messages=prompt, run_id=run_id, durable=True)
+        )
+        child = Driver(
+            options,
+            start,
+            store=self.store,
+            streaming=self.streaming,
+            flush_interval=self.flush_interval,
+        )
+        return child, True
 
 
 def _error_result(invocation: ToolInvocation, message: str) -> ToolResultPart:

@@ -2,7 +2,11 @@
 
 Each activity mirrors what it did into the nbdurable store (run records,
 checkpoints, events, tool intents, the model journal), so a run executed on
-Temporal reads exactly like one the embedded engine executed.
+Temporal reads exactly like one the embedded engine executed. A call of the
+run's own agent goes through the embedded engine's :class:`RuntimeDriver` (the
+model journal, tool intents, ``max_operations``, the deadline, per-delta
+``max_payload_bytes``); a sub-agent's call, as on the embedded engine, through
+the plain driver, its events under the sub-agent's key.
 """
 
 from __future__ import annotations
@@ -16,24 +20,31 @@ from pydantic import TypeAdapter
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from .._deps import Deps
+from .._errors import FencedOutError, LimitExceededError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.store import maybe_await
 from ..events.writer import EventWriter
 from ..loop.driver import Driver, build_options
 from ..loop.machine import CallModel, LegStart, ToolInvocation
+from ..loop.options import LoopOptions
+from ..loop.subagent import AgentTool
 from ..messages import ToolCallPart, ToolResultPart
-from ..models.base import ModelRequest, ModelResponse
+from ..models.base import ModelRequest
 from ..parts import StreamPart
 from ..runtime.agent import Agent
 from ..runtime.engine import EmbeddedEngine
-from ..runtime.records import RuntimeRun, ToolIntent
+from ..runtime.executor import (
+    ModelAttemptFailed,
+    NeedsAttention,
+    RunContext,
+    RunTimedOut,
+    RuntimeDriver,
+)
+from ..runtime.records import RuntimeRun
 from ..runtime.runtime import DurableRuntime
+from .driver import LIMIT_EXCEEDED, MODEL_ATTEMPT_FAILED, NEEDS_ATTENTION, TIMEOUT
 
-__all__ = ["NEEDS_ATTENTION", "RunActivities"]
-
-NEEDS_ATTENTION = "needs_attention"
-"""ApplicationError type of a tool call that needs a human (manual recovery)."""
+__all__ = ["RunActivities"]
 
 _PARTS: TypeAdapter[Any] = TypeAdapter(StreamPart)
 
@@ -52,6 +63,12 @@ async def _heartbeats(period: float = 0.5) -> AsyncIterator[None]:
         yield
     finally:
         task.cancel()
+
+
+def _final(error: Exception) -> ApplicationError:
+    """A run-ending limit or timeout, as Temporal sees it (never retried)."""
+    kind = TIMEOUT if isinstance(error, RunTimedOut) else LIMIT_EXCEEDED
+    return ApplicationError(str(error), type=kind, non_retryable=True)
 
 
 class RunActivities:
@@ -85,84 +102,27 @@ class RunActivities:
             raise ApplicationError(f"no run {run_id!r} in the store", non_retryable=True)
         return record
 
-    def _writer(self, run_id: str, flush_interval: float = 0.0) -> EventWriter:
-        return EventWriter(
-            self.runtime.store, run_id, deps=self.runtime.deps, flush_interval=flush_interval
-        )
-
-    @activity.defn(name="nbdurable.begin_leg")
-    async def begin_leg(self, run_id: str) -> dict[str, Any] | None:
-        """Take a pending run (a fenced compare-and-set to running); None when not pending.
-
-        Returns the record, the latest checkpoint and, for a first leg, the
-        messages it starts from.
-        """
-        runtime = self.runtime
-        record = self._record(run_id)
-        if record.state != "pending":
-            return None  # a duplicate resume: another leg decided already
-        record = runtime.runtime_store.rt_update(
-            run_id,
-            {
-                "state": "running",
-                "fence": record.fence + 1,
-                "lease_owner": f"temporal:{activity.info().workflow_id}",
-                "updated_at": runtime.now(),
-            },
-            fence=record.fence,
-        )
-        runtime.state_event(record)
-        checkpoint = await maybe_await(runtime.store.load(run_id))
-        messages: list[Any] = []
-        if checkpoint is None:
-            history = await self._legs._session_history(record)
-            first = self._legs._first_message(record)
-            messages = [m.model_dump(mode="json") for m in (*history, first)]
-        writer = self._writer(run_id)
-        writer.started(
-            resumed=checkpoint is not None,
-            next_step_index=0 if checkpoint is None else checkpoint.step_index + 1,
-        )
-        await writer.close()
-        return {
-            "record": record.model_dump(mode="json"),
-            "checkpoint": None if checkpoint is None else checkpoint.model_dump(mode="json"),
-            "messages": messages,
-        }
-
-    @activity.defn(name="nbdurable.mirror")
-    async def mirror(
-        self, run_id: str, parts: list[dict[str, Any]], checkpoint: dict[str, Any] | None
-    ) -> None:
-        """Write the stream parts' events and (atomically with them) a checkpoint."""
-        writer = self._writer(run_id)
-        for data in parts:
-            writer.part(_PARTS.validate_python(data))
-        if checkpoint is not None:
-            await writer.save_checkpoint(AgentCheckpoint.model_validate(checkpoint))
-        await writer.close()
-
-    @activity.defn(name="nbdurable.call_model")
-    async def call_model(self, run_id: str, step_index: int, request: dict[str, Any]) -> str:
-        """One model attempt, its deltas and attempt events persisted; the response's JSON.
-
-        A response journaled for the step (a crash or a pause during its tools)
-        is reused, not asked again. A failed attempt that the run's retry policy
-        retries leaves the run in ``retry_wait`` until Temporal retries it.
-        """
-        runtime = self.runtime
-        record = self._record(run_id)
-        journaled = runtime.runtime_store.rt_journaled(run_id, step_index)
-        if journaled is not None:
-            return journaled
-        attempt = activity.info().attempt
-        if attempt > 1 and record.state == "retry_wait":
-            record = runtime.set_state(run_id, state="running", next_attempt_at=None)
-        agent = self._agent(record)
-        options = build_options(
-            model=agent.model,
-            tools=agent.tool_map,
-            instructions=agent.instructions,
+    def _options(self, agent: Agent, path: list[str], record: RuntimeRun) -> LoopOptions:
+        """The options of the loop at ``path`` (agent-tool names) under the run's agent."""
+        model, tools, instructions = agent.model, agent.tool_map, agent.instructions
+        output_type = agent.output_type
+        for name in path:
+            loop = tools.get(name)
+            if not isinstance(loop, AgentTool):
+                raise ApplicationError(
+                    f"agent {agent.id!r} has no sub-agent at {'/'.join(path)!r}",
+                    non_retryable=True,
+                )
+            model, tools, instructions, output_type = (
+                loop.model,
+                loop.tools,
+                loop.instructions,
+                None,
+            )
+        return build_options(
+            model=model,
+            tools=tools,
+            instructions=instructions,
             max_steps=record.max_steps,
             stop_when=None,
             prepare_step=None,
@@ -171,55 +131,175 @@ class RunActivities:
             approval_responses=None,
             approval_signer=None,
             approval_max_age_ms=None,
-            deps=runtime.deps,
-            output_type=agent.output_type,
+            deps=self.runtime.deps,
+            agent_path=tuple(path),
+            output_type=output_type,
         )
-        driver = Driver(
+
+    async def _write(self, entries: list[dict[str, Any]]) -> None:
+        """Write outbox entries in order, each into its event log (checkpoints atomically)."""
+        writers: dict[str, EventWriter] = {}
+        for entry in entries:
+            log = entry["log"]
+            writer = writers.get(log)
+            if writer is None:
+                writer = writers[log] = EventWriter(
+                    self.runtime.store, log, deps=self.runtime.deps, flush_interval=0.0
+                )
+            if "checkpoint" in entry:
+                await writer.save_checkpoint(AgentCheckpoint.model_validate(entry["checkpoint"]))
+            else:
+                writer.part(_PARTS.validate_python(entry["part"]))
+        for writer in writers.values():
+            await writer.close()
+
+    @activity.defn(name="nbdurable.begin_leg")
+    async def begin_leg(self, run_id: str) -> dict[str, Any] | None:
+        """Take a pending run (a fenced compare-and-set to running); None when not pending.
+
+        Returns the record, the latest checkpoint and, for a first leg, the
+        messages it starts from; or ``{"final": "failed"}`` when the run's
+        deadline passed before the leg began. Run again after a crash, it
+        recognises its own claim.
+        """
+        runtime = self.runtime
+        record = self._record(run_id)
+        owner = f"temporal:{activity.info().workflow_id}"
+        if record.state == "pending":
+            if record.deadline_at is not None and runtime.now() >= record.deadline_at:
+                runtime.set_state(run_id, state="failed", reason="timeout", lease_owner=None)
+                return {"final": "failed"}
+            record = runtime.runtime_store.rt_update(
+                run_id,
+                {
+                    "state": "running",
+                    "fence": record.fence + 1,
+                    "lease_owner": owner,
+                    "updated_at": runtime.now(),
+                },
+                fence=record.fence,
+            )
+            runtime.state_event(record)
+        elif record.state != "running" or record.lease_owner != owner:
+            return None  # a duplicate resume: another leg decided already
+        checkpoint = await maybe_await(runtime.store.load(run_id))
+        messages: list[Any] = []
+        if checkpoint is None:
+            history = await self._legs._session_history(record)
+            first = self._legs._first_message(record)
+            messages = [m.model_dump(mode="json") for m in (*history, first)]
+        await self._started(run_id, checkpoint)
+        return {
+            "record": record.model_dump(mode="json"),
+            "checkpoint": None if checkpoint is None else checkpoint.model_dump(mode="json"),
+            "messages": messages,
+        }
+
+    async def _started(self, log: str, checkpoint: AgentCheckpoint | None) -> None:
+        writer = EventWriter(self.runtime.store, log, deps=self.runtime.deps, flush_interval=0.0)
+        writer.started(
+            resumed=checkpoint is not None,
+            next_step_index=0 if checkpoint is None else checkpoint.step_index + 1,
+        )
+        await writer.close()
+
+    @activity.defn(name="nbdurable.begin_child")
+    async def begin_child(self, run_id: str, log: str) -> dict[str, Any]:
+        """A sub-agent starts or resumes: its checkpoint (under ``log``), if any."""
+        checkpoint = await maybe_await(self.runtime.store.load(log))
+        await self._started(log, checkpoint)
+        return {"checkpoint": None if checkpoint is None else checkpoint.model_dump(mode="json")}
+
+    @activity.defn(name="nbdurable.mirror")
+    async def mirror(self, entries: list[dict[str, Any]]) -> None:
+        """Write the workflow's outbox: stream parts' events and checkpoints, in order."""
+        await self._write(entries)
+
+    @activity.defn(name="nbdurable.call_model")
+    async def call_model(
+        self, scope: dict[str, Any], step_index: int, request: dict[str, Any]
+    ) -> str:
+        """One model attempt, its deltas and attempt events persisted; the response's JSON.
+
+        A response journaled for the step (a crash or a pause during its tools)
+        is reused, not asked again. A failed attempt that the run's retry policy
+        retries leaves the run in ``retry_wait`` and tells the workflow how long
+        to wait (the error's details).
+        """
+        runtime = self.runtime
+        record = self._record(scope["run_id"])
+        agent = self._agent(record)
+        options = self._options(agent, scope["path"], record)
+        effect = CallModel(step_index, options.model, ModelRequest.model_validate(request))
+        log = scope["log"]
+        if scope["path"]:  # a sub-agent's call: no journal, an error is the parent's tool result
+            start = LegStart(messages=(), run_id=log, durable=log is not None)
+            store = runtime.store if log is not None else None
+            driver = Driver(options, start, store=store, streaming=record.stream)
+            try:
+                async with _heartbeats():
+                    response = await driver._call_model(effect)
+            except Exception as exc:
+                message = f"{type(exc).__name__}: {exc}"
+                raise ApplicationError(message, type="model_error", non_retryable=True) from None
+            finally:
+                if driver.events is not None:
+                    await driver.events.close()
+            return response.model_dump_json()
+        if record.state == "retry_wait":
+            record = runtime.set_state(record.run_id, state="running", next_attempt_at=None)
+        context = RunContext(runtime=runtime, agent=agent, record=record)
+        driver = RuntimeDriver(
             options,
-            LegStart(messages=(), run_id=run_id, durable=True),
+            LegStart(messages=(), run_id=record.run_id, durable=True),
             store=runtime.store,
             streaming=record.stream,
             flush_interval=runtime.flush_interval,
+            context=context,
         )
-        effect = CallModel(step_index, agent.model, ModelRequest.model_validate(request))
         try:
             async with _heartbeats():
-                response: ModelResponse = await driver._call_model(effect)
-        except Exception as exc:
+                response = await driver._call_model(effect)
+        except ModelAttemptFailed as failed:
+            raise self._model_failure(context, failed) from None
+        except (LimitExceededError, RunTimedOut) as exc:
+            raise _final(exc) from None
+        except FencedOutError as exc:
+            raise ApplicationError(str(exc), type="error", non_retryable=True) from None
+        finally:
             if driver.events is not None:
                 await driver.events.close()
-            raise self._model_failure(record, agent, exc, attempt) from None
-        if driver.events is not None:
-            await driver.events.close()
-        text = response.model_dump_json()
-        runtime.runtime_store.rt_journal(run_id, step_index, text, fence=record.fence)
-        runtime.runtime_store.rt_update(run_id, {"operations": record.operations + 1})
-        return text
+        return response.model_dump_json()
 
-    def _model_failure(
-        self, record: RuntimeRun, agent: Agent, error: Exception, attempt: int
-    ) -> ApplicationError:
-        """The attempt's error for Temporal: retryable (``retry_wait``) or final."""
-        message = f"{type(error).__name__}: {error}"
-        saved = record.retry_policy
-        retry_if = agent.retry_if
-        if saved is None or (retry_if is not None and not retry_if(error)):
-            return ApplicationError(message, type="model_error", non_retryable=True)
-        max_attempts = int(saved.get("max_attempts", 1))
-        if attempt >= max_attempts:
-            return ApplicationError(message, type="model_retries_exhausted", non_retryable=True)
-        delay = min(int(saved["initial_delay_ms"]) * 2 ** (attempt - 1), int(saved["max_delay_ms"]))
+    def _model_failure(self, context: RunContext, failed: ModelAttemptFailed) -> ApplicationError:
+        """The attempt's error for the workflow: retried after a delay (``retry_wait``) or final.
+
+        The embedded engine's rule: the record counts attempts (a lost worker's
+        attempt counts too); the run's saved policy and the agent's ``retry_if``
+        decide.
+        """
+        record = self._record(context.record.run_id)
+        error = f"{type(failed.error).__name__}: {failed.error}"
+        policy = context.retry_policy
+        retry_if = context.agent.retry_if
+        if policy is None or (retry_if is not None and not retry_if(failed.error)):
+            return ApplicationError(error, type="model_error", non_retryable=True)
+        used = record.model_attempts
+        if used >= policy.max_attempts:
+            return ApplicationError(error, type="model_retries_exhausted", non_retryable=True)
+        delay = policy.delay_ms(used)
         self.runtime.set_state(
             record.run_id,
             state="retry_wait",
-            error=message,
-            model_attempts=attempt,
+            error=error,
             next_attempt_at=self.runtime.now() + delay,
         )
-        return ApplicationError(message, type="model_attempt_failed")
+        return ApplicationError(error, delay, type=MODEL_ATTEMPT_FAILED, non_retryable=True)
 
     @activity.defn(name="nbdurable.run_tool")
-    async def run_tool(self, run_id: str, step_index: int, call: dict[str, Any]) -> dict[str, Any]:
+    async def run_tool(
+        self, scope: dict[str, Any], step_index: int, call: dict[str, Any]
+    ) -> dict[str, Any]:
         """Run one tool call under its intent record; the tool result part's JSON.
 
         A call whose intent completed returns that result (never runs twice). A
@@ -227,78 +307,50 @@ class RunActivities:
         ``retry()`` allowed it; otherwise the run needs attention.
         """
         runtime = self.runtime
-        store = runtime.runtime_store
-        record = self._record(run_id)
+        record = self._record(scope["run_id"])
         agent = self._agent(record)
+        options = self._options(agent, scope["path"], record)
         part = ToolCallPart.model_validate(call)
-        prior = {i.tool_call_id: i for i in store.rt_intents(run_id)}.get(part.tool_call_id)
-        if prior is not None and prior.state == "completed" and prior.result is not None:
-            return prior.result
-        if prior is not None and agent.recovery_of(part.tool_name) == "manual":
-            if part.tool_call_id not in record.rerun_tool_calls:
-                raise ApplicationError(
-                    f"tool {part.tool_name!r} (call {part.tool_call_id}) was interrupted and "
-                    "its recovery is manual: retry() runs it again, deny() settles it",
-                    type=NEEDS_ATTENTION,
-                    non_retryable=True,
-                )
-            remaining = [c for c in record.rerun_tool_calls if c != part.tool_call_id]
-            record = store.rt_update(run_id, {"rerun_tool_calls": remaining})
-        tool = agent.tool_map[part.tool_name]
+        tool = options.tools.get(part.tool_name)
+        if tool is None:
+            raise ApplicationError(f"no tool {part.tool_name!r}", type="error", non_retryable=True)
         invocation = ToolInvocation(tool=tool, call=part, kwargs=tool.validate_args(part.args))
-        intent = ToolIntent(
-            run_id=run_id,
-            tool_call_id=part.tool_call_id,
-            tool_name=part.tool_name,
-            step_index=step_index,
-            state="started",
-        )
-        store.rt_intent(intent, fence=record.fence)
-        store.rt_update(run_id, {"operations": record.operations + 1})
-        driver = Driver(
-            build_options(
-                model=agent.model,
-                tools=agent.tool_map,
-                instructions=None,
-                max_steps=record.max_steps,
-                stop_when=None,
-                prepare_step=None,
-                max_tool_concurrency=None,
-                approve_tool_call=None,
-                approval_responses=None,
-                approval_signer=None,
-                approval_max_age_ms=None,
-                deps=Deps(),
-            ),
-            LegStart(messages=(), run_id=run_id, durable=True),
-        )
-        async with _heartbeats():
-            outcome = await driver._run_tool(invocation, step_index)
+        driver: Driver
+        if scope["path"]:
+            log = scope["log"]
+            driver = Driver(options, LegStart(messages=(), run_id=log, durable=log is not None))
+        else:
+            intents = {i.tool_call_id: i for i in runtime.runtime_store.rt_intents(record.run_id)}
+            context = RunContext(runtime=runtime, agent=agent, record=record, intents=intents)
+            start = LegStart(messages=(), run_id=record.run_id, durable=True)
+            driver = RuntimeDriver(options, start, context=context)
+        try:
+            async with _heartbeats():
+                outcome = await driver._run_tool(invocation, step_index)
+        except NeedsAttention as exc:
+            raise ApplicationError(str(exc), type=NEEDS_ATTENTION, non_retryable=True) from None
+        except (LimitExceededError, RunTimedOut) as exc:
+            raise _final(exc) from None
+        except FencedOutError as exc:
+            raise ApplicationError(str(exc), type="error", non_retryable=True) from None
         result = outcome.result or ToolResultPart(
             tool_call_id=part.tool_call_id,
             tool_name=part.tool_name,
             result="The tool gave no result.",
             is_error=True,
         )
-        data = result.model_dump(mode="json")
-        store.rt_intent(
-            intent.model_copy(update={"state": "completed", "result": data}), fence=record.fence
-        )
-        return data
+        return result.model_dump(mode="json")
 
     @activity.defn(name="nbdurable.finish_leg")
     async def finish_leg(
-        self, run_id: str, parts: list[dict[str, Any]], changes: dict[str, Any]
+        self, run_id: str, entries: list[dict[str, Any]], changes: dict[str, Any]
     ) -> None:
-        """Write the leg's last events and its run-state change.
+        """Write the leg's outbox and its run-state change.
 
         A run finished meanwhile (cancelled from a client) keeps its state.
         """
-        await self.mirror(run_id, parts, None)
-        record = self._record(run_id)
-        if record.finished and changes.get("state") != "cancelled":
-            return
-        if record.finished:
+        await self._write(entries)
+        if self._record(run_id).finished:
             return
         changes.setdefault("lease_owner", None)
         self.runtime.set_state(run_id, **changes)

@@ -1,0 +1,252 @@
+"""The loop's driver inside a workflow: every effect with I/O becomes an activity.
+
+Stream parts and checkpoints collect in an *outbox* (ordered, tagged with the
+event log they belong to) that a local activity writes to the store right
+before the next model or tool activity and at the end of a leg: one round trip
+through the server per model call and per tool call, and viewers still see a
+step's parts before its slow work starts. Sub-agents (``agent_tool``) run
+inside the same workflow as child drivers sharing the outbox; their model and
+tool calls are activities too, their checkpoints and events go under the
+child's key, exactly as the embedded engine writes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+
+from .._errors import LimitExceededError, ModelError
+from ..durable.checkpoint import AgentCheckpoint
+from ..loop.driver import Driver, _error_result
+from ..loop.machine import (
+    CallModel,
+    LegStart,
+    SaveCheckpoint,
+    ToolInvocation,
+    ToolOutcome,
+    leg_start_from_checkpoint,
+)
+from ..loop.options import LoopOptions
+from ..loop.subagent import AgentTool, child_run_id
+from ..messages import ToolResultPart, user
+from ..models.base import ModelResponse
+from ..parts import StreamPart
+from ..runtime.agent import Agent
+from ..runtime.limits import Limits, payload_bytes
+from .config import TemporalConfig
+
+__all__ = [
+    "LIMIT_EXCEEDED",
+    "LOCAL_ACTIVITY",
+    "MODEL_ATTEMPT_FAILED",
+    "NEEDS_ATTENTION",
+    "TIMEOUT",
+    "LegFailed",
+    "ToolNeedsAttention",
+    "WorkflowDriver",
+]
+
+NEEDS_ATTENTION = "needs_attention"
+"""ApplicationError type of a tool call that needs a human (manual recovery)."""
+MODEL_ATTEMPT_FAILED = "model_attempt_failed"
+"""ApplicationError type of a model attempt the run's policy retries (details: delay ms)."""
+LIMIT_EXCEEDED = "limit_exceeded"
+"""ApplicationError type of a call over ``max_operations`` or ``max_payload_bytes``."""
+TIMEOUT = "timeout"
+"""ApplicationError type of a call after the run's deadline."""
+
+# Local activities write the store in the workflow's own worker; a retry after a
+# transient store error is cheap, a lost mirror is not.
+LOCAL_ACTIVITY: dict[str, Any] = {
+    "start_to_close_timeout": timedelta(seconds=60),
+    "retry_policy": RetryPolicy(maximum_attempts=5),
+}
+
+
+class LegFailed(Exception):
+    """The leg ends the run ``failed`` with ``reason`` (a model error, a limit, the timeout)."""
+
+    def __init__(self, reason: str, error: str) -> None:
+        self.reason = reason
+        self.error = error
+        super().__init__(error)
+
+
+class ToolNeedsAttention(Exception):
+    """A ``manual`` tool was interrupted: the run needs a human (retry or deny)."""
+
+
+def _cause(error: ActivityError) -> ApplicationError | None:
+    """The application error behind ``error``; a cancelled activity cancels the caller."""
+    cause = error.cause
+    if isinstance(cause, CancelledError):
+        # the workflow was cancelled (or timed out) while the activity ran: the
+        # run ends cancelled or timed out, not in needs_attention or failed
+        raise asyncio.CancelledError() from None
+    return cause if isinstance(cause, ApplicationError) else None
+
+
+async def write_outbox(outbox: list[dict[str, Any]]) -> None:
+    """Mirror the outbox into the store now (a local activity) and empty it."""
+    if outbox:
+        entries, outbox[:] = list(outbox), []
+        await workflow.execute_local_activity("nbdurable.mirror", args=[entries], **LOCAL_ACTIVITY)
+
+
+class WorkflowDriver(Driver):
+    """Drives one agent loop (the run's, or a sub-agent's) with activities.
+
+    Args:
+        options: The loop's options.
+        start: Where the loop starts.
+        config: The run's workflow settings.
+        agent: The run's registration.
+        limits: The worker runtime's limits.
+        outbox: Parts and checkpoints not yet written (shared with sub-agents).
+        path: Names of the agent tools from the run's agent to this loop's agent.
+        log: The event log this loop writes: the run's, a sub-agent's key, or
+            None for a sub-agent without tools (it keeps no log, as embedded).
+    """
+
+    def __init__(
+        self,
+        options: LoopOptions,
+        start: LegStart,
+        *,
+        config: TemporalConfig,
+        agent: Agent,
+        limits: Limits,
+        outbox: list[dict[str, Any]],
+        path: tuple[str, ...] = (),
+        log: str | None,
+    ) -> None:
+        super().__init__(options, start, emit=self._collect)
+        self.config = config
+        self.agent = agent
+        self.limits = limits
+        self.outbox = outbox
+        self.path = path
+        self.log = log
+
+    @property
+    def scope(self) -> dict[str, Any]:
+        """Whose call an activity makes: the run, the agent-tool path, the event log."""
+        return {"run_id": self.config.run_id, "path": list(self.path), "log": self.log}
+
+    def _collect(self, part: StreamPart) -> None:
+        if self.log is not None:
+            self.outbox.append({"log": self.log, "part": part.model_dump(mode="json")})
+
+    async def _save(self, effect: SaveCheckpoint) -> None:
+        checkpoint = effect.checkpoint
+        size = payload_bytes(checkpoint.model_dump_json())
+        if size > self.limits.max_payload_bytes:
+            raise LimitExceededError("max_payload_bytes", size, self.limits.max_payload_bytes)
+        if self.log is not None:
+            self.outbox.append({"log": self.log, "checkpoint": checkpoint.model_dump(mode="json")})
+
+    async def _call_model(self, effect: CallModel) -> ModelResponse:
+        while True:
+            await write_outbox(self.outbox)
+            try:
+                text = await workflow.execute_activity(
+                    "nbdurable.call_model",
+                    args=[self.scope, effect.step_index, effect.request.model_dump(mode="json")],
+                    result_type=str,
+                    start_to_close_timeout=timedelta(seconds=self.config.model_timeout),
+                    heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout),
+                    # Only a lost worker is retried here; model errors are decided by
+                    # the activity (the run's policy) and retried below.
+                    retry_policy=RetryPolicy(
+                        initial_interval=timedelta(milliseconds=200), maximum_attempts=10
+                    ),
+                )
+            except ActivityError as exc:
+                cause = _cause(exc)
+                if cause is not None and cause.type == MODEL_ATTEMPT_FAILED:
+                    delay_ms = int(cause.details[0]) if cause.details else 1000
+                    await workflow.sleep(timedelta(milliseconds=delay_ms))
+                    continue
+                reason = cause.type if cause is not None and cause.type else "model_error"
+                message = cause.message if cause is not None else str(exc)
+                if self.path and reason not in (LIMIT_EXCEEDED, TIMEOUT):
+                    raise ModelError(message) from None  # the parent model gets is_error
+                raise LegFailed(reason, message) from None
+            return ModelResponse.model_validate_json(text)
+
+    async def _run_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
+        tool = invocation.tool
+        if isinstance(tool, AgentTool):
+            try:
+                return await self._run_subagent(tool, invocation)
+            except (LegFailed, ToolNeedsAttention, LimitExceededError):
+                raise  # the run's fate, not the sub-agent's answer
+            except Exception as exc:  # like the embedded driver: the parent model reacts
+                return ToolOutcome(result=_error_result(invocation, f"{type(exc).__name__}: {exc}"))
+        await write_outbox(self.outbox)  # viewers see the calls while the tools run
+        call = invocation.call
+        recovery = self.agent.recovery_of(call.tool_name)
+        attempts = 1 if recovery == "manual" else max(self.config.tool_retries, 1)
+        try:
+            data = await workflow.execute_activity(
+                "nbdurable.run_tool",
+                args=[self.scope, step_index, call.model_dump(mode="json")],
+                result_type=dict,
+                start_to_close_timeout=timedelta(seconds=self.config.tool_timeout),
+                heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout),
+                retry_policy=RetryPolicy(
+                    initial_interval=timedelta(milliseconds=200), maximum_attempts=attempts
+                ),
+            )
+        except ActivityError as exc:
+            cause = _cause(exc)
+            if cause is not None and cause.type in (LIMIT_EXCEEDED, TIMEOUT):
+                raise LegFailed(cause.type, cause.message) from None
+            if cause is not None and cause.type == NEEDS_ATTENTION:
+                raise ToolNeedsAttention(cause.message) from None
+            if cause is not None and cause.non_retryable:
+                raise LegFailed("error", cause.message) from None
+            raise ToolNeedsAttention(
+                f"tool {call.tool_name!r} (call {call.tool_call_id}) was interrupted "
+                f"({recovery} recovery): retry() runs it again, deny() settles it"
+            ) from None
+        return ToolOutcome(result=ToolResultPart.model_validate(data))
+
+    async def _child_driver(
+        self, agent: AgentTool, options: LoopOptions, invocation: ToolInvocation
+    ) -> tuple[Driver, bool]:
+        """A sub-agent as a child workflow driver; with tools it checkpoints under its key."""
+        prompt = (user(invocation.kwargs["prompt"]),)
+        durable = bool(agent.tools)
+        start = LegStart(messages=prompt)
+        log = child_run_id(self.log or self.config.run_id, agent.name, invocation.call.tool_call_id)
+        if durable:
+            await write_outbox(self.outbox)
+            saved = await workflow.execute_local_activity(
+                "nbdurable.begin_child",
+                args=[self.config.run_id, log],
+                result_type=dict,
+                **LOCAL_ACTIVITY,
+            )
+            checkpoint = saved.get("checkpoint")
+            start = (
+                leg_start_from_checkpoint(AgentCheckpoint.model_validate(checkpoint))
+                if checkpoint is not None
+                else LegStart(messages=prompt, run_id=log, durable=True)
+            )
+        child = WorkflowDriver(
+            options,
+            start,
+            config=self.config,
+            agent=self.agent,
+            limits=self.limits,
+            outbox=self.outbox,
+            path=(*self.path, agent.name),
+            log=log if durable else None,
+        )
+        return child, durable
