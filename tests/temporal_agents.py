@@ -106,6 +106,60 @@ def _manual_model() -> nd.ScriptedModel:
     return nd.ScriptedModel([nd.Turn.call("slow_manual", n=1), "Manual step settled."])
 
 
+def _results(request: nd.ModelRequest) -> str:
+    """The parent's last turn: every tool result it saw, flagged OK or ERROR."""
+    seen = [
+        f"{r.tool_name} {'ERROR' if r.is_error else 'OK'}: {r.result}"
+        for message in request.messages
+        if message.role == "tool"
+        for r in message.tool_results
+    ]
+    return "; ".join(seen)
+
+
+def _sub_agents() -> list[nd.Tool]:
+    """A tool-less summarizer, a failing oracle and a researcher with a gated tool."""
+    summarizer = nd.agent_tool(
+        "summarizer", model=nd.ScriptedModel(["Summary: three tables are stale."])
+    )
+    oracle = nd.agent_tool(
+        "oracle",
+        model=nd.ScriptedModel(["never"], fail_on={1: RuntimeError("oracle down")}),
+    )
+    researcher = nd.agent_tool(
+        "researcher",
+        model=nd.ScriptedModel(
+            [
+                nd.Turn.call("step", n=7),
+                nd.Turn.call("drop_table", name="tmp_research"),
+                "Research done: tmp_research dropped.",
+            ]
+        ),
+        tools=[step, drop_table],
+    )
+    return [summarizer, oracle, researcher]
+
+
+def _delegator_model() -> nd.ScriptedModel:
+    return nd.ScriptedModel(
+        [
+            nd.Turn.call("summarizer", prompt="Summarize the warehouse."),
+            nd.Turn.call("oracle", prompt="Predict tomorrow's load."),
+            nd.Turn.call("researcher", prompt="Find and drop the temporary table."),
+            _results,
+        ]
+    )
+
+
+def _busy_model() -> nd.ScriptedModel:
+    return nd.ScriptedModel([*(nd.Turn.call("step", n=i) for i in range(1, 9)), "finished"])
+
+
+def _big_model() -> nd.ScriptedModel:
+    """Answers with a text far over a small max_payload_bytes."""
+    return nd.ScriptedModel(["x" * 5000])
+
+
 agents = [
     Agent(
         "janitor",
@@ -137,4 +191,13 @@ agents = [
         version="1",
         tool_recovery=_recovery("slow_manual"),
     ),
+    Agent(
+        "delegator",
+        model=_delegator_model(),
+        tools=_sub_agents(),
+        version="1",
+        tool_recovery={"summarizer": "safe", "oracle": "safe", "researcher": "safe"},
+    ),
+    Agent("busy", model=_busy_model(), tools=[step], version="1", tool_recovery=_recovery("step")),
+    Agent("verbose", model=_big_model(), version="1"),
 ]

@@ -20,7 +20,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
-from .._errors import LimitExceededError, ModelError
+from .._errors import LimitExceededError
 from ..durable.checkpoint import AgentCheckpoint
 from ..loop.driver import Driver, _error_result
 from ..loop.machine import (
@@ -75,6 +75,10 @@ class LegFailed(Exception):
         self.reason = reason
         self.error = error
         super().__init__(error)
+
+
+class _SubAgentFailed(Exception):
+    """A sub-agent's model call failed; the message is the error as the embedded driver words it."""
 
 
 class ToolNeedsAttention(Exception):
@@ -175,7 +179,7 @@ class WorkflowDriver(Driver):
                 reason = cause.type if cause is not None and cause.type else "model_error"
                 message = cause.message if cause is not None else str(exc)
                 if self.path and reason not in (LIMIT_EXCEEDED, TIMEOUT):
-                    raise ModelError(message) from None  # the parent model gets is_error
+                    raise _SubAgentFailed(message) from None  # the parent model gets is_error
                 raise LegFailed(reason, message) from None
             return ModelResponse.model_validate_json(text)
 
@@ -186,6 +190,8 @@ class WorkflowDriver(Driver):
                 return await self._run_subagent(tool, invocation)
             except (LegFailed, ToolNeedsAttention, LimitExceededError):
                 raise  # the run's fate, not the sub-agent's answer
+            except _SubAgentFailed as exc:
+                return ToolOutcome(result=_error_result(invocation, str(exc)))
             except Exception as exc:  # like the embedded driver: the parent model reacts
                 return ToolOutcome(result=_error_result(invocation, f"{type(exc).__name__}: {exc}"))
         await write_outbox(self.outbox)  # viewers see the calls while the tools run

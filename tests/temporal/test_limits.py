@@ -1,0 +1,55 @@
+"""A run's timeout and the worker's limits on Temporal: the embedded engine's states."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import temporal_agents
+
+import nbdurable as nd
+from nbdurable.runtime import DurableRuntime
+from nbdurable.temporal import TemporalEngine
+
+from .test_workers import _tool_rows
+
+
+async def test_timeout_fails_the_run_mid_tool(
+    temporal_server: str, start_worker: Any, tmp_path: Path
+) -> None:
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    tools = tmp_path / "tools.db"
+    start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools), NBDURABLE_TEST_SLOW="60")
+    store = nd.open_store(url)
+    engine = TemporalEngine(address=temporal_server, task_queue=queue, heartbeat_timeout=2)
+    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+        began = time.monotonic()
+        run = await rt.submit("crashy", "Do the three steps.", timeout=3)
+        record = await asyncio.wait_for(run.wait(), 30)
+        assert record.state == "failed" and record.reason == "timeout"
+        assert time.monotonic() - began < 20  # the timer fired; the 60 s tool was not awaited
+        handle = (await engine.client()).get_workflow_handle(run.run_id)
+        assert await asyncio.wait_for(handle.result(), 30) == "failed"
+    # the slow step started and was abandoned; the third step never ran
+    assert [tool for tool, _ in _tool_rows(tools)] == ["step", "slow_step"]
+
+
+async def test_deadline_passed_before_the_first_leg(
+    temporal_server: str, start_worker: Any, tmp_path: Path
+) -> None:
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    tools = tmp_path / "tools.db"
+    store = nd.open_store(url)
+    engine = TemporalEngine(address=temporal_server, task_queue=queue)
+    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+        run = await rt.submit("many", "Two steps.", timeout=0.5)
+        await asyncio.sleep(1.0)  # no worker polls the queue yet
+        start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools))
+        record = await asyncio.wait_for(run.wait(), 30)
+        assert record.state == "failed" and record.reason == "timeout"
+    assert _tool_rows(tools) == []
