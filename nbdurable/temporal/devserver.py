@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -55,12 +56,18 @@ class DevServer:
     Args:
         db_filename: Keep the server's state in this file (default: in memory).
         startup_timeout: Seconds to wait for its health check.
+        extra_args: More ``temporal server start-dev`` arguments (``--dynamic-config-value``...).
     """
 
     def __init__(
-        self, db_filename: str | os.PathLike[str] | None = None, *, startup_timeout: float = 30
+        self,
+        db_filename: str | os.PathLike[str] | None = None,
+        *,
+        startup_timeout: float = 30,
+        extra_args: Sequence[str] = (),
     ) -> None:
         self.db_filename = db_filename
+        self.extra_args = tuple(extra_args)
         self.startup_timeout = startup_timeout
         self.address = ""
         self.proc: subprocess.Popen[Any] | None = None
@@ -80,6 +87,7 @@ class DevServer:
         command += ["--port", str(port), "--ui-port", str(free_port()), "--log-level", "error"]
         if self.db_filename is not None:
             command += ["--db-filename", str(self.db_filename)]
+        command += self.extra_args
         self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.address = f"127.0.0.1:{port}"
         health = [binary, "operator", "cluster", "health", "--address", self.address]
