@@ -66,6 +66,7 @@ async def worker(args: argparse.Namespace) -> int:
             namespace=args.namespace,
             store=store,
             agents=agents,
+            tasks=load_tasks(args.tasks),
             ready=f"nbdurable worker (temporal) polling {args.task_queue} at {args.address}",
         )
         # The worker has shut down and the store is closed. Skip interpreter

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TASK_PHASE",
+    "ContextFactory",
     "Phase",
     "TaskContext",
     "TaskDefinition",
@@ -37,6 +38,8 @@ __all__ = [
     "TaskRun",
     "canonical_json",
     "define_task",
+    "resume_point",
+    "run_phase",
     "run_phases",
     "task_table",
 ]
@@ -222,7 +225,15 @@ class TaskContext:
             max_steps=max_steps,
             _owner_run_id=self.run_id,
         )
+        await self._submitted(run)
         return await run.result()
+
+    async def _submitted(self, run: Run) -> None:
+        """An owned run was submitted or re-attached: a hook for engines.
+
+        Where no scheduler runs in the phase's process, the engine starts the
+        run's execution here (the Temporal worker starts its workflow).
+        """
 
 
 @dataclass
@@ -279,45 +290,75 @@ def _json_state(task: TaskDefinition, phase: str, state: Any) -> str:
         ) from None
 
 
-async def run_phases(execution: TaskExecution) -> Any:
-    """Run the task's phases from the last checkpointed one; return the final state.
+ContextFactory = Callable[["DurableRuntime", str, TaskDefinition, int], TaskContext]
+"""Makes a phase's :class:`TaskContext` (an engine may hand phases its own subclass)."""
+
+
+def resume_point(execution: TaskExecution) -> tuple[int, Any]:
+    """The first phase still to run and the state it gets.
+
+    The state is the last checkpointed one (the task's input before the first
+    phase completes); the index is ``len(phases)`` once every phase completed.
+    """
+    task, run_id = execution.task, execution.record.run_id
+    for index in reversed(range(len(task.phases))):
+        saved = execution.store.rt_journaled(run_id, index)
+        if saved is not None:
+            return index + 1, json.loads(saved)
+    return 0, json.loads(execution.record.prompt)
+
+
+async def run_phase(
+    execution: TaskExecution, index: int, state: Any, *, context: ContextFactory = TaskContext
+) -> Any:
+    """Run one phase on ``state`` and checkpoint the state it returns; that state.
+
+    The checkpoint is the run's journal entry ``index`` (fenced), the record's
+    ``phase`` counter and a :data:`TASK_PHASE` event.
 
     Raises:
+        RunTimedOut: The task's deadline passed before the phase started.
         FencedOutError: Another owner took the run (its writes are refused).
         LimitExceededError: A state over ``max_payload_bytes``.
         ConfigurationError: A state that is not JSON.
     """
     runtime, task, run_id = execution.runtime, execution.task, execution.record.run_id
-    state: Any = json.loads(execution.record.prompt)
-    start = 0
-    for index in reversed(range(len(task.phases))):
-        saved = execution.store.rt_journaled(run_id, index)
-        if saved is not None:
-            state, start = json.loads(saved), index + 1
-            break
+    deadline = execution.record.deadline_at
+    if deadline is not None and runtime.now() >= deadline:
+        raise RunTimedOut("the task's timeout passed")
+    ctx = context(runtime, run_id, task, index)
+    result = await maybe_await(task.phases[index](ctx, state))
+    text = _json_state(task, ctx.phase, result)
+    size = payload_bytes(text)
     limit = runtime.limits.max_payload_bytes
-    for index in range(start, len(task.phases)):
-        deadline = execution.record.deadline_at
-        if deadline is not None and runtime.now() >= deadline:
-            raise RunTimedOut("the task's timeout passed")
-        context = TaskContext(runtime, run_id, task, index)
-        result = await maybe_await(task.phases[index](context, state))
-        text = _json_state(task, context.phase, result)
-        size = payload_bytes(text)
-        if size > limit:
-            raise LimitExceededError("max_payload_bytes", size, limit)
-        execution.store.rt_journal(run_id, index, text, fence=execution.fence)
-        execution.update(phase=index + 1)
-        event = NewEvent(
-            type=TASK_PHASE,
-            created_at=runtime.now(),
-            payload={"phase": context.phase, "index": index},
-        )
-        try:
-            runtime.store.append_events(run_id, [event], fence=execution.fence)
-        except Exception as exc:  # the journal is the authority; the event is for viewers
-            runtime.deps.logger.error("nbdurable: phase event of %s failed: %r", run_id, exc)
-        state = json.loads(text)
+    if size > limit:
+        raise LimitExceededError("max_payload_bytes", size, limit)
+    execution.store.rt_journal(run_id, index, text, fence=execution.fence)
+    execution.update(phase=index + 1)
+    event = NewEvent(
+        type=TASK_PHASE,
+        created_at=runtime.now(),
+        payload={"phase": ctx.phase, "index": index},
+    )
+    try:
+        runtime.store.append_events(run_id, [event], fence=execution.fence)
+    except Exception as exc:  # the journal is the authority; the event is for viewers
+        runtime.deps.logger.error("nbdurable: phase event of %s failed: %r", run_id, exc)
+    return json.loads(text)
+
+
+async def run_phases(execution: TaskExecution) -> Any:
+    """Run the task's phases from the last checkpointed one; return the final state.
+
+    Raises:
+        RunTimedOut: The task's deadline passed between phases.
+        FencedOutError: Another owner took the run (its writes are refused).
+        LimitExceededError: A state over ``max_payload_bytes``.
+        ConfigurationError: A state that is not JSON.
+    """
+    start, state = resume_point(execution)
+    for index in range(start, len(execution.task.phases)):
+        state = await run_phase(execution, index, state)
     return state
 
 

@@ -2,7 +2,8 @@
 
 ``TemporalEngine`` plugs into :class:`~nbdurable.DurableRuntime` as its engine:
 submitting a run starts a Temporal workflow whose id is the run id.
-``nbdurable worker --engine temporal`` serves the workflow and its activities.
+``nbdurable worker --engine temporal`` serves the workflows and their activities
+(agent runs, graph nodes among them, and custom tasks).
 Checkpoints, events and run records are mirrored into the nbdurable store by
 the activities, so inspection, the widget, reconnect by offset and replay work
 unchanged. Importing ``nbdurable`` never imports this package (nor temporalio).
@@ -12,6 +13,13 @@ from __future__ import annotations
 
 from .config import TemporalConfig
 from .engine import TemporalEngine
-from .worker import WORKFLOW_NAME, build_worker, serve
+from .worker import TASK_WORKFLOW_NAME, WORKFLOW_NAME, build_worker, serve
 
-__all__ = ["WORKFLOW_NAME", "TemporalConfig", "TemporalEngine", "build_worker", "serve"]
+__all__ = [
+    "TASK_WORKFLOW_NAME",
+    "WORKFLOW_NAME",
+    "TemporalConfig",
+    "TemporalEngine",
+    "build_worker",
+    "serve",
+]

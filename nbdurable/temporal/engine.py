@@ -5,6 +5,12 @@ The client side of the engine seam. The runtime keeps writing run records
 record that became ``pending`` into a signal-with-start of the run's workflow
 (``resume``, carrying the verdicts), and every cancelled run into a workflow
 cancellation. Workers (``nbdurable worker --engine temporal``) execute them.
+Agent runs (graph nodes and a task's owned runs included) run as
+``nbdurable.AgentRun`` workflows, custom tasks as ``nbdurable.TaskRun``.
+
+Each worker runs an engine of its own too, with ``adopt_after``: it starts the
+workflows of records that stayed pending with no workflow (a graph node promoted
+while no client is connected, a run whose client went away before dispatching).
 """
 
 from __future__ import annotations
@@ -14,15 +20,55 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from .config import TemporalConfig
-from .workflow import AgentRunWorkflow, config_args
+from .workflow import config_args
 
 if TYPE_CHECKING:
+    from ..runtime.records import RuntimeRun
     from ..runtime.runtime import DurableRuntime
 
-__all__ = ["TemporalEngine"]
+__all__ = ["WORKFLOWS", "TemporalEngine", "start_run"]
+
+WORKFLOWS: dict[str, str] = {"agent": "nbdurable.AgentRun", "task": "nbdurable.TaskRun"}
+"""The workflow type of each record kind."""
+
+
+async def start_run(
+    client: Client, record: RuntimeRun, config: TemporalConfig, task_queue: str
+) -> None:
+    """Signal-with-start the workflow of a pending run: ``resume``, carrying its verdicts."""
+    await client.start_workflow(
+        WORKFLOWS[record.kind],
+        config_args(config),
+        id=record.run_id,
+        task_queue=task_queue,
+        start_signal="resume",
+        start_signal_args=[record.verdicts],
+    )
+
+
+async def adopt_run(
+    client: Client, record: RuntimeRun, config: TemporalConfig, task_queue: str
+) -> None:
+    """Start the workflow of a pending run only if none is running, then resume it.
+
+    A running workflow was started by a client, which resumes it itself.
+    """
+    try:
+        handle = await client.start_workflow(
+            WORKFLOWS[record.kind],
+            config_args(config),
+            id=record.run_id,
+            task_queue=task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+        )
+    except WorkflowAlreadyStartedError:
+        return
+    await handle.signal("resume", record.verdicts)
 
 
 class TemporalEngine:
@@ -38,6 +84,9 @@ class TemporalEngine:
             elsewhere (a SIGKILLed worker is noticed after this).
         tool_retries: Attempts of a ``safe``/``idempotent`` tool after a worker loss.
         client: An already connected client (default: connect to ``address``).
+        adopt_after: For a worker's engine: leave pending runs to clients for this
+            many seconds, then start the workflow of those that still have none
+            (never signalling a running one). None (a client): dispatch at once.
     """
 
     def __init__(
@@ -51,6 +100,7 @@ class TemporalEngine:
         heartbeat_timeout: float = 10.0,
         tool_retries: int = 5,
         client: Client | None = None,
+        adopt_after: float | None = None,
     ) -> None:
         self.address = address
         self.task_queue = task_queue
@@ -63,6 +113,7 @@ class TemporalEngine:
         }
         self.runtime: DurableRuntime
         self._client = client
+        self.adopt_after = adopt_after
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._sent: set[tuple[str, int, str]] = set()
@@ -121,23 +172,31 @@ class TemporalEngine:
         client = await self.client()
         for record in store.rt_list(["pending"]):
             key = (record.run_id, record.updated_at, "resume")
-            if record.kind != "agent" or key in self._sent:
+            if record.kind not in WORKFLOWS or key in self._sent or not self._due(record):
                 continue
-            await client.start_workflow(
-                AgentRunWorkflow.run,
-                config_args(self.config(record.run_id)),
-                id=record.run_id,
-                task_queue=self.task_queue,
-                start_signal="resume",
-                start_signal_args=[record.verdicts],
-            )
+            # Sending is slow next to workflows: one that took the record meanwhile
+            # may have closed already, and a resume now would start a workflow for nothing.
+            current = store.rt_get(record.run_id)
+            if current is None or (current.state, current.updated_at) != ("pending", key[1]):
+                continue
+            config = self.config(record.run_id)
+            if self.adopt_after is None:
+                await start_run(client, current, config, self.task_queue)
+            else:
+                await adopt_run(client, current, config, self.task_queue)
             self._sent.add(key)
         for record in store.rt_list(["cancelling", "cancelled"]):
             key = (record.run_id, record.updated_at, "cancel")
-            if record.kind != "agent" or key in self._sent:
+            if record.kind not in WORKFLOWS or key in self._sent:
                 continue
             if record.state == "cancelled" and record.updated_at < self._since:
                 continue
             self._sent.add(key)
             with contextlib.suppress(RPCError):  # no such workflow, or it closed already
                 await client.get_workflow_handle(record.run_id).cancel()
+
+    def _due(self, record: RuntimeRun) -> bool:
+        """Whether this engine dispatches the pending record now (a worker's waits)."""
+        if self.adopt_after is None:
+            return True
+        return self.runtime.now() - record.updated_at >= self.adopt_after * 1000

@@ -1,11 +1,18 @@
-"""The Temporal worker: the run workflow and its activities, in a process of their own."""
+"""The Temporal worker: the run and task workflows and their activities, in a process.
+
+The worker's runtime executes nothing itself: its engine is a
+:class:`~nbdurable.temporal.engine.TemporalEngine` with ``adopt_after``, so a
+worker alone (no client connected) still starts the workflows of graph nodes
+that became pending, and cancels the workflows of runs cancelled from here (a
+cancelled task's owned runs).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import signal
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -14,13 +21,20 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from ..runtime.agent import Agent
 from ..runtime.runtime import DurableRuntime
+from ..runtime.tasks import TaskDefinition
 from .activities import RunActivities
-from .registry import set_worker_runtime
+from .engine import TemporalEngine
+from .registry import set_worker_runtime, worker_runtime
+from .tasks import TaskActivities, TaskRunWorkflow
 from .workflow import AgentRunWorkflow
 
-__all__ = ["WORKFLOW_NAME", "build_worker", "serve"]
+__all__ = ["ADOPT_AFTER", "TASK_WORKFLOW_NAME", "WORKFLOW_NAME", "build_worker", "serve"]
 
 WORKFLOW_NAME = "nbdurable.AgentRun"
+TASK_WORKFLOW_NAME = "nbdurable.TaskRun"
+ADOPT_AFTER = 2.0
+"""Seconds a run stays pending before a worker starts its workflow (clients go first,
+with their own timeouts)."""
 
 
 def build_worker(
@@ -29,21 +43,24 @@ def build_worker(
     task_queue: str,
     store: Any,
     agents: Iterable[Agent],
+    tasks: Sequence[TaskDefinition] = (),
     max_concurrent_activities: int = 100,
 ) -> Worker:
-    """A worker for ``task_queue`` serving ``agents`` and mirroring into ``store``.
+    """A worker for ``task_queue`` serving ``agents`` and ``tasks``, mirroring into ``store``.
 
-    The workflow runs unsandboxed (its code is the package's, deterministic by
-    construction; the agents' tools and models are this process's objects).
+    The workflows run unsandboxed (their code is the package's, deterministic by
+    construction; the agents' tools and models and the tasks' phases are this
+    process's objects). The worker's runtime (:func:`worker_runtime`) is not
+    started: :func:`serve` starts its engine.
     """
-    runtime = DurableRuntime(store=store, agents=agents)
+    engine = TemporalEngine(task_queue=task_queue, client=client, adopt_after=ADOPT_AFTER)
+    runtime = DurableRuntime(store=store, agents=agents, tasks=tasks, engine=engine)
     set_worker_runtime(runtime)
-    activities = RunActivities(runtime)
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[AgentRunWorkflow],
-        activities=activities.all(),
+        workflows=[AgentRunWorkflow, TaskRunWorkflow],
+        activities=[*RunActivities(runtime).all(), *TaskActivities(runtime).all()],
         workflow_runner=UnsandboxedWorkflowRunner(),
         max_concurrent_activities=max_concurrent_activities,
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
@@ -56,20 +73,27 @@ async def serve(
     task_queue: str,
     store: Any,
     agents: Iterable[Agent],
+    tasks: Sequence[TaskDefinition] = (),
     namespace: str = "default",
     ready: str | None = None,
 ) -> int:
     """Run a worker until SIGTERM or SIGINT; print ``ready`` once it polls."""
     client = await Client.connect(address, namespace=namespace)
-    worker = build_worker(client, task_queue=task_queue, store=store, agents=agents)
+    worker = build_worker(client, task_queue=task_queue, store=store, agents=agents, tasks=tasks)
+    runtime = worker_runtime()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     async with worker:
-        if ready:
-            print(ready, flush=True)
-        await stop.wait()
+        await runtime.__aenter__()
+        try:
+            if ready:
+                print(ready, flush=True)
+            await stop.wait()
+        finally:
+            with contextlib.suppress(Exception):  # a server gone away must not hold the exit
+                await asyncio.wait_for(runtime.close(), 10)
     with contextlib.suppress(Exception):
         close = getattr(store, "close", None)
         if close is not None:

@@ -30,7 +30,11 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 class Worker:
     """A `nbdurable worker --engine temporal` subprocess."""
 
-    def __init__(self, address: str, queue: str, store_url: str, env: dict[str, str]) -> None:
+    def __init__(
+        self, address: str, queue: str, store_url: str, env: dict[str, str], tasks: bool = False
+    ) -> None:
+        # temporal_tasks.agents holds temporal_agents.agents too, and the tasks' agents
+        served = ["--agents", "temporal_tasks:agents", "--tasks", "temporal_tasks:tasks"]
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -45,8 +49,7 @@ class Worker:
                 queue,
                 "--store",
                 store_url,
-                "--agents",
-                "temporal_agents:agents",
+                *(served if tasks else ["--agents", "temporal_agents:agents"]),
             ],
             cwd=str(ROOT),
             env={**os.environ, "PYTHONPATH": str(ROOT / "tests"), **env},
@@ -73,8 +76,8 @@ def start_worker(temporal_server: str) -> Iterator[object]:
     """Start workers; every one started is stopped at teardown."""
     started: list[Worker] = []
 
-    def start(queue: str, store_url: str, **env: str) -> Worker:
-        worker = Worker(temporal_server, queue, store_url, env)
+    def start(queue: str, store_url: str, *, tasks: bool = False, **env: str) -> Worker:
+        worker = Worker(temporal_server, queue, store_url, env, tasks)
         started.append(worker)
         return worker
 

@@ -1,0 +1,318 @@
+"""Custom tasks on Temporal: one workflow per task run, one activity per phase.
+
+``TaskRunWorkflow`` (workflow id = run id) takes the pending task run (a fenced
+compare-and-set to ``running``), runs each phase not yet checkpointed as an
+activity, then writes the final state. The phase activity runs the embedded
+engine's :func:`~nbdurable.runtime.tasks.run_phase`: the state it returns is
+journaled before the activity completes, so a phase whose worker died (noticed
+by the heartbeat timeout) runs again elsewhere from the last journaled state,
+and a journaled phase never runs again. Owned runs a phase spawns are agent
+runs; the phase's worker starts their workflows itself, with the task's settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from datetime import timedelta
+from typing import Any
+
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+
+from .._errors import FencedOutError, LimitExceededError
+from ..runtime.executor import RunTimedOut
+from ..runtime.records import RuntimeRun
+from ..runtime.run import Run
+from ..runtime.runtime import DurableRuntime
+from ..runtime.tasks import (
+    TaskContext,
+    TaskDefinition,
+    TaskExecution,
+    canonical_json,
+    resume_point,
+    run_phase,
+)
+from .activities import _heartbeats
+from .config import TemporalConfig
+from .engine import start_run
+
+__all__ = ["PHASE_TIMEOUT", "TaskActivities", "TaskRunWorkflow"]
+
+PHASE_TIMEOUT = timedelta(days=365)
+"""How long one phase may run: it may await owned runs that wait for a human, so a
+lost worker is noticed by the heartbeat timeout, not by this."""
+
+FINAL_STATES = ("completed", "failed", "cancelled")
+FAILURES = ("timeout", "limit_exceeded", "error")
+"""ApplicationError types of a phase that fail the task (the failure's reason)."""
+
+
+class PhaseContext(TaskContext):
+    """A phase's context on a worker: owned runs' workflows start from the phase.
+
+    No scheduler runs in a worker's runtime, and no client may be connected:
+    the phase starts the workflow of each owned run it finds pending, with the
+    task's timeouts, on the task's queue.
+    """
+
+    def __init__(
+        self,
+        runtime: DurableRuntime,
+        run_id: str,
+        task: TaskDefinition,
+        phase_index: int,
+        *,
+        client: Client,
+        task_queue: str,
+        config: TemporalConfig,
+    ) -> None:
+        super().__init__(runtime, run_id, task, phase_index)
+        self._client = client
+        self._task_queue = task_queue
+        self._config = config
+
+    async def _submitted(self, run: Run) -> None:
+        record = run.record()
+        if record.state == "pending":
+            config = replace(self._config, run_id=run.run_id)
+            await start_run(self._client, record, config, self._task_queue)
+
+
+class TaskActivities:
+    """The task workflow's activities, bound to one worker's runtime (store, tasks, agents)."""
+
+    def __init__(self, runtime: DurableRuntime) -> None:
+        self.runtime = runtime
+
+    def all(self) -> list[Callable[..., Any]]:
+        """Every activity of the task workflow, bound to this runtime (for the worker)."""
+        return [
+            getattr(self, name)
+            for name in dir(type(self))
+            if hasattr(getattr(type(self), name), "__temporal_activity_definition")
+        ]
+
+    def _record(self, run_id: str) -> RuntimeRun:
+        record = self.runtime.runtime_store.rt_get(run_id)
+        if record is None:
+            raise ApplicationError(f"no run {run_id!r} in the store", non_retryable=True)
+        return record
+
+    def _task(self, record: RuntimeRun) -> TaskDefinition | None:
+        task = self.runtime.tasks.get(record.agent_id)
+        return task if task is not None and task.version == record.agent_version else None
+
+    @activity.defn(name="nbdurable.task_begin")
+    async def begin(self, run_id: str) -> dict[str, Any]:
+        """Take a pending task run (a fenced compare-and-set to running).
+
+        Returns the run's state (only ``running`` when taken now) and, when
+        taken, its new fence, its number of phases and the first phase to run.
+        A run past its deadline fails (``timeout``); one whose task (or a
+        declared agent) this worker does not serve fails (``error``).
+        """
+        runtime = self.runtime
+        record = self._record(run_id)
+        if record.state != "pending":
+            return {"state": record.state}  # a duplicate resume: another decision stands
+        task = self._task(record)
+        agents = () if task is None else task.agents
+        missing = [a for a in agents if runtime.registry.get(a) is None]
+        changes: dict[str, Any] = {"fence": record.fence + 1, "lease_owner": f"temporal:{run_id}"}
+        if record.deadline_at is not None and runtime.now() >= record.deadline_at:
+            changes.update(state="failed", reason="timeout", lease_owner=None)
+        elif task is None or missing:
+            served = f"task {record.agent_id!r} version {record.agent_version!r}"
+            if missing:
+                served = f"agents {', '.join(missing)} of {served}"
+            error = f"this worker serves no {served}"
+            changes.update(state="failed", reason="error", error=error, lease_owner=None)
+        else:
+            changes.update(state="running")
+        changes["updated_at"] = runtime.now()
+        record = runtime.runtime_store.rt_update(run_id, changes, fence=record.fence)
+        runtime.state_event(record)
+        if task is None or record.state != "running":
+            return {"state": record.state}
+        start, _ = resume_point(TaskExecution(runtime, task, record))
+        phases = len(task.phases)
+        return {"state": "running", "fence": record.fence, "start": start, "phases": phases}
+
+    @activity.defn(name="nbdurable.task_phase")
+    async def phase(self, run_id: str, index: int, fence: int, config: dict[str, Any]) -> None:
+        """Run phase ``index`` and journal its state, heartbeating meanwhile.
+
+        A phase journaled already (its worker died before reporting) is not run
+        again. The phase is cut at the task's deadline. Failures are final
+        (non-retryable) with the reason as type: ``timeout``, ``limit_exceeded``,
+        ``error``; ``cancelled`` when the run is being cancelled, ``fenced`` when
+        it is no longer this execution's.
+        """
+        runtime = self.runtime
+        record = self._record(run_id)
+        task = self._task(record)
+        if record.state == "cancelling":
+            raise ApplicationError("the task is being cancelled", type="cancelled")
+        if task is None or record.fence != fence or record.state != "running":
+            raise ApplicationError(
+                f"task run {run_id!r} is {record.state} (fence {record.fence})",
+                type="fenced",
+                non_retryable=True,
+            )
+        execution = TaskExecution(runtime, task, record)
+        start, state = resume_point(execution)
+        if start > index:
+            return
+        if start < index:
+            raise ApplicationError(
+                f"phase {index} of {run_id!r} cannot run before phase {start}",
+                type="error",
+                non_retryable=True,
+            )
+        client, queue = activity.client(), activity.info().task_queue
+        settings = TemporalConfig(**config)
+
+        def context(rt: DurableRuntime, rid: str, t: TaskDefinition, i: int) -> TaskContext:
+            return PhaseContext(rt, rid, t, i, client=client, task_queue=queue, config=settings)
+
+        deadline = record.deadline_at
+        delay = None if deadline is None else max(deadline - runtime.now(), 0) / 1000
+        cut = asyncio.timeout(delay)
+        try:
+            async with _heartbeats(), cut:
+                await run_phase(execution, index, state, context=context)
+        except RunTimedOut as exc:
+            raise ApplicationError(str(exc), type="timeout", non_retryable=True) from None
+        except LimitExceededError as exc:
+            raise ApplicationError(str(exc), type="limit_exceeded", non_retryable=True) from None
+        except FencedOutError as exc:
+            raise ApplicationError(str(exc), type="fenced", non_retryable=True) from None
+        except Exception as exc:
+            if cut.expired():
+                error = "the task's timeout passed"
+                raise ApplicationError(error, type="timeout", non_retryable=True) from None
+            error = f"{type(exc).__name__}: {exc}"
+            raise ApplicationError(error, type="error", non_retryable=True) from None
+
+    @activity.defn(name="nbdurable.task_finish")
+    async def finish(self, run_id: str, fence: int | None, changes: dict[str, Any]) -> str:
+        """Write the task run's final state; the state it ends in.
+
+        ``completed`` gets the last journaled state as its result. A run being
+        cancelled ends ``cancelled`` whatever the phases did, and its unfinished
+        owned runs are cancelled. A finished run, or one another execution took
+        (fenced), keeps its state.
+        """
+        runtime = self.runtime
+        record = self._record(run_id)
+        if record.finished or not changes:
+            return record.state
+        cancel = record.state == "cancelling" or changes.get("state") == "cancelled"
+        if cancel:
+            changes = {"state": "cancelled", "reason": "cancelled"}
+        elif changes.get("state") == "completed":
+            task = self._task(record)
+            assert task is not None  # begin took the run only with its task served
+            _, state = resume_point(TaskExecution(runtime, task, record))
+            changes["result_text"] = canonical_json(state)
+        try:
+            changes = {**changes, "lease_owner": None, "lease_expires_at": None}
+            record = runtime.set_state(run_id, fence, **changes)
+        except FencedOutError:
+            return self._record(run_id).state
+        if cancel:
+            await runtime.cancel_owned(run_id)
+        return record.state
+
+
+@workflow.defn(name="nbdurable.TaskRun")
+class TaskRunWorkflow:
+    """One custom task run: its phases as activities, from the last journaled one."""
+
+    def __init__(self) -> None:
+        self._resumes = 0
+
+    @workflow.signal(name="resume")
+    def resume(self, verdicts: dict[str, dict[str, Any]]) -> None:
+        """The run is pending (submitted, retried): take it (a task has no verdicts)."""
+        self._resumes += 1
+
+    @workflow.run
+    async def run(self, config: dict[str, Any]) -> str:
+        """Run the phases until the task completes, fails or is cancelled; its final state."""
+        settings = TemporalConfig(**config)
+        fence: int | None = None
+        try:
+            while True:
+                await workflow.wait_condition(lambda: self._resumes > 0)
+                self._resumes = 0
+                begun = await workflow.execute_activity(
+                    "nbdurable.task_begin",
+                    args=[settings.run_id],
+                    result_type=dict,
+                    start_to_close_timeout=timedelta(seconds=60),
+                )
+                if begun["state"] in FINAL_STATES:
+                    return str(begun["state"])
+                if begun["state"] != "running":
+                    continue  # not pending: a duplicate resume
+                fence = int(begun["fence"])
+                outcome = await self._phases(settings, fence, begun["start"], begun["phases"])
+                state = await self._finish(settings, fence, outcome)
+                if state in FINAL_STATES:
+                    return state
+        except asyncio.CancelledError:
+            await self._finish(settings, fence, {"state": "cancelled"})
+            raise
+
+    async def _finish(
+        self, config: TemporalConfig, fence: int | None, changes: dict[str, Any]
+    ) -> str:
+        state = await workflow.execute_activity(
+            "nbdurable.task_finish",
+            args=[config.run_id, fence, changes],
+            result_type=str,
+            start_to_close_timeout=timedelta(seconds=60),
+        )
+        return str(state)
+
+    async def _phases(
+        self, config: TemporalConfig, fence: int, start: int, phases: int
+    ) -> dict[str, Any]:
+        """Run the phases from ``start``; the final state change (empty when fenced out)."""
+        for index in range(start, phases):
+            try:
+                await workflow.execute_activity(
+                    "nbdurable.task_phase",
+                    args=[config.run_id, index, fence, asdict(config)],
+                    start_to_close_timeout=PHASE_TIMEOUT,
+                    heartbeat_timeout=timedelta(seconds=config.heartbeat_timeout),
+                    # Only a lost worker is retried (phases fail non-retryably): a
+                    # phase runs again as long as workers keep dying under it.
+                    retry_policy=RetryPolicy(
+                        initial_interval=timedelta(milliseconds=200),
+                        maximum_interval=timedelta(seconds=10),
+                    ),
+                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                )
+            except ActivityError as exc:
+                cause = exc.cause
+                if isinstance(cause, CancelledError):
+                    raise asyncio.CancelledError() from None
+                if isinstance(cause, ApplicationError) and cause.type == "fenced":
+                    return {}
+                if isinstance(cause, ApplicationError) and cause.type == "cancelled":
+                    return {"state": "cancelled"}
+                kind: str | None = None
+                error: str | None = str(cause or exc)
+                if isinstance(cause, ApplicationError):
+                    kind, error = cause.type, cause.message
+                reason = kind if kind in FAILURES else "error"
+                if reason == "timeout":
+                    error = None
+                return {"state": "failed", "reason": reason, "error": error}
+        return {"state": "completed"}
