@@ -151,6 +151,14 @@ def _delegator_model() -> nd.ScriptedModel:
     )
 
 
+def _crew() -> nd.Tool:
+    """A sub-agent with a quick step and a slow one (a worker is killed during it)."""
+    model = nd.ScriptedModel(
+        [nd.Turn.call("step", n=1), nd.Turn.call("slow_step", n=2), "Crew finished both steps."]
+    )
+    return nd.agent_tool("crew", model=model, tools=[step, slow_step])
+
+
 def _busy_model() -> nd.ScriptedModel:
     return nd.ScriptedModel([*(nd.Turn.call("step", n=i) for i in range(1, 9)), "finished"])
 
@@ -197,6 +205,13 @@ agents = [
         tools=_sub_agents(),
         version="1",
         tool_recovery={"summarizer": "safe", "oracle": "safe", "researcher": "safe"},
+    ),
+    Agent(
+        "foreman",
+        model=nd.ScriptedModel([nd.Turn.call("crew", prompt="Do both steps."), _results]),
+        tools=[_crew()],
+        version="1",
+        tool_recovery={"crew": "safe"},
     ),
     Agent("busy", model=_busy_model(), tools=[step], version="1", tool_recovery=_recovery("step")),
     Agent("verbose", model=_big_model(), version="1"),

@@ -196,7 +196,9 @@ class WorkflowDriver(Driver):
                 return ToolOutcome(result=_error_result(invocation, f"{type(exc).__name__}: {exc}"))
         await write_outbox(self.outbox)  # viewers see the calls while the tools run
         call = invocation.call
-        recovery = self.agent.recovery_of(call.tool_name)
+        # A sub-agent's tools have no policy of their own: the parent's policy for
+        # the sub-agent call covers everything it does.
+        recovery = self.agent.recovery_of(self.path[0] if self.path else call.tool_name)
         attempts = 1 if recovery == "manual" else max(self.config.tool_retries, 1)
         try:
             data = await workflow.execute_activity(
