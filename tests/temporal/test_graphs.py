@@ -1,0 +1,127 @@
+"""Graphs on the real Temporal dev server: nodes are agent runs, the store settles them."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import temporal_tasks
+from temporal_tasks import counted
+
+import nbdurable as nd
+from nbdurable.runtime import DurableRuntime, GraphNode
+from nbdurable.temporal import TemporalEngine
+
+
+def _runtime(store: Any, engine: TemporalEngine | None = None) -> DurableRuntime:
+    return DurableRuntime(store=store, agents=temporal_tasks.agents, engine=engine)
+
+
+def _states(store: Any, run_id: str) -> list[str]:
+    return [e.payload["state"] for e in store.read_events(run_id) if e.type == "run_state"]
+
+
+async def test_a_dag_appends_dependency_results_and_goes_on_without_a_client(
+    temporal_server: str, start_worker: Any, tmp_path: Path
+) -> None:
+    """Two roots and a node depending on both: the client submits and goes away; the
+    worker starts the promoted node, whose prompt carries its dependencies' results."""
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    calls = tmp_path / "calls.db"
+    start_worker(queue, url, tasks=True, NBDURABLE_TEST_TOOLS=str(calls))
+    store = nd.open_store(url)
+    engine = TemporalEngine(address=temporal_server, task_queue=queue)
+    nodes = [
+        GraphNode("a", "echo", "alpha"),
+        GraphNode("b", "echo", "beta"),
+        GraphNode("c", "echo", "gamma", depends_on=["a", "b"]),
+    ]
+    async with _runtime(store, engine) as client:
+        await client.submit_graph(nodes, graph_id="g1")
+    watcher = _runtime(store)  # never opened: it only reads the store
+    graph = watcher.graph("g1")
+    results = await asyncio.wait_for(graph.result(), 60)
+    assert results["a"].text == "echo(alpha)"
+    assert results["c"].text.startswith("echo(gamma")
+    assert "Result of a:\necho(alpha)" in results["c"].text
+    assert "Result of b:\necho(beta)" in results["c"].text
+    assert _states(store, "g1:c") == ["queued", "pending", "running", "completed"]
+    assert set(counted(calls, "model").values()) == {1}
+    frame = nd.inspect.runs(store)
+    assert frame.loc["g1:c", "graph_status"] == "completed"
+    assert frame.loc["g1:c", "depends_on"] == "a, b"
+    assert {r.state for r in watcher.list_runs()} == {"completed"}
+
+
+async def test_a_failed_node_fails_its_dependents_in_cascade(
+    temporal_server: str, start_worker: Any, tmp_path: Path
+) -> None:
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    broken = tmp_path / "broken.txt"
+    broken.write_text("root\n")
+    start_worker(queue, url, tasks=True, NBDURABLE_TEST_BROKEN=str(broken))
+    store = nd.open_store(url)
+    engine = TemporalEngine(address=temporal_server, task_queue=queue)
+    async with _runtime(store, engine) as rt:
+        graph = await rt.submit_graph(
+            [
+                GraphNode("root", "echo", "root"),
+                GraphNode("child", "echo", "child", depends_on=["root"]),
+                GraphNode("grandchild", "echo", "grandchild", depends_on=["child"]),
+                GraphNode("other", "echo", "other"),
+            ],
+            graph_id="g2",
+        )
+        assert await asyncio.wait_for(graph.wait(), 60) == "failed"
+        records = {r.node_id: r for r in graph.records()}
+    assert (records["root"].state, records["root"].reason) == ("failed", "model_error")
+    for node in ("child", "grandchild"):
+        assert (records[node].state, records[node].reason) == ("failed", "dependency_failed")
+    assert records["child"].error == "dependency 'root' failed"
+    assert records["other"].state == "completed"
+    assert _states(store, "g2:child") == ["queued", "failed"]
+
+
+async def test_a_paused_dependent_goes_on_once_the_failed_dependency_is_retried(
+    temporal_server: str, start_worker: Any, tmp_path: Path
+) -> None:
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    broken = tmp_path / "broken.txt"
+    broken.write_text("flaky\n")
+    start_worker(queue, url, tasks=True, NBDURABLE_TEST_BROKEN=str(broken))
+    store = nd.open_store(url)
+    engine = TemporalEngine(address=temporal_server, task_queue=queue)
+    async with _runtime(store, engine) as rt:
+        graph = await rt.submit_graph(
+            [
+                GraphNode("flaky", "echo", "flaky"),
+                GraphNode(
+                    "after", "echo", "after", depends_on=["flaky"], on_dependency_failure="pause"
+                ),
+                GraphNode("last", "echo", "last", depends_on=["after"]),
+            ],
+            graph_id="g3",
+        )
+        assert await asyncio.wait_for(graph.wait("needs_attention"), 60) == "needs_attention"
+        after = graph.node("after").record()
+        assert (after.state, after.reason) == ("needs_attention", "dependency_failed")
+        assert graph.node("last").status == "queued"
+        broken.unlink()
+        await graph.node("flaky").retry()
+        results = await asyncio.wait_for(graph.result(), 60)
+        assert graph.status == "completed"
+    assert results["flaky"].text == "echo(flaky)"
+    assert "Result of flaky:\necho(flaky)" in results["after"].text
+    assert "Result of after:\necho(after" in results["last"].text
+    assert _states(store, "g3:after") == [
+        "queued",
+        "needs_attention",
+        "pending",
+        "running",
+        "completed",
+    ]
