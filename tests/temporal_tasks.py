@@ -97,9 +97,18 @@ async def wait_for_approval(ctx: nd.TaskContext, state: Any) -> Any:
     return (await ctx.spawn_agent("janitor", "Clean up stale staging tables.")).text
 
 
-async def broken(ctx: nd.TaskContext, state: Any) -> Any:
-    """A phase that raises."""
-    raise ValueError("not today")
+async def first(ctx: nd.TaskContext, state: Any) -> Any:
+    """Add one."""
+    count("phase", f"{ctx.run_id}:{ctx.phase}")
+    return state + 1
+
+
+async def second(ctx: nd.TaskContext, state: Any) -> Any:
+    """Add ten, or raise while ``second`` is listed in NBDURABLE_TEST_BROKEN."""
+    count("phase", f"{ctx.run_id}:{ctx.phase}")
+    if _broken("second"):
+        raise ValueError("not today")
+    return state + 10
 
 
 async def sleepy(ctx: nd.TaskContext, state: Any) -> Any:
@@ -112,6 +121,6 @@ agents = [*temporal_agents.agents, echo]
 tasks = [
     nd.define_task("digest", split, combine, agents=["echo"]),
     nd.define_task("waiter", wait_for_approval, agents=["janitor"]),
-    nd.define_task("broken", broken),
+    nd.define_task("two", first, second),
     nd.define_task("sleepy", sleepy),
 ]

@@ -125,19 +125,36 @@ async def test_cancelling_a_task_cancels_its_owned_runs(
     assert _states(store, "t3")[-2:] == ["cancelling", "cancelled"]
 
 
-async def test_a_failing_phase_and_a_timeout_fail_the_task(
+async def test_a_failed_phase_retries_from_its_checkpoint_and_a_timeout_fails_the_task(
     temporal_server: str, start_worker: Any, tmp_path: Path
 ) -> None:
+    """A phase that raises fails the task (error); retry() runs a new workflow that
+    re-runs that phase only. A phase still running at the deadline fails it (timeout)."""
     queue = f"q-{uuid.uuid4().hex[:8]}"
     url = f"sqlite:///{tmp_path / 'runs.db'}"
-    start_worker(queue, url, tasks=True)
+    calls, broken = tmp_path / "calls.db", tmp_path / "broken.txt"
+    broken.write_text("second\n")
+    env = {"NBDURABLE_TEST_TOOLS": str(calls), "NBDURABLE_TEST_BROKEN": str(broken)}
+    start_worker(queue, url, tasks=True, **env)
     store = nd.open_store(url)
     engine = TemporalEngine(address=temporal_server, task_queue=queue)
     async with _runtime(store, engine) as rt:
-        broken = await rt.submit_task("broken", 1)
+        two = await rt.submit_task("two", 0, run_id="t4")
         sleepy = await rt.submit_task("sleepy", 1, timeout=1.5)
-        failed = await asyncio.wait_for(broken.wait(), 30)
+        failed = await asyncio.wait_for(two.wait(), 30)
+        assert (failed.state, failed.reason) == ("failed", "error")
+        assert failed.error == "ValueError: not today"
+        broken.unlink()
+        await two.retry()
+        assert await asyncio.wait_for(two.result(), 30) == 11
         timed_out = await asyncio.wait_for(sleepy.wait(), 30)
-    assert (failed.state, failed.reason) == ("failed", "error")
-    assert failed.error == "ValueError: not today"
     assert (timed_out.state, timed_out.reason) == ("failed", "timeout")
+    assert counted(calls, "phase") == {"t4:first": 1, "t4:second": 2}
+    assert _states(store, "t4") == [
+        "pending",
+        "running",
+        "failed",
+        "pending",
+        "running",
+        "completed",
+    ]
