@@ -156,7 +156,9 @@ class TaskActivities:
         record = self._record(run_id)
         task = self._task(record)
         if record.state == "cancelling":
-            raise ApplicationError("the task is being cancelled", type="cancelled")
+            raise ApplicationError(
+                "the task is being cancelled", type="cancelled", non_retryable=True
+            )
         if task is None or record.fence != fence or record.state != "running":
             raise ApplicationError(
                 f"task run {run_id!r} is {record.state} (fence {record.fence})",
