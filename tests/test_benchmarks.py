@@ -125,7 +125,7 @@ def test_temporal_bench_quick_runs_and_prints_the_table(tmp_path: Path) -> None:
     headers = [line for line in lines if line.startswith("engine")]
     for column in ("total ms", "ms/step", "overhead ms/step"):
         assert column in headers[0]
-    assert ["runs", "wall ms", "steps/s"] == [c.strip() for c in headers[1].split("|")[1:]]
+    assert [c.strip() for c in headers[1].split("|")[1:]] == ["runs", "wall ms", "steps/s"]
     rows = [line.split("|")[0].strip() for line in lines if "|" in line and line not in headers]
     assert rows == ["embedded (SQLite)", "temporal (dev server)"] * 2
     assert any(line.startswith("a bare no-op activity round trip") for line in lines)

@@ -10,6 +10,7 @@ import signal
 import sys
 from typing import Any
 
+from ..runtime.limits import Limits
 from .agents import load_all, load_tasks
 
 __all__ = ["add_parser", "worker"]
@@ -42,12 +43,27 @@ def add_parser(commands: Any) -> None:
     worker_.add_argument("--max-concurrent-runs", type=int, default=4)
     worker_.add_argument("--max-concurrent-tasks", type=int, default=4)
     worker_.add_argument("--lease-ms", type=int, default=30_000)
+    worker_.add_argument(
+        "--max-operations", type=int, default=None, help="model + tool calls allowed per run"
+    )
+    worker_.add_argument(
+        "--max-payload-bytes", type=int, default=None, help="largest checkpoint or delta"
+    )
     worker_.add_argument("--poll-interval", type=float, default=0.05)
     worker_.add_argument("--owner-id", default=None)
     worker_.add_argument(
         "--exit-when-idle", action="store_true", help="stop once no run is waiting to execute"
     )
     worker_.set_defaults(handler=lambda args: asyncio.run(worker(args)))
+
+
+def _limits(args: argparse.Namespace) -> Limits:
+    """The runtime limits the flags set (defaults for the others)."""
+    given = {
+        "max_operations": args.max_operations,
+        "max_payload_bytes": args.max_payload_bytes,
+    }
+    return Limits(**{name: value for name, value in given.items() if value is not None})
 
 
 async def worker(args: argparse.Namespace) -> int:
@@ -57,6 +73,7 @@ async def worker(args: argparse.Namespace) -> int:
 
     agents = load_all(args.agents)
     store = open_store(args.store)
+    limits = _limits(args)
     if getattr(args, "engine", "embedded") == "temporal":
         from ..temporal.worker import serve
 
@@ -67,6 +84,7 @@ async def worker(args: argparse.Namespace) -> int:
             store=store,
             agents=agents,
             tasks=load_tasks(args.tasks),
+            limits=limits,
             ready=f"nbdurable worker (temporal) polling {args.task_queue} at {args.address}",
         )
         # The worker has shut down and the store is closed. Skip interpreter
@@ -85,6 +103,7 @@ async def worker(args: argparse.Namespace) -> int:
         tasks=load_tasks(args.tasks),
         max_concurrent_runs=args.max_concurrent_runs,
         max_concurrent_tasks=args.max_concurrent_tasks,
+        limits=limits,
         lease_ms=args.lease_ms,
         owner_id=args.owner_id,
         poll_interval=args.poll_interval,

@@ -44,13 +44,13 @@ from ..runtime.records import RuntimeRun
 from ..runtime.runtime import DurableRuntime
 from .driver import LIMIT_EXCEEDED, MODEL_ATTEMPT_FAILED, NEEDS_ATTENTION, TIMEOUT
 
-__all__ = ["RunActivities"]
+__all__ = ["RunActivities", "heartbeats"]
 
 _PARTS: TypeAdapter[Any] = TypeAdapter(StreamPart)
 
 
 @contextlib.asynccontextmanager
-async def _heartbeats(period: float = 0.5) -> AsyncIterator[None]:
+async def heartbeats(period: float = 0.5) -> AsyncIterator[None]:
     """Heartbeat while a model or tool runs, so a dead worker is noticed quickly."""
 
     async def beat() -> None:
@@ -158,9 +158,10 @@ class RunActivities:
         """Take a pending run (a fenced compare-and-set to running); None when not pending.
 
         Returns the record, the latest checkpoint and, for a first leg, the
-        messages it starts from; or ``{"final": "failed"}`` when the run's
-        deadline passed before the leg began. Run again after a crash, it
-        recognises its own claim.
+        messages it starts from; or ``{"final": state}`` when the run is
+        finished (a resume that raced with the workflow's end) or its deadline
+        passed before the leg began. Run again after a crash, it recognises its
+        own claim.
         """
         runtime = self.runtime
         record = self._record(run_id)
@@ -180,6 +181,8 @@ class RunActivities:
                 fence=record.fence,
             )
             runtime.state_event(record)
+        elif record.finished:
+            return {"final": record.state}  # retried or cancelled since: nothing left to run
         elif record.state != "running" or record.lease_owner != owner:
             return None  # a duplicate resume: another leg decided already
         checkpoint = await maybe_await(runtime.store.load(run_id))
@@ -237,7 +240,7 @@ class RunActivities:
             store = runtime.store if log is not None else None
             driver = Driver(options, start, store=store, streaming=record.stream)
             try:
-                async with _heartbeats():
+                async with heartbeats():
                     response = await driver._call_model(effect)
             except Exception as exc:
                 message = f"{type(exc).__name__}: {exc}"
@@ -258,7 +261,7 @@ class RunActivities:
             context=context,
         )
         try:
-            async with _heartbeats():
+            async with heartbeats():
                 response = await driver._call_model(effect)
         except ModelAttemptFailed as failed:
             raise self._model_failure(context, failed) from None
@@ -325,7 +328,7 @@ class RunActivities:
             start = LegStart(messages=(), run_id=record.run_id, durable=True)
             driver = RuntimeDriver(options, start, context=context)
         try:
-            async with _heartbeats():
+            async with heartbeats():
                 outcome = await driver._run_tool(invocation, step_index)
         except NeedsAttention as exc:
             raise ApplicationError(str(exc), type=NEEDS_ATTENTION, non_retryable=True) from None

@@ -36,7 +36,7 @@ from ..runtime.tasks import (
     resume_point,
     run_phase,
 )
-from .activities import _heartbeats
+from .activities import heartbeats
 from .config import TemporalConfig
 from .engine import start_run
 
@@ -185,7 +185,7 @@ class TaskActivities:
         delay = None if deadline is None else max(deadline - runtime.now(), 0) / 1000
         cut = asyncio.timeout(delay)
         try:
-            async with _heartbeats(), cut:
+            async with heartbeats(), cut:
                 await run_phase(execution, index, state, context=context)
         except RunTimedOut as exc:
             raise ApplicationError(str(exc), type="timeout", non_retryable=True) from None

@@ -20,6 +20,7 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from ..runtime.agent import Agent
+from ..runtime.limits import Limits
 from ..runtime.runtime import DurableRuntime
 from ..runtime.tasks import TaskDefinition
 from .activities import RunActivities
@@ -44,6 +45,7 @@ def build_worker(
     store: Any,
     agents: Iterable[Agent],
     tasks: Sequence[TaskDefinition] = (),
+    limits: Limits | None = None,
     max_concurrent_activities: int = 100,
 ) -> Worker:
     """A worker for ``task_queue`` serving ``agents`` and ``tasks``, mirroring into ``store``.
@@ -51,10 +53,11 @@ def build_worker(
     The workflows run unsandboxed (their code is the package's, deterministic by
     construction; the agents' tools and models and the tasks' phases are this
     process's objects). The worker's runtime (:func:`worker_runtime`) is not
-    started: :func:`serve` starts its engine.
+    started: :func:`serve` starts its engine. Its ``limits`` (``max_operations``,
+    ``max_payload_bytes``) apply to the runs this worker executes.
     """
     engine = TemporalEngine(task_queue=task_queue, client=client, adopt_after=ADOPT_AFTER)
-    runtime = DurableRuntime(store=store, agents=agents, tasks=tasks, engine=engine)
+    runtime = DurableRuntime(store=store, agents=agents, tasks=tasks, engine=engine, limits=limits)
     set_worker_runtime(runtime)
     return Worker(
         client,
@@ -74,12 +77,15 @@ async def serve(
     store: Any,
     agents: Iterable[Agent],
     tasks: Sequence[TaskDefinition] = (),
+    limits: Limits | None = None,
     namespace: str = "default",
     ready: str | None = None,
 ) -> int:
     """Run a worker until SIGTERM or SIGINT; print ``ready`` once it polls."""
     client = await Client.connect(address, namespace=namespace)
-    worker = build_worker(client, task_queue=task_queue, store=store, agents=agents, tasks=tasks)
+    worker = build_worker(
+        client, task_queue=task_queue, store=store, agents=agents, tasks=tasks, limits=limits
+    )
     runtime = worker_runtime()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -85,7 +85,7 @@ class AgentRunWorkflow:
         if not info:
             return None  # a duplicate resume: the run is not pending
         if info.get("final"):
-            return str(info["final"])  # decided at the start (its deadline had passed)
+            return str(info["final"])  # finished already, or its deadline had passed
         runtime = worker_runtime()
         record = info["record"]
         agent = runtime.registry.get(record["agent_id"], record["agent_version"])

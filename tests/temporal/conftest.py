@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -31,7 +31,13 @@ class Worker:
     """A `nbdurable worker --engine temporal` subprocess."""
 
     def __init__(
-        self, address: str, queue: str, store_url: str, env: dict[str, str], tasks: bool = False
+        self,
+        address: str,
+        queue: str,
+        store_url: str,
+        env: dict[str, str],
+        tasks: bool = False,
+        args: Sequence[str] = (),
     ) -> None:
         # temporal_tasks.agents holds temporal_agents.agents too, and the tasks' agents
         served = ["--agents", "temporal_tasks:agents", "--tasks", "temporal_tasks:tasks"]
@@ -50,6 +56,7 @@ class Worker:
                 "--store",
                 store_url,
                 *(served if tasks else ["--agents", "temporal_agents:agents"]),
+                *args,
             ],
             cwd=str(ROOT),
             env={**os.environ, "PYTHONPATH": str(ROOT / "tests"), **env},
@@ -76,8 +83,10 @@ def start_worker(temporal_server: str) -> Iterator[object]:
     """Start workers; every one started is stopped at teardown."""
     started: list[Worker] = []
 
-    def start(queue: str, store_url: str, *, tasks: bool = False, **env: str) -> Worker:
-        worker = Worker(temporal_server, queue, store_url, env, tasks)
+    def start(
+        queue: str, store_url: str, *, tasks: bool = False, args: Sequence[str] = (), **env: str
+    ) -> Worker:
+        worker = Worker(temporal_server, queue, store_url, env, tasks, args)
         started.append(worker)
         return worker
 

@@ -53,3 +53,38 @@ async def test_deadline_passed_before_the_first_leg(
         record = await asyncio.wait_for(run.wait(), 30)
         assert record.state == "failed" and record.reason == "timeout"
     assert _tool_rows(tools) == []
+
+
+async def test_max_operations_fails_the_run(
+    temporal_server: str, start_worker: Any, tmp_path: Path
+) -> None:
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    tools = tmp_path / "tools.db"
+    start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools), args=["--max-operations", "5"])
+    store = nd.open_store(url)
+    engine = TemporalEngine(address=temporal_server, task_queue=queue)
+    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+        run = await rt.submit("busy", "Eight steps, please.")
+        record = await asyncio.wait_for(run.wait(), 30)
+    # model, step, model, step, model: the sixth operation (a tool call) is refused
+    assert record.state == "failed" and record.reason == "limit_exceeded"
+    assert record.error is not None and "max_operations" in record.error
+    assert record.operations == 5
+    assert len(_tool_rows(tools)) == 2
+
+
+async def test_max_payload_bytes_fails_the_run(
+    temporal_server: str, start_worker: Any, tmp_path: Path
+) -> None:
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    start_worker(queue, url, args=["--max-payload-bytes", "2000"])
+    store = nd.open_store(url)
+    engine = TemporalEngine(address=temporal_server, task_queue=queue)
+    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+        run = await rt.submit("verbose", "Say a lot.")
+        record = await asyncio.wait_for(run.wait(), 30)
+    assert record.state == "failed" and record.reason == "limit_exceeded"
+    assert record.error is not None and "max_payload_bytes" in record.error
+    assert store.load(run.run_id) is None  # the oversized checkpoint was never written
