@@ -35,6 +35,8 @@ __all__ = ["WORKFLOWS", "TemporalEngine", "start_run"]
 
 WORKFLOWS: dict[str, str] = {"agent": "nbdurable.AgentRun", "task": "nbdurable.TaskRun"}
 """The workflow type of each record kind."""
+CANCEL_SCAN_MS = 1000
+"""How often (ms) a dispatcher looks for runs cancelled by another process while parked."""
 
 
 async def start_run(
@@ -118,6 +120,7 @@ class TemporalEngine:
         self._loop_task: asyncio.Task[None] | None = None
         self._sent: set[tuple[str, int, str]] = set()
         self._since = 0
+        self._cancel_scan = 0
 
     def config(self, run_id: str) -> TemporalConfig:
         """The workflow settings of ``run_id``."""
@@ -156,9 +159,10 @@ class TemporalEngine:
 
     async def _dispatch(self) -> None:
         while True:
+            woken = self._wake.is_set()
             self._wake.clear()
             try:
-                await self.dispatch_once()
+                await self.dispatch_once(woken)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the server is away: try again next period
@@ -166,12 +170,14 @@ class TemporalEngine:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), max(self.runtime.poll_interval, 0.05))
 
-    async def dispatch_once(self) -> None:
+    async def dispatch_once(self, woken: bool = True) -> None:
         """Signal-with-start every newly pending run; cancel every newly cancelled one."""
         store = self.runtime.runtime_store
         client = await self.client()
+        pending: set[tuple[str, int, str]] = set()
         for record in store.rt_list(["pending"]):
             key = (record.run_id, record.updated_at, "resume")
+            pending.add(key)
             if record.kind not in WORKFLOWS or key in self._sent or not self._due(record):
                 continue
             # Sending is slow next to workflows: one that took the record meanwhile
@@ -185,7 +191,15 @@ class TemporalEngine:
             else:
                 await adopt_run(client, current, config, self.task_queue)
             self._sent.add(key)
-        for record in store.rt_list(["cancelling", "cancelled"]):
+        # Finished runs pile up: the ones cancelled while parked are looked for
+        # when a client's user decided something, else about once a second (a
+        # worker's runtime is woken by every state change its activities write).
+        now = self.runtime.now()
+        states = ["cancelling"]
+        if (woken and self.adopt_after is None) or now - self._cancel_scan >= CANCEL_SCAN_MS:
+            states.append("cancelled")
+            self._cancel_scan = now
+        for record in store.rt_list(states):
             key = (record.run_id, record.updated_at, "cancel")
             if record.kind not in WORKFLOWS or key in self._sent:
                 continue
@@ -194,6 +208,8 @@ class TemporalEngine:
             self._sent.add(key)
             with contextlib.suppress(RPCError):  # no such workflow, or it closed already
                 await client.get_workflow_handle(record.run_id).cancel()
+        # Keys of records that changed since can never match again.
+        self._sent = {k for k in self._sent if k[2] == "cancel" or k in pending}
 
     def _due(self, record: RuntimeRun) -> bool:
         """Whether this engine dispatches the pending record now (a worker's waits)."""
