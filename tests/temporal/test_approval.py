@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,17 +13,7 @@ import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
 from nbdurable.temporal import TemporalEngine
 
-
-def tool_counts(path: Path) -> dict[str, int]:
-    """Executions per tool call (``run_id/tool_call_id``)."""
-    db = sqlite3.connect(path)
-    try:
-        rows = db.execute(
-            "SELECT run_id, call_id, count(*) FROM runs GROUP BY run_id, call_id"
-        ).fetchall()
-    finally:
-        db.close()
-    return {f"{run_id}/{call_id}": n for run_id, call_id, n in rows}
+from .executions import tool_counts
 
 
 async def test_multi_step_run_with_approval(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
 from nbdurable.temporal import TemporalEngine
 
-from .test_workers import _tool_rows
+from .executions import started, tool_rows
 
 
 async def test_cancel_mid_tool_ends_cancelled(
@@ -31,10 +30,7 @@ async def test_cancel_mid_tool_ends_cancelled(
     engine = TemporalEngine(address=temporal_server, task_queue=queue, heartbeat_timeout=2)
     async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
         run = await rt.submit("crashy", "Do the three steps.")
-        deadline = time.monotonic() + 30
-        while not any(tool == "slow_step" for tool, _ in _tool_rows(tools)):
-            assert time.monotonic() < deadline, "the slow step never started"
-            await asyncio.sleep(0.05)
+        await started(tools, "slow_step")
         await run.cancel()
         record = await asyncio.wait_for(run.wait(), 30)
         assert record.state == "cancelled"
@@ -44,7 +40,7 @@ async def test_cancel_mid_tool_ends_cancelled(
         with pytest.raises(WorkflowFailureError) as failure:
             await asyncio.wait_for(handle.result(), 30)  # the workflow itself ends cancelled
         assert isinstance(failure.value.cause, CancelledError)
-    assert [tool for tool, _ in _tool_rows(tools)] == ["step", "slow_step"]
+    assert [tool for tool, _ in tool_rows(tools)] == ["step", "slow_step"]
 
 
 async def test_model_retry_waits_then_completes(

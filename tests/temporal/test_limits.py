@@ -14,7 +14,7 @@ import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
 from nbdurable.temporal import TemporalEngine
 
-from .test_workers import _tool_rows
+from .executions import tool_rows
 
 
 async def test_timeout_fails_the_run_mid_tool(
@@ -35,7 +35,7 @@ async def test_timeout_fails_the_run_mid_tool(
         handle = (await engine.client()).get_workflow_handle(run.run_id)
         assert await asyncio.wait_for(handle.result(), 30) == "failed"
     # the slow step started and was abandoned; the third step never ran
-    assert [tool for tool, _ in _tool_rows(tools)] == ["step", "slow_step"]
+    assert [tool for tool, _ in tool_rows(tools)] == ["step", "slow_step"]
 
 
 async def test_deadline_passed_before_the_first_leg(
@@ -52,7 +52,7 @@ async def test_deadline_passed_before_the_first_leg(
         start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools))
         record = await asyncio.wait_for(run.wait(), 30)
         assert record.state == "failed" and record.reason == "timeout"
-    assert _tool_rows(tools) == []
+    assert tool_rows(tools) == []
 
 
 async def test_max_operations_fails_the_run(
@@ -71,7 +71,7 @@ async def test_max_operations_fails_the_run(
     assert record.state == "failed" and record.reason == "limit_exceeded"
     assert record.error is not None and "max_operations" in record.error
     assert record.operations == 5
-    assert len(_tool_rows(tools)) == 2
+    assert len(tool_rows(tools)) == 2
 
 
 async def test_max_payload_bytes_fails_the_run(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import nbdurable as nd
 from nbdurable.runtime import DurableRuntime, Run
 from nbdurable.temporal import TemporalEngine
 
-from .test_workers import _tool_rows
+from .executions import started, tool_rows
 
 
 async def _interrupted(
@@ -23,16 +22,13 @@ async def _interrupted(
     """Submit the manual agent, SIGKILL its worker mid-tool; the run in needs_attention."""
     first = start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools), NBDURABLE_TEST_SLOW="30")
     run = await rt.submit("careful", "Do the manual step.")
-    deadline = time.monotonic() + 30
-    while not _tool_rows(tools):
-        assert time.monotonic() < deadline, "the manual step never started"
-        await asyncio.sleep(0.05)
+    await started(tools)
     first.kill()
     start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools), NBDURABLE_TEST_SLOW="0.1")
     record = await asyncio.wait_for(run.wait("needs_attention", "completed", "failed"), 60)
     assert record.state == "needs_attention", record
     assert record.reason is not None and "slow_manual" in record.reason
-    assert len(_tool_rows(tools)) == 1  # a manual tool is not re-run on its own
+    assert len(tool_rows(tools)) == 1  # a manual tool is not re-run on its own
     return run
 
 
@@ -49,7 +45,7 @@ async def test_manual_tool_interrupted_then_retry_runs_it_once(
         await run.retry()
         result = await asyncio.wait_for(run.result(), 30)
         assert result.text == "Manual step settled."
-    assert [tool for tool, _ in _tool_rows(tools)] == ["slow_manual", "slow_manual"]
+    assert [tool for tool, _ in tool_rows(tools)] == ["slow_manual", "slow_manual"]
     assert run.record().rerun_tool_calls == []
 
 
@@ -74,4 +70,4 @@ async def test_manual_tool_interrupted_then_deny_settles_it(
         ]
         assert len(denied) == 1 and denied[0].is_error
         assert denied[0].result == "An operator checked: not done, do not redo."
-    assert len(_tool_rows(tools)) == 1  # deny never re-runs the tool
+    assert len(tool_rows(tools)) == 1  # deny never re-runs the tool

@@ -11,7 +11,6 @@ and tool executions.
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,7 @@ from nbdurable.loop.subagent import child_run_id
 from nbdurable.runtime import DurableRuntime
 from nbdurable.temporal import TemporalEngine
 
-from .test_approval import tool_counts
-from .test_workers import _tool_rows
+from .executions import started, tool_counts, tool_rows
 
 
 async def _delegate(rt: DurableRuntime, store: Any) -> dict[str, Any]:
@@ -104,15 +102,12 @@ async def test_sigkill_inside_a_sub_agent_then_a_second_worker_finishes(
     engine = TemporalEngine(address=temporal_server, task_queue=queue, heartbeat_timeout=1.5)
     async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
         run = await rt.submit("foreman", "Get the crew to do both steps.")
-        deadline = time.monotonic() + 30
-        while not any(tool == "slow_step" for tool, _ in _tool_rows(tools)):
-            assert time.monotonic() < deadline, "the slow step never started"
-            await asyncio.sleep(0.05)
+        await started(tools, "slow_step")
         first.kill()  # SIGKILL while the sub-agent's slow step runs
         start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools), NBDURABLE_TEST_SLOW="0.1")
         result = await asyncio.wait_for(run.result(), 60)
     assert result.text == "crew OK: Crew finished both steps."
-    rows = _tool_rows(tools)
+    rows = tool_rows(tools)
     # the sub-agent's completed step never ran again; the interrupted one ran on the second
     # worker (the parent's "safe" policy for the sub-agent covers its tools)
     assert sorted(tool for tool, _ in rows) == ["slow_step", "slow_step", "step"]

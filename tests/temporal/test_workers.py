@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,19 +13,7 @@ import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
 from nbdurable.temporal import TemporalEngine
 
-from .test_approval import tool_counts
-
-
-def _tool_rows(path: Path) -> list[tuple[str, str]]:
-    if not path.exists():
-        return []
-    db = sqlite3.connect(path, timeout=30)
-    try:
-        return [(r[0], r[1]) for r in db.execute("SELECT tool, pid FROM runs").fetchall()]
-    except sqlite3.OperationalError:  # the table is not there yet
-        return []
-    finally:
-        db.close()
+from .executions import started, tool_counts, tool_rows
 
 
 async def test_sigkill_mid_run_then_a_second_worker_finishes(
@@ -41,15 +27,12 @@ async def test_sigkill_mid_run_then_a_second_worker_finishes(
     engine = TemporalEngine(address=temporal_server, task_queue=queue, heartbeat_timeout=1.5)
     async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
         run = await rt.submit("crashy", "Do the three steps.")
-        deadline = time.monotonic() + 30
-        while not any(tool == "slow_step" for tool, _ in _tool_rows(tools)):
-            assert time.monotonic() < deadline, "the slow step never started"
-            await asyncio.sleep(0.05)
+        await started(tools, "slow_step")
         first.kill()  # SIGKILL while the slow step runs
         start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools), NBDURABLE_TEST_SLOW="0.1")
         result = await asyncio.wait_for(run.result(), 60)
         assert result.text == "All three steps done."
-    rows = _tool_rows(tools)
+    rows = tool_rows(tools)
     by_tool: dict[str, int] = {}
     for tool, _ in rows:
         by_tool[tool] = by_tool.get(tool, 0) + 1
@@ -76,4 +59,4 @@ async def test_two_workers_fifty_runs_no_step_twice(
     assert {r.text for r in results} == {"ok"}
     counts = tool_counts(tools)
     assert len(counts) == 100 and set(counts.values()) == {1}
-    assert len({pid for _, pid in _tool_rows(tools)}) == 2  # both workers took work
+    assert len({pid for _, pid in tool_rows(tools)}) == 2  # both workers took work
