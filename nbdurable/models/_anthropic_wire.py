@@ -168,7 +168,7 @@ def usage_of(raw: Mapping[str, Any], price: Price | None) -> Usage:
         total_tokens=input_tokens + output_tokens,
         cached_input_tokens=cache_read,
     )
-    cost = cost_of(usage, price)
+    cost = cost_of(usage, price, cache_write_tokens=cache_write)
     return usage if cost is None else usage.model_copy(update={"cost": cost})
 
 

@@ -30,11 +30,14 @@ class Price:
         output: Per million output tokens.
         cached_input: Per million input tokens read from the provider's prompt
             cache (None: priced as ``input``).
+        cache_write: Per million input tokens written to the provider's prompt
+            cache (Anthropic bills them above ``input``; None: priced as ``input``).
     """
 
     input: float
     output: float
     cached_input: float | None = None
+    cache_write: float | None = None
 
 
 PRICES: dict[str, Price] = {
@@ -49,24 +52,30 @@ PRICES: dict[str, Price] = {
     "gpt-4o-mini": Price(0.15, 0.60, 0.075),
     "o3": Price(2.0, 8.0, 0.50),
     "o4-mini": Price(1.10, 4.40, 0.275),
-    # Anthropic (cached_input: cache reads)
-    "claude-opus-4-5": Price(5.0, 25.0, 0.50),
-    "claude-opus-4-1": Price(15.0, 75.0, 1.50),
-    "claude-opus-4": Price(15.0, 75.0, 1.50),
-    "claude-sonnet-4-5": Price(3.0, 15.0, 0.30),
-    "claude-sonnet-4": Price(3.0, 15.0, 0.30),
-    "claude-3-7-sonnet": Price(3.0, 15.0, 0.30),
-    "claude-haiku-4-5": Price(1.0, 5.0, 0.10),
-    "claude-3-5-haiku": Price(0.80, 4.0, 0.08),
+    # Anthropic (cached_input: cache reads, 0.1x input; cache_write: 5-minute cache
+    # writes, 1.25x input)
+    "claude-opus-4-5": Price(5.0, 25.0, 0.50, 6.25),
+    "claude-opus-4-1": Price(15.0, 75.0, 1.50, 18.75),
+    "claude-opus-4": Price(15.0, 75.0, 1.50, 18.75),
+    "claude-sonnet-4-5": Price(3.0, 15.0, 0.30, 3.75),
+    "claude-sonnet-4": Price(3.0, 15.0, 0.30, 3.75),
+    "claude-3-7-sonnet": Price(3.0, 15.0, 0.30, 3.75),
+    "claude-haiku-4-5": Price(1.0, 5.0, 0.10, 1.25),
+    "claude-3-5-haiku": Price(0.80, 4.0, 0.08, 1.0),
 }
 """Model name (or name prefix) -> price. Edit it, or use :func:`set_price`."""
 
 
 def set_price(
-    model: str, *, input: float, output: float, cached_input: float | None = None
+    model: str,
+    *,
+    input: float,
+    output: float,
+    cached_input: float | None = None,
+    cache_write: float | None = None,
 ) -> Price:
     """Add or replace the price of ``model`` (a full name or a name prefix)."""
-    price = Price(input, output, cached_input)
+    price = Price(input, output, cached_input, cache_write)
     PRICES[model] = price
     return price
 
@@ -84,16 +93,24 @@ def price_for(model: str) -> Price | None:
     return PRICES[max(matches, key=len)] if matches else None
 
 
-def cost_of(usage: Usage, price: Price | None) -> float | None:
+def cost_of(usage: Usage, price: Price | None, *, cache_write_tokens: int = 0) -> float | None:
     """The cost of ``usage`` in US dollars (None without a price).
 
     ``usage.input_tokens`` counts every input token, ``cached_input_tokens``
-    the part of them read from a cache.
+    the part of them read from a cache and ``cache_write_tokens`` (reported by
+    Anthropic, not kept in :class:`~nbdurable.Usage`) the part written to it.
     """
     if price is None:
         return None
     cached = usage.cached_input_tokens or 0
-    fresh = max(0, usage.input_tokens - cached)
+    written = min(cache_write_tokens, max(0, usage.input_tokens - cached))
+    fresh = max(0, usage.input_tokens - cached - written)
     cached_rate = price.input if price.cached_input is None else price.cached_input
-    total = fresh * price.input + cached * cached_rate + usage.output_tokens * price.output
+    write_rate = price.input if price.cache_write is None else price.cache_write
+    total = (
+        fresh * price.input
+        + cached * cached_rate
+        + written * write_rate
+        + usage.output_tokens * price.output
+    )
     return total / 1_000_000

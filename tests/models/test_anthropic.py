@@ -65,8 +65,8 @@ async def test_generate_reads_text_tool_calls_usage_and_cost(served: Any) -> Non
     usage = response.usage
     assert (usage.input_tokens, usage.cached_input_tokens, usage.output_tokens) == (1600, 1000, 90)
     assert usage.total_tokens == 1690
-    # claude-haiku-4-5: $1 in, $5 out, $0.10 cache reads per million
-    assert usage.cost == pytest.approx((600 * 1.0 + 1000 * 0.10 + 90 * 5.0) / 1e6)
+    # claude-haiku-4-5: $1 in, $5 out, $0.10 cache reads, $1.25 cache writes per million
+    assert usage.cost == pytest.approx((400 * 1.0 + 200 * 1.25 + 1000 * 0.10 + 90 * 5.0) / 1e6)
     [body] = server.requests
     assert body["model"] == MODEL and body["max_tokens"] == 4096 and "stream" not in body
     assert body["tools"] == [
@@ -250,3 +250,20 @@ async def test_price_can_be_given_or_missing(served: Any) -> None:
     assert (await unpriced.generate(request)).usage.cost is None
     await priced.aclose()
     await unpriced.aclose()
+
+
+def test_cost_of_bills_cache_writes_at_their_own_rate() -> None:
+    price = nd.models.Price(2.0, 10.0, cached_input=0.2, cache_write=2.5)
+    usage = nd.Usage(input_tokens=1_000, output_tokens=100, cached_input_tokens=300)
+    written = nd.models.cost_of(usage, price, cache_write_tokens=200)
+    assert written == pytest.approx((500 * 2.0 + 300 * 0.2 + 200 * 2.5 + 100 * 10.0) / 1e6)
+    # a price without a write rate bills writes as input; writes never exceed fresh input
+    plain = nd.models.Price(2.0, 10.0, cached_input=0.2)
+    assert nd.models.cost_of(usage, plain, cache_write_tokens=200) == nd.models.cost_of(
+        usage, plain
+    )
+    capped = nd.models.cost_of(usage, price, cache_write_tokens=5_000)
+    assert capped == pytest.approx((700 * 2.5 + 300 * 0.2 + 100 * 10.0) / 1e6)
+    set_one = nd.models.set_price("claude-test-cache", input=1.0, output=2.0, cache_write=1.25)
+    assert nd.models.price_for("claude-test-cache-20990101") == set_one
+    del nd.models.PRICES["claude-test-cache"]
