@@ -38,9 +38,6 @@ import argparse
 import asyncio
 import json
 import math
-import os
-import platform
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -49,6 +46,8 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from machine_info import describe, machine, table
 
 import nbdurable as nd
 from nbdurable import events as ev
@@ -316,38 +315,6 @@ class Target:
     passed: bool
 
 
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "platform": platform.platform(),
-        "load average": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-    }
-
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = [" | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
-    lines.append("-+-".join("-" * w for w in widths))
-    for row in rows:
-        cells = [row[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
-        ]
-        lines.append(" | ".join(cells))
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
@@ -370,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     paced_seconds = 0.5 if args.quick else 10.0
 
     info = machine()
-    print(" | ".join(f"{k}: {v}" for k, v in info.items()), flush=True)
+    print(describe(info), flush=True)
     with tempfile.TemporaryDirectory(prefix="nbdurable-events-bench-", dir=args.dir) as tmp:
         root = Path(tmp)
         streams = [

@@ -44,7 +44,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from store_bench import RUN_ID, langgraph_builder, langgraph_run, machine, nbdurable_run
+from machine_info import describe, machine
+from store_bench import RUN_ID, langgraph_builder, langgraph_run, nbdurable_run
 
 import nbdurable as nd
 
@@ -402,16 +403,6 @@ def target(timings: list[Timing], n: int) -> Target:
     return Target(TARGET_NAME, shown, limit, value <= TARGET_MS)
 
 
-def versions() -> dict[str, str | None]:
-    found: dict[str, str | None] = {}
-    for package in ("pandas", "langchain-core"):
-        try:
-            found[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            found[package] = None
-    return found
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--steps", type=int, default=TARGET_STEPS, help="tool steps in the run")
@@ -450,8 +441,8 @@ def main(argv: list[str] | None = None) -> int:
         print("pandas is missing: pip install pandas")
         return 2
 
-    info = machine() | versions() | {"steps": n}
-    print(" | ".join(f"{k}: {v}" for k, v in info.items() if v is not None), flush=True)
+    info = machine(["pandas", "langchain-core", "langgraph"]) | {"steps": n}
+    print(describe(info), flush=True)
     timings: list[Timing] = []
     with tempfile.TemporaryDirectory(prefix="nbdurable-inspect-", dir=args.dir) as tmp:
         root = Path(tmp)

@@ -22,14 +22,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import importlib.metadata
 import itertools
 import json
-import os
-import platform
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from machine_info import describe, machine
 
 import nbdurable as nd
 
@@ -471,57 +469,6 @@ def targets(rows: list[Figures], n: int = 500) -> list[Target]:
     return found
 
 
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    ram = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                ram = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
-    except OSError:
-        pass
-
-    def version(package: str) -> str | None:
-        try:
-            return importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            return None
-
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "ram": ram,
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "nbdurable": version("nbdurable"),
-        "langgraph": version("langgraph"),
-        "langgraph-checkpoint-sqlite": version("langgraph-checkpoint-sqlite"),
-        "platform": platform.platform(),
-        "commit": git("rev-parse", "--short", "HEAD"),
-        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-        "load average": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-    }
-
-
-def git(*args: str) -> str | None:
-    """Output of a git command in the repository holding this script, or None."""
-    try:
-        done = subprocess.run(
-            ["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True, check=True
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return done.stdout.strip()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="N = 10, 100 only (a smoke test)")
@@ -549,8 +496,8 @@ def main(argv: list[str] | None = None) -> int:
             print("LangGraph is missing: pip install -e '.[bench]', or pass --nbdurable-only")
             return 2
 
-    info = machine()
-    print(" | ".join(f"{k}: {v}" for k, v in info.items() if v is not None), flush=True)
+    info = machine(["langgraph", "langgraph-checkpoint-sqlite"])
+    print(describe(info), flush=True)
     rows: list[Figures] = []
     with tempfile.TemporaryDirectory(prefix="nbdurable-bench-", dir=args.dir) as tmp:
         root = Path(tmp)

@@ -27,11 +27,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.metadata
 import json
 import os
-import platform
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -39,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from machine_info import describe, machine, table
 
 import nbdurable as nd
 from nbdurable.runtime import Agent, DurableRuntime
@@ -125,34 +124,6 @@ async def concurrent_runs(url: str, steps: int, runs: int, engine: Any = None) -
     return elapsed
 
 
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "temporalio": importlib.metadata.version("temporalio"),
-        "platform": platform.platform(),
-        "load average": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-    }
-
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = [" | ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    head = " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
-    return "\n".join([head, "-+-".join("-" * w for w in widths), *lines])
-
-
 async def bench(
     steps: int, repeat: int, concurrent: int, workdir: Path
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float]:
@@ -215,8 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     concurrent = 4 if args.quick else args.concurrent
     with tempfile.TemporaryDirectory() as tmp:
         figures, many, floor = asyncio.run(bench(steps, repeat, concurrent, Path(tmp)))
-    info = machine()
-    print(", ".join(f"{k}: {v}" for k, v in info.items()))
+    info = machine(["temporalio"])
+    print(describe(info), flush=True)
     print()
     print(f"one run of {steps} steps (one tool call each), median of {repeat}")
     rows = [
