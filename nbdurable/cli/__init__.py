@@ -2,7 +2,7 @@
 
 - ``nbdurable worker --store URL --agents module:attr``: a headless runtime that
   executes queued and recovered runs (runs go on while a kernel restarts).
-- ``nbdurable runs [list|show|history|explain|rewind] ...``: inspect a store.
+- ``nbdurable runs [list|graphs|show|history|explain|rewind] ...``: inspect a store.
 - ``nbdurable runs approve|deny|resume|cancel|retry RUN ...``: steer a run.
 - ``nbdurable demo``: a durable run in the terminal: crash, recovery, approvals.
 - ``nbdurable serve --store URL --agents module:attr``: the HTTP bridge (``server`` extra).
@@ -28,11 +28,11 @@ __all__ = ["load_agents", "main"]
 DESCRIPTION = """\
 Durable, inspectable LLM agent runs, from a shell.
 
-  nbdurable demo                                           a durable run: crash, recovery, ...
-  nbdurable runs [list|show|history|explain|rewind] ...    inspect a store
-  nbdurable runs approve|deny|resume|cancel|retry RUN ...  steer a run
-  nbdurable worker --store URL --agents module:attr        execute queued and recovered runs
-  nbdurable serve --store URL --agents module:attr         the HTTP bridge (runs, SSE, links)
+  nbdurable demo                                                a durable run: crash, recovery, ...
+  nbdurable runs [list|graphs|show|history|explain|rewind] ...  inspect a store
+  nbdurable runs approve|deny|resume|cancel|retry RUN ...       steer a run
+  nbdurable worker --store URL --agents module:attr             execute queued and recovered runs
+  nbdurable serve --store URL --agents module:attr              the HTTP bridge (runs, SSE, links)
 
 Errors print one line, "nbdurable: ...", and exit with status 2."""
 
@@ -72,6 +72,7 @@ def _add_runs(commands: Any) -> None:
         return sub
 
     action("list", runs.list_runs, "one line per run", JSON, status, graph)
+    action("graphs", runs.graphs, "one line per graph", JSON)
     action("show", runs.show, "a run's summary and latest messages", JSON).add_argument("run")
     action("history", runs.history, "one line per checkpoint of a run", JSON).add_argument("run")
     action("explain", runs.explain, "what happened in a run, in words", JSON).add_argument("run")

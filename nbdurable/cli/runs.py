@@ -1,4 +1,4 @@
-"""``nbdurable runs list|show|history|explain|rewind``: inspect a store from a shell.
+"""``nbdurable runs list|graphs|show|history|explain|rewind``: inspect a store from a shell.
 
 These read through :mod:`nbdurable.inspect` (which imports pandas) and print
 plain-text tables fitted to the terminal, or JSON with ``--json``.
@@ -18,7 +18,7 @@ from .follow import call_text
 from .store import opened_store
 from .tables import cell, key_values, render
 
-__all__ = ["explain", "history", "list_runs", "rewind", "show"]
+__all__ = ["explain", "graphs", "history", "list_runs", "rewind", "show"]
 
 
 def _inspection() -> Any:
@@ -68,18 +68,17 @@ def _graph(row: dict[str, Any]) -> str:
 
 
 def list_runs(args: argparse.Namespace) -> int:
-    """The runs view: one line per run, oldest first."""
+    """The runs view: one line per run, oldest first (a graph's nodes in topological order)."""
+    if args.graph is not None:
+        return _list_nodes(args)
     with opened_store(args.store) as store:
         frame = _inspection().runs(store, status=args.status)
-    if args.graph is not None:
-        frame = frame[frame["graph_id"] == args.graph]
     if args.json:
         _print_json(_json_records(frame))
         return 0
     rows = _records(frame)
     if not rows:
-        where = f" in status {args.status}" if args.status else ""
-        print("no runs" + where + (f" of graph {args.graph}" if args.graph else ""))
+        print("no runs" + (f" in status {args.status}" if args.status else ""))
         return 0
     headers = ["run", "agent", "status", "steps", "tokens", "cost", "updated", "fork of", "pending"]
     headers += ["graph", "after", "owner"]
@@ -102,6 +101,98 @@ def list_runs(args: argparse.Namespace) -> int:
         for r in rows
     ]
     print(render(headers, table, right=right, keep=[0, 2, 6]))
+    return 0
+
+
+def _list_nodes(args: argparse.Namespace) -> int:
+    """``runs list --graph ID``: the graph's nodes in the order they were submitted.
+
+    Raises:
+        RunNotFoundError: The store has no such graph (an empty listing would
+            hide a mistyped id).
+    """
+    with opened_store(args.store) as store:
+        frame = _inspection().runs(store, graph=args.graph)
+    if frame.empty:
+        raise RunNotFoundError(
+            args.graph,
+            f"no graph {args.graph!r} in the store ('nbdurable runs graphs' lists its graphs)",
+        )
+    if args.status is not None:
+        frame = frame[frame["status"] == args.status]
+    if args.json:
+        _print_json(_json_records(frame))
+        return 0
+    rows = _records(frame)
+    if not rows:
+        print(f"no node of graph {args.graph} in status {args.status}")
+        return 0
+    # No steps or times: `runs list` and `runs history` have them, and without them
+    # the dependencies and the reasons a node failed or waits fit 100 columns.
+    headers = ["run", "node", "agent", "status", "tokens", "cost", "after", "pending", "reason"]
+    right = [False, False, False, False, True, True, False, True, False]
+    table = [
+        [
+            r["run_id"],
+            r.get("node_id"),
+            r.get("agent"),
+            r.get("status"),
+            r.get("total_tokens"),
+            _cost(r.get("cost")),
+            r.get("depends_on"),
+            _count(r.get("pending_approvals")),
+            r.get("reason"),
+        ]
+        for r in rows
+    ]
+    print(render(headers, table, right=right, keep=[0, 1, 3]))
+    return 0
+
+
+def _took(start: Any, end: Any) -> str:
+    """How long a finished graph took, from its submission to its last node's end."""
+    if not cell(start) or not cell(end):
+        return ""
+    seconds = (end - start).total_seconds()
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def graphs(args: argparse.Namespace) -> int:
+    """The graphs view: one line per graph, in submission order."""
+    with opened_store(args.store) as store:
+        frame = _inspection().graphs(store)
+    if args.json:
+        _print_json(_json_records(frame))
+        return 0
+    rows = _records(frame)
+    if not rows:
+        print("no graphs")
+        return 0
+    # "done" reads as progress (completed of all nodes); the other counts are left
+    # blank at zero, so a narrow terminal drops the states no graph is in.
+    headers = ["graph", "status", "done", "running", "queued", "waiting", "failed", "cancelled"]
+    headers += ["tokens", "cost", "submitted", "took", "failed nodes"]
+    right = [False, False, *[True] * 8, False, True, False]
+    counts = ("running", "queued", "waiting", "failed", "cancelled")
+    table = [
+        [
+            r["graph_id"],
+            r.get("status"),
+            f"{r.get('completed')}/{r.get('nodes')}",
+            *[_count(r.get(column)) for column in counts],
+            r.get("total_tokens"),
+            _cost(r.get("cost")),
+            _when(r.get("submitted_at")),
+            _took(r.get("submitted_at"), r.get("finished_at")),
+            r.get("failed_nodes"),
+        ]
+        for r in rows
+    ]
+    print(render(headers, table, right=right, keep=[0, 1, 2, 10]))
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Runs as data: DataFrames of runs, checkpoints, messages and events; diff, rewind, explain, plots.
+"""Runs as data: DataFrames of runs, graphs, steps, messages, events; diff, rewind, explain, plots.
 
 Every function takes the store first (a store object, or a URL such as
 ``"sqlite:///.nbdurable/runs.db"``) and works in a notebook or a plain Python
@@ -8,6 +8,7 @@ asked for (``pip install 'nbdurable[inspect]'``)::
     import nbdurable as nd
 
     nd.inspect.runs(store)                       # one row per run
+    nd.inspect.graphs(store)                     # one row per graph
     nd.inspect.history(store, run_id)            # one row per step
     nd.inspect.messages(store, run_id, 3)        # the history at step 3
     nd.inspect.events(store, run_id)             # the event log
@@ -22,7 +23,7 @@ from ._explain import Explanation, PendingApproval, explain
 from ._plots import plot_timeline, plot_usage
 from ._rewind import RUN_FORKED, rewind
 from ._source import StoreLike
-from ._views import events, history, messages, runs, usage
+from ._views import events, graphs, history, messages, runs, usage
 
 __all__ = [
     "RUN_FORKED",
@@ -34,6 +35,7 @@ __all__ = [
     "diff",
     "events",
     "explain",
+    "graphs",
     "history",
     "messages",
     "plot_timeline",

@@ -1,4 +1,4 @@
-"""The DataFrame views: runs, a run's checkpoints, a checkpoint's messages, events, usage."""
+"""The DataFrame views: runs, graphs, a run's checkpoints, a checkpoint's messages, events."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from .._errors import ConfigurationError, RunNotFoundError
 from ..durable.store import RUNTIME, supports
 from ..events.log import EVENTS
 from ..runtime.records import RuntimeRun
-from . import _rows
+from . import _graph_rows, _rows
 from ._source import StoreLike, checkpoint_at, opened, runtime_record
 
 if TYPE_CHECKING:
     from ._frame import InspectFrame
 
-__all__ = ["events", "history", "messages", "runs", "usage"]
+__all__ = ["events", "graphs", "history", "messages", "runs", "usage"]
 
 _RUN_COLUMNS = (
     "run_id",
@@ -96,6 +96,17 @@ _USAGE_COLUMNS = (
     "cost_delta",
     "created_at",
 )
+_GRAPH_COLUMNS = (
+    "graph_id",
+    "status",
+    "nodes",
+    *_graph_rows.NODE_COUNTS,
+    "total_tokens",
+    "cost",
+    "submitted_at",
+    "finished_at",
+    "failed_nodes",
+)
 _ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -109,7 +120,21 @@ def _frame_module() -> Any:
     return _frame
 
 
-def runs(store: StoreLike, status: str | Sequence[str] | None = None) -> InspectFrame:
+def _run_rows(store: StoreLike) -> tuple[list[dict[str, Any]], list[RuntimeRun]]:
+    """The runs view's rows, and the runtime's records in submission order."""
+    with opened(store) as source:
+        records = source.list_runs()
+        runtime: list[RuntimeRun] = (
+            source.rt_list()  # type: ignore[attr-defined]
+            if supports(source, RUNTIME)
+            else []
+        )
+    return _rows.run_rows(records, runtime), runtime
+
+
+def runs(
+    store: StoreLike, status: str | Sequence[str] | None = None, graph: str | None = None
+) -> InspectFrame:
     """Every run of a store, oldest first, one row per run (index ``run_id``).
 
     Columns: ``agent`` (the runtime's agent id, or the sub-agent path), ``status``
@@ -126,15 +151,12 @@ def runs(store: StoreLike, status: str | Sequence[str] | None = None) -> Inspect
     Args:
         store: A store, or a store URL.
         status: Only runs in this status (or these statuses).
+        graph: Only the nodes of this graph, in submission (topological) order
+            instead; no row when the store has no such graph.
     """
-    with opened(store) as source:
-        records = source.list_runs()
-        runtime: list[RuntimeRun] = (
-            source.rt_list()  # type: ignore[attr-defined]
-            if supports(source, RUNTIME)
-            else []
-        )
-    rows = _rows.run_rows(records, runtime)
+    rows, runtime = _run_rows(store)
+    if graph is not None:
+        rows = _graph_rows.node_rows(rows, runtime, graph)
     if status is not None:
         wanted = {status} if isinstance(status, str) else set(status)
         rows = [row for row in rows if row["status"] in wanted]
@@ -146,6 +168,38 @@ def runs(store: StoreLike, status: str | Sequence[str] | None = None) -> Inspect
         categories={"status": module.STATUSES},
         datetimes=("created_at", "updated_at"),
         integers=("step_index", "fork_step"),
+        floats=("cost",),
+    )
+
+
+def graphs(store: StoreLike) -> InspectFrame:
+    """Every graph of a store, one row per graph in submission order (index ``graph_id``).
+
+    Folded from the nodes' rows of :func:`runs`, so the two views agree. Columns:
+    ``status`` (the graph's, derived from its nodes: categorical), ``nodes``, how
+    many nodes are ``completed``, ``running`` (pending, running, retry_wait or
+    cancelling), ``queued`` (behind their dependencies), ``waiting`` (for a human:
+    waiting_approval or needs_attention), ``failed`` and ``cancelled`` (the counts
+    add up to ``nodes``); ``total_tokens`` and ``cost`` (summed over the nodes;
+    ``cost`` is missing when no node's model has a price), ``submitted_at`` and
+    ``finished_at`` (UTC datetimes; the last node's update, set only once the
+    graph is completed, failed or cancelled) and ``failed_nodes`` (node ids, in
+    topological order: a node comes after the nodes it depends on, so the first
+    did not fail because of a dependency). A store that keeps no runtime records
+    has no graphs.
+
+    Args:
+        store: A store, or a store URL.
+    """
+    rows, runtime = _run_rows(store)
+    module = _frame_module()
+    return module.frame(  # type: ignore[no-any-return]
+        _graph_rows.graph_rows(rows, runtime),
+        columns=_GRAPH_COLUMNS,
+        index="graph_id",
+        categories={"status": _graph_rows.GRAPH_STATUSES},
+        datetimes=("submitted_at", "finished_at"),
+        integers=("nodes", *_graph_rows.NODE_COUNTS, "total_tokens"),
         floats=("cost",),
     )
 

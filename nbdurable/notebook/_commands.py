@@ -33,7 +33,13 @@ def _store(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None
 def _runs(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any:
     from .. import inspect
 
-    return inspect.runs(nb.store, status=args.status)
+    return inspect.runs(nb.store, status=args.status, graph=args.graph)
+
+
+def _graphs(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any:
+    from .. import inspect
+
+    return inspect.graphs(nb.store)
 
 
 def _show(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
@@ -194,6 +200,7 @@ def _dashboard(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> 
 HANDLERS = {
     "store": _store,
     "runs": _runs,
+    "graphs": _graphs,
     "show": _show,
     "history": _history,
     "explain": _explain,

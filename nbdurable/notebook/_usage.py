@@ -61,7 +61,12 @@ def _agent_parser() -> _Parser:
 
 _COMMANDS: list[tuple[str, str, list[tuple[tuple[str, ...], dict[str, Any]]]]] = [
     ("store", "show the store, or switch to URL", [(("url",), {"metavar": "URL", "nargs": "?"})]),
-    ("runs", "every run of the store (a DataFrame)", [(("--status",), {"metavar": "S"})]),
+    (
+        "runs",
+        "every run of the store (a DataFrame); --graph ID: that graph's nodes",
+        [(("--status",), {"metavar": "S"}), (("--graph",), {"metavar": "ID"})],
+    ),
+    ("graphs", "every graph of the store, one row per graph (a DataFrame)", []),
     ("show", "display a run's live widget (replays its events, then follows)", []),
     (
         "history",
@@ -95,7 +100,7 @@ _COMMANDS: list[tuple[str, str, list[tuple[tuple[str, ...], dict[str, Any]]]]] =
 ]
 """Each subcommand of ``%durable``: name, help, arguments after RUN (when it takes one)."""
 
-_NO_RUN = frozenset({"store", "runs", "worker", "dashboard"})
+_NO_RUN = frozenset({"store", "runs", "graphs", "worker", "dashboard"})
 
 
 def _durable_parser() -> _Parser:

@@ -255,3 +255,38 @@ async def test_through_run_cell_a_mistake_is_no_traceback(
     out = capfd.readouterr()
     assert "nbdurable: Run 'nope' not found." in out.err + out.out
     assert "Traceback" not in out.err + out.out
+
+
+async def test_graphs_is_the_graphs_dataframe_and_runs_takes_a_graph(
+    ip: Any, nb: NotebookSession, magic: Any, views: list[Shown]
+) -> None:
+    assert magic("durable", "graphs").value.empty
+    nb.register(greeter())
+    nb.register(janitor())
+    nightly = await nb.runtime.submit_graph(
+        [
+            nd.GraphNode("fetch", "greeter", "Fetch."),
+            nd.GraphNode("report", "greeter", "Report.", depends_on=["fetch"]),
+        ],
+        graph_id="nightly",
+    )
+    assert await nightly.wait() == "completed"
+    gated = await nb.runtime.submit_graph(
+        [
+            nd.GraphNode("clean", "janitor", "Clean up."),
+            nd.GraphNode("after", "greeter", "Report.", depends_on=["clean"]),
+        ],
+        graph_id="gated",
+    )
+    await gated.wait("waiting_approval")
+    out = magic("durable", "graphs")
+    assert out.text == "" and views == []
+    graphs = out.value
+    assert list(graphs.index) == ["nightly", "gated"]
+    assert graphs["status"].tolist() == ["completed", "waiting_approval"]
+    assert graphs.loc["gated", ["nodes", "waiting", "queued"]].tolist() == [2, 1, 1]
+    nodes = magic("durable", "runs --graph gated").value
+    assert nodes["node_id"].tolist() == ["clean", "after"]
+    waiting = magic("durable", "runs --graph gated --status waiting_approval").value
+    assert list(waiting.index) == ["gated:clean"]
+    assert magic("durable", "graphs --help").stdout.startswith("usage: %durable graphs")

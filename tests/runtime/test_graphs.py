@@ -445,5 +445,5 @@ async def test_runs_list_filters_one_graph(
     assert main(["runs", "list", "--graph", "weekly", "--store", url]) == 0
     lines = capsys.readouterr().out.splitlines()[1:]
     assert [line.split()[0] for line in lines] == ["weekly:fetch"]
-    assert main(["runs", "--graph", "monthly", "--store", url]) == 0
-    assert capsys.readouterr().out.strip() == "no runs of graph monthly"
+    assert main(["runs", "--graph", "monthly", "--store", url]) == 2
+    assert "no graph 'monthly' in the store" in capsys.readouterr().err
