@@ -8,9 +8,10 @@ cancellation. Workers (``nbdurable worker --engine temporal``) execute them.
 Agent runs (graph nodes and a task's owned runs included) run as
 ``nbdurable.AgentRun`` workflows, custom tasks as ``nbdurable.TaskRun``.
 
-Each worker runs an engine of its own too, with ``adopt_after``: it starts the
-workflows of records that stayed pending with no workflow (a graph node promoted
-while no client is connected, a run whose client went away before dispatching).
+Each worker runs an engine of its own too, with ``adopt_after``: it resumes the
+records that stayed pending that long (a graph node promoted while no client is
+connected, a run retried from the CLI, a run whose client went away before
+dispatching), starting their workflows when they have none.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from .config import TemporalConfig
@@ -53,26 +52,6 @@ async def start_run(
     )
 
 
-async def adopt_run(
-    client: Client, record: RuntimeRun, config: TemporalConfig, task_queue: str
-) -> None:
-    """Start the workflow of a pending run only if none is running, then resume it.
-
-    A running workflow was started by a client, which resumes it itself.
-    """
-    try:
-        handle = await client.start_workflow(
-            WORKFLOWS[record.kind],
-            config_args(config),
-            id=record.run_id,
-            task_queue=task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-        )
-    except WorkflowAlreadyStartedError:
-        return
-    await handle.signal("resume", record.verdicts)
-
-
 class TemporalEngine:
     """Execute a runtime's agent runs on Temporal.
 
@@ -87,8 +66,9 @@ class TemporalEngine:
         tool_retries: Attempts of a ``safe``/``idempotent`` tool after a worker loss.
         client: An already connected client (default: connect to ``address``).
         adopt_after: For a worker's engine: leave pending runs to clients for this
-            many seconds, then start the workflow of those that still have none
-            (never signalling a running one). None (a client): dispatch at once.
+            many seconds, then resume those still pending (starting the workflow
+            of those that have none, with this engine's timeouts; a duplicate
+            resume is a no-op). None (a client): dispatch at once.
     """
 
     def __init__(
@@ -185,11 +165,7 @@ class TemporalEngine:
             current = store.rt_get(record.run_id)
             if current is None or (current.state, current.updated_at) != ("pending", key[1]):
                 continue
-            config = self.config(record.run_id)
-            if self.adopt_after is None:
-                await start_run(client, current, config, self.task_queue)
-            else:
-                await adopt_run(client, current, config, self.task_queue)
+            await start_run(client, current, self.config(record.run_id), self.task_queue)
             self._sent.add(key)
         # Finished runs pile up: the ones cancelled while parked are looked for
         # when a client's user decided something, else about once a second (a

@@ -2,9 +2,9 @@
 
 The worker's runtime executes nothing itself: its engine is a
 :class:`~nbdurable.temporal.engine.TemporalEngine` with ``adopt_after``, so a
-worker alone (no client connected) still starts the workflows of graph nodes
-that became pending, and cancels the workflows of runs cancelled from here (a
-cancelled task's owned runs).
+worker alone (no client connected) still resumes runs that became pending
+(graph nodes promoted, runs retried or approved from the CLI), and cancels the
+workflows of runs cancelled from here (a cancelled task's owned runs).
 """
 
 from __future__ import annotations
