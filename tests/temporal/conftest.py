@@ -6,13 +6,21 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
+import temporal_agents
+
+import nbdurable as nd
+from nbdurable.runtime import DurableRuntime
+from nbdurable.temporal import TemporalEngine
 from nbdurable.temporal.devserver import DevServer, stop_process, temporal_binary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,3 +101,45 @@ def start_worker(temporal_server: str) -> Iterator[object]:
     yield start
     for worker in started:
         worker.stop()
+
+
+@dataclass
+class Cluster:
+    """One test's slice of the dev server: its task queue, store and tool table.
+
+    Attributes:
+        address: The dev server.
+        queue: A task queue of this test's own.
+        url: The store URL the workers and the client share.
+        store: The client's store.
+        tools: The side table where workers record tool executions.
+    """
+
+    address: str
+    queue: str
+    url: str
+    store: Any
+    tools: Path
+    _start: Callable[..., Worker]
+
+    def worker(self, *, slow: float | None = None, args: Sequence[str] = ()) -> Worker:
+        """A worker on this queue and store; ``slow``: seconds the slow tools take."""
+        env = {"NBDURABLE_TEST_TOOLS": str(self.tools)}
+        if slow is not None:
+            env["NBDURABLE_TEST_SLOW"] = str(slow)
+        return self._start(self.queue, self.url, args=args, **env)
+
+    def runtime(self, **engine_options: Any) -> DurableRuntime:
+        """A client runtime whose engine dispatches to this queue."""
+        engine = TemporalEngine(address=self.address, task_queue=self.queue, **engine_options)
+        return DurableRuntime(store=self.store, agents=temporal_agents.agents, engine=engine)
+
+
+@pytest.fixture
+def cluster(temporal_server: str, start_worker: Any, tmp_path: Path) -> Cluster:
+    """A task queue, a SQLite store and a tool table of this test's own."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    return Cluster(
+        temporal_server, queue, url, nd.open_store(url), tmp_path / "tools.db", start_worker
+    )

@@ -3,29 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
-from pathlib import Path
-from typing import Any
 
-import temporal_agents
-
-import nbdurable as nd
-from nbdurable.runtime import DurableRuntime
-from nbdurable.temporal import TemporalEngine
-
+from .conftest import Cluster
 from .executions import tool_counts
 
 
-async def test_multi_step_run_with_approval(
-    temporal_server: str, start_worker: Any, tmp_path: Path
-) -> None:
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    tools = tmp_path / "tools.db"
-    start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools))
-    store = nd.open_store(url)
-    engine = TemporalEngine(address=temporal_server, task_queue=queue, heartbeat_timeout=2)
-    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+async def test_multi_step_run_with_approval(cluster: Cluster) -> None:
+    tools = cluster.tools
+    cluster.worker()
+    store = cluster.store
+    async with cluster.runtime(heartbeat_timeout=2) as rt:
         run = await rt.submit("janitor", "Clean up stale staging tables.")
         record = await asyncio.wait_for(run.wait("waiting_approval"), 30)
         assert record.state == "waiting_approval"

@@ -3,29 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
-from pathlib import Path
-from typing import Any
 
 import pytest
-import temporal_agents
 
 import nbdurable as nd
-from nbdurable.runtime import DurableRuntime
-from nbdurable.temporal import TemporalEngine
+
+from .conftest import Cluster
 
 pytest.importorskip("pandas")
 
 
-async def test_notebook_client_inspects_and_reconnects(
-    temporal_server: str, start_worker: Any, tmp_path: Path
-) -> None:
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    start_worker(queue, url)
-    store = nd.open_store(url)
-    engine = TemporalEngine(address=temporal_server, task_queue=queue)
-    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+async def test_notebook_client_inspects_and_reconnects(cluster: Cluster) -> None:
+    cluster.worker()
+    store = cluster.store
+    async with cluster.runtime() as rt:
         run = await rt.submit("janitor", "Clean up stale staging tables.")
         seen = []
         async for event in run.stream():  # 1-2: keep the run id and each offset

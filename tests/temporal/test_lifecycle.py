@@ -3,32 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
-from pathlib import Path
-from typing import Any
 
 import pytest
-import temporal_agents
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
 import nbdurable as nd
-from nbdurable.runtime import DurableRuntime
-from nbdurable.temporal import TemporalEngine
 
+from .conftest import Cluster
 from .executions import started, tool_rows
 
 
-async def test_cancel_mid_tool_ends_cancelled(
-    temporal_server: str, start_worker: Any, tmp_path: Path
-) -> None:
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    tools = tmp_path / "tools.db"
-    start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools), NBDURABLE_TEST_SLOW="30")
-    store = nd.open_store(url)
-    engine = TemporalEngine(address=temporal_server, task_queue=queue, heartbeat_timeout=2)
-    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+async def test_cancel_mid_tool_ends_cancelled(cluster: Cluster) -> None:
+    tools = cluster.tools
+    cluster.worker(slow=30)
+    async with cluster.runtime(heartbeat_timeout=2) as rt:
         run = await rt.submit("crashy", "Do the three steps.")
         await started(tools, "slow_step")
         await run.cancel()
@@ -36,22 +25,17 @@ async def test_cancel_mid_tool_ends_cancelled(
         assert record.state == "cancelled"
         with pytest.raises(nd.RunFailedError):
             await run.result()
-        handle = (await engine.client()).get_workflow_handle(run.run_id)
+        handle = (await rt.engine.client()).get_workflow_handle(run.run_id)
         with pytest.raises(WorkflowFailureError) as failure:
             await asyncio.wait_for(handle.result(), 30)  # the workflow itself ends cancelled
         assert isinstance(failure.value.cause, CancelledError)
     assert [tool for tool, _ in tool_rows(tools)] == ["step", "slow_step"]
 
 
-async def test_model_retry_waits_then_completes(
-    temporal_server: str, start_worker: Any, tmp_path: Path
-) -> None:
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    start_worker(queue, url)
-    store = nd.open_store(url)
-    engine = TemporalEngine(address=temporal_server, task_queue=queue)
-    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+async def test_model_retry_waits_then_completes(cluster: Cluster) -> None:
+    cluster.worker()
+    store = cluster.store
+    async with cluster.runtime() as rt:
         run = await rt.submit("flaky", "Answer, eventually.")
         waiting = await asyncio.wait_for(run.wait("retry_wait"), 30)
         assert waiting.model_attempts == 1 and waiting.next_attempt_at is not None
@@ -63,15 +47,9 @@ async def test_model_retry_waits_then_completes(
         assert events.count("model_completed") == 1
 
 
-async def test_model_error_without_retry_fails_the_run(
-    temporal_server: str, start_worker: Any, tmp_path: Path
-) -> None:
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    start_worker(queue, url)
-    store = nd.open_store(url)
-    engine = TemporalEngine(address=temporal_server, task_queue=queue)
-    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+async def test_model_error_without_retry_fails_the_run(cluster: Cluster) -> None:
+    cluster.worker()
+    async with cluster.runtime() as rt:
         run = await rt.submit("fragile", "Answer once.")
         record = await asyncio.wait_for(run.wait(), 30)
         assert record.state == "failed" and record.reason == "model_error"

@@ -4,67 +4,41 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from pathlib import Path
-from typing import Any
 
-import temporal_agents
-
-import nbdurable as nd
-from nbdurable.runtime import DurableRuntime
-from nbdurable.temporal import TemporalEngine
-
+from .conftest import Cluster
 from .executions import tool_rows
 
 
-async def test_timeout_fails_the_run_mid_tool(
-    temporal_server: str, start_worker: Any, tmp_path: Path
-) -> None:
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    tools = tmp_path / "tools.db"
-    start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools), NBDURABLE_TEST_SLOW="60")
-    store = nd.open_store(url)
-    engine = TemporalEngine(address=temporal_server, task_queue=queue, heartbeat_timeout=2)
-    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+async def test_timeout_fails_the_run_mid_tool(cluster: Cluster) -> None:
+    tools = cluster.tools
+    cluster.worker(slow=60)
+    async with cluster.runtime(heartbeat_timeout=2) as rt:
         began = time.monotonic()
         run = await rt.submit("crashy", "Do the three steps.", timeout=3)
         record = await asyncio.wait_for(run.wait(), 30)
         assert record.state == "failed" and record.reason == "timeout"
         assert time.monotonic() - began < 20  # the timer fired; the 60 s tool was not awaited
-        handle = (await engine.client()).get_workflow_handle(run.run_id)
+        handle = (await rt.engine.client()).get_workflow_handle(run.run_id)
         assert await asyncio.wait_for(handle.result(), 30) == "failed"
     # the slow step started and was abandoned; the third step never ran
     assert [tool for tool, _ in tool_rows(tools)] == ["step", "slow_step"]
 
 
-async def test_deadline_passed_before_the_first_leg(
-    temporal_server: str, start_worker: Any, tmp_path: Path
-) -> None:
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    tools = tmp_path / "tools.db"
-    store = nd.open_store(url)
-    engine = TemporalEngine(address=temporal_server, task_queue=queue)
-    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+async def test_deadline_passed_before_the_first_leg(cluster: Cluster) -> None:
+    tools = cluster.tools
+    async with cluster.runtime() as rt:
         run = await rt.submit("many", "Two steps.", timeout=0.5)
         await asyncio.sleep(1.0)  # no worker polls the queue yet
-        start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools))
+        cluster.worker()
         record = await asyncio.wait_for(run.wait(), 30)
         assert record.state == "failed" and record.reason == "timeout"
     assert tool_rows(tools) == []
 
 
-async def test_max_operations_fails_the_run(
-    temporal_server: str, start_worker: Any, tmp_path: Path
-) -> None:
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    tools = tmp_path / "tools.db"
-    start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools), args=["--max-operations", "5"])
-    store = nd.open_store(url)
-    engine = TemporalEngine(address=temporal_server, task_queue=queue)
-    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+async def test_max_operations_fails_the_run(cluster: Cluster) -> None:
+    tools = cluster.tools
+    cluster.worker(args=["--max-operations", "5"])
+    async with cluster.runtime() as rt:
         run = await rt.submit("busy", "Eight steps, please.")
         record = await asyncio.wait_for(run.wait(), 30)
     # model, step, model, step, model: the sixth operation (a tool call) is refused
@@ -74,15 +48,10 @@ async def test_max_operations_fails_the_run(
     assert len(tool_rows(tools)) == 2
 
 
-async def test_max_payload_bytes_fails_the_run(
-    temporal_server: str, start_worker: Any, tmp_path: Path
-) -> None:
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    start_worker(queue, url, args=["--max-payload-bytes", "2000"])
-    store = nd.open_store(url)
-    engine = TemporalEngine(address=temporal_server, task_queue=queue)
-    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+async def test_max_payload_bytes_fails_the_run(cluster: Cluster) -> None:
+    cluster.worker(args=["--max-payload-bytes", "2000"])
+    store = cluster.store
+    async with cluster.runtime() as rt:
         run = await rt.submit("verbose", "Say a lot.")
         record = await asyncio.wait_for(run.wait(), 30)
     assert record.state == "failed" and record.reason == "limit_exceeded"

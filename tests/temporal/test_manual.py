@@ -4,29 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import uuid
-from pathlib import Path
 from subprocess import PIPE, STDOUT
-from typing import Any
-
-import temporal_agents
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime, Run
-from nbdurable.temporal import TemporalEngine
 
+from .conftest import Cluster
 from .executions import started, tool_rows
 
 
-async def _interrupted(
-    start_worker: Any, rt: DurableRuntime, queue: str, tools: Path, url: str
-) -> Run:
+async def _interrupted(cluster: Cluster, rt: DurableRuntime) -> Run:
     """Submit the manual agent, SIGKILL its worker mid-tool; the run in needs_attention."""
-    first = start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools), NBDURABLE_TEST_SLOW="30")
+    tools = cluster.tools
+    first = cluster.worker(slow=30)
     run = await rt.submit("careful", "Do the manual step.")
     await started(tools)
     first.kill()
-    start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools), NBDURABLE_TEST_SLOW="0.1")
+    cluster.worker(slow=0.1)
     record = await asyncio.wait_for(run.wait("needs_attention", "completed", "failed"), 60)
     assert record.state == "needs_attention", record
     assert record.reason is not None and "slow_manual" in record.reason
@@ -34,16 +28,10 @@ async def _interrupted(
     return run
 
 
-async def test_manual_tool_interrupted_then_retry_runs_it_once(
-    temporal_server: str, start_worker: Any, tmp_path: Path
-) -> None:
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    tools = tmp_path / "tools.db"
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    engine = TemporalEngine(address=temporal_server, task_queue=queue, heartbeat_timeout=1.5)
-    store = nd.open_store(url)
-    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
-        run = await _interrupted(start_worker, rt, queue, tools, url)
+async def test_manual_tool_interrupted_then_retry_runs_it_once(cluster: Cluster) -> None:
+    tools, _store = cluster.tools, cluster.store
+    async with cluster.runtime(heartbeat_timeout=1.5) as rt:
+        run = await _interrupted(cluster, rt)
         await run.retry()
         result = await asyncio.wait_for(run.result(), 30)
         assert result.text == "Manual step settled."
@@ -51,16 +39,10 @@ async def test_manual_tool_interrupted_then_retry_runs_it_once(
     assert run.record().rerun_tool_calls == []
 
 
-async def test_manual_tool_interrupted_then_deny_settles_it(
-    temporal_server: str, start_worker: Any, tmp_path: Path
-) -> None:
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    tools = tmp_path / "tools.db"
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    engine = TemporalEngine(address=temporal_server, task_queue=queue, heartbeat_timeout=1.5)
-    store = nd.open_store(url)
-    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
-        run = await _interrupted(start_worker, rt, queue, tools, url)
+async def test_manual_tool_interrupted_then_deny_settles_it(cluster: Cluster) -> None:
+    tools, _store = cluster.tools, cluster.store
+    async with cluster.runtime(heartbeat_timeout=1.5) as rt:
+        run = await _interrupted(cluster, rt)
         await run.deny(reason="An operator checked: not done, do not redo.")
         result = await asyncio.wait_for(run.result(), 30)
         assert result.text == "Manual step settled."
@@ -75,18 +57,13 @@ async def test_manual_tool_interrupted_then_deny_settles_it(
     assert len(tool_rows(tools)) == 1  # deny never re-runs the tool
 
 
-async def test_retry_from_the_cli_with_no_client_connected(
-    temporal_server: str, start_worker: Any, tmp_path: Path
-) -> None:
+async def test_retry_from_the_cli_with_no_client_connected(cluster: Cluster) -> None:
     """A parked workflow gets its resume from a worker when no client engine is open."""
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    tools = tmp_path / "tools.db"
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    engine = TemporalEngine(address=temporal_server, task_queue=queue, heartbeat_timeout=1.5)
-    store = nd.open_store(url)
-    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
-        run = await _interrupted(start_worker, rt, queue, tools, url)
-    command = [sys.executable, "-m", "nbdurable.cli", "runs", "retry", run.run_id, "--store", url]
+    tools, store = cluster.tools, cluster.store
+    async with cluster.runtime(heartbeat_timeout=1.5) as rt:
+        run = await _interrupted(cluster, rt)
+    command = [sys.executable, "-m", "nbdurable.cli", "runs", "retry", run.run_id]
+    command += ["--store", cluster.url]
     cli = await asyncio.create_subprocess_exec(*command, stdout=PIPE, stderr=STDOUT)
     output, _ = await asyncio.wait_for(cli.communicate(), 60)
     assert cli.returncode == 0, output.decode()

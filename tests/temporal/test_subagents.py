@@ -11,7 +11,6 @@ and tool executions.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,8 @@ import temporal_agents
 import nbdurable as nd
 from nbdurable.loop.subagent import child_run_id
 from nbdurable.runtime import DurableRuntime
-from nbdurable.temporal import TemporalEngine
 
+from .conftest import Cluster
 from .executions import started, tool_counts, tool_rows
 
 
@@ -56,22 +55,17 @@ async def _delegate(rt: DurableRuntime, store: Any) -> dict[str, Any]:
 
 
 async def test_sub_agents_match_the_embedded_engine(
-    temporal_server: str, start_worker: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     embedded_tools = tmp_path / "embedded-tools.db"
-    temporal_tools = tmp_path / "temporal-tools.db"
     monkeypatch.setenv("NBDURABLE_TEST_TOOLS", str(embedded_tools))
     store = nd.open_store(f"sqlite:///{tmp_path / 'embedded.db'}")
     async with DurableRuntime(store=store, agents=temporal_agents.agents) as rt:
         embedded = await _delegate(rt, store)
 
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'temporal.db'}"
-    start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(temporal_tools))
-    store = nd.open_store(url)
-    engine = TemporalEngine(address=temporal_server, task_queue=queue, heartbeat_timeout=2)
-    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
-        on_temporal = await _delegate(rt, store)
+    cluster.worker()
+    async with cluster.runtime(heartbeat_timeout=2) as rt:
+        on_temporal = await _delegate(rt, cluster.store)
 
     assert on_temporal["waiting"] == embedded["waiting"] == "waiting_approval"
     assert on_temporal["request"] == embedded["request"]
@@ -86,25 +80,19 @@ async def test_sub_agents_match_the_embedded_engine(
     assert {"checkpoint_saved", "model_completed"} <= on_temporal["child_events"]
     assert on_temporal["child_events"] == embedded["child_events"]
     # each tool of the sub-agent ran once, on both engines, across the approval pause
-    for path in (embedded_tools, temporal_tools):
+    for path in (embedded_tools, cluster.tools):
         counts = tool_counts(path)
         assert len(counts) == 2 and set(counts.values()) == {1}, counts
 
 
-async def test_sigkill_inside_a_sub_agent_then_a_second_worker_finishes(
-    temporal_server: str, start_worker: Any, tmp_path: Path
-) -> None:
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    tools = tmp_path / "tools.db"
-    first = start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools), NBDURABLE_TEST_SLOW="30")
-    store = nd.open_store(url)
-    engine = TemporalEngine(address=temporal_server, task_queue=queue, heartbeat_timeout=1.5)
-    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+async def test_sigkill_inside_a_sub_agent_then_a_second_worker_finishes(cluster: Cluster) -> None:
+    tools = cluster.tools
+    first = cluster.worker(slow=30)
+    async with cluster.runtime(heartbeat_timeout=1.5) as rt:
         run = await rt.submit("foreman", "Get the crew to do both steps.")
         await started(tools, "slow_step")
         first.kill()  # SIGKILL while the sub-agent's slow step runs
-        start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools), NBDURABLE_TEST_SLOW="0.1")
+        cluster.worker(slow=0.1)
         result = await asyncio.wait_for(run.result(), 60)
     assert result.text == "crew OK: Crew finished both steps."
     rows = tool_rows(tools)

@@ -3,33 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
-from pathlib import Path
-from typing import Any
 
-import temporal_agents
-
-import nbdurable as nd
-from nbdurable.runtime import DurableRuntime
-from nbdurable.temporal import TemporalEngine
-
+from .conftest import Cluster
 from .executions import started, tool_counts, tool_rows
 
 
-async def test_sigkill_mid_run_then_a_second_worker_finishes(
-    temporal_server: str, start_worker: Any, tmp_path: Path
-) -> None:
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    tools = tmp_path / "tools.db"
-    first = start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools), NBDURABLE_TEST_SLOW="30")
-    store = nd.open_store(url)
-    engine = TemporalEngine(address=temporal_server, task_queue=queue, heartbeat_timeout=1.5)
-    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+async def test_sigkill_mid_run_then_a_second_worker_finishes(cluster: Cluster) -> None:
+    tools = cluster.tools
+    first = cluster.worker(slow=30)
+    async with cluster.runtime(heartbeat_timeout=1.5) as rt:
         run = await rt.submit("crashy", "Do the three steps.")
         await started(tools, "slow_step")
         first.kill()  # SIGKILL while the slow step runs
-        start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools), NBDURABLE_TEST_SLOW="0.1")
+        cluster.worker(slow=0.1)
         result = await asyncio.wait_for(run.result(), 60)
         assert result.text == "All three steps done."
     rows = tool_rows(tools)
@@ -43,17 +29,11 @@ async def test_sigkill_mid_run_then_a_second_worker_finishes(
     assert len({pid for _, pid in rows}) == 2
 
 
-async def test_two_workers_fifty_runs_no_step_twice(
-    temporal_server: str, start_worker: Any, tmp_path: Path
-) -> None:
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    tools = tmp_path / "tools.db"
-    start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools))
-    start_worker(queue, url, NBDURABLE_TEST_TOOLS=str(tools))
-    store = nd.open_store(url)
-    engine = TemporalEngine(address=temporal_server, task_queue=queue)
-    async with DurableRuntime(store=store, agents=temporal_agents.agents, engine=engine) as rt:
+async def test_two_workers_fifty_runs_no_step_twice(cluster: Cluster) -> None:
+    tools = cluster.tools
+    cluster.worker()
+    cluster.worker()
+    async with cluster.runtime() as rt:
         runs = [await rt.submit("many", f"Run {i}.") for i in range(50)]
         results = await asyncio.wait_for(asyncio.gather(*(r.result() for r in runs)), 120)
     assert {r.text for r in results} == {"ok"}
