@@ -17,6 +17,7 @@ import pytest
 pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
 import temporal_agents
+import temporal_tasks
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
@@ -122,17 +123,38 @@ class Cluster:
     tools: Path
     _start: Callable[..., Worker]
 
-    def worker(self, *, slow: float | None = None, args: Sequence[str] = ()) -> Worker:
-        """A worker on this queue and store; ``slow``: seconds the slow tools take."""
-        env = {"NBDURABLE_TEST_TOOLS": str(self.tools)}
+    def worker(
+        self,
+        *,
+        slow: float | None = None,
+        tasks: bool = False,
+        args: Sequence[str] = (),
+        **env: str,
+    ) -> Worker:
+        """A worker on this queue and store (serving the tasks too with ``tasks``).
+
+        ``slow``: seconds the slow tools and phases take; ``env``: more variables.
+        """
+        env = {"NBDURABLE_TEST_TOOLS": str(self.tools), **env}
         if slow is not None:
             env["NBDURABLE_TEST_SLOW"] = str(slow)
-        return self._start(self.queue, self.url, args=args, **env)
+        return self._start(self.queue, self.url, tasks=tasks, args=args, **env)
 
-    def runtime(self, **engine_options: Any) -> DurableRuntime:
+    def runtime(self, *, tasks: bool = False, **engine_options: Any) -> DurableRuntime:
         """A client runtime whose engine dispatches to this queue."""
         engine = TemporalEngine(address=self.address, task_queue=self.queue, **engine_options)
-        return DurableRuntime(store=self.store, agents=temporal_agents.agents, engine=engine)
+        return self.reader(tasks=tasks, engine=engine)
+
+    def reader(self, *, tasks: bool = False, engine: Any = None) -> DurableRuntime:
+        """A runtime on this store; without an engine, never opened, it only reads."""
+        if not tasks:
+            return DurableRuntime(store=self.store, agents=temporal_agents.agents, engine=engine)
+        return DurableRuntime(
+            store=self.store,
+            agents=temporal_tasks.agents,
+            tasks=temporal_tasks.tasks,
+            engine=engine,
+        )
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import asyncio
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 
 def tool_rows(path: Path) -> list[tuple[str, str]]:
@@ -31,6 +32,11 @@ def tool_counts(path: Path) -> dict[str, int]:
     finally:
         db.close()
     return {f"{run_id}/{call_id}": n for run_id, call_id, n in rows}
+
+
+def run_states(store: Any, run_id: str) -> list[str]:
+    """The states a run went through, from its ``run_state`` events."""
+    return [e.payload["state"] for e in store.read_events(run_id) if e.type == "run_state"]
 
 
 async def started(path: Path, tool: str | None = None, timeout: float = 30) -> None:

@@ -3,52 +3,38 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
-from pathlib import Path
-from typing import Any
 
-import temporal_tasks
 from temporal_tasks import counted
 
 import nbdurable as nd
-from nbdurable.runtime import DurableRuntime, GraphNode
-from nbdurable.temporal import TemporalEngine
+from nbdurable.runtime import GraphNode
 
-
-def _runtime(store: Any, engine: TemporalEngine | None = None) -> DurableRuntime:
-    return DurableRuntime(store=store, agents=temporal_tasks.agents, engine=engine)
-
-
-def _states(store: Any, run_id: str) -> list[str]:
-    return [e.payload["state"] for e in store.read_events(run_id) if e.type == "run_state"]
+from .conftest import Cluster
+from .executions import run_states
 
 
 async def test_a_dag_appends_dependency_results_and_goes_on_without_a_client(
-    temporal_server: str, start_worker: Any, tmp_path: Path
+    cluster: Cluster,
 ) -> None:
     """Two roots and a node depending on both: the client submits and goes away; the
     worker starts the promoted node, whose prompt carries its dependencies' results."""
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    calls = tmp_path / "calls.db"
-    start_worker(queue, url, tasks=True, NBDURABLE_TEST_TOOLS=str(calls))
-    store = nd.open_store(url)
-    engine = TemporalEngine(address=temporal_server, task_queue=queue)
+    calls, store = cluster.tools, cluster.store
+    cluster.worker(tasks=True)
     nodes = [
         GraphNode("a", "echo", "alpha"),
         GraphNode("b", "echo", "beta"),
         GraphNode("c", "echo", "gamma", depends_on=["a", "b"]),
     ]
-    async with _runtime(store, engine) as client:
+    async with cluster.runtime(tasks=True) as client:
         await client.submit_graph(nodes, graph_id="g1")
-    watcher = _runtime(store)  # never opened: it only reads the store
+    watcher = cluster.reader(tasks=True)  # never opened: it only reads the store
     graph = watcher.graph("g1")
     results = await asyncio.wait_for(graph.result(), 60)
     assert results["a"].text == "echo(alpha)"
     assert results["c"].text.startswith("echo(gamma")
     assert "Result of a:\necho(alpha)" in results["c"].text
     assert "Result of b:\necho(beta)" in results["c"].text
-    assert _states(store, "g1:c") == ["queued", "pending", "running", "completed"]
+    assert run_states(store, "g1:c") == ["queued", "pending", "running", "completed"]
     assert set(counted(calls, "model").values()) == {1}
     frame = nd.inspect.runs(store)
     assert frame.loc["g1:c", "graph_status"] == "completed"
@@ -56,17 +42,11 @@ async def test_a_dag_appends_dependency_results_and_goes_on_without_a_client(
     assert {r.state for r in watcher.list_runs()} == {"completed"}
 
 
-async def test_a_failed_node_fails_its_dependents_in_cascade(
-    temporal_server: str, start_worker: Any, tmp_path: Path
-) -> None:
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    broken = tmp_path / "broken.txt"
+async def test_a_failed_node_fails_its_dependents_in_cascade(cluster: Cluster) -> None:
+    store, broken = cluster.store, cluster.tools.parent / "broken.txt"
     broken.write_text("root\n")
-    start_worker(queue, url, tasks=True, NBDURABLE_TEST_BROKEN=str(broken))
-    store = nd.open_store(url)
-    engine = TemporalEngine(address=temporal_server, task_queue=queue)
-    async with _runtime(store, engine) as rt:
+    cluster.worker(tasks=True, NBDURABLE_TEST_BROKEN=str(broken))
+    async with cluster.runtime(tasks=True) as rt:
         graph = await rt.submit_graph(
             [
                 GraphNode("root", "echo", "root"),
@@ -83,20 +63,16 @@ async def test_a_failed_node_fails_its_dependents_in_cascade(
         assert (records[node].state, records[node].reason) == ("failed", "dependency_failed")
     assert records["child"].error == "dependency 'root' failed"
     assert records["other"].state == "completed"
-    assert _states(store, "g2:child") == ["queued", "failed"]
+    assert run_states(store, "g2:child") == ["queued", "failed"]
 
 
 async def test_a_paused_dependent_goes_on_once_the_failed_dependency_is_retried(
-    temporal_server: str, start_worker: Any, tmp_path: Path
+    cluster: Cluster,
 ) -> None:
-    queue = f"q-{uuid.uuid4().hex[:8]}"
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    broken = tmp_path / "broken.txt"
+    store, broken = cluster.store, cluster.tools.parent / "broken.txt"
     broken.write_text("flaky\n")
-    start_worker(queue, url, tasks=True, NBDURABLE_TEST_BROKEN=str(broken))
-    store = nd.open_store(url)
-    engine = TemporalEngine(address=temporal_server, task_queue=queue)
-    async with _runtime(store, engine) as rt:
+    cluster.worker(tasks=True, NBDURABLE_TEST_BROKEN=str(broken))
+    async with cluster.runtime(tasks=True) as rt:
         graph = await rt.submit_graph(
             [
                 GraphNode("flaky", "echo", "flaky"),
@@ -118,7 +94,7 @@ async def test_a_paused_dependent_goes_on_once_the_failed_dependency_is_retried(
     assert results["flaky"].text == "echo(flaky)"
     assert "Result of flaky:\necho(flaky)" in results["after"].text
     assert "Result of after:\necho(after" in results["last"].text
-    assert _states(store, "g3:after") == [
+    assert run_states(store, "g3:after") == [
         "queued",
         "needs_attention",
         "pending",
