@@ -9,30 +9,20 @@ owned runs.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import nbdurable as nd
+
+from .running import NOTEBOOKS, check_ran_cleanly, everything, execute
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 pytest.importorskip("pandas")
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07-graphs-and-tasks.ipynb"
-
-
-def _text(cell: Any) -> str:
-    parts = []
-    for output in cell.get("outputs", []):
-        if output["output_type"] == "stream":
-            parts.append(output["text"])
-        elif "data" in output:
-            parts.append(output["data"].get("text/plain", ""))
-    return "".join(parts)
+NOTEBOOK = NOTEBOOKS / "07-graphs-and-tasks.ipynb"
 
 
 def test_the_committed_notebook_has_no_outputs() -> None:
@@ -44,21 +34,9 @@ def test_the_committed_notebook_has_no_outputs() -> None:
 def test_graphs_and_tasks_notebook_runs_headless(tmp_path: Path) -> None:
     """The graph waits for its approval, completes after it; per-node history; the
     paused dependent goes on after the retry; the task completes with owned runs."""
-    shutil.copy(NOTEBOOK, tmp_path / NOTEBOOK.name)
-    notebook = nbformat.read(tmp_path / NOTEBOOK.name, as_version=4)
-    client = nbclient.NotebookClient(
-        notebook,
-        kernel_name="python3",
-        timeout=120,
-        resources={"metadata": {"path": str(tmp_path)}},
-    )
-    client.execute()
-    code = [c for c in notebook.cells if c.cell_type == "code"]
-    assert all(c.execution_count for c in code)
-    errors = [o for c in code for o in c.outputs if o["output_type"] == "error"]
-    assert not errors, [f"{e['ename']}: {e['evalue']}" for e in errors]
-    assert not [o for c in code for o in c.outputs if o.get("name") == "stderr"]
-    shown = "\n".join(_text(c) for c in code)
+    notebook = execute(NOTEBOOK.stem, tmp_path)
+    check_ran_cleanly(notebook, tmp_path)
+    shown = everything(notebook)
     assert "'waiting_approval'" in shown
     assert "completed - Published on the blog." in shown
     assert "Result of market:\n[Summarize the market.]" in shown

@@ -9,14 +9,14 @@ notebooks carry no outputs. The whole file takes about a minute.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import nbdurable as nd
 from nbdurable import inspect as ins
+
+from .running import NOTEBOOKS, check_ran_cleanly, everything, execute
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -24,7 +24,6 @@ pytest.importorskip("ipykernel")
 pytest.importorskip("anywidget")
 pytest.importorskip("matplotlib")
 
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 NAMES = [
     "01-quickstart",
     "02-approvals-and-signing",
@@ -32,50 +31,6 @@ NAMES = [
     "04-time-travel",
     "05-debug-a-stuck-run",
 ]
-CELL_TIMEOUT = 120
-
-
-def execute(name: str, folder: Path) -> Any:
-    """Run ``name`` in a copy of ``notebooks/`` at ``folder``; return the executed notebook."""
-    for path in NOTEBOOKS.iterdir():
-        if path.is_file() and path.suffix in (".ipynb", ".py"):
-            shutil.copy(path, folder / path.name)
-    notebook = nbformat.read(folder / f"{name}.ipynb", as_version=4)
-    client = nbclient.NotebookClient(
-        notebook,
-        kernel_name="python3",
-        timeout=CELL_TIMEOUT,
-        resources={"metadata": {"path": str(folder)}},
-    )
-    client.execute()
-    return notebook
-
-
-def text_of(cell: Any) -> str:
-    """Everything a code cell printed or returned, as text."""
-    parts = []
-    for output in cell.get("outputs", []):
-        if output["output_type"] == "stream":
-            parts.append(output["text"])
-        elif "data" in output:
-            parts.append(output["data"].get("text/plain", ""))
-    return "".join(parts)
-
-
-def everything(notebook: Any) -> str:
-    return "\n".join(text_of(c) for c in notebook.cells if c.cell_type == "code")
-
-
-def check_ran_cleanly(notebook: Any, folder: Path) -> None:
-    code = [c for c in notebook.cells if c.cell_type == "code"]
-    assert code and all(c.execution_count for c in code)
-    errors = [o for c in code for o in c.outputs if o["output_type"] == "error"]
-    assert not errors, [f"{e['ename']}: {e['evalue']}" for e in errors]
-    stderr = [o["text"] for c in code for o in c.outputs if o.get("name") == "stderr"]
-    assert not stderr, stderr
-    key = folder / ".nbdurable" / "approval.key"
-    if key.exists():  # the secret never reaches outputs or widget state
-        assert key.read_text().strip() not in nbformat.writes(notebook)
 
 
 @pytest.fixture

@@ -1,0 +1,64 @@
+"""Executing the demo notebooks headless (nbclient, a real kernel) and reading their outputs.
+
+Shared by every test that runs a notebook of ``notebooks/``; the callers skip
+when nbformat, nbclient or ipykernel are missing.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+CELL_TIMEOUT = 120
+
+
+def execute(name: str, folder: Path) -> Any:
+    """Run ``name`` in a copy of ``notebooks/`` at ``folder``; return the executed notebook."""
+    import nbclient
+    import nbformat
+
+    for path in NOTEBOOKS.iterdir():
+        if path.is_file() and path.suffix in (".ipynb", ".py"):
+            shutil.copy(path, folder / path.name)
+    notebook = nbformat.read(folder / f"{name}.ipynb", as_version=4)
+    client = nbclient.NotebookClient(
+        notebook,
+        kernel_name="python3",
+        timeout=CELL_TIMEOUT,
+        resources={"metadata": {"path": str(folder)}},
+    )
+    client.execute()
+    return notebook
+
+
+def text_of(cell: Any) -> str:
+    """Everything a code cell printed or returned, as text."""
+    parts = []
+    for output in cell.get("outputs", []):
+        if output["output_type"] == "stream":
+            parts.append(output["text"])
+        elif "data" in output:
+            parts.append(output["data"].get("text/plain", ""))
+    return "".join(parts)
+
+
+def everything(notebook: Any) -> str:
+    """Every code cell's text output, in order."""
+    return "\n".join(text_of(c) for c in notebook.cells if c.cell_type == "code")
+
+
+def check_ran_cleanly(notebook: Any, folder: Path) -> None:
+    """Every code cell ran, with no error and no stderr; the approval secret is in no output."""
+    import nbformat
+
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert code and all(c.execution_count for c in code)
+    errors = [o for c in code for o in c.outputs if o["output_type"] == "error"]
+    assert not errors, [f"{e['ename']}: {e['evalue']}" for e in errors]
+    stderr = [o["text"] for c in code for o in c.outputs if o.get("name") == "stderr"]
+    assert not stderr, stderr
+    key = folder / ".nbdurable" / "approval.key"
+    if key.exists():  # the secret never reaches outputs or widget state
+        assert key.read_text().strip() not in nbformat.writes(notebook)
