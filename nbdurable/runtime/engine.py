@@ -14,12 +14,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import FencedOutError, LimitExceededError
 from ..durable.store import maybe_await
-from ..loop.driver import build_options
 from ..loop.machine import LegStart, leg_start_from_checkpoint
-from ..messages import Message
 from .executor import ModelAttemptFailed, NeedsAttention, RunContext, RunTimedOut, RuntimeDriver
-from .graphs import prompt_with_results
-from .prompts import prompt_message
+from .legs import first_messages, leg_options
 from .records import RuntimeRun
 from .tasks import TaskExecution, canonical_json, run_phases
 
@@ -256,26 +253,14 @@ class EmbeddedEngine:
         if checkpoint is not None:
             start = leg_start_from_checkpoint(checkpoint)
         else:
-            history = await self._session_history(record)
-            start = LegStart(
-                messages=(*history, self._first_message(record)),
-                run_id=record.run_id,
-                durable=True,
-            )
-        options = build_options(
-            model=agent.model,
-            tools=agent.tool_map,
-            instructions=agent.instructions,
-            max_steps=record.max_steps,
-            stop_when=None,
-            prepare_step=None,
-            max_tool_concurrency=agent.max_tool_concurrency,
-            approve_tool_call=None,
+            messages = await first_messages(self.runtime, record)
+            start = LegStart(messages=messages, run_id=record.run_id, durable=True)
+        options = leg_options(
+            agent,
+            record,
             approval_responses=record.approval_responses(),
             approval_signer=self.runtime.signer,
-            approval_max_age_ms=None,
             deps=self.runtime.deps,
-            output_type=agent.output_type,
         )
         driver = RuntimeDriver(
             options,
@@ -303,26 +288,6 @@ class EmbeddedEngine:
                 verdicts={},
                 reason="the run waits for a client tool's result",
             )
-
-    def _first_message(self, record: RuntimeRun) -> Message:
-        """The run's prompt; a graph node's with its dependencies' results appended."""
-        if not record.depends_on:
-            return prompt_message(record.prompt_value)
-        results = []
-        for run_id in record.depends_on:
-            dep = self.runtime.runtime_store.rt_get(run_id)
-            if dep is not None:
-                results.append((dep.node_id or dep.run_id, dep.result_text or ""))
-        return prompt_with_results(record.prompt_value, results)
-
-    async def _session_history(self, record: RuntimeRun) -> tuple[Message, ...]:
-        """The latest completed history of the run's session (failed runs add none)."""
-        completed = self.runtime.runtime_store.rt_session(record.session_id, ["completed"])
-        before = [r for r in completed if r.seq < record.seq]
-        if not before:
-            return ()
-        latest = await maybe_await(self.runtime.store.load(before[-1].run_id))
-        return latest.messages if latest is not None else ()
 
     def _end(self, context: _Execution, **changes: Any) -> None:
         changes.setdefault("lease_owner", None)

@@ -32,7 +32,6 @@ from ..messages import ToolCallPart, ToolResultPart
 from ..models.base import ModelRequest
 from ..parts import StreamPart
 from ..runtime.agent import Agent
-from ..runtime.engine import EmbeddedEngine
 from ..runtime.executor import (
     ModelAttemptFailed,
     NeedsAttention,
@@ -40,6 +39,7 @@ from ..runtime.executor import (
     RunTimedOut,
     RuntimeDriver,
 )
+from ..runtime.legs import first_messages, leg_options
 from ..runtime.records import RuntimeRun
 from ..runtime.runtime import DurableRuntime
 from .driver import LIMIT_EXCEEDED, MODEL_ATTEMPT_FAILED, NEEDS_ATTENTION, TIMEOUT
@@ -76,8 +76,6 @@ class RunActivities:
 
     def __init__(self, runtime: DurableRuntime) -> None:
         self.runtime = runtime
-        self._legs = EmbeddedEngine()  # for the prompt and session history of a first leg
-        self._legs.runtime = runtime
 
     def all(self) -> list[Callable[..., Any]]:
         """Every activity of the run workflow, bound to this runtime (for the worker)."""
@@ -104,8 +102,10 @@ class RunActivities:
 
     def _options(self, agent: Agent, path: list[str], record: RuntimeRun) -> LoopOptions:
         """The options of the loop at ``path`` (agent-tool names) under the run's agent."""
-        model, tools, instructions = agent.model, agent.tool_map, agent.instructions
-        output_type = agent.output_type
+        if not path:
+            return leg_options(agent, record, deps=self.runtime.deps)
+        tools = agent.tool_map
+        loop: Any = None
         for name in path:
             loop = tools.get(name)
             if not isinstance(loop, AgentTool):
@@ -113,17 +113,12 @@ class RunActivities:
                     f"agent {agent.id!r} has no sub-agent at {'/'.join(path)!r}",
                     non_retryable=True,
                 )
-            model, tools, instructions, output_type = (
-                loop.model,
-                loop.tools,
-                loop.instructions,
-                None,
-            )
+            tools = loop.tools
         return build_options(
-            model=model,
-            tools=tools,
-            instructions=instructions,
-            max_steps=record.max_steps,
+            model=loop.model,
+            tools=loop.tools,
+            instructions=loop.instructions,
+            max_steps=loop.max_steps,
             stop_when=None,
             prepare_step=None,
             max_tool_concurrency=None,
@@ -133,7 +128,6 @@ class RunActivities:
             approval_max_age_ms=None,
             deps=self.runtime.deps,
             agent_path=tuple(path),
-            output_type=output_type,
         )
 
     async def _write(self, entries: list[dict[str, Any]]) -> None:
@@ -188,9 +182,7 @@ class RunActivities:
         checkpoint = await maybe_await(runtime.store.load(run_id))
         messages: list[Any] = []
         if checkpoint is None:
-            history = await self._legs._session_history(record)
-            first = self._legs._first_message(record)
-            messages = [m.model_dump(mode="json") for m in (*history, first)]
+            messages = [m.model_dump(mode="json") for m in await first_messages(runtime, record)]
         await self._started(run_id, checkpoint)
         return {
             "record": record.model_dump(mode="json"),

@@ -22,9 +22,10 @@ from temporalio import workflow
 from .._deps import Deps
 from .._errors import LimitExceededError
 from ..durable.checkpoint import AgentCheckpoint
-from ..loop.driver import build_options
 from ..loop.machine import LegStart, leg_start_from_checkpoint
 from ..messages import Message, ToolApprovalResponse
+from ..runtime.legs import leg_options
+from ..runtime.records import RuntimeRun
 from .config import TemporalConfig
 from .driver import LOCAL_ACTIVITY, LegFailed, ToolNeedsAttention, WorkflowDriver
 from .registry import worker_runtime
@@ -87,10 +88,10 @@ class AgentRunWorkflow:
         if info.get("final"):
             return str(info["final"])  # finished already, or its deadline had passed
         runtime = worker_runtime()
-        record = info["record"]
-        agent = runtime.registry.get(record["agent_id"], record["agent_version"])
+        record = RuntimeRun.model_validate(info["record"])
+        agent = runtime.registry.get(record.agent_id, record.agent_version)
         if agent is None:
-            error = f"this worker serves no agent {record['agent_id']!r} v{record['agent_version']}"
+            error = f"this worker serves no agent {record.agent_id!r} v{record.agent_version}"
             await self._finish(config, {"state": "failed", "reason": "error", "error": error})
             return "failed"
         if info["checkpoint"] is not None:
@@ -98,21 +99,13 @@ class AgentRunWorkflow:
         else:
             messages = tuple(Message.model_validate(m) for m in info["messages"])
             start = LegStart(messages=messages, run_id=config.run_id, durable=True)
-        verdicts = {**record["verdicts"], **self._verdicts}
-        options = build_options(
-            model=agent.model,
-            tools=agent.tool_map,
-            instructions=agent.instructions,
-            max_steps=record["max_steps"],
-            stop_when=None,
-            prepare_step=None,
-            max_tool_concurrency=agent.max_tool_concurrency,
-            approve_tool_call=None,
+        verdicts = {**record.verdicts, **self._verdicts}
+        options = leg_options(
+            agent,
+            record,
             approval_responses=[ToolApprovalResponse.model_validate(v) for v in verdicts.values()],
             approval_signer=runtime.signer,
-            approval_max_age_ms=None,
             deps=Deps(clock=_WorkflowClock(), generate_id=lambda: workflow.uuid4().hex),
-            output_type=agent.output_type,
         )
         driver = WorkflowDriver(
             options,
@@ -123,7 +116,7 @@ class AgentRunWorkflow:
             outbox=self._outbox,
             log=config.run_id,
         )
-        deadline = record.get("deadline_at")
+        deadline = record.deadline_at
         try:
             if deadline is None:
                 result = await driver.run()

@@ -1,0 +1,83 @@
+"""What a leg of an agent run starts from, whichever engine executes it.
+
+The embedded engine and the Temporal workflow both start a leg from the run's
+latest checkpoint or, for a first leg, from its session's history and its
+prompt (a graph node's with its dependencies' results), and both run the loop
+with the same options of the run's agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .._deps import Deps
+from ..durable.signer import ApprovalSigner
+from ..durable.store import maybe_await
+from ..loop.driver import build_options
+from ..loop.options import LoopOptions
+from ..messages import Message, ToolApprovalResponse
+from .agent import Agent
+from .graphs import prompt_with_results
+from .prompts import prompt_message
+from .records import RuntimeRun
+
+if TYPE_CHECKING:
+    from .runtime import DurableRuntime
+
+__all__ = ["first_messages", "leg_options"]
+
+
+async def first_messages(runtime: DurableRuntime, record: RuntimeRun) -> tuple[Message, ...]:
+    """A first leg's messages: the session's latest completed history, then the prompt.
+
+    A graph node's prompt carries its dependencies' results; failed runs of the
+    session add no history.
+    """
+    return (*await _session_history(runtime, record), _first_message(runtime, record))
+
+
+def _first_message(runtime: DurableRuntime, record: RuntimeRun) -> Message:
+    if not record.depends_on:
+        return prompt_message(record.prompt_value)
+    results = []
+    for run_id in record.depends_on:
+        dep = runtime.runtime_store.rt_get(run_id)
+        if dep is not None:
+            results.append((dep.node_id or dep.run_id, dep.result_text or ""))
+    return prompt_with_results(record.prompt_value, results)
+
+
+async def _session_history(runtime: DurableRuntime, record: RuntimeRun) -> tuple[Message, ...]:
+    completed = runtime.runtime_store.rt_session(record.session_id, ["completed"])
+    before = [r for r in completed if r.seq < record.seq]
+    if not before:
+        return ()
+    latest = await maybe_await(runtime.store.load(before[-1].run_id))
+    return latest.messages if latest is not None else ()
+
+
+def leg_options(
+    agent: Agent,
+    record: RuntimeRun,
+    *,
+    approval_responses: Sequence[ToolApprovalResponse] = (),
+    approval_signer: ApprovalSigner | None = None,
+    deps: Deps | None = None,
+) -> LoopOptions:
+    """The loop options of a leg of ``record``, a run of ``agent``."""
+    return build_options(
+        model=agent.model,
+        tools=agent.tool_map,
+        instructions=agent.instructions,
+        max_steps=record.max_steps,
+        stop_when=None,
+        prepare_step=None,
+        max_tool_concurrency=agent.max_tool_concurrency,
+        approve_tool_call=None,
+        approval_responses=approval_responses,
+        approval_signer=approval_signer,
+        approval_max_age_ms=None,
+        deps=deps,
+        output_type=agent.output_type,
+    )
