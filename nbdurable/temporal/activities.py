@@ -44,7 +44,7 @@ from ..runtime.records import RuntimeRun
 from ..runtime.runtime import DurableRuntime
 from .driver import LIMIT_EXCEEDED, MODEL_ATTEMPT_FAILED, NEEDS_ATTENTION, TIMEOUT
 
-__all__ = ["RunActivities", "heartbeats"]
+__all__ = ["BoundActivities", "RunActivities", "heartbeats"]
 
 _PARTS: TypeAdapter[Any] = TypeAdapter(StreamPart)
 
@@ -71,19 +71,29 @@ def _final(error: Exception) -> ApplicationError:
     return ApplicationError(str(error), type=kind, non_retryable=True)
 
 
-class RunActivities:
-    """The activities, bound to one worker's runtime (store, agents, signer)."""
+class BoundActivities:
+    """Activities bound to one worker's runtime (store, agents, tasks, signer)."""
 
     def __init__(self, runtime: DurableRuntime) -> None:
         self.runtime = runtime
 
     def all(self) -> list[Callable[..., Any]]:
-        """Every activity of the run workflow, bound to this runtime (for the worker)."""
+        """Every activity the class defines, bound to this runtime (for the worker)."""
         return [
             getattr(self, name)
             for name in dir(type(self))
             if hasattr(getattr(type(self), name), "__temporal_activity_definition")
         ]
+
+    def _record(self, run_id: str) -> RuntimeRun:
+        record = self.runtime.runtime_store.rt_get(run_id)
+        if record is None:
+            raise ApplicationError(f"no run {run_id!r} in the store", non_retryable=True)
+        return record
+
+
+class RunActivities(BoundActivities):
+    """The run workflow's activities."""
 
     def _agent(self, record: RuntimeRun) -> Agent:
         agent = self.runtime.registry.get(record.agent_id, record.agent_version)
@@ -93,12 +103,6 @@ class RunActivities:
                 non_retryable=True,
             )
         return agent
-
-    def _record(self, run_id: str) -> RuntimeRun:
-        record = self.runtime.runtime_store.rt_get(run_id)
-        if record is None:
-            raise ApplicationError(f"no run {run_id!r} in the store", non_retryable=True)
-        return record
 
     def _options(self, agent: Agent, path: list[str], record: RuntimeRun) -> LoopOptions:
         """The options of the loop at ``path`` (agent-tool names) under the run's agent."""

@@ -13,7 +13,6 @@ runs; the phase's worker starts their workflows itself, with the task's settings
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import asdict, replace
 from datetime import timedelta
 from typing import Any
@@ -36,7 +35,7 @@ from ..runtime.tasks import (
     resume_point,
     run_phase,
 )
-from .activities import heartbeats
+from .activities import BoundActivities, heartbeats
 from .config import TemporalConfig
 from .engine import start_run
 
@@ -82,25 +81,8 @@ class PhaseContext(TaskContext):
             await start_run(self._client, record, config, self._task_queue)
 
 
-class TaskActivities:
-    """The task workflow's activities, bound to one worker's runtime (store, tasks, agents)."""
-
-    def __init__(self, runtime: DurableRuntime) -> None:
-        self.runtime = runtime
-
-    def all(self) -> list[Callable[..., Any]]:
-        """Every activity of the task workflow, bound to this runtime (for the worker)."""
-        return [
-            getattr(self, name)
-            for name in dir(type(self))
-            if hasattr(getattr(type(self), name), "__temporal_activity_definition")
-        ]
-
-    def _record(self, run_id: str) -> RuntimeRun:
-        record = self.runtime.runtime_store.rt_get(run_id)
-        if record is None:
-            raise ApplicationError(f"no run {run_id!r} in the store", non_retryable=True)
-        return record
+class TaskActivities(BoundActivities):
+    """The task workflow's activities."""
 
     def _task(self, record: RuntimeRun) -> TaskDefinition | None:
         task = self.runtime.tasks.get(record.agent_id)
