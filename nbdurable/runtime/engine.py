@@ -175,19 +175,27 @@ class EmbeddedEngine:
         self._task_runs.discard(run_id)
         self._wake.set()
 
+    def _settled_at_claim(self, record: RuntimeRun) -> bool:
+        """Settle a claimed run that must not start; whether it was one.
+
+        It was cancelled while its previous owner ran it (now ``cancelled``), or
+        its deadline passed (now ``failed``, ``timeout``).
+        """
+        if record.state == "cancelling":
+            changes = {"state": "cancelled", "reason": "cancelled"}
+        elif record.deadline_at is not None and self.runtime.now() >= record.deadline_at:
+            changes = {"state": "failed", "reason": "timeout"}
+        else:
+            return False
+        self.runtime.set_state(record.run_id, record.fence, lease_owner=None, **changes)
+        return True
+
     async def _execute_task(self, execution: TaskExecution) -> None:
         """Run a claimed task's phases from its last checkpoint, under its lease."""
         record = execution.record
-        if record.state == "cancelling":
-            self.runtime.set_state(
-                record.run_id, record.fence, state="cancelled", reason="cancelled", lease_owner=None
-            )
-            await self.runtime.cancel_owned(record.run_id)
-            return
-        if record.deadline_at is not None and self.runtime.now() >= record.deadline_at:
-            self.runtime.set_state(
-                record.run_id, record.fence, state="failed", reason="timeout", lease_owner=None
-            )
+        if self._settled_at_claim(record):
+            if record.state == "cancelling":
+                await self.runtime.cancel_owned(record.run_id)
             return
         self.runtime.state_event(record)
         keeper = asyncio.get_running_loop().create_task(self._keep_lease(execution))
@@ -212,15 +220,7 @@ class EmbeddedEngine:
 
     async def _execute(self, context: RunContext) -> None:
         record = context.record
-        if record.state == "cancelling":  # cancelled while its previous owner ran it
-            self.runtime.set_state(
-                record.run_id, record.fence, state="cancelled", reason="cancelled", lease_owner=None
-            )
-            return
-        if record.deadline_at is not None and self.runtime.now() >= record.deadline_at:
-            self.runtime.set_state(
-                record.run_id, record.fence, state="failed", reason="timeout", lease_owner=None
-            )
+        if self._settled_at_claim(record):
             return
         self.runtime.state_event(record)
         keeper = asyncio.get_running_loop().create_task(self._keep_lease(context))
