@@ -7,8 +7,12 @@ NbdurableError                     root: catch this to catch everything of ours
 ├── CheckpointVersionError         a checkpoint or store schema written by a newer version
 ├── StoreCorruptionError           stored bytes that do not decode as a checkpoint
 ├── RunNotFoundError               an unknown run id outside of resume
+├── RunEndedError                  a run or graph ended in a state a waiter did not ask for
+├── ApprovalExpiredError           an approval token older than the maximum age (ask for a new one)
 ├── DurableConflictError           a write that conflicts with what is stored
-│   └── FencedOutError             a run's former owner writing after losing its lease
+│   ├── FencedOutError             a run's former owner writing after losing its lease
+│   ├── LeaseLostError             a tool's ``ctx.ensure_owner()`` after its worker lost the run
+│   └── ApprovalNotPendingError    a verdict for an approval that no longer waits (names the winner)
 ├── LimitExceededError             a configured limit was hit
 └── ModelError                     a model call failed (``retryable`` says if a retry may help)
     ├── ScriptExhaustedError       a ScriptedModel was asked for more turns than it has
@@ -30,14 +34,18 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "ApprovalExpiredError",
+    "ApprovalNotPendingError",
     "CheckpointNotFoundError",
     "CheckpointVersionError",
     "ConfigurationError",
     "DurableConflictError",
     "FencedOutError",
+    "LeaseLostError",
     "LimitExceededError",
     "ModelError",
     "NbdurableError",
+    "RunEndedError",
     "RunNotFoundError",
     "AuthenticationError",
     "InvalidRequestError",
@@ -126,6 +134,115 @@ class DurableConflictError(NbdurableError):
 
 class FencedOutError(DurableConflictError):
     """A write of a run by an owner that no longer holds its lease (its fencing token is stale)."""
+
+
+class LeaseLostError(DurableConflictError):
+    """This worker no longer holds the run's lease: another worker owns it now.
+
+    Raised by ``ctx.ensure_owner()`` inside a tool, so a tool that checks right
+    before its side effect does not act twice across a pause and a takeover.
+
+    Attributes:
+        run_id: The run.
+    """
+
+    def __init__(self, run_id: str, message: str | None = None) -> None:
+        self.run_id = run_id
+        super().__init__(
+            message or f"run {run_id!r} is owned by another worker now; this call must not act"
+        )
+
+
+class ApprovalNotPendingError(DurableConflictError):
+    """A verdict for an approval that no longer waits: another verdict won, or the run moved on.
+
+    Attributes:
+        run_id: The run.
+        approval_id: The approval.
+        verdict: The recorded verdict that won (``"approved"`` or ``"denied"``), or
+            None when the run stopped waiting without one (cancelled, finished).
+        state: The run's state when the verdict arrived.
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        approval_id: str,
+        *,
+        verdict: str | None = None,
+        state: str | None = None,
+        message: str | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.approval_id = approval_id
+        self.verdict = verdict
+        self.state = state
+        if message is None:
+            if verdict is not None:
+                message = f"approval {approval_id!r} of run {run_id!r} was already {verdict}"
+            else:
+                message = (
+                    f"approval {approval_id!r} of run {run_id!r} no longer waits"
+                    + (f" (the run is {state})" if state else "")
+                )
+        super().__init__(message)
+
+
+class ApprovalExpiredError(NbdurableError):
+    """An approval token is older than the maximum age: the request still waits.
+
+    A process holding the secret signs a fresh token for the human's decision; a
+    link or a token-only client must ask for a new link.
+
+    Attributes:
+        approval_id: The approval.
+        age_ms: The token's age, when known.
+        max_age_ms: The configured maximum age.
+    """
+
+    def __init__(
+        self,
+        approval_id: str,
+        *,
+        age_ms: int | None = None,
+        max_age_ms: int | None = None,
+        message: str | None = None,
+    ) -> None:
+        self.approval_id = approval_id
+        self.age_ms = age_ms
+        self.max_age_ms = max_age_ms
+        super().__init__(
+            message
+            or f"approval token for {approval_id!r} expired; ask for a new link or token"
+        )
+
+
+class RunEndedError(NbdurableError):
+    """A run or graph ended in a final state the waiter did not ask for.
+
+    Attributes:
+        run_id: The run (or graph) id.
+        state: Its final state (``completed``, ``failed`` or ``cancelled``).
+        reason: Why it ended that way, when known.
+        wanted: The states the waiter asked for.
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        state: str,
+        *,
+        reason: str | None = None,
+        wanted: tuple[str, ...] = (),
+        message: str | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.state = state
+        self.reason = reason
+        self.wanted = wanted
+        detail = f" ({reason})" if reason else ""
+        asked = f", not {' or '.join(wanted)}" if wanted else ""
+        super().__init__(message or f"{run_id!r} ended {state}{detail}{asked}")
 
 
 class LimitExceededError(NbdurableError):

@@ -104,6 +104,12 @@ class RuntimeRun(BaseModel):
             until the failed dependency is retried and completes).
         owner_run_id: The task run that spawned this (owned) agent run.
         phase: A task run's checkpointed phases so far.
+        fingerprint: The fingerprint of the agent definition the run was submitted
+            under (None for runs recorded before fingerprints: any runtime with
+            the ``(agent, version)`` may claim them).
+        waiting_reason: What the run waits for outside itself, in one line
+            (a runtime with a matching definition, a worker serving its
+            version, ...); None when it waits for nothing external.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -140,6 +146,8 @@ class RuntimeRun(BaseModel):
     on_dependency_failure: DependencyPolicy = "fail"
     owner_run_id: str | None = None
     phase: int = 0
+    fingerprint: str | None = None
+    waiting_reason: str | None = None
 
     @property
     def prompt_value(self) -> Prompt:
