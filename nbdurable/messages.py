@@ -3,6 +3,11 @@
 All models are frozen and hold tuples, so a history once built cannot change under
 a checkpoint that refers to it. Binary image data stays ``bytes`` in Python and is
 base64 in JSON, so a JSON round trip gives real bytes back.
+
+Every string a message holds (text, ids, tool arguments and results, metadata)
+is valid Unicode that UTF-8 can encode: lone surrogates, which Python makes of
+undecodable bytes (``surrogateescape``), become U+FFFD when the part is built
+(see :mod:`nbdurable._text`), so no store, event or model ever sees them.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ._text import InPython, valid_data, valid_text
 
 __all__ = [
     "ApprovalRequestPart",
@@ -32,6 +39,14 @@ __all__ = [
 
 Role = Literal["system", "user", "assistant", "tool"]
 
+
+Text = Annotated[str, InPython(valid_text)]
+"""A string whose lone surrogates become U+FFFD (the policy of :mod:`nbdurable._text`)."""
+JsonData = Annotated[Any, InPython(valid_data)]
+"""JSON-like data whose strings (keys too) follow the same policy."""
+JsonObject = Annotated[dict[str, Any], InPython(valid_data)]
+"""A JSON object whose strings (keys too) follow the same policy."""
+
 _FROZEN = ConfigDict(
     frozen=True,
     extra="forbid",
@@ -45,7 +60,7 @@ class TextPart(BaseModel):
 
     model_config = _FROZEN
     type: Literal["text"] = "text"
-    text: str
+    text: Text
 
 
 class ImagePart(BaseModel):
@@ -57,8 +72,8 @@ class ImagePart(BaseModel):
     model_config = _FROZEN
     type: Literal["image"] = "image"
     data: bytes | None = None
-    url: str | None = None
-    media_type: str | None = None
+    url: Text | None = None
+    media_type: Text | None = None
 
     @model_validator(mode="after")
     def _exactly_one_source(self) -> ImagePart:
@@ -72,9 +87,9 @@ class ToolCallPart(BaseModel):
 
     model_config = _FROZEN
     type: Literal["tool_call"] = "tool_call"
-    tool_call_id: str
-    tool_name: str
-    args: dict[str, Any] = Field(default_factory=dict)
+    tool_call_id: Text
+    tool_name: Text
+    args: JsonObject = Field(default_factory=dict)
 
 
 class ToolResultPart(BaseModel):
@@ -82,9 +97,9 @@ class ToolResultPart(BaseModel):
 
     model_config = _FROZEN
     type: Literal["tool_result"] = "tool_result"
-    tool_call_id: str
-    tool_name: str
-    result: Any = None
+    tool_call_id: Text
+    tool_name: Text
+    result: JsonData = None
     is_error: bool = False
 
 
@@ -103,12 +118,12 @@ class ToolApprovalRequest(BaseModel):
     """
 
     model_config = _FROZEN
-    approval_id: str
-    tool_call_id: str
-    tool_name: str
-    input: dict[str, Any] = Field(default_factory=dict)
-    agent_path: tuple[str, ...] = ()
-    token: str | None = None
+    approval_id: Text
+    tool_call_id: Text
+    tool_name: Text
+    input: JsonObject = Field(default_factory=dict)
+    agent_path: tuple[Text, ...] = ()
+    token: Text | None = None
 
 
 class ToolApprovalResponse(BaseModel):
@@ -123,10 +138,10 @@ class ToolApprovalResponse(BaseModel):
     """
 
     model_config = _FROZEN
-    approval_id: str
+    approval_id: Text
     approved: bool
-    reason: str | None = None
-    token: str | None = None
+    reason: Text | None = None
+    token: Text | None = None
 
 
 class ApprovalRequestPart(BaseModel):
@@ -158,7 +173,7 @@ class Message(BaseModel):
     model_config = _FROZEN
     role: Role
     content: tuple[Part, ...]
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = None
 
     @field_validator("content", mode="before")
     @classmethod

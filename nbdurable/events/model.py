@@ -7,6 +7,7 @@ from typing import Any, Final, overload
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from ..messages import JsonObject
 from ..parts import StreamPart
 
 __all__ = [
@@ -82,7 +83,11 @@ _PARTS: TypeAdapter[StreamPart] = TypeAdapter(StreamPart)
 
 
 class NewEvent(BaseModel):
-    """An event before the log has given it an offset."""
+    """An event before the log has given it an offset.
+
+    Its payload's strings follow the lone-surrogate policy of
+    :mod:`nbdurable.messages` (U+FFFD), so every store can encode it.
+    """
 
     model_config = _CONFIG
 
@@ -90,7 +95,7 @@ class NewEvent(BaseModel):
     step_index: int | None = None
     operation_id: str | None = None
     attempt_id: str | None = None
-    payload: dict[str, Any] = Field(default_factory=dict)
+    payload: JsonObject = Field(default_factory=dict)
     created_at: int
 
 
@@ -111,6 +116,8 @@ class Event(NewEvent):
 
     run_id: str
     offset: int
+    # What a log returns was valid when it was written: no second walk on reads.
+    payload: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def ends_stream(self) -> bool:

@@ -6,9 +6,10 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from .._errors import FencedOutError
+from .._text import valid_data
 from ..durable.store import RUNTIME
 from ..messages import Message, ToolApprovalResponse
 from .prompts import Prompt
@@ -163,6 +164,12 @@ class RuntimeRun(BaseModel):
     def approval_responses(self) -> list[ToolApprovalResponse]:
         """The collected verdicts as responses for the next leg."""
         return [ToolApprovalResponse.model_validate(v) for v in self.verdicts.values()]
+
+    @model_serializer(mode="wrap")
+    def _valid_text(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Updates (model_copy) skip validation: errors and reasons quoting an
+        # exception may hold lone surrogates, so the stored form gets U+FFFD.
+        return valid_data(handler(self))
 
 
 def next_state(session_busy: bool) -> RunState:

@@ -12,6 +12,7 @@ from .._errors import (
     LimitExceededError,
     RunNotFoundError,
 )
+from .._text import valid_text
 from ..durable.signer import ApprovalSigner, store_signer
 from ..durable.store import supports
 from ..events.log import notify
@@ -272,8 +273,9 @@ class DurableRuntime:
             run_id=new_run_id,
             agent_id=agent.id,
             agent_version=str(agent.version),
-            session_id=session_id or f"session-{new_run_id}",
-            request_id=request_id,
+            # ids follow the prompt's lone-surrogate policy (a resubmission maps alike)
+            session_id=_valid_id(session_id) or f"session-{new_run_id}",
+            request_id=_valid_id(request_id),
             prompt=text,
             state="pending",
             created_at=now,
@@ -533,3 +535,7 @@ class DurableRuntime:
     def wake(self) -> None:
         """Make the engine look for work now."""
         self.engine.wake()
+
+
+def _valid_id(value: Any) -> Any:
+    return valid_text(value) if isinstance(value, str) else value
