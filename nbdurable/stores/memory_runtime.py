@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
+from .._text import valid_data
 from ..runtime.records import (
     TERMINAL_STATES,
     UNFINISHED_STATES,
@@ -123,7 +124,8 @@ class MemoryRuntimeTables:
                 raise RunNotFoundError(run_id)
             if fence is not None and current.fence != fence:
                 raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
-            updated = current.model_copy(update=changes)
+            # the text policy the other stores apply when they serialize the record
+            updated = current.model_copy(update=valid_data(changes))
             self._rt_runs[run_id] = updated
             if updated.state in TERMINAL_STATES and current.state not in TERMINAL_STATES:
                 waiting = [
