@@ -34,6 +34,7 @@ from ._errors import (
     RunNotFoundError,
     ScriptExhaustedError,
     StoreCorruptionError,
+    StoreWriteError,
 )
 from .durable import (
     AgentCheckpoint,
@@ -197,6 +198,7 @@ __all__ = [
     "StepResult",
     "StepStats",
     "StoreCorruptionError",
+    "StoreWriteError",
     "StreamChatResult",
     "StreamingModel",
     "SystemClock",

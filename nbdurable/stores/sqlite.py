@@ -44,6 +44,7 @@ from .chain import (
     verify_chain,
 )
 from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
+from .sqlite_errors import guard_methods, typed_error
 from .sqlite_runtime import SqliteRuntimeTables
 from .sqlite_schema import SCHEMA_VERSION, migrate
 
@@ -161,8 +162,15 @@ class SqliteSessionStore(SqliteRuntimeTables):
             default) keeps every committed checkpoint across a process crash or
             SIGKILL; ``"FULL"`` also across a power loss, at one fsync per save.
 
+    Every method raises :class:`~nbdurable.StoreCorruptionError` for a damaged
+    file (naming it, and ``nbdurable store check``) and
+    :class:`~nbdurable.StoreWriteError` for a write the disk refused (full,
+    read-only): SQLite's own exceptions never reach the caller for those.
+
     Raises:
         CheckpointVersionError: The file's schema is newer than this nbdurable.
+        StoreCorruptionError: The file is not an SQLite database, or is damaged.
+        StoreWriteError: A new or older file cannot be written (read-only, full).
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
@@ -199,8 +207,11 @@ class SqliteSessionStore(SqliteRuntimeTables):
             # at its high-water mark (SQLite's default keeps ~4 MB around forever).
             self._conn.execute("PRAGMA journal_size_limit = 262144")
             self._retry_locked(lambda: migrate(self._conn, self.path))
-        except BaseException:
+        except BaseException as exc:
             self._conn.close()
+            typed = typed_error(exc, self.path) if isinstance(exc, sqlite3.Error) else None
+            if typed is not None:
+                raise typed from exc
             raise
 
     @property
@@ -443,3 +454,6 @@ class SqliteSessionStore(SqliteRuntimeTables):
                 if "locked" not in str(exc) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.01)
+
+
+guard_methods(SqliteSessionStore, SqliteRuntimeTables)
