@@ -263,6 +263,16 @@ class SqliteSessionStore(SqliteRuntimeTables):
             rows = found.fetchall()
             if not rows and not conn.execute(_KNOWN_RUN, (run_id,)).fetchone()[0]:
                 raise RunNotFoundError(run_id)
+            if limit is None or len(rows) < limit:
+                # A damaged page can end a read early without an error; the
+                # index still knows the last offset.
+                last = conn.execute(_LAST_EVENT, (run_id,)).fetchone()[0] or 0
+                got = rows[-1][0] if rows else after
+                if last > got:
+                    raise StoreCorruptionError(
+                        f"events {got + 1}..{last} of run {run_id!r} cannot be read",
+                        run_id=run_id,
+                    )
         try:
             return [_event(run_id, row) for row in rows]
         except ValueError as exc:
@@ -354,8 +364,14 @@ class SqliteSessionStore(SqliteRuntimeTables):
 
     def history(self, run_id: str) -> builtins.list[CheckpointInfo]:
         """Metadata of every checkpoint of a run in save order; reads no message."""
-        with self._lock:
-            found = self._conn.execute(_HISTORY, (run_id,)).fetchall()
+        with self._lock, self._read() as conn:
+            found = conn.execute(_HISTORY, (run_id,)).fetchall()
+            last = conn.execute(_LAST_SEQ, (run_id,)).fetchone()
+        # Saves are numbered 1..last_seq: anything else is rows a damaged page hides.
+        if [values[0] for values in found] != list(range(1, (last[0] if last else 0) + 1)):
+            raise StoreCorruptionError(
+                f"checkpoints of run {run_id!r} are missing or unreadable", run_id=run_id
+            )
         return [CheckpointRow.from_values(run_id, values[2:]).info() for values in found]
 
     def list(self) -> builtins.list[str]:

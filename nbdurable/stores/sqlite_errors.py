@@ -101,7 +101,6 @@ def _corruption(detail: str, path: str) -> StoreCorruptionError:
 
 def guarded(method: F) -> F:
     """``method`` of a store with a ``path``, raising typed errors for SQLite's failures."""
-
     takes_run_id = list(inspect.signature(method).parameters)[1:2] == ["run_id"]
 
     @functools.wraps(method)
