@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._errors import FencedOutError, LimitExceededError
+from .._errors import FencedOutError, LimitExceededError, StoreWriteError
 from ..durable.store import maybe_await
 from ..loop.machine import LegStart, leg_start_from_checkpoint
 from .executor import ModelAttemptFailed, NeedsAttention, RunContext, RunTimedOut, RuntimeDriver
@@ -238,10 +238,19 @@ class EmbeddedEngine:
             self._end(context, state="failed", reason="timeout")
         except LimitExceededError as exc:
             self._end(context, state="failed", reason="limit_exceeded", error=str(exc))
+        except StoreWriteError as exc:
+            # The disk refused a write (full, read-only): not the run's failure. It
+            # stays as stored; once its lease lapses a claim resumes it from there.
+            self._store_refused(context, exc)
         except Exception as exc:
             self._end(context, state="failed", reason="error", error=f"{type(exc).__name__}: {exc}")
         finally:
             keeper.cancel()
+
+    def _store_refused(self, context: _Execution, exc: StoreWriteError) -> None:
+        self.runtime.deps.logger.error(
+            "nbdurable: run %s stopped, the store refused a write: %s", context.record.run_id, exc
+        )
 
     async def _leg(self, context: RunContext) -> None:
         record = context.record
@@ -292,8 +301,11 @@ class EmbeddedEngine:
     def _end(self, context: _Execution, **changes: Any) -> None:
         changes.setdefault("lease_owner", None)
         changes.setdefault("lease_expires_at", None)
-        with contextlib.suppress(FencedOutError):  # another owner decides now
-            self.runtime.set_state(context.record.run_id, context.fence, **changes)
+        try:
+            with contextlib.suppress(FencedOutError):  # another owner decides now
+                self.runtime.set_state(context.record.run_id, context.fence, **changes)
+        except StoreWriteError as exc:
+            self._store_refused(context, exc)
 
     def _after_cancel(self, context: _Execution) -> None:
         reason = context.cancel_reason

@@ -3,9 +3,9 @@
 - A damaged file ("file is not a database", "database disk image is malformed",
   text that is not UTF-8) is a :class:`~nbdurable.StoreCorruptionError` that
   points at ``nbdurable store check`` and a backup.
-- A refused write (SQLITE_FULL, SQLITE_READONLY, a write I/O error) is a
-  :class:`~nbdurable.StoreWriteError`: the transaction rolled back whole, so
-  what was committed before it is intact.
+- A refused write (SQLITE_FULL, SQLITE_READONLY, a write I/O error, a file
+  that cannot be opened for writing) is a :class:`~nbdurable.StoreWriteError`:
+  the transaction rolled back whole, so what was committed before it is intact.
 
 Everything else (busy, locked, constraint violations the store handles itself)
 stays as SQLite raised it.
@@ -30,6 +30,7 @@ _READONLY = 8
 _IOERR = 10
 _CORRUPT = 11
 _FULL = 13
+_CANTOPEN = 14
 _NOTADB = 26
 # Extended I/O error codes that come from reading: a file shorter than its
 # header says (truncated) reads short.
@@ -41,6 +42,7 @@ _DECODE_TEXT = "could not decode to utf-8"
 _FULL_TEXT = "database or disk is full"
 _READONLY_TEXT = "readonly database"
 _IO_TEXT = "disk i/o error"
+_CANTOPEN_TEXT = "unable to open database file"
 
 
 def store_url(path: str) -> str:
@@ -72,6 +74,14 @@ def typed_error(exc: sqlite3.Error, path: str) -> NbdurableError | None:
             f"cannot write to the SQLite store {path}: it is read-only ({exc}). Nothing of "
             "this write was stored; make the file, its directory (SQLite writes a -wal and "
             "a -shm file beside it) and the file system writable.",
+            path=path,
+            reason="readonly",
+        )
+    if primary == _CANTOPEN or (primary is None and _CANTOPEN_TEXT in text):
+        return StoreWriteError(
+            f"cannot open the SQLite store {path} for writing ({exc}): the file, its "
+            "directory (for the -wal and -shm files) or the file system is read-only or "
+            "not accessible. Open a writable copy to read it.",
             path=path,
             reason="readonly",
         )

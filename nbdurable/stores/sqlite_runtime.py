@@ -13,7 +13,15 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
+from pydantic import ValidationError
+
+from .._errors import (
+    DurableConflictError,
+    FencedOutError,
+    LimitExceededError,
+    RunNotFoundError,
+    StoreCorruptionError,
+)
 from ..runtime.records import (
     TERMINAL_STATES,
     UNFINISHED_STATES,
@@ -93,7 +101,17 @@ def migrate_runtime_v4(db: Any) -> None:
 
 
 def _record(text: str) -> RuntimeRun:
-    return RuntimeRun.model_validate_json(text)
+    try:
+        return RuntimeRun.model_validate_json(text)
+    except ValidationError as exc:
+        raise StoreCorruptionError(f"a run record does not decode: {exc}") from exc
+
+
+def _intent(text: str) -> ToolIntent:
+    try:
+        return ToolIntent.model_validate_json(text)
+    except ValidationError as exc:
+        raise StoreCorruptionError(f"a tool intent does not decode: {exc}") from exc
 
 
 class SqliteRuntimeTables:
@@ -316,7 +334,7 @@ class SqliteRuntimeTables:
             rows = self._conn.execute(
                 "SELECT intent FROM rt_intents WHERE run_id = ?", (run_id,)
             ).fetchall()
-        return [ToolIntent.model_validate_json(text) for (text,) in rows]
+        return [_intent(text) for (text,) in rows]
 
     def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
         """Record a step's completed model response, fenced."""
