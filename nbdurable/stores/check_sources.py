@@ -17,6 +17,7 @@ from urllib.parse import quote
 from .._errors import ConfigurationError
 from .check import CheckReport, check_sql, iter_batches
 from .rows import COLUMNS
+from .sqlite_schema import SCHEMA_VERSION, schema_damage
 
 __all__ = ["check_postgres", "check_sqlite"]
 
@@ -94,7 +95,11 @@ class _SqliteSource:
         if has is None:
             return 0
         row = self.conn.execute("SELECT max(version) FROM nbdurable_schema").fetchone()
-        return int(row[0] or 0)
+        version = int(row[0] or 0)
+        damage = schema_damage(self.conn, min(version, SCHEMA_VERSION))
+        if damage is not None:
+            raise ValueError(f"its schema is damaged: it lacks {damage}")
+        return version
 
     def runs(self) -> list[tuple[Any, Any]]:
         return self.conn.execute("SELECT run_id, last_seq FROM runs NOT INDEXED").fetchall()

@@ -46,7 +46,7 @@ from .chain import (
 from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
 from .sqlite_errors import guard_methods, typed_error
 from .sqlite_runtime import SqliteRuntimeTables
-from .sqlite_schema import SCHEMA_VERSION, migrate
+from .sqlite_schema import SCHEMA_VERSION, migrate, verify_schema
 
 __all__ = ["SqliteSessionStore"]
 
@@ -207,6 +207,7 @@ class SqliteSessionStore(SqliteRuntimeTables):
             # at its high-water mark (SQLite's default keeps ~4 MB around forever).
             self._conn.execute("PRAGMA journal_size_limit = 262144")
             self._retry_locked(lambda: migrate(self._conn, self.path))
+            verify_schema(self._conn, self.path)
         except BaseException as exc:
             self._conn.close()
             typed = typed_error(exc, self.path) if isinstance(exc, sqlite3.Error) else None

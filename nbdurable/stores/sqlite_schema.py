@@ -47,12 +47,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .._errors import CheckpointVersionError
+from .._errors import CheckpointVersionError, StoreCorruptionError
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
-__all__ = ["SCHEMA_VERSION", "migrate", "schema_version"]
+__all__ = ["SCHEMA_VERSION", "migrate", "schema_damage", "schema_version", "verify_schema"]
 
 
 def _v1(db: Database) -> None:
@@ -210,3 +210,79 @@ def migrate(conn: sqlite3.Connection, path: str) -> int:
             conn.execute("ROLLBACK")
         raise
     return found
+
+
+# The columns the store reads, per table, by the schema version that adds them.
+_COLUMNS: dict[int, dict[str, set[str]]] = {
+    1: {
+        "nodes": {"id", "parent", "message"},
+        "runs": {"id", "run_id", "created_at", "updated_at", "last_seq"},
+        "checkpoints": {
+            "run_id",
+            "seq",
+            "head",
+            "version",
+            "step_index",
+            "status",
+            "message_count",
+            "usage",
+            "pending_approvals",
+            "agent_path",
+            "created_at",
+            "finish_reason",
+            "extra",
+        },
+    },
+    2: {
+        "events": {
+            "run_id",
+            "position",
+            "type",
+            "step_index",
+            "operation_id",
+            "attempt_id",
+            "payload",
+            "created_at",
+        },
+    },
+    3: {
+        "rt_runs": {"run_id", "seq", "session_id", "state", "request_id", "fence", "record"},
+        "rt_intents": {"run_id", "tool_call_id", "intent"},
+        "rt_journal": {"run_id", "step_index", "response"},
+    },
+    4: {"rt_runs": {"kind", "graph_id"}},
+}
+
+
+def schema_damage(conn: sqlite3.Connection, version: int = SCHEMA_VERSION) -> str | None:
+    """What the schema of a store at ``version`` lacks, or None when it has every column."""
+    missing: list[str] = []
+    for added in range(1, version + 1):
+        for table, wanted in _COLUMNS.get(added, {}).items():
+            rows = conn.execute(f"PRAGMA table_info({table})").fetchall()
+            # (a checking connection reads text as bytes)
+            found = {r[1].decode() if isinstance(r[1], bytes) else r[1] for r in rows}
+            if not found:
+                missing.append(f"table {table}")
+            elif not wanted <= found:
+                missing.append(f"{table}({', '.join(sorted(wanted - found))})")
+    return ", ".join(missing) if missing else None
+
+
+def verify_schema(conn: sqlite3.Connection, path: str) -> None:
+    """Check that every table holds the columns the store reads (a few catalog reads).
+
+    A damaged first page can leave SQLite a schema that parses but is not ours:
+    queries would then fail with "no such column", or read one column as another.
+
+    Raises:
+        StoreCorruptionError: A table or a column is missing.
+    """
+    damage = schema_damage(conn)
+    if damage is not None:
+        raise StoreCorruptionError(
+            f"the SQLite store {path} is damaged: its schema lacks {damage}. "
+            f"Run `nbdurable store check sqlite:///{path}` and restore the file from a "
+            "backup (docs/stores.md, 'Broken store files').",
+            path=path,
+        )
