@@ -286,7 +286,10 @@ class _SqlCheck:
         by_run = self.per_run("checkpoints", self.source.checkpoints, latest)
         for run_id in dict.fromkeys([*latest, *by_run]):
             if run_id in by_run or not self.unreadable(run_id, "checkpoints"):
-                self.run_checkpoints(run_id, latest.get(run_id), by_run.get(run_id, []))
+                try:
+                    self.run_checkpoints(run_id, latest.get(run_id), by_run.get(run_id, []))
+                except Exception as exc:  # a value of the wrong type in a damaged row
+                    self.report.add(f"its checkpoint rows do not decode ({_reason(exc)})", run_id)
 
     def unreadable(self, run_id: str, table: str) -> bool:
         prefix = f"cannot read its {table}"
@@ -410,7 +413,10 @@ class _SqlCheck:
         by_run = self.per_run("events", self.source.events, runs)
         for run_id, rows in by_run.items():
             if rows:
-                self.run_events(run_id, rows)
+                try:
+                    self.run_events(run_id, rows)
+                except Exception as exc:  # a value of the wrong type in a damaged row
+                    self.report.add(f"its event rows do not decode ({_reason(exc)})", run_id)
 
     def run_events(self, run_id: str, rows: list[tuple[Any, ...]]) -> None:
         self.report.count("events", len(rows))
@@ -463,7 +469,7 @@ class _SqlCheck:
                 self.report.count(f"{labels[table]}s")
                 try:
                     validate(text(raw))
-                except (ValueError, TypeError) as exc:
+                except Exception as exc:
                     which = "" if key is None else f" {_name(key)}"
                     self.report.add(
                         f"its {labels[table]}{which} does not decode ({_reason(exc)})",

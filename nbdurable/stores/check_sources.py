@@ -55,7 +55,7 @@ def check_sqlite(url: str) -> CheckReport:
         source = _SqliteSource(conn)
         try:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             report.add(
                 f"it is not a readable SQLite database ({exc}): its header or first page "
                 "is damaged, or it is another kind of file"
@@ -86,7 +86,15 @@ class _SqliteSource:
     def file_problems(self) -> list[str]:
         rows = self.conn.execute(f"PRAGMA integrity_check({_MAX_PROBLEMS})").fetchall()
         lines = [bytes(r[0]).decode("utf-8", "replace") for r in rows]
-        return [] if lines == ["ok"] else lines
+        problems = [] if lines == ["ok"] else lines
+        # The schema table's text is not covered by the integrity check.
+        for row in self.conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"):
+            try:
+                [value.decode("utf-8") for value in row if isinstance(value, bytes)]
+            except UnicodeDecodeError:
+                name = bytes(row[1] or b"").decode("utf-8", "replace")
+                problems.append(f"the schema entry {name!r} is not valid UTF-8")
+        return problems
 
     def schema_version(self) -> int:
         has = self.conn.execute(

@@ -210,7 +210,8 @@ class SqliteSessionStore(SqliteRuntimeTables):
             verify_schema(self._conn, self.path)
         except BaseException as exc:
             self._conn.close()
-            typed = typed_error(exc, self.path) if isinstance(exc, sqlite3.Error) else None
+            known = isinstance(exc, (sqlite3.Error, UnicodeDecodeError))
+            typed = typed_error(exc, self.path) if known and isinstance(exc, Exception) else None
             if typed is not None:
                 raise typed from exc
             raise

@@ -50,8 +50,14 @@ def store_url(path: str) -> str:
     return f"sqlite:///{path}"
 
 
-def typed_error(exc: sqlite3.Error, path: str) -> NbdurableError | None:
-    """The typed error for ``exc`` raised on the store file ``path``, or None to keep it."""
+def typed_error(exc: Exception, path: str) -> NbdurableError | None:
+    """The typed error for ``exc`` raised on the store file ``path``, or None to keep it.
+
+    ``exc`` is an ``sqlite3.Error``, or a ``UnicodeDecodeError`` from the driver
+    (a damaged schema or text it cannot decode, even in SQLite's error message).
+    """
+    if isinstance(exc, UnicodeDecodeError):
+        return _corruption(f"stored text is not valid UTF-8 ({exc})", path)
     # sqlite_errorcode exists from Python 3.11; older versions are told by the message.
     code: int | None = getattr(exc, "sqlite_errorcode", None)
     primary = None if code is None else code & 0xFF
@@ -117,7 +123,7 @@ def guarded(method: F) -> F:
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
             typed = typed_error(exc, self.path)
             if typed is None:
                 raise
