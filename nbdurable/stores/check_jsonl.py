@@ -71,7 +71,12 @@ def _check_file(path: Path, report: CheckReport) -> None:
         meta = _parse(raw)
         if meta is None:
             if number == len(complete) and not tail:
-                report.notes.append(f"{path.name}: a torn last line (ignored by the store)")
+                # A process crash cannot leave a whole line; a power loss can.
+                report.add(
+                    f"{path.name}: its last line is damaged, or was torn by a power loss; "
+                    "the store ignores it and reads the save before it",
+                    run_id or path.name,
+                )
                 break
             report.add(f"{path.name} line {number} is not valid JSON", run_id or path.name)
             continue
