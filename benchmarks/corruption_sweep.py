@@ -88,8 +88,10 @@ def main() -> int:
                 counts["detected"] += 1
     elapsed = time.perf_counter() - started
     summary = ", ".join(f"{n} {what}" for what, n in counts.items())
-    print(f"{args.store}: {copies} damaged copies ({args.length} bytes inverted every "
-          f"{args.step} bytes) in {elapsed:.0f} s: {summary}")
+    print(
+        f"{args.store}: {copies} damaged copies ({args.length} bytes inverted every "
+        f"{args.step} bytes) in {elapsed:.0f} s: {summary}"
+    )
     shutil.rmtree(root, ignore_errors=True)
     return 1 if counts["broken promise"] else 0
 

@@ -37,7 +37,15 @@ _NOTADB = 26
 _IOERR_READ = _IOERR | (1 << 8)
 _IOERR_SHORT_READ = _IOERR | (2 << 8)
 
-_CORRUPT_TEXT = ("file is not a database", "database disk image is malformed")
+_CORRUPT_TEXT = (
+    "file is not a database",
+    "database disk image is malformed",
+    "unsupported file format",
+    # The store's own queries fail so only when its schema was damaged.
+    "no such column",
+    "no such table",
+    "has no column named",
+)
 _DECODE_TEXT = "could not decode to utf-8"
 _FULL_TEXT = "database or disk is full"
 _READONLY_TEXT = "readonly database"
@@ -64,7 +72,7 @@ def typed_error(exc: Exception, path: str) -> NbdurableError | None:
     text = str(exc).lower()
     if primary in (_CORRUPT, _NOTADB) or code in (_IOERR_READ, _IOERR_SHORT_READ):
         return _corruption(str(exc), path)
-    if primary is None and any(t in text for t in _CORRUPT_TEXT):
+    if any(t in text for t in _CORRUPT_TEXT):
         return _corruption(str(exc), path)
     if _DECODE_TEXT in text:
         return _corruption(f"stored text is not valid UTF-8 ({exc})", path)

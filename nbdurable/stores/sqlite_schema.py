@@ -159,7 +159,18 @@ def schema_version(conn: sqlite3.Connection) -> int:
     return int(row[0] or 0)
 
 
-def _refuse_newer(version: int, path: str) -> None:
+def _refuse_newer(version: int, path: str, conn: sqlite3.Connection | None = None) -> None:
+    if version > SCHEMA_VERSION and conn is not None:
+        # Migrations add one row per version: 1..n without a hole. A larger number
+        # among fewer rows is a damaged row, not a newer nbdurable.
+        count = conn.execute("SELECT count(*) FROM nbdurable_schema").fetchone()[0]
+        if count != version:
+            raise StoreCorruptionError(
+                f"the SQLite store {path} is damaged: its schema version table says "
+                f"{version} in {count} rows. Run `nbdurable store check sqlite:///{path}` "
+                "and restore the file from a backup (docs/stores.md, 'Broken store files').",
+                path=path,
+            )
     if version > SCHEMA_VERSION:
         raise CheckpointVersionError(
             version,
@@ -181,7 +192,9 @@ def migrate(conn: sqlite3.Connection, path: str) -> int:
         CheckpointVersionError: The schema is newer than this nbdurable.
     """
     found = schema_version(conn)
-    _refuse_newer(found, path)
+    _refuse_newer(found, path, conn)
+    if found > 0:
+        verify_schema(conn, path, min(found, SCHEMA_VERSION))
     if found == SCHEMA_VERSION:
         return found
     # Imported only here: sqlite-utils imports numpy and pandas when they are
@@ -192,7 +205,7 @@ def migrate(conn: sqlite3.Connection, path: str) -> int:
     conn.execute("BEGIN IMMEDIATE")
     try:
         current = schema_version(conn)
-        _refuse_newer(current, path)
+        _refuse_newer(current, path, conn)
         if current == 0:
             db.table("nbdurable_schema").create(
                 {"version": int, "applied_at": int}, pk="version", if_not_exists=True
@@ -215,6 +228,7 @@ def migrate(conn: sqlite3.Connection, path: str) -> int:
 # The columns the store reads, per table, by the schema version that adds them.
 _COLUMNS: dict[int, dict[str, set[str]]] = {
     1: {
+        "nbdurable_schema": {"version", "applied_at"},
         "nodes": {"id", "parent", "message"},
         "runs": {"id", "run_id", "created_at", "updated_at", "last_seq"},
         "checkpoints": {
@@ -269,7 +283,7 @@ def schema_damage(conn: sqlite3.Connection, version: int = SCHEMA_VERSION) -> st
     return ", ".join(missing) if missing else None
 
 
-def verify_schema(conn: sqlite3.Connection, path: str) -> None:
+def verify_schema(conn: sqlite3.Connection, path: str, version: int = SCHEMA_VERSION) -> None:
     """Check that every table holds the columns the store reads (a few catalog reads).
 
     A damaged first page can leave SQLite a schema that parses but is not ours:
@@ -278,7 +292,7 @@ def verify_schema(conn: sqlite3.Connection, path: str) -> None:
     Raises:
         StoreCorruptionError: A table or a column is missing.
     """
-    damage = schema_damage(conn)
+    damage = schema_damage(conn, version)
     if damage is not None:
         raise StoreCorruptionError(
             f"the SQLite store {path} is damaged: its schema lacks {damage}. "

@@ -119,8 +119,9 @@ class Outcome:
 
 
 def damage(source: Path, target: Path, change: Callable[[bytearray], bytes | bytearray]) -> None:
-    """Copy ``source`` to ``target`` with its bytes changed by ``change``."""
-    shutil.copyfile(source, target)
+    """Copy ``source`` to ``target`` (or change it in place) with its bytes changed by ``change``."""
+    if source != target:
+        shutil.copyfile(source, target)
     data = bytearray(target.read_bytes())
     target.write_bytes(bytes(change(data)))
 
@@ -159,8 +160,10 @@ def problems(outcome: Outcome, path: Path) -> list[str]:
     report = outcome.report
     assert report is not None
     if (outcome.failed or outcome.differed) and report.clean:
-        found.append(f"reads failed or differed ({sorted(outcome.failed)}, "
-                     f"{outcome.differed}) but the check found nothing")
+        found.append(
+            f"reads failed or differed ({sorted(outcome.failed)}, "
+            f"{outcome.differed}) but the check found nothing"
+        )
     if outcome.differed and not report.affected_runs and not report.damage:
         found.append(f"silently different reads: {outcome.differed}")
     unexplained = outcome.runs_hit - set(report.affected_runs)
