@@ -32,7 +32,8 @@ HARNESS = Path(__file__).resolve().parent.parent / "tests" / "stores" / "broken_
 
 def load_harness() -> ModuleType:
     spec = importlib.util.spec_from_file_location("broken_harness", HARNESS)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["broken_harness"] = module
     spec.loader.exec_module(module)
