@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import textwrap
 from typing import Any
 
 from .store import DEFAULT_STORE
@@ -50,8 +52,10 @@ def check(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
         return 0 if report.clean else DAMAGED
-    counts = ", ".join(f"{n} {name}" for name, n in report.counts.items()) or "nothing"
-    print(f"Checked {report.store}: {counts}.")
+    counts = ", ".join(f"{n} {name}" for name, n in report.counts.items()) or "nothing readable"
+    width = min(shutil.get_terminal_size().columns, 100)
+    print(f"Checked {report.store}:")
+    print(textwrap.fill(f"{counts}.", width, initial_indent="  ", subsequent_indent="  "))
     for note in report.notes:
         print(f"Note: {note}")
     if report.clean:

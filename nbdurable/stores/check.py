@@ -232,6 +232,7 @@ class _SqlCheck:
         # or the reason it is damaged.
         self.good: dict[bytes, int] = {}
         self.bad: dict[bytes, str] = {}
+        self.runs: set[str] = set()  # every run id seen, in any table
 
     def read(self, what: str, action: Callable[[], T], run_id: str | None = None) -> T | None:
         try:
@@ -251,12 +252,13 @@ class _SqlCheck:
             return
         runs = self.read("the runs table", self.source.runs) or []
         latest = {_name(run_id): last for run_id, last in runs}
-        self.report.count("runs", len(latest))
+        self.report.counts["runs"] = 0  # first in the report; filled in at the end
         self.checkpoints(latest)
         if version >= 2:
             self.events(latest)
         if version >= 3:
             self.runtime()
+        self.report.counts["runs"] = len(self.runs | set(latest))
 
     def per_run(
         self,
@@ -269,6 +271,7 @@ class _SqlCheck:
         try:
             for row in read(None):
                 by_run.setdefault(_name(row[0]), []).append(row)
+            self.runs.update(by_run)
             return by_run
         except Exception as exc:
             self.report.add(f"the {table} table is damaged: {_reason(exc)}")
@@ -467,6 +470,7 @@ class _SqlCheck:
             rows = self.read(f"the {table} table", functools.partial(self.rows, table))
             for run_key, key, raw in rows or []:
                 self.report.count(f"{labels[table]}s")
+                self.runs.add(_name(run_key))
                 try:
                     validate(text(raw))
                 except Exception as exc:
