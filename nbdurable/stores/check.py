@@ -217,6 +217,14 @@ def text(value: Any) -> str:
     return str(value)
 
 
+def _decodes(value: Any) -> bool:
+    try:
+        text(value)
+    except ValueError:
+        return False
+    return True
+
+
 def _name(value: Any) -> str:
     try:
         return text(value)
@@ -415,6 +423,13 @@ class _SqlCheck:
     def events(self, runs: Iterable[str]) -> None:
         by_run = self.per_run("events", self.source.events, runs)
         for run_id, rows in by_run.items():
+            if rows and not _decodes(rows[0][0]):
+                # The key itself is damaged: these events belong to a run no one can tell.
+                self.report.add(
+                    f"{len(rows)} event(s) are stored under a damaged run id {run_id}: some "
+                    "run's log lacks them"
+                )
+                continue
             if rows:
                 try:
                     self.run_events(run_id, rows)

@@ -265,6 +265,12 @@ class SqliteSessionStore(SqliteRuntimeTables):
             rows = found.fetchall()
             if not rows and not conn.execute(_KNOWN_RUN, (run_id,)).fetchone()[0]:
                 raise RunNotFoundError(run_id)
+            # Offsets have no holes: a missing one is a row a damaged page hid.
+            for i, row in enumerate(rows):
+                if row[0] != after + i + 1:
+                    raise StoreCorruptionError(
+                        f"event {after + i + 1} of run {run_id!r} cannot be read", run_id=run_id
+                    )
             if limit is None or len(rows) < limit:
                 # A damaged page can end a read early without an error; the
                 # index still knows the last offset.
