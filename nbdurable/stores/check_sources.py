@@ -17,7 +17,7 @@ from urllib.parse import quote
 from .._errors import ConfigurationError
 from .check import CheckReport, check_sql, iter_batches
 from .rows import COLUMNS
-from .sqlite_schema import SCHEMA_VERSION, schema_damage
+from .sqlite_schema import SCHEMA_VERSION, schema_damage, versions_sound
 
 __all__ = ["check_postgres", "check_sqlite"]
 
@@ -102,10 +102,10 @@ class _SqliteSource:
         ).fetchone()
         if has is None:
             return 0
-        row = self.conn.execute("SELECT max(version), count(*) FROM nbdurable_schema").fetchone()
+        row = self.conn.execute("SELECT max(version) FROM nbdurable_schema").fetchone()
         version = int(row[0] or 0)
-        if version != row[1]:  # migrations add rows 1..n
-            raise ValueError(f"its schema version table is damaged ({version} in {row[1]} rows)")
+        if version > SCHEMA_VERSION and not versions_sound(self.conn):
+            raise ValueError(f"its schema version table is damaged (it says {version})")
         damage = schema_damage(self.conn, min(version, SCHEMA_VERSION))
         if damage is not None:
             raise ValueError(f"its schema is damaged: it lacks {damage}")

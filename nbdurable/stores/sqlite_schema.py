@@ -52,7 +52,14 @@ from .._errors import CheckpointVersionError, StoreCorruptionError
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
-__all__ = ["SCHEMA_VERSION", "migrate", "schema_damage", "schema_version", "verify_schema"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "migrate",
+    "schema_damage",
+    "schema_version",
+    "verify_schema",
+    "versions_sound",
+]
 
 
 def _v1(db: Database) -> None:
@@ -160,17 +167,14 @@ def schema_version(conn: sqlite3.Connection) -> int:
 
 
 def _refuse_newer(version: int, path: str, conn: sqlite3.Connection | None = None) -> None:
-    if version > SCHEMA_VERSION and conn is not None:
-        # Migrations add one row per version: 1..n without a hole. A larger number
-        # among fewer rows is a damaged row, not a newer nbdurable.
-        count = conn.execute("SELECT count(*) FROM nbdurable_schema").fetchone()[0]
-        if count != version:
-            raise StoreCorruptionError(
-                f"the SQLite store {path} is damaged: its schema version table says "
-                f"{version} in {count} rows. Run `nbdurable store check sqlite:///{path}` "
-                "and restore the file from a backup (docs/stores.md, 'Broken store files').",
-                path=path,
-            )
+    if version > SCHEMA_VERSION and conn is not None and not versions_sound(conn):
+        raise StoreCorruptionError(
+            f"the SQLite store {path} is damaged: its schema version table says {version} "
+            f"but lacks a row of versions 1-{SCHEMA_VERSION}. Run `nbdurable store check "
+            f"sqlite:///{path}` and restore the file from a backup (docs/stores.md, "
+            "'Broken store files').",
+            path=path,
+        )
     if version > SCHEMA_VERSION:
         raise CheckpointVersionError(
             version,
@@ -180,6 +184,17 @@ def _refuse_newer(version: int, path: str, conn: sqlite3.Connection | None = Non
                 f"nbdurable knows ({SCHEMA_VERSION}); upgrade nbdurable to open it."
             ),
         )
+
+
+def versions_sound(conn: sqlite3.Connection) -> bool:
+    """Whether the version table holds a row for each version up to this nbdurable's.
+
+    Every store a newer nbdurable wrote went through versions 1..SCHEMA_VERSION,
+    one row each: a larger number with one of those missing is a damaged row,
+    not a newer nbdurable.
+    """
+    found = {row[0] for row in conn.execute("SELECT version FROM nbdurable_schema")}
+    return set(range(1, SCHEMA_VERSION + 1)) <= found
 
 
 def migrate(conn: sqlite3.Connection, path: str) -> int:
