@@ -274,6 +274,12 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
         return None
     if not isinstance(meta, dict) or not isinstance(meta.get("run_id"), str):
         return None
+    events = meta.get("events")
+    if events is not None and not (
+        isinstance(events, list)
+        and all(isinstance(e, dict) and type(e.get("offset")) is int for e in events)
+    ):
+        return None  # a line whose events are damaged is no line of ours
     if "step_index" not in meta and isinstance(meta.get("events"), list):
         return meta
     if not isinstance(meta.get("step_index"), int):
