@@ -9,6 +9,7 @@ a crash) is a note, not damage: the store ignores it and its next save cuts it o
 
 from __future__ import annotations
 
+import codecs
 import json
 from pathlib import Path
 from typing import Any
@@ -93,10 +94,34 @@ def _check_file(path: Path, report: CheckReport) -> None:
         if "step_index" not in meta:
             continue
         messages = _checkpoint(raw, meta, messages, run_id, number, path, report)
-    if tail:
+    if tail and not _line_prefix(tail):
+        # A crash leaves a prefix of a line: UTF-8 text without NUL that is no
+        # whole object yet. Anything else is damage (or a power loss's tear).
+        report.add(
+            f"{path.name}: its last line is damaged, or was torn by a power loss; "
+            "the store ignores it and reads the save before it",
+            run_id or path.name,
+        )
+    elif tail:
         report.notes.append(f"{path.name}: a torn last line of {len(tail)} bytes (ignored)")
     if offsets != list(range(1, len(offsets) + 1)):
         report.add(f"{path.name}: event offsets are not 1..{len(offsets)} in order", run_id)
+
+
+def _line_prefix(tail: bytes) -> bool:
+    """Whether ``tail`` can be the start of a line a crash cut short."""
+    try:
+        # A multi-byte character cut at the end is fine; an invalid one is not.
+        text = codecs.getincrementaldecoder("utf-8")().decode(tail, final=False)
+    except UnicodeDecodeError:
+        return False
+    if "\x00" in text:
+        return False
+    try:
+        json.JSONDecoder().raw_decode(text)
+    except ValueError:
+        return True
+    return False  # a whole object: the line was written, its newline is what is damaged
 
 
 def _parse(raw: bytes) -> dict[str, Any] | None:
