@@ -127,3 +127,11 @@ def test_temporal_bench_quick_runs_and_prints_the_table(tmp_path: Path) -> None:
     assert figures[0]["overhead_ms_per_step"] == 0
     assert [f["runs"] for f in data["concurrent"]] == [4, 4]
     assert all(f["steps_per_s"] > 0 for f in data["concurrent"]) and data["activity_ms"] > 0
+
+
+def test_corruption_sweep_quick_runs_and_keeps_the_promise(tmp_path: Path) -> None:
+    script = BENCH.parent / "corruption_sweep.py"
+    for store, step in (("sqlite", "4001"), ("jsonl", "1999")):
+        lines = run_bench(script, ["--store", store, "--step", step], tmp_path, timeout=120)
+        summary = lines[-1]
+        assert summary.startswith(f"{store}: ") and "0 broken promise" in summary, lines
