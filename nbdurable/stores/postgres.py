@@ -374,6 +374,22 @@ class PostgresSessionStore(PostgresRuntimeTables):
         """The connection pool (its ``get_stats()`` tells how connections are used)."""
         return self._pool
 
+    def recover_connections(self, error: BaseException | None = None) -> None:
+        """Drop the pooled connections a lost server broke; the pool opens new ones.
+
+        After a server restart every idle connection in the pool is dead, and
+        each would fail one call before the pool noticed. Retries
+        (:class:`~nbdurable.durable.transient.StoreRetry`) call this after a
+        connection-level failure: the idle connections are checked at once
+        (one round trip each), the broken ones are replaced in the background.
+        A serialization failure or deadlock (``error`` with SQLSTATE class 40)
+        leaves the pool alone.
+        """
+        state = getattr(error, "sqlstate", None) or ""
+        if state.startswith("40") or self._closed:
+            return
+        self._pool.check()
+
     @property
     def schema_version(self) -> int:
         """The schema version this store writes (the database's, after migrations)."""
