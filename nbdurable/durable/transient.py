@@ -21,6 +21,7 @@ import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from .._deps import Logger
@@ -31,6 +32,7 @@ __all__ = [
     "StoreRetry",
     "StoreUnavailableError",
     "is_transient",
+    "retry_deadline",
 ]
 
 T = TypeVar("T")
@@ -50,6 +52,17 @@ _PG_PERMANENT_NAMES = frozenset({"PoolClosed"})
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
 _SQLITE_LOCKED_MESSAGES = ("database is locked", "database table is locked")
+_DEADLINE: ContextVar[float | None] = ContextVar("nbdurable_store_retry_deadline", default=None)
+
+
+def retry_deadline() -> float | None:
+    """When the retry of the store call in progress gives up (``time.monotonic()``), or None.
+
+    Set while a retry is under way (the store has been failing). A store that
+    waits inside a call (PostgreSQL's pool, for a connection) waits no longer
+    than this, so one attempt cannot outlast the whole budget.
+    """
+    return _DEADLINE.get()
 
 
 class StoreUnavailableError(NbdurableError):
@@ -189,6 +202,7 @@ class StoreRetry:
         """
         delay = self.first_delay
         while True:
+            token = _DEADLINE.set(self._deadline())
             try:
                 result = fn(*args, **kwargs)
             except Exception as exc:
@@ -198,6 +212,8 @@ class StoreRetry:
                 time.sleep(wait)
                 delay = min(delay * 2, self.max_delay)
                 continue
+            finally:
+                _DEADLINE.reset(token)
             self._succeeded(operation)
             return result
 
@@ -207,6 +223,7 @@ class StoreRetry:
         """Like :meth:`call`, for a sync or async ``fn``; waits without blocking the loop."""
         delay = self.first_delay
         while True:
+            token = _DEADLINE.set(self._deadline())
             try:
                 value = fn(*args, **kwargs)
                 result: T = await value if inspect.isawaitable(value) else value
@@ -217,8 +234,16 @@ class StoreRetry:
                 await asyncio.sleep(wait)
                 delay = min(delay * 2, self.max_delay)
                 continue
+            finally:
+                _DEADLINE.reset(token)
             self._succeeded(operation)
             return result
+
+    def _deadline(self) -> float | None:
+        # Only during an outage: outside one, a call may wait as long as the
+        # store lets it (a pool that is merely busy is no outage).
+        started = self._failing_since
+        return None if started is None else started + self.budget_ms / 1000
 
     def _failed(self, operation: str, exc: Exception, delay: float) -> float:
         """How long to wait before the next try of a transient failure; raises when none is left."""
