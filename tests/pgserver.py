@@ -79,6 +79,10 @@ class PgServer:
         )
         self._pg_ctl("-o", options, "start")
 
+    def stop_server(self, mode: str = "fast") -> None:
+        """Stop the server, keeping its data directory (``start_server`` starts it again)."""
+        self._pg_ctl("-m", mode, "stop")
+
     def restart(self, mode: str = "fast", down_seconds: float = 0.0) -> None:
         """Restart the server the way an operator does (``pg_ctl restart -m fast``).
 
@@ -89,7 +93,7 @@ class PgServer:
         if down_seconds <= 0:
             self._pg_ctl("-m", mode, "restart")
             return
-        self._pg_ctl("-m", mode, "stop")
+        self.stop_server(mode)
         time.sleep(down_seconds)
         self.start_server()
 

@@ -112,6 +112,7 @@ async def worker(args: argparse.Namespace) -> int:
         # --store-retry-ms): exit, so a supervisor starts a fresh worker.
         fatal.append(exc)
         stop.set()
+
     runtime = await DurableRuntime.open(
         store=store,
         agents=agents,

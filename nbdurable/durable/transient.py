@@ -17,6 +17,7 @@ not use them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import threading
 import time
@@ -184,7 +185,7 @@ class StoreRetry:
     def for_store(
         cls, store: object, budget_ms: int = DEFAULT_STORE_RETRY_MS, logger: Logger | None = None
     ) -> StoreRetry:
-        """A retry of ``store``'s calls, with the store's ``recover_connections`` hook if it has one."""
+        """A retry of ``store``'s calls, with its ``recover_connections`` hook if it has one."""
         recover = getattr(store, "recover_connections", None)
         return cls(budget_ms, logger=logger, on_failure=recover if callable(recover) else None)
 
@@ -262,10 +263,8 @@ class StoreRetry:
                 self.budget_ms / 1000,
             )
         if self.on_failure is not None:
-            try:
+            with contextlib.suppress(Exception):  # a hook must not turn a retry into a failure
                 self.on_failure(exc)
-            except Exception:  # a recovery hook must not turn a retry into a failure
-                pass
         remaining = self.budget_ms / 1000 - (now - started)
         if remaining <= 0:
             raise StoreUnavailableError(operation, int((now - started) * 1000), exc) from exc

@@ -10,9 +10,9 @@ from .._deps import Deps
 from .._errors import FencedOutError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.store import maybe_await
+from ..durable.transient import StoreRetry, StoreUnavailableError
 from ..models.base import ModelResponse
 from ..parts import ErrorPart, FinishPart, StreamPart, TextDeltaPart
-from ..durable.transient import StoreRetry, StoreUnavailableError
 from .log import EventStore, notify
 from .model import (
     CHECKPOINT_SAVED,
@@ -68,7 +68,8 @@ class EventWriter:
         self.store = store
         self.fence = fence
         self.retry = retry
-        self.strict = False  # raise StoreUnavailableError (a runtime owner stops) instead of logging
+        # A runtime owner's writer raises StoreUnavailableError (its engine stops), not logs it.
+        self.strict = False
         self.run_id = run_id
         self.deps = deps
         self.publish = publish
@@ -206,7 +207,9 @@ class EventWriter:
         try:
             await self.flush()
         except StoreUnavailableError as exc:  # nobody awaits this task: the next write tells
-            self.deps.logger.error("nbdurable: writing events of run %s failed: %r", self.run_id, exc)
+            self.deps.logger.error(
+                "nbdurable: writing events of run %s failed: %r", self.run_id, exc
+            )
 
     async def save_checkpoint(self, checkpoint: AgentCheckpoint) -> None:
         """Write buffered events, the checkpoint and its ``checkpoint_saved`` event atomically."""

@@ -213,7 +213,8 @@ class Driver:
             if self.store_retry is None:
                 await maybe_await(self.store.save(effect.checkpoint))
             else:
-                await self.store_retry.acall("save a checkpoint", self.store.save, effect.checkpoint)
+                save = self.store.save
+                await self.store_retry.acall("save a checkpoint", save, effect.checkpoint)
         except Exception as exc:  # durability is best-effort: never a run-killer
             self.options.deps.logger.error(
                 "nbdurable: saving checkpoint %s failed: %r", effect.checkpoint.step_id, exc

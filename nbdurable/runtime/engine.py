@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import FencedOutError, LimitExceededError
 from ..durable.store import maybe_await
-from ..loop.machine import LegStart, leg_start_from_checkpoint
 from ..durable.transient import StoreUnavailableError, is_transient
+from ..loop.machine import LegStart, leg_start_from_checkpoint
 from .executor import ModelAttemptFailed, NeedsAttention, RunContext, RunTimedOut, RuntimeDriver
 from .legs import first_messages, leg_options
 from .records import RuntimeRun
@@ -156,24 +156,18 @@ class EmbeddedEngine:
         """Stop taking work after a failure the runtime cannot pass; the first one only.
 
         The store stayed unavailable past ``store_retry_ms`` (or the scheduler
-        broke): ``on_fatal_error`` is called once, no run is claimed any more,
-        and the runs this engine executes are abandoned without a write, as
-        they are in the store. Their leases lapse and another worker, or the
-        next open, claims them.
+        broke): ``on_fatal_error`` is called once and no run is claimed any
+        more. A run in flight goes on until its next store call: a store that
+        is still away ends it there without a write (:meth:`_guarded`), as it
+        is in the store; its lease lapses and another worker, or the next
+        open, claims it. ``close()`` abandons the others as usual.
         """
         if self._fatal:
             return
         self._fatal = True
-        current = asyncio.current_task()
-        if self._scheduler is not None and self._scheduler is not current:
+        if self._scheduler is not None and self._scheduler is not asyncio.current_task():
             self._scheduler.cancel()
-        for run_id, task in list(self._executions.items()):
-            context = self._contexts.get(run_id)
-            if context is not None and context.cancel_reason is None:
-                context.cancel_reason = "store_unavailable"
-            if task is not current:
-                task.cancel()
-        # Its own task: the caller may be a task this very call cancelled.
+        # Its own task: the caller may be a lease keeper that is about to be cancelled.
         self._fatal_report = asyncio.get_running_loop().create_task(self._report_fatal(exc))
 
     async def _report_fatal(self, exc: BaseException) -> None:
@@ -365,8 +359,8 @@ class EmbeddedEngine:
             self._end(context, state="cancelled", reason="cancelled")
         elif reason == "timeout":
             self._end(context, state="failed", reason="timeout")
-        elif reason in ("lease_lost", "store_unavailable"):
-            pass  # the run is another owner's now, or stays as it is for the next one
+        elif reason == "lease_lost":
+            pass
         else:  # shutdown: hand the run back untouched for the next owner
             self._end(context, state="pending")
 
@@ -400,7 +394,7 @@ class EmbeddedEngine:
             )
         except StoreUnavailableError as exc:  # retried past the budget: the engine stops
             self._stop_fatally(exc)
-            return True  # the stop cancels the execution without a write
+            return True  # the run's own next store call ends it, or the store is back
         except Exception as exc:  # not the store's absence: try again next period
             self.runtime.deps.logger.error("nbdurable: renewing the lease failed: %r", exc)
             return True
@@ -414,8 +408,8 @@ class EmbeddedEngine:
             try:
                 record = self.runtime.runtime_store.rt_get(context.record.run_id)
             except StoreUnavailableError as exc:  # retried past the budget: the engine stops
-                self._stop_fatally(exc)
-                return
+                self._stop_fatally(exc)  # and the lease is renewed again if the store comes back
+                continue
             except Exception as exc:  # keep the lease: try again next period
                 self.runtime.deps.logger.error("nbdurable: renewing the lease failed: %r", exc)
                 continue

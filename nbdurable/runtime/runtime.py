@@ -14,10 +14,10 @@ from .._errors import (
 )
 from ..durable.signer import ApprovalSigner, store_signer
 from ..durable.store import supports
+from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry
 from ..events.log import notify
 from ..events.model import RUN_STATE, NewEvent
 from ..messages import Message
-from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry
 from .agent import Agent, Registry
 from .engine import EmbeddedEngine, Engine
 from .graphs import Graph, validate_graph

@@ -824,9 +824,11 @@ def _pool_class(pool_module: Any) -> Any:
         def getconn(self, timeout: float | None = None) -> Any:
             # During an outage a call under a StoreRetry waits for a connection
             # only until the retry gives up, not the pool's whole timeout.
+            # A call after the budget is spent still gets a short wait: a server
+            # that is back is reconnected to within about 2 s.
             deadline = retry_deadline()
             if deadline is not None:
-                left = max(deadline - time.monotonic(), 0.05)
+                left = max(deadline - time.monotonic(), 1.0)
                 timeout = min(self.timeout if timeout is None else timeout, left)
             return super().getconn(timeout)
 
