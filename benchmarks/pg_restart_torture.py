@@ -24,8 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import psycopg
+from machine_info import describe, machine
 from pg_restart_harness import RestartReport, restart_torture
-from pgserver import start_server
+from pgserver import find_pg_bin, start_server
 
 
 async def one(args: argparse.Namespace, attempt: int) -> RestartReport:
@@ -73,6 +74,11 @@ def main() -> int:
     )
     parser.add_argument("--settle-seconds", type=float, default=300.0)
     args = parser.parse_args()
+    info = machine(["psycopg", "psycopg-pool"])
+    bin_dir = find_pg_bin()
+    if bin_dir is not None:
+        info["postgres"] = bin_dir.parent.name
+    print(describe(info), flush=True)
     ok = True
     for attempt in range(1, args.repeat + 1):
         report = asyncio.run(one(args, attempt))
