@@ -48,8 +48,9 @@ DEFAULT_STORE_RETRY_MS = 60_000
 # serialization_failure, 40P01 deadlock_detected).
 _PG_TRANSIENT = frozenset({"57P01", "57P02", "57P03", "53300", "40001", "40P01"})
 _PG_CONNECTION_CLASS = "08"
-# Pool errors that are not the server's: the pool was closed on purpose.
-_PG_PERMANENT_NAMES = frozenset({"PoolClosed"})
+# Client-side errors that are not the server's: the pool was closed on purpose; a
+# pipeline aborted by an earlier statement's error (that error is the one to judge).
+_PG_PERMANENT_NAMES = frozenset({"PoolClosed", "PipelineAborted"})
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
 _SQLITE_LOCKED_MESSAGES = ("database is locked", "database table is locked")
