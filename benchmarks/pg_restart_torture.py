@@ -1,4 +1,4 @@
-"""PostgreSQL restarted under `nbdurable worker` processes: no run fails, none is stuck, no tool twice.
+"""PostgreSQL restarted under `nbdurable worker` processes: no run fails or sticks, no tool twice.
 
     python benchmarks/pg_restart_torture.py --runs 100 --workers 3 --restarts 2
     python benchmarks/pg_restart_torture.py --runs 100 --repeat 5 --down-seconds 3

@@ -253,14 +253,9 @@ class EventWriter:
                     )
             except FencedOutError:
                 raise  # not best-effort: this owner must stop
-            except StoreUnavailableError as exc:
-                if self.strict:
-                    raise  # a runtime owner stops; its run stays as it is in the store
-                what = checkpoint.step_id if checkpoint is not None else f"{len(events)} events"
-                self.deps.logger.error(
-                    "nbdurable: writing %s of run %s failed: %r", what, self.run_id, exc
-                )
             except Exception as exc:  # best-effort, like checkpoint saves
+                if self.strict and isinstance(exc, StoreUnavailableError):
+                    raise  # a runtime owner stops; its run stays as it is in the store
                 what = checkpoint.step_id if checkpoint is not None else f"{len(events)} events"
                 self.deps.logger.error(
                     "nbdurable: writing %s of run %s failed: %r", what, self.run_id, exc
