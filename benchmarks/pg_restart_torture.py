@@ -36,22 +36,22 @@ async def one(args: argparse.Namespace, attempt: int) -> RestartReport:
         with psycopg.connect(server.dsn, autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {name}")
         url = f"postgresql://postgres@127.0.0.1:{server.port}/{name}"
-        log = Path(tempfile.mkdtemp(prefix="nbdurable-pg-restart-")) / "executions.log"
         worker_args: tuple[str, ...] = ()
         if args.store_retry_ms is not None:
             worker_args = ("--store-retry-ms", str(args.store_retry_ms))
-        return await restart_torture(
-            server,
-            url,
-            log,
-            runs=args.runs,
-            workers=args.workers,
-            restarts=args.restarts,
-            down_seconds=args.down_seconds,
-            worker_args=worker_args,
-            lease_ms=args.lease_ms,
-            settle_seconds=args.settle_seconds,
-        )
+        with tempfile.TemporaryDirectory(prefix="nbdurable-pg-restart-") as folder:
+            return await restart_torture(
+                server,
+                url,
+                Path(folder) / "executions.log",
+                runs=args.runs,
+                workers=args.workers,
+                restarts=args.restarts,
+                down_seconds=args.down_seconds,
+                worker_args=worker_args,
+                lease_ms=args.lease_ms,
+                settle_seconds=args.settle_seconds,
+            )
     finally:
         server.stop()
 
