@@ -383,11 +383,19 @@ class RuntimeStore(Protocol):
         Eligible: the oldest unfinished run of its session that is pending, or
         in retry_wait past ``next_attempt_at``, or running/cancelling with an
         expired lease (its owner died). Sets the lease and bumps the fence.
+        A store with a clock of its own (PostgreSQL's) judges and sets leases
+        by that clock; ``now`` still dates the rest (``retry_wait``, ``updated_at``).
         """
         ...
 
-    def rt_renew(self, run_id: str, owner: str, fence: int, until: int) -> bool:
-        """Extend a held lease; False when the lease is no longer ours."""
+    def rt_renew(
+        self, run_id: str, owner: str, fence: int, until: int, *, lease_ms: int | None = None
+    ) -> bool:
+        """Extend a held lease; False when the lease is no longer ours.
+
+        A store with a clock of its own (PostgreSQL's) extends the lease to its
+        clock plus ``lease_ms`` when given; the others to ``until``.
+        """
         ...
 
     def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:

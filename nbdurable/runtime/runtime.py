@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .._deps import Deps, new_id
 from .._errors import (
@@ -14,6 +14,7 @@ from .._errors import (
 )
 from ..durable.signer import ApprovalSigner, store_signer
 from ..durable.store import supports
+from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry
 from ..events.log import notify
 from ..events.model import RUN_STATE, NewEvent
 from ..messages import Message
@@ -24,6 +25,7 @@ from .limits import Limits, check_concurrency, payload_bytes
 from .prompts import Prompt, canonical_prompt, validate_prompt
 from .records import RUNTIME, UNFINISHED_STATES, RuntimeRun, RuntimeStore
 from .run import Run
+from .store_retry import RetryingRuntimeStore
 from .tasks import TaskDefinition, TaskRun, canonical_json, task_table
 
 __all__ = ["DurableRuntime"]
@@ -41,6 +43,13 @@ class DurableRuntime:
     Execution sits behind an engine seam: ``engine=`` defaults to
     :class:`~nbdurable.runtime.engine.EmbeddedEngine` (asyncio tasks on the running
     loop); another engine (Temporal, later) exposes the same run states.
+
+    A store call that fails for a connection-level reason (the PostgreSQL
+    server restarting, SQLite's write lock held past its busy timeout) is sent
+    again with backoff for up to ``store_retry_ms`` (default 60 s); a run never
+    fails because of it. When the store stays unavailable longer, the runtime
+    calls ``on_fatal_error`` once, stops taking work and leaves its runs as
+    they are, for another worker or the next open.
 
     Attributes:
         store: The store (a bundled store with the ``runtime`` capability).
@@ -65,6 +74,7 @@ class DurableRuntime:
         deps: Deps | None = None,
         owner_id: str | None = None,
         engine: Engine | None = None,
+        store_retry_ms: int = DEFAULT_STORE_RETRY_MS,
     ) -> None:
         if store is None or not supports(store, RUNTIME):
             raise ConfigurationError(
@@ -84,6 +94,21 @@ class DurableRuntime:
         self.poll_interval = poll_interval
         self.flush_interval = flush_interval
         self.deps = deps or Deps()
+        if (
+            isinstance(store_retry_ms, bool)
+            or not isinstance(store_retry_ms, int)
+            or store_retry_ms < 0
+        ):
+            raise ConfigurationError(
+                f"store_retry_ms must be an integer >= 0, not {store_retry_ms!r}"
+            )
+        # Store calls that fail for connection-level reasons are sent again for up
+        # to store_retry_ms (one budget per outage, shared by every call); past
+        # it the engine stops (on_fatal_error) and leaves its runs as they are.
+        self.store_retry = StoreRetry.for_store(store, store_retry_ms, self.deps.logger)
+        # A cast, not a declaration: the wrapper passes methods it does not
+        # retry through to the store unchanged.
+        self.runtime_store = cast(RuntimeStore, RetryingRuntimeStore(store, self.store_retry))
         self.owner_id = owner_id or f"runtime-{new_id()[:12]}"
         self._signer = approval_signer
         self.registry = Registry()
@@ -494,7 +519,9 @@ class DurableRuntime:
             },
         )
         try:
-            self.store.append_events(record.run_id, [event])
+            self.store_retry.call(
+                "write an event", self.store.append_events, record.run_id, [event]
+            )
         except Exception as exc:  # the record is the authority; the event is for viewers
             self.deps.logger.error("nbdurable: state event of %s failed: %r", record.run_id, exc)
         notify(self.store, record.run_id)

@@ -163,8 +163,14 @@ class MemoryRuntimeTables:
                     return claimed
             return None
 
-    def rt_renew(self, run_id: str, owner: str, fence: int, until: int) -> bool:
-        """Extend a held lease."""
+    def rt_renew(
+        self, run_id: str, owner: str, fence: int, until: int, *, lease_ms: int | None = None
+    ) -> bool:
+        """Extend a held lease.
+
+        ``lease_ms`` is not used: the store has no clock of its own, so ``until``
+        (the caller's clock) holds.
+        """
         with self._rt_lock:
             run = self._rt_runs.get(run_id)
             if run is None or run.fence != fence or run.lease_owner != owner:

@@ -275,8 +275,14 @@ class SqliteRuntimeTables:
                     return claimed
         return None
 
-    def rt_renew(self, run_id: str, owner: str, fence: int, until: int) -> bool:
-        """Extend a held lease; False when it is not ours any more."""
+    def rt_renew(
+        self, run_id: str, owner: str, fence: int, until: int, *, lease_ms: int | None = None
+    ) -> bool:
+        """Extend a held lease; False when it is not ours any more.
+
+        ``lease_ms`` is not used: the store has no clock of its own, so ``until``
+        (the caller's clock) holds.
+        """
         with self._lock, self._write() as conn:
             found = conn.execute(
                 "SELECT record FROM rt_runs WHERE run_id = ? AND fence = ?", (run_id, fence)
