@@ -9,7 +9,7 @@ from .._errors import ConfigurationError, RunNotFoundError
 from ..durable.store import RUNTIME, supports
 from ..events.log import EVENTS
 from ..runtime.records import RuntimeRun
-from . import _graph_rows, _rows
+from . import _compact, _graph_rows, _rows
 from ._source import StoreLike, checkpoint_at, opened, runtime_record
 
 if TYPE_CHECKING:
@@ -133,14 +133,26 @@ def _run_rows(store: StoreLike) -> tuple[list[dict[str, Any]], list[RuntimeRun]]
 
 
 def runs(
-    store: StoreLike, status: str | Sequence[str] | None = None, graph: str | None = None
+    store: StoreLike,
+    status: str | Sequence[str] | None = None,
+    graph: str | None = None,
+    *,
+    all_columns: bool = False,
 ) -> InspectFrame:
     """Every run of a store, oldest first, one row per run (index ``run_id``).
 
-    Columns: ``agent`` (the runtime's agent id, or the sub-agent path), ``status``
-    (the runtime state when the runtime ran it, else the latest checkpoint's status),
-    ``steps`` (checkpoints stored), ``step_index`` (of the latest), ``input_tokens``,
-    ``output_tokens``, ``total_tokens``, ``cost`` (cumulative), ``created_at``,
+    By default a compact view, for reading: ``status``, ``agent``, ``steps``
+    (checkpoints stored), ``tokens`` (total), ``cost`` (formatted, ``$0.0012``;
+    blank when the model has no price), ``age`` (since submission, ``3m 05s``)
+    and ``reason`` (what a waiting run waits for: approvals, the run it is
+    queued behind, the next model attempt; or why a run failed, was cancelled
+    or needs attention; blank for a run that is moving or completed).
+
+    With ``all_columns=True``, every column, typed for analysis: ``agent`` (the
+    runtime's agent id, or the sub-agent path), ``status`` (the runtime state when
+    the runtime ran it, else the latest checkpoint's status), ``steps``,
+    ``step_index`` (of the latest), ``input_tokens``, ``output_tokens``,
+    ``total_tokens``, ``cost`` (cumulative, a float), ``created_at``,
     ``updated_at`` (UTC datetimes), ``parent_run`` and ``fork_step`` (set on a fork),
     ``pending_approvals``, ``finish_reason``, ``session_id`` and ``reason`` (runtime runs);
     ``kind`` (``agent`` or ``task``: a task's ``agent`` is the task's name and its
@@ -153,6 +165,7 @@ def runs(
         status: Only runs in this status (or these statuses).
         graph: Only the nodes of this graph, in submission (topological) order
             instead; no row when the store has no such graph.
+        all_columns: Every column instead of the compact view.
     """
     rows, runtime = _run_rows(store)
     if graph is not None:
@@ -161,6 +174,14 @@ def runs(
         wanted = {status} if isinstance(status, str) else set(status)
         rows = [row for row in rows if row["status"] in wanted]
     module = _frame_module()
+    if not all_columns:
+        return module.frame(  # type: ignore[no-any-return]
+            _compact.compact_rows(rows, runtime),
+            columns=_compact.COMPACT_COLUMNS,
+            index="run_id",
+            categories={"status": module.STATUSES},
+            integers=("steps", "tokens"),
+        )
     return module.frame(  # type: ignore[no-any-return]
         rows,
         columns=_RUN_COLUMNS,

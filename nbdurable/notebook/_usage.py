@@ -91,8 +91,13 @@ _COMMANDS: list[tuple[str, str, list[tuple[tuple[str, ...], dict[str, Any]]]]] =
     ("store", "show the store, or switch to URL", [(("url",), {"metavar": "URL", "nargs": "?"})]),
     (
         "runs",
-        "every run of the store (a DataFrame); --graph ID: that graph's nodes",
-        [(("--status",), {"metavar": "S"}), (("--graph",), {"metavar": "ID"})],
+        "every run of the store (a compact DataFrame; --all: every column); "
+        "--graph ID: that graph's nodes",
+        [
+            (("--status",), {"metavar": "S"}),
+            (("--graph",), {"metavar": "ID"}),
+            (("--all",), {"action": "store_true"}),
+        ],
     ),
     ("graphs", "every graph of the store, one row per graph (a DataFrame)", []),
     ("show", "display a run's live widget (replays its events, then follows)", []),

@@ -1,7 +1,9 @@
 """Executing the demo notebooks headless (nbclient, a real kernel) and reading their outputs.
 
 Shared by every test that runs a notebook of ``notebooks/``; the callers skip
-when nbformat, nbclient or ipykernel are missing.
+when nbformat, nbclient or ipykernel are missing. Every notebook is executed
+twice in a row on the same folder (:func:`execute_twice`): a demo must run top
+to bottom on a fresh store and on the one its previous run left.
 """
 
 from __future__ import annotations
@@ -12,6 +14,20 @@ from typing import Any
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 CELL_TIMEOUT = 120
+
+
+def execute_twice(name: str, folder: Path) -> tuple[Any, Any]:
+    """Run ``name`` twice in a row at ``folder``, each time in a fresh kernel (Restart &
+    Run All): the second run finds the store the first one left. Both must run cleanly.
+
+    Returns:
+        The two executed notebooks, in order.
+    """
+    first = execute(name, folder)
+    check_ran_cleanly(first, folder)
+    second = execute(name, folder)
+    check_ran_cleanly(second, folder)
+    return first, second
 
 
 def execute(name: str, folder: Path) -> Any:
