@@ -240,3 +240,23 @@ async def test_checkpoints_without_step_stats_read_tool_calls_from_messages(
     assert frame["tool_calls"].tolist() == ins.history(any_store, "src")["tool_calls"].tolist()
     assert frame["model_ms"].isna().all()
     assert frame["duration_ms"].iloc[1:].notna().all()
+
+
+class _Frozen:
+    """A clock stuck on one millisecond: every submission ties."""
+
+    def now(self) -> int:
+        return 1_700_000_000_000
+
+
+async def test_runs_created_in_the_same_millisecond_keep_their_submission_order(
+    runs_store: Any,
+) -> None:
+    """Ordering by (created_at, run_id) put 'busy' before 'waits' whenever two
+    runs were submitted within one millisecond (an order-dependent test failed so)."""
+    agent = nd.Agent("a", nd.ScriptedModel(["hi"]), version="1")
+    client = nd.DurableRuntime(store=runs_store, agents=[agent], deps=nd.Deps(clock=_Frozen()))
+    for run_id in ("waits", "busy", "done"):
+        await client.submit("a", "Hi.", run_id=run_id)
+    assert list(ins.runs(runs_store).index) == ["waits", "busy", "done"]
+    assert list(ins.runs(runs_store, all_columns=True).index) == ["waits", "busy", "done"]
