@@ -126,7 +126,7 @@ def test_at_80_columns_the_least_useful_columns_go_first(
 def _no_pandas_cli(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     blocked = tmp_path / "blocked"
     blocked.mkdir(exist_ok=True)
-    (blocked / "pandas.py").write_text('raise ImportError("No module named \'pandas\'")\n')
+    (blocked / "pandas.py").write_text("raise ImportError(\"No module named 'pandas'\")\n")
     env = {**os.environ, "PYTHONPATH": f"{blocked}{os.pathsep}{ROOT}", "COLUMNS": "100"}
     return subprocess.run(
         [sys.executable, "-m", "nbdurable.cli", *argv],
@@ -156,7 +156,9 @@ def test_every_runs_command_works_without_pandas(
     assert done.stderr == "" and said in done.stdout
 
 
-def test_json_without_pandas_has_iso_times_and_typed_values(busy_store: str, tmp_path: Path) -> None:
+def test_json_without_pandas_has_iso_times_and_typed_values(
+    busy_store: str, tmp_path: Path
+) -> None:
     done = _no_pandas_cli(tmp_path, "runs", "list", "--json", "--store", busy_store)
     rows = {r["run_id"]: r for r in json.loads(done.stdout)}
     waiting = rows["cleanup-1"]

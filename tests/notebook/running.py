@@ -30,14 +30,41 @@ def execute_twice(name: str, folder: Path) -> tuple[Any, Any]:
     return first, second
 
 
+def run_all_twice_in_one_kernel(name: str, folder: Path) -> Any:
+    """Run every cell of ``name`` twice in one kernel (Run All, then Run All again
+    without a restart); each round must run cleanly. Returns the notebook as the
+    second round left it."""
+    import nbclient
+    import nbformat
+
+    _copy_notebooks(folder)
+    notebook = nbformat.read(folder / f"{name}.ipynb", as_version=4)
+    client = nbclient.NotebookClient(
+        notebook,
+        kernel_name="python3",
+        timeout=CELL_TIMEOUT,
+        resources={"metadata": {"path": str(folder)}},
+    )
+    with client.setup_kernel():
+        for _ in range(2):
+            for index, cell in enumerate(notebook.cells):
+                client.execute_cell(cell, index)
+            check_ran_cleanly(notebook, folder)
+    return notebook
+
+
+def _copy_notebooks(folder: Path) -> None:
+    for path in NOTEBOOKS.iterdir():
+        if path.is_file() and path.suffix in (".ipynb", ".py"):
+            shutil.copy(path, folder / path.name)
+
+
 def execute(name: str, folder: Path) -> Any:
     """Run ``name`` in a copy of ``notebooks/`` at ``folder``; return the executed notebook."""
     import nbclient
     import nbformat
 
-    for path in NOTEBOOKS.iterdir():
-        if path.is_file() and path.suffix in (".ipynb", ".py"):
-            shutil.copy(path, folder / path.name)
+    _copy_notebooks(folder)
     notebook = nbformat.read(folder / f"{name}.ipynb", as_version=4)
     client = nbclient.NotebookClient(
         notebook,

@@ -58,6 +58,9 @@ def test_graphs_and_tasks_notebook_runs_headless_twice_on_its_own_store(tmp_path
         for task_id, task in tasks.iterrows():
             assert (task["agent"], task["status"], task["steps"]) == ("report", "completed", 2)
             owned = runs[runs["owner_run"] == task_id]
-            assert list(owned.index) == [f"{task_id}:write_sections:0", f"{task_id}:write_sections:1"]
+            assert list(owned.index) == [
+                f"{task_id}:write_sections:0",
+                f"{task_id}:write_sections:1",
+            ]
     finally:
         store.close()

@@ -19,7 +19,7 @@ import pytest
 import nbdurable as nd
 from nbdurable import inspect as ins
 
-from .running import NOTEBOOKS, everything, execute_twice
+from .running import NOTEBOOKS, everything, execute_twice, run_all_twice_in_one_kernel
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -93,6 +93,18 @@ def test_quickstart_runs_twice_on_the_default_store_and_streams_at_a_watchable_p
         store.close()
 
 
+def test_quickstart_run_all_twice_without_a_restart(folder: Path) -> None:
+    """Run All, then Run All again in the same kernel: the agent's cell re-registers
+    the unchanged agent, the %%agent cell starts a second run."""
+    notebook = run_all_twice_in_one_kernel("01-quickstart", folder)
+    assert "Done: I dropped stg_2023" in everything(notebook)
+    store = nd.open_store(f"sqlite:///{folder}/.nbdurable/runs.db")
+    try:
+        assert ins.runs(store)["status"].tolist() == ["completed", "completed"]
+    finally:
+        store.close()
+
+
 def _quickstart_namespace() -> dict[str, Any]:
     """The quickstart's tools, model and agent: its code cells up to the agent, run here."""
     notebook = nbformat.read(NOTEBOOKS / "01-quickstart.ipynb", as_version=4)
@@ -121,7 +133,9 @@ async def test_the_quickstart_model_says_what_the_verdict_made_it_do(
     """What to try next: Deny with a reason and the model says it kept the table."""
     janitor = _quickstart_namespace()["janitor"]
     janitor.model.stream_delay = 0
-    async with await nd.DurableRuntime.open(store=nd.open_store("memory://"), agents=[janitor]) as rt:
+    async with await nd.DurableRuntime.open(
+        store=nd.open_store("memory://"), agents=[janitor]
+    ) as rt:
         run = await rt.submit("janitor", "Clean up the stale staging tables in the warehouse.")
         await run.wait("waiting_approval", timeout=30)
         if approve:
