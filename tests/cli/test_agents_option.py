@@ -7,6 +7,7 @@ nothing else pointing at that folder.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -48,15 +49,15 @@ def _console_script() -> list[str]:
     return [script]
 
 
-async def test_worker_from_the_module_folder_serves_its_agents(folder: Path) -> None:
+def test_worker_from_the_module_folder_serves_its_agents(folder: Path) -> None:
     url = f"sqlite:///{folder / 'runs.db'}"
     store = nd.open_store(url)
     try:
         client = nd.DurableRuntime(store=store, agents=load_agents_from(folder))
-        run = await client.submit("greeter", "Hi.")
+        run = asyncio.run(client.submit("greeter", "Hi."))
+        command = [*_console_script(), "worker", "--store", url, "--agents", "mymodule:agents"]
         done = subprocess.run(
-            [*_console_script(), "worker", "--store", url, "--agents", "mymodule:agents"]
-            + ["--exit-when-idle", "--poll-interval", "0.05"],
+            [*command, "--exit-when-idle", "--poll-interval", "0.05"],
             cwd=folder,
             env=_env(),
             capture_output=True,
@@ -65,7 +66,7 @@ async def test_worker_from_the_module_folder_serves_its_agents(folder: Path) -> 
         )
         assert done.returncode == 0, done.stderr
         assert "serving 1 agent(s)" in done.stdout
-        assert (await run.result()).text == "Hello from mymodule."
+        assert asyncio.run(run.result()).text == "Hello from mymodule."
     finally:
         store.close()
 

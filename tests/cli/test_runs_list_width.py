@@ -107,14 +107,8 @@ def test_at_80_columns_the_least_useful_columns_go_first(
 ) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     _, wide, _ = cli("runs", "list", "--store", busy_store)
-    assert _table(wide)[0] == ["run", "agent", "status", "steps", "tokens", "cost", "age"] + [
-        "pending",
-        "fork",
-        "of",
-        "graph",
-        "after",
-        "owner",
-    ]
+    every = ["run", "agent", "status", "steps", "tokens", "cost", "age", "pending", "fork", "of"]
+    assert _table(wide)[0] == [*every, "graph", "after", "owner"]
     monkeypatch.setenv("COLUMNS", "80")
     _, narrow, _ = cli("runs", "list", "--store", busy_store)
     header = _table(narrow)[0]

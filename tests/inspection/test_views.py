@@ -139,8 +139,15 @@ async def test_runs_is_compact_by_default_cost_formatted_and_what_a_run_waits_fo
 
 @pytest.mark.parametrize(
     ("cost", "text"),
-    [(None, ""), (float("nan"), ""), (0.0, "$0"), (0.00004, "<$0.0001"), (0.01234, "$0.0123")]
-    + [(2.5, "$2.50"), (1234.4, "$1,234")],
+    [
+        (None, ""),
+        (float("nan"), ""),
+        (0.0, "$0"),
+        (0.00004, "<$0.0001"),
+        (0.01234, "$0.0123"),
+        (2.5, "$2.50"),
+        (1234.4, "$1,234"),
+    ],
 )
 def test_cost_reads_as_dollars_and_blank_when_unknown(cost: float | None, text: str) -> None:
     assert _compact.cost_text(cost) == text
@@ -148,8 +155,15 @@ def test_cost_reads_as_dollars_and_blank_when_unknown(cost: float | None, text: 
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(0, "0s"), (59, "59s"), (65, "1m 05s"), (725, "12m"), (3 * 3600 + 120, "3h 02m")]
-    + [(2 * 86400 + 5 * 3600, "2d 5h"), (40 * 86400, "40d")],
+    [
+        (0, "0s"),
+        (59, "59s"),
+        (65, "1m 05s"),
+        (725, "12m"),
+        (3 * 3600 + 120, "3h 02m"),
+        (2 * 86400 + 5 * 3600, "2d 5h"),
+        (40 * 86400, "40d"),
+    ],
 )
 def test_age_is_one_or_two_units(seconds: int, text: str) -> None:
     now = 1_800_000_000_000
