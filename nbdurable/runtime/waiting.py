@@ -22,8 +22,7 @@ def wanted_states(states: tuple[str, ...], known: Iterable[str]) -> frozenset[st
     unknown = [s for s in states if s not in names]
     if unknown:
         raise ConfigurationError(
-            f"unknown state(s) {', '.join(map(repr, unknown))}; "
-            f"one of: {', '.join(sorted(names))}"
+            f"unknown state(s) {', '.join(map(repr, unknown))}; one of: {', '.join(sorted(names))}"
         )
     return frozenset(states) if states else TERMINAL_STATES
 
