@@ -33,7 +33,7 @@ def _store(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None
 def _runs(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any:
     from .. import inspect
 
-    return inspect.runs(nb.store, status=args.status, graph=args.graph)
+    return inspect.runs(nb.store, status=args.status, graph=args.graph, all_columns=args.all)
 
 
 def _graphs(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from .._errors import (
     ConfigurationError,
     NbdurableError,
     OutputValidationError,
+    RunEndedError,
     RunNotFoundError,
 )
 from ..durable.store import maybe_await
@@ -18,7 +19,8 @@ from ..events.model import Event
 from ..events.subscribe import subscribe, wait_for_run
 from ..loop.output import OutputSpec
 from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, Usage
-from .records import RuntimeRun, ToolIntent
+from .records import RunState, RuntimeRun, ToolIntent
+from .waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:
     from .runtime import DurableRuntime
@@ -96,13 +98,33 @@ class Run:
         """The current run state (read from the store)."""
         return self.record().state
 
-    async def wait(self, *states: str) -> RuntimeRun:
-        """Wait until the run is in one of ``states`` (default: finished); return its record."""
+    async def wait(self, *states: str, timeout: float | None = None) -> RuntimeRun:
+        """Wait until the run is in one of ``states``; return its record.
+
+        Args:
+            *states: Run states to return on; none means any final state
+                (``completed``, ``failed``, ``cancelled``).
+            timeout: Seconds to wait at most (None: as long as it takes).
+
+        Raises:
+            RunEndedError: The run is final in a state not among ``states``
+                (it can no longer reach them by itself); carries the state and reason.
+            TimeoutError: ``timeout`` passed first.
+            ConfigurationError: A name that is not a run state.
+            RunNotFoundError: The run was deleted.
+        """
+        wanted = wanted_states(states, get_args(RunState))
+        deadline = Deadline(timeout)
         while True:
             record = self.record()
-            if (record.state in states) if states else record.finished:
+            if record.state in wanted:
                 return record
-            await wait_for_run(self.runtime.store, self.run_id, self.runtime.poll_interval)
+            if record.finished:
+                raise RunEndedError(
+                    self.run_id, record.state, reason=record.reason, wanted=tuple(states)
+                )
+            pause = deadline.pause(self.runtime.poll_interval, f"run {self.run_id!r}", record.state)
+            await wait_for_run(self.runtime.store, self.run_id, pause)
 
     async def result(self) -> RunResult:
         """Wait for the run to finish; its result when completed.
