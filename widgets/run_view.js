@@ -57,9 +57,7 @@ function clockTime(ms) {
 
 function usageLine(usage) {
   if (!usage || !usage.total_tokens) return "no tokens yet";
-  let line = `${usage.input_tokens} in + ${usage.output_tokens} out = ${usage.total_tokens} tokens`;
-  if (usage.cost !== null && usage.cost !== undefined) line += ` · $${Number(usage.cost).toFixed(4)}`;
-  return line;
+  return `${usage.input_tokens} in + ${usage.output_tokens} out = ${usage.total_tokens} tokens`;
 }
 
 function leaseLine(owner, until) {
@@ -125,10 +123,9 @@ function render({ model, el }) {
   header.append(badge, runId, progress, elapsed);
   const summary = h("div", "nbd-summary");
   const live = h("div", "nbd-live");
-  const usage = h("div", "nbd-usage");
   const cards = h("div", "nbd-cards");
   const steps = h("div", "nbd-steps");
-  root.append(header, summary, live, usage, cards, steps);
+  root.append(header, summary, live, cards, steps);
   el.append(root);
   const reasons = new Map();
   const clicked = new Set(); // cards clicked here whose answer has not come back yet
@@ -235,13 +232,14 @@ function render({ model, el }) {
     badge.className = `nbd-badge nbd-status-${status}`;
     runId.textContent = model.get("run_id");
     progress.textContent = model.get("progress") || `step ${model.get("step")}`;
+    progress.title = usageLine(model.get("usage")); // the token split, on hover
     tick();
   };
   const summary_ = () => {
     const status = model.get("status");
     const until = model.get("lease_until");
     let text = model.get("summary") || "";
-    if (until && (status === "running" || status === "cancelling")) {
+    if (until && !FINISHED.has(status)) {
       text = leaseLine(model.get("lease_owner"), until);
     }
     summary.textContent = text;
@@ -260,7 +258,6 @@ function render({ model, el }) {
     live.style.display = text ? "" : "none";
     root.classList.toggle("nbd-run-disconnected", conn === "disconnected");
   };
-  const usage_ = () => { usage.textContent = usageLine(model.get("usage")); };
 
   const openCard = (card) => {
     const box = h("div", `nbd-card nbd-card-${card.state.replace(/ /g, "-")}`);
@@ -323,12 +320,12 @@ function render({ model, el }) {
     steps.querySelectorAll("details").forEach((d, i) => { if (open.has(i)) d.open = true; });
   };
 
-  header_(); summary_(); live_(); usage_(); cards_(); steps_();
+  header_(); summary_(); live_(); cards_(); steps_();
   const status_ = () => { header_(); summary_(); };
   const approvals_ = () => { cards_(); steps_(); summary_(); };
   const traits = [
     ["change:status", status_], ["change:step", header_], ["change:progress", header_],
-    ["change:started_at", header_], ["change:ended_at", header_], ["change:usage", usage_],
+    ["change:started_at", header_], ["change:ended_at", header_], ["change:usage", header_],
     ["change:summary", summary_], ["change:lease_until", summary_], ["change:approvals", approvals_],
     ["change:steps", steps_],
   ];
@@ -354,6 +351,7 @@ function render({ model, el }) {
   probe();
 
   const clock = setInterval(() => {
+    if (conn === "disconnected") return; // nothing it shows changes any more
     if (!FINISHED.has(model.get("status")) || cards.querySelector(".nbd-age")) tick();
   }, 1000);
   return () => {

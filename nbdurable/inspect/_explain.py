@@ -338,9 +338,7 @@ def _explain_record(
     )
 
 
-def _explain_owned(
-    record: RuntimeRun, facts: list[str], now: int, steps: NextSteps
-) -> Explanation:
+def _explain_owned(record: RuntimeRun, facts: list[str], now: int, steps: NextSteps) -> Explanation:
     expires = record.lease_expires_at
     owner = record.lease_owner or "no owner"
     if expires is not None and expires < now:

@@ -80,7 +80,8 @@ class NextSteps:
             return (
                 f"nbdurable runs retry {run} --agents module:attr  (runs the interrupted tool "
                 "again, here)",
-                f'nbdurable runs deny {run} --reason "..."  (settles it as an error the model sees)',
+                f'nbdurable runs deny {run} --reason "..."  (settles it as an error the '
+                "model sees)",
             )
         return (
             *self._handle(),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import re
-
 from typing import Any
 
 import pytest
@@ -137,8 +136,7 @@ async def test_explain_failed_retry_wait_queued_and_pending(runs_store: Any) -> 
     assert why.status == "pending" and "nbdurable worker" in str(why)
     why = ins.explain(runs_store, pending.run_id, context="notebook")
     assert why.actions == (
-        "run the cell defining agent 'janitor' version '1', then "
-        f"%durable resume {pending.run_id}",
+        f"run the cell defining agent 'janitor' version '1', then %durable resume {pending.run_id}",
     )
 
 

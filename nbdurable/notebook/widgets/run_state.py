@@ -13,7 +13,7 @@ from ...durable.signer import token_issued_at
 from ...events.fold import RunView, StepView
 from ...events.model import APPROVAL_RESOLVED, RUN_STATE, TERMINAL_RUN_STATES, Event
 from ...messages import ToolApprovalRequest, Usage
-from .._lease import HELD_STATES, LeaseWait
+from .._lease import LeaseWait
 
 __all__ = ["ENDED_STATES", "Cards", "Clock", "progress", "run_state", "summary"]
 
@@ -160,11 +160,16 @@ def run_state(
 
 
 def progress(steps: int, max_steps: int, usage: Usage) -> str:
-    """How far a run got: ``3 of 12 steps · 1,234 tokens`` (``3 steps`` without a budget)."""
+    """How far a run got: ``3 of 12 steps · 1,234 tokens · $0.0012``.
+
+    ``3 steps`` without a budget; the cost when the model has a price.
+    """
     unit = "step" if (max_steps or steps) == 1 else "steps"
     line = f"{steps} of {max_steps} {unit}" if max_steps else f"{steps} {unit}"
     if usage.total_tokens:
         line += f" · {usage.total_tokens:,} tokens"
+    if usage.cost is not None:
+        line += f" · ${usage.cost:.4f}"
     return line
 
 
@@ -176,8 +181,8 @@ def summary(
 ) -> str:
     """Why the run stopped, or what it waits for, in one line."""
     status, reason = view.status, view.error or ""
-    if lease is not None and status in HELD_STATES:
-        return lease.text(now)
+    if lease is not None and status not in ENDED_STATES:
+        return lease.text(now)  # the record says another runtime holds the run
     if status == "completed":
         finish = view.finish_reason
         return "completed" if finish in (None, "stop") else f"completed ({finish})"
