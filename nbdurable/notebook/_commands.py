@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,6 +46,15 @@ def _graphs(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any
 
 def _show(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
     check_exists(nb, args.run)
+    record = nb.runtime.runtime_store.rt_get(args.run)
+    if record is not None and record.state in UNFINISHED_STATES:
+        # the view's Approve / Deny must move the run on: after a kernel restart this
+        # kernel serves the run's agent once its cell ran again
+        try:
+            if run_agent(nb.runtime, record, ns) is not None:
+                nb.runtime.wake()
+        except DurableConflictError as exc:
+            print(f"nbdurable: {exc}", file=sys.stderr)
     _views.show(_views.run_view(nb.runtime, args.run))
 
 

@@ -7,6 +7,7 @@ test's process plays the restarted kernel (``%load_ext``, the agent's cell again
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ipywidgets import Widget
 
 import nbdurable as nd
 from nbdurable.notebook import NotebookSession
@@ -22,6 +24,9 @@ from nbdurable.notebook.widgets import RunWidget
 
 from . import interrupted
 from .conftest import eventually, janitor, state
+from .widget_fixtures import front_end_sends
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -111,3 +116,36 @@ async def test_resume_says_it_waits_for_the_previous_owners_lease_and_for_how_lo
     await eventually(lambda: widget.lease_until == 0)
     assert widget.summary == "waiting for approval: drop_table"
     widget.close()
+
+
+async def test_after_a_restart_a_fresh_view_from_show_moves_the_run_on(
+    ip: Any, nb: NotebookSession, magic: Any
+) -> None:
+    ip.user_ns["janitor"] = janitor()
+    first = shown_widget(magic("agent", "janitor --run-id w1", "Clean up."))
+    await eventually(lambda: state(nb, "w1") == "waiting_approval")
+    first.close()
+    await nb.close()  # the kernel restarts: its views are gone with it
+    ip.user_ns["janitor"] = janitor()  # the agent's cell runs again
+    fresh = shown_widget(magic("durable", "show w1"))
+    await eventually(lambda: [c["state"] for c in fresh.approvals] == ["pending"])
+    card = fresh.approvals[0]
+    front_end_sends(
+        fresh,
+        {"action": "approve", "approval_id": card["approval_id"], "token": card["token"]},
+    )
+    await fresh.settled()
+    # this kernel serves the agent again, so the approval lets the run finish here
+    result = await asyncio.wait_for(nb.run("w1").result(), 15)
+    assert result.text == "Done: dropped stg_2023."
+    await eventually(lambda: fresh.status == "completed")
+    assert fresh.approvals[0]["state"] == "approved" and fresh.summary == "completed"
+    fresh.close()
+
+
+def shown_widget(out: Any) -> RunWidget:
+    """The run widget a magic displayed."""
+    (model_id,) = [o.data[WIDGET_VIEW]["model_id"] for o in out.displayed if WIDGET_VIEW in o.data]
+    widget = Widget.widgets[model_id]
+    assert isinstance(widget, RunWidget)
+    return widget

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -172,6 +174,16 @@ class RunWidget(anywidget.AnyWidget):
         state = run_state(
             self.view, self._cards, self._clock, max_steps=self._max_steps, lease=self._lease
         )
+        context = _latest_request_context()
+        if context is None:
+            self._set_state(state)
+            return
+        try:
+            context.run(self._set_state, state)
+        except RuntimeError:  # that context is entered right now: this is the request
+            self._set_state(state)
+
+    def _set_state(self, state: dict[str, Any]) -> None:
         with self.hold_sync():
             for name, value in state.items():
                 setattr(self, name, value)
@@ -244,3 +256,22 @@ class RunWidget(anywidget.AnyWidget):
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _latest_request_context() -> contextvars.Context | None:
+    """The kernel's context of the request it handles last (ipykernel keeps one), if any.
+
+    The following task was started by the cell that made the widget, and ipykernel
+    tags messages with the request of the context they are sent from: without
+    this, every update would claim to come from that finished cell, and clients
+    that keep only the running cell's messages (nbclient, ``nbconvert --execute``,
+    hence the widget state saved in executed notebooks) would drop them all.
+    """
+    kernelbase = sys.modules.get("ipykernel.kernelbase")
+    if kernelbase is None:
+        return None
+    kernel_class: Any = kernelbase.Kernel
+    if not kernel_class.initialized():
+        return None
+    context = getattr(kernel_class.instance(), "_shell_context", None)
+    return context if isinstance(context, contextvars.Context) else None
