@@ -244,7 +244,7 @@ function render({ model, el }) {
     }
     summary.textContent = text;
     summary.className = `nbd-summary${TROUBLE.has(status) ? " nbd-summary-trouble" : ""}`;
-    summary.style.display = text ? "" : "none";
+    summary.style.display = text && text !== status ? "" : "none"; // the badge says it already
   };
   const live_ = () => {
     let text = "";
