@@ -257,6 +257,7 @@ function render({ model, el }) {
     live.className = conn === "disconnected" ? "nbd-live nbd-disconnected" : "nbd-live";
     live.style.display = text ? "" : "none";
     root.classList.toggle("nbd-run-disconnected", conn === "disconnected");
+    root.dataset.kernel = conn; // checking | live | disconnected
   };
 
   const openCard = (card) => {

@@ -91,6 +91,18 @@ def cell_starting(page: Any, prefix: str) -> int:
     return index
 
 
+def cell_containing(page: Any, text: str) -> int:
+    """The index of the first code cell whose source contains ``text``."""
+    index: int = page.evaluate(
+        """(text) => [...document.querySelectorAll('.jp-Notebook .jp-Cell')].findIndex(
+          (c) => c.classList.contains('jp-CodeCell') &&
+            c.querySelector('.jp-InputArea-editor').textContent.includes(text))""",
+        text,
+    )
+    assert index >= 0, f"no code cell contains {text!r}"
+    return index
+
+
 def select(page: Any, index: int) -> Any:
     """Select cell ``index`` (a click on its prompt) and return it."""
     cell = cells(page).nth(index)

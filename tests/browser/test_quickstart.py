@@ -28,6 +28,7 @@ from .pages import (
     Clock,
     Frontend,
     add_cell_at_end,
+    cell_containing,
     cell_starting,
     cells,
     diagnosed,
@@ -103,6 +104,7 @@ def test_quickstart_streams_approves_then_denies(
         progress = widget.locator(".nbd-progress").inner_text()
         assert matches(r"\d+ of \d+ steps · [\d,]+ tokens.*", progress), progress
         assert "(this agent)" not in widget.inner_text()
+        assert widget.get_attribute("data-kernel") == "live"
         assert not widget.locator(".nbd-live").is_visible()  # live: no connection note
         samples = page.evaluate("() => window.__nbdTexts")
         lengths = [s["length"] for s in samples]
@@ -145,7 +147,7 @@ def test_quickstart_streams_approves_then_denies(
         assert any(final in text for text in stdout(page)), final
 
         # "What to try next": a new run id, the %%agent cell again, and Deny with a reason
-        run_cell(page, cell_starting(page, "import uuid"))
+        run_cell(page, cell_containing(page, "run_id = "))
         frontend.wait_idle(page, jupyter, path)
         run_cell(page, agent_at)
         widget = cells(page).nth(agent_at).locator(".nbd-run")

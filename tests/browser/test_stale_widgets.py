@@ -67,6 +67,7 @@ def notebook(*sources: str) -> Any:
 def assert_dead(view: Any) -> None:
     """The view says it is disconnected, and nothing in it can be clicked or typed."""
     view.locator(".nbd-live.nbd-disconnected").wait_for()
+    assert view.get_attribute("data-kernel") == "disconnected"
     assert view.locator(".nbd-live").inner_text() == DISCONNECTED
     assert view.locator("button.nbd-approve").is_disabled()
     assert view.locator("button.nbd-deny").is_disabled()

@@ -28,5 +28,5 @@ def test_the_run_widget_renders_in_voila(page: Any, voila_server: Server | None)
         assert 'count_rows(table="sales")' in widget.locator(".nbd-tool-summary").inner_text()
         assert widget.locator(".nbd-summary").text_content() == "completed"
         shot(page, "voila-run-widget.png")
-        page.wait_for_timeout(1000)  # past the first liveness probe: the kernel answered it
+        page.locator(".nbd-run[data-kernel='live']").wait_for()  # the kernel answered
         assert not widget.locator(".nbd-live").is_visible()
