@@ -27,12 +27,17 @@ from .harness import (
 )
 
 
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    """One headless Chromium, stopped (with every process of it) at the end."""
+def _need_chromium() -> str:
     executable = chromium_path()
     if executable is None:
         pytest.skip("Chromium is missing (apt-get install chromium; .ci/run installs it)")
+    return executable
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One headless Chromium, stopped (with every process of it) at the end."""
+    executable = _need_chromium()
     from playwright.sync_api import sync_playwright
 
     before = set(process_tree(os.getpid()))
@@ -51,6 +56,7 @@ def browser() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def jupyter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A Jupyter server serving JupyterLab and Notebook 7 (each test has its own folder)."""
+    _need_chromium()  # no server for tests that would skip anyway
     if importlib.util.find_spec("jupyterlab") is None:
         pytest.skip("JupyterLab is missing (pip install -e '.[notebook]')")
     root = tmp_path_factory.mktemp("jupyter") / "root"
@@ -109,6 +115,7 @@ def voila_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server | 
     The first quickstart test asks for it too, so it starts then and is warm by
     the time its own test runs.
     """
+    _need_chromium()
     if importlib.util.find_spec("voila") is None:
         yield None
         return
