@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,6 +14,7 @@ from ..runtime.records import UNFINISHED_STATES
 from ..runtime.run import Run
 from . import _views
 from ._agents import agents_in, register, run_agent
+from ._lease import lease_wait
 from ._now import finish_now
 from ._session import NotebookSession, check_exists, check_run
 
@@ -44,6 +46,15 @@ def _graphs(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any
 
 def _show(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
     check_exists(nb, args.run)
+    record = nb.runtime.runtime_store.rt_get(args.run)
+    if record is not None and record.state in UNFINISHED_STATES:
+        # the view's Approve / Deny must move the run on: after a kernel restart this
+        # kernel serves the run's agent once its cell ran again
+        try:
+            if run_agent(nb.runtime, record, ns) is not None:
+                nb.runtime.wake()
+        except DurableConflictError as exc:
+            print(f"nbdurable: {exc}", file=sys.stderr)
     _views.show(_views.run_view(nb.runtime, args.run))
 
 
@@ -60,7 +71,7 @@ def _history(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> An
 def _explain(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any:
     from .. import inspect
 
-    return inspect.explain(nb.store, args.run)
+    return inspect.explain(nb.store, args.run, context="notebook")
 
 
 def _requests(requests: list[ToolApprovalRequest]) -> str:
@@ -94,9 +105,12 @@ def _goes_on(nb: NotebookSession, run: Run, ns: Namespace) -> None:
     line = f"{run.run_id}: {record.state}"
     if record.state in _EXECUTABLE:
         agent = run_agent(nb.runtime, record, ns)
+        wait = lease_wait(record, nb.runtime.owner_id)
         if agent is not None:
             nb.runtime.wake()
             line += f" (agent {agent.id!r} version {agent.version!r} executes it in this kernel)"
+            if wait is not None:
+                line += f"; {wait.text()}"
         else:
             line += (
                 f"; run the cell defining agent {record.agent_id!r} version "
@@ -145,7 +159,8 @@ def _resume(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Non
     if record.state in hints:
         line += f"; {hints[record.state]}"
     elif record.state in _EXECUTABLE:
-        line += "; it goes on in this kernel"
+        wait = lease_wait(record, nb.runtime.owner_id)
+        line += f"; {wait.text()} in this kernel" if wait else "; it goes on in this kernel"
     print(line)
     _views.show(_views.run_view(nb.runtime, run.run_id))
 
