@@ -31,6 +31,7 @@ __all__ = [
     "TOKEN_DENIAL_REASON",
     "ApprovalSigner",
     "store_signer",
+    "expired_age",
     "token_issued_at",
     "token_matches",
 ]
@@ -177,6 +178,20 @@ def token_matches(
         return False
     token_run = payload.get("run_id")
     return not (run_id is not None and token_run is not None and token_run != run_id)
+
+
+def expired_age(signer: ApprovalSigner, token: object, max_age_ms: int | None) -> int | None:
+    """The age (ms) of a token that verifies but is ``max_age_ms`` old or older, else None.
+
+    None also for a token that does not verify at all (forged, garbled, absent):
+    only a genuine token can be "expired", so the answer can say "ask for a new one".
+    """
+    if max_age_ms is None:
+        return None
+    payload = signer.verify(token)
+    if payload is None or signer.verify(token, max_age_ms=max_age_ms) is not None:
+        return None
+    return int(signer.clock.now()) - int(payload["issued_at"])
 
 
 _HOME_KEY = Path.home() / ".nbdurable" / "approval.key"
