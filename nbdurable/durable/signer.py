@@ -32,6 +32,7 @@ __all__ = [
     "ApprovalSigner",
     "store_signer",
     "expired_age",
+    "resign_if_expired",
     "token_issued_at",
     "token_matches",
 ]
@@ -192,6 +193,25 @@ def expired_age(signer: ApprovalSigner, token: object, max_age_ms: int | None) -
     if payload is None or signer.verify(token, max_age_ms=max_age_ms) is not None:
         return None
     return int(signer.clock.now()) - int(payload["issued_at"])
+
+
+def resign_if_expired(
+    signer: ApprovalSigner, request: ToolApprovalRequest, max_age_ms: int | None
+) -> ToolApprovalRequest:
+    """``request`` with a freshly signed token when its own verifies but is too old.
+
+    The new token signs the same request with the same run binding; only
+    ``issued_at`` changes. A token that does not verify is left as it is.
+    For the process holding the secret, showing a parked request again.
+    """
+    if expired_age(signer, request.token, max_age_ms) is None:
+        return request
+    bound = (signer.verify(request.token) or {}).get("run_id")
+    token = signer.sign(
+        request.model_copy(update={"token": None}),
+        run_id=bound if isinstance(bound, str) else None,
+    )
+    return request.model_copy(update={"token": token})
 
 
 _HOME_KEY = Path.home() / ".nbdurable" / "approval.key"

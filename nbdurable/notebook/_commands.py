@@ -6,11 +6,11 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from .._errors import ConfigurationError, DurableConflictError
+from .._errors import ApprovalExpiredError, ConfigurationError, DurableConflictError
 from ..cli.follow import call_text
 from ..messages import ToolApprovalRequest
 from ..runtime.records import UNFINISHED_STATES
-from ..runtime.run import Run
+from ..runtime.run import Run, approval_expired
 from . import _views
 from ._agents import agents_in, register, run_agent
 from ._now import finish_now
@@ -120,9 +120,30 @@ def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> No
             finish_now(run.deny(request.approval_id, reason=args.reason))
             print(f"denied {call} ({request.approval_id})")
         else:
-            finish_now(run.approve(request.approval_id))
+            _approve_now(run, request, fresh=args.fresh)
             print(f"approved {call} ({request.approval_id})")
     _goes_on(nb, run, ns)
+
+
+def _approve_now(run: Run, request: ToolApprovalRequest, *, fresh: bool) -> None:
+    """Approve with the request's token; ``fresh``: with one signed now (past the max age)."""
+    if fresh:  # pending_approvals() re-signs a token past the maximum age
+        shown = {r.approval_id: r for r in finish_now(run.pending_approvals())}
+        token = shown.get(request.approval_id, request).token
+        finish_now(run.approve(request.approval_id, token=token))
+        return
+    try:
+        finish_now(run.approve(request.approval_id))  # echoes the token the request got
+    except ApprovalExpiredError as exc:
+        call = call_text(request.tool_name, request.input)
+        raise approval_expired(
+            run.run_id,
+            request.approval_id,
+            exc.age_ms or 0,
+            exc.max_age_ms or 0,
+            f"it asks to run {call}; to approve it now: "
+            f"%durable approve {run.run_id} {request.approval_id} --fresh",
+        ) from None
 
 
 def _resume(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:

@@ -15,7 +15,7 @@ from .._errors import (
     OutputValidationError,
     RunNotFoundError,
 )
-from ..durable.signer import expired_age
+from ..durable.signer import expired_age, resign_if_expired
 from ..durable.store import maybe_await
 from ..events.model import Event
 from ..events.subscribe import subscribe, wait_for_run
@@ -175,7 +175,8 @@ class Run:
         max_age = self.runtime.approval_max_age_ms
         if max_age is None or not requests:
             return requests
-        return tuple(self._fresh(request, max_age) for request in requests)
+        signer = self.runtime.signer
+        return tuple(resign_if_expired(signer, request, max_age) for request in requests)
 
     async def approve(self, approval_id: str | None = None, *, token: str | None = None) -> None:
         """Approve a pending call (the only one when ``approval_id`` is None).
@@ -280,19 +281,6 @@ class Run:
             return ()
         checkpoint = await maybe_await(self.runtime.store.load(self.run_id))
         return checkpoint.pending_approvals if checkpoint is not None else ()
-
-    def _fresh(self, request: ToolApprovalRequest, max_age_ms: int) -> ToolApprovalRequest:
-        """``request`` with a fresh token when its own verifies but is too old."""
-        signer = self.runtime.signer
-        if expired_age(signer, request.token, max_age_ms) is None:
-            return request
-        payload = signer.verify(request.token) or {}
-        bound = payload.get("run_id")
-        token = signer.sign(
-            request.model_copy(update={"token": None}),
-            run_id=bound if isinstance(bound, str) else None,
-        )
-        return request.model_copy(update={"token": token})
 
     async def _verdict(
         self,

@@ -80,7 +80,7 @@ async def _open_request(run: Run, approval_id: str) -> ToolApprovalRequest | Non
     record = run.record()
     if record.state != "waiting_approval" or approval_id in record.verdicts:
         return None
-    for request in await run._stored_approvals():
+    for request in await run.pending_approvals():
         if request.approval_id == approval_id:
             return request
     return None

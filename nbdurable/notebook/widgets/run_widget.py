@@ -12,6 +12,7 @@ import traitlets
 from ...events.fold import RunView
 from ...events.model import Event
 from ...events.subscribe import subscribe
+from ...runtime.run import Run
 from ...runtime.verdicts import Outcome, submit_verdict
 from .assets import frontend_file
 from .run_state import Cards, Clock, run_state
@@ -142,9 +143,7 @@ class RunWidget(anywidget.AnyWidget):
         self._cards.outcomes[approval_id] = ("sending", "checking...")
         self.flush()
         reason = content.get("reason")
-        coroutine = submit_verdict(
-            self.runtime,
-            self.run_id,
+        coroutine = self._answer(
             approval_id,
             approve=content["action"] == "approve",
             token=content.get("token"),
@@ -154,13 +153,31 @@ class RunWidget(anywidget.AnyWidget):
         self._verdicts.add(task)
         task.add_done_callback(lambda done: self._verdict_done(approval_id, done))
 
+    async def _answer(
+        self, approval_id: str, *, approve: bool, token: object, reason: str | None
+    ) -> Outcome:
+        outcome = await submit_verdict(
+            self.runtime, self.run_id, approval_id, approve=approve, token=token, reason=reason
+        )
+        if outcome.state == "expired":
+            # this kernel holds the secret: show the request again with a fresh token
+            for request in await Run(self.runtime, self.run_id).pending_approvals():
+                if request.approval_id == approval_id:
+                    self._cards.requests[approval_id] = request
+        return outcome
+
     def _verdict_done(self, approval_id: str, task: asyncio.Task[Outcome]) -> None:
         self._verdicts.discard(task)
         if task.cancelled():
             self._cards.outcomes.pop(approval_id, None)
         else:
             outcome = task.result()
-            self._cards.outcomes[approval_id] = (outcome.state, outcome.message)
+            state: str = outcome.state
+            if outcome.state == "stale" and outcome.winner is not None:
+                state = outcome.winner  # another view, process or person decided first
+            elif outcome.state == "expired":
+                state = "pending"  # asked again, with the fresh token
+            self._cards.outcomes[approval_id] = (state, outcome.message)
         self.flush()
 
     async def settled(self) -> None:
