@@ -122,6 +122,7 @@ class RaceReport:
         wrong: Races breaking "exactly one success, tool ran iff the approval won",
             with what each racer said.
         loser_named_winner: Races whose loser was told the winning verdict.
+        losers: What the loser said, in races where it was not told the winner.
         seconds: Wall time.
     """
 
@@ -134,6 +135,7 @@ class RaceReport:
     tool_ran_after_denial: int = 0
     loser_named_winner: int = 0
     wrong: list[str] = field(default_factory=list)
+    losers: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def lines(self) -> list[str]:
@@ -248,7 +250,10 @@ def _score(report: RaceReport, run_id: str, said: dict[str, str], ran: bool) -> 
         report.one_winner += 1
         report.approve_won += approved
         winner, loser = ("approved", "deny") if approved else ("denied", "approve")
-        report.loser_named_winner += said[loser] == f"conflict {winner}"
+        if said[loser] == f"conflict {winner}":
+            report.loser_named_winner += 1
+        else:
+            report.losers.append(f"{run_id}: {loser} -> {said[loser]!r}")
     if approved == denied or ran != approved:
         report.wrong.append(f"{run_id}: approve -> {said['approve']!r}, deny -> "
                             f"{said['deny']!r}, tool ran: {ran}")

@@ -77,33 +77,42 @@ def _requests_text(requests: Sequence[ToolApprovalRequest]) -> str:
     return "; ".join(f"{r.approval_id} {call_text(r.tool_name, r.input)}" for r in requests)
 
 
+def _latest_verdict(run: Run, record: RuntimeRun) -> ApprovalNotPendingError:
+    """The conflict naming the verdict recorded last on the run."""
+    latest = max(record.decided, key=lambda a: record.decided[a].get("at", 0))
+    verdict = "approved" if record.decided[latest].get("approved") else "denied"
+    return ApprovalNotPendingError(run.run_id, latest, verdict=verdict, state=record.state)
+
+
 async def _pick(run: Run, approval_id: str | None) -> ToolApprovalRequest | None:
     """The approval to answer: the named one, or the only one still open.
 
-    None when the named approval no longer waits (the runtime says why).
+    None when the named approval no longer waits (the runtime then says which
+    verdict won).
     """
     record = run.record()
     if record.state != "waiting_approval":
         if approval_id is not None:
             return None
         if record.decided:  # answered meanwhile: say which verdict won
-            latest = max(record.decided, key=lambda a: record.decided[a].get("at", 0))
-            verdict = "approved" if record.decided[latest].get("approved") else "denied"
-            raise ApprovalNotPendingError(run.run_id, latest, verdict=verdict, state=record.state)
+            raise _latest_verdict(run, record)
         raise ConfigurationError(f"run {run.run_id!r} waits for no approval (it is {record.state})")
     pending = await run.pending_approvals()
+    record = run.record()  # read after: a verdict that emptied ``pending`` shows here
     open_ = [r for r in pending if r.approval_id not in record.verdicts]
     if approval_id is not None:
         for request in pending:
             if request.approval_id == approval_id:
                 return request
-        if approval_id in record.decided:
+        if approval_id in record.decided or record.state != "waiting_approval":
             return None
         raise ConfigurationError(
             f"run {run.run_id!r} has no approval {approval_id!r}; "
             f"it waits for: {_requests_text(open_)}"
         )
     if len(open_) != 1:
+        if not open_ and record.decided:
+            raise _latest_verdict(run, record)
         raise ConfigurationError(
             f"run {run.run_id!r} waits for {len(open_)} approvals; name one of: "
             f"{_requests_text(open_)}"

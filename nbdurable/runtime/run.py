@@ -292,8 +292,8 @@ class Run:
         max_age_ms: int | None,
     ) -> None:
         """Record one verdict through the store's conditional write (one verdict wins)."""
-        record = self.record()
         pending = await self._stored_approvals()
+        record = self.record()  # read after: a verdict that emptied ``pending`` shows here
         if approval_id is None:
             open_ = [r for r in pending if r.approval_id not in record.verdicts]
             if len(open_) != 1:

@@ -122,8 +122,8 @@ async def submit_verdict(
     run = Run(runtime, run_id)
     async with _lock(runtime, run_id):
         try:
-            record = run.record()
             request = await _open_request(run, approval_id)
+            record = run.record()  # read after: a verdict seen missing there shows here
             answered = approval_id in record.decided or approval_id in record.verdicts
             if request is None and not answered:
                 return _stale(ApprovalNotPendingError(run_id, approval_id, state=record.state))
