@@ -52,7 +52,9 @@ gate = Agent(
 # -- the racer process -------------------------------------------------------------------
 
 
-async def _answer(runtime: DurableRuntime, verb: str, run_id: str, approval_id: str, api: str) -> str:
+async def _answer(
+    runtime: DurableRuntime, verb: str, run_id: str, approval_id: str, api: str
+) -> str:
     """One verdict; ``ok``, ``conflict <winner>``, or ``refused <Type>: <message>``."""
     from nbdurable.runtime.verdicts import submit_verdict
 
@@ -255,8 +257,9 @@ def _score(report: RaceReport, run_id: str, said: dict[str, str], ran: bool) -> 
         else:
             report.losers.append(f"{run_id}: {loser} -> {said[loser]!r}")
     if approved == denied or ran != approved:
-        report.wrong.append(f"{run_id}: approve -> {said['approve']!r}, deny -> "
-                            f"{said['deny']!r}, tool ran: {ran}")
+        report.wrong.append(
+            f"{run_id}: approve -> {said['approve']!r}, deny -> {said['deny']!r}, tool ran: {ran}"
+        )
 
 
 if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "racer":
