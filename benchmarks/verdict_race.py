@@ -21,13 +21,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from verdict_race_harness import race
 
 
-def _postgres_url(directory: Path) -> tuple[str, object]:
+def _postgres_url() -> tuple[str, object]:
     from pgserver import start_server
 
     server = start_server()
@@ -56,7 +55,7 @@ def main() -> int:
         url = f"sqlite:///{directory / 'runs.db'}"
         ok &= asyncio.run(_one("sqlite", url, directory, args.races, args.api))
     if args.store in ("postgres", "both"):
-        url, server = _postgres_url(directory)
+        url, server = _postgres_url()
         try:
             ok &= asyncio.run(_one("postgres", url, directory, args.races, args.api))
         finally:

@@ -25,6 +25,7 @@ import nbdurable as nd
 from nbdurable.runtime import Agent, DurableRuntime, Run
 
 HERE = Path(__file__).resolve().parent
+SCRIPT = str(Path(__file__).resolve())
 LOG_ENV = "NBDURABLE_TEST_VERDICT_LOG"
 SECRET = "verdict-race-secret"
 
@@ -170,7 +171,7 @@ class _Racer:
         }
         process = await asyncio.create_subprocess_exec(
             sys.executable,
-            str(Path(__file__).resolve()),
+            SCRIPT,
             "racer",
             url,
             api,

@@ -101,7 +101,8 @@ class DurableRuntime:
             or approval_max_age_ms <= 0
         ):
             raise ConfigurationError(
-                f"approval_max_age_ms must be a positive integer or None, not {approval_max_age_ms!r}"
+                "approval_max_age_ms must be a positive integer or None, "
+                f"not {approval_max_age_ms!r}"
             )
         self.approval_max_age_ms = approval_max_age_ms
         self.registry = Registry()

@@ -107,7 +107,7 @@ async def submit_verdict(
     approve: bool,
     token: object = None,
     reason: str | None = None,
-    max_age_ms: int | None | _RuntimeDefault = RUNTIME_DEFAULT,
+    max_age_ms: int | _RuntimeDefault | None = RUNTIME_DEFAULT,
 ) -> Outcome:
     """Approve (with the card's signed token) or deny (no token needed) one pending call.
 

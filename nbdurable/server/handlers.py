@@ -81,7 +81,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def ours(request: Request, exc: Exception) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, NotAuthenticatedError) else None
-        verdict = getattr(exc, "verdict", None) if isinstance(exc, ApprovalNotPendingError) else None
+        verdict = (
+            getattr(exc, "verdict", None) if isinstance(exc, ApprovalNotPendingError) else None
+        )
         return error_response(
             status_of(exc),
             type(exc).__name__,

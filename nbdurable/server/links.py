@@ -129,7 +129,9 @@ def check_link_token(
         or not token_matches(signer, token, request, run_id=run_id, max_age_ms=None)
     ):
         raise ApprovalTokenError(_REFUSED)
-    _refuse_expired(signer, token, run_id=run_id, approval_id=request.approval_id, max_age_ms=max_age_ms)
+    _refuse_expired(
+        signer, token, run_id=run_id, approval_id=request.approval_id, max_age_ms=max_age_ms
+    )
     return token
 
 
@@ -138,7 +140,9 @@ def _refuse_expired(
 ) -> None:
     age = expired_age(signer, token, max_age_ms)
     if age is not None and max_age_ms is not None:
-        raise approval_expired(run_id, approval_id, age, max_age_ms, _NEW_LINK.format(run_id=run_id))
+        raise approval_expired(
+            run_id, approval_id, age, max_age_ms, _NEW_LINK.format(run_id=run_id)
+        )
 
 
 def precheck_token(

@@ -46,12 +46,20 @@ async def answer(
     runtime = bridge.runtime
     max_age = bridge.approval_max_age_ms
     if token_required:
-        precheck_token(runtime.signer, token, run_id=run_id, approval_id=approval_id, max_age_ms=max_age)
+        precheck_token(
+            runtime.signer, token, run_id=run_id, approval_id=approval_id, max_age_ms=max_age
+        )
     request = await pending_request(runtime, run_id, approval_id)
     if request is not None and (approve or token_required):
         check_link_token(runtime.signer, token, request, run_id=run_id, max_age_ms=max_age)
     outcome = await submit_verdict(
-        runtime, run_id, approval_id, approve=approve, token=token, reason=reason, max_age_ms=max_age
+        runtime,
+        run_id,
+        approval_id,
+        approve=approve,
+        token=token,
+        reason=reason,
+        max_age_ms=max_age,
     )
     if outcome.state == "invalid token":
         raise ApprovalTokenError(outcome.message)

@@ -7,7 +7,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -36,7 +35,7 @@ async def test_the_card_switches_to_the_verdict_another_process_recorded(tmp_pat
         await eventually(lambda: [c["state"] for c in widget.approvals] == ["pending"])
         approval_id = widget.approvals[0]["approval_id"]
         # a teammate denies it from a shell while the card is still on screen
-        done = subprocess.run(
+        done = subprocess.run(  # noqa: ASYNC221 (another process, on purpose)
             [
                 sys.executable,
                 "-m",

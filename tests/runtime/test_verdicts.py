@@ -157,7 +157,7 @@ async def test_a_denial_needs_no_fresh_token(store: Any) -> None:
     async with await DurableRuntime.open(
         store=store, agents=[gated(ran)], approval_signer=signer, approval_max_age_ms=1000
     ) as rt:
-        run, request = await parked(rt)
+        run, _ = await parked(rt)
         clock.advance(5000)
         await run.deny(reason="stale request")
         await run.result()

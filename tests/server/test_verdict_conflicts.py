@@ -41,7 +41,14 @@ def test_the_api_and_a_link_racing_record_one_verdict(server: Server) -> None:
         answers: dict[str, Any] = {}
         barrier = threading.Barrier(2)
 
-        def send(name: str, url: str, body: dict[str, Any], auth: bool) -> None:
+        def send(
+            name: str,
+            url: str,
+            body: dict[str, Any],
+            auth: bool,
+            barrier: threading.Barrier = barrier,
+            answers: dict[str, Any] = answers,
+        ) -> None:
             with server.client(auth=auth) as http:
                 barrier.wait()
                 answers[name] = http.post(url, json=body)

@@ -139,7 +139,13 @@ def test_racing_handles_record_exactly_one_verdict(
             barrier = threading.Barrier(len(handles))
             results: list[Any] = [None] * len(handles)
 
-            def answer(i: int, handle: Any, run_id: str = run_id) -> None:
+            def answer(
+                i: int,
+                handle: Any,
+                run_id: str = run_id,
+                barrier: threading.Barrier = barrier,
+                results: list[Any] = results,
+            ) -> None:
                 response = approve(f"v1.token.{i}") if i % 2 == 0 else deny(f"no {i}")
                 barrier.wait()
                 try:
