@@ -18,6 +18,7 @@ import asyncio
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +28,6 @@ from nbdurable.runtime import Agent, DurableRuntime, Run
 HERE = Path(__file__).resolve().parent
 SCRIPT = str(Path(__file__).resolve())
 LOG_ENV = "NBDURABLE_TEST_VERDICT_LOG"
-SECRET = "verdict-race-secret"
 
 
 @nd.tool(needs_approval=True)
@@ -166,7 +166,6 @@ class _Racer:
     async def start(cls, url: str, api: str) -> _Racer:
         env = {
             **os.environ,
-            "NBDURABLE_APPROVAL_SECRET": SECRET,
             "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
         }
         process = await asyncio.create_subprocess_exec(
@@ -208,36 +207,71 @@ def _ran(log: Path) -> set[str]:
     return set(log.read_text().split()) if log.exists() else set()
 
 
-async def race(url: str, log: Path, *, races: int, api: str = "run") -> RaceReport:
-    """Run ``races`` approve-vs-deny races on the store at ``url``; what they found."""
-    os.environ[LOG_ENV] = str(log)
-    os.environ["NBDURABLE_APPROVAL_SECRET"] = SECRET
+async def race(
+    url: str,
+    log: Path,
+    *,
+    races: int,
+    api: str = "run",
+    runtime: DurableRuntime | None = None,
+    agent: str = "gate",
+    ran: Callable[[str], bool] | None = None,
+) -> RaceReport:
+    """Run ``races`` approve-vs-deny races on the store at ``url``; what they found.
+
+    By default this process executes the runs (the ``gate`` agent, its tool
+    logging to ``log``). ``runtime``: an open runtime whose engine executes
+    them instead (a Temporal client), with ``agent`` its gated agent and
+    ``ran(run_id)`` telling whether the gated tool executed.
+    """
+    previous = os.environ.get(LOG_ENV)
+    os.environ[LOG_ENV] = str(log)  # the gated tool of this process writes there
     report = RaceReport()
     started = time.monotonic()
-    store = nd.open_store(url)
     racers = [await _Racer.start(url, api), await _Racer.start(url, api)]
+    store = None
     try:
-        async with await DurableRuntime.open(
-            store=store, agents=[gate], poll_interval=0.01, flush_interval=0.01
-        ) as runtime:
-            for i in range(races):
-                run = await runtime.submit("gate", f"drop staging table {i}")
-                await asyncio.wait_for(run.wait("waiting_approval"), 30)
-                approval_id = (await run.pending_approvals())[0].approval_id
-                verbs = ("approve", "deny") if i % 2 == 0 else ("deny", "approve")
-                at = time.time() + 0.03
-                for racer, verb in zip(racers, verbs, strict=True):
-                    racer.send(f"{verb} {run.run_id} {approval_id} {at}")
-                said = dict(zip(verbs, [await r.line() for r in racers], strict=True))
-                await asyncio.wait_for(run.wait(), 30)
-                ran = run.run_id in _ran(log)
-                _score(report, run.run_id, said, ran)
+        if runtime is None:
+            store = nd.open_store(url)
+            async with await DurableRuntime.open(
+                store=store, agents=[gate], poll_interval=0.01, flush_interval=0.01
+            ) as own:
+                await _races(own, racers, report, races, "gate", lambda r: r in _ran(log))
+        else:
+            assert ran is not None
+            await _races(runtime, racers, report, races, agent, ran)
     finally:
         for racer in racers:
             await racer.stop()
-        store.close()
+        if store is not None:
+            store.close()
+        if previous is None:
+            os.environ.pop(LOG_ENV, None)
+        else:
+            os.environ[LOG_ENV] = previous
     report.seconds = time.monotonic() - started
     return report
+
+
+async def _races(
+    runtime: DurableRuntime,
+    racers: list[_Racer],
+    report: RaceReport,
+    races: int,
+    agent: str,
+    ran: Callable[[str], bool],
+) -> None:
+    for i in range(races):
+        run = await runtime.submit(agent, f"drop staging table {i}")
+        await asyncio.wait_for(run.wait("waiting_approval"), 60)
+        approval_id = (await run.pending_approvals())[0].approval_id
+        verbs = ("approve", "deny") if i % 2 == 0 else ("deny", "approve")
+        at = time.time() + 0.03
+        for racer, verb in zip(racers, verbs, strict=True):
+            racer.send(f"{verb} {run.run_id} {approval_id} {at}")
+        said = dict(zip(verbs, [await r.line() for r in racers], strict=True))
+        await asyncio.wait_for(run.wait(), 60)
+        _score(report, run.run_id, said, ran(run.run_id))
 
 
 def _score(report: RaceReport, run_id: str, said: dict[str, str], ran: bool) -> None:
