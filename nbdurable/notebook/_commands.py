@@ -113,6 +113,14 @@ def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> No
     if args.deny and args.approval_id is None and run.record().state == "needs_attention":
         finish_now(run.deny(reason=args.reason))
         print(f"settled the interrupted tool call(s) of {run.run_id} as errors")
+    elif args.approval_id is not None and run.record().state != "waiting_approval":
+        # answered already, or the run moved on: the runtime says which verdict won
+        # (ApprovalNotPendingError), or that this very verdict was recorded before
+        if args.deny:
+            finish_now(run.deny(args.approval_id, reason=args.reason))
+        else:
+            finish_now(run.approve(args.approval_id))
+        print(f"{'denied' if args.deny else 'approved'} {args.approval_id} (recorded before)")
     else:
         request = _pick(run, args.approval_id)
         call = call_text(request.tool_name, request.input)
