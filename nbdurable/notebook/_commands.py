@@ -6,7 +6,12 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from .._errors import ApprovalExpiredError, ConfigurationError, DurableConflictError
+from .._errors import (
+    ApprovalExpiredError,
+    ApprovalNotPendingError,
+    ConfigurationError,
+    DurableConflictError,
+)
 from ..cli.follow import call_text
 from ..messages import ToolApprovalRequest
 from ..runtime.records import UNFINISHED_STATES
@@ -78,6 +83,10 @@ def _pick(run: Run, approval_id: str | None) -> ToolApprovalRequest:
         if request.approval_id == approval_id:
             return request
     if approval_id is not None:
+        decided = run.record().decided.get(approval_id)
+        if decided is not None:  # answered in an earlier round of this run
+            verdict = "approved" if decided.get("approved") else "denied"
+            raise ApprovalNotPendingError(run.run_id, approval_id, verdict=verdict)
         raise ConfigurationError(
             f"run {run.run_id!r} has no approval {approval_id!r}; it waits for: {_requests(open_)}"
         )
