@@ -148,7 +148,10 @@ async def test_a_stale_card_never_approves_again(tmp_path: Path, elsewhere: str)
         # a denial loses to the recorded approval, the same approval is the original success
         click(stale, card, "deny")
         await stale.settled()
-        assert stale._cards.outcomes[card["approval_id"]] == ("approved", "already approved elsewhere")
+        assert stale._cards.outcomes[card["approval_id"]] == (
+            "approved",
+            "already approved elsewhere",
+        )
         await run.result()
         stale._cards.outcomes.clear()
         click(stale, card, "approve")
