@@ -7,11 +7,16 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from .._errors import ConfigurationError, DurableConflictError
+from .._errors import (
+    ApprovalExpiredError,
+    ApprovalNotPendingError,
+    ConfigurationError,
+    DurableConflictError,
+)
 from ..cli.follow import call_text
 from ..messages import ToolApprovalRequest
 from ..runtime.records import UNFINISHED_STATES
-from ..runtime.run import Run
+from ..runtime.run import Run, approval_expired
 from . import _views
 from ._agents import agents_in, register, run_agent
 from ._lease import lease_wait
@@ -89,6 +94,10 @@ def _pick(run: Run, approval_id: str | None) -> ToolApprovalRequest:
         if request.approval_id == approval_id:
             return request
     if approval_id is not None:
+        decided = run.record().decided.get(approval_id)
+        if decided is not None:  # answered in an earlier round of this run
+            verdict = "approved" if decided.get("approved") else "denied"
+            raise ApprovalNotPendingError(run.run_id, approval_id, verdict=verdict)
         raise ConfigurationError(
             f"run {run.run_id!r} has no approval {approval_id!r}; it waits for: {_requests(open_)}"
         )
@@ -127,6 +136,14 @@ def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> No
     if args.deny and args.approval_id is None and run.record().state == "needs_attention":
         finish_now(run.deny(reason=args.reason))
         print(f"settled the interrupted tool call(s) of {run.run_id} as errors")
+    elif args.approval_id is not None and run.record().state != "waiting_approval":
+        # answered already, or the run moved on: the runtime says which verdict won
+        # (ApprovalNotPendingError), or that this very verdict was recorded before
+        if args.deny:
+            finish_now(run.deny(args.approval_id, reason=args.reason))
+        else:
+            finish_now(run.approve(args.approval_id))
+        print(f"{'denied' if args.deny else 'approved'} {args.approval_id} (recorded before)")
     else:
         request = _pick(run, args.approval_id)
         call = call_text(request.tool_name, request.input)
@@ -134,9 +151,30 @@ def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> No
             finish_now(run.deny(request.approval_id, reason=args.reason))
             print(f"denied {call} ({request.approval_id})")
         else:
-            finish_now(run.approve(request.approval_id))
+            _approve_now(run, request, fresh=args.fresh)
             print(f"approved {call} ({request.approval_id})")
     _goes_on(nb, run, ns)
+
+
+def _approve_now(run: Run, request: ToolApprovalRequest, *, fresh: bool) -> None:
+    """Approve with the request's token; ``fresh``: with one signed now (past the max age)."""
+    if fresh:  # pending_approvals() re-signs a token past the maximum age
+        shown = {r.approval_id: r for r in finish_now(run.pending_approvals())}
+        token = shown.get(request.approval_id, request).token
+        finish_now(run.approve(request.approval_id, token=token))
+        return
+    try:
+        finish_now(run.approve(request.approval_id))  # echoes the token the request got
+    except ApprovalExpiredError as exc:
+        call = call_text(request.tool_name, request.input)
+        raise approval_expired(
+            run.run_id,
+            request.approval_id,
+            exc.age_ms or 0,
+            exc.max_age_ms or 0,
+            f"it asks to run {call}; to approve it now: "
+            f"%durable approve {run.run_id} {request.approval_id} --fresh",
+        ) from None
 
 
 def _resume(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:

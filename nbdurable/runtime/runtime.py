@@ -32,6 +32,9 @@ __all__ = ["DurableRuntime"]
 
 FatalHandler = Callable[[BaseException], Any]
 
+APPROVAL_MAX_AGE_MS = 7 * 24 * 3600 * 1000
+"""The default maximum age of an approval token a verdict may carry: 7 days."""
+
 
 class DurableRuntime:
     """Owns runs: schedules them, executes them on this event loop, recovers them.
@@ -55,6 +58,11 @@ class DurableRuntime:
         store: The store (a bundled store with the ``runtime`` capability).
         limits: The runtime's limits.
         owner_id: This runtime's identity in leases.
+        approval_max_age_ms: Approval tokens this old or older are refused when
+            a verdict comes in (``Run.approve``, a widget card, ``%durable
+            approve``, the CLI, the HTTP bridge): the request stays pending and
+            :meth:`Run.pending_approvals` shows it again with a fresh token.
+            Default 7 days; None: no limit.
     """
 
     def __init__(
@@ -75,6 +83,7 @@ class DurableRuntime:
         owner_id: str | None = None,
         engine: Engine | None = None,
         store_retry_ms: int = DEFAULT_STORE_RETRY_MS,
+        approval_max_age_ms: int | None = APPROVAL_MAX_AGE_MS,
     ) -> None:
         if store is None or not supports(store, RUNTIME):
             raise ConfigurationError(
@@ -111,6 +120,16 @@ class DurableRuntime:
         self.runtime_store = cast(RuntimeStore, RetryingRuntimeStore(store, self.store_retry))
         self.owner_id = owner_id or f"runtime-{new_id()[:12]}"
         self._signer = approval_signer
+        if approval_max_age_ms is not None and (
+            isinstance(approval_max_age_ms, bool)
+            or not isinstance(approval_max_age_ms, int)
+            or approval_max_age_ms <= 0
+        ):
+            raise ConfigurationError(
+                "approval_max_age_ms must be a positive integer or None, "
+                f"not {approval_max_age_ms!r}"
+            )
+        self.approval_max_age_ms = approval_max_age_ms
         self.registry = Registry()
         self.registry.register(agents)
         self.engine: Engine = engine if engine is not None else EmbeddedEngine()

@@ -16,6 +16,7 @@ from ..runtime.records import (
     after_finish,
     claim,
     claimable,
+    decide,
     next_state,
 )
 
@@ -140,6 +141,26 @@ class MemoryRuntimeTables:
                 for run in after_finish(updated, head, graph):
                     self._rt_runs[run.run_id] = run
             return updated
+
+    def rt_verdict(
+        self,
+        run_id: str,
+        approval_id: str,
+        response: dict[str, Any],
+        pending_ids: Sequence[str],
+        *,
+        now: int,
+    ) -> tuple[RuntimeRun, bool]:
+        """Record one verdict if the run still waits for it (see :func:`decide`)."""
+        with self._rt_lock:
+            current = self._rt_runs.get(run_id)
+            if current is None:
+                raise RunNotFoundError(run_id)
+            updated = decide(current, approval_id, response, pending_ids, now)
+            if updated is None:
+                return current, False
+            self._rt_runs[run_id] = updated
+            return updated, True
 
     def rt_claim(
         self,

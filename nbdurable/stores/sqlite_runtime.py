@@ -22,6 +22,7 @@ from ..runtime.records import (
     after_finish,
     claim,
     claimable,
+    decide,
     next_state,
 )
 
@@ -249,6 +250,24 @@ class SqliteRuntimeTables:
                 for run in after_finish(updated, session_head, graph):
                     self._put(conn, run)
             return updated
+
+    def rt_verdict(
+        self,
+        run_id: str,
+        approval_id: str,
+        response: dict[str, Any],
+        pending_ids: Sequence[str],
+        *,
+        now: int,
+    ) -> tuple[RuntimeRun, bool]:
+        """Record one verdict if the run still waits for it, in one ``BEGIN IMMEDIATE``."""
+        with self._lock, self._write() as conn:
+            current = self._locked_get(conn, run_id)
+            updated = decide(current, approval_id, response, pending_ids, now)
+            if updated is None:
+                return current, False
+            self._put(conn, updated)
+            return updated, True
 
     def _locked_get(self, conn: sqlite3.Connection, run_id: str) -> RuntimeRun:
         found = conn.execute("SELECT record FROM rt_runs WHERE run_id = ?", (run_id,)).fetchone()

@@ -107,13 +107,16 @@ async def test_a_second_click_never_approves_twice(tmp_path: Path) -> None:
     async with runtime_for(tmp_path, janitor()) as runtime:
         run, widget, card = await waiting_view(runtime)
         calls: list[Any] = []
-        original = nd.runtime.Run.approve
+        store = runtime.runtime_store
+        original = store.rt_verdict
 
-        async def counting(self: Any, *args: Any, **kwargs: Any) -> None:
-            calls.append(args)
-            await original(self, *args, **kwargs)
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            stored, recorded = original(*args, **kwargs)
+            if recorded:
+                calls.append(args)
+            return stored, recorded
 
-        nd.runtime.Run.approve = counting  # type: ignore[method-assign]
+        store.rt_verdict = counting
         try:
             click(widget, card, "approve")
             click(widget, card, "approve")  # while the first is being checked
@@ -125,7 +128,7 @@ async def test_a_second_click_never_approves_twice(tmp_path: Path) -> None:
             click(widget, card, "approve")  # after the run completed
             await widget.settled()
         finally:
-            nd.runtime.Run.approve = original  # type: ignore[method-assign]
+            del store.rt_verdict
         assert [e.payload["approved"] for e in resolved(runtime, run.run_id)] == [True]
     assert len(calls) == 1
     assert widget.approvals[0]["state"] == "approved"
@@ -143,14 +146,19 @@ async def test_a_stale_card_never_approves_again(tmp_path: Path, elsewhere: str)
             await fresh.settled()
         else:
             await run.approve(card["approval_id"])  # what `%durable approve` / the CLI do
-        # the stale card's click comes in before or after the run went on: never again
-        click(stale, card, "approve")
+        # the stale card's click comes in before or after the run went on: never again;
+        # a denial loses to the recorded approval, the same approval is the original success
+        click(stale, card, "deny")
         await stale.settled()
-        assert stale._cards.outcomes[card["approval_id"]][0] == "stale"
+        assert stale._cards.outcomes[card["approval_id"]] == (
+            "approved",
+            "already approved elsewhere",
+        )
         await run.result()
+        stale._cards.outcomes.clear()
         click(stale, card, "approve")
         await stale.settled()
-        assert stale._cards.outcomes[card["approval_id"]][0] == "stale"
+        assert stale._cards.outcomes[card["approval_id"]][0] == "approved"
         assert len(resolved(runtime, run.run_id)) == 1
 
 

@@ -14,6 +14,7 @@ import traitlets
 from ...events.fold import RunView
 from ...events.model import RUN_STARTED, RUN_STATE, Event
 from ...events.subscribe import subscribe
+from ...runtime.run import Run
 from ...runtime.verdicts import Outcome, submit_verdict
 from .._lease import LeaseWait, lease_wait
 from .assets import frontend_file
@@ -208,9 +209,7 @@ class RunWidget(anywidget.AnyWidget):
         self._cards.outcomes[approval_id] = ("sending", "checking...")
         self.flush()
         reason = content.get("reason")
-        coroutine = submit_verdict(
-            self.runtime,
-            self.run_id,
+        coroutine = self._answer(
             approval_id,
             approve=content["action"] == "approve",
             token=content.get("token"),
@@ -221,6 +220,19 @@ class RunWidget(anywidget.AnyWidget):
         denial = str(reason) if reason and content["action"] == "deny" else None
         task.add_done_callback(lambda done: self._verdict_done(approval_id, done, denial))
 
+    async def _answer(
+        self, approval_id: str, *, approve: bool, token: object, reason: str | None
+    ) -> Outcome:
+        outcome = await submit_verdict(
+            self.runtime, self.run_id, approval_id, approve=approve, token=token, reason=reason
+        )
+        if outcome.state == "expired":
+            # this kernel holds the secret: show the request again with a fresh token
+            for request in await Run(self.runtime, self.run_id).pending_approvals():
+                if request.approval_id == approval_id:
+                    self._cards.requests[approval_id] = request
+        return outcome
+
     def _verdict_done(
         self, approval_id: str, task: asyncio.Task[Outcome], reason: str | None
     ) -> None:
@@ -229,7 +241,12 @@ class RunWidget(anywidget.AnyWidget):
             self._cards.outcomes.pop(approval_id, None)
         else:
             outcome = task.result()
-            self._cards.outcomes[approval_id] = (outcome.state, outcome.message)
+            state: str = outcome.state
+            if outcome.state == "stale" and outcome.winner is not None:
+                state = outcome.winner  # another view, process or person decided first
+            elif outcome.state == "expired":
+                state = "pending"  # asked again, with the fresh token
+            self._cards.outcomes[approval_id] = (state, outcome.message)
             if outcome.recorded:
                 self._cards.decided[approval_id] = (_now_ms(), reason)
         self.flush()
