@@ -4,7 +4,7 @@ In a copy of ``notebooks/``, the test opens ``01-quickstart.ipynb``, runs the ce
 down to ``%%agent``, sees the run widget's text stream in and the approval card,
 clicks **Approve**, sees the run complete and the card fold to one line, runs the
 rest of the notebook; then does what "What to try next" says: runs the ``%%agent``
-cell again (after a new run id) and clicks **Deny** with a reason. Last, the
+cell again (a new run starts) and clicks **Deny** with a reason. Last, the
 history browser of the run (its button label must be whole).
 
 Screenshots (``test-artifacts/``): ``FRONTEND-approval.png``,
@@ -28,7 +28,6 @@ from .pages import (
     Clock,
     Frontend,
     add_cell_at_end,
-    cell_containing,
     cell_starting,
     cells,
     diagnosed,
@@ -146,9 +145,7 @@ def test_quickstart_streams_approves_then_denies(
         assert errors(page) == []
         assert any(final in text for text in stdout(page)), final
 
-        # "What to try next": a new run id, the %%agent cell again, and Deny with a reason
-        run_cell(page, cell_containing(page, "run_id = "))
-        frontend.wait_idle(page, jupyter, path)
+        # "What to try next": the %%agent cell again starts a new run; Deny with a reason
         run_cell(page, agent_at)
         widget = cells(page).nth(agent_at).locator(".nbd-run")
         enabled(widget.locator("button.nbd-approve"), timeout=60)
@@ -161,11 +158,13 @@ def test_quickstart_streams_approves_then_denies(
         drop = widget.locator(".nbd-tool", has_text="drop_table")
         assert drop.locator(".nbd-tool-state").inner_text() == "error"
         assert REASON in (drop.locator(".nbd-error-text").text_content() or "")
+        said = widget.locator(".nbd-step .nbd-text").all_inner_texts()[-1]
+        assert "kept stg_2023" in said, said  # the model read the denial
         clock("denied in the browser, run completed")
         shot(page, f"{name}-denied.png")
 
         # the history browser of the run: its button label is whole
-        browse = add_cell_at_end(page, "%durable history $run_id --browse")
+        browse = add_cell_at_end(page, "%durable history {run.run_id} --browse")
         button = browse.locator("button.jupyter-button", has_text="Rewind from here")
         button.wait_for()
         width = button.evaluate("(b) => [b.scrollWidth, b.clientWidth]")
