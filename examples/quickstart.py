@@ -1,10 +1,12 @@
 """A durable agent run that stops for a human and resumes with a signed verdict.
 
 Runs offline on the ScriptedModel and the embedded default store:
-    python examples/quickstart.py
+    python examples/quickstart.py           # approve the drop
+    python examples/quickstart.py --deny    # deny it: the model keeps the table
 """
 
 import asyncio
+import sys
 import tempfile
 
 import nbdurable as nd
@@ -25,17 +27,25 @@ def list_tables(prefix: str = "stg_") -> list[str]:
     return [t for t in ["stg_2023", "stg_2024", "orders"] if t.startswith(prefix)]
 
 
+def summary(request: nd.ModelRequest) -> str:
+    """The last turn reads drop_table's result: a denial is an error result with the reason."""
+    result = request.messages[-1].tool_results[0]
+    if result.is_error:
+        return f"Denied ({result.result}), so I kept stg_2023 and dropped nothing."
+    return "Done: dropped stg_2023, kept stg_2024."
+
+
 model = nd.ScriptedModel(
     [
         nd.Turn.call("list_tables", "Let me look at the staging tables.", prefix="stg_"),
         nd.Turn.call("drop_table", "stg_2023 is stale; dropping it.", name="stg_2023"),
-        "Done: dropped stg_2023, kept stg_2024.",
+        summary,
     ],
-    stream_delay=0.01,
+    stream_delay=0.05,
 )
 
 
-async def main() -> None:
+async def main(deny: bool) -> None:
     # The embedded default: one SQLite file keeping every checkpoint of every run.
     workdir = tempfile.mkdtemp()
     url = "sqlite:///" + workdir + "/runs.db"
@@ -65,11 +75,17 @@ async def main() -> None:
     store.close()
     store = nd.open_store(url)
     request = store.load("run-42").pending_approvals[0]
-    verdict = nd.ToolApprovalResponse(
-        approval_id=request.approval_id, approved=True, token=request.token
-    )
+    if deny:  # a denial needs no token; the model reads the reason
+        verdict = nd.ToolApprovalResponse(
+            approval_id=request.approval_id, approved=False, reason="Keep it for the audit."
+        )
+    else:
+        verdict = nd.ToolApprovalResponse(
+            approval_id=request.approval_id, approved=True, token=request.token
+        )
 
-    # Leg 2: resume from the store with the signed verdict; the approved tool runs.
+    # Leg 2: resume from the store with the verdict; an approved tool runs (its signed
+    # token verified first), a denied one does not.
     done = await nd.resume_from_checkpoint(
         store,
         "run-42",
@@ -80,9 +96,9 @@ async def main() -> None:
     )
     print(f"status={done.status} text={done.text!r}")
     print(f"dropped={dropped} steps={done.step_index + 1} tokens={done.total_usage.total_tokens}")
-    assert dropped == ["stg_2023"]
+    assert dropped == ([] if deny else ["stg_2023"])
     assert done.status == "completed"
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(deny="--deny" in sys.argv[1:]))

@@ -166,7 +166,7 @@ class FencedOutError(DurableConflictError):
 
 
 class LeaseLostError(DurableConflictError):
-    """This worker no longer holds the run's lease: another worker owns it now.
+    """The calling worker no longer holds the run's lease: another worker owns it now.
 
     Raised by ``ctx.ensure_owner()`` inside a tool, so a tool that checks right
     before its side effect does not act twice across a pause and a takeover.
@@ -210,9 +210,8 @@ class ApprovalNotPendingError(DurableConflictError):
             if verdict is not None:
                 message = f"approval {approval_id!r} of run {run_id!r} was already {verdict}"
             else:
-                message = (
-                    f"approval {approval_id!r} of run {run_id!r} no longer waits"
-                    + (f" (the run is {state})" if state else "")
+                message = f"approval {approval_id!r} of run {run_id!r} no longer waits" + (
+                    f" (the run is {state})" if state else ""
                 )
         super().__init__(message)
 
@@ -241,8 +240,7 @@ class ApprovalExpiredError(NbdurableError):
         self.age_ms = age_ms
         self.max_age_ms = max_age_ms
         super().__init__(
-            message
-            or f"approval token for {approval_id!r} expired; ask for a new link or token"
+            message or f"approval token for {approval_id!r} expired; ask for a new link or token"
         )
 
 

@@ -68,24 +68,49 @@ class PgServer:
             check=True,
             capture_output=True,
         )
+        self.start_server()
+
+    def start_server(self) -> None:
+        """Start the server on its existing data directory and wait until it accepts connections."""
         options = (
             f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.data_dir} "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
             "-c max_connections=200"
         )
+        self._pg_ctl("-o", options, "start")
+
+    def stop_server(self, mode: str = "fast") -> None:
+        """Stop the server, keeping its data directory (``start_server`` starts it again)."""
+        self._pg_ctl("-m", mode, "stop")
+
+    def restart(self, mode: str = "fast", down_seconds: float = 0.0) -> None:
+        """Restart the server the way an operator does (``pg_ctl restart -m fast``).
+
+        Every open connection is terminated (``AdminShutdown`` for a session in a
+        query, a dead socket for an idle one). With ``down_seconds`` the server
+        stays stopped that long before it starts again.
+        """
+        if down_seconds <= 0:
+            self._pg_ctl("-m", mode, "restart")
+            return
+        self.stop_server(mode)
+        time.sleep(down_seconds)
+        self.start_server()
+
+    def _pg_ctl(self, *args: str) -> None:
+        # The log file matters for restart too: without -l the server inherits
+        # pg_ctl's stdout, and capture_output would wait for the server to exit.
         subprocess.run(
             self._cmd(
                 "pg_ctl",
                 "-D",
                 str(self.data_dir),
-                "-o",
-                options,
                 "-w",
                 "-t",
                 "60",
                 "-l",
                 str(self.data_dir / "server.log"),
-                "start",
+                *args,
             ),
             check=True,
             capture_output=True,

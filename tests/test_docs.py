@@ -17,7 +17,11 @@ BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
 @pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
 def test_python_blocks_run(doc: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A doc's blocks run in order in one namespace, top-level await allowed: like notebook cells."""
+    """A doc's blocks run in order in one namespace, top-level await allowed: like notebook cells.
+
+    Copied into a script that closes its loop at the end, they leave no task
+    pending ("Task was destroyed but it is pending!"): what they open, they close.
+    """
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": "__doc_example__"}
     loop = asyncio.new_event_loop()
@@ -28,6 +32,9 @@ def test_python_blocks_run(doc: Path, tmp_path: Path, monkeypatch: pytest.Monkey
             outcome = eval(code, namespace)
             if asyncio.iscoroutine(outcome):
                 loop.run_until_complete(outcome)
+        loop.run_until_complete(asyncio.sleep(0.05))  # let what was closed settle
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        assert not pending, f"{doc.name} leaves tasks pending: {pending}"
     finally:
         loop.close()
 

@@ -87,6 +87,12 @@ def _add_runs(commands: Any) -> None:
         sub.add_argument("approval_id", nargs="?", help="default: the only pending approval")
         if name == "deny":
             sub.add_argument("--reason", help="what the model is told")
+        else:
+            sub.add_argument(
+                "--fresh",
+                action="store_true",
+                help="sign a fresh token when the request's own is past the maximum age",
+            )
     resume = action("resume", _sync(control.resume), "execute a run here until it stops", TIMEOUT)
     resume.add_argument("run")
     resume.add_argument(

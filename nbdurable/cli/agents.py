@@ -1,14 +1,53 @@
-"""``--agents module:attr``: import the agents a command serves."""
+"""``--agents module:attr`` and ``--tasks module:attr``: import what a command serves.
+
+The module is looked up in the working directory first, then on ``sys.path``,
+as ``python -m`` and uvicorn do: ``nbdurable worker --agents mymodule:agents``
+works from the folder that holds ``mymodule.py``, whichever way the command
+was started (the ``nbdurable`` console script does not put that folder on the
+path by itself).
+"""
 
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 from .._errors import ConfigurationError
 
-__all__ = ["load_agents", "load_all", "load_tasks"]
+__all__ = ["load_agents", "load_all", "load_tasks", "resolve"]
+
+
+def _working_directory_on_path() -> None:
+    here = os.getcwd()
+    if not any(os.path.abspath(entry or os.curdir) == here for entry in sys.path):
+        sys.path.insert(0, here)
+
+
+def resolve(spec: str, option: str) -> Any:
+    """The object ``module:attr`` names (``attr`` may be dotted).
+
+    Raises:
+        ConfigurationError: Not ``module:attr``, or it cannot be imported or found.
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigurationError(f"{option} takes module:attribute, not {spec!r}")
+    _working_directory_on_path()
+    try:
+        value: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"cannot import {module_name!r}: {exc} "
+            f"(looked in the working directory {os.getcwd()} and on sys.path)"
+        ) from exc
+    for part in attr.split("."):
+        if not hasattr(value, part):
+            raise ConfigurationError(f"{module_name!r} has no attribute {attr!r}")
+        value = getattr(value, part)
+    return value
 
 
 def load_agents(spec: str) -> list[Any]:
@@ -19,18 +58,7 @@ def load_agents(spec: str) -> list[Any]:
     """
     from ..runtime.agent import Agent
 
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ConfigurationError(f"--agents takes module:attribute, not {spec!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(f"cannot import {module_name!r}: {exc}") from exc
-    value: Any = module
-    for part in attr.split("."):
-        if not hasattr(value, part):
-            raise ConfigurationError(f"{module_name!r} has no attribute {attr!r}")
-        value = getattr(value, part)
+    value = resolve(spec, "--agents")
     if callable(value) and not isinstance(value, Agent):
         value = value()
     agents = [value] if isinstance(value, Agent) else list(value)
@@ -57,17 +85,7 @@ def load_tasks(specs: Sequence[str] | None) -> list[Any]:
 
     tasks: list[Any] = []
     for spec in specs or ():
-        module_name, _, attr = spec.partition(":")
-        if not module_name or not attr:
-            raise ConfigurationError(f"--tasks takes module:attribute, not {spec!r}")
-        try:
-            value: Any = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise ConfigurationError(f"cannot import {module_name!r}: {exc}") from exc
-        for part in attr.split("."):
-            if not hasattr(value, part):
-                raise ConfigurationError(f"{module_name!r} has no attribute {attr!r}")
-            value = getattr(value, part)
+        value = resolve(spec, "--tasks")
         found = [value] if isinstance(value, TaskDefinition) else list(value)
         if not found or not all(isinstance(t, TaskDefinition) for t in found):
             raise ConfigurationError(f"{spec!r} holds no task (or list of tasks)")

@@ -1,18 +1,21 @@
 """``nbdurable runs list|graphs|show|history|explain|rewind``: inspect a store from a shell.
 
-These read through :mod:`nbdurable.inspect` (which imports pandas) and print
-plain-text tables fitted to the terminal, or JSON with ``--json``.
+These read the rows of :mod:`nbdurable.inspect`'s views as plain dicts (no
+pandas: they work after a bare ``pip install nbdurable``) and print plain-text
+tables fitted to the terminal, or JSON with ``--json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .._errors import CheckpointNotFoundError, ConfigurationError, RunNotFoundError
 from ..durable.store import RUNTIME, maybe_await, supports
+from ..inspect import _compact, _records
 from ..messages import Message, ToolResultPart, tool_message, user
 from .follow import call_text
 from .store import opened_store
@@ -22,20 +25,18 @@ __all__ = ["explain", "graphs", "history", "list_runs", "rewind", "show"]
 
 
 def _inspection() -> Any:
-    from .. import inspect as inspection  # pandas loads here, never on `import nbdurable`
+    from .. import inspect as inspection  # explain and rewind; no pandas is imported
 
     return inspection
 
 
-def _records(frame: Any) -> list[dict[str, Any]]:
-    """A DataFrame's rows (index included) as dicts of plain Python values."""
-    return frame.reset_index().to_dict("records")  # type: ignore[no-any-return]
-
-
-def _json_records(frame: Any) -> list[dict[str, Any]]:
-    """A DataFrame's rows as JSON-able dicts: ISO times, null for missing values."""
-    text = frame.reset_index().to_json(orient="records", date_format="iso")
-    return json.loads(text)  # type: ignore[no-any-return]
+def _json_rows(
+    rows: Sequence[dict[str, Any]], columns: Sequence[str], times: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """Rows as JSON-able dicts in the view's column order, times as ISO 8601 UTC."""
+    return [
+        {c: _records.iso(row.get(c)) if c in times else row.get(c) for c in columns} for row in rows
+    ]
 
 
 def _print_json(value: Any) -> None:
@@ -51,9 +52,9 @@ def _count(value: Any) -> Any:
     return value if cell(value) not in ("", "0") else ""
 
 
-def _when(value: Any) -> str:
-    """A time without its year (``MM-DD HH:MM:SS``, local): the year is rarely news."""
-    return cell(value)[5:]
+def _when(ms: int | None) -> str:
+    """A local time without its year (``MM-DD HH:MM:SS``): the year is rarely news."""
+    return _records.local_time(ms)[5:]
 
 
 def _fork(row: dict[str, Any]) -> str:
@@ -67,40 +68,70 @@ def _graph(row: dict[str, Any]) -> str:
     return f"{graph} ({cell(row.get('graph_status'))})" if graph else ""
 
 
+_RUN_TIMES = ("created_at", "updated_at")
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of ``runs list``: its title, its text, how it aligns, how it gives way."""
+
+    title: str
+    value: Callable[[dict[str, Any]], Any]
+    right: bool = False
+    keep: bool = False
+    """Never shrunk nor left out."""
+    whole: bool = False
+    """Never shrunk; left out when it holds no value."""
+    drop: int | None = None
+    """When the table is too wide, columns with a drop rank are left out, lowest rank
+    first, before any column is shrunk; None: never left out (only shrunk)."""
+
+
+RUN_LIST_COLUMNS: tuple[Column, ...] = (
+    Column("run", lambda r: r["run_id"], keep=True),
+    Column("agent", lambda r: r.get("agent")),
+    Column("status", lambda r: r.get("status"), keep=True),
+    Column("steps", lambda r: r.get("steps"), right=True, drop=60),
+    Column("tokens", lambda r: r.get("total_tokens"), right=True, drop=50),
+    Column("cost", lambda r: _cost(r.get("cost")), right=True, whole=True),
+    Column("age", lambda r: _compact.age(r.get("created_at")), right=True, whole=True),
+    Column("pending", lambda r: _count(r.get("pending_approvals")), right=True, drop=40),
+    Column("fork of", _fork, drop=30),
+    Column("graph", _graph, drop=20),
+    Column("after", lambda r: r.get("depends_on"), drop=10),
+    Column("owner", lambda r: r.get("owner_run"), drop=0),
+)
+"""``runs list``'s columns, most useful first. At 80 columns a narrow terminal
+loses owner, after, graph, fork of, pending, tokens and steps in that order
+(empty ones first of all); run ids and agent names are cut last."""
+
+
+def render_columns(columns: Sequence[Column], rows: Sequence[dict[str, Any]]) -> str:
+    """``rows`` as a table of ``columns``, fitted to the terminal."""
+    ranked = sorted((c.drop, i) for i, c in enumerate(columns) if c.drop is not None)
+    return render(
+        [c.title for c in columns],
+        [[c.value(row) for c in columns] for row in rows],
+        right=[c.right for c in columns],
+        keep=[i for i, c in enumerate(columns) if c.keep],
+        drop=[i for _, i in ranked],
+        whole=[i for i, c in enumerate(columns) if c.whole],
+    )
+
+
 def list_runs(args: argparse.Namespace) -> int:
     """The runs view: one line per run, oldest first (a graph's nodes in topological order)."""
     if args.graph is not None:
         return _list_nodes(args)
     with opened_store(args.store) as store:
-        frame = _inspection().runs(store, status=args.status)
+        rows, _ = _records.run_rows(store, status=args.status)
     if args.json:
-        _print_json(_json_records(frame))
+        _print_json(_json_rows(rows, _records.RUN_COLUMNS, _RUN_TIMES))
         return 0
-    rows = _records(frame)
     if not rows:
         print("no runs" + (f" in status {args.status}" if args.status else ""))
         return 0
-    headers = ["run", "agent", "status", "steps", "tokens", "cost", "updated", "fork of", "pending"]
-    headers += ["graph", "after", "owner"]
-    right = [False, False, False, True, True, True, False, False, True, False, False, False]
-    table = [
-        [
-            r["run_id"],
-            r.get("agent"),
-            r.get("status"),
-            r.get("steps"),
-            r.get("total_tokens"),
-            _cost(r.get("cost")),
-            _when(r.get("updated_at")),
-            _fork(r),
-            _count(r.get("pending_approvals")),
-            _graph(r),
-            r.get("depends_on"),
-            r.get("owner_run"),
-        ]
-        for r in rows
-    ]
-    print(render(headers, table, right=right, keep=[0, 2, 6]))
+    print(render_columns(RUN_LIST_COLUMNS, rows))
     return 0
 
 
@@ -112,18 +143,17 @@ def _list_nodes(args: argparse.Namespace) -> int:
             hide a mistyped id).
     """
     with opened_store(args.store) as store:
-        frame = _inspection().runs(store, graph=args.graph)
-    if frame.empty:
+        rows, _ = _records.run_rows(store, graph=args.graph)
+    if not rows:
         raise RunNotFoundError(
             args.graph,
             f"no graph {args.graph!r} in the store ('nbdurable runs graphs' lists its graphs)",
         )
     if args.status is not None:
-        frame = frame[frame["status"] == args.status]
+        rows = [r for r in rows if r["status"] == args.status]
     if args.json:
-        _print_json(_json_records(frame))
+        _print_json(_json_rows(rows, _records.RUN_COLUMNS, _RUN_TIMES))
         return 0
-    rows = _records(frame)
     if not rows:
         print(f"no node of graph {args.graph} in status {args.status}")
         return 0
@@ -149,11 +179,11 @@ def _list_nodes(args: argparse.Namespace) -> int:
     return 0
 
 
-def _took(start: Any, end: Any) -> str:
+def _took(start: int | None, end: int | None) -> str:
     """How long a finished graph took, from its submission to its last node's end."""
-    if not cell(start) or not cell(end):
+    if start is None or end is None:
         return ""
-    seconds = (end - start).total_seconds()
+    seconds = (end - start) / 1000
     if seconds < 60:
         return f"{seconds:.1f} s"
     if seconds < 3600:
@@ -164,11 +194,11 @@ def _took(start: Any, end: Any) -> str:
 def graphs(args: argparse.Namespace) -> int:
     """The graphs view: one line per graph, in submission order."""
     with opened_store(args.store) as store:
-        frame = _inspection().graphs(store)
+        rows = _records.graph_rows(store)
     if args.json:
-        _print_json(_json_records(frame))
+        times = ("submitted_at", "finished_at")
+        _print_json(_json_rows(rows, _records.GRAPH_COLUMNS, times))
         return 0
-    rows = _records(frame)
     if not rows:
         print("no graphs")
         return 0
@@ -196,11 +226,12 @@ def graphs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_row(inspection: Any, store: Any, run_id: str) -> Any:
-    frame = inspection.runs(store)
-    if run_id not in frame.index:
-        raise RunNotFoundError(run_id)
-    return frame.loc[[run_id]]
+def _run_row(store: Any, run_id: str) -> dict[str, Any]:
+    rows, _ = _records.run_rows(store)
+    for row in rows:
+        if row["run_id"] == run_id:
+            return row
+    raise RunNotFoundError(run_id)
 
 
 def _approvals(store: Any, run_id: str, verdicts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -248,20 +279,20 @@ def _no_checkpoint_yet(store: Any, run_id: str, read: Callable[[], Any]) -> Any:
 
 def show(args: argparse.Namespace) -> int:
     """A run's summary, its pending approvals and the messages of its latest checkpoint."""
-    inspection = _inspection()
     with opened_store(args.store) as store:
-        run_frame = _run_row(inspection, store, args.run)
+        row = _run_row(store, args.run)
         record = store.rt_get(args.run) if supports(store, RUNTIME) else None
         approvals = _approvals(store, args.run, record.verdicts if record is not None else {})
-        messages = _no_checkpoint_yet(store, args.run, lambda: inspection.messages(store, args.run))
+        messages = _no_checkpoint_yet(
+            store, args.run, lambda: _records.message_rows(store, args.run)
+        )
     if args.json:
-        summary = _json_records(run_frame)[0]
+        summary = _json_rows([row], _records.RUN_COLUMNS, _RUN_TIMES)[0]
         summary["error"] = record.error if record is not None else None
         summary["result_text"] = record.result_text if record is not None else None
-        rows = _json_records(messages) if messages is not None else []
+        rows = _json_rows(messages or [], _records.MESSAGE_COLUMNS)
         _print_json({"run": summary, "approvals": approvals, "messages": rows})
         return 0
-    row = _records(run_frame)[0]
     tokens = (
         f"{row.get('total_tokens')} (in {row.get('input_tokens')}, out {row.get('output_tokens')})"
     )
@@ -278,8 +309,8 @@ def show(args: argparse.Namespace) -> int:
         ("finish", row.get("finish_reason")),
         ("tokens", tokens),
         ("cost", _cost(row.get("cost"))),
-        ("created", row.get("created_at")),
-        ("updated", row.get("updated_at")),
+        ("created", _records.local_time(row.get("created_at"))),
+        ("updated", _records.local_time(row.get("updated_at"))),
         ("fork of", _fork(row)),
     ]
     for approval in approvals:
@@ -287,7 +318,7 @@ def show(args: argparse.Namespace) -> int:
         note = "  (answered)" if approval["answered"] else ""
         pairs.append(("approval", f"{approval['approval_id']}  {call}{note}"))
     print(key_values(pairs))
-    rows = _records(messages) if messages is not None else []
+    rows = messages or []
     if rows:
         print()
         headers = ["#", "role", "parts", "text", "tool", "result"]
@@ -314,11 +345,11 @@ def _ms(value: Any) -> str:
 def history(args: argparse.Namespace) -> int:
     """One line per checkpoint of a run."""
     with opened_store(args.store) as store:
-        frame = _no_checkpoint_yet(store, args.run, lambda: _inspection().history(store, args.run))
+        steps = _no_checkpoint_yet(store, args.run, lambda: _records.history_rows(store, args.run))
     if args.json:
-        _print_json(_json_records(frame) if frame is not None else [])
+        _print_json(_json_rows(steps or [], _records.HISTORY_COLUMNS, ("created_at",)))
         return 0
-    if frame is None:
+    if steps is None:
         print(f"run {args.run} has no checkpoint yet")
         return 0
     headers = ["step", "status", "finish", "msgs", "new", "tool calls", "+tokens", "tokens"]
@@ -337,7 +368,7 @@ def history(args: argparse.Namespace) -> int:
             _ms(h.get("duration_ms")),
             _count(h.get("pending_approvals")),
         ]
-        for h in _records(frame)
+        for h in steps
     ]
     print(render(headers, table, right=right, keep=[0, 1]))
     return 0
@@ -346,7 +377,7 @@ def history(args: argparse.Namespace) -> int:
 def explain(args: argparse.Namespace) -> int:
     """The run explained in words."""
     with opened_store(args.store) as store:
-        explanation = _inspection().explain(store, args.run)
+        explanation = _inspection().explain(store, args.run, context="terminal")
     if args.json:
         _print_json(explanation.to_dict())
     else:

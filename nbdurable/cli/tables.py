@@ -85,13 +85,16 @@ def render(
     right: Sequence[bool] | None = None,
     keep: Sequence[int] = (),
     weights: Sequence[float] | None = None,
+    drop: Sequence[int] = (),
+    whole: Sequence[int] = (),
 ) -> str:
     """A table whose every line fits ``width`` columns (default: the terminal's).
 
     Columns keep their natural width while the table fits. Otherwise columns
-    with no value at all are left out, then the widest columns give way first,
-    down to :data:`MIN_COLUMN`, their cells cut with "…". A row never wraps: if
-    even the narrowest layout is too wide, lines are cut.
+    with no value at all are left out, then the ``drop`` columns one by one,
+    then the widest columns give way first, down to :data:`MIN_COLUMN`, their
+    cells cut with "…". A row never wraps: if even the narrowest layout is too
+    wide, lines are cut.
 
     Args:
         headers: Column titles.
@@ -101,6 +104,10 @@ def render(
         keep: Indexes of columns never shrunk nor left out (an id, a status).
         weights: How much room each column claims when shrinking (default 1 each):
             a column of weight 2 keeps about twice the width of one of weight 1.
+        drop: Indexes of the least useful columns, the first to be left out
+            whole (in this order) before any column is cut.
+        whole: Indexes of columns never cut (a cost, an age), though left out
+            when they hold no value.
     """
     width = terminal_width() if width is None else width
     texts = [[cell(v) for v in row] for row in rows]
@@ -109,15 +116,25 @@ def render(
     widths = [
         max([text_width(h)] + [text_width(row[i]) for row in texts]) for i, h in enumerate(headers)
     ]
-    if sum(widths) + len(GAP) * (len(widths) - 1) > width:
+
+    def total(columns: Sequence[int]) -> int:
+        return sum(widths[i] for i in columns) + len(GAP) * (len(columns) - 1)
+
+    if total(range(len(headers))) > width:
         shown = [i for i in range(len(headers)) if i in keep or any(row[i] for row in texts)]
+        for i in drop:
+            if total(shown) <= width:
+                break
+            if i in shown and i not in keep:
+                shown.remove(i)
         headers = [headers[i] for i in shown]
         texts = [[row[i] for i in shown] for row in texts]
         right = [right[i] for i in shown]
         widths = [widths[i] for i in shown]
         weights = [weights[i] for i in shown] if weights is not None else None
         keep = [shown.index(i) for i in keep if i in shown]
-    floor = [w if i in keep else min(w, MIN_COLUMN) for i, w in enumerate(widths)]
+        whole = [shown.index(i) for i in whole if i in shown]
+    floor = [w if i in keep or i in whole else min(w, MIN_COLUMN) for i, w in enumerate(widths)]
     excess = sum(widths) + len(GAP) * (len(widths) - 1) - width
     while excess > 0:
         shrinkable = [i for i, w in enumerate(widths) if w > floor[i]]

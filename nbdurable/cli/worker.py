@@ -10,6 +10,7 @@ import signal
 import sys
 from typing import Any
 
+from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreUnavailableError
 from ..runtime.limits import Limits
 from .agents import load_all, load_tasks
 
@@ -43,6 +44,13 @@ def add_parser(commands: Any) -> None:
     worker_.add_argument("--max-concurrent-runs", type=int, default=4)
     worker_.add_argument("--max-concurrent-tasks", type=int, default=4)
     worker_.add_argument("--lease-ms", type=int, default=30_000)
+    worker_.add_argument(
+        "--store-retry-ms",
+        type=int,
+        default=DEFAULT_STORE_RETRY_MS,
+        help="how long store calls failing for connection-level reasons are retried before "
+        "the worker stops (default 60000)",
+    )
     worker_.add_argument(
         "--max-operations", type=int, default=None, help="model + tool calls allowed per run"
     )
@@ -97,6 +105,14 @@ async def worker(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    fatal: list[BaseException] = []
+
+    def on_fatal_error(exc: BaseException) -> None:
+        # The runtime stopped taking work (the store stayed unavailable past
+        # --store-retry-ms): exit, so a supervisor starts a fresh worker.
+        fatal.append(exc)
+        stop.set()
+
     runtime = await DurableRuntime.open(
         store=store,
         agents=agents,
@@ -107,6 +123,8 @@ async def worker(args: argparse.Namespace) -> int:
         lease_ms=args.lease_ms,
         owner_id=args.owner_id,
         poll_interval=args.poll_interval,
+        store_retry_ms=getattr(args, "store_retry_ms", DEFAULT_STORE_RETRY_MS),
+        on_fatal_error=on_fatal_error,
     )
     print(
         f"nbdurable worker {runtime.owner_id} serving {len(agents)} agent(s) from {args.store}",
@@ -120,9 +138,13 @@ async def worker(args: argparse.Namespace) -> int:
                 await asyncio.wait_for(stop.wait(), args.poll_interval)
             if stop.is_set():
                 break
+    except StoreUnavailableError as exc:
+        fatal.append(exc)
     finally:
         await runtime.close()  # in-flight steps are abandoned cleanly, leases released
         close = getattr(store, "close", None)
         if close is not None:
             close()
+    if fatal:
+        raise fatal[0]  # one line on stderr, exit status 2; its runs wait for another worker
     return 0

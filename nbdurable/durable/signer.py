@@ -31,6 +31,8 @@ __all__ = [
     "TOKEN_DENIAL_REASON",
     "ApprovalSigner",
     "store_signer",
+    "expired_age",
+    "resign_if_expired",
     "token_issued_at",
     "token_matches",
 ]
@@ -177,6 +179,39 @@ def token_matches(
         return False
     token_run = payload.get("run_id")
     return not (run_id is not None and token_run is not None and token_run != run_id)
+
+
+def expired_age(signer: ApprovalSigner, token: object, max_age_ms: int | None) -> int | None:
+    """The age (ms) of a token that verifies but is ``max_age_ms`` old or older, else None.
+
+    None also for a token that does not verify at all (forged, garbled, absent):
+    only a genuine token can be "expired", so the answer can say "ask for a new one".
+    """
+    if max_age_ms is None:
+        return None
+    payload = signer.verify(token)
+    if payload is None or signer.verify(token, max_age_ms=max_age_ms) is not None:
+        return None
+    return int(signer.clock.now()) - int(payload["issued_at"])
+
+
+def resign_if_expired(
+    signer: ApprovalSigner, request: ToolApprovalRequest, max_age_ms: int | None
+) -> ToolApprovalRequest:
+    """``request`` with a freshly signed token when its own verifies but is too old.
+
+    The new token signs the same request with the same run binding; only
+    ``issued_at`` changes. A token that does not verify is left as it is.
+    For the process holding the secret, showing a parked request again.
+    """
+    if expired_age(signer, request.token, max_age_ms) is None:
+        return request
+    bound = (signer.verify(request.token) or {}).get("run_id")
+    token = signer.sign(
+        request.model_copy(update={"token": None}),
+        run_id=bound if isinstance(bound, str) else None,
+    )
+    return request.model_copy(update={"token": token})
 
 
 _HOME_KEY = Path.home() / ".nbdurable" / "approval.key"

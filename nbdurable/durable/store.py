@@ -122,7 +122,19 @@ class DurableSession:
     Attributes:
         store: Any :class:`SessionStore`.
         run_id: Stable id of the run; generated with ``deps.generate_id()`` when None.
+        store_retry_ms: How long a save (or the load at the start) that fails for
+            a connection-level reason (the database restarting, SQLite's write
+            lock held past its busy timeout) is retried, with backoff, before
+            it is logged as a failed save and the run goes on. 0: not retried.
     """
 
     store: SessionStore
     run_id: str | None = None
+    store_retry_ms: int = 60_000
+
+    def __post_init__(self) -> None:
+        retry = self.store_retry_ms
+        if isinstance(retry, bool) or not isinstance(retry, int) or retry < 0:
+            from .._errors import ConfigurationError
+
+            raise ConfigurationError(f"store_retry_ms must be an integer >= 0, not {retry!r}")

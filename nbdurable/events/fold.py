@@ -39,8 +39,9 @@ class StepView:
         provisional_text: Streamed text of the current attempt, not yet completed.
         attempt_id: The current (latest) model attempt of the step.
         attempts: How many model attempts the step has had.
-        tool_calls: ``{"tool_call_id", "tool_name", "args"}`` dicts.
-        tool_results: ``{"tool_call_id", "tool_name", "result", "is_error"}`` dicts.
+        tool_calls: ``{"tool_call_id", "tool_name", "args"}`` dicts, one per call id.
+        tool_results: ``{"tool_call_id", "tool_name", "result", "is_error"}`` dicts,
+            one per call id.
         finish_reason: The model's finish reason, once the step finished.
         usage: The step's usage, once the step finished.
     """
@@ -159,9 +160,23 @@ def _completed(view: RunView, event: Event) -> None:
     step.attempt_id = event.attempt_id
 
 
+def _replace_or_add(items: list[dict[str, Any]], item: dict[str, Any]) -> None:
+    """Add ``item``, or replace the entry with its ``tool_call_id``.
+
+    A leg that resumes a run after a crash announces the interrupted step's
+    calls again: the same call, so it is listed once.
+    """
+    call_id = item.get("tool_call_id")
+    for i, known in enumerate(items):
+        if call_id is not None and known.get("tool_call_id") == call_id:
+            items[i] = item
+            return
+    items.append(item)
+
+
 def _tool_call(view: RunView, event: Event) -> None:
     if event.step_index is not None:
-        view.step(event.step_index).tool_calls.append(event.payload.get("tool_call", {}))
+        _replace_or_add(view.step(event.step_index).tool_calls, event.payload.get("tool_call", {}))
 
 
 def _approval_request(view: RunView, event: Event) -> None:
@@ -175,7 +190,7 @@ def _approval_resolved(view: RunView, event: Event) -> None:
 
 def _tool_result(view: RunView, event: Event) -> None:
     if event.step_index is not None:
-        view.step(event.step_index).tool_results.append(event.payload.get("result", {}))
+        _replace_or_add(view.step(event.step_index).tool_results, event.payload.get("result", {}))
 
 
 def _step_finish(view: RunView, event: Event) -> None:

@@ -10,6 +10,7 @@ from .._deps import Deps
 from .._errors import FencedOutError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.store import maybe_await
+from ..durable.transient import StoreRetry, StoreUnavailableError
 from ..models.base import ModelResponse
 from ..parts import ErrorPart, FinishPart, StreamPart, TextDeltaPart
 from .log import EventStore, notify
@@ -48,6 +49,9 @@ class EventWriter:
 
     A failed write is logged and the run goes on (like a failed checkpoint
     save); offsets stay gap-free because the store assigns them on commit.
+    With ``retry``, a write that fails for a connection-level reason is sent
+    again first, for the retry's budget; a runtime owner's writer (``strict``)
+    then raises :class:`StoreUnavailableError` instead of logging it.
     """
 
     def __init__(
@@ -59,9 +63,13 @@ class EventWriter:
         publish: Publish | None = None,
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
         fence: int | None = None,
+        retry: StoreRetry | None = None,
     ) -> None:
         self.store = store
         self.fence = fence
+        self.retry = retry
+        # A runtime owner's writer raises StoreUnavailableError (its engine stops), not logs it.
+        self.strict = False
         self.run_id = run_id
         self.deps = deps
         self.publish = publish
@@ -187,13 +195,21 @@ class EventWriter:
 
     def _on_timer(self) -> None:
         self._timer = None
-        task = asyncio.get_running_loop().create_task(self.flush())
+        task = asyncio.get_running_loop().create_task(self._timed_flush())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def flush(self) -> None:
         """Write everything buffered, then publish it."""
         await self._write(None)
+
+    async def _timed_flush(self) -> None:
+        try:
+            await self.flush()
+        except StoreUnavailableError as exc:  # nobody awaits this task: the next write tells
+            self.deps.logger.error(
+                "nbdurable: writing events of run %s failed: %r", self.run_id, exc
+            )
 
     async def save_checkpoint(self, checkpoint: AgentCheckpoint) -> None:
         """Write buffered events, the checkpoint and its ``checkpoint_saved`` event atomically."""
@@ -224,12 +240,22 @@ class EventWriter:
             fenced: dict[str, int] = {} if self.fence is None else {"fence": self.fence}
             try:
                 if checkpoint is not None:
-                    await maybe_await(self.store.save_with_events(checkpoint, events, **fenced))
+                    await self._call(
+                        "save a checkpoint",
+                        self.store.save_with_events,
+                        checkpoint,
+                        events,
+                        **fenced,
+                    )
                 elif events:
-                    await maybe_await(self.store.append_events(self.run_id, events, **fenced))
+                    await self._call(
+                        "write events", self.store.append_events, self.run_id, events, **fenced
+                    )
             except FencedOutError:
                 raise  # not best-effort: this owner must stop
             except Exception as exc:  # best-effort, like checkpoint saves
+                if self.strict and isinstance(exc, StoreUnavailableError):
+                    raise  # a runtime owner stops; its run stays as it is in the store
                 what = checkpoint.step_id if checkpoint is not None else f"{len(events)} events"
                 self.deps.logger.error(
                     "nbdurable: writing %s of run %s failed: %r", what, self.run_id, exc
@@ -241,3 +267,11 @@ class EventWriter:
                 for _, part in batch:
                     if part is not None:
                         self.publish(part)
+
+    async def _call(
+        self, operation: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> None:
+        if self.retry is None:
+            await maybe_await(fn(*args, **kwargs))
+        else:
+            await self.retry.acall(operation, fn, *args, **kwargs)

@@ -65,10 +65,11 @@ def usage_columns(usage: Usage) -> dict[str, Any]:
 
 
 def run_rows(records: Iterable[RunRecord], runtime: Iterable[RuntimeRun]) -> list[dict[str, Any]]:
-    """One row per run: the store's run records joined with the runtime's.
+    """One row per run, oldest first: the store's run records joined with the runtime's.
 
     A runtime run that has not checkpointed yet (queued, pending) still gets a
     row; its status is the runtime state, which wins over the checkpoint status.
+    Runs created in the same millisecond come in submission order.
     """
     by_id = {r.run_id: r for r in runtime}
     rows: list[dict[str, Any]] = []
@@ -83,8 +84,14 @@ def run_rows(records: Iterable[RunRecord], runtime: Iterable[RuntimeRun]) -> lis
         row.update(_runtime_columns(run, by_id, graphs))
         if run is not None and run.kind == "task":
             row["steps"] = run.phase  # a task's checkpoints are its completed phases
-    rows.sort(key=lambda row: (row["created_at"], row["run_id"]))
+    # Submission order: runs created in the same millisecond keep the runtime's
+    # submission sequence (their ids say nothing about which came first).
+    rows.sort(key=lambda row: (row["created_at"], _seq(by_id.get(row["run_id"])), row["run_id"]))
     return rows
+
+
+def _seq(run: RuntimeRun | None) -> int:
+    return run.seq if run is not None else -1
 
 
 def _graph_statuses(runs: Iterable[RuntimeRun]) -> dict[str, str]:

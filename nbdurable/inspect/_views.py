@@ -6,74 +6,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, RunNotFoundError
-from ..durable.store import RUNTIME, supports
+from ..durable.store import supports
 from ..events.log import EVENTS
-from ..runtime.records import RuntimeRun
-from . import _graph_rows, _rows
-from ._source import StoreLike, checkpoint_at, opened, runtime_record
+from . import _compact, _graph_rows, _records, _rows
+from ._source import StoreLike, opened, runtime_record
 
 if TYPE_CHECKING:
     from ._frame import InspectFrame
 
 __all__ = ["events", "graphs", "history", "messages", "runs", "usage"]
 
-_RUN_COLUMNS = (
-    "run_id",
-    "agent",
-    "status",
-    "steps",
-    "step_index",
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "cost",
-    "created_at",
-    "updated_at",
-    "parent_run",
-    "fork_step",
-    "pending_approvals",
-    "finish_reason",
-    "session_id",
-    "reason",
-    "kind",
-    "graph_id",
-    "node_id",
-    "depends_on",
-    "graph_status",
-    "owner_run",
-)
-_HISTORY_COLUMNS = (
-    "step",
-    "status",
-    "finish_reason",
-    "messages",
-    "new_messages",
-    "tool_calls",
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "tokens_delta",
-    "input_tokens_delta",
-    "output_tokens_delta",
-    "cost",
-    "cost_delta",
-    "duration_ms",
-    "model_ms",
-    "tool_ms",
-    "pending_approvals",
-    "created_at",
-)
-_MESSAGE_COLUMNS = (
-    "position",
-    "role",
-    "parts",
-    "text",
-    "tool_name",
-    "tool_args",
-    "tool_result",
-    "is_error",
-    "images",
-)
 _EVENT_COLUMNS = (
     "offset",
     "type",
@@ -96,17 +38,6 @@ _USAGE_COLUMNS = (
     "cost_delta",
     "created_at",
 )
-_GRAPH_COLUMNS = (
-    "graph_id",
-    "status",
-    "nodes",
-    *_graph_rows.NODE_COUNTS,
-    "total_tokens",
-    "cost",
-    "submitted_at",
-    "finished_at",
-    "failed_nodes",
-)
 _ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -120,27 +51,27 @@ def _frame_module() -> Any:
     return _frame
 
 
-def _run_rows(store: StoreLike) -> tuple[list[dict[str, Any]], list[RuntimeRun]]:
-    """The runs view's rows, and the runtime's records in submission order."""
-    with opened(store) as source:
-        records = source.list_runs()
-        runtime: list[RuntimeRun] = (
-            source.rt_list()  # type: ignore[attr-defined]
-            if supports(source, RUNTIME)
-            else []
-        )
-    return _rows.run_rows(records, runtime), runtime
-
-
 def runs(
-    store: StoreLike, status: str | Sequence[str] | None = None, graph: str | None = None
+    store: StoreLike,
+    status: str | Sequence[str] | None = None,
+    graph: str | None = None,
+    *,
+    all_columns: bool = False,
 ) -> InspectFrame:
     """Every run of a store, oldest first, one row per run (index ``run_id``).
 
-    Columns: ``agent`` (the runtime's agent id, or the sub-agent path), ``status``
-    (the runtime state when the runtime ran it, else the latest checkpoint's status),
-    ``steps`` (checkpoints stored), ``step_index`` (of the latest), ``input_tokens``,
-    ``output_tokens``, ``total_tokens``, ``cost`` (cumulative), ``created_at``,
+    By default a compact view, for reading: ``status``, ``agent``, ``steps``
+    (checkpoints stored), ``tokens`` (total), ``cost`` (formatted, ``$0.0012``;
+    blank when the model has no price), ``age`` (since submission, ``3m 05s``)
+    and ``reason`` (what a waiting run waits for: approvals, the run it is
+    queued behind, the next model attempt; or why a run failed, was cancelled
+    or needs attention; blank for a run that is moving or completed).
+
+    With ``all_columns=True``, every column, typed for analysis: ``agent`` (the
+    runtime's agent id, or the sub-agent path), ``status`` (the runtime state when
+    the runtime ran it, else the latest checkpoint's status), ``steps``,
+    ``step_index`` (of the latest), ``input_tokens``, ``output_tokens``,
+    ``total_tokens``, ``cost`` (cumulative, a float), ``created_at``,
     ``updated_at`` (UTC datetimes), ``parent_run`` and ``fork_step`` (set on a fork),
     ``pending_approvals``, ``finish_reason``, ``session_id`` and ``reason`` (runtime runs);
     ``kind`` (``agent`` or ``task``: a task's ``agent`` is the task's name and its
@@ -153,17 +84,21 @@ def runs(
         status: Only runs in this status (or these statuses).
         graph: Only the nodes of this graph, in submission (topological) order
             instead; no row when the store has no such graph.
+        all_columns: Every column instead of the compact view.
     """
-    rows, runtime = _run_rows(store)
-    if graph is not None:
-        rows = _graph_rows.node_rows(rows, runtime, graph)
-    if status is not None:
-        wanted = {status} if isinstance(status, str) else set(status)
-        rows = [row for row in rows if row["status"] in wanted]
+    rows, runtime = _records.run_rows(store, status, graph)
     module = _frame_module()
+    if not all_columns:
+        return module.frame(  # type: ignore[no-any-return]
+            _compact.compact_rows(rows, runtime),
+            columns=_compact.COMPACT_COLUMNS,
+            index="run_id",
+            categories={"status": module.STATUSES},
+            integers=("steps", "tokens"),
+        )
     return module.frame(  # type: ignore[no-any-return]
         rows,
-        columns=_RUN_COLUMNS,
+        columns=_records.RUN_COLUMNS,
         index="run_id",
         categories={"status": module.STATUSES},
         datetimes=("created_at", "updated_at"),
@@ -191,11 +126,11 @@ def graphs(store: StoreLike) -> InspectFrame:
     Args:
         store: A store, or a store URL.
     """
-    rows, runtime = _run_rows(store)
+    rows = _records.graph_rows(store)
     module = _frame_module()
     return module.frame(  # type: ignore[no-any-return]
-        _graph_rows.graph_rows(rows, runtime),
-        columns=_GRAPH_COLUMNS,
+        rows,
+        columns=_records.GRAPH_COLUMNS,
         index="graph_id",
         categories={"status": _graph_rows.GRAPH_STATUSES},
         datetimes=("submitted_at", "finished_at"),
@@ -219,15 +154,11 @@ def history(store: StoreLike, run_id: str) -> InspectFrame:
     Raises:
         RunNotFoundError: The store has no checkpoint of the run.
     """
-    with opened(store) as source:
-        infos = source.history(run_id)
-        if not infos:
-            raise RunNotFoundError(run_id)
-        latest = source.load(run_id) if _rows.needs_messages(infos) else None
+    rows = _records.history_rows(store, run_id)
     module = _frame_module()
     return module.frame(  # type: ignore[no-any-return]
-        _rows.history_rows(infos, latest),
-        columns=_HISTORY_COLUMNS,
+        rows,
+        columns=_records.HISTORY_COLUMNS,
         index="step",
         categories={"status": ("running", "suspended", "completed")},
         datetimes=("created_at",),
@@ -247,11 +178,10 @@ def messages(store: StoreLike, run_id: str, step_index: int | None = None) -> In
         RunNotFoundError: The store has no checkpoint of the run.
         CheckpointNotFoundError: The run has no checkpoint at ``step_index``.
     """
-    with opened(store) as source:
-        checkpoint = checkpoint_at(source, run_id, step_index)
+    rows = _records.message_rows(store, run_id, step_index)
     return _frame_module().frame(  # type: ignore[no-any-return]
-        _rows.message_rows(checkpoint.messages),
-        columns=_MESSAGE_COLUMNS,
+        rows,
+        columns=_records.MESSAGE_COLUMNS,
         index="position",
         categories={"role": _ROLES},
     )

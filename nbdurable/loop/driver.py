@@ -11,6 +11,7 @@ from .._errors import CheckpointNotFoundError, ConfigurationError, ModelError
 from ..durable.checkpoint import StepStats
 from ..durable.signer import ApprovalSigner
 from ..durable.store import DurableSession, SessionStore, maybe_await, supports
+from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry
 from ..events.log import EVENTS
 from ..events.model import CHECKPOINT_SAVED, MODEL_COMPLETED
 from ..events.writer import DEFAULT_FLUSH_INTERVAL, MAX_BUFFERED, EventWriter
@@ -74,6 +75,8 @@ class Driver:
         reuse_responses: On a resume, reuse a model response the log committed
             for the step in flight (a crash during its tools): the model is not
             asked again and its deltas are not written twice.
+        store_retry: Retries saves that fail for a connection-level reason
+            before they are logged as failed (None: not retried).
     """
 
     def __init__(
@@ -86,8 +89,10 @@ class Driver:
         streaming: bool = False,
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
         reuse_responses: bool = False,
+        store_retry: StoreRetry | None = None,
     ) -> None:
         self.options = options
+        self.store_retry = store_retry
         self.reuse_responses = reuse_responses
         self._committed: dict[int, ModelResponse] = {}
         self.start = start
@@ -108,6 +113,7 @@ class Driver:
                 deps=options.deps,
                 publish=emit,
                 flush_interval=flush_interval,
+                retry=store_retry,
             )
 
     async def run(self) -> GenerateTextResult:
@@ -204,7 +210,11 @@ class Driver:
             await self.events.save_checkpoint(effect.checkpoint)  # one transaction
             return
         try:
-            await maybe_await(self.store.save(effect.checkpoint))
+            if self.store_retry is None:
+                await maybe_await(self.store.save(effect.checkpoint))
+            else:
+                save = self.store.save
+                await self.store_retry.acall("save a checkpoint", save, effect.checkpoint)
         except Exception as exc:  # durability is best-effort: never a run-killer
             self.options.deps.logger.error(
                 "nbdurable: saving checkpoint %s failed: %r", effect.checkpoint.step_id, exc
@@ -431,6 +441,7 @@ class Driver:
             store=self.store,
             streaming=self.streaming,
             flush_interval=self.flush_interval,
+            store_retry=self.store_retry,
         )
         return child, True
 
@@ -513,17 +524,28 @@ def session_run_id(session: DurableSession | None, options: LoopOptions) -> str 
     return session.run_id or options.deps.generate_id()
 
 
+def session_retry(session: DurableSession | None, options: LoopOptions) -> StoreRetry | None:
+    """The retry of a durable call's store calls (``DurableSession.store_retry_ms``)."""
+    if session is None:
+        return None
+    return StoreRetry.for_store(session.store, session.store_retry_ms, options.deps.logger)
+
+
 async def call_start(
     messages: tuple[Message, ...],
     session: DurableSession | None,
     run_id: str | None,
     options: LoopOptions,
+    retry: StoreRetry | None = None,
 ) -> LegStart:
     """Where a plain call starts; a run id the store knows continues its counters."""
     if run_id is None or session is None:
         return LegStart(messages=messages)
     try:
-        existing = await maybe_await(session.store.load(run_id))
+        if retry is None:
+            existing = await maybe_await(session.store.load(run_id))
+        else:
+            existing = await retry.acall("load a checkpoint", session.store.load, run_id)
     except Exception as exc:
         options.deps.logger.error("nbdurable: loading run %s failed: %r", run_id, exc)
         existing = None
@@ -575,8 +597,15 @@ async def run_resumed(
     """A resume leg of ``run_id``: both resume functions, buffered and streaming."""
     start, agent_path = await resume_start(store, run_id)
     options = options_from(arguments, agent_path)
+    retry = StoreRetry.for_store(store, DEFAULT_STORE_RETRY_MS, options.deps.logger)
     driver = Driver(
-        options, start, store=store, emit=emit, streaming=streaming, reuse_responses=True
+        options,
+        start,
+        store=store,
+        emit=emit,
+        streaming=streaming,
+        reuse_responses=True,
+        store_retry=retry,
     )
     return await driver.run()
 
@@ -647,9 +676,10 @@ async def generate_text(
     options = options_from(locals())
     history = coerce_messages(messages)
     run_id = session_run_id(session, options)
-    start = await call_start(history, session, run_id, options)
+    retry = session_retry(session, options)
+    start = await call_start(history, session, run_id, options, retry)
     store = session.store if (session is not None and run_id is not None) else None
-    return await Driver(options, start, store=store).run()
+    return await Driver(options, start, store=store, store_retry=retry).run()
 
 
 async def resume_from_checkpoint(

@@ -25,6 +25,7 @@ from .driver import (
     coerce_messages,
     options_from,
     run_resumed,
+    session_retry,
     session_run_id,
 )
 from .options import (
@@ -263,9 +264,11 @@ def stream_chat(
         return StreamChatResult(_failing(exc), None)
 
     async def runner(emit: Callable[[StreamPart], None]) -> GenerateTextResult:
-        start = await call_start(history, session, run_id, options)
+        retry = session_retry(session, options)
+        start = await call_start(history, session, run_id, options, retry)
         store = session.store if (session is not None and run_id is not None) else None
-        return await Driver(options, start, store=store, emit=emit, streaming=True).run()
+        driver = Driver(options, start, store=store, emit=emit, streaming=True, store_retry=retry)
+        return await driver.run()
 
     return StreamChatResult(runner, run_id)
 

@@ -47,7 +47,7 @@ class DurableMagics(Magics):
 
     @line_cell_magic  # type: ignore[untyped-decorator,unused-ignore]  # untyped before IPython 9
     def agent(self, line: str, cell: str | None = None) -> None:
-        """%%agent AGENT [--run-id ID] [--session S] [--max-steps N] [--enqueue].
+        """%%agent AGENT [--run-id ID] [--as VAR] [--session S] [--max-steps N] [--enqueue].
 
         The cell's text is the prompt of a run of AGENT (an ``nbdurable.Agent``
         variable), submitted to this kernel's runtime; the live run widget shows
@@ -75,6 +75,8 @@ class DurableMagics(Magics):
             max_steps=args.max_steps,
             enqueue=args.enqueue,
         )
+        if args.name is not None:
+            self._namespace()[args.name] = run
         _views.show(_views.run_view(notebook.runtime, run.run_id))
 
     @line_magic  # type: ignore[untyped-decorator,unused-ignore]  # untyped before IPython 9

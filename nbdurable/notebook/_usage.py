@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import keyword
 import shlex
 from typing import Any, NoReturn
 
@@ -17,8 +18,19 @@ class HelpShown(Exception):
     """``--help`` printed the help; nothing else to do."""
 
 
+def _wide(prog: str) -> argparse.HelpFormatter:
+    return argparse.HelpFormatter(prog, width=100)
+
+
 class _Parser(argparse.ArgumentParser):
-    """An argument parser that raises instead of exiting the kernel."""
+    """An argument parser that raises instead of exiting the kernel.
+
+    Usage lines wrap at 100 columns (a notebook's output has no terminal width).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _wide)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.format_usage().rstrip()}\n{self.prog}: {message}")
@@ -39,6 +51,15 @@ def _positive(text: str) -> int:
 _positive.__name__ = "positive integer"  # argparse names the type in its message
 
 
+def _variable(text: str) -> str:
+    if not text.isidentifier() or keyword.iskeyword(text):
+        raise ValueError(text)
+    return text
+
+
+_variable.__name__ = "variable name"
+
+
 def _agent_parser() -> _Parser:
     parser = _Parser(
         prog="%%agent",
@@ -47,6 +68,13 @@ def _agent_parser() -> _Parser:
     )
     parser.add_argument("agent", metavar="AGENT", help="the variable holding the Agent")
     parser.add_argument("--run-id", metavar="ID", help="the run's id (default: generated)")
+    parser.add_argument(
+        "--as",
+        dest="name",
+        metavar="VAR",
+        type=_variable,
+        help="also keep the run's handle (an nbdurable Run) in the notebook variable VAR",
+    )
     parser.add_argument(
         "--session", metavar="S", help="the runtime session: its runs go one after another"
     )
@@ -63,8 +91,13 @@ _COMMANDS: list[tuple[str, str, list[tuple[tuple[str, ...], dict[str, Any]]]]] =
     ("store", "show the store, or switch to URL", [(("url",), {"metavar": "URL", "nargs": "?"})]),
     (
         "runs",
-        "every run of the store (a DataFrame); --graph ID: that graph's nodes",
-        [(("--status",), {"metavar": "S"}), (("--graph",), {"metavar": "ID"})],
+        "every run of the store (a compact DataFrame; --all: every column); "
+        "--graph ID: that graph's nodes",
+        [
+            (("--status",), {"metavar": "S"}),
+            (("--graph",), {"metavar": "ID"}),
+            (("--all",), {"action": "store_true"}),
+        ],
     ),
     ("graphs", "every graph of the store, one row per graph (a DataFrame)", []),
     ("show", "display a run's live widget (replays its events, then follows)", []),
@@ -81,6 +114,7 @@ _COMMANDS: list[tuple[str, str, list[tuple[tuple[str, ...], dict[str, Any]]]]] =
             (("approval_id",), {"metavar": "APPROVAL_ID", "nargs": "?"}),
             (("--deny",), {"action": "store_true"}),
             (("--reason",), {"metavar": "R"}),
+            (("--fresh",), {"action": "store_true"}),
         ],
     ),
     ("resume", "let an unfinished run go on in this kernel (after its agent cell ran)", []),

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import FencedOutError, LimitExceededError, StoreWriteError
 from ..durable.store import maybe_await
+from ..durable.transient import StoreUnavailableError, is_transient
 from ..loop.machine import LegStart, leg_start_from_checkpoint
 from .executor import ModelAttemptFailed, NeedsAttention, RunContext, RunTimedOut, RuntimeDriver
 from .legs import first_messages, leg_options
@@ -74,6 +76,7 @@ class EmbeddedEngine:
         self._scheduler: asyncio.Task[None] | None = None
         self._closed = False
         self._fatal = False
+        self._fatal_report: asyncio.Task[None] | None = None
 
     @property
     def started(self) -> bool:
@@ -115,10 +118,12 @@ class EmbeddedEngine:
             task.cancel()
         if self._executions:
             await asyncio.gather(*self._executions.values(), return_exceptions=True)
+        if self._fatal_report is not None:
+            await asyncio.gather(self._fatal_report, return_exceptions=True)
 
     async def _schedule(self) -> None:
         try:
-            while not self._closed:
+            while not self._closed and not self._fatal:
                 self._wake.clear()
                 runtime = self.runtime
                 while len(self._executions) - len(self._task_runs) < runtime.max_concurrent_runs:
@@ -145,19 +150,46 @@ class EmbeddedEngine:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a storage or scheduler failure the runtime cannot pass
-            self._fatal = True  # no more claims; close() still abandons in-flight runs
-            if self.runtime.on_fatal_error is not None:
-                with contextlib.suppress(Exception):
-                    await maybe_await(self.runtime.on_fatal_error(exc))
-            else:
-                self.runtime.deps.logger.error("nbdurable: the runtime stopped: %r", exc)
+            self._stop_fatally(exc)
+
+    def _stop_fatally(self, exc: BaseException) -> None:
+        """Stop taking work after a failure the runtime cannot pass; the first one only.
+
+        The store stayed unavailable past ``store_retry_ms`` (or the scheduler
+        broke): ``on_fatal_error`` is called once and no run is claimed any
+        more. A run in flight goes on until its next store call: a store that
+        is still away ends it there without a write (:meth:`_guarded`), as it
+        is in the store; its lease lapses and another worker, or the next
+        open, claims it. ``close()`` abandons the others as usual.
+        """
+        if self._fatal:
+            return
+        self._fatal = True
+        if self._scheduler is not None and self._scheduler is not asyncio.current_task():
+            self._scheduler.cancel()
+        # Its own task: the caller may be a lease keeper that is about to be cancelled.
+        self._fatal_report = asyncio.get_running_loop().create_task(self._report_fatal(exc))
+
+    async def _report_fatal(self, exc: BaseException) -> None:
+        if self.runtime.on_fatal_error is not None:
+            with contextlib.suppress(Exception):
+                await maybe_await(self.runtime.on_fatal_error(exc))
+        else:
+            self.runtime.deps.logger.error("nbdurable: the runtime stopped: %r", exc)
+
+    async def _guarded(self, execution: Coroutine[Any, Any, None]) -> None:
+        """Run an execution; a store unavailable past its retry budget stops the engine."""
+        try:
+            await execution
+        except StoreUnavailableError as exc:  # the run stays as it is in the store
+            self._stop_fatally(exc)
 
     def _start(self, record: RuntimeRun) -> None:
         agent = self.runtime.registry.get(record.agent_id, record.agent_version)
         assert agent is not None  # claims only take registered agents
         context = RunContext(runtime=self.runtime, agent=agent, record=record)
         self._contexts[record.run_id] = context
-        task = asyncio.get_running_loop().create_task(self._execute(context))
+        task = asyncio.get_running_loop().create_task(self._guarded(self._execute(context)))
         self._executions[record.run_id] = task
         task.add_done_callback(lambda _: self._finished(record.run_id))
 
@@ -165,7 +197,7 @@ class EmbeddedEngine:
         execution = TaskExecution(self.runtime, self.runtime.tasks[record.agent_id], record)
         self._contexts[record.run_id] = execution
         self._task_runs.add(record.run_id)
-        task = asyncio.get_running_loop().create_task(self._execute_task(execution))
+        task = asyncio.get_running_loop().create_task(self._guarded(self._execute_task(execution)))
         self._executions[record.run_id] = task
         task.add_done_callback(lambda _: self._finished(record.run_id))
 
@@ -212,7 +244,11 @@ class EmbeddedEngine:
             self._end(execution, state="failed", reason="timeout")
         except LimitExceededError as exc:
             self._end(execution, state="failed", reason="limit_exceeded", error=str(exc))
+        except StoreUnavailableError:
+            raise  # not the task's failure: the engine stops (_guarded)
         except Exception as exc:
+            if self._store_accident(execution, exc):
+                return
             error = f"{type(exc).__name__}: {exc}"
             self._end(execution, state="failed", reason="error", error=error)
         finally:
@@ -238,19 +274,32 @@ class EmbeddedEngine:
             self._end(context, state="failed", reason="timeout")
         except LimitExceededError as exc:
             self._end(context, state="failed", reason="limit_exceeded", error=str(exc))
-        except StoreWriteError as exc:
-            # The disk refused a write (full, read-only): not the run's failure. It
-            # stays as stored; once its lease lapses a claim resumes it from there.
-            self._store_refused(context, exc)
+        except StoreUnavailableError:
+            raise  # not the run's failure: the engine stops (_guarded)
         except Exception as exc:
+            if self._store_accident(context, exc):
+                return
             self._end(context, state="failed", reason="error", error=f"{type(exc).__name__}: {exc}")
         finally:
             keeper.cancel()
 
-    def _store_refused(self, context: _Execution, exc: StoreWriteError) -> None:
+    def _store_accident(self, context: _Execution, exc: Exception) -> bool:
+        """Whether ``exc`` is a store failure, not the run's own error.
+
+        A transient failure (store calls are retried where they are made; one
+        that was not and failed transiently), or a write the disk refused
+        (:class:`StoreWriteError`: full, read-only), leaves the run as it is in
+        the store: its lease lapses and a claim (this runtime's or another's)
+        runs it again.
+        """
+        if not (is_transient(exc) or isinstance(exc, StoreWriteError)):
+            return False
         self.runtime.deps.logger.error(
-            "nbdurable: run %s stopped, the store refused a write: %s", context.record.run_id, exc
+            "nbdurable: run %s left to be claimed again after a store failure: %r",
+            context.record.run_id,
+            exc,
         )
+        return True
 
     async def _leg(self, context: RunContext) -> None:
         record = context.record
@@ -258,7 +307,9 @@ class EmbeddedEngine:
         context.intents = {
             i.tool_call_id: i for i in self.runtime.runtime_store.rt_intents(record.run_id)
         }
-        checkpoint = await maybe_await(self.runtime.store.load(record.run_id))
+        checkpoint = await self.runtime.store_retry.acall(
+            "load a checkpoint", self.runtime.store.load, record.run_id
+        )
         if checkpoint is not None:
             start = leg_start_from_checkpoint(checkpoint)
         else:
@@ -304,8 +355,8 @@ class EmbeddedEngine:
         try:
             with contextlib.suppress(FencedOutError):  # another owner decides now
                 self.runtime.set_state(context.record.run_id, context.fence, **changes)
-        except StoreWriteError as exc:
-            self._store_refused(context, exc)
+        except StoreWriteError as exc:  # the run stays as stored, to be claimed again
+            self._store_accident(context, exc)
 
     def _after_cancel(self, context: _Execution) -> None:
         reason = context.cancel_reason
@@ -344,8 +395,12 @@ class EmbeddedEngine:
                 self.runtime.owner_id,
                 context.fence,
                 self.runtime.now() + self.runtime.lease_ms,
+                lease_ms=self.runtime.lease_ms,
             )
-        except Exception as exc:  # a transient store error: try again next period
+        except StoreUnavailableError as exc:  # retried past the budget: the engine stops
+            self._stop_fatally(exc)
+            return True  # the run's own next store call ends it, or the store is back
+        except Exception as exc:  # not the store's absence: try again next period
             self.runtime.deps.logger.error("nbdurable: renewing the lease failed: %r", exc)
             return True
 
@@ -357,9 +412,12 @@ class EmbeddedEngine:
             await asyncio.sleep(min(period, self.runtime.poll_interval * 4))
             try:
                 record = self.runtime.runtime_store.rt_get(context.record.run_id)
-            except Exception as exc:  # the store is gone: the run's own writes will tell
+            except StoreUnavailableError as exc:  # retried past the budget: the engine stops
+                self._stop_fatally(exc)  # and the lease is renewed again if the store comes back
+                continue
+            except Exception as exc:  # keep the lease: try again next period
                 self.runtime.deps.logger.error("nbdurable: renewing the lease failed: %r", exc)
-                return
+                continue
             if record is None or task is None:
                 return
             reason = None

@@ -98,10 +98,13 @@ class RuntimeDriver(Driver):
     """The loop's driver with the runtime's journal: fenced writes, intents, model journal."""
 
     def __init__(self, *args: Any, context: RunContext, **kwargs: Any) -> None:
+        # The runtime's store retry: one budget per outage across all its calls.
+        kwargs.setdefault("store_retry", getattr(context.runtime, "store_retry", None))
         super().__init__(*args, **kwargs)
         self.context = context
         if self.events is not None:
             self.events.fence = context.fence
+            self.events.strict = True  # a store gone past the retry budget stops the engine
 
     async def _save(self, effect: SaveCheckpoint) -> None:
         context = self.context

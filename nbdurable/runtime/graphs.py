@@ -16,18 +16,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, RunNotFoundError
+from .._errors import ConfigurationError, RunEndedError, RunNotFoundError
 from ..messages import Message, TextPart
 from .agent import Registry
 from .prompts import Prompt, prompt_message, validate_prompt
 from .records import TERMINAL_STATES, RuntimeRun
 from .run import Run, RunFailedError, RunResult
+from .waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:
     from .runtime import DurableRuntime
 
 __all__ = [
     "DEPENDENCY_POLICIES",
+    "GRAPH_STATUSES",
     "Graph",
     "GraphNode",
     "graph_status",
@@ -36,6 +38,10 @@ __all__ = [
 ]
 
 DEPENDENCY_POLICIES: frozenset[str] = frozenset({"fail", "pause"})
+GRAPH_STATUSES: frozenset[str] = frozenset(
+    {"running", "waiting_approval", "needs_attention", "completed", "failed", "cancelled"}
+)
+"""Every status :func:`graph_status` gives."""
 
 
 @dataclass(frozen=True)
@@ -223,14 +229,34 @@ class Graph:
         """The graph's status (see :func:`graph_status`)."""
         return graph_status(self.records())
 
-    async def wait(self, *statuses: str) -> str:
-        """Wait until the graph's status is one of ``statuses`` (default: finished)."""
-        finished = ("completed", "failed", "cancelled")
+    async def wait(self, *statuses: str, timeout: float | None = None) -> str:
+        """Wait until the graph's status is one of ``statuses``; return it.
+
+        Args:
+            *statuses: Graph statuses (see :func:`graph_status`) to return on;
+                none means any final one (``completed``, ``failed``, ``cancelled``).
+            timeout: Seconds to wait at most (None: as long as it takes).
+
+        Raises:
+            RunEndedError: The graph is final in a status not among ``statuses``
+                (its ``run_id`` is the graph id; ``reason`` the first unsuccessful
+                node's reason).
+            TimeoutError: ``timeout`` passed first.
+            ConfigurationError: A name that is not a graph status.
+            RunNotFoundError: The store has no such graph.
+        """
+        wanted = wanted_states(statuses, GRAPH_STATUSES)
+        deadline = Deadline(timeout)
         while True:
-            status = self.status
-            if status in (statuses or finished):
+            records = self.records()
+            status = graph_status(records)
+            if status in wanted:
                 return status
-            await asyncio.sleep(self.runtime.poll_interval)
+            if status in TERMINAL_STATES:
+                reason = next((r.reason for r in records if r.state != "completed"), None)
+                raise RunEndedError(self.graph_id, status, reason=reason, wanted=tuple(statuses))
+            pause = deadline.pause(self.runtime.poll_interval, f"graph {self.graph_id!r}", status)
+            await asyncio.sleep(pause)
 
     async def result(self) -> dict[str, RunResult]:
         """Wait for every node to finish; each node's result, by node id.

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from .._deps import Deps
 from ..durable.signer import ApprovalSigner
-from ..durable.store import maybe_await
 from ..loop.driver import build_options
 from ..loop.options import LoopOptions
 from ..messages import Message, ToolApprovalResponse
@@ -53,7 +52,9 @@ async def _session_history(runtime: DurableRuntime, record: RuntimeRun) -> tuple
     before = [r for r in completed if r.seq < record.seq]
     if not before:
         return ()
-    latest = await maybe_await(runtime.store.load(before[-1].run_id))
+    latest = await runtime.store_retry.acall(
+        "load a checkpoint", runtime.store.load, before[-1].run_id
+    )
     return latest.messages if latest is not None else ()
 
 

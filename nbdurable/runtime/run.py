@@ -5,25 +5,54 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from .._errors import (
+    ApprovalExpiredError,
+    ApprovalNotPendingError,
     ConfigurationError,
     NbdurableError,
     OutputValidationError,
+    RunEndedError,
     RunNotFoundError,
 )
+from ..durable.signer import expired_age, resign_if_expired
 from ..durable.store import maybe_await
 from ..events.model import Event
 from ..events.subscribe import subscribe, wait_for_run
 from ..loop.output import OutputSpec
 from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, Usage
-from .records import RuntimeRun, ToolIntent
+from .records import RunState, RuntimeRun, ToolIntent
+from .waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:
     from .runtime import DurableRuntime
 
-__all__ = ["Run", "RunFailedError", "RunResult"]
+__all__ = ["Run", "RunFailedError", "RunResult", "approval_expired"]
+
+
+def _duration(ms: int) -> str:
+    seconds = max(0, ms // 1000)
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if seconds >= size:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def approval_expired(
+    run_id: str, approval_id: str, age_ms: int, max_age_ms: int, advice: str
+) -> ApprovalExpiredError:
+    """The error for a verdict whose token is too old (nothing was recorded)."""
+    return ApprovalExpiredError(
+        approval_id,
+        age_ms=age_ms,
+        max_age_ms=max_age_ms,
+        message=(
+            f"the token of approval {approval_id!r} of run {run_id!r} expired "
+            f"({_duration(age_ms)} old, the maximum is {_duration(max_age_ms)}): nothing was "
+            f"recorded and the request still waits; {advice}"
+        ),
+    )
 
 
 class RunFailedError(NbdurableError):
@@ -96,13 +125,33 @@ class Run:
         """The current run state (read from the store)."""
         return self.record().state
 
-    async def wait(self, *states: str) -> RuntimeRun:
-        """Wait until the run is in one of ``states`` (default: finished); return its record."""
+    async def wait(self, *states: str, timeout: float | None = None) -> RuntimeRun:
+        """Wait until the run is in one of ``states``; return its record.
+
+        Args:
+            *states: Run states to return on; none means any final state
+                (``completed``, ``failed``, ``cancelled``).
+            timeout: Seconds to wait at most (None: as long as it takes).
+
+        Raises:
+            RunEndedError: The run is final in a state not among ``states``
+                (it can no longer reach them by itself); carries the state and reason.
+            TimeoutError: ``timeout`` passed first.
+            ConfigurationError: A name that is not a run state.
+            RunNotFoundError: The run was deleted.
+        """
+        wanted = wanted_states(states, get_args(RunState))
+        deadline = Deadline(timeout)
         while True:
             record = self.record()
-            if (record.state in states) if states else record.finished:
+            if record.state in wanted:
                 return record
-            await wait_for_run(self.runtime.store, self.run_id, self.runtime.poll_interval)
+            if record.finished:
+                raise RunEndedError(
+                    self.run_id, record.state, reason=record.reason, wanted=tuple(states)
+                )
+            pause = deadline.pause(self.runtime.poll_interval, f"run {self.run_id!r}", record.state)
+            await wait_for_run(self.runtime.store, self.run_id, pause)
 
     async def result(self) -> RunResult:
         """Wait for the run to finish; its result when completed.
@@ -137,31 +186,58 @@ class Run:
         )
 
     async def pending_approvals(self) -> tuple[ToolApprovalRequest, ...]:
-        """The approvals the run waits for (signed requests, tokens included)."""
-        if self.record().state != "waiting_approval":
-            return ()
-        checkpoint = await maybe_await(self.runtime.store.load(self.run_id))
-        return checkpoint.pending_approvals if checkpoint is not None else ()
+        """The approvals the run waits for (signed requests, tokens included).
+
+        A request whose token is past the runtime's ``approval_max_age_ms`` comes
+        with a fresh token (same request, same run binding, issued now): this
+        process holds the secret, so a run parked longer than the maximum age is
+        still decidable, and only by a token younger than it.
+        """
+        requests = await self._stored_approvals()
+        max_age = self.runtime.approval_max_age_ms
+        if max_age is None or not requests:
+            return requests
+        signer = self.runtime.signer
+        return tuple(resign_if_expired(signer, request, max_age) for request in requests)
 
     async def approve(self, approval_id: str | None = None, *, token: str | None = None) -> None:
         """Approve a pending call (the only one when ``approval_id`` is None).
 
         The request's signed token is echoed by default; the token is verified
-        before the approved tool runs, so a forged or stale one is a denial.
+        before the approved tool runs, so a forged one is a denial.
+
+        Raises:
+            ApprovalNotPendingError: Another verdict on the approval won (its
+                ``verdict`` names it), or the run no longer waits for it.
+            ApprovalExpiredError: The token is older than the runtime's
+                ``approval_max_age_ms``; the request still waits:
+                :meth:`pending_approvals` gives it again with a fresh token.
+            ConfigurationError: The run has no such approval, or several are
+                pending and none is named.
         """
-        await self._verdict(approval_id, approved=True, token=token, reason=None)
+        await self._verdict(
+            approval_id,
+            approved=True,
+            token=token,
+            reason=None,
+            max_age_ms=self.runtime.approval_max_age_ms,
+        )
 
     async def deny(self, approval_id: str | None = None, *, reason: str | None = None) -> None:
         """Deny a pending call; the model sees an is_error result with ``reason``.
 
         For a run in ``needs_attention`` because a ``manual`` tool was
         interrupted, ``deny()`` settles that call as an is_error result instead.
+
+        Raises:
+            ApprovalNotPendingError: Another verdict on the approval won, or the
+                run no longer waits for it.
         """
         record = self.record()
         if record.state == "needs_attention":
             await self._settle_interrupted(record, reason or "Denied after an interruption.")
             return
-        await self._verdict(approval_id, approved=False, token=None, reason=reason)
+        await self._verdict(approval_id, approved=False, token=None, reason=reason, max_age_ms=None)
 
     async def cancel(self) -> None:
         """Cancel the run: at once when it is not executing, else once its callbacks settle."""
@@ -221,38 +297,72 @@ class Run:
             i for i in self.runtime.runtime_store.rt_intents(self.run_id) if i.state == "started"
         ]
 
+    async def _stored_approvals(self) -> tuple[ToolApprovalRequest, ...]:
+        """The pending requests as the checkpoint holds them (tokens as signed then)."""
+        if self.record().state != "waiting_approval":
+            return ()
+        checkpoint = await maybe_await(self.runtime.store.load(self.run_id))
+        return checkpoint.pending_approvals if checkpoint is not None else ()
+
     async def _verdict(
-        self, approval_id: str | None, *, approved: bool, token: str | None, reason: str | None
+        self,
+        approval_id: str | None,
+        *,
+        approved: bool,
+        token: str | None,
+        reason: str | None,
+        max_age_ms: int | None,
     ) -> None:
-        record = self.record()
-        pending = await self.pending_approvals()
-        if record.state != "waiting_approval" or not pending:
-            raise ConfigurationError(f"run {self.run_id!r} waits for no approval")
-        open_ = [r for r in pending if r.approval_id not in record.verdicts]
+        """Record one verdict through the store's conditional write (one verdict wins)."""
+        pending = await self._stored_approvals()
+        record = self.record()  # read after: a verdict that emptied ``pending`` shows here
         if approval_id is None:
+            open_ = [r for r in pending if r.approval_id not in record.verdicts]
             if len(open_) != 1:
+                if not open_ and record.decided:  # answered meanwhile, or before
+                    latest = max(record.decided, key=lambda a: record.decided[a].get("at", 0))
+                    verdict = "approved" if record.decided[latest].get("approved") else "denied"
+                    raise ApprovalNotPendingError(
+                        self.run_id, latest, verdict=verdict, state=record.state
+                    )
+                if not pending:
+                    raise ConfigurationError(f"run {self.run_id!r} waits for no approval")
                 raise ConfigurationError(
                     f"run {self.run_id!r} waits for {len(open_)} approvals; name one"
                 )
-            request = open_[0]
-        else:
-            matches = [r for r in pending if r.approval_id == approval_id]
-            if not matches:
-                raise ConfigurationError(f"run {self.run_id!r} has no approval {approval_id!r}")
-            request = matches[0]
+            approval_id = open_[0].approval_id
+        request = next((r for r in pending if r.approval_id == approval_id), None)
+        known = approval_id in record.decided or approval_id in record.verdicts
+        if request is None and not known and record.state == "waiting_approval":
+            raise ConfigurationError(f"run {self.run_id!r} has no approval {approval_id!r}")
+        if approved and token is None and request is not None:
+            token = request.token  # echoed: it pins this call and this run
+        if approved and request is not None and not known:
+            age = expired_age(self.runtime.signer, token, max_age_ms)
+            if age is not None and max_age_ms is not None:
+                raise approval_expired(
+                    self.run_id,
+                    approval_id,
+                    age,
+                    max_age_ms,
+                    "pending_approvals() gives the request again with a fresh token",
+                )
         response = ToolApprovalResponse(
-            approval_id=request.approval_id,
+            approval_id=approval_id,
             approved=approved,
             reason=reason,
-            token=(token if token is not None else request.token) if approved else None,
+            token=token if approved else None,
         )
-        verdicts = {**record.verdicts, request.approval_id: response.model_dump(mode="json")}
-        answered = all(r.approval_id in verdicts for r in pending)
-        self.runtime.set_state(
+        stored, recorded = self.runtime.runtime_store.rt_verdict(
             self.run_id,
-            state="pending" if answered else "waiting_approval",
-            verdicts=verdicts,
+            approval_id,
+            response.model_dump(mode="json"),
+            [r.approval_id for r in pending],
+            now=self.runtime.now(),
         )
+        if recorded:
+            self.runtime.state_event(stored)
+            self.runtime.wake()
 
     async def _settle_interrupted(self, record: RuntimeRun, reason: str) -> None:
         from ..messages import ToolResultPart

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .._deps import Deps, new_id
 from .._errors import (
@@ -15,6 +15,7 @@ from .._errors import (
 from .._text import valid_text
 from ..durable.signer import ApprovalSigner, store_signer
 from ..durable.store import supports
+from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry
 from ..events.log import notify
 from ..events.model import RUN_STATE, NewEvent
 from ..messages import Message
@@ -25,11 +26,15 @@ from .limits import Limits, check_concurrency, payload_bytes
 from .prompts import Prompt, canonical_prompt, validate_prompt
 from .records import RUNTIME, UNFINISHED_STATES, RuntimeRun, RuntimeStore
 from .run import Run
+from .store_retry import RetryingRuntimeStore
 from .tasks import TaskDefinition, TaskRun, canonical_json, task_table
 
 __all__ = ["DurableRuntime"]
 
 FatalHandler = Callable[[BaseException], Any]
+
+APPROVAL_MAX_AGE_MS = 7 * 24 * 3600 * 1000
+"""The default maximum age of an approval token a verdict may carry: 7 days."""
 
 
 class DurableRuntime:
@@ -43,10 +48,22 @@ class DurableRuntime:
     :class:`~nbdurable.runtime.engine.EmbeddedEngine` (asyncio tasks on the running
     loop); another engine (Temporal, later) exposes the same run states.
 
+    A store call that fails for a connection-level reason (the PostgreSQL
+    server restarting, SQLite's write lock held past its busy timeout) is sent
+    again with backoff for up to ``store_retry_ms`` (default 60 s); a run never
+    fails because of it. When the store stays unavailable longer, the runtime
+    calls ``on_fatal_error`` once, stops taking work and leaves its runs as
+    they are, for another worker or the next open.
+
     Attributes:
         store: The store (a bundled store with the ``runtime`` capability).
         limits: The runtime's limits.
         owner_id: This runtime's identity in leases.
+        approval_max_age_ms: Approval tokens this old or older are refused when
+            a verdict comes in (``Run.approve``, a widget card, ``%durable
+            approve``, the CLI, the HTTP bridge): the request stays pending and
+            :meth:`Run.pending_approvals` shows it again with a fresh token.
+            Default 7 days; None: no limit.
     """
 
     def __init__(
@@ -66,6 +83,8 @@ class DurableRuntime:
         deps: Deps | None = None,
         owner_id: str | None = None,
         engine: Engine | None = None,
+        store_retry_ms: int = DEFAULT_STORE_RETRY_MS,
+        approval_max_age_ms: int | None = APPROVAL_MAX_AGE_MS,
     ) -> None:
         if store is None or not supports(store, RUNTIME):
             raise ConfigurationError(
@@ -85,8 +104,33 @@ class DurableRuntime:
         self.poll_interval = poll_interval
         self.flush_interval = flush_interval
         self.deps = deps or Deps()
+        if (
+            isinstance(store_retry_ms, bool)
+            or not isinstance(store_retry_ms, int)
+            or store_retry_ms < 0
+        ):
+            raise ConfigurationError(
+                f"store_retry_ms must be an integer >= 0, not {store_retry_ms!r}"
+            )
+        # Store calls that fail for connection-level reasons are sent again for up
+        # to store_retry_ms (one budget per outage, shared by every call); past
+        # it the engine stops (on_fatal_error) and leaves its runs as they are.
+        self.store_retry = StoreRetry.for_store(store, store_retry_ms, self.deps.logger)
+        # A cast, not a declaration: the wrapper passes methods it does not
+        # retry through to the store unchanged.
+        self.runtime_store = cast(RuntimeStore, RetryingRuntimeStore(store, self.store_retry))
         self.owner_id = owner_id or f"runtime-{new_id()[:12]}"
         self._signer = approval_signer
+        if approval_max_age_ms is not None and (
+            isinstance(approval_max_age_ms, bool)
+            or not isinstance(approval_max_age_ms, int)
+            or approval_max_age_ms <= 0
+        ):
+            raise ConfigurationError(
+                "approval_max_age_ms must be a positive integer or None, "
+                f"not {approval_max_age_ms!r}"
+            )
+        self.approval_max_age_ms = approval_max_age_ms
         self.registry = Registry()
         self.registry.register(agents)
         self.engine: Engine = engine if engine is not None else EmbeddedEngine()
@@ -496,7 +540,9 @@ class DurableRuntime:
             },
         )
         try:
-            self.store.append_events(record.run_id, [event])
+            self.store_retry.call(
+                "write an event", self.store.append_events, record.run_id, [event]
+            )
         except Exception as exc:  # the record is the authority; the event is for viewers
             self.deps.logger.error("nbdurable: state event of %s failed: %r", record.run_id, exc)
         notify(self.store, record.run_id)

@@ -341,7 +341,9 @@ async def run_phase(
         payload={"phase": ctx.phase, "index": index},
     )
     try:
-        runtime.store.append_events(run_id, [event], fence=execution.fence)
+        runtime.store_retry.call(
+            "write an event", runtime.store.append_events, run_id, [event], fence=execution.fence
+        )
     except Exception as exc:  # the journal is the authority; the event is for viewers
         runtime.deps.logger.error("nbdurable: phase event of %s failed: %r", run_id, exc)
     return json.loads(text)

@@ -58,7 +58,8 @@ def create_app(
         cors_origins: Origins allowed cross-origin (CORS is off by default).
         public_url: Base URL of approval links (default: the URL a request came to).
         approval_max_age_ms: Approval tokens this old or older are refused
-            (links count from when they were minted). Default: no limit.
+            (links count from when they were minted). Default: the runtime's
+            ``approval_max_age_ms`` (7 days unless set).
 
     Raises:
         ConfigurationError: An invalid option.
@@ -74,7 +75,9 @@ def create_app(
     bridge = Bridge(
         runtime=runtime,
         public_url=public_url.rstrip("/") if public_url else None,
-        approval_max_age_ms=approval_max_age_ms,
+        approval_max_age_ms=(
+            runtime.approval_max_age_ms if approval_max_age_ms is None else approval_max_age_ms
+        ),
     )
     guard = Depends(bearer_guard(resolve_token(token)))
     app = FastAPI(

@@ -17,6 +17,7 @@ from ..runtime.records import (
     after_finish,
     claim,
     claimable,
+    decide,
     next_state,
 )
 
@@ -143,6 +144,26 @@ class MemoryRuntimeTables:
                     self._rt_runs[run.run_id] = run
             return updated
 
+    def rt_verdict(
+        self,
+        run_id: str,
+        approval_id: str,
+        response: dict[str, Any],
+        pending_ids: Sequence[str],
+        *,
+        now: int,
+    ) -> tuple[RuntimeRun, bool]:
+        """Record one verdict if the run still waits for it (see :func:`decide`)."""
+        with self._rt_lock:
+            current = self._rt_runs.get(run_id)
+            if current is None:
+                raise RunNotFoundError(run_id)
+            updated = decide(current, approval_id, response, pending_ids, now)
+            if updated is None:
+                return current, False
+            self._rt_runs[run_id] = updated
+            return updated, True
+
     def rt_claim(
         self,
         owner: str,
@@ -165,8 +186,14 @@ class MemoryRuntimeTables:
                     return claimed
             return None
 
-    def rt_renew(self, run_id: str, owner: str, fence: int, until: int) -> bool:
-        """Extend a held lease."""
+    def rt_renew(
+        self, run_id: str, owner: str, fence: int, until: int, *, lease_ms: int | None = None
+    ) -> bool:
+        """Extend a held lease.
+
+        ``lease_ms`` is not used: the store has no clock of its own, so ``until``
+        (the caller's clock) holds.
+        """
         with self._rt_lock:
             run = self._rt_runs.get(run_id)
             if run is None or run.fence != fence or run.lease_owner != owner:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 import hashlib
 import json
 import threading
@@ -41,6 +42,7 @@ from ..durable.store import (
     RUNTIME,
     VERSIONED_SCHEMA,
 )
+from ..durable.transient import retry_deadline
 from ..events.log import EVENTS, notify
 from ..events.log import wait_for_events as wait_locally
 from ..events.model import Event, NewEvent
@@ -357,7 +359,16 @@ class PostgresSessionStore(PostgresRuntimeTables):
         # message, instead of the pool retrying in the background until timeout.
         with psycopg.connect(conninfo, autocommit=True) as conn:
             migrate(conn, self.schema, f"{self._where} (schema {self.schema!r})")
-        self._pool: ConnectionPool[Connection[tuple[Any, ...]]] = pool_module.ConnectionPool(
+        options: dict[str, Any] = {
+            # After a lost server, connection attempts back off 1, 2, 4... s and
+            # give up after reconnect_timeout; each give-up starts a fresh
+            # attempt (_reconnect_failed), so a server that comes back is
+            # reconnected to within about 2 s, however long it was away.
+            "reconnect_timeout": 5.0,
+            "reconnect_failed": _reconnect_failed,
+            **dict(pool_kwargs or {}),
+        }
+        self._pool: ConnectionPool[Connection[tuple[Any, ...]]] = _pool_class(pool_module)(
             conninfo,
             min_size=min_size,
             max_size=max_size,
@@ -365,7 +376,7 @@ class PostgresSessionStore(PostgresRuntimeTables):
             kwargs={"autocommit": True},
             open=False,
             name=f"nbdurable:{self.schema}",
-            **dict(pool_kwargs or {}),
+            **options,
         )
         self._pool.open()
 
@@ -373,6 +384,22 @@ class PostgresSessionStore(PostgresRuntimeTables):
     def pool(self) -> ConnectionPool[Connection[tuple[Any, ...]]]:
         """The connection pool (its ``get_stats()`` tells how connections are used)."""
         return self._pool
+
+    def recover_connections(self, error: BaseException | None = None) -> None:
+        """Drop the pooled connections a lost server broke; the pool opens new ones.
+
+        After a server restart every idle connection in the pool is dead, and
+        each would fail one call before the pool noticed. Retries
+        (:class:`~nbdurable.durable.transient.StoreRetry`) call this after a
+        connection-level failure: the idle connections are checked at once
+        (one round trip each), the broken ones are replaced in the background.
+        A serialization failure or deadlock (``error`` with SQLSTATE class 40)
+        leaves the pool alone.
+        """
+        state = getattr(error, "sqlstate", None) or ""
+        if state.startswith("40") or self._closed:
+            return
+        self._pool.check()
 
     @property
     def schema_version(self) -> int:
@@ -787,6 +814,31 @@ def _notify_channel(schema: str) -> str:
     if len(channel.encode()) <= _MAX_IDENTIFIER:
         return channel
     return _CHANNEL_PREFIX + hashlib.sha256(schema.encode()).hexdigest()[:40]
+
+
+@functools.lru_cache(maxsize=1)
+def _pool_class(pool_module: Any) -> Any:
+    """The pool the store uses: psycopg_pool's, waiting no longer than a store retry allows."""
+
+    class Pool(pool_module.ConnectionPool):  # type: ignore[misc]
+        def getconn(self, timeout: float | None = None) -> Any:
+            # During an outage a call under a StoreRetry waits for a connection
+            # only until the retry gives up, not the pool's whole timeout.
+            # A call after the budget is spent still gets a short wait: a server
+            # that is back is reconnected to within about 2 s.
+            deadline = retry_deadline()
+            if deadline is not None:
+                left = max(deadline - time.monotonic(), 1.0)
+                timeout = min(self.timeout if timeout is None else timeout, left)
+            return super().getconn(timeout)
+
+    return Pool
+
+
+def _reconnect_failed(pool: Any) -> None:
+    """Try again at once: ``check()`` grows an empty pool with a fresh attempt."""
+    with suppress(Exception):  # a closed pool: nothing to do
+        pool.check()
 
 
 def _driver() -> tuple[Any, Any]:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
 from ..runtime.records import (
+    ACTIVE_STATES,
     TERMINAL_STATES,
     UNFINISHED_STATES,
     RuntimeRun,
@@ -36,6 +37,7 @@ from ..runtime.records import (
     after_finish,
     claim,
     claimable,
+    decide,
     next_state,
 )
 
@@ -111,6 +113,7 @@ class _Statements:
     put_journal: str
     journaled: str
     forget: tuple[str, ...]
+    db_now: str
 
 
 @functools.lru_cache(maxsize=64)
@@ -174,6 +177,9 @@ def _statements(schema: str) -> _Statements:
             f"DELETE FROM {s}.{table} WHERE run_id = %s"
             for table in ("rt_runs", "rt_intents", "rt_journal")
         ),
+        # clock_timestamp(), not now(): a claim may wait for the advisory lock
+        # after its transaction began.
+        db_now="SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
     )
 
 
@@ -353,6 +359,30 @@ class PostgresRuntimeTables:
 
         return self._rt_write(update, exclusive=True)
 
+    def rt_verdict(
+        self,
+        run_id: str,
+        approval_id: str,
+        response: dict[str, Any],
+        pending_ids: Sequence[str],
+        *,
+        now: int,
+    ) -> tuple[RuntimeRun, bool]:
+        """Record one verdict if the run still waits for it: the row read ``FOR UPDATE``."""
+
+        def record(conn: Connection[tuple[Any, ...]]) -> tuple[RuntimeRun, bool]:
+            found = conn.execute(self._rq.get_for_update, (run_id,)).fetchone()
+            if found is None:
+                raise RunNotFoundError(run_id)
+            current = _record(found[0])
+            updated = decide(current, approval_id, response, pending_ids, now)
+            if updated is None:
+                return current, False
+            self._rt_put(conn, updated)
+            return updated, True
+
+        return self._rt_write(record, exclusive=True)
+
     def rt_claim(
         self,
         owner: str,
@@ -365,18 +395,28 @@ class PostgresRuntimeTables:
         allowed = set(agents)
 
         def take(conn: Connection[tuple[Any, ...]]) -> RuntimeRun | None:
+            # Leases are judged and set by the database's clock, not the caller's
+            # ``now``: hosts whose clocks disagree still agree on expiry.
+            db_now = self._rt_db_now(conn)
             for (text,) in conn.execute(self._rq.heads).fetchall():
                 run = _record(text)
-                if claimable(run, now, allowed, kind):
+                if claimable(run, db_now if run.state in ACTIVE_STATES else now, allowed, kind):
                     claimed = claim(run, owner, now, lease_ms)
+                    claimed = claimed.model_copy(update={"lease_expires_at": db_now + lease_ms})
                     self._rt_put(conn, claimed)
                     return claimed
             return None
 
         return self._rt_write(take, exclusive=True)
 
-    def rt_renew(self, run_id: str, owner: str, fence: int, until: int) -> bool:
-        """Extend a held lease; False when it is not ours any more."""
+    def rt_renew(
+        self, run_id: str, owner: str, fence: int, until: int, *, lease_ms: int | None = None
+    ) -> bool:
+        """Extend a held lease; False when it is not ours any more.
+
+        With ``lease_ms`` the lease runs until the database's clock plus
+        ``lease_ms`` (``until``, the caller's clock, is then not used).
+        """
 
         def renew(conn: Connection[tuple[Any, ...]]) -> bool:
             found = conn.execute(self._rq.renewable, (run_id, fence)).fetchone()
@@ -385,10 +425,17 @@ class PostgresRuntimeTables:
             run = _record(found[0])
             if run.lease_owner != owner:
                 return False
-            self._rt_put(conn, run.model_copy(update={"lease_expires_at": until}))
+            expires = until if lease_ms is None else self._rt_db_now(conn) + lease_ms
+            self._rt_put(conn, run.model_copy(update={"lease_expires_at": expires}))
             return True
 
         return self._rt_write(renew, exclusive=True)
+
+    def _rt_db_now(self, conn: Connection[tuple[Any, ...]]) -> int:
+        """The database server's clock, epoch ms (the time of the call, not of the transaction)."""
+        found = conn.execute(self._rq.db_now).fetchone()
+        assert found is not None  # a SELECT without FROM returns one row
+        return int(found[0])
 
     def rt_check_fence(
         self, run_id: str, fence: int, conn: Connection[tuple[Any, ...]] | None = None

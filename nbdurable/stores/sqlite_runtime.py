@@ -30,6 +30,7 @@ from ..runtime.records import (
     after_finish,
     claim,
     claimable,
+    decide,
     next_state,
 )
 
@@ -268,6 +269,24 @@ class SqliteRuntimeTables:
                     self._put(conn, run)
             return updated
 
+    def rt_verdict(
+        self,
+        run_id: str,
+        approval_id: str,
+        response: dict[str, Any],
+        pending_ids: Sequence[str],
+        *,
+        now: int,
+    ) -> tuple[RuntimeRun, bool]:
+        """Record one verdict if the run still waits for it, in one ``BEGIN IMMEDIATE``."""
+        with self._lock, self._write() as conn:
+            current = self._locked_get(conn, run_id)
+            updated = decide(current, approval_id, response, pending_ids, now)
+            if updated is None:
+                return current, False
+            self._put(conn, updated)
+            return updated, True
+
     def _locked_get(self, conn: sqlite3.Connection, run_id: str) -> RuntimeRun:
         found = conn.execute("SELECT record FROM rt_runs WHERE run_id = ?", (run_id,)).fetchone()
         if found is None:
@@ -293,8 +312,14 @@ class SqliteRuntimeTables:
                     return claimed
         return None
 
-    def rt_renew(self, run_id: str, owner: str, fence: int, until: int) -> bool:
-        """Extend a held lease; False when it is not ours any more."""
+    def rt_renew(
+        self, run_id: str, owner: str, fence: int, until: int, *, lease_ms: int | None = None
+    ) -> bool:
+        """Extend a held lease; False when it is not ours any more.
+
+        ``lease_ms`` is not used: the store has no clock of its own, so ``until``
+        (the caller's clock) holds.
+        """
         with self._lock, self._write() as conn:
             found = conn.execute(
                 "SELECT record FROM rt_runs WHERE run_id = ? AND fence = ?", (run_id, fence)

@@ -28,6 +28,30 @@ def test_kept_columns_are_never_cut_and_empty_columns_go_first() -> None:
     assert lines[1].startswith("run-1b7ae95e21e44eaa  ttt")
 
 
+def test_drop_leaves_columns_out_whole_in_order_before_cutting_any() -> None:
+    headers = ["run", "agent", "cost", "owner", "graph"]
+    rows = [["run-1", "janitor", "$0.0012", "task-1234567", "nightly (completed)"]]
+    natural = render(headers, rows, width=200).splitlines()[0]
+    assert natural.split() == headers
+    # owner goes first, then graph; nothing is cut while leaving out suffices
+    table = render(headers, rows, width=45, keep=[0], drop=[3, 4])
+    assert table.splitlines()[0].split() == ["run", "agent", "cost", "graph"]
+    assert "…" not in table
+    table = render(headers, rows, width=30, keep=[0], drop=[3, 4])
+    assert table.splitlines()[0].split() == ["run", "agent", "cost"] and "…" not in table
+    # past the drop list, cells are cut
+    table = render(headers, rows, width=20, keep=[0], drop=[3, 4])
+    assert "…" in table and all(text_width(line) <= 20 for line in table.splitlines())
+
+
+def test_whole_columns_are_never_cut_but_go_when_empty() -> None:
+    rows = [["run-1", "a-very-long-agent-name", "$0.0012"]]
+    line = render(["run", "agent", "cost"], rows, width=24, keep=[0], whole=[2]).splitlines()[1]
+    assert line.endswith("$0.0012") and "…" in line
+    empty = render(["run", "agent", "cost"], [["run-1", "x" * 40, None]], width=24, whole=[2])
+    assert empty.splitlines()[0].split() == ["run", "agent"]
+
+
 def test_weights_share_the_room_when_shrinking() -> None:
     rows = [["a" * 100, "b" * 100]]
     line = render(["x", "y"], rows, width=62, weights=[2, 1]).splitlines()[1]

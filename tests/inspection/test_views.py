@@ -10,6 +10,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable import inspect as ins
+from nbdurable.inspect import _compact
 
 from .conftest import make_run
 
@@ -107,7 +108,7 @@ async def test_long_texts_stay_one_readable_line(any_store: Any) -> None:
 async def test_runs_lists_every_run_with_usage_and_status(any_store: Any) -> None:
     await make_run(any_store, "a")
     await make_run(any_store, "b", approve=None)
-    frame = ins.runs(any_store)
+    frame = ins.runs(any_store, all_columns=True)
     assert list(frame.index) == ["a", "b"]
     assert frame.loc["a", "status"] == "completed"
     assert frame.loc["b", "status"] == "suspended"
@@ -118,6 +119,55 @@ async def test_runs_lists_every_run_with_usage_and_status(any_store: Any) -> Non
     assert pd.isna(frame.loc["a", "parent_run"])
     assert list(ins.runs(any_store, status="suspended").index) == ["b"]
     assert str(frame["updated_at"].dtype).startswith("datetime64")
+
+
+async def test_runs_is_compact_by_default_cost_formatted_and_what_a_run_waits_for(
+    any_store: Any,
+) -> None:
+    await make_run(any_store, "a")
+    await make_run(any_store, "b", approve=None)
+    frame = ins.runs(any_store)
+    assert list(frame.columns) == ["status", "agent", "steps", "tokens", "cost", "age", "reason"]
+    full = ins.runs(any_store, all_columns=True)
+    assert frame.loc["a", "tokens"] == full.loc["a", "total_tokens"]
+    assert frame.loc["a", "cost"] == _compact.cost_text(full.loc["a", "cost"])
+    assert frame.loc["a", "cost"].startswith("$")
+    assert frame.loc["b", "reason"] == "1 approval" and frame.loc["a", "reason"] == ""
+    assert frame.loc["a", "age"].endswith("s")
+    assert list(ins.runs(any_store, status="suspended").index) == ["b"]
+
+
+@pytest.mark.parametrize(
+    ("cost", "text"),
+    [
+        (None, ""),
+        (float("nan"), ""),
+        (0.0, "$0"),
+        (0.00004, "<$0.0001"),
+        (0.01234, "$0.0123"),
+        (2.5, "$2.50"),
+        (1234.4, "$1,234"),
+    ],
+)
+def test_cost_reads_as_dollars_and_blank_when_unknown(cost: float | None, text: str) -> None:
+    assert _compact.cost_text(cost) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0s"),
+        (59, "59s"),
+        (65, "1m 05s"),
+        (725, "12m"),
+        (3 * 3600 + 120, "3h 02m"),
+        (2 * 86400 + 5 * 3600, "2d 5h"),
+        (40 * 86400, "40d"),
+    ],
+)
+def test_age_is_one_or_two_units(seconds: int, text: str) -> None:
+    now = 1_800_000_000_000
+    assert _compact.age(now - seconds * 1000, now) == text
 
 
 async def test_runs_accepts_a_url(tmp_path: Any) -> None:
@@ -204,3 +254,23 @@ async def test_checkpoints_without_step_stats_read_tool_calls_from_messages(
     assert frame["tool_calls"].tolist() == ins.history(any_store, "src")["tool_calls"].tolist()
     assert frame["model_ms"].isna().all()
     assert frame["duration_ms"].iloc[1:].notna().all()
+
+
+class _Frozen:
+    """A clock stuck on one millisecond: every submission ties."""
+
+    def now(self) -> int:
+        return 1_700_000_000_000
+
+
+async def test_runs_created_in_the_same_millisecond_keep_their_submission_order(
+    runs_store: Any,
+) -> None:
+    """Ordering by (created_at, run_id) put 'busy' before 'waits' whenever two
+    runs were submitted within one millisecond (an order-dependent test failed so)."""
+    agent = nd.Agent("a", nd.ScriptedModel(["hi"]), version="1")
+    client = nd.DurableRuntime(store=runs_store, agents=[agent], deps=nd.Deps(clock=_Frozen()))
+    for run_id in ("waits", "busy", "done"):
+        await client.submit("a", "Hi.", run_id=run_id)
+    assert list(ins.runs(runs_store).index) == ["waits", "busy", "done"]
+    assert list(ins.runs(runs_store, all_columns=True).index) == ["waits", "busy", "done"]

@@ -1,7 +1,9 @@
 """Executing the demo notebooks headless (nbclient, a real kernel) and reading their outputs.
 
 Shared by every test that runs a notebook of ``notebooks/``; the callers skip
-when nbformat, nbclient or ipykernel are missing.
+when nbformat, nbclient or ipykernel are missing. Every notebook is executed
+twice in a row on the same folder (:func:`execute_twice`): a demo must run top
+to bottom on a fresh store and on the one its previous run left.
 """
 
 from __future__ import annotations
@@ -14,14 +16,55 @@ NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 CELL_TIMEOUT = 120
 
 
+def execute_twice(name: str, folder: Path) -> tuple[Any, Any]:
+    """Run ``name`` twice in a row at ``folder``, each time in a fresh kernel (Restart &
+    Run All): the second run finds the store the first one left. Both must run cleanly.
+
+    Returns:
+        The two executed notebooks, in order.
+    """
+    first = execute(name, folder)
+    check_ran_cleanly(first, folder)
+    second = execute(name, folder)
+    check_ran_cleanly(second, folder)
+    return first, second
+
+
+def run_all_twice_in_one_kernel(name: str, folder: Path) -> Any:
+    """Run every cell of ``name`` twice in one kernel (Run All, then Run All again
+    without a restart); each round must run cleanly. Returns the notebook as the
+    second round left it."""
+    import nbclient
+    import nbformat
+
+    _copy_notebooks(folder)
+    notebook = nbformat.read(folder / f"{name}.ipynb", as_version=4)
+    client = nbclient.NotebookClient(
+        notebook,
+        kernel_name="python3",
+        timeout=CELL_TIMEOUT,
+        resources={"metadata": {"path": str(folder)}},
+    )
+    with client.setup_kernel():
+        for _ in range(2):
+            for index, cell in enumerate(notebook.cells):
+                client.execute_cell(cell, index)
+            check_ran_cleanly(notebook, folder)
+    return notebook
+
+
+def _copy_notebooks(folder: Path) -> None:
+    for path in NOTEBOOKS.iterdir():
+        if path.is_file() and path.suffix in (".ipynb", ".py"):
+            shutil.copy(path, folder / path.name)
+
+
 def execute(name: str, folder: Path) -> Any:
     """Run ``name`` in a copy of ``notebooks/`` at ``folder``; return the executed notebook."""
     import nbclient
     import nbformat
 
-    for path in NOTEBOOKS.iterdir():
-        if path.is_file() and path.suffix in (".ipynb", ".py"):
-            shutil.copy(path, folder / path.name)
+    _copy_notebooks(folder)
     notebook = nbformat.read(folder / f"{name}.ipynb", as_version=4)
     client = nbclient.NotebookClient(
         notebook,

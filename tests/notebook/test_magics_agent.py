@@ -28,6 +28,23 @@ async def test_agent_cell_submits_returns_at_once_and_the_run_completes_in_the_b
     assert checkpoint.messages[0].text == "Clean up the staging tables."
 
 
+async def test_rerunning_an_agent_cell_starts_a_new_run_kept_in_the_as_variable(
+    ip: Any, nb: NotebookSession, magic: Any, views: list[Shown]
+) -> None:
+    """Without --run-id each execution of the cell is a new run (no "exists
+    already"); --as keeps the latest one's handle for the cells below."""
+    ip.user_ns["greet"] = greeter()
+    assert magic("agent", "greet --as run", "Hi").text == ""
+    first = ip.user_ns["run"]
+    assert isinstance(first, nd.Run)
+    assert magic("agent", "greet --as run", "Hi").text == ""
+    second = ip.user_ns["run"]
+    assert second.run_id != first.run_id
+    assert views == [Shown("run", first.run_id), Shown("run", second.run_id)]
+    assert (await second.result()).text == "Hello!"
+    assert [r.run_id for r in nb.runtime.list_runs()] == [first.run_id, second.run_id]
+
+
 async def test_the_kernel_stays_free_while_a_run_streams(
     ip: Any, nb: NotebookSession, magic: Any, views: list[Shown]
 ) -> None:
@@ -126,6 +143,8 @@ async def test_runtime_submit_takes_max_steps(nb: NotebookSession) -> None:
         ("janitor", "  \n", "the cell's text is the prompt, and it is empty"),
         ("janitor --bogus", "Clean up.", "unrecognized arguments: --bogus"),
         ("janitor", None, "%%agent is a cell magic"),
+        ("janitor --as 2run", "Clean up.", "invalid variable name value: '2run'"),
+        ("janitor --as class", "Clean up.", "invalid variable name value: 'class'"),
     ],
 )
 async def test_wrong_agent_arguments_print_a_short_message(
@@ -148,6 +167,6 @@ async def test_wrong_agent_arguments_print_a_short_message(
 
 async def test_agent_help_lists_every_option(magic: Any) -> None:
     out = magic("agent", "--help")
-    for option in ("AGENT", "--run-id", "--session", "--max-steps", "--enqueue"):
+    for option in ("AGENT", "--run-id", "--as", "--session", "--max-steps", "--enqueue"):
         assert option in out.stdout
     assert out.stderr == ""

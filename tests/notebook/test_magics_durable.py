@@ -42,18 +42,31 @@ async def test_store_shows_and_switches_the_store(
     assert list(magic("durable", "runs").value.index) == ["first"]
 
 
-async def test_runs_is_the_inspection_dataframe(
+async def test_runs_is_a_compact_dataframe_and_all_gives_every_column(
     ip: Any, nb: NotebookSession, magic: Any, views: list[Shown]
 ) -> None:
     await waiting(ip, nb, magic, "r1")
-    ip.user_ns["greet"] = greeter()
+    ip.user_ns["greet"] = nd.Agent(
+        "greeter",
+        nd.ScriptedModel(["Hello!"] * 5, mode="sequential", price_per_million=(300.0, 1500.0)),
+        version="1",
+    )
     magic("agent", "greet --run-id r2", "Hi")
     await nb.run("r2").result()
     runs = magic("durable", "runs").value
     assert list(runs.index) == ["r1", "r2"]
+    assert list(runs.columns) == ["status", "agent", "steps", "tokens", "cost", "age", "reason"]
     assert runs.loc["r1", "status"] == "waiting_approval"
-    assert runs.loc["r1", "pending_approvals"] == 1
+    assert runs.loc["r1", "reason"] == "1 approval"
+    assert runs.loc["r1", "cost"] == ""  # the janitor's model has no price: blank, not <NA>
+    assert runs.loc["r2", "cost"].startswith("$0.0")
+    assert runs.loc["r2", "age"].endswith("s") and runs.loc["r2", "reason"] == ""
+    assert "<NA>" not in runs.to_string() and "<NA>" not in runs._repr_html_()
     assert list(magic("durable", "runs --status completed").value.index) == ["r2"]
+    every = magic("durable", "runs --all").value
+    assert len(every.columns) == 22
+    assert every.loc["r1", "pending_approvals"] == 1
+    assert every.loc["r2", "cost"] > 0
 
 
 async def test_show_redisplays_the_run_widget(
@@ -80,6 +93,7 @@ async def test_history_and_explain(
     why = magic("durable", "explain r1").value
     assert why.summary.startswith("Waiting for 1 approval(s)")
     assert why.approvals[0].args == {"name": "stg_2023"}
+    assert why.context == "notebook" and "%durable approve r1 [APPROVAL_ID]" in why.actions
     assert "nbdurable: " in magic("durable", "history nope").stderr
 
 
@@ -181,7 +195,7 @@ async def test_rewind_forks_and_shows_the_fork(
     await eventually(lambda: state(nb, "r1-b") == "waiting_approval")
     fork = nb.store.load("r1-b")
     assert "Only look, drop nothing." in [m.text for m in fork.messages]
-    assert magic("durable", "runs").value.loc["r1-b", "parent_run"] == "r1"
+    assert magic("durable", "runs --all").value.loc["r1-b", "parent_run"] == "r1"
     bad = magic("durable", "rewind r1 9")
     assert bad.stderr.startswith("nbdurable: run 'r1' has no checkpoint at step 9")
     assert "usage: %durable rewind" in magic("durable", "rewind r1 two").stderr
@@ -286,7 +300,12 @@ async def test_graphs_is_the_graphs_dataframe_and_runs_takes_a_graph(
     assert graphs["status"].tolist() == ["completed", "waiting_approval"]
     assert graphs.loc["gated", ["nodes", "waiting", "queued"]].tolist() == [2, 1, 1]
     nodes = magic("durable", "runs --graph gated").value
-    assert nodes["node_id"].tolist() == ["clean", "after"]
+    assert list(nodes.index) == ["gated:clean", "gated:after"]
+    assert nodes["reason"].tolist() == ["1 approval", "after clean"]
+    assert magic("durable", "runs --graph gated --all").value["node_id"].tolist() == [
+        "clean",
+        "after",
+    ]
     waiting = magic("durable", "runs --graph gated --status waiting_approval").value
     assert list(waiting.index) == ["gated:clean"]
     assert magic("durable", "graphs --help").stdout.startswith("usage: %durable graphs")

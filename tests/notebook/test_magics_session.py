@@ -163,9 +163,10 @@ async def test_every_subcommand_is_in_the_help_and_the_docs(magic: Any) -> None:
         usage = magic("durable", f"{command} --help").stdout
         assert usage.startswith(f"usage: %durable {command}")
     agent_help = magic("agent", "--help").stdout
-    for option in ("--run-id", "--session", "--max-steps", "--enqueue"):
+    for option in ("--run-id", "--as", "--session", "--max-steps", "--enqueue"):
         assert option in agent_help and f"`{option}" in magics
-    assert "%%agent AGENT [--run-id ID] [--session S] [--max-steps N] [--enqueue]" in magics
+    usage = "%%agent AGENT [--run-id ID] [--as VAR] [--session S] [--max-steps N] [--enqueue]"
+    assert usage in magics
     assert magic("durable", "").stdout == help_text
 
 

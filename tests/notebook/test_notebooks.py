@@ -1,22 +1,25 @@
 """The demo notebooks (``notebooks/``) run top to bottom, headless, in a real kernel.
 
 Each notebook is executed with nbclient in a temporary copy of ``notebooks/``
-(the kernel's working directory, so ``.nbdurable/`` lands there), then checked:
-no error output, every code cell ran, and the outputs that make its point (the
-quickstart's run completed, the forged token was denied, ...). The committed
-notebooks carry no outputs. The whole file takes about a minute.
+(the kernel's working directory, so ``.nbdurable/`` lands there), twice in a
+row on the same folder (a second Restart & Run All finds the store the first
+left), then checked: no error output, every code cell ran, and the outputs that
+make its point (the quickstart's run completed, the forged token was denied,
+...). The committed notebooks carry no outputs. The whole file takes about two
+minutes.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import nbdurable as nd
 from nbdurable import inspect as ins
 
-from .running import NOTEBOOKS, check_ran_cleanly, everything, execute
+from .running import NOTEBOOKS, everything, execute_twice, run_all_twice_in_one_kernel
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -60,31 +63,90 @@ def test_notebooks_readme_lists_every_notebook() -> None:
         assert f"{name}.ipynb" in readme
 
 
-def test_quickstart_streams_a_run_that_completes_after_one_approval(folder: Path) -> None:
-    notebook = execute("01-quickstart", folder)
-    check_ran_cleanly(notebook, folder)
-    out = everything(notebook)
-    assert "Done: I dropped stg_2023" in out
-    assert "Completed at step 3" in out
-    (agent_cell,) = [c for c in notebook.cells if c.source.startswith("%%agent")]
-    assert "application/vnd.jupyter.widget-view+json" in agent_cell.outputs[0]["data"]
+def test_quickstart_runs_twice_on_the_default_store_and_streams_at_a_watchable_pace(
+    folder: Path,
+) -> None:
+    """Executed twice in a row (Restart & Run All): two runs in ./.nbdurable/runs.db,
+    each completed after one approval; the answer streams for more than 5 seconds."""
+    for notebook in execute_twice("01-quickstart", folder):
+        out = everything(notebook)
+        assert "Done: I dropped stg_2023" in out
+        assert "Completed at step 3" in out
+        (agent_cell,) = [c for c in notebook.cells if c.source.startswith("%%agent")]
+        assert "application/vnd.jupyter.widget-view+json" in agent_cell.outputs[0]["data"]
     store = nd.open_store(f"sqlite:///{folder}/.nbdurable/runs.db")
     try:
-        runs = ins.runs(store)
-        assert runs["status"].tolist() == ["completed"]
-        assert ins.history(store, runs.index[0])["status"].tolist() == [
-            "running",
-            "running",
-            "suspended",
-            "completed",
-        ]
+        runs = ins.runs(store, all_columns=True)
+        assert runs["status"].tolist() == ["completed", "completed"]
+        for run_id in runs.index:
+            assert ins.history(store, run_id)["status"].tolist() == [
+                "running",
+                "running",
+                "suspended",
+                "completed",
+            ]
+        events = ins.events(store, runs.index[-1])
+        answer = events[(events["type"] == "model_delta") & (events["step_index"] == 3)]
+        streamed = answer["created_at"].max() - answer["created_at"].min()
+        assert streamed.total_seconds() >= 5.0, streamed
     finally:
         store.close()
 
 
+def test_quickstart_run_all_twice_without_a_restart(folder: Path) -> None:
+    """Run All, then Run All again in the same kernel: the agent's cell re-registers
+    the unchanged agent, the %%agent cell starts a second run."""
+    notebook = run_all_twice_in_one_kernel("01-quickstart", folder)
+    assert "Done: I dropped stg_2023" in everything(notebook)
+    store = nd.open_store(f"sqlite:///{folder}/.nbdurable/runs.db")
+    try:
+        assert ins.runs(store)["status"].tolist() == ["completed", "completed"]
+    finally:
+        store.close()
+
+
+def _quickstart_namespace() -> dict[str, Any]:
+    """The quickstart's tools, model and agent: its code cells up to the agent, run here."""
+    notebook = nbformat.read(NOTEBOOKS / "01-quickstart.ipynb", as_version=4)
+    namespace: dict[str, Any] = {}
+    for cell in notebook.cells:
+        if cell.cell_type != "code" or cell.source.startswith("%%"):
+            continue
+        code = "\n".join(line for line in cell.source.splitlines() if not line.startswith("%"))
+        exec(compile(code, "01-quickstart", "exec"), namespace)
+        if "janitor" in namespace:
+            return namespace
+    raise AssertionError("the quickstart defines no janitor")
+
+
+@pytest.mark.parametrize(
+    ("approve", "reason", "said"),
+    [
+        (True, None, "Done: I dropped stg_2023, which was empty"),
+        (False, "Keep it for the audit.", "Denied (Keep it for the audit.), so I kept stg_2023"),
+        (False, None, "Denied (Denied by user.), so I kept stg_2023"),
+    ],
+)
+async def test_the_quickstart_model_says_what_the_verdict_made_it_do(
+    approve: bool, reason: str | None, said: str
+) -> None:
+    """What to try next: Deny with a reason and the model says it kept the table."""
+    janitor = _quickstart_namespace()["janitor"]
+    janitor.model.stream_delay = 0
+    async with await nd.DurableRuntime.open(
+        store=nd.open_store("memory://"), agents=[janitor]
+    ) as rt:
+        run = await rt.submit("janitor", "Clean up the stale staging tables in the warehouse.")
+        await run.wait("waiting_approval", timeout=30)
+        if approve:
+            await run.approve()
+        else:
+            await run.deny(reason=reason)
+        assert (await run.result()).text.startswith(said)
+
+
 def test_approvals_and_signing_denies_a_forged_token(folder: Path) -> None:
-    notebook = execute("02-approvals-and-signing", folder)
-    check_ran_cleanly(notebook, folder)
+    _, notebook = execute_twice("02-approvals-and-signing", folder)
     out = everything(notebook)
     assert "stg_2023: completed -> Tool said: dropped stg_2023" in out
     assert "orders: completed -> Tool said: Denied by user." in out
@@ -98,26 +160,25 @@ def test_approvals_and_signing_denies_a_forged_token(folder: Path) -> None:
 
 
 def test_crash_and_resume_survives_a_restart_and_a_killed_worker(folder: Path) -> None:
-    notebook = execute("03-crash-and-resume", folder)
-    check_ran_cleanly(notebook, folder)
-    out = everything(notebook)
-    assert "0 checkpoint_saved" in out
-    assert "pending; it goes on in this kernel" in out
-    assert "worker killed during step 1 | run state: running" in out
-    assert "is gone: the lease expired" in out
-    assert out.count("Done: dropped stg_2023 and kept stg_2024") == 2
-    store = nd.open_store(f"sqlite:///{folder}/.nbdurable/runs.db")
+    for notebook in execute_twice("03-crash-and-resume", folder):
+        out = everything(notebook)
+        assert "0 checkpoint_saved" in out
+        assert "pending; it goes on in this kernel" in out
+        assert "worker killed during step 1 | run state: running" in out
+        assert "is gone: the lease expired" in out
+        assert out.count("Done: dropped stg_2023 and kept stg_2024") == 2
+    assert not (folder / ".nbdurable" / "runs.db").exists()  # its own store only
+    store = nd.open_store(f"sqlite:///{folder}/.nbdurable/03-crash.db")
     try:
         runs = ins.runs(store)
-        assert runs["status"].tolist() == ["completed", "completed"]
-        assert runs["steps"].tolist() == [4, 4]
+        assert runs["status"].tolist() == ["completed"] * 4
+        assert runs["steps"].tolist() == [4] * 4
     finally:
         store.close()
 
 
 def test_time_travel_forks_diffs_and_plots(folder: Path) -> None:
-    notebook = execute("04-time-travel", folder)
-    check_ran_cleanly(notebook, folder)
+    _, notebook = execute_twice("04-time-travel", folder)
     out = everything(notebook)
     assert "-3days -> stg_2023 was read 3 days ago, so I am keeping it." in out
     assert "Understood: Keep every table this week." in out
@@ -128,20 +189,20 @@ def test_time_travel_forks_diffs_and_plots(folder: Path) -> None:
 
 
 def test_debug_a_stuck_run_explains_and_unsticks_every_kind(folder: Path) -> None:
-    notebook = execute("05-debug-a-stuck-run", folder)
-    check_ran_cleanly(notebook, folder)
-    out = everything(notebook)
-    for said in (
-        "Waiting for 1 approval(s) at step 2.",
-        "Queued behind run-",
-        "Needs a human: tool 'send_report'",
-        "The model call failed; attempt 2 starts at",
-        "Failed: model_retries_exhausted.",
-        "is gone: the lease expired",
-    ):
-        assert said in out
-    store = nd.open_store(f"sqlite:///{folder}/.nbdurable/runs.db")
+    for notebook in execute_twice("05-debug-a-stuck-run", folder):
+        out = everything(notebook)
+        for said in (
+            "Waiting for 1 approval(s) at step 2.",
+            "Queued behind run-",
+            "Needs a human: tool 'send_report'",
+            "The model call failed; attempt 2 starts at",
+            "Failed: model_retries_exhausted.",
+            "is gone: the lease expired",
+        ):
+            assert said in out
+    store = nd.open_store(f"sqlite:///{folder}/.nbdurable/05-debug.db")
     try:
-        assert set(ins.runs(store)["status"]) == {"completed"}
+        runs = ins.runs(store)
+        assert len(runs) == 12 and set(runs["status"]) == {"completed"}
     finally:
         store.close()

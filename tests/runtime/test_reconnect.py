@@ -292,8 +292,8 @@ async def test_approve_echoes_the_signed_token_and_runs_the_tool(store: Any) -> 
         assert calls == ["t"]
         assert [r.result for r in tool_results(result.messages)] == ["dropped t"]
         assert await run.pending_approvals() == ()
-        with pytest.raises(nd.ConfigurationError):
-            await run.approve()  # nothing waits any more
+        with pytest.raises(nd.ApprovalNotPendingError, match="already approved"):
+            await run.approve()  # nothing waits any more: told what was decided
 
 
 async def test_forged_or_foreign_token_is_a_denial(store: Any) -> None:

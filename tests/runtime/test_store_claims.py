@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -65,10 +66,13 @@ def test_concurrent_claims_take_every_run_once_in_session_order(store: Any, reop
 
 def test_a_stale_owner_cannot_write_after_a_takeover(store: Any, reopen: Any) -> None:
     store.rt_insert(submitted(1, "s"), enqueue=False, max_pending=10)
-    first = store.rt_claim("old", NOW, 1_000, AGENTS)
+    # A 1 ms lease: it lapses by the caller's clock (NOW + 5 s) and, on PostgreSQL,
+    # whose leases run by the database's clock, by the time of the next claim.
+    first = store.rt_claim("old", NOW, 1, AGENTS)
     assert first is not None and first.fence == 1
     store.append_events(first.run_id, [NewEvent(type="x", payload={}, created_at=NOW)], fence=1)
     other = reopen(store)
+    time.sleep(0.01)
     second = other.rt_claim("new", NOW + 5_000, 1_000, AGENTS)  # the old lease lapsed
     assert second is not None and second.run_id == first.run_id and second.fence == 2
     event = NewEvent(type="x", payload={}, created_at=NOW)

@@ -101,7 +101,7 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
     def refresh(self) -> None:
         """Read the runs again (with the status filter) and redraw the table."""
         status = None if self.status_filter.value == ALL else self.status_filter.value
-        frame = ins.runs(self.runtime.store, status=status)
+        frame = ins.runs(self.runtime.store, status=status, all_columns=True)
         self.frame = frame
         shown = frame[[c for c in _COLUMNS if c in frame.columns]]
         self.table.value = (
