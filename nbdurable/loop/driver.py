@@ -117,11 +117,7 @@ class Driver:
         events = self.events
         try:
             if events is not None:
-                events.started(
-                    resumed=self.start.next_step_index > 0,
-                    next_step_index=self.start.next_step_index,
-                )
-                await events.flush()  # the run is visible to subscribers from here on
+                await self._leg_started(events)
                 if self.reuse_responses:
                     await self._load_committed_responses()
             effect = next(flow)
@@ -140,6 +136,15 @@ class Driver:
             raise
         finally:
             flow.close()
+
+    async def _leg_started(self, events: EventWriter, *, retried: bool = False) -> None:
+        """Write the leg's ``run_started`` event (the run is visible to subscribers from here on)."""
+        events.started(
+            resumed=self.start.next_step_index > 0,
+            next_step_index=self.start.next_step_index,
+            retried=retried,
+        )
+        await events.flush()
 
     async def handle(self, effect: Effect) -> Any:
         """Perform one effect and return what the machine expects back."""

@@ -275,6 +275,7 @@ class EmbeddedEngine:
             self._end(
                 context,
                 state="completed",
+                finish=driver.events.finish if driver.events is not None else None,
                 result_text=result.text,
                 verdicts={},
                 rerun_tool_calls=[],

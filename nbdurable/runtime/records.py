@@ -110,6 +110,8 @@ class RuntimeRun(BaseModel):
         waiting_reason: What the run waits for outside itself, in one line
             (a runtime with a matching definition, a worker serving its
             version, ...); None when it waits for nothing external.
+        retried: ``retry()`` let the failed or needs_attention run go on: its
+            next leg's ``run_started`` event says ``retried: true`` (cleared then).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -148,6 +150,7 @@ class RuntimeRun(BaseModel):
     phase: int = 0
     fingerprint: str | None = None
     waiting_reason: str | None = None
+    retried: bool = False
 
     @property
     def prompt_value(self) -> Prompt:

@@ -200,6 +200,7 @@ class Run:
             model_attempts=0,
             next_attempt_at=None,
             rerun_tool_calls=started,
+            retried=True,
         )
         if not ready and self._dependencies_completed(record):
             # the last dependency completed meanwhile (the store settled the graph

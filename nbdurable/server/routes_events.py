@@ -3,8 +3,9 @@
 Each event is one SSE message: ``id:`` its offset, ``event:`` its type,
 ``data:`` the event's JSON. A client that reconnects with ``Last-Event-ID`` (or
 ``?after=``) gets exactly the events after that offset. The stream ends once the
-run is finished (its terminal ``run_state`` sent) or, with ``?until=stop``, also
-when it waits for a human (``waiting_approval``, ``needs_attention``).
+run is finished (its terminal ``run_finished`` or ``run_error`` sent, the last
+event a finished run writes) or, with ``?until=stop``, also when it waits for a
+human (``waiting_approval``, ``needs_attention``).
 """
 
 from __future__ import annotations
@@ -76,8 +77,9 @@ class _Tail:
     def _over(self, grace: bool) -> bool:
         """Whether the stream is over: caught up, and nothing more to wait for.
 
-        A state change is written to the run's record before its ``run_state``
-        event: the stream waits for that event, or for ``grace`` (its write failed).
+        A finished run's terminal event (``run_finished`` or ``run_error``) is
+        its last; a waiting run's ``run_state`` is written after its record: the
+        stream waits for that event, or for ``grace`` (its write failed).
         """
         record = self._record()
         last = self.last
@@ -85,8 +87,10 @@ class _Tail:
             if last is None:
                 return False
             return last.ends_stream or (self.until == "stop" and last.type == RUN_SUSPENDED)
+        if record.finished:  # its terminal event is the last one it writes
+            return (last is not None and last.ends_stream) or grace
         said = last.payload.get("state") if last is not None and last.type == RUN_STATE else None
-        if record.finished or (self.until == "stop" and record.state in STOP_STATES):
+        if self.until == "stop" and record.state in STOP_STATES:
             return said == record.state or grace
         return False
 
