@@ -378,6 +378,7 @@ class Driver:
             deps=parent.deps,
             agent_path=(*parent.agent_path, agent.name),
             depth=parent.depth + 1,
+            session_run_id=parent.session_run_id or self.start.run_id,
         )
         child, durable = await self._child_driver(agent, options, invocation)
         result = await child.run()

@@ -520,13 +520,18 @@ class AgentMachine:
             options.approval_signer,
             response.token,
             request,
-            run_id=self.start.run_id,
+            run_id=self._session_run_id,
             max_age_ms=options.approval_max_age_ms,
         ):
             return ToolApprovalResponse(
                 approval_id=request.approval_id, approved=False, reason=TOKEN_DENIAL_REASON
             )
         return ToolApprovalResponse(approval_id=request.approval_id, approved=True)
+
+    @property
+    def _session_run_id(self) -> str | None:
+        """The run id tokens bind: the session's, also inside a sub-agent (S000-52)."""
+        return self.options.session_run_id or self.start.run_id
 
     def _new_request(self, invocation: ToolInvocation) -> ToolApprovalRequest:
         return ToolApprovalRequest(
@@ -542,7 +547,7 @@ class AgentMachine:
         if signer is None:
             return request
         try:
-            token = signer.sign(request, run_id=self.start.run_id if self.start.durable else None)
+            token = signer.sign(request, run_id=self._session_run_id if self.start.durable else None)
         except Exception as exc:  # best-effort: unsigned requests are denied on resume
             self.options.deps.logger.error(
                 "nbdurable: signing approval %s failed: %r", request.approval_id, exc

@@ -13,7 +13,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from ..durable.signer import token_matches
+from ..durable.signer import bound_to_run, token_matches
 from ..messages import ToolApprovalRequest
 from .run import Run
 
@@ -90,7 +90,7 @@ async def submit_verdict(
                 if (
                     payload is None
                     or payload.get("approval_id") != approval_id
-                    or payload.get("run_id") != run_id
+                    or not bound_to_run(payload, run_id)
                     or not token_matches(
                         runtime.signer, str(token), request, run_id=run_id, max_age_ms=None
                     )
