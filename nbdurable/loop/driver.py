@@ -7,7 +7,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .._deps import Deps, new_id
-from .._errors import CheckpointNotFoundError, ConfigurationError, ModelError
+from .._errors import (
+    CheckpointNotFoundError,
+    ConfigurationError,
+    LimitExceededError,
+    ModelError,
+)
 from ..durable.checkpoint import StepStats
 from ..durable.signer import ApprovalSigner
 from ..durable.store import DurableSession, SessionStore, maybe_await, supports
@@ -238,7 +243,10 @@ class Driver:
         try:
             response = await self._model_response(effect, operation_id, attempt_id)
         except BaseException as exc:
-            kind = "model" if isinstance(exc, Exception) else "local"
+            # S003-25: "model" is what the model raised; an interruption, or an
+            # output this side cannot persist (a delta over a limit), is "local".
+            local = not isinstance(exc, Exception) or isinstance(exc, LimitExceededError)
+            kind = "local" if local else "model"
             events.attempt_failed(
                 effect.step_index, operation_id, attempt_id, exc, failure_kind=kind
             )
