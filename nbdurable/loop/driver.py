@@ -21,6 +21,7 @@ from ..events.model import CHECKPOINT_SAVED, MODEL_COMPLETED
 from ..events.writer import DEFAULT_FLUSH_INTERVAL, MAX_BUFFERED, EventWriter
 from ..messages import (
     Message,
+    TextPart,
     ToolApprovalRequest,
     ToolApprovalResponse,
     ToolResultPart,
@@ -515,6 +516,10 @@ def coerce_messages(messages: str | Message | Sequence[Message | str]) -> tuple[
     for message in result:
         if not isinstance(message, Message):
             raise ConfigurationError(f"not a Message: {message!r}")
+        if message.role == "user" and all(
+            isinstance(p, TextPart) and not p.text.strip() for p in message.content
+        ):  # what runtime.submit refuses too: the model would be asked about nothing
+            raise ConfigurationError("a user message (the prompt) must not be blank")
     return result
 
 
