@@ -230,6 +230,7 @@ class AgentMachine:
         self.options = options
         self.start = start
         self._responses = {r.approval_id: r for r in options.approval_responses}
+        self._warned_unchecked = False
         self._view_cache: tuple[tuple[Message, ...], tuple[Message, ...]] | None = None
 
     # -- public ----------------------------------------------------------------
@@ -516,6 +517,8 @@ class AgentMachine:
                 approved=False,
                 reason=response.reason or DEFAULT_DENIAL_REASON,
             )
+        if options.approval_signer is None and request.token is not None:
+            self._warn_unchecked(request)
         if options.approval_signer is not None and not token_matches(
             options.approval_signer,
             response.token,
@@ -527,6 +530,18 @@ class AgentMachine:
                 approval_id=request.approval_id, approved=False, reason=TOKEN_DENIAL_REASON
             )
         return ToolApprovalResponse(approval_id=request.approval_id, approved=True)
+
+    def _warn_unchecked(self, request: ToolApprovalRequest) -> None:
+        """S000-62 honours approvals without a signer; say so (once a leg) when they were signed."""
+        if self._warned_unchecked:
+            return
+        self._warned_unchecked = True
+        self.options.deps.logger.warning(
+            "nbdurable: run %s: approving signed requests (first: %s) without approval_signer: "
+            "their tokens are not checked; pass approval_signer= to verify them",
+            self.start.run_id,
+            request.approval_id,
+        )
 
     @property
     def _session_run_id(self) -> str | None:
