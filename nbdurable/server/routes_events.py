@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
@@ -24,10 +24,28 @@ from ..runtime.records import RuntimeRun
 from .context import Bridge
 from .handlers import ErrorBody
 
-__all__ = ["STOP_STATES", "events_router", "sse_frame"]
+__all__ = ["SSE_MESSAGE", "STOP_STATES", "events_router", "sse_frame"]
 
 STOP_STATES = frozenset({"waiting_approval", "needs_attention"})
 """States where ``?until=stop`` ends the stream: the run waits for a human."""
+SSE_MESSAGE: dict[str, Any] = {
+    "type": "object",
+    "description": "One SSE message: one event of the run's log",
+    "required": ["id", "event", "data"],
+    "properties": {
+        "id": {"type": "string", "pattern": "^[1-9][0-9]*$", "description": "The offset"},
+        "event": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$", "description": "The type"},
+        "data": {
+            "type": "string",
+            "description": "The event as `read_events` returns it, in JSON",
+            "contentMediaType": "application/json",
+            "contentSchema": Event.model_json_schema(mode="serialization"),
+        },
+    },
+    "additionalProperties": False,
+}
+"""The schema of each message of the event stream (before OpenAPI 3.2's ``itemSchema``,
+a ``text/event-stream`` schema describes one message: schemathesis reads it so)."""
 MAX_OFFSET = 2**62
 GRACE_S = 2.0
 """Seconds a stream waits for the event of a state its run record already shows."""
@@ -125,8 +143,9 @@ def events_router(bridge: Bridge) -> APIRouter:
         response_class=StreamingResponse,
         responses={
             200: {
-                "description": "`id:` offset, `event:` type, `data:` the event JSON",
-                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                "description": "`id:` offset, `event:` type, `data:` the event JSON; "
+                "the schema describes one message (`: keep-alive` comments aside)",
+                "content": {"text/event-stream": {"schema": SSE_MESSAGE}},
             },
             404: {"model": ErrorBody, "description": "No such run"},
         },
