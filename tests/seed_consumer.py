@@ -52,6 +52,10 @@ class SeedConsumer:
     payloads: list[dict[str, Any]] = field(default_factory=list)
     cleared_at: list[int] = field(default_factory=list)
 
+    def payloads_of(self, type_: str) -> list[dict[str, Any]]:
+        """Payloads of the handled events of ``type_``, in order."""
+        return [p for t, p in zip(self.types, self.payloads, strict=True) if t == type_]
+
     def save_run_id(self, run_id: str) -> None:
         """Step 1: persist the run id before reading any event."""
         self.saved["run_id"] = run_id

@@ -1238,7 +1238,13 @@ async def test_s000_62_approving_signed_requests_without_a_signer_warns_once_per
     a, b = first.pending_approvals
     before = list(logger.warnings)
     await _settle(
-        kind, first, warehouse, store, deps, None, [_approve(a, None), _approve(b, "forged")],
+        kind,
+        first,
+        warehouse,
+        store,
+        deps,
+        None,
+        [_approve(a, None), _approve(b, "forged")],
         tables=tables,
     )
     assert warehouse.dropped == ["stg_2023", "stg_2024"]

@@ -144,7 +144,7 @@ class Driver:
             flow.close()
 
     async def _leg_started(self, events: EventWriter, *, retried: bool = False) -> None:
-        """Write the leg's ``run_started`` event (the run is visible to subscribers from here on)."""
+        """Write the leg's ``run_started`` (from here on the run is visible to subscribers)."""
         events.started(
             resumed=self.start.next_step_index > 0,
             next_step_index=self.start.next_step_index,

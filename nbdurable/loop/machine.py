@@ -562,7 +562,9 @@ class AgentMachine:
         if signer is None:
             return request
         try:
-            token = signer.sign(request, run_id=self._session_run_id if self.start.durable else None)
+            token = signer.sign(
+                request, run_id=self._session_run_id if self.start.durable else None
+            )
         except Exception as exc:  # best-effort: unsigned requests are denied on resume
             self.options.deps.logger.error(
                 "nbdurable: signing approval %s failed: %r", request.approval_id, exc

@@ -181,6 +181,7 @@ class EmbeddedEngine:
         It was cancelled while its previous owner ran it (now ``cancelled``), or
         its deadline passed (now ``failed``, ``timeout``).
         """
+        changes: dict[str, Any]
         if record.state == "cancelling":
             changes = {"state": "cancelled", "reason": "cancelled"}
         elif record.deadline_at is not None and self.runtime.now() >= record.deadline_at:

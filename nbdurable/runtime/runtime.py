@@ -588,7 +588,9 @@ def terminal_event(record: RuntimeRun, now: int, finish: dict[str, Any] | None =
     ``reason`` and the run's last ``error``.
     """
     if record.state == "completed":
-        return NewEvent(type=RUN_FINISHED, created_at=now, payload={**(finish or {}), "state": "completed"})
+        return NewEvent(
+            type=RUN_FINISHED, created_at=now, payload={**(finish or {}), "state": "completed"}
+        )
     failure = RunFailedError(record)
     return NewEvent(
         type=RUN_ERROR,

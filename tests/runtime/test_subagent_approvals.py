@@ -30,7 +30,10 @@ def _agents(ran: list[str]) -> list[Agent]:
         tools=[run_shell],
     )
     parent = nd.ScriptedModel(
-        [nd.Turn(tool_calls=[{"name": "coder", "args": {"prompt": "test"}, "id": "call_1_0"}]), "all done"]
+        [
+            nd.Turn(tool_calls=[{"name": "coder", "args": {"prompt": "test"}, "id": "call_1_0"}]),
+            "all done",
+        ]
     )
     return [Agent("lead", parent, [coder], version="1", tool_recovery={"coder": "safe"})]
 

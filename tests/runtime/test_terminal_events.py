@@ -92,10 +92,15 @@ async def test_s004_19_a_failed_run_ends_with_run_error_and_retry_starts_a_new_l
         log = await _log(store, run.run_id)
     assert second.handled == [e.offset for e in log if e.offset > end.offset]
     assert second.cleared_at == [log[-1].offset] and log[-1].type == "run_finished"
-    starts = [p for t, p in zip(second.types, second.payloads) if t == "run_started"]
+    starts = second.payloads_of("run_started")
     assert starts == [{"resumed": False, "next_step_index": 0, "retried": True}]
-    retried = [p for t, p in zip(second.types, second.payloads) if t == "run_state"]
-    assert retried[0] == {"state": "pending", "reason": None, "next_attempt_at": None, "retried": True}
+    retried = second.payloads_of("run_state")
+    assert retried[0] == {
+        "state": "pending",
+        "reason": None,
+        "next_attempt_at": None,
+        "retried": True,
+    }
     assert "retried" not in retried[-1]  # the mark is cleared once the leg starts
     assert not run.record().retried
 
@@ -107,7 +112,9 @@ async def test_s004_19_a_cancelled_run_ends_with_run_error_naming_the_cancellati
     log's last event; a seed consumer stops there and clears its state."""
     gate = asyncio.Event()
     model = GatedModel(["never"], gate=gate)
-    async with await DurableRuntime.open(store=store, agents=[Agent("slow", model, version="1")]) as rt:
+    async with await DurableRuntime.open(
+        store=store, agents=[Agent("slow", model, version="1")]
+    ) as rt:
         run = await rt.submit("slow", "Wait.")
         consumer = SeedConsumer()
         consumer.save_run_id(run.run_id)

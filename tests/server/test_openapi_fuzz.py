@@ -160,7 +160,7 @@ def test_answers_generated_requests_rarely_reach_conform_too(fuzzed_server: Serv
             logged = server.events(run_id)
             messages = [m for m in response.text.split("\n\n") if m.startswith("id:")]
             assert len(messages) == len(logged)
-            for message, event in zip(messages, logged):
+            for message, event in zip(messages, logged, strict=True):
                 data = message.split("data: ", 1)[1]
                 assert nd.Event.model_validate_json(data) == event
 
