@@ -539,6 +539,7 @@ class DurableRuntime:
         changes.setdefault("updated_at", self.now())
         final = changes.get("state") in TERMINAL_STATES
         if final:
+            changes.setdefault("retried", False)  # a retry that ended before its leg began
             current = self.runtime_store.rt_get(run_id)
             if current is None:
                 raise RunNotFoundError(run_id)
