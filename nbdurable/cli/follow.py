@@ -20,7 +20,7 @@ from ..events.model import (
     TOOL_RESULT,
     Event,
 )
-from ..runtime.records import RuntimeRun
+from ..runtime.records import TERMINAL_STATES, RuntimeRun
 from ..runtime.run import Run
 from .tables import cell, clip, terminal_width, text_width
 
@@ -151,8 +151,11 @@ async def follow(run: Run, after: int, printer: EventPrinter | None = None) -> R
     printer = printer if printer is not None else EventPrinter()
     async for event in run.stream(after=after):
         printer.show(event)
-        stop = event.type == RUN_STATE and event.payload.get("state") in STOPPED
-        if stop and run.record().state in STOPPED:
+        # A finished run's terminal event comes right after its final run_state.
+        waits = event.type == RUN_STATE and event.payload.get("state") in STOPPED - TERMINAL_STATES
+        if (waits or (event.ends_stream and event.type != RUN_STATE)) and (
+            run.record().state in STOPPED
+        ):
             break
     printer.end_text()
     return run.record()

@@ -203,15 +203,19 @@ def _step_finish(view: RunView, event: Event) -> None:
 
 def _ended(view: RunView, event: Event) -> None:
     view.status = "suspended" if event.type == RUN_SUSPENDED else "completed"
-    view.finish_reason = event.payload.get("finish_reason")
-    view.usage = Usage.model_validate(event.payload.get("total_usage", {}))
+    if "finish_reason" in event.payload:  # a task run's run_finished has no leg's finish
+        view.finish_reason = event.payload.get("finish_reason")
+        view.usage = Usage.model_validate(event.payload.get("total_usage", {}))
     if event.type == RUN_FINISHED:
         view.pending_approvals.clear()
 
 
 def _error(view: RunView, event: Event) -> None:
-    view.status = "error"
-    view.error = f"{event.payload.get('error_type')}: {event.payload.get('message')}"
+    payload = event.payload
+    # A runtime run's terminal run_error names its final state (failed, cancelled).
+    view.status = str(payload.get("state") or "error")
+    reason = payload.get("reason") if "state" in payload else None
+    view.error = str(reason) if reason else f"{payload.get('error_type')}: {payload.get('message')}"
     for step in view.steps.values():
         step.provisional_text = ""  # an interrupted attempt's output is void
 

@@ -7,7 +7,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .._deps import Deps, new_id
-from .._errors import CheckpointNotFoundError, ConfigurationError, ModelError
+from .._errors import (
+    CheckpointNotFoundError,
+    ConfigurationError,
+    LimitExceededError,
+    ModelError,
+)
 from ..durable.checkpoint import StepStats
 from ..durable.signer import ApprovalSigner
 from ..durable.store import DurableSession, SessionStore, maybe_await, supports
@@ -17,6 +22,7 @@ from ..events.model import CHECKPOINT_SAVED, MODEL_COMPLETED
 from ..events.writer import DEFAULT_FLUSH_INTERVAL, MAX_BUFFERED, EventWriter
 from ..messages import (
     Message,
+    TextPart,
     ToolApprovalRequest,
     ToolApprovalResponse,
     ToolResultPart,
@@ -123,11 +129,7 @@ class Driver:
         events = self.events
         try:
             if events is not None:
-                events.started(
-                    resumed=self.start.next_step_index > 0,
-                    next_step_index=self.start.next_step_index,
-                )
-                await events.flush()  # the run is visible to subscribers from here on
+                await self._leg_started(events)
                 if self.reuse_responses:
                     await self._load_committed_responses()
             effect = next(flow)
@@ -146,6 +148,15 @@ class Driver:
             raise
         finally:
             flow.close()
+
+    async def _leg_started(self, events: EventWriter, *, retried: bool = False) -> None:
+        """Write the leg's ``run_started`` (from here on the run is visible to subscribers)."""
+        events.started(
+            resumed=self.start.next_step_index > 0,
+            next_step_index=self.start.next_step_index,
+            retried=retried,
+        )
+        await events.flush()
 
     async def handle(self, effect: Effect) -> Any:
         """Perform one effect and return what the machine expects back."""
@@ -243,7 +254,10 @@ class Driver:
         try:
             response = await self._model_response(effect, operation_id, attempt_id)
         except BaseException as exc:
-            kind = "model" if isinstance(exc, Exception) else "local"
+            # S003-25: "model" is what the model raised; an interruption, or an
+            # output this side cannot persist (a delta over a limit), is "local".
+            local = not isinstance(exc, Exception) or isinstance(exc, LimitExceededError)
+            kind = "local" if local else "model"
             events.attempt_failed(
                 effect.step_index, operation_id, attempt_id, exc, failure_kind=kind
             )
@@ -383,6 +397,7 @@ class Driver:
             deps=parent.deps,
             agent_path=(*parent.agent_path, agent.name),
             depth=parent.depth + 1,
+            session_run_id=parent.session_run_id or self.start.run_id,
         )
         child, durable = await self._child_driver(agent, options, invocation)
         result = await child.run()
@@ -512,6 +527,10 @@ def coerce_messages(messages: str | Message | Sequence[Message | str]) -> tuple[
     for message in result:
         if not isinstance(message, Message):
             raise ConfigurationError(f"not a Message: {message!r}")
+        if message.role == "user" and all(
+            isinstance(p, TextPart) and not p.text.strip() for p in message.content
+        ):  # what runtime.submit refuses too: the model would be asked about nothing
+            raise ConfigurationError("a user message (the prompt) must not be blank")
     return result
 
 

@@ -213,6 +213,7 @@ class EmbeddedEngine:
         It was cancelled while its previous owner ran it (now ``cancelled``), or
         its deadline passed (now ``failed``, ``timeout``).
         """
+        changes: dict[str, Any]
         if record.state == "cancelling":
             changes = {"state": "cancelled", "reason": "cancelled"}
         elif record.deadline_at is not None and self.runtime.now() >= record.deadline_at:
@@ -335,6 +336,7 @@ class EmbeddedEngine:
             self._end(
                 context,
                 state="completed",
+                finish=driver.events.finish if driver.events is not None else None,
                 result_text=result.text,
                 verdicts={},
                 rerun_tool_calls=[],

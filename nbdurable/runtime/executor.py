@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._errors import LimitExceededError, ModelError
+from ..events.writer import EventWriter
 from ..loop.driver import Driver
 from ..loop.machine import CallModel, SaveCheckpoint, ToolInvocation, ToolOutcome
 from ..messages import ToolResultPart
@@ -105,6 +106,15 @@ class RuntimeDriver(Driver):
         if self.events is not None:
             self.events.fence = context.fence
             self.events.strict = True  # a store gone past the retry budget stops the engine
+            # The owner writes the run's terminal event after its final state.
+            self.events.defer_terminal = True
+
+    async def _leg_started(self, events: EventWriter, *, retried: bool = False) -> None:
+        """The leg's start; the first leg after ``retry()`` says so (then the mark is cleared)."""
+        retried = retried or self.context.record.retried
+        await super()._leg_started(events, retried=retried)
+        if retried:
+            self.context.update(retried=False)
 
     async def _save(self, effect: SaveCheckpoint) -> None:
         context = self.context

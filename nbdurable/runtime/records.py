@@ -118,6 +118,8 @@ class RuntimeRun(BaseModel):
             the leg that applied it: ``approved``, ``reason``, ``token_sha256``
             (of the approving token), ``at`` (epoch ms). One verdict per
             approval: see :func:`decide`.
+        retried: ``retry()`` let the failed or needs_attention run go on: its
+            next leg's ``run_started`` event says ``retried: true`` (cleared then).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -157,6 +159,7 @@ class RuntimeRun(BaseModel):
     fingerprint: str | None = None
     waiting_reason: str | None = None
     decided: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    retried: bool = False
 
     @property
     def prompt_value(self) -> Prompt:

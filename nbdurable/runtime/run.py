@@ -256,7 +256,9 @@ class Run:
 
         The model gets a fresh attempt budget, and an interrupted ``manual``
         tool runs again. A graph node whose dependencies have not all completed
-        goes back to ``queued`` and starts once they have.
+        goes back to ``queued`` and starts once they have. The new leg's
+        ``run_started`` event says ``retried: true``; it follows the failed
+        run's terminal ``run_error`` in the log.
 
         Raises:
             ConfigurationError: The run is neither failed nor in needs_attention.
@@ -276,6 +278,7 @@ class Run:
             model_attempts=0,
             next_attempt_at=None,
             rerun_tool_calls=started,
+            retried=True,
         )
         if not ready and self._dependencies_completed(record):
             # the last dependency completed meanwhile (the store settled the graph

@@ -9,6 +9,7 @@ from .._deps import Deps, new_id
 from .._errors import (
     ConfigurationError,
     DurableConflictError,
+    FencedOutError,
     LimitExceededError,
     RunNotFoundError,
 )
@@ -17,19 +18,19 @@ from ..durable.signer import ApprovalSigner, store_signer
 from ..durable.store import supports
 from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry
 from ..events.log import notify
-from ..events.model import RUN_STATE, NewEvent
+from ..events.model import RUN_ERROR, RUN_FINISHED, RUN_STATE, NewEvent
 from ..messages import Message
 from .agent import Agent, Registry
 from .engine import EmbeddedEngine, Engine
 from .graphs import Graph, validate_graph
 from .limits import Limits, check_concurrency, payload_bytes
 from .prompts import Prompt, canonical_prompt, validate_prompt
-from .records import RUNTIME, UNFINISHED_STATES, RuntimeRun, RuntimeStore
-from .run import Run
+from .records import RUNTIME, TERMINAL_STATES, UNFINISHED_STATES, RuntimeRun, RuntimeStore
+from .run import Run, RunFailedError
 from .store_retry import RetryingRuntimeStore
 from .tasks import TaskDefinition, TaskRun, canonical_json, task_table
 
-__all__ = ["DurableRuntime"]
+__all__ = ["DurableRuntime", "terminal_event"]
 
 FatalHandler = Callable[[BaseException], Any]
 
@@ -528,30 +529,74 @@ class DurableRuntime:
         """Pick up recovered work now (restored registrations make it eligible)."""
         self.engine.wake()
 
-    def state_event(self, record: RuntimeRun) -> None:
-        """Append a ``run_state`` event for the record's current state."""
-        event = NewEvent(
-            type=RUN_STATE,
-            created_at=self.now(),
-            payload={
-                "state": record.state,
-                "reason": record.reason,
-                "next_attempt_at": record.next_attempt_at,
-            },
-        )
+    def state_event(
+        self,
+        record: RuntimeRun,
+        *,
+        finish: dict[str, Any] | None = None,
+        fence: int | None = None,
+    ) -> None:
+        """Append a ``run_state`` event for the record's current state.
+
+        A final state is followed, in the same append, by the run's terminal
+        event (:func:`terminal_event`), so the terminal event is the last one
+        the run writes while it is final (seed 004, S004-19).
+
+        Args:
+            record: The run as it is (or is about to be) stored.
+            finish: The ``run_finished`` payload of the leg that completed it.
+            fence: The owner's fencing token: the append is refused
+                (:class:`~nbdurable.FencedOutError`) once another owner holds the run.
+        """
+        payload: dict[str, Any] = {
+            "state": record.state,
+            "reason": record.reason,
+            "next_attempt_at": record.next_attempt_at,
+        }
+        if record.retried:
+            payload["retried"] = True
+        events = [NewEvent(type=RUN_STATE, created_at=self.now(), payload=payload)]
+        if record.finished:
+            events.append(terminal_event(record, self.now(), finish))
+        fenced: dict[str, int] = {} if fence is None else {"fence": fence}
         try:
             self.store_retry.call(
-                "write an event", self.store.append_events, record.run_id, [event]
+                "write an event", self.store.append_events, record.run_id, events, **fenced
             )
+        except FencedOutError:
+            raise
         except Exception as exc:  # the record is the authority; the event is for viewers
             self.deps.logger.error("nbdurable: state event of %s failed: %r", record.run_id, exc)
         notify(self.store, record.run_id)
 
-    def set_state(self, run_id: str, fence: int | None = None, **changes: Any) -> RuntimeRun:
-        """Write a run-state change (and its event)."""
+    def set_state(
+        self,
+        run_id: str,
+        fence: int | None = None,
+        *,
+        finish: dict[str, Any] | None = None,
+        **changes: Any,
+    ) -> RuntimeRun:
+        """Write a run-state change (and its event).
+
+        A change to a final state writes its events first (fenced by ``fence``)
+        and then the record: a crash in between leaves a run that is executed
+        again, never a finished run whose log lacks its terminal event.
+        ``finish`` is the ``run_finished`` payload of the leg that completed the run.
+        """
         changes.setdefault("updated_at", self.now())
+        final = changes.get("state") in TERMINAL_STATES
+        if final:
+            changes.setdefault("retried", False)  # a retry that ended before its leg began
+            current = self.runtime_store.rt_get(run_id)
+            if current is None:
+                raise RunNotFoundError(run_id)
+            self.state_event(current.model_copy(update=changes), finish=finish, fence=fence)
         record = self.runtime_store.rt_update(run_id, changes, fence=fence)
-        self.state_event(record)
+        if final:
+            notify(self.store, run_id)  # waiters woken by the events now see the record too
+        else:
+            self.state_event(record)
         if record.finished and "state" in changes:  # the store promoted the session's next run
             waiting = self.runtime_store.rt_session(record.session_id, sorted(UNFINISHED_STATES))
             if waiting and waiting[0].state == "pending":
@@ -585,3 +630,29 @@ class DurableRuntime:
 
 def _valid_id(value: Any) -> Any:
     return valid_text(value) if isinstance(value, str) else value
+
+
+def terminal_event(record: RuntimeRun, now: int, finish: dict[str, Any] | None = None) -> NewEvent:
+    """The terminal event of a finished run (seed 004's RUN_FINISHED / RUN_ERROR).
+
+    ``run_finished`` for a completed run (the completing leg's finish payload,
+    when there was a leg); ``run_error`` for a failed or cancelled one, with the
+    error :meth:`Run.result` raises. Both carry ``state``; ``run_error`` also
+    ``reason`` and the run's last ``error``.
+    """
+    if record.state == "completed":
+        return NewEvent(
+            type=RUN_FINISHED, created_at=now, payload={**(finish or {}), "state": "completed"}
+        )
+    failure = RunFailedError(record)
+    return NewEvent(
+        type=RUN_ERROR,
+        created_at=now,
+        payload={
+            "error_type": type(failure).__name__,
+            "message": str(failure),
+            "state": record.state,
+            "reason": record.reason,
+            "error": record.error,
+        },
+    )

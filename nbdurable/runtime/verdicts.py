@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from .._errors import ApprovalExpiredError, ApprovalNotPendingError
-from ..durable.signer import expired_age, token_matches
+from ..durable.signer import bound_to_run, expired_age, token_matches
 from ..messages import ToolApprovalRequest
 from .run import Run
 
@@ -132,7 +132,7 @@ async def submit_verdict(
                 if (
                     payload is None
                     or payload.get("approval_id") != approval_id
-                    or payload.get("run_id") != run_id
+                    or not bound_to_run(payload, run_id)
                     or not token_matches(
                         runtime.signer, str(token), request, run_id=run_id, max_age_ms=None
                     )

@@ -14,6 +14,7 @@ from .auth import bearer_guard, resolve_token
 from .body_limit import BodyLimit
 from .context import Bridge
 from .handlers import ERROR_RESPONSES, install_error_handlers
+from .openapi import truthful_openapi
 from .routes_approvals import approvals_router
 from .routes_events import events_router
 from .routes_runs import runs_router
@@ -90,6 +91,7 @@ def create_app(
     for router in (runs_router(bridge), events_router(bridge), approvals_router(bridge)):
         app.include_router(router, dependencies=[guard], responses=ERROR_RESPONSES)
     app.include_router(approval_page_router(bridge), responses={422: ERROR_RESPONSES[422]})
+    app.openapi = truthful_openapi(app)  # type: ignore[method-assign]
     app.add_middleware(BodyLimit, max_body_bytes=max_body_bytes)
     if cors_origins:
         app.add_middleware(

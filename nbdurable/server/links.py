@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from ..durable.signer import ApprovalSigner, expired_age, token_matches
+from ..durable.signer import ApprovalSigner, bound_to_run, expired_age, token_matches
 from ..messages import ToolApprovalRequest
 from ..runtime.run import Run, approval_expired
 from .errors import ApprovalNotPendingError, ApprovalTokenError
@@ -125,7 +125,7 @@ def check_link_token(
         not isinstance(token, str)
         or payload is None
         or payload.get("approval_id") != request.approval_id
-        or payload.get("run_id") != run_id
+        or not bound_to_run(payload, run_id)
         or not token_matches(signer, token, request, run_id=run_id, max_age_ms=None)
     ):
         raise ApprovalTokenError(_REFUSED)
@@ -166,7 +166,7 @@ def precheck_token(
     if (
         payload is None
         or payload.get("approval_id") != approval_id
-        or payload.get("run_id") != run_id
+        or not bound_to_run(payload, run_id)
     ):
         raise ApprovalTokenError(_REFUSED)
     _refuse_expired(signer, token, run_id=run_id, approval_id=approval_id, max_age_ms=max_age_ms)

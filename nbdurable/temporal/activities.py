@@ -134,15 +134,26 @@ class RunActivities(BoundActivities):
             agent_path=tuple(path),
         )
 
-    async def _write(self, entries: list[dict[str, Any]]) -> None:
-        """Write outbox entries in order, each into its event log (checkpoints atomically)."""
+    async def _write(
+        self, entries: list[dict[str, Any]], run_log: str | None = None
+    ) -> dict[str, Any] | None:
+        """Write outbox entries in order, each into its event log (checkpoints atomically).
+
+        The terminal event of ``run_log`` (the run's own log, at the end of a
+        leg) is not written: its ``run_finished`` payload is returned for the
+        run's final state change to write after the final ``run_state``.
+        """
         writers: dict[str, EventWriter] = {}
         for entry in entries:
             log = entry["log"]
             writer = writers.get(log)
             if writer is None:
                 writer = writers[log] = EventWriter(
-                    self.runtime.store, log, deps=self.runtime.deps, flush_interval=0.0
+                    self.runtime.store,
+                    log,
+                    deps=self.runtime.deps,
+                    flush_interval=0.0,
+                    defer_terminal=log == run_log,
                 )
             if "checkpoint" in entry:
                 await writer.save_checkpoint(AgentCheckpoint.model_validate(entry["checkpoint"]))
@@ -150,6 +161,8 @@ class RunActivities(BoundActivities):
                 writer.part(_PARTS.validate_python(entry["part"]))
         for writer in writers.values():
             await writer.close()
+        run_writer = writers.get(run_log) if run_log is not None else None
+        return run_writer.finish if run_writer is not None else None
 
     @activity.defn(name="nbdurable.begin_leg")
     async def begin_leg(self, run_id: str) -> dict[str, Any] | None:
@@ -164,6 +177,7 @@ class RunActivities(BoundActivities):
         runtime = self.runtime
         record = self._record(run_id)
         owner = f"temporal:{activity.info().workflow_id}"
+        retried = record.retried
         if record.state == "pending":
             if record.deadline_at is not None and runtime.now() >= record.deadline_at:
                 runtime.set_state(run_id, state="failed", reason="timeout", lease_owner=None)
@@ -175,6 +189,7 @@ class RunActivities(BoundActivities):
                     "fence": record.fence + 1,
                     "lease_owner": owner,
                     "updated_at": runtime.now(),
+                    "retried": False,
                 },
                 fence=record.fence,
             )
@@ -187,18 +202,21 @@ class RunActivities(BoundActivities):
         messages: list[Any] = []
         if checkpoint is None:
             messages = [m.model_dump(mode="json") for m in await first_messages(runtime, record)]
-        await self._started(run_id, checkpoint)
+        await self._started(run_id, checkpoint, retried=retried)
         return {
             "record": record.model_dump(mode="json"),
             "checkpoint": None if checkpoint is None else checkpoint.model_dump(mode="json"),
             "messages": messages,
         }
 
-    async def _started(self, log: str, checkpoint: AgentCheckpoint | None) -> None:
+    async def _started(
+        self, log: str, checkpoint: AgentCheckpoint | None, *, retried: bool = False
+    ) -> None:
         writer = EventWriter(self.runtime.store, log, deps=self.runtime.deps, flush_interval=0.0)
         writer.started(
             resumed=checkpoint is not None,
             next_step_index=0 if checkpoint is None else checkpoint.step_index + 1,
+            retried=retried,
         )
         await writer.close()
 
@@ -348,8 +366,8 @@ class RunActivities(BoundActivities):
 
         A run finished meanwhile (cancelled from a client) keeps its state.
         """
-        await self._write(entries)
+        finish = await self._write(entries, run_log=run_id)
         if self._record(run_id).finished:
             return
         changes.setdefault("lease_owner", None)
-        self.runtime.set_state(run_id, **changes)
+        self.runtime.set_state(run_id, finish=finish, **changes)

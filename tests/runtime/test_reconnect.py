@@ -83,7 +83,8 @@ async def test_s004_25_get_run_reattaches_from_another_runtime(store: Any, reope
             assert result.messages[-1] == nd.assistant("answer")
             events = [e async for e in handle.stream()]
             assert [e.offset for e in events] == list(range(1, len(events) + 1))
-            assert events[-1].type == "run_state" and events[-1].payload["state"] == "completed"
+            assert events[-1].type == "run_finished" and events[-1].payload["state"] == "completed"
+            assert events[-2].type == "run_state" and events[-2].payload["state"] == "completed"
     assert model.calls == 1
 
 
