@@ -7,11 +7,11 @@ Ollama, LM Studio, llama.cpp) that leave optional fields out.
 
 from __future__ import annotations
 
-import base64
 import json
 import uuid
 from typing import Any
 
+from .._media import data_url
 from ..messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart, Usage
 from ._openai_schema import strict_schema
 from .base import FinishReason, ModelRequest
@@ -34,13 +34,6 @@ _FINISH: dict[str, FinishReason] = {
     "length": "length",
     "content_filter": "content_filter",
 }
-
-_MAGIC = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
 
 INVALID_ARGS_KEY = "invalid_json_arguments"
 """Arguments that are not a JSON object are kept under this key (the tool then rejects them)."""
@@ -145,18 +138,7 @@ def image_url(part: ImagePart) -> str:
     """A URL image as is; inline bytes as a ``data:`` URL with their media type."""
     if part.url is not None:
         return part.url
-    data = part.data or b""
-    media_type = part.media_type or _sniff(data)
-    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
-
-
-def _sniff(data: bytes) -> str:
-    for magic, media_type in _MAGIC:
-        if data.startswith(magic):
-            return media_type
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return "image/png"
+    return data_url(part.data or b"", part.media_type)
 
 
 def finish_reason(reason: str | None, *, has_tool_calls: bool) -> FinishReason:
