@@ -14,8 +14,9 @@ from typing import Any
 
 from .._errors import ConfigurationError
 from .._media import sniff_media_type
+from .._openai_chat import INVALID_ARGS_KEY, parse_arguments
 from ..messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart, Usage
-from ._openai_wire import INVALID_ARGS_KEY, new_call_id, parse_arguments
+from ._openai_wire import new_call_id
 from .base import (
     FinishReason,
     ModelRequest,

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._errors import ConfigurationError
+from .._openai_chat import INVALID_ARGS_KEY, parse_arguments
 from ..messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart, Usage
-from ._openai_wire import INVALID_ARGS_KEY, parse_arguments
 from .base import (
     FinishReason,
     ModelRequest,

@@ -99,7 +99,7 @@ class PydanticAIModel:
         merged = dict(settings or {})
         # The SDK's own retries off, as in the other adapters: every failed attempt
         # reaches the runtime's model retry, which counts and persists it.
-        ignored = getattr(self.model, "unsupported_settings", frozenset())
+        ignored: frozenset[str] = getattr(self.model, "unsupported_settings", frozenset())
         if "max_retries" not in merged and "max_retries" not in ignored:
             merged["max_retries"] = 0
         return merged
