@@ -16,6 +16,7 @@ from typing import Any
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
 from pydantic_ai.messages import TextPart as PaiText
 from pydantic_ai.messages import ToolCallPart as PaiCall
@@ -94,8 +95,8 @@ class ToolCallingFake(FakeMessagesListChatModel):
     integration does, and every call's messages and bound arguments are recorded.
     """
 
-    seen: list[list[BaseMessage]] = []
-    bound: list[dict[str, Any]] = []
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
+    bound: list[dict[str, Any]] = Field(default_factory=list)
 
     def bind_tools(
         self,
@@ -137,7 +138,7 @@ def lc_responses() -> list[BaseMessage]:
 
 
 def langchain_model() -> LangChainModel:
-    return LangChainModel(ToolCallingFake(responses=lc_responses(), seen=[], bound=[]), price=PRICE)
+    return LangChainModel(ToolCallingFake(responses=lc_responses()), price=PRICE)
 
 
 def tool_messages(messages: list[BaseMessage]) -> list[ToolMessage]:

@@ -15,11 +15,11 @@ import pytest
 pytest.importorskip("pydantic_ai")
 pytest.importorskip("langchain_core")
 
-import nbdurable as nd  # noqa: E402
-from nbdurable.runtime import DurableRuntime  # noqa: E402
+import nbdurable as nd
+from nbdurable.runtime import DurableRuntime
 
-from . import interop_agents  # noqa: E402
-from .interop_agents import ANSWER, CALL_ID, PRICE  # noqa: E402
+from . import interop_agents
+from .interop_agents import ANSWER, CALL_ID, PRICE
 
 HERE = Path(__file__).resolve().parent
 
