@@ -10,8 +10,6 @@ connections by type.
 
 from __future__ import annotations
 
-import asyncio
-import sys
 from typing import Any
 
 from .._errors import (
@@ -22,9 +20,9 @@ from .._errors import (
     ProviderUnavailableError,
     RateLimitError,
 )
-from ._status import error_for_status
+from ._status import error_for_status, is_transport_failure, quota_exhausted, status_of
 
-__all__ = ["map_exception", "status_of"]
+__all__ = ["map_exception"]
 
 # langchain_core.exceptions' classification (1.x), most specific first.
 _CATEGORIES: tuple[tuple[str, type[ProviderError]], ...] = (
@@ -39,62 +37,6 @@ _CATEGORIES: tuple[tuple[str, type[ProviderError]], ...] = (
     ("ModelConnectionError", ProviderTimeoutError),
     ("ModelAPIError", ProviderUnavailableError),
 )
-
-# Transport failures by class name (httpx, httpx2, aiohttp, requests, the provider
-# SDKs' connection errors), for SDKs that are not imported here.
-_TRANSPORT_NAMES = frozenset(
-    {
-        "APIConnectionError",
-        "APITimeoutError",
-        "ConnectError",
-        "ConnectTimeout",
-        "ConnectionError",
-        "NetworkError",
-        "PoolTimeout",
-        "ReadError",
-        "ReadTimeout",
-        "RemoteProtocolError",
-        "ServerDisconnectedError",
-        "TimeoutException",
-        "TransportError",
-        "WriteError",
-        "WriteTimeout",
-    }
-)
-
-
-def status_of(exc: BaseException) -> int | None:
-    """The HTTP status an exception carries, if any.
-
-    Read from ``status_code``, ``response.status_code``, ``status`` or an HTTP-like ``code``.
-    """
-    for value in (
-        getattr(exc, "status_code", None),
-        getattr(getattr(exc, "response", None), "status_code", None),
-        getattr(exc, "status", None),
-        getattr(exc, "code", None),
-    ):
-        if isinstance(value, int) and not isinstance(value, bool) and 400 <= value <= 599:
-            return value
-    return None
-
-
-def _quota_exhausted(exc: BaseException) -> bool:
-    body = getattr(exc, "body", None)
-    codes = [getattr(exc, "code", None), getattr(exc, "type", None)]
-    if isinstance(body, dict):
-        codes += [body.get("code"), body.get("type")]
-    return any(isinstance(c, str) and "insufficient_quota" in c for c in codes)
-
-
-def _is_transport(exc: BaseException) -> bool:
-    if isinstance(exc, (TimeoutError, asyncio.TimeoutError, ConnectionError)):
-        return True
-    for name in ("httpx", "httpx2"):
-        http = sys.modules.get(name)
-        if http is not None and isinstance(exc, (http.TimeoutException, http.TransportError)):
-            return True
-    return any(cls.__name__ in _TRANSPORT_NAMES for cls in type(exc).__mro__)
 
 
 def map_exception(exc: BaseException, exceptions: Any, provider: str) -> ProviderError | None:
@@ -113,13 +55,13 @@ def map_exception(exc: BaseException, exceptions: Any, provider: str) -> Provide
     for name, cls in _CATEGORIES:
         category = getattr(exceptions, name, None)
         if category is not None and isinstance(exc, category):
-            retryable = False if cls is RateLimitError and _quota_exhausted(exc) else None
+            retryable = False if cls is RateLimitError and quota_exhausted(exc) else None
             return cls(text, provider=provider, status_code=status, retryable=retryable)
     if status is not None:
         error = error_for_status(status, text, provider)
-        if isinstance(error, RateLimitError) and _quota_exhausted(exc):
+        if isinstance(error, RateLimitError) and quota_exhausted(exc):
             error.retryable = False
         return error
-    if _is_transport(exc):
+    if is_transport_failure(exc):
         return ProviderTimeoutError(text, provider=provider)
     return None

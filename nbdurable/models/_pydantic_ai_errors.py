@@ -12,7 +12,7 @@ from .._errors import (
     ProviderUnavailableError,
     RateLimitError,
 )
-from ._status import error_for_status
+from ._status import error_for_status, is_transport_failure, status_of
 
 __all__ = ["map_exception"]
 
@@ -60,4 +60,9 @@ def map_exception(exc: BaseException, exceptions: Any, provider: str) -> Provide
     if isinstance(exc, exceptions.UserError):
         # The request cannot be formed for this model (a feature it lacks): not retryable.
         return InvalidRequestError(text, provider=provider)
+    # An older Pydantic AI lets some SDK or HTTP-client errors through unwrapped.
+    if status_of(exc) is not None:
+        return error_for_status(status_of(exc), text, provider)
+    if is_transport_failure(exc):
+        return ProviderTimeoutError(text, provider=provider)
     return None

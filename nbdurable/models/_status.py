@@ -1,6 +1,9 @@
-"""An HTTP status as one of our typed provider errors (for the framework adapters)."""
+"""Provider failures read off any exception: HTTP status, quota, transport (framework adapters)."""
 
 from __future__ import annotations
+
+import asyncio
+import sys
 
 from .._errors import (
     AuthenticationError,
@@ -11,7 +14,7 @@ from .._errors import (
     RateLimitError,
 )
 
-__all__ = ["error_for_status"]
+__all__ = ["error_for_status", "is_transport_failure", "quota_exhausted", "status_of"]
 
 _BY_STATUS: dict[int, type[ProviderError]] = {
     401: AuthenticationError,
@@ -37,3 +40,62 @@ def error_for_status(status: int | None, text: str, provider: str) -> ProviderEr
     elif cls is None and 400 <= status < 500:
         cls = InvalidRequestError
     return (cls or ProviderError)(text, provider=provider, status_code=status)
+
+
+# Transport failures by class name (httpx, httpx2, aiohttp, requests, the provider
+# SDKs' connection errors), for SDKs that are not imported here.
+_TRANSPORT_NAMES = frozenset(
+    {
+        "APIConnectionError",
+        "APITimeoutError",
+        "ConnectError",
+        "ConnectTimeout",
+        "ConnectionError",
+        "NetworkError",
+        "PoolTimeout",
+        "ReadError",
+        "ReadTimeout",
+        "RemoteProtocolError",
+        "ServerDisconnectedError",
+        "TimeoutException",
+        "TransportError",
+        "WriteError",
+        "WriteTimeout",
+    }
+)
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status an exception carries, if any.
+
+    Read from ``status_code``, ``response.status_code``, ``status`` or an HTTP-like ``code``.
+    """
+    for value in (
+        getattr(exc, "status_code", None),
+        getattr(getattr(exc, "response", None), "status_code", None),
+        getattr(exc, "status", None),
+        getattr(exc, "code", None),
+    ):
+        if isinstance(value, int) and not isinstance(value, bool) and 400 <= value <= 599:
+            return value
+    return None
+
+
+def quota_exhausted(exc: BaseException) -> bool:
+    """Whether a 429 says the account's quota is used up (OpenAI's ``insufficient_quota``)."""
+    body = getattr(exc, "body", None)
+    codes = [getattr(exc, "code", None), getattr(exc, "type", None)]
+    if isinstance(body, dict):
+        codes += [body.get("code"), body.get("type")]
+    return any(isinstance(c, str) and "insufficient_quota" in c for c in codes)
+
+
+def is_transport_failure(exc: BaseException) -> bool:
+    """A timeout or a refused, reset or broken connection, of any HTTP client or SDK."""
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError, ConnectionError)):
+        return True
+    for name in ("httpx", "httpx2"):
+        http = sys.modules.get(name)
+        if http is not None and isinstance(exc, (http.TimeoutException, http.TransportError)):
+            return True
+    return any(cls.__name__ in _TRANSPORT_NAMES for cls in type(exc).__mro__)
