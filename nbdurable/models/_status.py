@@ -7,6 +7,7 @@ import sys
 
 from .._errors import (
     AuthenticationError,
+    ConfigurationError,
     InvalidRequestError,
     ProviderError,
     ProviderTimeoutError,
@@ -14,7 +15,13 @@ from .._errors import (
     RateLimitError,
 )
 
-__all__ = ["error_for_status", "is_transport_failure", "quota_exhausted", "status_of"]
+__all__ = [
+    "closed_loop_error",
+    "error_for_status",
+    "is_transport_failure",
+    "quota_exhausted",
+    "status_of",
+]
 
 _BY_STATUS: dict[int, type[ProviderError]] = {
     401: AuthenticationError,
@@ -99,3 +106,18 @@ def is_transport_failure(exc: BaseException) -> bool:
         if http is not None and isinstance(exc, (http.TimeoutException, http.TransportError)):
             return True
     return any(cls.__name__ in _TRANSPORT_NAMES for cls in type(exc).__mro__)
+
+
+def closed_loop_error(exc: BaseException, model: str) -> ConfigurationError | None:
+    """A clear error for a framework's HTTP client used after its event loop closed.
+
+    A wrapped model's client belongs to the event loop it first ran on; a second
+    ``asyncio.run`` in a script meets it closed. The adapter cannot open a new
+    client for another framework's model, so it says what to do instead.
+    """
+    if isinstance(exc, RuntimeError) and "Event loop is closed" in str(exc):
+        return ConfigurationError(
+            f"{model}: the wrapped model's HTTP client belongs to an event loop that has"
+            " closed (a second asyncio.run?); create the model inside the loop that uses it"
+        )
+    return None

@@ -26,6 +26,7 @@ from ._pydantic_ai_wire import (
     parameters,
     response_of,
 )
+from ._status import closed_loop_error
 from .base import ModelRequest, ModelResponse, ModelStreamEvent, ResponseEvent
 from .pricing import Price, price_for
 
@@ -161,6 +162,9 @@ class PydanticAIModel:
         )
 
     def _raise(self, exc: Exception) -> NoReturn:
+        closed = closed_loop_error(exc, repr(self))
+        if closed is not None:
+            raise closed from exc
         mapped = map_exception(exc, self._pai.exceptions, self.provider)
         if mapped is None:
             raise exc

@@ -176,3 +176,14 @@ async def test_langchain_and_transport_exceptions_map_onto_ours(
 async def test_a_bug_is_not_dressed_as_a_provider_error(stream: bool) -> None:
     with pytest.raises(KeyError, match="oops"):
         await call(raising(KeyError("oops")), stream)
+
+
+def test_a_client_left_on_a_closed_event_loop_is_a_clear_configuration_error() -> None:
+    """ChatOpenAI's HTTP client stays on the loop it first ran on: a second asyncio.run says so."""
+    import asyncio
+
+    with OpenAIServer([text_reply("one"), text_reply("two")]) as server:
+        model = chat_openai(server.url)
+        assert asyncio.run(model.generate(ASK)).text == "one"
+        with pytest.raises(nd.ConfigurationError, match="inside the loop that uses it"):
+            asyncio.run(model.generate(ASK))

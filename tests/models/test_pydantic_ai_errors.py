@@ -191,3 +191,14 @@ async def test_retry_if_is_retryable_retries_a_503_and_fails_a_401_at_once(tmp_p
             await failed.result()
         events = await nd.read_events(store, failed.run_id)
         assert sum(e.type == "model_attempt_failed" for e in events) == 1  # not retried
+
+
+def test_a_client_left_on_a_closed_event_loop_is_a_clear_configuration_error() -> None:
+    """Pydantic AI's HTTP client stays on the loop it first ran on: a second asyncio.run says so."""
+    import asyncio
+
+    with OpenAIServer([text_reply("one"), text_reply("two")]) as server:
+        model = over_the_wire(server.url)
+        assert asyncio.run(model.generate(ASK)).text == "one"
+        with pytest.raises(nd.ConfigurationError, match="inside the loop that uses it"):
+            asyncio.run(model.generate(ASK))
