@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._errors import ConfigurationError
+from .._media import sniff_media_type
 from .._openai_chat import INVALID_ARGS_KEY, parse_arguments
 from ..messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart, Usage
 from .base import (
@@ -128,8 +129,6 @@ def _image(part: ImagePart, m: Any) -> Any:
         if part.media_type:
             return m.ImageUrl(part.url, media_type=part.media_type)
         return m.ImageUrl(part.url)
-    from .._media import sniff_media_type
-
     data = part.data or b""
     return m.BinaryContent(data, media_type=part.media_type or sniff_media_type(data))
 
@@ -225,13 +224,13 @@ def response_of(
     ``output_tool`` (structured output in tool mode) is the answer, returned as
     JSON text. Thinking, native-tool and file parts are not carried across.
     """
-    m_text: list[str] = []
+    texts: list[str] = []
     calls: list[Part] = []
     answer: str | None = None
     for part in getattr(response, "parts", ()):
         kind = getattr(part, "part_kind", None)
         if kind == "text":
-            m_text.append(part.content)
+            texts.append(part.content)
         elif kind == "tool-call" and output_tool is not None and part.tool_name == output_tool:
             answer = _args_text(part.args)
         elif kind == "tool-call":
@@ -242,7 +241,7 @@ def response_of(
                     args=_args_dict(part.args),
                 )
             )
-    text = answer if answer is not None else "".join(m_text)
+    text = answer if answer is not None else "".join(texts)
     content: list[Part] = [TextPart(text=text)] if text else []
     content.extend(calls)
     finish = _FINISH.get(getattr(response, "finish_reason", None) or "", "stop")

@@ -353,3 +353,25 @@ async def test_settings_reach_the_provider() -> None:
     sent = server.requests[0]
     assert sent["temperature"] == 0.25
     assert 77 in (sent.get("max_tokens"), sent.get("max_completion_tokens"))
+
+
+async def test_pydantic_ais_openai_stream_carries_argument_fragments_with_their_ids(
+    weather: OpenAIServer,
+) -> None:
+    model = openai_via_pydantic_ai(weather)
+    request = ask(nd.user("Weather in Paris and Tokyo?"), tools=(WEATHER_TOOL,))
+    events = [e async for e in model.stream(request)]
+    assert "".join(e.delta for e in events if isinstance(e, TextDeltaEvent)) == (
+        "Let me check both cities."
+    )
+    fragments: dict[str, str] = {}
+    for e in events:
+        if isinstance(e, ToolCallDeltaEvent):
+            assert e.tool_name == "get_weather"
+            fragments[e.tool_call_id] = fragments.get(e.tool_call_id, "") + e.args_delta
+    assert {k: json.loads(v) for k, v in fragments.items()} == {
+        "call_Pq7aW3paris": {"city": "Paris"},
+        "call_Zt9kD1tokyo": {"city": "Tokyo", "unit": "celsius"},
+    }
+    assert isinstance(events[-1], ResponseEvent)
+    assert events[-1].response == await model.generate(request)  # streamed or not, one turn
