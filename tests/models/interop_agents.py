@@ -10,13 +10,10 @@ file named by NBDURABLE_TEST_LOG (O_APPEND, fsync'd).
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import Field
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
 from pydantic_ai.messages import TextPart as PaiText
 from pydantic_ai.messages import ToolCallPart as PaiCall
@@ -24,6 +21,11 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
 import nbdurable as nd
 from nbdurable.models import LangChainModel, Price, PydanticAIModel
+
+try:
+    from .langchain_fakes import ToolCallingFake
+except ImportError:  # imported as a top-level module by `nbdurable worker`
+    from langchain_fakes import ToolCallingFake  # type: ignore[no-redef]
 
 PRICE = Price(input=1.0, output=2.0)
 CALL_ID = "call_drop_stg_2023"
@@ -85,40 +87,6 @@ def pydantic_ai_model() -> PydanticAIModel:
 
 
 # -- LangChain: FakeMessagesListChatModel with tool calling -----------------------------------
-
-
-class ToolCallingFake(FakeMessagesListChatModel):
-    """LangChain's fake chat model, with ``bind_tools`` and answers chosen by the turn.
-
-    ``responses[n]`` answers a conversation holding ``n`` AI messages (a resumed run
-    in a new process gets the right one); ``bind_tools`` binds the tools as a real
-    integration does, and every call's messages and bound arguments are recorded.
-    """
-
-    seen: list[list[BaseMessage]] = Field(default_factory=list)
-    bound: list[dict[str, Any]] = Field(default_factory=list)
-
-    def bind_tools(
-        self,
-        tools: Sequence[Any],
-        *,
-        tool_choice: str | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        return self.bind(tools=list(tools), tool_choice=tool_choice, **kwargs)
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        self.seen.append(list(messages))
-        self.bound.append(dict(kwargs))
-        turn = sum(isinstance(m, AIMessage) for m in messages)
-        response = self.responses[min(turn, len(self.responses) - 1)]
-        return ChatResult(generations=[ChatGeneration(message=response)])
 
 
 def lc_responses() -> list[BaseMessage]:
