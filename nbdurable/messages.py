@@ -12,7 +12,7 @@ undecodable bytes (``surrogateescape``), become U+FFFD when the part is built
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -32,7 +32,9 @@ __all__ = [
     "ToolResultPart",
     "Usage",
     "assistant",
+    "from_openai",
     "system",
+    "to_openai",
     "tool_message",
     "user",
 ]
@@ -271,3 +273,36 @@ def assistant(content: str | Part | Iterable[str | Part]) -> Message:
 def tool_message(results: Sequence[ToolResultPart]) -> Message:
     """Build the tool message that answers an assistant message's tool calls."""
     return Message(role="tool", content=tuple(results))
+
+
+def to_openai(messages: Message | Iterable[Message]) -> list[dict[str, Any]]:
+    """Messages as OpenAI Chat Completions message dicts (for evals, fine-tuning, other tools).
+
+    Text, images (bytes as ``data:`` URLs), tool calls and tool results (one
+    ``tool`` message each; ``is_error`` ones read ``"Error: ..."``) and system
+    messages; approval records and metadata are left out. See
+    :func:`nbdurable._openai_chat.to_openai` for the details.
+
+    Raises:
+        ConfigurationError: An image outside a user message.
+    """
+    from ._openai_chat import to_openai as convert
+
+    return convert(messages)
+
+
+def from_openai(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
+    """OpenAI Chat Completions message dicts as messages (to seed a run from elsewhere).
+
+    ``system``/``developer``, ``user`` (text and ``image_url`` parts; ``data:``
+    URLs become bytes), ``assistant`` (text and ``tool_calls``) and ``tool``
+    messages (consecutive ones grouped, names taken from the calls they answer).
+    See :func:`nbdurable._openai_chat.from_openai` for the details.
+
+    Raises:
+        ConfigurationError: Audio or file parts, the legacy function-calling
+            format, an unknown role, or a tool result for a call never made.
+    """
+    from ._openai_chat import from_openai as convert
+
+    return convert(messages)
