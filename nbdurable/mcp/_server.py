@@ -12,10 +12,11 @@ from typing import Any, Literal
 from .._errors import ConfigurationError
 from .._resources import ResourceScope, current_scope
 from ..interop._foreign import ForeignTool
-from ..tools import RECOVERY_POLICIES, NeedsApproval, Tool, ToolArgumentsError, ToolContext
+from ..tools import RECOVERY_POLICIES, NeedsApproval, Tool, ToolContext
 from ._connection import Connection
 from ._policy import annotated_policy, check_settings, pick, selected
 from ._results import result_value
+from ._schema import shallow_validator
 
 __all__ = ["IDEMPOTENCY_META_KEY", "MCPServer"]
 
@@ -241,7 +242,7 @@ class MCPServer:
                 execute=run,
                 needs_approval=needs_approval,
                 recovery=policy,
-                validator=_json_schema_validator(name, listed.input_schema),
+                validator=shallow_validator(name, listed.input_schema),
                 source=f"MCP tool {remote!r} of {self!r}",
             )
         except ConfigurationError as exc:
@@ -249,30 +250,6 @@ class MCPServer:
                 f"{self!r} lists a tool nbdurable cannot name {name!r} ({exc}); "
                 "leave it out with include="
             ) from exc
-
-
-def _json_schema_validator(name: str, schema: Mapping[str, Any]) -> Any:
-    """Check arguments against the tool's JSON schema before a human is asked to approve them."""
-    import jsonschema
-
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except jsonschema.SchemaError:
-        return None  # the server checks them itself
-    checker = cls(schema)
-
-    def validate(args: dict[str, Any]) -> dict[str, Any]:
-        errors = sorted(checker.iter_errors(args), key=lambda e: [str(p) for p in e.path])
-        if errors:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e.path) or 'arguments'}: {e.message}"
-                for e in errors[:5]
-            )
-            raise ToolArgumentsError(f"Invalid arguments for tool {name!r}: {problems}")
-        return args
-
-    return validate
 
 
 def _check_timeout(timeout: float | None) -> float | None:

@@ -84,7 +84,7 @@ async def test_tool_errors_and_invalid_arguments_become_is_error_results(
             ("add", {"a": 1, "b": 1}),
         )
         assert out[0].is_error and "the table is locked" in str(out[0].result)
-        assert out[1].is_error and "'value' is a required property" in str(out[1].result)
+        assert out[1].is_error and "value: a required property is missing" in str(out[1].result)
         assert not out[2].is_error and out[2].result == {"result": 2}
         assert log_lines(mcp_log) == []
     finally:
