@@ -129,7 +129,7 @@ class Tool:
         needs_approval: NeedsApproval = False,
         recovery: str | None = None,
     ) -> Tool:
-        """Wrap a LangChain tool (a ``BaseTool``, e.g. made with ``@tool``); needs ``langchain-core``.
+        """Wrap a LangChain tool (a ``BaseTool``, e.g. from ``@tool``); needs ``langchain-core``.
 
         The argument schema and description come from the LangChain tool;
         approval, recovery and the :class:`ToolContext` stay nbdurable's. See
@@ -156,7 +156,7 @@ class Tool:
         needs_approval: NeedsApproval | None = None,
         recovery: str | None = None,
     ) -> Tool:
-        """Wrap a Pydantic AI tool (``pydantic_ai.Tool`` or a plain function); needs ``pydantic-ai-slim``.
+        """Wrap a Pydantic AI tool (``pydantic_ai.Tool`` or a function); needs ``pydantic-ai-slim``.
 
         A tool taking ``RunContext[Deps]`` gets ``deps`` as ``ctx.deps``; without
         ``deps=`` such a tool is refused. ``needs_approval`` defaults to the

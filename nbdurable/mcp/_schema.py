@@ -19,8 +19,10 @@ __all__ = ["shallow_validator"]
 
 _TYPES: dict[str, Callable[[Any], bool]] = {
     "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool)
-    or (isinstance(v, float) and v.is_integer()),
+    "integer": lambda v: (
+        (isinstance(v, int) and not isinstance(v, bool))
+        or (isinstance(v, float) and v.is_integer())
+    ),
     "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
     "boolean": lambda v: isinstance(v, bool),
     "array": lambda v: isinstance(v, list),
@@ -46,13 +48,20 @@ def shallow_validator(
                 if closed:
                     problems.append(f"{key}: not a property of this tool")
                 continue
-            wanted = spec.get("type") if isinstance(spec, Mapping) else None
-            kinds = [wanted] if isinstance(wanted, str) else wanted
-            if isinstance(kinds, list) and all(k in _TYPES for k in kinds):
-                if not any(_TYPES[k](value) for k in kinds):
-                    problems.append(f"{key}: {value!r} is not of type {' or '.join(kinds)}")
+            kinds = _plain_types(spec)
+            if kinds and not any(_TYPES[k](value) for k in kinds):
+                problems.append(f"{key}: {value!r} is not of type {' or '.join(kinds)}")
         if problems:
             raise ToolArgumentsError(f"Invalid arguments for tool {name!r}: " + "; ".join(problems))
         return args
 
     return validate
+
+
+def _plain_types(spec: Any) -> list[str]:
+    """The JSON types a property allows when it says so plainly (else none: not checked)."""
+    wanted = spec.get("type") if isinstance(spec, Mapping) else None
+    kinds = [wanted] if isinstance(wanted, str) else wanted
+    if isinstance(kinds, list) and kinds and all(k in _TYPES for k in kinds):
+        return [str(k) for k in kinds]
+    return []

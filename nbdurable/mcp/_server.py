@@ -205,7 +205,7 @@ class MCPServer:
             return pool.submit(asyncio.run, once()).result()
 
     def connection(self) -> Connection:
-        """This server's session in the current runtime (or event loop), opened on first use."""
+        """The server's session in the current runtime (or event loop), opened on first use."""
         return current_scope().get(("mcp", self), lambda: Connection(self))  # type: ignore[no-any-return]
 
     async def close(self) -> None:
@@ -262,6 +262,4 @@ def _check_timeout(timeout: float | None) -> float | None:
 
 def _require_sdk() -> None:
     if importlib.util.find_spec("mcp") is None:
-        raise ConfigurationError(
-            "nbdurable.mcp needs the MCP SDK: pip install 'nbdurable[mcp]'"
-        )
+        raise ConfigurationError("nbdurable.mcp needs the MCP SDK: pip install 'nbdurable[mcp]'")

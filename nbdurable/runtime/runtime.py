@@ -6,13 +6,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 from .._deps import Deps, new_id
-from .._resources import ResourceScope
 from .._errors import (
     ConfigurationError,
     DurableConflictError,
     LimitExceededError,
     RunNotFoundError,
 )
+from .._resources import ResourceScope
 from ..durable.signer import ApprovalSigner, store_signer
 from ..durable.store import supports
 from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry

@@ -62,6 +62,11 @@ async def wait_for_lines(log: Path, count: int, timeout: float = 60) -> None:
     raise AssertionError(f"the MCP server logged {log_lines(log)}, wanted {count} lines")
 
 
+def release(gate: Path) -> None:
+    """Let the server's slow upsert return."""
+    gate.touch()
+
+
 def process_gone(pid: int) -> bool:
     """True when the process no longer exists (a zombie still would: it was not reaped)."""
     try:
@@ -155,7 +160,7 @@ async def test_a_worker_killed_mid_call_reruns_an_idempotent_mcp_tool_with_the_s
     await wait_for_lines(http_server.log, 1)  # the call is in flight on the server
     first.send_signal(signal.SIGKILL)
     first.wait()
-    mcp_gate.touch()  # the server may answer now; the first caller is gone
+    release(mcp_gate)  # the server may answer now; the first caller is gone
     finish(worker(store_url, http_server.url, "--exit-when-idle"))
     assert run.status == "completed"
     calls = log_lines(http_server.log)
@@ -174,7 +179,7 @@ async def test_a_worker_killed_mid_call_parks_a_manual_mcp_tool_until_retry(
     await wait_for_lines(http_server.log, 1)
     first.send_signal(signal.SIGKILL)
     first.wait()
-    mcp_gate.touch()
+    release(mcp_gate)
     finish(worker(store_url, http_server.url, "--exit-when-idle"))
     assert run.status == "needs_attention"
     assert len(log_lines(http_server.log)) == 1  # never re-run by itself

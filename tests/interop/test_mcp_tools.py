@@ -176,7 +176,7 @@ async def test_settings_naming_unknown_tools_or_policies_are_refused(
     stdio_server: MCPServer,
 ) -> None:
     try:
-        with pytest.raises(nd.ConfigurationError, match="'ad'.*does not list"):
+        with pytest.raises(nd.ConfigurationError, match=r"'ad'.*does not list"):
             await stdio_server.tools(approval={"ad": False})
         with pytest.raises(nd.ConfigurationError, match="'sometimes'"):
             await stdio_server.tools(recovery={"add": "sometimes"})

@@ -109,7 +109,7 @@ async def test_context_fields_nbdurable_does_not_carry_fail_with_a_clear_message
 def test_a_tool_taking_a_run_context_without_deps_is_refused() -> None:
     with pytest.raises(nd.ConfigurationError, match=r"takes a RunContext.*deps="):
         nd.Tool.from_pydantic_ai(stock_level)
-    with pytest.raises(nd.ConfigurationError, match="neither a pydantic_ai.Tool"):
+    with pytest.raises(nd.ConfigurationError, match=r"neither a pydantic_ai\.Tool"):
         nd.Tool.from_pydantic_ai(42)
 
 
