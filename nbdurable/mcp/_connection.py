@@ -41,7 +41,15 @@ class MCPConnectionError(NbdurableError, ConnectionError):
 
 
 class Connection:
-    """A lazily opened, self-healing session to one MCP server."""
+    """A lazily opened, self-healing session to one MCP server.
+
+    Attributes:
+        mode: The SDK's protocol negotiation (``"auto"``: the 2026 protocol when
+            the server speaks it, else the initialize handshake; ``"legacy"``
+            forces the handshake).
+    """
+
+    mode = "auto"
 
     def __init__(self, server: MCPServer) -> None:
         self.server = server
@@ -169,6 +177,7 @@ class Connection:
                 client = Client(
                     await self._transport(stack),
                     read_timeout_seconds=self.server.timeout,
+                    mode=self.mode,
                     message_handler=self._on_message,
                     client_info=_client_info(),
                     cache=None,  # a listing must reflect tools/list_changed at once

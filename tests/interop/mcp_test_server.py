@@ -124,7 +124,8 @@ async def enable_extra(ctx: Context[Any, Any]) -> str:
         return 10 * x
 
     server.add_tool(extra, annotations=ToolAnnotations(read_only_hint=True))
-    await ctx.notify_tools_changed()
+    await ctx.notify_tools_changed()  # to subscribed clients of the 2026 protocol
+    await ctx.session.send_tool_list_changed()  # on the session, for earlier protocols
     return "extra enabled"
 
 

@@ -14,6 +14,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.mcp import IDEMPOTENCY_META_KEY, MCPServer
+from nbdurable.mcp._connection import Connection
 
 from .conftest import SERVER_SCRIPT, HttpServer, log_lines, stdio
 
@@ -199,7 +200,12 @@ async def test_prefix_keeps_servers_apart_and_calls_use_the_servers_names(
         await server.close()
 
 
-async def test_the_tool_list_follows_tools_list_changed(server: MCPServer) -> None:
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+async def test_the_tool_list_follows_tools_list_changed(
+    server: MCPServer, protocol: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the 2026 protocol announces changes on a subscription, earlier ones on the session
+    monkeypatch.setattr(Connection, "mode", protocol)
     try:
         first = {t.name for t in await server.tools()}
         assert "extra" not in first
