@@ -248,7 +248,7 @@ class MCPServer:
         except ConfigurationError as exc:
             raise ConfigurationError(
                 f"{self!r} lists a tool nbdurable cannot name {name!r} ({exc}); "
-                "leave it out with include="
+                "use another prefix= or leave the tool out with include="
             ) from exc
 
 

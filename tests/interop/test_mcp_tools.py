@@ -184,6 +184,8 @@ async def test_settings_naming_unknown_tools_or_policies_are_refused(
         with pytest.raises(nd.ConfigurationError, match="True, False or a callable"):
             await stdio_server.tools(approval={"add": "no"})  # type: ignore[dict-item]
         assert await stdio_server.tools(include="no_such_*") == []  # a pattern may match none
+        with pytest.raises(nd.ConfigurationError, match="another prefix="):
+            await stdio_server.tools(prefix="my tools/")
     finally:
         await stdio_server.close()
 
