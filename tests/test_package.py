@@ -62,7 +62,8 @@ def test_import_leaves_jupyter_and_pandas_out() -> None:
         "from nbdurable.models import *\n"
         "mods = ('IPython', 'ipywidgets', 'pandas', 'ipykernel', 'psycopg', 'psycopg_pool',"
         " 'sqlite_utils', 'openai', 'anthropic', 'fastapi', 'starlette', 'uvicorn',"
-        " 'temporalio', 'pydantic_ai', 'langchain_core', 'langchain', 'langchain_openai')\n"
+        " 'temporalio', 'mcp', 'mcp_types', 'langchain_core', 'pydantic_ai', 'anyio',"
+        " 'httpx2', 'jsonschema', 'langchain', 'langchain_openai')\n"
         "bad = [m for m in mods if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )
@@ -88,6 +89,18 @@ def test_framework_adapters_without_their_extras_name_the_extra() -> None:
     first, second = out.stdout.strip().splitlines()
     assert "pip install 'nbdurable[pydantic-ai]'" in first
     assert "pip install 'nbdurable[langchain]'" in second
+
+
+def test_interop_modules_import_no_framework_until_used() -> None:
+    # describing an MCP server or importing the adapters loads no SDK
+    code = (
+        "import sys, nbdurable, nbdurable.mcp, nbdurable.interop.langchain_tools,"
+        " nbdurable.interop.pydantic_ai_tools\n"
+        "mods = ('mcp', 'mcp_types', 'langchain_core', 'pydantic_ai', 'anyio', 'httpx2')\n"
+        "print(','.join(m for m in mods if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
 
 
 def test_errors_share_one_root() -> None:

@@ -13,6 +13,7 @@ from .._errors import (
     LimitExceededError,
     RunNotFoundError,
 )
+from .._resources import ResourceScope
 from .._text import valid_text
 from ..durable.signer import ApprovalSigner, store_signer
 from ..durable.store import supports
@@ -135,6 +136,8 @@ class DurableRuntime:
         self.registry = Registry()
         self.registry.register(agents)
         self.engine: Engine = engine if engine is not None else EmbeddedEngine()
+        # Connections its tools open lazily (MCP sessions): one per server, closed by close().
+        self.resources = ResourceScope()
         self._started = False
 
     # -- lifecycle -----------------------------------------------------------------
@@ -147,13 +150,15 @@ class DurableRuntime:
         options and registrations raise here.
         """
         runtime = cls(**options)
-        runtime.engine.start(runtime)
+        with runtime.resources.active():  # the engine's tasks inherit the scope
+            runtime.engine.start(runtime)
         runtime._started = True
         return runtime
 
     async def __aenter__(self) -> DurableRuntime:
         if not self._started:
-            self.engine.start(self)
+            with self.resources.active():
+                self.engine.start(self)
             self._started = True
         return self
 
@@ -168,6 +173,7 @@ class DurableRuntime:
         """
         if self._started:
             await self.engine.close()
+        await self.resources.aclose()
 
     def now(self) -> int:
         """The runtime clock, epoch ms."""
