@@ -127,6 +127,9 @@ function render({ model, el }) {
   const cards = h("div", "nbd-cards");
   const steps = h("div", "nbd-steps");
   root.append(header, usage, error, cards, steps);
+  // one line when another runtime took the run over (the run_taken_over event)
+  const takeover = h("div", "nbd-takeover");
+  usage.after(takeover);
   el.append(root);
   const reasons = new Map();
 
@@ -156,6 +159,11 @@ function render({ model, el }) {
     error.textContent = text;
     error.style.display = text ? "" : "none";
   };
+  const takeover_ = () => {
+    const text = model.get("takeover") || "";
+    takeover.textContent = text;
+    takeover.style.display = text ? "" : "none";
+  };
   const cards_ = () => {
     cards.replaceChildren(...(model.get("approvals") || []).map((c) => renderCard(model, c, reasons)));
     tick();
@@ -174,6 +182,8 @@ function render({ model, el }) {
   };
 
   header_(); usage_(); error_(); cards_(); steps_();
+  takeover_();
+  model.on("change:takeover", takeover_);
   model.on("change:status", header_);
   model.on("change:step", header_);
   model.on("change:started_at", header_);
@@ -194,6 +204,7 @@ function render({ model, el }) {
     model.off("change:ended_at", header_);
     model.off("change:usage", usage_);
     model.off("change:error", error_);
+    model.off("change:takeover", takeover_);
     model.off("change:approvals", approvals_);
     model.off("change:steps", steps_);
   };

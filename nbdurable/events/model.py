@@ -22,6 +22,7 @@ __all__ = [
     "RUN_STARTED",
     "RUN_STATE",
     "RUN_SUSPENDED",
+    "RUN_TAKEN_OVER",
     "STEP_FINISH",
     "STEP_START",
     "TERMINAL_EVENTS",
@@ -62,6 +63,9 @@ RUN_FINISHED: Final = "run_finished"
 RUN_ERROR: Final = "run_error"
 RUN_STATE: Final = "run_state"
 """A runtime run changed state (payload: ``state``, ``reason``, ``next_attempt_at``)."""
+RUN_TAKEN_OVER: Final = "run_taken_over"
+"""A runtime took the run over from an owner whose lease lapsed or whose process was gone
+(payload: ``previous_owner``, ``owner``, ``cause``, ``step_index``, ``tool_calls``, ``message``)."""
 
 TERMINAL_EVENTS: Final = frozenset({RUN_FINISHED, RUN_ERROR})
 """After one of these, nothing more is written until the run is resumed or retried

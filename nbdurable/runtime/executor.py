@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._errors import LimitExceededError, ModelError
+from .._errors import FencedOutError, LeaseLostError, LimitExceededError, ModelError
 from ..loop.driver import Driver
 from ..loop.machine import CallModel, SaveCheckpoint, ToolInvocation, ToolOutcome
 from ..messages import ToolResultPart
@@ -14,6 +14,7 @@ from ..models.base import ModelResponse
 from ..parts import TextDeltaPart
 from .agent import Agent
 from .limits import ModelRetry, payload_bytes
+from .owner import describe_holder, process_gone
 from .records import RuntimeRun, RuntimeStore, ToolIntent
 
 if TYPE_CHECKING:
@@ -48,6 +49,10 @@ class RunContext:
         record: The latest run record this owner wrote or read.
         intents: Tool intents by call id, as of the claim.
         cancel_reason: Set when the owner decides to stop the execution.
+        lease_owner: The lease holder this execution runs under (the embedded
+            engine's claim); None where the engine keeps no lease (Temporal):
+            then ownership is the fencing token alone.
+        lease_lost: Set once this execution learned that another owner has the run.
     """
 
     runtime: DurableRuntime
@@ -55,6 +60,8 @@ class RunContext:
     record: RuntimeRun
     intents: dict[str, ToolIntent] = field(default_factory=dict)
     cancel_reason: str | None = None
+    lease_owner: str | None = None
+    lease_lost: bool = False
 
     @property
     def store(self) -> RuntimeStore:
@@ -71,6 +78,31 @@ class RunContext:
     def fence(self) -> int:
         """The fencing token this owner holds for the run."""
         return self.record.fence
+
+    def ensure_owner(self) -> None:
+        """Confirm against the store that this execution still owns the run.
+
+        Renews the lease (fenced: it succeeds only while the run's fencing token
+        and lease holder are still this execution's), so after it returns the
+        lease has its full length ahead. Safe from any thread: the store call is
+        a short synchronous one, like every write of the runtime.
+
+        Raises:
+            LeaseLostError: Another owner took the run over.
+        """
+        run_id = self.record.run_id
+        if self.lease_lost or self.cancel_reason == "lease_lost":
+            self.lease_lost = True
+            raise LeaseLostError(run_id)
+        if self.lease_owner is None:
+            current = self.store.rt_get(run_id)
+            held = current is not None and current.fence == self.fence
+        else:
+            until = self.runtime.now() + self.runtime.lease_ms
+            held = self.store.rt_renew(run_id, self.lease_owner, self.fence, until)
+        if not held:
+            self.lease_lost = True
+            raise LeaseLostError(run_id)
 
     def update(self, **changes: Any) -> RuntimeRun:
         """A fenced write of the run record."""
@@ -100,6 +132,7 @@ class RuntimeDriver(Driver):
     def __init__(self, *args: Any, context: RunContext, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.context = context
+        self.owner_check = context.ensure_owner
         if self.events is not None:
             self.events.fence = context.fence
 
@@ -159,10 +192,7 @@ class RuntimeDriver(Driver):
                 remaining = [c for c in context.record.rerun_tool_calls if c != call.tool_call_id]
                 context.update(rerun_tool_calls=remaining)
             if policy == "manual" and not rerun:
-                raise NeedsAttention(
-                    f"tool {call.tool_name!r} (call {call.tool_call_id}) was interrupted and "
-                    "its recovery is manual: retry() runs it again, deny() settles it"
-                )
+                raise NeedsAttention(interrupted_reason(call.tool_name, call.tool_call_id, context))
         context.count_operation()
         intent = ToolIntent(
             run_id=context.record.run_id,
@@ -172,11 +202,42 @@ class RuntimeDriver(Driver):
             state="started",
         )
         context.store.rt_intent(intent, fence=context.fence)
+        try:
+            context.ensure_owner()  # right before the tool starts, with a fresh lease
+        except LeaseLostError as exc:
+            raise FencedOutError(str(exc)) from exc
         outcome = await super()._run_tool(invocation, step_index)
+        if context.lease_lost:
+            # The tool (or a sub-agent's) learned from ensure_owner() that another
+            # owner has the run: its outcome is void and this execution stops.
+            raise FencedOutError(f"run {context.record.run_id!r} is owned by another runtime now")
         if outcome.result is not None:
+            # Fenced: refused in the write's own transaction when another owner
+            # took the run over meanwhile, so a stale result is never recorded.
             done = intent.model_copy(
                 update={"state": "completed", "result": outcome.result.model_dump(mode="json")}
             )
             context.store.rt_intent(done, fence=context.fence)
             context.intents[call.tool_call_id] = done
         return outcome
+
+
+def interrupted_reason(tool_name: str, tool_call_id: str, context: RunContext) -> str:
+    """Why an interrupted ``manual`` call waits for a human, and whether it may run twice.
+
+    When this owner took the run over from one whose lease lapsed while its
+    process may still be alive (paused, cut off, or on another host), that owner
+    may still be executing the call: retrying may run the tool twice.
+    """
+    reason = (
+        f"tool {tool_name!r} (call {tool_call_id}) was interrupted and its recovery is "
+        "manual: retry() runs it again, deny() settles it"
+    )
+    previous = context.record.previous_owner
+    if previous is None or process_gone(previous):
+        return reason
+    return (
+        f"{reason}; its previous owner {describe_holder(previous)} lost its lease mid-call "
+        "and may still have been executing it, so the tool may have run twice: check its "
+        "effect before retry()"
+    )

@@ -110,6 +110,9 @@ class RuntimeRun(BaseModel):
         waiting_reason: What the run waits for outside itself, in one line
             (a runtime with a matching definition, a worker serving its
             version, ...); None when it waits for nothing external.
+        previous_owner: The lease holder the current owner took the run over
+            from (its lease lapsed, or its process was gone); None when the
+            current claim took a released run.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -148,6 +151,7 @@ class RuntimeRun(BaseModel):
     phase: int = 0
     fingerprint: str | None = None
     waiting_reason: str | None = None
+    previous_owner: str | None = None
 
     @property
     def prompt_value(self) -> Prompt:
@@ -198,6 +202,7 @@ def claim(run: RuntimeRun, owner: str, now: int, lease_ms: int) -> RuntimeRun:
             "fence": run.fence + 1,
             "next_attempt_at": None,
             "updated_at": now,
+            "previous_owner": run.lease_owner if run.state in ACTIVE_STATES else None,
         }
     )
 

@@ -106,6 +106,7 @@ def run_state(view: RunView, cards: Cards, clock: Clock) -> dict[str, Any]:
         "usage": _usage(_current_usage(view)),
         "approvals": [cards.card(view, a) for a in cards.requests],
         "error": view.error or "",
+        "takeover": view.takeover,
         "started_at": clock.started_at,
         "ended_at": clock.ended_at if view.status in ENDED_STATES else 0,
         "last_offset": view.last_offset,

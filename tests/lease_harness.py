@@ -1,0 +1,140 @@
+"""Pause-and-takeover trials with real worker processes (SIGSTOP past the lease, SIGCONT).
+
+Used by tests/runtime/test_lease_takeover.py (one trial per store) and
+benchmarks/lease_pause_torture.py (many).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import lease_agents
+
+import nbdurable as nd
+from nbdurable.runtime import DurableRuntime
+
+HERE = Path(__file__).resolve().parent
+
+
+def worker(
+    url: str,
+    log: Path,
+    *extra: str,
+    lease_ms: int = 1000,
+    tool_seconds: float = 1.0,
+    poll_interval: float = 0.02,
+) -> subprocess.Popen[str]:
+    """Start `nbdurable worker` serving tests/lease_agents.py."""
+    env = {
+        **os.environ,
+        "NBDURABLE_TEST_LOG": str(log),
+        "NBDURABLE_TEST_TOOL_SECONDS": str(tool_seconds),
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nbdurable.cli",
+            "worker",
+            "--store",
+            url,
+            "--agents",
+            "lease_agents:agents",
+            "--lease-ms",
+            str(lease_ms),
+            "--poll-interval",
+            str(poll_interval),
+            *extra,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+async def wait_for(check: object, timeout: float, what: str) -> None:
+    """Poll ``check()`` until it is true; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+@dataclass
+class PauseTrial:
+    """What one pause-and-takeover trial saw."""
+
+    effects: int = 0
+    attention_reason: str = ""
+    final_state: str = ""
+    recorded_by: int | None = None
+    paused_pid: int = 0
+    retried_pid: int = 0
+    fence: int = 0
+    wake: str = ""
+    stale_errors: list[str] = field(default_factory=list)
+
+
+async def pause_trial(
+    url: str, log: Path, agent: str, *, wake: str = "after", pause_after: float = 0.0
+) -> PauseTrial:
+    """One trial: a worker pauses mid-tool past its lease, another takes the run over.
+
+    The run's ``manual`` tool is interrupted by the pause, so the taker parks the
+    run in ``needs_attention``; a human retries; a third worker runs the tool
+    again. The paused worker is woken (SIGCONT) ``before`` the retry, ``during``
+    the retried call, or ``after`` the run completed; then stopped. The pause
+    comes ``pause_after`` seconds into the first call.
+    """
+    trial = PauseTrial(wake=wake)
+    store = nd.open_store(url)
+    client = DurableRuntime(store=store, agents=lease_agents.agents)  # submits and watches
+    run = await client.submit(agent, "pay once")
+    paused = worker(url, log)
+    trial.paused_pid = paused.pid
+    try:
+        await wait_for(lambda: paused.pid in lease_agents.starts(log), 60, "the first start")
+        await asyncio.sleep(pause_after)
+        paused.send_signal(signal.SIGSTOP)
+        taker = worker(url, log, "--exit-when-idle")
+        taker.communicate(timeout=60)
+        record = run.record()
+        trial.attention_reason = record.reason or ""
+        if wake == "before":
+            paused.send_signal(signal.SIGCONT)
+            await asyncio.sleep(1.0)
+        await run.retry()
+        retried = worker(url, log, "--exit-when-idle")
+        trial.retried_pid = retried.pid
+        if wake == "during":
+            await wait_for(lambda: retried.pid in lease_agents.starts(log), 60, "the retry")
+            paused.send_signal(signal.SIGCONT)
+        retried.communicate(timeout=60)
+        if wake == "after":
+            paused.send_signal(signal.SIGCONT)
+        await asyncio.sleep(1.5)  # the paused worker's tool wakes and tries to act
+    finally:
+        paused.send_signal(signal.SIGCONT)
+        paused.send_signal(signal.SIGTERM)
+        _out, err = paused.communicate(timeout=60)
+    trial.stale_errors = [line for line in err.splitlines() if "Traceback" in line]
+    record = run.record()
+    trial.final_state = record.state
+    trial.fence = record.fence
+    trial.effects = lease_agents.effects(log)[run.run_id]
+    checkpoint = store.load(run.run_id)
+    if checkpoint is not None and checkpoint.status == "completed":
+        result = str(checkpoint.messages[2].tool_results[0].result)
+        trial.recorded_by = int(result.rsplit(" ", 1)[-1]) if result.startswith("paid") else None
+    store.close()
+    return trial
