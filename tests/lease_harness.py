@@ -83,6 +83,8 @@ class PauseTrial:
     fence: int = 0
     wake: str = ""
     stale_errors: list[str] = field(default_factory=list)
+    explained: str = ""
+    takeovers: list[dict[str, object]] = field(default_factory=list)
 
 
 async def pause_trial(
@@ -110,9 +112,14 @@ async def pause_trial(
         taker.communicate(timeout=60)
         record = run.record()
         trial.attention_reason = record.reason or ""
+        trial.explained = str(nd.inspect.explain(store, run.run_id))
         if wake == "before":
             paused.send_signal(signal.SIGCONT)
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(1.0)  # its call wakes and tries to act
+            # Stop it, so the retried call runs in the third worker: left alive it
+            # could claim the retried run itself (a fresh, legitimate claim).
+            paused.send_signal(signal.SIGTERM)
+            paused.wait(timeout=60)
         await run.retry()
         retried = worker(url, log, "--exit-when-idle")
         trial.retried_pid = retried.pid
@@ -124,17 +131,60 @@ async def pause_trial(
             paused.send_signal(signal.SIGCONT)
         await asyncio.sleep(1.5)  # the paused worker's tool wakes and tries to act
     finally:
-        paused.send_signal(signal.SIGCONT)
-        paused.send_signal(signal.SIGTERM)
+        if paused.poll() is None:
+            paused.send_signal(signal.SIGCONT)
+            paused.send_signal(signal.SIGTERM)
         _out, err = paused.communicate(timeout=60)
     trial.stale_errors = [line for line in err.splitlines() if "Traceback" in line]
     record = run.record()
     trial.final_state = record.state
     trial.fence = record.fence
     trial.effects = lease_agents.effects(log)[run.run_id]
+    events = await nd.read_events(store, run.run_id)
+    trial.takeovers = [e.payload for e in events if e.type == "run_taken_over"]
     checkpoint = store.load(run.run_id)
     if checkpoint is not None and checkpoint.status == "completed":
         result = str(checkpoint.messages[2].tool_results[0].result)
         trial.recorded_by = int(result.rsplit(" ", 1)[-1]) if result.startswith("paid") else None
+    store.close()
+    return trial
+
+
+@dataclass
+class KillTrial:
+    """What one dead-owner takeover saw."""
+
+    run_id: str
+    owner_pid: int
+    taker_pid: int
+    seconds: float
+    final_state: str
+    taker_errors: str
+
+
+async def kill_trial(url: str, log: Path, *, lease_ms: int = 30_000) -> KillTrial:
+    """One trial: a worker is SIGKILLed inside its tool while another one already runs.
+
+    The killed worker is left unreaped (a zombie) until the takeover: gone all the
+    same. ``seconds`` runs from the kill to the moment the other worker's claim is
+    in the store.
+    """
+    store = nd.open_store(url)
+    client = DurableRuntime(store=store, agents=lease_agents.agents)
+    run = await client.submit("long", "work")
+    owner = worker(url, log, lease_ms=lease_ms, tool_seconds=60)
+    await wait_for(lambda: owner.pid in lease_agents.starts(log), 60, "the owner's tool")
+    taker = worker(url, log, "--exit-when-idle", lease_ms=lease_ms, tool_seconds=0.2)
+    ready = await asyncio.to_thread(taker.stdout.readline)  # type: ignore[union-attr]
+    assert "serving" in ready, ready
+    owner.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    try:
+        await wait_for(lambda: run.record().fence == 2, 60, "the takeover")
+        seconds = time.monotonic() - killed
+    finally:
+        owner.communicate(timeout=30)
+        _out, err = taker.communicate(timeout=60)
+    trial = KillTrial(run.run_id, owner.pid, taker.pid, seconds, run.status, err)
     store.close()
     return trial
