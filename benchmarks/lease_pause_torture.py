@@ -4,14 +4,16 @@
     python benchmarks/lease_pause_torture.py --stores sqlite --trials 3 --kills 2 --json out.json
 
 Pause trials (lease 1 s): a worker is paused at a random point inside a ``manual``
-tool that works 1 s before its side effect; a second worker takes the run over
-(``needs_attention``); a human retries; a third worker runs the call again; the
-paused worker is woken before the retry, during the retried call or after the run
-completed (random). Counted: how many trials had the side effect exactly once, and
-whose result the store recorded. Variants: ``careful`` and ``threaded`` call
-``ctx.ensure_owner()`` right before the effect (on the loop, or from a worker
-thread); ``careless`` and ``careless_threaded`` do not (how often a pause doubles
-an effect when a tool does not check).
+tool that works 1 s before its side effect (outside a store write transaction: a
+pause inside one holds the store's write lock and blocks every worker until it
+resumes, so the trial resumes it and pauses again, counted as "re-paused"); a
+second worker takes the run over (``needs_attention``); a human retries; a third
+worker runs the call again; the paused worker is woken before the retry, during
+the retried call or after the run completed (random). Counted: how many trials had
+the side effect exactly once, and whose result the store recorded. Variants:
+``careful`` and ``threaded`` call ``ctx.ensure_owner()`` right before the effect
+(on the loop, or from a worker thread); ``careless`` and ``careless_threaded`` do
+not (how often a pause doubles an effect when a tool does not check).
 
 Kill trials (default 30 s lease): a worker is SIGKILLed inside its tool while a
 second one runs; timed from the kill to the second worker's claim in the store.
@@ -73,6 +75,7 @@ async def _pause_figures(
                 "paused_pid": trial.paused_pid,
                 "retried_pid": trial.retried_pid,
                 "recorded_by": trial.recorded_by,
+                "pause_tries": trial.pause_tries,
                 "effects": trial.effects,
                 "state": trial.final_state,
                 "stale_recorded": trial.recorded_by == trial.paused_pid,
@@ -88,6 +91,7 @@ async def _pause_figures(
         "completed": sum(r["state"] == "completed" for r in rows),
         "stale_recorded": sum(r["stale_recorded"] for r in rows),
         "warned": sum(r["warned"] for r in rows),
+        "repaused": sum(r["pause_tries"] > 1 for r in rows),
         "rows": rows,
     }
 
@@ -151,7 +155,8 @@ def _pause_line(f: dict[str, Any]) -> str:
     return (
         f"pause | {f['store']:<8} | {f['variant']:<17} | trials {f['trials']:>3} | "
         f"effect once {f['once']:>3} | twice {f['twice']:>3} | completed {f['completed']:>3} | "
-        f"stale result recorded {f['stale_recorded']:>2} | 'may have run twice' {f['warned']:>3}"
+        f"stale result recorded {f['stale_recorded']:>2} | 'may have run twice' {f['warned']:>3} | "
+        f"re-paused {f['repaused']:>2}"
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -61,6 +62,46 @@ def worker(
     )
 
 
+def store_write_blocked(url: str) -> bool:
+    """Whether another process holds the store's write lock right now.
+
+    SQLite's write lock, or on PostgreSQL the advisory lock every claim, renewal
+    and run update holds: a worker paused inside such a transaction blocks every
+    other worker until it resumes (see docs/runtime.md), so a trial that wants a
+    takeover pauses it outside one.
+    """
+    if url.startswith("sqlite:///"):
+        conn = sqlite3.connect(url[len("sqlite:///") :], timeout=0.05, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+            return False
+        except sqlite3.OperationalError:
+            return True
+        finally:
+            conn.close()
+    import psycopg
+
+    from nbdurable.stores.postgres_runtime import _runtime_key
+
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (_runtime_key("nbdurable"),))
+        found = row.fetchone()
+        return not (found and found[0])
+
+
+async def pause_outside_writes(process: subprocess.Popen[str], url: str) -> int:
+    """SIGSTOP ``process`` at a moment it holds no store write lock; how many tries it took."""
+    for attempt in range(1, 200):
+        process.send_signal(signal.SIGSTOP)
+        await asyncio.sleep(0.01)  # the stop is delivered
+        if not store_write_blocked(url):
+            return attempt
+        process.send_signal(signal.SIGCONT)
+        await asyncio.sleep(0.005)
+    raise AssertionError("the worker never left its store transactions")
+
+
 async def wait_for(check: object, timeout: float, what: str) -> None:
     """Poll ``check()`` until it is true; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -83,6 +124,7 @@ class PauseTrial:
     fence: int = 0
     wake: str = ""
     stale_errors: list[str] = field(default_factory=list)
+    pause_tries: int = 0
     explained: str = ""
     takeovers: list[dict[str, object]] = field(default_factory=list)
 
@@ -102,12 +144,12 @@ async def pause_trial(
     store = nd.open_store(url)
     client = DurableRuntime(store=store, agents=lease_agents.agents)  # submits and watches
     run = await client.submit(agent, "pay once")
-    paused = worker(url, log)
+    paused = worker(url, log, "--max-concurrent-runs", "1")
     trial.paused_pid = paused.pid
     try:
         await wait_for(lambda: paused.pid in lease_agents.starts(log), 60, "the first start")
         await asyncio.sleep(pause_after)
-        paused.send_signal(signal.SIGSTOP)
+        trial.pause_tries = await pause_outside_writes(paused, url)
         taker = worker(url, log, "--exit-when-idle")
         taker.communicate(timeout=60)
         record = run.record()
