@@ -137,7 +137,7 @@ class FencedOutError(DurableConflictError):
 
 
 class LeaseLostError(DurableConflictError):
-    """This worker no longer holds the run's lease: another worker owns it now.
+    """Another worker owns the run now: this worker no longer holds the run's lease.
 
     Raised by ``ctx.ensure_owner()`` inside a tool, so a tool that checks right
     before its side effect does not act twice across a pause and a takeover.
