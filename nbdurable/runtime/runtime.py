@@ -45,7 +45,9 @@ class DurableRuntime:
     Attributes:
         store: The store (a bundled store with the ``runtime`` capability).
         limits: The runtime's limits.
-        owner_id: This runtime's identity in leases.
+        owner_id: This runtime's name in leases (held as
+            ``f"{owner_id}@{host}:{pid}#{boot id}/{pid namespace}/{start time}"``,
+            see :mod:`nbdurable.runtime.owner`).
     """
 
     def __init__(
