@@ -38,6 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from lease_harness import kill_trial, pause_trial
+from machine_info import describe, machine
 
 CHECKED = ("careful", "threaded")
 VARIANTS = ("careful", "threaded", "careless", "careless_threaded")
@@ -178,8 +179,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    info = machine()
+    print(describe(info), flush=True)
     started = time.monotonic()
     results = asyncio.run(main_async(args))
+    results["machine"] = info
     results["seconds"] = time.monotonic() - started
     print(f"seconds: {results['seconds']:.0f}")
     if args.json is not None:
