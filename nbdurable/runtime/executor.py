@@ -100,9 +100,29 @@ class RunContext:
         else:
             until = self.runtime.now() + self.runtime.lease_ms
             held = self.store.rt_renew(run_id, self.lease_owner, self.fence, until)
+            if held:
+                self.record = self.record.model_copy(update={"lease_expires_at": until})
         if not held:
             self.lease_lost = True
             raise LeaseLostError(run_id)
+
+    def keep_lease_fresh(self) -> None:
+        """Before a tool starts: renew the lease when less than half of it is left.
+
+        The lease keeper renews it every third of its length, unless the event
+        loop was blocked (a sync tool, a long computation): then a tool could
+        start under a lease about to lapse. The fenced intent write just before
+        confirmed the ownership itself.
+
+        Raises:
+            LeaseLostError: Another owner took the run over.
+        """
+        if self.lease_owner is None:
+            return  # no lease (Temporal): the fencing token is the ownership
+        expires = self.record.lease_expires_at  # as of the last fenced write
+        if expires is not None and expires - self.runtime.now() >= self.runtime.lease_ms // 2:
+            return
+        self.ensure_owner()
 
     def update(self, **changes: Any) -> RuntimeRun:
         """A fenced write of the run record."""
@@ -201,9 +221,11 @@ class RuntimeDriver(Driver):
             step_index=step_index,
             state="started",
         )
+        # Right before the tool starts: the intent write is fenced (refused once
+        # another owner took the run over), and the lease has half its length ahead.
         context.store.rt_intent(intent, fence=context.fence)
         try:
-            context.ensure_owner()  # right before the tool starts, with a fresh lease
+            context.keep_lease_fresh()
         except LeaseLostError as exc:
             raise FencedOutError(str(exc)) from exc
         outcome = await super()._run_tool(invocation, step_index)

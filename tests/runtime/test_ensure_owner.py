@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -157,9 +158,18 @@ async def test_a_tool_does_not_start_when_the_run_was_taken_over_during_the_mode
     assert store.rt_get(run.run_id).lease_owner == "other-worker"
 
 
-async def test_a_tool_starts_with_a_fresh_lease_and_ensure_owner_renews_it(store: Any) -> None:
+async def test_a_tool_starts_with_half_its_lease_ahead_even_after_a_blocking_tool(
+    store: Any,
+) -> None:
+    lease = 2_000
     margins: list[int] = []
     pushed: list[int] = []
+
+    @nd.tool
+    def block() -> str:
+        """Block the event loop (a sync client): the lease keeper cannot renew meanwhile."""
+        time.sleep(1.4)
+        return "blocked"
 
     @nd.tool
     async def pay(ctx: nd.ToolContext) -> str:
@@ -171,15 +181,22 @@ async def test_a_tool_starts_with_a_fresh_lease_and_ensure_owner_renews_it(store
         pushed.append(store.rt_get(ctx.run_id).lease_expires_at - before)
         return "paid"
 
-    slow = GatedModel([nd.Turn.call("pay"), "paid"], delay=1.0)  # the claim's lease ages
-    agent = Agent("payer", slow, [pay], version="1", tool_recovery={"pay": "manual"})
+    model = nd.ScriptedModel([nd.Turn(tool_calls=[("block", {}), ("pay", {})]), "paid"])
+    agent = Agent(
+        "payer",
+        model,
+        [block, pay],
+        version="1",
+        tool_recovery={"pay": "manual", "block": "safe"},
+        max_tool_concurrency=1,
+    )
     async with await DurableRuntime.open(
-        store=store, agents=[agent], lease_ms=LONG_LEASE, poll_interval=SLOW_POLL
+        store=store, agents=[agent], lease_ms=lease, poll_interval=SLOW_POLL
     ) as runtime:
         run = await runtime.submit("payer", "pay")
         result = await asyncio.wait_for(run.result(), 20)
     assert result.text == "paid"
-    assert margins[0] > LONG_LEASE - 500  # renewed right before the start, not at the claim
+    assert margins[0] >= lease // 2 - 100  # renewed before the start (1.4 s were used up)
     assert pushed[0] > 0  # ensure_owner pushed the lease forward
 
 
