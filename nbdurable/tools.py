@@ -58,6 +58,8 @@ class ToolContext:
             re-runs the call), or the tool call id alone without a run.
         agent_path: Sub-agent names down to the agent making the call.
         step_index: Index of the step the call belongs to.
+        owner_check: Set by the runtime executing the call: what
+            :meth:`ensure_owner` runs. None outside a runtime.
     """
 
     tool_call_id: str
@@ -65,11 +67,30 @@ class ToolContext:
     run_id: str | None = None
     agent_path: tuple[str, ...] = ()
     step_index: int = 0
+    owner_check: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def idempotency_key(self) -> str:
         """A key that stays the same when a crash makes the call run again."""
         return f"{self.run_id}:{self.tool_call_id}" if self.run_id else self.tool_call_id
+
+    def ensure_owner(self) -> None:
+        """Confirm that this worker still owns the run; call it right before a side effect.
+
+        Under a runtime, one store round trip checks the run's fencing token and
+        renews this worker's lease (so the lease then has its full length ahead).
+        It is a plain method that works from async tools, sync tools and worker
+        threads alike: it blocks for that one round trip, as every write of the
+        runtime does. Outside a runtime (``generate_text``) nobody else can own
+        the call, and it returns at once.
+
+        Raises:
+            LeaseLostError: Another worker took the run over (this one was paused
+                or cut off past its lease): do not act; the runtime records
+                nothing more from this call.
+        """
+        if self.owner_check is not None:
+            self.owner_check()
 
 
 class ToolArgumentsError(ValueError):

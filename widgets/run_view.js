@@ -126,6 +126,9 @@ function render({ model, el }) {
   const cards = h("div", "nbd-cards");
   const steps = h("div", "nbd-steps");
   root.append(header, summary, live, cards, steps);
+  // one line when another runtime took the run over (the run_taken_over event)
+  const takeover = h("div", "nbd-takeover");
+  summary.after(takeover);
   el.append(root);
   const reasons = new Map();
   const clicked = new Set(); // cards clicked here whose answer has not come back yet
@@ -303,6 +306,11 @@ function render({ model, el }) {
     }
     return box;
   };
+  const takeover_ = () => {
+    const text = model.get("takeover") || "";
+    takeover.textContent = text;
+    takeover.style.display = text ? "" : "none";
+  };
   const cards_ = () => {
     const all = model.get("approvals") || [];
     for (const card of all) if (card.state !== "pending") clicked.delete(card.approval_id);
@@ -321,14 +329,14 @@ function render({ model, el }) {
     steps.querySelectorAll("details").forEach((d, i) => { if (open.has(i)) d.open = true; });
   };
 
-  header_(); summary_(); live_(); cards_(); steps_();
+  header_(); summary_(); live_(); cards_(); steps_(); takeover_();
   const status_ = () => { header_(); summary_(); };
   const approvals_ = () => { cards_(); steps_(); summary_(); };
   const traits = [
     ["change:status", status_], ["change:step", header_], ["change:progress", header_],
     ["change:started_at", header_], ["change:ended_at", header_], ["change:usage", header_],
     ["change:summary", summary_], ["change:lease_until", summary_], ["change:approvals", approvals_],
-    ["change:steps", steps_],
+    ["change:steps", steps_], ["change:takeover", takeover_],
   ];
   for (const [name, handler] of traits) model.on(name, handler);
   model.on("change", alive); // the kernel is sending updates: it is there

@@ -15,6 +15,7 @@ from ..events.model import (
     MODEL_DELTA,
     RUN_ERROR,
     RUN_STATE,
+    RUN_TAKEN_OVER,
     TOOL_APPROVAL_REQUEST,
     TOOL_CALL,
     TOOL_RESULT,
@@ -138,6 +139,8 @@ class EventPrinter:
             self._line(f"● checkpoint: step {event.step_index} committed ({payload.get('status')})")
         elif event.type == RUN_ERROR:
             self._line(f"! {payload.get('error_type')}: {payload.get('message')}")
+        elif event.type == RUN_TAKEN_OVER:
+            self._line(f"↻ {payload.get('message')}")
         elif event.type == RUN_STATE and self.states:
             reason = payload.get("reason")
             self._line(f"· {payload.get('state')}" + (f" ({reason})" if reason else ""))

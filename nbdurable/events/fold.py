@@ -18,6 +18,7 @@ from .model import (
     RUN_STARTED,
     RUN_STATE,
     RUN_SUSPENDED,
+    RUN_TAKEN_OVER,
     STEP_FINISH,
     STEP_START,
     TOOL_APPROVAL_REQUEST,
@@ -72,6 +73,8 @@ class RunView:
         usage: The whole run's cumulative usage, as of the last finish.
         error: ``"<type>: <message>"`` of the last error, while in ``error``.
         last_offset: Offset of the last applied event (resume a subscription after it).
+        takeover: One line when the current leg's owner took the run over from
+            another (``run_taken_over``); empty otherwise.
     """
 
     run_id: str | None = None
@@ -82,6 +85,7 @@ class RunView:
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
     last_offset: int = 0
+    takeover: str = ""
 
     @property
     def text(self) -> str:
@@ -223,10 +227,16 @@ def _error(view: RunView, event: Event) -> None:
 def _state(view: RunView, event: Event) -> None:
     # A runtime run's state is the authority: retry_wait, needs_attention, ...
     view.status = str(event.payload.get("state", view.status))
+    if view.status == "running":
+        view.takeover = ""  # a new claim: a takeover event follows when it is one
     if view.status == "completed":
         view.pending_approvals.clear()
     if event.payload.get("reason") and view.status in ("failed", "cancelled", "needs_attention"):
         view.error = str(event.payload["reason"])
+
+
+def _taken_over(view: RunView, event: Event) -> None:
+    view.takeover = str(event.payload.get("message", "Taken over by another runtime."))
 
 
 _HANDLERS = {
@@ -245,6 +255,7 @@ _HANDLERS = {
     RUN_FINISHED: _ended,
     RUN_ERROR: _error,
     RUN_STATE: _state,
+    RUN_TAKEN_OVER: _taken_over,
 }
 
 

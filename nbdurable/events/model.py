@@ -23,6 +23,7 @@ __all__ = [
     "RUN_STARTED",
     "RUN_STATE",
     "RUN_SUSPENDED",
+    "RUN_TAKEN_OVER",
     "STEP_FINISH",
     "STEP_START",
     "TERMINAL_EVENTS",
@@ -64,6 +65,9 @@ RUN_FINISHED: Final = "run_finished"
 RUN_ERROR: Final = "run_error"
 RUN_STATE: Final = "run_state"
 """A runtime run changed state (payload: ``state``, ``reason``, ``next_attempt_at``)."""
+RUN_TAKEN_OVER: Final = "run_taken_over"
+"""A runtime took the run over from an owner whose lease lapsed or whose process was gone
+(payload: ``previous_owner``, ``owner``, ``cause``, ``step_index``, ``tool_calls``, ``message``)."""
 
 TERMINAL_EVENTS: Final = frozenset({RUN_FINISHED, RUN_ERROR})
 """The last event a run writes while it is final (seed 004's RUN_FINISHED / RUN_ERROR).

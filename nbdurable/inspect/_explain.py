@@ -12,6 +12,9 @@ from .._errors import RunNotFoundError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.signer import token_issued_at
 from ..durable.store import RUNTIME, HistoryStore, supports
+from ..events.log import EVENTS
+from ..events.model import RUN_TAKEN_OVER
+from ..runtime.owner import describe_holder, process_gone
 from ..runtime.records import UNFINISHED_STATES, RuntimeRun
 from ._next import Context, NextSteps, check_context
 from ._rows import preview
@@ -143,6 +146,7 @@ def explain(
             raise RunNotFoundError(run_id)
         ahead = _ahead_in_session(source, record) if record is not None else None
         deps = [runtime_record(source, d) for d in record.depends_on] if record else []
+        takeover = _takeover(source, record) if record is not None else None
     approvals = _approvals(checkpoint, clock)
     if record is None:
         assert checkpoint is not None
@@ -153,8 +157,21 @@ def explain(
     ):
         explanation = _explain_dependencies(record, [d for d in deps if d is not None], steps)
     else:
-        explanation = _explain_record(record, checkpoint, approvals, clock, ahead, steps)
+        explanation = _explain_record(record, checkpoint, approvals, clock, ahead, steps, takeover)
     return replace(explanation, context=steps.context)
+
+
+def _takeover(store: HistoryStore, record: RuntimeRun) -> str | None:
+    """The ``run_taken_over`` message of the run's current claim, if it was a takeover."""
+    if record.previous_owner is None or not supports(store, EVENTS):
+        return None
+    events = store.read_events(record.run_id)  # type: ignore[attr-defined]
+    if not isinstance(events, list | tuple):
+        return None  # an async store: explain reads synchronously
+    for event in reversed(events):
+        if event.type == RUN_TAKEN_OVER and event.payload.get("fence") == record.fence:
+            return str(event.payload.get("message", ""))
+    return None
 
 
 def _explain_dependencies(
@@ -265,11 +282,14 @@ def _explain_record(
     now: int,
     ahead: RuntimeRun | None,
     steps: NextSteps,
+    takeover: str | None = None,
 ) -> Explanation:
     run_id, state = record.run_id, record.state
     agent = f"agent {record.agent_id!r} version {record.agent_version!r}"
     step = f"step {checkpoint.step_index}" if checkpoint is not None else "no step yet"
     facts = [f"{agent}, session {record.session_id}, {step}, {record.operations} operation(s)"]
+    if takeover:
+        facts.append(takeover)
     if checkpoint is not None and checkpoint.forked_from is not None:
         fork = checkpoint.forked_from
         facts.append(f"forked from {fork.run_id} at step {fork.step_index}")
@@ -340,7 +360,19 @@ def _explain_record(
 
 def _explain_owned(record: RuntimeRun, facts: list[str], now: int, steps: NextSteps) -> Explanation:
     expires = record.lease_expires_at
-    owner = record.lease_owner or "no owner"
+    owner = describe_holder(record.lease_owner)
+    if process_gone(record.lease_owner):
+        return Explanation(
+            record.run_id,
+            record.state,
+            f"Marked {record.state}, but its owner {owner} is gone: its process no longer "
+            "exists on this host.",
+            details=tuple(facts),
+            actions=(
+                "any runtime serving its agent on this host takes it over at once and "
+                "resumes from the last step",
+            ),
+        )
     if expires is not None and expires < now:
         return Explanation(
             record.run_id,

@@ -107,6 +107,8 @@ class Driver:
         self.streaming = streaming
         self.flush_interval = flush_interval
         self.events: EventWriter | None = None
+        # What ctx.ensure_owner() runs in this leg's tools and its sub-agents' (set by the runtime).
+        self.owner_check: Callable[[], None] | None = None
         # What the step in flight did, attached to its checkpoint (StepStats).
         self._step_started: int | None = None
         self._model_ms = 0
@@ -365,6 +367,7 @@ class Driver:
                 run_id=self.start.run_id,
                 agent_path=self.options.agent_path,
                 step_index=step_index,
+                owner_check=self.owner_check,
             )
             value = await invocation.tool.invoke(invocation.kwargs, context)
         except Exception as exc:
@@ -400,6 +403,7 @@ class Driver:
             session_run_id=parent.session_run_id or self.start.run_id,
         )
         child, durable = await self._child_driver(agent, options, invocation)
+        child.owner_check = self.owner_check
         result = await child.run()
         if result.status == "suspended":
             if durable:

@@ -120,6 +120,9 @@ class RuntimeRun(BaseModel):
             approval: see :func:`decide`.
         retried: ``retry()`` let the failed or needs_attention run go on: its
             next leg's ``run_started`` event says ``retried: true`` (cleared then).
+        previous_owner: The lease holder the current owner took the run over
+            from (its lease lapsed, or its process was gone); None when the
+            current claim took a released run.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -160,6 +163,7 @@ class RuntimeRun(BaseModel):
     waiting_reason: str | None = None
     decided: dict[str, dict[str, Any]] = Field(default_factory=dict)
     retried: bool = False
+    previous_owner: str | None = None
 
     @property
     def prompt_value(self) -> Prompt:
@@ -216,6 +220,7 @@ def claim(run: RuntimeRun, owner: str, now: int, lease_ms: int) -> RuntimeRun:
             "fence": run.fence + 1,
             "next_attempt_at": None,
             "updated_at": now,
+            "previous_owner": run.lease_owner if run.state in ACTIVE_STATES else None,
         }
     )
 

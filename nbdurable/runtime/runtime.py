@@ -60,7 +60,9 @@ class DurableRuntime:
     Attributes:
         store: The store (a bundled store with the ``runtime`` capability).
         limits: The runtime's limits.
-        owner_id: This runtime's identity in leases.
+        owner_id: This runtime's name in leases (held as
+            ``f"{owner_id}@{host}:{pid}#{boot id}/{pid namespace}/{start time}"``,
+            see :mod:`nbdurable.runtime.owner`).
         approval_max_age_ms: Approval tokens this old or older are refused when
             a verdict comes in (``Run.approve``, a widget card, ``%durable
             approve``, the CLI, the HTTP bridge): the request stays pending and

@@ -148,6 +148,7 @@ def run_state(
         "usage": _usage(usage),
         "approvals": approvals,
         "error": view.error or "",
+        "takeover": view.takeover,
         "started_at": clock.started_at,
         "ended_at": clock.ended_at if view.status in ENDED_STATES else 0,
         "last_offset": view.last_offset,

@@ -74,6 +74,7 @@ class RunWidget(anywidget.AnyWidget):
     usage = traitlets.Dict().tag(sync=True)
     approvals = traitlets.List(traitlets.Dict()).tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
+    takeover = traitlets.Unicode("").tag(sync=True)
     started_at = traitlets.Int(0).tag(sync=True)
     ended_at = traitlets.Int(0).tag(sync=True)
     last_offset = traitlets.Int(0).tag(sync=True)
