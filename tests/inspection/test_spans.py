@@ -237,3 +237,13 @@ def test_spans_name_what_they_cannot_read() -> None:
     store = nd.InMemorySessionStore()
     with pytest.raises(nd.RunNotFoundError):
         ins.spans(store, "nope")
+
+
+async def test_a_denied_call_ends_its_wait_and_its_call_in_error() -> None:
+    store = nd.InMemorySessionStore()
+    await make_run(store, "r", approve=False)
+    frame = ins.spans(store, "r")
+    gated = frame[frame["name"] == "drop_table"]
+    assert list(gated["kind"]) == ["approval_wait", "tool_call"]
+    assert list(gated["status"]) == ["error", "error"]
+    assert list(gated["detail"]) == ["denied: not today", "denied: not today"]
