@@ -160,6 +160,8 @@ class RuntimeRun(BaseModel):
     waiting_reason: str | None = None
     decided: dict[str, dict[str, Any]] = Field(default_factory=dict)
     retried: bool = False
+    trace_context: dict[str, str] | None = None
+    """W3C trace context the run's legs join (``traceparent``; see nbdurable.tracing)."""
 
     @property
     def prompt_value(self) -> Prompt:
