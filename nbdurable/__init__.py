@@ -96,6 +96,7 @@ from .runtime import (
 )
 from .stores import InMemorySessionStore, open_store
 from .tools import Tool, ToolContext, client_tool, tool
+from .tracing import instrument
 
 if _typing.TYPE_CHECKING:
     from .models.anthropic import AnthropicModel
@@ -222,6 +223,7 @@ __all__ = [
     "deserialize_checkpoint",
     "fold_events",
     "generate_text",
+    "instrument",
     "is_retryable",
     "load_ipython_extension",
     "open_store",

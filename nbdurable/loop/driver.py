@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+from .. import tracing as _tracing
 from .._deps import Deps, new_id
 from .._errors import (
     CheckpointNotFoundError,
@@ -124,8 +125,23 @@ class Driver:
                 retry=store_retry,
             )
 
+    traced: ClassVar[bool] = True
+    """Whether this driver's legs and effects make spans (not in deterministic workflow code)."""
+
+    def _hooks(self) -> _tracing.TracingHooks | None:
+        return _tracing.HOOKS if self.traced else None
+
     async def run(self) -> GenerateTextResult:
         """Run the leg to its result. Model errors and cancellation propagate."""
+        hooks = self._hooks()
+        if hooks is None:
+            return await self._run()
+        with hooks.leg(self) as span:
+            result = await self._run()
+            span.finish(result)
+            return result
+
+    async def _run(self) -> GenerateTextResult:
         machine = AgentMachine(self.options, self.start)
         flow = machine.run()
         events = self.events
@@ -272,6 +288,17 @@ class Driver:
     async def _model_response(
         self, effect: CallModel, operation_id: str | None, attempt_id: str
     ) -> ModelResponse:
+        hooks = self._hooks()
+        if hooks is None:
+            return await self._model_call(effect, operation_id, attempt_id)
+        with hooks.chat(self, effect) as span:
+            response = await self._model_call(effect, operation_id, attempt_id)
+            span.response(response)
+            return response
+
+    async def _model_call(
+        self, effect: CallModel, operation_id: str | None, attempt_id: str
+    ) -> ModelResponse:
         model = effect.model
         stream = getattr(model, "stream", None)
         output = self.options.output
@@ -335,9 +362,37 @@ class Driver:
                 approved=False,
                 reason=f"The approval check failed: {type(exc).__name__}: {exc}",
             )
-        if isinstance(answer, ToolApprovalResponse):
-            return answer
-        return ToolApprovalResponse(approval_id=request.approval_id, approved=bool(answer))
+        if not isinstance(answer, ToolApprovalResponse):
+            answer = ToolApprovalResponse(approval_id=request.approval_id, approved=bool(answer))
+        hooks = self._hooks()
+        if hooks is not None:
+            hooks.approval_asked(request, answer)
+        return answer
+
+    # --- what a trace says about this leg (see nbdurable.tracing) ----------------------
+
+    def trace_agent_name(self) -> str | None:
+        """The agent's name on the leg's ``invoke_agent`` span."""
+        return self.options.agent_path[-1] if self.options.agent_path else None
+
+    def trace_attributes(self) -> dict[str, Any]:
+        """Extra attributes of the leg's span."""
+        return {}
+
+    def trace_model_attributes(self) -> dict[str, Any]:
+        """Extra attributes of a ``chat`` span."""
+        return {}
+
+    def trace_tool_attributes(self, tool_name: str) -> dict[str, Any]:
+        """Extra attributes of an ``execute_tool`` span."""
+        return {}
+
+    def trace_parent(self) -> dict[str, str] | None:
+        """The stored W3C trace context the leg joins (None: the caller's current span)."""
+        return None
+
+    def trace_leg_started(self, traceparent: str) -> None:
+        """The leg's span started (a durable owner stores it for the next leg's link)."""
 
     async def _execute(self, effect: ExecuteTools) -> list[ToolOutcome | None]:
         invocations = effect.invocations
@@ -357,6 +412,15 @@ class Driver:
         return list(await asyncio.gather(*(run_one(inv) for inv in invocations)))
 
     async def _run_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
+        hooks = self._hooks()
+        if hooks is None:
+            return await self._tool_call(invocation, step_index)
+        with hooks.tool(self, invocation, step_index) as span:
+            outcome = await self._tool_call(invocation, step_index)
+            hooks.tool_outcome(span, outcome)
+            return outcome
+
+    async def _tool_call(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
         call = invocation.call
         try:
             if isinstance(invocation.tool, AgentTool):

@@ -13,6 +13,7 @@ from ..loop.machine import CallModel, SaveCheckpoint, ToolInvocation, ToolOutcom
 from ..messages import ToolResultPart
 from ..models.base import ModelResponse
 from ..parts import TextDeltaPart
+from ..tracing import LEG_KEY
 from .agent import Agent
 from .limits import ModelRetry, payload_bytes
 from .owner import describe_holder, process_gone
@@ -168,6 +169,54 @@ class RuntimeDriver(Driver):
         await super()._leg_started(events, retried=retried)
         if retried:
             self.context.update(retried=False)
+
+    def trace_agent_name(self) -> str | None:
+        """A run's leg is named after its agent; a sub-agent's after its own name."""
+        if self.options.agent_path:
+            return super().trace_agent_name()
+        return self.context.agent.id
+
+    def trace_attributes(self) -> dict[str, Any]:
+        """The run record's identity: session, agent version, fence."""
+        record = self.context.record
+        return {
+            "gen_ai.conversation.id": record.session_id,
+            "gen_ai.agent.version": record.agent_version,
+            "nbdurable.fence": record.fence,
+            "nbdurable.retried": record.retried,
+        }
+
+    def trace_model_attributes(self) -> dict[str, Any]:
+        """The attempt of this model operation (1 for the first) and the retry budget."""
+        record = self.context.record
+        policy = self.context.retry_policy
+        attributes: dict[str, Any] = {"nbdurable.attempt": max(record.model_attempts, 1)}
+        if policy is not None:
+            attributes["nbdurable.retry.max_attempts"] = policy.max_attempts
+        return attributes
+
+    def trace_tool_attributes(self, tool_name: str) -> dict[str, Any]:
+        """The tool's recovery policy after a crash."""
+        return {"nbdurable.tool.recovery": self.context.agent.recovery_of(tool_name)}
+
+    def trace_parent(self) -> dict[str, str] | None:
+        """The trace context stored with the run (the submitter's, or the first leg's)."""
+        return None if self.options.agent_path else self.context.record.trace_context
+
+    def trace_leg_started(self, traceparent: str) -> None:
+        """Store the leg's span: the run's trace if it had none, and the next leg's link."""
+        if self.options.agent_path:
+            return
+        stored = dict(self.context.record.trace_context or {"traceparent": traceparent})
+        stored[LEG_KEY] = traceparent
+        try:
+            self.context.update(trace_context=stored)
+        except Exception as exc:  # a trace is never worth a run: the leg goes on untracked
+            self.options.deps.logger.warning(
+                "nbdurable: storing the trace context of %s failed: %r",
+                self.context.record.run_id,
+                exc,
+            )
 
     async def _save(self, effect: SaveCheckpoint) -> None:
         context = self.context

@@ -164,6 +164,8 @@ class RuntimeRun(BaseModel):
     decided: dict[str, dict[str, Any]] = Field(default_factory=dict)
     retried: bool = False
     previous_owner: str | None = None
+    trace_context: dict[str, str] | None = None
+    """W3C trace context the run's legs join (``traceparent``; see nbdurable.tracing)."""
 
     @property
     def prompt_value(self) -> Prompt:

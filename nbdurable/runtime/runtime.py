@@ -21,6 +21,7 @@ from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry
 from ..events.log import notify
 from ..events.model import RUN_ERROR, RUN_FINISHED, RUN_STATE, NewEvent
 from ..messages import Message
+from ..tracing import current_trace_context
 from .agent import Agent, Registry
 from .engine import EmbeddedEngine, Engine
 from .graphs import Graph, validate_graph
@@ -287,6 +288,9 @@ class DurableRuntime:
         )
         if _owner_run_id is not None:
             record = record.model_copy(update={"owner_run_id": _owner_run_id})
+        trace_context = current_trace_context()  # the caller's span becomes the run's parent
+        if trace_context is not None:
+            record = record.model_copy(update={"trace_context": trace_context})
         stored, created = self.runtime_store.rt_insert(
             record, enqueue=enqueue, max_pending=self.limits.max_pending_runs
         )
