@@ -34,6 +34,7 @@ from ._errors import (
     RunNotFoundError,
     ScriptExhaustedError,
     StoreCorruptionError,
+    StoreUnavailableError,
     StoreWriteError,
 )
 from .durable import (
@@ -199,6 +200,7 @@ __all__ = [
     "StepResult",
     "StepStats",
     "StoreCorruptionError",
+    "StoreUnavailableError",
     "StoreWriteError",
     "StreamChatResult",
     "StreamingModel",

@@ -7,6 +7,7 @@ NbdurableError                     root: catch this to catch everything of ours
 ├── CheckpointVersionError         a checkpoint or store schema written by a newer version
 ├── StoreCorruptionError           stored bytes that do not decode as a checkpoint
 ├── StoreWriteError                the store refused a write: disk full, read-only, I/O error
+├── StoreUnavailableError          the store kept failing (connection lost) past the retry budget
 ├── RunNotFoundError               an unknown run id outside of resume
 ├── RunEndedError                  a run or graph ended in a state a waiter did not ask for
 ├── ApprovalExpiredError           an approval token older than the maximum age (ask for a new one)
@@ -57,6 +58,7 @@ __all__ = [
     "RateLimitError",
     "ScriptExhaustedError",
     "StoreCorruptionError",
+    "StoreUnavailableError",
     "StoreWriteError",
 ]
 
@@ -124,6 +126,29 @@ class StoreCorruptionError(NbdurableError):
         self.step_index = step_index
         self.path = path
         super().__init__(message)
+
+
+class StoreUnavailableError(NbdurableError):
+    """The store kept failing transiently for longer than the retry budget.
+
+    Raised by :class:`StoreRetry` in place of the last transient error (which is
+    its ``__cause__``). The runtime treats it as fatal (``on_fatal_error``), never
+    as a failure of the run that made the call.
+
+    Attributes:
+        operation: What was being done (``"claim a run"``, ``"save a checkpoint"``).
+        failing_ms: How long the store had been failing, in milliseconds.
+        last_error: The last transient error.
+    """
+
+    def __init__(self, operation: str, failing_ms: int, last_error: BaseException) -> None:
+        self.operation = operation
+        self.failing_ms = failing_ms
+        self.last_error = last_error
+        super().__init__(
+            f"the store stayed unavailable for {failing_ms / 1000:.1f} s "
+            f"({operation}): {type(last_error).__name__}: {last_error}"
+        )
 
 
 class StoreWriteError(NbdurableError):
