@@ -133,3 +133,20 @@ async def test_a_run_submitted_untraced_gets_the_trace_of_its_first_leg(
     assert second["parent_id"] == first["span_id"]
     assert first["trace_id"] == second["trace_id"]
     assert {s["trace_id"] for s in named(spans, "chat ")} == {first["trace_id"]}
+
+
+async def test_a_sub_agents_calls_are_children_of_the_runs_leg(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    spans_file = tmp_path / "worker-spans.jsonl"
+    worker = cluster.worker(args=TRACED, NBDURABLE_TEST_SPANS=str(spans_file))
+    async with cluster.runtime(heartbeat_timeout=2) as rt:
+        run = await rt.submit("foreman", "Get the crew going.")
+        await asyncio.wait_for(run.result(), 30)
+    worker.stop()
+    spans = read_spans(spans_file)
+    [leg] = named(spans, "invoke_agent")
+    calls = named(spans, "chat ") + named(spans, "execute_tool ")
+    assert len(named(spans, "execute_tool ")) >= 2  # the sub-agent's own tools ran
+    assert {s["parent_id"] for s in calls} == {leg["span_id"]}
+    assert {s["trace_id"] for s in calls} == {leg["trace_id"]}
