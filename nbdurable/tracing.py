@@ -79,7 +79,7 @@ def instrument(tracer_provider: Any = None, *, capture_content: bool = False) ->
     tracer = provider.get_tracer(
         "nbdurable", schema_url=f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
     )
-    HOOKS = TracingHooks(tracer, capture_content=capture_content)
+    HOOKS = TracingHooks(tracer, capture_content=capture_content, provider=provider)
 
 
 def uninstrument() -> None:
@@ -132,12 +132,14 @@ def _json(value: Any) -> str:
 class TracingHooks:
     """What the driver calls when tracing is on (OpenTelemetry is imported by now)."""
 
-    def __init__(self, tracer: Any, *, capture_content: bool) -> None:
+    def __init__(self, tracer: Any, *, capture_content: bool, provider: Any = None) -> None:
         from opentelemetry import context as otel_context
         from opentelemetry import trace
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         self.tracer = tracer
+        self.provider = provider
+        """The ``TracerProvider`` (None when the hooks were built around a tracer alone)."""
         self.capture_content = capture_content
         self._trace = trace
         self._context = otel_context
@@ -157,6 +159,26 @@ class TracingHooks:
 
     def _extract(self, carrier: Mapping[str, str]) -> Any:
         return self._propagator.extract(dict(carrier))
+
+    def extract(self, carrier: Mapping[str, str]) -> Any:
+        """The OpenTelemetry context of a W3C ``carrier`` (``traceparent``, ``tracestate``)."""
+        return self._extract(carrier)
+
+    def leg_parent(self, stored: Mapping[str, str] | None) -> tuple[Any, list[Any]]:
+        """A leg's parent context (None: the current one) and its link to the leg before."""
+        trace = self._trace
+        parent = None
+        links: list[Any] = []
+        if stored is not None:
+            if "traceparent" in stored:
+                parent = self._extract({k: v for k, v in stored.items() if k != LEG_KEY})
+            previous = stored.get(LEG_KEY)
+            if previous is not None:
+                previous_span = trace.get_current_span(self._extract({"traceparent": previous}))
+                context = previous_span.get_span_context()
+                if context.is_valid:
+                    links.append(trace.Link(context, {"nbdurable.link": "previous_leg"}))
+        return parent, links
 
     # --- spans -----------------------------------------------------------------------
 
@@ -181,18 +203,7 @@ class TracingHooks:
         if options.agent_path:
             attributes["nbdurable.agent_path"] = "/".join(options.agent_path)
         attributes.update(driver.trace_attributes())
-        stored = driver.trace_parent()
-        parent = None
-        links = []
-        if stored is not None:
-            if "traceparent" in stored:
-                parent = self._extract({k: v for k, v in stored.items() if k != LEG_KEY})
-            previous = stored.get(LEG_KEY)
-            if previous is not None:
-                previous_span = trace.get_current_span(self._extract({"traceparent": previous}))
-                context = previous_span.get_span_context()
-                if context.is_valid:
-                    links.append(trace.Link(context, {"nbdurable.link": "previous_leg"}))
+        parent, links = self.leg_parent(driver.trace_parent())
         if options.approval_responses:
             attributes["nbdurable.approval.responses"] = len(options.approval_responses)
         name = f"invoke_agent {agent}" if agent else "invoke_agent"

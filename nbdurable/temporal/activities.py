@@ -20,6 +20,7 @@ from pydantic import TypeAdapter
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from .. import tracing as _tracing
 from .._errors import FencedOutError, LimitExceededError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.store import maybe_await
@@ -43,6 +44,7 @@ from ..runtime.legs import first_messages, leg_options
 from ..runtime.records import RuntimeRun
 from ..runtime.runtime import DurableRuntime
 from .driver import LIMIT_EXCEEDED, MODEL_ATTEMPT_FAILED, NEEDS_ATTENTION, TIMEOUT
+from .tracing import begin_leg_span, end_leg_span, joined
 
 __all__ = ["BoundActivities", "RunActivities", "heartbeats"]
 
@@ -203,11 +205,28 @@ class RunActivities(BoundActivities):
         if checkpoint is None:
             messages = [m.model_dump(mode="json") for m in await first_messages(runtime, record)]
         await self._started(run_id, checkpoint, retried=retried)
+        if _tracing.HOOKS is not None:
+            self._trace_leg(record, checkpoint)
         return {
             "record": record.model_dump(mode="json"),
             "checkpoint": None if checkpoint is None else checkpoint.model_dump(mode="json"),
             "messages": messages,
         }
+
+    def _trace_leg(self, record: RuntimeRun, checkpoint: AgentCheckpoint | None) -> None:
+        """Start the leg's span and store its context with the run (for the activities)."""
+        agent = self.runtime.registry.get(record.agent_id, record.agent_version)
+        stored = begin_leg_span(record, agent, checkpoint)
+        if stored is None:
+            return
+        try:
+            self.runtime.runtime_store.rt_update(
+                record.run_id, {"trace_context": stored}, fence=record.fence
+            )
+        except Exception as exc:  # a trace is never worth a run: the leg goes on untracked
+            self.runtime.deps.logger.warning(
+                "nbdurable: storing the trace context of %s failed: %r", record.run_id, exc
+            )
 
     async def _started(
         self, log: str, checkpoint: AgentCheckpoint | None, *, retried: bool = False
@@ -254,8 +273,9 @@ class RunActivities(BoundActivities):
             store = runtime.store if log is not None else None
             driver = Driver(options, start, store=store, streaming=record.stream)
             try:
-                async with heartbeats():
-                    response = await driver._call_model(effect)
+                with joined(record):
+                    async with heartbeats():
+                        response = await driver._call_model(effect)
             except Exception as exc:
                 message = f"{type(exc).__name__}: {exc}"
                 raise ApplicationError(message, type="model_error", non_retryable=True) from None
@@ -275,8 +295,9 @@ class RunActivities(BoundActivities):
             context=context,
         )
         try:
-            async with heartbeats():
-                response = await driver._call_model(effect)
+            with joined(record):
+                async with heartbeats():
+                    response = await driver._call_model(effect)
         except ModelAttemptFailed as failed:
             raise self._model_failure(context, failed) from None
         except (LimitExceededError, RunTimedOut) as exc:
@@ -342,8 +363,9 @@ class RunActivities(BoundActivities):
             start = LegStart(messages=(), run_id=record.run_id, durable=True)
             driver = RuntimeDriver(options, start, context=context)
         try:
-            async with heartbeats():
-                outcome = await driver._run_tool(invocation, step_index)
+            with joined(record):
+                async with heartbeats():
+                    outcome = await driver._run_tool(invocation, step_index)
         except NeedsAttention as exc:
             raise ApplicationError(str(exc), type=NEEDS_ATTENTION, non_retryable=True) from None
         except (LimitExceededError, RunTimedOut) as exc:
@@ -367,6 +389,9 @@ class RunActivities(BoundActivities):
         A run finished meanwhile (cancelled from a client) keeps its state.
         """
         finish = await self._write(entries, run_log=run_id)
+        if _tracing.HOOKS is not None:
+            checkpoint = await maybe_await(self.runtime.store.load(run_id))
+            end_leg_span(run_id, changes, checkpoint)
         if self._record(run_id).finished:
             return
         changes.setdefault("lease_owner", None)
