@@ -34,7 +34,7 @@ def _need_chromium() -> str:
     return executable
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     """One headless Chromium, stopped (with every process of it) at the end."""
     executable = _need_chromium()
@@ -53,7 +53,7 @@ def browser() -> Iterator[Any]:
     stop_pids(started)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def jupyter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A Jupyter server serving JupyterLab and Notebook 7 (each test has its own folder)."""
     _need_chromium()  # no server for tests that would skip anyway
@@ -108,7 +108,7 @@ RunWidget(nb.runtime, run.run_id)
 '''
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def voila_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server | None]:
     """Voilà on a notebook showing a finished run; None without Voilà.
 
