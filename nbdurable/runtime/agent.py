@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -12,6 +10,7 @@ from .._errors import ConfigurationError, DurableConflictError
 from ..loop.options import DEFAULT_MAX_STEPS
 from ..loop.output import OutputSpec
 from ..tools import Tool, normalize_tools
+from .fingerprint import agent_fingerprint
 from .limits import ModelRetry
 
 __all__ = ["TOOL_RECOVERY", "Agent", "Registry", "ToolRecovery"]
@@ -131,28 +130,12 @@ class Agent:
             raise ConfigurationError(f"agent {self.id!r}: retry_if must be callable")
 
     def fingerprint(self) -> str:
-        """A hash of everything that defines the agent's behaviour, for change detection."""
-        retry = self.retry_policy
-        output = OutputSpec.of(self.output_type)
-        data = {
-            "id": self.id,
-            "version": self.version,
-            "model": [type(self.model).__qualname__, getattr(self.model, "model_id", None)],
-            "tools": [
-                [t.name, t.description, t.parameters, t.is_client_tool, t.needs_approval is True]
-                for t in self.tool_map.values()
-            ],
-            "instructions": self.instructions,
-            "stream": self.stream,
-            "tool_recovery": dict(sorted(self.tool_recovery.items())),
-            "model_retry": retry.model_dump() if retry else None,
-            "max_steps": self.max_steps,
-            "max_tool_concurrency": self.max_tool_concurrency,
-            "output": output.schema if output is not None else None,
-            "retry_if": getattr(self.retry_if, "__qualname__", None),
-        }
-        text = json.dumps(data, sort_keys=True, default=repr)
-        return hashlib.sha256(text.encode()).hexdigest()
+        """A hash of everything that defines the agent's behaviour.
+
+        Deterministic across processes; :mod:`nbdurable.runtime.fingerprint`
+        says what it covers and what it leaves out.
+        """
+        return agent_fingerprint(self)
 
 
 class Registry:
@@ -208,6 +191,14 @@ class Registry:
     def keys(self) -> list[tuple[str, str]]:
         """Every registered ``(id, version)``."""
         return list(self._agents)
+
+    def fingerprints(self) -> dict[tuple[str, str], str]:
+        """The fingerprint of every registered ``(id, version)`` (what claims compare)."""
+        return dict(self._fingerprints)
+
+    def fingerprint(self, agent_id: str, version: str) -> str | None:
+        """The fingerprint of the registration ``(agent_id, version)``, or None."""
+        return self._fingerprints.get((agent_id, version))
 
     def ids(self) -> list[str]:
         """Registered agent ids."""

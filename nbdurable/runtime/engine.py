@@ -122,7 +122,7 @@ class EmbeddedEngine:
                 self._wake.clear()
                 runtime = self.runtime
                 while len(self._executions) - len(self._task_runs) < runtime.max_concurrent_runs:
-                    agents = runtime.registry.keys()
+                    agents = runtime.registry.fingerprints()  # a changed definition never claims
                     record = runtime.runtime_store.rt_claim(
                         runtime.owner_id, runtime.now(), runtime.lease_ms, agents
                     )

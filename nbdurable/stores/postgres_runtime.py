@@ -32,11 +32,14 @@ from ..runtime.records import (
     TERMINAL_STATES,
     UNFINISHED_STATES,
     RuntimeRun,
+    Served,
     ToolIntent,
     after_finish,
     claim,
     claimable,
     next_state,
+    served,
+    unclaimable_by_definition,
 )
 
 if TYPE_CHECKING:
@@ -358,11 +361,11 @@ class PostgresRuntimeTables:
         owner: str,
         now: int,
         lease_ms: int,
-        agents: Sequence[tuple[str, str]],
+        agents: Served,
         kind: str = "agent",
     ) -> RuntimeRun | None:
         """Take the next eligible run of ``kind`` (the oldest unfinished of its session)."""
-        allowed = set(agents)
+        allowed = served(agents)
 
         def take(conn: Connection[tuple[Any, ...]]) -> RuntimeRun | None:
             for (text,) in conn.execute(self._rq.heads).fetchall():
@@ -371,6 +374,8 @@ class PostgresRuntimeTables:
                     claimed = claim(run, owner, now, lease_ms)
                     self._rt_put(conn, claimed)
                     return claimed
+                if (waiting := unclaimable_by_definition(run, now, allowed, kind)) is not None:
+                    self._rt_put(conn, waiting)  # once: the reason is then recorded
             return None
 
         return self._rt_write(take, exclusive=True)

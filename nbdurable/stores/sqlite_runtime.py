@@ -18,11 +18,14 @@ from ..runtime.records import (
     TERMINAL_STATES,
     UNFINISHED_STATES,
     RuntimeRun,
+    Served,
     ToolIntent,
     after_finish,
     claim,
     claimable,
     next_state,
+    served,
+    unclaimable_by_definition,
 )
 
 __all__ = ["SqliteRuntimeTables", "migrate_runtime", "migrate_runtime_v4"]
@@ -261,11 +264,11 @@ class SqliteRuntimeTables:
         owner: str,
         now: int,
         lease_ms: int,
-        agents: Sequence[tuple[str, str]],
+        agents: Served,
         kind: str = "agent",
     ) -> RuntimeRun | None:
         """Take the next eligible run of ``kind`` (the oldest unfinished of its session)."""
-        allowed = set(agents)
+        allowed = served(agents)
         with self._lock, self._write() as conn:
             for (text,) in conn.execute(_HEADS).fetchall():
                 run = _record(text)
@@ -273,6 +276,8 @@ class SqliteRuntimeTables:
                     claimed = claim(run, owner, now, lease_ms)
                     self._put(conn, claimed)
                     return claimed
+                if (waiting := unclaimable_by_definition(run, now, allowed, kind)) is not None:
+                    self._put(conn, waiting)  # once: the reason is then recorded
         return None
 
     def rt_renew(self, run_id: str, owner: str, fence: int, until: int) -> bool:
