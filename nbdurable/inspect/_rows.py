@@ -150,6 +150,7 @@ def _run_row(record: RunRecord | None, run: RuntimeRun | None) -> dict[str, Any]
         "finish_reason": record.finish_reason if record is not None else None,
         "session_id": run.session_id if run is not None else None,
         "reason": run.reason if run is not None else None,
+        "waiting_reason": run.waiting_reason if run is not None else None,
     }
 
 
