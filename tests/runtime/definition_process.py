@@ -30,9 +30,9 @@ def sweep(table: str) -> str:
 
 
 @nd.tool
-def vacuum(schema: str) -> str:
-    """Vacuum a schema."""
-    return f"vacuumed {schema}"
+def vacuum(name: str) -> str:
+    """Vacuum a database."""
+    return f"vacuumed {name}"
 
 
 if SCRIPT == "x":
