@@ -138,6 +138,16 @@ class Agent:
         return agent_fingerprint(self)
 
 
+def _definition(agent: Agent) -> tuple[str, Any]:
+    """What two registrations of one ``(id, version)`` must agree on.
+
+    The fingerprint, and the retry policy (runs save it at submission, so it is
+    not part of the fingerprint).
+    """
+    retry = agent.retry_policy
+    return agent.fingerprint(), retry.model_dump() if retry else None
+
+
 class Registry:
     """The runtime's agents by ``(id, version)``; process-local, never persisted."""
 
@@ -164,8 +174,8 @@ class Registry:
                 raise DurableConflictError(f"agent id {agent.id!r} appears twice in the batch")
             seen.add(agent.id)
             key = (agent.id, str(agent.version))
-            known = self._fingerprints.get(key)
-            if known is not None and known != agent.fingerprint():
+            known = self._agents.get(key)
+            if known is not None and _definition(known) != _definition(agent):
                 raise DurableConflictError(
                     f"agent {agent.id!r} version {agent.version!r} is already registered with "
                     "a different definition; give the changed agent a new version"

@@ -13,10 +13,14 @@ Covered: the model's class and id and the settings that shape its answers (a
 model's ``fingerprint_settings()`` returns), the tools' names, descriptions,
 JSON schemas, approval gates and client-tool flag (a sub-agent tool with its
 own model, tools and instructions), the instructions, the output type's JSON
-schema, the tool recovery policies, ``model_retry``, ``retry_if``, ``stream``
-and ``max_steps``. Excluded: what varies by host or is secret (base URLs, API
-keys, headers, timeouts, clients, prices, a scripted model's ``stream_delay``
-and ``fail_on``), ``max_tool_concurrency``, and the bodies of tool functions.
+schema, the tool recovery policies, ``retry_if``, ``stream`` and ``max_steps``.
+
+Excluded: what varies by host or is secret (base URLs, API keys, headers,
+timeouts, clients, prices, a scripted model's ``stream_delay`` and
+``fail_on``), ``max_tool_concurrency``, the bodies of tool functions, and
+``model_retry``: a run keeps the retry policy saved at its submission whatever
+a later registration says (S003-57); within one runtime a changed policy under
+the same version is still a registration conflict.
 """
 
 from __future__ import annotations
@@ -78,7 +82,6 @@ def agent_fingerprint(agent: Agent) -> str:
     Equal for equal definitions in any process (see the module's docstring for
     what it covers and excludes).
     """
-    retry = agent.retry_policy
     output = OutputSpec.of(agent.output_type)
     data = {
         "format": FORMAT,
@@ -89,7 +92,6 @@ def agent_fingerprint(agent: Agent) -> str:
         "instructions": agent.instructions,
         "stream": agent.stream,
         "tool_recovery": {name: agent.tool_recovery[name] for name in sorted(agent.tool_recovery)},
-        "model_retry": retry.model_dump() if retry else None,
         "retry_if": None if agent.retry_if is None else callable_identity(agent.retry_if),
         "max_steps": agent.max_steps,
         "output": output.schema if output is not None else None,

@@ -206,7 +206,6 @@ def test_running_an_unchanged_cell_again_gives_the_same_fingerprint() -> None:
         ("Only staging tables.", "Only production tables."),  # instructions
         ("tables: list[str]", "tables: list[int]"),  # output schema
         ('"idempotent"', '"safe"'),  # recovery policy
-        ('{"max_attempts": 3}', '{"max_attempts": 4}'),  # model retry
         ('version="1",', 'version="1", stream=True,'),  # streaming
         ('version="1",', 'version="1", max_steps=3,'),
     ],
@@ -222,6 +221,17 @@ def test_a_changed_script_under_the_same_version_is_a_registration_conflict() ->
     with pytest.raises(nd.DurableConflictError, match="new version"):
         runtime.register_agents([_janitor(["Y"])])
     runtime.register_agents([_janitor(["Y"], version="2")])
+
+
+def test_the_retry_policy_is_saved_per_run_not_fingerprinted_but_still_conflicts() -> None:
+    """A run keeps the retry policy saved at submission (S003-57), so a runtime with
+    another policy may execute it; one runtime still refuses a changed policy."""
+    cautious = _janitor(["X"], model_retry={"max_attempts": 2})
+    generous = _janitor(["X"], model_retry={"max_attempts": 6})
+    assert cautious.fingerprint() == generous.fingerprint()
+    runtime = DurableRuntime(store=nd.open_store("memory://"), agents=[cautious])
+    with pytest.raises(nd.DurableConflictError):
+        runtime.register_agents([generous])
 
 
 def test_a_closure_value_counts_but_not_the_scripted_pace_or_fault_injection() -> None:
