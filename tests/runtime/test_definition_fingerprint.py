@@ -366,3 +366,30 @@ async def test_graph_nodes_owned_runs_forks_and_retries_keep_the_submitted_finge
 
 def _janitor(script: list[Any], version: str = "1", **options: Any) -> Agent:
     return Agent("janitor", nd.ScriptedModel(script), version=version, **options)
+
+
+async def test_runs_resume_refuses_agents_with_another_definition(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    module = tmp_path / "other_janitor.py"
+    module.write_text(
+        "import nbdurable as nd\n"
+        "agents = [nd.Agent('janitor', nd.ScriptedModel(['Not A.']), version='1')]\n"
+    )
+    assert output(process("submit", "x", url, "run-resume")) == "run-resume"
+    from nbdurable.cli import main
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        args = ["--store", url, "--agents", "other_janitor:agents", "--timeout", "2"]
+        status = await asyncio.to_thread(main, ["runs", "resume", "run-resume", *args])
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert status == 2
+    assert REASON in " ".join(capsys.readouterr().err.split())
+    store = nd.open_store(url)
+    try:
+        assert store.rt_get("run-resume").state == "pending"
+    finally:
+        store.close()
