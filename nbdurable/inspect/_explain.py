@@ -251,7 +251,7 @@ def _explain_record(
         facts.append(f"forked from {fork.run_id} at step {fork.step_index}")
     if record.error:
         facts.append(f"last error: {record.error}")
-    if record.waiting_reason:
+    if record.waiting_reason and not record.finished:
         facts.append(f"it {record.waiting_reason}")
     cli = "nbdurable runs"
     if state == "waiting_approval":

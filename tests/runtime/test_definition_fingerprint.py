@@ -393,3 +393,14 @@ async def test_runs_resume_refuses_agents_with_another_definition(
         assert store.rt_get("run-resume").state == "pending"
     finally:
         store.close()
+
+
+async def test_a_cancelled_run_no_longer_shows_what_it_waited_for() -> None:
+    store = nd.open_store("memory://")
+    client = DurableRuntime(store=store, agents=[_janitor(["X"])])  # never opened
+    run = await client.submit("janitor", "go")
+    assert store.rt_claim("b", NOW, 1000, {("janitor", "1"): "Y"}) is None
+    assert REASON in str(nd.inspect.explain(store, run.run_id))
+    await run.cancel()
+    assert REASON not in str(nd.inspect.explain(store, run.run_id))
+    assert nd.inspect.runs(store).loc[run.run_id, "waiting_reason"] is None
