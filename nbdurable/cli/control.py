@@ -23,7 +23,7 @@ from .._errors import (
 )
 from ..durable.store import maybe_await
 from ..messages import ToolApprovalRequest
-from ..runtime.records import RuntimeRun
+from ..runtime.records import RuntimeRun, definition_matches, mismatch_reason
 from ..runtime.run import Run, approval_expired
 from .agents import load_all
 from .follow import MOVING, STOPPED, call_text, follow, last_offset
@@ -70,6 +70,11 @@ def _served(runtime: Any, record: RuntimeRun) -> None:
         raise ConfigurationError(
             f"run {record.run_id!r} runs agent {record.agent_id!r} version "
             f"{record.agent_version!r}, which --agents does not provide (it gives: {names})"
+        )
+    if definition_matches(record, runtime.registry.fingerprints()) is False:
+        raise ConfigurationError(
+            f"run {record.run_id!r} {mismatch_reason(record)}: --agents defines "
+            f"{record.agent_id!r} version {record.agent_version!r} differently"
         )
 
 

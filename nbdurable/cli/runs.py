@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ from ..inspect import _compact, _records
 from ..messages import Message, ToolResultPart, tool_message, user
 from .follow import call_text
 from .store import opened_store
-from .tables import cell, key_values, render
+from .tables import cell, key_values, render, terminal_width
 
 __all__ = ["explain", "graphs", "history", "list_runs", "rewind", "show"]
 
@@ -132,7 +133,16 @@ def list_runs(args: argparse.Namespace) -> int:
         print("no runs" + (f" in status {args.status}" if args.status else ""))
         return 0
     print(render_columns(RUN_LIST_COLUMNS, rows))
+    _print_waiting(rows)
     return 0
+
+
+def _print_waiting(rows: list[dict[str, Any]]) -> None:
+    """One line per run that waits for something outside itself (too long for a column)."""
+    waiting = [(r["run_id"], cell(r.get("waiting_reason"))) for r in rows]
+    for run_id, reason in waiting:
+        if reason:
+            print(textwrap.fill(f"{run_id} {reason}", terminal_width(), subsequent_indent="  "))
 
 
 def _list_nodes(args: argparse.Namespace) -> int:
@@ -303,6 +313,7 @@ def show(args: argparse.Namespace) -> int:
         ("run", row["run_id"]),
         ("agent", row.get("agent")),
         ("status", status),
+        ("waiting", row.get("waiting_reason")),
         ("error", record.error if record is not None else None),
         ("session", row.get("session_id")),
         ("checkpoints", _checkpoints(row)),

@@ -295,6 +295,8 @@ def _explain_record(
         facts.append(f"forked from {fork.run_id} at step {fork.step_index}")
     if record.error:
         facts.append(f"last error: {record.error}")
+    if record.waiting_reason and not record.finished:
+        facts.append(f"it {record.waiting_reason}")
     if state == "waiting_approval":
         return Explanation(
             run_id,
@@ -331,6 +333,18 @@ def _explain_record(
             state,
             f"Queued {behind}: runs of a session execute one after another.",
             details=tuple(facts),
+        )
+    if state == "pending" and record.waiting_reason:
+        return Explanation(
+            run_id,
+            state,
+            f"Pending: it {record.waiting_reason}.",
+            details=tuple(facts),
+            actions=(
+                "run it where the definition it was submitted with is registered (its "
+                "notebook, or a worker importing that definition)",
+                "await run.cancel()  (then submit it again under a new version)",
+            ),
         )
     if state == "pending":
         return Explanation(

@@ -56,6 +56,7 @@ RUN_COLUMNS = (
     "depends_on",
     "graph_status",
     "owner_run",
+    "waiting_reason",
 )
 HISTORY_COLUMNS = (
     "step",

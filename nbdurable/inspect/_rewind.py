@@ -189,6 +189,7 @@ def _insert_record(
         retry_policy=parent.retry_policy,
         stream=parent.stream,
         max_steps=parent.max_steps,
+        fingerprint=parent.fingerprint,
     )
     runtime: Any = store
     stored, _ = runtime.rt_insert(record, enqueue=True, max_pending=2**62)

@@ -157,6 +157,8 @@ def _run_row(record: RunRecord | None, run: RuntimeRun | None) -> dict[str, Any]
         "finish_reason": record.finish_reason if record is not None else None,
         "session_id": run.session_id if run is not None else None,
         "reason": run.reason if run is not None else None,
+        # what it waited for no longer matters once it is finished (cancelled while waiting)
+        "waiting_reason": run.waiting_reason if run is not None and not run.finished else None,
     }
 
 

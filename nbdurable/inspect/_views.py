@@ -77,7 +77,9 @@ def runs(
     ``kind`` (``agent`` or ``task``: a task's ``agent`` is the task's name and its
     ``steps`` its checkpointed phases), ``graph_id``, ``node_id``, ``depends_on``
     (node ids) and ``graph_status`` (derived from the graph's nodes) for graph
-    nodes, ``owner_run`` for agent runs a task spawned.
+    nodes, ``owner_run`` for agent runs a task spawned, ``waiting_reason`` (what a
+    runtime run waits for outside itself, e.g. a runtime with the definition it was
+    submitted under).
 
     Args:
         store: A store, or a store URL.

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -12,6 +10,7 @@ from .._errors import ConfigurationError, DurableConflictError
 from ..loop.options import DEFAULT_MAX_STEPS
 from ..loop.output import OutputSpec
 from ..tools import Tool, normalize_tools
+from .fingerprint import agent_fingerprint
 from .limits import ModelRetry
 
 __all__ = ["TOOL_RECOVERY", "Agent", "Registry", "ToolRecovery"]
@@ -136,33 +135,27 @@ class Agent:
             raise ConfigurationError(f"agent {self.id!r}: retry_if must be callable")
 
     def fingerprint(self) -> str:
-        """A hash of everything that defines the agent's behaviour, for change detection."""
-        retry = self.retry_policy
-        output = OutputSpec.of(self.output_type)
-        data = {
-            "id": self.id,
-            "version": self.version,
-            "model": [type(self.model).__qualname__, getattr(self.model, "model_id", None)],
-            "tools": [
-                [t.name, t.description, t.parameters, t.is_client_tool, t.needs_approval is True]
-                for t in self.tool_map.values()
-            ],
-            "instructions": self.instructions,
-            "stream": self.stream,
-            "tool_recovery": dict(sorted(self._effective_recovery().items())),
-            "model_retry": retry.model_dump() if retry else None,
-            "max_steps": self.max_steps,
-            "max_tool_concurrency": self.max_tool_concurrency,
-            "output": output.schema if output is not None else None,
-            "retry_if": getattr(self.retry_if, "__qualname__", None),
-        }
-        text = json.dumps(data, sort_keys=True, default=repr)
-        return hashlib.sha256(text.encode()).hexdigest()
+        """A hash of everything that defines the agent's behaviour.
 
-    def _effective_recovery(self) -> dict[str, str]:
-        """Tools' own recovery policies overridden by ``tool_recovery``."""
+        Deterministic across processes; :mod:`nbdurable.runtime.fingerprint`
+        says what it covers and what it leaves out.
+        """
+        return agent_fingerprint(self)
+
+    def effective_recovery(self) -> dict[str, str]:
+        """Every tool's recovery policy: its own, overridden by ``tool_recovery``."""
         own = {t.name: t.recovery for t in self.tool_map.values() if t.recovery is not None}
         return {**own, **self.tool_recovery}
+
+
+def _definition(agent: Agent) -> tuple[str, Any]:
+    """What two registrations of one ``(id, version)`` must agree on.
+
+    The fingerprint, and the retry policy (runs save it at submission, so it is
+    not part of the fingerprint).
+    """
+    retry = agent.retry_policy
+    return agent.fingerprint(), retry.model_dump() if retry else None
 
 
 class Registry:
@@ -191,8 +184,8 @@ class Registry:
                 raise DurableConflictError(f"agent id {agent.id!r} appears twice in the batch")
             seen.add(agent.id)
             key = (agent.id, str(agent.version))
-            known = self._fingerprints.get(key)
-            if known is not None and known != agent.fingerprint():
+            known = self._agents.get(key)
+            if known is not None and _definition(known) != _definition(agent):
                 raise DurableConflictError(
                     f"agent {agent.id!r} version {agent.version!r} is already registered with "
                     "a different definition; give the changed agent a new version"
@@ -218,6 +211,14 @@ class Registry:
     def keys(self) -> list[tuple[str, str]]:
         """Every registered ``(id, version)``."""
         return list(self._agents)
+
+    def fingerprints(self) -> dict[tuple[str, str], str]:
+        """The fingerprint of every registered ``(id, version)`` (what claims compare)."""
+        return dict(self._fingerprints)
+
+    def fingerprint(self, agent_id: str, version: str) -> str | None:
+        """The fingerprint of the registration ``(agent_id, version)``, or None."""
+        return self._fingerprints.get((agent_id, version))
 
     def ids(self) -> list[str]:
         """Registered agent ids."""

@@ -143,7 +143,7 @@ class EmbeddedEngine:
                 runtime = self.runtime
                 self._expire_dead_owners()
                 while len(self._executions) - len(self._task_runs) < runtime.max_concurrent_runs:
-                    agents = runtime.registry.keys()
+                    agents = runtime.registry.fingerprints()  # a changed definition never claims
                     record = runtime.runtime_store.rt_claim(
                         self.holder, runtime.now(), runtime.lease_ms, agents
                     )

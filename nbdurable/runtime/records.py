@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
@@ -25,10 +25,15 @@ __all__ = [
     "RunState",
     "RuntimeRun",
     "RuntimeStore",
+    "Served",
     "ToolIntent",
     "claim",
     "claimable",
     "decide",
+    "definition_matches",
+    "mismatch_reason",
+    "served",
+    "unclaimable_by_definition",
     "next_state",
     "verdict_entry",
     "after_finish",
@@ -194,14 +199,71 @@ def next_state(session_busy: bool) -> RunState:
     return "queued" if session_busy else "pending"
 
 
-def claimable(run: RuntimeRun, now: int, agents: set[tuple[str, str]], kind: str = "agent") -> bool:
+Served = Mapping[tuple[str, str], str | None] | Collection[tuple[str, str]]
+"""What a runtime executes: ``(id, version) -> fingerprint`` (None: any definition), or the keys."""
+
+
+def served(agents: Served) -> Mapping[tuple[str, str], str | None]:
+    """``agents`` as ``(id, version) -> fingerprint`` (None where no fingerprint is known)."""
+    if isinstance(agents, Mapping):
+        return agents
+    return dict.fromkeys(agents)
+
+
+def claimable(run: RuntimeRun, now: int, agents: Served, kind: str = "agent") -> bool:
     """Whether a claim may take ``run``, the oldest unfinished run of its session.
 
     It must be of ``kind``, its registration (or task definition) must be
-    served, and it must be pending, in retry_wait past ``next_attempt_at``, or
+    served with the definition it was submitted under (:func:`definition_matches`),
+    and it must be pending, in retry_wait past ``next_attempt_at``, or
     running/cancelling under an expired lease.
     """
-    if run.kind != kind or (run.agent_id, run.agent_version) not in agents:
+    return _eligible(run, now, kind) and definition_matches(run, agents) is True
+
+
+def definition_matches(run: RuntimeRun, agents: Served) -> bool | None:
+    """Whether ``agents`` serve ``run``'s ``(agent, version)`` with its definition.
+
+    None when they do not serve that ``(agent, version)`` at all; False when
+    they serve it under another fingerprint. A run recorded without a
+    fingerprint, or a runtime that names no fingerprint, matches any definition.
+    """
+    table = served(agents)
+    key = (run.agent_id, run.agent_version)
+    if key not in table:
+        return None
+    mine = table[key]
+    return run.fingerprint is None or mine is None or mine == run.fingerprint
+
+
+def mismatch_reason(run: RuntimeRun) -> str:
+    """The waiting reason of a run no runtime with its submitted definition serves yet."""
+    return (
+        f"waits for a runtime whose {run.agent_id} v{run.agent_version} "
+        "matches the submitted definition"
+    )
+
+
+def unclaimable_by_definition(
+    run: RuntimeRun, now: int, agents: Served, kind: str = "agent"
+) -> RuntimeRun | None:
+    """``run`` with its waiting reason recorded, when only its definition keeps it from ``agents``.
+
+    Eligible, served under another fingerprint, and the reason not yet recorded
+    (so a store writes it once, not at every poll); else None. Stores write the
+    returned record in the claim's own transaction; ``updated_at`` is kept (the
+    run's state did not change).
+    """
+    if not _eligible(run, now, kind) or definition_matches(run, agents) is not False:
+        return None
+    reason = mismatch_reason(run)
+    if run.waiting_reason == reason:
+        return None
+    return run.model_copy(update={"waiting_reason": reason})
+
+
+def _eligible(run: RuntimeRun, now: int, kind: str) -> bool:
+    if run.kind != kind:
         return False
     if run.state == "pending":
         return True
@@ -223,6 +285,7 @@ def claim(run: RuntimeRun, owner: str, now: int, lease_ms: int) -> RuntimeRun:
             "next_attempt_at": None,
             "updated_at": now,
             "previous_owner": run.lease_owner if run.state in ACTIVE_STATES else None,
+            "waiting_reason": None,
         }
     )
 
@@ -400,7 +463,7 @@ class RuntimeStore(Protocol):
         owner: str,
         now: int,
         lease_ms: int,
-        agents: Sequence[tuple[str, str]],
+        agents: Served,
         kind: str = "agent",
     ) -> RuntimeRun | None:
         """Atomically take the next eligible run of ``kind`` with (agent, version) in ``agents``.
@@ -410,6 +473,10 @@ class RuntimeStore(Protocol):
         expired lease (its owner died). Sets the lease and bumps the fence.
         A store with a clock of its own (PostgreSQL's) judges and sets leases
         by that clock; ``now`` still dates the rest (``retry_wait``, ``updated_at``).
+        ``agents`` maps each served ``(agent, version)`` to the fingerprint of
+        its definition: a run submitted under another fingerprint is never
+        taken, and gets its ``waiting_reason`` recorded instead
+        (:func:`unclaimable_by_definition`).
         """
         ...
 

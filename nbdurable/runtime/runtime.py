@@ -341,6 +341,7 @@ class DurableRuntime:
             retry_policy=retry.model_dump() if retry else None,
             stream=agent.stream,
             max_steps=agent.max_steps if max_steps is None else max_steps,
+            fingerprint=self.registry.fingerprint(agent.id, str(agent.version)),
         )
 
     async def submit_graph(self, nodes: Iterable[Any], *, graph_id: str | None = None) -> Graph:

@@ -13,12 +13,15 @@ from ..runtime.records import (
     TERMINAL_STATES,
     UNFINISHED_STATES,
     RuntimeRun,
+    Served,
     ToolIntent,
     after_finish,
     claim,
     claimable,
     decide,
     next_state,
+    served,
+    unclaimable_by_definition,
 )
 
 __all__ = ["MemoryRuntimeTables"]
@@ -169,11 +172,11 @@ class MemoryRuntimeTables:
         owner: str,
         now: int,
         lease_ms: int,
-        agents: Sequence[tuple[str, str]],
+        agents: Served,
         kind: str = "agent",
     ) -> RuntimeRun | None:
         """Take the next eligible run: the oldest unfinished of its session, agent known."""
-        allowed = set(agents)
+        allowed = served(agents)
         with self._rt_lock:
             heads: dict[str, RuntimeRun] = {}
             for run in sorted(self._rt_runs.values(), key=lambda r: r.seq):
@@ -184,6 +187,8 @@ class MemoryRuntimeTables:
                     claimed = claim(run, owner, now, lease_ms)
                     self._rt_runs[run.run_id] = claimed
                     return claimed
+                if (waiting := unclaimable_by_definition(run, now, allowed, kind)) is not None:
+                    self._rt_runs[waiting.run_id] = waiting  # once: the reason is then recorded
             return None
 
     def rt_renew(

@@ -33,12 +33,15 @@ from ..runtime.records import (
     TERMINAL_STATES,
     UNFINISHED_STATES,
     RuntimeRun,
+    Served,
     ToolIntent,
     after_finish,
     claim,
     claimable,
     decide,
     next_state,
+    served,
+    unclaimable_by_definition,
 )
 
 if TYPE_CHECKING:
@@ -388,11 +391,11 @@ class PostgresRuntimeTables:
         owner: str,
         now: int,
         lease_ms: int,
-        agents: Sequence[tuple[str, str]],
+        agents: Served,
         kind: str = "agent",
     ) -> RuntimeRun | None:
         """Take the next eligible run of ``kind`` (the oldest unfinished of its session)."""
-        allowed = set(agents)
+        allowed = served(agents)
 
         def take(conn: Connection[tuple[Any, ...]]) -> RuntimeRun | None:
             # Leases are judged and set by the database's clock, not the caller's
@@ -405,6 +408,8 @@ class PostgresRuntimeTables:
                     claimed = claimed.model_copy(update={"lease_expires_at": db_now + lease_ms})
                     self._rt_put(conn, claimed)
                     return claimed
+                if (waiting := unclaimable_by_definition(run, now, allowed, kind)) is not None:
+                    self._rt_put(conn, waiting)  # once: the reason is then recorded
             return None
 
         return self._rt_write(take, exclusive=True)

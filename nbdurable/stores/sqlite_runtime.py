@@ -26,12 +26,15 @@ from ..runtime.records import (
     TERMINAL_STATES,
     UNFINISHED_STATES,
     RuntimeRun,
+    Served,
     ToolIntent,
     after_finish,
     claim,
     claimable,
     decide,
     next_state,
+    served,
+    unclaimable_by_definition,
 )
 
 __all__ = ["SqliteRuntimeTables", "migrate_runtime", "migrate_runtime_v4"]
@@ -298,11 +301,11 @@ class SqliteRuntimeTables:
         owner: str,
         now: int,
         lease_ms: int,
-        agents: Sequence[tuple[str, str]],
+        agents: Served,
         kind: str = "agent",
     ) -> RuntimeRun | None:
         """Take the next eligible run of ``kind`` (the oldest unfinished of its session)."""
-        allowed = set(agents)
+        allowed = served(agents)
         with self._lock, self._write() as conn:
             for (text,) in conn.execute(_HEADS).fetchall():
                 run = _record(text)
@@ -310,6 +313,8 @@ class SqliteRuntimeTables:
                     claimed = claim(run, owner, now, lease_ms)
                     self._put(conn, claimed)
                     return claimed
+                if (waiting := unclaimable_by_definition(run, now, allowed, kind)) is not None:
+                    self._put(conn, waiting)  # once: the reason is then recorded
         return None
 
     def rt_renew(

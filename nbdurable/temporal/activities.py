@@ -41,9 +41,20 @@ from ..runtime.executor import (
     RuntimeDriver,
 )
 from ..runtime.legs import first_messages, leg_options
-from ..runtime.records import RuntimeRun
+from ..runtime.records import (
+    RuntimeRun,
+    definition_matches,
+    mismatch_reason,
+    unclaimable_by_definition,
+)
 from ..runtime.runtime import DurableRuntime
-from .driver import LIMIT_EXCEEDED, MODEL_ATTEMPT_FAILED, NEEDS_ATTENTION, TIMEOUT
+from .driver import (
+    DEFINITION_MISMATCH,
+    LIMIT_EXCEEDED,
+    MODEL_ATTEMPT_FAILED,
+    NEEDS_ATTENTION,
+    TIMEOUT,
+)
 from .tracing import begin_leg_span, end_leg_span, joined
 
 __all__ = ["BoundActivities", "RunActivities", "heartbeats"]
@@ -104,7 +115,25 @@ class RunActivities(BoundActivities):
                 f"this worker serves no agent {record.agent_id!r} version {record.agent_version!r}",
                 non_retryable=True,
             )
+        if definition_matches(record, self.runtime.registry.fingerprints()) is False:
+            # Any worker of the queue may pick an activity up: hand it back untouched,
+            # the workflow schedules it again for a worker with the run's definition.
+            raise ApplicationError(
+                mismatch_reason(record), type=DEFINITION_MISMATCH, non_retryable=True
+            )
         return agent
+
+    def _wait_elsewhere(self, record: RuntimeRun) -> dict[str, Any]:
+        """Leave a run this worker's definition must not execute; record why it waits."""
+        waiting = unclaimable_by_definition(
+            record, self.runtime.now(), self.runtime.registry.fingerprints()
+        )
+        if waiting is not None:
+            with contextlib.suppress(FencedOutError):  # another worker took it meanwhile
+                self.runtime.runtime_store.rt_update(
+                    record.run_id, {"waiting_reason": waiting.waiting_reason}, fence=record.fence
+                )
+        return {"elsewhere": mismatch_reason(record)}
 
     def _options(self, agent: Agent, path: list[str], record: RuntimeRun) -> LoopOptions:
         """The options of the loop at ``path`` (agent-tool names) under the run's agent."""
@@ -173,12 +202,19 @@ class RunActivities(BoundActivities):
         Returns the record, the latest checkpoint and, for a first leg, the
         messages it starts from; or ``{"final": state}`` when the run is
         finished (a resume that raced with the workflow's end) or its deadline
-        passed before the leg began. Run again after a crash, it recognises its
-        own claim.
+        passed before the leg began; or ``{"elsewhere": reason}`` (the run
+        untouched, its waiting reason recorded) when this worker's definition
+        of the run's agent is not the one it was submitted under. Run again
+        after a crash, it recognises its own claim.
         """
         runtime = self.runtime
         record = self._record(run_id)
         owner = f"temporal:{activity.info().workflow_id}"
+        if (
+            not record.finished
+            and definition_matches(record, runtime.registry.fingerprints()) is False
+        ):
+            return self._wait_elsewhere(record)
         retried = record.retried
         if record.state == "pending":
             if record.deadline_at is not None and runtime.now() >= record.deadline_at:
@@ -192,6 +228,7 @@ class RunActivities(BoundActivities):
                     "lease_owner": owner,
                     "updated_at": runtime.now(),
                     "retried": False,
+                    "waiting_reason": None,
                 },
                 fence=record.fence,
             )

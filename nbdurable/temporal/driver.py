@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -33,7 +33,7 @@ from ..loop.machine import (
 )
 from ..loop.options import LoopOptions
 from ..loop.subagent import AgentTool, child_run_id
-from ..messages import ToolResultPart, user
+from ..messages import ToolCallPart, ToolResultPart, user
 from ..models.base import ModelResponse
 from ..parts import StreamPart
 from ..runtime.agent import Agent
@@ -41,6 +41,7 @@ from ..runtime.limits import Limits, payload_bytes
 from .config import TemporalConfig
 
 __all__ = [
+    "DEFINITION_MISMATCH",
     "LIMIT_EXCEEDED",
     "LOCAL_ACTIVITY",
     "MODEL_ATTEMPT_FAILED",
@@ -59,6 +60,9 @@ LIMIT_EXCEEDED = "limit_exceeded"
 """ApplicationError type of a call over ``max_operations`` or ``max_payload_bytes``."""
 TIMEOUT = "timeout"
 """ApplicationError type of a call after the run's deadline."""
+DEFINITION_MISMATCH = "definition_mismatch"
+"""ApplicationError type of an activity a worker refused before doing anything: its
+definition of the run's agent differs from the one the run was submitted under."""
 
 # Local activities write the store in the workflow's own worker; a retry after a
 # transient store error is cheap, a lost mirror is not.
@@ -93,6 +97,15 @@ def _cause(error: ActivityError) -> ApplicationError | None:
         # run ends cancelled or timed out, not in needs_attention or failed
         raise asyncio.CancelledError() from None
     return cause if isinstance(cause, ApplicationError) else None
+
+
+def handed_back_delay(times: int) -> timedelta:
+    """How long to wait before scheduling again an activity a worker handed back.
+
+    A worker whose definition of the run's agent differs hands the activity back
+    untouched; the next attempt may reach another worker (200 ms, doubling, at most 10 s).
+    """
+    return timedelta(milliseconds=min(200 * 2 ** min(times, 6), 10_000))
 
 
 async def write_outbox(outbox: list[dict[str, Any]]) -> None:
@@ -157,6 +170,7 @@ class WorkflowDriver(Driver):
             self.outbox.append({"log": self.log, "checkpoint": checkpoint.model_dump(mode="json")})
 
     async def _call_model(self, effect: CallModel) -> ModelResponse:
+        handed_back = 0
         while True:
             await write_outbox(self.outbox)
             try:
@@ -177,6 +191,10 @@ class WorkflowDriver(Driver):
                 if cause is not None and cause.type == MODEL_ATTEMPT_FAILED:
                     delay_ms = int(cause.details[0]) if cause.details else 1000
                     await workflow.sleep(timedelta(milliseconds=delay_ms))
+                    continue
+                if cause is not None and cause.type == DEFINITION_MISMATCH:
+                    await workflow.sleep(handed_back_delay(handed_back))
+                    handed_back += 1
                     continue
                 reason = cause.type if cause is not None and cause.type else "model_error"
                 message = cause.message if cause is not None else str(exc)
@@ -202,30 +220,41 @@ class WorkflowDriver(Driver):
         # the sub-agent call covers everything it does.
         recovery = self.agent.recovery_of(self.path[0] if self.path else call.tool_name)
         attempts = 1 if recovery == "manual" else max(self.config.tool_retries, 1)
-        try:
-            data = await workflow.execute_activity(
-                "nbdurable.run_tool",
-                args=[self.scope, step_index, call.model_dump(mode="json")],
-                result_type=dict,
-                start_to_close_timeout=timedelta(seconds=self.config.tool_timeout),
-                heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout),
-                retry_policy=RetryPolicy(
-                    initial_interval=timedelta(milliseconds=200), maximum_attempts=attempts
-                ),
-            )
-        except ActivityError as exc:
-            cause = _cause(exc)
-            if cause is not None and cause.type in (LIMIT_EXCEEDED, TIMEOUT):
-                raise LegFailed(cause.type, cause.message) from None
-            if cause is not None and cause.type == NEEDS_ATTENTION:
-                raise ToolNeedsAttention(cause.message) from None
-            if cause is not None and cause.non_retryable:
-                raise LegFailed("error", cause.message) from None
-            raise ToolNeedsAttention(
-                f"tool {call.tool_name!r} (call {call.tool_call_id}) was interrupted "
-                f"({recovery} recovery): retry() runs it again, deny() settles it"
-            ) from None
+        handed_back = 0
+        while True:
+            try:
+                data = await workflow.execute_activity(
+                    "nbdurable.run_tool",
+                    args=[self.scope, step_index, call.model_dump(mode="json")],
+                    result_type=dict,
+                    start_to_close_timeout=timedelta(seconds=self.config.tool_timeout),
+                    heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout),
+                    retry_policy=RetryPolicy(
+                        initial_interval=timedelta(milliseconds=200), maximum_attempts=attempts
+                    ),
+                )
+                break
+            except ActivityError as exc:
+                cause = _cause(exc)
+                if cause is None or cause.type != DEFINITION_MISMATCH:
+                    self._tool_failed(cause, call, recovery)
+            await workflow.sleep(handed_back_delay(handed_back))  # nothing ran: ask again
+            handed_back += 1
         return ToolOutcome(result=ToolResultPart.model_validate(data))
+
+    @staticmethod
+    def _tool_failed(cause: ApplicationError | None, call: ToolCallPart, recovery: str) -> NoReturn:
+        """Raise what a failed tool activity means for the run."""
+        if cause is not None and cause.type in (LIMIT_EXCEEDED, TIMEOUT):
+            raise LegFailed(cause.type, cause.message) from None
+        if cause is not None and cause.type == NEEDS_ATTENTION:
+            raise ToolNeedsAttention(cause.message) from None
+        if cause is not None and cause.non_retryable:
+            raise LegFailed("error", cause.message) from None
+        raise ToolNeedsAttention(
+            f"tool {call.tool_name!r} (call {call.tool_call_id}) was interrupted "
+            f"({recovery} recovery): retry() runs it again, deny() settles it"
+        ) from None
 
     async def _child_driver(
         self, agent: AgentTool, options: LoopOptions, invocation: ToolInvocation

@@ -14,25 +14,36 @@ worker runtime's limits, checked as on the embedded engine.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import asdict
 from typing import Any
 
 from temporalio import workflow
 
 from .._deps import Deps
-from .._errors import LimitExceededError
+from .._errors import DurableConflictError, LimitExceededError
 from ..durable.checkpoint import AgentCheckpoint
 from ..loop.machine import LegStart, leg_start_from_checkpoint
 from ..messages import Message, ToolApprovalResponse
 from ..runtime.legs import leg_options
-from ..runtime.records import RuntimeRun
+from ..runtime.records import RuntimeRun, definition_matches, mismatch_reason
 from .config import TemporalConfig
 from .driver import LOCAL_ACTIVITY, LegFailed, ToolNeedsAttention, WorkflowDriver
 from .registry import worker_runtime
 
-__all__ = ["AgentRunWorkflow"]
+__all__ = ["AgentRunWorkflow", "DefinitionMismatchError"]
 
 FINAL_STATES = ("completed", "failed", "cancelled")
+ELSEWHERE = "elsewhere"
+"""What a leg returns when this worker's definition of the run's agent is not the submitted one."""
+
+
+class DefinitionMismatchError(DurableConflictError):
+    """A worker must not go on with a run: its definition differs from the submitted one.
+
+    Raised in workflow code, it fails the workflow task (not the workflow), which
+    Temporal retries, possibly on another worker.
+    """
 
 
 class _WorkflowClock:
@@ -58,19 +69,44 @@ class AgentRunWorkflow:
         self._resumes += 1
 
     @workflow.run
-    async def run(self, config: dict[str, Any]) -> str:
-        """Run legs until the run completes, fails or is cancelled; its final state."""
+    async def run(self, config: dict[str, Any], carried: dict[str, Any] | None = None) -> str:
+        """Run legs until the run completes, fails or is cancelled; its final state.
+
+        ``carried``: what a run continued as new hands on (a leg to start, the
+        verdicts received, how many times a worker left the run to another).
+        """
         settings = TemporalConfig(**config)
+        handed_back = 0
+        if carried:
+            self._verdicts.update(carried.get("verdicts") or {})
+            self._resumes += 1
+            handed_back = int(carried.get("handed_back", 0))
         try:
             while True:
                 await workflow.wait_condition(lambda: self._resumes > 0)
                 self._resumes = 0
                 state = await self._leg(settings)
+                if state == ELSEWHERE:
+                    await self._hand_on(config, handed_back)
                 if state in FINAL_STATES:
                     return state
         except asyncio.CancelledError:
             await self._finish(settings, {"state": "cancelled", "reason": "cancelled"})
             raise
+
+    async def _hand_on(self, config: dict[str, Any], handed_back: int) -> None:
+        """Leave the run to a worker with its definition: wait, then continue as new.
+
+        A workflow's tasks stick to the worker that ran it last; the first task
+        of a run continued as new goes to the task queue, where any worker may
+        take it. The wait (1 s doubling to 10 s, cut short by a resume signal)
+        bounds the churn while no worker with the definition polls the queue.
+        """
+        delay = min(2**handed_back, 10)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await workflow.wait_condition(lambda: self._resumes > 0, timeout=delay)
+        carried = {"verdicts": self._verdicts, "handed_back": handed_back + 1}
+        workflow.continue_as_new(args=[config, carried])
 
     async def _finish(self, config: TemporalConfig, changes: dict[str, Any]) -> None:
         """Write what the leg left in the outbox and the run's new state."""
@@ -87,6 +123,8 @@ class AgentRunWorkflow:
             return None  # a duplicate resume: the run is not pending
         if info.get("final"):
             return str(info["final"])  # finished already, or its deadline had passed
+        if info.get("elsewhere"):
+            return ELSEWHERE  # this worker's definition is not the submitted one
         runtime = worker_runtime()
         record = RuntimeRun.model_validate(info["record"])
         agent = runtime.registry.get(record.agent_id, record.agent_version)
@@ -94,6 +132,10 @@ class AgentRunWorkflow:
             error = f"this worker serves no agent {record.agent_id!r} v{record.agent_version}"
             await self._finish(config, {"state": "failed", "reason": "error", "error": error})
             return "failed"
+        if definition_matches(record, runtime.registry.fingerprints()) is False:
+            # Replayed here after the leg began on a worker with the run's definition:
+            # failing this workflow task makes Temporal retry it, on another worker.
+            raise DefinitionMismatchError(mismatch_reason(record))
         if info["checkpoint"] is not None:
             start = leg_start_from_checkpoint(AgentCheckpoint.model_validate(info["checkpoint"]))
         else:

@@ -251,15 +251,13 @@ async def test_s004_06_timeout_passes_while_no_runtime_runs(store: Any, reopen: 
         await run.wait("running")
     assert run.record().state == "pending"
     await asyncio.sleep(0.25)
-    fresh = nd.ScriptedModel(["late"])
-    async with await DurableRuntime.open(
-        store=reopen(store), agents=[Agent("a", fresh, version="1")]
-    ) as rt:
+    again, fresh = gated_agent(asyncio.Event())  # the same definition, in a new runtime
+    async with await DurableRuntime.open(store=reopen(store), agents=[again]) as rt:
         handle = await rt.get_run(run.run_id)
         with pytest.raises(RunFailedError) as caught:
             await asyncio.wait_for(handle.result(), 5)
     assert caught.value.reason == "timeout"
-    assert fresh.calls == 0
+    assert fresh.entered == 0
 
 
 async def test_s004_06_no_timeout_by_default(store: Any) -> None:

@@ -188,7 +188,7 @@ async def test_s003_54_attempt_count_is_persisted_before_the_attempt(
     record = run.record()
     assert (record.state, record.model_attempts) == ("pending", 1)
 
-    failing = nd.ScriptedModel(["ok"], fail_on=[1, 2, 3])
+    failing = GatedModel(["ok"], fail_on=[1, 2, 3])  # the same definition, failing here
     second = reopen(store)
     async with await DurableRuntime.open(
         store=second, agents=[Agent("a", failing, version="1", model_retry=retry)]

@@ -32,6 +32,7 @@ _COLUMNS = [
     "updated_at",
     "parent_run",
     "reason",
+    "waiting_reason",
 ]
 
 

@@ -1,0 +1,46 @@
+"""Two definitions of agent ``cleaner`` v1, for Temporal workers that disagree about it.
+
+``cleaner_x`` is the one runs are submitted with (a ``manual`` tool, then its
+text); ``cleaner_y`` has the same id and version but another script and tool. The
+tools record their executions in temporal_agents' side table (with the pid).
+"""
+
+from __future__ import annotations
+
+from temporal_agents import _count
+
+import nbdurable as nd
+from nbdurable.runtime import Agent
+
+
+@nd.tool
+def sweep(table: str, ctx: nd.ToolContext) -> str:
+    """Sweep a staging table."""
+    _count(ctx, "sweep")
+    return f"swept {table}"
+
+
+@nd.tool
+def vacuum(name: str, ctx: nd.ToolContext) -> str:
+    """Vacuum a database."""
+    _count(ctx, "vacuum")
+    return f"vacuumed {name}"
+
+
+cleaner_x = [
+    Agent(
+        "cleaner",
+        nd.ScriptedModel([nd.Turn.call("sweep", table="stg_a"), "Cleaner X swept stg_a."]),
+        tools=[sweep],
+        version="1",
+        tool_recovery={"sweep": "manual"},
+    )
+]
+cleaner_y = [
+    Agent(
+        "cleaner",
+        nd.ScriptedModel([nd.Turn.call("vacuum", name="public"), "Cleaner Y vacuumed."]),
+        tools=[vacuum],
+        version="1",
+    )
+]
