@@ -89,8 +89,9 @@ async def test_a_runtime_with_another_definition_never_claims_the_run(tmp_path: 
             assert store.load(run_id) is None  # no step ran anywhere
             shown = str(nd.inspect.explain(store, run_id))
             assert REASON in shown and "pending" in shown
-            frame = nd.inspect.runs(store)
+            frame = nd.inspect.runs(store, all_columns=True)
             assert frame.loc[run_id, "waiting_reason"] == REASON
+            assert nd.inspect.runs(store).loc[run_id, "reason"] == REASON  # the compact view
 
             # A (its definition again, in a new process) executes it: A's text
             assert output(process("execute", "x", url, run_id, seed="1")) == (
@@ -403,4 +404,4 @@ async def test_a_cancelled_run_no_longer_shows_what_it_waited_for() -> None:
     assert REASON in str(nd.inspect.explain(store, run.run_id))
     await run.cancel()
     assert REASON not in str(nd.inspect.explain(store, run.run_id))
-    assert nd.inspect.runs(store).loc[run.run_id, "waiting_reason"] is None
+    assert nd.inspect.runs(store, all_columns=True).loc[run.run_id, "waiting_reason"] is None
