@@ -80,9 +80,17 @@ async def serve(
     limits: Limits | None = None,
     namespace: str = "default",
     ready: str | None = None,
+    probe: Any = None,
 ) -> int:
-    """Run a worker until SIGTERM or SIGINT; print ``ready`` once it polls."""
+    """Run a worker until SIGTERM or SIGINT; print ``ready`` once it polls.
+
+    ``probe`` (a :class:`nbdurable.health.ReadinessProbe`) gets a check of the server.
+    """
     client = await Client.connect(address, namespace=namespace)
+    if probe is not None:
+        from ..health import temporal_check
+
+        probe.add("temporal", temporal_check(client))
     worker = build_worker(
         client, task_queue=task_queue, store=store, agents=agents, tasks=tasks, limits=limits
     )
