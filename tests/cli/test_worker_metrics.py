@@ -155,3 +155,32 @@ def test_worker_help_names_the_metrics_and_log_flags(capsys: pytest.CaptureFixtu
     out = capsys.readouterr().out
     for flag in ("--metrics-port", "--metrics-host", "--log-level", "--log-format"):
         assert flag in out
+
+
+async def test_a_takeover_counts_in_the_metrics_and_writes_a_log_line(tmp_path: Path) -> None:
+    import runtime_agents
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    client = DurableRuntime(store=nd.open_store(url), agents=runtime_agents.agents)
+    run = await client.submit("sleeper", "nap")
+    first = worker(url, tmp_path / "log", lease_ms=30_000)
+    try:
+        _wait_for(lambda: run.record().state == "running", timeout=30)
+    finally:
+        first.kill()  # SIGKILL: its process is gone, its lease still looks held
+        first.communicate(timeout=10)
+    second = worker(
+        url, tmp_path / "log", "--metrics-port", "0", "--log-format", "json", lease_ms=30_000
+    )
+    try:
+        base = _base(second)
+        _wait_for(lambda: run.record().state == "completed", timeout=60)
+        scraped = _samples(_get(f"{base}/metrics")[1])
+        assert _value(scraped, "nbdurable_takeovers_total", agent="sleeper") == 1
+        assert _value(scraped, "nbdurable_takeovers_total", cause="owner_gone") == 1
+    finally:
+        err = _stop(second)
+    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    [taken] = [line for line in lines if line.get("event") == "taken_over"]
+    assert taken["run_id"] == run.run_id and taken["agent"] == "sleeper", err
+    assert taken["previous_owner"] and taken["cause"] == "owner_gone"
