@@ -82,18 +82,15 @@ async def serve(
     ready: str | None = None,
     probe: Any = None,
 ) -> int:
-    """Run a worker until SIGTERM or SIGINT; print ``ready`` once it polls.
-
-    ``probe`` (a :class:`nbdurable.health.ReadinessProbe`) gets a check of the server.
-    """
+    """Run a worker until SIGTERM or SIGINT; print ``ready`` once it polls."""
     client = await Client.connect(address, namespace=namespace)
-    if probe is not None:
-        from ..health import temporal_check
-
-        probe.add("temporal", temporal_check(client))
     worker = build_worker(
         client, task_queue=task_queue, store=store, agents=agents, tasks=tasks, limits=limits
     )
+    if probe is not None:  # a nbdurable.health.ReadinessProbe: /readyz checks the server too
+        from ..health import temporal_check
+
+        probe.add("temporal", temporal_check(client))
     runtime = worker_runtime()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
