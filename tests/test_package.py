@@ -63,12 +63,45 @@ def test_import_leaves_jupyter_and_pandas_out() -> None:
         "mods = ('IPython', 'ipywidgets', 'pandas', 'ipykernel', 'psycopg', 'psycopg_pool',"
         " 'sqlite_utils', 'openai', 'anthropic', 'fastapi', 'starlette', 'uvicorn',"
         " 'temporalio', 'mcp', 'mcp_types', 'langchain_core', 'pydantic_ai', 'anyio',"
-        " 'httpx2', 'jsonschema', 'langchain', 'langchain_openai')\n"
+        " 'httpx2', 'jsonschema', 'langchain', 'langchain_openai', 'prometheus_client')\n"
         "bad = [m for m in mods if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_metrics_cost_no_import_until_enabled() -> None:
+    # a run, the worker's CLI module and the health module load no prometheus_client
+    code = (
+        "import sys, asyncio, nbdurable as nd, nbdurable.cli.worker, nbdurable.health\n"
+        "agent = nd.Agent('a', nd.ScriptedModel(['hi']), version='1')\n"
+        "async def main():\n"
+        "    rt = await nd.DurableRuntime.open(store=nd.open_store('memory://'), agents=[agent])\n"
+        "    run = await rt.submit('a', 'x')\n"
+        "    await run.wait()\n"
+        "    await rt.close()\n"
+        "asyncio.run(main())\n"
+        "print('prometheus_client' in sys.modules)\n"
+        "import nbdurable.metrics as m; m.enable_metrics()\n"
+        "print('prometheus_client' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.split() == ["False", "True"], out.stderr
+
+
+def test_metrics_without_prometheus_client_name_the_extra() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['prometheus_client'] = None\n"
+        "import nbdurable.metrics as m\n"
+        "try:\n"
+        "    m.enable_metrics()\n"
+        "except nbdurable.ConfigurationError as exc:\n"
+        "    print(exc)\n"
+    ).replace("import nbdurable.metrics as m", "import nbdurable, nbdurable.metrics as m")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'nbdurable[metrics]'" in out.stdout
 
 
 def test_framework_adapters_without_their_extras_name_the_extra() -> None:

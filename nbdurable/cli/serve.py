@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import signal
 from typing import Any
 
+from .._errors import NbdurableError
 from .agents import load_all
+from .logs import add_log_options, configure_logging
+from .probes import add_probe_options, enable_process_metrics, start_probes
 
 __all__ = ["add_parser", "max_age_option", "serve"]
 
@@ -60,7 +64,11 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--max-concurrent-runs", type=int, default=4)
     parser.add_argument("--poll-interval", type=float, default=0.05)
-    parser.add_argument("--log-level", default="warning")
+    add_log_options(parser, level="warning")
+    add_probe_options(
+        parser,
+        port_help="serve /metrics, /healthz and /readyz on this port instead of the API's",
+    )
     parser.set_defaults(handler=lambda args: asyncio.run(serve(args)))
 
 
@@ -70,9 +78,17 @@ async def serve(args: argparse.Namespace) -> int:
     from ..server.serving import bound_url, build_server
     from ..stores import open_store
 
+    log_format = getattr(args, "log_format", "text")
+    configure_logging(args.log_level, log_format, also=("uvicorn",))
     agents = load_all(args.agents)
     store = open_store(args.store)
+    probes = None
     try:
+        try:
+            enable_process_metrics(args, store)
+        except NbdurableError as exc:  # prometheus-client missing: /metrics stays empty
+            logging.getLogger("nbdurable").warning("nbdurable serve: %s", exc)
+        probes = await start_probes(args, store)
         runtime = await DurableRuntime.open(
             store=store,
             agents=agents,
@@ -91,6 +107,8 @@ async def serve(args: argparse.Namespace) -> int:
                 public_url=args.public_url,
                 approval_max_age_ms=runtime.approval_max_age_ms,
                 log_level=args.log_level,
+                log_format=log_format,
+                probe_routes=probes is None,
             )
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
@@ -109,6 +127,8 @@ async def serve(args: argparse.Namespace) -> int:
         finally:
             await runtime.close()
     finally:
+        if probes is not None:
+            await probes.close()
         close = getattr(store, "close", None)
         if close is not None:
             close()

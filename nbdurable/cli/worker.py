@@ -13,6 +13,8 @@ from typing import Any
 from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreUnavailableError
 from ..runtime.limits import Limits
 from .agents import load_all, load_tasks
+from .logs import add_log_options, configure_logging
+from .probes import add_probe_options, start_probes
 
 __all__ = ["add_parser", "worker"]
 
@@ -62,6 +64,8 @@ def add_parser(commands: Any) -> None:
     worker_.add_argument(
         "--exit-when-idle", action="store_true", help="stop once no run is waiting to execute"
     )
+    add_probe_options(worker_)
+    add_log_options(worker_)
     worker_.set_defaults(handler=lambda args: asyncio.run(worker(args)))
 
 
@@ -79,13 +83,16 @@ async def worker(args: argparse.Namespace) -> int:
     from ..runtime.runtime import DurableRuntime
     from ..stores import open_store
 
+    configure_logging(getattr(args, "log_level", "info"), getattr(args, "log_format", "text"))
     agents = load_all(args.agents)
     store = open_store(args.store)
     limits = _limits(args)
+    probes = await start_probes(args, store)
     if getattr(args, "engine", "embedded") == "temporal":
         from ..temporal.worker import serve
 
         code = await serve(
+            probe=probes.probe if probes is not None else None,
             address=args.address,
             task_queue=args.task_queue,
             namespace=args.namespace,
@@ -141,6 +148,8 @@ async def worker(args: argparse.Namespace) -> int:
     except StoreUnavailableError as exc:
         fatal.append(exc)
     finally:
+        if probes is not None:
+            await probes.close()
         await runtime.close()  # in-flight steps are abandoned cleanly, leases released
         close = getattr(store, "close", None)
         if close is not None:

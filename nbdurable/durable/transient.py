@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
+from .. import metrics as _metrics
 from .._deps import Logger
 from .._errors import NbdurableError, StoreUnavailableError
 
@@ -233,6 +234,9 @@ class StoreRetry:
             if started is None:
                 started = self._failing_since = now
             self._failures += 1
+        meter = _metrics.HOOKS
+        if meter is not None:
+            meter.store_error(operation)
         if first and self.logger is not None:
             self.logger.warning(
                 "nbdurable: the store failed (%s: %r); retrying for up to %.1f s",

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from .. import metrics as _metrics
 from .. import tracing as _tracing
 from .._deps import Deps, new_id
 from .._errors import (
@@ -230,6 +231,10 @@ class Driver:
             tool_calls=tuple(self._tool_calls),
         )
         self._step_started, self._model_ms, self._tool_ms, self._tool_calls = None, 0, 0, []
+        meter = _metrics.HOOKS
+        if meter is not None:
+            elapsed_ms = int(self.options.deps.clock.now()) - started
+            meter.step_seconds.labels(self.trace_agent_name() or "-").observe(elapsed_ms / 1000)
         return SaveCheckpoint(effect.checkpoint.model_copy(update={"stats": stats}))
 
     async def _save(self, effect: SaveCheckpoint) -> None:
@@ -286,6 +291,15 @@ class Driver:
         return response
 
     async def _model_response(
+        self, effect: CallModel, operation_id: str | None, attempt_id: str
+    ) -> ModelResponse:
+        meter = _metrics.HOOKS
+        if meter is not None:
+            with meter.timed(meter.model_seconds, self.trace_agent_name() or "-"):
+                return await self._traced_model_call(effect, operation_id, attempt_id)
+        return await self._traced_model_call(effect, operation_id, attempt_id)
+
+    async def _traced_model_call(
         self, effect: CallModel, operation_id: str | None, attempt_id: str
     ) -> ModelResponse:
         hooks = self._hooks()
@@ -412,6 +426,16 @@ class Driver:
         return list(await asyncio.gather(*(run_one(inv) for inv in invocations)))
 
     async def _run_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
+        meter = _metrics.HOOKS
+        if meter is None:
+            return await self._traced_tool(invocation, step_index)
+        with meter.timed(meter.tool_seconds, invocation.call.tool_name) as timer:
+            outcome = await self._traced_tool(invocation, step_index)
+            if outcome.result is not None and outcome.result.is_error:
+                timer.outcome = "error"
+            return outcome
+
+    async def _traced_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
         hooks = self._hooks()
         if hooks is None:
             return await self._tool_call(invocation, step_index)

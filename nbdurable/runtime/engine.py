@@ -26,6 +26,7 @@ from ..durable.transient import StoreUnavailableError, is_transient
 from ..events.log import notify
 from ..events.model import NewEvent
 from ..loop.machine import LegStart, leg_start_from_checkpoint
+from . import lifecycle
 from .executor import ModelAttemptFailed, NeedsAttention, RunContext, RunTimedOut, RuntimeDriver
 from .legs import first_messages, leg_options
 from .owner import lease_holder, process_gone
@@ -235,6 +236,7 @@ class EmbeddedEngine:
         if event is None:
             return
         run_id = context.record.run_id
+        lifecycle.taken_over(context.record, str(event.payload.get("cause")))
         try:
             self.runtime.store.append_events(run_id, [event], fence=context.fence)
         except FencedOutError:
@@ -252,6 +254,7 @@ class EmbeddedEngine:
             runtime=self.runtime, agent=agent, record=record, lease_owner=record.lease_owner
         )
         self._contexts[record.run_id] = context
+        lifecycle.claimed(record, resumed=bool(record.verdicts or record.decided))
         task = asyncio.get_running_loop().create_task(self._guarded(self._execute(context)))
         self._executions[record.run_id] = task
         task.add_done_callback(lambda _: self._finished(record.run_id))
@@ -260,6 +263,7 @@ class EmbeddedEngine:
         execution = TaskExecution(self.runtime, self.runtime.tasks[record.agent_id], record)
         self._contexts[record.run_id] = execution
         self._task_runs.add(record.run_id)
+        lifecycle.claimed(record, resumed=record.phase > 0)
         task = asyncio.get_running_loop().create_task(self._guarded(self._execute_task(execution)))
         self._executions[record.run_id] = task
         task.add_done_callback(lambda _: self._finished(record.run_id))
@@ -430,6 +434,8 @@ class EmbeddedEngine:
         try:
             with contextlib.suppress(FencedOutError):  # another owner decides now
                 self.runtime.set_state(context.record.run_id, context.fence, **changes)
+                if "state" in changes:
+                    lifecycle.left(context.record, changes["state"], changes.get("reason"))
         except StoreWriteError as exc:  # the run stays as stored, to be claimed again
             self._store_accident(context, exc)
 
@@ -502,8 +508,11 @@ class EmbeddedEngine:
                     reason = "cancelled"
             elif record.deadline_at is not None and self.runtime.now() >= record.deadline_at:
                 reason = "timeout"
-            if reason is None and not self._renew(context):
-                reason = "lease_lost"
+            if reason is None:
+                kept = self._renew(context)
+                lifecycle.lease_renewed(context.record, kept)
+                if not kept:
+                    reason = "lease_lost"
             if reason is not None:
                 context.cancel_reason = reason
                 task.cancel()

@@ -22,6 +22,7 @@ from ..events.model import Event
 from ..events.subscribe import subscribe, wait_for_run
 from ..loop.output import OutputSpec
 from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, Usage
+from . import lifecycle
 from .records import RunState, RuntimeRun, ToolIntent
 from .waiting import Deadline, wanted_states
 
@@ -366,6 +367,7 @@ class Run:
         if recorded:
             self.runtime.state_event(stored)
             self.runtime.wake()
+            lifecycle.decided(record, approved=approved, now=self.runtime.now())
 
     async def _settle_interrupted(self, record: RuntimeRun, reason: str) -> None:
         from ..messages import ToolResultPart

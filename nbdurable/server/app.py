@@ -15,6 +15,7 @@ from .body_limit import BodyLimit
 from .context import Bridge
 from .handlers import ERROR_RESPONSES, install_error_handlers
 from .openapi import truthful_openapi
+from .probes import probes_router, runtime_probe
 from .routes_approvals import approvals_router
 from .routes_events import events_router
 from .routes_runs import runs_router
@@ -43,6 +44,7 @@ def create_app(
     cors_origins: Sequence[str] = (),
     public_url: str | None = None,
     approval_max_age_ms: int | None = None,
+    probe_routes: bool = True,
 ) -> FastAPI:
     """The HTTP bridge of ``runtime``: an ASGI app (mount it inside another one if you like).
 
@@ -61,6 +63,8 @@ def create_app(
         approval_max_age_ms: Approval tokens this old or older are refused
             (links count from when they were minted). Default: the runtime's
             ``approval_max_age_ms`` (7 days unless set).
+        probe_routes: Serve ``/metrics``, ``/healthz`` and ``/readyz`` (no token;
+            see docs/observability.md).
 
     Raises:
         ConfigurationError: An invalid option.
@@ -91,6 +95,8 @@ def create_app(
     for router in (runs_router(bridge), events_router(bridge), approvals_router(bridge)):
         app.include_router(router, dependencies=[guard], responses=ERROR_RESPONSES)
     app.include_router(approval_page_router(bridge), responses={422: ERROR_RESPONSES[422]})
+    if probe_routes:
+        app.include_router(probes_router(runtime_probe(runtime)))
     app.openapi = truthful_openapi(app)  # type: ignore[method-assign]
     app.add_middleware(BodyLimit, max_body_bytes=max_body_bytes)
     if cors_origins:

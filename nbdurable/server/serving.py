@@ -44,10 +44,14 @@ def build_server(
     public_url: str | None = None,
     approval_max_age_ms: int | None = None,
     log_level: str = "warning",
+    log_format: str = "text",
+    probe_routes: bool = True,
 ) -> BridgeServer:
     """A uvicorn server for the bridge of ``runtime`` (``await server.serve()`` runs it).
 
     It installs no signal handlers: set ``server.should_exit = True`` to stop it.
+    With ``log_format="json"`` uvicorn leaves its loggers' handlers to the caller
+    (``nbdurable serve`` gives them its JSON handler).
 
     Raises:
         ConfigurationError: No token is configured and ``host`` is not loopback.
@@ -64,7 +68,9 @@ def build_server(
         cors_origins=cors_origins,
         public_url=public_url,
         approval_max_age_ms=approval_max_age_ms,
+        probe_routes=probe_routes,
     )
+    logging_config: dict[str, Any] = {} if log_format == "text" else {"log_config": None}
     config = uvicorn.Config(
         app,
         host=host,
@@ -74,6 +80,7 @@ def build_server(
         proxy_headers=False,
         server_header=False,
         timeout_graceful_shutdown=2,
+        **logging_config,
     )
     return BridgeServer(config)
 

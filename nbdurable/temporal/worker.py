@@ -81,6 +81,7 @@ async def serve(
     limits: Limits | None = None,
     namespace: str = "default",
     ready: str | None = None,
+    probe: Any = None,
 ) -> int:
     """Run a worker until SIGTERM or SIGINT; print ``ready`` once it polls."""
     # with tracing on (nbdurable.instrument() in the agents' module), the SDK's
@@ -89,6 +90,10 @@ async def serve(
     worker = build_worker(
         client, task_queue=task_queue, store=store, agents=agents, tasks=tasks, limits=limits
     )
+    if probe is not None:  # a nbdurable.health.ReadinessProbe: /readyz checks the server too
+        from ..health import temporal_check
+
+        probe.add("temporal", temporal_check(client))
     runtime = worker_runtime()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

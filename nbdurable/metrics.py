@@ -1,0 +1,309 @@
+"""Prometheus metrics of agent runs (``prometheus-client``), off until :func:`enable_metrics`.
+
+The runtime calls the module-level :data:`HOOKS` when a run starts, ends,
+retries or is taken over, when a lease is renewed or lost, around each model
+and tool call and step, and when a store call fails transiently. It is None
+until :func:`enable_metrics` runs, so a process that never enables metrics pays
+one attribute read per event and never imports ``prometheus_client``.
+
+Two kinds of metric:
+
+- **Per-process** counters and histograms (``nbdurable_runs_started_total``,
+  ``nbdurable_model_call_seconds``, ...): what this process did. Sum them
+  across processes.
+- **Store-wide** gauges (``nbdurable_store_runs``,
+  ``nbdurable_store_approvals_pending``): read from the store at scrape time,
+  labelled with ``store``. Every process scraping the same store reports the
+  same value, so aggregate them with ``max by (store, ...)``, never ``sum``.
+
+Labels are bounded: agent ids, states, reasons, tool names, outcomes. A run id
+is never a label.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = [
+    "CONTENT_TYPE",
+    "HOOKS",
+    "MetricsHooks",
+    "disable_metrics",
+    "enable_metrics",
+    "render",
+    "store_label",
+]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""Content type of :func:`render`'s output (the Prometheus text format)."""
+
+HOOKS: MetricsHooks | None = None
+"""The active metrics, or None when metrics are off (the default)."""
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+_DECISION_BUCKETS = (1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 86400, 7 * 86400)
+
+
+def store_label(url: str) -> str:
+    """A short, credential-free label naming a store URL (scheme and a digest of the rest)."""
+    scheme, _, rest = url.partition("://")
+    digest = hashlib.sha256(rest.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{scheme}:{digest}" if rest else digest
+
+
+def enable_metrics(
+    store: Any = None, *, store_name: str = "default", registry: Any = None
+) -> MetricsHooks:
+    """Turn on Prometheus metrics of every run in this process.
+
+    Args:
+        store: The runtime store whose runs the store-wide gauges count at
+            scrape time (none: no store-wide gauges).
+        store_name: The ``store`` label of those gauges (see :func:`store_label`).
+        registry: The ``prometheus_client.CollectorRegistry`` to register in
+            (default: a new one, not the library's global registry).
+
+    Returns:
+        The active hooks (``hooks.registry`` is the registry).
+
+    Raises:
+        ConfigurationError: prometheus-client is not installed
+            (``pip install 'nbdurable[metrics]'``).
+    """
+    global HOOKS
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError as exc:
+        from ._errors import ConfigurationError
+
+        raise ConfigurationError(
+            "metrics need prometheus-client: pip install 'nbdurable[metrics]'"
+        ) from exc
+    HOOKS = MetricsHooks(registry=registry, store=store, store_name=store_name)
+    return HOOKS
+
+
+def disable_metrics() -> None:
+    """Turn metrics off again (the registry keeps what it counted)."""
+    global HOOKS
+    HOOKS = None
+
+
+def render() -> bytes:
+    """The active metrics in the Prometheus text format (empty when metrics are off)."""
+    hooks = HOOKS
+    if hooks is None:
+        return b""
+    from prometheus_client import generate_latest
+
+    return bytes(generate_latest(hooks.registry))
+
+
+class MetricsHooks:
+    """The metric families of one process, and the calls the runtime makes on them."""
+
+    def __init__(self, *, registry: Any, store: Any, store_name: str) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+
+        self.registry = registry if registry is not None else CollectorRegistry()
+        reg = self.registry
+        self.runs_started = Counter(
+            "nbdurable_runs_started",
+            "Run legs this process started (claimed), by agent.",
+            ["agent"],
+            registry=reg,
+        )
+        self.runs_finished = Counter(
+            "nbdurable_runs_finished",
+            "Runs this process brought to a final state, by agent and state.",
+            ["agent", "state"],
+            registry=reg,
+        )
+        self.runs_failed = Counter(
+            "nbdurable_runs_failed",
+            "Runs this process ended as failed, by agent and reason.",
+            ["agent", "reason"],
+            registry=reg,
+        )
+        self.runs_suspended = Counter(
+            "nbdurable_runs_suspended",
+            "Run legs this process ended waiting (approval, client tool), by agent and state.",
+            ["agent", "state"],
+            registry=reg,
+        )
+        self.model_retries = Counter(
+            "nbdurable_model_retries",
+            "Runs this process put in retry_wait after a model error, by agent.",
+            ["agent"],
+            registry=reg,
+        )
+        self.takeovers = Counter(
+            "nbdurable_takeovers",
+            "Runs this process took over from another owner, by agent and cause.",
+            ["agent", "cause"],
+            registry=reg,
+        )
+        self.lease_renewals = Counter(
+            "nbdurable_lease_renewals", "Lease renewals this process made.", registry=reg
+        )
+        self.leases_lost = Counter(
+            "nbdurable_leases_lost",
+            "Leases this process found taken by another owner while it ran the run.",
+            registry=reg,
+        )
+        self.store_errors = Counter(
+            "nbdurable_store_errors",
+            "Store calls that failed transiently (and were retried), by operation.",
+            ["operation"],
+            registry=reg,
+        )
+        self.step_seconds = Histogram(
+            "nbdurable_step_seconds",
+            "Duration of one agent step (model call and its tool calls), by agent.",
+            ["agent"],
+            buckets=_LATENCY_BUCKETS,
+            registry=reg,
+        )
+        self.model_seconds = Histogram(
+            "nbdurable_model_call_seconds",
+            "Duration of model calls, by agent and outcome (ok, error).",
+            ["agent", "outcome"],
+            buckets=_LATENCY_BUCKETS,
+            registry=reg,
+        )
+        self.tool_seconds = Histogram(
+            "nbdurable_tool_call_seconds",
+            "Duration of tool calls, by tool and outcome (ok, error).",
+            ["tool", "outcome"],
+            buckets=_LATENCY_BUCKETS,
+            registry=reg,
+        )
+        self.decision_seconds = Histogram(
+            "nbdurable_approval_decision_seconds",
+            "Time from a run's suspension for approval to a verdict, by verdict.",
+            ["verdict"],
+            buckets=_DECISION_BUCKETS,
+            registry=reg,
+        )
+        if store is not None:
+            reg.register(_StoreGauges(store, store_name))
+
+    # --- the calls the runtime makes ------------------------------------------------
+
+    def run_started(self, agent: str) -> None:
+        """A run leg was claimed and starts here."""
+        self.runs_started.labels(agent).inc()
+
+    def run_left(self, agent: str, state: str, reason: str | None) -> None:
+        """A run leg ended here in ``state``."""
+        if state in ("completed", "failed", "cancelled"):
+            self.runs_finished.labels(agent, state).inc()
+            if state == "failed":
+                self.runs_failed.labels(agent, reason or "error").inc()
+        elif state == "retry_wait":
+            self.model_retries.labels(agent).inc()
+        elif state in ("waiting_approval", "needs_attention"):
+            self.runs_suspended.labels(agent, state).inc()
+
+    def taken_over(self, agent: str, cause: str) -> None:
+        """A run was taken over by this process from another owner."""
+        self.takeovers.labels(agent, cause).inc()
+
+    def lease_renewed(self, kept: bool) -> None:
+        """A lease renewal succeeded (``kept``) or found the lease lost."""
+        if kept:
+            self.lease_renewals.inc()
+        else:
+            self.leases_lost.inc()
+
+    def store_error(self, operation: str) -> None:
+        """A store call failed transiently."""
+        self.store_errors.labels(operation).inc()
+
+    def decided(self, verdict: str, seconds: float) -> None:
+        """An approval was answered ``seconds`` after its run suspended."""
+        self.decision_seconds.labels(verdict).observe(max(seconds, 0.0))
+
+    def timed(self, histogram: Any, *labels: str) -> _Timer:
+        """A timer observing into ``histogram`` (labels then ``ok`` or ``error``) on exit."""
+        return _Timer(histogram, labels)
+
+
+class _Timer:
+    """``with hooks.timed(hooks.model_seconds, agent):`` observes the block's duration."""
+
+    def __init__(self, histogram: Any, labels: tuple[str, ...]) -> None:
+        self.histogram = histogram
+        self.labels = labels
+        self.outcome = "ok"
+        self.started = 0.0
+
+    def __enter__(self) -> _Timer:
+        self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        outcome = "error" if kind is not None else self.outcome
+        elapsed = time.perf_counter() - self.started
+        self.histogram.labels(*self.labels, outcome).observe(elapsed)
+
+
+class _StoreGauges:
+    """Store-wide gauges, counted from the store at scrape time."""
+
+    def __init__(self, store: Any, store_name: str) -> None:
+        self.store = store
+        self.store_name = store_name
+
+    def describe(self) -> list[Any]:
+        return []  # computed at scrape time only: registering must not query the store
+
+    def collect(self) -> Iterator[Any]:
+        from typing import get_args
+
+        from prometheus_client.core import GaugeMetricFamily
+
+        from .runtime.records import RunState
+
+        counts = dict.fromkeys(get_args(RunState), 0)
+        pending = 0
+        up = 1
+        try:
+            for record in _list_runs(self.store):
+                counts[record.state] = counts.get(record.state, 0) + 1
+                if record.state == "waiting_approval":
+                    pending += 1
+        except Exception:  # the store is away: say so instead of failing the scrape
+            up = 0
+        store_up = GaugeMetricFamily(
+            "nbdurable_store_up",
+            "Whether the last scrape could read the store (1) or not (0).",
+            labels=["store"],
+        )
+        store_up.add_metric([self.store_name], up)
+        yield store_up
+        if not up:
+            return
+        runs = GaugeMetricFamily(
+            "nbdurable_store_runs",
+            "Runs in the store by state (store-wide: aggregate with max, not sum).",
+            labels=["store", "state"],
+        )
+        for state, count in sorted(counts.items()):
+            runs.add_metric([self.store_name, state], count)
+        yield runs
+        waiting = GaugeMetricFamily(
+            "nbdurable_store_approvals_pending",
+            "Runs waiting for an approval verdict (store-wide: aggregate with max, not sum).",
+            labels=["store"],
+        )
+        waiting.add_metric([self.store_name], pending)
+        yield waiting
+
+
+def _list_runs(store: Any) -> list[Any]:
+    lister: Callable[[], list[Any]] = store.rt_list
+    return list(lister())

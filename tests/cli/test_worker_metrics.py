@@ -1,0 +1,186 @@
+"""`nbdurable worker --metrics-port`: /metrics scraped during a real run, /healthz, /readyz
+following the store down and back, and JSON log lines of a run's lifecycle."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from pgserver import find_pg_bin, start_server
+from prometheus_client.parser import text_string_to_metric_families
+from runtime_harness import worker
+
+import nbdurable as nd
+from nbdurable.runtime import DurableRuntime
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _base(proc: subprocess.Popen[str]) -> str:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        found = re.search(r"nbdurable metrics: (http://\S+)/metrics", line)
+        if found:
+            return found.group(1)
+        if not line and proc.poll() is not None:
+            break
+    raise AssertionError(f"no metrics line: {proc.communicate(timeout=5)}")
+
+
+def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    return [
+        (sample.name, dict(sample.labels), sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    ]
+
+
+def _value(samples: list[tuple[str, dict[str, str], float]], name: str, **labels: str) -> float:
+    return sum(v for n, ls, v in samples if n == name and labels.items() <= ls.items())
+
+
+def _wait_for(check: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except Exception:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"not within {timeout} s")
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    return err
+
+
+async def test_scraped_metrics_follow_a_real_run_and_logs_are_json(tmp_path: Path) -> None:
+    import runtime_agents
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    client = DurableRuntime(store=nd.open_store(url), agents=runtime_agents.agents)
+    sleeper = await client.submit("sleeper", "nap")
+    proc = worker(
+        url, tmp_path / "log", "--metrics-port", "0", "--log-format", "json", lease_ms=30_000
+    )
+    try:
+        base = _base(proc)
+        assert _get(f"{base}/healthz") == (200, "ok\n")
+        assert _get(f"{base}/readyz") == (200, "ok\n")
+        _wait_for(lambda: sleeper.record().state == "running", timeout=30)
+        status, text = _get(f"{base}/metrics")
+        assert status == 200
+        during = _samples(text)
+        assert _value(during, "nbdurable_runs_started_total", agent="sleeper") == 1
+        assert _value(during, "nbdurable_store_runs", state="running") == 1
+        assert _value(during, "nbdurable_store_up") == 1
+        single = await client.submit("single", "probe", session_id="other")
+        _wait_for(
+            lambda: sleeper.record().state == "completed" and single.record().state == "completed",
+            timeout=60,
+        )
+        after = _samples(_get(f"{base}/metrics")[1])
+        assert _value(after, "nbdurable_runs_finished_total", agent="sleeper", state="completed")
+        assert _value(after, "nbdurable_runs_finished_total", state="completed") == 2
+        assert _value(after, "nbdurable_tool_call_seconds_count", tool="slow_step") == 1
+        assert _value(after, "nbdurable_tool_call_seconds_sum", tool="slow_step") >= 1.5
+        assert _value(after, "nbdurable_model_call_seconds_count", agent="single") == 2
+        assert _value(after, "nbdurable_step_seconds_count") >= 3
+        assert _value(after, "nbdurable_store_runs", state="completed") == 2
+        assert _value(after, "nbdurable_lease_renewals_total") >= 1
+        run_ids = {sleeper.run_id, single.run_id}
+        assert not any(set(labels.values()) & run_ids for _, labels, _ in after)
+    finally:
+        err = _stop(proc)
+    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    mine = [line for line in lines if line.get("run_id") == sleeper.run_id]
+    assert {line["event"] for line in mine} >= {"claimed", "finished"}, err
+    assert all(line["agent"] == "sleeper" and line["level"] for line in mine)
+
+
+async def test_readyz_follows_the_postgresql_server_down_and_back(tmp_path: Path) -> None:
+    if find_pg_bin() is None:
+        pytest.fail("PostgreSQL is not installed (bash .ci/run installs it)", pytrace=False)
+    server = start_server()
+    proc = None
+    try:
+        name = f"t_{uuid.uuid4().hex}"
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        url = f"postgresql://postgres@127.0.0.1:{server.port}/{name}"
+        proc = worker(url, tmp_path / "log", "--metrics-port", "0", lease_ms=30_000)
+        base = _base(proc)
+        _wait_for(lambda: _get(f"{base}/readyz")[0] == 200, timeout=30)
+        server.stop_server()
+        _wait_for(lambda: _get(f"{base}/readyz")[0] == 503, timeout=30)
+        status, body = _get(f"{base}/readyz")
+        assert status == 503
+        assert body.startswith("not ready: store"), body
+        assert _get(f"{base}/healthz")[0] == 200  # the process is up all the same
+        server.start_server()
+        _wait_for(lambda: _get(f"{base}/readyz")[0] == 200, timeout=30)
+        assert proc.poll() is None
+    finally:
+        if proc is not None and proc.poll() is None:
+            _stop(proc)
+        server.stop()
+
+
+def test_worker_help_names_the_metrics_and_log_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    from nbdurable.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["worker", "--help"])
+    out = capsys.readouterr().out
+    for flag in ("--metrics-port", "--metrics-host", "--log-level", "--log-format"):
+        assert flag in out
+
+
+async def test_a_takeover_counts_in_the_metrics_and_writes_a_log_line(tmp_path: Path) -> None:
+    import runtime_agents
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    client = DurableRuntime(store=nd.open_store(url), agents=runtime_agents.agents)
+    run = await client.submit("sleeper", "nap")
+    first = worker(url, tmp_path / "log", lease_ms=30_000)
+    try:
+        _wait_for(lambda: run.record().state == "running", timeout=30)
+    finally:
+        first.kill()  # SIGKILL: its process is gone, its lease still looks held
+        first.communicate(timeout=10)
+    second = worker(
+        url, tmp_path / "log", "--metrics-port", "0", "--log-format", "json", lease_ms=30_000
+    )
+    try:
+        base = _base(second)
+        _wait_for(lambda: run.record().state == "completed", timeout=60)
+        scraped = _samples(_get(f"{base}/metrics")[1])
+        assert _value(scraped, "nbdurable_takeovers_total", agent="sleeper") == 1
+        assert _value(scraped, "nbdurable_takeovers_total", cause="owner_gone") == 1
+    finally:
+        err = _stop(second)
+    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    [taken] = [line for line in lines if line.get("event") == "taken_over"]
+    assert taken["run_id"] == run.run_id and taken["agent"] == "sleeper", err
+    assert taken["previous_owner"] and taken["cause"] == "owner_gone"
