@@ -44,6 +44,7 @@ ANSWER_KEPT_S = 600.0
 """How long an approval answered from the dashboard stays listed with its outcome."""
 ANSWERED = frozenset({"approved", "denied", "stale"})
 """Outcome states after which a request takes no verdict from this row."""
+UNKNOWN_CALL = "(unknown call)"
 
 
 class DashboardView(anywidget.AnyWidget):
@@ -304,10 +305,10 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
             if answer is not None and answer.state in ("sending", *ANSWERED):
                 return  # a second click: this row answered already (or is answering)
             reason = content.get("reason")
+            approval = self._sending(run_id, approval_id)  # now: a second click sees it
             self._start(
                 self._verdict(
-                    run_id,
-                    approval_id,
+                    approval,
                     approve=action == "approve",
                     reason=str(reason) if reason else None,
                 )
@@ -357,14 +358,19 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         answer = self._answers.get(approval_id)
         return answer.approval if answer is not None else None
 
-    async def _verdict(
-        self, run_id: str, approval_id: str, *, approve: bool, reason: str | None
-    ) -> Outcome:
-        """Look the request's token up (kernel side), submit the verdict, show its outcome."""
+    def _sending(self, run_id: str, approval_id: str) -> PendingApproval:
+        """Mark the row as answering (its buttons go), before the verdict is checked."""
         approval = self._known(run_id, approval_id) or PendingApproval(
-            run_id, approval_id, "(unknown call)", {}, "", int(time.time() * 1000)
+            run_id, approval_id, UNKNOWN_CALL, {}, "", int(time.time() * 1000)
         )
         self._answer(approval, "sending", "checking…")
+        return approval
+
+    async def _verdict(
+        self, approval: PendingApproval, *, approve: bool, reason: str | None
+    ) -> Outcome:
+        """Look the request's token up (kernel side), submit the verdict, show its outcome."""
+        run_id, approval_id = approval.run_id, approval.approval_id
         token: str | None = None
         try:
             record = self.runtime.runtime_store.rt_get(run_id)
@@ -374,7 +380,7 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
                 for request in await Run(self.runtime, run_id).pending_approvals():
                     if request.approval_id == approval_id:
                         token = request.token
-                        if approval.tool_name == "(unknown call)":  # asked for by a script
+                        if approval.tool_name == UNKNOWN_CALL:  # asked for by a script
                             approval = pending_approval(record, request)
                 outcome = await submit_verdict(
                     self.runtime,
@@ -415,7 +421,10 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
             ids = [r.approval_id for r in await Run(self.runtime, run_id).pending_approvals()]
             if not ids:
                 self._say(f"{run_id} waits for no approval")
-        return [await self._verdict(run_id, i, approve=approve, reason=reason) for i in ids]
+        return [
+            await self._verdict(self._sending(run_id, i), approve=approve, reason=reason)
+            for i in ids
+        ]
 
     # -- a run's widget below ---------------------------------------------------------------
 

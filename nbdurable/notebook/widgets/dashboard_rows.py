@@ -103,11 +103,24 @@ COLUMNS: tuple[Column, ...] = (
     Column("steps", "steps", "number", lambda r: r.get("steps"), _count("steps")),
     Column("tokens", "tokens", "number", lambda r: r.get("total_tokens"), _count("total_tokens")),
     Column("cost", "cost", "number", _cost, lambda r: cost_text(_cost(r))),
-    # sorted by creation time, newest first ascending: the youngest run has the least age
-    Column("age", "age", "age", lambda r: -int(r.get("created_at") or 0), lambda r: r["age"]),
+    # the youngest run has the least age: ascending is newest first (in submission order)
+    Column("age", "age", "age", lambda r: -r["order"], lambda r: r["age"]),
     Column("reason", "waiting for / reason", "long", lambda r: r["why"] or None, _text("why")),
+    # (``why`` is the compact view's reason, with the last error of a run that stopped on one)
 )
 """The runs table's columns, left to right."""
+
+
+STOPPED_ON_ERROR = frozenset({"failed", "needs_attention", "retry_wait"})
+
+
+def _why(row: dict[str, Any], record: RuntimeRun | None) -> str:
+    """What the run waits for or why it stopped: the words of ``%durable runs``, and the error."""
+    reason = why(row, record)
+    error = record.error if record is not None else None
+    if error and row.get("status") in STOPPED_ON_ERROR and error not in reason:
+        return f"{reason}: {error}" if reason else error
+    return reason
 
 
 @dataclass(frozen=True)
@@ -119,6 +132,7 @@ class RunRow:
         status: Its status (the runtime state, else the latest checkpoint's).
         created_at: When it was submitted (epoch ms): the view counts its age on.
         runtime: Whether the runtime keeps a record of it (it can show a live view).
+        order: Its place among the runs, oldest first (submission order).
         values: The raw sort value of each column.
         cells: The text of each column, one line each.
         titles: The full text of cells that were cut, for the hover title.
@@ -129,6 +143,7 @@ class RunRow:
     status: str
     created_at: int
     runtime: bool
+    order: int
     values: dict[str, Any]
     cells: dict[str, str]
     titles: dict[str, str]
@@ -156,17 +171,19 @@ def run_rows(
     """The dashboard's rows from :mod:`nbdurable.inspect`'s full run rows.
 
     Args:
-        rows: Full rows (``nbdurable.inspect._records.run_rows``), one per run.
+        rows: Full rows (``nbdurable.inspect._records.run_rows``), one per run,
+            oldest first.
         runtime: The runtime's records of those runs (the reason a run waits).
         columns: The columns to compute.
         now_ms: The time ages are counted to (now when None).
     """
     by_id = {r.run_id: r for r in runtime}
     built: list[RunRow] = []
-    for row in rows:
+    for order, row in enumerate(rows):
         record = by_id.get(row["run_id"])
         full = dict(row)
-        full["why"] = why(full, record)
+        full["order"] = order
+        full["why"] = _why(full, record)
         full["age"] = age(row.get("created_at"), now_ms)
         cells: dict[str, str] = {}
         titles: dict[str, str] = {}
@@ -188,6 +205,7 @@ def run_rows(
                 status=str(row["status"]),
                 created_at=int(row.get("created_at") or 0),
                 runtime=record is not None,
+                order=order,
                 values={column.key: column.value(full) for column in columns},
                 cells=cells,
                 titles=titles,
@@ -279,7 +297,7 @@ def page_of(rows: Sequence[RunRow], query: Query) -> Page:
     statuses = FILTERS.get(query.status) or (frozenset({query.status}) if query.status else None)
     words = query.search.lower().split()
     found = [r for r in rows if _matches(r, statuses, words)]
-    found.sort(key=lambda r: (-r.created_at, r.run_id))  # ties: newest first
+    found.sort(key=lambda r: -r.order)  # ties: newest first
     blank = [r for r in found if r.values.get(query.sort_by) is None]
     valued = [r for r in found if r.values.get(query.sort_by) is not None]
     valued.sort(key=lambda r: r.values[query.sort_by], reverse=query.descending)
