@@ -4,9 +4,10 @@ Fills a SQLite store with N runs through a real DurableRuntime (default 5,000:
 85% answered at once, 10% failed with a long error, 5% waiting for an approval),
 then times what the dashboard does with it:
 
-    read           read_snapshot: every run's row and every pending approval from
-                   the store (what a refresh does, in a worker thread); cold = a
-                   fresh store object, warm = the next reads (approvals cached)
+    read           DashboardSource.read: every run's row and every pending approval
+                   from the store (what a refresh does, in a worker thread); cold =
+                   a fresh store object, warm = the next reads (rows of runs that
+                   did not change and the requests of waiting runs are kept)
     page           page_of: filter, search, sort and cut one page from the rows
                    (what a click on a header, the filter or the pager costs)
     query message  a "query" message from the view until the page's traits are set
@@ -41,7 +42,7 @@ from machine_info import describe, machine, table
 import nbdurable as nd
 from nbdurable.notebook.widgets import RunsDashboard
 from nbdurable.notebook.widgets.dashboard_rows import Query, page_of
-from nbdurable.notebook.widgets.dashboard_source import ApprovalReader, read_snapshot
+from nbdurable.notebook.widgets.dashboard_source import DashboardSource
 
 SECRET = "dashboard-bench-secret-0b1c"
 LONG_ERROR = "The warehouse refused the connection: " + "credentials expired for etl; " * 12
@@ -111,7 +112,7 @@ async def fill(path: Path, runs: int) -> float:
     started = time.perf_counter()
     runtime = await open_runtime(path)
     try:
-        have = len(runtime.store.list_runs())
+        have = len(runtime.store.rt_list())
         if have >= runs:
             return 0.0
         print(f"filling {path} with {runs - have} runs...", flush=True)
@@ -173,14 +174,17 @@ async def measure(path: Path, repeat: int) -> dict[str, Any]:
     for _ in range(repeat):
         store = nd.open_store(f"sqlite:///{path}")
         started = time.perf_counter()
-        snapshot = read_snapshot(store, ApprovalReader())
+        source = DashboardSource(store)
+        snapshot = source.read()
         cold.append((time.perf_counter() - started) * 1000)
+        source.close()
         store.close()
     store = nd.open_store(f"sqlite:///{path}")
-    reader = ApprovalReader()
-    read_snapshot(store, reader)
-    warm = timed(lambda: read_snapshot(store, reader), repeat)
-    snapshot = read_snapshot(store, reader)
+    source = DashboardSource(store)
+    source.read()
+    warm = timed(source.read, repeat)
+    snapshot = source.read()
+    source.close()
     store.close()
     figures["runs"] = len(snapshot.rows)
     figures["approvals"] = len(snapshot.approvals)

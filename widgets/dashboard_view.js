@@ -312,6 +312,7 @@ function render({ model, el }) {
       if (data.state === "sending" || clicked.has(id)) said = data.message || "checking…";
       if (undelivered.has(id)) said = "not sent: the kernel is gone; nothing was recorded";
       outcome.textContent = said;
+      outcome.title = said;
       dismiss.hidden = OPEN.has(data.state) || data.state === "sending" || conn !== "live";
     };
     return row;

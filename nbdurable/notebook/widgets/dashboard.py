@@ -13,7 +13,6 @@ import anywidget
 import ipywidgets
 import traitlets
 
-from ...durable.store import MULTIPROCESS, supports
 from ...runtime.records import RunState
 from ...runtime.run import Run
 from ...runtime.verdicts import Outcome, submit_verdict
@@ -28,7 +27,7 @@ from .dashboard_rows import (
     approval_payload,
     page_of,
 )
-from .dashboard_source import ApprovalReader, Snapshot, pending_approval, read_snapshot
+from .dashboard_source import DashboardSource, Snapshot, pending_approval
 from .history import HistoryBrowser
 from .run_widget import RunWidget
 
@@ -156,7 +155,7 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         self.snapshot = Snapshot(rows=[], approvals=[], read_ms=0.0)
         self.view = DashboardView(columns=[c.spec() for c in self.columns])
         self.detail = ipywidgets.VBox()
-        self._reader = ApprovalReader()
+        self.source = DashboardSource(runtime.store, self.columns)
         self._answers: dict[str, _Answer] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
@@ -179,18 +178,15 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
 
     def refresh(self) -> None:
         """Read the store now (on this thread) and show what changed."""
-        self._apply(read_snapshot(self.runtime.store, self._reader, columns=self.columns))
+        self._apply(self.source.read())
 
     async def refreshed(self) -> None:
         """Read the store now without holding the event loop, and show what changed."""
         async with self._reading:
-            store = self.runtime.store
-            if supports(store, MULTIPROCESS):  # its own locks: readable from a thread
-                snapshot = await asyncio.to_thread(
-                    read_snapshot, store, self._reader, columns=self.columns
-                )
+            if self.source.threaded:  # the store guards its connections: read in a thread
+                snapshot = await asyncio.to_thread(self.source.read)
             else:
-                snapshot = read_snapshot(store, self._reader, columns=self.columns)
+                snapshot = self.source.read()
         if not self._closed:
             self._apply(snapshot)
 
@@ -487,6 +483,9 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
             task.cancel()
         for child in getattr(self, "detail", ipywidgets.VBox()).children:
             child.close()
+        source = getattr(self, "source", None)
+        if source is not None:
+            source.close()
         view = getattr(self, "view", None)
         if view is not None:
             view.close()

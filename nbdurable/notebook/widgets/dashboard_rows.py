@@ -10,6 +10,7 @@ column (who decided, standing grants) is one more entry in :data:`COLUMNS`.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -25,6 +26,7 @@ __all__ = [
     "Page",
     "PendingApproval",
     "Query",
+    "RowCache",
     "RunRow",
     "approval_payload",
     "call_summary",
@@ -161,12 +163,17 @@ class RunRow:
         }
 
 
+RowCache = dict[str, tuple[Any, "RunRow"]]
+"""Rows built by an earlier :func:`run_rows` call, by run id, with what they were built from."""
+
+
 def run_rows(
     rows: Iterable[Mapping[str, Any]],
     runtime: Iterable[RuntimeRun],
     *,
     columns: Sequence[Column] = COLUMNS,
     now_ms: int | None = None,
+    cache: RowCache | None = None,
 ) -> list[RunRow]:
     """The dashboard's rows from :mod:`nbdurable.inspect`'s full run rows.
 
@@ -176,43 +183,63 @@ def run_rows(
         runtime: The runtime's records of those runs (the reason a run waits).
         columns: The columns to compute.
         now_ms: The time ages are counted to (now when None).
+        cache: Rows built by the previous call, kept up to date here: a run
+            whose row and record did not change keeps its row (and the age
+            text of that call: the view counts ages on by itself).
     """
     by_id = {r.run_id: r for r in runtime}
+    now = int(time.time() * 1000) if now_ms is None else now_ms
     built: list[RunRow] = []
     for order, row in enumerate(rows):
         record = by_id.get(row["run_id"])
-        full = dict(row)
-        full["order"] = order
-        full["why"] = _why(full, record)
-        full["age"] = age(row.get("created_at"), now_ms)
-        cells: dict[str, str] = {}
-        titles: dict[str, str] = {}
-        for column in columns:
-            text = column.text(full)
-            cells[column.key] = one_line(text)
-            if cells[column.key] != text:
-                titles[column.key] = text[:TITLE_CHARS]
-        search = (
-            row["run_id"],
-            row.get("agent"),
-            row["status"],
-            full["why"],
-            row.get("session_id"),
-        )
-        built.append(
-            RunRow(
-                run_id=row["run_id"],
-                status=str(row["status"]),
-                created_at=int(row.get("created_at") or 0),
-                runtime=record is not None,
-                order=order,
-                values={column.key: column.value(full) for column in columns},
-                cells=cells,
-                titles=titles,
-                haystack=" ".join(str(part) for part in search if part).lower(),
-            )
-        )
+        source = (order, tuple(row.values()), record)
+        if cache is not None:
+            cached = cache.get(row["run_id"])
+            # a retry's countdown is worded again at every read
+            if cached is not None and cached[0] == source and row["status"] != "retry_wait":
+                built.append(cached[1])
+                continue
+        made = _run_row(row, record, order, columns, now)
+        if cache is not None:
+            cache[made.run_id] = (source, made)
+        built.append(made)
+    if cache is not None and len(cache) > len(built):
+        kept = {r.run_id for r in built}
+        for run_id in [k for k in cache if k not in kept]:
+            del cache[run_id]
     return built
+
+
+def _run_row(
+    row: Mapping[str, Any],
+    record: RuntimeRun | None,
+    order: int,
+    columns: Sequence[Column],
+    now_ms: int,
+) -> RunRow:
+    full = dict(row)
+    full["order"] = order
+    full["why"] = _why(full, record)
+    full["age"] = age(row.get("created_at"), now_ms)
+    cells: dict[str, str] = {}
+    titles: dict[str, str] = {}
+    for column in columns:
+        text = column.text(full)
+        cells[column.key] = one_line(text)
+        if cells[column.key] != text:
+            titles[column.key] = text[:TITLE_CHARS]
+    search = (row["run_id"], row.get("agent"), row["status"], full["why"], row.get("session_id"))
+    return RunRow(
+        run_id=row["run_id"],
+        status=str(row["status"]),
+        created_at=int(row.get("created_at") or 0),
+        runtime=record is not None,
+        order=order,
+        values={column.key: column.value(full) for column in columns},
+        cells=cells,
+        titles=titles,
+        haystack=" ".join(str(part) for part in search if part).lower(),
+    )
 
 
 @dataclass(frozen=True)
