@@ -398,3 +398,23 @@ async def test_history_browser_shows_each_step_and_rewinds_from_it(tmp_path: Pat
         await fork.wait("waiting_approval", "completed")
         await eventually(lambda: view.status in ("waiting_approval", "completed"))
         assert run.status == "completed"  # the original run is never modified
+
+
+async def test_a_dashboard_on_the_in_memory_store_reads_on_the_loop() -> None:
+    store = nd.open_store("memory://")
+    runtime = await nd.DurableRuntime.open(
+        store=store, agents=[janitor()], approval_signer=nd.ApprovalSigner(SECRET)
+    )
+    try:
+        run = await runtime.submit("janitor", "Clean up.", run_id="run-1")
+        await run.wait("waiting_approval")
+        dashboard = RunsDashboard(runtime, refresh_interval=0.02)
+        assert not dashboard.source.threaded
+        [row] = dashboard.view.approvals
+        [outcome] = await dashboard.approve("run-1", row["approval_id"])
+        assert outcome.state == "approved"
+        await run.result()
+        await eventually(lambda: dashboard.view.rows[0]["status"] == "completed")
+        dashboard.close()
+    finally:
+        await runtime.close()
