@@ -240,7 +240,7 @@ function render({ model, el }) {
     const reason = h("input", "nbd-dash-reason");
     reason.type = "text";
     reason.placeholder = "reason (optional)";
-    const sendDeny = h("button", "nbd-dash-btn nbd-dash-deny nbd-dash-send-deny", "Deny");
+    const sendDeny = h("button", "nbd-dash-btn nbd-dash-deny-send", "Deny");
     const cancel = h("button", "nbd-dash-btn nbd-dash-cancel", "Cancel");
     const outcome = h("span", "nbd-dash-outcome");
     const dismiss = h("button", "nbd-dash-btn nbd-dash-dismiss", "×");

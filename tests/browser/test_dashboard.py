@@ -76,13 +76,15 @@ flaky = nd.Agent("flaky", nd.ScriptedModel(["never"], fail_on={1: RuntimeError(E
 
 
 async def fill() -> None:
-    """30 answered runs, one failed with a long error, one waiting for an approval."""
+    """30 answered runs, one failed with a long error, two waiting for an approval."""
     nb = session()
     for i in range(30):
         await nb.submit(greeter, f"Say hello {i}.", run_id=f"hello-{i:02d}").result()
     nb.submit(flaky, "Load the warehouse.", run_id="load-warehouse")
     waiting = nb.submit(janitor, "Clean up the staging tables.", run_id="clean-up")
     await waiting.wait("waiting_approval")
+    other = nb.submit(janitor, "Clean up the archive.", run_id="archive")
+    await other.wait("waiting_approval")
 '''
 SETUP = "%load_ext nbdurable\nfrom dashboard_demo import fill\n\nawait fill()"
 
@@ -192,8 +194,9 @@ def test_the_dashboard_approves_a_waiting_run_and_follows_it_in_jupyterlab(
         dash = page.locator(".nbd-dash")
         dash.wait_for(timeout=60_000)
         page.locator(".nbd-dash[data-kernel='live']").wait_for()
-        approval = dash.locator(".nbd-dash-approval").first
+        approval = dash.locator(".nbd-dash-approval").filter(has_text="clean-up")
         approval.wait_for()
+        assert dash.locator(".nbd-dash-approval").count() == 2
         assert approval.locator(".nbd-dash-call").inner_text() == 'drop_table(name="stg_2023")'
         assert approval.locator(".nbd-dash-run-link").inner_text() == "clean-up"
         approve = approval.locator("button.nbd-dash-approve")
@@ -202,8 +205,8 @@ def test_the_dashboard_approves_a_waiting_run_and_follows_it_in_jupyterlab(
         # one page of runs, each on one line; the long error is cut, whole on hover
         rows = dash.locator(".nbd-dash-table tbody tr")
         assert rows.count() == 25
-        assert "of 32" in dash.locator(".nbd-dash-page-info").inner_text()
-        assert rows.first.get_attribute("data-run-id") == "clean-up"  # newest first
+        assert "of 33" in dash.locator(".nbd-dash-page-info").inner_text()
+        assert rows.first.get_attribute("data-run-id") == "archive"  # newest first
         failed = dash.locator("tr[data-run-id='load-warehouse']")
         reason = failed.locator("td.nbd-c-reason")
         assert reason.inner_text().startswith("model_error: RuntimeError: The warehouse")
@@ -216,8 +219,19 @@ def test_the_dashboard_approves_a_waiting_run_and_follows_it_in_jupyterlab(
 
         approve.click()
         dash.locator(".nbd-dash-approval.nbd-dash-a-approved").wait_for()
-        outcome = dash.locator(".nbd-dash-approval .nbd-dash-outcome").first.inner_text()
+        outcome = approval.locator(".nbd-dash-outcome").inner_text()
         assert outcome.startswith("approved"), outcome
+
+        # Deny asks for a reason in the row; Enter sends it, the model reads it
+        other = dash.locator(".nbd-dash-approval").filter(has_text="archive")
+        other.locator("button.nbd-dash-deny").click()
+        reason_input = other.locator("input.nbd-dash-reason")
+        reason_input.wait_for()
+        assert reason_input.evaluate("(el) => el === document.activeElement")
+        page.keyboard.type("keep it for the audit")
+        page.keyboard.press("Enter")
+        other.locator(".nbd-dash-outcome", has_text="keep it for the audit").wait_for()
+        assert "nbd-dash-a-denied" in (other.get_attribute("class") or "")
         # no Refresh click: the table follows the store
         done = dash.locator("tr[data-run-id='clean-up'] .nbd-dash-badge.nbd-s-completed")
         done.wait_for()
@@ -235,8 +249,11 @@ def test_the_dashboard_approves_a_waiting_run_and_follows_it_in_jupyterlab(
         dash.locator("th.nbd-c-cost").click()  # ascending: the cheapest first, blanks last
         dash.locator("th.nbd-c-cost .nbd-dash-arrow").wait_for()
         page.wait_for_function(
-            "() => document.querySelector('.nbd-dash tbody tr').dataset.runId === 'clean-up'"
+            "() => ['clean-up', 'archive'].includes("
+            "document.querySelector('.nbd-dash tbody tr').dataset.runId)"
         )
+        costs = [c.strip() for c in dash.locator("td.nbd-c-cost").all_inner_texts()]
+        assert costs[0].startswith("$") and costs[2:] == [""] * (len(costs) - 2), costs
         dash.locator("select.nbd-dash-status").select_option("failed")
         page.wait_for_function("() => document.querySelectorAll('.nbd-dash tbody tr').length === 1")
         assert rows.first.get_attribute("data-run-id") == "load-warehouse"
