@@ -34,6 +34,8 @@ from ._errors import (
     RunNotFoundError,
     ScriptExhaustedError,
     StoreCorruptionError,
+    StoreUnavailableError,
+    StoreWriteError,
 )
 from .durable import (
     AgentCheckpoint,
@@ -95,6 +97,7 @@ from .runtime import (
 )
 from .stores import InMemorySessionStore, open_store
 from .tools import Tool, ToolContext, client_tool, tool
+from .tracing import instrument
 
 if _typing.TYPE_CHECKING:
     from .models.anthropic import AnthropicModel
@@ -197,6 +200,8 @@ __all__ = [
     "StepResult",
     "StepStats",
     "StoreCorruptionError",
+    "StoreUnavailableError",
+    "StoreWriteError",
     "StreamChatResult",
     "StreamingModel",
     "SystemClock",
@@ -220,6 +225,7 @@ __all__ = [
     "deserialize_checkpoint",
     "fold_events",
     "generate_text",
+    "instrument",
     "is_retryable",
     "load_ipython_extension",
     "open_store",

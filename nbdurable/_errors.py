@@ -6,6 +6,8 @@ NbdurableError                     root: catch this to catch everything of ours
 ├── CheckpointNotFoundError        resume of a run id the store does not know
 ├── CheckpointVersionError         a checkpoint or store schema written by a newer version
 ├── StoreCorruptionError           stored bytes that do not decode as a checkpoint
+├── StoreWriteError                the store refused a write: disk full, read-only, I/O error
+├── StoreUnavailableError          the store kept failing (connection lost) past the retry budget
 ├── RunNotFoundError               an unknown run id outside of resume
 ├── RunEndedError                  a run or graph ended in a state a waiter did not ask for
 ├── ApprovalExpiredError           an approval token older than the maximum age (ask for a new one)
@@ -56,6 +58,8 @@ __all__ = [
     "RateLimitError",
     "ScriptExhaustedError",
     "StoreCorruptionError",
+    "StoreUnavailableError",
+    "StoreWriteError",
 ]
 
 
@@ -106,13 +110,63 @@ class StoreCorruptionError(NbdurableError):
     Attributes:
         run_id: The run whose data is corrupt, when known.
         step_index: The step of the checkpoint that could not be read, when known.
+        path: The damaged file, when the store is a file (``nbdurable store check``
+            tells which runs it affects).
     """
 
     def __init__(
-        self, message: str, *, run_id: str | None = None, step_index: int | None = None
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        step_index: int | None = None,
+        path: str | None = None,
     ) -> None:
         self.run_id = run_id
         self.step_index = step_index
+        self.path = path
+        super().__init__(message)
+
+
+class StoreUnavailableError(NbdurableError):
+    """The store kept failing transiently for longer than the retry budget.
+
+    Raised by :class:`StoreRetry` in place of the last transient error (which is
+    its ``__cause__``). The runtime treats it as fatal (``on_fatal_error``), never
+    as a failure of the run that made the call.
+
+    Attributes:
+        operation: What was being done (``"claim a run"``, ``"save a checkpoint"``).
+        failing_ms: How long the store had been failing, in milliseconds.
+        last_error: The last transient error.
+    """
+
+    def __init__(self, operation: str, failing_ms: int, last_error: BaseException) -> None:
+        self.operation = operation
+        self.failing_ms = failing_ms
+        self.last_error = last_error
+        super().__init__(
+            f"the store stayed unavailable for {failing_ms / 1000:.1f} s "
+            f"({operation}): {type(last_error).__name__}: {last_error}"
+        )
+
+
+class StoreWriteError(NbdurableError):
+    """The store refused a write: the disk is full, the file is read-only, or I/O failed.
+
+    Nothing of the refused write is stored and everything committed before it
+    stays readable; a loop run logs the failed save and goes on (as for any
+    failed save), and the next save works once the cause is fixed.
+
+    Attributes:
+        path: The file or directory written to.
+        reason: ``"full"`` (no space left), ``"readonly"`` (a read-only file,
+            directory or file system, or no permission) or ``"io"`` (an I/O error).
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, reason: str = "io") -> None:
+        self.path = path
+        self.reason = reason
         super().__init__(message)
 
 

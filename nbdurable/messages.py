@@ -3,14 +3,21 @@
 All models are frozen and hold tuples, so a history once built cannot change under
 a checkpoint that refers to it. Binary image data stays ``bytes`` in Python and is
 base64 in JSON, so a JSON round trip gives real bytes back.
+
+Every string a message holds (text, ids, tool arguments and results, metadata)
+is valid Unicode that UTF-8 can encode: lone surrogates, which Python makes of
+undecodable bytes (``surrogateescape``), become U+FFFD when the part is built
+(see :mod:`nbdurable._text`), so no store, event or model ever sees them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ._text import InPython, valid_data, valid_text
 
 __all__ = [
     "ApprovalRequestPart",
@@ -25,12 +32,22 @@ __all__ = [
     "ToolResultPart",
     "Usage",
     "assistant",
+    "from_openai",
     "system",
+    "to_openai",
     "tool_message",
     "user",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
+
+
+Text = Annotated[str, InPython(valid_text)]
+"""A string whose lone surrogates become U+FFFD (the policy of :mod:`nbdurable._text`)."""
+JsonData = Annotated[Any, InPython(valid_data)]
+"""JSON-like data whose strings (keys too) follow the same policy."""
+JsonObject = Annotated[dict[str, Any], InPython(valid_data)]
+"""A JSON object whose strings (keys too) follow the same policy."""
 
 _FROZEN = ConfigDict(
     frozen=True,
@@ -45,7 +62,7 @@ class TextPart(BaseModel):
 
     model_config = _FROZEN
     type: Literal["text"] = "text"
-    text: str
+    text: Text
 
 
 class ImagePart(BaseModel):
@@ -57,8 +74,8 @@ class ImagePart(BaseModel):
     model_config = _FROZEN
     type: Literal["image"] = "image"
     data: bytes | None = None
-    url: str | None = None
-    media_type: str | None = None
+    url: Text | None = None
+    media_type: Text | None = None
 
     @model_validator(mode="after")
     def _exactly_one_source(self) -> ImagePart:
@@ -72,9 +89,9 @@ class ToolCallPart(BaseModel):
 
     model_config = _FROZEN
     type: Literal["tool_call"] = "tool_call"
-    tool_call_id: str
-    tool_name: str
-    args: dict[str, Any] = Field(default_factory=dict)
+    tool_call_id: Text
+    tool_name: Text
+    args: JsonObject = Field(default_factory=dict)
 
 
 class ToolResultPart(BaseModel):
@@ -82,9 +99,9 @@ class ToolResultPart(BaseModel):
 
     model_config = _FROZEN
     type: Literal["tool_result"] = "tool_result"
-    tool_call_id: str
-    tool_name: str
-    result: Any = None
+    tool_call_id: Text
+    tool_name: Text
+    result: JsonData = None
     is_error: bool = False
 
 
@@ -103,12 +120,12 @@ class ToolApprovalRequest(BaseModel):
     """
 
     model_config = _FROZEN
-    approval_id: str
-    tool_call_id: str
-    tool_name: str
-    input: dict[str, Any] = Field(default_factory=dict)
-    agent_path: tuple[str, ...] = ()
-    token: str | None = None
+    approval_id: Text
+    tool_call_id: Text
+    tool_name: Text
+    input: JsonObject = Field(default_factory=dict)
+    agent_path: tuple[Text, ...] = ()
+    token: Text | None = None
 
 
 class ToolApprovalResponse(BaseModel):
@@ -123,10 +140,10 @@ class ToolApprovalResponse(BaseModel):
     """
 
     model_config = _FROZEN
-    approval_id: str
+    approval_id: Text
     approved: bool
-    reason: str | None = None
-    token: str | None = None
+    reason: Text | None = None
+    token: Text | None = None
 
 
 class ApprovalRequestPart(BaseModel):
@@ -158,7 +175,7 @@ class Message(BaseModel):
     model_config = _FROZEN
     role: Role
     content: tuple[Part, ...]
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = None
 
     @field_validator("content", mode="before")
     @classmethod
@@ -256,3 +273,36 @@ def assistant(content: str | Part | Iterable[str | Part]) -> Message:
 def tool_message(results: Sequence[ToolResultPart]) -> Message:
     """Build the tool message that answers an assistant message's tool calls."""
     return Message(role="tool", content=tuple(results))
+
+
+def to_openai(messages: Message | Iterable[Message]) -> list[dict[str, Any]]:
+    """Messages as OpenAI Chat Completions message dicts (for evals, fine-tuning, other tools).
+
+    Text, images (bytes as ``data:`` URLs), tool calls and tool results (one
+    ``tool`` message each; ``is_error`` ones read ``"Error: ..."``) and system
+    messages; approval records and metadata are left out. See
+    :func:`nbdurable._openai_chat.to_openai` for the details.
+
+    Raises:
+        ConfigurationError: An image outside a user message.
+    """
+    from ._openai_chat import to_openai as convert
+
+    return convert(messages)
+
+
+def from_openai(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
+    """OpenAI Chat Completions message dicts as messages (to seed a run from elsewhere).
+
+    ``system``/``developer``, ``user`` (text and ``image_url`` parts; ``data:``
+    URLs become bytes), ``assistant`` (text and ``tool_calls``) and ``tool``
+    messages (consecutive ones grouped, names taken from the calls they answer).
+    See :func:`nbdurable._openai_chat.from_openai` for the details.
+
+    Raises:
+        ConfigurationError: Audio or file parts, the legacy function-calling
+            format, an unknown role, or a tool result for a call never made.
+    """
+    from ._openai_chat import from_openai as convert
+
+    return convert(messages)

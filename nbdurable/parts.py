@@ -1,4 +1,7 @@
-"""The typed parts a run emits: what ``full_stream`` yields and the event log records."""
+"""The typed parts a run emits: what ``full_stream`` yields and the event log records.
+
+Their text follows the lone-surrogate policy of :mod:`nbdurable.messages` (U+FFFD).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .messages import ToolApprovalRequest, ToolCallPart, ToolResultPart, Usage
+from .messages import Text, ToolApprovalRequest, ToolCallPart, ToolResultPart, Usage
 
 __all__ = [
     "ApprovalRequestStreamPart",
@@ -38,7 +41,7 @@ class TextDeltaPart(BaseModel):
     model_config = _CONFIG
     type: Literal["text-delta"] = "text-delta"
     step_index: int
-    delta: str
+    delta: Text
 
 
 class ToolCallStreamPart(BaseModel):
@@ -65,10 +68,10 @@ class ApprovalResolvedStreamPart(BaseModel):
     model_config = _CONFIG
     type: Literal["tool-approval-resolved"] = "tool-approval-resolved"
     step_index: int
-    approval_id: str
-    tool_call_id: str
+    approval_id: Text
+    tool_call_id: Text
     approved: bool
-    reason: str | None = None
+    reason: Text | None = None
 
 
 class ToolResultStreamPart(BaseModel):
@@ -87,7 +90,7 @@ class StepFinishPart(BaseModel):
     type: Literal["step-finish"] = "step-finish"
     step_index: int
     usage: Usage
-    finish_reason: str
+    finish_reason: Text
 
 
 class FinishPart(BaseModel):
@@ -95,7 +98,7 @@ class FinishPart(BaseModel):
 
     model_config = _CONFIG
     type: Literal["finish"] = "finish"
-    finish_reason: str
+    finish_reason: Text
     status: Literal["completed", "suspended"]
     usage: Usage
     total_usage: Usage
@@ -106,8 +109,8 @@ class ErrorPart(BaseModel):
 
     model_config = _CONFIG
     type: Literal["error"] = "error"
-    error_type: str
-    message: str
+    error_type: Text
+    message: Text
 
 
 StreamPart = Annotated[

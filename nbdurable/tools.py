@@ -32,6 +32,17 @@ __all__ = [
 
 NeedsApproval = Union[bool, Callable[[dict[str, Any]], bool | Awaitable[bool]]]
 F = TypeVar("F", bound=Callable[..., Any])
+RECOVERY_POLICIES = ("safe", "idempotent", "manual")
+"""A tool's recovery after a crash mid-call (see ``nbdurable.Agent(tool_recovery=...)``)."""
+
+
+class _NotGiven:
+    def __repr__(self) -> str:
+        return "NOT_GIVEN"
+
+
+NOT_GIVEN: Any = _NotGiven()
+"""Marks an optional argument that was not passed (where None is a meaningful value)."""
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -47,6 +58,8 @@ class ToolContext:
             re-runs the call), or the tool call id alone without a run.
         agent_path: Sub-agent names down to the agent making the call.
         step_index: Index of the step the call belongs to.
+        owner_check: Set by the runtime executing the call: what
+            :meth:`ensure_owner` runs. None outside a runtime.
     """
 
     tool_call_id: str
@@ -54,11 +67,30 @@ class ToolContext:
     run_id: str | None = None
     agent_path: tuple[str, ...] = ()
     step_index: int = 0
+    owner_check: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def idempotency_key(self) -> str:
         """A key that stays the same when a crash makes the call run again."""
         return f"{self.run_id}:{self.tool_call_id}" if self.run_id else self.tool_call_id
+
+    def ensure_owner(self) -> None:
+        """Confirm that this worker still owns the run; call it right before a side effect.
+
+        Under a runtime, one store round trip checks the run's fencing token and
+        renews this worker's lease (so the lease then has its full length ahead).
+        It is a plain method that works from async tools, sync tools and worker
+        threads alike: it blocks for that one round trip, as every write of the
+        runtime does. Outside a runtime (``generate_text``) nobody else can own
+        the call, and it returns at once.
+
+        Raises:
+            LeaseLostError: Another worker took the run over (this one was paused
+                or cut off past its lease): do not act; the runtime records
+                nothing more from this call.
+        """
+        if self.owner_check is not None:
+            self.owner_check()
 
 
 class ToolArgumentsError(ValueError):
@@ -83,6 +115,9 @@ class Tool:
             to gate calls behind a human verdict.
         args_model: Pydantic model validating the arguments, when known.
         context_param: Name of the parameter that receives the :class:`ToolContext`.
+        recovery: The tool's own recovery policy after a crash mid-call
+            (``"safe"``, ``"idempotent"`` or ``"manual"``), used by the runtime when
+            the agent's ``tool_recovery`` does not name the tool; None means manual.
     """
 
     name: str
@@ -92,12 +127,73 @@ class Tool:
     needs_approval: NeedsApproval = False
     args_model: type[BaseModel] | None = None
     context_param: str | None = None
+    recovery: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
             raise ConfigurationError(
                 f"invalid tool name {self.name!r}: use letters, digits, '_', '-' or '.' (max 64)"
             )
+        if self.recovery is not None and self.recovery not in RECOVERY_POLICIES:
+            raise ConfigurationError(
+                f"tool {self.name!r}: recovery must be 'safe', 'idempotent' or 'manual', "
+                f"not {self.recovery!r}"
+            )
+
+    @classmethod
+    def from_langchain(
+        cls,
+        tool: Any,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        needs_approval: NeedsApproval = False,
+        recovery: str | None = None,
+    ) -> Tool:
+        """Wrap a LangChain tool (a ``BaseTool``, e.g. from ``@tool``); needs ``langchain-core``.
+
+        The argument schema and description come from the LangChain tool;
+        approval, recovery and the :class:`ToolContext` stay nbdurable's. See
+        :func:`nbdurable.interop.langchain_tools.from_langchain`.
+        """
+        from .interop.langchain_tools import from_langchain
+
+        return from_langchain(
+            tool,
+            name=name,
+            description=description,
+            needs_approval=needs_approval,
+            recovery=recovery,
+        )
+
+    @classmethod
+    def from_pydantic_ai(
+        cls,
+        tool: Any,
+        *,
+        deps: Any = NOT_GIVEN,
+        name: str | None = None,
+        description: str | None = None,
+        needs_approval: NeedsApproval | None = None,
+        recovery: str | None = None,
+    ) -> Tool:
+        """Wrap a Pydantic AI tool (``pydantic_ai.Tool`` or a function); needs ``pydantic-ai-slim``.
+
+        A tool taking ``RunContext[Deps]`` gets ``deps`` as ``ctx.deps``; without
+        ``deps=`` such a tool is refused. ``needs_approval`` defaults to the
+        tool's ``requires_approval``. See
+        :func:`nbdurable.interop.pydantic_ai_tools.from_pydantic_ai`.
+        """
+        from .interop.pydantic_ai_tools import from_pydantic_ai
+
+        return from_pydantic_ai(
+            tool,
+            deps=deps,
+            name=name,
+            description=description,
+            needs_approval=needs_approval,
+            recovery=recovery,
+        )
 
     @property
     def is_client_tool(self) -> bool:
@@ -199,6 +295,7 @@ def _from_function(
     name: str | None,
     description: str | None,
     needs_approval: NeedsApproval,
+    recovery: str | None = None,
 ) -> Tool:
     signature = inspect.signature(func)
     try:
@@ -232,6 +329,7 @@ def _from_function(
         needs_approval=needs_approval,
         args_model=args_model,
         context_param=context_param,
+        recovery=recovery,
     )
 
 
@@ -243,6 +341,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     needs_approval: NeedsApproval = False,
+    recovery: str | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -253,6 +352,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     needs_approval: NeedsApproval = False,
+    recovery: str | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a function (sync or async) into a :class:`Tool`.
 
@@ -266,6 +366,8 @@ def tool(
         name: Tool name (default: the function's name).
         description: Tool description (default: the docstring summary).
         needs_approval: True, or a callable on the arguments, to gate calls.
+        recovery: The tool's recovery policy after a crash mid-call (``"safe"``,
+            ``"idempotent"`` or ``"manual"``); an agent's ``tool_recovery`` overrides it.
 
     Example:
         >>> @tool(needs_approval=True)
@@ -277,7 +379,13 @@ def tool(
     def wrap(f: Callable[..., Any]) -> Tool:
         if not callable(f):
             raise ConfigurationError(f"@tool needs a function, got {f!r}")
-        return _from_function(f, name=name, description=description, needs_approval=needs_approval)
+        return _from_function(
+            f,
+            name=name,
+            description=description,
+            needs_approval=needs_approval,
+            recovery=recovery,
+        )
 
     if func is not None:
         return wrap(func)

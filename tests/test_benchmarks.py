@@ -127,3 +127,22 @@ def test_temporal_bench_quick_runs_and_prints_the_table(tmp_path: Path) -> None:
     assert figures[0]["overhead_ms_per_step"] == 0
     assert [f["runs"] for f in data["concurrent"]] == [4, 4]
     assert all(f["steps_per_s"] > 0 for f in data["concurrent"]) and data["activity_ms"] > 0
+
+
+VERDICT_RACE = BENCH.parent / "verdict_race.py"
+
+
+def test_verdict_race_quick_runs_and_prints_its_counts(tmp_path: Path) -> None:
+    lines = run_bench(VERDICT_RACE, ["--races", "4", "--store", "sqlite"], tmp_path, timeout=120)
+    assert lines[0] == "== sqlite (--api run)"
+    counts = dict(line.strip().split(": ", 1) for line in lines[1:] if ": " in line)
+    assert counts["races"] == "4" and counts["exactly one verdict recorded"] == "4"
+    assert counts["both told 'recorded'"] == "0" and counts["races breaking the rule"] == "0"
+
+
+def test_corruption_sweep_quick_runs_and_keeps_the_promise(tmp_path: Path) -> None:
+    script = BENCH.parent / "corruption_sweep.py"
+    for store, step in (("sqlite", "4001"), ("jsonl", "1999")):
+        lines = run_bench(script, ["--store", store, "--step", step], tmp_path, timeout=120)
+        summary = lines[-1]
+        assert summary.startswith(f"{store}: ") and "0 broken promise" in summary, lines

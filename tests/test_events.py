@@ -296,3 +296,23 @@ async def _take(iterator, n: int):  # type: ignore[no-untyped-def]
         count += 1
         if count == n:
             return
+
+
+def test_a_tool_call_announced_again_by_a_recovery_leg_folds_to_one_call() -> None:
+    # what a leg resuming after a crash mid-tool writes: the step's call once more
+    call = {"type": "tool_call", "tool_call_id": "c1", "tool_name": "lookup", "args": {"key": "a"}}
+    result = {"tool_call_id": "c1", "tool_name": "lookup", "result": "v", "is_error": False}
+    log = [
+        (ev.RUN_STARTED, None, {}),
+        (ev.TOOL_CALL, 0, {"tool_call": call}),
+        (ev.RUN_STARTED, None, {}),
+        (ev.TOOL_CALL, 0, {"tool_call": call}),
+        (ev.TOOL_RESULT, 0, {"result": result}),
+        (ev.TOOL_RESULT, 0, {"result": result}),
+    ]
+    events = [
+        nd.Event(run_id="r", offset=i, type=t, step_index=s, payload=p, created_at=i)
+        for i, (t, s, p) in enumerate(log, start=1)
+    ]
+    step = nd.fold_events(events).steps[0]
+    assert step.tool_calls == [call] and step.tool_results == [result]

@@ -268,3 +268,64 @@ async def test_unawaited_failed_stream_does_not_warn(recwarn: pytest.WarningsRec
 
     gc.collect()
     assert not [w for w in recwarn if "never retrieved" in str(w.message)]
+
+
+class _CountingModel(nd.ScriptedModel):
+    """A ScriptedModel that counts its calls (none may happen for a refused prompt)."""
+
+    calls: int = 0
+
+    async def generate(self, request: nd.ModelRequest) -> nd.ModelResponse:
+        type(self).calls += 1
+        return await super().generate(request)
+
+
+BLANK_PROMPTS: list[object] = ["", "   \n\t", [""], nd.user(""), nd.user("  "), ["hi", "  "]]
+
+
+@pytest.mark.parametrize("messages", BLANK_PROMPTS)
+async def test_generate_text_refuses_a_blank_prompt_before_any_model_call(
+    messages: object, store: nd.InMemorySessionStore
+) -> None:
+    """A blank prompt is a ConfigurationError, as runtime.submit says (no model call, no run)."""
+    _CountingModel.calls = 0
+
+    @nd.tool
+    def noop() -> str:
+        """Do nothing."""
+        return "ok"
+
+    with pytest.raises(nd.ConfigurationError, match="blank"):
+        await nd.generate_text(
+            model=_CountingModel(["answer"]),
+            messages=messages,  # type: ignore[arg-type]
+            tools=[noop],
+            session=nd.DurableSession(store, run_id="r-blank"),
+        )
+    assert _CountingModel.calls == 0
+    assert store.load("r-blank") is None
+
+
+@pytest.mark.parametrize("messages", BLANK_PROMPTS)
+async def test_stream_chat_reports_a_blank_prompt_on_the_stream_before_any_model_call(
+    messages: object,
+) -> None:
+    """stream_chat never raises (S000-33's rule for the streaming twin): a blank prompt
+    is an error part and every awaitable raises ConfigurationError; the model is not called."""
+    _CountingModel.calls = 0
+    stream = nd.stream_chat(model=_CountingModel(["answer"]), messages=messages)  # type: ignore[arg-type]
+    parts = [p async for p in stream.full_stream]
+    assert [p.type for p in parts] == ["error"]
+    assert parts[0].error_type == "ConfigurationError"
+    with pytest.raises(nd.ConfigurationError, match="blank"):
+        await stream.result()
+    assert _CountingModel.calls == 0
+
+
+async def test_a_history_with_an_empty_assistant_reply_still_runs() -> None:
+    """Only the user's prompt must not be blank: an empty earlier reply is history."""
+    result = await nd.generate_text(
+        model=nd.ScriptedModel(["again"], mode="sequential"),
+        messages=["hi", nd.assistant(""), "go on"],
+    )
+    assert result.text == "again"

@@ -57,13 +57,47 @@ def test_design_contract_names_that_exist_are_exported() -> None:
 def test_import_leaves_jupyter_and_pandas_out() -> None:
     # store backends and their drivers load on first use, star import included
     code = (
-        "import sys, nbdurable\n"
+        "import sys, nbdurable, nbdurable.models, nbdurable.messages\n"
         "from nbdurable import *\n"
+        "from nbdurable.models import *\n"
         "mods = ('IPython', 'ipywidgets', 'pandas', 'ipykernel', 'psycopg', 'psycopg_pool',"
         " 'sqlite_utils', 'openai', 'anthropic', 'fastapi', 'starlette', 'uvicorn',"
-        " 'temporalio')\n"
+        " 'temporalio', 'mcp', 'mcp_types', 'langchain_core', 'pydantic_ai', 'anyio',"
+        " 'httpx2', 'jsonschema', 'langchain', 'langchain_openai')\n"
         "bad = [m for m in mods if m in sys.modules]\n"
         "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_framework_adapters_without_their_extras_name_the_extra() -> None:
+    # pydantic_ai and langchain_core made unimportable, as on an install without the extras
+    code = (
+        "import sys\n"
+        "sys.modules['pydantic_ai'] = None\n"
+        "sys.modules['langchain_core'] = None\n"
+        "import nbdurable as nd\n"
+        "from nbdurable.models import LangChainModel, PydanticAIModel\n"
+        "for make in (lambda: PydanticAIModel('test'), lambda: LangChainModel(object())):\n"
+        "    try:\n"
+        "        make()\n"
+        "    except nd.ConfigurationError as exc:\n"
+        "        print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    first, second = out.stdout.strip().splitlines()
+    assert "pip install 'nbdurable[pydantic-ai]'" in first
+    assert "pip install 'nbdurable[langchain]'" in second
+
+
+def test_interop_modules_import_no_framework_until_used() -> None:
+    # describing an MCP server or importing the adapters loads no SDK
+    code = (
+        "import sys, nbdurable, nbdurable.mcp, nbdurable.interop.langchain_tools,"
+        " nbdurable.interop.pydantic_ai_tools\n"
+        "mods = ('mcp', 'mcp_types', 'langchain_core', 'pydantic_ai', 'anyio', 'httpx2')\n"
+        "print(','.join(m for m in mods if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

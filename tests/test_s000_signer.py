@@ -1224,6 +1224,54 @@ async def test_s000_62_without_signer_tokens_are_not_checked(
     assert done.text == "OK dropped stg_2023 | OK dropped stg_2024"
 
 
+@pytest.mark.parametrize("kind", SETTLERS)
+async def test_s000_62_approving_signed_requests_without_a_signer_warns_once_per_leg(
+    kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any, logger: Any
+) -> None:
+    """S000-62 holds (the approvals are honoured), but settling requests that were
+    signed without a signer says so, once per leg: their tokens went unchecked."""
+    warehouse = Warehouse()
+    tables = ("stg_2023", "stg_2024")
+    first = await _first_leg(
+        kind, warehouse, store, deps, nd.ApprovalSigner(SECRET, clock=clock), tables=tables
+    )
+    a, b = first.pending_approvals
+    before = list(logger.warnings)
+    await _settle(
+        kind,
+        first,
+        warehouse,
+        store,
+        deps,
+        None,
+        [_approve(a, None), _approve(b, "forged")],
+        tables=tables,
+    )
+    assert warehouse.dropped == ["stg_2023", "stg_2024"]
+    new = [w for w in logger.warnings if w not in before]
+    assert len(new) == 1, new
+    assert "approval_signer" in new[0] and "not checked" in new[0]
+
+
+async def test_s000_62_no_warning_for_unsigned_requests_or_denials(
+    store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any, logger: Any
+) -> None:
+    """Requests that were never signed, or only denied, settle without the warning."""
+    for signer, approve in ((None, True), (nd.ApprovalSigner(SECRET, clock=clock), False)):
+        warehouse = Warehouse()
+        own = nd.InMemorySessionStore()
+        first = await _first_leg("resume_from_checkpoint", warehouse, own, deps, signer)
+        [request] = first.pending_approvals
+        before = list(logger.warnings)
+        verdict = (
+            _approve(request, None)
+            if approve
+            else nd.ToolApprovalResponse(approval_id=request.approval_id, approved=False)
+        )
+        await _settle("resume_from_checkpoint", first, warehouse, own, deps, None, [verdict])
+        assert [w for w in logger.warnings if w not in before] == []
+
+
 # --- S000-63: out of scope by design ---------------------------------------------------
 
 

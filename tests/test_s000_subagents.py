@@ -713,3 +713,80 @@ async def test_s000_44_without_session_stream_also_returns_is_error(deps: nd.Dep
     assert tool_result.result.is_error is True
     assert tool_result.result.tool_call_id == "toolu_9"
     assert shell.ran == []
+
+
+# --- S000-52 / S000-58: a sub-agent's token binds the session's run id -------------
+
+
+async def _suspended_sub_agent(
+    store: nd.InMemorySessionStore, signer: nd.ApprovalSigner, clock: Any, tools: Any
+) -> nd.ToolApprovalRequest:
+    first = await nd.generate_text(
+        model=_parent(("coder", {"prompt": "pytest"}, "call_1_0")),
+        messages="go",
+        tools=tools,
+        session=nd.DurableSession(store, run_id="run-42"),
+        approval_signer=signer,
+        deps=_fresh_deps(clock),
+    )
+    [request] = first.pending_approvals
+    return request
+
+
+async def _resume_42(
+    store: nd.InMemorySessionStore, signer: nd.ApprovalSigner, clock: Any, tools: Any, token: str
+) -> nd.GenerateTextResult:
+    checkpoint = store.load("run-42")
+    [request] = checkpoint.pending_approvals
+    return await nd.resume_from_checkpoint(
+        store,
+        "run-42",
+        model=_parent(("coder", {"prompt": "pytest"}, "call_1_0")),
+        tools=tools,
+        approval_signer=signer,
+        approval_responses=[
+            nd.ToolApprovalResponse(approval_id=request.approval_id, approved=True, token=token)
+        ],
+        deps=_fresh_deps(clock),
+    )
+
+
+async def test_s000_52_s000_58_a_sub_agents_token_binds_the_sessions_run_id(clock: Any) -> None:
+    """S000-52: the token of a request raised inside a sub-agent binds the session's
+    run id (the request, agent path included, stays pinned), so the seed's server check
+    ``payload.run_id == run_id`` accepts it; S000-58: a token the application signs
+    for the session's run id approves the sub-agent's call."""
+    signer = nd.ApprovalSigner("secret", clock=clock)
+    for nested in (False, True):
+        store, shell = nd.InMemorySessionStore(), Shell()
+        tools = _nested_tools(shell) if nested else [_coder(shell)]
+        request = await _suspended_sub_agent(store, signer, clock, tools)
+        payload = signer.verify(request.token)
+        assert payload is not None and payload["run_id"] == "run-42"  # the seed's server check
+        assert payload["agent_path"] == (["coder", "shell"] if nested else ["coder"])
+        minted = signer.sign(request.model_copy(update={"token": None}), run_id="run-42")
+        done = await _resume_42(store, signer, clock, tools, minted)
+        assert shell.ran == ["pytest"], done.text
+        assert done.text.endswith("OK ran pytest")
+
+
+async def test_s000_58_tokens_bound_to_the_child_key_stay_valid_and_other_runs_are_refused(
+    clock: Any,
+) -> None:
+    """S000-58: a token bound to the child key (how runs suspended before were signed)
+    still approves; one bound to another run, or another run's child, is denied."""
+    signer = nd.ApprovalSigner("secret", clock=clock)
+    for bound_to, runs in [
+        ("run-42::coder#call_1_0", True),
+        ("run-43", False),
+        ("run-43::coder#call_1_0", False),
+        ("run-4", False),
+        ("run-4::coder#call_1_0", False),
+    ]:
+        store, shell = nd.InMemorySessionStore(), Shell()
+        request = await _suspended_sub_agent(store, signer, clock, [_coder(shell)])
+        token = signer.sign(request.model_copy(update={"token": None}), run_id=bound_to)
+        done = await _resume_42(store, signer, clock, [_coder(shell)], token)
+        assert shell.ran == (["pytest"] if runs else []), bound_to
+        if not runs:
+            assert done.text == f"parent: OK coder: ERROR {TOKEN_DENIAL_REASON}"

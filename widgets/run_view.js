@@ -1,10 +1,21 @@
 // nbdurable run view (anywidget ESM): the live view of one run.
-// Reads the synced traits the kernel sets (status, step, steps, text, usage,
-// approvals, error, started_at, ended_at, following) and sends one custom
-// message per card click: {action: "approve" | "deny", approval_id, token, reason}.
+// Reads the synced traits the kernel sets (status, steps, text, usage, approvals,
+// error, started_at, ended_at, max_steps, progress, summary, lease_until,
+// lease_owner, following) and sends custom messages: one per card click,
+// {action: "approve" | "deny", approval_id, token, reason}, and a liveness probe,
+// {action: "ping", nonce}. The kernel answers {type: "ack"} / {type: "pong"}.
 // The card's token is the request's signed token; the secret never reaches here.
+//
+// A view whose kernel is gone (restarted, or a notebook reopened from its saved
+// widget state) says "disconnected" and disables its buttons: it never looks live.
 
 const FINISHED = new Set(["completed", "failed", "cancelled", "error"]);
+const TROUBLE = new Set(["failed", "error", "needs_attention", "cancelled"]);
+const OPEN_CARD = new Set(["pending", "invalid token", "stale", "error", "sending"]);
+const ANSWERABLE = new Set(["pending", "invalid token", "error"]);
+const ANSWER_MS = 5000; // a probe or a click unanswered this long: the kernel is gone
+const BUSY_RECHECK_MS = 1000; // while the kernel runs a cell, messages wait their turn
+const REPROBE_MS = 10000; // after an unanswered probe, ask again now and then
 
 function h(tag, className, text) {
   const node = document.createElement(tag);
@@ -34,18 +45,32 @@ function duration(ms) {
   return `${Math.floor(m / 60)}h ${m % 60}m`;
 }
 
+function clockTime(ms) {
+  // "12:03" today, "2024-05-02 12:03" another day (local time)
+  const at = new Date(ms);
+  const pad = (n) => String(n).padStart(2, "0");
+  const time = `${pad(at.getHours())}:${pad(at.getMinutes())}`;
+  const today = new Date();
+  if (at.toDateString() === today.toDateString()) return time;
+  return `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())} ${time}`;
+}
+
 function usageLine(usage) {
   if (!usage || !usage.total_tokens) return "no tokens yet";
-  let line = `${usage.input_tokens} in + ${usage.output_tokens} out = ${usage.total_tokens} tokens`;
-  if (usage.cost !== null && usage.cost !== undefined) line += ` · $${Number(usage.cost).toFixed(4)}`;
-  return line;
+  return `${usage.input_tokens} in + ${usage.output_tokens} out = ${usage.total_tokens} tokens`;
+}
+
+function leaseLine(owner, until) {
+  const left = Math.max(0, Math.ceil((until - Date.now()) / 1000));
+  if (!left) return `the lease of its previous owner (${owner}) lapsed: a runtime serving its agent takes it over`;
+  return `waits for the lease of its previous owner (${owner}) to lapse (up to ${left} s), then goes on`;
 }
 
 function renderToolCall(call, awaiting) {
   const box = h("details", "nbd-tool");
   const summary = h("summary", "nbd-tool-summary");
   summary.append(h("code", "", argsLine(call.tool_name, call.args)));
-  let mark = call.done ? (call.is_error ? "error" : "done") : "running";
+  let mark = call.state || (call.done ? (call.is_error ? "error" : "done") : "running");
   if (!call.done && awaiting.has(call.tool_call_id)) mark = "awaiting approval";
   summary.append(h("span", `nbd-tool-state nbd-state-${mark.replace(/ /g, "-")}`, mark));
   box.append(summary);
@@ -75,42 +100,16 @@ function renderSteps(container, steps, awaiting) {
   }
 }
 
-function renderCard(model, card, reasons) {
-  const box = h("div", `nbd-card nbd-card-${card.state.replace(/ /g, "-")}`);
-  box.append(h("div", "nbd-card-title", "Approval needed"));
+function answeredCard(card) {
+  // one line: "✓ drop_table(name="t") approved at 12:03"
+  const box = h("div", `nbd-card nbd-card-collapsed nbd-card-${card.state.replace(/ /g, "-")}`);
+  const sign = card.state === "approved" ? "✓" : card.state === "denied" ? "✗" : "·";
+  box.append(h("span", "nbd-card-sign", sign));
   box.append(h("code", "nbd-card-call", argsLine(card.tool_name, card.args)));
-  const meta = h("div", "nbd-card-meta");
-  const path = card.agent_path && card.agent_path.length ? card.agent_path.join(" › ") : "(this agent)";
-  meta.append(h("span", "", `agent: ${path}`));
-  const open = card.state === "pending" || card.state === "invalid token" ||
-    card.state === "stale" || card.state === "error";
-  // an answered card keeps the age it had; only a waiting one keeps counting
-  const age = h("span", open ? "nbd-age nbd-age-live" : "nbd-age", "");
-  age.dataset.requestedAt = String(card.requested_at || 0);
-  meta.append(age);
-  box.append(meta);
-  const reason = h("input", "nbd-reason");
-  reason.type = "text";
-  reason.placeholder = "reason (optional, for a denial)";
-  reason.value = reasons.get(card.approval_id) || "";
-  reason.addEventListener("input", () => reasons.set(card.approval_id, reason.value));
-  const approve = h("button", "nbd-approve", "Approve");
-  const deny = h("button", "nbd-deny", "Deny");
-  const send = (action) => {
-    approve.disabled = true;
-    deny.disabled = true;
-    model.send({ action, approval_id: card.approval_id, token: card.token, reason: reason.value || null });
-  };
-  approve.addEventListener("click", () => send("approve"));
-  deny.addEventListener("click", () => send("deny"));
-  const done = !open || card.state === "stale";
-  approve.disabled = done;
-  deny.disabled = done;
-  reason.disabled = done;
-  const actions = h("div", "nbd-card-actions");
-  actions.append(reason, approve, deny);
-  box.append(actions);
-  if (card.message) box.append(h("div", "nbd-card-outcome", card.message));
+  let line = card.state === "resolved" ? "no longer pending" : card.state;
+  if (card.decided_at) line += ` at ${clockTime(card.decided_at)}`;
+  if (card.state === "denied" && card.reason) line += `: ${card.reason}`;
+  box.append(h("span", "nbd-card-outcome", line));
   return box;
 }
 
@@ -119,45 +118,203 @@ function render({ model, el }) {
   const header = h("div", "nbd-header");
   const badge = h("span", "nbd-badge");
   const runId = h("span", "nbd-run-id");
-  const stepCounter = h("span", "nbd-step-counter");
+  const progress = h("span", "nbd-progress");
   const elapsed = h("span", "nbd-elapsed");
-  header.append(badge, runId, stepCounter, elapsed);
-  const usage = h("div", "nbd-usage");
-  const error = h("div", "nbd-error");
+  header.append(badge, runId, progress, elapsed);
+  const summary = h("div", "nbd-summary");
+  const live = h("div", "nbd-live");
   const cards = h("div", "nbd-cards");
   const steps = h("div", "nbd-steps");
-  root.append(header, usage, error, cards, steps);
+  root.append(header, summary, live, cards, steps);
+  // one line when another runtime took the run over (the run_taken_over event)
+  const takeover = h("div", "nbd-takeover");
+  summary.after(takeover);
   el.append(root);
   const reasons = new Map();
+  const clicked = new Set(); // cards clicked here whose answer has not come back yet
+  const undelivered = new Set(); // cards clicked here whose click reached no kernel
 
+  // -- is the kernel there? ---------------------------------------------------------------
+  // "checking" until the kernel answers the first probe, "live" once it has,
+  // "disconnected" when a send fails (the comm is gone for good) or nothing answers.
+  let conn = "checking";
+  let gone = false;
+  let busy = false;
+  let timer = null;
+  let nonce = 0;
+
+  const kernelBusy = () => {
+    try {
+      const kernel = model.widget_manager && model.widget_manager.kernel;
+      return !!kernel && kernel.status === "busy";
+    } catch (_err) {
+      return false;
+    }
+  };
+  const setConn = (next) => {
+    if (next === "disconnected") {
+      for (const id of clicked) undelivered.add(id);
+      clicked.clear();
+    }
+    conn = next;
+    live_();
+    cards_();
+    header_();
+  };
+  const send = (content) => {
+    if (gone) return false;
+    try {
+      model.send(content);
+      return true;
+    } catch (_err) {
+      gone = true; // the comm was disposed with its kernel
+      clearTimeout(timer);
+      setConn("disconnected");
+      return false;
+    }
+  };
+  const unanswered = () => {
+    timer = null;
+    if (kernelBusy()) {
+      busy = true; // a running cell holds the kernel: the message waits its turn
+      live_();
+      timer = setTimeout(unanswered, BUSY_RECHECK_MS);
+      return;
+    }
+    if (busy) {
+      busy = false; // the kernel just became free: the message is next in line
+      live_();
+      timer = setTimeout(unanswered, ANSWER_MS);
+      return;
+    }
+    setConn("disconnected");
+    timer = setTimeout(probe, REPROBE_MS); // a late answer makes the view live again
+  };
+  const expectAnswer = () => {
+    clearTimeout(timer);
+    timer = setTimeout(unanswered, ANSWER_MS);
+  };
+  const probe = () => {
+    nonce += 1;
+    if (send({ action: "ping", nonce })) expectAnswer();
+  };
+  const alive = () => {
+    if (gone) return;
+    clearTimeout(timer);
+    timer = null;
+    busy = false;
+    if (conn !== "live") setConn("live");
+    else live_();
+  };
+  const onMessage = (msg) => {
+    if (!msg || (msg.type !== "pong" && msg.type !== "ack")) return;
+    if (msg.type === "ack") undelivered.delete(msg.approval_id);
+    alive();
+  };
+
+  // -- rendering ---------------------------------------------------------------------------
   const tick = () => {
     const started = model.get("started_at");
     const ended = model.get("ended_at");
-    elapsed.textContent = started ? `elapsed ${duration((ended || Date.now()) - started)}` : "";
+    if (started && (ended || conn !== "disconnected")) {
+      elapsed.textContent = `elapsed ${duration((ended || Date.now()) - started)}`;
+    } else {
+      elapsed.textContent = ""; // a disconnected view cannot know how long it has been
+    }
     for (const node of cards.querySelectorAll(".nbd-age")) {
       const at = Number(node.dataset.requestedAt);
-      const live = node.classList.contains("nbd-age-live");
-      if (live || !node.textContent) {
-        node.textContent = at ? `asked ${duration(Date.now() - at)} ago` : "";
-      }
+      if (!at) node.textContent = "";
+      else if (conn === "disconnected") node.textContent = `asked at ${clockTime(at)}`;
+      else node.textContent = `asked ${duration(Date.now() - at)} ago`;
     }
+    if (model.get("lease_until") && !FINISHED.has(model.get("status"))) summary_();
   };
   const header_ = () => {
     const status = model.get("status");
     badge.textContent = status;
     badge.className = `nbd-badge nbd-status-${status}`;
     runId.textContent = model.get("run_id");
-    stepCounter.textContent = `step ${model.get("step")}`;
+    progress.textContent = model.get("progress") || `step ${model.get("step")}`;
+    progress.title = usageLine(model.get("usage")); // the token split, on hover
     tick();
   };
-  const usage_ = () => { usage.textContent = usageLine(model.get("usage")); };
-  const error_ = () => {
-    const text = model.get("error");
-    error.textContent = text;
-    error.style.display = text ? "" : "none";
+  const summary_ = () => {
+    const status = model.get("status");
+    const until = model.get("lease_until");
+    let text = model.get("summary") || "";
+    if (until && !FINISHED.has(status)) {
+      text = leaseLine(model.get("lease_owner"), until);
+    }
+    summary.textContent = text;
+    summary.className = `nbd-summary${TROUBLE.has(status) ? " nbd-summary-trouble" : ""}`;
+    summary.style.display = text && text !== status ? "" : "none"; // the badge says it already
+  };
+  const live_ = () => {
+    let text = "";
+    if (conn === "disconnected") {
+      text = `disconnected: re-run the cell or %durable show ${model.get("run_id")}`;
+    } else if (busy) {
+      text = "the kernel is busy: this view goes on when the running cell ends";
+    }
+    live.textContent = text;
+    live.className = conn === "disconnected" ? "nbd-live nbd-disconnected" : "nbd-live";
+    live.style.display = text ? "" : "none";
+    root.classList.toggle("nbd-run-disconnected", conn === "disconnected");
+    root.dataset.kernel = conn; // checking | live | disconnected
+  };
+
+  const openCard = (card) => {
+    const box = h("div", `nbd-card nbd-card-${card.state.replace(/ /g, "-")}`);
+    box.append(h("div", "nbd-card-title", "Approval needed"));
+    box.append(h("code", "nbd-card-call", argsLine(card.tool_name, card.args)));
+    const meta = h("div", "nbd-card-meta");
+    if (card.agent_path && card.agent_path.length) {
+      meta.append(h("span", "", `sub-agent: ${card.agent_path.join(" › ")}`));
+    }
+    const age = h("span", "nbd-age", "");
+    age.dataset.requestedAt = String(card.requested_at || 0);
+    meta.append(age);
+    box.append(meta);
+    const reason = h("input", "nbd-reason");
+    reason.type = "text";
+    reason.placeholder = "reason (optional, for a denial)";
+    reason.value = reasons.get(card.approval_id) || "";
+    reason.addEventListener("input", () => reasons.set(card.approval_id, reason.value));
+    const approve = h("button", "nbd-approve", "Approve");
+    const deny = h("button", "nbd-deny", "Deny");
+    const click = (action) => {
+      approve.disabled = true;
+      deny.disabled = true;
+      clicked.add(card.approval_id);
+      undelivered.delete(card.approval_id);
+      const content = { action, approval_id: card.approval_id, token: card.token, reason: reason.value || null };
+      if (send(content)) expectAnswer();
+    };
+    approve.addEventListener("click", () => click("approve"));
+    deny.addEventListener("click", () => click("deny"));
+    const usable = conn === "live" && ANSWERABLE.has(card.state) && !clicked.has(card.approval_id);
+    approve.disabled = !usable;
+    deny.disabled = !usable;
+    reason.disabled = conn === "disconnected" || card.state === "stale";
+    const actions = h("div", "nbd-card-actions");
+    actions.append(reason, approve, deny);
+    box.append(actions);
+    if (undelivered.has(card.approval_id)) {
+      box.append(h("div", "nbd-card-outcome nbd-undelivered", "not sent: no kernel answered, nothing was decided"));
+    } else if (card.message) {
+      box.append(h("div", "nbd-card-outcome", card.message));
+    }
+    return box;
+  };
+  const takeover_ = () => {
+    const text = model.get("takeover") || "";
+    takeover.textContent = text;
+    takeover.style.display = text ? "" : "none";
   };
   const cards_ = () => {
-    cards.replaceChildren(...(model.get("approvals") || []).map((c) => renderCard(model, c, reasons)));
+    const all = model.get("approvals") || [];
+    for (const card of all) if (card.state !== "pending") clicked.delete(card.approval_id);
+    cards.replaceChildren(...all.map((c) => (OPEN_CARD.has(c.state) ? openCard(c) : answeredCard(c))));
     tick();
   };
   const steps_ = () => {
@@ -165,37 +322,61 @@ function render({ model, el }) {
     const open = new Set();
     steps.querySelectorAll("details[open]").forEach((d, i) => open.add(i));
     const awaiting = new Set(
-      (model.get("approvals") || [])
-        .filter((c) => c.state === "pending" || c.state === "invalid token" || c.state === "error")
+      (model.get("approvals") || []).filter((c) => ANSWERABLE.has(c.state) || c.state === "sending")
         .map((c) => c.tool_call_id),
     );
     renderSteps(steps, model.get("steps"), awaiting);
     steps.querySelectorAll("details").forEach((d, i) => { if (open.has(i)) d.open = true; });
   };
 
-  header_(); usage_(); error_(); cards_(); steps_();
-  model.on("change:status", header_);
-  model.on("change:step", header_);
-  model.on("change:started_at", header_);
-  model.on("change:ended_at", header_);
-  model.on("change:usage", usage_);
-  model.on("change:error", error_);
-  const approvals_ = () => { cards_(); steps_(); };
-  model.on("change:approvals", approvals_);
-  model.on("change:steps", steps_);
-  const timer = setInterval(() => {
-    if (!FINISHED.has(model.get("status")) || cards.querySelector(".nbd-age-live")) tick();
+  header_(); summary_(); live_(); cards_(); steps_(); takeover_();
+  const status_ = () => { header_(); summary_(); };
+  const approvals_ = () => { cards_(); steps_(); summary_(); };
+  const traits = [
+    ["change:status", status_], ["change:step", header_], ["change:progress", header_],
+    ["change:started_at", header_], ["change:ended_at", header_], ["change:usage", header_],
+    ["change:summary", summary_], ["change:lease_until", summary_], ["change:approvals", approvals_],
+    ["change:steps", steps_], ["change:takeover", takeover_],
+  ];
+  for (const [name, handler] of traits) model.on(name, handler);
+  model.on("change", alive); // the kernel is sending updates: it is there
+  model.on("msg:custom", onMessage);
+  model.on("comm_live_update", probe); // the widget manager lost (or found) the kernel
+
+  let kernel = null;
+  const onKernelStatus = (_sender, status) => {
+    if (status === "restarting" || status === "autorestarting" || status === "dead") probe();
+  };
+  try {
+    kernel = model.widget_manager && model.widget_manager.kernel;
+    if (kernel && kernel.statusChanged && kernel.statusChanged.connect) {
+      kernel.statusChanged.connect(onKernelStatus);
+    } else {
+      kernel = null;
+    }
+  } catch (_err) {
+    kernel = null;
+  }
+  probe();
+
+  const clock = setInterval(() => {
+    if (conn === "disconnected") return; // nothing it shows changes any more
+    if (!FINISHED.has(model.get("status")) || cards.querySelector(".nbd-age")) tick();
   }, 1000);
   return () => {
-    clearInterval(timer);
-    model.off("change:status", header_);
-    model.off("change:step", header_);
-    model.off("change:started_at", header_);
-    model.off("change:ended_at", header_);
-    model.off("change:usage", usage_);
-    model.off("change:error", error_);
-    model.off("change:approvals", approvals_);
-    model.off("change:steps", steps_);
+    clearInterval(clock);
+    clearTimeout(timer);
+    for (const [name, handler] of traits) model.off(name, handler);
+    model.off("change", alive);
+    model.off("msg:custom", onMessage);
+    model.off("comm_live_update", probe);
+    if (kernel) {
+      try {
+        kernel.statusChanged.disconnect(onKernelStatus);
+      } catch (_err) {
+        // the kernel connection is already disposed
+      }
+    }
   };
 }
 

@@ -6,6 +6,7 @@
 - ``nbdurable runs approve|deny|resume|cancel|retry RUN ...``: steer a run.
 - ``nbdurable demo``: a durable run in the terminal: crash, recovery, approvals.
 - ``nbdurable serve --store URL --agents module:attr``: the HTTP bridge (``server`` extra).
+- ``nbdurable store check [URL]``: what is damaged in a store (exit 1 when something is).
 
 Errors print one line, ``nbdurable: ...``, and exit with status 2.
 """
@@ -33,6 +34,7 @@ Durable, inspectable LLM agent runs, from a shell.
   nbdurable runs approve|deny|resume|cancel|retry RUN ...       steer a run
   nbdurable worker --store URL --agents module:attr             execute queued and recovered runs
   nbdurable serve --store URL --agents module:attr              the HTTP bridge (runs, SSE, links)
+  nbdurable store check [URL]                                   what is damaged, and where
 
 Errors print one line, "nbdurable: ...", and exit with status 2."""
 
@@ -85,6 +87,12 @@ def _add_runs(commands: Any) -> None:
         sub.add_argument("approval_id", nargs="?", help="default: the only pending approval")
         if name == "deny":
             sub.add_argument("--reason", help="what the model is told")
+        else:
+            sub.add_argument(
+                "--fresh",
+                action="store_true",
+                help="sign a fresh token when the request's own is past the maximum age",
+            )
     resume = action("resume", _sync(control.resume), "execute a run here until it stops", TIMEOUT)
     resume.add_argument("run")
     resume.add_argument(
@@ -118,7 +126,7 @@ def _add_demo(commands: Any) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from . import serve, worker
+    from . import serve, store_check, worker
 
     parser = argparse.ArgumentParser(
         prog="nbdurable",
@@ -130,6 +138,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_parser(commands)
     _add_runs(commands)
     _add_demo(commands)
+    store_check.add_parser(commands)
     return parser
 
 

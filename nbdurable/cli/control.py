@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from .._errors import ConfigurationError, RunNotFoundError
+from .._errors import (
+    ApprovalExpiredError,
+    ApprovalNotPendingError,
+    ConfigurationError,
+    RunNotFoundError,
+)
 from ..durable.store import maybe_await
 from ..messages import ToolApprovalRequest
 from ..runtime.records import RuntimeRun
-from ..runtime.run import Run
+from ..runtime.run import Run, approval_expired
 from .agents import load_all
 from .follow import MOVING, STOPPED, call_text, follow, last_offset
 from .store import opened_store
@@ -71,22 +77,42 @@ def _requests_text(requests: Sequence[ToolApprovalRequest]) -> str:
     return "; ".join(f"{r.approval_id} {call_text(r.tool_name, r.input)}" for r in requests)
 
 
-async def _pick(run: Run, approval_id: str | None) -> ToolApprovalRequest:
-    """The approval to answer: the named one, or the only one still open."""
+def _latest_verdict(run: Run, record: RuntimeRun) -> ApprovalNotPendingError:
+    """The conflict naming the verdict recorded last on the run."""
+    latest = max(record.decided, key=lambda a: record.decided[a].get("at", 0))
+    verdict = "approved" if record.decided[latest].get("approved") else "denied"
+    return ApprovalNotPendingError(run.run_id, latest, verdict=verdict, state=record.state)
+
+
+async def _pick(run: Run, approval_id: str | None) -> ToolApprovalRequest | None:
+    """The approval to answer: the named one, or the only one still open.
+
+    None when the named approval no longer waits (the runtime then says which
+    verdict won).
+    """
     record = run.record()
     if record.state != "waiting_approval":
+        if approval_id is not None:
+            return None
+        if record.decided:  # answered meanwhile: say which verdict won
+            raise _latest_verdict(run, record)
         raise ConfigurationError(f"run {run.run_id!r} waits for no approval (it is {record.state})")
     pending = await run.pending_approvals()
+    record = run.record()  # read after: a verdict that emptied ``pending`` shows here
     open_ = [r for r in pending if r.approval_id not in record.verdicts]
     if approval_id is not None:
         for request in pending:
             if request.approval_id == approval_id:
                 return request
+        if approval_id in record.decided or record.state != "waiting_approval":
+            return None
         raise ConfigurationError(
             f"run {run.run_id!r} has no approval {approval_id!r}; "
             f"it waits for: {_requests_text(open_)}"
         )
     if len(open_) != 1:
+        if not open_ and record.decided:
+            raise _latest_verdict(run, record)
         raise ConfigurationError(
             f"run {run.run_id!r} waits for {len(open_)} approvals; name one of: "
             f"{_requests_text(open_)}"
@@ -132,7 +158,46 @@ async def _execute(run: Run, after: int, timeout: float | None) -> RuntimeRun:
         return run.record()
 
 
+EXIT_NOT_PENDING = 3
+"""Exit status of a verdict on an approval that no longer waits (another verdict won)."""
+EXIT_EXPIRED = 4
+"""Exit status of an approval whose token is past the maximum age (nothing recorded)."""
+
+
 async def _verdict(args: argparse.Namespace, approved: bool) -> int:
+    try:
+        return await _record_verdict(args, approved)
+    except ApprovalNotPendingError as exc:
+        print(f"nbdurable: {exc}", file=sys.stderr)
+        return EXIT_NOT_PENDING
+    except ApprovalExpiredError as exc:
+        print(f"nbdurable: {exc}", file=sys.stderr)
+        return EXIT_EXPIRED
+
+
+async def _approve(run: Run, request: ToolApprovalRequest, fresh: bool) -> None:
+    """Approve ``request``, echoing its token, or a freshly signed one with ``fresh``."""
+    if not fresh:
+        try:
+            await run.approve(request.approval_id)
+        except ApprovalExpiredError as exc:
+            age, max_age = exc.age_ms or 0, exc.max_age_ms or 0
+            call = call_text(request.tool_name, request.input)
+            raise approval_expired(
+                run.run_id,
+                request.approval_id,
+                age,
+                max_age,
+                f"it asks to run {call}; to approve it now: "
+                f"nbdurable runs approve {run.run_id} {request.approval_id} --fresh",
+            ) from None
+        return
+    current = {r.approval_id: r for r in await run.pending_approvals()}
+    shown = current.get(request.approval_id, request)
+    await run.approve(request.approval_id, token=shown.token)
+
+
+async def _record_verdict(args: argparse.Namespace, approved: bool) -> int:
     with opened_store(args.store) as store:
         async with _runtime(store, args.agents) as runtime:
             run = await _handle(runtime, store, args.run)
@@ -145,12 +210,20 @@ async def _verdict(args: argparse.Namespace, approved: bool) -> int:
                 print(f"settled the interrupted tool call(s) of {run.run_id} as errors")
             else:
                 request = await _pick(run, args.approval_id)
-                call = call_text(request.tool_name, request.input)
-                if approved:
-                    await run.approve(request.approval_id)
+                if request is None:  # it no longer waits: the runtime names the winner
+                    assert args.approval_id is not None
+                    if approved:
+                        await run.approve(args.approval_id)
+                    else:
+                        await run.deny(args.approval_id, reason=args.reason)
+                    print(f"{'approved' if approved else 'denied'} {args.approval_id} (again)")
+                elif approved:
+                    await _approve(run, request, getattr(args, "fresh", False))
+                    call = call_text(request.tool_name, request.input)
                     print(f"approved {call} ({request.approval_id})")
                 else:
                     await run.deny(request.approval_id, reason=args.reason)
+                    call = call_text(request.tool_name, request.input)
                     print(f"denied {call} ({request.approval_id})")
             record = await _execute(run, after, args.timeout) if args.agents else run.record()
             return await _outcome(run, record)

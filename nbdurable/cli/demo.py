@@ -144,8 +144,9 @@ async def _demo(url: str, assume_yes: bool) -> int:
         after = await last_offset(store, run_id)
         _phase(
             "recover",
-            f"a runtime in this process takes the run over once the dead worker's lease "
-            f"({LEASE_MS} ms) expires; step 0 is not run again, step 1 is",
+            "a runtime in this process takes the run over: the dead worker's process is gone "
+            f"(where that cannot be seen, once its {LEASE_MS} ms lease lapses); step 0 is not "
+            "run again, step 1 is",
         )
         async with await DurableRuntime.open(
             store=store, agents=[janitor()], poll_interval=0.02

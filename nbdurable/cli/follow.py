@@ -15,12 +15,13 @@ from ..events.model import (
     MODEL_DELTA,
     RUN_ERROR,
     RUN_STATE,
+    RUN_TAKEN_OVER,
     TOOL_APPROVAL_REQUEST,
     TOOL_CALL,
     TOOL_RESULT,
     Event,
 )
-from ..runtime.records import RuntimeRun
+from ..runtime.records import TERMINAL_STATES, RuntimeRun
 from ..runtime.run import Run
 from .tables import cell, clip, terminal_width, text_width
 
@@ -138,6 +139,8 @@ class EventPrinter:
             self._line(f"● checkpoint: step {event.step_index} committed ({payload.get('status')})")
         elif event.type == RUN_ERROR:
             self._line(f"! {payload.get('error_type')}: {payload.get('message')}")
+        elif event.type == RUN_TAKEN_OVER:
+            self._line(f"↻ {payload.get('message')}")
         elif event.type == RUN_STATE and self.states:
             reason = payload.get("reason")
             self._line(f"· {payload.get('state')}" + (f" ({reason})" if reason else ""))
@@ -151,8 +154,11 @@ async def follow(run: Run, after: int, printer: EventPrinter | None = None) -> R
     printer = printer if printer is not None else EventPrinter()
     async for event in run.stream(after=after):
         printer.show(event)
-        stop = event.type == RUN_STATE and event.payload.get("state") in STOPPED
-        if stop and run.record().state in STOPPED:
+        # A finished run's terminal event comes right after its final run_state.
+        waits = event.type == RUN_STATE and event.payload.get("state") in STOPPED - TERMINAL_STATES
+        if (waits or (event.ends_stream and event.type != RUN_STATE)) and (
+            run.record().state in STOPPED
+        ):
             break
     printer.end_text()
     return run.record()

@@ -377,7 +377,7 @@ def history(args: argparse.Namespace) -> int:
 def explain(args: argparse.Namespace) -> int:
     """The run explained in words."""
     with opened_store(args.store) as store:
-        explanation = _inspection().explain(store, args.run)
+        explanation = _inspection().explain(store, args.run, context="terminal")
     if args.json:
         _print_json(explanation.to_dict())
     else:

@@ -9,7 +9,18 @@ from typing import Any
 
 from .agents import load_all
 
-__all__ = ["add_parser", "serve"]
+__all__ = ["add_parser", "max_age_option", "serve"]
+
+
+def max_age_option(seconds: float | None) -> dict[str, Any]:
+    """The runtime option for ``--approval-max-age SECONDS`` (none: the runtime's default)."""
+    if seconds is None:
+        return {}
+    if seconds <= 0:
+        from .._errors import ConfigurationError
+
+        raise ConfigurationError(f"--approval-max-age must be positive, not {seconds:g}")
+    return {"approval_max_age_ms": max(1, int(seconds * 1000))}
 
 
 def add_parser(commands: Any) -> None:
@@ -45,7 +56,7 @@ def add_parser(commands: Any) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="refuse approval tokens older than this",
+        help="refuse approval tokens older than this (default: 7 days)",
     )
     parser.add_argument("--max-concurrent-runs", type=int, default=4)
     parser.add_argument("--poll-interval", type=float, default=0.05)
@@ -67,9 +78,9 @@ async def serve(args: argparse.Namespace) -> int:
             agents=agents,
             max_concurrent_runs=args.max_concurrent_runs,
             poll_interval=args.poll_interval,
+            **max_age_option(args.approval_max_age),
         )
         try:
-            max_age = args.approval_max_age
             server = build_server(
                 runtime,
                 host=args.host,
@@ -78,7 +89,7 @@ async def serve(args: argparse.Namespace) -> int:
                 max_body_bytes=args.max_body_bytes,
                 cors_origins=args.cors_origin,
                 public_url=args.public_url,
-                approval_max_age_ms=None if max_age is None else int(max_age * 1000),
+                approval_max_age_ms=runtime.approval_max_age_ms,
                 log_level=args.log_level,
             )
             loop = asyncio.get_running_loop()

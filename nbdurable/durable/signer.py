@@ -30,7 +30,10 @@ __all__ = [
     "SECRET_ENV_VAR",
     "TOKEN_DENIAL_REASON",
     "ApprovalSigner",
+    "bound_to_run",
     "store_signer",
+    "expired_age",
+    "resign_if_expired",
     "token_issued_at",
     "token_matches",
 ]
@@ -160,9 +163,11 @@ def token_matches(
     """Whether ``token`` may approve ``request``: the four checks of the seed, plus the pin.
 
     1. the MAC verifies; 2. the approval id matches; 3. the token is younger
-    than ``max_age_ms`` when set; 4. when both the call's ``run_id`` and the
-    token's are present, they match. The token also pins the request: its
-    tool call id, tool name and input must equal the pending call's.
+    than ``max_age_ms`` when set; 4. when both the call's ``run_id`` (the
+    session's, also for a request raised inside a sub-agent) and the token's
+    are present, they match (:func:`bound_to_run`). The token also pins the
+    request: its tool call id, tool name, input and agent path must equal the
+    pending call's.
     """
     payload = signer.verify(token, max_age_ms=max_age_ms)
     if payload is None:
@@ -173,10 +178,66 @@ def token_matches(
         return False
     if payload.get("tool_call_id") != request.tool_call_id:
         return False
-    if payload.get("input") != request.model_dump(mode="json")["input"]:
+    pinned = request.model_dump(mode="json")
+    if payload.get("input") != pinned["input"]:
+        return False
+    if payload.get("agent_path", []) != pinned["agent_path"]:
         return False
     token_run = payload.get("run_id")
-    return not (run_id is not None and token_run is not None and token_run != run_id)
+    return run_id is None or token_run is None or bound_to_run(payload, run_id)
+
+
+def bound_to_run(payload: dict[str, Any], run_id: str) -> bool:
+    """Whether a verified token's payload is bound to ``run_id``.
+
+    The token names the session's run id (S000-52: a request raised inside a
+    sub-agent too). Tokens signed before sub-agent requests were bound that way
+    name the sub-agent's checkpoint key, ``{run_id}::{agent}#{call}`` of the
+    first agent of the request's (pinned) agent path; they stay valid.
+    """
+    token_run = payload.get("run_id")
+    if token_run == run_id:
+        return True
+    path = payload.get("agent_path")
+    return (
+        isinstance(token_run, str)
+        and isinstance(path, list)
+        and bool(path)
+        and token_run.startswith(f"{run_id}::{path[0]}#")
+    )
+
+
+def expired_age(signer: ApprovalSigner, token: object, max_age_ms: int | None) -> int | None:
+    """The age (ms) of a token that verifies but is ``max_age_ms`` old or older, else None.
+
+    None also for a token that does not verify at all (forged, garbled, absent):
+    only a genuine token can be "expired", so the answer can say "ask for a new one".
+    """
+    if max_age_ms is None:
+        return None
+    payload = signer.verify(token)
+    if payload is None or signer.verify(token, max_age_ms=max_age_ms) is not None:
+        return None
+    return int(signer.clock.now()) - int(payload["issued_at"])
+
+
+def resign_if_expired(
+    signer: ApprovalSigner, request: ToolApprovalRequest, max_age_ms: int | None
+) -> ToolApprovalRequest:
+    """``request`` with a freshly signed token when its own verifies but is too old.
+
+    The new token signs the same request with the same run binding; only
+    ``issued_at`` changes. A token that does not verify is left as it is.
+    For the process holding the secret, showing a parked request again.
+    """
+    if expired_age(signer, request.token, max_age_ms) is None:
+        return request
+    bound = (signer.verify(request.token) or {}).get("run_id")
+    token = signer.sign(
+        request.model_copy(update={"token": None}),
+        run_id=bound if isinstance(bound, str) else None,
+    )
+    return request.model_copy(update={"token": token})
 
 
 _HOME_KEY = Path.home() / ".nbdurable" / "approval.key"

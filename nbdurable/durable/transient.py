@@ -26,7 +26,7 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from .._deps import Logger
-from .._errors import NbdurableError
+from .._errors import NbdurableError, StoreUnavailableError
 
 __all__ = [
     "DEFAULT_STORE_RETRY_MS",
@@ -65,29 +65,6 @@ def retry_deadline() -> float | None:
     than this, so one attempt cannot outlast the whole budget.
     """
     return _DEADLINE.get()
-
-
-class StoreUnavailableError(NbdurableError):
-    """The store kept failing transiently for longer than the retry budget.
-
-    Raised by :class:`StoreRetry` in place of the last transient error (which is
-    its ``__cause__``). The runtime treats it as fatal (``on_fatal_error``), never
-    as a failure of the run that made the call.
-
-    Attributes:
-        operation: What was being done (``"claim a run"``, ``"save a checkpoint"``).
-        failing_ms: How long the store had been failing, in milliseconds.
-        last_error: The last transient error.
-    """
-
-    def __init__(self, operation: str, failing_ms: int, last_error: BaseException) -> None:
-        self.operation = operation
-        self.failing_ms = failing_ms
-        self.last_error = last_error
-        super().__init__(
-            f"the store stayed unavailable for {failing_ms / 1000:.1f} s "
-            f"({operation}): {type(last_error).__name__}: {last_error}"
-        )
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -18,6 +18,7 @@ from .model import (
     RUN_STARTED,
     RUN_STATE,
     RUN_SUSPENDED,
+    RUN_TAKEN_OVER,
     STEP_FINISH,
     STEP_START,
     TOOL_APPROVAL_REQUEST,
@@ -39,8 +40,9 @@ class StepView:
         provisional_text: Streamed text of the current attempt, not yet completed.
         attempt_id: The current (latest) model attempt of the step.
         attempts: How many model attempts the step has had.
-        tool_calls: ``{"tool_call_id", "tool_name", "args"}`` dicts.
-        tool_results: ``{"tool_call_id", "tool_name", "result", "is_error"}`` dicts.
+        tool_calls: ``{"tool_call_id", "tool_name", "args"}`` dicts, one per call id.
+        tool_results: ``{"tool_call_id", "tool_name", "result", "is_error"}`` dicts,
+            one per call id.
         finish_reason: The model's finish reason, once the step finished.
         usage: The step's usage, once the step finished.
     """
@@ -71,6 +73,8 @@ class RunView:
         usage: The whole run's cumulative usage, as of the last finish.
         error: ``"<type>: <message>"`` of the last error, while in ``error``.
         last_offset: Offset of the last applied event (resume a subscription after it).
+        takeover: One line when the current leg's owner took the run over from
+            another (``run_taken_over``); empty otherwise.
     """
 
     run_id: str | None = None
@@ -81,6 +85,7 @@ class RunView:
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
     last_offset: int = 0
+    takeover: str = ""
 
     @property
     def text(self) -> str:
@@ -159,9 +164,23 @@ def _completed(view: RunView, event: Event) -> None:
     step.attempt_id = event.attempt_id
 
 
+def _replace_or_add(items: list[dict[str, Any]], item: dict[str, Any]) -> None:
+    """Add ``item``, or replace the entry with its ``tool_call_id``.
+
+    A leg that resumes a run after a crash announces the interrupted step's
+    calls again: the same call, so it is listed once.
+    """
+    call_id = item.get("tool_call_id")
+    for i, known in enumerate(items):
+        if call_id is not None and known.get("tool_call_id") == call_id:
+            items[i] = item
+            return
+    items.append(item)
+
+
 def _tool_call(view: RunView, event: Event) -> None:
     if event.step_index is not None:
-        view.step(event.step_index).tool_calls.append(event.payload.get("tool_call", {}))
+        _replace_or_add(view.step(event.step_index).tool_calls, event.payload.get("tool_call", {}))
 
 
 def _approval_request(view: RunView, event: Event) -> None:
@@ -175,7 +194,7 @@ def _approval_resolved(view: RunView, event: Event) -> None:
 
 def _tool_result(view: RunView, event: Event) -> None:
     if event.step_index is not None:
-        view.step(event.step_index).tool_results.append(event.payload.get("result", {}))
+        _replace_or_add(view.step(event.step_index).tool_results, event.payload.get("result", {}))
 
 
 def _step_finish(view: RunView, event: Event) -> None:
@@ -188,15 +207,19 @@ def _step_finish(view: RunView, event: Event) -> None:
 
 def _ended(view: RunView, event: Event) -> None:
     view.status = "suspended" if event.type == RUN_SUSPENDED else "completed"
-    view.finish_reason = event.payload.get("finish_reason")
-    view.usage = Usage.model_validate(event.payload.get("total_usage", {}))
+    if "finish_reason" in event.payload:  # a task run's run_finished has no leg's finish
+        view.finish_reason = event.payload.get("finish_reason")
+        view.usage = Usage.model_validate(event.payload.get("total_usage", {}))
     if event.type == RUN_FINISHED:
         view.pending_approvals.clear()
 
 
 def _error(view: RunView, event: Event) -> None:
-    view.status = "error"
-    view.error = f"{event.payload.get('error_type')}: {event.payload.get('message')}"
+    payload = event.payload
+    # A runtime run's terminal run_error names its final state (failed, cancelled).
+    view.status = str(payload.get("state") or "error")
+    reason = payload.get("reason") if "state" in payload else None
+    view.error = str(reason) if reason else f"{payload.get('error_type')}: {payload.get('message')}"
     for step in view.steps.values():
         step.provisional_text = ""  # an interrupted attempt's output is void
 
@@ -204,10 +227,16 @@ def _error(view: RunView, event: Event) -> None:
 def _state(view: RunView, event: Event) -> None:
     # A runtime run's state is the authority: retry_wait, needs_attention, ...
     view.status = str(event.payload.get("state", view.status))
+    if view.status == "running":
+        view.takeover = ""  # a new claim: a takeover event follows when it is one
     if view.status == "completed":
         view.pending_approvals.clear()
     if event.payload.get("reason") and view.status in ("failed", "cancelled", "needs_attention"):
         view.error = str(event.payload["reason"])
+
+
+def _taken_over(view: RunView, event: Event) -> None:
+    view.takeover = str(event.payload.get("message", "Taken over by another runtime."))
 
 
 _HANDLERS = {
@@ -226,6 +255,7 @@ _HANDLERS = {
     RUN_FINISHED: _ended,
     RUN_ERROR: _error,
     RUN_STATE: _state,
+    RUN_TAKEN_OVER: _taken_over,
 }
 
 

@@ -7,7 +7,8 @@ from typing import Any, Final, overload
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from ..parts import StreamPart
+from ..messages import JsonObject
+from ..parts import FinishPart, StreamPart
 
 __all__ = [
     "APPROVAL_RESOLVED",
@@ -22,6 +23,7 @@ __all__ = [
     "RUN_STARTED",
     "RUN_STATE",
     "RUN_SUSPENDED",
+    "RUN_TAKEN_OVER",
     "STEP_FINISH",
     "STEP_START",
     "TERMINAL_EVENTS",
@@ -39,7 +41,8 @@ __all__ = [
 _CONFIG = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
 
 RUN_STARTED: Final = "run_started"
-"""A leg of the run started (payload: ``resumed``, ``next_step_index``)."""
+"""A leg of the run started (payload: ``resumed``, ``next_step_index``; ``retried: true``
+on the first leg after ``retry()`` of a failed or needs_attention runtime run)."""
 STEP_START: Final = "step_start"
 MODEL_ATTEMPT_STARTED: Final = "model_attempt_started"
 """A model call began; a new attempt for the same operation replaces earlier partial output."""
@@ -62,10 +65,19 @@ RUN_FINISHED: Final = "run_finished"
 RUN_ERROR: Final = "run_error"
 RUN_STATE: Final = "run_state"
 """A runtime run changed state (payload: ``state``, ``reason``, ``next_attempt_at``)."""
+RUN_TAKEN_OVER: Final = "run_taken_over"
+"""A runtime took the run over from an owner whose lease lapsed or whose process was gone
+(payload: ``previous_owner``, ``owner``, ``cause``, ``step_index``, ``tool_calls``, ``message``)."""
 
 TERMINAL_EVENTS: Final = frozenset({RUN_FINISHED, RUN_ERROR})
-"""After one of these, nothing more is written until the run is resumed or retried
-(a runtime run also records its final state with a ``run_state`` event)."""
+"""The last event a run writes while it is final (seed 004's RUN_FINISHED / RUN_ERROR).
+
+A runtime run writes ``run_finished`` when it completes and ``run_error`` when it
+fails or is cancelled (payload ``state``), each right after its final ``run_state``
+and in the same append; a model attempt that will be retried writes
+``model_attempt_failed`` and a ``retry_wait`` state, never ``run_error``. Nothing
+follows until the run is retried or resumed: the new leg's ``run_started`` comes
+after the old terminal event."""
 TERMINAL_RUN_STATES: Final = frozenset({"completed", "failed", "cancelled"})
 
 # Stream part type -> event type, for parts that map one to one.
@@ -79,10 +91,16 @@ PART_EVENTS: Final[dict[str, str]] = {
 }
 _EVENT_PARTS = {event: part for part, event in PART_EVENTS.items()}
 _PARTS: TypeAdapter[StreamPart] = TypeAdapter(StreamPart)
+_FINISH_FIELDS = frozenset(FinishPart.model_fields) - {"type"}
+"""What a ``run_finished`` payload shares with the finish part (a runtime run adds ``state``)."""
 
 
 class NewEvent(BaseModel):
-    """An event before the log has given it an offset."""
+    """An event before the log has given it an offset.
+
+    Its payload's strings follow the lone-surrogate policy of
+    :mod:`nbdurable.messages` (U+FFFD), so every store can encode it.
+    """
 
     model_config = _CONFIG
 
@@ -90,7 +108,7 @@ class NewEvent(BaseModel):
     step_index: int | None = None
     operation_id: str | None = None
     attempt_id: str | None = None
-    payload: dict[str, Any] = Field(default_factory=dict)
+    payload: JsonObject = Field(default_factory=dict)
     created_at: int
 
 
@@ -111,6 +129,8 @@ class Event(NewEvent):
 
     run_id: str
     offset: int
+    # What a log returns was valid when it was written: no second walk on reads.
+    payload: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def ends_stream(self) -> bool:
@@ -137,7 +157,8 @@ class Event(NewEvent):
                 }
             )
         if self.type in (RUN_FINISHED, RUN_SUSPENDED) and "finish_reason" in self.payload:
-            return _PARTS.validate_python({**self.payload, "type": "finish"})
+            fields = {k: v for k, v in self.payload.items() if k in _FINISH_FIELDS}
+            return _PARTS.validate_python({**fields, "type": "finish"})
         if self.type == RUN_ERROR:
             return _PARTS.validate_python(
                 {

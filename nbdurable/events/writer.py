@@ -52,6 +52,12 @@ class EventWriter:
     With ``retry``, a write that fails for a connection-level reason is sent
     again first, for the retry's budget; a runtime owner's writer (``strict``)
     then raises :class:`StoreUnavailableError` instead of logging it.
+
+    With ``defer_terminal`` (a runtime run, whose end is decided by its owner
+    after the leg) the leg's terminal events are not written: a completed
+    leg's ``run_finished`` payload is kept in :attr:`finish` for the owner to
+    write after the run's final ``run_state``, and an error writes nothing (the
+    owner decides whether the run failed, waits to retry, or goes back to pending).
     """
 
     def __init__(
@@ -64,8 +70,11 @@ class EventWriter:
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
         fence: int | None = None,
         retry: StoreRetry | None = None,
+        defer_terminal: bool = False,
     ) -> None:
         self.store = store
+        self.defer_terminal = defer_terminal
+        self.finish: dict[str, Any] | None = None
         self.fence = fence
         self.retry = retry
         # A runtime owner's writer raises StoreUnavailableError (its engine stops), not logs it.
@@ -86,13 +95,12 @@ class EventWriter:
             type=type_, step_index=step_index, created_at=int(self.deps.clock.now()), **fields
         )
 
-    def started(self, *, resumed: bool, next_step_index: int) -> None:
-        """Record the start of a leg."""
-        self._add(
-            self._event(
-                RUN_STARTED, payload={"resumed": resumed, "next_step_index": next_step_index}
-            )
-        )
+    def started(self, *, resumed: bool, next_step_index: int, retried: bool = False) -> None:
+        """Record the start of a leg (``retried``: the first leg after a runtime retry())."""
+        payload: dict[str, Any] = {"resumed": resumed, "next_step_index": next_step_index}
+        if retried:
+            payload["retried"] = True
+        self._add(self._event(RUN_STARTED, payload=payload))
 
     def part(self, part: StreamPart) -> None:
         """Record a stream part emitted by the loop."""
@@ -101,6 +109,10 @@ class EventWriter:
         if isinstance(part, FinishPart):
             kind = RUN_SUSPENDED if part.status == "suspended" else RUN_FINISHED
             payload = part.model_dump(mode="json", exclude={"type"})
+            if kind == RUN_FINISHED and self.defer_terminal:
+                self.finish = payload
+                self._add(None, part)
+                return
             self._add(self._event(kind, payload=payload), part)
             return
         event_type = PART_EVENTS.get(part.type)
@@ -173,6 +185,8 @@ class EventWriter:
 
     def error(self, error: BaseException) -> None:
         """The leg failed (the in-process stream reports it with its own error part)."""
+        if self.defer_terminal:
+            return
         part = ErrorPart(error_type=type(error).__name__, message=str(error) or "cancelled")
         self._add(self._event(RUN_ERROR, payload=part.model_dump(mode="json", exclude={"type"})))
 

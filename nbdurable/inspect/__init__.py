@@ -12,10 +12,11 @@ asked for (``pip install 'nbdurable[inspect]'``)::
     nd.inspect.history(store, run_id)            # one row per step
     nd.inspect.messages(store, run_id, 3)        # the history at step 3
     nd.inspect.events(store, run_id)             # the event log
+    nd.inspect.spans(store, run_id)              # model calls, tool calls, waits
     nd.inspect.diff(store, run_id, 2, fork_id)   # what changed
     fork = nd.inspect.rewind(store, run_id, 2, edit=nd.user("Only older than 90 days."))
     print(nd.inspect.explain(store, run_id))     # why is it stuck?
-    nd.inspect.plot_timeline(nd.inspect.history(store, run_id))
+    nd.inspect.plot_timeline(store, run_id)      # where the run's time went
 """
 
 from ._diff import Change, CheckpointDiff, diff
@@ -23,6 +24,7 @@ from ._explain import Explanation, PendingApproval, explain
 from ._plots import plot_timeline, plot_usage
 from ._rewind import RUN_FORKED, rewind
 from ._source import StoreLike
+from ._spans import spans
 from ._views import events, graphs, history, messages, runs, usage
 
 __all__ = [
@@ -42,5 +44,6 @@ __all__ = [
     "plot_usage",
     "rewind",
     "runs",
+    "spans",
     "usage",
 ]

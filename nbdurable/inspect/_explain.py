@@ -5,14 +5,18 @@ from __future__ import annotations
 import html
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._errors import RunNotFoundError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.signer import token_issued_at
 from ..durable.store import RUNTIME, HistoryStore, supports
+from ..events.log import EVENTS
+from ..events.model import RUN_TAKEN_OVER
+from ..runtime.owner import describe_holder, process_gone
 from ..runtime.records import UNFINISHED_STATES, RuntimeRun
+from ._next import Context, NextSteps, check_context
 from ._rows import preview
 from ._source import StoreLike, opened, runtime_record
 
@@ -48,8 +52,12 @@ class Explanation:
             the runtime does not own.
         summary: One sentence.
         details: Facts behind the summary, one per line.
-        actions: What would move the run on (API calls and CLI commands).
+        actions: What would move the run on, phrased for ``context``.
         approvals: The approvals it waits for.
+        context: Where the reader is: ``api`` (Python calls), ``notebook``
+            (``%durable`` magics) or ``terminal`` (``nbdurable`` commands).
+
+    ``str()`` and the notebook's HTML view show the same lines in the same layout.
     """
 
     run_id: str
@@ -58,27 +66,29 @@ class Explanation:
     details: tuple[str, ...] = ()
     actions: tuple[str, ...] = ()
     approvals: tuple[PendingApproval, ...] = field(default=())
+    context: Context = "api"
 
-    def __str__(self) -> str:
+    def lines(self) -> list[str]:
+        """The explanation as text lines: the one layout of ``str()`` and the HTML view."""
         lines = [f"{self.run_id}: {self.status}", f"  {self.summary}"]
         lines += [f"  - {line}" for line in self.details]
         if self.actions:
-            lines.append("  next:")
+            lines.append("  Next:")
             lines += [f"    {line}" for line in self.actions]
-        return "\n".join(lines)
+        return lines
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))  # IPython's plain-text view (consoles, nbclient) shows the text
 
     def _repr_html_(self) -> str:
-        items = "".join(f"<li>{html.escape(line)}</li>" for line in self.details)
-        actions = "".join(f"<li><code>{html.escape(a)}</code></li>" for a in self.actions)
+        first, *rest = self.lines()
+        body = "\n".join(html.escape(line) for line in rest)
         return (
-            f"<div class='nbdurable-explain'><b>{html.escape(self.run_id)}</b>: "
-            f"<code>{html.escape(self.status)}</code><p>{html.escape(self.summary)}</p>"
-            + (f"<ul>{items}</ul>" if items else "")
-            + (f"<p>Next:</p><ul>{actions}</ul>" if actions else "")
-            + "</div>"
+            "<pre class='nbdurable-explain' style='white-space: pre-wrap'>"
+            f"<b>{html.escape(first)}</b>\n{body}</pre>"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,6 +99,7 @@ class Explanation:
             "summary": self.summary,
             "details": list(self.details),
             "actions": list(self.actions),
+            "context": self.context,
             "approvals": [
                 {
                     "approval_id": a.approval_id,
@@ -102,7 +113,9 @@ class Explanation:
         }
 
 
-def explain(store: StoreLike, run_id: str, *, now: int | None = None) -> Explanation:
+def explain(
+    store: StoreLike, run_id: str, *, now: int | None = None, context: Context = "api"
+) -> Explanation:
     """Why ``run_id`` is where it is: what it waits for, what failed, who owns it.
 
     Covers every run state: waiting for approvals (tool, arguments, agent path,
@@ -114,10 +127,17 @@ def explain(store: StoreLike, run_id: str, *, now: int | None = None) -> Explana
         store: A store, or a store URL.
         run_id: The run.
         now: The time to measure ages against, epoch ms (default: the wall clock).
+        context: Where the reader is, which decides how the next steps are
+            phrased: ``"api"`` (Python calls, the default), ``"notebook"``
+            (``%durable`` magics, what ``%durable explain`` passes) or
+            ``"terminal"`` (``nbdurable`` commands, what ``nbdurable runs
+            explain`` passes).
 
     Raises:
         RunNotFoundError: The store has neither a checkpoint nor a runtime record of the run.
+        ConfigurationError: An unknown ``context``.
     """
+    steps = NextSteps(check_context(context), run_id)
     clock = int(time.time() * 1000) if now is None else now
     with opened(store) as source:
         record = runtime_record(source, run_id)
@@ -126,19 +146,37 @@ def explain(store: StoreLike, run_id: str, *, now: int | None = None) -> Explana
             raise RunNotFoundError(run_id)
         ahead = _ahead_in_session(source, record) if record is not None else None
         deps = [runtime_record(source, d) for d in record.depends_on] if record else []
+        takeover = _takeover(source, record) if record is not None else None
     approvals = _approvals(checkpoint, clock)
     if record is None:
         assert checkpoint is not None
-        return _explain_checkpoint(checkpoint, approvals)
-    if record.depends_on and (
+        explanation = _explain_checkpoint(checkpoint, approvals)
+    elif record.depends_on and (
         record.state == "queued"
         or (record.state == "needs_attention" and record.reason == "dependency_failed")
     ):
-        return _explain_dependencies(record, [d for d in deps if d is not None])
-    return _explain_record(record, checkpoint, approvals, clock, ahead)
+        explanation = _explain_dependencies(record, [d for d in deps if d is not None], steps)
+    else:
+        explanation = _explain_record(record, checkpoint, approvals, clock, ahead, steps, takeover)
+    return replace(explanation, context=steps.context)
 
 
-def _explain_dependencies(record: RuntimeRun, deps: list[RuntimeRun]) -> Explanation:
+def _takeover(store: HistoryStore, record: RuntimeRun) -> str | None:
+    """The ``run_taken_over`` message of the run's current claim, if it was a takeover."""
+    if record.previous_owner is None or not supports(store, EVENTS):
+        return None
+    events = store.read_events(record.run_id)  # type: ignore[attr-defined]
+    if not isinstance(events, list | tuple):
+        return None  # an async store: explain reads synchronously
+    for event in reversed(events):
+        if event.type == RUN_TAKEN_OVER and event.payload.get("fence") == record.fence:
+            return str(event.payload.get("message", ""))
+    return None
+
+
+def _explain_dependencies(
+    record: RuntimeRun, deps: list[RuntimeRun], steps: NextSteps
+) -> Explanation:
     """A graph node waiting for its dependencies (queued, or paused by a failed one)."""
     lines = [f"dependency {d.node_id or d.run_id} ({d.run_id}): {d.state}" for d in deps]
     broken = [d for d in deps if d.state in ("failed", "cancelled")]
@@ -148,7 +186,9 @@ def _explain_dependencies(record: RuntimeRun, deps: list[RuntimeRun]) -> Explana
     else:
         waiting = [d.node_id or d.run_id for d in deps if d.state != "completed"]
         summary = f"Queued in graph {record.graph_id}: waiting for {', '.join(waiting)}."
-    actions = tuple(f"nbdurable runs retry {d.run_id}  (then this node goes on)" for d in broken)
+    actions = tuple(
+        line for d in broken for line in steps.retry(d.run_id, then="then this node goes on")
+    )
     return Explanation(record.run_id, record.state, summary, details=tuple(lines), actions=actions)
 
 
@@ -241,27 +281,27 @@ def _explain_record(
     approvals: tuple[PendingApproval, ...],
     now: int,
     ahead: RuntimeRun | None,
+    steps: NextSteps,
+    takeover: str | None = None,
 ) -> Explanation:
     run_id, state = record.run_id, record.state
     agent = f"agent {record.agent_id!r} version {record.agent_version!r}"
     step = f"step {checkpoint.step_index}" if checkpoint is not None else "no step yet"
     facts = [f"{agent}, session {record.session_id}, {step}, {record.operations} operation(s)"]
+    if takeover:
+        facts.append(takeover)
     if checkpoint is not None and checkpoint.forked_from is not None:
         fork = checkpoint.forked_from
         facts.append(f"forked from {fork.run_id} at step {fork.step_index}")
     if record.error:
         facts.append(f"last error: {record.error}")
-    cli = "nbdurable runs"
     if state == "waiting_approval":
         return Explanation(
             run_id,
             state,
             f"Waiting for {len(approvals)} approval(s) at {step}.",
             details=(*facts, *_approval_lines(approvals)),
-            actions=(
-                "await run.approve(approval_id) / await run.deny(approval_id, reason=...)",
-                f"{cli} approve {run_id} [APPROVAL_ID]   or   {cli} deny {run_id} [APPROVAL_ID]",
-            ),
+            actions=steps.answer_approvals(),
             approvals=approvals,
         )
     if state == "needs_attention":
@@ -270,11 +310,7 @@ def _explain_record(
             state,
             f"Needs a human: {record.reason or 'see the details'}.",
             details=tuple(facts),
-            actions=(
-                "await run.retry()  (runs the interrupted manual tool again)",
-                "await run.deny()  (settles it as an error the model sees)",
-                f"{cli} retry {run_id}",
-            ),
+            actions=steps.interrupted_tool(),
         )
     if state == "retry_wait":
         at = record.next_attempt_at
@@ -284,10 +320,10 @@ def _explain_record(
             state,
             f"The model call failed; attempt {record.model_attempts + 1} starts {when}.",
             details=tuple(facts),
-            actions=("a runtime serving the agent retries it then; await run.cancel() stops it",),
+            actions=steps.retries_by_itself(),
         )
     if state in ("running", "cancelling"):
-        return _explain_owned(record, facts, now)
+        return _explain_owned(record, facts, now, steps)
     if state == "queued":
         behind = f"behind {ahead.run_id} ({ahead.state})" if ahead is not None else "in its session"
         return Explanation(
@@ -303,7 +339,7 @@ def _explain_record(
             "Eligible and waiting for a runtime serving its agent to take it "
             "(a free slot in a notebook's runtime or an `nbdurable worker`).",
             details=tuple(facts),
-            actions=(f"nbdurable worker --store URL --agents module:attr  (serving {agent})",),
+            actions=steps.execute(record),
         )
     if state == "completed":
         reason = checkpoint.finish_reason if checkpoint is not None else None
@@ -318,13 +354,25 @@ def _explain_record(
         state,
         f"{state.capitalize()}: {record.reason or 'no reason recorded'}.",
         details=tuple(facts),
-        actions=(f"await run.retry()  or  {cli} retry {run_id}",) if state == "failed" else (),
+        actions=steps.retry() if state == "failed" else (),
     )
 
 
-def _explain_owned(record: RuntimeRun, facts: list[str], now: int) -> Explanation:
+def _explain_owned(record: RuntimeRun, facts: list[str], now: int, steps: NextSteps) -> Explanation:
     expires = record.lease_expires_at
-    owner = record.lease_owner or "no owner"
+    owner = describe_holder(record.lease_owner)
+    if process_gone(record.lease_owner):
+        return Explanation(
+            record.run_id,
+            record.state,
+            f"Marked {record.state}, but its owner {owner} is gone: its process no longer "
+            "exists on this host.",
+            details=tuple(facts),
+            actions=(
+                "any runtime serving its agent on this host takes it over at once and "
+                "resumes from the last step",
+            ),
+        )
     if expires is not None and expires < now:
         return Explanation(
             record.run_id,
@@ -332,7 +380,10 @@ def _explain_owned(record: RuntimeRun, facts: list[str], now: int) -> Explanatio
             f"Marked {record.state}, but its owner {owner} is gone: the lease expired "
             f"{_duration((now - expires) / 1000)} ago.",
             details=tuple(facts),
-            actions=("any runtime serving its agent claims it and resumes from the last step",),
+            actions=(
+                "any runtime serving its agent claims it and resumes from the last step",
+                *steps.execute(record),
+            ),
         )
     left = f"; lease valid for {_duration((expires - now) / 1000)}" if expires is not None else ""
     return Explanation(

@@ -1,8 +1,9 @@
-"""Plots of a run's history: where each step's time went, and tokens/cost over the run.
+"""Plots of a run: where its time went (spans), and tokens/cost over the run.
 
-Each takes the DataFrame :func:`~nbdurable.inspect.history` returns (or a store
-and a run id) and returns a :class:`matplotlib.figure.Figure`, which a notebook
-shows as the cell's output. matplotlib is imported only when a plot is drawn.
+Each takes a DataFrame (:func:`~nbdurable.inspect.spans`,
+:func:`~nbdurable.inspect.history`) or a store and a run id, and returns a
+:class:`matplotlib.figure.Figure`, which a notebook shows as the cell's output.
+matplotlib is imported only when a plot is drawn.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ def _history(history: Any, run_id: str | None) -> Any:
         return load(history, run_id)
     if not hasattr(history, "columns") or "duration_ms" not in history.columns:
         raise ConfigurationError(
-            "pass the DataFrame nbdurable.inspect.history() returns, or a store and a run id"
+            "pass the DataFrame nbdurable.inspect.spans() or history() returns, "
+            "or a store and a run id"
         )
     return history
 
@@ -40,18 +42,55 @@ def _figure(title: str) -> tuple[Any, Any]:
     return figure, axes
 
 
-def plot_timeline(history: Any | StoreLike, run_id: str | None = None) -> Any:
-    """Stacked bars per step: model time, tool time and the rest of the step (ms).
+def plot_timeline(frame: Any | StoreLike, run_id: str | None = None) -> Any:
+    """Where a run's time went: a Gantt chart of its spans, one row per step.
+
+    Each step's row shows its model calls, tool calls (concurrent calls in
+    thinner lanes side by side) and the waits that delayed it (approval, model
+    retry, attention, queue, takeover gap; hatched); the top row shows the
+    run's legs. Every bar is at least a sliver wide, so a 0 ms call next to an
+    hour-long approval wait stays visible. Given the frame of
+    :func:`~nbdurable.inspect.history` instead, it draws stacked bars per step:
+    model time, tool time and the rest of the step (ms).
 
     Args:
-        history: The DataFrame of :func:`~nbdurable.inspect.history`, or a store
-            (object or URL) when ``run_id`` is given.
-        run_id: Read the history of this run from the store ``history``.
+        frame: The DataFrame of :func:`~nbdurable.inspect.spans` (or of
+            :func:`~nbdurable.inspect.history`), or a store (object or URL)
+            when ``run_id`` is given.
+        run_id: Read this run's spans from the store ``frame`` (its history
+            when the store keeps no event log).
 
     Returns:
         A matplotlib ``Figure``.
     """
-    frame = _history(history, run_id)
+    spans = _spans(frame, run_id)
+    if spans is not None:
+        from ._timeline import draw_spans
+
+        figure, axes = _figure("Where the run's time went")
+        figure.set_size_inches(9, max(2.4, 1.2 + 0.45 * (spans["step_index"].nunique() + 1)))
+        draw_spans(spans, axes)
+        return figure
+    return _step_bars(_history(frame, run_id))
+
+
+def _spans(frame: Any, run_id: str | None) -> Any:
+    """The spans frame to draw, or None to draw the history's step bars."""
+    if run_id is None:
+        has_columns = hasattr(frame, "columns")
+        return frame if has_columns and {"kind", "start", "end"} <= set(frame.columns) else None
+    from ..durable.store import supports
+    from ..events.log import EVENTS
+    from ._source import opened
+    from ._spans import spans
+
+    with opened(frame) as source:
+        if not supports(source, EVENTS):
+            return None
+        return spans(source, run_id)
+
+
+def _step_bars(frame: Any) -> Any:
     steps = [str(step) for step in frame.index]
     model = frame["model_ms"].fillna(0).astype(float).to_numpy()
     tool = frame["tool_ms"].fillna(0).astype(float).to_numpy()

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+from .. import tracing as _tracing
 from .._deps import Deps, new_id
-from .._errors import CheckpointNotFoundError, ConfigurationError, ModelError
+from .._errors import (
+    CheckpointNotFoundError,
+    ConfigurationError,
+    LimitExceededError,
+    ModelError,
+)
 from ..durable.checkpoint import StepStats
 from ..durable.signer import ApprovalSigner
 from ..durable.store import DurableSession, SessionStore, maybe_await, supports
@@ -17,6 +23,7 @@ from ..events.model import CHECKPOINT_SAVED, MODEL_COMPLETED
 from ..events.writer import DEFAULT_FLUSH_INTERVAL, MAX_BUFFERED, EventWriter
 from ..messages import (
     Message,
+    TextPart,
     ToolApprovalRequest,
     ToolApprovalResponse,
     ToolResultPart,
@@ -101,6 +108,8 @@ class Driver:
         self.streaming = streaming
         self.flush_interval = flush_interval
         self.events: EventWriter | None = None
+        # What ctx.ensure_owner() runs in this leg's tools and its sub-agents' (set by the runtime).
+        self.owner_check: Callable[[], None] | None = None
         # What the step in flight did, attached to its checkpoint (StepStats).
         self._step_started: int | None = None
         self._model_ms = 0
@@ -116,18 +125,29 @@ class Driver:
                 retry=store_retry,
             )
 
+    traced: ClassVar[bool] = True
+    """Whether this driver's legs and effects make spans (not in deterministic workflow code)."""
+
+    def _hooks(self) -> _tracing.TracingHooks | None:
+        return _tracing.HOOKS if self.traced else None
+
     async def run(self) -> GenerateTextResult:
         """Run the leg to its result. Model errors and cancellation propagate."""
+        hooks = self._hooks()
+        if hooks is None:
+            return await self._run()
+        with hooks.leg(self) as span:
+            result = await self._run()
+            span.finish(result)
+            return result
+
+    async def _run(self) -> GenerateTextResult:
         machine = AgentMachine(self.options, self.start)
         flow = machine.run()
         events = self.events
         try:
             if events is not None:
-                events.started(
-                    resumed=self.start.next_step_index > 0,
-                    next_step_index=self.start.next_step_index,
-                )
-                await events.flush()  # the run is visible to subscribers from here on
+                await self._leg_started(events)
                 if self.reuse_responses:
                     await self._load_committed_responses()
             effect = next(flow)
@@ -146,6 +166,15 @@ class Driver:
             raise
         finally:
             flow.close()
+
+    async def _leg_started(self, events: EventWriter, *, retried: bool = False) -> None:
+        """Write the leg's ``run_started`` (from here on the run is visible to subscribers)."""
+        events.started(
+            resumed=self.start.next_step_index > 0,
+            next_step_index=self.start.next_step_index,
+            retried=retried,
+        )
+        await events.flush()
 
     async def handle(self, effect: Effect) -> Any:
         """Perform one effect and return what the machine expects back."""
@@ -243,7 +272,10 @@ class Driver:
         try:
             response = await self._model_response(effect, operation_id, attempt_id)
         except BaseException as exc:
-            kind = "model" if isinstance(exc, Exception) else "local"
+            # S003-25: "model" is what the model raised; an interruption, or an
+            # output this side cannot persist (a delta over a limit), is "local".
+            local = not isinstance(exc, Exception) or isinstance(exc, LimitExceededError)
+            kind = "local" if local else "model"
             events.attempt_failed(
                 effect.step_index, operation_id, attempt_id, exc, failure_kind=kind
             )
@@ -254,6 +286,17 @@ class Driver:
         return response
 
     async def _model_response(
+        self, effect: CallModel, operation_id: str | None, attempt_id: str
+    ) -> ModelResponse:
+        hooks = self._hooks()
+        if hooks is None:
+            return await self._model_call(effect, operation_id, attempt_id)
+        with hooks.chat(self, effect) as span:
+            response = await self._model_call(effect, operation_id, attempt_id)
+            span.response(response)
+            return response
+
+    async def _model_call(
         self, effect: CallModel, operation_id: str | None, attempt_id: str
     ) -> ModelResponse:
         model = effect.model
@@ -319,9 +362,37 @@ class Driver:
                 approved=False,
                 reason=f"The approval check failed: {type(exc).__name__}: {exc}",
             )
-        if isinstance(answer, ToolApprovalResponse):
-            return answer
-        return ToolApprovalResponse(approval_id=request.approval_id, approved=bool(answer))
+        if not isinstance(answer, ToolApprovalResponse):
+            answer = ToolApprovalResponse(approval_id=request.approval_id, approved=bool(answer))
+        hooks = self._hooks()
+        if hooks is not None:
+            hooks.approval_asked(request, answer)
+        return answer
+
+    # --- what a trace says about this leg (see nbdurable.tracing) ----------------------
+
+    def trace_agent_name(self) -> str | None:
+        """The agent's name on the leg's ``invoke_agent`` span."""
+        return self.options.agent_path[-1] if self.options.agent_path else None
+
+    def trace_attributes(self) -> dict[str, Any]:
+        """Extra attributes of the leg's span."""
+        return {}
+
+    def trace_model_attributes(self) -> dict[str, Any]:
+        """Extra attributes of a ``chat`` span."""
+        return {}
+
+    def trace_tool_attributes(self, tool_name: str) -> dict[str, Any]:
+        """Extra attributes of an ``execute_tool`` span."""
+        return {}
+
+    def trace_parent(self) -> dict[str, str] | None:
+        """The stored W3C trace context the leg joins (None: the caller's current span)."""
+        return None
+
+    def trace_leg_started(self, traceparent: str) -> None:
+        """The leg's span started (a durable owner stores it for the next leg's link)."""
 
     async def _execute(self, effect: ExecuteTools) -> list[ToolOutcome | None]:
         invocations = effect.invocations
@@ -341,6 +412,15 @@ class Driver:
         return list(await asyncio.gather(*(run_one(inv) for inv in invocations)))
 
     async def _run_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
+        hooks = self._hooks()
+        if hooks is None:
+            return await self._tool_call(invocation, step_index)
+        with hooks.tool(self, invocation, step_index) as span:
+            outcome = await self._tool_call(invocation, step_index)
+            hooks.tool_outcome(span, outcome)
+            return outcome
+
+    async def _tool_call(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
         call = invocation.call
         try:
             if isinstance(invocation.tool, AgentTool):
@@ -351,6 +431,7 @@ class Driver:
                 run_id=self.start.run_id,
                 agent_path=self.options.agent_path,
                 step_index=step_index,
+                owner_check=self.owner_check,
             )
             value = await invocation.tool.invoke(invocation.kwargs, context)
         except Exception as exc:
@@ -383,8 +464,10 @@ class Driver:
             deps=parent.deps,
             agent_path=(*parent.agent_path, agent.name),
             depth=parent.depth + 1,
+            session_run_id=parent.session_run_id or self.start.run_id,
         )
         child, durable = await self._child_driver(agent, options, invocation)
+        child.owner_check = self.owner_check
         result = await child.run()
         if result.status == "suspended":
             if durable:
@@ -512,6 +595,10 @@ def coerce_messages(messages: str | Message | Sequence[Message | str]) -> tuple[
     for message in result:
         if not isinstance(message, Message):
             raise ConfigurationError(f"not a Message: {message!r}")
+        if message.role == "user" and all(
+            isinstance(p, TextPart) and not p.text.strip() for p in message.content
+        ):  # what runtime.submit refuses too: the model would be asked about nothing
+            raise ConfigurationError("a user message (the prompt) must not be blank")
     return result
 
 

@@ -230,6 +230,7 @@ class AgentMachine:
         self.options = options
         self.start = start
         self._responses = {r.approval_id: r for r in options.approval_responses}
+        self._warned_unchecked = False
         self._view_cache: tuple[tuple[Message, ...], tuple[Message, ...]] | None = None
 
     # -- public ----------------------------------------------------------------
@@ -516,17 +517,36 @@ class AgentMachine:
                 approved=False,
                 reason=response.reason or DEFAULT_DENIAL_REASON,
             )
+        if options.approval_signer is None and request.token is not None:
+            self._warn_unchecked(request)
         if options.approval_signer is not None and not token_matches(
             options.approval_signer,
             response.token,
             request,
-            run_id=self.start.run_id,
+            run_id=self._session_run_id,
             max_age_ms=options.approval_max_age_ms,
         ):
             return ToolApprovalResponse(
                 approval_id=request.approval_id, approved=False, reason=TOKEN_DENIAL_REASON
             )
         return ToolApprovalResponse(approval_id=request.approval_id, approved=True)
+
+    def _warn_unchecked(self, request: ToolApprovalRequest) -> None:
+        """S000-62 honours approvals without a signer; say so (once a leg) when they were signed."""
+        if self._warned_unchecked:
+            return
+        self._warned_unchecked = True
+        self.options.deps.logger.warning(
+            "nbdurable: run %s: approving signed requests (first: %s) without approval_signer: "
+            "their tokens are not checked; pass approval_signer= to verify them",
+            self.start.run_id,
+            request.approval_id,
+        )
+
+    @property
+    def _session_run_id(self) -> str | None:
+        """The run id tokens bind: the session's, also inside a sub-agent (S000-52)."""
+        return self.options.session_run_id or self.start.run_id
 
     def _new_request(self, invocation: ToolInvocation) -> ToolApprovalRequest:
         return ToolApprovalRequest(
@@ -542,7 +562,9 @@ class AgentMachine:
         if signer is None:
             return request
         try:
-            token = signer.sign(request, run_id=self.start.run_id if self.start.durable else None)
+            token = signer.sign(
+                request, run_id=self._session_run_id if self.start.durable else None
+            )
         except Exception as exc:  # best-effort: unsigned requests are denied on resume
             self.options.deps.logger.error(
                 "nbdurable: signing approval %s failed: %r", request.approval_id, exc

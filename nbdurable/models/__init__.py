@@ -1,7 +1,8 @@
 """Models: the Model protocol, the offline ScriptedModel, the price table and the adapters.
 
-The provider adapters load on first use (``nbdurable.models.OpenAIChatModel``),
-so that importing this package never imports a provider SDK.
+The provider and framework adapters load on first use
+(``nbdurable.models.OpenAIChatModel``, ``nbdurable.models.PydanticAIModel``), so
+that importing this package never imports a provider SDK or another framework.
 """
 
 import importlib as _importlib
@@ -24,11 +25,15 @@ from .scripted import ScriptedModel, Turn
 
 if _typing.TYPE_CHECKING:
     from .anthropic import AnthropicModel
+    from .langchain import LangChainModel
     from .openai import OpenAIChatModel
+    from .pydantic_ai import PydanticAIModel
 
 _LAZY = {
     "AnthropicModel": "nbdurable.models.anthropic",
+    "LangChainModel": "nbdurable.models.langchain",
     "OpenAIChatModel": "nbdurable.models.openai",
+    "PydanticAIModel": "nbdurable.models.pydantic_ai",
 }
 
 
@@ -44,12 +49,14 @@ __all__ = [
     "PRICES",
     "AnthropicModel",
     "FinishReason",
+    "LangChainModel",
     "Model",
     "ModelRequest",
     "ModelResponse",
     "ModelStreamEvent",
     "OpenAIChatModel",
     "Price",
+    "PydanticAIModel",
     "ResponseEvent",
     "ScriptedModel",
     "StreamingModel",

@@ -7,19 +7,17 @@ Ollama, LM Studio, llama.cpp) that leave optional fields out.
 
 from __future__ import annotations
 
-import base64
-import json
 import uuid
 from typing import Any
 
-from ..messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart, Usage
+from .._openai_chat import parse_arguments, to_openai
+from ..messages import Part, TextPart, ToolCallPart, Usage
 from ._openai_schema import strict_schema
 from .base import FinishReason, ModelRequest
 from .pricing import Price, cost_of
 
 __all__ = [
     "finish_reason",
-    "image_url",
     "new_call_id",
     "parse_arguments",
     "request_messages",
@@ -34,16 +32,6 @@ _FINISH: dict[str, FinishReason] = {
     "length": "length",
     "content_filter": "content_filter",
 }
-
-_MAGIC = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
-
-INVALID_ARGS_KEY = "invalid_json_arguments"
-"""Arguments that are not a JSON object are kept under this key (the tool then rejects them)."""
 
 
 def request_params(request: ModelRequest) -> dict[str, Any]:
@@ -79,84 +67,8 @@ def request_messages(request: ModelRequest) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if request.instructions:
         out.append({"role": "system", "content": request.instructions})
-    for message in request.messages:
-        out.extend(_message(message))
+    out.extend(to_openai(request.messages))
     return out
-
-
-def _message(message: Message) -> list[dict[str, Any]]:
-    if message.role == "tool":
-        return [_tool_result(part) for part in message.tool_results]
-    if message.role == "assistant":
-        return [_assistant(message)]
-    if message.role == "system":
-        return [{"role": "system", "content": message.text}]
-    return [{"role": "user", "content": _user_content(message.content)}]
-
-
-def _assistant(message: Message) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": "assistant", "content": message.text or None}
-    calls = message.tool_calls
-    if calls:
-        out["tool_calls"] = [
-            {
-                "id": call.tool_call_id,
-                "type": "function",
-                "function": {"name": call.tool_name, "arguments": _arguments_text(call.args)},
-            }
-            for call in calls
-        ]
-    elif out["content"] is None:
-        out["content"] = ""
-    return out
-
-
-def _arguments_text(args: dict[str, Any]) -> str:
-    raw = args.get(INVALID_ARGS_KEY)
-    if len(args) == 1 and isinstance(raw, str):
-        return raw  # send back exactly what the model wrote
-    return json.dumps(args, ensure_ascii=False)
-
-
-def _tool_result(part: ToolResultPart) -> dict[str, Any]:
-    result = part.result
-    if isinstance(result, str):
-        text = result
-    else:
-        text = json.dumps(result, ensure_ascii=False, default=str)
-    if part.is_error:
-        text = f"Error: {text}"
-    return {"role": "tool", "tool_call_id": part.tool_call_id, "content": text}
-
-
-def _user_content(parts: tuple[Part, ...]) -> str | list[dict[str, Any]]:
-    if all(isinstance(p, TextPart) for p in parts):
-        return "".join(p.text for p in parts if isinstance(p, TextPart))
-    content: list[dict[str, Any]] = []
-    for part in parts:
-        if isinstance(part, TextPart):
-            content.append({"type": "text", "text": part.text})
-        elif isinstance(part, ImagePart):
-            content.append({"type": "image_url", "image_url": {"url": image_url(part)}})
-    return content
-
-
-def image_url(part: ImagePart) -> str:
-    """A URL image as is; inline bytes as a ``data:`` URL with their media type."""
-    if part.url is not None:
-        return part.url
-    data = part.data or b""
-    media_type = part.media_type or _sniff(data)
-    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
-
-
-def _sniff(data: bytes) -> str:
-    for magic, media_type in _MAGIC:
-        if data.startswith(magic):
-            return media_type
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return "image/png"
 
 
 def finish_reason(reason: str | None, *, has_tool_calls: bool) -> FinishReason:
@@ -183,17 +95,6 @@ def usage_of(usage: Any, price: Price | None) -> Usage:
         cached_input_tokens=None if cached is None else int(cached),
     )
     return counted.model_copy(update={"cost": cost_of(counted, price)})
-
-
-def parse_arguments(text: str) -> dict[str, Any]:
-    """A call's JSON arguments as a dict ("" is no arguments)."""
-    if not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {INVALID_ARGS_KEY: text}
-    return value if isinstance(value, dict) else {INVALID_ARGS_KEY: text}
 
 
 def new_call_id() -> str:

@@ -76,6 +76,9 @@ class AnthropicModel:
         client: The SDK client the calls go through.
     """
 
+    provider = "anthropic"
+    """The provider name, as on this adapter's errors (``ProviderError.provider``)."""
+
     def __init__(
         self,
         model: str,
@@ -106,6 +109,11 @@ class AnthropicModel:
         self.max_tokens = max_tokens
         self.price = price if price is not None else price_for(model)
         self.structured_output: StructuredMode = structured_output
+
+    @property
+    def model_name(self) -> str:
+        """The model's name (the same as ``model_id``)."""
+        return self.model_id
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.model_id!r})"

@@ -67,6 +67,9 @@ class OpenAIChatModel:
             the adapter owns (``model``, ``messages``, ``tools``, ``stream``, ...).
     """
 
+    provider = "openai"
+    """The provider name, as on this adapter's errors (``ProviderError.provider``)."""
+
     def __init__(
         self,
         model: str,
@@ -99,6 +102,11 @@ class OpenAIChatModel:
     def client(self) -> AsyncOpenAI:
         """The SDK client the model calls (retries off)."""
         return self._client
+
+    @property
+    def model_name(self) -> str:
+        """The model's name (the same as ``model_id``)."""
+        return self.model_id
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel({self.model_id!r}, base_url={str(self._client.base_url)!r})"

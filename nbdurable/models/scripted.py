@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, ClassVar, Literal, Union
 
 from pydantic import TypeAdapter
 
@@ -94,6 +94,14 @@ class ScriptedModel:
     model_id: str = "scripted"
     mode: Literal["history", "sequential"] = "history"
     requests: list[ModelRequest] = field(default_factory=list, init=False, repr=False)
+
+    provider: ClassVar[str] = "scripted"
+    """The provider name (an offline script)."""
+
+    @property
+    def model_name(self) -> str:
+        """The model's name (the same as ``model_id``)."""
+        return self.model_id
 
     def __post_init__(self) -> None:
         self.turns = list(self.turns)

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Mapping
 from typing import Any
 
-from .._errors import ConfigurationError, DurableConflictError
+from .._errors import (
+    ApprovalExpiredError,
+    ApprovalNotPendingError,
+    ConfigurationError,
+    DurableConflictError,
+)
 from ..cli.follow import call_text
 from ..messages import ToolApprovalRequest
 from ..runtime.records import UNFINISHED_STATES
-from ..runtime.run import Run
+from ..runtime.run import Run, approval_expired
 from . import _views
 from ._agents import agents_in, register, run_agent
+from ._lease import lease_wait
 from ._now import finish_now
 from ._session import NotebookSession, check_exists, check_run
 
@@ -44,6 +51,15 @@ def _graphs(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any
 
 def _show(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
     check_exists(nb, args.run)
+    record = nb.runtime.runtime_store.rt_get(args.run)
+    if record is not None and record.state in UNFINISHED_STATES:
+        # the view's Approve / Deny must move the run on: after a kernel restart this
+        # kernel serves the run's agent once its cell ran again
+        try:
+            if run_agent(nb.runtime, record, ns) is not None:
+                nb.runtime.wake()
+        except DurableConflictError as exc:
+            print(f"nbdurable: {exc}", file=sys.stderr)
     _views.show(_views.run_view(nb.runtime, args.run))
 
 
@@ -60,7 +76,7 @@ def _history(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> An
 def _explain(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any:
     from .. import inspect
 
-    return inspect.explain(nb.store, args.run)
+    return inspect.explain(nb.store, args.run, context="notebook")
 
 
 def _requests(requests: list[ToolApprovalRequest]) -> str:
@@ -78,6 +94,10 @@ def _pick(run: Run, approval_id: str | None) -> ToolApprovalRequest:
         if request.approval_id == approval_id:
             return request
     if approval_id is not None:
+        decided = run.record().decided.get(approval_id)
+        if decided is not None:  # answered in an earlier round of this run
+            verdict = "approved" if decided.get("approved") else "denied"
+            raise ApprovalNotPendingError(run.run_id, approval_id, verdict=verdict)
         raise ConfigurationError(
             f"run {run.run_id!r} has no approval {approval_id!r}; it waits for: {_requests(open_)}"
         )
@@ -94,9 +114,12 @@ def _goes_on(nb: NotebookSession, run: Run, ns: Namespace) -> None:
     line = f"{run.run_id}: {record.state}"
     if record.state in _EXECUTABLE:
         agent = run_agent(nb.runtime, record, ns)
+        wait = lease_wait(record, nb.runtime.owner_id)
         if agent is not None:
             nb.runtime.wake()
             line += f" (agent {agent.id!r} version {agent.version!r} executes it in this kernel)"
+            if wait is not None:
+                line += f"; {wait.text()}"
         else:
             line += (
                 f"; run the cell defining agent {record.agent_id!r} version "
@@ -113,6 +136,14 @@ def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> No
     if args.deny and args.approval_id is None and run.record().state == "needs_attention":
         finish_now(run.deny(reason=args.reason))
         print(f"settled the interrupted tool call(s) of {run.run_id} as errors")
+    elif args.approval_id is not None and run.record().state != "waiting_approval":
+        # answered already, or the run moved on: the runtime says which verdict won
+        # (ApprovalNotPendingError), or that this very verdict was recorded before
+        if args.deny:
+            finish_now(run.deny(args.approval_id, reason=args.reason))
+        else:
+            finish_now(run.approve(args.approval_id))
+        print(f"{'denied' if args.deny else 'approved'} {args.approval_id} (recorded before)")
     else:
         request = _pick(run, args.approval_id)
         call = call_text(request.tool_name, request.input)
@@ -120,9 +151,30 @@ def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> No
             finish_now(run.deny(request.approval_id, reason=args.reason))
             print(f"denied {call} ({request.approval_id})")
         else:
-            finish_now(run.approve(request.approval_id))
+            _approve_now(run, request, fresh=args.fresh)
             print(f"approved {call} ({request.approval_id})")
     _goes_on(nb, run, ns)
+
+
+def _approve_now(run: Run, request: ToolApprovalRequest, *, fresh: bool) -> None:
+    """Approve with the request's token; ``fresh``: with one signed now (past the max age)."""
+    if fresh:  # pending_approvals() re-signs a token past the maximum age
+        shown = {r.approval_id: r for r in finish_now(run.pending_approvals())}
+        token = shown.get(request.approval_id, request).token
+        finish_now(run.approve(request.approval_id, token=token))
+        return
+    try:
+        finish_now(run.approve(request.approval_id))  # echoes the token the request got
+    except ApprovalExpiredError as exc:
+        call = call_text(request.tool_name, request.input)
+        raise approval_expired(
+            run.run_id,
+            request.approval_id,
+            exc.age_ms or 0,
+            exc.max_age_ms or 0,
+            f"it asks to run {call}; to approve it now: "
+            f"%durable approve {run.run_id} {request.approval_id} --fresh",
+        ) from None
 
 
 def _resume(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
@@ -145,7 +197,8 @@ def _resume(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Non
     if record.state in hints:
         line += f"; {hints[record.state]}"
     elif record.state in _EXECUTABLE:
-        line += "; it goes on in this kernel"
+        wait = lease_wait(record, nb.runtime.owner_id)
+        line += f"; {wait.text()} in this kernel" if wait else "; it goes on in this kernel"
     print(line)
     _views.show(_views.run_view(nb.runtime, run.run_id))
 

@@ -114,6 +114,7 @@ _COMMANDS: list[tuple[str, str, list[tuple[tuple[str, ...], dict[str, Any]]]]] =
             (("approval_id",), {"metavar": "APPROVAL_ID", "nargs": "?"}),
             (("--deny",), {"action": "store_true"}),
             (("--reason",), {"metavar": "R"}),
+            (("--fresh",), {"action": "store_true"}),
         ],
     ),
     ("resume", "let an unfinished run go on in this kernel (after its agent cell ran)", []),

@@ -38,7 +38,9 @@ class Agent:
         stream: Stream the model and persist its deltas (needs a streaming model).
         tool_recovery: Tool name -> ``"safe"`` (re-run after a crash mid-tool),
             ``"idempotent"`` (re-run with the same idempotency key) or
-            ``"manual"`` (park the run in ``needs_attention``). Unlisted tools are manual.
+            ``"manual"`` (park the run in ``needs_attention``). A tool it does not
+            name keeps its own ``Tool.recovery`` (MCP tools get one from their
+            annotations), else it is manual.
         model_retry: Opt-in persisted retry of model errors (a :class:`ModelRetry`
             or its fields as a dict).
         max_steps: Runaway guard of each run.
@@ -81,9 +83,12 @@ class Agent:
         return ModelRetry(**dict(self.model_retry))
 
     def recovery_of(self, tool_name: str) -> ToolRecovery:
-        """The recovery policy of a tool (``manual`` when unlisted)."""
-        policy = self.tool_recovery.get(tool_name, "manual")
-        return policy  # type: ignore[return-value]  # validated by validate()
+        """The recovery policy of a tool: ``tool_recovery``'s, else the tool's own, else manual."""
+        policy = self.tool_recovery.get(tool_name)
+        if policy is None:
+            tool = self.tool_map.get(tool_name)
+            policy = (tool.recovery if tool is not None else None) or "manual"
+        return policy  # type: ignore[return-value]  # validated by validate() and Tool
 
     def validate(self) -> None:
         """Check the definition eagerly.
@@ -144,7 +149,7 @@ class Agent:
             ],
             "instructions": self.instructions,
             "stream": self.stream,
-            "tool_recovery": dict(sorted(self.tool_recovery.items())),
+            "tool_recovery": dict(sorted(self._effective_recovery().items())),
             "model_retry": retry.model_dump() if retry else None,
             "max_steps": self.max_steps,
             "max_tool_concurrency": self.max_tool_concurrency,
@@ -153,6 +158,11 @@ class Agent:
         }
         text = json.dumps(data, sort_keys=True, default=repr)
         return hashlib.sha256(text.encode()).hexdigest()
+
+    def _effective_recovery(self) -> dict[str, str]:
+        """Tools' own recovery policies overridden by ``tool_recovery``."""
+        own = {t.name: t.recovery for t in self.tool_map.values() if t.recovery is not None}
+        return {**own, **self.tool_recovery}
 
 
 class Registry:

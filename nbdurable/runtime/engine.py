@@ -10,22 +10,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._errors import FencedOutError, LimitExceededError
+from .._errors import (
+    FencedOutError,
+    LeaseLostError,
+    LimitExceededError,
+    RunNotFoundError,
+    StoreWriteError,
+)
 from ..durable.store import maybe_await
 from ..durable.transient import StoreUnavailableError, is_transient
+from ..events.log import notify
+from ..events.model import NewEvent
 from ..loop.machine import LegStart, leg_start_from_checkpoint
 from .executor import ModelAttemptFailed, NeedsAttention, RunContext, RunTimedOut, RuntimeDriver
 from .legs import first_messages, leg_options
-from .records import RuntimeRun
+from .owner import lease_holder, process_gone
+from .records import ACTIVE_STATES, RuntimeRun
+from .takeover import takeover_event
 from .tasks import TaskExecution, canonical_json, run_phases
 
 if TYPE_CHECKING:
     from .runtime import DurableRuntime
 
-__all__ = ["EmbeddedEngine", "Engine"]
+__all__ = ["DEAD_OWNER_SCAN_SECONDS", "EmbeddedEngine", "Engine"]
+
+DEAD_OWNER_SCAN_SECONDS = 1.0
+"""How often a runtime looks for running runs whose owner's process is gone on this host."""
 
 
 class Engine(Protocol):
@@ -77,6 +91,7 @@ class EmbeddedEngine:
         self._closed = False
         self._fatal = False
         self._fatal_report: asyncio.Task[None] | None = None
+        self._next_dead_owner_scan = 0.0
 
     @property
     def started(self) -> bool:
@@ -126,17 +141,18 @@ class EmbeddedEngine:
             while not self._closed and not self._fatal:
                 self._wake.clear()
                 runtime = self.runtime
+                self._expire_dead_owners()
                 while len(self._executions) - len(self._task_runs) < runtime.max_concurrent_runs:
                     agents = runtime.registry.keys()
                     record = runtime.runtime_store.rt_claim(
-                        runtime.owner_id, runtime.now(), runtime.lease_ms, agents
+                        self.holder, runtime.now(), runtime.lease_ms, agents
                     )
                     if record is None:
                         break
                     self._start(record)
                 while runtime.tasks and len(self._task_runs) < runtime.max_concurrent_tasks:
                     record = runtime.runtime_store.rt_claim(
-                        runtime.owner_id,
+                        self.holder,
                         runtime.now(),
                         runtime.lease_ms,
                         runtime.task_keys(),
@@ -184,10 +200,57 @@ class EmbeddedEngine:
         except StoreUnavailableError as exc:  # the run stays as it is in the store
             self._stop_fatally(exc)
 
+    @property
+    def holder(self) -> str:
+        """The name this engine's leases are held under: the runtime's owner id and this process."""
+        return lease_holder(self.runtime.owner_id)
+
+    def _expire_dead_owners(self) -> None:
+        """Expire the leases of running runs whose owner's process is gone on this host.
+
+        A restarted kernel or a killed worker leaves its runs ``running`` under a
+        lease nobody renews. When the holder's process provably no longer exists
+        (:func:`~nbdurable.runtime.owner.process_gone`), its lease is ended now
+        (a fenced write, so a run someone claimed meanwhile is left alone) and the
+        next claim takes the run over at once instead of after the lease.
+        """
+        moment = time.monotonic()
+        if moment < self._next_dead_owner_scan:
+            return
+        self._next_dead_owner_scan = moment + DEAD_OWNER_SCAN_SECONDS
+        store = self.runtime.runtime_store
+        try:
+            now = self.runtime.now()
+            for record in store.rt_list(sorted(ACTIVE_STATES)):
+                expires = record.lease_expires_at
+                if expires is None or expires <= now or not process_gone(record.lease_owner):
+                    continue
+                with contextlib.suppress(FencedOutError, RunNotFoundError):
+                    store.rt_update(record.run_id, {"lease_expires_at": now}, fence=record.fence)
+        except Exception as exc:  # only an early takeover is lost: the lease still lapses
+            self.runtime.deps.logger.error("nbdurable: looking for dead owners failed: %r", exc)
+
+    def _taken_over(self, context: _Execution, event: NewEvent | None) -> None:
+        """Append the ``run_taken_over`` event of a takeover claim (fenced)."""
+        if event is None:
+            return
+        run_id = context.record.run_id
+        try:
+            self.runtime.store.append_events(run_id, [event], fence=context.fence)
+        except FencedOutError:
+            raise
+        except Exception as exc:  # the record is the authority; the event is for viewers
+            self.runtime.deps.logger.error(
+                "nbdurable: takeover event of %s failed: %r", run_id, exc
+            )
+        notify(self.runtime.store, run_id)
+
     def _start(self, record: RuntimeRun) -> None:
         agent = self.runtime.registry.get(record.agent_id, record.agent_version)
         assert agent is not None  # claims only take registered agents
-        context = RunContext(runtime=self.runtime, agent=agent, record=record)
+        context = RunContext(
+            runtime=self.runtime, agent=agent, record=record, lease_owner=record.lease_owner
+        )
         self._contexts[record.run_id] = context
         task = asyncio.get_running_loop().create_task(self._guarded(self._execute(context)))
         self._executions[record.run_id] = task
@@ -213,6 +276,7 @@ class EmbeddedEngine:
         It was cancelled while its previous owner ran it (now ``cancelled``), or
         its deadline passed (now ``failed``, ``timeout``).
         """
+        changes: dict[str, Any]
         if record.state == "cancelling":
             changes = {"state": "cancelled", "reason": "cancelled"}
         elif record.deadline_at is not None and self.runtime.now() >= record.deadline_at:
@@ -232,9 +296,11 @@ class EmbeddedEngine:
         self.runtime.state_event(record)
         keeper = asyncio.get_running_loop().create_task(self._keep_lease(execution))
         try:
+            event = takeover_event(record, now=self.runtime.now(), phase=record.phase)
+            self._taken_over(execution, event)
             state = await run_phases(execution)
             self._end(execution, state="completed", result_text=canonical_json(state))
-        except FencedOutError:
+        except (FencedOutError, LeaseLostError):
             pass  # another owner has the task: it decides from here
         except asyncio.CancelledError:
             self._after_cancel(execution)
@@ -262,7 +328,7 @@ class EmbeddedEngine:
         keeper = asyncio.get_running_loop().create_task(self._keep_lease(context))
         try:
             await self._leg(context)
-        except FencedOutError:
+        except (FencedOutError, LeaseLostError):
             pass  # another owner has the run: it decides from here
         except asyncio.CancelledError:
             self._after_cancel(context)
@@ -284,13 +350,15 @@ class EmbeddedEngine:
             keeper.cancel()
 
     def _store_accident(self, context: _Execution, exc: Exception) -> bool:
-        """Whether ``exc`` is a transient store failure (not the run's own error).
+        """Whether ``exc`` is a store failure, not the run's own error.
 
-        Store calls are retried where they are made; one that was not and
-        failed transiently leaves the run as it is in the store: its lease
-        lapses and a claim (this runtime's or another's) runs it again.
+        A transient failure (store calls are retried where they are made; one
+        that was not and failed transiently), or a write the disk refused
+        (:class:`StoreWriteError`: full, read-only), leaves the run as it is in
+        the store: its lease lapses and a claim (this runtime's or another's)
+        runs it again.
         """
-        if not is_transient(exc):
+        if not (is_transient(exc) or isinstance(exc, StoreWriteError)):
             return False
         self.runtime.deps.logger.error(
             "nbdurable: run %s left to be claimed again after a store failure: %r",
@@ -313,6 +381,14 @@ class EmbeddedEngine:
         else:
             messages = await first_messages(self.runtime, record)
             start = LegStart(messages=messages, run_id=record.run_id, durable=True)
+        event = takeover_event(
+            record,
+            now=self.runtime.now(),
+            step_index=start.next_step_index,
+            interrupted=[i for i in context.intents.values() if i.state == "started"],
+            recovery_of=agent.recovery_of,
+        )
+        self._taken_over(context, event)
         options = leg_options(
             agent,
             record,
@@ -333,6 +409,7 @@ class EmbeddedEngine:
             self._end(
                 context,
                 state="completed",
+                finish=driver.events.finish if driver.events is not None else None,
                 result_text=result.text,
                 verdicts={},
                 rerun_tool_calls=[],
@@ -350,8 +427,11 @@ class EmbeddedEngine:
     def _end(self, context: _Execution, **changes: Any) -> None:
         changes.setdefault("lease_owner", None)
         changes.setdefault("lease_expires_at", None)
-        with contextlib.suppress(FencedOutError):  # another owner decides now
-            self.runtime.set_state(context.record.run_id, context.fence, **changes)
+        try:
+            with contextlib.suppress(FencedOutError):  # another owner decides now
+                self.runtime.set_state(context.record.run_id, context.fence, **changes)
+        except StoreWriteError as exc:  # the run stays as stored, to be claimed again
+            self._store_accident(context, exc)
 
     def _after_cancel(self, context: _Execution) -> None:
         reason = context.cancel_reason
@@ -387,7 +467,7 @@ class EmbeddedEngine:
         try:
             return self.runtime.runtime_store.rt_renew(
                 context.record.run_id,
-                self.runtime.owner_id,
+                self.holder,
                 context.fence,
                 self.runtime.now() + self.runtime.lease_ms,
                 lease_ms=self.runtime.lease_ms,

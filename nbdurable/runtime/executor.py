@@ -6,14 +6,17 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._errors import LimitExceededError, ModelError
+from .._errors import FencedOutError, LeaseLostError, LimitExceededError, ModelError
+from ..events.writer import EventWriter
 from ..loop.driver import Driver
 from ..loop.machine import CallModel, SaveCheckpoint, ToolInvocation, ToolOutcome
 from ..messages import ToolResultPart
 from ..models.base import ModelResponse
 from ..parts import TextDeltaPart
+from ..tracing import LEG_KEY
 from .agent import Agent
 from .limits import ModelRetry, payload_bytes
+from .owner import describe_holder, process_gone
 from .records import RuntimeRun, RuntimeStore, ToolIntent
 
 if TYPE_CHECKING:
@@ -48,6 +51,10 @@ class RunContext:
         record: The latest run record this owner wrote or read.
         intents: Tool intents by call id, as of the claim.
         cancel_reason: Set when the owner decides to stop the execution.
+        lease_owner: The lease holder this execution runs under (the embedded
+            engine's claim); None where the engine keeps no lease (Temporal):
+            then ownership is the fencing token alone.
+        lease_lost: Set once this execution learned that another owner has the run.
     """
 
     runtime: DurableRuntime
@@ -55,6 +62,8 @@ class RunContext:
     record: RuntimeRun
     intents: dict[str, ToolIntent] = field(default_factory=dict)
     cancel_reason: str | None = None
+    lease_owner: str | None = None
+    lease_lost: bool = False
 
     @property
     def store(self) -> RuntimeStore:
@@ -71,6 +80,51 @@ class RunContext:
     def fence(self) -> int:
         """The fencing token this owner holds for the run."""
         return self.record.fence
+
+    def ensure_owner(self) -> None:
+        """Confirm against the store that this execution still owns the run.
+
+        Renews the lease (fenced: it succeeds only while the run's fencing token
+        and lease holder are still this execution's), so after it returns the
+        lease has its full length ahead. Safe from any thread: the store call is
+        a short synchronous one, like every write of the runtime.
+
+        Raises:
+            LeaseLostError: Another owner took the run over.
+        """
+        run_id = self.record.run_id
+        if self.lease_lost or self.cancel_reason == "lease_lost":
+            self.lease_lost = True
+            raise LeaseLostError(run_id)
+        if self.lease_owner is None:
+            current = self.store.rt_get(run_id)
+            held = current is not None and current.fence == self.fence
+        else:
+            until = self.runtime.now() + self.runtime.lease_ms
+            held = self.store.rt_renew(run_id, self.lease_owner, self.fence, until)
+            if held:
+                self.record = self.record.model_copy(update={"lease_expires_at": until})
+        if not held:
+            self.lease_lost = True
+            raise LeaseLostError(run_id)
+
+    def keep_lease_fresh(self) -> None:
+        """Before a tool starts: renew the lease when less than half of it is left.
+
+        The lease keeper renews it every third of its length, unless the event
+        loop was blocked (a sync tool, a long computation): then a tool could
+        start under a lease about to lapse. The fenced intent write just before
+        confirmed the ownership itself.
+
+        Raises:
+            LeaseLostError: Another owner took the run over.
+        """
+        if self.lease_owner is None:
+            return  # no lease (Temporal): the fencing token is the ownership
+        expires = self.record.lease_expires_at  # as of the last fenced write
+        if expires is not None and expires - self.runtime.now() >= self.runtime.lease_ms // 2:
+            return
+        self.ensure_owner()
 
     def update(self, **changes: Any) -> RuntimeRun:
         """A fenced write of the run record."""
@@ -102,9 +156,67 @@ class RuntimeDriver(Driver):
         kwargs.setdefault("store_retry", getattr(context.runtime, "store_retry", None))
         super().__init__(*args, **kwargs)
         self.context = context
+        self.owner_check = context.ensure_owner
         if self.events is not None:
             self.events.fence = context.fence
             self.events.strict = True  # a store gone past the retry budget stops the engine
+            # The owner writes the run's terminal event after its final state.
+            self.events.defer_terminal = True
+
+    async def _leg_started(self, events: EventWriter, *, retried: bool = False) -> None:
+        """The leg's start; the first leg after ``retry()`` says so (then the mark is cleared)."""
+        retried = retried or self.context.record.retried
+        await super()._leg_started(events, retried=retried)
+        if retried:
+            self.context.update(retried=False)
+
+    def trace_agent_name(self) -> str | None:
+        """A run's leg is named after its agent; a sub-agent's after its own name."""
+        if self.options.agent_path:
+            return super().trace_agent_name()
+        return self.context.agent.id
+
+    def trace_attributes(self) -> dict[str, Any]:
+        """The run record's identity: session, agent version, fence."""
+        record = self.context.record
+        return {
+            "gen_ai.conversation.id": record.session_id,
+            "gen_ai.agent.version": record.agent_version,
+            "nbdurable.fence": record.fence,
+            "nbdurable.retried": record.retried,
+        }
+
+    def trace_model_attributes(self) -> dict[str, Any]:
+        """The attempt of this model operation (1 for the first) and the retry budget."""
+        record = self.context.record
+        policy = self.context.retry_policy
+        attributes: dict[str, Any] = {"nbdurable.attempt": max(record.model_attempts, 1)}
+        if policy is not None:
+            attributes["nbdurable.retry.max_attempts"] = policy.max_attempts
+        return attributes
+
+    def trace_tool_attributes(self, tool_name: str) -> dict[str, Any]:
+        """The tool's recovery policy after a crash."""
+        return {"nbdurable.tool.recovery": self.context.agent.recovery_of(tool_name)}
+
+    def trace_parent(self) -> dict[str, str] | None:
+        """The trace context stored with the run (the submitter's, or the first leg's)."""
+        return None if self.options.agent_path else self.context.record.trace_context
+
+    def trace_leg_started(self, traceparent: str) -> None:
+        """Store the leg's span: the run's trace if it had none, and the next leg's link."""
+        if self.options.agent_path:
+            return
+        stored = dict(self.context.record.trace_context or {"traceparent": traceparent})
+        stored[LEG_KEY] = traceparent
+        try:
+            self.context.update(trace_context=stored)
+        except Exception as exc:  # a trace is never worth a run: the leg goes on untracked
+            self.options.deps.logger.warning(
+                "nbdurable: storing the trace context of %s failed: %r",
+                self.context.record.run_id,
+                exc,
+            )
 
     async def _save(self, effect: SaveCheckpoint) -> None:
         context = self.context
@@ -162,10 +274,7 @@ class RuntimeDriver(Driver):
                 remaining = [c for c in context.record.rerun_tool_calls if c != call.tool_call_id]
                 context.update(rerun_tool_calls=remaining)
             if policy == "manual" and not rerun:
-                raise NeedsAttention(
-                    f"tool {call.tool_name!r} (call {call.tool_call_id}) was interrupted and "
-                    "its recovery is manual: retry() runs it again, deny() settles it"
-                )
+                raise NeedsAttention(interrupted_reason(call.tool_name, call.tool_call_id, context))
         context.count_operation()
         intent = ToolIntent(
             run_id=context.record.run_id,
@@ -174,12 +283,45 @@ class RuntimeDriver(Driver):
             step_index=step_index,
             state="started",
         )
+        # Right before the tool starts: the intent write is fenced (refused once
+        # another owner took the run over), and the lease has half its length ahead.
         context.store.rt_intent(intent, fence=context.fence)
+        try:
+            context.keep_lease_fresh()
+        except LeaseLostError as exc:
+            raise FencedOutError(str(exc)) from exc
         outcome = await super()._run_tool(invocation, step_index)
+        if context.lease_lost:
+            # The tool (or a sub-agent's) learned from ensure_owner() that another
+            # owner has the run: its outcome is void and this execution stops.
+            raise FencedOutError(f"run {context.record.run_id!r} is owned by another runtime now")
         if outcome.result is not None:
+            # Fenced: refused in the write's own transaction when another owner
+            # took the run over meanwhile, so a stale result is never recorded.
             done = intent.model_copy(
                 update={"state": "completed", "result": outcome.result.model_dump(mode="json")}
             )
             context.store.rt_intent(done, fence=context.fence)
             context.intents[call.tool_call_id] = done
         return outcome
+
+
+def interrupted_reason(tool_name: str, tool_call_id: str, context: RunContext) -> str:
+    """Why an interrupted ``manual`` call waits for a human, and whether it may run twice.
+
+    When this owner took the run over from one whose lease lapsed while its
+    process may still be alive (paused, cut off, or on another host), that owner
+    may still be executing the call: retrying may run the tool twice.
+    """
+    reason = (
+        f"tool {tool_name!r} (call {tool_call_id}) was interrupted and its recovery is "
+        "manual: retry() runs it again, deny() settles it"
+    )
+    previous = context.record.previous_owner
+    if previous is None or process_gone(previous):
+        return reason
+    return (
+        f"{reason}; its previous owner {describe_holder(previous)} lost its lease mid-call "
+        "and may still have been executing it, so the tool may have run twice: check its "
+        "effect before retry()"
+    )

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._errors import ConfigurationError
+from .._text import valid_text
 from ..messages import ApprovalRequestPart, ImagePart, Message, TextPart, ToolCallPart
 
 __all__ = ["Prompt", "canonical_prompt", "prompt_message", "validate_prompt"]
@@ -20,6 +21,7 @@ def validate_prompt(prompt: Any) -> Prompt:
 
     Accepted: a string that is not blank, or a user :class:`Message` with at least
     one part, where media-only messages are fine. A dict is read as a message.
+    Lone surrogates in a string become U+FFFD, as in every message.
 
     Raises:
         ConfigurationError: A blank string, an empty message, a role other than
@@ -28,7 +30,7 @@ def validate_prompt(prompt: Any) -> Prompt:
     if isinstance(prompt, str):
         if not prompt.strip():
             raise ConfigurationError("the prompt must not be blank")
-        return prompt
+        return valid_text(prompt)
     if isinstance(prompt, dict):
         try:
             prompt = Message.model_validate(prompt)

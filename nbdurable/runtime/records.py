@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-from .._errors import FencedOutError
+from .._errors import ApprovalNotPendingError, FencedOutError
+from .._text import valid_data
 from ..durable.store import RUNTIME
 from ..messages import Message, ToolApprovalResponse
 from .prompts import Prompt
@@ -26,7 +28,9 @@ __all__ = [
     "ToolIntent",
     "claim",
     "claimable",
+    "decide",
     "next_state",
+    "verdict_entry",
     "after_finish",
     "settle_graph",
 ]
@@ -110,6 +114,15 @@ class RuntimeRun(BaseModel):
         waiting_reason: What the run waits for outside itself, in one line
             (a runtime with a matching definition, a worker serving its
             version, ...); None when it waits for nothing external.
+        decided: Every verdict recorded on the run, by approval id, kept after
+            the leg that applied it: ``approved``, ``reason``, ``token_sha256``
+            (of the approving token), ``at`` (epoch ms). One verdict per
+            approval: see :func:`decide`.
+        retried: ``retry()`` let the failed or needs_attention run go on: its
+            next leg's ``run_started`` event says ``retried: true`` (cleared then).
+        previous_owner: The lease holder the current owner took the run over
+            from (its lease lapsed, or its process was gone); None when the
+            current claim took a released run.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -148,6 +161,11 @@ class RuntimeRun(BaseModel):
     phase: int = 0
     fingerprint: str | None = None
     waiting_reason: str | None = None
+    decided: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    retried: bool = False
+    previous_owner: str | None = None
+    trace_context: dict[str, str] | None = None
+    """W3C trace context the run's legs join (``traceparent``; see nbdurable.tracing)."""
 
     @property
     def prompt_value(self) -> Prompt:
@@ -163,6 +181,12 @@ class RuntimeRun(BaseModel):
     def approval_responses(self) -> list[ToolApprovalResponse]:
         """The collected verdicts as responses for the next leg."""
         return [ToolApprovalResponse.model_validate(v) for v in self.verdicts.values()]
+
+    @model_serializer(mode="wrap")
+    def _valid_text(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Updates (model_copy) skip validation: errors and reasons quoting an
+        # exception may hold lone surrogates, so the stored form gets U+FFFD.
+        return valid_data(handler(self))
 
 
 def next_state(session_busy: bool) -> RunState:
@@ -198,6 +222,7 @@ def claim(run: RuntimeRun, owner: str, now: int, lease_ms: int) -> RuntimeRun:
             "fence": run.fence + 1,
             "next_attempt_at": None,
             "updated_at": now,
+            "previous_owner": run.lease_owner if run.state in ACTIVE_STATES else None,
         }
     )
 
@@ -413,3 +438,83 @@ class RuntimeStore(Protocol):
     def rt_journaled(self, run_id: str, step_index: int) -> str | None:
         """The journaled model response of a step, if any."""
         ...
+
+    def rt_verdict(
+        self,
+        run_id: str,
+        approval_id: str,
+        response: dict[str, Any],
+        pending_ids: Sequence[str],
+        *,
+        now: int,
+    ) -> tuple[RuntimeRun, bool]:
+        """Record one verdict, conditionally, in one transaction (see :func:`decide`).
+
+        ``response`` is the :class:`~nbdurable.messages.ToolApprovalResponse`'s
+        JSON; ``pending_ids`` the approvals the run's checkpoint waits for.
+        Returns ``(run, True)`` when the verdict was recorded, ``(run, False)``
+        when that same verdict was recorded before (a retry: nothing changes).
+
+        Raises:
+            ApprovalNotPendingError: Another verdict won, or the run no longer waits.
+            RunNotFoundError: No such run.
+        """
+        ...
+
+
+def verdict_entry(response: dict[str, Any], now: int) -> dict[str, Any]:
+    """What :attr:`RuntimeRun.decided` keeps of a verdict (the token only as a digest)."""
+    token = response.get("token")
+    return {
+        "approved": bool(response.get("approved")),
+        "reason": response.get("reason"),
+        "token_sha256": hashlib.sha256(token.encode()).hexdigest() if token else None,
+        "at": now,
+    }
+
+
+def decide(
+    run: RuntimeRun,
+    approval_id: str,
+    response: dict[str, Any],
+    pending_ids: Sequence[str],
+    now: int,
+) -> RuntimeRun | None:
+    """``run`` with one more verdict, or None when that same verdict is recorded already.
+
+    A pure function; stores call it inside the transaction that writes its
+    result, so of two verdicts on one approval, from any processes, exactly one
+    is recorded. It applies only while the run is ``waiting_approval`` on
+    ``approval_id`` and no verdict on it was recorded. The same verdict again
+    (approved both times with the same token, or denied both times) is a
+    repeat, not a conflict: the caller reports the original success. The run
+    becomes ``pending`` once every approval in ``pending_ids`` has a verdict.
+
+    Raises:
+        ApprovalNotPendingError: Another verdict was recorded (``verdict`` names
+            it), or the run does not wait for the approval (``state``).
+    """
+    entry = verdict_entry(response, now)
+    earlier = run.decided.get(approval_id)
+    if earlier is None and approval_id in run.verdicts:  # recorded before ``decided`` existed
+        earlier = verdict_entry(run.verdicts[approval_id], run.updated_at)
+    if earlier is not None:
+        same = earlier.get("approved") == entry["approved"] and (
+            not entry["approved"] or earlier.get("token_sha256") == entry["token_sha256"]
+        )
+        if same:
+            return None
+        winner = "approved" if earlier.get("approved") else "denied"
+        raise ApprovalNotPendingError(run.run_id, approval_id, verdict=winner, state=run.state)
+    if run.state != "waiting_approval" or approval_id not in pending_ids:
+        raise ApprovalNotPendingError(run.run_id, approval_id, state=run.state)
+    verdicts = {**run.verdicts, approval_id: response}
+    answered = all(pending in verdicts for pending in pending_ids)
+    return run.model_copy(
+        update={
+            "state": "pending" if answered else "waiting_approval",
+            "verdicts": verdicts,
+            "decided": {**run.decided, approval_id: entry},
+            "updated_at": now,
+        }
+    )

@@ -8,12 +8,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_args
 
 from .._errors import (
+    ApprovalExpiredError,
+    ApprovalNotPendingError,
     ConfigurationError,
     NbdurableError,
     OutputValidationError,
     RunEndedError,
     RunNotFoundError,
 )
+from ..durable.signer import expired_age, resign_if_expired
 from ..durable.store import maybe_await
 from ..events.model import Event
 from ..events.subscribe import subscribe, wait_for_run
@@ -25,7 +28,31 @@ from .waiting import Deadline, wanted_states
 if TYPE_CHECKING:
     from .runtime import DurableRuntime
 
-__all__ = ["Run", "RunFailedError", "RunResult"]
+__all__ = ["Run", "RunFailedError", "RunResult", "approval_expired"]
+
+
+def _duration(ms: int) -> str:
+    seconds = max(0, ms // 1000)
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if seconds >= size:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def approval_expired(
+    run_id: str, approval_id: str, age_ms: int, max_age_ms: int, advice: str
+) -> ApprovalExpiredError:
+    """The error for a verdict whose token is too old (nothing was recorded)."""
+    return ApprovalExpiredError(
+        approval_id,
+        age_ms=age_ms,
+        max_age_ms=max_age_ms,
+        message=(
+            f"the token of approval {approval_id!r} of run {run_id!r} expired "
+            f"({_duration(age_ms)} old, the maximum is {_duration(max_age_ms)}): nothing was "
+            f"recorded and the request still waits; {advice}"
+        ),
+    )
 
 
 class RunFailedError(NbdurableError):
@@ -159,31 +186,58 @@ class Run:
         )
 
     async def pending_approvals(self) -> tuple[ToolApprovalRequest, ...]:
-        """The approvals the run waits for (signed requests, tokens included)."""
-        if self.record().state != "waiting_approval":
-            return ()
-        checkpoint = await maybe_await(self.runtime.store.load(self.run_id))
-        return checkpoint.pending_approvals if checkpoint is not None else ()
+        """The approvals the run waits for (signed requests, tokens included).
+
+        A request whose token is past the runtime's ``approval_max_age_ms`` comes
+        with a fresh token (same request, same run binding, issued now): this
+        process holds the secret, so a run parked longer than the maximum age is
+        still decidable, and only by a token younger than it.
+        """
+        requests = await self._stored_approvals()
+        max_age = self.runtime.approval_max_age_ms
+        if max_age is None or not requests:
+            return requests
+        signer = self.runtime.signer
+        return tuple(resign_if_expired(signer, request, max_age) for request in requests)
 
     async def approve(self, approval_id: str | None = None, *, token: str | None = None) -> None:
         """Approve a pending call (the only one when ``approval_id`` is None).
 
         The request's signed token is echoed by default; the token is verified
-        before the approved tool runs, so a forged or stale one is a denial.
+        before the approved tool runs, so a forged one is a denial.
+
+        Raises:
+            ApprovalNotPendingError: Another verdict on the approval won (its
+                ``verdict`` names it), or the run no longer waits for it.
+            ApprovalExpiredError: The token is older than the runtime's
+                ``approval_max_age_ms``; the request still waits:
+                :meth:`pending_approvals` gives it again with a fresh token.
+            ConfigurationError: The run has no such approval, or several are
+                pending and none is named.
         """
-        await self._verdict(approval_id, approved=True, token=token, reason=None)
+        await self._verdict(
+            approval_id,
+            approved=True,
+            token=token,
+            reason=None,
+            max_age_ms=self.runtime.approval_max_age_ms,
+        )
 
     async def deny(self, approval_id: str | None = None, *, reason: str | None = None) -> None:
         """Deny a pending call; the model sees an is_error result with ``reason``.
 
         For a run in ``needs_attention`` because a ``manual`` tool was
         interrupted, ``deny()`` settles that call as an is_error result instead.
+
+        Raises:
+            ApprovalNotPendingError: Another verdict on the approval won, or the
+                run no longer waits for it.
         """
         record = self.record()
         if record.state == "needs_attention":
             await self._settle_interrupted(record, reason or "Denied after an interruption.")
             return
-        await self._verdict(approval_id, approved=False, token=None, reason=reason)
+        await self._verdict(approval_id, approved=False, token=None, reason=reason, max_age_ms=None)
 
     async def cancel(self) -> None:
         """Cancel the run: at once when it is not executing, else once its callbacks settle."""
@@ -202,7 +256,9 @@ class Run:
 
         The model gets a fresh attempt budget, and an interrupted ``manual``
         tool runs again. A graph node whose dependencies have not all completed
-        goes back to ``queued`` and starts once they have.
+        goes back to ``queued`` and starts once they have. The new leg's
+        ``run_started`` event says ``retried: true``; it follows the failed
+        run's terminal ``run_error`` in the log.
 
         Raises:
             ConfigurationError: The run is neither failed nor in needs_attention.
@@ -222,6 +278,7 @@ class Run:
             model_attempts=0,
             next_attempt_at=None,
             rerun_tool_calls=started,
+            retried=True,
         )
         if not ready and self._dependencies_completed(record):
             # the last dependency completed meanwhile (the store settled the graph
@@ -243,38 +300,72 @@ class Run:
             i for i in self.runtime.runtime_store.rt_intents(self.run_id) if i.state == "started"
         ]
 
+    async def _stored_approvals(self) -> tuple[ToolApprovalRequest, ...]:
+        """The pending requests as the checkpoint holds them (tokens as signed then)."""
+        if self.record().state != "waiting_approval":
+            return ()
+        checkpoint = await maybe_await(self.runtime.store.load(self.run_id))
+        return checkpoint.pending_approvals if checkpoint is not None else ()
+
     async def _verdict(
-        self, approval_id: str | None, *, approved: bool, token: str | None, reason: str | None
+        self,
+        approval_id: str | None,
+        *,
+        approved: bool,
+        token: str | None,
+        reason: str | None,
+        max_age_ms: int | None,
     ) -> None:
-        record = self.record()
-        pending = await self.pending_approvals()
-        if record.state != "waiting_approval" or not pending:
-            raise ConfigurationError(f"run {self.run_id!r} waits for no approval")
-        open_ = [r for r in pending if r.approval_id not in record.verdicts]
+        """Record one verdict through the store's conditional write (one verdict wins)."""
+        pending = await self._stored_approvals()
+        record = self.record()  # read after: a verdict that emptied ``pending`` shows here
         if approval_id is None:
+            open_ = [r for r in pending if r.approval_id not in record.verdicts]
             if len(open_) != 1:
+                if not open_ and record.decided:  # answered meanwhile, or before
+                    latest = max(record.decided, key=lambda a: record.decided[a].get("at", 0))
+                    verdict = "approved" if record.decided[latest].get("approved") else "denied"
+                    raise ApprovalNotPendingError(
+                        self.run_id, latest, verdict=verdict, state=record.state
+                    )
+                if not pending:
+                    raise ConfigurationError(f"run {self.run_id!r} waits for no approval")
                 raise ConfigurationError(
                     f"run {self.run_id!r} waits for {len(open_)} approvals; name one"
                 )
-            request = open_[0]
-        else:
-            matches = [r for r in pending if r.approval_id == approval_id]
-            if not matches:
-                raise ConfigurationError(f"run {self.run_id!r} has no approval {approval_id!r}")
-            request = matches[0]
+            approval_id = open_[0].approval_id
+        request = next((r for r in pending if r.approval_id == approval_id), None)
+        known = approval_id in record.decided or approval_id in record.verdicts
+        if request is None and not known and record.state == "waiting_approval":
+            raise ConfigurationError(f"run {self.run_id!r} has no approval {approval_id!r}")
+        if approved and token is None and request is not None:
+            token = request.token  # echoed: it pins this call and this run
+        if approved and request is not None and not known:
+            age = expired_age(self.runtime.signer, token, max_age_ms)
+            if age is not None and max_age_ms is not None:
+                raise approval_expired(
+                    self.run_id,
+                    approval_id,
+                    age,
+                    max_age_ms,
+                    "pending_approvals() gives the request again with a fresh token",
+                )
         response = ToolApprovalResponse(
-            approval_id=request.approval_id,
+            approval_id=approval_id,
             approved=approved,
             reason=reason,
-            token=(token if token is not None else request.token) if approved else None,
+            token=token if approved else None,
         )
-        verdicts = {**record.verdicts, request.approval_id: response.model_dump(mode="json")}
-        answered = all(r.approval_id in verdicts for r in pending)
-        self.runtime.set_state(
+        stored, recorded = self.runtime.runtime_store.rt_verdict(
             self.run_id,
-            state="pending" if answered else "waiting_approval",
-            verdicts=verdicts,
+            approval_id,
+            response.model_dump(mode="json"),
+            [r.approval_id for r in pending],
+            now=self.runtime.now(),
         )
+        if recorded:
+            self.runtime.state_event(stored)
+            self.runtime.wake()
 
     async def _settle_interrupted(self, record: RuntimeRun, reason: str) -> None:
         from ..messages import ToolResultPart

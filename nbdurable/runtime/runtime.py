@@ -9,28 +9,35 @@ from .._deps import Deps, new_id
 from .._errors import (
     ConfigurationError,
     DurableConflictError,
+    FencedOutError,
     LimitExceededError,
     RunNotFoundError,
 )
+from .._resources import ResourceScope
+from .._text import valid_text
 from ..durable.signer import ApprovalSigner, store_signer
 from ..durable.store import supports
 from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry
 from ..events.log import notify
-from ..events.model import RUN_STATE, NewEvent
+from ..events.model import RUN_ERROR, RUN_FINISHED, RUN_STATE, NewEvent
 from ..messages import Message
+from ..tracing import current_trace_context
 from .agent import Agent, Registry
 from .engine import EmbeddedEngine, Engine
 from .graphs import Graph, validate_graph
 from .limits import Limits, check_concurrency, payload_bytes
 from .prompts import Prompt, canonical_prompt, validate_prompt
-from .records import RUNTIME, UNFINISHED_STATES, RuntimeRun, RuntimeStore
-from .run import Run
+from .records import RUNTIME, TERMINAL_STATES, UNFINISHED_STATES, RuntimeRun, RuntimeStore
+from .run import Run, RunFailedError
 from .store_retry import RetryingRuntimeStore
 from .tasks import TaskDefinition, TaskRun, canonical_json, task_table
 
-__all__ = ["DurableRuntime"]
+__all__ = ["DurableRuntime", "terminal_event"]
 
 FatalHandler = Callable[[BaseException], Any]
+
+APPROVAL_MAX_AGE_MS = 7 * 24 * 3600 * 1000
+"""The default maximum age of an approval token a verdict may carry: 7 days."""
 
 
 class DurableRuntime:
@@ -54,7 +61,14 @@ class DurableRuntime:
     Attributes:
         store: The store (a bundled store with the ``runtime`` capability).
         limits: The runtime's limits.
-        owner_id: This runtime's identity in leases.
+        owner_id: This runtime's name in leases (held as
+            ``f"{owner_id}@{host}:{pid}#{boot id}/{pid namespace}/{start time}"``,
+            see :mod:`nbdurable.runtime.owner`).
+        approval_max_age_ms: Approval tokens this old or older are refused when
+            a verdict comes in (``Run.approve``, a widget card, ``%durable
+            approve``, the CLI, the HTTP bridge): the request stays pending and
+            :meth:`Run.pending_approvals` shows it again with a fresh token.
+            Default 7 days; None: no limit.
     """
 
     def __init__(
@@ -75,6 +89,7 @@ class DurableRuntime:
         owner_id: str | None = None,
         engine: Engine | None = None,
         store_retry_ms: int = DEFAULT_STORE_RETRY_MS,
+        approval_max_age_ms: int | None = APPROVAL_MAX_AGE_MS,
     ) -> None:
         if store is None or not supports(store, RUNTIME):
             raise ConfigurationError(
@@ -111,9 +126,21 @@ class DurableRuntime:
         self.runtime_store = cast(RuntimeStore, RetryingRuntimeStore(store, self.store_retry))
         self.owner_id = owner_id or f"runtime-{new_id()[:12]}"
         self._signer = approval_signer
+        if approval_max_age_ms is not None and (
+            isinstance(approval_max_age_ms, bool)
+            or not isinstance(approval_max_age_ms, int)
+            or approval_max_age_ms <= 0
+        ):
+            raise ConfigurationError(
+                "approval_max_age_ms must be a positive integer or None, "
+                f"not {approval_max_age_ms!r}"
+            )
+        self.approval_max_age_ms = approval_max_age_ms
         self.registry = Registry()
         self.registry.register(agents)
         self.engine: Engine = engine if engine is not None else EmbeddedEngine()
+        # Connections its tools open lazily (MCP sessions): one per server, closed by close().
+        self.resources = ResourceScope()
         self._started = False
 
     # -- lifecycle -----------------------------------------------------------------
@@ -126,13 +153,15 @@ class DurableRuntime:
         options and registrations raise here.
         """
         runtime = cls(**options)
-        runtime.engine.start(runtime)
+        with runtime.resources.active():  # the engine's tasks inherit the scope
+            runtime.engine.start(runtime)
         runtime._started = True
         return runtime
 
     async def __aenter__(self) -> DurableRuntime:
         if not self._started:
-            self.engine.start(self)
+            with self.resources.active():
+                self.engine.start(self)
             self._started = True
         return self
 
@@ -147,6 +176,7 @@ class DurableRuntime:
         """
         if self._started:
             await self.engine.close()
+        await self.resources.aclose()
 
     def now(self) -> int:
         """The runtime clock, epoch ms."""
@@ -258,6 +288,9 @@ class DurableRuntime:
         )
         if _owner_run_id is not None:
             record = record.model_copy(update={"owner_run_id": _owner_run_id})
+        trace_context = current_trace_context()  # the caller's span becomes the run's parent
+        if trace_context is not None:
+            record = record.model_copy(update={"trace_context": trace_context})
         stored, created = self.runtime_store.rt_insert(
             record, enqueue=enqueue, max_pending=self.limits.max_pending_runs
         )
@@ -297,8 +330,9 @@ class DurableRuntime:
             run_id=new_run_id,
             agent_id=agent.id,
             agent_version=str(agent.version),
-            session_id=session_id or f"session-{new_run_id}",
-            request_id=request_id,
+            # ids follow the prompt's lone-surrogate policy (a resubmission maps alike)
+            session_id=_valid_id(session_id) or f"session-{new_run_id}",
+            request_id=_valid_id(request_id),
             prompt=text,
             state="pending",
             created_at=now,
@@ -507,30 +541,74 @@ class DurableRuntime:
         """Pick up recovered work now (restored registrations make it eligible)."""
         self.engine.wake()
 
-    def state_event(self, record: RuntimeRun) -> None:
-        """Append a ``run_state`` event for the record's current state."""
-        event = NewEvent(
-            type=RUN_STATE,
-            created_at=self.now(),
-            payload={
-                "state": record.state,
-                "reason": record.reason,
-                "next_attempt_at": record.next_attempt_at,
-            },
-        )
+    def state_event(
+        self,
+        record: RuntimeRun,
+        *,
+        finish: dict[str, Any] | None = None,
+        fence: int | None = None,
+    ) -> None:
+        """Append a ``run_state`` event for the record's current state.
+
+        A final state is followed, in the same append, by the run's terminal
+        event (:func:`terminal_event`), so the terminal event is the last one
+        the run writes while it is final (seed 004, S004-19).
+
+        Args:
+            record: The run as it is (or is about to be) stored.
+            finish: The ``run_finished`` payload of the leg that completed it.
+            fence: The owner's fencing token: the append is refused
+                (:class:`~nbdurable.FencedOutError`) once another owner holds the run.
+        """
+        payload: dict[str, Any] = {
+            "state": record.state,
+            "reason": record.reason,
+            "next_attempt_at": record.next_attempt_at,
+        }
+        if record.retried:
+            payload["retried"] = True
+        events = [NewEvent(type=RUN_STATE, created_at=self.now(), payload=payload)]
+        if record.finished:
+            events.append(terminal_event(record, self.now(), finish))
+        fenced: dict[str, int] = {} if fence is None else {"fence": fence}
         try:
             self.store_retry.call(
-                "write an event", self.store.append_events, record.run_id, [event]
+                "write an event", self.store.append_events, record.run_id, events, **fenced
             )
+        except FencedOutError:
+            raise
         except Exception as exc:  # the record is the authority; the event is for viewers
             self.deps.logger.error("nbdurable: state event of %s failed: %r", record.run_id, exc)
         notify(self.store, record.run_id)
 
-    def set_state(self, run_id: str, fence: int | None = None, **changes: Any) -> RuntimeRun:
-        """Write a run-state change (and its event)."""
+    def set_state(
+        self,
+        run_id: str,
+        fence: int | None = None,
+        *,
+        finish: dict[str, Any] | None = None,
+        **changes: Any,
+    ) -> RuntimeRun:
+        """Write a run-state change (and its event).
+
+        A change to a final state writes its events first (fenced by ``fence``)
+        and then the record: a crash in between leaves a run that is executed
+        again, never a finished run whose log lacks its terminal event.
+        ``finish`` is the ``run_finished`` payload of the leg that completed the run.
+        """
         changes.setdefault("updated_at", self.now())
+        final = changes.get("state") in TERMINAL_STATES
+        if final:
+            changes.setdefault("retried", False)  # a retry that ended before its leg began
+            current = self.runtime_store.rt_get(run_id)
+            if current is None:
+                raise RunNotFoundError(run_id)
+            self.state_event(current.model_copy(update=changes), finish=finish, fence=fence)
         record = self.runtime_store.rt_update(run_id, changes, fence=fence)
-        self.state_event(record)
+        if final:
+            notify(self.store, run_id)  # waiters woken by the events now see the record too
+        else:
+            self.state_event(record)
         if record.finished and "state" in changes:  # the store promoted the session's next run
             waiting = self.runtime_store.rt_session(record.session_id, sorted(UNFINISHED_STATES))
             if waiting and waiting[0].state == "pending":
@@ -560,3 +638,33 @@ class DurableRuntime:
     def wake(self) -> None:
         """Make the engine look for work now."""
         self.engine.wake()
+
+
+def _valid_id(value: Any) -> Any:
+    return valid_text(value) if isinstance(value, str) else value
+
+
+def terminal_event(record: RuntimeRun, now: int, finish: dict[str, Any] | None = None) -> NewEvent:
+    """The terminal event of a finished run (seed 004's RUN_FINISHED / RUN_ERROR).
+
+    ``run_finished`` for a completed run (the completing leg's finish payload,
+    when there was a leg); ``run_error`` for a failed or cancelled one, with the
+    error :meth:`Run.result` raises. Both carry ``state``; ``run_error`` also
+    ``reason`` and the run's last ``error``.
+    """
+    if record.state == "completed":
+        return NewEvent(
+            type=RUN_FINISHED, created_at=now, payload={**(finish or {}), "state": "completed"}
+        )
+    failure = RunFailedError(record)
+    return NewEvent(
+        type=RUN_ERROR,
+        created_at=now,
+        payload={
+            "error_type": type(failure).__name__,
+            "message": str(failure),
+            "state": record.state,
+            "reason": record.reason,
+            "error": record.error,
+        },
+    )

@@ -136,6 +136,26 @@ class RetryingRuntimeStore:
         """A step's journaled model response."""
         return self.retry.call("read the journal", self.inner.rt_journaled, run_id, step_index)
 
+    def rt_verdict(
+        self,
+        run_id: str,
+        approval_id: str,
+        response: dict[str, Any],
+        pending_ids: Sequence[str],
+        *,
+        now: int,
+    ) -> tuple[RuntimeRun, bool]:
+        """Record a verdict; a verdict sent again is recognised as its own repeat."""
+        return self.retry.call(
+            "record a verdict",
+            self.inner.rt_verdict,
+            run_id,
+            approval_id,
+            response,
+            pending_ids,
+            now=now,
+        )
+
     def __getattr__(self, name: str) -> Any:
         # Store methods outside the protocol (rt_check_fence, ...) are passed through as they are.
         return getattr(self.inner, name)

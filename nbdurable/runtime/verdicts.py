@@ -2,9 +2,11 @@
 
 Widgets (an approval card) and the HTTP bridge (an approval link) send back the
 token they were given; it is verified with the runtime's signer, and must name
-the approval and the run it claims to, before ``Run.approve`` is called; a
-request that is no longer pending (approved from another view or the CLI, or
-already answered) is never answered again.
+the approval and the run it claims to and be younger than the maximum age,
+before the verdict is written. The write itself is the store's conditional
+verdict write: of two verdicts on one approval, from any views or processes,
+exactly one is recorded; the other learns which verdict won. The same verdict
+sent again (a retry) gets the original answer.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from ..durable.signer import token_matches
+from .._errors import ApprovalExpiredError, ApprovalNotPendingError
+from ..durable.signer import bound_to_run, expired_age, token_matches
 from ..messages import ToolApprovalRequest
 from .run import Run
 
@@ -22,9 +25,16 @@ if TYPE_CHECKING:
 
 __all__ = ["Outcome", "OutcomeState", "submit_verdict"]
 
-OutcomeState = Literal["approved", "denied", "invalid token", "stale", "error"]
+OutcomeState = Literal["approved", "denied", "invalid token", "expired", "stale", "error"]
 
 _LOCKS: dict[tuple[int, str], asyncio.Lock] = {}
+
+
+class _RuntimeDefault:
+    """The runtime's own ``approval_max_age_ms``."""
+
+
+RUNTIME_DEFAULT = _RuntimeDefault()
 
 
 @dataclass(frozen=True)
@@ -32,23 +42,36 @@ class Outcome:
     """What became of a verdict.
 
     Attributes:
-        state: ``approved`` / ``denied`` (recorded; the run resumes), ``invalid
-            token`` (nothing recorded: the run still waits), ``stale`` (the
-            request was no longer pending: nothing recorded) or ``error``.
+        state: ``approved`` / ``denied`` (recorded, now or by this same verdict
+            before; the run resumes), ``invalid token`` (nothing recorded: the
+            run still waits), ``expired`` (a genuine token past the maximum age:
+            nothing recorded, the request still waits for a decision with a
+            fresh token), ``stale`` (the request no longer waits: another verdict
+            won, or the run moved on; nothing recorded) or ``error``.
         message: One line for the card.
+        winner: With ``stale``: the verdict that was recorded (``approved`` or
+            ``denied``), or None when the run stopped waiting without one.
     """
 
     state: OutcomeState
     message: str
+    winner: str | None = None
 
     @property
     def recorded(self) -> bool:
-        """Whether this verdict was recorded (the card is done)."""
+        """Whether this verdict is the recorded one (the card is done)."""
         return self.state in ("approved", "denied")
 
 
+_EXPIRED = Outcome(
+    "expired",
+    "this request's token expired: nothing was recorded and it still waits; "
+    "decide again with a fresh token",
+)
+
+
 def _lock(runtime: DurableRuntime, run_id: str) -> asyncio.Lock:
-    # one verdict at a time per run in this process: two views of one run never race
+    # views of one run in this process take turns (the store decides across processes)
     return _LOCKS.setdefault((id(runtime.store), run_id), asyncio.Lock())
 
 
@@ -63,6 +86,19 @@ async def _open_request(run: Run, approval_id: str) -> ToolApprovalRequest | Non
     return None
 
 
+def _stale(error: ApprovalNotPendingError) -> Outcome:
+    if error.verdict is not None:
+        return Outcome("stale", f"already {error.verdict} elsewhere", winner=error.verdict)
+    where = f" (the run is {error.state})" if error.state else ""
+    return Outcome("stale", f"already resolved: this request no longer waits{where}")
+
+
+def _recorded(approve: bool, reason: str | None) -> Outcome:
+    if approve:
+        return Outcome("approved", "approved: the run resumes")
+    return Outcome("denied", f"denied: {reason}" if reason else "denied")
+
+
 async def submit_verdict(
     runtime: DurableRuntime,
     run_id: str,
@@ -71,35 +107,51 @@ async def submit_verdict(
     approve: bool,
     token: object = None,
     reason: str | None = None,
+    max_age_ms: int | _RuntimeDefault | None = RUNTIME_DEFAULT,
 ) -> Outcome:
     """Approve (with the card's signed token) or deny (no token needed) one pending call.
 
     An approval is recorded only when ``runtime.signer.verify(token)`` accepts the
-    token, its payload names ``approval_id`` and ``run_id``, and it pins the
-    pending call (tool, call id, input); otherwise nothing is recorded and the
-    run keeps waiting. Never raises for a bad verdict: the outcome says what happened.
+    token, its payload names ``approval_id`` and ``run_id``, it pins the pending
+    call (tool, call id, input) and it is younger than ``max_age_ms`` (default:
+    the runtime's ``approval_max_age_ms``); otherwise nothing is recorded and the
+    run keeps waiting. Never raises for a bad verdict: the outcome says what
+    happened, and a ``stale`` one which verdict won.
     """
+    max_age = runtime.approval_max_age_ms if isinstance(max_age_ms, _RuntimeDefault) else max_age_ms
     run = Run(runtime, run_id)
     async with _lock(runtime, run_id):
         try:
             request = await _open_request(run, approval_id)
-            if request is None:
-                return Outcome("stale", "already resolved: this request no longer waits")
-            if approve:
+            record = run.record()  # read after: a verdict seen missing there shows here
+            answered = approval_id in record.decided or approval_id in record.verdicts
+            if request is None and not answered:
+                return _stale(ApprovalNotPendingError(run_id, approval_id, state=record.state))
+            if approve and request is not None:
                 payload = runtime.signer.verify(token)
                 if (
                     payload is None
                     or payload.get("approval_id") != approval_id
-                    or payload.get("run_id") != run_id
+                    or not bound_to_run(payload, run_id)
                     or not token_matches(
                         runtime.signer, str(token), request, run_id=run_id, max_age_ms=None
                     )
                 ):
                     return Outcome("invalid token", "invalid token: not approved, the run waits")
-                await run.approve(approval_id, token=str(token))
-                return Outcome("approved", "approved: the run resumes")
-            await run.deny(approval_id, reason=reason or None)
-            detail = f": {reason}" if reason else ""
-            return Outcome("denied", f"denied{detail}")
+                if expired_age(runtime.signer, token, max_age) is not None:
+                    return _EXPIRED
+            # answered already: the store tells a repeat of the recorded verdict from a loser
+            await run._verdict(
+                approval_id,
+                approved=approve,
+                token=token if approve and isinstance(token, str) else None,
+                reason=reason or None,
+                max_age_ms=max_age,
+            )
+            return _recorded(approve, reason)
+        except ApprovalNotPendingError as lost:
+            return _stale(lost)
+        except ApprovalExpiredError:
+            return _EXPIRED
         except Exception as exc:  # shown on the card; the run is left as it was
             return Outcome("error", f"error: {type(exc).__name__}: {exc}")

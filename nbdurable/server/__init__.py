@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
+    ApprovalExpiredError,
     ApprovalNotPendingError,
     ApprovalTokenError,
     NotAuthenticatedError,
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from .serving import build_server, serve
 
 __all__ = [
+    "ApprovalExpiredError",
     "ApprovalNotPendingError",
     "ApprovalTokenError",
     "NotAuthenticatedError",

@@ -14,6 +14,7 @@ from .auth import bearer_guard, resolve_token
 from .body_limit import BodyLimit
 from .context import Bridge
 from .handlers import ERROR_RESPONSES, install_error_handlers
+from .openapi import truthful_openapi
 from .routes_approvals import approvals_router
 from .routes_events import events_router
 from .routes_runs import runs_router
@@ -58,7 +59,8 @@ def create_app(
         cors_origins: Origins allowed cross-origin (CORS is off by default).
         public_url: Base URL of approval links (default: the URL a request came to).
         approval_max_age_ms: Approval tokens this old or older are refused
-            (links count from when they were minted). Default: no limit.
+            (links count from when they were minted). Default: the runtime's
+            ``approval_max_age_ms`` (7 days unless set).
 
     Raises:
         ConfigurationError: An invalid option.
@@ -74,7 +76,9 @@ def create_app(
     bridge = Bridge(
         runtime=runtime,
         public_url=public_url.rstrip("/") if public_url else None,
-        approval_max_age_ms=approval_max_age_ms,
+        approval_max_age_ms=(
+            runtime.approval_max_age_ms if approval_max_age_ms is None else approval_max_age_ms
+        ),
     )
     guard = Depends(bearer_guard(resolve_token(token)))
     app = FastAPI(
@@ -87,6 +91,7 @@ def create_app(
     for router in (runs_router(bridge), events_router(bridge), approvals_router(bridge)):
         app.include_router(router, dependencies=[guard], responses=ERROR_RESPONSES)
     app.include_router(approval_page_router(bridge), responses={422: ERROR_RESPONSES[422]})
+    app.openapi = truthful_openapi(app)  # type: ignore[method-assign]
     app.add_middleware(BodyLimit, max_body_bytes=max_body_bytes)
     if cors_origins:
         app.add_middleware(

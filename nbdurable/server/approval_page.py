@@ -164,6 +164,7 @@ def approval_page_router(bridge: Bridge) -> APIRouter:
             403: {"content": {"text/html": {}}, "description": "A bad token"},
             404: {"content": {"text/html": {}}, "description": "No such run"},
             409: {"content": {"text/html": {}}, "description": "No longer pending"},
+            410: {"content": {"text/html": {}}, "description": "An expired link"},
         },
     )
     async def page(
@@ -192,7 +193,8 @@ def approval_page_router(bridge: Bridge) -> APIRouter:
         responses={
             403: {"model": ErrorBody, "description": "A bad token"},
             404: {"model": ErrorBody, "description": "No such run"},
-            409: {"model": ErrorBody, "description": "No longer pending"},
+            409: {"model": ErrorBody, "description": "No longer pending (`verdict`: the winner)"},
+            410: {"model": ErrorBody, "description": "An expired link: ask for a new one"},
         },
     )
     async def verdict(run_id: str, approval_id: str, body: VerdictIn) -> LinkVerdictOut:

@@ -3,13 +3,18 @@
 Every 4xx/5xx answer has the body ``{"error": {"type": ..., "message": ...}}``
 (plus ``details`` for a request that does not validate). Runtime errors map to
 statuses by their type: ``ConfigurationError`` 422, ``RunNotFoundError`` and
-``CheckpointNotFoundError`` 404, ``DurableConflictError`` 409,
-``LimitExceededError`` 413 (a payload too large) or 429 (too many runs).
+``CheckpointNotFoundError`` 404, ``DurableConflictError`` 409 (among them
+``ApprovalNotPendingError``: another verdict won, named in ``verdict``),
+``ApprovalExpiredError`` 410 (a genuine approval token past the maximum age: ask
+for a new link), ``LimitExceededError`` 413 (a payload too large) or 429 (too
+many runs).
 """
 
 from __future__ import annotations
 
 from .._errors import (
+    ApprovalExpiredError,
+    ApprovalNotPendingError,
     CheckpointNotFoundError,
     ConfigurationError,
     DurableConflictError,
@@ -19,6 +24,7 @@ from .._errors import (
 )
 
 __all__ = [
+    "ApprovalExpiredError",
     "ApprovalNotPendingError",
     "ApprovalTokenError",
     "NotAuthenticatedError",
@@ -46,10 +52,6 @@ class ApprovalTokenError(ServerError):
     status_code = 403
 
 
-class ApprovalNotPendingError(DurableConflictError):
-    """The approval no longer waits for a verdict (answered already, or never asked)."""
-
-
 class RunStateError(DurableConflictError):
     """The run is not in a state that allows the operation (e.g. a retry of a running run)."""
 
@@ -60,6 +62,8 @@ def status_of(error: BaseException) -> int:
         return error.status_code
     if isinstance(error, (RunNotFoundError, CheckpointNotFoundError)):
         return 404
+    if isinstance(error, ApprovalExpiredError):
+        return 410
     if isinstance(error, DurableConflictError):
         return 409
     if isinstance(error, LimitExceededError):

@@ -6,7 +6,7 @@ A request that does not validate adds ``details`` (where and why, never the inpu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .._errors import NbdurableError
+from .._errors import ApprovalNotPendingError, NbdurableError
 from .errors import NotAuthenticatedError, status_of
 
 __all__ = [
@@ -27,11 +27,16 @@ __all__ = [
 
 
 class ErrorDetail(BaseModel):
-    """What went wrong."""
+    """What went wrong.
+
+    ``verdict`` comes with an ``ApprovalNotPendingError``: the verdict that was
+    recorded on the approval (``approved`` or ``denied``), when one was.
+    """
 
     type: str
     message: str
     details: list[dict[str, Any]] | None = None
+    verdict: Literal["approved", "denied"] | None = None
 
 
 class ErrorBody(BaseModel):
@@ -47,9 +52,12 @@ def error_response(
     *,
     details: list[dict[str, Any]] | None = None,
     headers: Mapping[str, str] | None = None,
+    verdict: Literal["approved", "denied"] | None = None,
 ) -> JSONResponse:
     """A typed JSON error answer."""
-    body = ErrorBody(error=ErrorDetail(type=type_, message=message, details=details))
+    body = ErrorBody(
+        error=ErrorDetail(type=type_, message=message, details=details, verdict=verdict)
+    )
     return JSONResponse(body.model_dump(exclude_none=True), status_code=status, headers=headers)
 
 
@@ -73,7 +81,16 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def ours(request: Request, exc: Exception) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, NotAuthenticatedError) else None
-        return error_response(status_of(exc), type(exc).__name__, str(exc), headers=headers)
+        verdict = (
+            getattr(exc, "verdict", None) if isinstance(exc, ApprovalNotPendingError) else None
+        )
+        return error_response(
+            status_of(exc),
+            type(exc).__name__,
+            str(exc),
+            headers=headers,
+            verdict=verdict if verdict in ("approved", "denied") else None,
+        )
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         errors = exc.errors() if isinstance(exc, RequestValidationError) else []

@@ -12,17 +12,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from ..durable.signer import ApprovalSigner, token_matches
+from ..durable.signer import ApprovalSigner, bound_to_run, expired_age, token_matches
 from ..messages import ToolApprovalRequest
-from ..runtime.run import Run
+from ..runtime.run import Run, approval_expired
 from .errors import ApprovalNotPendingError, ApprovalTokenError
 
 if TYPE_CHECKING:
     from ..runtime.runtime import DurableRuntime
 
-__all__ = ["approval_link", "check_link_token", "link_for", "open_request", "precheck_token"]
+__all__ = [
+    "approval_link",
+    "check_link_token",
+    "link_for",
+    "open_request",
+    "pending_request",
+    "precheck_token",
+]
 
 _REFUSED = "approval token missing, invalid, expired, or bound to another run or call"
+_NEW_LINK = "ask for a new link (or GET /runs/{run_id}/approvals for a fresh token)"
 
 
 def link_for(
@@ -34,14 +42,13 @@ def link_for(
     return f"{base_url.rstrip('/')}/{path}?token={quote(token, safe='')}"
 
 
-async def open_request(
+async def pending_request(
     runtime: DurableRuntime, run_id: str, approval_id: str
-) -> ToolApprovalRequest:
-    """The pending request ``approval_id`` of ``run_id``, while it waits for a verdict.
+) -> ToolApprovalRequest | None:
+    """The pending request ``approval_id`` of ``run_id`` while it waits for a verdict, else None.
 
     Raises:
         RunNotFoundError: No such run.
-        ApprovalNotPendingError: The run does not wait for that approval (any more).
     """
     run = Run(runtime, run_id)
     record = run.record()
@@ -49,9 +56,33 @@ async def open_request(
         for request in await run.pending_approvals():
             if request.approval_id == approval_id:
                 return request
+    return None
+
+
+async def open_request(
+    runtime: DurableRuntime, run_id: str, approval_id: str
+) -> ToolApprovalRequest:
+    """The pending request ``approval_id`` of ``run_id``, while it waits for a verdict.
+
+    Raises:
+        RunNotFoundError: No such run.
+        ApprovalNotPendingError: The run does not wait for that approval (any
+            more); ``verdict`` names the verdict recorded on it, if any.
+    """
+    request = await pending_request(runtime, run_id, approval_id)
+    if request is not None:
+        return request
+    record = Run(runtime, run_id).record()
+    decided = record.decided.get(approval_id) or record.verdicts.get(approval_id)
+    if decided is not None:
+        verdict = "approved" if decided.get("approved") else "denied"
+        raise ApprovalNotPendingError(run_id, approval_id, verdict=verdict, state=record.state)
     raise ApprovalNotPendingError(
-        f"run {run_id!r} does not wait for approval {approval_id!r} "
-        f"(it is {record.state}): answered already, or never asked"
+        run_id,
+        approval_id,
+        state=record.state,
+        message=f"run {run_id!r} does not wait for approval {approval_id!r} "
+        f"(it is {record.state}): answered already, or never asked",
     )
 
 
@@ -82,22 +113,36 @@ def check_link_token(
 ) -> str:
     """The token when it may answer ``request`` of ``run_id``; else ApprovalTokenError.
 
-    It must verify (MAC, age below ``max_age_ms`` when set), name this approval
-    and this run, and pin this call (tool, call id, input).
+    It must verify (MAC), name this approval and this run, pin this call
+    (tool, call id, input), and be younger than ``max_age_ms`` when set.
 
     Raises:
-        ApprovalTokenError: A forged, altered, expired, cross-run or cross-call token.
+        ApprovalTokenError: A forged, altered, cross-run or cross-call token.
+        ApprovalExpiredError: A genuine token ``max_age_ms`` old or older.
     """
-    payload = signer.verify(token, max_age_ms=max_age_ms)
+    payload = signer.verify(token)
     if (
         not isinstance(token, str)
         or payload is None
         or payload.get("approval_id") != request.approval_id
-        or payload.get("run_id") != run_id
-        or not token_matches(signer, token, request, run_id=run_id, max_age_ms=max_age_ms)
+        or not bound_to_run(payload, run_id)
+        or not token_matches(signer, token, request, run_id=run_id, max_age_ms=None)
     ):
         raise ApprovalTokenError(_REFUSED)
+    _refuse_expired(
+        signer, token, run_id=run_id, approval_id=request.approval_id, max_age_ms=max_age_ms
+    )
     return token
+
+
+def _refuse_expired(
+    signer: ApprovalSigner, token: object, *, run_id: str, approval_id: str, max_age_ms: int | None
+) -> None:
+    age = expired_age(signer, token, max_age_ms)
+    if age is not None and max_age_ms is not None:
+        raise approval_expired(
+            run_id, approval_id, age, max_age_ms, _NEW_LINK.format(run_id=run_id)
+        )
 
 
 def precheck_token(
@@ -114,12 +159,14 @@ def precheck_token(
     nothing; :func:`check_link_token` then checks the pin against the pending call.
 
     Raises:
-        ApprovalTokenError: The token is forged, altered, expired or bound elsewhere.
+        ApprovalTokenError: The token is forged, altered or bound elsewhere.
+        ApprovalExpiredError: A genuine token ``max_age_ms`` old or older.
     """
-    payload = signer.verify(token, max_age_ms=max_age_ms)
+    payload = signer.verify(token)
     if (
         payload is None
         or payload.get("approval_id") != approval_id
-        or payload.get("run_id") != run_id
+        or not bound_to_run(payload, run_id)
     ):
         raise ApprovalTokenError(_REFUSED)
+    _refuse_expired(signer, token, run_id=run_id, approval_id=approval_id, max_age_ms=max_age_ms)

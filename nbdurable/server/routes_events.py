@@ -3,15 +3,16 @@
 Each event is one SSE message: ``id:`` its offset, ``event:`` its type,
 ``data:`` the event's JSON. A client that reconnects with ``Last-Event-ID`` (or
 ``?after=``) gets exactly the events after that offset. The stream ends once the
-run is finished (its terminal ``run_state`` sent) or, with ``?until=stop``, also
-when it waits for a human (``waiting_approval``, ``needs_attention``).
+run is finished (its terminal ``run_finished`` or ``run_error`` sent, the last
+event a finished run writes) or, with ``?until=stop``, also when it waits for a
+human (``waiting_approval``, ``needs_attention``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
@@ -23,10 +24,28 @@ from ..runtime.records import RuntimeRun
 from .context import Bridge
 from .handlers import ErrorBody
 
-__all__ = ["STOP_STATES", "events_router", "sse_frame"]
+__all__ = ["SSE_MESSAGE", "STOP_STATES", "events_router", "sse_frame"]
 
 STOP_STATES = frozenset({"waiting_approval", "needs_attention"})
 """States where ``?until=stop`` ends the stream: the run waits for a human."""
+SSE_MESSAGE: dict[str, Any] = {
+    "type": "object",
+    "description": "One SSE message: one event of the run's log",
+    "required": ["id", "event", "data"],
+    "properties": {
+        "id": {"type": "string", "pattern": "^[1-9][0-9]*$", "description": "The offset"},
+        "event": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$", "description": "The type"},
+        "data": {
+            "type": "string",
+            "description": "The event as `read_events` returns it, in JSON",
+            "contentMediaType": "application/json",
+            "contentSchema": Event.model_json_schema(mode="serialization"),
+        },
+    },
+    "additionalProperties": False,
+}
+"""The schema of each message of the event stream (before OpenAPI 3.2's ``itemSchema``,
+a ``text/event-stream`` schema describes one message: schemathesis reads it so)."""
 MAX_OFFSET = 2**62
 GRACE_S = 2.0
 """Seconds a stream waits for the event of a state its run record already shows."""
@@ -76,8 +95,9 @@ class _Tail:
     def _over(self, grace: bool) -> bool:
         """Whether the stream is over: caught up, and nothing more to wait for.
 
-        A state change is written to the run's record before its ``run_state``
-        event: the stream waits for that event, or for ``grace`` (its write failed).
+        A finished run's terminal event (``run_finished`` or ``run_error``) is
+        its last; a waiting run's ``run_state`` is written after its record: the
+        stream waits for that event, or for ``grace`` (its write failed).
         """
         record = self._record()
         last = self.last
@@ -85,8 +105,10 @@ class _Tail:
             if last is None:
                 return False
             return last.ends_stream or (self.until == "stop" and last.type == RUN_SUSPENDED)
+        if record.finished:  # its terminal event is the last one it writes
+            return (last is not None and last.ends_stream) or grace
         said = last.payload.get("state") if last is not None and last.type == RUN_STATE else None
-        if record.finished or (self.until == "stop" and record.state in STOP_STATES):
+        if self.until == "stop" and record.state in STOP_STATES:
             return said == record.state or grace
         return False
 
@@ -121,8 +143,9 @@ def events_router(bridge: Bridge) -> APIRouter:
         response_class=StreamingResponse,
         responses={
             200: {
-                "description": "`id:` offset, `event:` type, `data:` the event JSON",
-                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                "description": "`id:` offset, `event:` type, `data:` the event JSON; "
+                "the schema describes one message (`: keep-alive` comments aside)",
+                "content": {"text/event-stream": {"schema": SSE_MESSAGE}},
             },
             404: {"model": ErrorBody, "description": "No such run"},
         },

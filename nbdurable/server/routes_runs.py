@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Header, Query
 
 from ..runtime.records import RunState, RuntimeRun
 from ..runtime.run import Run
+from ..tracing import incoming_trace_context
 from .context import Bridge
 from .errors import RunStateError
 from .handlers import ErrorBody
@@ -41,21 +42,29 @@ def runs_router(bridge: Bridge) -> APIRouter:
             429: {"model": ErrorBody, "description": "Too many unfinished runs"},
         },
     )
-    async def submit(body: SubmitIn) -> RunOut:
+    async def submit(
+        body: SubmitIn,
+        traceparent: Annotated[
+            str | None, Header(description="W3C trace context: the run's parent span")
+        ] = None,
+        tracestate: Annotated[str | None, Header(description="W3C trace state")] = None,
+    ) -> RunOut:
         """Submit a run of a registered agent; the run is returned at once.
 
         An equivalent prompt under a used ``request_id`` returns the original run;
-        a busy session without ``enqueue`` is a conflict.
+        a busy session without ``enqueue`` is a conflict. A ``traceparent`` header
+        makes the caller's span the parent of the run's spans.
         """
-        run = await runtime.submit(
-            body.agent,
-            body.prompt,
-            session_id=body.session_id,
-            request_id=body.request_id,
-            enqueue=body.enqueue,
-            timeout=body.timeout,
-            max_steps=body.max_steps,
-        )
+        with incoming_trace_context(traceparent, tracestate):
+            run = await runtime.submit(
+                body.agent,
+                body.prompt,
+                session_id=body.session_id,
+                request_id=body.request_id,
+                enqueue=body.enqueue,
+                timeout=body.timeout,
+                max_steps=body.max_steps,
+            )
         return RunOut.of(run.record())
 
     @router.get("/runs", response_model=RunList, summary="List runs")

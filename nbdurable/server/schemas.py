@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .._text import valid_data
 from ..durable.signer import token_issued_at
 from ..messages import Message, ToolApprovalRequest
 from ..runtime.records import RunState, RuntimeRun
@@ -20,10 +21,25 @@ __all__ = [
 ]
 
 _IN = ConfigDict(extra="forbid")
+
+
+class _TextIn(BaseModel):
+    r"""A request body whose strings follow the messages' lone-surrogate policy.
+
+    The JSON parser turns ``"\udcff"`` escapes into lone surrogates, which no
+    store can encode: each becomes U+FFFD, as anywhere text enters a run.
+    """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_text(cls, data: Any) -> Any:
+        return valid_data(data)
+
+
 MAX_TIMEOUT_S = 366 * 24 * 3600.0
 
 
-class SubmitIn(BaseModel):
+class SubmitIn(_TextIn):
     """A run to submit."""
 
     model_config = ConfigDict(
@@ -122,7 +138,7 @@ class ApprovalOut(BaseModel):
         )
 
 
-class VerdictIn(BaseModel):
+class VerdictIn(_TextIn):
     """A verdict on one pending approval."""
 
     model_config = _IN

@@ -100,7 +100,8 @@ def verify_chain(
         )
     parent: bytes | None = None
     for position, (nid, stored_parent, text) in enumerate(rows):
-        if stored_parent != parent or node_id(parent, text) != nid:
+        # A damaged row can come back with another type (a BLOB for the text).
+        if not isinstance(text, str) or stored_parent != parent or node_id(parent, text) != nid:
             raise StoreCorruptionError(
                 f"message {position} of {where} does not match its content hash",
                 run_id=run_id,

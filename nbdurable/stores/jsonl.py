@@ -9,6 +9,7 @@ and notices another writer only when a file's size changes under it.
 from __future__ import annotations
 
 import builtins
+import errno
 import json
 import os
 import threading
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from .._errors import RunNotFoundError, StoreCorruptionError
+from .._errors import RunNotFoundError, StoreCorruptionError, StoreWriteError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
 from ..durable.store import HISTORY, INCREMENTAL, PERSISTENT, VERSIONED_SCHEMA
@@ -266,18 +267,23 @@ class JsonlSessionStore:
         return run
 
     def _append(self, path: Path, data: bytes, tail: _Tail) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            if tail.size > tail.valid_size:
-                # Cut the torn line an interrupted save left, so this line starts clean.
-                os.ftruncate(fd, tail.valid_size)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if self._fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                if tail.size > tail.valid_size:
+                    # Cut the torn line an interrupted save left, so this line starts clean.
+                    os.ftruncate(fd, tail.valid_size)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                if self._fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            # A part of the line may be on disk: it reads as a torn last line,
+            # which the next save cuts off; every line before it is intact.
+            raise _write_error(exc, path) from exc
 
     def _runs(self) -> builtins.list[RunFile]:
         with self._lock:
@@ -305,3 +311,22 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except FileNotFoundError:
         return 0
+
+
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+_READONLY = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def _write_error(exc: OSError, path: Path) -> StoreWriteError:
+    if exc.errno in _FULL:
+        reason, what = "full", "the disk is full"
+    elif exc.errno in _READONLY:
+        reason, what = "readonly", "it is read-only"
+    else:
+        reason, what = "io", "an I/O error"
+    return StoreWriteError(
+        f"cannot write to the JSONL store file {path}: {what} ({exc.strerror or exc}). "
+        "Nothing of this save was stored and earlier checkpoints are intact.",
+        path=str(path),
+        reason=reason,
+    )

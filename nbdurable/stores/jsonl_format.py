@@ -222,7 +222,7 @@ class RunFile:
                 {k: v for k, v in meta.items() if k in _INFO_FIELDS}
             )
         except ValidationError as exc:
-            raise _corrupt(meta, f"its metadata is invalid: {exc}") from exc
+            raise _corrupt(meta, f"its metadata is invalid: {exc}", self.path) from exc
 
     def checkpoint(self, index: int) -> AgentCheckpoint:
         """The full checkpoint of ``entries[index]``: replays lines from the last full one.
@@ -244,6 +244,7 @@ class RunFile:
                 raise _corrupt(
                     target.meta,
                     f"the line of step {entry.meta.get('step_index')} does not decode: {exc}",
+                    self.path,
                 ) from exc
             messages = line.messages if line.full else (*messages, *line.messages)
             if len(messages) != line.message_count:
@@ -251,6 +252,7 @@ class RunFile:
                     target.meta,
                     f"the line of step {line.step_index} says {line.message_count} messages, "
                     f"the replay gives {len(messages)}",
+                    self.path,
                 )
         assert line is not None
         return line.checkpoint(messages)
@@ -272,6 +274,12 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
         return None
     if not isinstance(meta, dict) or not isinstance(meta.get("run_id"), str):
         return None
+    events = meta.get("events")
+    if events is not None and not (
+        isinstance(events, list)
+        and all(isinstance(e, dict) and type(e.get("offset")) is int for e in events)
+    ):
+        return None  # a line whose events are damaged is no line of ours
     if "step_index" not in meta and isinstance(meta.get("events"), list):
         return meta
     if not isinstance(meta.get("step_index"), int):
@@ -282,12 +290,14 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
     return meta
 
 
-def _corrupt(meta: dict[str, Any], what: str) -> StoreCorruptionError:
+def _corrupt(meta: dict[str, Any], what: str, path: Path) -> StoreCorruptionError:
     run_id, step_index = meta.get("run_id"), meta.get("step_index")
     return StoreCorruptionError(
-        f"checkpoint of run {run_id!r} step {step_index} is corrupt: {what}",
+        f"checkpoint of run {run_id!r} step {step_index} in {path} is corrupt: {what}. "
+        f"Run `nbdurable store check jsonl:///{path.parent}` to see what else is damaged.",
         run_id=run_id if isinstance(run_id, str) else None,
         step_index=step_index if isinstance(step_index, int) else None,
+        path=str(path),
     )
 
 

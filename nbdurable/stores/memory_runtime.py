@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
+from .._text import valid_data
 from ..runtime.records import (
     TERMINAL_STATES,
     UNFINISHED_STATES,
@@ -16,6 +17,7 @@ from ..runtime.records import (
     after_finish,
     claim,
     claimable,
+    decide,
     next_state,
 )
 
@@ -123,7 +125,8 @@ class MemoryRuntimeTables:
                 raise RunNotFoundError(run_id)
             if fence is not None and current.fence != fence:
                 raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
-            updated = current.model_copy(update=changes)
+            # the text policy the other stores apply when they serialize the record
+            updated = current.model_copy(update=valid_data(changes))
             self._rt_runs[run_id] = updated
             if updated.state in TERMINAL_STATES and current.state not in TERMINAL_STATES:
                 waiting = [
@@ -140,6 +143,26 @@ class MemoryRuntimeTables:
                 for run in after_finish(updated, head, graph):
                     self._rt_runs[run.run_id] = run
             return updated
+
+    def rt_verdict(
+        self,
+        run_id: str,
+        approval_id: str,
+        response: dict[str, Any],
+        pending_ids: Sequence[str],
+        *,
+        now: int,
+    ) -> tuple[RuntimeRun, bool]:
+        """Record one verdict if the run still waits for it (see :func:`decide`)."""
+        with self._rt_lock:
+            current = self._rt_runs.get(run_id)
+            if current is None:
+                raise RunNotFoundError(run_id)
+            updated = decide(current, approval_id, response, pending_ids, now)
+            if updated is None:
+                return current, False
+            self._rt_runs[run_id] = updated
+            return updated, True
 
     def rt_claim(
         self,

@@ -37,6 +37,7 @@ from ..runtime.records import (
     after_finish,
     claim,
     claimable,
+    decide,
     next_state,
 )
 
@@ -357,6 +358,30 @@ class PostgresRuntimeTables:
             return updated
 
         return self._rt_write(update, exclusive=True)
+
+    def rt_verdict(
+        self,
+        run_id: str,
+        approval_id: str,
+        response: dict[str, Any],
+        pending_ids: Sequence[str],
+        *,
+        now: int,
+    ) -> tuple[RuntimeRun, bool]:
+        """Record one verdict if the run still waits for it: the row read ``FOR UPDATE``."""
+
+        def record(conn: Connection[tuple[Any, ...]]) -> tuple[RuntimeRun, bool]:
+            found = conn.execute(self._rq.get_for_update, (run_id,)).fetchone()
+            if found is None:
+                raise RunNotFoundError(run_id)
+            current = _record(found[0])
+            updated = decide(current, approval_id, response, pending_ids, now)
+            if updated is None:
+                return current, False
+            self._rt_put(conn, updated)
+            return updated, True
+
+        return self._rt_write(record, exclusive=True)
 
     def rt_claim(
         self,

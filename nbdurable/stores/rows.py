@@ -91,8 +91,11 @@ class CheckpointRow:
             CheckpointVersionError: The row was written with a newer checkpoint version.
             StoreCorruptionError: A column does not decode (names the run and step).
         """
-        if self.version != CHECKPOINT_VERSION:
-            raise CheckpointVersionError(self.version, CHECKPOINT_VERSION)
+        version = self.version
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise self.corruption(f"its version {version!r} is not a version")
+        if version != CHECKPOINT_VERSION:
+            raise CheckpointVersionError(version, CHECKPOINT_VERSION)
         try:
             # "[]" is by far the most common value: skip the parser for it.
             approvals = self.pending_approvals

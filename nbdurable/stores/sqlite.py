@@ -44,8 +44,9 @@ from .chain import (
     verify_chain,
 )
 from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
+from .sqlite_errors import guard_methods, typed_error
 from .sqlite_runtime import SqliteRuntimeTables
-from .sqlite_schema import SCHEMA_VERSION, migrate
+from .sqlite_schema import SCHEMA_VERSION, migrate, verify_schema
 
 __all__ = ["SqliteSessionStore"]
 
@@ -161,8 +162,15 @@ class SqliteSessionStore(SqliteRuntimeTables):
             default) keeps every committed checkpoint across a process crash or
             SIGKILL; ``"FULL"`` also across a power loss, at one fsync per save.
 
+    Every method raises :class:`~nbdurable.StoreCorruptionError` for a damaged
+    file (naming it, and ``nbdurable store check``) and
+    :class:`~nbdurable.StoreWriteError` for a write the disk refused (full,
+    read-only): SQLite's own exceptions never reach the caller for those.
+
     Raises:
         CheckpointVersionError: The file's schema is newer than this nbdurable.
+        StoreCorruptionError: The file is not an SQLite database, or is damaged.
+        StoreWriteError: A new or older file cannot be written (read-only, full).
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
@@ -199,8 +207,13 @@ class SqliteSessionStore(SqliteRuntimeTables):
             # at its high-water mark (SQLite's default keeps ~4 MB around forever).
             self._conn.execute("PRAGMA journal_size_limit = 262144")
             self._retry_locked(lambda: migrate(self._conn, self.path))
-        except BaseException:
+            verify_schema(self._conn, self.path)
+        except BaseException as exc:
             self._conn.close()
+            known = isinstance(exc, (sqlite3.Error, UnicodeDecodeError))
+            typed = typed_error(exc, self.path) if known and isinstance(exc, Exception) else None
+            if typed is not None:
+                raise typed from exc
             raise
 
     @property
@@ -252,6 +265,22 @@ class SqliteSessionStore(SqliteRuntimeTables):
             rows = found.fetchall()
             if not rows and not conn.execute(_KNOWN_RUN, (run_id,)).fetchone()[0]:
                 raise RunNotFoundError(run_id)
+            # Offsets have no holes: a missing one is a row a damaged page hid.
+            for i, row in enumerate(rows):
+                if row[0] != after + i + 1:
+                    raise StoreCorruptionError(
+                        f"event {after + i + 1} of run {run_id!r} cannot be read", run_id=run_id
+                    )
+            if limit is None or len(rows) < limit:
+                # A damaged page can end a read early without an error; the
+                # index still knows the last offset.
+                last = conn.execute(_LAST_EVENT, (run_id,)).fetchone()[0] or 0
+                got = rows[-1][0] if rows else after
+                if last > got:
+                    raise StoreCorruptionError(
+                        f"events {got + 1}..{last} of run {run_id!r} cannot be read",
+                        run_id=run_id,
+                    )
         try:
             return [_event(run_id, row) for row in rows]
         except ValueError as exc:
@@ -343,8 +372,14 @@ class SqliteSessionStore(SqliteRuntimeTables):
 
     def history(self, run_id: str) -> builtins.list[CheckpointInfo]:
         """Metadata of every checkpoint of a run in save order; reads no message."""
-        with self._lock:
-            found = self._conn.execute(_HISTORY, (run_id,)).fetchall()
+        with self._lock, self._read() as conn:
+            found = conn.execute(_HISTORY, (run_id,)).fetchall()
+            last = conn.execute(_LAST_SEQ, (run_id,)).fetchone()
+        # Saves are numbered 1..last_seq: anything else is rows a damaged page hides.
+        if [values[0] for values in found] != list(range(1, (last[0] if last else 0) + 1)):
+            raise StoreCorruptionError(
+                f"checkpoints of run {run_id!r} are missing or unreadable", run_id=run_id
+            )
         return [CheckpointRow.from_values(run_id, values[2:]).info() for values in found]
 
     def list(self) -> builtins.list[str]:
@@ -443,3 +478,6 @@ class SqliteSessionStore(SqliteRuntimeTables):
                 if "locked" not in str(exc) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.01)
+
+
+guard_methods(SqliteSessionStore, SqliteRuntimeTables)

@@ -13,7 +13,15 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
+from pydantic import ValidationError
+
+from .._errors import (
+    DurableConflictError,
+    FencedOutError,
+    LimitExceededError,
+    RunNotFoundError,
+    StoreCorruptionError,
+)
 from ..runtime.records import (
     TERMINAL_STATES,
     UNFINISHED_STATES,
@@ -22,6 +30,7 @@ from ..runtime.records import (
     after_finish,
     claim,
     claimable,
+    decide,
     next_state,
 )
 
@@ -93,7 +102,17 @@ def migrate_runtime_v4(db: Any) -> None:
 
 
 def _record(text: str) -> RuntimeRun:
-    return RuntimeRun.model_validate_json(text)
+    try:
+        return RuntimeRun.model_validate_json(text)
+    except ValidationError as exc:
+        raise StoreCorruptionError(f"a run record does not decode: {exc}") from exc
+
+
+def _intent(text: str) -> ToolIntent:
+    try:
+        return ToolIntent.model_validate_json(text)
+    except ValidationError as exc:
+        raise StoreCorruptionError(f"a tool intent does not decode: {exc}") from exc
 
 
 class SqliteRuntimeTables:
@@ -250,6 +269,24 @@ class SqliteRuntimeTables:
                     self._put(conn, run)
             return updated
 
+    def rt_verdict(
+        self,
+        run_id: str,
+        approval_id: str,
+        response: dict[str, Any],
+        pending_ids: Sequence[str],
+        *,
+        now: int,
+    ) -> tuple[RuntimeRun, bool]:
+        """Record one verdict if the run still waits for it, in one ``BEGIN IMMEDIATE``."""
+        with self._lock, self._write() as conn:
+            current = self._locked_get(conn, run_id)
+            updated = decide(current, approval_id, response, pending_ids, now)
+            if updated is None:
+                return current, False
+            self._put(conn, updated)
+            return updated, True
+
     def _locked_get(self, conn: sqlite3.Connection, run_id: str) -> RuntimeRun:
         found = conn.execute("SELECT record FROM rt_runs WHERE run_id = ?", (run_id,)).fetchone()
         if found is None:
@@ -322,7 +359,7 @@ class SqliteRuntimeTables:
             rows = self._conn.execute(
                 "SELECT intent FROM rt_intents WHERE run_id = ?", (run_id,)
             ).fetchall()
-        return [ToolIntent.model_validate_json(text) for (text,) in rows]
+        return [_intent(text) for (text,) in rows]
 
     def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
         """Record a step's completed model response, fenced."""

@@ -47,12 +47,19 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .._errors import CheckpointVersionError
+from .._errors import CheckpointVersionError, StoreCorruptionError
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
-__all__ = ["SCHEMA_VERSION", "migrate", "schema_version"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "migrate",
+    "schema_damage",
+    "schema_version",
+    "verify_schema",
+    "versions_sound",
+]
 
 
 def _v1(db: Database) -> None:
@@ -159,7 +166,15 @@ def schema_version(conn: sqlite3.Connection) -> int:
     return int(row[0] or 0)
 
 
-def _refuse_newer(version: int, path: str) -> None:
+def _refuse_newer(version: int, path: str, conn: sqlite3.Connection | None = None) -> None:
+    if version > SCHEMA_VERSION and conn is not None and not versions_sound(conn):
+        raise StoreCorruptionError(
+            f"the SQLite store {path} is damaged: its schema version table says {version} "
+            f"but lacks a row of versions 1-{SCHEMA_VERSION}. Run `nbdurable store check "
+            f"sqlite:///{path}` and restore the file from a backup (docs/stores.md, "
+            "'Broken store files').",
+            path=path,
+        )
     if version > SCHEMA_VERSION:
         raise CheckpointVersionError(
             version,
@@ -169,6 +184,17 @@ def _refuse_newer(version: int, path: str) -> None:
                 f"nbdurable knows ({SCHEMA_VERSION}); upgrade nbdurable to open it."
             ),
         )
+
+
+def versions_sound(conn: sqlite3.Connection) -> bool:
+    """Whether the version table holds a row for each version up to this nbdurable's.
+
+    Every store a newer nbdurable wrote went through versions 1..SCHEMA_VERSION,
+    one row each: a larger number with one of those missing is a damaged row,
+    not a newer nbdurable.
+    """
+    found = {row[0] for row in conn.execute("SELECT version FROM nbdurable_schema")}
+    return set(range(1, SCHEMA_VERSION + 1)) <= found
 
 
 def migrate(conn: sqlite3.Connection, path: str) -> int:
@@ -181,7 +207,9 @@ def migrate(conn: sqlite3.Connection, path: str) -> int:
         CheckpointVersionError: The schema is newer than this nbdurable.
     """
     found = schema_version(conn)
-    _refuse_newer(found, path)
+    _refuse_newer(found, path, conn)
+    if found > 0:
+        verify_schema(conn, path, min(found, SCHEMA_VERSION))
     if found == SCHEMA_VERSION:
         return found
     # Imported only here: sqlite-utils imports numpy and pandas when they are
@@ -192,7 +220,7 @@ def migrate(conn: sqlite3.Connection, path: str) -> int:
     conn.execute("BEGIN IMMEDIATE")
     try:
         current = schema_version(conn)
-        _refuse_newer(current, path)
+        _refuse_newer(current, path, conn)
         if current == 0:
             db.table("nbdurable_schema").create(
                 {"version": int, "applied_at": int}, pk="version", if_not_exists=True
@@ -210,3 +238,80 @@ def migrate(conn: sqlite3.Connection, path: str) -> int:
             conn.execute("ROLLBACK")
         raise
     return found
+
+
+# The columns the store reads, per table, by the schema version that adds them.
+_COLUMNS: dict[int, dict[str, set[str]]] = {
+    1: {
+        "nbdurable_schema": {"version", "applied_at"},
+        "nodes": {"id", "parent", "message"},
+        "runs": {"id", "run_id", "created_at", "updated_at", "last_seq"},
+        "checkpoints": {
+            "run_id",
+            "seq",
+            "head",
+            "version",
+            "step_index",
+            "status",
+            "message_count",
+            "usage",
+            "pending_approvals",
+            "agent_path",
+            "created_at",
+            "finish_reason",
+            "extra",
+        },
+    },
+    2: {
+        "events": {
+            "run_id",
+            "position",
+            "type",
+            "step_index",
+            "operation_id",
+            "attempt_id",
+            "payload",
+            "created_at",
+        },
+    },
+    3: {
+        "rt_runs": {"run_id", "seq", "session_id", "state", "request_id", "fence", "record"},
+        "rt_intents": {"run_id", "tool_call_id", "intent"},
+        "rt_journal": {"run_id", "step_index", "response"},
+    },
+    4: {"rt_runs": {"kind", "graph_id"}},
+}
+
+
+def schema_damage(conn: sqlite3.Connection, version: int = SCHEMA_VERSION) -> str | None:
+    """What the schema of a store at ``version`` lacks, or None when it has every column."""
+    missing: list[str] = []
+    for added in range(1, version + 1):
+        for table, wanted in _COLUMNS.get(added, {}).items():
+            rows = conn.execute(f"PRAGMA table_info({table})").fetchall()
+            # (a checking connection reads text as bytes)
+            found = {r[1].decode() if isinstance(r[1], bytes) else r[1] for r in rows}
+            if not found:
+                missing.append(f"table {table}")
+            elif not wanted <= found:
+                missing.append(f"{table}({', '.join(sorted(wanted - found))})")
+    return ", ".join(missing) if missing else None
+
+
+def verify_schema(conn: sqlite3.Connection, path: str, version: int = SCHEMA_VERSION) -> None:
+    """Check that every table holds the columns the store reads (a few catalog reads).
+
+    A damaged first page can leave SQLite a schema that parses but is not ours:
+    queries would then fail with "no such column", or read one column as another.
+
+    Raises:
+        StoreCorruptionError: A table or a column is missing.
+    """
+    damage = schema_damage(conn, version)
+    if damage is not None:
+        raise StoreCorruptionError(
+            f"the SQLite store {path} is damaged: its schema lacks {damage}. "
+            f"Run `nbdurable store check sqlite:///{path}` and restore the file from a "
+            "backup (docs/stores.md, 'Broken store files').",
+            path=path,
+        )

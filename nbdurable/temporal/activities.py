@@ -20,6 +20,7 @@ from pydantic import TypeAdapter
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from .. import tracing as _tracing
 from .._errors import FencedOutError, LimitExceededError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.store import maybe_await
@@ -43,6 +44,7 @@ from ..runtime.legs import first_messages, leg_options
 from ..runtime.records import RuntimeRun
 from ..runtime.runtime import DurableRuntime
 from .driver import LIMIT_EXCEEDED, MODEL_ATTEMPT_FAILED, NEEDS_ATTENTION, TIMEOUT
+from .tracing import begin_leg_span, end_leg_span, joined
 
 __all__ = ["BoundActivities", "RunActivities", "heartbeats"]
 
@@ -134,15 +136,26 @@ class RunActivities(BoundActivities):
             agent_path=tuple(path),
         )
 
-    async def _write(self, entries: list[dict[str, Any]]) -> None:
-        """Write outbox entries in order, each into its event log (checkpoints atomically)."""
+    async def _write(
+        self, entries: list[dict[str, Any]], run_log: str | None = None
+    ) -> dict[str, Any] | None:
+        """Write outbox entries in order, each into its event log (checkpoints atomically).
+
+        The terminal event of ``run_log`` (the run's own log, at the end of a
+        leg) is not written: its ``run_finished`` payload is returned for the
+        run's final state change to write after the final ``run_state``.
+        """
         writers: dict[str, EventWriter] = {}
         for entry in entries:
             log = entry["log"]
             writer = writers.get(log)
             if writer is None:
                 writer = writers[log] = EventWriter(
-                    self.runtime.store, log, deps=self.runtime.deps, flush_interval=0.0
+                    self.runtime.store,
+                    log,
+                    deps=self.runtime.deps,
+                    flush_interval=0.0,
+                    defer_terminal=log == run_log,
                 )
             if "checkpoint" in entry:
                 await writer.save_checkpoint(AgentCheckpoint.model_validate(entry["checkpoint"]))
@@ -150,6 +163,8 @@ class RunActivities(BoundActivities):
                 writer.part(_PARTS.validate_python(entry["part"]))
         for writer in writers.values():
             await writer.close()
+        run_writer = writers.get(run_log) if run_log is not None else None
+        return run_writer.finish if run_writer is not None else None
 
     @activity.defn(name="nbdurable.begin_leg")
     async def begin_leg(self, run_id: str) -> dict[str, Any] | None:
@@ -164,6 +179,7 @@ class RunActivities(BoundActivities):
         runtime = self.runtime
         record = self._record(run_id)
         owner = f"temporal:{activity.info().workflow_id}"
+        retried = record.retried
         if record.state == "pending":
             if record.deadline_at is not None and runtime.now() >= record.deadline_at:
                 runtime.set_state(run_id, state="failed", reason="timeout", lease_owner=None)
@@ -175,6 +191,7 @@ class RunActivities(BoundActivities):
                     "fence": record.fence + 1,
                     "lease_owner": owner,
                     "updated_at": runtime.now(),
+                    "retried": False,
                 },
                 fence=record.fence,
             )
@@ -187,18 +204,38 @@ class RunActivities(BoundActivities):
         messages: list[Any] = []
         if checkpoint is None:
             messages = [m.model_dump(mode="json") for m in await first_messages(runtime, record)]
-        await self._started(run_id, checkpoint)
+        await self._started(run_id, checkpoint, retried=retried)
+        if _tracing.HOOKS is not None:
+            self._trace_leg(record, checkpoint)
         return {
             "record": record.model_dump(mode="json"),
             "checkpoint": None if checkpoint is None else checkpoint.model_dump(mode="json"),
             "messages": messages,
         }
 
-    async def _started(self, log: str, checkpoint: AgentCheckpoint | None) -> None:
+    def _trace_leg(self, record: RuntimeRun, checkpoint: AgentCheckpoint | None) -> None:
+        """Start the leg's span and store its context with the run (for the activities)."""
+        agent = self.runtime.registry.get(record.agent_id, record.agent_version)
+        stored = begin_leg_span(record, agent, checkpoint)
+        if stored is None:
+            return
+        try:
+            self.runtime.runtime_store.rt_update(
+                record.run_id, {"trace_context": stored}, fence=record.fence
+            )
+        except Exception as exc:  # a trace is never worth a run: the leg goes on untracked
+            self.runtime.deps.logger.warning(
+                "nbdurable: storing the trace context of %s failed: %r", record.run_id, exc
+            )
+
+    async def _started(
+        self, log: str, checkpoint: AgentCheckpoint | None, *, retried: bool = False
+    ) -> None:
         writer = EventWriter(self.runtime.store, log, deps=self.runtime.deps, flush_interval=0.0)
         writer.started(
             resumed=checkpoint is not None,
             next_step_index=0 if checkpoint is None else checkpoint.step_index + 1,
+            retried=retried,
         )
         await writer.close()
 
@@ -236,8 +273,9 @@ class RunActivities(BoundActivities):
             store = runtime.store if log is not None else None
             driver = Driver(options, start, store=store, streaming=record.stream)
             try:
-                async with heartbeats():
-                    response = await driver._call_model(effect)
+                with joined(record):
+                    async with heartbeats():
+                        response = await driver._call_model(effect)
             except Exception as exc:
                 message = f"{type(exc).__name__}: {exc}"
                 raise ApplicationError(message, type="model_error", non_retryable=True) from None
@@ -257,8 +295,9 @@ class RunActivities(BoundActivities):
             context=context,
         )
         try:
-            async with heartbeats():
-                response = await driver._call_model(effect)
+            with joined(record):
+                async with heartbeats():
+                    response = await driver._call_model(effect)
         except ModelAttemptFailed as failed:
             raise self._model_failure(context, failed) from None
         except (LimitExceededError, RunTimedOut) as exc:
@@ -324,8 +363,9 @@ class RunActivities(BoundActivities):
             start = LegStart(messages=(), run_id=record.run_id, durable=True)
             driver = RuntimeDriver(options, start, context=context)
         try:
-            async with heartbeats():
-                outcome = await driver._run_tool(invocation, step_index)
+            with joined(record):
+                async with heartbeats():
+                    outcome = await driver._run_tool(invocation, step_index)
         except NeedsAttention as exc:
             raise ApplicationError(str(exc), type=NEEDS_ATTENTION, non_retryable=True) from None
         except (LimitExceededError, RunTimedOut) as exc:
@@ -348,8 +388,11 @@ class RunActivities(BoundActivities):
 
         A run finished meanwhile (cancelled from a client) keeps its state.
         """
-        await self._write(entries)
+        finish = await self._write(entries, run_log=run_id)
+        if _tracing.HOOKS is not None:
+            checkpoint = await maybe_await(self.runtime.store.load(run_id))
+            end_leg_span(run_id, changes, checkpoint)
         if self._record(run_id).finished:
             return
         changes.setdefault("lease_owner", None)
-        self.runtime.set_state(run_id, **changes)
+        self.runtime.set_state(run_id, finish=finish, **changes)

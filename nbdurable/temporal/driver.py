@@ -117,6 +117,8 @@ class WorkflowDriver(Driver):
             None for a sub-agent without tools (it keeps no log, as embedded).
     """
 
+    traced = False  # workflow code replays: its activities (model, tools) make the spans
+
     def __init__(
         self,
         options: LoopOptions,

@@ -24,6 +24,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from .config import TemporalConfig
+from .tracing import client_interceptors, started_under
 from .workflow import config_args
 
 if TYPE_CHECKING:
@@ -41,15 +42,19 @@ CANCEL_SCAN_MS = 1000
 async def start_run(
     client: Client, record: RuntimeRun, config: TemporalConfig, task_queue: str
 ) -> None:
-    """Signal-with-start the workflow of a pending run: ``resume``, carrying its verdicts."""
-    await client.start_workflow(
-        WORKFLOWS[record.kind],
-        config_args(config),
-        id=record.run_id,
-        task_queue=task_queue,
-        start_signal="resume",
-        start_signal_args=[record.verdicts],
-    )
+    """Signal-with-start the workflow of a pending run: ``resume``, carrying its verdicts.
+
+    With tracing on, under the run's stored trace context: the SDK's spans join the run's trace.
+    """
+    with started_under(record):
+        await client.start_workflow(
+            WORKFLOWS[record.kind],
+            config_args(config),
+            id=record.run_id,
+            task_queue=task_queue,
+            start_signal="resume",
+            start_signal_args=[record.verdicts],
+        )
 
 
 class TemporalEngine:
@@ -107,9 +112,11 @@ class TemporalEngine:
         return TemporalConfig(run_id=run_id, **self._timeouts)
 
     async def client(self) -> Client:
-        """The connected Temporal client."""
+        """The connected Temporal client (with the SDK's tracing interceptor when tracing is on)."""
         if self._client is None:
-            self._client = await Client.connect(self.address, namespace=self.namespace)
+            self._client = await Client.connect(
+                self.address, namespace=self.namespace, interceptors=client_interceptors()
+            )
         return self._client
 
     def start(self, runtime: DurableRuntime) -> None:

@@ -27,6 +27,7 @@ from .activities import RunActivities
 from .engine import TemporalEngine
 from .registry import set_worker_runtime, worker_runtime
 from .tasks import TaskActivities, TaskRunWorkflow
+from .tracing import client_interceptors
 from .workflow import AgentRunWorkflow
 
 __all__ = ["ADOPT_AFTER", "TASK_WORKFLOW_NAME", "WORKFLOW_NAME", "build_worker", "serve"]
@@ -82,7 +83,9 @@ async def serve(
     ready: str | None = None,
 ) -> int:
     """Run a worker until SIGTERM or SIGINT; print ``ready`` once it polls."""
-    client = await Client.connect(address, namespace=namespace)
+    # with tracing on (nbdurable.instrument() in the agents' module), the SDK's
+    # interceptor on the client serves the worker too
+    client = await Client.connect(address, namespace=namespace, interceptors=client_interceptors())
     worker = build_worker(
         client, task_queue=task_queue, store=store, agents=agents, tasks=tasks, limits=limits
     )

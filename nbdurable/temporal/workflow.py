@@ -99,7 +99,9 @@ class AgentRunWorkflow:
         else:
             messages = tuple(Message.model_validate(m) for m in info["messages"])
             start = LegStart(messages=messages, run_id=config.run_id, durable=True)
-        verdicts = {**record.verdicts, **self._verdicts}
+        # the store's record is the arbiter (one verdict per approval): a signal
+        # carries a copy of it and never overrides it
+        verdicts = {**self._verdicts, **record.verdicts}
         options = leg_options(
             agent,
             record,

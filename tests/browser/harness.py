@@ -1,14 +1,17 @@
 """Real servers and a real browser for the end-to-end notebook tests.
 
-The recipe of ``../shared/TESTING.md``: JupyterLab (or Voilà) on 127.0.0.1 with a
-random free port and token, serving a temporary copy of the notebook, and the
-Debian Chromium driven headless through Playwright (no ``playwright install``).
-Every process started here is stopped by its PID, its kernels with it.
+The recipe of ``../shared/TESTING.md``: a Jupyter server (``jupyter lab``, which
+also serves Notebook 7 at ``/notebooks/...`` when ``notebook`` is installed) or
+Voilà on 127.0.0.1 with a random free port and token, serving temporary copies of
+the notebooks, and the Debian Chromium driven headless through Playwright (no
+``playwright install``). Every process started here is stopped by its PID, its
+kernels with it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -111,6 +114,9 @@ class Server:
     ready_path: str = "/api/status"
     any_answer: bool = False
     kernels: set[int] = field(default_factory=set)
+    notary: tuple[Path, Path] | None = None
+    settings: Path | None = None
+    root: Path | None = None
 
     @property
     def base(self) -> str:
@@ -158,6 +164,38 @@ class Server:
         self.wait_ready(self.ready_path, timeout, any_answer=self.any_answer)
         return self
 
+    def api(self, path: str, method: str = "GET") -> Any:
+        """Call the server's REST API (``/api/...``); the decoded JSON answer, or None."""
+        request = urllib.request.Request(self.url(path), method=method)
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body = response.read()
+        return json.loads(body) if body else None
+
+    def kernel_state(self, notebook: str) -> str | None:
+        """The execution state of the kernel of ``notebook`` (a path under the root), if any."""
+        for session in self.api("/api/sessions"):
+            if session.get("path") == notebook and session.get("kernel"):
+                return str(session["kernel"].get("execution_state"))
+        return None
+
+    def shutdown_kernels(self) -> None:
+        """End every session and its kernel (between tests sharing the server)."""
+        self.note_kernels()
+        for session in self.api("/api/sessions"):
+            with contextlib.suppress(urllib.error.URLError, OSError):
+                self.api(f"/api/sessions/{session['id']}", method="DELETE")
+
+    def trust(self, notebook: Any) -> None:
+        """Sign ``notebook`` (an nbformat node) with this server's notary, as ``jupyter trust`` does.
+
+        An untrusted notebook shows no widgets; one the user saved, or trusted, does.
+        """
+        from nbformat.sign import NotebookNotary
+
+        assert self.notary is not None, f"{self.name} has no notary of its own"
+        db_file, secret_file = self.notary
+        NotebookNotary(db_file=str(db_file), secret_file=str(secret_file)).sign(notebook)
+
     def note_kernels(self) -> None:
         """Remember the server's child processes (its kernels), to stop them by PID later."""
         self.kernels.update(process_tree(self.proc.pid))
@@ -192,7 +230,11 @@ def _start(name: str, argv: list[str], cwd: Path, log: Path, env: dict[str, str]
 
 @contextlib.contextmanager
 def jupyter_lab(root: Path, env: dict[str, str] | None = None) -> Iterator[Server]:
-    """JupyterLab serving ``root`` on a random port with a random token; stopped on exit."""
+    """JupyterLab serving ``root`` on a random port with a random token; stopped on exit.
+
+    The same server serves Notebook 7 (``/notebooks/PATH``) when ``notebook`` is
+    installed. Its notebook signatures live beside ``root`` (see :meth:`Server.trust`).
+    """
     port, token = free_port(), secrets.token_hex(16)
     log = root.parent / f"jupyter-lab-{port}.log"
     # Lab's own settings and workspaces in a fresh folder: no news pop-up, no update
@@ -226,10 +268,15 @@ def jupyter_lab(root: Path, env: dict[str, str] | None = None) -> Iterator[Serve
         "--ServerApp.jpserver_extensions=jupyter_lsp=False",
         "--ServerApp.jpserver_extensions=jupyter_server_terminals=False",
         "--ServerApp.jpserver_extensions=voila.server_extension=False",
+        f"--NotebookNotary.db_file={user / 'nbsignatures.db'}",
+        f"--NotebookNotary.secret_file={user / 'notebook_secret'}",
     ]
     server = Server(
         "jupyter lab", _start("jupyter lab", argv, root, log, _jupyter_env(env)), port, token, log
     )
+    server.notary = (user / "nbsignatures.db", user / "notebook_secret")
+    server.settings = user / "settings"
+    server.root = root
     try:
         server.ready()
         yield server

@@ -97,6 +97,7 @@ def test_history_has_one_row_per_checkpoint(cli, runs_store: str) -> None:
 def test_explain_says_what_the_run_waits_for(cli, runs_store: str) -> None:
     status, out, _ = cli("runs", "explain", "run-wait", "--store", runs_store)
     assert status == 0 and "run-wait" in out and "drop_table" in out
+    assert "nbdurable runs approve run-wait" in out and "await " not in out  # terminal steps
     _, out, _ = cli("runs", "explain", "run-wait", "--json", "--store", runs_store)
     assert isinstance(json.loads(out), dict)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 from typing import Any
 
 import pytest
@@ -74,7 +76,13 @@ async def test_explain_a_run_waiting_for_approval_then_completed(runs_store: Any
         )
         text = str(why)
         assert 'drop_table(name="stg_2023")' in text and "asked 90.0 s ago" in text
-        assert f"nbdurable runs approve {run.run_id}" in text
+        assert why.actions == (
+            f"run = await runtime.get_run({run.run_id!r})",
+            "await run.approve(approval_id)  or  await run.deny(approval_id, reason=...)",
+        )
+        terminal = ins.explain(runs_store, run.run_id, context="terminal")
+        assert f"nbdurable runs approve {run.run_id}" in str(terminal)
+        assert "await" not in str(terminal) and terminal.context == "terminal"
         assert why.to_dict()["approvals"][0]["approval_id"] == request.approval_id
         await run.approve()
         await run.result()
@@ -101,7 +109,11 @@ async def test_explain_failed_retry_wait_queued_and_pending(runs_store: Any) -> 
         why = ins.explain(runs_store, failed.run_id)
         assert why.summary == "Failed: model_error."
         assert any("RuntimeError: provider down" in line for line in why.details)
-        assert f"nbdurable runs retry {failed.run_id}" in str(why)
+        assert why.actions[-1] == "await run.retry()"
+        terminal = ins.explain(runs_store, failed.run_id, context="terminal")
+        assert terminal.actions == (f"nbdurable runs retry {failed.run_id}",)
+        notebook = ins.explain(runs_store, failed.run_id, context="notebook")
+        assert notebook.actions == (f"%durable retry {failed.run_id}",)
 
         waiting = await runtime.submit("flaky", "go")
         record = await waiting.wait("retry_wait")
@@ -120,8 +132,12 @@ async def test_explain_failed_retry_wait_queued_and_pending(runs_store: Any) -> 
 
     idle = DurableRuntime(store=runs_store, agents=[janitor()])  # not started: nothing executes
     pending = await idle.submit("janitor", "later")
-    why = ins.explain(runs_store, pending.run_id)
+    why = ins.explain(runs_store, pending.run_id, context="terminal")
     assert why.status == "pending" and "nbdurable worker" in str(why)
+    why = ins.explain(runs_store, pending.run_id, context="notebook")
+    assert why.actions == (
+        f"run the cell defining agent 'janitor' version '1', then %durable resume {pending.run_id}",
+    )
 
 
 async def test_explain_a_run_whose_owner_is_gone_and_one_needing_attention(
@@ -181,3 +197,37 @@ async def test_explain_names_the_sub_agent_of_a_pending_approval(any_store: Any)
     why = ins.explain(any_store, "p")
     assert why.approvals[0].agent_path == ("cleaner",)
     assert "in sub-agent cleaner" in str(why)
+
+
+async def test_next_steps_fit_where_the_reader_is(runs_store: Any) -> None:
+    idle = DurableRuntime(store=runs_store, agents=[janitor()])
+    run = await idle.submit("janitor", "later")
+    reason = "tool 'drop_table' (call c1) was interrupted and its recovery is manual"
+    idle.runtime_store.rt_update(run.run_id, {"state": "needs_attention", "reason": reason})
+    rid = run.run_id
+    api = ins.explain(runs_store, rid)
+    assert api.context == "api" and api.actions[0] == f"run = await runtime.get_run({rid!r})"
+    assert "await run.retry()" in api.actions[1]
+    notebook = ins.explain(runs_store, rid, context="notebook")
+    assert notebook.actions[0] == f"%durable retry {rid}  (runs the interrupted tool again)"
+    assert notebook.actions[1].startswith(f'%durable approve {rid} --deny --reason "..."')
+    terminal = ins.explain(runs_store, rid, context="terminal")
+    assert terminal.actions[0].startswith(f"nbdurable runs retry {rid} --agents module:attr")
+    assert terminal.actions[1].startswith(f'nbdurable runs deny {rid} --reason "..."')
+    for why in (notebook, terminal):
+        assert "await" not in str(why)  # no `run` variable where the reader is
+    assert "%durable" not in str(api) + str(terminal)
+    assert "nbdurable runs" not in str(api) + str(notebook)
+    with pytest.raises(nd.ConfigurationError, match="context must be one of"):
+        ins.explain(runs_store, rid, context="shell")  # type: ignore[arg-type]
+
+
+async def test_the_html_view_shows_the_same_lines_as_the_text(runs_store: Any) -> None:
+    async with DurableRuntime(store=runs_store, agents=[janitor()]) as runtime:
+        run = await runtime.submit("janitor", "Clean up stale staging tables.")
+        await run.wait("waiting_approval")
+        why = ins.explain(runs_store, run.run_id, context="notebook")
+    page = why._repr_html_()
+    shown = html.unescape(re.sub(r"<[^>]+>", "", page))
+    assert shown == str(why)
+    assert "  Next:" in str(why) and str(why).splitlines()[0] == f"{run.run_id}: waiting_approval"

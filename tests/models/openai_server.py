@@ -16,6 +16,7 @@ Every request body is kept in :attr:`OpenAIServer.requests`, its headers in
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
@@ -165,6 +166,13 @@ def text_reply(text: str, used: dict[str, Any] | None = None, *, cid: str = "cha
 # -- the server -------------------------------------------------------------------------------
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that drops its keep-alive connection (its event loop closed) is no error.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class OpenAIServer:
     """A Chat Completions server on 127.0.0.1 that plays a script and records requests."""
 
@@ -176,7 +184,7 @@ class OpenAIServer:
         self._served = 0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd = _Server(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True

@@ -93,6 +93,7 @@ async def test_history_and_explain(
     why = magic("durable", "explain r1").value
     assert why.summary.startswith("Waiting for 1 approval(s)")
     assert why.approvals[0].args == {"name": "stg_2023"}
+    assert why.context == "notebook" and "%durable approve r1 [APPROVAL_ID]" in why.actions
     assert "nbdurable: " in magic("durable", "history nope").stderr
 
 

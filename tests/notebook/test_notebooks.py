@@ -186,6 +186,7 @@ def test_time_travel_forks_diffs_and_plots(folder: Path) -> None:
     code = [c for c in notebook.cells if c.cell_type == "code"]
     images = [o for c in code for o in c.outputs if "image/png" in o.get("data", {})]
     assert len(images) == 2
+    assert "approval_wait" in out and "model_call" in out  # the spans table
 
 
 def test_debug_a_stuck_run_explains_and_unsticks_every_kind(folder: Path) -> None:

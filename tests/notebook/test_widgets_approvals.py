@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,9 @@ import nbdurable as nd
 from nbdurable import events as ev
 from nbdurable.notebook.widgets import HistoryBrowser, RunsDashboard, RunWidget
 
-from .widget_fixtures import (
+from .widget_fixtures import (  # noqa: F401
     SECRET,
+    comms_fixture,
     eventually,
     front_end_sends,
     janitor,
@@ -105,13 +107,16 @@ async def test_a_second_click_never_approves_twice(tmp_path: Path) -> None:
     async with runtime_for(tmp_path, janitor()) as runtime:
         run, widget, card = await waiting_view(runtime)
         calls: list[Any] = []
-        original = nd.runtime.Run.approve
+        store = runtime.runtime_store
+        original = store.rt_verdict
 
-        async def counting(self: Any, *args: Any, **kwargs: Any) -> None:
-            calls.append(args)
-            await original(self, *args, **kwargs)
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            stored, recorded = original(*args, **kwargs)
+            if recorded:
+                calls.append(args)
+            return stored, recorded
 
-        nd.runtime.Run.approve = counting  # type: ignore[method-assign]
+        store.rt_verdict = counting
         try:
             click(widget, card, "approve")
             click(widget, card, "approve")  # while the first is being checked
@@ -123,7 +128,7 @@ async def test_a_second_click_never_approves_twice(tmp_path: Path) -> None:
             click(widget, card, "approve")  # after the run completed
             await widget.settled()
         finally:
-            nd.runtime.Run.approve = original  # type: ignore[method-assign]
+            del store.rt_verdict
         assert [e.payload["approved"] for e in resolved(runtime, run.run_id)] == [True]
     assert len(calls) == 1
     assert widget.approvals[0]["state"] == "approved"
@@ -141,14 +146,19 @@ async def test_a_stale_card_never_approves_again(tmp_path: Path, elsewhere: str)
             await fresh.settled()
         else:
             await run.approve(card["approval_id"])  # what `%durable approve` / the CLI do
-        # the stale card's click comes in before or after the run went on: never again
-        click(stale, card, "approve")
+        # the stale card's click comes in before or after the run went on: never again;
+        # a denial loses to the recorded approval, the same approval is the original success
+        click(stale, card, "deny")
         await stale.settled()
-        assert stale._cards.outcomes[card["approval_id"]][0] == "stale"
+        assert stale._cards.outcomes[card["approval_id"]] == (
+            "approved",
+            "already approved elsewhere",
+        )
         await run.result()
+        stale._cards.outcomes.clear()
         click(stale, card, "approve")
         await stale.settled()
-        assert stale._cards.outcomes[card["approval_id"]][0] == "stale"
+        assert stale._cards.outcomes[card["approval_id"]][0] == "approved"
         assert len(resolved(runtime, run.run_id)) == 1
 
 
@@ -203,3 +213,64 @@ async def test_the_secret_never_reaches_widget_state_or_a_saved_notebook(tmp_pat
     saved = path.read_text()
     assert widget.model_id in saved and card["approval_id"] in saved
     assert SECRET not in saved
+
+
+def custom_messages(log: list[Any], widget: RunWidget) -> list[dict[str, Any]]:
+    """The custom messages the kernel sent to ``widget``'s front-end, in order."""
+    return [
+        data["content"]
+        for _t, comm_id, data in log
+        if comm_id == widget.comm.comm_id and data.get("method") == "custom"
+    ]
+
+
+async def test_the_kernel_answers_a_probe_and_acknowledges_every_click_at_once(
+    tmp_path: Path, comms: list[Any]
+) -> None:
+    async with runtime_for(tmp_path, janitor()) as runtime:
+        run, widget, card = await waiting_view(runtime)
+        front_end_sends(widget, {"action": "ping", "nonce": 7})
+        assert custom_messages(comms, widget) == [{"type": "pong", "nonce": 7}]
+        click(widget, card, "approve")
+        # acknowledged before the verdict is checked: the front-end knows a kernel got it
+        assert custom_messages(comms, widget)[-1] == {
+            "type": "ack",
+            "approval_id": card["approval_id"],
+        }
+        assert widget.approvals[0]["state"] == "sending"
+        await widget.settled()
+        click(widget, card, "approve")  # a second click is acknowledged, and ignored
+        await widget.settled()
+        await run.result()
+        acks = [m for m in custom_messages(comms, widget) if m["type"] == "ack"]
+        assert len(acks) == 2 and len(resolved(runtime, run.run_id)) == 1
+
+
+async def test_an_answered_card_carries_when_and_why_it_was_decided(tmp_path: Path) -> None:
+    async with runtime_for(tmp_path, janitor()) as runtime:
+        run, widget, card = await waiting_view(runtime)
+        before = int(time.time() * 1000)
+        click(widget, card, "deny", token=None, reason="not on a Friday")
+        await widget.settled()
+        answered = widget.approvals[0]
+        assert answered["state"] == "denied" and answered["reason"] == "not on a Friday"
+        assert before <= answered["decided_at"] <= int(time.time() * 1000)
+        await run.result()
+        await eventually(lambda: widget.status == "completed" and not widget.following)
+        # a view opened later reads the same from the log: when, and the reason
+        late = RunWidget(runtime, run.run_id)
+        await eventually(lambda: not late.following)
+        assert late.approvals[0]["state"] == "denied"
+        assert late.approvals[0]["reason"] == "not on a Friday"
+        assert abs(late.approvals[0]["decided_at"] - answered["decided_at"]) < 2000
+        assert late.summary == "completed"  # not "waiting for approval"
+
+        second = await runtime.submit("janitor", "Clean up again.")
+        await second.wait("waiting_approval")
+        await second.approve()  # from elsewhere (the API, `%durable approve`, the CLI)
+        await second.result()
+        view = RunWidget(runtime, second.run_id)
+        await eventually(lambda: not view.following)
+    (card2,) = view.approvals
+    assert card2["state"] == "approved" and card2["decided_at"] > 0 and card2["reason"] == ""
+    assert card2["agent_path"] == []  # the front-end shows a path only for a sub-agent

@@ -147,3 +147,55 @@ async def test_constructing_without_a_running_loop_says_what_to_do(tmp_path: Pat
 
         with pytest.raises(RuntimeError, match="notebook cell or a coroutine"):
             await asyncio.to_thread(outside_the_loop)
+
+
+async def test_the_view_says_how_far_a_run_got_and_why_it_stopped(tmp_path: Path) -> None:
+    broken = nd.Agent(
+        "broken",
+        nd.ScriptedModel(["never"], fail_on={1: RuntimeError("provider down")}),
+        version="1",
+    )
+    async with runtime_for(tmp_path, janitor(), broken) as runtime:
+        run = await runtime.submit("janitor", "Clean up.", max_steps=12)
+        await run.wait("waiting_approval")
+        widget = RunWidget(runtime, run.run_id)
+        await eventually(lambda: widget.status == "waiting_approval" and bool(widget.approvals))
+        usage = widget.usage
+        assert widget.max_steps == 12
+        assert widget.progress == (
+            f"2 of 12 steps · {usage['total_tokens']:,} tokens · ${usage['cost']:.4f}"
+        )
+        assert widget.summary == "waiting for approval: drop_table"
+        drop = widget.steps[1]["tool_calls"][0]
+        assert (drop["tool_name"], drop["state"]) == ("drop_table", "waiting")
+        await run.approve()
+        await run.result()
+        await eventually(lambda: widget.status == "completed" and not widget.following)
+        assert widget.progress.startswith("3 of 12 steps · ")
+        assert widget.summary == "completed"
+        assert widget.steps[1]["tool_calls"][0]["state"] == "done"
+
+        failed = await runtime.submit("broken", "go")
+        await failed.wait("failed")
+        view = RunWidget(runtime, failed.run_id)
+        await eventually(lambda: not view.following)
+    assert view.status == "failed" and view.summary == "failed: model_error"
+    assert view.progress == "1 of 20 steps"
+
+
+async def test_a_loop_api_run_shows_its_steps_without_a_budget(tmp_path: Path) -> None:
+    async with runtime_for(tmp_path) as runtime:
+        model = nd.ScriptedModel([nd.Turn.call("lookup", table="t"), "ok"])
+        lookup = janitor().tool_map["lookup"]
+        await nd.generate_text(
+            model=model,
+            messages="Look.",
+            tools=[lookup],
+            session=nd.DurableSession(runtime.store, run_id="plain"),
+        )
+        widget = RunWidget(runtime, "plain")
+        await eventually(lambda: widget.status == "completed")
+        widget.close()
+    assert widget.max_steps == 0 and widget.lease_until == 0
+    assert widget.progress.startswith("2 steps")
+    assert widget.summary == "completed"

@@ -83,7 +83,8 @@ async def test_s004_25_get_run_reattaches_from_another_runtime(store: Any, reope
             assert result.messages[-1] == nd.assistant("answer")
             events = [e async for e in handle.stream()]
             assert [e.offset for e in events] == list(range(1, len(events) + 1))
-            assert events[-1].type == "run_state" and events[-1].payload["state"] == "completed"
+            assert events[-1].type == "run_finished" and events[-1].payload["state"] == "completed"
+            assert events[-2].type == "run_state" and events[-2].payload["state"] == "completed"
     assert model.calls == 1
 
 
@@ -292,8 +293,8 @@ async def test_approve_echoes_the_signed_token_and_runs_the_tool(store: Any) -> 
         assert calls == ["t"]
         assert [r.result for r in tool_results(result.messages)] == ["dropped t"]
         assert await run.pending_approvals() == ()
-        with pytest.raises(nd.ConfigurationError):
-            await run.approve()  # nothing waits any more
+        with pytest.raises(nd.ApprovalNotPendingError, match="already approved"):
+            await run.approve()  # nothing waits any more: told what was decided
 
 
 async def test_forged_or_foreign_token_is_a_denial(store: Any) -> None:

@@ -58,6 +58,10 @@ async def test_s003_33_max_payload_bytes_applies_to_each_delta(store: Any) -> No
     assert record.model_attempts == 1  # not retried as a model error
     deltas = [e for e in store.read_events(run.run_id) if e.type == ev.MODEL_DELTA]
     assert [e.payload["delta"] for e in deltas] == ["small "]
+    # S003-25: a payload that cannot be persisted is a local failure, not the model's
+    [failed] = [e for e in store.read_events(run.run_id) if e.type == ev.MODEL_ATTEMPT_FAILED]
+    assert failed.payload["failure_kind"] == "local"
+    assert failed.payload["error_type"] == "LimitExceededError"
     async with await nd.DurableRuntime.open(
         store=store, agents=[agent], limits=nd.Limits(max_payload_bytes=10_000)
     ) as rt:

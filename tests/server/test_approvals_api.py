@@ -47,12 +47,16 @@ def test_good_token_approves_and_the_run_completes(server: Server) -> None:
     assert response.status_code == 200, response.text
     assert response.json()["outcome"] == "approved"
     assert server.wait_state(run_id, "completed").result_text == "Done: dropped stg_2023."
-    # replayed: the same good token again is refused, and the tool ran once
+    # replayed (a client retrying after a timeout): the original answer, and the tool ran once
     replay = _verdict(
         server, run_id, approval["approval_id"], approve=True, token=approval["token"]
     )
-    assert replay.status_code == 409
-    assert replay.json()["error"]["type"] == "ApprovalNotPendingError"
+    assert replay.status_code == 200 and replay.json()["outcome"] == "approved"
+    # the other verdict now loses, and is told which one won
+    loser = _verdict(server, run_id, approval["approval_id"], approve=False)
+    assert loser.status_code == 409
+    assert loser.json()["error"]["type"] == "ApprovalNotPendingError"
+    assert loser.json()["error"]["verdict"] == "approved"
     assert sum(e.type == "tool_result" for e in server.events(run_id)) == 1
 
 
@@ -130,8 +134,9 @@ def test_expired_token_is_refused(make_server: Any) -> None:
     response = _verdict(
         server, run_id, approval["approval_id"], approve=True, token=approval["token"]
     )
-    assert response.status_code == 403
-    assert response.json()["error"]["type"] == "ApprovalTokenError"
+    assert response.status_code == 410
+    error = response.json()["error"]
+    assert error["type"] == "ApprovalExpiredError" and "ask for a new link" in error["message"]
     _unchanged(server, run_id, before)
     # a fresh link counts from when it was minted
     [fresh] = server.client().get(f"/runs/{run_id}/approvals").json()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,18 +24,45 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _documented_serve_commands() -> list[str]:
+    root = TESTS.parent
+    blocks = [
+        block
+        for doc in (root / "README.md", root / "docs" / "server.md")
+        for block in re.findall(r"^```bash\n(.*?)\n```", doc.read_text(), re.S | re.M)
+    ]
+    return [block for block in blocks if "nbdurable serve" in block]
+
+
+def test_the_documented_serve_command_keeps_the_token_out_of_process_listings() -> None:
+    """README.md and docs/server.md set NBDURABLE_SERVER_TOKEN; none passes --token,
+    which every process listing shows."""
+    commands = _documented_serve_commands()
+    assert len(commands) >= 2
+    for block in commands:
+        assert "--token" not in block, block
+        assert "NBDURABLE_SERVER_TOKEN" in block, block
+
+
 def test_serve_subprocess_end_to_end(tmp_path: Path) -> None:
+    """As documented: the token in NBDURABLE_SERVER_TOKEN, not on the command line."""
     store = f"sqlite:///{tmp_path}/runs.db"
     command = [
         sys.executable, "-m", "nbdurable.cli", "serve", "--store", store,
-        "--agents", "server.agents:agents", "--port", "0", "--token", "cli-token",
+        "--agents", "server.agents:agents", "--port", "0",
         "--public-url", "https://approvals.example/nb", "--poll-interval", "0.01",
     ]  # fmt: skip
     started = time.monotonic()
     process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**_env(), "NBDURABLE_SERVER_TOKEN": "cli-token"},
     )
     try:
+        listing = Path(f"/proc/{process.pid}/cmdline").read_bytes()
+        assert b"cli-token" not in listing
         assert process.stdout is not None
         line = process.stdout.readline()
         assert line.startswith("nbdurable serve: http://127.0.0.1:"), line + (

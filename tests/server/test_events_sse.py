@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from typing import Any
 
 import httpx
 from httpx_sse import connect_sse
+from seed_consumer import ConsumerCrash, SeedConsumer, sse
 
+from . import agents as test_agents
 from .harness import Server
 
 
@@ -42,7 +45,7 @@ def test_stream_to_completion_equals_the_store_log(server: Server) -> None:
         got = [_as_logged(e) for e in _read(http, run_id)]
     logged = [e.model_dump(mode="json") for e in server.events(run_id)]
     assert got == logged
-    assert got[-1]["type"] == "run_state" and got[-1]["payload"]["state"] == "completed"
+    assert got[-1]["type"] == "run_finished" and got[-1]["payload"]["state"] == "completed"
     assert [e["offset"] for e in got] == list(range(1, len(got) + 1))
 
 
@@ -106,3 +109,36 @@ def test_until_stop_ends_at_a_wait_and_finish_goes_on(server: Server) -> None:
     assert int(rest[0].id) == int(stopped[-1].id) + 1
     assert json.loads(rest[-1].data)["payload"]["state"] == "completed"
     assert any(e.event == "tool_result" for e in rest)
+
+
+async def test_s004_19_s004_20_a_seed_consumer_over_sse_reads_to_the_end_and_a_retry_leg(
+    server: Server,
+) -> None:
+    """S004-19, S004-20 over the bridge: a consumer written to the seed (Last-Event-ID
+    reconnect after its own crash) stops at run_error, the last event of the failed
+    run; after POST /retry a consumer that kept the offset reads the retry leg,
+    run_started marked retried, through to run_finished."""
+    source = sse(server.url, server.token)
+    run_id = _submit(server, "flaky")
+    first = SeedConsumer()
+    first.save_run_id(run_id)
+    with contextlib.suppress(ConsumerCrash):
+        await first.consume(source, crash_after=2)
+    await first.consume(source)
+    assert server.wait_state(run_id, "failed").reason == "model_error"
+    log = server.events(run_id)
+    assert first.handled == [e.offset for e in log] and first.cleared_at == [log[-1].offset]
+    assert log[-1].type == "run_error" and log[-1].payload["state"] == "failed"
+    end = log[-1].offset
+
+    test_agents.FLAKY["fail"] = False
+    with server.client() as http:
+        assert http.post(f"/runs/{run_id}/retry").status_code == 200
+    second = SeedConsumer(saved={"run_id": run_id, "offset": end})
+    await second.consume(source)
+    assert server.wait_state(run_id, "completed")
+    log = server.events(run_id)
+    assert second.handled == [e.offset for e in log if e.offset > end]
+    assert second.cleared_at == [log[-1].offset] and log[-1].type == "run_finished"
+    starts = second.payloads_of("run_started")
+    assert starts and starts[0]["retried"] is True

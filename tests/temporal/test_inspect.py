@@ -32,7 +32,8 @@ async def test_notebook_client_inspects_and_reconnects(cluster: Cluster) -> None
         rest = [e async for e in client.stream(after=saved)]
         assert rest and rest[0].offset == saved + 1
         assert [e.offset for e in rest] == list(range(saved + 1, saved + 1 + len(rest)))
-        assert rest[-1].type == "run_state" and rest[-1].payload["state"] == "completed"
+        assert rest[-1].type == "run_finished" and rest[-1].payload["state"] == "completed"
+        assert rest[-2].type == "run_state" and rest[-2].payload["state"] == "completed"
         # a finished run still replays from 0
         everything = [e async for e in client.stream(after=0)]
         assert len(everything) == saved + len(rest)

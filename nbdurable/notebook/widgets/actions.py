@@ -39,7 +39,8 @@ class ActionRunner:
 
     def say(self, text: str, *, error: bool = False) -> None:
         """Show one line (escaped) in the status area."""
-        color = "#c5221f" if error else "inherit"
+        # the theme's error colour: legible in JupyterLab's light and dark themes
+        color = "var(--jp-error-color1, #d32f2f)" if error else "inherit"
         self.status.value = f'<span style="color:{color}">{html.escape(text)}</span>'
 
     async def _report(self, coroutine: Coroutine[Any, Any, Any]) -> Any:

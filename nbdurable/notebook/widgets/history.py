@@ -51,7 +51,12 @@ class HistoryBrowser(ipywidgets.VBox):  # type: ignore[misc]
         self.summary = ipywidgets.HTML()
         self.messages = ipywidgets.HTML()
         self.edit_input = ipywidgets.Text(placeholder="edited last message (optional)")
-        self.rewind_button = ipywidgets.Button(description="Rewind from here", icon="undo")
+        self.rewind_button = ipywidgets.Button(
+            description="Rewind from here",
+            icon="undo",
+            tooltip="fork the run at this step and let the fork go on",
+            layout=ipywidgets.Layout(width="auto", min_width="max-content"),  # never "Rewind fr…"
+        )
         self.message = ipywidgets.HTML()
         self.detail = ipywidgets.VBox()
         self.actions = ActionRunner(self.message)

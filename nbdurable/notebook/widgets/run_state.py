@@ -13,11 +13,17 @@ from ...durable.signer import token_issued_at
 from ...events.fold import RunView, StepView
 from ...events.model import APPROVAL_RESOLVED, RUN_STATE, TERMINAL_RUN_STATES, Event
 from ...messages import ToolApprovalRequest, Usage
+from .._lease import LeaseWait
 
-__all__ = ["ENDED_STATES", "Cards", "Clock", "run_state"]
+__all__ = ["ENDED_STATES", "Cards", "Clock", "progress", "run_state", "summary"]
 
 ENDED_STATES = frozenset({*TERMINAL_RUN_STATES, "error"})
 """View statuses after which the elapsed-time clock stops."""
+
+_MOVING = frozenset({"running", "pending", "queued", "retry_wait", "cancelling"})
+"""Statuses in which a call without a result may still get one by itself."""
+
+_ANSWERED = frozenset({"approved", "denied"})
 
 
 @dataclass
@@ -27,20 +33,24 @@ class Cards:
     Attributes:
         requests: Every request seen pending, in order of arrival.
         requested_at: When each request was made (epoch ms).
-        resolved: ``approval_resolved`` payloads from the log (whoever answered).
+        resolved: ``approval_resolved`` payloads from the log (whoever answered),
+            with the event's time as ``decided_at``.
         outcomes: ``(state, message)`` of verdicts given through this view
             (``sending`` while one is being checked).
+        decided: ``(decided_at, reason)`` of verdicts recorded through this view.
     """
 
     requests: dict[str, ToolApprovalRequest] = field(default_factory=dict)
     requested_at: dict[str, int] = field(default_factory=dict)
     resolved: dict[str, dict[str, Any]] = field(default_factory=dict)
     outcomes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    decided: dict[str, tuple[int, str | None]] = field(default_factory=dict)
 
     def observe(self, view: RunView, event: Event) -> None:
         """Note the requests pending after ``event`` and the verdicts it records."""
         if event.type == APPROVAL_RESOLVED:
-            self.resolved[str(event.payload.get("approval_id"))] = dict(event.payload)
+            payload = {**event.payload, "decided_at": event.created_at}
+            self.resolved[str(event.payload.get("approval_id"))] = payload
         for approval_id, request in view.pending_approvals.items():
             if approval_id not in self.requests:
                 self.requests[approval_id] = request
@@ -48,9 +58,20 @@ class Cards:
                 self.requested_at[approval_id] = issued if issued else event.created_at
 
     def card(self, view: RunView, approval_id: str) -> dict[str, Any]:
-        """One card as the front-end renders it (the signed token, never the secret)."""
+        """One card as the front-end renders it (the signed token, never the secret).
+
+        An answered card (``approved``, ``denied``, or ``resolved`` when the
+        request went away unanswered) carries ``decided_at`` (epoch ms, 0 when
+        unknown) and the denial's ``reason``: the view collapses it to one line.
+        """
         request = self.requests[approval_id]
         state, message = self._state(view, approval_id)
+        decided_at, reason = 0, None
+        resolved = self.resolved.get(approval_id)
+        if resolved is not None:
+            decided_at, reason = int(resolved.get("decided_at") or 0), resolved.get("reason")
+        elif approval_id in self.decided:
+            decided_at, reason = self.decided[approval_id]
         return {
             "approval_id": approval_id,
             "tool_call_id": request.tool_call_id,
@@ -61,6 +82,8 @@ class Cards:
             "token": request.token or "",
             "state": state,
             "message": message,
+            "decided_at": decided_at if state in _ANSWERED else 0,
+            "reason": (reason or "") if state == "denied" else "",
         }
 
     def _state(self, view: RunView, approval_id: str) -> tuple[str, str]:
@@ -92,27 +115,114 @@ class Clock:
             self.ended_at = event.created_at
 
 
-def run_state(view: RunView, cards: Cards, clock: Clock) -> dict[str, Any]:
-    """The synced state of a run view: status, steps, full text, usage, cards, times."""
+def run_state(
+    view: RunView,
+    cards: Cards,
+    clock: Clock,
+    *,
+    max_steps: int = 0,
+    lease: LeaseWait | None = None,
+    now: int | None = None,
+) -> dict[str, Any]:
+    """The synced state of a run view: status, steps, full text, usage, cards, times.
+
+    Args:
+        view: The folded event log.
+        cards: The view's approval cards.
+        clock: The run's first and latest event times.
+        max_steps: The run's step budget (0 when unknown, e.g. a loop-API run).
+        lease: Another runtime's lease the run waits for, if any.
+        now: The time (epoch ms) to count the lease's time left from (default: now).
+    """
     # a gated call's result arrives in the leg that resumes the run, under a later step
     results = {r.get("tool_call_id"): r for step in view.steps.values() for r in step.tool_results}
-    steps = [_step(view.steps[i], results) for i in sorted(view.steps)]
+    steps = [_step(view.steps[i], results, view.status) for i in sorted(view.steps)]
     text = "\n\n".join(s["text"] for s in steps if s["text"])
+    approvals = [cards.card(view, a) for a in cards.requests]
+    usage = _current_usage(view)
     return {
         "status": view.status,
         "step": max(view.steps) if view.steps else 0,
         "steps": steps,
         "text": text,
-        "usage": _usage(_current_usage(view)),
-        "approvals": [cards.card(view, a) for a in cards.requests],
+        "usage": _usage(usage),
+        "approvals": approvals,
         "error": view.error or "",
+        "takeover": view.takeover,
         "started_at": clock.started_at,
         "ended_at": clock.ended_at if view.status in ENDED_STATES else 0,
         "last_offset": view.last_offset,
+        "max_steps": max_steps,
+        "progress": progress(len(view.steps), max_steps, usage),
+        "summary": summary(view, approvals, lease, now),
+        "lease_until": lease.until if lease is not None else 0,
+        "lease_owner": lease.owner if lease is not None else "",
     }
 
 
-def _step(step: StepView, results: dict[Any, dict[str, Any]]) -> dict[str, Any]:
+def progress(steps: int, max_steps: int, usage: Usage) -> str:
+    """How far a run got: ``3 of 12 steps · 1,234 tokens · $0.0012``.
+
+    ``3 steps`` without a budget; the cost when the model has a price.
+    """
+    unit = "step" if (max_steps or steps) == 1 else "steps"
+    line = f"{steps} of {max_steps} {unit}" if max_steps else f"{steps} {unit}"
+    if usage.total_tokens:
+        line += f" · {usage.total_tokens:,} tokens"
+    if usage.cost is not None:
+        line += f" · ${usage.cost:.4f}"
+    return line
+
+
+def summary(
+    view: RunView,
+    approvals: list[dict[str, Any]],
+    lease: LeaseWait | None = None,
+    now: int | None = None,
+) -> str:
+    """Why the run stopped, or what it waits for, in one line."""
+    status, reason = view.status, view.error or ""
+    if lease is not None and status not in ENDED_STATES:
+        return lease.text(now)  # the record says another runtime holds the run
+    if status == "completed":
+        finish = view.finish_reason
+        return "completed" if finish in (None, "stop") else f"completed ({finish})"
+    if status in ("failed", "cancelled"):
+        return f"{status}: {reason}" if reason else status
+    if status == "error":
+        return f"stopped by an error: {reason}" if reason else "stopped by an error"
+    if status == "needs_attention":
+        return f"needs attention: {reason}" if reason else "needs attention"
+    if status == "waiting_approval":
+        open_ = [c["tool_name"] for c in approvals if c["state"] not in ("resolved", *_ANSWERED)]
+        return f"waiting for approval: {', '.join(open_)}" if open_ else "waiting for approval"
+    if status == "suspended":
+        return "suspended: waiting for approvals or client tool results"
+    if status == "retry_wait":
+        return "the model call failed: retrying after a pause"
+    if status == "queued":
+        return "queued behind an unfinished run of its session"
+    if status == "pending":
+        return "waiting for a runtime serving its agent to take it"
+    if status == "cancelling":
+        return "cancelling"
+    if status == "running":
+        return "running"
+    return ""
+
+
+def _call_state(result: dict[str, Any] | None, status: str) -> str:
+    """``done``, ``error``, ``running``, ``waiting`` or ``interrupted``."""
+    if result is not None:
+        return "error" if result.get("is_error") else "done"
+    if status in _MOVING:
+        return "running"
+    if status in ("waiting_approval", "suspended"):
+        return "waiting"  # for its approval, or behind a call that waits for one
+    return "interrupted"  # needs_attention, failed, cancelled: it never finished
+
+
+def _step(step: StepView, results: dict[Any, dict[str, Any]], status: str) -> dict[str, Any]:
     calls = []
     for call in step.tool_calls:
         result = results.get(call.get("tool_call_id"))
@@ -124,6 +234,7 @@ def _step(step: StepView, results: dict[Any, dict[str, Any]]) -> dict[str, Any]:
                 "done": result is not None,
                 "result": None if result is None else result.get("result"),
                 "is_error": bool(result and result.get("is_error")),
+                "state": _call_state(result, status),
             }
         )
     return {

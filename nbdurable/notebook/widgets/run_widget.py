@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -10,9 +12,11 @@ import anywidget
 import traitlets
 
 from ...events.fold import RunView
-from ...events.model import Event
+from ...events.model import RUN_STARTED, RUN_STATE, Event
 from ...events.subscribe import subscribe
+from ...runtime.run import Run
 from ...runtime.verdicts import Outcome, submit_verdict
+from .._lease import LeaseWait, lease_wait
 from .assets import frontend_file
 from .run_state import Cards, Clock, run_state
 
@@ -39,8 +43,17 @@ class RunWidget(anywidget.AnyWidget):
 
     Approval cards carry the request's signed token, never the secret. The
     front-end answers with a custom message ``{"action": "approve" | "deny",
-    "approval_id", "token", "reason"}``; the kernel verifies the token with the
-    runtime's signer before approving (see :func:`submit_verdict`).
+    "approval_id", "token", "reason"}``; the kernel acknowledges it at once
+    (``{"type": "ack", "approval_id"}``) and verifies the token with the
+    runtime's signer before approving (see :func:`submit_verdict`). An answered
+    card collapses to one line ("approved at 12:03").
+
+    The front-end also asks ``{"action": "ping", "nonce"}`` when it renders and
+    whenever the widget manager says the kernel connection changed; the kernel
+    answers ``{"type": "pong", "nonce"}``. A view that gets no answer (the kernel
+    was restarted, or the notebook was reopened from its saved widget state
+    without this kernel) says "disconnected" and disables its buttons; a fresh
+    view (re-run the cell, or ``%durable show RUN``) follows the run again.
 
     Args:
         runtime: The runtime that owns the run (its store, signer and handles).
@@ -61,10 +74,16 @@ class RunWidget(anywidget.AnyWidget):
     usage = traitlets.Dict().tag(sync=True)
     approvals = traitlets.List(traitlets.Dict()).tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
+    takeover = traitlets.Unicode("").tag(sync=True)
     started_at = traitlets.Int(0).tag(sync=True)
     ended_at = traitlets.Int(0).tag(sync=True)
     last_offset = traitlets.Int(0).tag(sync=True)
     following = traitlets.Bool(False).tag(sync=True)
+    max_steps = traitlets.Int(0).tag(sync=True)
+    progress = traitlets.Unicode("").tag(sync=True)
+    summary = traitlets.Unicode("").tag(sync=True)
+    lease_until = traitlets.Int(0).tag(sync=True)
+    lease_owner = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, runtime: DurableRuntime, run_id: str, **kwargs: Any) -> None:
         try:
@@ -82,9 +101,34 @@ class RunWidget(anywidget.AnyWidget):
         self._last_flush = 0.0
         self._flush_handle: asyncio.TimerHandle | None = None
         self._verdicts: set[asyncio.Task[Outcome]] = set()
+        self._opened_at = _now_ms()
+        self._max_steps = 0
+        self._lease: LeaseWait | None = None
+        self._lease_check: asyncio.TimerHandle | None = None
+        self._read_record()
         self.on_msg(self._on_front_end_message)
         self.following = True
         self.task: asyncio.Task[None] = self._loop.create_task(self._follow())
+
+    def _read_record(self) -> None:
+        """Note the run's step budget, and whether another runtime's lease still holds it."""
+        get = getattr(self.runtime.store, "rt_get", None)  # loop-API runs have no record
+        record = get(self.run_id) if get is not None else None
+        if record is None:
+            self._lease = None
+            return
+        self._max_steps = record.max_steps
+        self._lease = lease_wait(record, self.runtime.owner_id)
+        if self._lease is not None and self._lease_check is None:
+            # look again once it lapsed: taken over (an event says so) or still held
+            delay = max(0.0, (self._lease.until - _now_ms()) / 1000) + 0.5
+            self._lease_check = self._loop.call_later(delay, self._lease_lapsed)
+
+    def _lease_lapsed(self) -> None:
+        self._lease_check = None
+        if self._lease is not None:
+            self._read_record()
+            self._schedule_flush()
 
     # -- following the log ---------------------------------------------------------------
 
@@ -105,6 +149,12 @@ class RunWidget(anywidget.AnyWidget):
     def apply(self, event: Event) -> None:
         """Fold one event into the view and schedule a (throttled) front-end update."""
         self.view.apply(event)
+        if (
+            self._lease is not None
+            and event.type in (RUN_STARTED, RUN_STATE)
+            and event.created_at >= self._opened_at
+        ):
+            self._lease = None  # a runtime took the run over (or it moved on)
         self._cards.observe(self.view, event)
         self._clock.observe(event)
         self._schedule_flush()
@@ -123,7 +173,19 @@ class RunWidget(anywidget.AnyWidget):
         self._last_flush = time.monotonic()
         if self.comm is None:
             return  # closed
-        state = run_state(self.view, self._cards, self._clock)
+        state = run_state(
+            self.view, self._cards, self._clock, max_steps=self._max_steps, lease=self._lease
+        )
+        context = _latest_request_context()
+        if context is None:
+            self._set_state(state)
+            return
+        try:
+            context.run(self._set_state, state)
+        except RuntimeError:  # that context is entered right now: this is the request
+            self._set_state(state)
+
+    def _set_state(self, state: dict[str, Any]) -> None:
         with self.hold_sync():
             for name, value in state.items():
                 setattr(self, name, value)
@@ -131,9 +193,15 @@ class RunWidget(anywidget.AnyWidget):
     # -- verdicts from the cards ---------------------------------------------------------
 
     def _on_front_end_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if not isinstance(content, dict) or content.get("action") not in ("approve", "deny"):
+        if not isinstance(content, dict):
+            return
+        if content.get("action") == "ping":
+            self.send({"type": "pong", "nonce": content.get("nonce")})
+            return
+        if content.get("action") not in ("approve", "deny"):
             return
         approval_id = str(content.get("approval_id", ""))
+        self.send({"type": "ack", "approval_id": approval_id})  # this kernel got the click
         if approval_id not in self._cards.requests:
             return  # not a card of this view
         current = self._cards.outcomes.get(approval_id)
@@ -142,9 +210,7 @@ class RunWidget(anywidget.AnyWidget):
         self._cards.outcomes[approval_id] = ("sending", "checking...")
         self.flush()
         reason = content.get("reason")
-        coroutine = submit_verdict(
-            self.runtime,
-            self.run_id,
+        coroutine = self._answer(
             approval_id,
             approve=content["action"] == "approve",
             token=content.get("token"),
@@ -152,15 +218,38 @@ class RunWidget(anywidget.AnyWidget):
         )
         task = self._loop.create_task(coroutine)
         self._verdicts.add(task)
-        task.add_done_callback(lambda done: self._verdict_done(approval_id, done))
+        denial = str(reason) if reason and content["action"] == "deny" else None
+        task.add_done_callback(lambda done: self._verdict_done(approval_id, done, denial))
 
-    def _verdict_done(self, approval_id: str, task: asyncio.Task[Outcome]) -> None:
+    async def _answer(
+        self, approval_id: str, *, approve: bool, token: object, reason: str | None
+    ) -> Outcome:
+        outcome = await submit_verdict(
+            self.runtime, self.run_id, approval_id, approve=approve, token=token, reason=reason
+        )
+        if outcome.state == "expired":
+            # this kernel holds the secret: show the request again with a fresh token
+            for request in await Run(self.runtime, self.run_id).pending_approvals():
+                if request.approval_id == approval_id:
+                    self._cards.requests[approval_id] = request
+        return outcome
+
+    def _verdict_done(
+        self, approval_id: str, task: asyncio.Task[Outcome], reason: str | None
+    ) -> None:
         self._verdicts.discard(task)
         if task.cancelled():
             self._cards.outcomes.pop(approval_id, None)
         else:
             outcome = task.result()
-            self._cards.outcomes[approval_id] = (outcome.state, outcome.message)
+            state: str = outcome.state
+            if outcome.state == "stale" and outcome.winner is not None:
+                state = outcome.winner  # another view, process or person decided first
+            elif outcome.state == "expired":
+                state = "pending"  # asked again, with the fresh token
+            self._cards.outcomes[approval_id] = (state, outcome.message)
+            if outcome.recorded:
+                self._cards.decided[approval_id] = (_now_ms(), reason)
         self.flush()
 
     async def settled(self) -> None:
@@ -175,8 +264,32 @@ class RunWidget(anywidget.AnyWidget):
         task = getattr(self, "task", None)
         if task is not None and not task.done():
             task.cancel()
-        handle = getattr(self, "_flush_handle", None)
-        if handle is not None:
-            handle.cancel()
-            self._flush_handle = None
+        for name in ("_flush_handle", "_lease_check"):
+            handle = getattr(self, name, None)
+            if handle is not None:
+                handle.cancel()
+                setattr(self, name, None)
         super().close()
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _latest_request_context() -> contextvars.Context | None:
+    """The kernel's context of the request it handles last (ipykernel keeps one), if any.
+
+    The following task was started by the cell that made the widget, and ipykernel
+    tags messages with the request of the context they are sent from: without
+    this, every update would claim to come from that finished cell, and clients
+    that keep only the running cell's messages (nbclient, ``nbconvert --execute``,
+    hence the widget state saved in executed notebooks) would drop them all.
+    """
+    kernelbase = sys.modules.get("ipykernel.kernelbase")
+    if kernelbase is None:
+        return None
+    kernel_class: Any = kernelbase.Kernel
+    if not kernel_class.initialized():
+        return None
+    context = getattr(kernel_class.instance(), "_shell_context", None)
+    return context if isinstance(context, contextvars.Context) else None

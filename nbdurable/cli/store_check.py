@@ -1,0 +1,78 @@
+"""``nbdurable store check [URL]``: what is damaged in a store, and which runs it affects.
+
+Exit status: 0 when nothing is damaged, 1 when something is (the report says
+what and which runs), 2 when the check could not run (no such store, a bad URL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import textwrap
+from typing import Any
+
+from .store import DEFAULT_STORE
+
+__all__ = ["DAMAGED", "add_parser", "check"]
+
+DAMAGED = 1
+"""Exit status when the check found damage."""
+_SHOWN = 50
+"""Damage lines printed at most (``--json`` lists all)."""
+
+
+def add_parser(commands: Any) -> None:
+    """Add ``store check`` to the command line."""
+    parser = commands.add_parser("store", help="check a store for damage")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    sub = actions.add_parser(
+        "check",
+        help="verify a store: file integrity, message hashes, every checkpoint and event",
+        description=(
+            "Verify a store without writing to it: SQLite's integrity check, every message "
+            "chain's hashes, every checkpoint's metadata, the latest checkpoint of every run, "
+            "the event log and the runtime's records. Exit status: 0 clean, 1 damaged, "
+            "2 when the check could not run."
+        ),
+    )
+    sub.add_argument(
+        "url", nargs="?", default=None, metavar="URL", help=f"store URL (default: {DEFAULT_STORE})"
+    )
+    sub.add_argument("--json", action="store_true", help="print the report as JSON")
+    sub.set_defaults(handler=check)
+
+
+def check(args: argparse.Namespace) -> int:
+    """Check the store and print the report; returns the exit status."""
+    from ..stores.check import check_store
+
+    url = args.url or (args.store if getattr(args, "store", None) else DEFAULT_STORE)
+    report = check_store(url)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+        return 0 if report.clean else DAMAGED
+    counts = ", ".join(f"{n} {name}" for name, n in report.counts.items()) or "nothing readable"
+    width = min(shutil.get_terminal_size().columns, 100)
+    print(f"Checked {report.store}:")
+    print(textwrap.fill(f"{counts}.", width, initial_indent="  ", subsequent_indent="  "))
+    for note in report.notes:
+        print(f"Note: {note}")
+    if report.clean:
+        print("OK: no damage found.")
+        return 0
+    affected = report.affected_runs
+    print(f"DAMAGED: {len(report.damage)} problem(s), {len(affected)} run(s) affected.")
+    lines = report.lines()
+    for line in lines[:_SHOWN]:
+        print(f"  {line}")
+    if len(lines) > _SHOWN:
+        print(f"  ... and {len(lines) - _SHOWN} more (--json lists all)")
+    if affected:
+        print(f"Affected runs: {', '.join(affected)}")
+    print(
+        "What to do: stop the processes using the store, keep a copy of it as it is, and "
+        "restore it from a backup; runs not listed read as before. See 'Broken store files' "
+        "in docs/stores.md."
+    )
+    return DAMAGED

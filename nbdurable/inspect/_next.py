@@ -1,0 +1,126 @@
+"""What moves a run on, phrased for where the reader is: Python, a notebook, a terminal.
+
+``explain`` names next steps; someone in a notebook after a kernel restart has no
+``run`` variable but has ``%durable``, someone in a shell has ``nbdurable runs``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from .._errors import ConfigurationError
+from ..runtime.records import RuntimeRun
+
+__all__ = ["CONTEXTS", "Context", "NextSteps", "check_context"]
+
+Context = Literal["api", "notebook", "terminal"]
+"""Where the reader is: ``api`` (Python code), ``notebook`` (magics), ``terminal`` (the CLI)."""
+
+CONTEXTS: tuple[str, ...] = get_args(Context)
+
+
+def check_context(context: str) -> Context:
+    """``context`` when it is one of :data:`CONTEXTS`.
+
+    Raises:
+        ConfigurationError: Another value.
+    """
+    if context not in CONTEXTS:
+        raise ConfigurationError(
+            f"context must be one of {', '.join(map(repr, CONTEXTS))}, not {context!r}"
+        )
+    return context  # type: ignore[return-value]
+
+
+class NextSteps:
+    """The commands that move one run on, in the reader's context.
+
+    Args:
+        context: ``api``, ``notebook`` or ``terminal``.
+        run_id: The run.
+    """
+
+    def __init__(self, context: Context, run_id: str) -> None:
+        self.context = context
+        self.run_id = run_id
+
+    def _handle(self) -> list[str]:
+        # in Python the handle comes first: after a restart no `run` variable exists
+        return [f"run = await runtime.get_run({self.run_id!r})"] if self.context == "api" else []
+
+    def answer_approvals(self) -> tuple[str, ...]:
+        """Approve or deny the approvals the run waits for."""
+        run = self.run_id
+        if self.context == "notebook":
+            return (
+                f"%durable show {run}  (Approve / Deny on its card)",
+                f"%durable approve {run} [APPROVAL_ID]",
+                f'%durable approve {run} [APPROVAL_ID] --deny --reason "..."',
+            )
+        if self.context == "terminal":
+            return (
+                f"nbdurable runs approve {run} [APPROVAL_ID]",
+                f'nbdurable runs deny {run} [APPROVAL_ID] --reason "..."',
+            )
+        return (
+            *self._handle(),
+            "await run.approve(approval_id)  or  await run.deny(approval_id, reason=...)",
+        )
+
+    def interrupted_tool(self) -> tuple[str, ...]:
+        """Run an interrupted ``manual`` tool call again, or settle it as an error."""
+        run = self.run_id
+        if self.context == "notebook":
+            return (
+                f"%durable retry {run}  (runs the interrupted tool again)",
+                f'%durable approve {run} --deny --reason "..."  (settles it as an error the '
+                "model sees)",
+            )
+        if self.context == "terminal":
+            return (
+                f"nbdurable runs retry {run} --agents module:attr  (runs the interrupted tool "
+                "again, here)",
+                f'nbdurable runs deny {run} --reason "..."  (settles it as an error the '
+                "model sees)",
+            )
+        return (
+            *self._handle(),
+            "await run.retry()  (runs the interrupted manual tool again)",
+            "await run.deny(reason=...)  (settles it as an error the model sees)",
+        )
+
+    def retry(self, run_id: str | None = None, *, then: str = "") -> tuple[str, ...]:
+        """Let a failed run (``run_id``, default this one) go on."""
+        target = run_id or self.run_id
+        after = f"  ({then})" if then else ""
+        if self.context == "notebook":
+            return (f"%durable retry {target}{after}",)
+        if self.context == "terminal":
+            return (f"nbdurable runs retry {target}{after}",)
+        handle = [f"run = await runtime.get_run({target!r})"]
+        return (*handle, f"await run.retry(){after}")
+
+    def retries_by_itself(self) -> tuple[str, ...]:
+        """A ``retry_wait`` run: nothing to do; how to stop it."""
+        if self.context == "notebook":
+            stop = f"%durable cancel {self.run_id} stops it"
+        elif self.context == "terminal":
+            stop = f"nbdurable runs cancel {self.run_id} stops it"
+        else:
+            stop = "await run.cancel() stops it"
+        return (f"a runtime serving its agent retries it then; {stop}",)
+
+    def execute(self, record: RuntimeRun) -> tuple[str, ...]:
+        """A run that needs a runtime serving its agent (pending, or its owner is gone)."""
+        agent = f"agent {record.agent_id!r} version {record.agent_version!r}"
+        if self.context == "notebook":
+            return (f"run the cell defining {agent}, then %durable resume {self.run_id}",)
+        if self.context == "terminal":
+            return (
+                f"nbdurable runs resume {self.run_id} --agents module:attr  (serving {agent})",
+                f"nbdurable worker --store URL --agents module:attr  (serving {agent})",
+            )
+        return (
+            f"open a DurableRuntime on this store with {agent}: it takes the run "
+            f"(await runtime.get_run({self.run_id!r}) to follow it)",
+        )

@@ -1,0 +1,73 @@
+"""A tool whose schema, validation and execution come from elsewhere."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from .._errors import ConfigurationError
+from ..tools import Tool, ToolArgumentsError, ToolContext, _describe_validation, to_jsonable
+
+__all__ = ["ForeignTool", "Runner", "Validator", "require"]
+
+Validator = Callable[[dict[str, Any]], dict[str, Any]]
+"""Checks a call's arguments; returns what the runner gets (raises pydantic's
+``ValidationError`` or :class:`ToolArgumentsError`)."""
+Runner = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+"""Runs a validated call with its context; returns the result."""
+
+
+@dataclass(frozen=True, eq=False)
+class ForeignTool(Tool):
+    """A :class:`Tool` that delegates validation and execution to another framework.
+
+    Approval, recovery, the idempotency key and the :class:`ToolContext` stay
+    nbdurable's: the loop treats it like any other tool. Its ``execute`` is a
+    :data:`Runner`, called with the validated arguments and the context.
+
+    Attributes:
+        validator: Checks the arguments (None: any JSON object is passed on).
+        source: What the tool wraps, for messages.
+    """
+
+    validator: Validator | None = None
+    source: str = ""
+
+    def validate_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate ``args`` with the source framework's own schema.
+
+        Raises:
+            ToolArgumentsError: The arguments do not match the schema.
+        """
+        if not isinstance(args, Mapping):
+            raise ToolArgumentsError(f"arguments must be a JSON object, got {type(args).__name__}")
+        if self.validator is None:
+            return dict(args)
+        try:
+            return self.validator(dict(args))
+        except ValidationError as exc:
+            raise ToolArgumentsError(_describe_validation(self.name, exc)) from None
+
+    async def invoke(self, kwargs: dict[str, Any], context: ToolContext) -> Any:
+        """Run the call through the source framework; return a JSON-able result."""
+        if self.execute is None:
+            raise ConfigurationError(f"tool {self.name!r} is a client tool and cannot run here")
+        return to_jsonable(await self.execute(kwargs, context))
+
+
+def require(module: str, extra: str, package: str) -> Any:
+    """Import an optional framework, or say which extra installs it.
+
+    Raises:
+        ConfigurationError: The module is not installed.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"this needs {package}: pip install 'nbdurable[{extra}]' ({exc})"
+        ) from exc

@@ -1,0 +1,249 @@
+"""Read-only views of the SQLite and PostgreSQL stores' tables, for :mod:`.check`.
+
+SQLite is opened read-only (``mode=ro``) with text read as bytes, so one row
+that is not UTF-8 is reported instead of stopping the scan; checkpoints and
+events are read by full scans (``NOT INDEXED``), so a damaged index does not
+hide rows. PostgreSQL is read in one read-only, repeatable-read transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from .._errors import ConfigurationError
+from .check import CheckReport, check_sql, iter_batches
+from .rows import COLUMNS
+from .sqlite_schema import SCHEMA_VERSION, schema_damage, versions_sound
+
+__all__ = ["check_postgres", "check_sqlite"]
+
+_CHECKPOINTS = f"SELECT run_id, seq, head, {', '.join(COLUMNS)} FROM checkpoints"
+_EVENTS = (
+    "SELECT run_id, position, type, step_index, operation_id, attempt_id, payload, created_at "
+    "FROM events"
+)
+_RUNTIME = {
+    "rt_runs": "SELECT run_id, NULL, record FROM rt_runs",
+    "rt_intents": "SELECT run_id, tool_call_id, intent FROM rt_intents",
+    "rt_journal": "SELECT run_id, step_index, response FROM rt_journal",
+}
+_MAX_PROBLEMS = 100
+"""Integrity-check lines reported at most (SQLite stops there too)."""
+_INDEX_ONLY = ("missing from index", "wrong # of entries in index", "index ")
+
+
+def check_sqlite(url: str) -> CheckReport:
+    """Check a SQLite store file without writing to it.
+
+    Raises:
+        ConfigurationError: There is no file at the URL's path.
+    """
+    from . import _path
+
+    path = _path(url, url.partition("://")[2])
+    if path == ":memory:" or not Path(path).is_file():
+        raise ConfigurationError(f"no SQLite store file at {path!r}")
+    report = CheckReport(url)
+    uri = f"file:{quote(str(Path(path).resolve()))}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    conn.text_factory = bytes
+    try:
+        source = _SqliteSource(conn)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            report.add(
+                f"it is not a readable SQLite database ({exc}): its header or first page "
+                "is damaged, or it is another kind of file"
+            )
+            return report
+        conn.execute("BEGIN")  # one snapshot for the whole check
+        check_sql(source, report)
+        if (
+            report.damage
+            and all(
+                any(t in d.what for t in _INDEX_ONLY) for d in report.damage if d.run_id is None
+            )
+            and not report.affected_runs
+        ):
+            report.notes.append(
+                "only indexes are damaged: `sqlite3 FILE 'REINDEX;'` rebuilds them from the "
+                "tables (copy the file first)"
+            )
+    finally:
+        conn.close()
+    return report
+
+
+class _SqliteSource:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def file_problems(self) -> list[str]:
+        rows = self.conn.execute(f"PRAGMA integrity_check({_MAX_PROBLEMS})").fetchall()
+        lines = [bytes(r[0]).decode("utf-8", "replace") for r in rows]
+        problems = [] if lines == ["ok"] else lines
+        # The schema table's text is not covered by the integrity check.
+        for row in self.conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"):
+            try:
+                [value.decode("utf-8") for value in row if isinstance(value, bytes)]
+            except UnicodeDecodeError:
+                name = bytes(row[1] or b"").decode("utf-8", "replace")
+                problems.append(f"the schema entry {name!r} is not valid UTF-8")
+        return problems
+
+    def schema_version(self) -> int:
+        has = self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'nbdurable_schema'"
+        ).fetchone()
+        if has is None:
+            return 0
+        row = self.conn.execute("SELECT max(version) FROM nbdurable_schema").fetchone()
+        version = int(row[0] or 0)
+        if version > SCHEMA_VERSION and not versions_sound(self.conn):
+            raise ValueError(f"its schema version table is damaged (it says {version})")
+        damage = schema_damage(self.conn, min(version, SCHEMA_VERSION))
+        if damage is not None:
+            raise ValueError(f"its schema is damaged: it lacks {damage}")
+        return version
+
+    def runs(self) -> list[tuple[Any, Any]]:
+        return self.conn.execute("SELECT run_id, last_seq FROM runs NOT INDEXED").fetchall()
+
+    def checkpoints(self, run_id: str | None = None) -> Iterable[tuple[Any, ...]]:
+        if run_id is None:
+            return self.conn.execute(f"{_CHECKPOINTS} NOT INDEXED").fetchall()
+        return self.conn.execute(f"{_CHECKPOINTS} WHERE run_id = ?", (run_id,)).fetchall()
+
+    def node(self, node: bytes) -> tuple[bytes | None, Any] | None:
+        row = self.conn.execute("SELECT parent, message FROM nodes WHERE id = ?", (node,))
+        found = row.fetchone()
+        return None if found is None else (found[0], found[1])
+
+    def events(self, run_id: str | None = None) -> Iterable[tuple[Any, ...]]:
+        # WITHOUT ROWID: the table is its primary key, so this order costs no sort.
+        if run_id is None:
+            return iter_batches(self.conn.execute(f"{_EVENTS} ORDER BY run_id, position"))
+        query = f"{_EVENTS} WHERE run_id = ? ORDER BY position"
+        return self.conn.execute(query, (run_id,)).fetchall()
+
+    def last_event(self, run_id: str) -> int:
+        row = self.conn.execute("SELECT max(position) FROM events WHERE run_id = ?", (run_id,))
+        return int(row.fetchone()[0] or 0)
+
+    def runtime_rows(self, table: str) -> Iterable[tuple[Any, ...]]:
+        return self.conn.execute(_RUNTIME[table]).fetchall()
+
+
+def check_postgres(url: str) -> CheckReport:
+    """Check a PostgreSQL store (its schema, from ``?schema=``, default ``nbdurable``).
+
+    Raises:
+        ConfigurationError: The ``postgres`` extra is not installed.
+    """
+    from .postgres import _driver, _split_schema
+    from .postgres_schema import quote_ident
+
+    psycopg, _ = _driver()
+    conninfo, schema = _split_schema(url)
+    schema = schema or "nbdurable"
+    report = CheckReport(_without_password(url))
+    with psycopg.connect(conninfo, autocommit=False) as conn:
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        source = _PostgresSource(conn, schema, quote_ident(schema))
+        if not source.has_amcheck():
+            report.notes.append(
+                "the amcheck extension is not installed: PostgreSQL's pages and indexes "
+                "were not checked (CREATE EXTENSION amcheck; data checksums help too)"
+            )
+        check_sql(source, report)
+        conn.rollback()
+    return report
+
+
+class _PostgresSource:
+    def __init__(self, conn: Any, schema: str, quoted: str) -> None:
+        self.conn = conn
+        self.schema = schema
+        self.s = quoted
+
+    def has_amcheck(self) -> bool:
+        row = self.conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'amcheck'").fetchone()
+        return row is not None
+
+    def file_problems(self) -> list[str]:
+        if not self.has_amcheck():
+            return []
+        indexes = self.conn.execute(
+            "SELECT c.oid, c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_am a ON a.oid = c.relam "
+            "WHERE n.nspname = %s AND a.amname = 'btree'",
+            (self.schema,),
+        ).fetchall()
+        problems = []
+        for oid, name in indexes:
+            try:
+                with self.conn.transaction():  # a savepoint: one failure does not end the check
+                    self.conn.execute("SELECT bt_index_check(%s, true)", (oid,))
+            except Exception as exc:
+                problems.append(f"index {name}: {' '.join(str(exc).split())}")
+        return problems
+
+    def schema_version(self) -> int:
+        from .postgres_schema import schema_version
+
+        return schema_version(self.conn, self.schema)
+
+    def runs(self) -> list[tuple[Any, Any]]:
+        return list(self.conn.execute(f"SELECT run_id, last_seq FROM {self.s}.runs").fetchall())
+
+    def checkpoints(self, run_id: str | None = None) -> Iterable[tuple[Any, ...]]:
+        query = _CHECKPOINTS.replace("FROM checkpoints", f"FROM {self.s}.checkpoints")
+        if run_id is None:
+            return self._stream(query)
+        rows: list[tuple[Any, ...]] = self.conn.execute(
+            f"{query} WHERE run_id = %s", (run_id,)
+        ).fetchall()
+        return rows
+
+    def node(self, node: bytes) -> tuple[bytes | None, Any] | None:
+        found = self.conn.execute(
+            f"SELECT parent, message FROM {self.s}.nodes WHERE id = %s", (node,)
+        ).fetchone()
+        return None if found is None else (found[0], found[1])
+
+    def events(self, run_id: str | None = None) -> Iterable[tuple[Any, ...]]:
+        query = _EVENTS.replace("FROM events", f"FROM {self.s}.events")
+        if run_id is None:
+            return self._stream(f"{query} ORDER BY run_id, position")
+        found = self.conn.execute(f"{query} WHERE run_id = %s ORDER BY position", (run_id,))
+        rows: list[tuple[Any, ...]] = found.fetchall()
+        return rows
+
+    def last_event(self, run_id: str) -> int:
+        row = self.conn.execute(
+            f"SELECT max(position) FROM {self.s}.events WHERE run_id = %s", (run_id,)
+        ).fetchone()
+        return int(row[0] or 0)
+
+    def runtime_rows(self, table: str) -> Iterable[tuple[Any, ...]]:
+        return self._stream(_RUNTIME[table].replace(f"FROM {table}", f"FROM {self.s}.{table}"))
+
+    def _stream(self, query: str) -> Iterator[tuple[Any, ...]]:
+        with self.conn.cursor(name=f"nbdurable_check_{id(query)}") as cursor:
+            cursor.execute(query)
+            yield from iter_batches(cursor)
+
+
+def _without_password(url: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -1,0 +1,72 @@
+"""The run widget's state saved in an executed notebook: what a reopened notebook shows.
+
+The widget follows its run in a task started by the cell that made it; its updates
+must still land in the notebook that nbclient (or ``nbconvert --execute``) saves.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("nbclient")
+
+import nbclient
+import nbformat
+
+SETUP = '''\
+%load_ext nbdurable
+import nbdurable as nd
+
+@nd.tool(needs_approval=True)
+def drop_table(name: str) -> str:
+    """Drop a table."""
+    return f"dropped {name}"
+
+model = nd.ScriptedModel([nd.Turn.call("drop_table", "Dropping stg_2023.", name="stg_2023"), "Done."])
+janitor = nd.Agent("janitor", model, [drop_table], version="1")'''
+
+WAIT = """\
+import asyncio
+from nbdurable.notebook import session
+run = session().run("r1")
+await run.wait("waiting_approval")
+await asyncio.sleep(0.5)  # the widget's update after the run stopped, while this cell runs"""
+# nbclient keeps only messages of the cell it runs: what a widget sends once the
+# last cell ended is in no saved notebook, whatever the widget does
+
+
+def saved_notebook(folder: Path) -> Any:
+    """Execute setup, ``%%agent`` (a run that waits for approval) and a waiting cell."""
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell(SETUP),
+        nbformat.v4.new_code_cell("%%agent janitor --run-id r1\nDrop the stale table."),
+        nbformat.v4.new_code_cell(WAIT),
+    ]
+    client = nbclient.NotebookClient(
+        notebook, kernel_name="python3", timeout=120, resources={"metadata": {"path": str(folder)}}
+    )
+    client.execute()
+    return notebook
+
+
+def run_widget_states(notebook: Any) -> list[dict[str, Any]]:
+    saved = notebook.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    return [m["state"] for m in saved.values() if m["state"].get("run_id") == "r1"]
+
+
+def test_an_executed_notebook_saves_the_run_widget_as_the_run_last_looked(
+    tmp_path: Path,
+) -> None:
+    notebook = saved_notebook(tmp_path)
+    (state,) = run_widget_states(notebook)
+    assert state["status"] == "waiting_approval"
+    assert state["summary"] == "waiting for approval: drop_table"
+    assert state["progress"].startswith("1 of 20 steps")
+    (card,) = state["approvals"]
+    assert (card["tool_name"], card["state"]) == ("drop_table", "pending")
+    secret = (tmp_path / ".nbdurable" / "approval.key").read_text().strip()
+    assert secret not in nbformat.writes(notebook)

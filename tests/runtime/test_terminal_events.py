@@ -1,0 +1,172 @@
+"""A runtime run's log as a client written to seed 004 reads it (S004-19, S004-20).
+
+The terminal event (``run_finished``, ``run_error``) is the last event a run
+writes while it is final; a model attempt that will be retried is not one; a
+``retry()`` starts a new leg whose ``run_started`` (``retried: true``) follows
+the old terminal event, and a consumer reconnecting by offset reads it. The
+consumer is :mod:`seed_consumer`, written to the seed's pseudo-code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from seed_consumer import ConsumerCrash, SeedConsumer, assert_read_the_whole_log, polling
+
+import nbdurable as nd
+from nbdurable.runtime import Agent, DurableRuntime, ModelRetry
+
+from .conftest import GatedModel
+
+FAST = ModelRetry(max_attempts=3, initial_delay_ms=10, max_delay_ms=20)
+
+
+async def _log(store: Any, run_id: str) -> list[nd.Event]:
+    return list(await nd.read_events(store, run_id))
+
+
+async def test_s004_19_s004_20_a_retried_model_error_is_not_the_end_of_the_stream(
+    store: Any,
+) -> None:
+    """S004-19, S004-20: a model error the policy retries writes model_attempt_failed and
+    the retry_wait state, never run_error: the seed consumer (crashing once and
+    reconnecting by offset) reads through to run_finished, the log's last event."""
+    model = nd.ScriptedModel(["Answered on a later attempt."], fail_on=[1], stream_delay=0.002)
+    agent = Agent("flaky", model, version="1", model_retry=FAST, stream=True)
+    async with await DurableRuntime.open(store=store, agents=[agent]) as rt:
+        run = await rt.submit("flaky", "Answer.")
+        consumer = SeedConsumer()
+        consumer.save_run_id(run.run_id)
+        with pytest.raises(ConsumerCrash):
+            await consumer.consume(polling(store), crash_after=3)
+        await consumer.consume(polling(store))  # the restarted consumer
+        record = await run.wait()
+        log = await _log(store, run.run_id)
+    assert record.state == "completed"
+    assert_read_the_whole_log(consumer, log)
+    types = [e.type for e in log]
+    assert "run_error" not in types
+    assert types.count("model_attempt_failed") == 1
+    assert "retry_wait" in [e.payload["state"] for e in log if e.type == "run_state"]
+    assert log[-1].type == "run_finished" and log[-1].payload["state"] == "completed"
+    assert log[-1].payload["finish_reason"] == "stop"
+    assert (log[-2].type, log[-2].payload["state"]) == ("run_state", "completed")
+    assert log[-1].to_part() == nd.parts.FinishPart.model_validate(
+        {k: v for k, v in log[-1].payload.items() if k != "state"}
+    )
+
+
+async def test_s004_19_a_failed_run_ends_with_run_error_and_retry_starts_a_new_leg_after_it(
+    store: Any, reopen: Any
+) -> None:
+    """S004-19: a run that fails writes run_error last (state failed, the reason);
+    retry() appends a leg whose run_started says retried: true, after the old
+    terminal event; a consumer that kept its offset reads the new leg to its end."""
+    model = nd.ScriptedModel(["Back up."], fail_on=[1])
+    agent = Agent("fragile", model, version="1")
+    async with await DurableRuntime.open(store=store, agents=[agent]) as rt:
+        run = await rt.submit("fragile", "Answer once.")
+        first = SeedConsumer()
+        first.save_run_id(run.run_id)
+        await first.consume(polling(store))
+        record = await run.wait()
+        log = await _log(store, run.run_id)
+        assert record.state == "failed" and record.reason == "model_error"
+        assert_read_the_whole_log(first, log)
+        end = log[-1]
+        assert end.type == "run_error"
+        assert end.payload["state"] == "failed" and end.payload["reason"] == "model_error"
+        assert end.payload["error_type"] == "RunFailedError"
+        assert "scripted failure" in end.payload["message"]
+        assert [e.type for e in log].count("run_error") == 1
+
+        # a viewer that kept the offset of the end (another process) reconnects after retry()
+        second = SeedConsumer(saved={"run_id": run.run_id, "offset": end.offset})
+        watching = asyncio.get_running_loop().create_task(second.consume(polling(reopen(store))))
+        await asyncio.sleep(0.05)
+        await run.retry()
+        await watching
+        assert (await run.result()).text == "Back up."
+        log = await _log(store, run.run_id)
+    assert second.handled == [e.offset for e in log if e.offset > end.offset]
+    assert second.cleared_at == [log[-1].offset] and log[-1].type == "run_finished"
+    starts = second.payloads_of("run_started")
+    assert starts == [{"resumed": False, "next_step_index": 0, "retried": True}]
+    retried = second.payloads_of("run_state")
+    assert retried[0] == {
+        "state": "pending",
+        "reason": None,
+        "next_attempt_at": None,
+        "retried": True,
+    }
+    assert "retried" not in retried[-1]  # the mark is cleared once the leg starts
+    assert not run.record().retried
+
+
+async def test_s004_19_a_cancelled_run_ends_with_run_error_naming_the_cancellation(
+    store: Any,
+) -> None:
+    """S004-19: cancellation ends the stream with run_error (state cancelled), the
+    log's last event; a seed consumer stops there and clears its state."""
+    gate = asyncio.Event()
+    model = GatedModel(["never"], gate=gate)
+    async with await DurableRuntime.open(
+        store=store, agents=[Agent("slow", model, version="1")]
+    ) as rt:
+        run = await rt.submit("slow", "Wait.")
+        consumer = SeedConsumer()
+        consumer.save_run_id(run.run_id)
+        reading = asyncio.get_running_loop().create_task(consumer.consume(polling(store)))
+        await run.wait("running")
+        await run.cancel()
+        await reading
+        record = await run.wait()
+        log = await _log(store, run.run_id)
+    assert record.state == "cancelled"
+    assert_read_the_whole_log(consumer, log)
+    assert log[-1].type == "run_error" and log[-1].payload["state"] == "cancelled"
+    assert [e.type for e in log].count("run_error") == 1
+    assert nd.fold_events(log).status == "cancelled"
+
+
+async def test_needs_attention_is_not_an_end_and_its_retry_leg_is_marked(store: Any) -> None:
+    """A run in needs_attention waits for a human: no terminal event; after
+    retry() its next leg's run_started says retried: true, and the run ends
+    with run_finished as its last event."""
+    model = nd.ScriptedModel([nd.Turn.call("ask"), "Went on without an answer."])
+    agent = Agent("client", model, [nd.client_tool("ask")], version="1")
+    async with await DurableRuntime.open(store=store, agents=[agent]) as rt:
+        run = await rt.submit("client", "Ask.")
+        await run.wait("needs_attention")
+        log = await _log(store, run.run_id)
+        assert not {"run_error", "run_finished"} & {e.type for e in log}
+        assert log[-1].type == "run_state" and log[-1].payload["state"] == "needs_attention"
+        await run.retry()
+        await run.result()
+        log = await _log(store, run.run_id)
+    starts = [e.payload for e in log if e.type == "run_started"]
+    assert starts[-1] == {"resumed": True, "next_step_index": 1, "retried": True}
+    assert "retried" not in starts[0]
+    assert log[-1].type == "run_finished"
+    assert [e.type for e in log].count("run_finished") == 1
+
+
+async def test_run_stream_and_subscribe_end_at_the_terminal_event(store: Any) -> None:
+    """Run.stream() (what the widget and the CLI follow) replays through the
+    terminal event and ends there, for a completed and a failed run."""
+    ok = Agent("ok", nd.ScriptedModel(["done"]), version="1")
+    bad = Agent("bad", nd.ScriptedModel(["never"], fail_on=[1]), version="1")
+    async with await DurableRuntime.open(store=store, agents=[ok, bad]) as rt:
+        for agent, end in (("ok", "run_finished"), ("bad", "run_error")):
+            run = await rt.submit(agent, "hi")
+            consumer = SeedConsumer()
+            consumer.save_run_id(run.run_id)
+            await consumer.consume(lambda _id, after, run=run: run.stream(after))
+            await run.wait()
+            log = await _log(store, run.run_id)
+            assert_read_the_whole_log(consumer, log)
+            assert log[-1].type == end
+            streamed = [e async for e in run.stream()]
+            assert streamed == log

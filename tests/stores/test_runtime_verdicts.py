@@ -1,0 +1,179 @@
+"""Conformance: the runtime capability's conditional verdict write, on every store declaring it.
+
+``rt_verdict`` records one verdict per approval, only while the run waits for
+it; a second, different verdict is refused naming the first; the same verdict
+again is a repeat that changes nothing. Two handles (two processes' view of the
+store) racing from threads record exactly one.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+import nbdurable as nd
+from nbdurable.durable.store import RUNTIME, supports
+from nbdurable.runtime.records import RuntimeRun
+
+from .conftest import StoreCase
+
+NOW = 1_800_000_000_000
+
+
+@pytest.fixture
+def runtime_store(any_store: Any, store_case: StoreCase) -> Any:
+    if not supports(any_store, RUNTIME):
+        pytest.skip(f"{store_case.backend.name} keeps no run records")
+    return any_store
+
+
+def waiting(store: Any, run_id: str = "r1") -> RuntimeRun:
+    """A run record parked in ``waiting_approval``."""
+    run = RuntimeRun(
+        run_id=run_id,
+        agent_id="a",
+        agent_version="1",
+        session_id=f"s-{run_id}",
+        prompt='"hi"',
+        state="pending",
+        created_at=NOW,
+        updated_at=NOW,
+    )
+    store.rt_insert(run, enqueue=False, max_pending=100)
+    return store.rt_update(run_id, {"state": "waiting_approval"})
+
+
+def approve(token: str = "v1.tok.en") -> dict[str, Any]:
+    return {"approval_id": "ap1", "approved": True, "reason": None, "token": token}
+
+
+def deny(reason: str | None = "no") -> dict[str, Any]:
+    return {"approval_id": "ap1", "approved": False, "reason": reason, "token": None}
+
+
+def test_a_verdict_is_recorded_while_the_run_waits(runtime_store: Any) -> None:
+    waiting(runtime_store)
+    stored, recorded = runtime_store.rt_verdict("r1", "ap1", approve(), ["ap1"], now=NOW + 5)
+    assert recorded and stored.state == "pending" and stored.updated_at == NOW + 5
+    assert stored.verdicts == {"ap1": approve()}
+    assert stored.decided["ap1"]["approved"] is True and stored.decided["ap1"]["at"] == NOW + 5
+    assert "v1.tok.en" not in str(stored.decided)  # a digest, not the token
+    assert runtime_store.rt_get("r1") == stored
+
+
+def test_the_run_waits_until_every_pending_approval_has_a_verdict(runtime_store: Any) -> None:
+    waiting(runtime_store)
+    first, _ = runtime_store.rt_verdict("r1", "ap1", approve(), ["ap1", "ap2"], now=NOW)
+    assert first.state == "waiting_approval"
+    second = {**deny(), "approval_id": "ap2"}
+    last, recorded = runtime_store.rt_verdict("r1", "ap2", second, ["ap1", "ap2"], now=NOW)
+    assert recorded and last.state == "pending" and set(last.verdicts) == {"ap1", "ap2"}
+
+
+def test_a_second_verdict_loses_and_is_told_the_winner(runtime_store: Any) -> None:
+    waiting(runtime_store)
+    runtime_store.rt_verdict("r1", "ap1", deny(), ["ap1"], now=NOW)
+    before = runtime_store.rt_get("r1")
+    with pytest.raises(nd.ApprovalNotPendingError) as lost:
+        runtime_store.rt_verdict("r1", "ap1", approve(), ["ap1"], now=NOW + 1)
+    assert lost.value.verdict == "denied" and lost.value.approval_id == "ap1"
+    assert "already denied" in str(lost.value)
+    assert runtime_store.rt_get("r1") == before
+
+
+def test_the_same_verdict_again_is_a_repeat_not_a_conflict(runtime_store: Any) -> None:
+    waiting(runtime_store)
+    first, _ = runtime_store.rt_verdict("r1", "ap1", approve(), ["ap1"], now=NOW)
+    again, recorded = runtime_store.rt_verdict("r1", "ap1", approve(), ["ap1"], now=NOW + 9)
+    assert not recorded and again == first == runtime_store.rt_get("r1")
+    # an approval with another token is not the same verdict
+    with pytest.raises(nd.ApprovalNotPendingError) as lost:
+        runtime_store.rt_verdict("r1", "ap1", approve("v1.other.token"), ["ap1"], now=NOW)
+    assert lost.value.verdict == "approved"
+    # denials repeat whatever their reason
+    waiting(runtime_store, "r2")
+    runtime_store.rt_verdict("r2", "ap1", deny("first"), ["ap1"], now=NOW)
+    _, recorded = runtime_store.rt_verdict("r2", "ap1", deny("second"), ["ap1"], now=NOW)
+    assert not recorded and runtime_store.rt_get("r2").verdicts["ap1"]["reason"] == "first"
+
+
+def test_the_winner_is_remembered_after_the_run_moved_on(runtime_store: Any) -> None:
+    waiting(runtime_store)
+    runtime_store.rt_verdict("r1", "ap1", approve(), ["ap1"], now=NOW)
+    # the next leg applied the verdict and the run waits for another approval now
+    runtime_store.rt_update("r1", {"state": "waiting_approval", "verdicts": {}})
+    with pytest.raises(nd.ApprovalNotPendingError) as lost:
+        runtime_store.rt_verdict("r1", "ap1", deny(), ["ap2"], now=NOW)
+    assert lost.value.verdict == "approved"
+    _, recorded = runtime_store.rt_verdict("r1", "ap1", approve(), ["ap2"], now=NOW)
+    assert not recorded  # the winner's retry still gets its answer
+
+
+def test_a_run_that_no_longer_waits_takes_no_verdict(runtime_store: Any) -> None:
+    waiting(runtime_store)
+    runtime_store.rt_update("r1", {"state": "cancelled", "reason": "cancelled"})
+    with pytest.raises(nd.ApprovalNotPendingError) as lost:
+        runtime_store.rt_verdict("r1", "ap1", approve(), ["ap1"], now=NOW)
+    assert lost.value.verdict is None and lost.value.state == "cancelled"
+    assert "cancelled" in str(lost.value)
+    assert runtime_store.rt_get("r1").verdicts == {}
+    waiting(runtime_store, "r2")  # an approval the run does not wait for
+    with pytest.raises(nd.ApprovalNotPendingError):
+        runtime_store.rt_verdict("r2", "ap9", approve(), ["ap1"], now=NOW)
+    with pytest.raises(nd.RunNotFoundError):
+        runtime_store.rt_verdict("nope", "ap1", approve(), ["ap1"], now=NOW)
+
+
+def test_racing_handles_record_exactly_one_verdict(
+    runtime_store: Any, store_case: StoreCase
+) -> None:
+    handles = [runtime_store] + [store_case.open() for _ in range(3)]
+    if store_case.backend.name == "memory":  # one process: the same object
+        handles = [runtime_store] * 4
+    try:
+        for round_ in range(10):
+            run_id = f"race{round_}"
+            waiting(runtime_store, run_id)
+            barrier = threading.Barrier(len(handles))
+            results: list[Any] = [None] * len(handles)
+
+            def answer(
+                i: int,
+                handle: Any,
+                run_id: str = run_id,
+                barrier: threading.Barrier = barrier,
+                results: list[Any] = results,
+            ) -> None:
+                response = approve(f"v1.token.{i}") if i % 2 == 0 else deny(f"no {i}")
+                barrier.wait()
+                try:
+                    results[i] = handle.rt_verdict(run_id, "ap1", response, ["ap1"], now=NOW)[1]
+                except nd.ApprovalNotPendingError as exc:
+                    results[i] = exc
+
+            threads = [threading.Thread(target=answer, args=(i, h)) for i, h in enumerate(handles)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(30)
+            winners = [i for i, r in enumerate(results) if r is True]
+            assert len(winners) == 1, results
+            won = "approved" if winners[0] % 2 == 0 else "denied"
+            for i, result in enumerate(results):
+                if i == winners[0]:
+                    continue
+                if won == "denied" and i % 2 == 1:  # another denial: a repeat
+                    assert result is False, results
+                else:  # the other verdict, or an approval with another token: told what won
+                    assert isinstance(result, nd.ApprovalNotPendingError), results
+                    assert result.verdict == won
+            record = runtime_store.rt_get(run_id)
+            assert record.state == "pending" and record.decided["ap1"]["approved"] == (
+                won == "approved"
+            )
+    finally:
+        for handle in handles[1:]:
+            if handle is not runtime_store:
+                handle.close()
