@@ -16,7 +16,7 @@ const ANSWER_MS = 5000; // a probe or a click unanswered this long: the kernel i
 const BUSY_RECHECK_MS = 1000; // while the kernel runs a cell, messages wait their turn
 const REPROBE_MS = 10000; // after an unanswered probe, ask again now and then
 const PING_MS = 15000; // a live view says it is there (the kernel pauses reads without views)
-const OPEN = new Set(["pending", "invalid token", "error"]); // rows that take a verdict
+const OPEN = new Set(["pending", "invalid token", "expired", "error"]); // rows that take a verdict
 const FILTER_LABELS = { unfinished: "unfinished", attention: "needs a look" };
 
 function h(tag, className, text) {

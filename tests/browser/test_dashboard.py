@@ -1,43 +1,46 @@
-"""The runs dashboard in JupyterLab, in a real (headless) Chromium.
+"""The runs dashboard in JupyterLab and Notebook 7, in a real (headless) Chromium.
 
-A notebook fills the default store with 32 runs (30 answered, one failed with a
-long error, one waiting for an approval) and shows ``%durable dashboard``. The
-test sees the approval on top and one page of runs with one-line rows, clicks
-Approve in the approval's row and sees the run resume and complete in the table
-(no Refresh: the table follows the store), opens the run's widget below with a
-click on its row, sorts, filters and searches, looks at it in JupyterLab's dark
-theme, and restarts the kernel: the dashboard says it is disconnected and its
-buttons are off. Screenshots go to ``NBDURABLE_ARTIFACTS`` (default
-``test-artifacts/``): ``dashboard-approval.png``, ``dashboard-completed.png``,
-``dashboard-dark.png`` and ``dashboard-disconnected.png``.
+A notebook fills the default store with 33 runs (30 answered, one failed with a
+long error, two waiting for an approval) and shows ``%durable dashboard``.
 
-Skipped only when Chromium or JupyterLab is missing; ``.ci/run`` installs both.
+- JupyterLab: the approvals are on top and one page of runs below, one line each;
+  Approve in a row resumes that run and the table shows it complete without a
+  Refresh; Deny asks for a reason in its row and sends it; a click on a run shows
+  its live widget below; a header sorts, the filter and the search narrow; in the
+  dark theme every text keeps its contrast; after a kernel restart the dashboard
+  says it is disconnected and its buttons are off. Screenshots
+  ``dashboard-approval.png``, ``dashboard-completed.png``, ``dashboard-dark.png``,
+  ``dashboard-disconnected.png``.
+- Notebook 7: the notebook executed headless (widget state saved) and opened later
+  shows the dashboard as it was, disconnected, its buttons off. Screenshot
+  ``dashboard-saved.png``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
 
-from .harness import (
-    CHROMIUM_ARGS,
-    Server,
-    artifacts_dir,
-    chromium_path,
-    jupyter_lab,
-    process_tree,
-    stop_pids,
+from .harness import Server
+from .pages import (
+    LAB,
+    NOTEBOOK7,
+    Clock,
+    cells,
+    diagnosed,
+    enabled,
+    low_contrast,
+    menu,
+    restart_kernel,
+    set_theme,
+    shot,
 )
 
-KERNEL_IDLE = "Python 3 (ipykernel) | Idle"
 NOTEBOOK = "dashboard.ipynb"
+DISCONNECTED = "disconnected: re-run the cell or %durable dashboard"
 
 DEMO = '''\
 """Agents and runs for the dashboard's browser test (imported by the notebook)."""
@@ -89,199 +92,166 @@ async def fill() -> None:
 SETUP = "%load_ext nbdurable\nfrom dashboard_demo import fill\n\nawait fill()"
 
 
-def _need_chromium() -> str:
-    path = chromium_path()
-    if path is None:
-        pytest.skip("Chromium is missing (apt-get install chromium; .ci/run installs it)")
-    return path
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """One headless Chromium for the module, stopped (with every process of it) at the end."""
-    executable = _need_chromium()
-    from playwright.sync_api import sync_playwright
-
-    before = set(process_tree(os.getpid()))
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=executable, headless=True, args=CHROMIUM_ARGS
-        )
-        started = set(process_tree(os.getpid())) - before  # the driver and Chromium
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-    stop_pids(started)
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 1000}, device_scale_factor=2)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    try:
-        yield page
-    finally:
-        context.close()
-
-
-def _notebook(root: Path) -> None:
+def write_notebook(folder: Path, *extra: str) -> str:
+    """The dashboard notebook (and its module) in ``folder``; its path under the root."""
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
-        nbformat.v4.new_code_cell(SETUP),
-        nbformat.v4.new_code_cell("%durable dashboard"),
+        nbformat.v4.new_code_cell(source) for source in (SETUP, "%durable dashboard", *extra)
     ]
     notebook.metadata["kernelspec"] = {
         "name": "python3",
         "display_name": "Python 3 (ipykernel)",
         "language": "python",
     }
-    nbformat.write(notebook, root / NOTEBOOK)
-    (root / "dashboard_demo.py").write_text(DEMO)
+    nbformat.write(notebook, folder / NOTEBOOK)
+    (folder / "dashboard_demo.py").write_text(DEMO)
+    return f"{folder.name}/{NOTEBOOK}"
 
 
-def _shot(target: Any, name: str) -> Path:
-    path = artifacts_dir() / name
-    target.screenshot(path=str(path))
-    return path
+def assert_dead(dash: Any) -> None:
+    """The dashboard says it is disconnected, and nothing in it can be clicked or typed."""
+    dash.locator(".nbd-dash-live.nbd-dash-gone").wait_for(timeout=30_000)
+    assert dash.get_attribute("data-kernel") == "disconnected"
+    assert dash.locator(".nbd-dash-live").inner_text() == DISCONNECTED
+    for control in ("button.nbd-dash-refresh", "select.nbd-dash-status", "input.nbd-dash-search"):
+        assert dash.locator(control).is_disabled(), control
+    buttons = dash.locator("button:visible")
+    assert buttons.count() > 0
+    assert all(b.is_disabled() for b in buttons.all())
 
 
-@contextlib.contextmanager
-def _diagnosed(page: Any, server: Server) -> Iterator[None]:
-    """On a failure: a screenshot ``dashboard-failure.png`` and the server's log."""
-    try:
-        yield
-    except BaseException:
-        with contextlib.suppress(Exception):
-            print(f"screenshot: {_shot(page, 'dashboard-failure.png')}")
-        print(f"--- {server.name} log (end) ---\n{server.log_tail()}")
-        raise
-
-
-def _menu(page: Any, menu: str, command: str, text: str | None = None, via: str = "") -> None:
-    """Click ``menu`` in Lab's menu bar (then hover its submenu ``via``), then ``command``."""
-    page.locator(".lm-MenuBar-itemLabel", has_text=menu).first.click()
-    if via:
-        page.locator("li.lm-Menu-item .lm-Menu-itemLabel", has_text=via).first.hover()
-    item = page.locator(f"li.lm-Menu-item[data-command='{command}']")
-    if text is not None:
-        item = item.filter(has_text=text)
-    item.first.click()
-
-
-def _luminance(css_color: str) -> float:
-    """Relative luminance (0 dark .. 1 light) of ``rgb(...)`` / ``rgba(...)``."""
-    parts = css_color[css_color.index("(") + 1 : css_color.index(")")].split(",")
-    r, g, b = (float(p) / 255 for p in parts[:3])
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b
-
-
-def test_the_dashboard_approves_a_waiting_run_and_follows_it_in_jupyterlab(
-    page: Any, tmp_path: Path
+def test_the_dashboard_approves_denies_and_follows_the_store_in_jupyterlab(
+    jupyter: Server, page: Any, folder: Path
 ) -> None:
-    if importlib.util.find_spec("jupyterlab") is None:
-        pytest.skip("JupyterLab is missing (pip install -e '.[notebook]')")
-    root = tmp_path / "root"
-    root.mkdir()
-    _notebook(root)
-    with jupyter_lab(root) as lab, _diagnosed(page, lab):
-        page.goto(lab.url(f"/lab/tree/{NOTEBOOK}"))
-        page.get_by_role("button", name=KERNEL_IDLE).wait_for(timeout=60_000)
-        lab.note_kernels()
-        _menu(page, "Run", "runmenu:run-all")
+    clock = Clock()
+    path = write_notebook(folder)
+    assert jupyter.settings is not None
+    themes = jupyter.settings / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings"
+    with diagnosed(page, jupyter, "dashboard"):
+        try:
+            LAB.open(page, jupyter, path)
+            menu(page, "Run", "runmenu:run-all")
+            dash = page.locator(".nbd-dash")
+            dash.wait_for(timeout=60_000)
+            page.locator(".nbd-dash[data-kernel='live']").wait_for()
+            approval = dash.locator(".nbd-dash-approval").filter(has_text="clean-up")
+            approve = approval.locator("button.nbd-dash-approve")
+            enabled(approve, timeout=60)
+            clock("the dashboard is live, two approvals wait")
+            assert dash.locator(".nbd-dash-approval").count() == 2
+            call = approval.locator(".nbd-dash-call").inner_text()
+            assert call == 'drop_table(name="stg_2023")'
+            assert approval.locator(".nbd-dash-agent").inner_text() == "janitor"
 
-        dash = page.locator(".nbd-dash")
-        dash.wait_for(timeout=60_000)
-        page.locator(".nbd-dash[data-kernel='live']").wait_for()
-        approval = dash.locator(".nbd-dash-approval").filter(has_text="clean-up")
-        approval.wait_for()
-        assert dash.locator(".nbd-dash-approval").count() == 2
-        assert approval.locator(".nbd-dash-call").inner_text() == 'drop_table(name="stg_2023")'
-        assert approval.locator(".nbd-dash-run-link").inner_text() == "clean-up"
-        approve = approval.locator("button.nbd-dash-approve")
-        assert approve.is_enabled()
+            # one page of runs, each on one line; the long error is cut, whole on hover
+            rows = dash.locator(".nbd-dash-table tbody tr")
+            assert rows.count() == 25
+            assert "of 33" in dash.locator(".nbd-dash-page-info").inner_text()
+            assert rows.first.get_attribute("data-run-id") == "archive"  # newest first
+            reason = dash.locator("tr[data-run-id='load-warehouse'] td.nbd-c-reason")
+            assert reason.inner_text().startswith("model_error: RuntimeError: The warehouse")
+            title = reason.get_attribute("title") or ""
+            assert title.strip().endswith("credentials expired for etl;")
+            heights = {round(r.bounding_box()["height"]) for r in rows.all()}
+            assert max(heights) <= 30, f"rows are not one line each: {heights}"
+            assert "<NA>" not in dash.inner_text()
+            dash.scroll_into_view_if_needed()
+            shot(dash, "dashboard-approval.png")
 
-        # one page of runs, each on one line; the long error is cut, whole on hover
-        rows = dash.locator(".nbd-dash-table tbody tr")
-        assert rows.count() == 25
-        assert "of 33" in dash.locator(".nbd-dash-page-info").inner_text()
-        assert rows.first.get_attribute("data-run-id") == "archive"  # newest first
-        failed = dash.locator("tr[data-run-id='load-warehouse']")
-        reason = failed.locator("td.nbd-c-reason")
-        assert reason.inner_text().startswith("model_error: RuntimeError: The warehouse")
-        assert reason.get_attribute("title").strip().endswith("credentials expired for etl;")
-        heights = {round(r.bounding_box()["height"]) for r in rows.all()}
-        assert max(heights) <= 30, f"rows are not one line each: {heights}"
-        assert "<NA>" not in dash.inner_text()
-        dash.scroll_into_view_if_needed()
-        _shot(dash, "dashboard-approval.png")
+            approve.click()
+            approval.locator(".nbd-dash-outcome", has_text="approved").wait_for()
+            assert "nbd-dash-a-approved" in (approval.get_attribute("class") or "")
+            # no Refresh click: the table follows the store
+            done = dash.locator("tr[data-run-id='clean-up'] .nbd-dash-badge.nbd-s-completed")
+            done.wait_for()
+            assert approve.is_hidden()
+            clock("approved in the row: the run completed in the table")
 
-        approve.click()
-        dash.locator(".nbd-dash-approval.nbd-dash-a-approved").wait_for()
-        outcome = approval.locator(".nbd-dash-outcome").inner_text()
-        assert outcome.startswith("approved"), outcome
+            # Deny asks for a reason in the row; Enter sends it, the model reads it
+            other = dash.locator(".nbd-dash-approval").filter(has_text="archive")
+            other.locator("button.nbd-dash-deny").click()
+            reason_input = other.locator("input.nbd-dash-reason")
+            reason_input.wait_for()
+            assert reason_input.evaluate("(el) => el === document.activeElement")
+            page.keyboard.type("keep it for the audit")
+            page.keyboard.press("Enter")
+            other.locator(".nbd-dash-outcome", has_text="keep it for the audit").wait_for()
+            assert "nbd-dash-a-denied" in (other.get_attribute("class") or "")
+            dash.locator("tr[data-run-id='archive'] .nbd-dash-badge.nbd-s-completed").wait_for()
 
-        # Deny asks for a reason in the row; Enter sends it, the model reads it
-        other = dash.locator(".nbd-dash-approval").filter(has_text="archive")
-        other.locator("button.nbd-dash-deny").click()
-        reason_input = other.locator("input.nbd-dash-reason")
-        reason_input.wait_for()
-        assert reason_input.evaluate("(el) => el === document.activeElement")
-        page.keyboard.type("keep it for the audit")
-        page.keyboard.press("Enter")
-        other.locator(".nbd-dash-outcome", has_text="keep it for the audit").wait_for()
-        assert "nbd-dash-a-denied" in (other.get_attribute("class") or "")
-        # no Refresh click: the table follows the store
-        done = dash.locator("tr[data-run-id='clean-up'] .nbd-dash-badge.nbd-s-completed")
-        done.wait_for()
-        assert approve.count() == 0 or approve.is_hidden()
+            # a click on the row shows the run's live widget below the dashboard
+            dash.locator("tr[data-run-id='clean-up']").click()
+            run_view = page.locator(".nbd-run").first
+            run_view.locator(".nbd-badge.nbd-status-completed").wait_for()
+            detail = dash.locator(".nbd-dash-detail").inner_text()
+            assert detail == "below: live view of clean-up"
+            dash.locator("tr.nbd-dash-selected[data-run-id='clean-up']").wait_for()
 
-        # a click on the row shows the run's live widget below the dashboard
-        dash.locator("tr[data-run-id='clean-up']").click()
-        run_view = page.locator(".nbd-run").first
-        run_view.wait_for()
-        run_view.locator(".nbd-badge.nbd-status-completed").wait_for()
-        assert "below: live view of clean-up" in dash.locator(".nbd-dash-detail").inner_text()
-        dash.locator("tr.nbd-dash-selected[data-run-id='clean-up']").wait_for()
+            # sort, filter, search: the kernel sends the page asked for
+            dash.locator("th.nbd-c-cost").click()  # ascending: cheapest first, blanks last
+            dash.locator("th.nbd-c-cost .nbd-dash-arrow").wait_for()
+            page.wait_for_function(
+                "() => ['clean-up', 'archive'].includes("
+                "document.querySelector('.nbd-dash tbody tr').dataset.runId)"
+            )
+            costs = [c.strip() for c in dash.locator("td.nbd-c-cost").all_inner_texts()]
+            assert costs[0].startswith("$") and costs[2:] == [""] * (len(costs) - 2), costs
+            dash.locator("select.nbd-dash-status").select_option("failed")
+            page.wait_for_function(
+                "() => document.querySelectorAll('.nbd-dash tbody tr').length === 1"
+            )
+            assert rows.first.get_attribute("data-run-id") == "load-warehouse"
+            dash.locator("select.nbd-dash-status").select_option("")
+            dash.locator("input.nbd-dash-search").fill("hello-2")
+            page.wait_for_function(
+                "() => document.querySelectorAll('.nbd-dash tbody tr').length === 10"
+            )
+            clock("sorted, filtered, searched")
+            shot(page, "dashboard-completed.png")
 
-        # sort, filter, search: the kernel sends the page asked for
-        dash.locator("th.nbd-c-cost").click()  # ascending: the cheapest first, blanks last
-        dash.locator("th.nbd-c-cost .nbd-dash-arrow").wait_for()
-        page.wait_for_function(
-            "() => ['clean-up', 'archive'].includes("
-            "document.querySelector('.nbd-dash tbody tr').dataset.runId)"
-        )
-        costs = [c.strip() for c in dash.locator("td.nbd-c-cost").all_inner_texts()]
-        assert costs[0].startswith("$") and costs[2:] == [""] * (len(costs) - 2), costs
-        dash.locator("select.nbd-dash-status").select_option("failed")
-        page.wait_for_function("() => document.querySelectorAll('.nbd-dash tbody tr').length === 1")
-        assert rows.first.get_attribute("data-run-id") == "load-warehouse"
-        dash.locator("select.nbd-dash-status").select_option("")
-        dash.locator("input.nbd-dash-search").fill("hello-2")
-        page.wait_for_function(
-            "() => document.querySelectorAll('.nbd-dash tbody tr').length === 10"
-        )
-        _shot(page, "dashboard-completed.png")
+            # JupyterLab's dark theme: every text keeps its contrast
+            set_theme(page, "JupyterLab Dark")
+            dash.locator("select.nbd-dash-status").select_option("")
+            dash.locator("input.nbd-dash-search").fill("")
+            page.wait_for_function(
+                "() => document.querySelectorAll('.nbd-dash tbody tr').length === 25"
+            )
+            dash.locator("tr[data-run-id='load-warehouse']").hover()
+            assert low_contrast(dash) == []
+            shot(dash, "dashboard-dark.png")
 
-        # JupyterLab's dark theme: light text on a dark background
-        _menu(page, "Settings", "apputils:change-theme", "JupyterLab Dark", via="Theme")
-        page.wait_for_selector("body[data-jp-theme-light='false']", state="attached")
-        page.wait_for_timeout(500)
-        colors = dash.evaluate(
-            "(el) => { const s = getComputedStyle(el); const c = el.querySelector('td');"
-            " return [s.color, s.backgroundColor, getComputedStyle(c).color]; }"
-        )
-        assert _luminance(colors[0]) > 0.6 and _luminance(colors[2]) > 0.6, colors
-        assert _luminance(colors[1]) < 0.3, colors
-        _shot(dash, "dashboard-dark.png")
+            # the kernel restarts: the dashboard says so and its buttons are off
+            restart_kernel(page)
+            assert_dead(dash)
+            assert low_contrast(dash) == []
+            shot(dash, "dashboard-disconnected.png")
+            clock("kernel restarted: the dashboard is disconnected")
+        finally:
+            themes.unlink(missing_ok=True)  # the next tests open in the default theme
 
-        # the kernel restarts: the dashboard says so and its buttons are off
-        _menu(page, "Kernel", "kernelmenu:restart")
-        page.locator(".jp-Dialog button.jp-mod-accept").click()
-        page.locator(".nbd-dash[data-kernel='disconnected']").wait_for(timeout=30_000)
-        assert "disconnected" in dash.locator(".nbd-dash-live").inner_text()
-        assert dash.locator("button.nbd-dash-refresh").is_disabled()
-        assert dash.locator("td.nbd-k-actions button").first.is_disabled()
-        assert dash.locator("select.nbd-dash-status").is_disabled()
-        _shot(dash, "dashboard-disconnected.png")
+
+WAIT = """\
+import asyncio
+await asyncio.sleep(0.5)  # the dashboard's last update arrives while a cell runs"""
+
+
+def test_a_saved_notebook_reopened_without_its_kernel_shows_the_dashboard_disabled(
+    jupyter: Server, page: Any, folder: Path
+) -> None:
+    pytest.importorskip("nbclient")
+    import nbclient
+
+    path = write_notebook(folder, WAIT)
+    saved = nbformat.read(folder / NOTEBOOK, as_version=4)
+    nbclient.NotebookClient(
+        saved, kernel_name="python3", timeout=120, resources={"metadata": {"path": str(folder)}}
+    ).execute()
+    jupyter.trust(saved)  # as after `jupyter trust`, or saved by the user's own front end
+    nbformat.write(saved, folder / NOTEBOOK)
+    with diagnosed(page, jupyter, "dashboard-saved"):
+        NOTEBOOK7.open(page, jupyter, path)
+        dash = cells(page).nth(1).locator(".nbd-dash")
+        assert_dead(dash)
+        assert dash.locator(".nbd-dash-approval").count() == 2  # as it was saved
+        assert dash.locator(".nbd-dash-table tbody tr").count() == 25
+        shot(page, "dashboard-saved.png")

@@ -418,3 +418,23 @@ async def test_a_dashboard_on_the_in_memory_store_reads_on_the_loop() -> None:
         dashboard.close()
     finally:
         await runtime.close()
+
+
+async def test_a_request_parked_past_the_token_age_is_approved_with_a_fresh_token(
+    tmp_path: Path,
+) -> None:
+    async with runtime_for(tmp_path, janitor(), approval_max_age_ms=200) as runtime:
+        run = await runtime.submit("janitor", "Clean up.", run_id="run-1")
+        await run.wait("waiting_approval")
+        dashboard = RunsDashboard(runtime)
+        [row] = dashboard.view.approvals
+        await asyncio.sleep(0.3)  # the stored token is past the maximum age now
+        front_end_sends(
+            dashboard.view,
+            {"action": "approve", "run_id": "run-1", "approval_id": row["approval_id"]},
+        )
+        await dashboard.settled()
+        [answered] = dashboard.view.approvals
+        assert answered["state"] == "approved", answered["message"]
+        assert (await run.result()).text == "Done: dropped stg_2023."
+        dashboard.close()

@@ -376,7 +376,7 @@ def approval_payload(
 
     ``state`` is ``pending``, ``sending`` (a verdict is being checked), or the
     state of the outcome (``approved``, ``denied``, ``stale``, ``invalid token``,
-    ``error``); ``message`` is the outcome's line and ``answered_at`` when it
+    ``expired``, ``error``); ``message`` is the outcome's line and ``answered_at`` when it
     came (epoch ms; 0 while none did).
     """
     call = call_summary(approval.tool_name, approval.args)

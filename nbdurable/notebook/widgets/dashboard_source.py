@@ -159,7 +159,8 @@ class DashboardSource:
                 requests = checkpoint.pending_approvals if checkpoint is not None else ()
                 approvals = tuple(pending_approval(record, r) for r in requests)
                 self._approvals[record.run_id] = (record.updated_at, approvals)
-            found.extend(a for a in approvals if a.approval_id not in record.verdicts)
+            answered = record.verdicts.keys() | record.decided.keys()
+            found.extend(a for a in approvals if a.approval_id not in answered)
         still = {r.run_id for r in waiting}
         for run_id in [k for k in self._approvals if k not in still]:
             del self._approvals[run_id]
