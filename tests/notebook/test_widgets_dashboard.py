@@ -438,3 +438,43 @@ async def test_a_request_parked_past_the_token_age_is_approved_with_a_fresh_toke
         assert answered["state"] == "approved", answered["message"]
         assert (await run.result()).text == "Done: dropped stg_2023."
         dashboard.close()
+
+
+async def test_a_dashboard_on_postgresql_reads_in_a_thread_and_approves_in_a_row(
+    pg_database: str,
+) -> None:
+    store = nd.open_store(pg_database)
+    runtime = await nd.DurableRuntime.open(
+        store=store,
+        agents=[janitor(), flaky(LONG_ERROR)],
+        approval_signer=nd.ApprovalSigner(SECRET),
+    )
+    try:
+        run = await runtime.submit("janitor", "Clean up.", run_id="run-1")
+        failed = await runtime.submit("flaky", "Answer.", run_id="run-failed")
+        await run.wait("waiting_approval")
+        with pytest.raises(nd.RunEndedError):
+            await failed.wait("completed")
+        dashboard = RunsDashboard(runtime, refresh_interval=0.05)
+        assert dashboard.source.threaded
+        [row] = dashboard.view.approvals
+        front_end_sends(
+            dashboard.view,
+            {"action": "approve", "run_id": "run-1", "approval_id": row["approval_id"]},
+        )
+        await dashboard.settled()
+        assert dashboard.view.approvals[0]["state"] == "approved"
+        await run.result()
+        await eventually(
+            lambda: (
+                {r["id"]: r["status"] for r in dashboard.view.rows}
+                == {"run-1": "completed", "run-failed": "failed"}
+            )
+        )
+        ask(dashboard, status="failed")
+        [failed_row] = dashboard.view.rows
+        assert failed_row["cells"]["reason"].startswith("model_error: RuntimeError")
+        dashboard.close()
+    finally:
+        await runtime.close()
+        store.close()

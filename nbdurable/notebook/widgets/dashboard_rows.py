@@ -107,7 +107,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("cost", "cost", "number", _cost, lambda r: cost_text(_cost(r))),
     # the youngest run has the least age: ascending is newest first (in submission order)
     Column("age", "age", "age", lambda r: -r["order"], lambda r: r["age"]),
-    Column("reason", "waiting for / reason", "long", lambda r: r["why"] or None, _text("why")),
+    Column("reason", "reason", "long", lambda r: r["why"] or None, _text("why")),
     # (``why`` is the compact view's reason, with the last error of a run that stopped on one)
 )
 """The runs table's columns, left to right."""
