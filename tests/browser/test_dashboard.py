@@ -202,11 +202,19 @@ def test_the_dashboard_approves_denies_and_follows_the_store_in_jupyterlab(
             )
             assert rows.first.get_attribute("data-run-id") == "load-warehouse"
             dash.locator("select.nbd-dash-status").select_option("")
+            dash.locator("button.nbd-dash-next").click()
+            page.wait_for_function(
+                "() => document.querySelectorAll('.nbd-dash tbody tr').length === 8"
+            )
+            assert dash.locator(".nbd-dash-page-info").inner_text().startswith("26–33 of 33")
             dash.locator("input.nbd-dash-search").fill("hello-2")
             page.wait_for_function(
                 "() => document.querySelectorAll('.nbd-dash tbody tr').length === 10"
             )
-            clock("sorted, filtered, searched")
+            dash.locator("tr[data-run-id='hello-29'] button.nbd-dash-history").click()
+            dash.locator(".nbd-dash-detail", has_text="below: history of hello-29").wait_for()
+            page.locator(".widget-vbox", has_text="hello-29: 1 checkpoint").first.wait_for()
+            clock("paged, sorted, filtered, searched, a history shown")
             shot(page, "dashboard-completed.png")
 
             # JupyterLab's dark theme: every text keeps its contrast
