@@ -12,7 +12,7 @@ from nbdurable.notebook.widgets import RunWidget
 from nbdurable.notebook.widgets.assets import frontend_file
 
 ROOT = Path(__file__).resolve().parents[2]
-FILES = ["run_view.js", "run_view.css"]
+FILES = ["run_view.js", "run_view.css", "dashboard_view.js", "dashboard_view.css"]
 
 
 def test_the_checkout_serves_the_top_level_widgets_directory() -> None:

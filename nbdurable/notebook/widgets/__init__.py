@@ -2,8 +2,9 @@
 
 - :class:`RunWidget` (anywidget; front-end in the top-level ``widgets/``): one run,
   replayed from its event log then followed live, with signed approval cards.
-- :class:`RunsDashboard`: the runs table with status filters and row actions
-  (show, resume, approve, deny, rewind).
+- :class:`RunsDashboard` (anywidget view; front-end ``widgets/dashboard_view.js``):
+  pending approvals with Approve / Deny, then a live, sortable, filterable, paged
+  table of runs; a click shows a run's widget or history below.
 - :class:`HistoryBrowser`: a run's checkpoints, one step at a time, with
   "rewind from here".
 

@@ -1,0 +1,546 @@
+// nbdurable runs dashboard (anywidget ESM): pending approvals, then a paged table of runs.
+// Every trait is written by the kernel (columns, rows, total, page, pages, page_size,
+// sort_by, descending, status, search, counts, statuses, filters, approvals, selected,
+// detail, message, updated_at, paused). The view sends custom messages:
+//   {action: "query", status?, search?, sort_by?, descending?, page?, page_size?}
+//   {action: "approve" | "deny", run_id, approval_id, reason}
+//   {action: "open", run_id, view: "run" | "history"}, {action: "close"},
+//   {action: "dismiss", approval_id}, {action: "refresh"}, {action: "ping", nonce}.
+// The kernel answers {type: "pong"} and {type: "ack"}. No approval token ever comes
+// here: the kernel looks the token up when a verdict arrives.
+//
+// A view whose kernel is gone (restarted, or a notebook reopened from its saved widget
+// state) says "disconnected" and disables its buttons: it never looks live.
+
+const ANSWER_MS = 5000; // a probe or a click unanswered this long: the kernel is gone
+const BUSY_RECHECK_MS = 1000; // while the kernel runs a cell, messages wait their turn
+const REPROBE_MS = 10000; // after an unanswered probe, ask again now and then
+const PING_MS = 15000; // a live view says it is there (the kernel pauses reads without views)
+const OPEN = new Set(["pending", "invalid token", "expired", "error"]); // rows that take a verdict
+const FILTER_LABELS = { unfinished: "unfinished", attention: "needs a look" };
+
+function h(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+function duration(ms) {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 10) return `${m}m ${String(s % 60).padStart(2, "0")}s`;
+  if (m < 60) return `${m}m`;
+  const hours = Math.floor(m / 60);
+  if (hours < 24) return `${hours}h ${String(m % 60).padStart(2, "0")}m`;
+  const days = Math.floor(hours / 24);
+  return days < 10 ? `${days}d ${hours % 24}h` : `${days}d`;
+}
+
+function clockTime(ms) {
+  try {
+    return new Date(ms).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  } catch (_err) {
+    return "";
+  }
+}
+
+function number(n) {
+  try {
+    return Number(n).toLocaleString();
+  } catch (_err) {
+    return String(n);
+  }
+}
+
+function render({ model, el }) {
+  const root = h("div", "nbd-dash");
+  root.dataset.kernel = "checking";
+
+  const header = h("div", "nbd-dash-header");
+  const title = h("span", "nbd-dash-title", "Runs");
+  const summary = h("span", "nbd-dash-summary");
+  const live = h("span", "nbd-dash-live");
+  const refresh = h("button", "nbd-dash-btn nbd-dash-refresh", "Refresh");
+  refresh.title = "read the store again now";
+  header.append(title, summary, live, refresh);
+
+  const approvals = h("div", "nbd-dash-approvals");
+  const approvalsHead = h("div", "nbd-dash-section");
+  const approvalList = h("div", "nbd-dash-approval-list");
+  approvals.append(approvalsHead, approvalList);
+
+  const controls = h("div", "nbd-dash-controls");
+  const statusSelect = h("select", "nbd-dash-status");
+  statusSelect.title = "show runs in this status";
+  const search = h("input", "nbd-dash-search");
+  search.type = "search";
+  search.placeholder = "search run, agent, status, reason";
+  controls.append(statusSelect, search);
+
+  const table = h("table", "nbd-dash-table");
+  const thead = h("thead");
+  const headRow = h("tr");
+  thead.append(headRow);
+  const tbody = h("tbody");
+  table.append(thead, tbody);
+  const empty = h("div", "nbd-dash-empty");
+
+  const pager = h("div", "nbd-dash-pager");
+  const prev = h("button", "nbd-dash-btn nbd-dash-prev", "‹ prev");
+  const pageInfo = h("span", "nbd-dash-page-info");
+  const next = h("button", "nbd-dash-btn nbd-dash-next", "next ›");
+  const sizeSelect = h("select", "nbd-dash-size");
+  sizeSelect.title = "runs per page";
+  pager.append(prev, pageInfo, next, sizeSelect);
+
+  const footer = h("div", "nbd-dash-footer");
+  const detailInfo = h("span", "nbd-dash-detail");
+  const closeDetail = h("button", "nbd-dash-btn nbd-dash-close", "close");
+  footer.append(detailInfo, closeDetail);
+  const message = h("div", "nbd-dash-message");
+
+  root.append(header, approvals, controls, table, empty, pager, footer, message);
+  el.append(root);
+
+  const denying = new Map(); // approval id -> the reason being typed (Deny asked for it)
+  const clicked = new Set(); // rows clicked here whose answer has not come back yet
+  const undelivered = new Set(); // rows clicked here whose click reached no kernel
+
+  // -- is the kernel there? ---------------------------------------------------------------
+  // "checking" until the kernel answers the first probe, "live" once it has,
+  // "disconnected" when a send fails (the comm is gone for good) or nothing answers.
+  let conn = "checking";
+  let gone = false;
+  let busy = false;
+  let timer = null;
+  let nonce = 0;
+
+  const kernelBusy = () => {
+    try {
+      const kernel = model.widget_manager && model.widget_manager.kernel;
+      return !!kernel && kernel.status === "busy";
+    } catch (_err) {
+      return false;
+    }
+  };
+  const send = (content) => {
+    if (gone) return false;
+    try {
+      model.send(content);
+      return true;
+    } catch (_err) {
+      gone = true; // the comm was disposed with its kernel
+      clearTimeout(timer);
+      setConn("disconnected");
+      return false;
+    }
+  };
+  const unanswered = () => {
+    timer = null;
+    if (kernelBusy()) {
+      busy = true; // a running cell holds the kernel: the message waits its turn
+      live_();
+      timer = setTimeout(unanswered, BUSY_RECHECK_MS);
+      return;
+    }
+    if (busy) {
+      busy = false; // the kernel just became free: the message is next in line
+      live_();
+      timer = setTimeout(unanswered, ANSWER_MS);
+      return;
+    }
+    setConn("disconnected");
+    timer = setTimeout(probe, REPROBE_MS); // a late answer makes the view live again
+  };
+  const expectAnswer = () => {
+    clearTimeout(timer);
+    timer = setTimeout(unanswered, ANSWER_MS);
+  };
+  const probe = () => {
+    nonce += 1;
+    if (send({ action: "ping", nonce })) expectAnswer();
+  };
+  const alive = () => {
+    if (gone) return;
+    clearTimeout(timer);
+    timer = null;
+    busy = false;
+    if (conn !== "live") setConn("live");
+    else live_();
+  };
+  const ask = (content) => {
+    if (conn !== "live") return false;
+    if (!send(content)) return false;
+    expectAnswer();
+    return true;
+  };
+  const onMessage = (msg) => {
+    if (!msg || (msg.type !== "pong" && msg.type !== "ack")) return;
+    if (msg.type === "ack") undelivered.delete(msg.approval_id);
+    alive();
+  };
+  function setConn(next) {
+    if (next === "disconnected") {
+      for (const id of clicked) undelivered.add(id);
+      clicked.clear();
+    }
+    conn = next;
+    root.dataset.kernel = next;
+    root.classList.toggle("nbd-dash-disconnected", next === "disconnected");
+    live_();
+    approvals_();
+    controls_();
+    rows_();
+  }
+
+  // -- rendering ---------------------------------------------------------------------------
+  const ago = (at) => (at ? `${duration(Date.now() - at)} ago` : "");
+
+  function live_() {
+    let text;
+    if (conn === "disconnected") text = "disconnected: re-run the cell or %durable dashboard";
+    else if (conn === "checking") text = "connecting to the kernel…";
+    else if (busy) text = "the kernel is busy: actions wait their turn";
+    else if (model.get("paused")) text = "paused (no view for a while): click Refresh";
+    else text = model.get("updated_at") ? `live · read ${ago(model.get("updated_at"))}` : "live";
+    live.textContent = text;
+    live.className = conn === "disconnected" ? "nbd-dash-live nbd-dash-gone" : "nbd-dash-live";
+    refresh.disabled = conn !== "live";
+  }
+
+  function summary_() {
+    const counts = model.get("counts") || {};
+    const total = Object.values(counts).reduce((n, c) => n + c, 0);
+    const parts = [`${number(total)} run${total === 1 ? "" : "s"}`];
+    for (const status of ["waiting_approval", "needs_attention", "running", "pending", "failed"]) {
+      if (counts[status]) parts.push(`${number(counts[status])} ${status.replace("_", " ")}`);
+    }
+    summary.textContent = parts.join(" · ");
+  }
+
+  function approvalRow(item) {
+    const row = h("div", "nbd-dash-approval");
+    row.dataset.approvalId = item.approval_id;
+    const call = h("code", "nbd-dash-call");
+    const where = h("span", "nbd-dash-where");
+    const runLink = h("a", "nbd-dash-run-link");
+    runLink.href = "#";
+    runLink.addEventListener("click", (event) => {
+      event.preventDefault();
+      ask({ action: "open", run_id: row.dataset.runId, view: "run" });
+    });
+    const agent = h("span", "nbd-dash-agent");
+    const asked = h("span", "nbd-dash-asked");
+    where.append(runLink, agent, asked);
+    const actions = h("span", "nbd-dash-actions");
+    const approve = h("button", "nbd-dash-btn nbd-dash-approve", "Approve");
+    const deny = h("button", "nbd-dash-btn nbd-dash-deny", "Deny");
+    const reason = h("input", "nbd-dash-reason");
+    reason.type = "text";
+    reason.placeholder = "reason (optional)";
+    const sendDeny = h("button", "nbd-dash-btn nbd-dash-deny-send", "Deny");
+    const cancel = h("button", "nbd-dash-btn nbd-dash-cancel", "Cancel");
+    const outcome = h("span", "nbd-dash-outcome");
+    const dismiss = h("button", "nbd-dash-btn nbd-dash-dismiss", "×");
+    dismiss.title = "remove this line";
+    actions.append(approve, deny, reason, sendDeny, cancel);
+    row.append(call, where, actions, outcome, dismiss);
+
+    const verdict = (action) => {
+      const id = row.dataset.approvalId;
+      const content = {
+        action,
+        run_id: row.dataset.runId,
+        approval_id: id,
+        reason: action === "deny" ? reason.value || null : null,
+      };
+      if (!ask(content)) return;
+      clicked.add(id);
+      undelivered.delete(id);
+      denying.delete(id);
+      approvals_();
+    };
+    approve.addEventListener("click", () => verdict("approve"));
+    deny.addEventListener("click", () => {
+      denying.set(row.dataset.approvalId, "");
+      approvals_();
+      reason.focus();
+    });
+    reason.addEventListener("input", () => denying.set(row.dataset.approvalId, reason.value));
+    reason.addEventListener("keydown", (event) => {
+      if (event.key === "Enter") verdict("deny");
+      if (event.key === "Escape") cancel.click();
+    });
+    sendDeny.addEventListener("click", () => verdict("deny"));
+    cancel.addEventListener("click", () => {
+      denying.delete(row.dataset.approvalId);
+      approvals_();
+    });
+    dismiss.addEventListener("click", () => ask({ action: "dismiss", approval_id: row.dataset.approvalId }));
+
+    row.update = (data) => {
+      const id = data.approval_id;
+      row.dataset.runId = data.run_id;
+      row.dataset.state = data.state;
+      row.className = `nbd-dash-approval nbd-dash-a-${data.state.replace(/ /g, "-")}`;
+      call.textContent = data.call;
+      call.title = data.call_full;
+      runLink.textContent = data.run_id;
+      agent.textContent = data.agent;
+      asked.dataset.at = String(data.requested_at || 0);
+      asked.textContent = data.requested_at
+        ? conn === "disconnected" ? `asked at ${clockTime(data.requested_at)}` : `asked ${ago(data.requested_at)}`
+        : "";
+      if (!OPEN.has(data.state)) clicked.delete(id);
+      const open = OPEN.has(data.state) && !clicked.has(id);
+      const asking = open && denying.has(id);
+      const off = conn !== "live" || data.state === "sending";
+      approve.hidden = !open || asking;
+      deny.hidden = !open || asking;
+      reason.hidden = !asking;
+      sendDeny.hidden = !asking;
+      cancel.hidden = !asking;
+      for (const b of [approve, deny, sendDeny, cancel]) b.disabled = off;
+      reason.disabled = off;
+      if (asking && document.activeElement !== reason) reason.value = denying.get(id) || "";
+      let said = data.message || "";
+      if (!OPEN.has(data.state) && data.state !== "sending" && data.answered_at) {
+        said += ` · ${clockTime(data.answered_at)}`; // when, so an old outcome does not read as news
+      }
+      if (data.state === "sending" || clicked.has(id)) said = data.message || "checking…";
+      if (undelivered.has(id)) said = "not sent: the kernel is gone; nothing was recorded";
+      outcome.textContent = said;
+      outcome.title = said;
+      dismiss.hidden = OPEN.has(data.state) || data.state === "sending" || conn !== "live";
+    };
+    return row;
+  }
+
+  function approvals_() {
+    const items = model.get("approvals") || [];
+    const waiting = items.filter((a) => OPEN.has(a.state) || a.state === "sending").length;
+    approvals.hidden = items.length === 0;
+    approvalsHead.textContent = waiting
+      ? `Waiting for approval (${waiting})`
+      : "Approvals answered here";
+    // update rows in place (keyed by approval id) so a reason being typed keeps its focus
+    const existing = new Map();
+    for (const node of approvalList.children) existing.set(node.dataset.approvalId, node);
+    let at = 0;
+    for (const item of items) {
+      let node = existing.get(item.approval_id);
+      existing.delete(item.approval_id);
+      if (!node) node = approvalRow(item);
+      node.update(item);
+      if (approvalList.children[at] !== node) approvalList.insertBefore(node, approvalList.children[at] || null);
+      at += 1;
+    }
+    for (const node of existing.values()) node.remove();
+  }
+
+  function controls_() {
+    const counts = model.get("counts") || {};
+    const total = Object.values(counts).reduce((n, c) => n + c, 0);
+    const current = model.get("status") || "";
+    const options = [["", `all runs (${number(total)})`]];
+    for (const key of model.get("filters") || []) {
+      const members = key === "unfinished"
+        ? ["queued", "pending", "running", "retry_wait", "waiting_approval", "needs_attention", "cancelling", "suspended"]
+        : ["waiting_approval", "needs_attention", "failed", "suspended"];
+      const n = members.reduce((sum, s) => sum + (counts[s] || 0), 0);
+      options.push([key, `${FILTER_LABELS[key] || key} (${number(n)})`]);
+    }
+    for (const status of model.get("statuses") || []) {
+      if (counts[status] || status === current) options.push([status, `${status} (${number(counts[status] || 0)})`]);
+    }
+    statusSelect.replaceChildren(...options.map(([value, label]) => {
+      const option = h("option", "", label);
+      option.value = value;
+      return option;
+    }));
+    statusSelect.value = current;
+    if (document.activeElement !== search) search.value = model.get("search") || "";
+    const size = model.get("page_size");
+    sizeSelect.replaceChildren(...[...new Set([...(model.get("page_sizes") || []), size])]
+      .sort((a, b) => a - b)
+      .map((n) => {
+        const option = h("option", "", `${n} per page`);
+        option.value = String(n);
+        return option;
+      }));
+    sizeSelect.value = String(size);
+    const off = conn !== "live";
+    statusSelect.disabled = off;
+    search.disabled = off;
+    sizeSelect.disabled = off;
+    const page = model.get("page");
+    const pages = model.get("pages");
+    prev.disabled = off || page <= 0;
+    next.disabled = off || page >= pages - 1;
+    const shown = (model.get("rows") || []).length;
+    const first = model.get("total") ? page * size + 1 : 0;
+    pageInfo.textContent = `${number(first)}–${number(first + Math.max(shown - 1, 0))} of ${number(model.get("total"))}` +
+      ` · page ${page + 1} of ${pages}`;
+    pager.hidden = pages <= 1 && !model.get("total");
+    const selected = model.get("selected");
+    footer.hidden = !selected;
+    detailInfo.textContent = selected ? `below: ${model.get("detail") === "history" ? "history of" : "live view of"} ${selected}` : "";
+    closeDetail.disabled = off;
+    summary_();
+  }
+
+  function headers_() {
+    const columns = model.get("columns") || [];
+    const sortBy = model.get("sort_by");
+    const descending = model.get("descending");
+    headRow.replaceChildren(...columns.map((column) => {
+      const th = h("th", `nbd-k-${column.kind} nbd-c-${column.key}`);
+      th.append(h("span", "", column.label));
+      if (column.sortable) {
+        th.classList.add("nbd-dash-sortable");
+        th.title = `sort by ${column.label}`;
+        if (column.key === sortBy) th.append(h("span", "nbd-dash-arrow", descending ? " ▼" : " ▲"));
+        th.addEventListener("click", () => ask({
+          action: "query",
+          sort_by: column.key,
+          descending: column.key === sortBy ? !descending : false,
+        }));
+      }
+      return th;
+    }), h("th", "nbd-k-actions"));
+  }
+
+  function rows_() {
+    const columns = model.get("columns") || [];
+    const rows = model.get("rows") || [];
+    const selected = model.get("selected");
+    const off = conn !== "live";
+    tbody.replaceChildren(...rows.map((row) => {
+      const tr = h("tr", row.id === selected ? "nbd-dash-row nbd-dash-selected" : "nbd-dash-row");
+      tr.dataset.runId = row.id;
+      tr.title = off ? "" : `show ${row.id} below`;
+      for (const column of columns) {
+        const td = h("td", `nbd-k-${column.kind} nbd-c-${column.key}`);
+        const text = row.cells[column.key] || "";
+        if (column.kind === "badge") {
+          td.append(h("span", `nbd-dash-badge nbd-s-${text}`, text));
+        } else if (column.kind === "age") {
+          td.dataset.createdAt = String(row.created_at || 0);
+          td.textContent = row.created_at ? duration(Date.now() - row.created_at) : text;
+          if (row.created_at) td.title = new Date(row.created_at).toLocaleString();
+        } else {
+          td.textContent = text;
+          const full = (row.titles || {})[column.key];
+          if (full || column.kind === "long") td.title = full || text;
+        }
+        tr.append(td);
+      }
+      const actions = h("td", "nbd-k-actions");
+      const history = h("button", "nbd-dash-btn nbd-dash-history", "history");
+      history.title = "its checkpoints, step by step (rewind from one)";
+      history.disabled = off;
+      history.addEventListener("click", (event) => {
+        event.stopPropagation();
+        ask({ action: "open", run_id: row.id, view: "history" });
+      });
+      actions.append(history);
+      tr.append(actions);
+      tr.addEventListener("click", () => ask({ action: "open", run_id: row.id, view: row.live ? "run" : "history" }));
+      return tr;
+    }));
+    table.classList.toggle("nbd-dash-off", off);
+    const total = model.get("total");
+    empty.hidden = rows.length > 0;
+    empty.textContent = model.get("runs_total")
+      ? "no run matches this filter or search"
+      : "no runs yet: start one with %%agent or runtime.submit(...)";
+    table.hidden = rows.length === 0 && !total;
+    controls_();
+  }
+
+  function message_() {
+    message.textContent = model.get("message") || "";
+    message.className = model.get("message_error") ? "nbd-dash-message nbd-dash-error" : "nbd-dash-message";
+  }
+
+  const tick = () => {
+    for (const td of tbody.querySelectorAll("td[data-created-at]")) {
+      const at = Number(td.dataset.createdAt);
+      if (at) td.textContent = duration(Date.now() - at);
+    }
+    for (const node of approvalList.querySelectorAll(".nbd-dash-asked")) {
+      const at = Number(node.dataset.at);
+      if (at && conn !== "disconnected") node.textContent = `asked ${ago(at)}`;
+    }
+    if (conn === "live") live_();
+  };
+
+  // -- wiring ------------------------------------------------------------------------------
+  refresh.addEventListener("click", () => ask({ action: "refresh" }));
+  statusSelect.addEventListener("change", () => ask({ action: "query", status: statusSelect.value }));
+  let typing = null;
+  search.addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = setTimeout(() => ask({ action: "query", search: search.value }), 250);
+  });
+  sizeSelect.addEventListener("change", () => ask({ action: "query", page_size: Number(sizeSelect.value) }));
+  prev.addEventListener("click", () => ask({ action: "query", page: model.get("page") - 1 }));
+  next.addEventListener("click", () => ask({ action: "query", page: model.get("page") + 1 }));
+  closeDetail.addEventListener("click", () => ask({ action: "close" }));
+
+  headers_(); rows_(); approvals_(); live_(); message_();
+  const traits = [
+    ["change:columns", () => { headers_(); rows_(); }],
+    ["change:sort_by", headers_], ["change:descending", headers_],
+    ["change:rows", rows_], ["change:selected", rows_],
+    ["change:total", controls_], ["change:runs_total", rows_], ["change:page", controls_],
+    ["change:pages", controls_], ["change:page_size", controls_], ["change:status", controls_],
+    ["change:search", controls_], ["change:counts", controls_], ["change:detail", controls_],
+    ["change:approvals", approvals_], ["change:message", message_], ["change:message_error", message_],
+    ["change:updated_at", live_], ["change:paused", live_],
+  ];
+  for (const [name, handler] of traits) model.on(name, handler);
+  model.on("change", alive); // the kernel is sending updates: it is there
+  model.on("msg:custom", onMessage);
+  model.on("comm_live_update", probe); // the widget manager lost (or found) the kernel
+
+  let kernel = null;
+  const onKernelStatus = (_sender, status) => {
+    if (status === "restarting" || status === "autorestarting" || status === "dead") probe();
+  };
+  try {
+    kernel = model.widget_manager && model.widget_manager.kernel;
+    if (kernel && kernel.statusChanged && kernel.statusChanged.connect) {
+      kernel.statusChanged.connect(onKernelStatus);
+    } else {
+      kernel = null;
+    }
+  } catch (_err) {
+    kernel = null;
+  }
+  probe();
+
+  const clock = setInterval(tick, 1000);
+  const pings = setInterval(() => { if (conn === "live") probe(); }, PING_MS);
+  return () => {
+    clearInterval(clock);
+    clearInterval(pings);
+    clearTimeout(timer);
+    clearTimeout(typing);
+    for (const [name, handler] of traits) model.off(name, handler);
+    model.off("change", alive);
+    model.off("msg:custom", onMessage);
+    model.off("comm_live_update", probe);
+    if (kernel) {
+      try {
+        kernel.statusChanged.disconnect(onKernelStatus);
+      } catch (_err) {
+        // the kernel connection is already disposed
+      }
+    }
+  };
+}
+
+export default { render };
