@@ -25,8 +25,10 @@ SLOW_POLL = 5.0  # (renewal period: min(lease / 3, 4 x poll) = 20 s)
 
 def take_over(store: Any, runtime: DurableRuntime, run_id: str) -> Any:
     """Claim the run as another worker would once its lease lapsed."""
-    later = runtime.now() + 2 * LONG_LEASE
-    claimed = store.rt_claim("other-worker", later, LONG_LEASE, runtime.registry.keys())
+    # the lease lapses (PostgreSQL judges leases by its own clock, so a later
+    # ``now`` passed to the claim would not do)
+    store.rt_update(run_id, {"lease_expires_at": runtime.now() - 1})
+    claimed = store.rt_claim("other-worker", runtime.now(), LONG_LEASE, runtime.registry.keys())
     assert claimed is not None and claimed.run_id == run_id
     return claimed
 

@@ -55,10 +55,12 @@ def _agent(calls: list[str]) -> Agent:
 async def _interrupted_by(store: Any, client: DurableRuntime, holder: str, *, expired: bool) -> str:
     """A run whose owner ``holder`` started the tool call and then stopped renewing."""
     run = await client.submit("charger", "charge")
-    now = client.now()
-    claimed_at = now - 2 * LEASE if expired else now
-    record = store.rt_claim(holder, claimed_at, LEASE, client.registry.keys())
+    record = store.rt_claim(holder, client.now(), LEASE, client.registry.keys())
     assert record is not None
+    if expired:  # set, not claimed in the past: PostgreSQL dates leases by its own clock
+        record = store.rt_update(
+            run.run_id, {"lease_expires_at": client.now() - LEASE}, fence=record.fence
+        )
     intent = ToolIntent(
         run_id=run.run_id,
         tool_call_id="call_1_0",
