@@ -36,7 +36,9 @@ from ._errors import (
     StoreCorruptionError,
     StoreUnavailableError,
     StoreWriteError,
+    WaitingForHumanError,
 )
+from ._sync import run_sync
 from .durable import (
     AgentCheckpoint,
     ApprovalSigner,
@@ -60,6 +62,7 @@ from .loop import (
     agent_tool,
     cost_exceeds,
     generate_text,
+    generate_text_sync,
     resume_from_checkpoint,
     resume_stream_from_checkpoint,
     step_count_is,
@@ -216,6 +219,7 @@ __all__ = [
     "ToolResultPart",
     "Turn",
     "Usage",
+    "WaitingForHumanError",
     "__version__",
     "agent_tool",
     "assistant",
@@ -225,6 +229,7 @@ __all__ = [
     "deserialize_checkpoint",
     "fold_events",
     "generate_text",
+    "generate_text_sync",
     "instrument",
     "is_retryable",
     "load_ipython_extension",
@@ -232,6 +237,7 @@ __all__ = [
     "read_events",
     "resume_from_checkpoint",
     "resume_stream_from_checkpoint",
+    "run_sync",
     "serialize_checkpoint",
     "step_count_is",
     "stream_chat",

@@ -60,6 +60,7 @@ __all__ = [
     "StoreCorruptionError",
     "StoreUnavailableError",
     "StoreWriteError",
+    "WaitingForHumanError",
 ]
 
 
@@ -295,6 +296,50 @@ class RunEndedError(NbdurableError):
         detail = f" ({reason})" if reason else ""
         asked = f", not {' or '.join(wanted)}" if wanted else ""
         super().__init__(message or f"{run_id!r} ended {state}{detail}{asked}")
+
+
+class WaitingForHumanError(NbdurableError):
+    """A blocking wait stopped because the run waits for a human.
+
+    ``Run.wait_sync`` and ``Run.result_sync`` raise it when the run reaches
+    ``waiting_approval`` or ``needs_attention`` and those states were not asked
+    for: a kernel handles one message at a time, so while a cell blocks, a click
+    on an approval card is not delivered and the wait could never end. Decide
+    (the card, ``%durable approve``, ``run.approve()``/``deny()``/``retry()``),
+    then wait again.
+
+    Attributes:
+        run_id: The run.
+        state: ``waiting_approval`` or ``needs_attention``.
+        reason: Why it waits, when known.
+        approval_ids: The approvals it waits for (empty for ``needs_attention``).
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        state: str,
+        *,
+        reason: str | None = None,
+        approval_ids: tuple[str, ...] = (),
+    ) -> None:
+        self.run_id = run_id
+        self.state = state
+        self.reason = reason
+        self.approval_ids = approval_ids
+        if state == "waiting_approval":
+            which = f" ({', '.join(approval_ids)})" if approval_ids else ""
+            todo = (
+                f"approve or deny{which} (its card, `%durable approve {run_id}`, "
+                "or run.approve()/run.deny())"
+            )
+        else:
+            detail = f" ({reason})" if reason else ""
+            todo = f"look at it{detail} and retry or deny (run.retry()/run.deny())"
+        super().__init__(
+            f"run {run_id!r} is {state}: a blocking wait cannot see a decision made while "
+            f"it blocks; {todo}, then wait again"
+        )
 
 
 class LimitExceededError(NbdurableError):

@@ -1,5 +1,6 @@
 """The agent loop: a pure step machine and the async driver behind generate_text/stream_chat."""
 
+from .blocking import generate_text_sync
 from .driver import generate_text, resume_from_checkpoint
 from .machine import AgentMachine, LegStart
 from .options import (
@@ -48,6 +49,7 @@ __all__ = [
     "agent_tool",
     "cost_exceeds",
     "generate_text",
+    "generate_text_sync",
     "resume_from_checkpoint",
     "resume_stream_from_checkpoint",
     "step_count_is",

@@ -108,6 +108,18 @@ class PydanticAIModel:
     def __repr__(self) -> str:
         return f"PydanticAIModel({self.provider}:{self.model_name})"
 
+    @property
+    def can_stream(self) -> bool:
+        """Whether the wrapped model streams (a ``FunctionModel`` needs a ``stream_function``).
+
+        ``nd.Agent(stream=None)`` streams only when this is true.
+        """
+        function_model = getattr(self._pai.models, "function", None)
+        kind = getattr(function_model, "FunctionModel", None)
+        if kind is not None and isinstance(self.model, kind):
+            return self.model.stream_function is not None
+        return True
+
     def _output_tool(self, request: ModelRequest) -> str | None:
         if request.output_schema is not None and self.structured_output == "tool":
             return request.output_name

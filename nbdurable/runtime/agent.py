@@ -34,7 +34,11 @@ class Agent:
         instructions: System instructions for every model call.
         version: Required, nonblank. Bump it when the model, tools, schemas or
             instructions change incompatibly.
-        stream: Stream the model and persist its deltas (needs a streaming model).
+        stream: Stream the model and persist its deltas, so the run widget shows
+            text as it arrives. None (the default): stream when the model can
+            (has a ``stream`` method and no false ``can_stream``); resolved at
+            construction, so ``agent.stream`` is always a bool. ``True`` needs
+            a streaming model; ``False`` calls ``generate`` only.
         tool_recovery: Tool name -> ``"safe"`` (re-run after a crash mid-tool),
             ``"idempotent"`` (re-run with the same idempotency key) or
             ``"manual"`` (park the run in ``needs_attention``). A tool it does not
@@ -58,13 +62,21 @@ class Agent:
     tools: Sequence[Tool] | Mapping[str, Tool] = ()
     instructions: str | None = None
     version: str | None = None
-    stream: bool = False
+    stream: bool | None = None
     tool_recovery: Mapping[str, str] = field(default_factory=dict)
     model_retry: ModelRetry | Mapping[str, int] | None = None
     max_steps: int = DEFAULT_MAX_STEPS
     max_tool_concurrency: int | None = None
     output_type: Any = None
     retry_if: Callable[[BaseException], bool] | None = None
+
+    def __post_init__(self) -> None:
+        if self.stream is None:
+            # frozen: resolve the default once, so the fingerprint sees a concrete bool
+            # a model that wraps another may have ``stream`` yet say it cannot (can_stream)
+            streams = callable(getattr(self.model, "stream", None))
+            can = getattr(self.model, "can_stream", True)
+            object.__setattr__(self, "stream", bool(streams and can))
 
     def __repr__(self) -> str:
         return f"Agent({self.id!r}, version={self.version!r})"

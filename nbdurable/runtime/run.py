@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -15,7 +16,9 @@ from .._errors import (
     OutputValidationError,
     RunEndedError,
     RunNotFoundError,
+    WaitingForHumanError,
 )
+from .._sync import run_sync
 from ..durable.signer import expired_age, resign_if_expired
 from ..durable.store import maybe_await
 from ..events.model import Event
@@ -29,7 +32,10 @@ from .waiting import Deadline, wanted_states
 if TYPE_CHECKING:
     from .runtime import DurableRuntime
 
-__all__ = ["Run", "RunFailedError", "RunResult", "approval_expired"]
+__all__ = ["HUMAN_STATES", "Run", "RunFailedError", "RunResult", "approval_expired"]
+
+HUMAN_STATES: frozenset[str] = frozenset({"waiting_approval", "needs_attention"})
+"""States only a human decision ends; blocking waits stop on them (see ``Run.wait_sync``)."""
 
 
 def _duration(ms: int) -> str:
@@ -160,7 +166,74 @@ class Run:
         Raises:
             RunFailedError: The run failed or was cancelled.
         """
-        record = await self.wait()
+        return await self._result_of(await self.wait())
+
+    def wait_sync(self, *states: str, timeout: float | None = None) -> RuntimeRun:
+        """Block until the run is in one of ``states``; its record (see :meth:`wait`).
+
+        Works in a script, in IPython without autoawait, in a notebook cell and
+        in a widget callback (see :func:`nbdurable.run_sync`): the runtime's
+        tasks on this thread's loop go on while it blocks.
+
+        A kernel handles one message at a time, so while a cell blocks a click
+        on an approval card is not delivered. Hence, unless asked for, the wait
+        stops as soon as the run waits for a human (``waiting_approval``,
+        ``needs_attention``) and raises :class:`WaitingForHumanError`: decide,
+        then wait again. (To block through approvals made in another process,
+        ``nd.run_sync(run.wait())``.)
+
+        Raises:
+            WaitingForHumanError: The run waits for a human, and its state was not asked for.
+            RunEndedError: The run is final in a state not among ``states``.
+            TimeoutError: ``timeout`` passed first.
+        """
+        return run_sync(self._wait_unless_human(states, timeout), loop=self._home_loop())
+
+    def result_sync(self, *, timeout: float | None = None) -> RunResult:
+        """Block until the run finishes; its result (see :meth:`result` and :meth:`wait_sync`).
+
+        Raises:
+            WaitingForHumanError: The run waits for an approval or for attention:
+                decide, then call ``result_sync()`` again.
+            RunFailedError: The run failed or was cancelled.
+            TimeoutError: ``timeout`` passed first.
+        """
+
+        async def result() -> RunResult:
+            return await self._result_of(await self._wait_unless_human((), timeout))
+
+        return run_sync(result(), loop=self._home_loop())
+
+    def _home_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop the runtime executes runs on (embedded engine), for a blocking wait."""
+        scheduler = getattr(self.runtime.engine, "_scheduler", None)
+        return scheduler.get_loop() if isinstance(scheduler, asyncio.Task) else None
+
+    async def _wait_unless_human(
+        self, states: tuple[str, ...], timeout: float | None
+    ) -> RuntimeRun:
+        """Like :meth:`wait`, but stops on a human-wait state not among ``states``."""
+        wanted = wanted_states(states, get_args(RunState))
+        try:
+            record = await self.wait(*(wanted | HUMAN_STATES), timeout=timeout)
+        except RunEndedError as exc:
+            raise RunEndedError(
+                self.run_id, exc.state, reason=exc.reason, wanted=tuple(states)
+            ) from None
+        if record.state in wanted:
+            return record
+        pending = await self._stored_approvals()
+        raise WaitingForHumanError(
+            self.run_id,
+            record.state,
+            reason=record.reason,
+            approval_ids=tuple(
+                r.approval_id for r in pending if r.approval_id not in record.verdicts
+            ),
+        )
+
+    async def _result_of(self, record: RuntimeRun) -> RunResult:
+        """The result of a run whose final record is ``record``."""
         if record.state != "completed":
             raise RunFailedError(record)
         checkpoint = await maybe_await(self.runtime.store.load(self.run_id))

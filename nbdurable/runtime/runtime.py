@@ -339,7 +339,7 @@ class DurableRuntime:
             updated_at=now,
             deadline_at=None if timeout is None else now + int(timeout * 1000),
             retry_policy=retry.model_dump() if retry else None,
-            stream=agent.stream,
+            stream=bool(agent.stream),
             max_steps=agent.max_steps if max_steps is None else max_steps,
             fingerprint=self.registry.fingerprint(agent.id, str(agent.version)),
         )

@@ -11,7 +11,7 @@ in-memory store, which lives only in this process).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,7 +81,7 @@ class GatedModel(nd.ScriptedModel):
     peak: int = field(default=0, init=False)
     entered: int = field(default=0, init=False)
 
-    async def generate(self, request: ModelRequest) -> ModelResponse:
+    async def _enter(self) -> None:
         self.entered += 1
         self.active += 1
         self.peak = max(self.peak, self.active)
@@ -92,7 +92,16 @@ class GatedModel(nd.ScriptedModel):
                 await asyncio.sleep(self.delay)
         finally:
             self.active -= 1
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        await self._enter()
         return await super().generate(request)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Any]:
+        # agents stream by default when the model can: gate that path the same way
+        await self._enter()
+        async for event in super().stream(request):
+            yield event
 
 
 class GenerateOnlyModel:

@@ -56,7 +56,8 @@ class Recorder:
                     recorder.active -= 1
 
         model = Model([self.turn] * 500, mode="sequential")
-        return Agent(self.agent_id, model, version="1", **kwargs)
+        # the recorder counts in generate(): the agent must not stream
+        return Agent(self.agent_id, model, version="1", **{"stream": False, **kwargs})
 
 
 async def test_s003_38_a_node_starts_after_its_dependencies_with_their_results_appended(

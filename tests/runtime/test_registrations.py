@@ -191,7 +191,9 @@ async def test_s003_06_close_after_a_fatal_error_abandons_in_flight_runs_cleanly
 async def test_s003_07_registration_fields_and_defaults(store: Any) -> None:
     """S003-07: agent id, version, stream, tool_recovery, model_retry (opt-in)."""
     agent = text_agent()
-    assert agent.stream is False
+    assert agent.stream is True  # the default: stream when the model can (ScriptedModel can)
+    assert Agent("g", GenerateOnlyModel(["hi"]), version="1").stream is False
+    assert text_agent(stream=False).stream is False
     assert dict(agent.tool_recovery) == {}
     assert agent.model_retry is None and agent.retry_policy is None
     retrying = text_agent(model_retry={"max_attempts": 2})
@@ -201,7 +203,7 @@ async def test_s003_07_registration_fields_and_defaults(store: Any) -> None:
         await run.result()
         record = run.record()
         assert (record.agent_id, record.agent_version) == ("a", "1")
-        assert record.stream is False and record.retry_policy is None
+        assert record.stream is True and record.retry_policy is None
 
 
 @pytest.mark.parametrize("version", [None, "", "   ", 1])
