@@ -11,6 +11,7 @@ minutes.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ NAMES = [
     "03-crash-and-resume",
     "04-time-travel",
     "05-debug-a-stuck-run",
+    "08-bring-your-own-stack",
 ]
 
 
@@ -205,5 +207,46 @@ def test_debug_a_stuck_run_explains_and_unsticks_every_kind(folder: Path) -> Non
     try:
         runs = ins.runs(store)
         assert len(runs) == 12 and set(runs["status"]) == {"completed"}
+    finally:
+        store.close()
+
+
+def _processes_running(script: str, cwd: Path) -> list[int]:
+    """Ids of live processes started in ``cwd`` whose command line names ``script``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+                if script in cmdline and Path(os.readlink(entry / "cwd")) == cwd:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_08_bring_your_own_stack_runs_foreign_parts_durably_and_reaps_the_mcp_server(
+    folder: Path,
+) -> None:
+    """A Pydantic AI model, a LangChain tool and an MCP server's gated tool in one run,
+    executed twice; the MCP server's process is gone after each execution."""
+    pytest.importorskip("pydantic_ai")
+    pytest.importorskip("langchain_core")
+    pytest.importorskip("mcp")
+    for notebook in execute_twice("08-bring-your-own-stack", folder):
+        out = everything(notebook)
+        assert "{'list_tables': (False, 'safe'), 'drop_table': (True, 'manual')}" in out
+        assert "('function', 'function:janitor_turn:')" in out
+        assert "waits for: drop_table {'name': 'stg_2023'}" in out
+        assert "stg_2023 was empty and unread: dropped stg_2023." in out
+    assert not _processes_running("demo_mcp_server.py", folder)
+    store = nd.open_store(f"sqlite:///{folder}/.nbdurable/08-byos.db")
+    try:
+        runs = ins.runs(store)
+        assert runs["status"].tolist() == ["completed", "completed"]
+        for run_id in runs.index:
+            history = ins.history(store, run_id)
+            assert history["tool_calls"].tolist() == ["list_tables", "last_read", "drop_table", ""]
+            assert history["status"].tolist() == ["running", "running", "suspended", "completed"]
     finally:
         store.close()
