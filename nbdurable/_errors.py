@@ -10,7 +10,7 @@ NbdurableError                     root: catch this to catch everything of ours
 ├── StoreUnavailableError          the store kept failing (connection lost) past the retry budget
 ├── RunNotFoundError               an unknown run id outside of resume
 ├── RunEndedError                  a run or graph ended in a state a waiter did not ask for
-├── WaitingForHumanError           a blocking wait stopped: the run waits for an approval or attention
+├── WaitingForHumanError           a blocking wait stopped: the run waits for a human
 ├── ApprovalExpiredError           an approval token older than the maximum age (ask for a new one)
 ├── DurableConflictError           a write that conflicts with what is stored
 │   ├── FencedOutError             a run's former owner writing after losing its lease
