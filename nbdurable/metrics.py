@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .durable import transient as _transient
+
 __all__ = [
     "CONTENT_TYPE",
     "HOOKS",
@@ -83,6 +85,7 @@ def enable_metrics(
             "metrics need prometheus-client: pip install 'nbdurable[metrics]'"
         ) from exc
     HOOKS = MetricsHooks(registry=registry, store=store, store_name=store_name)
+    _transient.STORE_ERROR_HOOK = HOOKS.store_error
     return HOOKS
 
 
@@ -90,6 +93,7 @@ def disable_metrics() -> None:
     """Turn metrics off again (the registry keeps what it counted)."""
     global HOOKS
     HOOKS = None
+    _transient.STORE_ERROR_HOOK = None
 
 
 def render() -> bytes:

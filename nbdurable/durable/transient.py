@@ -25,7 +25,6 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from .. import metrics as _metrics
 from .._deps import Logger
 from .._errors import NbdurableError, StoreUnavailableError
 
@@ -38,6 +37,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+STORE_ERROR_HOOK: Callable[[str], None] | None = None
+"""Called with the operation at each transient store failure (set by ``nbdurable.metrics``)."""
 
 DEFAULT_STORE_RETRY_MS = 60_000
 """How long a store may keep failing transiently before callers give up (ms)."""
@@ -234,9 +236,8 @@ class StoreRetry:
             if started is None:
                 started = self._failing_since = now
             self._failures += 1
-        meter = _metrics.HOOKS
-        if meter is not None:
-            meter.store_error(operation)
+        if STORE_ERROR_HOOK is not None:
+            STORE_ERROR_HOOK(operation)
         if first and self.logger is not None:
             self.logger.warning(
                 "nbdurable: the store failed (%s: %r); retrying for up to %.1f s",
