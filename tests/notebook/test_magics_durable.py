@@ -64,7 +64,7 @@ async def test_runs_is_a_compact_dataframe_and_all_gives_every_column(
     assert "<NA>" not in runs.to_string() and "<NA>" not in runs._repr_html_()
     assert list(magic("durable", "runs --status completed").value.index) == ["r2"]
     every = magic("durable", "runs --all").value
-    assert len(every.columns) == 22
+    assert len(every.columns) == 23
     assert every.loc["r1", "pending_approvals"] == 1
     assert every.loc["r2", "cost"] > 0
 

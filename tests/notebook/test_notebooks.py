@@ -167,7 +167,8 @@ def test_crash_and_resume_survives_a_restart_and_a_killed_worker(folder: Path) -
         assert "0 checkpoint_saved" in out
         assert "pending; it goes on in this kernel" in out
         assert "worker killed during step 1 | run state: running" in out
-        assert "is gone: the lease expired" in out
+        # a dead worker on this host is seen at once; elsewhere its lease expires
+        assert "is gone: the lease expired" in out or "is gone: its process no longer" in out
         assert out.count("Done: dropped stg_2023 and kept stg_2024") == 2
     assert not (folder / ".nbdurable" / "runs.db").exists()  # its own store only
     store = nd.open_store(f"sqlite:///{folder}/.nbdurable/03-crash.db")
@@ -200,9 +201,9 @@ def test_debug_a_stuck_run_explains_and_unsticks_every_kind(folder: Path) -> Non
             "Needs a human: tool 'send_report'",
             "The model call failed; attempt 2 starts at",
             "Failed: model_retries_exhausted.",
-            "is gone: the lease expired",
         ):
             assert said in out
+        assert "is gone: the lease expired" in out or "is gone: its process no longer" in out
     store = nd.open_store(f"sqlite:///{folder}/.nbdurable/05-debug.db")
     try:
         runs = ins.runs(store)
