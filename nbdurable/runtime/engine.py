@@ -93,6 +93,7 @@ class EmbeddedEngine:
         self._fatal = False
         self._fatal_report: asyncio.Task[None] | None = None
         self._next_dead_owner_scan = 0.0
+        self._write_refused = False
 
     @property
     def started(self) -> bool:
@@ -141,33 +142,48 @@ class EmbeddedEngine:
         try:
             while not self._closed and not self._fatal:
                 self._wake.clear()
-                runtime = self.runtime
-                self._expire_dead_owners()
-                while len(self._executions) - len(self._task_runs) < runtime.max_concurrent_runs:
-                    agents = runtime.registry.fingerprints()  # a changed definition never claims
-                    record = runtime.runtime_store.rt_claim(
-                        self.holder, runtime.now(), runtime.lease_ms, agents
-                    )
-                    if record is None:
-                        break
-                    self._start(record)
-                while runtime.tasks and len(self._task_runs) < runtime.max_concurrent_tasks:
-                    record = runtime.runtime_store.rt_claim(
-                        self.holder,
-                        runtime.now(),
-                        runtime.lease_ms,
-                        runtime.task_keys(),
-                        kind="task",
-                    )
-                    if record is None:
-                        break
-                    self._start_task(record)
+                try:
+                    self._claim_work()
+                except StoreWriteError as exc:
+                    # A claim is a write: a full or read-only store refuses it until
+                    # space is freed; claims resume then, the engine does not stop.
+                    if not self._write_refused:
+                        self.runtime.deps.logger.error(
+                            "nbdurable: claiming runs failed, trying again: %r", exc
+                        )
+                    self._write_refused = True
+                else:
+                    self._write_refused = False
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.runtime.poll_interval)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a storage or scheduler failure the runtime cannot pass
             self._stop_fatally(exc)
+
+    def _claim_work(self) -> None:
+        """Claim and start eligible runs and task phases while slots are free."""
+        runtime = self.runtime
+        self._expire_dead_owners()
+        while len(self._executions) - len(self._task_runs) < runtime.max_concurrent_runs:
+            agents = runtime.registry.fingerprints()  # a changed definition never claims
+            record = runtime.runtime_store.rt_claim(
+                self.holder, runtime.now(), runtime.lease_ms, agents
+            )
+            if record is None:
+                break
+            self._start(record)
+        while runtime.tasks and len(self._task_runs) < runtime.max_concurrent_tasks:
+            record = runtime.runtime_store.rt_claim(
+                self.holder,
+                runtime.now(),
+                runtime.lease_ms,
+                runtime.task_keys(),
+                kind="task",
+            )
+            if record is None:
+                break
+            self._start_task(record)
 
     def _stop_fatally(self, exc: BaseException) -> None:
         """Stop taking work after a failure the runtime cannot pass; the first one only.
