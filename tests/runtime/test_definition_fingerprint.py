@@ -207,7 +207,10 @@ def test_running_an_unchanged_cell_again_gives_the_same_fingerprint() -> None:
         ("Only staging tables.", "Only production tables."),  # instructions
         ("tables: list[str]", "tables: list[int]"),  # output schema
         ('"idempotent"', '"safe"'),  # recovery policy
-        ('version="1",', 'version="1", stream=True,'),  # streaming
+        (
+            'version="1",',
+            'version="1", stream=False,',
+        ),  # streaming (the default streams a model that can)
         ('version="1",', 'version="1", max_steps=3,'),
     ],
 )
