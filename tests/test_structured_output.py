@@ -169,6 +169,14 @@ class FailingModel(nd.ScriptedModel):
             raise self.errors.pop(0)
         return await super().generate(request)
 
+    def stream(self, request: Any) -> Any:
+        # a streaming call fails the same way: the agents stream by default
+        if self.errors:
+            self.attempts += 1
+            raise self.errors.pop(0)
+        self.attempts += 1
+        return super().stream(request)
+
 
 async def test_retry_if_is_retryable_fails_at_once_on_errors_a_retry_cannot_fix() -> None:
     retry = ModelRetry(max_attempts=3, initial_delay_ms=1, max_delay_ms=1)
