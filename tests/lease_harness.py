@@ -7,16 +7,15 @@ benchmarks/lease_pause_torture.py (many).
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import lease_agents
+import runtime_harness
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
@@ -33,32 +32,14 @@ def worker(
     poll_interval: float = 0.02,
 ) -> subprocess.Popen[str]:
     """Start `nbdurable worker` serving tests/lease_agents.py."""
-    env = {
-        **os.environ,
-        "NBDURABLE_TEST_LOG": str(log),
-        "NBDURABLE_TEST_TOOL_SECONDS": str(tool_seconds),
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-    }
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "nbdurable.cli",
-            "worker",
-            "--store",
-            url,
-            "--agents",
-            "lease_agents:agents",
-            "--lease-ms",
-            str(lease_ms),
-            "--poll-interval",
-            str(poll_interval),
-            *extra,
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    return runtime_harness.worker(
+        url,
+        log,
+        *extra,
+        lease_ms=lease_ms,
+        agents="lease_agents:agents",
+        env={"NBDURABLE_TEST_TOOL_SECONDS": str(tool_seconds)},
+        poll_interval=poll_interval,
     )
 
 

@@ -23,13 +23,28 @@ from nbdurable.runtime import DurableRuntime
 HERE = Path(__file__).resolve().parent
 
 
-def worker(url: str, log: Path, *extra: str, lease_ms: int = 400) -> subprocess.Popen[str]:
-    """Start `nbdurable worker` serving tests/runtime_agents.py."""
-    env = {
+def worker(
+    url: str,
+    log: Path | None,
+    *extra: str,
+    lease_ms: int = 400,
+    agents: str = "runtime_agents:agents",
+    path: Path = HERE,
+    env: dict[str, str] | None = None,
+    poll_interval: float = 0.02,
+) -> subprocess.Popen[str]:
+    """Start `nbdurable worker` serving ``agents`` (a module under ``path``), in its own process.
+
+    ``log`` (as ``NBDURABLE_TEST_LOG``) is where the test agents record their tool
+    executions; ``env`` adds variables of the agents' own.
+    """
+    variables = {
         **os.environ,
-        "NBDURABLE_TEST_LOG": str(log),
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        **(env or {}),
+        "PYTHONPATH": os.pathsep.join([str(path), os.environ.get("PYTHONPATH", "")]),
     }
+    if log is not None:
+        variables["NBDURABLE_TEST_LOG"] = str(log)
     return subprocess.Popen(
         [
             sys.executable,
@@ -39,14 +54,14 @@ def worker(url: str, log: Path, *extra: str, lease_ms: int = 400) -> subprocess.
             "--store",
             url,
             "--agents",
-            "runtime_agents:agents",
+            agents,
             "--lease-ms",
             str(lease_ms),
             "--poll-interval",
-            "0.02",
+            str(poll_interval),
             *extra,
         ],
-        env=env,
+        env=variables,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

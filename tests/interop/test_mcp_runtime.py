@@ -7,10 +7,10 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import runtime_harness
 
 import nbdurable as nd
 from nbdurable.runtime import Agent, DurableRuntime
@@ -21,31 +21,14 @@ from .conftest import HERE, HttpServer, log_lines, stdio
 
 def worker(url: str, mcp_url: str, *extra: str, lease_ms: int = 300) -> subprocess.Popen[str]:
     """`nbdurable worker` serving tests/interop/mcp_agents.py against the HTTP server."""
-    env = {
-        **os.environ,
-        "MCP_TEST_URL": mcp_url,
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-    }
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "nbdurable.cli",
-            "worker",
-            "--store",
-            url,
-            "--agents",
-            "mcp_agents:agents",
-            "--lease-ms",
-            str(lease_ms),
-            "--poll-interval",
-            "0.02",
-            *extra,
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    return runtime_harness.worker(
+        url,
+        None,
+        *extra,
+        lease_ms=lease_ms,
+        agents="mcp_agents:agents",
+        path=HERE,
+        env={"MCP_TEST_URL": mcp_url},
     )
 
 

@@ -4,13 +4,12 @@ first turn and parks the run on an approval, is killed, and another worker proce
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import runtime_harness
 
 pytest.importorskip("pydantic_ai")
 pytest.importorskip("langchain_core")
@@ -26,32 +25,7 @@ HERE = Path(__file__).resolve().parent
 
 def worker(url: str, log: Path, *extra: str) -> subprocess.Popen[str]:
     """`nbdurable worker` serving tests/models/interop_agents.py, in its own process."""
-    env = {
-        **os.environ,
-        "NBDURABLE_TEST_LOG": str(log),
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-    }
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "nbdurable.cli",
-            "worker",
-            "--store",
-            url,
-            "--agents",
-            "interop_agents:agents",
-            "--lease-ms",
-            "400",
-            "--poll-interval",
-            "0.02",
-            *extra,
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return runtime_harness.worker(url, log, *extra, agents="interop_agents:agents", path=HERE)
 
 
 def executions(log: Path) -> list[str]:

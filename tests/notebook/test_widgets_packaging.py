@@ -12,13 +12,20 @@ from nbdurable.notebook.widgets import RunWidget
 from nbdurable.notebook.widgets.assets import frontend_file
 
 ROOT = Path(__file__).resolve().parents[2]
-FILES = ["run_view.js", "run_view.css", "dashboard_view.js", "dashboard_view.css"]
+FILES = [
+    "kernel_link.js",
+    "run_view.js",
+    "run_view.css",
+    "dashboard_view.js",
+    "dashboard_view.css",
+]
 
 
 def test_the_checkout_serves_the_top_level_widgets_directory() -> None:
     for name in FILES:
         assert frontend_file(name) == ROOT / "widgets" / name
     assert "export default" in str(RunWidget._esm)
+    assert "function kernelLink(" in str(RunWidget._esm)  # the shared link comes first
     assert ".nbd-card" in str(RunWidget._css)
 
 
