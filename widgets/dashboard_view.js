@@ -12,9 +12,6 @@
 // A view whose kernel is gone (restarted, or a notebook reopened from its saved widget
 // state) says "disconnected" and disables its buttons: it never looks live.
 
-const ANSWER_MS = 5000; // a probe or a click unanswered this long: the kernel is gone
-const BUSY_RECHECK_MS = 1000; // while the kernel runs a cell, messages wait their turn
-const REPROBE_MS = 10000; // after an unanswered probe, ask again now and then
 const PING_MS = 15000; // a live view says it is there (the kernel pauses reads without views)
 const OPEN = new Set(["pending", "invalid token", "expired", "error"]); // rows that take a verdict
 const FILTER_LABELS = { unfinished: "unfinished", attention: "needs a look" };
@@ -108,85 +105,24 @@ function render({ model, el }) {
   const clicked = new Set(); // rows clicked here whose answer has not come back yet
   const undelivered = new Set(); // rows clicked here whose click reached no kernel
 
-  // -- is the kernel there? ---------------------------------------------------------------
-  // "checking" until the kernel answers the first probe, "live" once it has,
-  // "disconnected" when a send fails (the comm is gone for good) or nothing answers.
-  let conn = "checking";
-  let gone = false;
-  let busy = false;
-  let timer = null;
-  let nonce = 0;
-
-  const kernelBusy = () => {
-    try {
-      const kernel = model.widget_manager && model.widget_manager.kernel;
-      return !!kernel && kernel.status === "busy";
-    } catch (_err) {
-      return false;
-    }
-  };
-  const send = (content) => {
-    if (gone) return false;
-    try {
-      model.send(content);
-      return true;
-    } catch (_err) {
-      gone = true; // the comm was disposed with its kernel
-      clearTimeout(timer);
-      setConn("disconnected");
-      return false;
-    }
-  };
-  const unanswered = () => {
-    timer = null;
-    if (kernelBusy()) {
-      busy = true; // a running cell holds the kernel: the message waits its turn
-      live_();
-      timer = setTimeout(unanswered, BUSY_RECHECK_MS);
-      return;
-    }
-    if (busy) {
-      busy = false; // the kernel just became free: the message is next in line
-      live_();
-      timer = setTimeout(unanswered, ANSWER_MS);
-      return;
-    }
-    setConn("disconnected");
-    timer = setTimeout(probe, REPROBE_MS); // a late answer makes the view live again
-  };
-  const expectAnswer = () => {
-    clearTimeout(timer);
-    timer = setTimeout(unanswered, ANSWER_MS);
-  };
-  const probe = () => {
-    nonce += 1;
-    if (send({ action: "ping", nonce })) expectAnswer();
-  };
-  const alive = () => {
-    if (gone) return;
-    clearTimeout(timer);
-    timer = null;
-    busy = false;
-    if (conn !== "live") setConn("live");
-    else live_();
-  };
+  // -- is the kernel there? (kernelLink, from kernel_link.js) -----------------------------
+  const link = kernelLink(model, { onState: (state) => setConn(state), onLive: () => live_() });
   const ask = (content) => {
-    if (conn !== "live") return false;
-    if (!send(content)) return false;
-    expectAnswer();
+    if (link.state !== "live") return false;
+    if (!link.send(content)) return false;
+    link.expectAnswer();
     return true;
   };
   const onMessage = (msg) => {
     if (!msg || (msg.type !== "pong" && msg.type !== "ack")) return;
     if (msg.type === "ack") undelivered.delete(msg.approval_id);
-    alive();
+    link.alive();
   };
   function setConn(next) {
     if (next === "disconnected") {
       for (const id of clicked) undelivered.add(id);
       clicked.clear();
     }
-    conn = next;
     root.dataset.kernel = next;
     root.classList.toggle("nbd-dash-disconnected", next === "disconnected");
     live_();
@@ -200,14 +136,14 @@ function render({ model, el }) {
 
   function live_() {
     let text;
-    if (conn === "disconnected") text = "disconnected: re-run the cell or %durable dashboard";
-    else if (conn === "checking") text = "connecting to the kernel…";
-    else if (busy) text = "the kernel is busy: actions wait their turn";
+    if (link.state === "disconnected") text = "disconnected: re-run the cell or %durable dashboard";
+    else if (link.state === "checking") text = "connecting to the kernel…";
+    else if (link.busy) text = "the kernel is busy: actions wait their turn";
     else if (model.get("paused")) text = "paused (no view for a while): click Refresh";
     else text = model.get("updated_at") ? `live · read ${ago(model.get("updated_at"))}` : "live";
     live.textContent = text;
-    live.className = conn === "disconnected" ? "nbd-dash-live nbd-dash-gone" : "nbd-dash-live";
-    refresh.disabled = conn !== "live";
+    live.className = link.state === "disconnected" ? "nbd-dash-live nbd-dash-gone" : "nbd-dash-live";
+    refresh.disabled = link.state !== "live";
   }
 
   function summary_() {
@@ -291,12 +227,12 @@ function render({ model, el }) {
       agent.textContent = data.agent;
       asked.dataset.at = String(data.requested_at || 0);
       asked.textContent = data.requested_at
-        ? conn === "disconnected" ? `asked at ${clockTime(data.requested_at)}` : `asked ${ago(data.requested_at)}`
+        ? link.state === "disconnected" ? `asked at ${clockTime(data.requested_at)}` : `asked ${ago(data.requested_at)}`
         : "";
       if (!OPEN.has(data.state)) clicked.delete(id);
       const open = OPEN.has(data.state) && !clicked.has(id);
       const asking = open && denying.has(id);
-      const off = conn !== "live" || data.state === "sending";
+      const off = link.state !== "live" || data.state === "sending";
       approve.hidden = !open || asking;
       deny.hidden = !open || asking;
       reason.hidden = !asking;
@@ -313,7 +249,7 @@ function render({ model, el }) {
       if (undelivered.has(id)) said = "not sent: the kernel is gone; nothing was recorded";
       outcome.textContent = said;
       outcome.title = said;
-      dismiss.hidden = OPEN.has(data.state) || data.state === "sending" || conn !== "live";
+      dismiss.hidden = OPEN.has(data.state) || data.state === "sending" || link.state !== "live";
     };
     return row;
   }
@@ -371,7 +307,7 @@ function render({ model, el }) {
         return option;
       }));
     sizeSelect.value = String(size);
-    const off = conn !== "live";
+    const off = link.state !== "live";
     statusSelect.disabled = off;
     search.disabled = off;
     sizeSelect.disabled = off;
@@ -416,7 +352,7 @@ function render({ model, el }) {
     const columns = model.get("columns") || [];
     const rows = model.get("rows") || [];
     const selected = model.get("selected");
-    const off = conn !== "live";
+    const off = link.state !== "live";
     tbody.replaceChildren(...rows.map((row) => {
       const tr = h("tr", row.id === selected ? "nbd-dash-row nbd-dash-selected" : "nbd-dash-row");
       tr.dataset.runId = row.id;
@@ -472,9 +408,9 @@ function render({ model, el }) {
     }
     for (const node of approvalList.querySelectorAll(".nbd-dash-asked")) {
       const at = Number(node.dataset.at);
-      if (at && conn !== "disconnected") node.textContent = `asked ${ago(at)}`;
+      if (at && link.state !== "disconnected") node.textContent = `asked ${ago(at)}`;
     }
-    if (conn === "live") live_();
+    if (link.state === "live") live_();
   };
 
   // -- wiring ------------------------------------------------------------------------------
@@ -502,44 +438,20 @@ function render({ model, el }) {
     ["change:updated_at", live_], ["change:paused", live_],
   ];
   for (const [name, handler] of traits) model.on(name, handler);
-  model.on("change", alive); // the kernel is sending updates: it is there
+  model.on("change", link.alive); // the kernel is sending updates: it is there
   model.on("msg:custom", onMessage);
-  model.on("comm_live_update", probe); // the widget manager lost (or found) the kernel
-
-  let kernel = null;
-  const onKernelStatus = (_sender, status) => {
-    if (status === "restarting" || status === "autorestarting" || status === "dead") probe();
-  };
-  try {
-    kernel = model.widget_manager && model.widget_manager.kernel;
-    if (kernel && kernel.statusChanged && kernel.statusChanged.connect) {
-      kernel.statusChanged.connect(onKernelStatus);
-    } else {
-      kernel = null;
-    }
-  } catch (_err) {
-    kernel = null;
-  }
-  probe();
+  link.probe();
 
   const clock = setInterval(tick, 1000);
-  const pings = setInterval(() => { if (conn === "live") probe(); }, PING_MS);
+  const pings = setInterval(() => { if (link.state === "live") link.probe(); }, PING_MS);
   return () => {
     clearInterval(clock);
     clearInterval(pings);
-    clearTimeout(timer);
+    link.dispose();
     clearTimeout(typing);
     for (const [name, handler] of traits) model.off(name, handler);
-    model.off("change", alive);
+    model.off("change", link.alive);
     model.off("msg:custom", onMessage);
-    model.off("comm_live_update", probe);
-    if (kernel) {
-      try {
-        kernel.statusChanged.disconnect(onKernelStatus);
-      } catch (_err) {
-        // the kernel connection is already disposed
-      }
-    }
   };
 }
 

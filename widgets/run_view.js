@@ -13,9 +13,6 @@ const FINISHED = new Set(["completed", "failed", "cancelled", "error"]);
 const TROUBLE = new Set(["failed", "error", "needs_attention", "cancelled"]);
 const OPEN_CARD = new Set(["pending", "invalid token", "stale", "error", "sending"]);
 const ANSWERABLE = new Set(["pending", "invalid token", "error"]);
-const ANSWER_MS = 5000; // a probe or a click unanswered this long: the kernel is gone
-const BUSY_RECHECK_MS = 1000; // while the kernel runs a cell, messages wait their turn
-const REPROBE_MS = 10000; // after an unanswered probe, ask again now and then
 
 function h(tag, className, text) {
   const node = document.createElement(tag);
@@ -134,89 +131,30 @@ function render({ model, el }) {
   const clicked = new Set(); // cards clicked here whose answer has not come back yet
   const undelivered = new Set(); // cards clicked here whose click reached no kernel
 
-  // -- is the kernel there? ---------------------------------------------------------------
-  // "checking" until the kernel answers the first probe, "live" once it has,
-  // "disconnected" when a send fails (the comm is gone for good) or nothing answers.
-  let conn = "checking";
-  let gone = false;
-  let busy = false;
-  let timer = null;
-  let nonce = 0;
-
-  const kernelBusy = () => {
-    try {
-      const kernel = model.widget_manager && model.widget_manager.kernel;
-      return !!kernel && kernel.status === "busy";
-    } catch (_err) {
-      return false;
-    }
-  };
-  const setConn = (next) => {
-    if (next === "disconnected") {
-      for (const id of clicked) undelivered.add(id);
-      clicked.clear();
-    }
-    conn = next;
-    live_();
-    cards_();
-    header_();
-  };
-  const send = (content) => {
-    if (gone) return false;
-    try {
-      model.send(content);
-      return true;
-    } catch (_err) {
-      gone = true; // the comm was disposed with its kernel
-      clearTimeout(timer);
-      setConn("disconnected");
-      return false;
-    }
-  };
-  const unanswered = () => {
-    timer = null;
-    if (kernelBusy()) {
-      busy = true; // a running cell holds the kernel: the message waits its turn
+  // -- is the kernel there? (kernelLink, from kernel_link.js) -----------------------------
+  const link = kernelLink(model, {
+    onState: (state) => {
+      if (state === "disconnected") {
+        for (const id of clicked) undelivered.add(id);
+        clicked.clear();
+      }
       live_();
-      timer = setTimeout(unanswered, BUSY_RECHECK_MS);
-      return;
-    }
-    if (busy) {
-      busy = false; // the kernel just became free: the message is next in line
-      live_();
-      timer = setTimeout(unanswered, ANSWER_MS);
-      return;
-    }
-    setConn("disconnected");
-    timer = setTimeout(probe, REPROBE_MS); // a late answer makes the view live again
-  };
-  const expectAnswer = () => {
-    clearTimeout(timer);
-    timer = setTimeout(unanswered, ANSWER_MS);
-  };
-  const probe = () => {
-    nonce += 1;
-    if (send({ action: "ping", nonce })) expectAnswer();
-  };
-  const alive = () => {
-    if (gone) return;
-    clearTimeout(timer);
-    timer = null;
-    busy = false;
-    if (conn !== "live") setConn("live");
-    else live_();
-  };
+      cards_();
+      header_();
+    },
+    onLive: () => live_(),
+  });
   const onMessage = (msg) => {
     if (!msg || (msg.type !== "pong" && msg.type !== "ack")) return;
     if (msg.type === "ack") undelivered.delete(msg.approval_id);
-    alive();
+    link.alive();
   };
 
   // -- rendering ---------------------------------------------------------------------------
   const tick = () => {
     const started = model.get("started_at");
     const ended = model.get("ended_at");
-    if (started && (ended || conn !== "disconnected")) {
+    if (started && (ended || link.state !== "disconnected")) {
       elapsed.textContent = `elapsed ${duration((ended || Date.now()) - started)}`;
     } else {
       elapsed.textContent = ""; // a disconnected view cannot know how long it has been
@@ -224,7 +162,7 @@ function render({ model, el }) {
     for (const node of cards.querySelectorAll(".nbd-age")) {
       const at = Number(node.dataset.requestedAt);
       if (!at) node.textContent = "";
-      else if (conn === "disconnected") node.textContent = `asked at ${clockTime(at)}`;
+      else if (link.state === "disconnected") node.textContent = `asked at ${clockTime(at)}`;
       else node.textContent = `asked ${duration(Date.now() - at)} ago`;
     }
     if (model.get("lease_until") && !FINISHED.has(model.get("status"))) summary_();
@@ -251,16 +189,16 @@ function render({ model, el }) {
   };
   const live_ = () => {
     let text = "";
-    if (conn === "disconnected") {
+    if (link.state === "disconnected") {
       text = `disconnected: re-run the cell or %durable show ${model.get("run_id")}`;
-    } else if (busy) {
+    } else if (link.busy) {
       text = "the kernel is busy: this view goes on when the running cell ends";
     }
     live.textContent = text;
-    live.className = conn === "disconnected" ? "nbd-live nbd-disconnected" : "nbd-live";
+    live.className = link.state === "disconnected" ? "nbd-live nbd-disconnected" : "nbd-live";
     live.style.display = text ? "" : "none";
-    root.classList.toggle("nbd-run-disconnected", conn === "disconnected");
-    root.dataset.kernel = conn; // checking | live | disconnected
+    root.classList.toggle("nbd-run-disconnected", link.state === "disconnected");
+    root.dataset.kernel = link.state; // checking | live | disconnected
   };
 
   const openCard = (card) => {
@@ -288,14 +226,14 @@ function render({ model, el }) {
       clicked.add(card.approval_id);
       undelivered.delete(card.approval_id);
       const content = { action, approval_id: card.approval_id, token: card.token, reason: reason.value || null };
-      if (send(content)) expectAnswer();
+      if (link.send(content)) link.expectAnswer();
     };
     approve.addEventListener("click", () => click("approve"));
     deny.addEventListener("click", () => click("deny"));
-    const usable = conn === "live" && ANSWERABLE.has(card.state) && !clicked.has(card.approval_id);
+    const usable = link.state === "live" && ANSWERABLE.has(card.state) && !clicked.has(card.approval_id);
     approve.disabled = !usable;
     deny.disabled = !usable;
-    reason.disabled = conn === "disconnected" || card.state === "stale";
+    reason.disabled = link.state === "disconnected" || card.state === "stale";
     const actions = h("div", "nbd-card-actions");
     actions.append(reason, approve, deny);
     box.append(actions);
@@ -339,44 +277,20 @@ function render({ model, el }) {
     ["change:steps", steps_], ["change:takeover", takeover_],
   ];
   for (const [name, handler] of traits) model.on(name, handler);
-  model.on("change", alive); // the kernel is sending updates: it is there
+  model.on("change", link.alive); // the kernel is sending updates: it is there
   model.on("msg:custom", onMessage);
-  model.on("comm_live_update", probe); // the widget manager lost (or found) the kernel
-
-  let kernel = null;
-  const onKernelStatus = (_sender, status) => {
-    if (status === "restarting" || status === "autorestarting" || status === "dead") probe();
-  };
-  try {
-    kernel = model.widget_manager && model.widget_manager.kernel;
-    if (kernel && kernel.statusChanged && kernel.statusChanged.connect) {
-      kernel.statusChanged.connect(onKernelStatus);
-    } else {
-      kernel = null;
-    }
-  } catch (_err) {
-    kernel = null;
-  }
-  probe();
+  link.probe();
 
   const clock = setInterval(() => {
-    if (conn === "disconnected") return; // nothing it shows changes any more
+    if (link.state === "disconnected") return; // nothing it shows changes any more
     if (!FINISHED.has(model.get("status")) || cards.querySelector(".nbd-age")) tick();
   }, 1000);
   return () => {
     clearInterval(clock);
-    clearTimeout(timer);
+    link.dispose();
     for (const [name, handler] of traits) model.off(name, handler);
-    model.off("change", alive);
+    model.off("change", link.alive);
     model.off("msg:custom", onMessage);
-    model.off("comm_live_update", probe);
-    if (kernel) {
-      try {
-        kernel.statusChanged.disconnect(onKernelStatus);
-      } catch (_err) {
-        // the kernel connection is already disposed
-      }
-    }
   };
 }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["frontend_file"]
+__all__ = ["frontend_file", "view_module"]
 
 _HERE = Path(__file__).resolve().parent
 _CANDIDATES = (
@@ -25,3 +25,13 @@ def frontend_file(name: str) -> Path:
             return path
     searched = ", ".join(str(d) for d in _CANDIDATES)
     raise FileNotFoundError(f"nbdurable widget file {name!r} not found in {searched}")
+
+
+def view_module(name: str) -> str:
+    """The ESM of view ``name`` with the shared kernel link (``kernel_link.js``) before it.
+
+    Every view judges whether its kernel is still there the same way: the
+    helper's ``kernelLink`` is in scope of the view's module.
+    """
+    link = frontend_file("kernel_link.js").read_text(encoding="utf-8")
+    return link + "\n" + frontend_file(name).read_text(encoding="utf-8")

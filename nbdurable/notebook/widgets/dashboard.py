@@ -16,7 +16,7 @@ import traitlets
 from ...runtime.records import RunState
 from ...runtime.run import Run
 from ...runtime.verdicts import Outcome, submit_verdict
-from .assets import frontend_file
+from .assets import frontend_file, view_module
 from .dashboard_rows import (
     COLUMNS,
     FILTERS,
@@ -54,7 +54,7 @@ class DashboardView(anywidget.AnyWidget):
     approval token or the secret.
     """
 
-    _esm = frontend_file("dashboard_view.js")
+    _esm = view_module("dashboard_view.js")
     _css = frontend_file("dashboard_view.css")
 
     columns = traitlets.List(traitlets.Dict()).tag(sync=True)

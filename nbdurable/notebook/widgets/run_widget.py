@@ -17,7 +17,7 @@ from ...events.subscribe import subscribe
 from ...runtime.run import Run
 from ...runtime.verdicts import Outcome, submit_verdict
 from .._lease import LeaseWait, lease_wait
-from .assets import frontend_file
+from .assets import frontend_file, view_module
 from .run_state import Cards, Clock, run_state
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ class RunWidget(anywidget.AnyWidget):
         RuntimeError: No event loop is running (call it from a cell or a coroutine).
     """
 
-    _esm = frontend_file("run_view.js")
+    _esm = view_module("run_view.js")
     _css = frontend_file("run_view.css")
 
     run_id = traitlets.Unicode("").tag(sync=True)
