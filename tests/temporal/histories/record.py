@@ -1,0 +1,223 @@
+"""Record the Temporal workflow histories that tests/temporal/test_replay.py replays.
+
+Run from the repository root: ``python tests/temporal/histories/record.py``.
+It starts a dev server and one ``nbdurable worker --engine temporal`` subprocess
+serving :mod:`history_agents`, runs each scenario through a client runtime, and
+writes every workflow's history as ``<name>.json`` beside this file, with
+``index.json`` naming each file's workflow id and what it shows.
+
+Recordings are kept, never refreshed: a new one is added when a deliberate new
+workflow type or patch is introduced (pass the scenario names to record only
+those, ``--out DIR`` to write elsewhere). See docs/temporal.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+sys.path[:0] = [str(HERE), str(ROOT)]
+
+import history_agents  # noqa: E402
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle  # noqa: E402
+
+import nbdurable as nd  # noqa: E402
+from nbdurable.durable.signer import ApprovalSigner  # noqa: E402
+from nbdurable.runtime import DurableRuntime, GraphNode  # noqa: E402
+from nbdurable.temporal import TemporalEngine  # noqa: E402
+from nbdurable.temporal.devserver import DevServer, stop_process  # noqa: E402
+
+WAIT = 60.0
+Scenario = Callable[[DurableRuntime], Awaitable[dict[str, str]]]
+"""Runs one scenario to its end; {workflow id: what its history shows}."""
+
+
+async def approval(rt: DurableRuntime) -> dict[str, str]:
+    run = await rt.submit("janitor", "Clean up stale staging tables.", run_id="approval")
+    await asyncio.wait_for(run.wait("waiting_approval"), WAIT)
+    await run.approve()
+    assert (await asyncio.wait_for(run.result(), WAIT)).text == "Done: dropped stg_2023."
+    return {"approval": "a streamed run parked on an approval, approved, then completed"}
+
+
+async def denial(rt: DurableRuntime) -> dict[str, str]:
+    run = await rt.submit("janitor", "Clean up stale staging tables.", run_id="denial")
+    await asyncio.wait_for(run.wait("waiting_approval"), WAIT)
+    await run.deny(reason="keep it")
+    await asyncio.wait_for(run.result(), WAIT)
+    return {"denial": "a run parked on an approval, denied, then completed"}
+
+
+async def model_retry(rt: DurableRuntime) -> dict[str, str]:
+    run = await rt.submit("flaky", "Answer, eventually.", run_id="model-retry")
+    assert (await asyncio.wait_for(run.result(), WAIT)).text == "Answered on a later attempt."
+    return {"model-retry": "a model call failing retryably (503), a timer, then answering"}
+
+
+async def subagent(rt: DurableRuntime) -> dict[str, str]:
+    run = await rt.submit("delegator", "Tidy the warehouse with help.", run_id="subagent")
+    await asyncio.wait_for(run.wait("waiting_approval"), WAIT)
+    await run.approve()
+    text = (await asyncio.wait_for(run.result(), WAIT)).text
+    assert "researcher OK" in text and "oracle ERROR" in text, text
+    return {
+        "subagent": "three sub-agents (one answering, one failing, one parked on an "
+        "approval in its own loop), approved, then completed"
+    }
+
+
+async def graph(rt: DurableRuntime) -> dict[str, str]:
+    nodes = [
+        GraphNode("a", "echo", "alpha"),
+        GraphNode("b", "echo", "beta"),
+        GraphNode("c", "echo", "gamma", depends_on=["a", "b"]),
+    ]
+    results = await asyncio.wait_for(
+        (await rt.submit_graph(nodes, graph_id="graph")).result(), WAIT
+    )
+    assert "Result of a:\necho(alpha)" in results["c"].text
+    return {
+        "graph:a": "a graph's root node",
+        "graph:c": "a graph node started with its two dependencies' results",
+    }
+
+
+async def task(rt: DurableRuntime) -> dict[str, str]:
+    run = await rt.submit_task("digest", {"topic": "tables"}, run_id="task")
+    state = await asyncio.wait_for(run.result(), WAIT)
+    assert state["parts"] == 2, state
+    return {
+        "task": "a two-phase custom task (TaskRunWorkflow) completed",
+        "task:split:0": "an owned run of a task's phase",
+    }
+
+
+async def task_cancelled(rt: DurableRuntime) -> dict[str, str]:
+    run = await rt.submit_task("waiter", None, run_id="task-cancelled")
+    child_id = "task-cancelled:wait_for_approval:0"
+    while rt.store.rt_get(child_id) is None:
+        await asyncio.sleep(0.1)
+    child = await rt.get_run(child_id)
+    await asyncio.wait_for(child.wait("waiting_approval"), WAIT)
+    await run.cancel()
+    assert (await asyncio.wait_for(run.wait(), WAIT)).state == "cancelled"
+    assert (await asyncio.wait_for(child.wait(), WAIT)).state == "cancelled"
+    return {
+        "task-cancelled": "a task cancelled while its owned run waits for an approval",
+        child_id: "an owned run parked on an approval, cancelled",
+    }
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "approval": approval,
+    "denial": denial,
+    "model-retry": model_retry,
+    "subagent": subagent,
+    "graph": graph,
+    "task": task,
+    "task-cancelled": task_cancelled,
+}
+
+
+def file_name(workflow_id: str) -> str:
+    """The history file of ``workflow_id``."""
+    return workflow_id.replace(":", "--") + ".json"
+
+
+def start_worker(address: str, queue: str, store_url: str) -> subprocess.Popen[str]:
+    """A ``nbdurable worker --engine temporal`` subprocess serving history_agents."""
+    path = os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path, "NBDURABLE_APPROVAL_SECRET": history_agents.SECRET}
+    command = [sys.executable, "-m", "nbdurable.cli", "worker", "--engine", "temporal"]
+    command += ["--address", address, "--task-queue", queue, "--store", store_url]
+    command += ["--agents", "history_agents:agents", "--tasks", "history_agents:tasks"]
+    proc = subprocess.Popen(
+        command,
+        cwd=str(ROOT),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "polling" not in line:
+        stop_process(proc)
+        raise RuntimeError(f"the worker did not start: {line}{proc.stdout.read()}")
+    return proc
+
+
+async def closed(handle: WorkflowHandle[Any, Any]) -> None:
+    """Wait until the workflow has closed (its history is complete)."""
+    while (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+        await asyncio.sleep(0.1)
+
+
+async def record(names: list[str], out: Path) -> dict[str, dict[str, str]]:
+    """Run the scenarios ``names``; write their histories into ``out``; the index entries."""
+    entries: dict[str, dict[str, str]] = {}
+    with tempfile.TemporaryDirectory() as tmp, DevServer() as server:
+        url = f"sqlite:///{Path(tmp) / 'runs.db'}"
+        queue = f"histories-{uuid.uuid4().hex[:8]}"
+        worker = start_worker(server.address, queue, url)
+        try:
+            engine = TemporalEngine(address=server.address, task_queue=queue, heartbeat_timeout=2)
+            rt = DurableRuntime(
+                store=nd.open_store(url),
+                agents=history_agents.agents,
+                tasks=history_agents.tasks,
+                engine=engine,
+                approval_signer=ApprovalSigner(history_agents.SECRET),
+            )
+            async with rt:
+                client = await engine.client()
+                for name in names:
+                    shown = await SCENARIOS[name](rt)
+                    for workflow_id, description in shown.items():
+                        handle = client.get_workflow_handle(workflow_id)
+                        await asyncio.wait_for(closed(handle), WAIT)
+                        history = await handle.fetch_history()
+                        text = json.dumps(json.loads(history.to_json()), indent=1)
+                        (out / file_name(workflow_id)).write_text(text + "\n")
+                        entries[file_name(workflow_id)] = {
+                            "workflow_id": workflow_id,
+                            "scenario": name,
+                            "shows": description,
+                        }
+                        print(f"recorded {workflow_id}: {len(history.events)} events")
+        finally:
+            stop_process(worker)
+    return entries
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenarios", nargs="*", help=f"of {', '.join(SCENARIOS)} (default all)")
+    parser.add_argument("--out", type=Path, default=HERE)
+    args = parser.parse_args(argv)
+    unknown = set(args.scenarios) - set(SCENARIOS)
+    if unknown:
+        parser.error(f"no scenario {', '.join(sorted(unknown))}")
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    entries = asyncio.run(record(list(args.scenarios or SCENARIOS), out))
+    index_path = out / "index.json"
+    index: dict[str, Any] = json.loads(index_path.read_text()) if index_path.exists() else {}
+    index.update(entries)
+    index_path.write_text(json.dumps(dict(sorted(index.items())), indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
