@@ -4,7 +4,10 @@ A recorded history replays only against the definitions it was recorded with
 (each run carries its agent's fingerprint, and the workflow checks it on
 replay), so this module is a copy of the Temporal test agents it was recorded
 from, not an import of them: a change to the test agents never looks like a
-change of the workflow. Edit it only together with a re-recording.
+change of the workflow. Its module name (``history_agents``, imported top-level
+by the recording worker and by the replay test) is part of the fingerprints too:
+module-level functions count by their importable name. Edit it only together
+with a re-recording.
 """
 
 from __future__ import annotations
