@@ -7,8 +7,9 @@ writes every workflow's history as ``<name>.json`` beside this file, with
 ``index.json`` naming each file's workflow id and what it shows.
 
 Recordings are kept, never refreshed: a new one is added when a deliberate new
-workflow type or patch is introduced (pass the scenario names to record only
-those, ``--out DIR`` to write elsewhere). See docs/temporal.md.
+workflow type or patch is introduced: pass the scenario names to record only
+those and ``--suffix`` to name the new files (an existing file is never
+overwritten), ``--out DIR`` to write elsewhere. See docs/temporal.md.
 """
 
 from __future__ import annotations
@@ -130,9 +131,17 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
-def file_name(workflow_id: str) -> str:
-    """The history file of ``workflow_id``."""
-    return workflow_id.replace(":", "--") + ".json"
+def code_version() -> str:
+    """The commit of the checkout the histories are recorded from."""
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    )
+    return done.stdout.strip() or "unknown"
+
+
+def file_name(workflow_id: str, suffix: str = "") -> str:
+    """The history file of ``workflow_id`` (``<id>.<suffix>.json`` with a suffix)."""
+    return workflow_id.replace(":", "--") + (f".{suffix}" if suffix else "") + ".json"
 
 
 def start_worker(address: str, queue: str, store_url: str) -> subprocess.Popen[str]:
@@ -164,7 +173,7 @@ async def closed(handle: WorkflowHandle[Any, Any]) -> None:
         await asyncio.sleep(0.1)
 
 
-async def record(names: list[str], out: Path) -> dict[str, dict[str, str]]:
+async def record(names: list[str], out: Path, suffix: str = "") -> dict[str, dict[str, str]]:
     """Run the scenarios ``names``; write their histories into ``out``; the index entries."""
     entries: dict[str, dict[str, str]] = {}
     with tempfile.TemporaryDirectory() as tmp, DevServer() as server:
@@ -188,12 +197,16 @@ async def record(names: list[str], out: Path) -> dict[str, dict[str, str]]:
                         handle = client.get_workflow_handle(workflow_id)
                         await asyncio.wait_for(closed(handle), WAIT)
                         history = await handle.fetch_history()
+                        path = out / file_name(workflow_id, suffix)
+                        if path.exists():  # recorded histories are kept as they are
+                            raise FileExistsError(f"{path} exists: pass another --suffix")
                         text = json.dumps(json.loads(history.to_json()), indent=1)
-                        (out / file_name(workflow_id)).write_text(text + "\n")
-                        entries[file_name(workflow_id)] = {
+                        path.write_text(text + "\n")
+                        entries[file_name(workflow_id, suffix)] = {
                             "workflow_id": workflow_id,
                             "scenario": name,
                             "shows": description,
+                            "recorded_from": code_version(),
                         }
                         print(f"recorded {workflow_id}: {len(history.events)} events")
         finally:
@@ -205,13 +218,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenarios", nargs="*", help=f"of {', '.join(SCENARIOS)} (default all)")
     parser.add_argument("--out", type=Path, default=HERE)
+    parser.add_argument(
+        "--suffix", default="", help="added to the file names (e.g. the patch they record)"
+    )
     args = parser.parse_args(argv)
     unknown = set(args.scenarios) - set(SCENARIOS)
     if unknown:
         parser.error(f"no scenario {', '.join(sorted(unknown))}")
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    entries = asyncio.run(record(list(args.scenarios or SCENARIOS), out))
+    entries = asyncio.run(record(list(args.scenarios or SCENARIOS), out, args.suffix))
     index_path = out / "index.json"
     index: dict[str, Any] = json.loads(index_path.read_text()) if index_path.exists() else {}
     index.update(entries)
