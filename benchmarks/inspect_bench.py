@@ -23,7 +23,7 @@ same object. Median and p95 of each.
     python benchmarks/inspect_bench.py --json figures.json --check
 
 Target: nd.inspect.history (cold, median) <= 50 ms at N = 500. LangGraph comes
-with the bench extra (pip install -e '.[bench]'); without it the LangGraph rows
+with the bench dependency group (pip install --group bench -e .); without it the LangGraph rows
 are skipped. Run as a script: it imports its run shape from store_bench.py
 beside it. See benchmarks/README.md for the latest figures.
 """
@@ -434,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import langgraph.checkpoint.sqlite  # noqa: F401
         except ImportError:
-            print("LangGraph is missing (pip install -e '.[bench]'): nbdurable only")
+            print("LangGraph is missing (pip install --group bench -e .): nbdurable only")
             with_langgraph = False
     # Found, not imported here (sqlite-utils imports it anyway when the store opens).
     if importlib.util.find_spec("pandas") is None:

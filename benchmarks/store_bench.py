@@ -13,7 +13,7 @@ step, 200-character tool results) for N steps in one process and one run, with:
     python benchmarks/store_bench.py --nbdurable-only   # skip LangGraph (no bench extra needed)
     python benchmarks/store_bench.py --json figures.json
 
-LangGraph comes with the bench extra: pip install -e '.[bench]'.
+LangGraph comes with the bench dependency group: pip install --group bench -e .
 See benchmarks/README.md for what is measured and the latest figures.
 """
 
@@ -493,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import langgraph.checkpoint.sqlite  # noqa: F401
         except ImportError:
-            print("LangGraph is missing: pip install -e '.[bench]', or pass --nbdurable-only")
+            print("LangGraph is missing: pip install --group bench -e ., or pass --nbdurable-only")
             return 2
 
     info = machine(["langgraph", "langgraph-checkpoint-sqlite"])

@@ -19,7 +19,7 @@ stopped by PID at the end. A warm-up run on each engine is not timed; then
     python benchmarks/temporal_bench.py --quick        # N = 5, 1 run each (smoke test)
     python benchmarks/temporal_bench.py --steps 200 --json figures.json
 
-Needs the temporal extra (pip install -e '.[temporal]'). See benchmarks/README.md
+Needs the temporal-dev extra (pip install -e '.[temporal-dev]'). See benchmarks/README.md
 for the latest figures.
 """
 

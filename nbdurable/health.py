@@ -163,7 +163,7 @@ class ProbeServer:
             )
             writer.write(head.encode("latin-1") + (b"" if method == "HEAD" else body))
             await writer.drain()
-        except (asyncio.TimeoutError, ConnectionError):
+        except (TimeoutError, ConnectionError):
             pass
         finally:
             writer.close()

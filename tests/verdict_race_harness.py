@@ -198,7 +198,7 @@ class _Racer:
             self.send("quit")
             try:
                 await asyncio.wait_for(self.process.wait(), 10)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.process.kill()
                 await self.process.wait()
 

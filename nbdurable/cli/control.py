@@ -158,7 +158,7 @@ async def _execute(run: Run, after: int, timeout: float | None) -> RuntimeRun:
         return record  # stopped already, nothing new to show
     try:
         return await asyncio.wait_for(follow(run, after), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         print(f"  still {run.status} after {timeout:g} s; the run goes on where it is served")
         return run.record()
 

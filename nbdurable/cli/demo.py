@@ -77,7 +77,7 @@ async def _crashing_worker(url: str, run_id: str) -> int | None:
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", CHILD, url, run_id)
     try:
         return await asyncio.wait_for(proc.wait(), WORKER_TIMEOUT)
-    except asyncio.TimeoutError:  # it should have died in step 1 long ago
+    except TimeoutError:  # it should have died in step 1 long ago
         proc.kill()
         return await proc.wait()
 

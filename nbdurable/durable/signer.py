@@ -160,7 +160,7 @@ def token_matches(
     run_id: str | None,
     max_age_ms: int | None,
 ) -> bool:
-    """Whether ``token`` may approve ``request``: the four checks of the seed, plus the pin.
+    """Whether ``token`` may approve ``request``: four checks, plus the pin.
 
     1. the MAC verifies; 2. the approval id matches; 3. the token is younger
     than ``max_age_ms`` when set; 4. when both the call's ``run_id`` (the
@@ -190,7 +190,7 @@ def token_matches(
 def bound_to_run(payload: dict[str, Any], run_id: str) -> bool:
     """Whether a verified token's payload is bound to ``run_id``.
 
-    The token names the session's run id (S000-52: a request raised inside a
+    The token names the session's run id (for a request raised inside a
     sub-agent too). Tokens signed before sub-agent requests were bound that way
     name the sub-agent's checkpoint key, ``{run_id}::{agent}#{call}`` of the
     first agent of the request's (pinned) agent path; they stay valid.

@@ -70,7 +70,7 @@ RUN_TAKEN_OVER: Final = "run_taken_over"
 (payload: ``previous_owner``, ``owner``, ``cause``, ``step_index``, ``tool_calls``, ``message``)."""
 
 TERMINAL_EVENTS: Final = frozenset({RUN_FINISHED, RUN_ERROR})
-"""The last event a run writes while it is final (seed 004's RUN_FINISHED / RUN_ERROR).
+"""The last event a run writes while it is final (``run_finished`` or ``run_error``).
 
 A runtime run writes ``run_finished`` when it completes and ``run_error`` when it
 fails or is cancelled (payload ``state``), each right after its final ``run_state``

@@ -9,7 +9,7 @@ is not installed. Times are epoch milliseconds here; :func:`iso` and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .._errors import RunNotFoundError
@@ -170,7 +170,7 @@ def message_rows(
 
 
 def _utc(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
 def iso(ms: int | None) -> str | None:

@@ -267,7 +267,7 @@ class Driver:
     async def _call_model(self, effect: CallModel) -> ModelResponse:
         committed = self._committed.pop(effect.step_index, None)
         if committed is not None:
-            return committed  # S003-28: completed before the crash, reused as it is
+            return committed  # completed before the crash, reused as it is
         events = self.events
         if events is None:
             return await self._model_response(effect, None, "")
@@ -277,7 +277,7 @@ class Driver:
         try:
             response = await self._model_response(effect, operation_id, attempt_id)
         except BaseException as exc:
-            # S003-25: "model" is what the model raised; an interruption, or an
+            # "model" is what the model raised; an interruption, or an
             # output this side cannot persist (a delta over a limit), is "local".
             local = not isinstance(exc, Exception) or isinstance(exc, LimitExceededError)
             kind = "local" if local else "model"
@@ -286,7 +286,7 @@ class Driver:
             )
             raise
         events.attempt_completed(effect.step_index, operation_id, attempt_id, response)
-        # The model checkpoint commits before anything acts on the response (S003-24).
+        # The model checkpoint commits before anything acts on the response.
         await events.flush()
         return response
 
@@ -322,7 +322,7 @@ class Driver:
             response = None
             async for event in stream(effect.request):
                 if isinstance(event, TextDeltaEvent):
-                    # With structured output no text shows before it validates (S003-31).
+                    # With structured output no text shows before it validates.
                     if event.delta and output is None:
                         await self._delta(effect.step_index, event.delta, operation_id, attempt_id)
                 elif isinstance(event, ResponseEvent):

@@ -532,7 +532,7 @@ class AgentMachine:
         return ToolApprovalResponse(approval_id=request.approval_id, approved=True)
 
     def _warn_unchecked(self, request: ToolApprovalRequest) -> None:
-        """S000-62 honours approvals without a signer; say so (once a leg) when they were signed."""
+        """Approvals are honoured without a signer; say so (once a leg) when they were signed."""
         if self._warned_unchecked:
             return
         self._warned_unchecked = True
@@ -545,7 +545,7 @@ class AgentMachine:
 
     @property
     def _session_run_id(self) -> str | None:
-        """The run id tokens bind: the session's, also inside a sub-agent (S000-52)."""
+        """The run id tokens bind: the session's, also inside a sub-agent."""
         return self.options.session_run_id or self.start.run_id
 
     def _new_request(self, invocation: ToolInvocation) -> ToolApprovalRequest:

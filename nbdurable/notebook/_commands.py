@@ -1,4 +1,10 @@
-"""What each ``%durable`` subcommand does, given the kernel session and the user namespace."""
+"""What each ``%durable`` subcommand does, given the kernel session and the user namespace.
+
+The runtime's steering calls (verdicts, fork, cancel, retry) are coroutines; a
+handler waits for each through :func:`~nbdurable._sync.run_sync` (the kernel's
+loop runs nested meanwhile, see :mod:`._session`) because what it prints next
+depends on the outcome.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ from .._errors import (
     ConfigurationError,
     DurableConflictError,
 )
+from .._sync import run_sync
 from ..cli.follow import call_text
 from ..messages import ToolApprovalRequest
 from ..runtime.records import UNFINISHED_STATES
@@ -20,7 +27,6 @@ from ..runtime.run import Run, approval_expired
 from . import _views
 from ._agents import agents_in, register, run_agent
 from ._lease import lease_wait
-from ._now import finish_now
 from ._session import NotebookSession, check_exists, check_run
 
 __all__ = ["HANDLERS"]
@@ -88,7 +94,7 @@ def _pick(run: Run, approval_id: str | None) -> ToolApprovalRequest:
     record = run.record()
     if record.state != "waiting_approval":
         raise ConfigurationError(f"run {run.run_id!r} waits for no approval (it is {record.state})")
-    pending = finish_now(run.pending_approvals())
+    pending = run_sync(run.pending_approvals())
     open_ = [r for r in pending if r.approval_id not in record.verdicts]
     for request in pending:
         if request.approval_id == approval_id:
@@ -134,21 +140,21 @@ def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> No
         raise ConfigurationError("--reason goes with --deny")
     run = check_run(nb, args.run)
     if args.deny and args.approval_id is None and run.record().state == "needs_attention":
-        finish_now(run.deny(reason=args.reason))
+        run_sync(run.deny(reason=args.reason))
         print(f"settled the interrupted tool call(s) of {run.run_id} as errors")
     elif args.approval_id is not None and run.record().state != "waiting_approval":
         # answered already, or the run moved on: the runtime says which verdict won
         # (ApprovalNotPendingError), or that this very verdict was recorded before
         if args.deny:
-            finish_now(run.deny(args.approval_id, reason=args.reason))
+            run_sync(run.deny(args.approval_id, reason=args.reason))
         else:
-            finish_now(run.approve(args.approval_id))
+            run_sync(run.approve(args.approval_id))
         print(f"{'denied' if args.deny else 'approved'} {args.approval_id} (recorded before)")
     else:
         request = _pick(run, args.approval_id)
         call = call_text(request.tool_name, request.input)
         if args.deny:
-            finish_now(run.deny(request.approval_id, reason=args.reason))
+            run_sync(run.deny(request.approval_id, reason=args.reason))
             print(f"denied {call} ({request.approval_id})")
         else:
             _approve_now(run, request, fresh=args.fresh)
@@ -159,12 +165,12 @@ def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> No
 def _approve_now(run: Run, request: ToolApprovalRequest, *, fresh: bool) -> None:
     """Approve with the request's token; ``fresh``: with one signed now (past the max age)."""
     if fresh:  # pending_approvals() re-signs a token past the maximum age
-        shown = {r.approval_id: r for r in finish_now(run.pending_approvals())}
+        shown = {r.approval_id: r for r in run_sync(run.pending_approvals())}
         token = shown.get(request.approval_id, request).token
-        finish_now(run.approve(request.approval_id, token=token))
+        run_sync(run.approve(request.approval_id, token=token))
         return
     try:
-        finish_now(run.approve(request.approval_id))  # echoes the token the request got
+        run_sync(run.approve(request.approval_id))  # echoes the token the request got
     except ApprovalExpiredError as exc:
         call = call_text(request.tool_name, request.input)
         raise approval_expired(
@@ -205,7 +211,7 @@ def _resume(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Non
 
 def _rewind(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
     check_run(nb, args.run)
-    fork = finish_now(nb.runtime.fork(args.run, args.step, new_run_id=args.run_id, edit=args.edit))
+    fork = run_sync(nb.runtime.fork(args.run, args.step, new_run_id=args.run_id, edit=args.edit))
     print(f"forked {fork.run_id} from {args.run} at step {args.step}")
     _goes_on(nb, fork, ns)
     _views.show(_views.run_view(nb.runtime, fork.run_id))
@@ -213,13 +219,13 @@ def _rewind(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Non
 
 def _cancel(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
     run = check_run(nb, args.run)
-    finish_now(run.cancel())
+    run_sync(run.cancel())
     print(f"{run.run_id}: {run.status}")
 
 
 def _retry(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
     run = check_run(nb, args.run)
-    finish_now(run.retry())
+    run_sync(run.retry())
     _goes_on(nb, run, ns)
 
 

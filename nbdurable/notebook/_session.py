@@ -1,4 +1,13 @@
-"""The kernel session: one store and one runtime per kernel, on the kernel's own loop."""
+"""The kernel session: one store and one runtime per kernel, on the kernel's own loop.
+
+A magic is a plain function the kernel calls while its event loop runs: it can
+neither ``await`` nor start another loop. What a magic must know before it
+returns (the runtime it opened, a run's handle, whether a run has checkpoints)
+comes from :func:`~nbdurable._sync.run_sync`, which runs the kernel's loop nested
+until the coroutine is done: the runtime's scheduler and runs keep going, a store
+that really awaits (network, locks) is awaited, and the loop is never blocked.
+With no loop running in this thread it runs on the thread's own loop.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigurationError, NbdurableError, RunNotFoundError
+from .._sync import run_sync
 from ..cli.store import DEFAULT_STORE
 from ..messages import Message
 from ..runtime.agent import Agent
 from ..runtime.run import Run
 from ..runtime.runtime import DurableRuntime
 from ._agents import register
-from ._now import finish_now
 
 __all__ = [
     "DEFAULT_STORE",
@@ -121,7 +130,7 @@ class NotebookSession:
                 raise NbdurableError("this session's runtime runs on another event loop")
             self._runtime = None  # its loop is gone, and its tasks with it
         if self._runtime is None:
-            self._runtime = finish_now(DurableRuntime.open(store=self.store, **self._options))
+            self._runtime = run_sync(DurableRuntime.open(store=self.store, **self._options))
             self._loop = loop
         return self._runtime
 
@@ -182,7 +191,7 @@ class NotebookSession:
         """
         runtime = self.runtime
         register(runtime, agent)
-        return finish_now(
+        return run_sync(
             runtime.submit(
                 agent.id,
                 prompt,
@@ -199,12 +208,12 @@ class NotebookSession:
         Raises:
             RunNotFoundError: The store has no runtime record of ``run_id``.
         """
-        run: Run = finish_now(self.runtime.get_run(run_id))
+        run: Run = run_sync(self.runtime.get_run(run_id))
         return run
 
     def has_checkpoints(self, run_id: str) -> bool:
         """Whether the store has checkpoints of ``run_id`` (runs of the loop API have no record)."""
-        return finish_now(_loaded(self.store, run_id)) is not None
+        return run_sync(_loaded(self.store, run_id)) is not None
 
     async def close(self) -> None:
         """Close the runtime (in-flight steps go back to ``pending``) and the store."""

@@ -1,4 +1,4 @@
-"""The managed runtime (seed 003): agents, limits, the scheduler, tasks and graphs."""
+"""The managed runtime: agents, limits, the scheduler, tasks and graphs."""
 
 from .agent import TOOL_RECOVERY, Agent, Registry, ToolRecovery
 from .engine import EmbeddedEngine, Engine

@@ -1,4 +1,4 @@
-"""Agents and their registrations (seed 003): defined once, keyed by (id, version)."""
+"""Agents and their registrations: defined once, keyed by (id, version)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class Agent:
         retry_if: Opt-in narrowing of ``model_retry``: called with each model
             error, a False answer fails the run at once instead of retrying
             (``nbdurable.is_retryable`` uses the errors' classification). Without
-            it every model error counts as retryable (the seed's rule).
+            it every model error counts as retryable.
     """
 
     id: str

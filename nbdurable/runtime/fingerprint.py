@@ -19,7 +19,7 @@ Excluded: what varies by host or is secret (base URLs, API keys, headers,
 timeouts, clients, prices, a scripted model's ``stream_delay`` and
 ``fail_on``), ``max_tool_concurrency``, the bodies of tool functions, and
 ``model_retry``: a run keeps the retry policy saved at its submission whatever
-a later registration says (S003-57); within one runtime a changed policy under
+a later registration says; within one runtime a changed policy under
 the same version is still a registration conflict.
 """
 

@@ -1,4 +1,4 @@
-"""Graphs of agent runs (seed 003): ``runtime.submit_graph(nodes)``.
+"""Graphs of agent runs: ``runtime.submit_graph(nodes)``.
 
 Every node of a graph IS a runtime run (a :class:`RuntimeRun` with ``graph_id``,
 ``node_id`` and ``depends_on``), so approvals, model retry, ``stream`` and
@@ -6,7 +6,7 @@ limits apply to it as to any run. A node with dependencies is ``queued`` until
 they all complete; the store promotes it to ``pending`` in the same write that
 completes its last dependency (:func:`~nbdurable.runtime.records.settle_graph`).
 When it starts, its dependencies' results are appended to its prompt as one
-text part; media parts and user metadata are kept (S003-38).
+text part; media parts and user metadata are kept.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def prompt_with_results(prompt: Prompt, results: Sequence[tuple[str, str]]) -> M
     """A node's first message: its prompt with its dependencies' results appended.
 
     The results become one text part after the prompt's own parts; media parts
-    and the message's metadata are kept as they are (S003-38).
+    and the message's metadata are kept as they are.
 
     Args:
         prompt: The node's prompt.

@@ -1,4 +1,4 @@
-"""Runtime limits and the model retry policy (seed 003), validated eagerly."""
+"""Runtime limits and the model retry policy, validated eagerly."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prompts the runtime accepts: a nonblank string or a user message (seed 003)."""
+"""Prompts the runtime accepts: a nonblank string or a user message."""
 
 from __future__ import annotations
 

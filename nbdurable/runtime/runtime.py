@@ -553,7 +553,7 @@ class DurableRuntime:
 
         A final state is followed, in the same append, by the run's terminal
         event (:func:`terminal_event`), so the terminal event is the last one
-        the run writes while it is final (seed 004, S004-19).
+        the run writes while it is final.
 
         Args:
             record: The run as it is (or is about to be) stored.
@@ -646,7 +646,7 @@ def _valid_id(value: Any) -> Any:
 
 
 def terminal_event(record: RuntimeRun, now: int, finish: dict[str, Any] | None = None) -> NewEvent:
-    """The terminal event of a finished run (seed 004's RUN_FINISHED / RUN_ERROR).
+    """The terminal event of a finished run (``run_finished`` or ``run_error``).
 
     ``run_finished`` for a completed run (the completing leg's finish payload,
     when there was a leg); ``run_error`` for a failed or cancelled one, with the

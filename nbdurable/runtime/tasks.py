@@ -1,4 +1,4 @@
-"""Custom durable tasks (seed 003): phases checkpointed like steps, owned agent runs.
+"""Custom durable tasks: phases checkpointed like steps, owned agent runs.
 
 A task is a list of phases, ``async def phase(ctx, state) -> state``, run in
 order by the runtime. The JSON state a phase returns is checkpointed (the run's
@@ -183,7 +183,7 @@ class TaskContext:
         counting this phase's spawns from 0 in call order: when the phase runs
         again after a crash, the same calls re-attach to the runs already
         spawned (a finished one returns its result at once) instead of spawning
-        twice. The prompt takes the shapes ``submit`` takes (S003-37); the
+        twice. The prompt takes the shapes ``submit`` takes; the
         agent's ``stream``, approvals, retries and limits apply as to any run.
 
         Raises:

@@ -167,7 +167,7 @@ class AgentRunWorkflow:
             else:
                 left = max(deadline - _WorkflowClock().now(), 0) / 1000
                 result = await asyncio.wait_for(driver.run(), left)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await self._finish(config, {"state": "failed", "reason": "timeout"})
             return "failed"
         except LegFailed as failed:

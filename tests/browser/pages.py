@@ -43,7 +43,7 @@ class Frontend:
             try:
                 importlib.metadata.version("notebook")  # the distribution: tests/notebook shadows
             except importlib.metadata.PackageNotFoundError:
-                pytest.skip("Notebook 7 is missing (pip install -e '.[dev]')")
+                pytest.skip("Notebook 7 is missing (pip install --group dev -e .)")
         if self.name == "jupyterlab":
             # a workspace of its own: Lab reopens no tab of an earlier test
             workspace = f"t{uuid.uuid4().hex[:8]}"

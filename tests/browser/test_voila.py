@@ -15,7 +15,7 @@ from .pages import diagnosed, shot
 
 def test_the_run_widget_renders_in_voila(page: Any, voila_server: Server | None) -> None:
     if voila_server is None:
-        pytest.skip("Voilà is missing (pip install -e '.[dev]')")
+        pytest.skip("Voilà is missing (pip install --group dev -e .)")
     server = voila_server.ready()
     with diagnosed(page, server, "voila"):
         page.goto(server.url("/"), timeout=60_000)

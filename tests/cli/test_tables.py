@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from nbdurable.cli.tables import cell, clip, key_values, render, text_width
 
@@ -76,7 +76,7 @@ def test_cells_are_one_line_and_missing_values_are_blank() -> None:
     assert cell(None) == "" and cell(float("nan")) == ""
     assert cell("a\nb\t c") == "a b c"
     assert cell(3) == "3" and cell(True) == "yes"
-    when = datetime(2024, 5, 1, 12, 0, 3, tzinfo=timezone.utc)
+    when = datetime(2024, 5, 1, 12, 0, 3, tzinfo=UTC)
     assert cell(when) == datetime.fromtimestamp(when.timestamp()).strftime("%Y-%m-%d %H:%M:%S")
 
 

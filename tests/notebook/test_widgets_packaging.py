@@ -1,4 +1,4 @@
-"""The widgets' front-end files ship: found in the checkout and inside a built wheel."""
+"""The widgets' front-end files ship: found in the package and inside a built wheel."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ FILES = [
 ]
 
 
-def test_the_checkout_serves_the_top_level_widgets_directory() -> None:
+def test_the_package_serves_its_static_folder() -> None:
     for name in FILES:
-        assert frontend_file(name) == ROOT / "widgets" / name
+        assert frontend_file(name) == ROOT / "nbdurable/notebook/widgets/static" / name
     assert "export default" in str(RunWidget._esm)
     assert "function kernelLink(" in str(RunWidget._esm)  # the shared link comes first
     assert ".nbd-card" in str(RunWidget._css)
@@ -34,11 +34,10 @@ def test_a_wheel_carries_the_front_end_and_the_installed_package_finds_it(
 ) -> None:
     source = tmp_path / "src"
     source.mkdir()
-    for name in ["pyproject.toml", "setup.py", "README.md"]:
+    for name in ["pyproject.toml", "README.md"]:
         shutil.copy(ROOT / name, source / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "nbdurable", source / "nbdurable", ignore=ignore)
-    shutil.copytree(ROOT / "widgets", source / "widgets", ignore=ignore)
     wheels = tmp_path / "wheels"
     pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels)]
     built = subprocess.run(
@@ -50,7 +49,8 @@ def test_a_wheel_carries_the_front_end_and_the_installed_package_finds_it(
     [wheel] = wheels.glob("nbdurable-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for name in FILES:
-        assert f"nbdurable/notebook/widgets/frontend/{name}" in names
+        assert f"nbdurable/notebook/widgets/static/{name}" in names
+    assert "nbdurable/py.typed" in names
     assert not [n for n in names if "__pycache__" in n]
 
     target = tmp_path / "site"
@@ -67,4 +67,4 @@ def test_a_wheel_carries_the_front_end_and_the_installed_package_finds_it(
         env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
     )
     assert found.returncode == 0, found.stderr
-    assert Path(found.stdout.strip()) == target / "nbdurable/notebook/widgets/frontend/run_view.js"
+    assert Path(found.stdout.strip()) == target / "nbdurable/notebook/widgets/static/run_view.js"

@@ -1,8 +1,8 @@
 """The notebook widgets: a live run view, a runs dashboard and a history browser.
 
-- :class:`RunWidget` (anywidget; front-end in the top-level ``widgets/``): one run,
+- :class:`RunWidget` (anywidget; front-end in ``static/``): one run,
   replayed from its event log then followed live, with signed approval cards.
-- :class:`RunsDashboard` (anywidget view; front-end ``widgets/dashboard_view.js``):
+- :class:`RunsDashboard` (anywidget view; front-end ``static/dashboard_view.js``):
   pending approvals with Approve / Deny, then a live, sortable, filterable, paged
   table of runs; a click shows a run's widget or history below.
 - :class:`HistoryBrowser`: a run's checkpoints, one step at a time, with

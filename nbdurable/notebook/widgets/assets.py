@@ -1,30 +1,29 @@
-"""Where the widgets' front-end files (ESM and CSS) are, in a wheel or a source checkout."""
+"""Where the widgets' front-end files (ESM and CSS) are: ``static/`` beside this module.
+
+They ship inside the package (package data, the anywidget convention), so a
+wheel, an editable install and a source checkout all find them in the same place.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["frontend_file", "view_module"]
+__all__ = ["STATIC", "frontend_file", "view_module"]
 
-_HERE = Path(__file__).resolve().parent
-_CANDIDATES = (
-    _HERE / "frontend",  # an installed wheel: setup.py maps widgets/ to this package
-    _HERE.parents[2] / "widgets",  # an editable install or a checkout: the top-level widgets/
-)
+STATIC = Path(__file__).resolve().parent / "static"
+"""The folder of the front-end files."""
 
 
 def frontend_file(name: str) -> Path:
     """The path of front-end file ``name`` (``run_view.js``, ``run_view.css``).
 
     Raises:
-        FileNotFoundError: Neither the installed package nor the checkout has it.
+        FileNotFoundError: The package has no such file.
     """
-    for directory in _CANDIDATES:
-        path = directory / name
-        if path.is_file():
-            return path
-    searched = ", ".join(str(d) for d in _CANDIDATES)
-    raise FileNotFoundError(f"nbdurable widget file {name!r} not found in {searched}")
+    path = STATIC / name
+    if not path.is_file():
+        raise FileNotFoundError(f"nbdurable widget file {name!r} not found in {STATIC}")
+    return path
 
 
 def view_module(name: str) -> str:

@@ -47,7 +47,7 @@ UNKNOWN_CALL = "(unknown call)"
 
 
 class DashboardView(anywidget.AnyWidget):
-    """The front end of :class:`RunsDashboard` (``widgets/dashboard_view.js``).
+    """The front end of :class:`RunsDashboard` (``static/dashboard_view.js``).
 
     Every trait is written by the kernel; the view sends custom messages
     (``{"action": ...}``, see :class:`RunsDashboard`). No trait ever holds an
