@@ -10,7 +10,7 @@ from .. import metrics as _metrics
 from .. import tracing as _tracing
 from .._deps import new_id
 from .._errors import LimitExceededError, ModelError
-from ..durable.checkpoint import AgentCheckpoint, StepStats
+from ..durable.checkpoint import AgentCheckpoint
 from ..durable.store import SessionStore, maybe_await, supports
 from ..durable.transient import StoreRetry
 from ..events.log import EVENTS
@@ -36,6 +36,7 @@ from .machine import AgentMachine
 from .options import MAX_AGENT_DEPTH, GenerateTextResult, LoopOptions
 from .parts import StreamPart, TextDeltaPart
 from .start import LegStart
+from .stats import StepTimer
 from .subagent import (
     AgentTool,
     child_options,
@@ -116,11 +117,7 @@ class Driver:
         self.events: EventWriter | None = None
         # What ctx.ensure_owner() runs in this leg's tools and its sub-agents' (set by the runtime).
         self.owner_check: Callable[[], None] | None = None
-        # What the step in flight did, attached to its checkpoint (StepStats).
-        self._step_started: int | None = None
-        self._model_ms = 0
-        self._tool_ms = 0
-        self._tool_calls: list[str] = []
+        self._step = StepTimer(options.deps.clock)
         if store is not None and start.run_id is not None and supports(store, EVENTS):
             self.events = EventWriter(
                 store,  # type: ignore[arg-type]  # EVENTS declares the EventStore methods
@@ -203,21 +200,22 @@ class Driver:
             await self.save_checkpoint(self._timed(effect.checkpoint))
             return None
         if isinstance(effect, CallModel):
-            began = self._clock()
+            began = self._step.now()
             try:
                 response = await self.call_model(effect)
-            finally:
-                self._model_ms += self._clock() - began
-            self._tool_calls += [call.tool_name for call in response.tool_calls]
+            except BaseException:
+                self._step.model_call(began)
+                raise
+            self._step.model_call(began, [call.tool_name for call in response.tool_calls])
             return response
         if isinstance(effect, ExecuteTools):
             if self.events is not None:
                 await self.events.flush()  # viewers see the calls while the tools run
-            began = self._clock()
+            began = self._step.now()
             try:
                 return await self._execute(effect)
             finally:
-                self._tool_ms += self._clock() - began
+                self._step.tools(began)
         if isinstance(effect, EvaluateGates):
             return [await self._gate(inv) for inv in effect.invocations]
         if isinstance(effect, AskApprover):
@@ -229,25 +227,12 @@ class Driver:
             return await maybe_await(self.options.prepare_step(effect.context))
         raise TypeError(f"unknown effect {effect!r}")
 
-    def _clock(self) -> int:
-        now = int(self.options.deps.clock.now())
-        if self._step_started is None:
-            self._step_started = now
-        return now
-
     def _timed(self, checkpoint: AgentCheckpoint) -> AgentCheckpoint:
         """The checkpoint with the stats of the work since the previous save attached."""
-        started = self._step_started if self._step_started is not None else self._clock()
-        stats = StepStats(
-            started_at=started,
-            model_ms=self._model_ms,
-            tool_ms=self._tool_ms,
-            tool_calls=tuple(self._tool_calls),
-        )
-        self._step_started, self._model_ms, self._tool_ms, self._tool_calls = None, 0, 0, []
+        stats = self._step.finish()
         meter = _metrics.HOOKS
         if meter is not None:
-            elapsed_ms = int(self.options.deps.clock.now()) - started
+            elapsed_ms = int(self.options.deps.clock.now()) - stats.started_at
             meter.step_seconds.labels(self.trace_agent_name() or "-").observe(elapsed_ms / 1000)
         return checkpoint.model_copy(update={"stats": stats})
 
