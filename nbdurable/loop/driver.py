@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from .. import metrics as _metrics
 from .. import tracing as _tracing
@@ -13,7 +13,7 @@ from .._errors import LimitExceededError, ModelError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.store import SessionStore, maybe_await, supports
 from ..durable.transient import StoreRetry
-from ..events.log import EVENTS
+from ..events.log import EVENTS, EventStore
 from ..events.model import CHECKPOINT_SAVED, MODEL_COMPLETED
 from ..events.writer import DEFAULT_FLUSH_INTERVAL, MAX_BUFFERED, EventWriter
 from ..messages import ToolApprovalRequest, ToolApprovalResponse, ToolResultPart
@@ -120,7 +120,7 @@ class Driver:
         self._step = StepTimer(options.deps.clock)
         if store is not None and start.run_id is not None and supports(store, EVENTS):
             self.events = EventWriter(
-                store,  # type: ignore[arg-type]  # EVENTS declares the EventStore methods
+                cast(EventStore, store),  # EVENTS declares the EventStore methods
                 start.run_id,
                 deps=options.deps,
                 publish=emit,
@@ -267,7 +267,9 @@ class Driver:
             )
 
     async def _load_committed_responses(self) -> None:
-        events: Any = self.store  # a store with the events capability (self.events is set)
+        # Only called when self.events is set: the store has the events capability.
+        events = cast(EventStore, self.store)
+        assert self.start.run_id is not None
         logged = await maybe_await(events.read_events(self.start.run_id))
         step = self.start.next_step_index
         for event in logged:

@@ -8,9 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import FencedOutError, LeaseLostError, LimitExceededError, ModelError
 from ..durable.checkpoint import AgentCheckpoint
-from ..events.writer import EventWriter
+from ..durable.store import SessionStore
+from ..events.writer import DEFAULT_FLUSH_INTERVAL, EventWriter
 from ..loop.driver import Driver
 from ..loop.effects import CallModel, ToolInvocation, ToolOutcome
+from ..loop.options import LoopOptions
+from ..loop.start import LegStart
 from ..messages import ToolResultPart
 from ..models.base import ModelResponse
 from ..parts import TextDeltaPart
@@ -150,12 +153,38 @@ class RunContext:
 
 
 class RuntimeDriver(Driver):
-    """The loop's driver with the runtime's journal: fenced writes, intents, model journal."""
+    """The loop's driver with the runtime's journal: fenced writes, intents, model journal.
 
-    def __init__(self, *args: Any, context: RunContext, **kwargs: Any) -> None:
-        # The runtime's store retry: one budget per outage across all its calls.
-        kwargs.setdefault("store_retry", getattr(context.runtime, "store_retry", None))
-        super().__init__(*args, **kwargs)
+    Implements the hooks of :class:`~nbdurable.loop.Driver` for a claimed run.
+
+    Args:
+        options: The leg's options.
+        start: Where the leg starts.
+        context: The execution it belongs to (record, intents, fencing token).
+        store: Where checkpoints and events go.
+        streaming: Call models with ``stream()`` when they have it.
+        flush_interval: Longest wait, in seconds, before buffered events are written.
+    """
+
+    def __init__(
+        self,
+        options: LoopOptions,
+        start: LegStart,
+        *,
+        context: RunContext,
+        store: SessionStore | None = None,
+        streaming: bool = False,
+        flush_interval: float = DEFAULT_FLUSH_INTERVAL,
+    ) -> None:
+        super().__init__(
+            options,
+            start,
+            store=store,
+            streaming=streaming,
+            flush_interval=flush_interval,
+            # The runtime's store retry: one budget per outage across all its calls.
+            store_retry=getattr(context.runtime, "store_retry", None),
+        )
         self.context = context
         self.owner_check = context.ensure_owner
         if self.events is not None:
