@@ -131,12 +131,12 @@ class Driver:
     traced: ClassVar[bool] = True
     """Whether this driver's legs and effects make spans (not in deterministic workflow code)."""
 
-    def _hooks(self) -> _tracing.TracingHooks | None:
+    def _tracing_hooks(self) -> _tracing.TracingHooks | None:
         return _tracing.HOOKS if self.traced else None
 
     async def run(self) -> GenerateTextResult:
         """Run the leg to its result. Model errors and cancellation propagate."""
-        hooks = self._hooks()
+        hooks = self._tracing_hooks()
         if hooks is None:
             return await self._run()
         with hooks.leg(self) as span:
@@ -304,7 +304,7 @@ class Driver:
         """
         committed = self._committed.pop(effect.step_index, None)
         if committed is not None:
-            return committed  # S003-28: completed before the crash, reused as it is
+            return committed  # completed before the crash, reused as it is
         events = self.events
         if events is None:
             return await self._model_response(effect, None, "")
@@ -314,7 +314,7 @@ class Driver:
         try:
             response = await self._model_response(effect, operation_id, attempt_id)
         except BaseException as exc:
-            # S003-25: "model" is what the model raised; an interruption, or an
+            # "model" is what the model raised; an interruption, or an
             # output this side cannot persist (a delta over a limit), is "local".
             local = not isinstance(exc, Exception) or isinstance(exc, LimitExceededError)
             kind = "local" if local else "model"
@@ -323,7 +323,7 @@ class Driver:
             )
             raise
         events.attempt_completed(effect.step_index, operation_id, attempt_id, response)
-        # The model checkpoint commits before anything acts on the response (S003-24).
+        # The model checkpoint commits before anything acts on the response.
         await events.flush()
         return response
 
@@ -339,7 +339,7 @@ class Driver:
     async def _traced_model_call(
         self, effect: CallModel, operation_id: str | None, attempt_id: str
     ) -> ModelResponse:
-        hooks = self._hooks()
+        hooks = self._tracing_hooks()
         if hooks is None:
             return await self._model_call(effect, operation_id, attempt_id)
         with hooks.chat(self, effect) as span:
@@ -359,7 +359,7 @@ class Driver:
             response = None
             async for event in stream(effect.request):
                 if isinstance(event, TextDeltaEvent):
-                    # With structured output no text shows before it validates (S003-31).
+                    # With structured output no text shows before it validates.
                     if event.delta and output is None:
                         await self._delta(effect.step_index, event.delta, operation_id, attempt_id)
                 elif isinstance(event, ResponseEvent):
@@ -419,7 +419,7 @@ class Driver:
             )
         if not isinstance(answer, ToolApprovalResponse):
             answer = ToolApprovalResponse(approval_id=request.approval_id, approved=bool(answer))
-        hooks = self._hooks()
+        hooks = self._tracing_hooks()
         if hooks is not None:
             hooks.approval_asked(request, answer)
         return answer
@@ -496,7 +496,7 @@ class Driver:
             return outcome
 
     async def _traced_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
-        hooks = self._hooks()
+        hooks = self._tracing_hooks()
         if hooks is None:
             return await self._tool_call(invocation, step_index)
         with hooks.tool(self, invocation, step_index) as span:

@@ -163,7 +163,7 @@ class LoopOptions:
     depth: int = 0
     output: OutputSpec | None = None
     session_run_id: str | None = None
-    """A sub-agent's: the session's (top-level) run id its approval tokens bind (S000-52)."""
+    """A sub-agent's: the session's (top-level) run id its approval tokens bind."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_steps, int) or self.max_steps < 1:

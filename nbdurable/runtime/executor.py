@@ -1,4 +1,4 @@
-"""Executing one claimed run: the loop's driver, journaled finer and fenced (seed 003)."""
+"""Executing one claimed run: the loop's driver, journaled finer and fenced."""
 
 from __future__ import annotations
 
@@ -298,7 +298,7 @@ class RuntimeDriver(Driver):
         return response
 
     def check_delta(self, part: TextDeltaPart) -> None:
-        """``max_payload_bytes`` applies to each persisted delta on its own (S003-33)."""
+        """``max_payload_bytes`` applies to each persisted delta on its own."""
         payload = {"type": "text_delta", "turn": part.step_index, "delta": part.delta}
         size = payload_bytes(json.dumps(payload, separators=(",", ":"), ensure_ascii=False))
         limit = self.context.runtime.limits.max_payload_bytes
