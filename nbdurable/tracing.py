@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .loop.driver import Driver
-    from .loop.machine import CallModel, ToolInvocation, ToolOutcome
+    from .loop.effects import CallModel, ToolInvocation, ToolOutcome
     from .loop.options import GenerateTextResult
     from .messages import ToolApprovalRequest, ToolApprovalResponse
     from .models.base import ModelResponse

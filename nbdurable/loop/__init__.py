@@ -1,8 +1,27 @@
-"""The agent loop: a pure step machine and the async driver behind generate_text/stream_chat."""
+"""The agent loop: a pure step machine and the async driver behind generate_text/stream_chat.
+
+The machine (:class:`AgentMachine`) yields effects; a :class:`Driver` performs
+them. Every engine drives the same machine through a ``Driver`` subclass that
+overrides its per-effect hooks (see :class:`Driver` and docs/core.md).
+"""
 
 from .blocking import generate_text_sync
-from .driver import generate_text, resume_from_checkpoint
-from .machine import AgentMachine, LegStart
+from .driver import Driver
+from .effects import (
+    AskApprover,
+    CallModel,
+    Effect,
+    Emit,
+    EvaluateGates,
+    ExecuteTools,
+    PrepareStepCall,
+    SaveCheckpoint,
+    ToolInvocation,
+    ToolOutcome,
+    error_result,
+)
+from .generate import generate_text, resume_from_checkpoint
+from .machine import AgentMachine
 from .options import (
     GenerateTextResult,
     PrepareStepResult,
@@ -24,6 +43,7 @@ from .parts import (
     ToolCallStreamPart,
     ToolResultStreamPart,
 )
+from .start import LegStart, leg_start_from_checkpoint
 from .stream import StreamChatResult, resume_stream_from_checkpoint, stream_chat
 from .subagent import AgentTool, agent_tool
 
@@ -32,11 +52,20 @@ __all__ = [
     "AgentTool",
     "ApprovalRequestStreamPart",
     "ApprovalResolvedStreamPart",
+    "AskApprover",
+    "CallModel",
+    "Driver",
+    "Effect",
+    "Emit",
     "ErrorPart",
+    "EvaluateGates",
+    "ExecuteTools",
     "FinishPart",
     "GenerateTextResult",
     "LegStart",
+    "PrepareStepCall",
     "PrepareStepResult",
+    "SaveCheckpoint",
     "StepContext",
     "StepFinishPart",
     "StepResult",
@@ -45,11 +74,15 @@ __all__ = [
     "StreamPart",
     "TextDeltaPart",
     "ToolCallStreamPart",
+    "ToolInvocation",
+    "ToolOutcome",
     "ToolResultStreamPart",
     "agent_tool",
     "cost_exceeds",
+    "error_result",
     "generate_text",
     "generate_text_sync",
+    "leg_start_from_checkpoint",
     "resume_from_checkpoint",
     "resume_stream_from_checkpoint",
     "step_count_is",

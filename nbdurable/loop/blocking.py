@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .._sync import sync_of
-from .driver import generate_text
+from .generate import generate_text
 
 __all__ = ["generate_text_sync"]
 

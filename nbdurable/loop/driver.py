@@ -3,64 +3,50 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, cast
 
 from .. import metrics as _metrics
 from .. import tracing as _tracing
-from .._deps import Deps, new_id
-from .._errors import (
-    CheckpointNotFoundError,
-    ConfigurationError,
-    LimitExceededError,
-    ModelError,
-)
-from ..durable.checkpoint import StepStats
-from ..durable.signer import ApprovalSigner
-from ..durable.store import DurableSession, SessionStore, maybe_await, supports
-from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry
-from ..events.log import EVENTS
+from .._deps import new_id
+from .._errors import LimitExceededError, ModelError
+from ..durable.checkpoint import AgentCheckpoint
+from ..durable.store import SessionStore, maybe_await, supports
+from ..durable.transient import StoreRetry
+from ..events.log import EVENTS, EventStore
 from ..events.model import CHECKPOINT_SAVED, MODEL_COMPLETED
 from ..events.writer import DEFAULT_FLUSH_INTERVAL, MAX_BUFFERED, EventWriter
-from ..messages import (
-    Message,
-    TextPart,
-    ToolApprovalRequest,
-    ToolApprovalResponse,
-    ToolResultPart,
-    user,
-)
+from ..messages import ToolApprovalRequest, ToolApprovalResponse, ToolResultPart
 from ..models.base import ModelResponse, ResponseEvent, TextDeltaEvent
-from ..tools import Tool, ToolContext, normalize_tools
-from .machine import (
-    AgentMachine,
+from ..tools import ToolContext
+from .effects import (
     AskApprover,
     CallModel,
     Effect,
     Emit,
     EvaluateGates,
     ExecuteTools,
-    LegStart,
     PrepareStepCall,
     SaveCheckpoint,
     ToolInvocation,
     ToolOutcome,
-    leg_start_from_checkpoint,
+    error_result,
 )
-from .options import (
-    DEFAULT_MAX_STEPS,
-    MAX_AGENT_DEPTH,
-    ApproveToolCall,
-    GenerateTextResult,
-    LoopOptions,
-    PrepareStep,
-    StopCondition,
-)
-from .output import OutputSpec
+from .machine import AgentMachine
+from .options import MAX_AGENT_DEPTH, GenerateTextResult, LoopOptions
 from .parts import StreamPart, TextDeltaPart
-from .subagent import AgentTool, child_run_id
+from .start import LegStart
+from .stats import StepTimer
+from .subagent import (
+    AgentTool,
+    child_options,
+    child_run_id,
+    child_start,
+    subagent_outcome,
+    subagent_prompt,
+)
 
-__all__ = ["Driver", "generate_text", "resume_from_checkpoint"]
+__all__ = ["Driver", "EmitFn"]
 
 EmitFn = Callable[[StreamPart], None]
 
@@ -71,6 +57,26 @@ def _ignore(_: StreamPart) -> None:
 
 class Driver:
     """Runs one leg's machine: answers each effect with real I/O.
+
+    This class is the local engine behind ``generate_text`` and ``stream_chat``,
+    and the base of every other engine's driver: the embedded runtime's
+    (``nbdurable.runtime.executor.RuntimeDriver``) and the Temporal workflow's
+    (``nbdurable.temporal.driver.WorkflowDriver``). An engine changes how an
+    effect is performed by overriding its hook; the machine, the effect
+    dispatch (:meth:`handle`), step statistics, tracing and metrics stay here.
+
+    The per-effect hooks:
+
+    - :meth:`save_checkpoint` (``SaveCheckpoint``)
+    - :meth:`call_model` (``CallModel``), with :meth:`check_delta` on each streamed delta
+    - :meth:`run_tool` (each call of ``ExecuteTools``), with :meth:`run_subagent`
+      and :meth:`child_driver` for ``agent_tool`` calls
+    - :meth:`leg_started` (the leg's ``run_started`` event)
+
+    An error a hook raises ends the leg and propagates out of :meth:`run`
+    (an engine maps it to the run's state), except where a hook says otherwise.
+    ``Emit``, ``EvaluateGates``, ``AskApprover`` and ``PrepareStepCall`` are
+    performed the same way by every engine.
 
     Args:
         options: The leg's options.
@@ -111,14 +117,10 @@ class Driver:
         self.events: EventWriter | None = None
         # What ctx.ensure_owner() runs in this leg's tools and its sub-agents' (set by the runtime).
         self.owner_check: Callable[[], None] | None = None
-        # What the step in flight did, attached to its checkpoint (StepStats).
-        self._step_started: int | None = None
-        self._model_ms = 0
-        self._tool_ms = 0
-        self._tool_calls: list[str] = []
+        self._step = StepTimer(options.deps.clock)
         if store is not None and start.run_id is not None and supports(store, EVENTS):
             self.events = EventWriter(
-                store,  # type: ignore[arg-type]  # EVENTS declares the EventStore methods
+                cast(EventStore, store),  # EVENTS declares the EventStore methods
                 start.run_id,
                 deps=options.deps,
                 publish=emit,
@@ -129,12 +131,12 @@ class Driver:
     traced: ClassVar[bool] = True
     """Whether this driver's legs and effects make spans (not in deterministic workflow code)."""
 
-    def _hooks(self) -> _tracing.TracingHooks | None:
+    def _tracing_hooks(self) -> _tracing.TracingHooks | None:
         return _tracing.HOOKS if self.traced else None
 
     async def run(self) -> GenerateTextResult:
         """Run the leg to its result. Model errors and cancellation propagate."""
-        hooks = self._hooks()
+        hooks = self._tracing_hooks()
         if hooks is None:
             return await self._run()
         with hooks.leg(self) as span:
@@ -148,7 +150,7 @@ class Driver:
         events = self.events
         try:
             if events is not None:
-                await self._leg_started(events)
+                await self.leg_started(events)
                 if self.reuse_responses:
                     await self._load_committed_responses()
             effect = next(flow)
@@ -168,8 +170,17 @@ class Driver:
         finally:
             flow.close()
 
-    async def _leg_started(self, events: EventWriter, *, retried: bool = False) -> None:
-        """Write the leg's ``run_started`` (from here on the run is visible to subscribers)."""
+    async def leg_started(self, events: EventWriter, *, retried: bool = False) -> None:
+        """Hook: write the leg's ``run_started`` event and flush it.
+
+        Called once, before the machine's first effect, when the leg keeps an
+        event log (:attr:`events` is set). From here on the run is visible to
+        subscribers.
+
+        Args:
+            events: The leg's event writer.
+            retried: The leg is the first after a ``retry()``.
+        """
         events.started(
             resumed=self.start.next_step_index > 0,
             next_step_index=self.start.next_step_index,
@@ -186,24 +197,25 @@ class Driver:
                 self.emit(effect.part)
             return None
         if isinstance(effect, SaveCheckpoint):
-            await self._save(self._timed(effect))
+            await self.save_checkpoint(self._timed(effect.checkpoint))
             return None
         if isinstance(effect, CallModel):
-            began = self._clock()
+            began = self._step.now()
             try:
-                response = await self._call_model(effect)
-            finally:
-                self._model_ms += self._clock() - began
-            self._tool_calls += [call.tool_name for call in response.tool_calls]
+                response = await self.call_model(effect)
+            except BaseException:
+                self._step.model_call(began)
+                raise
+            self._step.model_call(began, [call.tool_name for call in response.tool_calls])
             return response
         if isinstance(effect, ExecuteTools):
             if self.events is not None:
                 await self.events.flush()  # viewers see the calls while the tools run
-            began = self._clock()
+            began = self._step.now()
             try:
                 return await self._execute(effect)
             finally:
-                self._tool_ms += self._clock() - began
+                self._step.tools(began)
         if isinstance(effect, EvaluateGates):
             return [await self._gate(inv) for inv in effect.invocations]
         if isinstance(effect, AskApprover):
@@ -215,47 +227,49 @@ class Driver:
             return await maybe_await(self.options.prepare_step(effect.context))
         raise TypeError(f"unknown effect {effect!r}")
 
-    def _clock(self) -> int:
-        now = int(self.options.deps.clock.now())
-        if self._step_started is None:
-            self._step_started = now
-        return now
-
-    def _timed(self, effect: SaveCheckpoint) -> SaveCheckpoint:
-        """The save with the stats of the work since the previous save attached."""
-        started = self._step_started if self._step_started is not None else self._clock()
-        stats = StepStats(
-            started_at=started,
-            model_ms=self._model_ms,
-            tool_ms=self._tool_ms,
-            tool_calls=tuple(self._tool_calls),
-        )
-        self._step_started, self._model_ms, self._tool_ms, self._tool_calls = None, 0, 0, []
+    def _timed(self, checkpoint: AgentCheckpoint) -> AgentCheckpoint:
+        """The checkpoint with the stats of the work since the previous save attached."""
+        stats = self._step.finish()
         meter = _metrics.HOOKS
         if meter is not None:
-            elapsed_ms = int(self.options.deps.clock.now()) - started
+            elapsed_ms = int(self.options.deps.clock.now()) - stats.started_at
             meter.step_seconds.labels(self.trace_agent_name() or "-").observe(elapsed_ms / 1000)
-        return SaveCheckpoint(effect.checkpoint.model_copy(update={"stats": stats}))
+        return checkpoint.model_copy(update={"stats": stats})
 
-    async def _save(self, effect: SaveCheckpoint) -> None:
+    async def save_checkpoint(self, checkpoint: AgentCheckpoint) -> None:
+        """Hook: persist one checkpoint (a ``SaveCheckpoint`` effect).
+
+        Called after every step (status ``running``), when the leg suspends and
+        when it completes; the checkpoint already carries the step's
+        :class:`~nbdurable.durable.checkpoint.StepStats`. With an event log the
+        checkpoint and the buffered events are written in one transaction.
+        Saving is best-effort here: a failed save is logged and the leg goes
+        on. An engine may raise instead to end the leg (a payload over its
+        limit, a passed deadline, a write refused by fencing).
+
+        Args:
+            checkpoint: What to save (under ``checkpoint.run_id``).
+        """
         if self.store is None:
             return
         if self.events is not None:
-            await self.events.save_checkpoint(effect.checkpoint)  # one transaction
+            await self.events.save_checkpoint(checkpoint)  # one transaction
             return
         try:
             if self.store_retry is None:
-                await maybe_await(self.store.save(effect.checkpoint))
+                await maybe_await(self.store.save(checkpoint))
             else:
                 save = self.store.save
-                await self.store_retry.acall("save a checkpoint", save, effect.checkpoint)
+                await self.store_retry.acall("save a checkpoint", save, checkpoint)
         except Exception as exc:  # durability is best-effort: never a run-killer
             self.options.deps.logger.error(
-                "nbdurable: saving checkpoint %s failed: %r", effect.checkpoint.step_id, exc
+                "nbdurable: saving checkpoint %s failed: %r", checkpoint.step_id, exc
             )
 
     async def _load_committed_responses(self) -> None:
-        events: Any = self.store  # a store with the events capability (self.events is set)
+        # Only called when self.events is set: the store has the events capability.
+        events = cast(EventStore, self.store)
+        assert self.start.run_id is not None
         logged = await maybe_await(events.read_events(self.start.run_id))
         step = self.start.next_step_index
         for event in logged:
@@ -264,7 +278,30 @@ class Driver:
             elif event.type == MODEL_COMPLETED and event.step_index == step:
                 self._committed[step] = ModelResponse.model_validate(event.payload["response"])
 
-    async def _call_model(self, effect: CallModel) -> ModelResponse:
+    async def call_model(self, effect: CallModel) -> ModelResponse:
+        """Hook: one model call (a ``CallModel`` effect); the model's complete response.
+
+        Called once per step, after ``prepare_step``. Streams when
+        :attr:`streaming` is set and the model can: each text delta passes
+        :meth:`check_delta` and is emitted (or logged, with an event log) as it
+        arrives. With an event log the attempt's events are written and the
+        response is committed before it is returned, so nothing acts on a
+        response the log does not hold; on a resume with ``reuse_responses`` a
+        committed response of the step is returned without asking the model.
+        With structured output a final answer is validated here.
+
+        Args:
+            effect: The step index, model and request.
+
+        Returns:
+            The model's response.
+
+        Raises:
+            Exception: What the model raised, ``ModelError`` for a stream without
+                a response or a value that is not a ``ModelResponse``,
+                ``OutputValidationError`` for an answer that does not validate.
+                The leg ends with it.
+        """
         committed = self._committed.pop(effect.step_index, None)
         if committed is not None:
             return committed  # completed before the crash, reused as it is
@@ -302,7 +339,7 @@ class Driver:
     async def _traced_model_call(
         self, effect: CallModel, operation_id: str | None, attempt_id: str
     ) -> ModelResponse:
-        hooks = self._hooks()
+        hooks = self._tracing_hooks()
         if hooks is None:
             return await self._model_call(effect, operation_id, attempt_id)
         with hooks.chat(self, effect) as span:
@@ -352,7 +389,11 @@ class Driver:
             self.emit(part)
 
     def check_delta(self, part: TextDeltaPart) -> None:
-        """Hook run on every streamed delta before it is recorded (the runtime's limits)."""
+        """Hook: check one streamed text delta before it is recorded or emitted.
+
+        Does nothing here; an engine raises to refuse the delta (a payload
+        limit), which fails the model call.
+        """
 
     async def _gate(self, invocation: ToolInvocation) -> bool:
         try:
@@ -378,7 +419,7 @@ class Driver:
             )
         if not isinstance(answer, ToolApprovalResponse):
             answer = ToolApprovalResponse(approval_id=request.approval_id, approved=bool(answer))
-        hooks = self._hooks()
+        hooks = self._tracing_hooks()
         if hooks is not None:
             hooks.approval_asked(request, answer)
         return answer
@@ -411,21 +452,40 @@ class Driver:
     async def _execute(self, effect: ExecuteTools) -> list[ToolOutcome | None]:
         invocations = effect.invocations
         if effect.max_concurrency == 1:
-            outcomes: list[ToolOutcome | None] = [None] * len(invocations)
-            for i, invocation in enumerate(invocations):
-                outcomes[i] = await self._run_tool(invocation, effect.step_index)
-                if outcomes[i] is not None and outcomes[i].suspended is not None:  # type: ignore[union-attr]
+            outcomes: list[ToolOutcome | None] = []
+            for invocation in invocations:
+                outcome = await self.run_tool(invocation, effect.step_index)
+                outcomes.append(outcome)
+                if outcome.suspended is not None:
                     break  # later calls of the batch run on resume
+            outcomes += [None] * (len(invocations) - len(outcomes))
             return outcomes
         limit = asyncio.Semaphore(effect.max_concurrency or len(invocations) or 1)
 
         async def run_one(invocation: ToolInvocation) -> ToolOutcome:
             async with limit:
-                return await self._run_tool(invocation, effect.step_index)
+                return await self.run_tool(invocation, effect.step_index)
 
         return list(await asyncio.gather(*(run_one(inv) for inv in invocations)))
 
-    async def _run_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
+    async def run_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
+        """Hook: run one validated, approved call (one invocation of ``ExecuteTools``).
+
+        Called for every call of a batch that may run, concurrently up to the
+        batch's ``max_concurrency``; with ``max_concurrency == 1`` in order,
+        and the calls after one that suspended are not started. An
+        ``agent_tool`` call runs :meth:`run_subagent`. What the tool raises is
+        its result (``is_error``), so the model can react: this never raises
+        for a tool's own error. An engine raises to end the leg (fencing, a
+        tool that needs a human).
+
+        Args:
+            invocation: The tool, the call and its validated arguments.
+            step_index: The step the call belongs to.
+
+        Returns:
+            The call's result, or the approvals a suspended sub-agent waits for.
+        """
         meter = _metrics.HOOKS
         if meter is None:
             return await self._traced_tool(invocation, step_index)
@@ -436,7 +496,7 @@ class Driver:
             return outcome
 
     async def _traced_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
-        hooks = self._hooks()
+        hooks = self._tracing_hooks()
         if hooks is None:
             return await self._tool_call(invocation, step_index)
         with hooks.tool(self, invocation, step_index) as span:
@@ -448,7 +508,7 @@ class Driver:
         call = invocation.call
         try:
             if isinstance(invocation.tool, AgentTool):
-                return await self._run_subagent(invocation.tool, invocation)
+                return await self.run_subagent(invocation.tool, invocation)
             context = ToolContext(
                 tool_call_id=call.tool_call_id,
                 tool_name=call.tool_name,
@@ -459,71 +519,59 @@ class Driver:
             )
             value = await invocation.tool.invoke(invocation.kwargs, context)
         except Exception as exc:
-            return ToolOutcome(result=_error_result(invocation, f"{type(exc).__name__}: {exc}"))
+            return ToolOutcome(result=error_result(call, f"{type(exc).__name__}: {exc}"))
         return ToolOutcome(
             result=ToolResultPart(
                 tool_call_id=call.tool_call_id, tool_name=call.tool_name, result=value
             )
         )
 
-    async def _run_subagent(self, agent: AgentTool, invocation: ToolInvocation) -> ToolOutcome:
+    async def run_subagent(self, agent: AgentTool, invocation: ToolInvocation) -> ToolOutcome:
+        """Run an ``agent_tool`` call: a nested loop on :meth:`child_driver`'s driver.
+
+        Args:
+            agent: The sub-agent.
+            invocation: The parent's call of it (its ``prompt``).
+
+        Returns:
+            The sub-agent's final text as the call's result; the approvals it
+            waits for when it suspended with a checkpoint; an ``is_error``
+            result when it cannot run (nesting too deep) or suspended without one.
+
+        Raises:
+            Exception: What the child's leg raised (the model's error, an engine's).
+        """
         parent = self.options
         if parent.depth + 1 > MAX_AGENT_DEPTH:
-            return ToolOutcome(
-                result=_error_result(
-                    invocation, f"Sub-agent nesting is limited to {MAX_AGENT_DEPTH} levels."
-                )
-            )
-        assert agent.model is not None
-        options = LoopOptions(
-            model=agent.model,
-            tools=agent.tools,
-            instructions=agent.instructions,
-            max_steps=agent.max_steps,
-            max_tool_concurrency=agent.max_tool_concurrency,
-            approve_tool_call=parent.approve_tool_call,
-            approval_responses=parent.approval_responses,
-            approval_signer=parent.approval_signer,
-            approval_max_age_ms=parent.approval_max_age_ms,
-            deps=parent.deps,
-            agent_path=(*parent.agent_path, agent.name),
-            depth=parent.depth + 1,
-            session_run_id=parent.session_run_id or self.start.run_id,
-        )
-        child, durable = await self._child_driver(agent, options, invocation)
+            message = f"Sub-agent nesting is limited to {MAX_AGENT_DEPTH} levels."
+            return ToolOutcome(result=error_result(invocation.call, message))
+        options = child_options(parent, agent, self.start.run_id)
+        child, durable = await self.child_driver(agent, options, invocation)
         child.owner_check = self.owner_check
         result = await child.run()
-        if result.status == "suspended":
-            if durable:
-                return ToolOutcome(suspended=result.pending_approvals, usage=result.usage)
-            names = ", ".join(sorted({r.tool_name for r in result.pending_approvals})) or "a tool"
-            return ToolOutcome(
-                result=_error_result(
-                    invocation,
-                    f"Sub-agent {agent.name!r} needs approval for {names}, but there is no "
-                    "approver: run the parent with a durable session for client-mode "
-                    "approval, or pass approve_tool_call.",
-                ),
-                usage=result.usage,
-            )
-        return ToolOutcome(
-            result=ToolResultPart(
-                tool_call_id=invocation.call.tool_call_id,
-                tool_name=invocation.call.tool_name,
-                result=result.text,
-            ),
-            usage=result.usage,
-        )
+        return subagent_outcome(agent, invocation, result, durable=durable)
 
-    async def _child_driver(
+    async def child_driver(
         self, agent: AgentTool, options: LoopOptions, invocation: ToolInvocation
     ) -> tuple[Driver, bool]:
-        """The sub-agent's driver and whether it checkpoints (resumes from its own key).
+        """Hook: the driver of a sub-agent's loop, and whether it checkpoints.
 
-        A sub-agent with tools inside a durable run checkpoints under
-        :func:`child_run_id`; it resumes from there when the parent's step runs again.
+        Called by :meth:`run_subagent` each time the parent runs the call. A
+        sub-agent with tools inside a durable run checkpoints under
+        :func:`~nbdurable.loop.subagent.child_run_id`, and resumes from there
+        when the parent's step runs again; any other sub-agent starts from its
+        prompt and keeps nothing. An engine returns a driver of its own kind.
+
+        Args:
+            agent: The sub-agent.
+            options: The sub-agent's options (see ``child_options``).
+            invocation: The parent's call of it.
+
+        Returns:
+            The child's driver, and whether the child checkpoints (then a
+            suspension of the child suspends the parent too).
         """
-        prompt = (user(invocation.kwargs["prompt"]),)
+        prompt = subagent_prompt(invocation)
         durable = self.store is not None and self.start.run_id is not None and bool(agent.tools)
         if not durable:
             child = Driver(
@@ -537,290 +585,12 @@ class Driver:
         assert self.start.run_id is not None
         run_id = child_run_id(self.start.run_id, agent.name, invocation.call.tool_call_id)
         existing = await maybe_await(self.store.load(run_id))
-        start = (
-            leg_start_from_checkpoint(existing)
-            if existing is not None
-            else LegStart(messages=prompt, run_id=run_id, durable=True)
-        )
         child = Driver(
             options,
-            start,
+            child_start(prompt, run_id, existing),
             store=self.store,
             streaming=self.streaming,
             flush_interval=self.flush_interval,
             store_retry=self.store_retry,
         )
         return child, True
-
-
-def _error_result(invocation: ToolInvocation, message: str) -> ToolResultPart:
-    return ToolResultPart(
-        tool_call_id=invocation.call.tool_call_id,
-        tool_name=invocation.call.tool_name,
-        result=message,
-        is_error=True,
-    )
-
-
-# --- option handling shared by every entry point -----------------------------------
-
-
-def build_options(
-    *,
-    model: Any,
-    tools: Iterable[Tool] | Mapping[str, Tool] | None,
-    instructions: str | None,
-    max_steps: int,
-    stop_when: StopCondition | Sequence[StopCondition] | None,
-    prepare_step: PrepareStep | None,
-    max_tool_concurrency: int | None,
-    approve_tool_call: ApproveToolCall | None,
-    approval_responses: Sequence[ToolApprovalResponse] | None,
-    approval_signer: ApprovalSigner | None,
-    approval_max_age_ms: int | None,
-    deps: Deps | None,
-    agent_path: tuple[str, ...] = (),
-    output_type: Any = None,
-) -> LoopOptions:
-    """Validate and normalize the options every loop entry point takes."""
-    if stop_when is None:
-        conditions: tuple[StopCondition, ...] = ()
-    elif callable(stop_when):
-        conditions = (stop_when,)
-    else:
-        conditions = tuple(stop_when)
-    if approval_signer is not None and not isinstance(approval_signer, ApprovalSigner):
-        raise ConfigurationError("approval_signer must be an ApprovalSigner")
-    return LoopOptions(
-        model=model,
-        tools=normalize_tools(tools),
-        instructions=instructions,
-        max_steps=max_steps,
-        stop_when=conditions,
-        prepare_step=prepare_step,
-        max_tool_concurrency=max_tool_concurrency,
-        approve_tool_call=approve_tool_call,
-        approval_responses=tuple(approval_responses or ()),
-        approval_signer=approval_signer,
-        approval_max_age_ms=approval_max_age_ms,
-        deps=deps or Deps(),
-        agent_path=agent_path,
-        output=OutputSpec.of(output_type),
-    )
-
-
-def coerce_messages(messages: str | Message | Sequence[Message | str]) -> tuple[Message, ...]:
-    """Accept a prompt string, one message or a sequence; strings become user messages."""
-    if isinstance(messages, (str, Message)):
-        messages = [messages]
-    result = tuple(user(m) if isinstance(m, str) else m for m in messages)
-    if not result:
-        raise ConfigurationError("messages must not be empty")
-    for message in result:
-        if not isinstance(message, Message):
-            raise ConfigurationError(f"not a Message: {message!r}")
-        if message.role == "user" and all(
-            isinstance(p, TextPart) and not p.text.strip() for p in message.content
-        ):  # what runtime.submit refuses too: the model would be asked about nothing
-            raise ConfigurationError("a user message (the prompt) must not be blank")
-    return result
-
-
-def session_run_id(session: DurableSession | None, options: LoopOptions) -> str | None:
-    """The run id of a durable call (tools and a session), else None."""
-    if session is None or not options.tools:
-        return None
-    if not isinstance(session, DurableSession):
-        raise ConfigurationError("session must be a DurableSession(store, run_id=None)")
-    return session.run_id or options.deps.generate_id()
-
-
-def session_retry(session: DurableSession | None, options: LoopOptions) -> StoreRetry | None:
-    """The retry of a durable call's store calls (``DurableSession.store_retry_ms``)."""
-    if session is None:
-        return None
-    return StoreRetry.for_store(session.store, session.store_retry_ms, options.deps.logger)
-
-
-async def call_start(
-    messages: tuple[Message, ...],
-    session: DurableSession | None,
-    run_id: str | None,
-    options: LoopOptions,
-    retry: StoreRetry | None = None,
-) -> LegStart:
-    """Where a plain call starts; a run id the store knows continues its counters."""
-    if run_id is None or session is None:
-        return LegStart(messages=messages)
-    try:
-        if retry is None:
-            existing = await maybe_await(session.store.load(run_id))
-        else:
-            existing = await retry.acall("load a checkpoint", session.store.load, run_id)
-    except Exception as exc:
-        options.deps.logger.error("nbdurable: loading run %s failed: %r", run_id, exc)
-        existing = None
-    if existing is None:
-        return LegStart(messages=messages, run_id=run_id, durable=True)
-    return LegStart(
-        messages=messages,
-        next_step_index=existing.step_index + 1,
-        run_usage=existing.usage,
-        run_id=run_id,
-        durable=True,
-    )
-
-
-_OPTION_NAMES = (
-    "model",
-    "tools",
-    "instructions",
-    "max_steps",
-    "stop_when",
-    "prepare_step",
-    "max_tool_concurrency",
-    "approve_tool_call",
-    "approval_responses",
-    "approval_signer",
-    "approval_max_age_ms",
-    "deps",
-    "output_type",
-)
-
-
-def options_from(arguments: Mapping[str, Any], agent_path: tuple[str, ...] = ()) -> LoopOptions:
-    """Options from an entry point's own arguments (its ``locals()``).
-
-    The public entry points spell their options out for readers and type
-    checkers; this keeps the one place that turns them into :class:`LoopOptions`.
-    """
-    return build_options(**{name: arguments[name] for name in _OPTION_NAMES}, agent_path=agent_path)
-
-
-async def run_resumed(
-    store: SessionStore,
-    run_id: str,
-    arguments: Mapping[str, Any],
-    *,
-    emit: EmitFn = _ignore,
-    streaming: bool = False,
-) -> GenerateTextResult:
-    """A resume leg of ``run_id``: both resume functions, buffered and streaming."""
-    start, agent_path = await resume_start(store, run_id)
-    options = options_from(arguments, agent_path)
-    retry = StoreRetry.for_store(store, DEFAULT_STORE_RETRY_MS, options.deps.logger)
-    driver = Driver(
-        options,
-        start,
-        store=store,
-        emit=emit,
-        streaming=streaming,
-        reuse_responses=True,
-        store_retry=retry,
-    )
-    return await driver.run()
-
-
-async def resume_start(store: SessionStore, run_id: str) -> tuple[LegStart, tuple[str, ...]]:
-    """Load the latest checkpoint of ``run_id`` as the start of a new leg."""
-    checkpoint = await maybe_await(store.load(run_id))
-    if checkpoint is None:
-        raise CheckpointNotFoundError(run_id)
-    return leg_start_from_checkpoint(checkpoint), checkpoint.agent_path
-
-
-# --- the public async entry points ---------------------------------------------------
-
-
-async def generate_text(
-    *,
-    model: Any,
-    messages: str | Message | Sequence[Message | str],
-    tools: Iterable[Tool] | Mapping[str, Tool] | None = None,
-    instructions: str | None = None,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    stop_when: StopCondition | Sequence[StopCondition] | None = None,
-    prepare_step: PrepareStep | None = None,
-    max_tool_concurrency: int | None = None,
-    approve_tool_call: ApproveToolCall | None = None,
-    approval_responses: Sequence[ToolApprovalResponse] | None = None,
-    approval_signer: ApprovalSigner | None = None,
-    approval_max_age_ms: int | None = None,
-    output_type: Any = None,
-    session: DurableSession | None = None,
-    deps: Deps | None = None,
-) -> GenerateTextResult:
-    """Run the agent loop to completion or suspension.
-
-    Args:
-        model: The model (see :class:`~nbdurable.models.Model`).
-        messages: The conversation so far; a string is one user message.
-        tools: Tools the model may call (a list or a name -> tool mapping).
-        instructions: System instructions sent with every model call.
-        max_steps: Runaway guard: the run ends (``finish_reason="max_steps"``)
-            once it has this many steps, counted across legs.
-        stop_when: Stop conditions checked after each tool step, e.g.
-            ``total_tokens_exceed(10_000)``; they see the whole run's usage.
-        prepare_step: Called before each step; may return a
-            :class:`PrepareStepResult` overriding model, tools, messages or
-            instructions for that step.
-        max_tool_concurrency: How many calls of one batch run at once (None: all).
-        approve_tool_call: Server-mode approver for gated calls; without it
-            gated calls suspend the run (client mode).
-        approval_responses: Verdicts for calls awaiting approval in ``messages``.
-        approval_signer: Signs approval requests and verifies returned tokens.
-        approval_max_age_ms: Tokens this old or older are refused.
-        output_type: Structured output: the final answer must be JSON of this type
-            (a pydantic model, dataclass or TypedDict); the result's ``output``
-            holds it validated. A failed validation is an ``OutputValidationError``.
-        session: ``DurableSession(store, run_id)`` to checkpoint every step
-            (only calls with tools checkpoint).
-        deps: Clock, id generator and logger.
-
-    Returns:
-        The leg's :class:`GenerateTextResult`.
-
-    Raises:
-        ConfigurationError: Invalid options.
-        Exception: Whatever the model raised (tool errors never raise).
-    """
-    options = options_from(locals())
-    history = coerce_messages(messages)
-    run_id = session_run_id(session, options)
-    retry = session_retry(session, options)
-    start = await call_start(history, session, run_id, options, retry)
-    store = session.store if (session is not None and run_id is not None) else None
-    return await Driver(options, start, store=store, store_retry=retry).run()
-
-
-async def resume_from_checkpoint(
-    store: SessionStore,
-    run_id: str,
-    *,
-    model: Any,
-    tools: Iterable[Tool] | Mapping[str, Tool] | None = None,
-    instructions: str | None = None,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    stop_when: StopCondition | Sequence[StopCondition] | None = None,
-    prepare_step: PrepareStep | None = None,
-    max_tool_concurrency: int | None = None,
-    approve_tool_call: ApproveToolCall | None = None,
-    approval_responses: Sequence[ToolApprovalResponse] | None = None,
-    approval_signer: ApprovalSigner | None = None,
-    approval_max_age_ms: int | None = None,
-    output_type: Any = None,
-    deps: Deps | None = None,
-) -> GenerateTextResult:
-    """Continue a durable run from its latest checkpoint.
-
-    Takes the options of :func:`generate_text` except ``messages`` (the
-    checkpoint's history) and ``session`` (``store`` + ``run_id``). Pending
-    approvals are settled from ``approval_responses``: approved calls run,
-    denied ones become is_error results with the reason, unanswered ones are
-    denied. ``step_index`` and cumulative usage continue; the result's
-    ``usage`` is this leg's own.
-
-    Raises:
-        CheckpointNotFoundError: The store has no checkpoint for ``run_id``.
-    """
-    return await run_resumed(store, run_id, locals())

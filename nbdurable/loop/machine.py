@@ -15,26 +15,41 @@ trailing calls before its first model call.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Union
+from collections.abc import Generator
+from typing import Any, Literal
 
 from .._errors import OutputValidationError
-from ..durable.checkpoint import AgentCheckpoint, CheckpointStatus, ForkPoint
-from ..durable.signer import TOKEN_DENIAL_REASON, token_matches
+from ..durable.checkpoint import AgentCheckpoint, CheckpointStatus
 from ..messages import (
-    ApprovalRequestPart,
     Message,
-    Part,
     ToolApprovalRequest,
-    ToolApprovalResponse,
     ToolCallPart,
     ToolResultPart,
     Usage,
-    tool_message,
 )
 from ..models.base import Model, ModelRequest, ModelResponse
-from ..tools import Tool, ToolArgumentsError
+from ..tools import Tool
+from .approvals import NO_VERDICT_REASON, Approvals
+from .batch import CLIENT_TOOL_PLACEHOLDER, Batch, BatchRunner
+from .effects import (
+    AskApprover,
+    CallModel,
+    Effect,
+    Emit,
+    EvaluateGates,
+    ExecuteTools,
+    PrepareStepCall,
+    SaveCheckpoint,
+    ToolInvocation,
+    ToolOutcome,
+)
+from .history import (
+    final_text,
+    model_view,
+    tool_message_for,
+    trailing_calls,
+    with_approval_parts,
+)
 from .options import (
     GenerateTextResult,
     LoopOptions,
@@ -48,11 +63,13 @@ from .parts import (
     FinishPart,
     StepFinishPart,
     StepStartPart,
-    StreamPart,
     ToolCallStreamPart,
     ToolResultStreamPart,
 )
+from .start import LegStart, leg_start_from_checkpoint
 
+# The effects and the leg start are defined beside the machine; importing them
+# from here keeps working.
 __all__ = [
     "CLIENT_TOOL_PLACEHOLDER",
     "NO_VERDICT_REASON",
@@ -71,151 +88,7 @@ __all__ = [
     "leg_start_from_checkpoint",
 ]
 
-CLIENT_TOOL_PLACEHOLDER = "No result provided for this client tool."
-NO_VERDICT_REASON = "No verdict was given for this approval request; denied by default."
-DEFAULT_DENIAL_REASON = "Denied by user."
-
-
-@dataclass(frozen=True)
-class ToolInvocation:
-    """A validated call, ready to run."""
-
-    tool: Tool
-    call: ToolCallPart
-    kwargs: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    """What running one call gave: a result, or the approvals a sub-agent now waits for.
-
-    Attributes:
-        result: The tool result (None when the call suspended).
-        suspended: Requests a suspended sub-agent waits for (None when it did not suspend).
-        usage: Model usage spent inside the call (sub-agents), added to the step.
-    """
-
-    result: ToolResultPart | None = None
-    suspended: tuple[ToolApprovalRequest, ...] | None = None
-    usage: Usage | None = None
-
-
-# --- effects -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Emit:
-    """Deliver a stream part to subscribers. Send back None."""
-
-    part: StreamPart
-
-
-@dataclass(frozen=True)
-class SaveCheckpoint:
-    """Save a checkpoint (best-effort). Send back None."""
-
-    checkpoint: AgentCheckpoint
-
-
-@dataclass(frozen=True)
-class PrepareStepCall:
-    """Call ``prepare_step``. Send back its ``PrepareStepResult`` or None."""
-
-    context: StepContext
-
-
-@dataclass(frozen=True)
-class CallModel:
-    """Call the model. Send back a :class:`ModelResponse` (raise into the driver on failure)."""
-
-    step_index: int
-    model: Model
-    request: ModelRequest
-
-
-@dataclass(frozen=True)
-class EvaluateGates:
-    """Evaluate callable ``needs_approval`` gates. Send back one bool per invocation."""
-
-    invocations: tuple[ToolInvocation, ...]
-
-
-@dataclass(frozen=True)
-class AskApprover:
-    """Ask the server-mode approver. Send back one :class:`ToolApprovalResponse` per request."""
-
-    requests: tuple[ToolApprovalRequest, ...]
-
-
-@dataclass(frozen=True)
-class ExecuteTools:
-    """Run tools. Send back one :class:`ToolOutcome` (or None if not started) per invocation.
-
-    With ``max_concurrency == 1`` calls run in order and the ones after a
-    suspended call are not started.
-    """
-
-    step_index: int
-    invocations: tuple[ToolInvocation, ...]
-    max_concurrency: int | None
-
-
-Effect = Union[
-    Emit, SaveCheckpoint, PrepareStepCall, CallModel, EvaluateGates, AskApprover, ExecuteTools
-]
-
-
-@dataclass(frozen=True)
-class LegStart:
-    """Where a leg starts.
-
-    Attributes:
-        messages: History so far (the checkpoint's, or the caller's).
-        next_step_index: Index the next step gets.
-        run_usage: Cumulative usage before this leg.
-        run_id: The durable run id (None without a session or tools).
-        durable: Whether to save checkpoints.
-        completed: The stored checkpoint when resuming a completed run (no new step).
-        known_approvals: Approval ids pending in the checkpoint (sub-agents' included),
-            so verdicts that match nothing can be reported.
-        forked_from: The fork point the run's checkpoints carry (a forked run's lineage).
-    """
-
-    messages: tuple[Message, ...]
-    next_step_index: int = 0
-    run_usage: Usage = Usage()
-    run_id: str | None = None
-    durable: bool = False
-    completed: AgentCheckpoint | None = None
-    known_approvals: frozenset[str] = frozenset()
-    forked_from: ForkPoint | None = None
-
-
-def leg_start_from_checkpoint(checkpoint: AgentCheckpoint) -> LegStart:
-    """The start of a leg that continues ``checkpoint``."""
-    return LegStart(
-        messages=checkpoint.messages,
-        next_step_index=checkpoint.step_index + 1,
-        run_usage=checkpoint.usage,
-        run_id=checkpoint.run_id,
-        durable=True,
-        completed=checkpoint if checkpoint.status == "completed" else None,
-        known_approvals=frozenset(r.approval_id for r in checkpoint.pending_approvals),
-        forked_from=checkpoint.forked_from,
-    )
-
-
-@dataclass
-class _Batch:
-    """The outcome of running one batch of calls."""
-
-    results: dict[str, ToolResultPart] = field(default_factory=dict)
-    own_requests: list[ToolApprovalRequest] = field(default_factory=list)
-    child_requests: list[ToolApprovalRequest] = field(default_factory=list)
-    client_calls: list[ToolCallPart] = field(default_factory=list)
-    verdicts: dict[str, ToolApprovalResponse] = field(default_factory=dict)
-    usage: Usage = Usage()
-    suspended: bool = False
+Status = Literal["completed", "suspended"]
 
 
 class AgentMachine:
@@ -229,116 +102,141 @@ class AgentMachine:
     def __init__(self, options: LoopOptions, start: LegStart) -> None:
         self.options = options
         self.start = start
-        self._responses = {r.approval_id: r for r in options.approval_responses}
-        self._warned_unchecked = False
+        self._approvals = Approvals(options, start)
+        self._batches = BatchRunner(options, self._approvals)
         self._view_cache: tuple[tuple[Message, ...], tuple[Message, ...]] | None = None
-
-    # -- public ----------------------------------------------------------------
-
-    def run(self) -> Generator[Effect, Any, GenerateTextResult]:
-        """Drive the leg; returns the leg's result."""
-        start = self.start
-        if start.completed is not None:
-            return (yield from self._finish_completed(start.completed))
-
+        # The leg's state: the history, the next step, usage, the steps run so far.
         self._messages = start.messages
         self._step_index = start.next_step_index
         self._run_usage = start.run_usage
         self._leg_usage = Usage()
         self._steps: list[StepResult] = []
+        # Whether the last thing this leg did was settle trailing calls (a tool
+        # message the stop conditions have not seen yet), and what settling spent
+        # (counted in the first step's usage).
         self._settled = False
-        settle_usage = Usage()
+        self._settle_usage = Usage()
 
-        trailing = _trailing_calls(self._messages)
-        self._warn_unmatched_responses(trailing)
-        if trailing is not None:
-            index, calls = trailing
-            assistant = self._messages[index]
-            batch = yield from self._run_batch(self._step_index, assistant, calls, settling=True)
-            self._add_usage(batch.usage)
-            settle_usage = batch.usage
-            if batch.suspended:
-                updated = _with_approval_parts(assistant, batch)
-                self._messages = (*self._messages[:index], updated, *self._messages[index + 1 :])
-                return (yield from self._suspend(batch, self._step_index))
-            yield from self._emit_verdicts(self._step_index, assistant, batch)
-            yield from self._emit_results(self._step_index, calls, batch.results)
-            self._messages = (*self._messages, _tool_message_for(calls, batch.results))
-            self._settled = True
-        elif start.next_step_index > 0 and self._stop_requested(start.next_step_index - 1):
-            # A leg that ends before any new step still records the ending, at the
-            # next index (indices only grow), so the store never shows a finished
-            # run as running.
-            return (yield from self._end(self._step_index, "stop_condition", save=True))
+    # -- public ----------------------------------------------------------------
 
-        while True:
-            step_index = self._step_index
-            if step_index >= self.options.max_steps:
-                return (yield from self._end(step_index, "max_steps", save=True))
-            if self._settled and self._stop_requested(step_index - 1):
-                return (yield from self._end(step_index, "stop_condition", save=True))
-            yield Emit(StepStartPart(step_index=step_index))
-            model, tools, request = yield from self._prepare(step_index)
-            response = yield CallModel(step_index=step_index, model=model, request=request)
-            if not isinstance(response, ModelResponse):
-                raise TypeError(
-                    f"CallModel must be answered with a ModelResponse, not {response!r}"
-                )
-            step_usage = response.usage + settle_usage
-            settle_usage = Usage()
-            self._add_usage(response.usage)
-            assistant = Message(role="assistant", content=response.content)
-            calls = response.tool_calls
-            for call in calls:
-                yield Emit(ToolCallStreamPart(step_index=step_index, tool_call=call))
+    def run(self) -> Generator[Effect, Any, GenerateTextResult]:
+        """Drive the leg: settle trailing calls, then run steps until the leg ends.
 
-            if not calls:
-                self._messages = (*self._messages, assistant)
-                self._record_step(step_index, response, (), step_usage)
-                yield Emit(
-                    StepFinishPart(
-                        step_index=step_index,
-                        usage=step_usage,
-                        finish_reason=response.finish_reason,
-                    )
-                )
-                return (yield from self._end(step_index, response.finish_reason, save=True))
-
-            batch = yield from self._run_batch(
-                step_index, assistant, calls, settling=False, tools=tools
-            )
-            self._add_usage(batch.usage)
-            step_usage = step_usage + batch.usage
-            if batch.suspended:
-                self._messages = (*self._messages, _with_approval_parts(assistant, batch))
-                self._record_step(step_index, response, (), step_usage)
-                yield Emit(
-                    StepFinishPart(
-                        step_index=step_index,
-                        usage=step_usage,
-                        finish_reason=response.finish_reason,
-                    )
-                )
-                return (yield from self._suspend(batch, step_index))
-
-            yield from self._emit_results(step_index, calls, batch.results)
-            tool_msg = _tool_message_for(calls, batch.results)
-            self._messages = (*self._messages, assistant, tool_msg)
-            self._record_step(step_index, response, tool_msg.tool_results, step_usage)
-            self._settled = False
-            yield Emit(
-                StepFinishPart(
-                    step_index=step_index, usage=step_usage, finish_reason=response.finish_reason
-                )
-            )
-            if self._stop_requested(step_index):
-                return (yield from self._end(step_index, "stop_condition", save=True))
-            if step_index + 1 >= self.options.max_steps:
-                return (yield from self._end(step_index, "max_steps", save=True))
-            yield from self._save(step_index, "running")
-            self._step_index = step_index + 1
+        Returns:
+            The leg's result (completed or suspended).
+        """
+        if self.start.completed is not None:
+            return (yield from self._finish_completed(self.start.completed))
+        ended = yield from self._settle()
+        while ended is None:
+            ended = yield from self._step(self._step_index)
+        return ended
 
     # -- steps -----------------------------------------------------------------
+
+    def _settle(self) -> Generator[Effect, Any, GenerateTextResult | None]:
+        """Settle the calls the history ends with; the leg's result if it ends here."""
+        trailing = trailing_calls(self._messages)
+        recorded = self._messages[trailing[0]].approval_requests if trailing is not None else ()
+        self._approvals.warn_unmatched(recorded)
+        if trailing is None:
+            previous = self.start.next_step_index - 1
+            if previous >= 0 and self._stop_requested(previous):
+                # A leg that ends before any new step still records the ending, at the
+                # next index (indices only grow), so the store never shows a finished
+                # run as running.
+                return (yield from self._end(self._step_index, "stop_condition"))
+            return None
+        index, calls = trailing
+        assistant = self._messages[index]
+        batch = yield from self._batches.run(self._step_index, assistant, calls, settling=True)
+        self._add_usage(batch.usage)
+        self._settle_usage = batch.usage
+        if batch.suspended:
+            updated = with_approval_parts(assistant, batch.verdicts, batch.own_requests)
+            self._messages = (*self._messages[:index], updated, *self._messages[index + 1 :])
+            return (yield from self._suspend(batch, self._step_index))
+        yield from self._emit_verdicts(self._step_index, assistant, batch)
+        yield from self._emit_results(self._step_index, calls, batch.results)
+        self._messages = (*self._messages, tool_message_for(calls, batch.results))
+        self._settled = True
+        return None
+
+    def _step(self, step_index: int) -> Generator[Effect, Any, GenerateTextResult | None]:
+        """One step: a model call and the tools it asked for; the leg's result if it ends."""
+        if step_index >= self.options.max_steps:
+            return (yield from self._end(step_index, "max_steps"))
+        if self._settled and self._stop_requested(step_index - 1):
+            return (yield from self._end(step_index, "stop_condition"))
+        yield Emit(StepStartPart(step_index=step_index))
+        model, tools, request = yield from self._prepare(step_index)
+        response = yield from self._call_model(step_index, model, request)
+        step_usage = response.usage + self._settle_usage
+        self._settle_usage = Usage()
+        self._add_usage(response.usage)
+        assistant = Message(role="assistant", content=response.content)
+        calls = response.tool_calls
+        for call in calls:
+            yield Emit(ToolCallStreamPart(step_index=step_index, tool_call=call))
+
+        if not calls:
+            self._messages = (*self._messages, assistant)
+            yield from self._finish_step(step_index, response, (), step_usage)
+            return (yield from self._end(step_index, response.finish_reason))
+
+        batch = yield from self._batches.run(
+            step_index, assistant, calls, settling=False, tools=tools
+        )
+        self._add_usage(batch.usage)
+        step_usage = step_usage + batch.usage
+        if batch.suspended:
+            waiting = with_approval_parts(assistant, batch.verdicts, batch.own_requests)
+            self._messages = (*self._messages, waiting)
+            yield from self._finish_step(step_index, response, (), step_usage)
+            return (yield from self._suspend(batch, step_index))
+
+        yield from self._emit_results(step_index, calls, batch.results)
+        tool_msg = tool_message_for(calls, batch.results)
+        self._messages = (*self._messages, assistant, tool_msg)
+        self._settled = False
+        yield from self._finish_step(step_index, response, tool_msg.tool_results, step_usage)
+        if self._stop_requested(step_index):
+            return (yield from self._end(step_index, "stop_condition"))
+        if step_index + 1 >= self.options.max_steps:
+            return (yield from self._end(step_index, "max_steps"))
+        yield from self._save(step_index, "running")
+        self._step_index = step_index + 1
+        return None
+
+    def _call_model(
+        self, step_index: int, model: Model, request: ModelRequest
+    ) -> Generator[Effect, Any, ModelResponse]:
+        response = yield CallModel(step_index=step_index, model=model, request=request)
+        if not isinstance(response, ModelResponse):
+            raise TypeError(f"CallModel must be answered with a ModelResponse, not {response!r}")
+        return response
+
+    def _finish_step(
+        self,
+        step_index: int,
+        response: ModelResponse,
+        results: tuple[ToolResultPart, ...],
+        usage: Usage,
+    ) -> Generator[Effect, Any, None]:
+        """Record the step and emit its ``step_finish`` part."""
+        self._steps.append(
+            StepResult(
+                step_index=step_index,
+                text=response.text,
+                tool_calls=response.tool_calls,
+                tool_results=results,
+                usage=usage,
+                finish_reason=response.finish_reason,
+            )
+        )
+        yield Emit(
+            StepFinishPart(step_index=step_index, usage=usage, finish_reason=response.finish_reason)
+        )
 
     def _prepare(
         self, step_index: int
@@ -378,205 +276,16 @@ class AgentMachine:
             source, view = cached
             n = len(source)
             if n <= len(messages) and (n == 0 or messages[n - 1] is source[-1]):
-                view = (*view, *_model_view(messages[n:]))
+                view = (*view, *model_view(messages[n:]))
                 self._view_cache = (messages, view)
                 return view
-        view = _model_view(messages)
+        view = model_view(messages)
         self._view_cache = (messages, view)
         return view
 
-    def _run_batch(
-        self,
-        step_index: int,
-        assistant: Message,
-        calls: tuple[ToolCallPart, ...],
-        *,
-        settling: bool,
-        tools: Mapping[str, Tool] | None = None,
-    ) -> Generator[Effect, Any, _Batch]:
-        """Validate, gate and run one batch of calls."""
-        options = self.options
-        available = options.tools if tools is None else tools
-        recorded = _recorded_requests(assistant) if settling else {}
-        batch = _Batch()
-        runnable: list[ToolInvocation] = []
-        to_gate: list[ToolInvocation] = []
-
-        for call in calls:
-            tool = available.get(call.tool_name)
-            if tool is None:
-                batch.results[call.tool_call_id] = _error(call, _unknown_tool(call, available))
-                continue
-            try:
-                kwargs = tool.validate_args(call.args)
-            except ToolArgumentsError as exc:
-                batch.results[call.tool_call_id] = _error(call, str(exc))
-                continue
-            invocation = ToolInvocation(tool=tool, call=call, kwargs=kwargs)
-            if call.tool_call_id in recorded:
-                request, prior = recorded[call.tool_call_id]
-                verdict = prior or self._verdict(request)
-                batch.verdicts[call.tool_call_id] = verdict
-                if verdict.approved:
-                    if tool.is_client_tool:
-                        batch.results[call.tool_call_id] = _error(call, CLIENT_TOOL_PLACEHOLDER)
-                    else:
-                        runnable.append(invocation)
-                else:
-                    batch.results[call.tool_call_id] = _error(
-                        call, verdict.reason or DEFAULT_DENIAL_REASON
-                    )
-            elif settling and tool.is_client_tool:
-                batch.results[call.tool_call_id] = _error(call, CLIENT_TOOL_PLACEHOLDER)
-            elif tool.needs_approval is False:
-                runnable.append(invocation)
-            else:
-                to_gate.append(invocation)
-
-        gated: list[ToolInvocation] = []
-        if to_gate:
-            callables = [inv for inv in to_gate if not isinstance(inv.tool.needs_approval, bool)]
-            decisions: dict[str, bool] = {}
-            if callables:
-                answers = yield EvaluateGates(tuple(callables))
-                decisions = {
-                    inv.call.tool_call_id: bool(a)
-                    for inv, a in zip(callables, answers, strict=False)
-                }
-            for inv in to_gate:
-                needed = decisions.get(inv.call.tool_call_id, inv.tool.needs_approval is True)
-                (gated if needed else runnable).append(inv)
-
-        if gated:
-            requests = tuple(self._new_request(inv) for inv in gated)
-            if options.approve_tool_call is not None:
-                answers = yield AskApprover(requests)
-                for inv, answer in zip(gated, answers, strict=False):
-                    if answer.approved:
-                        runnable.append(inv)
-                    else:
-                        batch.results[inv.call.tool_call_id] = _error(
-                            inv.call, answer.reason or DEFAULT_DENIAL_REASON
-                        )
-            else:
-                batch.own_requests.extend(self._signed(r) for r in requests)
-
-        clients = [inv for inv in runnable if inv.tool.is_client_tool]
-        batch.client_calls.extend(inv.call for inv in clients)
-        runnable = [inv for inv in runnable if not inv.tool.is_client_tool]
-        if batch.own_requests or batch.client_calls:
-            # Nothing in a step that waits for a human runs before the human answers.
-            batch.suspended = True
-            return batch
-
-        order = {call.tool_call_id: i for i, call in enumerate(calls)}
-        runnable.sort(key=lambda inv: order[inv.call.tool_call_id])
-        if runnable:
-            outcomes = yield ExecuteTools(
-                step_index=step_index,
-                invocations=tuple(runnable),
-                max_concurrency=options.max_tool_concurrency,
-            )
-            for inv, outcome in zip(runnable, outcomes, strict=False):
-                if outcome is None:
-                    continue
-                if outcome.usage is not None:
-                    batch.usage = batch.usage + outcome.usage
-                if outcome.suspended is not None:
-                    batch.suspended = True
-                    batch.child_requests.extend(outcome.suspended)
-                elif outcome.result is not None:
-                    batch.results[inv.call.tool_call_id] = outcome.result
-        return batch
-
-    def _warn_unmatched_responses(
-        self, trailing: tuple[int, tuple[ToolCallPart, ...]] | None
-    ) -> None:
-        if not self._responses or self.options.depth > 0:
-            return  # sub-agents see their parent's verdicts for every level
-        known = set(self.start.known_approvals)
-        if trailing is not None:
-            known.update(r.approval_id for r in self._messages[trailing[0]].approval_requests)
-        for approval_id in self._responses.keys() - known:
-            self.options.deps.logger.warning(
-                "nbdurable: ignoring approval response %s: it matches no pending approval",
-                approval_id,
-            )
-
-    def _verdict(self, request: ToolApprovalRequest) -> ToolApprovalResponse:
-        """Settle one recorded request from this leg's approval responses."""
-        options = self.options
-        response = self._responses.get(request.approval_id)
-        if response is None:
-            return ToolApprovalResponse(
-                approval_id=request.approval_id, approved=False, reason=NO_VERDICT_REASON
-            )
-        if not response.approved:
-            return ToolApprovalResponse(
-                approval_id=request.approval_id,
-                approved=False,
-                reason=response.reason or DEFAULT_DENIAL_REASON,
-            )
-        if options.approval_signer is None and request.token is not None:
-            self._warn_unchecked(request)
-        if options.approval_signer is not None and not token_matches(
-            options.approval_signer,
-            response.token,
-            request,
-            run_id=self._session_run_id,
-            max_age_ms=options.approval_max_age_ms,
-        ):
-            return ToolApprovalResponse(
-                approval_id=request.approval_id, approved=False, reason=TOKEN_DENIAL_REASON
-            )
-        return ToolApprovalResponse(approval_id=request.approval_id, approved=True)
-
-    def _warn_unchecked(self, request: ToolApprovalRequest) -> None:
-        """Approvals are honoured without a signer; say so (once a leg) when they were signed."""
-        if self._warned_unchecked:
-            return
-        self._warned_unchecked = True
-        self.options.deps.logger.warning(
-            "nbdurable: run %s: approving signed requests (first: %s) without approval_signer: "
-            "their tokens are not checked; pass approval_signer= to verify them",
-            self.start.run_id,
-            request.approval_id,
-        )
-
-    @property
-    def _session_run_id(self) -> str | None:
-        """The run id tokens bind: the session's, also inside a sub-agent."""
-        return self.options.session_run_id or self.start.run_id
-
-    def _new_request(self, invocation: ToolInvocation) -> ToolApprovalRequest:
-        return ToolApprovalRequest(
-            approval_id=f"approval_{self.options.deps.generate_id()}",
-            tool_call_id=invocation.call.tool_call_id,
-            tool_name=invocation.call.tool_name,
-            input=dict(invocation.call.args),
-            agent_path=self.options.agent_path,
-        )
-
-    def _signed(self, request: ToolApprovalRequest) -> ToolApprovalRequest:
-        signer = self.options.approval_signer
-        if signer is None:
-            return request
-        try:
-            token = signer.sign(
-                request, run_id=self._session_run_id if self.start.durable else None
-            )
-        except Exception as exc:  # best-effort: unsigned requests are denied on resume
-            self.options.deps.logger.error(
-                "nbdurable: signing approval %s failed: %r", request.approval_id, exc
-            )
-            return request
-        return request.model_copy(update={"token": token})
-
     # -- endings ---------------------------------------------------------------
 
-    def _suspend(
-        self, batch: _Batch, step_index: int
-    ) -> Generator[Effect, Any, GenerateTextResult]:
+    def _suspend(self, batch: Batch, step_index: int) -> Generator[Effect, Any, GenerateTextResult]:
         pending = (*batch.own_requests, *batch.child_requests)
         for request in pending:
             yield Emit(ApprovalRequestStreamPart(step_index=step_index, request=request))
@@ -591,16 +300,13 @@ class AgentMachine:
             )
         )
 
-    def _end(
-        self, step_index: int, reason: str, *, save: bool
-    ) -> Generator[Effect, Any, GenerateTextResult]:
-        if save:
-            yield from self._save(step_index, "completed", finish_reason=reason)
+    def _end(self, step_index: int, reason: str) -> Generator[Effect, Any, GenerateTextResult]:
+        yield from self._save(step_index, "completed", finish_reason=reason)
         return (yield from self._finish("completed", reason, step_index))
 
     def _finish(
         self,
-        status: Any,
+        status: Status,
         reason: str,
         step_index: int,
         *,
@@ -616,7 +322,7 @@ class AgentMachine:
             )
         )
         initial = len(self.start.messages)
-        text = _final_text(self._messages)
+        text = final_text(self._messages)
         return GenerateTextResult(
             text=text,
             output=self._output(status, reason, text),
@@ -645,7 +351,7 @@ class AgentMachine:
                 total_usage=checkpoint.usage,
             )
         )
-        text = _final_text(checkpoint.messages)
+        text = final_text(checkpoint.messages)
         return GenerateTextResult(
             text=text,
             output=self._output("completed", reason, text),
@@ -698,7 +404,7 @@ class AgentMachine:
     # -- helpers ---------------------------------------------------------------
 
     def _emit_verdicts(
-        self, step_index: int, assistant: Message, batch: _Batch
+        self, step_index: int, assistant: Message, batch: Batch
     ) -> Generator[Effect, Any, None]:
         requests = {r.tool_call_id: r for r in assistant.approval_requests}
         for tool_call_id, verdict in batch.verdicts.items():
@@ -724,24 +430,6 @@ class AgentMachine:
         self._leg_usage = self._leg_usage + usage
         self._run_usage = self._run_usage + usage
 
-    def _record_step(
-        self,
-        step_index: int,
-        response: ModelResponse,
-        results: tuple[ToolResultPart, ...],
-        usage: Usage,
-    ) -> None:
-        self._steps.append(
-            StepResult(
-                step_index=step_index,
-                text=response.text,
-                tool_calls=response.tool_calls,
-                tool_results=results,
-                usage=usage,
-                finish_reason=response.finish_reason,
-            )
-        )
-
     def _context(self, step_index: int) -> StepContext:
         return StepContext(
             step_index=step_index,
@@ -757,83 +445,3 @@ class AgentMachine:
             return False
         context = self._context(step_index)
         return any(condition(context) for condition in self.options.stop_when)
-
-
-# --- pure helpers --------------------------------------------------------------
-
-
-def _trailing_calls(
-    messages: tuple[Message, ...],
-) -> tuple[int, tuple[ToolCallPart, ...]] | None:
-    """The last assistant message's calls that no following tool message answers."""
-    answered: set[str] = set()
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message.role == "tool":
-            answered.update(r.tool_call_id for r in message.tool_results)
-            continue
-        if message.role != "assistant":
-            return None
-        unresolved = tuple(c for c in message.tool_calls if c.tool_call_id not in answered)
-        return (index, unresolved) if unresolved else None
-    return None
-
-
-def _recorded_requests(
-    assistant: Message,
-) -> dict[str, tuple[ToolApprovalRequest, ToolApprovalResponse | None]]:
-    return {
-        part.request.tool_call_id: (part.request, part.verdict)
-        for part in assistant.content
-        if isinstance(part, ApprovalRequestPart)
-    }
-
-
-def _with_approval_parts(assistant: Message, batch: _Batch) -> Message:
-    """The assistant message with its approval requests (and settled verdicts) recorded."""
-    content: list[Part] = []
-    for part in assistant.content:
-        if isinstance(part, ApprovalRequestPart):
-            verdict = batch.verdicts.get(part.request.tool_call_id)
-            if verdict is not None and part.verdict is None:
-                part = part.model_copy(update={"verdict": verdict})
-        content.append(part)
-    content.extend(ApprovalRequestPart(request=r) for r in batch.own_requests)
-    return assistant.model_copy(update={"content": tuple(content)})
-
-
-def _model_view(messages: tuple[Message, ...]) -> tuple[Message, ...]:
-    """Messages as a model sees them: approval bookkeeping parts left out."""
-    if not any(isinstance(p, ApprovalRequestPart) for m in messages for p in m.content):
-        return messages
-    view = []
-    for message in messages:
-        if any(isinstance(p, ApprovalRequestPart) for p in message.content):
-            kept = tuple(p for p in message.content if not isinstance(p, ApprovalRequestPart))
-            message = message.model_copy(update={"content": kept})
-        view.append(message)
-    return tuple(view)
-
-
-def _tool_message_for(
-    calls: tuple[ToolCallPart, ...], results: dict[str, ToolResultPart]
-) -> Message:
-    return tool_message([results[c.tool_call_id] for c in calls if c.tool_call_id in results])
-
-
-def _error(call: ToolCallPart, message: str) -> ToolResultPart:
-    return ToolResultPart(
-        tool_call_id=call.tool_call_id, tool_name=call.tool_name, result=message, is_error=True
-    )
-
-
-def _unknown_tool(call: ToolCallPart, available: Mapping[str, Tool]) -> str:
-    names = ", ".join(sorted(available)) or "none"
-    return f"Unknown tool {call.tool_name!r}. Available tools: {names}."
-
-
-def _final_text(messages: tuple[Message, ...]) -> str:
-    for message in reversed(messages):
-        if message.role == "assistant":
-            return message.text
-    return ""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,7 +18,7 @@ from ..messages import (
     Usage,
 )
 from ..models.base import Model
-from ..tools import Tool
+from ..tools import Tool, normalize_tools
 from .output import OutputSpec
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "StepContext",
     "StepResult",
     "StopCondition",
+    "build_options",
     "cost_exceeds",
     "step_count_is",
     "total_tokens_exceed",
@@ -220,3 +221,55 @@ class GenerateTextResult:
     run_id: str | None = None
     step_index: int = -1
     output: Any = None
+
+
+def build_options(
+    *,
+    model: Model,
+    tools: Iterable[Tool] | Mapping[str, Tool] | None,
+    instructions: str | None,
+    max_steps: int,
+    stop_when: StopCondition | Sequence[StopCondition] | None,
+    prepare_step: PrepareStep | None,
+    max_tool_concurrency: int | None,
+    approve_tool_call: ApproveToolCall | None,
+    approval_responses: Sequence[ToolApprovalResponse] | None,
+    approval_signer: ApprovalSigner | None,
+    approval_max_age_ms: int | None,
+    deps: Deps | None,
+    agent_path: tuple[str, ...] = (),
+    output_type: type[Any] | None = None,
+) -> LoopOptions:
+    """Validate and normalize the options every loop entry point takes.
+
+    Each entry point (``generate_text``, ``stream_chat`` and the resumes)
+    passes its own parameters here by name, so the type checker sees a
+    renamed or retyped parameter.
+
+    Raises:
+        ConfigurationError: An invalid option.
+    """
+    if stop_when is None:
+        conditions: tuple[StopCondition, ...] = ()
+    elif callable(stop_when):
+        conditions = (stop_when,)
+    else:
+        conditions = tuple(stop_when)
+    if approval_signer is not None and not isinstance(approval_signer, ApprovalSigner):
+        raise ConfigurationError("approval_signer must be an ApprovalSigner")
+    return LoopOptions(
+        model=model,
+        tools=normalize_tools(tools),
+        instructions=instructions,
+        max_steps=max_steps,
+        stop_when=conditions,
+        prepare_step=prepare_step,
+        max_tool_concurrency=max_tool_concurrency,
+        approve_tool_call=approve_tool_call,
+        approval_responses=tuple(approval_responses or ()),
+        approval_signer=approval_signer,
+        approval_max_age_ms=approval_max_age_ms,
+        deps=deps or Deps(),
+        agent_path=agent_path,
+        output=OutputSpec.of(output_type),
+    )

@@ -18,25 +18,22 @@ from .._deps import Deps
 from ..durable.signer import ApprovalSigner
 from ..durable.store import DurableSession, SessionStore
 from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, Usage
+from ..models.base import Model
 from ..tools import Tool
-from .driver import (
-    Driver,
-    call_start,
-    coerce_messages,
-    options_from,
-    run_resumed,
-    session_retry,
-    session_run_id,
-)
+from .driver import Driver
+from .generate import run_resumed
 from .options import (
     DEFAULT_MAX_STEPS,
     ApproveToolCall,
     GenerateTextResult,
+    LoopOptions,
     PrepareStep,
     StepResult,
     StopCondition,
+    build_options,
 )
 from .parts import ErrorPart, StreamPart, TextDeltaPart
+from .start import call_start, coerce_messages, session_retry, session_run_id
 
 __all__ = ["StreamChatResult", "resume_stream_from_checkpoint", "stream_chat"]
 
@@ -234,7 +231,7 @@ def _mark_retrieved(future: asyncio.Future[Any]) -> None:
 
 def stream_chat(
     *,
-    model: Any,
+    model: Model,
     messages: str | Message | Sequence[Message | str],
     tools: Iterable[Tool] | Mapping[str, Tool] | None = None,
     instructions: str | None = None,
@@ -246,7 +243,7 @@ def stream_chat(
     approval_responses: Sequence[ToolApprovalResponse] | None = None,
     approval_signer: ApprovalSigner | None = None,
     approval_max_age_ms: int | None = None,
-    output_type: Any = None,
+    output_type: type[Any] | None = None,
     session: DurableSession | None = None,
     deps: Deps | None = None,
 ) -> StreamChatResult:
@@ -257,7 +254,21 @@ def stream_chat(
     arrives as an ``error`` part and on the awaitables.
     """
     try:
-        options = options_from(locals())
+        options = build_options(
+            model=model,
+            tools=tools,
+            instructions=instructions,
+            max_steps=max_steps,
+            stop_when=stop_when,
+            prepare_step=prepare_step,
+            max_tool_concurrency=max_tool_concurrency,
+            approve_tool_call=approve_tool_call,
+            approval_responses=approval_responses,
+            approval_signer=approval_signer,
+            approval_max_age_ms=approval_max_age_ms,
+            deps=deps,
+            output_type=output_type,
+        )
         history = coerce_messages(messages)
         run_id = session_run_id(session, options)
     except Exception as exc:
@@ -277,7 +288,7 @@ def resume_stream_from_checkpoint(
     store: SessionStore,
     run_id: str,
     *,
-    model: Any,
+    model: Model,
     tools: Iterable[Tool] | Mapping[str, Tool] | None = None,
     instructions: str | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
@@ -288,7 +299,7 @@ def resume_stream_from_checkpoint(
     approval_responses: Sequence[ToolApprovalResponse] | None = None,
     approval_signer: ApprovalSigner | None = None,
     approval_max_age_ms: int | None = None,
-    output_type: Any = None,
+    output_type: type[Any] | None = None,
     deps: Deps | None = None,
 ) -> StreamChatResult:
     """Streaming twin of :func:`~nbdurable.resume_from_checkpoint`; returns at once.
@@ -298,10 +309,27 @@ def resume_stream_from_checkpoint(
     The settled approvals' tool-result parts stream before the new leg's first
     step-start.
     """
-    arguments = dict(locals())
+
+    def options(agent_path: tuple[str, ...]) -> LoopOptions:
+        return build_options(
+            model=model,
+            tools=tools,
+            instructions=instructions,
+            max_steps=max_steps,
+            stop_when=stop_when,
+            prepare_step=prepare_step,
+            max_tool_concurrency=max_tool_concurrency,
+            approve_tool_call=approve_tool_call,
+            approval_responses=approval_responses,
+            approval_signer=approval_signer,
+            approval_max_age_ms=approval_max_age_ms,
+            deps=deps,
+            output_type=output_type,
+            agent_path=agent_path,
+        )
 
     async def runner(emit: Callable[[StreamPart], None]) -> GenerateTextResult:
-        return await run_resumed(store, run_id, arguments, emit=emit, streaming=True)
+        return await run_resumed(store, run_id, options, emit=emit, streaming=True)
 
     return StreamChatResult(runner, run_id)
 

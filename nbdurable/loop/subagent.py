@@ -1,4 +1,8 @@
-"""``agent_tool``: a sub-agent the parent model calls like any tool."""
+"""``agent_tool``: a sub-agent the parent model calls like any tool.
+
+Here too what every driver shares about running one: the child's options and
+start, and what its result means for the parent's call.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,23 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._errors import ConfigurationError
+from ..durable.checkpoint import AgentCheckpoint
+from ..messages import Message, ToolResultPart, user
 from ..models.base import Model
 from ..tools import Tool, normalize_tools
-from .options import DEFAULT_MAX_STEPS
+from .effects import ToolInvocation, ToolOutcome, error_result
+from .options import DEFAULT_MAX_STEPS, GenerateTextResult, LoopOptions
+from .start import LegStart, leg_start_from_checkpoint
 
-__all__ = ["AgentTool", "agent_tool", "child_run_id"]
+__all__ = [
+    "AgentTool",
+    "agent_tool",
+    "child_options",
+    "child_run_id",
+    "child_start",
+    "subagent_outcome",
+    "subagent_prompt",
+]
 
 
 class _AgentArgs(BaseModel):
@@ -80,6 +96,85 @@ def agent_tool(
         instructions=instructions,
         max_steps=max_steps,
         max_tool_concurrency=max_tool_concurrency,
+    )
+
+
+def child_options(parent: LoopOptions, agent: AgentTool, run_id: str | None) -> LoopOptions:
+    """The options of a sub-agent's loop.
+
+    Its own model, tools, instructions and limits; the parent's approver,
+    verdicts, signer and deps; one level deeper on the agent path.
+
+    Args:
+        parent: The parent loop's options.
+        agent: The sub-agent.
+        run_id: The parent's run id (the tokens of a top-level run bind it).
+    """
+    assert agent.model is not None
+    return LoopOptions(
+        model=agent.model,
+        tools=agent.tools,
+        instructions=agent.instructions,
+        max_steps=agent.max_steps,
+        max_tool_concurrency=agent.max_tool_concurrency,
+        approve_tool_call=parent.approve_tool_call,
+        approval_responses=parent.approval_responses,
+        approval_signer=parent.approval_signer,
+        approval_max_age_ms=parent.approval_max_age_ms,
+        deps=parent.deps,
+        agent_path=(*parent.agent_path, agent.name),
+        depth=parent.depth + 1,
+        session_run_id=parent.session_run_id or run_id,
+    )
+
+
+def subagent_prompt(invocation: ToolInvocation) -> tuple[Message, ...]:
+    """The history a sub-agent starts from: the parent's prompt as one user message."""
+    return (user(invocation.kwargs["prompt"]),)
+
+
+def child_start(
+    prompt: tuple[Message, ...], run_id: str, saved: AgentCheckpoint | None
+) -> LegStart:
+    """Where a checkpointing sub-agent starts: its saved checkpoint, else its prompt."""
+    if saved is not None:
+        return leg_start_from_checkpoint(saved)
+    return LegStart(messages=prompt, run_id=run_id, durable=True)
+
+
+def subagent_outcome(
+    agent: AgentTool, invocation: ToolInvocation, result: GenerateTextResult, *, durable: bool
+) -> ToolOutcome:
+    """What a sub-agent's leg means for the parent's call.
+
+    Args:
+        agent: The sub-agent.
+        invocation: The parent's call of it.
+        result: The sub-agent's leg.
+        durable: Whether the sub-agent checkpoints (a suspension can be resumed).
+
+    Returns:
+        Its final text as the result; the approvals it waits for when it
+        suspended with a checkpoint; an ``is_error`` result when it suspended
+        without one (nothing could resume it).
+    """
+    if result.status == "suspended":
+        if durable:
+            return ToolOutcome(suspended=result.pending_approvals, usage=result.usage)
+        names = ", ".join(sorted({r.tool_name for r in result.pending_approvals})) or "a tool"
+        message = (
+            f"Sub-agent {agent.name!r} needs approval for {names}, but there is no "
+            "approver: run the parent with a durable session for client-mode "
+            "approval, or pass approve_tool_call."
+        )
+        return ToolOutcome(result=error_result(invocation.call, message), usage=result.usage)
+    return ToolOutcome(
+        result=ToolResultPart(
+            tool_call_id=invocation.call.tool_call_id,
+            tool_name=invocation.call.tool_name,
+            result=result.text,
+        ),
+        usage=result.usage,
     )
 
 

@@ -7,9 +7,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._errors import FencedOutError, LeaseLostError, LimitExceededError, ModelError
-from ..events.writer import EventWriter
+from ..durable.checkpoint import AgentCheckpoint
+from ..durable.store import SessionStore
+from ..events.writer import DEFAULT_FLUSH_INTERVAL, EventWriter
 from ..loop.driver import Driver
-from ..loop.machine import CallModel, SaveCheckpoint, ToolInvocation, ToolOutcome
+from ..loop.effects import CallModel, ToolInvocation, ToolOutcome
+from ..loop.options import LoopOptions
+from ..loop.start import LegStart
 from ..messages import ToolResultPart
 from ..models.base import ModelResponse
 from ..parts import TextDeltaPart
@@ -149,12 +153,38 @@ class RunContext:
 
 
 class RuntimeDriver(Driver):
-    """The loop's driver with the runtime's journal: fenced writes, intents, model journal."""
+    """The loop's driver with the runtime's journal: fenced writes, intents, model journal.
 
-    def __init__(self, *args: Any, context: RunContext, **kwargs: Any) -> None:
-        # The runtime's store retry: one budget per outage across all its calls.
-        kwargs.setdefault("store_retry", getattr(context.runtime, "store_retry", None))
-        super().__init__(*args, **kwargs)
+    Implements the hooks of :class:`~nbdurable.loop.Driver` for a claimed run.
+
+    Args:
+        options: The leg's options.
+        start: Where the leg starts.
+        context: The execution it belongs to (record, intents, fencing token).
+        store: Where checkpoints and events go.
+        streaming: Call models with ``stream()`` when they have it.
+        flush_interval: Longest wait, in seconds, before buffered events are written.
+    """
+
+    def __init__(
+        self,
+        options: LoopOptions,
+        start: LegStart,
+        *,
+        context: RunContext,
+        store: SessionStore | None = None,
+        streaming: bool = False,
+        flush_interval: float = DEFAULT_FLUSH_INTERVAL,
+    ) -> None:
+        super().__init__(
+            options,
+            start,
+            store=store,
+            streaming=streaming,
+            flush_interval=flush_interval,
+            # The runtime's store retry: one budget per outage across all its calls.
+            store_retry=getattr(context.runtime, "store_retry", None),
+        )
         self.context = context
         self.owner_check = context.ensure_owner
         if self.events is not None:
@@ -163,10 +193,10 @@ class RuntimeDriver(Driver):
             # The owner writes the run's terminal event after its final state.
             self.events.defer_terminal = True
 
-    async def _leg_started(self, events: EventWriter, *, retried: bool = False) -> None:
+    async def leg_started(self, events: EventWriter, *, retried: bool = False) -> None:
         """The leg's start; the first leg after ``retry()`` says so (then the mark is cleared)."""
         retried = retried or self.context.record.retried
-        await super()._leg_started(events, retried=retried)
+        await super().leg_started(events, retried=retried)
         if retried:
             self.context.update(retried=False)
 
@@ -218,16 +248,32 @@ class RuntimeDriver(Driver):
                 exc,
             )
 
-    async def _save(self, effect: SaveCheckpoint) -> None:
+    async def save_checkpoint(self, checkpoint: AgentCheckpoint) -> None:
+        """Refuse a checkpoint after the deadline or over ``max_payload_bytes``, then save it.
+
+        Raises:
+            RunTimedOut: The run's deadline passed.
+            LimitExceededError: The checkpoint is over ``max_payload_bytes``.
+        """
         context = self.context
         context.check_deadline()
-        size = payload_bytes(effect.checkpoint.model_dump_json())
+        size = payload_bytes(checkpoint.model_dump_json())
         limit = context.runtime.limits.max_payload_bytes
         if size > limit:
             raise LimitExceededError("max_payload_bytes", size, limit)
-        await super()._save(effect)
+        await super().save_checkpoint(checkpoint)
 
-    async def _call_model(self, effect: CallModel) -> ModelResponse:
+    async def call_model(self, effect: CallModel) -> ModelResponse:
+        """One model attempt, journaled: a journaled response of the step is reused.
+
+        The attempt is counted (``max_operations``, the retry policy's attempts)
+        before it starts; its response is journaled before it is returned.
+
+        Raises:
+            ModelAttemptFailed: The model's error (what model retry retries).
+            LimitExceededError: ``max_operations`` or a delta over ``max_payload_bytes``.
+            RunTimedOut: The run's deadline passed.
+        """
         context = self.context
         run_id = context.record.run_id
         journaled = context.store.rt_journaled(run_id, effect.step_index)
@@ -240,7 +286,7 @@ class RuntimeDriver(Driver):
             raise ModelAttemptFailed(ModelError("model retries exhausted"))
         context.count_operation(model_attempts=attempts + 1)  # a crash uses the attempt up
         try:
-            response = await super()._call_model(effect)
+            response = await super().call_model(effect)
         except LimitExceededError:
             raise  # a limit is not the model's error: not retried
         except Exception as exc:
@@ -259,7 +305,15 @@ class RuntimeDriver(Driver):
         if size > limit:
             raise LimitExceededError("max_payload_bytes", size, limit)
 
-    async def _run_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
+    async def run_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
+        """Run one call under its intent record (fenced); a completed intent's result is reused.
+
+        Raises:
+            NeedsAttention: A ``manual`` call was interrupted and no ``retry()`` allowed it.
+            FencedOutError: Another owner took the run over.
+            LimitExceededError: ``max_operations``.
+            RunTimedOut: The run's deadline passed.
+        """
         context = self.context
         call = invocation.call
         prior = context.intents.get(call.tool_call_id)
@@ -290,7 +344,7 @@ class RuntimeDriver(Driver):
             context.keep_lease_fresh()
         except LeaseLostError as exc:
             raise FencedOutError(str(exc)) from exc
-        outcome = await super()._run_tool(invocation, step_index)
+        outcome = await super().run_tool(invocation, step_index)
         if context.lease_lost:
             # The tool (or a sub-agent's) learned from ensure_owner() that another
             # owner has the run: its outcome is void and this execution stops.

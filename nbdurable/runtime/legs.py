@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 
 from .._deps import Deps
 from ..durable.signer import ApprovalSigner
-from ..loop.driver import build_options
-from ..loop.options import LoopOptions
+from ..loop.options import LoopOptions, build_options
 from ..messages import Message, ToolApprovalResponse
 from .agent import Agent
 from .graphs import prompt_with_results

@@ -25,9 +25,10 @@ from .._errors import FencedOutError, LimitExceededError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.store import maybe_await
 from ..events.writer import EventWriter
-from ..loop.driver import Driver, build_options
-from ..loop.machine import CallModel, LegStart, ToolInvocation
-from ..loop.options import LoopOptions
+from ..loop.driver import Driver
+from ..loop.effects import CallModel, ToolInvocation
+from ..loop.options import LoopOptions, build_options
+from ..loop.start import LegStart
 from ..loop.subagent import AgentTool
 from ..messages import ToolCallPart, ToolResultPart
 from ..models.base import ModelRequest
@@ -312,7 +313,7 @@ class RunActivities(BoundActivities):
             try:
                 with joined(record):
                     async with heartbeats():
-                        response = await driver._call_model(effect)
+                        response = await driver.call_model(effect)
             except Exception as exc:
                 message = f"{type(exc).__name__}: {exc}"
                 raise ApplicationError(message, type="model_error", non_retryable=True) from None
@@ -334,7 +335,7 @@ class RunActivities(BoundActivities):
         try:
             with joined(record):
                 async with heartbeats():
-                    response = await driver._call_model(effect)
+                    response = await driver.call_model(effect)
         except ModelAttemptFailed as failed:
             raise self._model_failure(context, failed) from None
         except (LimitExceededError, RunTimedOut) as exc:
@@ -402,7 +403,7 @@ class RunActivities(BoundActivities):
         try:
             with joined(record):
                 async with heartbeats():
-                    outcome = await driver._run_tool(invocation, step_index)
+                    outcome = await driver.run_tool(invocation, step_index)
         except NeedsAttention as exc:
             raise ApplicationError(str(exc), type=NEEDS_ATTENTION, non_retryable=True) from None
         except (LimitExceededError, RunTimedOut) as exc:

@@ -22,18 +22,12 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 from .._errors import LimitExceededError
 from ..durable.checkpoint import AgentCheckpoint
-from ..loop.driver import Driver, _error_result
-from ..loop.machine import (
-    CallModel,
-    LegStart,
-    SaveCheckpoint,
-    ToolInvocation,
-    ToolOutcome,
-    leg_start_from_checkpoint,
-)
+from ..loop.driver import Driver
+from ..loop.effects import CallModel, ToolInvocation, ToolOutcome, error_result
 from ..loop.options import LoopOptions
-from ..loop.subagent import AgentTool, child_run_id
-from ..messages import ToolCallPart, ToolResultPart, user
+from ..loop.start import LegStart
+from ..loop.subagent import AgentTool, child_run_id, child_start, subagent_prompt
+from ..messages import ToolCallPart, ToolResultPart
 from ..models.base import ModelResponse
 from ..parts import StreamPart
 from ..runtime.agent import Agent
@@ -161,15 +155,28 @@ class WorkflowDriver(Driver):
         if self.log is not None:
             self.outbox.append({"log": self.log, "part": part.model_dump(mode="json")})
 
-    async def _save(self, effect: SaveCheckpoint) -> None:
-        checkpoint = effect.checkpoint
+    async def save_checkpoint(self, checkpoint: AgentCheckpoint) -> None:
+        """Queue the checkpoint in the outbox (written before the next activity).
+
+        Raises:
+            LimitExceededError: The checkpoint is over ``max_payload_bytes``.
+        """
         size = payload_bytes(checkpoint.model_dump_json())
         if size > self.limits.max_payload_bytes:
             raise LimitExceededError("max_payload_bytes", size, self.limits.max_payload_bytes)
         if self.log is not None:
             self.outbox.append({"log": self.log, "checkpoint": checkpoint.model_dump(mode="json")})
 
-    async def _call_model(self, effect: CallModel) -> ModelResponse:
+    async def call_model(self, effect: CallModel) -> ModelResponse:
+        """The model call as the ``nbdurable.call_model`` activity (after the outbox is written).
+
+        A failed attempt the run's policy retries is scheduled again after its
+        delay; an activity a worker handed back, after a backoff.
+
+        Raises:
+            LegFailed: The model's error ends the run (or a limit, or the timeout).
+            asyncio.CancelledError: The workflow was cancelled while the activity ran.
+        """
         handed_back = 0
         while True:
             await write_outbox(self.outbox)
@@ -203,19 +210,26 @@ class WorkflowDriver(Driver):
                 raise LegFailed(reason, message) from None
             return ModelResponse.model_validate_json(text)
 
-    async def _run_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
+    async def run_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
+        """The call as the ``nbdurable.run_tool`` activity; a sub-agent runs in this workflow.
+
+        Raises:
+            LegFailed: A limit, the timeout or a non-retryable error ends the run.
+            ToolNeedsAttention: An interrupted call needs a human (retry or deny).
+            asyncio.CancelledError: The workflow was cancelled while the activity ran.
+        """
         tool = invocation.tool
+        call = invocation.call
         if isinstance(tool, AgentTool):
             try:
-                return await self._run_subagent(tool, invocation)
+                return await self.run_subagent(tool, invocation)
             except (LegFailed, ToolNeedsAttention, LimitExceededError):
                 raise  # the run's fate, not the sub-agent's answer
             except _SubAgentFailed as exc:
-                return ToolOutcome(result=_error_result(invocation, str(exc)))
+                return ToolOutcome(result=error_result(call, str(exc)))
             except Exception as exc:  # like the embedded driver: the parent model reacts
-                return ToolOutcome(result=_error_result(invocation, f"{type(exc).__name__}: {exc}"))
+                return ToolOutcome(result=error_result(call, f"{type(exc).__name__}: {exc}"))
         await write_outbox(self.outbox)  # viewers see the calls while the tools run
-        call = invocation.call
         # A sub-agent's tools have no policy of their own: the parent's policy for
         # the sub-agent call covers everything it does.
         recovery = self.agent.recovery_of(self.path[0] if self.path else call.tool_name)
@@ -256,11 +270,11 @@ class WorkflowDriver(Driver):
             f"({recovery} recovery): retry() runs it again, deny() settles it"
         ) from None
 
-    async def _child_driver(
+    async def child_driver(
         self, agent: AgentTool, options: LoopOptions, invocation: ToolInvocation
     ) -> tuple[Driver, bool]:
         """A sub-agent as a child workflow driver; with tools it checkpoints under its key."""
-        prompt = (user(invocation.kwargs["prompt"]),)
+        prompt = subagent_prompt(invocation)
         durable = bool(agent.tools)
         start = LegStart(messages=prompt)
         log = child_run_id(self.log or self.config.run_id, agent.name, invocation.call.tool_call_id)
@@ -273,11 +287,8 @@ class WorkflowDriver(Driver):
                 **LOCAL_ACTIVITY,
             )
             checkpoint = saved.get("checkpoint")
-            start = (
-                leg_start_from_checkpoint(AgentCheckpoint.model_validate(checkpoint))
-                if checkpoint is not None
-                else LegStart(messages=prompt, run_id=log, durable=True)
-            )
+            existing = None if checkpoint is None else AgentCheckpoint.model_validate(checkpoint)
+            start = child_start(prompt, log, existing)
         child = WorkflowDriver(
             options,
             start,
