@@ -256,7 +256,7 @@ class EmbeddedEngine:
         run_id = context.record.run_id
         lifecycle.taken_over(context.record, str(event.payload.get("cause")))
         try:
-            self.runtime.store.append_events(run_id, [event], fence=context.fence)
+            self.runtime.event_store.append_events(run_id, [event], fence=context.fence)
         except FencedOutError:
             raise
         except Exception as exc:  # the record is the authority; the event is for viewers

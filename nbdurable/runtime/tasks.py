@@ -342,7 +342,11 @@ async def run_phase(
     )
     try:
         runtime.store_retry.call(
-            "write an event", runtime.store.append_events, run_id, [event], fence=execution.fence
+            "write an event",
+            runtime.event_store.append_events,
+            run_id,
+            [event],
+            fence=execution.fence,
         )
     except Exception as exc:  # the journal is the authority; the event is for viewers
         runtime.deps.logger.error("nbdurable: phase event of %s failed: %r", run_id, exc)

@@ -181,7 +181,7 @@ class RunActivities(BoundActivities):
             writer = writers.get(log)
             if writer is None:
                 writer = writers[log] = EventWriter(
-                    self.runtime.store,
+                    self.runtime.event_store,
                     log,
                     deps=self.runtime.deps,
                     flush_interval=0.0,
@@ -269,7 +269,9 @@ class RunActivities(BoundActivities):
     async def _started(
         self, log: str, checkpoint: AgentCheckpoint | None, *, retried: bool = False
     ) -> None:
-        writer = EventWriter(self.runtime.store, log, deps=self.runtime.deps, flush_interval=0.0)
+        writer = EventWriter(
+            self.runtime.event_store, log, deps=self.runtime.deps, flush_interval=0.0
+        )
         writer.started(
             resumed=checkpoint is not None,
             next_step_index=0 if checkpoint is None else checkpoint.step_index + 1,
