@@ -10,7 +10,7 @@ from typing import Protocol, runtime_checkable
 from ..durable.checkpoint import AgentCheckpoint
 from .model import Event, NewEvent
 
-__all__ = ["EVENTS", "EventStore", "channel_of", "notify", "wait_for_events"]
+__all__ = ["EVENTS", "EventStore", "FencedEventStore", "channel_of", "notify", "wait_for_events"]
 
 EVENTS = "events"
 """Capability: the store keeps a per-run event log (``append_events``, ``read_events``...)."""
@@ -40,6 +40,21 @@ class EventStore(Protocol):
         self, run_id: str, after: int = 0, limit: int | None = None
     ) -> Sequence[Event] | Awaitable[Sequence[Event]]:
         """Events with offset > ``after`` in order; raises RunNotFoundError for an unknown run."""
+        ...
+
+
+@runtime_checkable
+class FencedEventStore(EventStore, Protocol):
+    """An event log whose appends take a runtime owner's fencing token.
+
+    The stores with the ``runtime`` capability: an append with a stale
+    ``fence`` raises :class:`~nbdurable.FencedOutError` and writes nothing.
+    """
+
+    def append_events(
+        self, run_id: str, events: Sequence[NewEvent], *, fence: int | None = None
+    ) -> Sequence[Event] | Awaitable[Sequence[Event]]:
+        """Append events to a run's log in one transaction, unless ``fence`` is stale."""
         ...
 
 

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from .._errors import ConfigurationError, DurableConflictError
 from ..loop.options import DEFAULT_MAX_STEPS
 from ..loop.output import OutputSpec
+from ..models.base import Model
 from ..tools import Tool, normalize_tools
 from .fingerprint import agent_fingerprint
 from .limits import ModelRetry
@@ -58,7 +59,7 @@ class Agent:
     """
 
     id: str
-    model: Any
+    model: Model
     tools: Sequence[Tool] | Mapping[str, Tool] = ()
     instructions: str | None = None
     version: str | None = None

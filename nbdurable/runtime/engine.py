@@ -14,21 +14,23 @@ import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._errors import (
-    FencedOutError,
-    LeaseLostError,
-    LimitExceededError,
-    RunNotFoundError,
-    StoreWriteError,
-)
+from .._errors import FencedOutError, LeaseLostError, RunNotFoundError, StoreWriteError
 from ..durable.store import maybe_await
 from ..durable.transient import StoreUnavailableError, is_transient
 from ..events.log import notify
 from ..events.model import NewEvent
 from ..loop.machine import LegStart, leg_start_from_checkpoint
 from . import lifecycle
-from .executor import ModelAttemptFailed, NeedsAttention, RunContext, RunTimedOut, RuntimeDriver
+from .executor import RunContext, RuntimeDriver
 from .legs import first_messages, leg_options
+from .outcome import (
+    LegOutcome,
+    ModelAttemptFailed,
+    after_model_error,
+    ended_by,
+    leg_result,
+    record_changes,
+)
 from .owner import lease_holder, process_gone
 from .records import ACTIVE_STATES, RuntimeRun
 from .takeover import takeover_event
@@ -67,7 +69,7 @@ class _Execution(Protocol):
     """What the engine's shared bookkeeping needs of an execution (agent run or task)."""
 
     record: RuntimeRun
-    cancel_reason: str | None
+    stop: LegOutcome | None
 
     @property
     def fence(self) -> int:
@@ -115,7 +117,7 @@ class EmbeddedEngine:
         context = self._contexts.get(run_id)
         if task is None or context is None:
             return False
-        context.cancel_reason = "cancelled"
+        context.stop = LegOutcome.cancelled()
         task.cancel()
         return True
 
@@ -130,8 +132,8 @@ class EmbeddedEngine:
                 await self._scheduler
         for run_id, task in list(self._executions.items()):
             context = self._contexts.get(run_id)
-            if context is not None and context.cancel_reason is None:
-                context.cancel_reason = "shutdown"
+            if context is not None and context.stop is None:
+                context.stop = LegOutcome.released()
             task.cancel()
         if self._executions:
             await asyncio.gather(*self._executions.values(), return_exceptions=True)
@@ -254,7 +256,7 @@ class EmbeddedEngine:
         run_id = context.record.run_id
         lifecycle.taken_over(context.record, str(event.payload.get("cause")))
         try:
-            self.runtime.store.append_events(run_id, [event], fence=context.fence)
+            self.runtime.event_store.append_events(run_id, [event], fence=context.fence)
         except FencedOutError:
             raise
         except Exception as exc:  # the record is the authority; the event is for viewers
@@ -296,13 +298,13 @@ class EmbeddedEngine:
         It was cancelled while its previous owner ran it (now ``cancelled``), or
         its deadline passed (now ``failed``, ``timeout``).
         """
-        changes: dict[str, Any]
         if record.state == "cancelling":
-            changes = {"state": "cancelled", "reason": "cancelled"}
+            outcome = LegOutcome.cancelled()
         elif record.deadline_at is not None and self.runtime.now() >= record.deadline_at:
-            changes = {"state": "failed", "reason": "timeout"}
+            outcome = LegOutcome.timed_out()
         else:
             return False
+        changes = record_changes(outcome)
         self.runtime.set_state(record.run_id, record.fence, lease_owner=None, **changes)
         return True
 
@@ -319,24 +321,17 @@ class EmbeddedEngine:
             event = takeover_event(record, now=self.runtime.now(), phase=record.phase)
             self._taken_over(execution, event)
             state = await run_phases(execution)
-            self._end(execution, state="completed", result_text=canonical_json(state))
+            self._end(execution, LegOutcome.completed(canonical_json(state)))
         except (FencedOutError, LeaseLostError):
             pass  # another owner has the task: it decides from here
         except asyncio.CancelledError:
-            self._after_cancel(execution)
-            if execution.cancel_reason == "cancelled":
+            stop = self._after_cancel(execution)
+            if stop.kind == "cancelled":
                 await self.runtime.cancel_owned(record.run_id)
-        except RunTimedOut:
-            self._end(execution, state="failed", reason="timeout")
-        except LimitExceededError as exc:
-            self._end(execution, state="failed", reason="limit_exceeded", error=str(exc))
         except StoreUnavailableError:
             raise  # not the task's failure: the engine stops (_guarded)
         except Exception as exc:
-            if self._store_accident(execution, exc):
-                return
-            error = f"{type(exc).__name__}: {exc}"
-            self._end(execution, state="failed", reason="error", error=error)
+            self._after_error(execution, exc)
         finally:
             keeper.cancel()
 
@@ -354,20 +349,21 @@ class EmbeddedEngine:
             self._after_cancel(context)
         except ModelAttemptFailed as failed:
             self._after_model_error(context, failed)
-        except NeedsAttention as exc:
-            self._end(context, state="needs_attention", reason=str(exc))
-        except RunTimedOut:
-            self._end(context, state="failed", reason="timeout")
-        except LimitExceededError as exc:
-            self._end(context, state="failed", reason="limit_exceeded", error=str(exc))
         except StoreUnavailableError:
             raise  # not the run's failure: the engine stops (_guarded)
         except Exception as exc:
-            if self._store_accident(context, exc):
-                return
-            self._end(context, state="failed", reason="error", error=f"{type(exc).__name__}: {exc}")
+            self._after_error(context, exc)
         finally:
             keeper.cancel()
+
+    def _after_error(self, context: _Execution, exc: Exception) -> None:
+        """End the leg as ``exc`` decides; any other error fails the run (not a store's)."""
+        outcome = ended_by(exc)
+        if outcome is None:
+            if self._store_accident(context, exc):
+                return
+            outcome = LegOutcome.failed("error", f"{type(exc).__name__}: {exc}")
+        self._end(context, outcome)
 
     def _store_accident(self, context: _Execution, exc: Exception) -> bool:
         """Whether ``exc`` is a store failure, not the run's own error.
@@ -425,65 +421,43 @@ class EmbeddedEngine:
             context=context,
         )
         result = await driver.run()
-        if result.status == "completed":
-            self._end(
-                context,
-                state="completed",
-                finish=driver.events.finish if driver.events is not None else None,
-                result_text=result.text,
-                verdicts={},
-                rerun_tool_calls=[],
-            )
-        elif result.pending_approvals:
-            self._end(context, state="waiting_approval", verdicts={}, rerun_tool_calls=[])
-        else:
-            self._end(
-                context,
-                state="needs_attention",
-                verdicts={},
-                reason="the run waits for a client tool's result",
-            )
+        finish = driver.events.finish if driver.events is not None else None
+        self._end(context, leg_result(result), finish=finish)
 
-    def _end(self, context: _Execution, **changes: Any) -> None:
+    def _end(
+        self, context: _Execution, outcome: LegOutcome, *, finish: dict[str, Any] | None = None
+    ) -> None:
+        """Write ``outcome`` (fenced) and release the lease; nothing when superseded."""
+        changes = record_changes(outcome)
+        if not changes:
+            return
+        if finish is not None:
+            changes["finish"] = finish
         changes.setdefault("lease_owner", None)
         changes.setdefault("lease_expires_at", None)
         try:
             with contextlib.suppress(FencedOutError):  # another owner decides now
                 self.runtime.set_state(context.record.run_id, context.fence, **changes)
-                if "state" in changes:
-                    lifecycle.left(context.record, changes["state"], changes.get("reason"))
+                lifecycle.left(context.record, changes["state"], changes.get("reason"))
         except StoreWriteError as exc:  # the run stays as stored, to be claimed again
             self._store_accident(context, exc)
 
-    def _after_cancel(self, context: _Execution) -> None:
-        reason = context.cancel_reason
-        if reason == "cancelled":
-            self._end(context, state="cancelled", reason="cancelled")
-        elif reason == "timeout":
-            self._end(context, state="failed", reason="timeout")
-        elif reason == "lease_lost":
-            pass
-        else:  # shutdown: hand the run back untouched for the next owner
-            self._end(context, state="pending")
+    def _after_cancel(self, context: _Execution) -> LegOutcome:
+        """End a cancelled leg as its owner decided; at shutdown, hand it back untouched."""
+        stop = context.stop or LegOutcome.released()
+        self._end(context, stop)
+        return stop
 
     def _after_model_error(self, context: RunContext, failed: ModelAttemptFailed) -> None:
         record = self.runtime.runtime_store.rt_get(context.record.run_id) or context.record
-        error = f"{type(failed.error).__name__}: {failed.error}"
-        policy = context.retry_policy
-        retry_if = context.agent.retry_if
-        if policy is None or (retry_if is not None and not retry_if(failed.error)):
-            self._end(context, state="failed", reason="model_error", error=error)
-            return
-        used = record.model_attempts
-        if used >= policy.max_attempts:
-            self._end(context, state="failed", reason="model_retries_exhausted", error=error)
-            return
-        self._end(
-            context,
-            state="retry_wait",
-            error=error,
-            next_attempt_at=self.runtime.now() + policy.delay_ms(used),
+        outcome = after_model_error(
+            failed.error,
+            policy=context.retry_policy,
+            retry_if=context.agent.retry_if,
+            used=record.model_attempts,
+            now=self.runtime.now(),
         )
+        self._end(context, outcome)
 
     def _renew(self, context: _Execution) -> bool:
         try:
@@ -517,19 +491,19 @@ class EmbeddedEngine:
                 continue
             if record is None or task is None:
                 return
-            reason = None
+            stop = None
             if record.state == "cancelling":
                 # Cancel once: a second cancel would cut the callbacks' settling short.
-                if context.cancel_reason is None:
-                    reason = "cancelled"
+                if context.stop is None:
+                    stop = LegOutcome.cancelled()
             elif record.deadline_at is not None and self.runtime.now() >= record.deadline_at:
-                reason = "timeout"
-            if reason is None:
+                stop = LegOutcome.timed_out()
+            if stop is None:
                 kept = self._renew(context)
                 lifecycle.lease_renewed(context.record, kept)
                 if not kept:
-                    reason = "lease_lost"
-            if reason is not None:
-                context.cancel_reason = reason
+                    stop = LegOutcome.superseded()
+            if stop is not None:
+                context.stop = stop
                 task.cancel()
                 return

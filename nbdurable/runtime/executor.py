@@ -20,6 +20,7 @@ from ..parts import TextDeltaPart
 from ..tracing import LEG_KEY
 from .agent import Agent
 from .limits import ModelRetry, payload_bytes
+from .outcome import LegOutcome, ModelAttemptFailed, NeedsAttention, RunTimedOut
 from .owner import describe_holder, process_gone
 from .records import RuntimeRun, RuntimeStore, ToolIntent
 
@@ -27,22 +28,6 @@ if TYPE_CHECKING:
     from .runtime import DurableRuntime
 
 __all__ = ["ModelAttemptFailed", "NeedsAttention", "RunContext", "RunTimedOut", "RuntimeDriver"]
-
-
-class ModelAttemptFailed(Exception):
-    """An error raised within a model attempt (what model retry retries)."""
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
-        super().__init__(f"{type(error).__name__}: {error}")
-
-
-class NeedsAttention(Exception):
-    """A ``manual`` tool was interrupted mid-call: a human decides (retry or deny)."""
-
-
-class RunTimedOut(Exception):
-    """The run's deadline passed."""
 
 
 @dataclass
@@ -54,7 +39,8 @@ class RunContext:
         agent: The registration it runs under.
         record: The latest run record this owner wrote or read.
         intents: Tool intents by call id, as of the claim.
-        cancel_reason: Set when the owner decides to stop the execution.
+        stop: How the owner decided to end the execution it stops (cancelled,
+            timed out, released at shutdown, or superseded by another owner).
         lease_owner: The lease holder this execution runs under (the embedded
             engine's claim); None where the engine keeps no lease (Temporal):
             then ownership is the fencing token alone.
@@ -65,7 +51,7 @@ class RunContext:
     agent: Agent
     record: RuntimeRun
     intents: dict[str, ToolIntent] = field(default_factory=dict)
-    cancel_reason: str | None = None
+    stop: LegOutcome | None = None
     lease_owner: str | None = None
     lease_lost: bool = False
 
@@ -97,7 +83,7 @@ class RunContext:
             LeaseLostError: Another owner took the run over.
         """
         run_id = self.record.run_id
-        if self.lease_lost or self.cancel_reason == "lease_lost":
+        if self.lease_lost or (self.stop is not None and self.stop.kind == "superseded"):
             self.lease_lost = True
             raise LeaseLostError(run_id)
         if self.lease_owner is None:

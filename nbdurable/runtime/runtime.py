@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from .._deps import Deps, new_id
@@ -16,15 +16,15 @@ from .._errors import (
 from .._resources import ResourceScope
 from .._text import valid_text
 from ..durable.signer import ApprovalSigner, store_signer
-from ..durable.store import supports
+from ..durable.store import HistoryStore, supports
 from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry
-from ..events.log import notify
+from ..events.log import FencedEventStore, notify
 from ..events.model import RUN_ERROR, RUN_FINISHED, RUN_STATE, NewEvent
 from ..messages import Message
 from ..tracing import current_trace_context
 from .agent import Agent, Registry
 from .engine import EmbeddedEngine, Engine
-from .graphs import Graph, validate_graph
+from .graphs import Graph, GraphNode, validate_graph
 from .limits import Limits, check_concurrency, payload_bytes
 from .prompts import Prompt, canonical_prompt, validate_prompt
 from .records import RUNTIME, TERMINAL_STATES, UNFINISHED_STATES, RuntimeRun, RuntimeStore
@@ -60,6 +60,8 @@ class DurableRuntime:
 
     Attributes:
         store: The store (a bundled store with the ``runtime`` capability).
+        runtime_store: The store's run records, its calls retried (``store_retry_ms``).
+        event_store: The store's event log.
         limits: The runtime's limits.
         owner_id: This runtime's name in leases (held as
             ``f"{owner_id}@{host}:{pid}#{boot id}/{pid namespace}/{start time}"``,
@@ -74,9 +76,9 @@ class DurableRuntime:
     def __init__(
         self,
         *,
-        store: Any,
+        store: HistoryStore,
         agents: Iterable[Agent] = (),
-        tasks: Sequence[Any] = (),
+        tasks: Sequence[TaskDefinition] = (),
         max_concurrent_runs: int = 4,
         max_concurrent_tasks: int = 4,
         limits: Limits | None = None,
@@ -97,8 +99,11 @@ class DurableRuntime:
                 "open_store('sqlite:///...'), 'postgresql://...' or 'memory://'"
             )
         self.tasks: dict[str, TaskDefinition] = task_table(tasks)
-        self.store = store
-        self.runtime_store: RuntimeStore = store
+        self.store: HistoryStore = store
+        # Views of the capability checked above (run records, fenced events),
+        # which no one protocol names.
+        records = cast(RuntimeStore, store)
+        self.event_store = cast(FencedEventStore, store)
         self.max_concurrent_runs = check_concurrency("max_concurrent_runs", max_concurrent_runs)
         self.max_concurrent_tasks = check_concurrency("max_concurrent_tasks", max_concurrent_tasks)
         self.limits = limits if limits is not None else Limits()
@@ -123,7 +128,7 @@ class DurableRuntime:
         self.store_retry = StoreRetry.for_store(store, store_retry_ms, self.deps.logger)
         # A cast, not a declaration: the wrapper passes methods it does not
         # retry through to the store unchanged.
-        self.runtime_store = cast(RuntimeStore, RetryingRuntimeStore(store, self.store_retry))
+        self.runtime_store = cast(RuntimeStore, RetryingRuntimeStore(records, self.store_retry))
         self.owner_id = owner_id or f"runtime-{new_id()[:12]}"
         self._signer = approval_signer
         if approval_max_age_ms is not None and (
@@ -146,13 +151,49 @@ class DurableRuntime:
     # -- lifecycle -----------------------------------------------------------------
 
     @classmethod
-    async def open(cls, **options: Any) -> DurableRuntime:
+    async def open(
+        cls,
+        *,
+        store: HistoryStore,
+        agents: Iterable[Agent] = (),
+        tasks: Sequence[TaskDefinition] = (),
+        max_concurrent_runs: int = 4,
+        max_concurrent_tasks: int = 4,
+        limits: Limits | None = None,
+        on_fatal_error: FatalHandler | None = None,
+        approval_signer: ApprovalSigner | None = None,
+        lease_ms: int = 30_000,
+        poll_interval: float = 0.05,
+        flush_interval: float = 0.05,
+        deps: Deps | None = None,
+        owner_id: str | None = None,
+        engine: Engine | None = None,
+        store_retry_ms: int = DEFAULT_STORE_RETRY_MS,
+        approval_max_age_ms: int | None = APPROVAL_MAX_AGE_MS,
+    ) -> DurableRuntime:
         """Open a runtime and start its scheduler on the running event loop.
 
-        Keyword arguments are those of the class. Validation is eager: invalid
+        The arguments are those of the class. Validation is eager: invalid
         options and registrations raise here.
         """
-        runtime = cls(**options)
+        runtime = cls(
+            store=store,
+            agents=agents,
+            tasks=tasks,
+            max_concurrent_runs=max_concurrent_runs,
+            max_concurrent_tasks=max_concurrent_tasks,
+            limits=limits,
+            on_fatal_error=on_fatal_error,
+            approval_signer=approval_signer,
+            lease_ms=lease_ms,
+            poll_interval=poll_interval,
+            flush_interval=flush_interval,
+            deps=deps,
+            owner_id=owner_id,
+            engine=engine,
+            store_retry_ms=store_retry_ms,
+            approval_max_age_ms=approval_max_age_ms,
+        )
         with runtime.resources.active():  # the engine's tasks inherit the scope
             runtime.engine.start(runtime)
         runtime._started = True
@@ -344,7 +385,9 @@ class DurableRuntime:
             fingerprint=self.registry.fingerprint(agent.id, str(agent.version)),
         )
 
-    async def submit_graph(self, nodes: Iterable[Any], *, graph_id: str | None = None) -> Graph:
+    async def submit_graph(
+        self, nodes: Iterable[GraphNode | Mapping[str, Any]], *, graph_id: str | None = None
+    ) -> Graph:
         """Submit a DAG of agent runs; returns the graph's handle at once.
 
         Each node (a :class:`~nbdurable.runtime.graphs.GraphNode` or a dict with
@@ -405,7 +448,7 @@ class DurableRuntime:
         self.engine.wake()
         return Graph(self, gid)
 
-    def _same_graph(self, gid: str, existing: list[RuntimeRun], ordered: list[Any]) -> Graph:
+    def _same_graph(self, gid: str, existing: list[RuntimeRun], ordered: list[GraphNode]) -> Graph:
         known = {(r.node_id, r.agent_id, r.prompt) for r in existing}
         wanted = {(n.id, n.agent, canonical_prompt(n.prompt)) for n in ordered}
         if known != wanted:
@@ -574,7 +617,7 @@ class DurableRuntime:
         fenced: dict[str, int] = {} if fence is None else {"fence": fence}
         try:
             self.store_retry.call(
-                "write an event", self.store.append_events, record.run_id, events, **fenced
+                "write an event", self.event_store.append_events, record.run_id, events, **fenced
             )
         except FencedOutError:
             raise

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from .._errors import ConfigurationError, LimitExceededError
 from ..durable.store import maybe_await
 from ..events.model import NewEvent
-from .executor import RunTimedOut
 from .limits import payload_bytes
+from .outcome import LegOutcome, RunTimedOut
 from .prompts import Prompt, validate_prompt
 from .records import RuntimeRun, RuntimeStore
 from .run import Run, RunResult
@@ -244,13 +244,13 @@ class TaskExecution:
         runtime: The runtime executing it.
         task: The task's definition.
         record: The latest run record this owner wrote or read.
-        cancel_reason: Set when the owner decides to stop the execution.
+        stop: How the owner decided to end the execution it stops.
     """
 
     runtime: DurableRuntime
     task: TaskDefinition
     record: RuntimeRun
-    cancel_reason: str | None = None
+    stop: LegOutcome | None = None
 
     @property
     def store(self) -> RuntimeStore:
@@ -342,7 +342,11 @@ async def run_phase(
     )
     try:
         runtime.store_retry.call(
-            "write an event", runtime.store.append_events, run_id, [event], fence=execution.fence
+            "write an event",
+            runtime.event_store.append_events,
+            run_id,
+            [event],
+            fence=execution.fence,
         )
     except Exception as exc:  # the journal is the authority; the event is for viewers
         runtime.deps.logger.error("nbdurable: phase event of %s failed: %r", run_id, exc)

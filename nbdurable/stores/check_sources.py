@@ -145,11 +145,11 @@ def check_postgres(url: str) -> CheckReport:
     Raises:
         ConfigurationError: The ``postgres`` extra is not installed.
     """
-    from .postgres import _driver, _split_schema
+    from .postgres_connect import driver, split_schema
     from .postgres_schema import quote_ident
 
-    psycopg, _ = _driver()
-    conninfo, schema = _split_schema(url)
+    psycopg, _ = driver()
+    conninfo, schema = split_schema(url)
     schema = schema or "nbdurable"
     report = CheckReport(_without_password(url))
     with psycopg.connect(conninfo, autocommit=False) as conn:

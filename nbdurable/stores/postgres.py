@@ -4,7 +4,8 @@ Messages are stored once, as a content-addressed chain (see :mod:`.chain`, the
 same node ids as the SQLite store); a checkpoint row holds only metadata and the
 id of its last message node. A save writes the nodes it adds plus one row, in
 one transaction, so its cost does not grow with the history. The schema lives
-in :mod:`.postgres_schema`.
+in :mod:`.postgres_schema`, the statements in :mod:`.postgres_sql`, the
+connection handling (driver, DSN, pool, transactions) in :mod:`.postgres_connect`.
 
 The store keeps each run's event log too: an append takes its offsets from a
 per-run counter row in the writing transaction and sends ``NOTIFY`` on the
@@ -19,17 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import functools
-import hashlib
-import json
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext, suppress
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._errors import ConfigurationError, RunNotFoundError, StoreCorruptionError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
@@ -42,7 +37,6 @@ from ..durable.store import (
     RUNTIME,
     VERSIONED_SCHEMA,
 )
-from ..durable.transient import retry_deadline
 from ..events.log import EVENTS, notify
 from ..events.log import wait_for_events as wait_locally
 from ..events.model import Event, NewEvent
@@ -56,9 +50,20 @@ from .chain import (
     identical_prefix,
     verify_chain,
 )
+from .postgres_connect import (
+    describe,
+    driver,
+    notify_channel,
+    pool_class,
+    reconnect_failed,
+    split_schema,
+    transact,
+    transaction,
+)
 from .postgres_listen import Listener
 from .postgres_runtime import PostgresRuntimeTables
-from .postgres_schema import SCHEMA_VERSION, advisory_key, migrate, quote_ident
+from .postgres_schema import SCHEMA_VERSION, advisory_key, migrate
+from .postgres_sql import Statements, added_events, event_from_row, event_params
 from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
 
 if TYPE_CHECKING:
@@ -68,215 +73,6 @@ if TYPE_CHECKING:
 __all__ = ["PostgresSessionStore"]
 
 T = TypeVar("T")
-
-_EXTRA = "nbdurable[postgres]"
-_META = ", ".join(f"c.{name}" for name in COLUMNS)
-# Parameters in a SELECT list get no type from the target column: cast each one.
-_CASTS = {
-    "version": "integer",
-    "step_index": "integer",
-    "status": "text",
-    "message_count": "integer",
-    "usage": "text",
-    "pending_approvals": "text",
-    "agent_path": "text",
-    "created_at": "bigint",
-    "finish_reason": "text",
-    "extra": "text",
-}
-_EVENT_COLUMNS = "position, type, step_index, operation_id, attempt_id, payload, created_at"
-_CHANNEL_PREFIX = "nbdurable_events:"
-_MAX_IDENTIFIER = 63  # bytes: PostgreSQL's NAMEDATALEN - 1
-_MAX_NOTICE = 7999  # bytes: a NOTIFY payload must be shorter than 8000
-
-
-@dataclass(frozen=True)
-class _Statements:
-    """Every statement the store runs, for one schema."""
-
-    save_lock: str
-    delete_lock: str
-    insert_nodes: str
-    insert_checkpoint: str
-    latest: str
-    at_step: str
-    chain_latest: str
-    chain_at_step: str
-    history: str
-    list: str
-    runs: str
-    sweep: str
-    delete_checkpoints: str
-    delete_run: str
-    append_events: str
-    save_with_events: str
-    read_events: str
-    known_run: str
-    last_offset: str
-    delete_event_head: str
-    delete_events: str
-
-    @classmethod
-    def for_schema(cls, schema: str) -> _Statements:
-        s = quote_ident(schema)
-        latest = (
-            f"SELECT c.seq, c.head, {_META} FROM {s}.runs r JOIN {s}.checkpoints c "
-            "ON c.run_id = r.run_id AND c.seq = r.last_seq WHERE r.run_id = %s"
-        )
-        at_step = (
-            f"SELECT c.seq, c.head, {_META} FROM {s}.checkpoints c "
-            "WHERE c.run_id = %s AND c.step_index = %s ORDER BY c.seq DESC LIMIT 1"
-        )
-        values = ", ".join(f"%({name})s::{_CASTS[name]}" for name in COLUMNS)
-        # The run's row in the runs table, bumped and locked until commit.
-        upsert_run = f"""
-            INSERT INTO {s}.runs AS r (run_id, created_at, updated_at, last_seq)
-            SELECT %(run_id)s::text, %(created_at)s::bigint, %(created_at)s::bigint, 1
-            WHERE %(base)s::bytea IS NULL
-               OR EXISTS (SELECT 1 FROM {s}.nodes WHERE id = %(base)s::bytea)
-            ON CONFLICT (run_id) DO UPDATE
-            SET last_seq = r.last_seq + 1, updated_at = EXCLUDED.updated_at
-            RETURNING last_seq
-        """
-        insert_row = (
-            f"INSERT INTO {s}.checkpoints (run_id, seq, head, {', '.join(COLUMNS)}) "
-            f"SELECT %(run_id)s::text, r.last_seq, %(head)s::bytea, {values} FROM r"
-        )
-        return cls(
-            # Saves share this lock; a delete takes it exclusively, so it never
-            # sweeps a node a concurrent save is about to reference.
-            save_lock="SELECT pg_advisory_xact_lock_shared(%s)",
-            delete_lock="SELECT pg_advisory_xact_lock(%s)",
-            # The new nodes, unless the node they hang from is gone (see below).
-            insert_nodes=f"""
-                INSERT INTO {s}.nodes (id, parent, message)
-                SELECT * FROM unnest(%(ids)s::bytea[], %(parents)s::bytea[], %(texts)s::text[])
-                WHERE %(base)s::bytea IS NULL
-                   OR EXISTS (SELECT 1 FROM {s}.nodes WHERE id = %(base)s::bytea)
-                ON CONFLICT (id) DO NOTHING
-            """,
-            # One statement bumps the run's last_seq (the upsert locks the run
-            # row until commit, so two saves of one run serialize) and inserts
-            # the checkpoint row under that seq. When the node the new ones hang
-            # from (base) is gone, deleted since this process saw it, the save
-            # writes nothing and the caller sees a row count of 0.
-            insert_checkpoint=f"WITH r AS ({upsert_run}) {insert_row}",
-            append_events=f"WITH {_append(s, '')}",
-            # A checkpoint with its events, in one statement: the events hang
-            # from the run row's upsert, so they are written exactly when the
-            # checkpoint is (not when its base node is gone and the save is
-            # sent again).
-            save_with_events=(
-                f"WITH r AS ({upsert_run}), checkpoint AS ({insert_row}), {_append(s, 'FROM r')}"
-            ),
-            read_events=(
-                f"SELECT {_EVENT_COLUMNS} FROM {s}.events "
-                "WHERE run_id = %s AND position > %s ORDER BY position LIMIT %s"
-            ),
-            known_run=(
-                f"SELECT EXISTS (SELECT 1 FROM {s}.runs WHERE run_id = %(run_id)s) "
-                f"OR EXISTS (SELECT 1 FROM {s}.event_heads WHERE run_id = %(run_id)s) "
-                f"OR EXISTS (SELECT 1 FROM {s}.rt_runs WHERE run_id = %(run_id)s)"
-            ),
-            last_offset=f"SELECT last_position FROM {s}.event_heads WHERE run_id = %s",
-            # The counter row goes first: deleting it waits for an append in
-            # flight, and the next statement's snapshot then sees that
-            # append's events too.
-            delete_event_head=f"DELETE FROM {s}.event_heads WHERE run_id = %s",
-            delete_events=f"DELETE FROM {s}.events WHERE run_id = %s",
-            latest=latest,
-            at_step=at_step,
-            chain_latest=_chain(s, latest),
-            chain_at_step=_chain(s, at_step),
-            history=(
-                f"SELECT c.seq, c.head, {_META} FROM {s}.checkpoints c "
-                "WHERE c.run_id = %s ORDER BY c.seq"
-            ),
-            list=f"SELECT run_id FROM {s}.runs ORDER BY id",
-            runs=(
-                f"SELECT r.run_id, r.last_seq, r.created_at, {_META} FROM {s}.runs r "
-                f"JOIN {s}.checkpoints c ON c.run_id = r.run_id AND c.seq = r.last_seq "
-                "ORDER BY r.id"
-            ),
-            # Deleting a run: its nodes ("mine") go, except those another
-            # checkpoint still reaches (a head of another run, or the parent of
-            # a node outside the set, and all their ancestors). One statement,
-            # so it sees the run's own checkpoints and excludes them by run_id.
-            sweep=f"""
-                WITH RECURSIVE mine(id) AS (
-                    SELECT head FROM {s}.checkpoints
-                    WHERE run_id = %(run_id)s AND head IS NOT NULL
-                    UNION
-                    SELECT n.parent FROM {s}.nodes n JOIN mine ON n.id = mine.id
-                    WHERE n.parent IS NOT NULL
-                ),
-                keep(id) AS (
-                    SELECT m.id FROM mine m
-                    WHERE EXISTS (SELECT 1 FROM {s}.checkpoints c
-                                  WHERE c.head = m.id AND c.run_id <> %(run_id)s)
-                       OR EXISTS (SELECT 1 FROM {s}.nodes n WHERE n.parent = m.id
-                                  AND NOT EXISTS (SELECT 1 FROM mine x WHERE x.id = n.id))
-                    UNION
-                    SELECT n.parent FROM {s}.nodes n JOIN keep ON n.id = keep.id
-                    WHERE n.parent IS NOT NULL
-                )
-                DELETE FROM {s}.nodes
-                WHERE id IN (SELECT id FROM mine) AND id NOT IN (SELECT id FROM keep)
-            """,
-            delete_checkpoints=f"DELETE FROM {s}.checkpoints WHERE run_id = %s",
-            delete_run=f"DELETE FROM {s}.runs WHERE run_id = %s",
-        )
-
-
-def _append(s: str, source: str) -> str:
-    """The CTEs and final SELECT appending a batch of events to a run's log.
-
-    The upsert of the run's counter row adds the batch's size and returns the
-    new last offset; the row stays locked until commit, so appenders of one run
-    (from any process) queue on it and the offsets have no hole. The batch
-    arrives as one array per column, sent in binary (psycopg's text format
-    escapes every element with a regular expression: five times slower). The
-    statement returns the last offset and sends ``NOTIFY`` (delivered at
-    commit); it returns no row when ``source`` (``FROM r``: the run row's
-    upsert) yields none.
-    """
-    return f"""
-        head AS (
-            INSERT INTO {s}.event_heads AS h (run_id, last_position)
-            SELECT %(run_id)s::text, %(count)s::bigint {source}
-            ON CONFLICT (run_id) DO UPDATE
-            SET last_position = h.last_position + EXCLUDED.last_position
-            RETURNING last_position
-        ),
-        added AS (
-            INSERT INTO {s}.events (run_id, {_EVENT_COLUMNS})
-            SELECT %(run_id)s::text, head.last_position - %(count)s::bigint + e.ord,
-                   e.type, e.step_index, e.operation_id, e.attempt_id, e.payload, e.created_at
-            FROM head, unnest(%(types)b::text[], %(steps)b::integer[], %(operations)b::text[],
-                              %(attempts)b::text[], %(payloads)b::text[], %(times)b::bigint[])
-                 WITH ORDINALITY AS e(type, step_index, operation_id, attempt_id, payload,
-                                      created_at, ord)
-        )
-        SELECT head.last_position, pg_notify(%(channel)s::text, %(notice)s::text) FROM head
-    """
-
-
-def _chain(s: str, checkpoint: str) -> str:
-    # One query walks the chain from the checkpoint's head up to the root; it
-    # finds the checkpoint itself, so it needs no value from an earlier query.
-    # The depth bound stops a corrupt cycle, and verify_chain notices a chain
-    # that is too short or too long.
-    return f"""
-        WITH RECURSIVE c AS ({checkpoint}),
-        chain(id, parent, message, depth) AS (
-            SELECT n.id, n.parent, n.message, 1 FROM {s}.nodes n JOIN c ON n.id = c.head
-            UNION ALL
-            SELECT n.id, n.parent, n.message, chain.depth + 1
-            FROM {s}.nodes n JOIN chain ON n.id = chain.parent
-            WHERE chain.depth < (SELECT c.message_count FROM c)
-        )
-        SELECT id, parent, message FROM chain ORDER BY depth DESC
-    """
 
 
 class PostgresSessionStore(PostgresRuntimeTables):
@@ -333,8 +129,8 @@ class PostgresSessionStore(PostgresRuntimeTables):
         timeout: float = 30.0,
         pool_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
-        psycopg, pool_module = _driver()
-        conninfo, from_url = _split_schema(dsn)
+        psycopg, pool_module = driver()
+        conninfo, from_url = split_schema(dsn)
         if schema is not None and from_url is not None and schema != from_url:
             raise ConfigurationError(
                 f"schema given twice: {schema!r} as an argument, {from_url!r} in the URL"
@@ -342,10 +138,10 @@ class PostgresSessionStore(PostgresRuntimeTables):
         chosen = schema if schema is not None else from_url
         self.schema: str = "nbdurable" if chosen is None else chosen
         """The PostgreSQL schema holding the store's tables."""
-        self._q = _Statements.for_schema(self.schema)
+        self._q = Statements.for_schema(self.schema)
         self._gc_key = advisory_key("gc", self.schema)
-        self._where = _describe(psycopg, conninfo)
-        self.notify_channel: str = _notify_channel(self.schema)
+        self._where = describe(psycopg, conninfo)
+        self.notify_channel: str = notify_channel(self.schema)
         """The channel every append notifies (payload: the run id), per schema."""
         self._conninfo = conninfo
         self._lock = threading.Lock()
@@ -362,13 +158,13 @@ class PostgresSessionStore(PostgresRuntimeTables):
         options: dict[str, Any] = {
             # After a lost server, connection attempts back off 1, 2, 4... s and
             # give up after reconnect_timeout; each give-up starts a fresh
-            # attempt (_reconnect_failed), so a server that comes back is
+            # attempt (reconnect_failed), so a server that comes back is
             # reconnected to within about 2 s, however long it was away.
             "reconnect_timeout": 5.0,
-            "reconnect_failed": _reconnect_failed,
+            "reconnect_failed": reconnect_failed,
             **dict(pool_kwargs or {}),
         }
-        self._pool: ConnectionPool[Connection[tuple[Any, ...]]] = _pool_class(pool_module)(
+        self._pool: ConnectionPool[Connection[tuple[Any, ...]]] = pool_class(pool_module)(
             conninfo,
             min_size=min_size,
             max_size=max_size,
@@ -446,7 +242,7 @@ class PostgresSessionStore(PostgresRuntimeTables):
             assert row is not None  # the upsert always returns the run's counter
             return int(row[0])
 
-        return _added(run_id, events, self._transact(append))
+        return added_events(run_id, events, self._transact(append))
 
     def read_events(
         self, run_id: str, after: int = 0, limit: int | None = None
@@ -466,7 +262,7 @@ class PostgresSessionStore(PostgresRuntimeTables):
         if not rows and not (exists and exists[0]):
             raise RunNotFoundError(run_id)
         try:
-            return [_event(run_id, row) for row in rows]
+            return [event_from_row(run_id, row) for row in rows]
         except ValueError as exc:
             raise StoreCorruptionError(
                 f"an event of run {run_id!r} is damaged: {exc}", run_id=run_id
@@ -554,7 +350,7 @@ class PostgresSessionStore(PostgresRuntimeTables):
                 raise AssertionError("a save without a base node wrote nothing")
         with self._lock:
             self._chains.put(run_id, Chain(messages, ids))
-        return _added(run_id, events, last) if events else []
+        return added_events(run_id, events, last) if events else []
 
     def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
         """Return the latest checkpoint, or the latest one saved at ``step_index``.
@@ -693,19 +489,7 @@ class PostgresSessionStore(PostgresRuntimeTables):
 
     def _batch(self, run_id: str, events: Sequence[NewEvent]) -> dict[str, Any]:
         """An append's parameters: one array per column, and the notification."""
-        notice = run_id if len(run_id.encode()) <= _MAX_NOTICE else ""
-        return {
-            "run_id": run_id,
-            "count": len(events),
-            "types": [e.type for e in events],
-            "steps": [e.step_index for e in events],
-            "operations": [e.operation_id for e in events],
-            "attempts": [e.attempt_id for e in events],
-            "payloads": [json.dumps(e.payload, separators=(",", ":")) for e in events],
-            "times": [e.created_at for e in events],
-            "channel": self.notify_channel,
-            "notice": notice,
-        }
+        return event_params(run_id, events, self.notify_channel)
 
     def _last_offset(self, run_id: str) -> int:
         with self._pool.connection() as conn:
@@ -739,138 +523,10 @@ class PostgresSessionStore(PostgresRuntimeTables):
         for run_id in waiting:
             notify(self, run_id)
 
-    @contextmanager
     def _transaction(
         self, conn: Connection[tuple[Any, ...]], begin: str = "BEGIN"
-    ) -> Iterator[None]:
-        # BEGIN and COMMIT are sent as statements in the pipeline (psycopg's
-        # conn.transaction() waits for the server at both ends), so the whole
-        # transaction costs one round trip; results are read after it.
-        try:
-            with conn.pipeline() if self._pipelined else nullcontext():
-                conn.execute(begin)
-                yield
-                conn.execute("COMMIT")
-        except BaseException:
-            with suppress(Exception):  # a broken connection: the pool drops it
-                conn.rollback()
-            raise
+    ) -> AbstractContextManager[None]:
+        return transaction(conn, pipelined=self._pipelined, begin=begin)
 
     def _transact(self, work: Callable[[Connection[tuple[Any, ...]]], T], attempts: int = 5) -> T:
-        # Saves and deletes take their locks in one order, so a deadlock or a
-        # serialization failure should not happen; retry one anyway, since the
-        # transaction rolled back whole.
-        from psycopg.errors import TransactionRollback
-
-        for attempt in range(attempts):
-            try:
-                with self._pool.connection() as conn:
-                    return work(conn)
-            except TransactionRollback:
-                if attempt == attempts - 1:
-                    raise
-                time.sleep(0.01 * (attempt + 1))
-        raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _added(run_id: str, events: Sequence[NewEvent], last: int) -> builtins.list[Event]:
-    """The appended events with their offsets, the last one being ``last``.
-
-    Built without validating again: the events were validated when they were made.
-    """
-    first = last - len(events) + 1
-    return [
-        Event.model_construct(
-            run_id=run_id,
-            offset=first + i,
-            type=event.type,
-            step_index=event.step_index,
-            operation_id=event.operation_id,
-            attempt_id=event.attempt_id,
-            payload=event.payload,
-            created_at=event.created_at,
-        )
-        for i, event in enumerate(events)
-    ]
-
-
-def _event(run_id: str, row: tuple[Any, ...]) -> Event:
-    position, type_, step_index, operation_id, attempt_id, payload, created_at = row
-    return Event(
-        run_id=run_id,
-        offset=position,
-        type=type_,
-        step_index=step_index,
-        operation_id=operation_id,
-        attempt_id=attempt_id,
-        payload=json.loads(payload),
-        created_at=created_at,
-    )
-
-
-def _notify_channel(schema: str) -> str:
-    """``nbdurable_events:<schema>``, or a digest of the schema when that is too long."""
-    channel = _CHANNEL_PREFIX + schema
-    if len(channel.encode()) <= _MAX_IDENTIFIER:
-        return channel
-    return _CHANNEL_PREFIX + hashlib.sha256(schema.encode()).hexdigest()[:40]
-
-
-@functools.lru_cache(maxsize=1)
-def _pool_class(pool_module: Any) -> Any:
-    """The pool the store uses: psycopg_pool's, waiting no longer than a store retry allows."""
-
-    class Pool(pool_module.ConnectionPool):  # type: ignore[misc]
-        def getconn(self, timeout: float | None = None) -> Any:
-            # During an outage a call under a StoreRetry waits for a connection
-            # only until the retry gives up, not the pool's whole timeout.
-            # A call after the budget is spent still gets a short wait: a server
-            # that is back is reconnected to within about 2 s.
-            deadline = retry_deadline()
-            if deadline is not None:
-                left = max(deadline - time.monotonic(), 1.0)
-                timeout = min(self.timeout if timeout is None else timeout, left)
-            return super().getconn(timeout)
-
-    return Pool
-
-
-def _reconnect_failed(pool: Any) -> None:
-    """Try again at once: ``check()`` grows an empty pool with a fresh attempt."""
-    with suppress(Exception):  # a closed pool: nothing to do
-        pool.check()
-
-
-def _driver() -> tuple[Any, Any]:
-    try:
-        import psycopg
-        import psycopg_pool
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"PostgresSessionStore needs the {_EXTRA} extra (pip install '{_EXTRA}'): {exc}"
-        ) from exc
-    return psycopg, psycopg_pool
-
-
-def _split_schema(dsn: str) -> tuple[str, str | None]:
-    """Take ``schema=`` out of a URL's query (libpq would refuse it)."""
-    if dsn.partition("://")[0].lower() not in ("postgresql", "postgres"):
-        return dsn, None
-    parts = urlsplit(dsn)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schemas = [value for key, value in query if key == "schema"]
-    if not schemas:
-        return dsn, None
-    rest = urlencode([(key, value) for key, value in query if key != "schema"])
-    return urlunsplit(parts._replace(query=rest)), schemas[-1]
-
-
-def _describe(psycopg: Any, conninfo: str) -> str:
-    """``host:port/dbname`` of a DSN, without its password (for messages and repr)."""
-    try:
-        params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(conninfo)
-    except psycopg.ProgrammingError as exc:
-        raise ConfigurationError(f"invalid PostgreSQL DSN: {exc}") from exc
-    host = params.get("host") or "localhost"
-    port = f":{params['port']}" if params.get("port") else ""
-    return f"postgresql://{host}{port}/{params.get('dbname') or ''}"
+        return transact(self._pool, work, attempts)

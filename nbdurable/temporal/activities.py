@@ -34,14 +34,15 @@ from ..messages import ToolCallPart, ToolResultPart
 from ..models.base import ModelRequest
 from ..parts import StreamPart
 from ..runtime.agent import Agent
-from ..runtime.executor import (
+from ..runtime.executor import RunContext, RuntimeDriver
+from ..runtime.legs import first_messages, leg_options
+from ..runtime.outcome import (
     ModelAttemptFailed,
     NeedsAttention,
-    RunContext,
     RunTimedOut,
-    RuntimeDriver,
+    after_model_error,
+    record_changes,
 )
-from ..runtime.legs import first_messages, leg_options
 from ..runtime.records import (
     RuntimeRun,
     definition_matches,
@@ -181,7 +182,7 @@ class RunActivities(BoundActivities):
             writer = writers.get(log)
             if writer is None:
                 writer = writers[log] = EventWriter(
-                    self.runtime.store,
+                    self.runtime.event_store,
                     log,
                     deps=self.runtime.deps,
                     flush_interval=0.0,
@@ -269,7 +270,9 @@ class RunActivities(BoundActivities):
     async def _started(
         self, log: str, checkpoint: AgentCheckpoint | None, *, retried: bool = False
     ) -> None:
-        writer = EventWriter(self.runtime.store, log, deps=self.runtime.deps, flush_interval=0.0)
+        writer = EventWriter(
+            self.runtime.event_store, log, deps=self.runtime.deps, flush_interval=0.0
+        )
         writer.started(
             resumed=checkpoint is not None,
             next_step_index=0 if checkpoint is None else checkpoint.step_index + 1,
@@ -355,21 +358,20 @@ class RunActivities(BoundActivities):
         decide.
         """
         record = self._record(context.record.run_id)
-        error = f"{type(failed.error).__name__}: {failed.error}"
-        policy = context.retry_policy
-        retry_if = context.agent.retry_if
-        if policy is None or (retry_if is not None and not retry_if(failed.error)):
-            return ApplicationError(error, type="model_error", non_retryable=True)
-        used = record.model_attempts
-        if used >= policy.max_attempts:
-            return ApplicationError(error, type="model_retries_exhausted", non_retryable=True)
-        delay = policy.delay_ms(used)
-        self.runtime.set_state(
-            record.run_id,
-            state="retry_wait",
-            error=error,
-            next_attempt_at=self.runtime.now() + delay,
+        now = self.runtime.now()
+        outcome = after_model_error(
+            failed.error,
+            policy=context.retry_policy,
+            retry_if=context.agent.retry_if,
+            used=record.model_attempts,
+            now=now,
         )
+        error = outcome.error or ""
+        if outcome.kind != "retry_wait":
+            return ApplicationError(error, type=outcome.reason, non_retryable=True)
+        assert outcome.next_attempt_at is not None
+        delay = outcome.next_attempt_at - now
+        self.runtime.set_state(record.run_id, **record_changes(outcome))
         return ApplicationError(error, delay, type=MODEL_ATTEMPT_FAILED, non_retryable=True)
 
     @activity.defn(name="nbdurable.run_tool")

@@ -32,6 +32,7 @@ from ..models.base import ModelResponse
 from ..parts import StreamPart
 from ..runtime.agent import Agent
 from ..runtime.limits import Limits, payload_bytes
+from ..runtime.outcome import LegEnded, LegFailed, NeedsAttention
 from .config import TemporalConfig
 
 __all__ = [
@@ -41,8 +42,6 @@ __all__ = [
     "MODEL_ATTEMPT_FAILED",
     "NEEDS_ATTENTION",
     "TIMEOUT",
-    "LegFailed",
-    "ToolNeedsAttention",
     "WorkflowDriver",
 ]
 
@@ -66,21 +65,8 @@ LOCAL_ACTIVITY: dict[str, Any] = {
 }
 
 
-class LegFailed(Exception):
-    """The leg ends the run ``failed`` with ``reason`` (a model error, a limit, the timeout)."""
-
-    def __init__(self, reason: str, error: str) -> None:
-        self.reason = reason
-        self.error = error
-        super().__init__(error)
-
-
 class _SubAgentFailed(Exception):
     """A sub-agent's model call failed; the message is the error as the embedded driver words it."""
-
-
-class ToolNeedsAttention(Exception):
-    """A ``manual`` tool was interrupted: the run needs a human (retry or deny)."""
 
 
 def _cause(error: ActivityError) -> ApplicationError | None:
@@ -223,7 +209,7 @@ class WorkflowDriver(Driver):
         if isinstance(tool, AgentTool):
             try:
                 return await self.run_subagent(tool, invocation)
-            except (LegFailed, ToolNeedsAttention, LimitExceededError):
+            except (LegEnded, LimitExceededError):
                 raise  # the run's fate, not the sub-agent's answer
             except _SubAgentFailed as exc:
                 return ToolOutcome(result=error_result(call, str(exc)))
@@ -262,10 +248,10 @@ class WorkflowDriver(Driver):
         if cause is not None and cause.type in (LIMIT_EXCEEDED, TIMEOUT):
             raise LegFailed(cause.type, cause.message) from None
         if cause is not None and cause.type == NEEDS_ATTENTION:
-            raise ToolNeedsAttention(cause.message) from None
+            raise NeedsAttention(cause.message) from None
         if cause is not None and cause.non_retryable:
             raise LegFailed("error", cause.message) from None
-        raise ToolNeedsAttention(
+        raise NeedsAttention(
             f"tool {call.tool_name!r} (call {call.tool_call_id}) was interrupted "
             f"({recovery} recovery): retry() runs it again, deny() settles it"
         ) from None

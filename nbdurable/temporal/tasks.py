@@ -23,7 +23,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from .._errors import FencedOutError, LimitExceededError
-from ..runtime.executor import RunTimedOut
+from ..runtime.outcome import RunTimedOut
 from ..runtime.records import RuntimeRun
 from ..runtime.run import Run
 from ..runtime.runtime import DurableRuntime

@@ -14,11 +14,12 @@ import contextlib
 import signal
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from ..durable.store import HistoryStore
 from ..runtime.agent import Agent
 from ..runtime.limits import Limits
 from ..runtime.runtime import DurableRuntime
@@ -29,6 +30,9 @@ from .registry import set_worker_runtime, worker_runtime
 from .tasks import TaskActivities, TaskRunWorkflow
 from .tracing import client_interceptors
 from .workflow import AgentRunWorkflow
+
+if TYPE_CHECKING:
+    from ..health import ReadinessProbe
 
 __all__ = ["ADOPT_AFTER", "TASK_WORKFLOW_NAME", "WORKFLOW_NAME", "build_worker", "serve"]
 
@@ -43,7 +47,7 @@ def build_worker(
     client: Client,
     *,
     task_queue: str,
-    store: Any,
+    store: HistoryStore,
     agents: Iterable[Agent],
     tasks: Sequence[TaskDefinition] = (),
     limits: Limits | None = None,
@@ -75,13 +79,13 @@ async def serve(
     *,
     address: str,
     task_queue: str,
-    store: Any,
+    store: HistoryStore,
     agents: Iterable[Agent],
     tasks: Sequence[TaskDefinition] = (),
     limits: Limits | None = None,
     namespace: str = "default",
     ready: str | None = None,
-    probe: Any = None,
+    probe: ReadinessProbe | None = None,
 ) -> int:
     """Run a worker until SIGTERM or SIGINT; print ``ready`` once it polls."""
     # with tracing on (nbdurable.instrument() in the agents' module), the SDK's
@@ -90,7 +94,7 @@ async def serve(
     worker = build_worker(
         client, task_queue=task_queue, store=store, agents=agents, tasks=tasks, limits=limits
     )
-    if probe is not None:  # a nbdurable.health.ReadinessProbe: /readyz checks the server too
+    if probe is not None:  # /readyz checks the server too
         from ..health import temporal_check
 
         probe.add("temporal", temporal_check(client))

@@ -26,9 +26,10 @@ from ..durable.checkpoint import AgentCheckpoint
 from ..loop.machine import LegStart, leg_start_from_checkpoint
 from ..messages import Message, ToolApprovalResponse
 from ..runtime.legs import leg_options
+from ..runtime.outcome import LegEnded, LegOutcome, ended_by, leg_result, record_changes
 from ..runtime.records import RuntimeRun, definition_matches, mismatch_reason
 from .config import TemporalConfig
-from .driver import LOCAL_ACTIVITY, LegFailed, ToolNeedsAttention, WorkflowDriver
+from .driver import LOCAL_ACTIVITY, WorkflowDriver
 from .registry import worker_runtime
 
 __all__ = ["AgentRunWorkflow", "DefinitionMismatchError"]
@@ -91,7 +92,7 @@ class AgentRunWorkflow:
                 if state in FINAL_STATES:
                     return state
         except asyncio.CancelledError:
-            await self._finish(settings, {"state": "cancelled", "reason": "cancelled"})
+            await self._finish(settings, LegOutcome.cancelled())
             raise
 
     async def _hand_on(self, config: dict[str, Any], handed_back: int) -> None:
@@ -108,12 +109,14 @@ class AgentRunWorkflow:
         carried = {"verdicts": self._verdicts, "handed_back": handed_back + 1}
         workflow.continue_as_new(args=[config, carried])
 
-    async def _finish(self, config: TemporalConfig, changes: dict[str, Any]) -> None:
-        """Write what the leg left in the outbox and the run's new state."""
+    async def _finish(self, config: TemporalConfig, outcome: LegOutcome) -> str | None:
+        """Write what the leg left in the outbox and the run's new state; the state."""
         entries, self._outbox[:] = list(self._outbox), []
+        changes = record_changes(outcome)
         await workflow.execute_local_activity(
             "nbdurable.finish_leg", args=[config.run_id, entries, changes], **LOCAL_ACTIVITY
         )
+        return outcome.state
 
     async def _leg(self, config: TemporalConfig) -> str | None:
         info = await workflow.execute_local_activity(
@@ -130,8 +133,7 @@ class AgentRunWorkflow:
         agent = runtime.registry.get(record.agent_id, record.agent_version)
         if agent is None:
             error = f"this worker serves no agent {record.agent_id!r} v{record.agent_version}"
-            await self._finish(config, {"state": "failed", "reason": "error", "error": error})
-            return "failed"
+            return await self._finish(config, LegOutcome.failed("error", error))
         if definition_matches(record, runtime.registry.fingerprints()) is False:
             # Replayed here after the leg began on a worker with the run's definition:
             # failing this workflow task makes Temporal retry it, on another worker.
@@ -168,40 +170,13 @@ class AgentRunWorkflow:
                 left = max(deadline - _WorkflowClock().now(), 0) / 1000
                 result = await asyncio.wait_for(driver.run(), left)
         except TimeoutError:
-            await self._finish(config, {"state": "failed", "reason": "timeout"})
-            return "failed"
-        except LegFailed as failed:
-            failure = {"state": "failed", "reason": failed.reason, "error": failed.error}
-            await self._finish(config, failure)
-            return "failed"
-        except LimitExceededError as exc:
-            failure = {"state": "failed", "reason": "limit_exceeded", "error": str(exc)}
-            await self._finish(config, failure)
-            return "failed"
-        except ToolNeedsAttention as exc:
-            await self._finish(config, {"state": "needs_attention", "reason": str(exc)})
-            return "needs_attention"
+            return await self._finish(config, LegOutcome.timed_out())
+        except (LegEnded, LimitExceededError) as exc:
+            ended = ended_by(exc)
+            assert ended is not None  # both decide the run's outcome
+            return await self._finish(config, ended)
         self._verdicts.clear()
-        changes: dict[str, Any]
-        if result.status == "completed":
-            changes = {
-                "state": "completed",
-                "result_text": result.text,
-                "verdicts": {},
-                "rerun_tool_calls": [],
-                "model_attempts": 0,
-                "error": None,
-            }
-        elif result.pending_approvals:
-            changes = {"state": "waiting_approval", "verdicts": {}, "rerun_tool_calls": []}
-        else:
-            changes = {
-                "state": "needs_attention",
-                "verdicts": {},
-                "reason": "the run waits for a client tool's result",
-            }
-        await self._finish(config, changes)
-        return str(changes["state"])
+        return await self._finish(config, leg_result(result))
 
 
 def config_args(config: TemporalConfig) -> dict[str, Any]:

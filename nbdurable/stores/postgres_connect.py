@@ -1,0 +1,153 @@
+"""Reaching the PostgreSQL server: the driver, the DSN, the pool, transactions.
+
+psycopg is imported when a store is created (:func:`driver`), not when this
+module is.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext, suppress
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from .._errors import ConfigurationError
+from ..durable.transient import retry_deadline
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+    from psycopg_pool import ConnectionPool
+
+__all__ = [
+    "describe",
+    "driver",
+    "notify_channel",
+    "pool_class",
+    "reconnect_failed",
+    "split_schema",
+    "transact",
+    "transaction",
+]
+
+T = TypeVar("T")
+
+_EXTRA = "nbdurable[postgres]"
+_CHANNEL_PREFIX = "nbdurable_events:"
+_MAX_IDENTIFIER = 63  # bytes: PostgreSQL's NAMEDATALEN - 1
+
+
+def notify_channel(schema: str) -> str:
+    """``nbdurable_events:<schema>``, or a digest of the schema when that is too long."""
+    channel = _CHANNEL_PREFIX + schema
+    if len(channel.encode()) <= _MAX_IDENTIFIER:
+        return channel
+    return _CHANNEL_PREFIX + hashlib.sha256(schema.encode()).hexdigest()[:40]
+
+
+@functools.lru_cache(maxsize=1)
+def pool_class(pool_module: Any) -> Any:
+    """The pool the store uses: psycopg_pool's, waiting no longer than a store retry allows."""
+
+    class Pool(pool_module.ConnectionPool):  # type: ignore[misc]
+        def getconn(self, timeout: float | None = None) -> Any:
+            # During an outage a call under a StoreRetry waits for a connection
+            # only until the retry gives up, not the pool's whole timeout.
+            # A call after the budget is spent still gets a short wait: a server
+            # that is back is reconnected to within about 2 s.
+            deadline = retry_deadline()
+            if deadline is not None:
+                left = max(deadline - time.monotonic(), 1.0)
+                timeout = min(self.timeout if timeout is None else timeout, left)
+            return super().getconn(timeout)
+
+    return Pool
+
+
+def reconnect_failed(pool: Any) -> None:
+    """Try again at once: ``check()`` grows an empty pool with a fresh attempt."""
+    with suppress(Exception):  # a closed pool: nothing to do
+        pool.check()
+
+
+def driver() -> tuple[Any, Any]:
+    """The ``psycopg`` and ``psycopg_pool`` modules, imported now.
+
+    Raises:
+        ConfigurationError: The ``nbdurable[postgres]`` extra is not installed.
+    """
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"PostgresSessionStore needs the {_EXTRA} extra (pip install '{_EXTRA}'): {exc}"
+        ) from exc
+    return psycopg, psycopg_pool
+
+
+def split_schema(dsn: str) -> tuple[str, str | None]:
+    """Take ``schema=`` out of a URL's query (libpq would refuse it)."""
+    if dsn.partition("://")[0].lower() not in ("postgresql", "postgres"):
+        return dsn, None
+    parts = urlsplit(dsn)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [value for key, value in query if key == "schema"]
+    if not schemas:
+        return dsn, None
+    rest = urlencode([(key, value) for key, value in query if key != "schema"])
+    return urlunsplit(parts._replace(query=rest)), schemas[-1]
+
+
+def describe(psycopg: Any, conninfo: str) -> str:
+    """``host:port/dbname`` of a DSN, without its password (for messages and repr)."""
+    try:
+        params: dict[str, Any] = psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError as exc:
+        raise ConfigurationError(f"invalid PostgreSQL DSN: {exc}") from exc
+    host = params.get("host") or "localhost"
+    port = f":{params['port']}" if params.get("port") else ""
+    return f"postgresql://{host}{port}/{params.get('dbname') or ''}"
+
+
+@contextmanager
+def transaction(
+    conn: Connection[tuple[Any, ...]], *, pipelined: bool, begin: str = "BEGIN"
+) -> Iterator[None]:
+    """One transaction on ``conn``, in one round trip when ``pipelined``; rolled back on error."""
+    # BEGIN and COMMIT are sent as statements in the pipeline (psycopg's
+    # conn.transaction() waits for the server at both ends), so the whole
+    # transaction costs one round trip; results are read after it.
+    try:
+        with conn.pipeline() if pipelined else nullcontext():
+            conn.execute(begin)
+            yield
+            conn.execute("COMMIT")
+    except BaseException:
+        with suppress(Exception):  # a broken connection: the pool drops it
+            conn.rollback()
+        raise
+
+
+def transact(
+    pool: ConnectionPool[Connection[tuple[Any, ...]]],
+    work: Callable[[Connection[tuple[Any, ...]]], T],
+    attempts: int = 5,
+) -> T:
+    """Run ``work`` on a pooled connection; again after a deadlock or serialization failure."""
+    # Saves and deletes take their locks in one order, so a deadlock or a
+    # serialization failure should not happen; retry one anyway, since the
+    # transaction rolled back whole.
+    from psycopg.errors import TransactionRollback
+
+    for attempt in range(attempts):
+        try:
+            with pool.connection() as conn:
+                return work(conn)
+        except TransactionRollback:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.01 * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
