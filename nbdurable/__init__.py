@@ -109,7 +109,7 @@ if _typing.TYPE_CHECKING:
     from .stores.postgres import PostgresSessionStore
     from .stores.sqlite import SqliteSessionStore
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 _LAZY = {
     "AnthropicModel": "nbdurable.models.anthropic",

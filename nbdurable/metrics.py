@@ -270,7 +270,7 @@ class _StoreGauges:
 
         from prometheus_client.core import GaugeMetricFamily
 
-        from .runtime.records import RunState
+        from .durable.run_states import RunState
 
         counts = dict.fromkeys(get_args(RunState), 0)
         pending = 0

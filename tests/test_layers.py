@@ -13,9 +13,9 @@ The order, lowest first (architecture issue; it supersedes the layer tree in DES
 
 Modules the issue does not name are placed as follows:
 
-- ``_text``, ``_media``, ``_sync``, ``_resources``, ``_openai_chat``, ``_version``:
-  standard-library helpers (and the OpenAI chat shape of messages) that ``messages``
-  and everything above use: the bottom layer.
+- ``_text``, ``_media``, ``_sync``, ``_resources``, ``_openai_chat``, ``_display``,
+  ``_version``: standard-library helpers (and the OpenAI chat shape of messages)
+  that ``messages`` and everything above use: the bottom layer.
 - ``interop`` (LangChain and Pydantic AI tools) and ``mcp`` (MCP servers' tools):
   tool sources, beside ``tools`` (``Tool.from_langchain`` reaches into ``interop``).
 - ``tracing``, ``metrics``, ``health``: the observability hooks the loop's driver
@@ -53,6 +53,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_sync",
         "_resources",
         "_openai_chat",
+        "_display",
         "_version",
     ),
     ("durable",),
@@ -182,7 +183,7 @@ def test_no_import_points_up_or_between_peers() -> None:
         ("nbdurable.runtime.x", "from ..inspect import rewind", "peers"),
         ("nbdurable.inspect.x", "from nbdurable.runtime import run", "peers"),
         ("nbdurable.notebook.x", "from ..cli.store import default_store_url", "peers"),
-        ("nbdurable.server.x", "from .. import __version__", "points up"),
+        ("nbdurable.mcp.x", "from .. import __version__", "points up"),
         ("nbdurable.runtime.x", "from ..durable import runs\nfrom . import engine", None),
         ("nbdurable.cli.x", "from ..server import app", None),
     ],

@@ -21,9 +21,10 @@ from .._errors import (
     ConfigurationError,
     RunNotFoundError,
 )
+from ..durable.runtime_run import RuntimeRun
+from ..durable.scheduling import definition_matches, mismatch_reason
 from ..durable.store import maybe_await
 from ..messages import ToolApprovalRequest
-from ..runtime.records import RuntimeRun, definition_matches, mismatch_reason
 from ..runtime.run import Run, approval_expired
 from .agents import load_all
 from .follow import MOVING, STOPPED, call_text, follow, last_offset

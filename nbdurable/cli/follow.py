@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping
 from typing import Any, TextIO
 
+from .._display import call_text
+from ..durable.run_states import TERMINAL_STATES
+from ..durable.runtime_run import RuntimeRun
 from ..events.model import (
     APPROVAL_RESOLVED,
     CHECKPOINT_SAVED,
@@ -21,7 +23,6 @@ from ..events.model import (
     TOOL_RESULT,
     Event,
 )
-from ..runtime.records import TERMINAL_STATES, RuntimeRun
 from ..runtime.run import Run
 from .tables import cell, clip, terminal_width, text_width
 
@@ -34,11 +35,6 @@ STOPPED = frozenset({"waiting_approval", "needs_attention", "completed", "failed
 
 INDENT = "  "
 _WORDS = re.compile(r"\n|[^\S\n]+|[^\s]+")
-
-
-def call_text(tool_name: str, args: Mapping[str, Any]) -> str:
-    """A tool call as Python would write it: ``drop_table(name='stg_2024')``."""
-    return f"{tool_name}({', '.join(f'{k}={v!r}' for k, v in args.items())})"
 
 
 async def last_offset(store: Any, run_id: str) -> int:

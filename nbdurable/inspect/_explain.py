@@ -10,15 +10,17 @@ from typing import Any
 
 from .._errors import RunNotFoundError
 from ..durable.checkpoint import AgentCheckpoint
+from ..durable.lease_holder import describe_holder, process_gone
+from ..durable.lookup import runtime_record
+from ..durable.run_states import UNFINISHED_STATES
+from ..durable.runtime_run import RuntimeRun
 from ..durable.signer import token_issued_at
 from ..durable.store import RUNTIME, HistoryStore, supports
 from ..events.log import EVENTS
 from ..events.model import RUN_TAKEN_OVER
-from ..runtime.owner import describe_holder, process_gone
-from ..runtime.records import UNFINISHED_STATES, RuntimeRun
 from ._next import Context, NextSteps, check_context
 from ._rows import preview
-from ._source import StoreLike, opened, runtime_record
+from ._source import StoreLike, opened
 
 __all__ = ["Explanation", "PendingApproval", "explain"]
 

@@ -12,7 +12,7 @@ from typing import Any, get_args
 
 import pandas as pd
 
-from ..runtime.records import RunState
+from ..durable.run_states import RunState
 
 __all__ = ["InspectFrame", "STATUSES", "frame"]
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..runtime.records import TERMINAL_STATES, RuntimeRun
+from ..durable.run_states import TERMINAL_STATES
+from ..durable.runtime_run import RuntimeRun
 
 __all__ = ["GRAPH_STATUSES", "NODE_COUNTS", "graph_rows", "node_rows"]
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, RunNotFoundError
+from ..durable.lookup import runtime_record
 from ..durable.store import supports
 from ..events.log import EVENTS
 from ..events.model import (
@@ -33,7 +34,7 @@ from ..events.model import (
     TOOL_RESULT,
     Event,
 )
-from ._source import StoreLike, opened, runtime_record
+from ._source import StoreLike, opened
 
 if TYPE_CHECKING:
     from ._frame import InspectFrame

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..runtime.records import RuntimeRun
+from ..durable.runtime_run import RuntimeRun
 
 __all__ = ["HELD_STATES", "LeaseWait", "lease_wait"]
 

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigurationError, NbdurableError, RunNotFoundError
-from ..cli.store import DEFAULT_STORE
 from ..messages import Message
 from ..runtime.agent import Agent
 from ..runtime.run import Run
 from ..runtime.runtime import DurableRuntime
+from ..stores.default import DEFAULT_STORE
 from ._agents import register
 from ._now import finish_now
 

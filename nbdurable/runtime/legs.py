@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._deps import Deps
+from ..durable.runtime_run import RuntimeRun
 from ..durable.signer import ApprovalSigner
 from ..loop.driver import build_options
 from ..loop.options import LoopOptions
@@ -19,7 +20,6 @@ from ..messages import Message, ToolApprovalResponse
 from .agent import Agent
 from .graphs import prompt_with_results
 from .prompts import prompt_message
-from .records import RuntimeRun
 
 if TYPE_CHECKING:
     from .runtime import DurableRuntime

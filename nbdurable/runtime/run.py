@@ -19,6 +19,8 @@ from .._errors import (
     WaitingForHumanError,
 )
 from .._sync import run_sync
+from ..durable.run_states import RunState
+from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.signer import expired_age, resign_if_expired
 from ..durable.store import maybe_await
 from ..events.model import Event
@@ -26,7 +28,6 @@ from ..events.subscribe import subscribe, wait_for_run
 from ..loop.output import OutputSpec
 from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, Usage
 from . import lifecycle
-from .records import RunState, RuntimeRun, ToolIntent
 from .waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:

@@ -15,9 +15,13 @@ from .._errors import (
 )
 from .._resources import ResourceScope
 from .._text import valid_text
+from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
+from ..durable.runtime_run import RuntimeRun
+from ..durable.runtime_store import RuntimeStore
 from ..durable.signer import ApprovalSigner, store_signer
-from ..durable.store import supports
+from ..durable.store import RUNTIME, supports
 from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry
+from ..events.fork import fork_run
 from ..events.log import notify
 from ..events.model import RUN_ERROR, RUN_FINISHED, RUN_STATE, NewEvent
 from ..messages import Message
@@ -27,7 +31,6 @@ from .engine import EmbeddedEngine, Engine
 from .graphs import Graph, validate_graph
 from .limits import Limits, check_concurrency, payload_bytes
 from .prompts import Prompt, canonical_prompt, validate_prompt
-from .records import RUNTIME, TERMINAL_STATES, UNFINISHED_STATES, RuntimeRun, RuntimeStore
 from .run import Run, RunFailedError
 from .store_retry import RetryingRuntimeStore
 from .tasks import TaskDefinition, TaskRun, canonical_json, task_table
@@ -514,7 +517,7 @@ class DurableRuntime:
     ) -> Run:
         """Fork a run from one of its checkpoints and let this runtime continue the fork.
 
-        :func:`nbdurable.inspect.rewind` with this runtime's signer: the fork
+        As :func:`nbdurable.inspect.rewind`, with this runtime's signer: the fork
         starts from the history as of ``step_index`` (its last message replaced
         by ``edit`` when given) and runs under the parent's agent and version,
         in a session of its own. The original run is never modified.
@@ -523,11 +526,9 @@ class DurableRuntime:
             RunNotFoundError: The runtime has no record of ``run_id``.
             CheckpointNotFoundError: The run has no checkpoint at ``step_index``.
         """
-        from ..inspect import rewind
-
         if self.runtime_store.rt_get(run_id) is None:
             raise RunNotFoundError(run_id)
-        fork = rewind(
+        fork = fork_run(
             self.store, run_id, step_index, new_run_id=new_run_id, edit=edit, signer=self.signer
         )
         self.engine.wake()

@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import DurableConflictError
+from ..durable.runtime_run import RuntimeRun, ToolIntent
+from ..durable.runtime_store import RuntimeStore
 from ..durable.transient import StoreRetry, StoreUnavailableError, is_transient
-from .records import RuntimeRun, RuntimeStore, ToolIntent
 
 __all__ = ["RetryingRuntimeStore", "StoreUnavailableError"]
 

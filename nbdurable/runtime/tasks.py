@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, LimitExceededError
+from ..durable.runtime_run import RuntimeRun
+from ..durable.runtime_store import RuntimeStore
 from ..durable.store import maybe_await
 from ..events.model import NewEvent
 from .executor import RunTimedOut
 from .limits import payload_bytes
 from .prompts import Prompt, validate_prompt
-from .records import RuntimeRun, RuntimeStore
 from .run import Run, RunResult
 
 if TYPE_CHECKING:

@@ -18,9 +18,9 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 
 from .._errors import ConfigurationError
+from ..durable.runtime_run import RuntimeRun
 from ..events.model import RUN_STATE, RUN_SUSPENDED, Event
 from ..events.subscribe import read_events, wait_for_run
-from ..runtime.records import RuntimeRun
 from .context import Bridge
 from .handlers import ErrorBody
 

@@ -9,20 +9,18 @@ from typing import Any
 
 from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
 from .._text import valid_data
-from ..runtime.records import (
-    TERMINAL_STATES,
-    UNFINISHED_STATES,
-    RuntimeRun,
+from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
+from ..durable.runtime_run import RuntimeRun, ToolIntent
+from ..durable.scheduling import (
     Served,
-    ToolIntent,
     after_finish,
     claim,
     claimable,
-    decide,
     next_state,
     served,
     unclaimable_by_definition,
 )
+from ..durable.verdicts import decide
 
 __all__ = ["MemoryRuntimeTables"]
 

@@ -13,7 +13,7 @@ import anywidget
 import ipywidgets
 import traitlets
 
-from ...runtime.records import RunState
+from ...durable.run_states import RunState
 from ...runtime.run import Run
 from ...runtime.verdicts import Outcome, submit_verdict
 from .assets import frontend_file, view_module

@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from ...durable.run_states import UNFINISHED_STATES
+from ...durable.runtime_run import RuntimeRun
 from ...inspect._compact import age, cost_text, why
-from ...runtime.records import UNFINISHED_STATES, RuntimeRun
 
 __all__ = [
     "COLUMNS",
