@@ -7,7 +7,7 @@ import sys
 from typing import Any, TextIO
 
 from .._display import call_text
-from ..durable.run_states import TERMINAL_STATES
+from ..durable.run_states import BUSY_STATES, HUMAN_STATES, STOP_STATES
 from ..durable.runtime_run import RuntimeRun
 from ..events.model import (
     APPROVAL_RESOLVED,
@@ -28,9 +28,9 @@ from .tables import cell, clip, terminal_width, text_width
 
 __all__ = ["MOVING", "STOPPED", "EventPrinter", "call_text", "follow", "last_offset"]
 
-MOVING = frozenset({"queued", "pending", "running", "retry_wait", "cancelling"})
+MOVING = BUSY_STATES
 """Run states in which the run goes on by itself (given a runtime serving its agent)."""
-STOPPED = frozenset({"waiting_approval", "needs_attention", "completed", "failed", "cancelled"})
+STOPPED = STOP_STATES
 """Run states in which the run waits for a human, or is finished."""
 
 INDENT = "  "
@@ -151,7 +151,7 @@ async def follow(run: Run, after: int, printer: EventPrinter | None = None) -> R
     async for event in run.stream(after=after):
         printer.show(event)
         # A finished run's terminal event comes right after its final run_state.
-        waits = event.type == RUN_STATE and event.payload.get("state") in STOPPED - TERMINAL_STATES
+        waits = event.type == RUN_STATE and event.payload.get("state") in HUMAN_STATES
         if (waits or (event.ends_stream and event.type != RUN_STATE)) and (
             run.record().state in STOPPED
         ):

@@ -19,6 +19,7 @@ __all__ = [
     "STOP_STATES",
     "TERMINAL_STATES",
     "UNFINISHED_STATES",
+    "UNSUCCESSFUL_STATES",
     "RunState",
 ]
 
@@ -39,6 +40,8 @@ RUN_STATES: tuple[str, ...] = get_args(RunState)
 
 TERMINAL_STATES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 """Final states: a run in one never changes again (unless ``retry()`` lets a failed run go on)."""
+UNSUCCESSFUL_STATES: frozenset[str] = TERMINAL_STATES - {"completed"}
+"""Final states of a run that did not complete."""
 UNFINISHED_STATES: frozenset[str] = frozenset(RUN_STATES) - TERMINAL_STATES
 """Every state but the final ones."""
 HUMAN_STATES: frozenset[str] = frozenset({"waiting_approval", "needs_attention"})

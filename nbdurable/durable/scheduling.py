@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from .run_states import ACTIVE_STATES, DEPENDENCY_FAILED, TERMINAL_STATES, RunState
+from .run_states import ACTIVE_STATES, DEPENDENCY_FAILED, UNSUCCESSFUL_STATES, RunState
 from .runtime_run import RuntimeRun
 
 __all__ = [
@@ -27,8 +27,6 @@ __all__ = [
     "settle_graph",
     "unclaimable_by_definition",
 ]
-
-_UNSUCCESSFUL = TERMINAL_STATES - {"completed"}
 
 
 def next_state(session_busy: bool) -> RunState:
@@ -187,7 +185,7 @@ def settle_graph(runs: Sequence[RuntimeRun], now: int) -> list[RuntimeRun]:
             if all(dep is not None and dep.state == "completed" for dep in deps):
                 update = {"state": "pending", "reason": None, "error": None}
             else:
-                broken = [d for d in deps if d is not None and d.state in _UNSUCCESSFUL]
+                broken = [d for d in deps if d is not None and d.state in UNSUCCESSFUL_STATES]
                 if not broken or run.state != "queued":
                     continue
                 first = broken[0]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, RunNotFoundError
 from ..durable.lookup import runtime_record
+from ..durable.run_states import STOP_STATES
 from ..durable.store import supports
 from ..events.log import EVENTS
 from ..events.model import (
@@ -79,9 +80,7 @@ _WAITS = {
     "pending": "queue_wait",
 }
 _WAIT_KINDS = frozenset({*_WAITS.values(), "takeover_gap"})
-_LEG_ENDS = frozenset(
-    {"retry_wait", "needs_attention", "waiting_approval", "completed", "failed", "cancelled"}
-)
+_LEG_ENDS = STOP_STATES | {"retry_wait"}
 
 
 @dataclass

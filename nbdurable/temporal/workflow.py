@@ -23,6 +23,7 @@ from temporalio import workflow
 from .._deps import Deps
 from .._errors import DurableConflictError, LimitExceededError
 from ..durable.checkpoint import AgentCheckpoint
+from ..durable.run_states import TERMINAL_STATES
 from ..loop.machine import LegStart, leg_start_from_checkpoint
 from ..messages import Message, ToolApprovalResponse
 from ..runtime.legs import leg_options
@@ -33,7 +34,7 @@ from .registry import worker_runtime
 
 __all__ = ["AgentRunWorkflow", "DefinitionMismatchError"]
 
-FINAL_STATES = ("completed", "failed", "cancelled")
+FINAL_STATES = TERMINAL_STATES
 ELSEWHERE = "elsewhere"
 """What a leg returns when this worker's definition of the run's agent is not the submitted one."""
 
