@@ -141,7 +141,7 @@ class Event(NewEvent):
     def ends_stream(self) -> bool:
         """Whether nothing follows this event until someone resumes or retries the run."""
         if self.type == RUN_STATE:
-            return self.payload.get("state") in TERMINAL_RUN_STATES
+            return self.payload.get("state") in TERMINAL_STATES
         return self.type in TERMINAL_EVENTS
 
     def position(self) -> tuple[int, bool]:

@@ -27,7 +27,7 @@ __all__ = ["RetryingRuntimeStore", "StoreUnavailableError"]
 
 
 class RetryingRuntimeStore:
-    """A :class:`~nbdurable.runtime.records.RuntimeStore` whose calls are retried.
+    """A :class:`~nbdurable.durable.runtime_store.RuntimeStore` whose calls are retried.
 
     Args:
         store: The store keeping the run records.

@@ -242,7 +242,7 @@ class PostgresRuntimeTables:
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int
     ) -> tuple[RuntimeRun, bool]:
-        """Insert a submitted run (see :class:`~nbdurable.runtime.records.RuntimeStore`)."""
+        """Insert a submitted run (see :class:`~nbdurable.durable.runtime_store.RuntimeStore`)."""
 
         def insert(conn: Connection[tuple[Any, ...]]) -> tuple[RuntimeRun, bool]:
             facts = conn.execute(

@@ -143,7 +143,7 @@ class SqliteRuntimeTables:
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int
     ) -> tuple[RuntimeRun, bool]:
-        """Insert a submitted run (see :class:`~nbdurable.runtime.records.RuntimeStore`)."""
+        """Insert a submitted run (see :class:`~nbdurable.durable.runtime_store.RuntimeStore`)."""
         with self._lock, self._write() as conn:
             if run.request_id is not None:
                 found = conn.execute(
