@@ -39,6 +39,7 @@ from ._errors import (
     WaitingForHumanError,
 )
 from ._sync import run_sync
+from ._version import __version__
 from .durable import (
     AgentCheckpoint,
     ApprovalSigner,
@@ -108,8 +109,6 @@ if _typing.TYPE_CHECKING:
     from .stores.jsonl import JsonlSessionStore
     from .stores.postgres import PostgresSessionStore
     from .stores.sqlite import SqliteSessionStore
-
-__version__ = "0.1.0"
 
 _LAZY = {
     "AnthropicModel": "nbdurable.models.anthropic",

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .durable import transient as _transient
+from .durable.run_states import HUMAN_STATES, RUN_STATES, TERMINAL_STATES
 
 __all__ = [
     "CONTENT_TYPE",
@@ -203,13 +204,13 @@ class MetricsHooks:
 
     def run_left(self, agent: str, state: str, reason: str | None) -> None:
         """A run leg ended here in ``state``."""
-        if state in ("completed", "failed", "cancelled"):
+        if state in TERMINAL_STATES:
             self.runs_finished.labels(agent, state).inc()
             if state == "failed":
                 self.runs_failed.labels(agent, reason or "error").inc()
         elif state == "retry_wait":
             self.model_retries.labels(agent).inc()
-        elif state in ("waiting_approval", "needs_attention"):
+        elif state in HUMAN_STATES:
             self.runs_suspended.labels(agent, state).inc()
 
     def taken_over(self, agent: str, cause: str) -> None:
@@ -266,13 +267,9 @@ class _StoreGauges:
         return []  # computed at scrape time only: registering must not query the store
 
     def collect(self) -> Iterator[Any]:
-        from typing import get_args
-
         from prometheus_client.core import GaugeMetricFamily
 
-        from .runtime.records import RunState
-
-        counts = dict.fromkeys(get_args(RunState), 0)
+        counts = dict.fromkeys(RUN_STATES, 0)
         pending = 0
         up = 1
         try:

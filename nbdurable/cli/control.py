@@ -21,9 +21,11 @@ from .._errors import (
     ConfigurationError,
     RunNotFoundError,
 )
+from ..durable.run_states import UNSUCCESSFUL_STATES
+from ..durable.runtime_run import RuntimeRun
+from ..durable.scheduling import definition_matches, mismatch_reason
 from ..durable.store import maybe_await
 from ..messages import ToolApprovalRequest
-from ..runtime.records import RuntimeRun, definition_matches, mismatch_reason
 from ..runtime.run import Run, approval_expired
 from .agents import load_all
 from .follow import MOVING, STOPPED, call_text, follow, last_offset
@@ -144,7 +146,7 @@ async def _outcome(run: Run, record: RuntimeRun) -> int:
         print(f"  let it go on with: nbdurable runs retry {record.run_id}")
     elif record.state in MOVING:
         print("  a runtime serving its agent executes it (nbdurable worker, or runs resume)")
-    return 1 if record.state in ("failed", "cancelled") else 0
+    return 1 if record.state in UNSUCCESSFUL_STATES else 0
 
 
 async def _execute(run: Run, after: int, timeout: float | None) -> RuntimeRun:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping
 from typing import Any, TextIO
 
+from .._display import call_text
+from ..durable.run_states import BUSY_STATES, HUMAN_STATES, STOP_STATES
+from ..durable.runtime_run import RuntimeRun
 from ..events.model import (
     APPROVAL_RESOLVED,
     CHECKPOINT_SAVED,
@@ -21,24 +23,18 @@ from ..events.model import (
     TOOL_RESULT,
     Event,
 )
-from ..runtime.records import TERMINAL_STATES, RuntimeRun
 from ..runtime.run import Run
 from .tables import cell, clip, terminal_width, text_width
 
 __all__ = ["MOVING", "STOPPED", "EventPrinter", "call_text", "follow", "last_offset"]
 
-MOVING = frozenset({"queued", "pending", "running", "retry_wait", "cancelling"})
+MOVING = BUSY_STATES
 """Run states in which the run goes on by itself (given a runtime serving its agent)."""
-STOPPED = frozenset({"waiting_approval", "needs_attention", "completed", "failed", "cancelled"})
+STOPPED = STOP_STATES
 """Run states in which the run waits for a human, or is finished."""
 
 INDENT = "  "
 _WORDS = re.compile(r"\n|[^\S\n]+|[^\s]+")
-
-
-def call_text(tool_name: str, args: Mapping[str, Any]) -> str:
-    """A tool call as Python would write it: ``drop_table(name='stg_2024')``."""
-    return f"{tool_name}({', '.join(f'{k}={v!r}' for k, v in args.items())})"
 
 
 async def last_offset(store: Any, run_id: str) -> int:
@@ -155,7 +151,7 @@ async def follow(run: Run, after: int, printer: EventPrinter | None = None) -> R
     async for event in run.stream(after=after):
         printer.show(event)
         # A finished run's terminal event comes right after its final run_state.
-        waits = event.type == RUN_STATE and event.payload.get("state") in STOPPED - TERMINAL_STATES
+        waits = event.type == RUN_STATE and event.payload.get("state") in HUMAN_STATES
         if (waits or (event.ends_stream and event.type != RUN_STATE)) and (
             run.record().state in STOPPED
         ):

@@ -6,10 +6,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["DEFAULT_STORE", "opened_store"]
+from ..stores.default import DEFAULT_STORE
 
-DEFAULT_STORE = "sqlite:///.nbdurable/runs.db"
-"""The notebook's default store, relative to the working directory."""
+__all__ = ["DEFAULT_STORE", "opened_store"]
 
 
 @contextmanager

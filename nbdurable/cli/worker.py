@@ -10,6 +10,7 @@ import signal
 import sys
 from typing import Any
 
+from ..durable.run_states import BUSY_STATES
 from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreUnavailableError
 from ..runtime.limits import Limits
 from .agents import load_all, load_tasks
@@ -138,7 +139,7 @@ async def worker(args: argparse.Namespace) -> int:
         flush=True,
     )
     try:
-        busy = ["queued", "pending", "running", "retry_wait", "cancelling"]
+        busy = sorted(BUSY_STATES)
         while not (args.exit_when_idle and not runtime.list_runs(busy)):
             # Wake at least every poll interval to notice idleness; a signal wakes at once.
             with contextlib.suppress(asyncio.TimeoutError):

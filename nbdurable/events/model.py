@@ -7,6 +7,7 @@ from typing import Any, Final, overload
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from ..durable.run_states import TERMINAL_STATES
 from ..messages import JsonObject
 from ..parts import FinishPart, StreamPart
 
@@ -20,6 +21,7 @@ __all__ = [
     "PART_EVENTS",
     "RUN_ERROR",
     "RUN_FINISHED",
+    "RUN_FORKED",
     "RUN_STARTED",
     "RUN_STATE",
     "RUN_SUSPENDED",
@@ -65,6 +67,8 @@ RUN_FINISHED: Final = "run_finished"
 RUN_ERROR: Final = "run_error"
 RUN_STATE: Final = "run_state"
 """A runtime run changed state (payload: ``state``, ``reason``, ``next_attempt_at``)."""
+RUN_FORKED: Final = "run_forked"
+"""First event of a fork's log (payload: the parent's ``run_id`` and ``step_index``, ``edited``)."""
 RUN_TAKEN_OVER: Final = "run_taken_over"
 """A runtime took the run over from an owner whose lease lapsed or whose process was gone
 (payload: ``previous_owner``, ``owner``, ``cause``, ``step_index``, ``tool_calls``, ``message``)."""
@@ -78,7 +82,8 @@ and in the same append; a model attempt that will be retried writes
 ``model_attempt_failed`` and a ``retry_wait`` state, never ``run_error``. Nothing
 follows until the run is retried or resumed: the new leg's ``run_started`` comes
 after the old terminal event."""
-TERMINAL_RUN_STATES: Final = frozenset({"completed", "failed", "cancelled"})
+TERMINAL_RUN_STATES: Final = TERMINAL_STATES
+"""The final run states (:data:`nbdurable.durable.run_states.TERMINAL_STATES`)."""
 
 # Stream part type -> event type, for parts that map one to one.
 PART_EVENTS: Final[dict[str, str]] = {
@@ -136,7 +141,7 @@ class Event(NewEvent):
     def ends_stream(self) -> bool:
         """Whether nothing follows this event until someone resumes or retries the run."""
         if self.type == RUN_STATE:
-            return self.payload.get("state") in TERMINAL_RUN_STATES
+            return self.payload.get("state") in TERMINAL_STATES
         return self.type in TERMINAL_EVENTS
 
     def position(self) -> tuple[int, bool]:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..runtime.records import RuntimeRun
+from ..durable.runtime_run import RuntimeRun
 
 __all__ = ["COMPACT_COLUMNS", "age", "compact_rows", "cost_text", "why"]
 

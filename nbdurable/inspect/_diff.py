@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..durable.checkpoint import AgentCheckpoint
+from ..durable.lookup import checkpoint_at
 from ..messages import Message
 from ._rows import preview
-from ._source import StoreLike, checkpoint_at, opened
+from ._source import StoreLike, opened
 
 if TYPE_CHECKING:
     from ._frame import InspectFrame

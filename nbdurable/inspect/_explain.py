@@ -10,15 +10,17 @@ from typing import Any
 
 from .._errors import RunNotFoundError
 from ..durable.checkpoint import AgentCheckpoint
+from ..durable.lease_holder import describe_holder, process_gone
+from ..durable.lookup import runtime_record
+from ..durable.run_states import ACTIVE_STATES, UNFINISHED_STATES, UNSUCCESSFUL_STATES
+from ..durable.runtime_run import RuntimeRun
 from ..durable.signer import token_issued_at
 from ..durable.store import RUNTIME, HistoryStore, supports
 from ..events.log import EVENTS
 from ..events.model import RUN_TAKEN_OVER
-from ..runtime.owner import describe_holder, process_gone
-from ..runtime.records import UNFINISHED_STATES, RuntimeRun
 from ._next import Context, NextSteps, check_context
 from ._rows import preview
-from ._source import StoreLike, opened, runtime_record
+from ._source import StoreLike, opened
 
 __all__ = ["Explanation", "PendingApproval", "explain"]
 
@@ -179,7 +181,7 @@ def _explain_dependencies(
 ) -> Explanation:
     """A graph node waiting for its dependencies (queued, or paused by a failed one)."""
     lines = [f"dependency {d.node_id or d.run_id} ({d.run_id}): {d.state}" for d in deps]
-    broken = [d for d in deps if d.state in ("failed", "cancelled")]
+    broken = [d for d in deps if d.state in UNSUCCESSFUL_STATES]
     node = record.node_id or record.run_id
     if record.state == "needs_attention":
         summary = f"Paused: graph node {node!r} waits because a dependency failed."
@@ -324,7 +326,7 @@ def _explain_record(
             details=tuple(facts),
             actions=steps.retries_by_itself(),
         )
-    if state in ("running", "cancelling"):
+    if state in ACTIVE_STATES:
         return _explain_owned(record, facts, now, steps)
     if state == "queued":
         behind = f"behind {ahead.run_id} ({ahead.state})" if ahead is not None else "in its session"

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from typing import Any, get_args
+from typing import Any
 
 import pandas as pd
 
-from ..runtime.records import RunState
+from ..durable.run_states import RUN_STATES
 
 __all__ = ["InspectFrame", "STATUSES", "frame"]
 
 # Run states in their lifecycle order, with the checkpoint-only status after the
 # states that mean "waiting for a human".
-STATUSES: tuple[str, ...] = (*get_args(RunState)[:6], "suspended", *get_args(RunState)[6:])
+STATUSES: tuple[str, ...] = (*RUN_STATES[:6], "suspended", *RUN_STATES[6:])
 """Every status a run or checkpoint can show: run states and checkpoint statuses."""
 
 _CELL_CSS = (

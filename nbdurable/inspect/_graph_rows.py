@@ -10,25 +10,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..runtime.records import TERMINAL_STATES, RuntimeRun
+from ..durable.graph_status import GRAPH_STATUSES
+from ..durable.run_states import HUMAN_STATES, RUN_STATES, TERMINAL_STATES
+from ..durable.runtime_run import RuntimeRun
 
 __all__ = ["GRAPH_STATUSES", "NODE_COUNTS", "graph_rows", "node_rows"]
-
-GRAPH_STATUSES: tuple[str, ...] = (
-    "running",
-    "waiting_approval",
-    "needs_attention",
-    "completed",
-    "failed",
-    "cancelled",
-)
-"""Every status :func:`nbdurable.runtime.graphs.graph_status` gives, in lifecycle order."""
 
 NODE_COUNTS: dict[str, tuple[str, ...]] = {
     "completed": ("completed",),
     "running": ("pending", "running", "retry_wait", "cancelling"),
     "queued": ("queued",),
-    "waiting": ("waiting_approval", "needs_attention"),
+    "waiting": tuple(s for s in RUN_STATES if s in HUMAN_STATES),
     "failed": ("failed",),
     "cancelled": ("cancelled",),
 }

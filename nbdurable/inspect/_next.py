@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 from .._errors import ConfigurationError
-from ..runtime.records import RuntimeRun
+from ..durable.runtime_run import RuntimeRun
 
 __all__ = ["CONTEXTS", "Context", "NextSteps", "check_context"]
 

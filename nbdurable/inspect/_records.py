@@ -13,10 +13,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._errors import RunNotFoundError
+from ..durable.lookup import checkpoint_at
+from ..durable.runtime_run import RuntimeRun
 from ..durable.store import RUNTIME, supports
-from ..runtime.records import RuntimeRun
 from . import _compact, _graph_rows, _rows
-from ._source import StoreLike, checkpoint_at, opened
+from ._source import StoreLike, opened
 
 __all__ = [
     "GRAPH_COLUMNS",

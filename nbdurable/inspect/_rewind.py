@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
-from .._deps import new_id
-from .._errors import ConfigurationError, DurableConflictError
-from ..durable.checkpoint import AgentCheckpoint, CheckpointStatus, ForkPoint
-from ..durable.signer import ApprovalSigner, store_signer
-from ..durable.store import HistoryStore, supports
-from ..events.log import EVENTS, notify
-from ..events.model import CHECKPOINT_SAVED, RUN_STATE, NewEvent
-from ..messages import Message, ToolApprovalRequest
-from ..runtime.records import RunState, RuntimeRun
-from ._source import StoreLike, checkpoint_at, opened, runtime_record
+from ..durable.checkpoint import AgentCheckpoint
+from ..durable.signer import ApprovalSigner
+from ..events.fork import fork_run
+from ..events.model import RUN_FORKED
+from ..messages import Message
+from ._source import StoreLike, opened
 
 __all__ = ["RUN_FORKED", "rewind"]
-
-RUN_FORKED = "run_forked"
-"""First event of a fork's log (payload: the parent's ``run_id`` and ``step_index``, ``edited``)."""
 
 
 def rewind(
@@ -73,132 +63,4 @@ def rewind(
             message, or an assistant edit carrying tool calls.
     """
     with opened(store) as source:
-        base = checkpoint_at(source, run_id, step_index)
-        fork_id = new_run_id or f"run-{new_id()[:16]}"
-        if source.history(fork_id) or runtime_record(source, fork_id) is not None:
-            raise DurableConflictError(f"run id {fork_id!r} exists already")
-        now = int(time.time() * 1000)
-        checkpoint = _fork_checkpoint(base, fork_id, _edit_message(edit), now, source, signer)
-        _save(source, checkpoint)
-        parent = runtime_record(source, run_id)
-        if parent is not None:
-            _insert_record(source, parent, checkpoint, now)
-    return checkpoint
-
-
-def _edit_message(edit: Message | str | None) -> Message | None:
-    if edit is None or isinstance(edit, Message):
-        if edit is not None and edit.role == "assistant" and edit.tool_calls:
-            raise ConfigurationError(
-                "an edit cannot be an assistant message with tool calls (their results "
-                "would be missing); edit the tool result message instead"
-            )
-        return edit
-    if isinstance(edit, str):
-        return Message(role="user", content=edit)
-    raise ConfigurationError(f"edit must be a Message or a string, not {type(edit).__name__}")
-
-
-def _fork_checkpoint(
-    base: AgentCheckpoint,
-    fork_id: str,
-    edit: Message | None,
-    now: int,
-    store: HistoryStore,
-    signer: ApprovalSigner | None,
-) -> AgentCheckpoint:
-    messages = base.messages
-    status: CheckpointStatus = base.status
-    pending: tuple[ToolApprovalRequest, ...] = base.pending_approvals
-    finish_reason = base.finish_reason
-    if edit is not None:
-        if not messages:
-            raise ConfigurationError(f"step {base.step_index} of {base.run_id!r} has no message")
-        messages = (*messages[:-1], edit)
-        pending = ()
-        status = "completed" if edit.role == "assistant" else "running"
-        finish_reason = "stop" if status == "completed" else None
-    elif any(r.token is not None for r in pending):
-        use = signer or store_signer(store)
-        pending = tuple(
-            r.model_copy(update={"token": use.sign(r, run_id=fork_id)}) for r in pending
-        )
-    return AgentCheckpoint(
-        run_id=fork_id,
-        step_index=base.step_index,
-        status=status,
-        messages=messages,
-        usage=base.usage,
-        pending_approvals=pending,
-        agent_path=base.agent_path,
-        created_at=now,
-        finish_reason=finish_reason,
-        forked_from=ForkPoint(run_id=base.run_id, step_index=base.step_index, edited=bool(edit)),
-    )
-
-
-def _save(store: HistoryStore, checkpoint: AgentCheckpoint) -> None:
-    if not supports(store, EVENTS):
-        store.save(checkpoint)
-        return
-    fork = checkpoint.forked_from
-    assert fork is not None
-    events = [
-        NewEvent(
-            type=RUN_FORKED,
-            step_index=checkpoint.step_index,
-            created_at=checkpoint.created_at,
-            payload={"run_id": fork.run_id, "step_index": fork.step_index, "edited": fork.edited},
-        ),
-        NewEvent(
-            type=CHECKPOINT_SAVED,
-            step_index=checkpoint.step_index,
-            created_at=checkpoint.created_at,
-            payload={"step_id": checkpoint.step_id, "status": checkpoint.status},
-        ),
-    ]
-    saver: Any = store
-    saver.save_with_events(checkpoint, events)
-    notify(store, checkpoint.run_id)
-
-
-def _insert_record(
-    store: HistoryStore, parent: RuntimeRun, checkpoint: AgentCheckpoint, now: int
-) -> None:
-    state: RunState
-    changes: dict[str, Any] = {}
-    if checkpoint.status == "running":
-        state = "pending"
-    elif checkpoint.status == "completed":
-        state = "completed"
-        changes["result_text"] = checkpoint.messages[-1].text if checkpoint.messages else ""
-    elif checkpoint.pending_approvals:
-        state = "waiting_approval"
-    else:
-        state = "needs_attention"
-        changes["reason"] = "the run waits for a client tool's result"
-    record = RuntimeRun(
-        run_id=checkpoint.run_id,
-        agent_id=parent.agent_id,
-        agent_version=parent.agent_version,
-        session_id=f"session-{checkpoint.run_id}",
-        prompt=parent.prompt,
-        state="pending",
-        created_at=now,
-        updated_at=now,
-        retry_policy=parent.retry_policy,
-        stream=parent.stream,
-        max_steps=parent.max_steps,
-        fingerprint=parent.fingerprint,
-    )
-    runtime: Any = store
-    stored, _ = runtime.rt_insert(record, enqueue=True, max_pending=2**62)
-    if state != "pending" or changes:
-        stored = runtime.rt_update(stored.run_id, {"state": state, **changes})
-    event = NewEvent(
-        type=RUN_STATE,
-        created_at=now,
-        payload={"state": stored.state, "reason": stored.reason, "next_attempt_at": None},
-    )
-    runtime.append_events(stored.run_id, [event])
-    notify(store, stored.run_id)
+        return fork_run(source, run_id, step_index, new_run_id=new_run_id, edit=edit, signer=signer)

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
+from ..durable.runtime_run import RuntimeRun
 from ..events.model import Event
 from ..messages import (
     ApprovalRequestPart,
@@ -21,7 +22,6 @@ from ..messages import (
     ToolResultPart,
     Usage,
 )
-from ..runtime.records import RuntimeRun
 
 __all__ = [
     "PREVIEW_CHARS",
@@ -95,7 +95,7 @@ def _seq(run: RuntimeRun | None) -> int:
 
 
 def _graph_statuses(runs: Iterable[RuntimeRun]) -> dict[str, str]:
-    from ..runtime.graphs import graph_status
+    from ..durable.graph_status import graph_status
 
     nodes: dict[str, list[RuntimeRun]] = {}
     for run in runs:

@@ -6,12 +6,10 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, Union
 
-from .._errors import ConfigurationError, RunNotFoundError
-from ..durable.checkpoint import AgentCheckpoint
-from ..durable.store import HISTORY, RUNTIME, HistoryStore, supports
-from ..runtime.records import RuntimeRun
+from .._errors import ConfigurationError
+from ..durable.store import HISTORY, HistoryStore, supports
 
-__all__ = ["StoreLike", "checkpoint_at", "opened", "runtime_record"]
+__all__ = ["StoreLike", "opened"]
 
 StoreLike = Union[HistoryStore, str]
 """A store object, or a URL for :func:`nbdurable.open_store` (opened and closed per call)."""
@@ -43,49 +41,3 @@ def _checked(store: Any) -> HistoryStore:
             "'history' capability (every bundled store has it)"
         )
     return store  # type: ignore[no-any-return]
-
-
-def runtime_record(store: HistoryStore, run_id: str) -> RuntimeRun | None:
-    """The runtime's record of a run, when the store keeps run records and has one."""
-    if not supports(store, RUNTIME):
-        return None
-    record: RuntimeRun | None = store.rt_get(run_id)  # type: ignore[attr-defined]
-    return record
-
-
-def checkpoint_at(store: HistoryStore, run_id: str, step_index: int | None) -> AgentCheckpoint:
-    """The run's checkpoint at ``step_index`` (the latest when None).
-
-    Raises:
-        RunNotFoundError: The store has no checkpoint of the run.
-        CheckpointNotFoundError: The run has no checkpoint at that step.
-    """
-    from .._errors import CheckpointNotFoundError
-
-    checkpoint = store.load(run_id, step_index=step_index)
-    if checkpoint is not None:
-        return checkpoint
-    if step_index is None or store.load(run_id) is None:
-        raise RunNotFoundError(run_id)
-    steps = sorted({info.step_index for info in store.history(run_id)})
-    raise CheckpointNotFoundError(
-        run_id,
-        message=(
-            f"run {run_id!r} has no checkpoint at step {step_index}; its steps are {_ranges(steps)}"
-        ),
-    )
-
-
-def _ranges(steps: list[int]) -> str:
-    if not steps:
-        return "none"
-    spans: list[str] = []
-    start = prev = steps[0]
-    for step in [*steps[1:], None]:
-        if step is not None and step == prev + 1:
-            prev = step
-            continue
-        spans.append(str(start) if start == prev else f"{start}-{prev}")
-        if step is not None:
-            start = prev = step
-    return ", ".join(spans)

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, RunNotFoundError
+from ..durable.lookup import runtime_record
+from ..durable.run_states import STOP_STATES
 from ..durable.store import supports
 from ..events.log import EVENTS
 from ..events.model import (
@@ -33,7 +35,7 @@ from ..events.model import (
     TOOL_RESULT,
     Event,
 )
-from ._source import StoreLike, opened, runtime_record
+from ._source import StoreLike, opened
 
 if TYPE_CHECKING:
     from ._frame import InspectFrame
@@ -78,9 +80,7 @@ _WAITS = {
     "pending": "queue_wait",
 }
 _WAIT_KINDS = frozenset({*_WAITS.values(), "takeover_gap"})
-_LEG_ENDS = frozenset(
-    {"retry_wait", "needs_attention", "waiting_approval", "completed", "failed", "cancelled"}
-)
+_LEG_ENDS = STOP_STATES | {"retry_wait"}
 
 
 @dataclass

@@ -6,10 +6,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, RunNotFoundError
+from ..durable.lookup import runtime_record
 from ..durable.store import supports
 from ..events.log import EVENTS
 from . import _compact, _graph_rows, _records, _rows
-from ._source import StoreLike, opened, runtime_record
+from ._source import StoreLike, opened
 
 if TYPE_CHECKING:
     from ._frame import InspectFrame

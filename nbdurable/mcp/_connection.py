@@ -285,7 +285,7 @@ def _transport_ended(client: Client) -> bool:
 def _client_info() -> Any:
     import mcp_types
 
-    from .. import __version__
+    from .._version import __version__
 
     return mcp_types.Implementation(name="nbdurable", version=__version__)
 

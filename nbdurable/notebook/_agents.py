@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._errors import ConfigurationError, DurableConflictError
+from ..durable.runtime_run import RuntimeRun
 from ..runtime.agent import Agent
-from ..runtime.records import RuntimeRun
 
 __all__ = ["agent_named", "agents_in", "next_version", "register", "run_agent"]
 

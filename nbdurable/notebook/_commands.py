@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from .._display import call_text
 from .._errors import (
     ApprovalExpiredError,
     ApprovalNotPendingError,
@@ -20,9 +21,8 @@ from .._errors import (
     DurableConflictError,
 )
 from .._sync import run_sync
-from ..cli.follow import call_text
+from ..durable.run_states import UNFINISHED_STATES
 from ..messages import ToolApprovalRequest
-from ..runtime.records import UNFINISHED_STATES
 from ..runtime.run import Run, approval_expired
 from . import _views
 from ._agents import agents_in, register, run_agent

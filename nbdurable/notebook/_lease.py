@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..runtime.records import RuntimeRun
+from ..durable.run_states import ACTIVE_STATES
+from ..durable.runtime_run import RuntimeRun
 
 __all__ = ["HELD_STATES", "LeaseWait", "lease_wait"]
 
-HELD_STATES = frozenset({"running", "cancelling"})
+HELD_STATES = ACTIVE_STATES
 """Run states in which the run's lease owner executes it."""
 
 

@@ -17,11 +17,11 @@ from typing import Any
 
 from .._errors import ConfigurationError, NbdurableError, RunNotFoundError
 from .._sync import run_sync
-from ..cli.store import DEFAULT_STORE
 from ..messages import Message
 from ..runtime.agent import Agent
 from ..runtime.run import Run
 from ..runtime.runtime import DurableRuntime
+from ..stores.default import DEFAULT_STORE
 from ._agents import register
 
 __all__ = [

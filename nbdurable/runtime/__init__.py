@@ -1,11 +1,11 @@
 """The managed runtime: agents, limits, the scheduler, tasks and graphs."""
 
+from ..durable.runtime_run import RuntimeRun, ToolIntent
 from .agent import TOOL_RECOVERY, Agent, Registry, ToolRecovery
 from .engine import EmbeddedEngine, Engine
 from .graphs import Graph, GraphNode
 from .limits import Limits, ModelRetry, is_retryable
 from .prompts import Prompt, canonical_prompt, prompt_message, validate_prompt
-from .records import RuntimeRun, ToolIntent
 from .run import Run, RunFailedError, RunResult
 from .runtime import DurableRuntime
 from .tasks import TaskContext, TaskDefinition, TaskRun, define_task

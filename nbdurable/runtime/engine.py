@@ -15,6 +15,9 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import FencedOutError, LeaseLostError, RunNotFoundError, StoreWriteError
+from ..durable.lease_holder import lease_holder, process_gone
+from ..durable.run_states import ACTIVE_STATES
+from ..durable.runtime_run import RuntimeRun
 from ..durable.store import maybe_await
 from ..durable.transient import StoreUnavailableError, is_transient
 from ..events.log import notify
@@ -31,8 +34,6 @@ from .outcome import (
     leg_result,
     record_changes,
 )
-from .owner import lease_holder, process_gone
-from .records import ACTIVE_STATES, RuntimeRun
 from .takeover import takeover_event
 from .tasks import TaskExecution, canonical_json, run_phases
 

@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import FencedOutError, LeaseLostError, LimitExceededError, ModelError
 from ..durable.checkpoint import AgentCheckpoint
+from ..durable.lease_holder import describe_holder, process_gone
+from ..durable.runtime_run import RuntimeRun, ToolIntent
+from ..durable.runtime_store import RuntimeStore
 from ..durable.store import SessionStore
 from ..events.writer import DEFAULT_FLUSH_INTERVAL, EventWriter
 from ..loop.driver import Driver
@@ -21,8 +24,6 @@ from ..tracing import LEG_KEY
 from .agent import Agent
 from .limits import ModelRetry, payload_bytes
 from .outcome import LegOutcome, ModelAttemptFailed, NeedsAttention, RunTimedOut
-from .owner import describe_holder, process_gone
-from .records import RuntimeRun, RuntimeStore, ToolIntent
 
 if TYPE_CHECKING:
     from .runtime import DurableRuntime

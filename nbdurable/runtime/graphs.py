@@ -4,7 +4,7 @@ Every node of a graph IS a runtime run (a :class:`RuntimeRun` with ``graph_id``,
 ``node_id`` and ``depends_on``), so approvals, model retry, ``stream`` and
 limits apply to it as to any run. A node with dependencies is ``queued`` until
 they all complete; the store promotes it to ``pending`` in the same write that
-completes its last dependency (:func:`~nbdurable.runtime.records.settle_graph`).
+completes its last dependency (:func:`~nbdurable.durable.scheduling.settle_graph`).
 When it starts, its dependencies' results are appended to its prompt as one
 text part; media parts and user metadata are kept.
 """
@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, RunEndedError, RunNotFoundError
+from ..durable.graph_status import GRAPH_STATUSES, graph_status
+from ..durable.run_states import TERMINAL_STATES
+from ..durable.runtime_run import RuntimeRun
 from ..messages import Message, TextPart
 from .agent import Registry
 from .prompts import Prompt, prompt_message, validate_prompt
-from .records import TERMINAL_STATES, RuntimeRun
 from .run import Run, RunFailedError, RunResult
 from .waiting import Deadline, wanted_states
 
@@ -38,10 +40,6 @@ __all__ = [
 ]
 
 DEPENDENCY_POLICIES: frozenset[str] = frozenset({"fail", "pause"})
-GRAPH_STATUSES: frozenset[str] = frozenset(
-    {"running", "waiting_approval", "needs_attention", "completed", "failed", "cancelled"}
-)
-"""Every status :func:`graph_status` gives."""
 
 
 @dataclass(frozen=True)
@@ -164,27 +162,6 @@ def prompt_with_results(prompt: Prompt, results: Sequence[tuple[str, str]]) -> M
         content=(*message.content, TextPart(text=text)),
         metadata=message.metadata,
     )
-
-
-def graph_status(records: Sequence[RuntimeRun]) -> str:
-    """A graph's status, derived from its nodes' states.
-
-    ``completed`` when every node completed; ``failed`` when every node is
-    finished and some failed (``cancelled`` when the unsuccessful ones were all
-    cancelled); otherwise ``needs_attention`` or ``waiting_approval`` when some
-    node waits for a human, else ``running``.
-    """
-    states = [r.state for r in records]
-    if states and all(s == "completed" for s in states):
-        return "completed"
-    if all(s in TERMINAL_STATES for s in states):
-        unsuccessful = [s for s in states if s != "completed"]
-        return "cancelled" if all(s == "cancelled" for s in unsuccessful) else "failed"
-    if "needs_attention" in states:
-        return "needs_attention"
-    if "waiting_approval" in states:
-        return "waiting_approval"
-    return "running"
 
 
 class Graph:

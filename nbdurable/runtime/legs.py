@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._deps import Deps
+from ..durable.runtime_run import RuntimeRun
 from ..durable.signer import ApprovalSigner
 from ..loop.options import LoopOptions, build_options
 from ..messages import Message, ToolApprovalResponse
 from .agent import Agent
 from .graphs import prompt_with_results
 from .prompts import prompt_message
-from .records import RuntimeRun
 
 if TYPE_CHECKING:
     from .runtime import DurableRuntime

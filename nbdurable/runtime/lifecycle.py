@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from .. import metrics as _metrics
-from .records import RuntimeRun
+from ..durable.runtime_run import RuntimeRun
 
 __all__ = ["claimed", "decided", "lease_renewed", "left", "logger", "taken_over"]
 

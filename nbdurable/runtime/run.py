@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
 from .._errors import (
     ApprovalExpiredError,
@@ -19,6 +19,8 @@ from .._errors import (
     WaitingForHumanError,
 )
 from .._sync import run_sync
+from ..durable.run_states import ACTIVE_STATES, HUMAN_STATES, RUN_STATES
+from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.signer import expired_age, resign_if_expired
 from ..durable.store import maybe_await
 from ..events.model import Event
@@ -26,16 +28,12 @@ from ..events.subscribe import subscribe, wait_for_run
 from ..loop.output import OutputSpec
 from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, Usage
 from . import lifecycle
-from .records import RunState, RuntimeRun, ToolIntent
 from .waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:
     from .runtime import DurableRuntime
 
 __all__ = ["HUMAN_STATES", "Run", "RunFailedError", "RunResult", "approval_expired"]
-
-HUMAN_STATES: frozenset[str] = frozenset({"waiting_approval", "needs_attention"})
-"""States only a human decision ends; blocking waits stop on them (see ``Run.wait_sync``)."""
 
 
 def _duration(ms: int) -> str:
@@ -147,7 +145,7 @@ class Run:
             ConfigurationError: A name that is not a run state.
             RunNotFoundError: The run was deleted.
         """
-        wanted = wanted_states(states, get_args(RunState))
+        wanted = wanted_states(states, RUN_STATES)
         deadline = Deadline(timeout)
         while True:
             record = self.record()
@@ -213,7 +211,7 @@ class Run:
         self, states: tuple[str, ...], timeout: float | None
     ) -> RuntimeRun:
         """Like :meth:`wait`, but stops on a human-wait state not among ``states``."""
-        wanted = wanted_states(states, get_args(RunState))
+        wanted = wanted_states(states, RUN_STATES)
         try:
             record = await self.wait(*(wanted | HUMAN_STATES), timeout=timeout)
         except RunEndedError as exc:
@@ -319,7 +317,7 @@ class Run:
         record = self.record()
         if record.finished:
             return
-        if record.state in ("running", "cancelling"):
+        if record.state in ACTIVE_STATES:
             runtime.set_state(self.run_id, state="cancelling")
             runtime.cancel_local(self.run_id)
             return

@@ -10,14 +10,16 @@ from .._errors import (
     ConfigurationError,
     DurableConflictError,
     FencedOutError,
-    LimitExceededError,
     RunNotFoundError,
 )
 from .._resources import ResourceScope
-from .._text import valid_text
+from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
+from ..durable.runtime_run import RuntimeRun
+from ..durable.runtime_store import RuntimeStore
 from ..durable.signer import ApprovalSigner, store_signer
-from ..durable.store import HistoryStore, supports
+from ..durable.store import RUNTIME, HistoryStore, supports
 from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry
+from ..events.fork import fork_run
 from ..events.log import FencedEventStore, notify
 from ..events.model import RUN_ERROR, RUN_FINISHED, RUN_STATE, NewEvent
 from ..messages import Message
@@ -25,12 +27,12 @@ from ..tracing import current_trace_context
 from .agent import Agent, Registry
 from .engine import EmbeddedEngine, Engine
 from .graphs import Graph, GraphNode, validate_graph
-from .limits import Limits, check_concurrency, payload_bytes
-from .prompts import Prompt, canonical_prompt, validate_prompt
-from .records import RUNTIME, TERMINAL_STATES, UNFINISHED_STATES, RuntimeRun, RuntimeStore
+from .limits import Limits, check_concurrency
+from .prompts import Prompt
 from .run import Run, RunFailedError
 from .store_retry import RetryingRuntimeStore
-from .tasks import TaskDefinition, TaskRun, canonical_json, task_table
+from .submissions import agent_record, check_same_graph, graph_records, task_record
+from .tasks import TaskDefinition, TaskRun, task_table
 
 __all__ = ["DurableRuntime", "terminal_event"]
 
@@ -65,7 +67,7 @@ class DurableRuntime:
         limits: The runtime's limits.
         owner_id: This runtime's name in leases (held as
             ``f"{owner_id}@{host}:{pid}#{boot id}/{pid namespace}/{start time}"``,
-            see :mod:`nbdurable.runtime.owner`).
+            see :mod:`nbdurable.durable.lease_holder`).
         approval_max_age_ms: Approval tokens this old or older are refused when
             a verdict comes in (``Run.approve``, a widget card, ``%durable
             approve``, the CLI, the HTTP bridge): the request stays pending and
@@ -318,7 +320,10 @@ class DurableRuntime:
                 request id reused for a different prompt.
             LimitExceededError: Too many unfinished runs, or the prompt is too large.
         """
-        record = self._agent_record(
+        record = agent_record(
+            self.registry,
+            self.limits,
+            self.now,
             agent_id,
             prompt,
             run_id=run_id,
@@ -339,51 +344,6 @@ class DurableRuntime:
             self.state_event(stored)
             self.engine.wake()
         return Run(self, stored.run_id)
-
-    def _agent_record(
-        self,
-        agent_id: str,
-        prompt: Prompt,
-        *,
-        run_id: str | None,
-        session_id: str | None,
-        request_id: str | None,
-        timeout: float | None,
-        max_steps: int | None,
-    ) -> RuntimeRun:
-        """A new run record of a registered agent (validated, not yet written)."""
-        agent = self.registry.get(agent_id)
-        if agent is None:
-            raise ConfigurationError(f"no agent {agent_id!r} is registered")
-        if max_steps is not None and (
-            isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
-        ):
-            raise ConfigurationError(f"max_steps must be a positive integer, not {max_steps!r}")
-        prompt = validate_prompt(prompt)
-        text = canonical_prompt(prompt)
-        size = payload_bytes(text)
-        if size > self.limits.max_payload_bytes:
-            raise LimitExceededError("max_payload_bytes", size, self.limits.max_payload_bytes)
-        now = self.now()
-        new_run_id = run_id or f"run-{new_id()[:16]}"
-        retry = agent.retry_policy
-        return RuntimeRun(
-            run_id=new_run_id,
-            agent_id=agent.id,
-            agent_version=str(agent.version),
-            # ids follow the prompt's lone-surrogate policy (a resubmission maps alike)
-            session_id=_valid_id(session_id) or f"session-{new_run_id}",
-            request_id=_valid_id(request_id),
-            prompt=text,
-            state="pending",
-            created_at=now,
-            updated_at=now,
-            deadline_at=None if timeout is None else now + int(timeout * 1000),
-            retry_policy=retry.model_dump() if retry else None,
-            stream=bool(agent.stream),
-            max_steps=agent.max_steps if max_steps is None else max_steps,
-            fingerprint=self.registry.fingerprint(agent.id, str(agent.version)),
-        )
 
     async def submit_graph(
         self, nodes: Iterable[GraphNode | Mapping[str, Any]], *, graph_id: str | None = None
@@ -412,28 +372,7 @@ class DurableRuntime:
         existing = self.runtime_store.rt_graph(gid)
         if existing:
             return self._same_graph(gid, existing, ordered)
-        records = []
-        for node in ordered:
-            record = self._agent_record(
-                node.agent,
-                node.prompt,
-                run_id=f"{gid}:{node.id}",
-                session_id=None,
-                request_id=None,
-                timeout=node.timeout,
-                max_steps=node.max_steps,
-            )
-            records.append(
-                record.model_copy(
-                    update={
-                        "graph_id": gid,
-                        "node_id": node.id,
-                        "depends_on": [f"{gid}:{dep}" for dep in node.depends_on],
-                        "on_dependency_failure": node.on_dependency_failure,
-                        "state": "queued" if node.depends_on else "pending",
-                    }
-                )
-            )
+        records = graph_records(self.registry, self.limits, self.now, gid, ordered)
         try:
             stored = self.runtime_store.rt_insert_many(
                 records, max_pending=self.limits.max_pending_runs
@@ -449,10 +388,7 @@ class DurableRuntime:
         return Graph(self, gid)
 
     def _same_graph(self, gid: str, existing: list[RuntimeRun], ordered: list[GraphNode]) -> Graph:
-        known = {(r.node_id, r.agent_id, r.prompt) for r in existing}
-        wanted = {(n.id, n.agent, canonical_prompt(n.prompt)) for n in ordered}
-        if known != wanted:
-            raise DurableConflictError(f"graph id {gid!r} was used for a different graph")
+        check_same_graph(gid, existing, ordered)
         return Graph(self, gid)
 
     def graph(self, graph_id: str) -> Graph:
@@ -495,32 +431,15 @@ class DurableRuntime:
             raise ConfigurationError(
                 f"no task {name!r}: tasks are defined with define_task() and passed to open()"
             )
-        missing = [a for a in task.agents if self.registry.get(a) is None]
-        if missing:
-            raise ConfigurationError(
-                f"task {name!r} spawns agents that are not registered: {', '.join(missing)}"
-            )
-        try:
-            text = canonical_json(input)
-        except (TypeError, ValueError) as exc:
-            raise ConfigurationError(f"a task's input must be JSON data: {exc}") from None
-        size = payload_bytes(text)
-        if size > self.limits.max_payload_bytes:
-            raise LimitExceededError("max_payload_bytes", size, self.limits.max_payload_bytes)
-        now = self.now()
-        new_run_id = run_id or f"task-{new_id()[:16]}"
-        record = RuntimeRun(
-            run_id=new_run_id,
-            agent_id=task.name,
-            agent_version=task.version,
-            session_id=f"session-{new_run_id}",
+        record = task_record(
+            task,
+            self.registry,
+            self.limits,
+            self.now,
+            input,
             request_id=request_id,
-            prompt=text,
-            state="pending",
-            created_at=now,
-            updated_at=now,
-            deadline_at=None if timeout is None else now + int(timeout * 1000),
-            kind="task",
+            run_id=run_id,
+            timeout=timeout,
         )
         stored, created = self.runtime_store.rt_insert(
             record, enqueue=False, max_pending=self.limits.max_pending_tasks
@@ -557,7 +476,7 @@ class DurableRuntime:
     ) -> Run:
         """Fork a run from one of its checkpoints and let this runtime continue the fork.
 
-        :func:`nbdurable.inspect.rewind` with this runtime's signer: the fork
+        As :func:`nbdurable.inspect.rewind`, with this runtime's signer: the fork
         starts from the history as of ``step_index`` (its last message replaced
         by ``edit`` when given) and runs under the parent's agent and version,
         in a session of its own. The original run is never modified.
@@ -566,11 +485,9 @@ class DurableRuntime:
             RunNotFoundError: The runtime has no record of ``run_id``.
             CheckpointNotFoundError: The run has no checkpoint at ``step_index``.
         """
-        from ..inspect import rewind
-
         if self.runtime_store.rt_get(run_id) is None:
             raise RunNotFoundError(run_id)
-        fork = rewind(
+        fork = fork_run(
             self.store, run_id, step_index, new_run_id=new_run_id, edit=edit, signer=self.signer
         )
         self.engine.wake()
@@ -682,10 +599,6 @@ class DurableRuntime:
     def wake(self) -> None:
         """Make the engine look for work now."""
         self.engine.wake()
-
-
-def _valid_id(value: Any) -> Any:
-    return valid_text(value) if isinstance(value, str) else value
 
 
 def terminal_event(record: RuntimeRun, now: int, finish: dict[str, Any] | None = None) -> NewEvent:

@@ -19,14 +19,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import DurableConflictError
+from ..durable.runtime_run import RuntimeRun, ToolIntent
+from ..durable.runtime_store import RuntimeStore
 from ..durable.transient import StoreRetry, StoreUnavailableError, is_transient
-from .records import RuntimeRun, RuntimeStore, ToolIntent
 
 __all__ = ["RetryingRuntimeStore", "StoreUnavailableError"]
 
 
 class RetryingRuntimeStore:
-    """A :class:`~nbdurable.runtime.records.RuntimeStore` whose calls are retried.
+    """A :class:`~nbdurable.durable.runtime_store.RuntimeStore` whose calls are retried.
 
     Args:
         store: The store keeping the run records.

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..durable.lease_holder import describe_holder, process_gone
+from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..events.model import RUN_TAKEN_OVER, NewEvent
-from .owner import describe_holder, process_gone
-from .records import RuntimeRun, ToolIntent
 
 __all__ = ["OWNER_GONE", "LEASE_LAPSED", "takeover_event"]
 

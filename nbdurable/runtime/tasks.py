@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, LimitExceededError
+from ..durable.run_states import ACTIVE_STATES
+from ..durable.runtime_run import RuntimeRun
+from ..durable.runtime_store import RuntimeStore
 from ..durable.store import maybe_await
 from ..events.model import NewEvent
 from .limits import payload_bytes
 from .outcome import LegOutcome, RunTimedOut
 from .prompts import Prompt, validate_prompt
-from .records import RuntimeRun, RuntimeStore
 from .run import Run, RunResult
 
 if TYPE_CHECKING:
@@ -407,7 +409,7 @@ class TaskRun(Run):
 
     async def cancel(self) -> None:
         """Cancel the task, and its unfinished owned runs."""
-        executing = self.record().state in ("running", "cancelling")
+        executing = self.record().state in ACTIVE_STATES
         await super().cancel()
         if not executing:  # an executing task cancels them once its phase settles
             await self.runtime.cancel_owned(self.run_id)

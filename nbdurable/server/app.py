@@ -111,6 +111,6 @@ def create_app(
 
 
 def _version() -> str:
-    from .. import __version__
+    from .._version import __version__
 
     return str(__version__)

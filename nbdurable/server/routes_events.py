@@ -18,16 +18,15 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 
 from .._errors import ConfigurationError
+from ..durable.run_states import STOP_STATES
+from ..durable.runtime_run import RuntimeRun
 from ..events.model import RUN_STATE, RUN_SUSPENDED, Event
 from ..events.subscribe import read_events, wait_for_run
-from ..runtime.records import RuntimeRun
 from .context import Bridge
 from .handlers import ErrorBody
 
 __all__ = ["SSE_MESSAGE", "STOP_STATES", "events_router", "sse_frame"]
 
-STOP_STATES = frozenset({"waiting_approval", "needs_attention"})
-"""States where ``?until=stop`` ends the stream: the run waits for a human."""
 SSE_MESSAGE: dict[str, Any] = {
     "type": "object",
     "description": "One SSE message: one event of the run's log",

@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query
 
-from ..runtime.records import RunState, RuntimeRun
+from ..durable.run_states import RunState
+from ..durable.runtime_run import RuntimeRun
 from ..runtime.run import Run
 from ..tracing import incoming_trace_context
 from .context import Bridge

@@ -468,8 +468,8 @@ class _SqlCheck:
         return list(self.source.runtime_rows(table))
 
     def runtime(self) -> None:
+        from ..durable.runtime_run import RuntimeRun, ToolIntent
         from ..models.base import ModelResponse
-        from ..runtime.records import RuntimeRun, ToolIntent
 
         models: dict[str, Callable[[str], Any]] = {
             "rt_runs": RuntimeRun.model_validate_json,

@@ -9,20 +9,18 @@ from typing import Any
 
 from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
 from .._text import valid_data
-from ..runtime.records import (
-    TERMINAL_STATES,
-    UNFINISHED_STATES,
-    RuntimeRun,
+from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
+from ..durable.runtime_run import RuntimeRun, ToolIntent
+from ..durable.scheduling import (
     Served,
-    ToolIntent,
     after_finish,
     claim,
     claimable,
-    decide,
     next_state,
     served,
     unclaimable_by_definition,
 )
+from ..durable.verdicts import decide
 
 __all__ = ["MemoryRuntimeTables"]
 
@@ -41,7 +39,7 @@ class MemoryRuntimeTables:
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int
     ) -> tuple[RuntimeRun, bool]:
-        """Insert a submitted run (see :class:`~nbdurable.runtime.records.RuntimeStore`)."""
+        """Insert a submitted run (see :class:`~nbdurable.durable.runtime_store.RuntimeStore`)."""
         with self._rt_lock:
             if run.request_id is not None and run.request_id in self._rt_requests:
                 original = self._rt_runs[self._rt_requests[run.request_id]]

@@ -28,21 +28,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
-from ..runtime.records import (
-    ACTIVE_STATES,
-    TERMINAL_STATES,
-    UNFINISHED_STATES,
-    RuntimeRun,
+from ..durable.run_states import ACTIVE_STATES, TERMINAL_STATES, UNFINISHED_STATES
+from ..durable.runtime_run import RuntimeRun, ToolIntent
+from ..durable.scheduling import (
     Served,
-    ToolIntent,
     after_finish,
     claim,
     claimable,
-    decide,
     next_state,
     served,
     unclaimable_by_definition,
 )
+from ..durable.verdicts import decide
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -245,7 +242,7 @@ class PostgresRuntimeTables:
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int
     ) -> tuple[RuntimeRun, bool]:
-        """Insert a submitted run (see :class:`~nbdurable.runtime.records.RuntimeStore`)."""
+        """Insert a submitted run (see :class:`~nbdurable.durable.runtime_store.RuntimeStore`)."""
 
         def insert(conn: Connection[tuple[Any, ...]]) -> tuple[RuntimeRun, bool]:
             facts = conn.execute(

@@ -22,20 +22,18 @@ from .._errors import (
     RunNotFoundError,
     StoreCorruptionError,
 )
-from ..runtime.records import (
-    TERMINAL_STATES,
-    UNFINISHED_STATES,
-    RuntimeRun,
+from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
+from ..durable.runtime_run import RuntimeRun, ToolIntent
+from ..durable.scheduling import (
     Served,
-    ToolIntent,
     after_finish,
     claim,
     claimable,
-    decide,
     next_state,
     served,
     unclaimable_by_definition,
 )
+from ..durable.verdicts import decide
 
 __all__ = ["SqliteRuntimeTables", "migrate_runtime", "migrate_runtime_v4"]
 
@@ -145,7 +143,7 @@ class SqliteRuntimeTables:
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int
     ) -> tuple[RuntimeRun, bool]:
-        """Insert a submitted run (see :class:`~nbdurable.runtime.records.RuntimeStore`)."""
+        """Insert a submitted run (see :class:`~nbdurable.durable.runtime_store.RuntimeStore`)."""
         with self._lock, self._write() as conn:
             if run.request_id is not None:
                 found = conn.execute(

@@ -23,6 +23,8 @@ from temporalio.exceptions import ApplicationError
 from .. import tracing as _tracing
 from .._errors import FencedOutError, LimitExceededError
 from ..durable.checkpoint import AgentCheckpoint
+from ..durable.runtime_run import RuntimeRun
+from ..durable.scheduling import definition_matches, mismatch_reason, unclaimable_by_definition
 from ..durable.store import maybe_await
 from ..events.writer import EventWriter
 from ..loop.driver import Driver
@@ -42,12 +44,6 @@ from ..runtime.outcome import (
     RunTimedOut,
     after_model_error,
     record_changes,
-)
-from ..runtime.records import (
-    RuntimeRun,
-    definition_matches,
-    mismatch_reason,
-    unclaimable_by_definition,
 )
 from ..runtime.runtime import DurableRuntime
 from .driver import (

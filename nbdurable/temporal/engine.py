@@ -28,7 +28,7 @@ from .tracing import client_interceptors, started_under
 from .workflow import config_args
 
 if TYPE_CHECKING:
-    from ..runtime.records import RuntimeRun
+    from ..durable.runtime_run import RuntimeRun
     from ..runtime.runtime import DurableRuntime
 
 __all__ = ["WORKFLOWS", "TemporalEngine", "start_run"]

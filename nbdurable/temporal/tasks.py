@@ -23,8 +23,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from .._errors import FencedOutError, LimitExceededError
+from ..durable.run_states import TERMINAL_STATES
+from ..durable.runtime_run import RuntimeRun
 from ..runtime.outcome import RunTimedOut
-from ..runtime.records import RuntimeRun
 from ..runtime.run import Run
 from ..runtime.runtime import DurableRuntime
 from ..runtime.tasks import (
@@ -45,7 +46,7 @@ PHASE_TIMEOUT = timedelta(days=365)
 """How long one phase may run: it may await owned runs that wait for a human, so a
 lost worker is noticed by the heartbeat timeout, not by this."""
 
-FINAL_STATES = ("completed", "failed", "cancelled")
+FINAL_STATES = TERMINAL_STATES
 FAILURES = ("timeout", "limit_exceeded", "error")
 """ApplicationError types of a phase that fail the task (the failure's reason)."""
 

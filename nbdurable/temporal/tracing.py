@@ -25,9 +25,9 @@ from typing import Any
 
 from .. import tracing as _tracing
 from ..durable.checkpoint import AgentCheckpoint
+from ..durable.runtime_run import RuntimeRun
 from ..messages import Usage
 from ..runtime.agent import Agent
-from ..runtime.records import RuntimeRun
 from ..tracing import LEG_KEY
 
 __all__ = ["begin_leg_span", "client_interceptors", "end_leg_span", "joined", "started_under"]

@@ -23,18 +23,20 @@ from temporalio import workflow
 from .._deps import Deps
 from .._errors import DurableConflictError, LimitExceededError
 from ..durable.checkpoint import AgentCheckpoint
+from ..durable.run_states import TERMINAL_STATES
+from ..durable.runtime_run import RuntimeRun
+from ..durable.scheduling import definition_matches, mismatch_reason
 from ..loop.machine import LegStart, leg_start_from_checkpoint
 from ..messages import Message, ToolApprovalResponse
 from ..runtime.legs import leg_options
 from ..runtime.outcome import LegEnded, LegOutcome, ended_by, leg_result, record_changes
-from ..runtime.records import RuntimeRun, definition_matches, mismatch_reason
 from .config import TemporalConfig
 from .driver import LOCAL_ACTIVITY, WorkflowDriver
 from .registry import worker_runtime
 
 __all__ = ["AgentRunWorkflow", "DefinitionMismatchError"]
 
-FINAL_STATES = ("completed", "failed", "cancelled")
+FINAL_STATES = TERMINAL_STATES
 ELSEWHERE = "elsewhere"
 """What a leg returns when this worker's definition of the run's agent is not the submitted one."""
 

@@ -7,13 +7,13 @@ import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
 import anywidget
 import ipywidgets
 import traitlets
 
-from ...runtime.records import RunState
+from ...durable.run_states import RUN_STATES
 from ...runtime.run import Run
 from ...runtime.verdicts import Outcome, submit_verdict
 from .assets import frontend_file, view_module
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["STATUSES", "DashboardView", "RunsDashboard"]
 
-STATUSES: tuple[str, ...] = (*get_args(RunState), "suspended")
+STATUSES: tuple[str, ...] = (*RUN_STATES, "suspended")
 """Statuses a run can have: the runtime's run states, and ``suspended`` for loop runs."""
 
 ANSWER_KEPT_S = 600.0

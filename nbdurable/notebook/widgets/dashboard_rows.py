@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from ...durable.run_states import HUMAN_STATES, UNFINISHED_STATES
+from ...durable.runtime_run import RuntimeRun
 from ...inspect._compact import age, cost_text, why
-from ...runtime.records import UNFINISHED_STATES, RuntimeRun
 
 __all__ = [
     "COLUMNS",
@@ -46,7 +47,7 @@ PAGE_SIZES = (10, 25, 50, 100)
 
 FILTERS: dict[str, frozenset[str]] = {
     "unfinished": frozenset({*UNFINISHED_STATES, "suspended"}),
-    "attention": frozenset({"waiting_approval", "needs_attention", "failed", "suspended"}),
+    "attention": frozenset({*HUMAN_STATES, "failed", "suspended"}),
 }
 """Status filters beyond single statuses: runs not finished; runs a person should look at."""
 

@@ -18,11 +18,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...durable.runtime_run import RuntimeRun
 from ...durable.signer import token_issued_at
 from ...durable.store import MULTIPROCESS, supports
 from ...inspect import _records
 from ...messages import ToolApprovalRequest
-from ...runtime.records import RuntimeRun
 from ...stores.sqlite import SqliteSessionStore
 from .dashboard_rows import COLUMNS, Column, PendingApproval, RowCache, RunRow, run_rows
 

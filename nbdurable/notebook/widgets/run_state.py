@@ -9,19 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...durable.run_states import BUSY_STATES, TERMINAL_STATES, UNSUCCESSFUL_STATES
 from ...durable.signer import token_issued_at
 from ...events.fold import RunView, StepView
-from ...events.model import APPROVAL_RESOLVED, RUN_STATE, TERMINAL_RUN_STATES, Event
+from ...events.model import APPROVAL_RESOLVED, RUN_STATE, Event
 from ...messages import ToolApprovalRequest, Usage
 from .._lease import LeaseWait
 
 __all__ = ["ENDED_STATES", "Cards", "Clock", "progress", "run_state", "summary"]
 
-ENDED_STATES = frozenset({*TERMINAL_RUN_STATES, "error"})
+ENDED_STATES = frozenset({*TERMINAL_STATES, "error"})
 """View statuses after which the elapsed-time clock stops."""
-
-_MOVING = frozenset({"running", "pending", "queued", "retry_wait", "cancelling"})
-"""Statuses in which a call without a result may still get one by itself."""
 
 _ANSWERED = frozenset({"approved", "denied"})
 
@@ -187,7 +185,7 @@ def summary(
     if status == "completed":
         finish = view.finish_reason
         return "completed" if finish in (None, "stop") else f"completed ({finish})"
-    if status in ("failed", "cancelled"):
+    if status in UNSUCCESSFUL_STATES:
         return f"{status}: {reason}" if reason else status
     if status == "error":
         return f"stopped by an error: {reason}" if reason else "stopped by an error"
@@ -215,7 +213,7 @@ def _call_state(result: dict[str, Any] | None, status: str) -> str:
     """``done``, ``error``, ``running``, ``waiting`` or ``interrupted``."""
     if result is not None:
         return "error" if result.get("is_error") else "done"
-    if status in _MOVING:
+    if status in BUSY_STATES:
         return "running"
     if status in ("waiting_approval", "suspended"):
         return "waiting"  # for its approval, or behind a call that waits for one

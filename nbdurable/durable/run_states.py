@@ -1,0 +1,57 @@
+"""The runtime's run states, and every set of them the package tests membership in.
+
+Run states live in the store's run records, not in checkpoints (a checkpoint's
+``status`` is the loop's: running, suspended, completed). Every module that asks
+"is this run over?", "does it wait for a human?" or "is the runtime still moving
+it?" uses the sets below, so a new state is added in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+__all__ = [
+    "ACTIVE_STATES",
+    "BUSY_STATES",
+    "DEPENDENCY_FAILED",
+    "HUMAN_STATES",
+    "RUN_STATES",
+    "STOP_STATES",
+    "TERMINAL_STATES",
+    "UNFINISHED_STATES",
+    "UNSUCCESSFUL_STATES",
+    "RunState",
+]
+
+RunState = Literal[
+    "queued",
+    "pending",
+    "running",
+    "retry_wait",
+    "waiting_approval",
+    "needs_attention",
+    "cancelling",
+    "completed",
+    "failed",
+    "cancelled",
+]
+RUN_STATES: tuple[str, ...] = get_args(RunState)
+"""Every run state, in lifecycle order."""
+
+TERMINAL_STATES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+"""Final states: a run in one never changes again (unless ``retry()`` lets a failed run go on)."""
+UNSUCCESSFUL_STATES: frozenset[str] = TERMINAL_STATES - {"completed"}
+"""Final states of a run that did not complete."""
+UNFINISHED_STATES: frozenset[str] = frozenset(RUN_STATES) - TERMINAL_STATES
+"""Every state but the final ones."""
+HUMAN_STATES: frozenset[str] = frozenset({"waiting_approval", "needs_attention"})
+"""States only a human decision ends (an approval, a retry or a cancel)."""
+STOP_STATES: frozenset[str] = TERMINAL_STATES | HUMAN_STATES
+"""States a run stays in until someone acts, if ever: where a follower stops watching."""
+BUSY_STATES: frozenset[str] = UNFINISHED_STATES - HUMAN_STATES
+"""States the runtime moves a run on from by itself: it is queued, runs or will run again."""
+ACTIVE_STATES: frozenset[str] = frozenset({"running", "cancelling"})
+"""States that hold a concurrency slot (and a lease)."""
+
+DEPENDENCY_FAILED = "dependency_failed"
+"""The reason of a graph node failed or paused because a dependency failed or was cancelled."""

@@ -1,0 +1,166 @@
+"""The runtime's persisted records: a run (:class:`RuntimeRun`) and a tool call's intent.
+
+The runtime writes them through :class:`~nbdurable.durable.runtime_store.RuntimeStore`;
+inspection, the CLI, the server and the notebook read them. Both are frozen: a
+change is a copy (``model_copy``) that a store writes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+from .._text import valid_data
+from ..messages import Message, ToolApprovalResponse
+from .run_states import TERMINAL_STATES, RunState
+
+__all__ = ["DependencyPolicy", "RunKind", "RuntimeRun", "ToolIntent"]
+
+RunKind = Literal["agent", "task"]
+DependencyPolicy = Literal["fail", "pause"]
+
+
+class RuntimeRun(BaseModel):
+    """A run as the runtime persists it (the store's run record).
+
+    Attributes:
+        run_id: The run.
+        agent_id: The agent it runs.
+        agent_version: The registration it was submitted under (it resumes under it).
+        session_id: Its session: runs of a session execute one after the other.
+        request_id: Deduplication key of the submission, if any.
+        prompt: Canonical JSON of the prompt (a string or a user message).
+        state: The run state.
+        reason: Why it is failed, cancelled or needs attention.
+        error: The last error, ``"<type>: <message>"``.
+        seq: Global submission order (FIFO within a session).
+        created_at: Epoch ms of submission.
+        updated_at: Epoch ms of the last change.
+        next_attempt_at: When a ``retry_wait`` run becomes eligible (epoch ms).
+        deadline_at: When the run times out (epoch ms), if it has a timeout.
+        model_attempts: Attempts used by the current model operation (persisted
+            before each attempt, so a crash uses one up).
+        retry_policy: The model retry policy saved at submission.
+        stream: Whether model deltas are persisted.
+        max_steps: The run's step budget.
+        operations: Model calls plus tool calls so far, across legs.
+        lease_owner: The runtime executing it, while it runs.
+        lease_expires_at: When the lease lapses unless renewed (epoch ms).
+        fence: Fencing token: grows with every claim; every write checks it.
+        verdicts: Approval responses collected while waiting, by approval id.
+        result_text: The final text of a completed run.
+        rerun_tool_calls: Interrupted ``manual`` tool calls a human allowed to run again.
+        kind: ``agent`` (a run of an agent) or ``task`` (a custom task: ``agent_id``
+            and ``agent_version`` name the task definition, ``prompt`` holds its
+            JSON input, ``result_text`` its final JSON state).
+        graph_id: The graph the run is a node of (:meth:`DurableRuntime.submit_graph`).
+        node_id: Its node id in the graph.
+        depends_on: Run ids of the graph nodes it waits for (``queued`` until they complete).
+        on_dependency_failure: ``fail`` (the node fails with reason
+            ``dependency_failed``) or ``pause`` (it waits in ``needs_attention``
+            until the failed dependency is retried and completes).
+        owner_run_id: The task run that spawned this (owned) agent run.
+        phase: A task run's checkpointed phases so far.
+        fingerprint: The fingerprint of the agent definition the run was submitted
+            under (None for runs recorded before fingerprints: any runtime with
+            the ``(agent, version)`` may claim them).
+        waiting_reason: What the run waits for outside itself, in one line
+            (a runtime with a matching definition, a worker serving its
+            version, ...); None when it waits for nothing external.
+        decided: Every verdict recorded on the run, by approval id, kept after
+            the leg that applied it: ``approved``, ``reason``, ``token_sha256``
+            (of the approving token), ``at`` (epoch ms). One verdict per
+            approval: see :func:`~nbdurable.durable.verdicts.decide`.
+        retried: ``retry()`` let the failed or needs_attention run go on: its
+            next leg's ``run_started`` event says ``retried: true`` (cleared then).
+        previous_owner: The lease holder the current owner took the run over
+            from (its lease lapsed, or its process was gone); None when the
+            current claim took a released run.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    agent_id: str
+    agent_version: str
+    session_id: str
+    request_id: str | None = None
+    prompt: str
+    state: RunState
+    reason: str | None = None
+    error: str | None = None
+    seq: int = 0
+    created_at: int
+    updated_at: int
+    next_attempt_at: int | None = None
+    deadline_at: int | None = None
+    model_attempts: int = 0
+    retry_policy: dict[str, int] | None = None
+    stream: bool = False
+    max_steps: int = 20
+    operations: int = 0
+    lease_owner: str | None = None
+    lease_expires_at: int | None = None
+    fence: int = 0
+    verdicts: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    result_text: str | None = None
+    rerun_tool_calls: list[str] = Field(default_factory=list)
+    kind: RunKind = "agent"
+    graph_id: str | None = None
+    node_id: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    on_dependency_failure: DependencyPolicy = "fail"
+    owner_run_id: str | None = None
+    phase: int = 0
+    fingerprint: str | None = None
+    waiting_reason: str | None = None
+    decided: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    retried: bool = False
+    previous_owner: str | None = None
+    trace_context: dict[str, str] | None = None
+    """W3C trace context the run's legs join (``traceparent``; see nbdurable.tracing)."""
+
+    @property
+    def prompt_value(self) -> str | Message:
+        """The prompt: a string or a user message."""
+        data = json.loads(self.prompt)
+        return data if isinstance(data, str) else Message.model_validate(data)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run is completed, failed or cancelled."""
+        return self.state in TERMINAL_STATES
+
+    def approval_responses(self) -> list[ToolApprovalResponse]:
+        """The collected verdicts as responses for the next leg."""
+        return [ToolApprovalResponse.model_validate(v) for v in self.verdicts.values()]
+
+    @model_serializer(mode="wrap")
+    def _valid_text(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Updates (model_copy) skip validation: errors and reasons quoting an
+        # exception may hold lone surrogates, so the stored form gets U+FFFD.
+        return valid_data(handler(self))
+
+
+class ToolIntent(BaseModel):
+    """The record a tool call writes before it runs (and completes after).
+
+    Attributes:
+        run_id: The run.
+        tool_call_id: The model-issued call id.
+        tool_name: The tool.
+        step_index: The step of the call.
+        state: ``started`` (it may have run, partly or fully) or ``completed``.
+        result: The tool result part's JSON, once completed.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    tool_call_id: str
+    tool_name: str
+    step_index: int
+    state: Literal["started", "completed"]
+    result: dict[str, Any] | None = None

@@ -1,0 +1,154 @@
+"""The store seam of the runtime: what a store with the ``runtime`` capability provides."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from .runtime_run import RuntimeRun, ToolIntent
+from .scheduling import Served
+
+__all__ = ["RuntimeStore"]
+
+
+@runtime_checkable
+class RuntimeStore(Protocol):
+    """What the runtime needs from a store (the ``runtime`` capability).
+
+    Every method that changes a run takes the caller's ``fence`` when the caller
+    executes the run; a stale fence raises :class:`~nbdurable.FencedOutError` and changes
+    nothing. All methods are synchronous (the SQL stores are quick, local).
+    """
+
+    def rt_insert(
+        self, run: RuntimeRun, *, enqueue: bool, max_pending: int
+    ) -> tuple[RuntimeRun, bool]:
+        """Insert a submitted run: ``(run, True)``, or ``(original, False)`` on a repeat.
+
+        ``max_pending`` bounds the unfinished runs of the run's ``kind`` (agent
+        runs and tasks are counted apart).
+
+        Sets ``seq`` and ``state`` (queued behind an unfinished run of its
+        session, else pending); a repeated request id returns the original run.
+
+        Raises:
+            DurableConflictError: The session is busy and ``enqueue`` is False, or
+                the request id was used for a different prompt.
+            LimitExceededError: ``max_pending`` unfinished runs exist already.
+        """
+        ...
+
+    def rt_insert_many(self, runs: Sequence[RuntimeRun], *, max_pending: int) -> list[RuntimeRun]:
+        """Insert a batch of new runs at once (a graph's nodes), each in its own session.
+
+        Every run keeps the ``state`` it comes with (``queued`` or ``pending``);
+        ``seq`` is assigned in batch order. All or nothing.
+
+        Raises:
+            DurableConflictError: A run id exists already.
+            LimitExceededError: ``max_pending`` unfinished agent runs would be exceeded.
+        """
+        ...
+
+    def rt_get(self, run_id: str) -> RuntimeRun | None:
+        """The record of a run, or None."""
+        ...
+
+    def rt_graph(self, graph_id: str) -> list[RuntimeRun]:
+        """The runs of a graph, in submission order."""
+        ...
+
+    def rt_list(self, states: Sequence[str] | None = None) -> list[RuntimeRun]:
+        """Records in submission order, optionally only those in ``states``."""
+        ...
+
+    def rt_session(self, session_id: str, states: Sequence[str]) -> list[RuntimeRun]:
+        """One session's records in ``states``, in submission order."""
+        ...
+
+    def rt_update(
+        self, run_id: str, changes: dict[str, Any], *, fence: int | None = None
+    ) -> RuntimeRun:
+        """Apply ``changes`` to a run record.
+
+        A run reaching a terminal state promotes the next queued run of its
+        session to pending, and settles its graph's waiting nodes
+        (:func:`~nbdurable.durable.scheduling.settle_graph`), in the same write.
+
+        Raises:
+            FencedOutError: ``fence`` is not the run's current fence.
+            RunNotFoundError: No such run.
+        """
+        ...
+
+    def rt_claim(
+        self,
+        owner: str,
+        now: int,
+        lease_ms: int,
+        agents: Served,
+        kind: str = "agent",
+    ) -> RuntimeRun | None:
+        """Atomically take the next eligible run of ``kind`` with (agent, version) in ``agents``.
+
+        Eligible: the oldest unfinished run of its session that is pending, or
+        in retry_wait past ``next_attempt_at``, or running/cancelling with an
+        expired lease (its owner died). Sets the lease and bumps the fence.
+        A store with a clock of its own (PostgreSQL's) judges and sets leases
+        by that clock; ``now`` still dates the rest (``retry_wait``, ``updated_at``).
+        ``agents`` maps each served ``(agent, version)`` to the fingerprint of
+        its definition: a run submitted under another fingerprint is never
+        taken, and gets its ``waiting_reason`` recorded instead
+        (:func:`~nbdurable.durable.scheduling.unclaimable_by_definition`).
+        """
+        ...
+
+    def rt_renew(
+        self, run_id: str, owner: str, fence: int, until: int, *, lease_ms: int | None = None
+    ) -> bool:
+        """Extend a held lease; False when the lease is no longer ours.
+
+        A store with a clock of its own (PostgreSQL's) extends the lease to its
+        clock plus ``lease_ms`` when given; the others to ``until``.
+        """
+        ...
+
+    def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:
+        """Write (or complete) a tool intent, fenced."""
+        ...
+
+    def rt_intents(self, run_id: str) -> list[ToolIntent]:
+        """A run's tool intents."""
+        ...
+
+    def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
+        """Record a completed model response of a step, fenced."""
+        ...
+
+    def rt_journaled(self, run_id: str, step_index: int) -> str | None:
+        """The journaled model response of a step, if any."""
+        ...
+
+    def rt_verdict(
+        self,
+        run_id: str,
+        approval_id: str,
+        response: dict[str, Any],
+        pending_ids: Sequence[str],
+        *,
+        now: int,
+    ) -> tuple[RuntimeRun, bool]:
+        """Record one verdict, conditionally, in one transaction.
+
+        The store applies :func:`~nbdurable.durable.verdicts.decide` inside it.
+
+        ``response`` is the :class:`~nbdurable.messages.ToolApprovalResponse`'s
+        JSON; ``pending_ids`` the approvals the run's checkpoint waits for.
+        Returns ``(run, True)`` when the verdict was recorded, ``(run, False)``
+        when that same verdict was recorded before (a retry: nothing changes).
+
+        Raises:
+            ApprovalNotPendingError: Another verdict won, or the run no longer waits.
+            RunNotFoundError: No such run.
+        """
+        ...

@@ -1,0 +1,201 @@
+"""Who runs next: pure functions over run records that every store's claim applies.
+
+A store calls them inside the transaction that writes their result, so the
+rules are the same for every store and each decision is atomic with its write:
+which run a claim may take (:func:`claimable`), the lease it takes
+(:func:`claim`), and what a finished run changes for the others
+(:func:`after_finish`, :func:`settle_graph`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from .run_states import ACTIVE_STATES, DEPENDENCY_FAILED, UNSUCCESSFUL_STATES, RunState
+from .runtime_run import RuntimeRun
+
+__all__ = [
+    "Served",
+    "after_finish",
+    "claim",
+    "claimable",
+    "definition_matches",
+    "mismatch_reason",
+    "next_state",
+    "served",
+    "settle_graph",
+    "unclaimable_by_definition",
+]
+
+
+def next_state(session_busy: bool) -> RunState:
+    """State of a new submission: queued behind an unfinished run of its session, or pending."""
+    return "queued" if session_busy else "pending"
+
+
+Served = Mapping[tuple[str, str], str | None] | Collection[tuple[str, str]]
+"""What a runtime executes: ``(id, version) -> fingerprint`` (None: any definition), or the keys."""
+
+
+def served(agents: Served) -> Mapping[tuple[str, str], str | None]:
+    """``agents`` as ``(id, version) -> fingerprint`` (None where no fingerprint is known)."""
+    if isinstance(agents, Mapping):
+        return agents
+    return dict.fromkeys(agents)
+
+
+def claimable(run: RuntimeRun, now: int, agents: Served, kind: str = "agent") -> bool:
+    """Whether a claim may take ``run``, the oldest unfinished run of its session.
+
+    It must be of ``kind``, its registration (or task definition) must be
+    served with the definition it was submitted under (:func:`definition_matches`),
+    and it must be pending, in retry_wait past ``next_attempt_at``, or
+    running/cancelling under an expired lease.
+    """
+    return _eligible(run, now, kind) and definition_matches(run, agents) is True
+
+
+def definition_matches(run: RuntimeRun, agents: Served) -> bool | None:
+    """Whether ``agents`` serve ``run``'s ``(agent, version)`` with its definition.
+
+    None when they do not serve that ``(agent, version)`` at all; False when
+    they serve it under another fingerprint. A run recorded without a
+    fingerprint, or a runtime that names no fingerprint, matches any definition.
+    """
+    table = served(agents)
+    key = (run.agent_id, run.agent_version)
+    if key not in table:
+        return None
+    mine = table[key]
+    return run.fingerprint is None or mine is None or mine == run.fingerprint
+
+
+def mismatch_reason(run: RuntimeRun) -> str:
+    """The waiting reason of a run no runtime with its submitted definition serves yet."""
+    return (
+        f"waits for a runtime whose {run.agent_id} v{run.agent_version} "
+        "matches the submitted definition"
+    )
+
+
+def unclaimable_by_definition(
+    run: RuntimeRun, now: int, agents: Served, kind: str = "agent"
+) -> RuntimeRun | None:
+    """``run`` with its waiting reason recorded, when only its definition keeps it from ``agents``.
+
+    Eligible, served under another fingerprint, and the reason not yet recorded
+    (so a store writes it once, not at every poll); else None. Stores write the
+    returned record in the claim's own transaction; ``updated_at`` is kept (the
+    run's state did not change).
+    """
+    if not _eligible(run, now, kind) or definition_matches(run, agents) is not False:
+        return None
+    reason = mismatch_reason(run)
+    if run.waiting_reason == reason:
+        return None
+    return run.model_copy(update={"waiting_reason": reason})
+
+
+def _eligible(run: RuntimeRun, now: int, kind: str) -> bool:
+    if run.kind != kind:
+        return False
+    if run.state == "pending":
+        return True
+    if run.state == "retry_wait":
+        return run.next_attempt_at is None or run.next_attempt_at <= now
+    if run.state in ACTIVE_STATES:
+        return run.lease_expires_at is None or run.lease_expires_at <= now
+    return False
+
+
+def claim(run: RuntimeRun, owner: str, now: int, lease_ms: int) -> RuntimeRun:
+    """``run`` as ``owner`` holds it: a lease until ``now + lease_ms`` and the next fence."""
+    return run.model_copy(
+        update={
+            "state": "cancelling" if run.state == "cancelling" else "running",
+            "lease_owner": owner,
+            "lease_expires_at": now + lease_ms,
+            "fence": run.fence + 1,
+            "next_attempt_at": None,
+            "updated_at": now,
+            "previous_owner": run.lease_owner if run.state in ACTIVE_STATES else None,
+            "waiting_reason": None,
+        }
+    )
+
+
+def _waits_for_dependencies(run: RuntimeRun) -> bool:
+    return run.state == "queued" or (
+        run.state == "needs_attention" and run.reason == DEPENDENCY_FAILED
+    )
+
+
+def after_finish(
+    finished: RuntimeRun, session_head: RuntimeRun | None, graph: Sequence[RuntimeRun]
+) -> list[RuntimeRun]:
+    """The other runs a run's finish changes (pure: stores write them in the same write).
+
+    The oldest unfinished run of its session goes from ``queued`` to ``pending``; in a
+    graph, the nodes :func:`settle_graph` settles.
+
+    Args:
+        finished: The run as it is now finished.
+        session_head: The oldest unfinished run of its session, if any.
+        graph: Every run of its graph (empty for a run outside a graph).
+    """
+    changed: list[RuntimeRun] = []
+    if session_head is not None and session_head.state == "queued":
+        changed.append(
+            session_head.model_copy(update={"state": "pending", "updated_at": finished.updated_at})
+        )
+    if graph:
+        changed.extend(settle_graph(graph, finished.updated_at))
+    return changed
+
+
+def settle_graph(runs: Sequence[RuntimeRun], now: int) -> list[RuntimeRun]:
+    """The nodes of a graph that change now that some node finished (a pure function).
+
+    A node waiting for its dependencies (``queued``, or paused in
+    ``needs_attention`` by a failed dependency) becomes ``pending`` once every
+    dependency is completed. A ``queued`` node with a failed or cancelled
+    dependency follows its ``on_dependency_failure``: ``failed`` or
+    ``needs_attention``, reason ``dependency_failed``. Failures cascade: a node
+    failed here settles its own dependents too. Stores call this inside the
+    write that finishes a node, so promotion is atomic with it and idempotent.
+
+    Args:
+        runs: Every run of the graph, as of the write (the finished node included).
+        now: The write's time (``updated_at`` of the changed nodes).
+
+    Returns:
+        The changed records, in submission order.
+    """
+    by_id = {run.run_id: run for run in runs}
+    changed: dict[str, RuntimeRun] = {}
+    progress = True
+    while progress:
+        progress = False
+        for run in sorted(by_id.values(), key=lambda r: r.seq):
+            if not run.depends_on or not _waits_for_dependencies(run):
+                continue
+            deps = [by_id.get(dep) for dep in run.depends_on]
+            update: dict[str, Any]
+            if all(dep is not None and dep.state == "completed" for dep in deps):
+                update = {"state": "pending", "reason": None, "error": None}
+            else:
+                broken = [d for d in deps if d is not None and d.state in UNSUCCESSFUL_STATES]
+                if not broken or run.state != "queued":
+                    continue
+                first = broken[0]
+                update = {
+                    "state": "failed" if run.on_dependency_failure == "fail" else "needs_attention",
+                    "reason": DEPENDENCY_FAILED,
+                    "error": f"dependency {first.node_id or first.run_id!r} {first.state}",
+                }
+            by_id[run.run_id] = changed[run.run_id] = run.model_copy(
+                update={**update, "updated_at": now}
+            )
+            progress = True
+    return sorted(changed.values(), key=lambda r: r.seq)

@@ -1,0 +1,180 @@
+"""New run records, validated before anything is written: an agent run, a graph's nodes, a task.
+
+What ``DurableRuntime.submit``, ``submit_graph`` and ``submit_task`` insert: the
+registration or task definition it runs under, the canonical prompt or input
+within the payload limit, the deadline and the step budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .._deps import new_id
+from .._errors import ConfigurationError, DurableConflictError, LimitExceededError
+from .._text import valid_text
+from ..durable.runtime_run import RuntimeRun
+from .agent import Registry
+from .graphs import GraphNode
+from .limits import Limits, payload_bytes
+from .prompts import Prompt, canonical_prompt, validate_prompt
+from .tasks import TaskDefinition, canonical_json
+
+__all__ = ["agent_record", "check_same_graph", "graph_records", "task_record"]
+
+Clock = Callable[[], int]
+"""The runtime's clock, epoch ms."""
+
+
+def agent_record(
+    registry: Registry,
+    limits: Limits,
+    clock: Clock,
+    agent_id: str,
+    prompt: Prompt,
+    *,
+    run_id: str | None,
+    session_id: str | None,
+    request_id: str | None,
+    timeout: float | None,
+    max_steps: int | None,
+) -> RuntimeRun:
+    """A new run record of a registered agent (its latest version), ``pending``.
+
+    Raises:
+        ConfigurationError: An unknown agent, an invalid prompt or ``max_steps``.
+        LimitExceededError: The prompt is larger than ``max_payload_bytes``.
+    """
+    agent = registry.get(agent_id)
+    if agent is None:
+        raise ConfigurationError(f"no agent {agent_id!r} is registered")
+    if max_steps is not None and (
+        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
+    ):
+        raise ConfigurationError(f"max_steps must be a positive integer, not {max_steps!r}")
+    prompt = validate_prompt(prompt)
+    text = canonical_prompt(prompt)
+    size = payload_bytes(text)
+    if size > limits.max_payload_bytes:
+        raise LimitExceededError("max_payload_bytes", size, limits.max_payload_bytes)
+    now = clock()
+    new_run_id = run_id or f"run-{new_id()[:16]}"
+    retry = agent.retry_policy
+    return RuntimeRun(
+        run_id=new_run_id,
+        agent_id=agent.id,
+        agent_version=str(agent.version),
+        # ids follow the prompt's lone-surrogate policy (a resubmission maps alike)
+        session_id=_valid_id(session_id) or f"session-{new_run_id}",
+        request_id=_valid_id(request_id),
+        prompt=text,
+        state="pending",
+        created_at=now,
+        updated_at=now,
+        deadline_at=None if timeout is None else now + int(timeout * 1000),
+        retry_policy=retry.model_dump() if retry else None,
+        stream=bool(agent.stream),
+        max_steps=agent.max_steps if max_steps is None else max_steps,
+        fingerprint=registry.fingerprint(agent.id, str(agent.version)),
+    )
+
+
+def graph_records(
+    registry: Registry, limits: Limits, clock: Clock, graph_id: str, nodes: Sequence[GraphNode]
+) -> list[RuntimeRun]:
+    """The run records of a validated graph's nodes, in the given (topological) order.
+
+    Each node runs as ``f"{graph_id}:{node.id}"`` in a session of its own,
+    ``queued`` when it has dependencies, else ``pending``.
+    """
+    records = []
+    for node in nodes:
+        record = agent_record(
+            registry,
+            limits,
+            clock,
+            node.agent,
+            node.prompt,
+            run_id=f"{graph_id}:{node.id}",
+            session_id=None,
+            request_id=None,
+            timeout=node.timeout,
+            max_steps=node.max_steps,
+        )
+        records.append(
+            record.model_copy(
+                update={
+                    "graph_id": graph_id,
+                    "node_id": node.id,
+                    "depends_on": [f"{graph_id}:{dep}" for dep in node.depends_on],
+                    "on_dependency_failure": node.on_dependency_failure,
+                    "state": "queued" if node.depends_on else "pending",
+                }
+            )
+        )
+    return records
+
+
+def check_same_graph(
+    graph_id: str, existing: Sequence[RuntimeRun], nodes: Sequence[GraphNode]
+) -> None:
+    """Check that a graph submitted again is the one stored under ``graph_id``.
+
+    Raises:
+        DurableConflictError: ``graph_id`` names a different graph.
+    """
+    known = {(r.node_id, r.agent_id, r.prompt) for r in existing}
+    wanted = {(n.id, n.agent, canonical_prompt(n.prompt)) for n in nodes}
+    if known != wanted:
+        raise DurableConflictError(f"graph id {graph_id!r} was used for a different graph")
+
+
+def task_record(
+    task: TaskDefinition,
+    registry: Registry,
+    limits: Limits,
+    clock: Clock,
+    input: Any,
+    *,
+    request_id: str | None,
+    run_id: str | None,
+    timeout: float | None,
+) -> RuntimeRun:
+    """A new run record of a custom task, ``pending``; its prompt is the input's JSON.
+
+    Raises:
+        ConfigurationError: Input that is not JSON, or a declared agent that is
+            not registered.
+        LimitExceededError: The input is larger than ``max_payload_bytes``.
+    """
+    missing = [a for a in task.agents if registry.get(a) is None]
+    if missing:
+        raise ConfigurationError(
+            f"task {task.name!r} spawns agents that are not registered: {', '.join(missing)}"
+        )
+    try:
+        text = canonical_json(input)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"a task's input must be JSON data: {exc}") from None
+    size = payload_bytes(text)
+    if size > limits.max_payload_bytes:
+        raise LimitExceededError("max_payload_bytes", size, limits.max_payload_bytes)
+    now = clock()
+    new_run_id = run_id or f"task-{new_id()[:16]}"
+    return RuntimeRun(
+        run_id=new_run_id,
+        agent_id=task.name,
+        agent_version=task.version,
+        session_id=f"session-{new_run_id}",
+        request_id=request_id,
+        prompt=text,
+        state="pending",
+        created_at=now,
+        updated_at=now,
+        deadline_at=None if timeout is None else now + int(timeout * 1000),
+        kind="task",
+    )
+
+
+def _valid_id(value: Any) -> Any:
+    return valid_text(value) if isinstance(value, str) else value
