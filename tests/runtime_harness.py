@@ -1,6 +1,6 @@
 """Crash harness for the runtime: workers as subprocesses, SIGKILLed at random points.
 
-Used by tests/test_runtime_crash.py (a fast version) and
+Used by tests/runtime/test_crash.py (a fast version) and
 benchmarks/runtime_crash_torture.py (the long one).
 """
 
