@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from runtime_harness import check_histories, executions, torture
+from support.runtime_harness import check_histories, executions, torture
 
 import nbdurable as nd
 

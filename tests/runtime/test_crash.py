@@ -8,8 +8,8 @@ import signal
 from pathlib import Path
 
 import pytest
-import runtime_agents  # tests/ is on sys.path (the rootdir conftest's directory)
-from runtime_harness import check_histories, executions, torture, worker
+from support import runtime_agents
+from support.runtime_harness import check_histories, executions, torture, worker
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime

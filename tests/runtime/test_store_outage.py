@@ -15,10 +15,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_restart_harness import restart_torture
-from pgserver import PgServer, find_pg_bin, start_server
-from runtime_harness import check_histories
-from sqlite_locker import hold_write_lock
+from support.pg_restart_harness import restart_torture
+from support.pgserver import PgServer, find_pg_bin, start_server
+from support.runtime_harness import check_histories
+from support.sqlite_locker import hold_write_lock
 
 import nbdurable as nd
 from nbdurable.durable.transient import StoreUnavailableError

@@ -4,7 +4,7 @@ The terminal event (``run_finished``, ``run_error``) is the last event a run
 writes while it is final; a model attempt that will be retried is not one; a
 ``retry()`` starts a new leg whose ``run_started`` (``retried: true``) follows
 the old terminal event, and a consumer reconnecting by offset reads it. The
-consumer is :mod:`seed_consumer`, written to the seed's pseudo-code.
+consumer is :mod:`support.seed_consumer`, written to the seed's pseudo-code.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from seed_consumer import ConsumerCrash, SeedConsumer, assert_read_the_whole_log, polling
+from support.seed_consumer import ConsumerCrash, SeedConsumer, assert_read_the_whole_log, polling
 
 import nbdurable as nd
 from nbdurable.runtime import Agent, DurableRuntime, ModelRetry

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from httpx_sse import connect_sse
-from seed_consumer import ConsumerCrash, SeedConsumer, sse
+from support.seed_consumer import ConsumerCrash, SeedConsumer, sse
 
 from . import agents as test_agents
 from .harness import Server

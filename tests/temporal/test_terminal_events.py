@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 
 import pytest
-from seed_consumer import ConsumerCrash, SeedConsumer, assert_read_the_whole_log, polling
+from support.seed_consumer import ConsumerCrash, SeedConsumer, assert_read_the_whole_log, polling
 
 import nbdurable as nd
 
