@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-HARNESS = Path(__file__).resolve().parent.parent / "tests" / "stores" / "broken_harness.py"
+HARNESS = Path(__file__).resolve().parent.parent / "tests" / "support" / "broken_harness.py"
 
 
 def load_harness() -> ModuleType:

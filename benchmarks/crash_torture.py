@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-HARNESS = Path(__file__).resolve().parent.parent / "tests" / "stores" / "crash_harness.py"
+HARNESS = Path(__file__).resolve().parent.parent / "tests" / "support" / "crash_harness.py"
 
 
 def load_harness() -> ModuleType:

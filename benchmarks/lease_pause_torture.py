@@ -18,7 +18,7 @@ not (how often a pause doubles an effect when a tool does not check).
 Kill trials (default 30 s lease): a worker is SIGKILLed inside its tool while a
 second one runs; timed from the kill to the second worker's claim in the store.
 
-PostgreSQL trials start a throwaway server (tests/pgserver.py). The fast version
+PostgreSQL trials start a throwaway server (tests/support/pgserver.py). The fast version
 runs in the suite (tests/runtime/test_lease_takeover.py).
 """
 
@@ -37,8 +37,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from lease_harness import kill_trial, pause_trial
 from machine_info import describe, machine
+from support.lease_harness import kill_trial, pause_trial
 
 CHECKED = ("careful", "threaded")
 VARIANTS = ("careful", "threaded", "careless", "careless_threaded")
@@ -123,7 +123,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     for kind in args.stores.split(","):
         server = None
         if kind == "postgres":
-            from pgserver import start_server
+            from support.pgserver import start_server
 
             server = start_server()
 

@@ -5,7 +5,7 @@
 
 For each transport (stdio: the server a child process; streamable HTTP: a
 uvicorn process on 127.0.0.1) it measures, against the test suite's server
-(tests/interop/mcp_test_server.py, the SDK's own ``MCPServer``):
+(tests/support/mcp_test_server.py, the SDK's own ``MCPServer``):
 
 - open: the first ``await server.tools()`` (spawn or connect, handshake, subscribe, list);
 - raw call: ``mcp.Client.call_tool("add")`` on an open session (the SDK alone);
@@ -35,7 +35,7 @@ from nbdurable.mcp import MCPServer
 from nbdurable.tools import ToolContext
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVER = str(ROOT / "tests" / "interop" / "mcp_test_server.py")
+SERVER = str(ROOT / "tests" / "support" / "mcp_test_server.py")
 
 
 def free_port() -> int:

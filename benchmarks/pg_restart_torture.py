@@ -3,8 +3,8 @@
     python benchmarks/pg_restart_torture.py --runs 100 --workers 3 --restarts 2
     python benchmarks/pg_restart_torture.py --runs 100 --repeat 5 --down-seconds 3
 
-Starts a throwaway PostgreSQL server (tests/pgserver.py: needs PostgreSQL's binaries),
-submits the runs (tests/runtime_agents.py `torture`: three tool calls each, one of them
+Starts a throwaway PostgreSQL server (tests/support/pgserver.py: needs PostgreSQL's binaries),
+submits the runs (tests/support/runtime_agents.py `torture`: three tool calls each, one of them
 `manual`), starts the workers, and runs `pg_ctl restart -m fast` each time another
 `runs / (restarts + 1)` runs have finished, so runs are in flight at every restart.
 Reports the runs' final states, the tool calls that started twice and the time taken;
@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import psycopg
 from machine_info import describe, machine
-from pg_restart_harness import RestartReport, restart_torture
-from pgserver import find_pg_bin, start_server
+from support.pg_restart_harness import RestartReport, restart_torture
+from support.pgserver import find_pg_bin, start_server
 
 
 async def one(args: argparse.Namespace, attempt: int) -> RestartReport:

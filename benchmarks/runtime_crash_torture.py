@@ -4,7 +4,7 @@
 
 Reports kills, runs completed, explicit retries of interrupted manual tools, and
 how often safe and manual tools ran again; checks every history. The fast
-version runs in the test suite (tests/test_runtime_crash.py).
+version runs in the test suite (tests/runtime/test_crash.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from runtime_harness import check_histories, executions, torture
+from support.runtime_harness import check_histories, executions, torture
 
 import nbdurable as nd
 

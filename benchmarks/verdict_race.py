@@ -23,11 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from verdict_race_harness import race
+from support.verdict_race_harness import race
 
 
 def _postgres_url() -> tuple[str, object]:
-    from pgserver import start_server
+    from support.pgserver import start_server
 
     server = start_server()
     return server.dsn, server

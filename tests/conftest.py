@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from pgserver import PgServer, find_pg_bin, start_server
+from support.pgserver import PgServer, find_pg_bin, start_server
 
 import nbdurable as nd
 

@@ -18,7 +18,7 @@ pytest.importorskip("opentelemetry.sdk")
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from tracing_harness import janitor, span_dicts
+from support.tracing_harness import janitor, span_dicts
 
 import nbdurable as nd
 from nbdurable import tracing
@@ -173,7 +173,7 @@ async def test_a_run_suspended_for_approval_and_resumed_in_another_process_is_on
     out = tmp_path / "spans.json"
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{HERE}"}
     resume = await asyncio.create_subprocess_exec(
-        sys.executable, str(HERE / "tracing_harness.py"), url, str(out), env=env
+        sys.executable, str(HERE / "support" / "tracing_harness.py"), url, str(out), env=env
     )
     assert await asyncio.wait_for(resume.wait(), 120) == 0
     first = span_dicts(exporter.get_finished_spans())

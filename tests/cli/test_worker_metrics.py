@@ -16,9 +16,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from pgserver import find_pg_bin, start_server
 from prometheus_client.parser import text_string_to_metric_families
-from runtime_harness import worker
+from support.pgserver import find_pg_bin, start_server
+from support.runtime_harness import worker
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
@@ -76,7 +76,7 @@ def _stop(proc: subprocess.Popen[str]) -> str:
 
 
 async def test_scraped_metrics_follow_a_real_run_and_logs_are_json(tmp_path: Path) -> None:
-    import runtime_agents
+    from support import runtime_agents
 
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     client = DurableRuntime(store=nd.open_store(url), agents=runtime_agents.agents)
@@ -158,7 +158,7 @@ def test_worker_help_names_the_metrics_and_log_flags(capsys: pytest.CaptureFixtu
 
 
 async def test_a_takeover_counts_in_the_metrics_and_writes_a_log_line(tmp_path: Path) -> None:
-    import runtime_agents
+    from support import runtime_agents
 
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     client = DurableRuntime(store=nd.open_store(url), agents=runtime_agents.agents)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pgserver import find_pg_bin, start_server
-from runtime_harness import worker
+from support.pgserver import find_pg_bin, start_server
+from support.runtime_harness import worker
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
@@ -33,7 +33,7 @@ async def test_worker_exits_once_the_store_stays_unavailable_past_store_retry_ms
 ) -> None:
     if find_pg_bin() is None:
         pytest.fail("PostgreSQL is not installed (bash .ci/run installs it)", pytrace=False)
-    import runtime_agents
+    from support import runtime_agents
 
     server = start_server()
     try:

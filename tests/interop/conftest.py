@@ -20,7 +20,7 @@ import pytest
 from nbdurable.mcp import MCPServer
 
 HERE = Path(__file__).resolve().parent
-SERVER_SCRIPT = str(HERE / "mcp_test_server.py")
+SERVER_SCRIPT = str(HERE.parent / "support" / "mcp_test_server.py")
 
 
 def free_port() -> int:

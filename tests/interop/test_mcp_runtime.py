@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import runtime_harness
+from support import runtime_harness
 
 import nbdurable as nd
 from nbdurable.runtime import Agent, DurableRuntime

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import runtime_harness
+from support import runtime_harness
 
 pytest.importorskip("pydantic_ai")
 pytest.importorskip("langchain_core")

@@ -159,7 +159,7 @@ async def test_a_bug_in_the_wrapped_model_is_not_dressed_as_a_provider_error(str
 
 
 async def test_retry_if_is_retryable_retries_a_503_and_fails_a_401_at_once(tmp_path: Any) -> None:
-    """The runtime's model retry reads the mapped errors (S003-52: only when asked to)."""
+    """The runtime's model retry reads the mapped errors (only when asked to: by default every error is retried alike)."""
     answers: list[BaseException | str] = [pai.ModelHTTPError(503, "m"), "recovered"]
 
     def flaky(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from waiting import eventually as eventually  # re-exported for the tests here
+from support.waiting import eventually as eventually  # re-exported for the tests here
 
 import nbdurable as nd
 

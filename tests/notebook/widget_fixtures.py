@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import comm
 import pytest
 from comm.base_comm import BaseComm
-from waiting import eventually as eventually  # re-exported for the tests here
+from support.waiting import eventually as eventually  # re-exported for the tests here
 
 import nbdurable as nd
 

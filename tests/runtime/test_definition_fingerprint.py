@@ -227,8 +227,9 @@ def test_a_changed_script_under_the_same_version_is_a_registration_conflict() ->
     runtime.register_agents([_janitor(["Y"], version="2")])
 
 
+@pytest.mark.spec("S003-57")
 def test_the_retry_policy_is_saved_per_run_not_fingerprinted_but_still_conflicts() -> None:
-    """A run keeps the retry policy saved at submission (S003-57), so a runtime with
+    """A run keeps the retry policy saved at submission, so a runtime with
     another policy may execute it; one runtime still refuses a changed policy."""
     cautious = _janitor(["X"], model_retry={"max_attempts": 2})
     generous = _janitor(["X"], model_retry={"max_attempts": 6})

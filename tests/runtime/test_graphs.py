@@ -1,5 +1,5 @@
 """Graphs of agent runs: ordering, dependency results, failure policies, approvals and
-concurrency inside graphs (S003-02, S003-13, S003-32, S003-37, S003-38; issue 10)."""
+concurrency inside graphs (issue 10)."""
 
 from __future__ import annotations
 
@@ -60,12 +60,13 @@ class Recorder:
         return Agent(self.agent_id, model, version="1", **{"stream": False, **kwargs})
 
 
-async def test_s003_38_a_node_starts_after_its_dependencies_with_their_results_appended(
+@pytest.mark.spec("S003-02", "S003-38")
+async def test_a_node_starts_after_its_dependencies_with_their_results_appended(
     store: Any,
 ) -> None:
-    """S003-38: a node runs only once every dependency completed; their result texts are
+    """A node runs only once every dependency completed; their result texts are
     appended to its prompt as one text part, its media parts and metadata kept.
-    S003-02: the agents option holds the registrations graph nodes run."""
+    The agents option holds the registrations graph nodes run."""
     rec = Recorder(store, "a")
     image = nd.ImagePart(data=os.urandom(16), media_type="image/png")
     prompt = nd.Message(
@@ -98,10 +99,11 @@ async def test_s003_38_a_node_starts_after_its_dependencies_with_their_results_a
     assert await states_of(store, "g:join") == ["queued", "pending", "running", "completed"]
 
 
-async def test_s003_37_graph_nodes_take_the_prompt_shapes_of_submit_and_nothing_is_written_on_error(
+@pytest.mark.spec("S003-37")
+async def test_graph_nodes_take_the_prompt_shapes_of_submit_and_nothing_is_written_on_error(
     store: Any,
 ) -> None:
-    """S003-37: graph node prompts are a nonblank string or a user message (a dict too);
+    """Graph node prompts are a nonblank string or a user message (a dict too);
     invalid prompts and invalid graphs (unknown agent or dependency, cycle, repeated or
     blank id, bad policy, no nodes) raise ConfigurationError before anything is written."""
     rec = Recorder(store, "a")
@@ -302,8 +304,9 @@ async def test_fifty_nodes_never_exceed_max_concurrent_runs(store: Any) -> None:
             assert states[f"big:n{i - 10}"] == "completed"
 
 
-async def test_s003_32_stream_and_model_retry_apply_to_graph_nodes(store: Any) -> None:
-    """S003-32: a streaming agent's node persists model deltas (stream fixed at
+@pytest.mark.spec("S003-32")
+async def test_stream_and_model_retry_apply_to_graph_nodes(store: Any) -> None:
+    """A streaming agent's node persists model deltas (stream fixed at
     submission); model_retry retries a node's model errors as for any run."""
     streamer = Agent(
         "streamer", nd.ScriptedModel(["streamed words"], stream_delay=0.0), version="1", stream=True
@@ -360,8 +363,9 @@ async def test_limits_apply_to_graph_nodes(store: Any) -> None:
     assert records["after"].reason == "dependency_failed"
 
 
-async def test_s003_13_graphs_use_agents_registered_after_open(store: Any) -> None:
-    """S003-13: a graph submitted after register_agents() can use the new agent at once."""
+@pytest.mark.spec("S003-13")
+async def test_graphs_use_agents_registered_after_open(store: Any) -> None:
+    """A graph submitted after register_agents() can use the new agent at once."""
     async with await DurableRuntime.open(store=store) as rt:
         with pytest.raises(nd.ConfigurationError):
             await rt.submit_graph([GraphNode("x", "late", "hi")])

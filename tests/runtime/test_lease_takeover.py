@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import lease_agents  # tests/ is on sys.path (the rootdir conftest's directory)
 import pytest
-from lease_harness import kill_trial, pause_trial, wait_for, worker
+from support import lease_agents
+from support.lease_harness import kill_trial, pause_trial, wait_for, worker
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime

@@ -1,4 +1,4 @@
-"""Run reconnect and cancellation (seed 004: S004-04..06, S004-14, S004-24..28) and
+"""Run reconnect and cancellation (run handles, timeouts, watchers going away) and
 approvals through the run handle (signed tokens)."""
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ def tool_results(messages: tuple[nd.Message, ...]) -> list[nd.ToolResultPart]:
 # -- handles --------------------------------------------------------------------------------
 
 
-async def test_s004_14_run_id_is_available_at_once(store: Any, reopen: Any) -> None:
-    """S004-14: submit returns a handle whose run_id is usable at once, before any
+@pytest.mark.spec("S004-14")
+async def test_run_id_is_available_at_once(store: Any, reopen: Any) -> None:
+    """Submit returns a handle whose run_id is usable at once, before any
     event is read or the result exists: another runtime can re-attach with it."""
     gate = asyncio.Event()
     agent, model = gated_agent(gate)
@@ -62,8 +63,9 @@ async def test_s004_14_run_id_is_available_at_once(store: Any, reopen: Any) -> N
 # -- run reconnect ----------------------------------------------------------------------------
 
 
-async def test_s004_25_get_run_reattaches_from_another_runtime(store: Any, reopen: Any) -> None:
-    """S004-25: a second runtime on the same store (another process's view, with no
+@pytest.mark.spec("S004-25")
+async def test_get_run_reattaches_from_another_runtime(store: Any, reopen: Any) -> None:
+    """A second runtime on the same store (another process's view, with no
     agents of its own) re-attaches to a running run; result() and stream() follow
     it to the end while the first runtime executes it."""
     gate = asyncio.Event()
@@ -88,10 +90,9 @@ async def test_s004_25_get_run_reattaches_from_another_runtime(store: Any, reope
     assert model.calls == 1
 
 
-async def test_s004_26_finished_runs_reattach_with_their_stored_outcome(
-    store: Any, reopen: Any
-) -> None:
-    """S004-26 (nbdurable differs): get_run on a finished run returns a handle:
+@pytest.mark.spec("S004-26")
+async def test_finished_runs_reattach_with_their_stored_outcome(store: Any, reopen: Any) -> None:
+    """get_run on a finished run returns a handle:
     result() gives the stored outcome (RunFailedError for a failed one), and its
     events stay replayable from offset 0; no "already completed" error."""
     ok = Agent("ok", nd.ScriptedModel(["done and dusted"]), version="1")
@@ -124,8 +125,9 @@ async def _collect(stream: Any) -> list[nd.Event]:
     return [e async for e in stream]
 
 
-async def test_s004_27_unknown_run_id_raises_run_not_found(store: Any, reopen: Any) -> None:
-    """S004-27: an unknown run id is a RunNotFoundError, in any runtime."""
+@pytest.mark.spec("S004-27")
+async def test_unknown_run_id_raises_run_not_found(store: Any, reopen: Any) -> None:
+    """An unknown run id is a RunNotFoundError, in any runtime."""
     async with await DurableRuntime.open(store=store) as rt:
         with pytest.raises(nd.RunNotFoundError):
             await rt.get_run("run-does-not-exist")
@@ -134,8 +136,9 @@ async def test_s004_27_unknown_run_id_raises_run_not_found(store: Any, reopen: A
                 await other.get_run("run-does-not-exist")
 
 
-async def test_s004_28_s004_05_cancelling_watchers_never_cancels_the_run(store: Any) -> None:
-    """S004-28/S004-05: cancelling a task awaiting result() or iterating stream()
+@pytest.mark.spec("S004-05", "S004-28")
+async def test_cancelling_watchers_never_cancels_the_run(store: Any) -> None:
+    """Cancelling a task awaiting result() or iterating stream()
     drops only that watcher; the run goes on, and a new watcher resumes the stream
     after the last offset seen, with no gap."""
     gate = asyncio.Event()
@@ -169,8 +172,9 @@ async def test_s004_28_s004_05_cancelling_watchers_never_cancels_the_run(store: 
         assert rest[-1].payload.get("state") == "completed"
 
 
-async def test_s004_28_only_run_cancel_cancels(store: Any, reopen: Any) -> None:
-    """S004-28: run.cancel() on a handle (here one re-attached from another runtime)
+@pytest.mark.spec("S004-28")
+async def test_only_run_cancel_cancels(store: Any, reopen: Any) -> None:
+    """run.cancel() on a handle (here one re-attached from another runtime)
     is what cancels the run; result() then raises RunFailedError(cancelled)."""
     gate = asyncio.Event()
     agent, model = gated_agent(gate)
@@ -186,10 +190,11 @@ async def test_s004_28_only_run_cancel_cancels(store: Any, reopen: Any) -> None:
     assert model.calls == 0  # the gated call never got past its gate
 
 
-async def test_s004_04_cancelling_the_submitting_task_does_not_cancel_the_run(
+@pytest.mark.spec("S004-04")
+async def test_cancelling_the_submitting_task_does_not_cancel_the_run(
     store: Any,
 ) -> None:
-    """S004-04 (nbdurable differs): the task that submitted the run and awaits it
+    """The task that submitted the run and awaits it
     does not own the run: cancelling it leaves the run going."""
     gate = asyncio.Event()
     agent, _ = gated_agent(gate)
@@ -217,10 +222,11 @@ async def test_s004_04_cancelling_the_submitting_task_does_not_cancel_the_run(
 # -- timeouts ------------------------------------------------------------------------------
 
 
-async def test_s004_06_timeout_is_persisted_and_not_restarted_by_reattaching(
+@pytest.mark.spec("S004-06", "S004-23")
+async def test_timeout_is_persisted_and_not_restarted_by_reattaching(
     store: Any, reopen: Any
 ) -> None:
-    """S004-06 (nbdurable differs, S004-23): the timeout is a property of the run: its
+    """The timeout is a property of the run: its
     deadline is stored at submit; re-attaching neither restarts nor extends it;
     the run fails with reason timeout when it passes."""
     gate = asyncio.Event()  # never set: the model call hangs
@@ -241,8 +247,9 @@ async def test_s004_06_timeout_is_persisted_and_not_restarted_by_reattaching(
     assert record.deadline_at <= finished.updated_at < record.deadline_at + 1000
 
 
-async def test_s004_06_timeout_passes_while_no_runtime_runs(store: Any, reopen: Any) -> None:
-    """S004-06: the deadline survives a restart: a run whose timeout passed while no
+@pytest.mark.spec("S004-06")
+async def test_timeout_passes_while_no_runtime_runs(store: Any, reopen: Any) -> None:
+    """The deadline survives a restart: a run whose timeout passed while no
     runtime was open fails with reason timeout without calling the model again."""
     gate = asyncio.Event()
     agent, _ = gated_agent(gate)
@@ -260,8 +267,9 @@ async def test_s004_06_timeout_passes_while_no_runtime_runs(store: Any, reopen: 
     assert fresh.entered == 0
 
 
-async def test_s004_06_no_timeout_by_default(store: Any) -> None:
-    """S004-06: without `timeout` a run has no deadline."""
+@pytest.mark.spec("S004-06")
+async def test_no_timeout_by_default(store: Any) -> None:
+    """Without `timeout` a run has no deadline."""
     async with await DurableRuntime.open(
         store=store, agents=[Agent("a", nd.ScriptedModel(["x"]), version="1")]
     ) as rt:
@@ -333,10 +341,11 @@ async def test_deny_with_reason(store: Any) -> None:
         assert calls == []
 
 
-async def test_s004_24_approval_settled_while_disconnected_is_not_asked_again(
+@pytest.mark.spec("S004-24")
+async def test_approval_settled_while_disconnected_is_not_asked_again(
     store: Any, reopen: Any
 ) -> None:
-    """S004-24: a subscriber that left while an approval was pending, reconnecting
+    """A subscriber that left while an approval was pending, reconnecting
     after the approval was given elsewhere, folds a view with no pending approval."""
     calls: list[str] = []
     async with await DurableRuntime.open(store=store, agents=[approval_agent(calls)]) as rt:

@@ -1,4 +1,4 @@
-"""Runtime options and agent registrations (seed 003: S003-01..S003-19)."""
+"""Runtime options and agent registrations."""
 
 from __future__ import annotations
 
@@ -44,8 +44,9 @@ def text_agent(
 # -- runtime options -------------------------------------------------------------------
 
 
-async def test_s003_01_open_requires_a_store_with_run_records(tmp_path: Path) -> None:
-    """S003-01: there is no default store; one that keeps no run records is refused."""
+@pytest.mark.spec("S003-01")
+async def test_open_requires_a_store_with_run_records(tmp_path: Path) -> None:
+    """There is no default store; one that keeps no run records is refused."""
     with pytest.raises(TypeError):
         await DurableRuntime.open()  # type: ignore[call-arg]
     with pytest.raises(nd.ConfigurationError):
@@ -58,8 +59,9 @@ async def test_s003_01_open_requires_a_store_with_run_records(tmp_path: Path) ->
         jsonl.close()
 
 
-async def test_s003_01_open_with_a_sqlite_store(tmp_path: Path) -> None:
-    """S003-01: a SQLite store (the usual choice) opens a runtime that runs agents."""
+@pytest.mark.spec("S003-01")
+async def test_open_with_a_sqlite_store(tmp_path: Path) -> None:
+    """A SQLite store (the usual choice) opens a runtime that runs agents."""
     store = nd.SqliteSessionStore(tmp_path / "runs.db")
     try:
         async with await DurableRuntime.open(store=store, agents=[text_agent()]) as rt:
@@ -69,8 +71,9 @@ async def test_s003_01_open_with_a_sqlite_store(tmp_path: Path) -> None:
         store.close()
 
 
-async def test_s003_02_agents_default_to_none(store: Any) -> None:
-    """S003-02: `agents` defaults to []: nothing can be submitted until registered."""
+@pytest.mark.spec("S003-02")
+async def test_agents_default_to_an_empty_list(store: Any) -> None:
+    """`agents` defaults to []: nothing can be submitted until registered."""
     async with await DurableRuntime.open(store=store) as rt:
         assert rt.registry.ids() == []
         with pytest.raises(nd.ConfigurationError, match="no agent"):
@@ -79,10 +82,11 @@ async def test_s003_02_agents_default_to_none(store: Any) -> None:
         assert (await (await rt.submit("a", "hi")).result()).text == "hello"
 
 
-async def test_s003_03_s003_19_tasks_default_empty_and_only_define_task_values(
+@pytest.mark.spec("S003-03", "S003-19")
+async def test_tasks_default_empty_and_only_define_task_values(
     store: Any,
 ) -> None:
-    """S003-03/S003-19: `tasks` defaults to []; only define_task() definitions are
+    """`tasks` defaults to []; only define_task() definitions are
     accepted, and there is no way to add tasks at runtime (tests/runtime/test_tasks.py
     has the rest)."""
     async with await DurableRuntime.open(store=store) as rt:
@@ -93,11 +97,10 @@ async def test_s003_03_s003_19_tasks_default_empty_and_only_define_task_values(
         await DurableRuntime.open(store=store, tasks=[object()])
 
 
+@pytest.mark.spec("S003-04", "S003-05")
 @pytest.mark.parametrize("name", ["max_concurrent_runs", "max_concurrent_tasks"])
-async def test_s003_04_s003_05_concurrency_options_default_4_and_range_1_to_1000(
-    store: Any, name: str
-) -> None:
-    """S003-04/S003-05: both default to 4 and must be integers from 1 to 1000."""
+async def test_concurrency_options_default_4_and_range_1_to_1000(store: Any, name: str) -> None:
+    """Both default to 4 and must be integers from 1 to 1000."""
     async with await DurableRuntime.open(store=store) as rt:
         assert getattr(rt, name) == 4
     for good in (1, 1000):
@@ -108,16 +111,18 @@ async def test_s003_04_s003_05_concurrency_options_default_4_and_range_1_to_1000
             await DurableRuntime.open(store=store, **{name: bad})
 
 
-async def test_s003_06_on_fatal_error_defaults_to_none(store: Any) -> None:
-    """S003-06: no fatal-error callback unless one is given."""
+@pytest.mark.spec("S003-06")
+async def test_on_fatal_error_defaults_to_none(store: Any) -> None:
+    """No fatal-error callback unless one is given."""
     async with await DurableRuntime.open(store=store) as rt:
         assert rt.on_fatal_error is None
 
 
-async def test_s003_06_on_fatal_error_called_once_and_runs_left_as_they_were(
+@pytest.mark.spec("S003-06")
+async def test_on_fatal_error_called_once_and_runs_left_as_they_were(
     tmp_path: Path,
 ) -> None:
-    """S003-06: a storage failure the scheduler cannot pass (a corrupt schema) calls
+    """A storage failure the scheduler cannot pass (a corrupt schema) calls
     on_fatal_error exactly once; the runtime stops taking work; runs stay as they were."""
     path = tmp_path / "runs.db"
     store = nd.SqliteSessionStore(path)
@@ -151,10 +156,11 @@ async def test_s003_06_on_fatal_error_called_once_and_runs_left_as_they_were(
         store.close()
 
 
-async def test_s003_06_close_after_a_fatal_error_abandons_in_flight_runs_cleanly(
+@pytest.mark.spec("S003-06")
+async def test_close_after_a_fatal_error_abandons_in_flight_runs_cleanly(
     tmp_path: Path,
 ) -> None:
-    """S003-06: after a fatal failure, close() still abandons the run that was executing
+    """After a fatal failure, close() still abandons the run that was executing
     (its model call is cancelled) and hands it back as pending: nothing is marked
     failed, and nothing keeps running after close()."""
     path = tmp_path / "runs.db"
@@ -188,8 +194,9 @@ async def test_s003_06_close_after_a_fatal_error_abandons_in_flight_runs_cleanly
 # -- agent registrations ------------------------------------------------------------------
 
 
-async def test_s003_07_registration_fields_and_defaults(store: Any) -> None:
-    """S003-07: agent id, version, stream, tool_recovery, model_retry (opt-in)."""
+@pytest.mark.spec("S003-07")
+async def test_registration_fields_and_defaults(store: Any) -> None:
+    """Agent id, version, stream, tool_recovery, model_retry (opt-in)."""
     agent = text_agent()
     assert agent.stream is True  # the default: stream when the model can (ScriptedModel can)
     assert Agent("g", GenerateOnlyModel(["hi"]), version="1").stream is False
@@ -206,9 +213,10 @@ async def test_s003_07_registration_fields_and_defaults(store: Any) -> None:
         assert record.stream is True and record.retry_policy is None
 
 
+@pytest.mark.spec("S003-07")
 @pytest.mark.parametrize("version", [None, "", "   ", 1])
-async def test_s003_07_missing_or_blank_version_is_rejected(store: Any, version: Any) -> None:
-    """S003-07: the version is a required nonblank string, at open and at register."""
+async def test_missing_or_blank_version_is_rejected(store: Any, version: Any) -> None:
+    """The version is a required nonblank string, at open and at register."""
     bad = text_agent(version=version)
     with pytest.raises(nd.ConfigurationError, match="version"):
         await DurableRuntime.open(store=store, agents=[bad])
@@ -218,9 +226,10 @@ async def test_s003_07_missing_or_blank_version_is_rejected(store: Any, version:
         assert rt.registry.ids() == []
 
 
+@pytest.mark.spec("S003-08")
 @pytest.mark.parametrize("policy", ["SAFE", "retry", "", None])
-async def test_s003_08_invalid_recovery_policy_is_rejected(store: Any, policy: Any) -> None:
-    """S003-08: tool_recovery values are 'safe', 'idempotent' or 'manual' only."""
+async def test_invalid_recovery_policy_is_rejected(store: Any, policy: Any) -> None:
+    """tool_recovery values are 'safe', 'idempotent' or 'manual' only."""
     bad = tool_agent(tool_recovery={"work": policy})
     with pytest.raises(nd.ConfigurationError, match="recovery policy"):
         await DurableRuntime.open(store=store, agents=[bad])
@@ -228,12 +237,13 @@ async def test_s003_08_invalid_recovery_policy_is_rejected(store: Any, policy: A
         assert tool_agent(tool_recovery={"work": good}).recovery_of("work") == good
 
 
-async def test_s003_08_s003_18_unlisted_tool_is_manual_and_registering_does_not_retry(
+@pytest.mark.spec("S003-08", "S003-18")
+async def test_unlisted_tool_is_manual_and_registering_does_not_retry(
     store: Any, reopen: Any
 ) -> None:
-    """S003-08: an unlisted tool recovers as 'manual': interrupted mid-call, the run
+    """An unlisted tool recovers as 'manual': interrupted mid-call, the run
     parks in needs_attention instead of running the tool again.
-    S003-18: re-adding the missing registration after a restart does not retry it;
+    Re-adding the missing registration after a restart does not retry it;
     only an explicit retry() runs the tool again."""
     calls: list[str] = []
     gate = asyncio.Event()
@@ -266,8 +276,9 @@ async def test_s003_08_s003_18_unlisted_tool_is_manual_and_registering_does_not_
         assert calls == ["x", "x"]
 
 
-async def test_s003_09_unknown_recovery_tool_is_rejected(store: Any) -> None:
-    """S003-09: every tool named in tool_recovery must exist on the agent."""
+@pytest.mark.spec("S003-09")
+async def test_unknown_recovery_tool_is_rejected(store: Any) -> None:
+    """Every tool named in tool_recovery must exist on the agent."""
     bad = tool_agent(tool_recovery={"work": "safe", "search": "safe"})
     with pytest.raises(nd.ConfigurationError, match="search"):
         await DurableRuntime.open(store=store, agents=[bad])
@@ -276,8 +287,9 @@ async def test_s003_09_unknown_recovery_tool_is_rejected(store: Any) -> None:
             rt.register_agents([bad])
 
 
-async def test_s003_10_validation_is_eager_at_open_and_register(store: Any) -> None:
-    """S003-10: duplicate ids, unsupported options, unknown recovery tools, invalid
+@pytest.mark.spec("S003-10")
+async def test_validation_is_eager_at_open_and_register(store: Any) -> None:
+    """Duplicate ids, unsupported options, unknown recovery tools, invalid
     policies and stream=True with a non-streaming model all raise at open() and
     register_agents(), before any run is submitted."""
     invalid: list[tuple[list[Agent], type[Exception], str]] = [
@@ -316,8 +328,9 @@ async def test_s003_10_validation_is_eager_at_open_and_register(store: Any) -> N
 # -- registering and unregistering at runtime -------------------------------------------------
 
 
-async def test_s003_11_register_agents_is_all_or_nothing(store: Any) -> None:
-    """S003-11: one invalid entry means no entry of the batch is added."""
+@pytest.mark.spec("S003-11")
+async def test_register_agents_is_all_or_nothing(store: Any) -> None:
+    """One invalid entry means no entry of the batch is added."""
     async with await DurableRuntime.open(store=store, agents=[text_agent("a")]) as rt:
         with pytest.raises(nd.ConfigurationError):
             rt.register_agents([text_agent("b"), tool_agent("c", tool_recovery={"x": "safe"})])
@@ -331,10 +344,11 @@ async def test_s003_11_register_agents_is_all_or_nothing(store: Any) -> None:
         assert rt.registry.ids() == ["a", "b", "c"]
 
 
-async def test_s003_12_conflicting_registration_never_replaces_the_implementation(
+@pytest.mark.spec("S003-12")
+async def test_conflicting_registration_never_replaces_the_implementation(
     store: Any,
 ) -> None:
-    """S003-12: ids repeated in a batch, or an (id, version) registered with another
+    """Ids repeated in a batch, or an (id, version) registered with another
     definition, are DurableConflictError; the registered implementation keeps running.
     (nbdurable keys registrations by (id, version): an identical re-registration, as
     when a notebook cell runs again, keeps the original; a new version is added.)"""
@@ -361,8 +375,9 @@ async def test_s003_12_conflicting_registration_never_replaces_the_implementatio
         assert run.record().agent_version == "2"
 
 
-async def test_s003_13_registering_does_not_change_running_work_or_limits(store: Any) -> None:
-    """S003-13: a registration added while a run executes leaves that run and the
+@pytest.mark.spec("S003-13")
+async def test_registering_does_not_change_running_work_or_limits(store: Any) -> None:
+    """A registration added while a run executes leaves that run and the
     concurrency limits alone, and the new agent can be used at once. (The tasks
     and graphs part waits for issue 10.)"""
     calls: list[str] = []
@@ -381,8 +396,9 @@ async def test_s003_13_registering_does_not_change_running_work_or_limits(store:
         assert run.record().agent_version == "1"
 
 
-async def test_s003_14_unregister_idle_agent(store: Any) -> None:
-    """S003-14: unregister_agent removes an idle registration: True if it existed,
+@pytest.mark.spec("S003-14")
+async def test_unregister_idle_agent(store: Any) -> None:
+    """unregister_agent removes an idle registration: True if it existed,
     False if not; the agent cannot be submitted afterwards."""
     async with await DurableRuntime.open(store=store, agents=[text_agent("a")]) as rt:
         await (await rt.submit("a", "hi")).result()
@@ -394,8 +410,9 @@ async def test_s003_14_unregister_idle_agent(store: Any) -> None:
             await rt.submit("a", "hi")
 
 
-async def test_s003_15_unregister_refused_while_a_run_needs_the_agent(store: Any) -> None:
-    """S003-15: DurableConflictError while any run of the agent is pending, running,
+@pytest.mark.spec("S003-15")
+async def test_unregister_refused_while_a_run_needs_the_agent(store: Any) -> None:
+    """DurableConflictError while any run of the agent is pending, running,
     queued, waiting for approval, needs attention, in retry_wait or cancelling."""
     release = asyncio.Event()
     started: list[str] = []
@@ -487,8 +504,9 @@ async def test_s003_15_unregister_refused_while_a_run_needs_the_agent(store: Any
             assert rt.unregister_agent(agent_id) is True
 
 
-async def test_s003_16_unregistering_keeps_history_results_and_dedup(store: Any) -> None:
-    """S003-16: after unregistering, the run's result, its event log and its request
+@pytest.mark.spec("S003-16")
+async def test_unregistering_keeps_history_results_and_dedup(store: Any) -> None:
+    """After unregistering, the run's result, its event log and its request
     id deduplication are all still there."""
     agent = tool_agent("a")
     async with await DurableRuntime.open(store=store, agents=[agent]) as rt:
@@ -511,10 +529,9 @@ async def test_s003_16_unregistering_keeps_history_results_and_dedup(store: Any)
             await rt.submit("a", "something else", request_id="req-1")
 
 
-async def test_s003_17_registrations_are_process_local_restore_then_resume(
-    store: Any, reopen: Any
-) -> None:
-    """S003-17: registrations are not persisted. After a restart, open without agents,
+@pytest.mark.spec("S003-17")
+async def test_registrations_are_process_local_restore_then_resume(store: Any, reopen: Any) -> None:
+    """Registrations are not persisted. After a restart, open without agents,
     find unfinished runs with list_runs(), restore their exact registrations (the
     version they recorded), then resume()."""
     calls: list[str] = []
@@ -548,8 +565,9 @@ async def test_s003_17_registrations_are_process_local_restore_then_resume(
         assert calls == ["x", "x"]  # 'safe': re-run once after the interruption
 
 
+@pytest.mark.spec("S003-10")
 async def test_s003_limits_object_is_validated_at_open(store: Any) -> None:
-    """S003-10 (options): `limits` must be a Limits."""
+    """`limits` must be a Limits."""
     with pytest.raises(nd.ConfigurationError, match="Limits"):
         await DurableRuntime.open(store=store, limits={"max_operations": 3})
     async with await DurableRuntime.open(store=store, limits=Limits(max_operations=3)) as rt:

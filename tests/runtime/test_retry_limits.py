@@ -1,4 +1,4 @@
-"""Model retry and limits (seed 003: S003-49..S003-61)."""
+"""Model retry and limits."""
 
 from __future__ import annotations
 
@@ -30,8 +30,9 @@ def clocked(clock: FakeClock) -> nd.Deps:
 # -- model retry --------------------------------------------------------------------------------
 
 
-async def test_s003_49_without_model_retry_a_model_error_fails_the_run(store: Any) -> None:
-    """S003-49: retry is opt-in: without model_retry one model error fails the run
+@pytest.mark.spec("S003-49")
+async def test_without_model_retry_a_model_error_fails_the_run(store: Any) -> None:
+    """Retry is opt-in: without model_retry one model error fails the run
     (reason model_error), with a single model call and no retry_wait."""
     agent, model = flaky_agent(fail_on=[1], retry=None)
     async with await DurableRuntime.open(store=store, agents=[agent]) as rt:
@@ -45,13 +46,12 @@ async def test_s003_49_without_model_retry_a_model_error_fails_the_run(store: An
         assert "retry_wait" not in await states_of(store, run.run_id)
 
 
+@pytest.mark.spec("S003-50", "S003-52")
 @pytest.mark.parametrize("retryable", [True, False])
-async def test_s003_50_s003_52_every_error_in_the_attempt_is_retried_alike(
-    store: Any, retryable: bool
-) -> None:
-    """S003-50: any error raised inside the model attempt is retried: permanent
+async def test_every_error_in_the_attempt_is_retried_alike(store: Any, retryable: bool) -> None:
+    """Any error raised inside the model attempt is retried: permanent
     provider errors, capability errors, response validation errors.
-    S003-52: there is no transient-error classifier: retryable=False is retried
+    There is no transient-error classifier: retryable=False is retried
     exactly like retryable=True."""
     failures = {
         1: nd.ModelError("400 bad request", retryable=retryable),
@@ -69,8 +69,9 @@ async def test_s003_50_s003_52_every_error_in_the_attempt_is_retried_alike(
     assert states[-1] == "completed"
 
 
-async def test_s003_50_a_failure_mid_stream_is_retried(store: Any) -> None:
-    """S003-50: an error raised after part of the response streamed is in the attempt
+@pytest.mark.spec("S003-50")
+async def test_a_failure_mid_stream_is_retried(store: Any) -> None:
+    """An error raised after part of the response streamed is in the attempt
     too; the retry starts a new attempt and completes."""
     model = nd.ScriptedModel(
         [nd.Turn(text="half an ans", error=nd.ModelError("connection reset")), "a full answer"],
@@ -86,8 +87,9 @@ async def test_s003_50_a_failure_mid_stream_is_retried(store: Any) -> None:
     assert any(e.type == "model_attempt_failed" for e in events)
 
 
-async def test_s003_51_tool_failures_are_not_retried(store: Any) -> None:
-    """S003-51: a tool failure is an is_error result the model reacts to: the model
+@pytest.mark.spec("S003-51")
+async def test_tool_failures_are_not_retried(store: Any) -> None:
+    """A tool failure is an is_error result the model reacts to: the model
     is not called again by retry, the tool runs once, no retry_wait."""
     tool_calls: list[str] = []
 
@@ -112,8 +114,9 @@ async def test_s003_51_tool_failures_are_not_retried(store: Any) -> None:
     assert tool_results[0].is_error
 
 
-async def test_s003_51_checkpoint_and_quota_failures_are_not_retried(store: Any) -> None:
-    """S003-51: a checkpoint over max_payload_bytes and the max_operations quota fail
+@pytest.mark.spec("S003-51")
+async def test_checkpoint_and_quota_failures_are_not_retried(store: Any) -> None:
+    """A checkpoint over max_payload_bytes and the max_operations quota fail
     the run (limit_exceeded) at once, even with model_retry; the model is not
     called again."""
     big, big_model = flaky_agent(fail_on=[], turns=["z" * 3000])
@@ -138,8 +141,9 @@ async def test_s003_51_checkpoint_and_quota_failures_are_not_retried(store: Any)
         assert rt.list_runs(status="failed")[-1].operations == 3
 
 
-async def test_s003_51_model_turn_budget_is_not_retried(store: Any) -> None:
-    """S003-51: running out of steps (the model-turn budget) ends the run without
+@pytest.mark.spec("S003-51")
+async def test_model_turn_budget_is_not_retried(store: Any) -> None:
+    """Running out of steps (the model-turn budget) ends the run without
     model retry."""
     agent = Agent(
         "a",
@@ -156,8 +160,9 @@ async def test_s003_51_model_turn_budget_is_not_retried(store: Any) -> None:
         assert "retry_wait" not in await states_of(store, run.run_id)
 
 
-async def test_s003_53_first_request_counts_toward_max_attempts(store: Any) -> None:
-    """S003-53: max_attempts=3 means at most 3 model calls in all."""
+@pytest.mark.spec("S003-53")
+async def test_first_request_counts_toward_max_attempts(store: Any) -> None:
+    """max_attempts=3 means at most 3 model calls in all."""
     agent, model = flaky_agent(fail_on=range(1, 10))
     async with await DurableRuntime.open(store=store, agents=[agent]) as rt:
         run = await rt.submit("a", "hi")
@@ -169,10 +174,9 @@ async def test_s003_53_first_request_counts_toward_max_attempts(store: Any) -> N
     assert (await states_of(store, run.run_id)).count("retry_wait") == 2
 
 
-async def test_s003_54_attempt_count_is_persisted_before_the_attempt(
-    store: Any, reopen: Any
-) -> None:
-    """S003-54: the record counts the attempt before the model is called, so a crash
+@pytest.mark.spec("S003-54")
+async def test_attempt_count_is_persisted_before_the_attempt(store: Any, reopen: Any) -> None:
+    """The record counts the attempt before the model is called, so a crash
     during the attempt uses it up: after a restart only one attempt of two is left."""
     gate = asyncio.Event()
     retry = ModelRetry(max_attempts=2, initial_delay_ms=10, max_delay_ms=10)
@@ -200,8 +204,9 @@ async def test_s003_54_attempt_count_is_persisted_before_the_attempt(
     assert failing.calls == 1
 
 
-async def test_s003_55_backoff_doubles_capped_without_jitter(store: Any) -> None:
-    """S003-55: the delays are initial_delay_ms, then doubled each retry, capped at
+@pytest.mark.spec("S003-55")
+async def test_backoff_doubles_capped_without_jitter(store: Any) -> None:
+    """The delays are initial_delay_ms, then doubled each retry, capped at
     max_delay_ms, exactly (no jitter): 10, 20, 25, 25 ms."""
     policy = ModelRetry(max_attempts=5, initial_delay_ms=10, max_delay_ms=25)
     assert [policy.delay_ms(n) for n in (1, 2, 3, 4)] == [10, 20, 25, 25]
@@ -221,8 +226,9 @@ async def test_s003_55_backoff_doubles_capped_without_jitter(store: Any) -> None
         assert (await run.result()).text == "ok"
 
 
-async def test_s003_56_retry_wait_frees_the_slot_but_keeps_session_order(store: Any) -> None:
-    """S003-56: between attempts the run is retry_wait with next_attempt_at (in the
+@pytest.mark.spec("S003-56")
+async def test_retry_wait_frees_the_slot_but_keeps_session_order(store: Any) -> None:
+    """Between attempts the run is retry_wait with next_attempt_at (in the
     record and its run_state event); its slot goes to other sessions while its
     own session's queue stays behind it."""
     clock = FakeClock()
@@ -252,8 +258,9 @@ async def test_s003_56_retry_wait_frees_the_slot_but_keeps_session_order(store: 
     assert model.calls == 2
 
 
-async def test_s003_57_retry_deadline_survives_restart(store: Any, reopen: Any) -> None:
-    """S003-57: a retry_wait run keeps its next_attempt_at across a restart and is
+@pytest.mark.spec("S003-57")
+async def test_retry_deadline_survives_restart(store: Any, reopen: Any) -> None:
+    """A retry_wait run keeps its next_attempt_at across a restart and is
     not attempted before it."""
     clock = FakeClock()
     retry = ModelRetry(max_attempts=3, initial_delay_ms=5000, max_delay_ms=5000)
@@ -276,10 +283,9 @@ async def test_s003_57_retry_deadline_survives_restart(store: Any, reopen: Any) 
         assert model.calls == 2
 
 
-async def test_s003_57_saved_retry_policy_ignores_later_registrations(
-    store: Any, reopen: Any
-) -> None:
-    """S003-57: the retry policy saved at submission governs the run, even when the
+@pytest.mark.spec("S003-57")
+async def test_saved_retry_policy_ignores_later_registrations(store: Any, reopen: Any) -> None:
+    """The retry policy saved at submission governs the run, even when the
     agent is registered again (after a restart) with another policy."""
     saved = ModelRetry(max_attempts=2, initial_delay_ms=10, max_delay_ms=10)
     first, _ = flaky_agent(fail_on=range(1, 10), retry=saved)
@@ -303,8 +309,9 @@ async def test_s003_57_saved_retry_policy_ignores_later_registrations(
     assert later_model.calls == 1  # two attempts in all, as saved
 
 
-async def test_s003_58_exhausted_retries_wait_for_an_explicit_retry(store: Any) -> None:
-    """S003-58: with max_attempts used up the run is failed (model_retries_exhausted)
+@pytest.mark.spec("S003-58")
+async def test_exhausted_retries_wait_for_an_explicit_retry(store: Any) -> None:
+    """With max_attempts used up the run is failed (model_retries_exhausted)
     and stays so; run.retry() starts a fresh attempt budget."""
     agent, model = flaky_agent(fail_on=[1, 2, 3, 4])
     async with await DurableRuntime.open(store=store, agents=[agent]) as rt:
@@ -332,8 +339,9 @@ async def test_s003_58_exhausted_retries_wait_for_an_explicit_retry(store: Any) 
             await run.retry()  # a completed run does not retry
 
 
-async def test_s003_59_retry_timers_do_not_keep_the_runtime_alive(store: Any) -> None:
-    """S003-59: a run waiting a minute in retry_wait does not hold up close(); it stays
+@pytest.mark.spec("S003-59")
+async def test_retry_timers_do_not_keep_the_runtime_alive(store: Any) -> None:
+    """A run waiting a minute in retry_wait does not hold up close(); it stays
     in retry_wait for the next host to pick up."""
     retry = ModelRetry(max_attempts=3, initial_delay_ms=60_000, max_delay_ms=60_000)
     agent, _ = flaky_agent(fail_on=[1], retry=retry)
@@ -350,8 +358,9 @@ async def test_s003_59_retry_timers_do_not_keep_the_runtime_alive(store: Any) ->
 # -- limits -----------------------------------------------------------------------------------
 
 
-def test_s003_60_default_limits() -> None:
-    """S003-60: the defaults of the four limits."""
+@pytest.mark.spec("S003-60")
+def test_default_limits() -> None:
+    """The defaults of the four limits."""
     limits = Limits()
     assert limits.max_pending_runs == 10_000
     assert limits.max_pending_tasks == 10_000
@@ -359,29 +368,33 @@ def test_s003_60_default_limits() -> None:
     assert limits.max_operations == 10_000
 
 
-async def test_s003_60_runtime_uses_default_limits(store: Any) -> None:
-    """S003-60: a runtime opened without limits has the defaults."""
+@pytest.mark.spec("S003-60")
+async def test_runtime_uses_default_limits(store: Any) -> None:
+    """A runtime opened without limits has the defaults."""
     async with await DurableRuntime.open(store=store) as rt:
         assert rt.limits == Limits()
 
 
+@pytest.mark.spec("S003-61")
 @pytest.mark.parametrize(
     "field", ["max_pending_runs", "max_pending_tasks", "max_payload_bytes", "max_operations"]
 )
 @pytest.mark.parametrize("value", [0, -1, 1.5, 2.0, "10", True, None])
-def test_s003_61_limits_must_be_positive_integers(field: str, value: Any) -> None:
-    """S003-61: zero, negative and non-integer values are rejected."""
+def test_limits_must_be_positive_integers(field: str, value: Any) -> None:
+    """Zero, negative and non-integer values are rejected."""
     with pytest.raises(nd.ConfigurationError, match=field):
         Limits(**{field: value})
     assert getattr(Limits(**{field: 1}), field) == 1
 
 
-def test_s003_61_unknown_limit_is_rejected() -> None:
-    """S003-61: a misspelt limit is not silently ignored."""
+@pytest.mark.spec("S003-61")
+def test_unknown_limit_is_rejected() -> None:
+    """A misspelt limit is not silently ignored."""
     with pytest.raises(nd.ConfigurationError):
         Limits(max_payload=5)
 
 
+@pytest.mark.spec("S003-55")
 @pytest.mark.parametrize(
     "options",
     [
@@ -392,16 +405,17 @@ def test_s003_61_unknown_limit_is_rejected() -> None:
         {"max_attempts": True},
     ],
 )
-def test_s003_55_model_retry_is_validated(options: dict[str, Any]) -> None:
-    """S003-55: the retry policy's numbers are positive integers, max >= initial;
+def test_model_retry_is_validated(options: dict[str, Any]) -> None:
+    """The retry policy's numbers are positive integers, max >= initial;
     its defaults are 3 attempts, 1000 ms, 30000 ms."""
     with pytest.raises(nd.ConfigurationError, match="model_retry"):
         ModelRetry(**options)
     assert ModelRetry() == ModelRetry(max_attempts=3, initial_delay_ms=1000, max_delay_ms=30_000)
 
 
-async def test_s003_41_max_payload_bytes_on_prompts_counts_utf8_json_bytes(store: Any) -> None:
-    """S003-41 (limits): a prompt's size is the UTF-8 bytes of its JSON: '"aaa"' is
+@pytest.mark.spec("S003-41")
+async def test_max_payload_bytes_on_prompts_counts_utf8_json_bytes(store: Any) -> None:
+    """A prompt's size is the UTF-8 bytes of its JSON: '"aaa"' is
     5 bytes, and 'é' counts 2."""
     agent, _ = flaky_agent(fail_on=[], retry=None)
     # Admission only (no scheduler): a checkpoint would not fit in 7 bytes.
@@ -420,8 +434,9 @@ async def test_s003_41_max_payload_bytes_on_prompts_counts_utf8_json_bytes(store
     assert [r.prompt for r in rt.list_runs()] == ['"aaaaa"', '"ééa"']
 
 
-async def test_s003_60_max_pending_runs_refuses_submissions(store: Any) -> None:
-    """S003-60 (limits): max_pending_runs unfinished runs make submit refuse more;
+@pytest.mark.spec("S003-60")
+async def test_max_pending_runs_refuses_submissions(store: Any) -> None:
+    """max_pending_runs unfinished runs make submit refuse more;
     finished runs do not count."""
     idle = DurableRuntime(
         store=store, agents=[flaky_agent([], None)[0]], limits=Limits(max_pending_runs=2)

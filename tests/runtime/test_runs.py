@@ -1,4 +1,4 @@
-"""Runs: prompts, request ids, session queues and concurrency slots (S003-04, S003-34..48)."""
+"""Runs: prompts, request ids, session queues and concurrency slots."""
 
 from __future__ import annotations
 
@@ -61,8 +61,9 @@ def work_agent(tracker: Tracker, agent_id: str = "w", **kwargs: Any) -> Agent:
 # -- prompts ----------------------------------------------------------------------------------
 
 
-async def test_s003_34_prompt_is_a_nonblank_string_or_user_message(store: Any) -> None:
-    """S003-34: blank strings and non-prompt values are rejected with a typed error;
+@pytest.mark.spec("S003-34")
+async def test_prompt_is_a_nonblank_string_or_user_message(store: Any) -> None:
+    """Blank strings and non-prompt values are rejected with a typed error;
     a nonblank string and a user message are accepted."""
     async with await DurableRuntime.open(store=store, agents=[text_agent()]) as rt:
         for bad in ("", "   ", "\n\t", 123, None, ["hi"]):
@@ -73,8 +74,9 @@ async def test_s003_34_prompt_is_a_nonblank_string_or_user_message(store: Any) -
         assert (await (await rt.submit("a", nd.user("hi"))).result()).text == "hello"
 
 
-async def test_s003_35_media_only_accepted_empty_nonuser_invalid_rejected(store: Any) -> None:
-    """S003-35: a media-only user message is accepted; an empty message, a non-user
+@pytest.mark.spec("S003-35")
+async def test_media_only_accepted_empty_nonuser_invalid_rejected(store: Any) -> None:
+    """A media-only user message is accepted; an empty message, a non-user
     role, blank-only text and parts a user message cannot hold are rejected."""
     model = nd.ScriptedModel(["a picture"] * 5, mode="sequential")
     async with await DurableRuntime.open(
@@ -108,8 +110,9 @@ async def test_s003_35_media_only_accepted_empty_nonuser_invalid_rejected(store:
         assert model.requests[0].messages[-1].content == (image,)
 
 
-async def test_s003_36_media_is_neither_fetched_nor_transformed(store: Any) -> None:
-    """S003-36: a URL image stays an external reference (an unreachable URL is fine:
+@pytest.mark.spec("S003-36")
+async def test_media_is_neither_fetched_nor_transformed(store: Any) -> None:
+    """A URL image stays an external reference (an unreachable URL is fine:
     nothing fetches it) and inline data reaches the model and the history as the
     same bytes."""
     model = nd.ScriptedModel(["ok"] * 5, mode="sequential")
@@ -132,10 +135,11 @@ async def test_s003_36_media_is_neither_fetched_nor_transformed(store: Any) -> N
     assert stored == prompt and stored.content[1].data == raw
 
 
-async def test_s003_39_prompts_persist_for_restart_retry_and_session_history(
+@pytest.mark.spec("S003-39")
+async def test_prompts_persist_for_restart_retry_and_session_history(
     store: Any, reopen: Any
 ) -> None:
-    """S003-39: the prompt (str or user message) is persisted: it is the same after a
+    """The prompt (str or user message) is persisted: it is the same after a
     restart, a retry sends it again, and a later run of the session sees it."""
     image = nd.ImagePart(data=b"\x89PNG-bytes", media_type="image/png")
     prompt = nd.Message(role="user", content=[nd.TextPart(text="what is it?"), image])
@@ -164,10 +168,11 @@ async def test_s003_39_prompts_persist_for_restart_retry_and_session_history(
         assert history[-1] == nd.user("and now?")
 
 
-async def test_s003_40_request_id_dedup_ignores_key_order_conflicts_on_change(
+@pytest.mark.spec("S003-40")
+async def test_request_id_dedup_ignores_key_order_conflicts_on_change(
     store: Any,
 ) -> None:
-    """S003-40: an equivalent JSON prompt (key order ignored) under a request id gives
+    """An equivalent JSON prompt (key order ignored) under a request id gives
     one run; changed content or metadata under it is a DurableConflictError."""
     one = {
         "role": "user",
@@ -199,8 +204,9 @@ async def test_s003_40_request_id_dedup_ignores_key_order_conflicts_on_change(
         await first.result()
 
 
-async def test_s003_41_inline_media_counts_toward_max_payload_bytes(store: Any) -> None:
-    """S003-41: the prompt's size is the UTF-8 bytes of its JSON, base64 media
+@pytest.mark.spec("S003-41")
+async def test_inline_media_counts_toward_max_payload_bytes(store: Any) -> None:
+    """The prompt's size is the UTF-8 bytes of its JSON, base64 media
     included; over max_payload_bytes it is refused at submit."""
     limits = Limits(max_payload_bytes=1000)
     async with await DurableRuntime.open(store=store, agents=[text_agent()], limits=limits) as rt:
@@ -216,10 +222,11 @@ async def test_s003_41_inline_media_counts_toward_max_payload_bytes(store: Any) 
         assert len(rt.list_runs()) == 2
 
 
-async def test_s003_41_history_and_checkpoints_count_toward_max_payload_bytes(
+@pytest.mark.spec("S003-41")
+async def test_history_and_checkpoints_count_toward_max_payload_bytes(
     store: Any,
 ) -> None:
-    """S003-41: session history and checkpoints count too: a run whose checkpoint
+    """Session history and checkpoints count too: a run whose checkpoint
     (history included) outgrows max_payload_bytes fails with reason limit_exceeded."""
     limits = Limits(max_payload_bytes=4000)
     agent = Agent("a", nd.ScriptedModel(["y" * 2500] * 5, mode="sequential"), version="1")
@@ -236,8 +243,9 @@ async def test_s003_41_history_and_checkpoints_count_toward_max_payload_bytes(
 # -- queues and scheduling ----------------------------------------------------------------------
 
 
-async def test_s003_42_enqueue_persists_a_follow_on_run(store: Any, reopen: Any) -> None:
-    """S003-42: enqueue=True persists the run as queued behind the session's
+@pytest.mark.spec("S003-42")
+async def test_enqueue_persists_a_follow_on_run(store: Any, reopen: Any) -> None:
+    """enqueue=True persists the run as queued behind the session's
     unfinished run (a restart still finds it); it runs when that one finishes."""
     idle = DurableRuntime(store=store, agents=[text_agent()])
     head = await idle.submit("a", "first", session_id="s")
@@ -256,8 +264,9 @@ async def test_s003_42_enqueue_persists_a_follow_on_run(store: Any, reopen: Any)
         assert (await states_of(second, tail.run_id))[:3] == ["queued", "pending", "running"]
 
 
-async def test_s003_43_submit_into_busy_session_without_enqueue_fails(store: Any) -> None:
-    """S003-43: without enqueue, a session with an unfinished run refuses another run;
+@pytest.mark.spec("S003-43")
+async def test_submit_into_busy_session_without_enqueue_fails(store: Any) -> None:
+    """Without enqueue, a session with an unfinished run refuses another run;
     once the session is idle, a plain submit works."""
     gate = asyncio.Event()
 
@@ -285,8 +294,9 @@ async def test_s003_43_submit_into_busy_session_without_enqueue_fails(store: Any
         assert later.status == "completed"
 
 
-async def test_s003_44_repeated_request_id_returns_original_run(store: Any) -> None:
-    """S003-44: repeating a request id returns the original run, with or without
+@pytest.mark.spec("S003-44")
+async def test_repeated_request_id_returns_original_run(store: Any) -> None:
+    """Repeating a request id returns the original run, with or without
     enqueue, while the session is busy and after the run finished."""
     gate = asyncio.Event()
 
@@ -314,10 +324,11 @@ async def test_s003_44_repeated_request_id_returns_original_run(store: Any) -> N
         assert (await states_of(store, run.run_id)).count("pending") == 1
 
 
-async def test_s003_45_only_the_oldest_unfinished_run_of_a_session_executes(
+@pytest.mark.spec("S003-45")
+async def test_only_the_oldest_unfinished_run_of_a_session_executes(
     store: Any,
 ) -> None:
-    """S003-45: runs of one session execute one at a time in submission order (FIFO),
+    """Runs of one session execute one at a time in submission order (FIFO),
     even with free slots."""
     tracker = Tracker(delay=0.03)
     async with await DurableRuntime.open(
@@ -333,8 +344,9 @@ async def test_s003_45_only_the_oldest_unfinished_run_of_a_session_executes(
     assert tracker.log == [(kind, f"r{i}") for i in range(4) for kind in ("start", "end")]
 
 
-async def test_s003_46_queued_run_gets_latest_completed_history_only(store: Any) -> None:
-    """S003-46: a queued run starts from the latest completed history of its session;
+@pytest.mark.spec("S003-46")
+async def test_queued_run_gets_latest_completed_history_only(store: Any) -> None:
+    """A queued run starts from the latest completed history of its session;
     a failed predecessor (with partial history) and a cancelled one add nothing."""
     stuck_calls: list[str] = []
 
@@ -389,10 +401,11 @@ async def test_s003_46_queued_run_gets_latest_completed_history_only(store: Any)
     assert texts == [("user", "q1"), ("assistant", "A1"), ("user", "q4")]
 
 
-async def test_s003_47_approval_and_needs_attention_pause_session_but_free_slot(
+@pytest.mark.spec("S003-47")
+async def test_approval_and_needs_attention_pause_session_but_free_slot(
     store: Any,
 ) -> None:
-    """S003-47: with one slot, a run waiting for approval (or in needs_attention)
+    """With one slot, a run waiting for approval (or in needs_attention)
     holds its session's queue but lets other sessions run."""
 
     @nd.tool(needs_approval=True)
@@ -434,10 +447,11 @@ async def test_s003_47_approval_and_needs_attention_pause_session_but_free_slot(
         assert (await behind2.result()).text == "plain"
 
 
-async def test_s003_48_cancelled_run_keeps_its_slot_until_callbacks_settle(
+@pytest.mark.spec("S003-48")
+async def test_cancelled_run_keeps_its_slot_until_callbacks_settle(
     store: Any,
 ) -> None:
-    """S003-48: cancelling an active run moves it to cancelling; it holds its slot
+    """Cancelling an active run moves it to cancelling; it holds its slot
     (the next run does not start) until its tool's cleanup has finished."""
     release = asyncio.Event()
     started = asyncio.Event()
@@ -479,9 +493,10 @@ async def test_s003_48_cancelled_run_keeps_its_slot_until_callbacks_settle(
 # -- concurrency slots -------------------------------------------------------------------------
 
 
+@pytest.mark.spec("S003-04")
 @pytest.mark.parametrize("cap", [1, 2, None])
-async def test_s003_04_max_concurrent_runs_caps_executions(store: Any, cap: int | None) -> None:
-    """S003-04: at most max_concurrent_runs runs execute at once across sessions
+async def test_max_concurrent_runs_caps_executions(store: Any, cap: int | None) -> None:
+    """At most max_concurrent_runs runs execute at once across sessions
     (default 4), and that many do run side by side."""
     tracker = Tracker(delay=0.05)
     options: dict[str, Any] = {} if cap is None else {"max_concurrent_runs": cap}

@@ -15,10 +15,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_restart_harness import restart_torture
-from pgserver import PgServer, find_pg_bin, start_server
-from runtime_harness import check_histories
-from sqlite_locker import hold_write_lock
+from support.pg_restart_harness import restart_torture
+from support.pgserver import PgServer, find_pg_bin, start_server
+from support.runtime_harness import check_histories
+from support.sqlite_locker import hold_write_lock
 
 import nbdurable as nd
 from nbdurable.durable.transient import StoreUnavailableError
@@ -116,10 +116,11 @@ async def test_three_workers_postgres_restarted_twice_every_run_completes_once(
     check_histories(url, run_ids)
 
 
+@pytest.mark.spec("S003-06")
 async def test_postgres_gone_past_the_budget_stops_the_runtime_once_and_leaves_the_run(
     own_pg: PgServer,
 ) -> None:
-    """S003-06: the server stays down longer than store_retry_ms while a tool runs:
+    """The server stays down longer than store_retry_ms while a tool runs:
     on_fatal_error is called once, the run is not failed (it stays running under its
     lapsing lease), the runtime claims nothing more, and a new runtime finishes the run."""
     url = _database(own_pg)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 import nbdurable as nd
 from nbdurable import events as ev
 
@@ -18,8 +20,9 @@ def chatty(**kw: Any) -> nd.ScriptedModel:
     return nd.ScriptedModel(["one two three four five"], **kw)
 
 
-async def test_s003_32_the_stream_option_is_fixed_when_the_run_is_submitted(store: Any) -> None:
-    """S003-32: a run submitted under stream=True streams even if a later registration
+@pytest.mark.spec("S003-32")
+async def test_the_stream_option_is_fixed_when_the_run_is_submitted(store: Any) -> None:
+    """A run submitted under stream=True streams even if a later registration
     of the agent (a new version) does not; it resumes under the version it recorded."""
     v1 = nd.Agent("talker", chatty(), [lookup], version="1", stream=True)
     v2 = nd.Agent("talker", chatty(), [lookup], version="2", stream=False)
@@ -37,8 +40,9 @@ async def test_s003_32_the_stream_option_is_fixed_when_the_run_is_submitted(stor
     assert not [e for e in store.read_events(quiet.run_id) if e.type == ev.MODEL_DELTA]
 
 
-async def test_s003_33_max_payload_bytes_applies_to_each_delta(store: Any) -> None:
-    """S003-33: one delta over max_payload_bytes fails the run with limit_exceeded (the
+@pytest.mark.spec("S003-25", "S003-33")
+async def test_max_payload_bytes_applies_to_each_delta(store: Any) -> None:
+    """One delta over max_payload_bytes fails the run with limit_exceeded (the
     model is not retried for it); deltas under it stream fine."""
     big = "x" * 400
     agent = nd.Agent(
@@ -58,7 +62,7 @@ async def test_s003_33_max_payload_bytes_applies_to_each_delta(store: Any) -> No
     assert record.model_attempts == 1  # not retried as a model error
     deltas = [e for e in store.read_events(run.run_id) if e.type == ev.MODEL_DELTA]
     assert [e.payload["delta"] for e in deltas] == ["small "]
-    # S003-25: a payload that cannot be persisted is a local failure, not the model's
+    # a payload that cannot be persisted is a local failure, not the model's
     [failed] = [e for e in store.read_events(run.run_id) if e.type == ev.MODEL_ATTEMPT_FAILED]
     assert failed.payload["failure_kind"] == "local"
     assert failed.payload["error_type"] == "LimitExceededError"

@@ -1,4 +1,4 @@
-"""A gated call inside a sub-agent of a runtime run (S000-52, S000-58).
+"""A gated call inside a sub-agent of a runtime run.
 
 The request shown on the parent run carries a token bound to the parent's run id,
 so the checked verdict path (the widget's card, the HTTP bridge) accepts it, and
@@ -38,8 +38,9 @@ def _agents(ran: list[str]) -> list[Agent]:
     return [Agent("lead", parent, [coder], version="1", tool_recovery={"coder": "safe"})]
 
 
+@pytest.mark.spec("S000-52")
 @pytest.mark.parametrize("bound_to", ["parent", "child key"])
-async def test_s000_52_a_sub_agents_request_is_approved_through_the_checked_verdict_path(
+async def test_a_sub_agents_request_is_approved_through_the_checked_verdict_path(
     store: Any, bound_to: str
 ) -> None:
     ran: list[str] = []

@@ -1,6 +1,5 @@
 """Custom durable tasks: define_task, phases checkpointed, max_concurrent_tasks, owned agent
-runs with ctx.spawn_agent (S003-02, S003-03, S003-05, S003-13, S003-19, S003-32, S003-37;
-issue 10)."""
+runs with ctx.spawn_agent (issue 10)."""
 
 from __future__ import annotations
 
@@ -24,10 +23,11 @@ def echo(agent_id: str, **kwargs: Any) -> Agent:
     return Agent(agent_id, nd.ScriptedModel([turn] * 200, mode="sequential"), version="1", **kwargs)
 
 
-async def test_s003_03_s003_19_tasks_are_defined_with_define_task_and_fixed_at_open(
+@pytest.mark.spec("S003-03", "S003-19")
+async def test_tasks_are_defined_with_define_task_and_fixed_at_open(
     store: Any,
 ) -> None:
-    """S003-03/S003-19: define_task validates eagerly; open() takes the definitions
+    """define_task validates eagerly; open() takes the definitions
     (a repeated name is refused); nothing adds tasks later; an unknown task is refused."""
 
     async def one(ctx: nd.TaskContext, state: Any) -> Any:
@@ -108,10 +108,11 @@ async def test_phases_run_in_order_and_each_state_is_checkpointed(store: Any) ->
     )
 
 
+@pytest.mark.spec("S003-02")
 async def test_spawn_agent_runs_owned_agents_and_a_rerun_phase_reattaches_to_them(
     store: Any, reopen: Any
 ) -> None:
-    """S003-02: owned agents run registrations of the agents option.
+    """Owned agents run registrations of the agents option.
     ctx.spawn_agent submits an owned run with id f"{task}:{phase}:{n}" and awaits its
     result; when the phase runs again (its owner went away mid-phase), the same calls
     re-attach to the same runs: nothing is spawned or executed twice."""
@@ -153,10 +154,11 @@ async def test_spawn_agent_runs_owned_agents_and_a_rerun_phase_reattaches_to_the
     assert frame.loc["task-1:summarize:1", "owner_run"] == "task-1"
 
 
-async def test_s003_05_max_concurrent_tasks_caps_phases_apart_from_agent_runs(
+@pytest.mark.spec("S003-05")
+async def test_max_concurrent_tasks_caps_phases_apart_from_agent_runs(
     store: Any,
 ) -> None:
-    """S003-05: at most max_concurrent_tasks phases run at once; agent runs use their
+    """At most max_concurrent_tasks phases run at once; agent runs use their
     own capacity (an agent run completes while the task slots are full)."""
     gate = asyncio.Event()
     active = {"now": 0, "peak": 0}
@@ -210,6 +212,7 @@ async def test_max_pending_tasks_counts_tasks_apart_from_runs(store: Any) -> Non
         assert task.status in ("cancelling", "cancelled")
 
 
+@pytest.mark.spec("S003-13")
 async def test_a_phase_spawning_an_unregistered_agent_fails_clearly(store: Any) -> None:
     """A phase that spawns an agent that is not registered fails the task with a clear
     error; a task declaring agents=[...] is refused at submit while one is missing,
@@ -234,7 +237,7 @@ async def test_a_phase_spawning_an_unregistered_agent_fails_clearly(store: Any) 
         assert "not registered" in (record.error or "")
         with pytest.raises(nd.ConfigurationError, match="helper"):
             await rt.submit_task("declared", None)
-        rt.register_agents([echo("helper")])  # S003-13: tasks use it at once
+        rt.register_agents([echo("helper")])  # tasks use it at once
         waiting = await rt.submit_task("declared", None)
         await waiting.wait("running")
         with pytest.raises(nd.DurableConflictError):
@@ -244,10 +247,11 @@ async def test_a_phase_spawning_an_unregistered_agent_fails_clearly(store: Any) 
         assert rt.unregister_agent("helper") is True
 
 
+@pytest.mark.spec("S003-17")
 async def test_a_declared_agent_missing_after_a_restart_parks_the_task_until_restored(
     store: Any, reopen: Any
 ) -> None:
-    """S003-17 for tasks: a recovered task whose declared agent is not registered yet is
+    """A recovered task whose declared agent is not registered yet is
     not executed; once the host registers it, the task runs."""
 
     async def call_helper(ctx: nd.TaskContext, state: Any) -> Any:
@@ -263,11 +267,12 @@ async def test_a_declared_agent_missing_after_a_restart_parks_the_task_until_res
         assert await (await rt.get_run(run.run_id)).result() == "helper(help)"
 
 
-async def test_s003_37_s003_32_owned_runs_take_submit_prompts_stream_and_approvals(
+@pytest.mark.spec("S003-32", "S003-37")
+async def test_owned_runs_take_submit_prompts_stream_and_approvals(
     store: Any,
 ) -> None:
-    """S003-37: ctx.spawn_agent takes the prompt shapes of submit (a user message with
-    media; a blank prompt is refused at the call). S003-32: an owned run of a streaming
+    """ctx.spawn_agent takes the prompt shapes of submit (a user message with
+    media; a blank prompt is refused at the call). An owned run of a streaming
     agent persists deltas. Approvals apply: the task waits while its owned run waits."""
 
     @nd.tool(needs_approval=True)

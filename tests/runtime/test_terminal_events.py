@@ -1,10 +1,10 @@
-"""A runtime run's log as a client written to seed 004 reads it (S004-19, S004-20).
+"""A runtime run's log as a client written to seed 004 reads it.
 
 The terminal event (``run_finished``, ``run_error``) is the last event a run
 writes while it is final; a model attempt that will be retried is not one; a
 ``retry()`` starts a new leg whose ``run_started`` (``retried: true``) follows
 the old terminal event, and a consumer reconnecting by offset reads it. The
-consumer is :mod:`seed_consumer`, written to the seed's pseudo-code.
+consumer is :mod:`support.seed_consumer`, written to the seed's pseudo-code.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from seed_consumer import ConsumerCrash, SeedConsumer, assert_read_the_whole_log, polling
+from support.seed_consumer import ConsumerCrash, SeedConsumer, assert_read_the_whole_log, polling
 
 import nbdurable as nd
 from nbdurable.runtime import Agent, DurableRuntime, ModelRetry
@@ -27,10 +27,11 @@ async def _log(store: Any, run_id: str) -> list[nd.Event]:
     return list(await nd.read_events(store, run_id))
 
 
-async def test_s004_19_s004_20_a_retried_model_error_is_not_the_end_of_the_stream(
+@pytest.mark.spec("S004-19", "S004-20")
+async def test_a_retried_model_error_is_not_the_end_of_the_stream(
     store: Any,
 ) -> None:
-    """S004-19, S004-20: a model error the policy retries writes model_attempt_failed and
+    """A model error the policy retries writes model_attempt_failed and
     the retry_wait state, never run_error: the seed consumer (crashing once and
     reconnecting by offset) reads through to run_finished, the log's last event."""
     model = nd.ScriptedModel(["Answered on a later attempt."], fail_on=[1], stream_delay=0.002)
@@ -58,10 +59,11 @@ async def test_s004_19_s004_20_a_retried_model_error_is_not_the_end_of_the_strea
     )
 
 
-async def test_s004_19_a_failed_run_ends_with_run_error_and_retry_starts_a_new_leg_after_it(
+@pytest.mark.spec("S004-19")
+async def test_a_failed_run_ends_with_run_error_and_retry_starts_a_new_leg_after_it(
     store: Any, reopen: Any
 ) -> None:
-    """S004-19: a run that fails writes run_error last (state failed, the reason);
+    """A run that fails writes run_error last (state failed, the reason);
     retry() appends a leg whose run_started says retried: true, after the old
     terminal event; a consumer that kept its offset reads the new leg to its end."""
     model = nd.ScriptedModel(["Back up."], fail_on=[1])
@@ -105,10 +107,11 @@ async def test_s004_19_a_failed_run_ends_with_run_error_and_retry_starts_a_new_l
     assert not run.record().retried
 
 
-async def test_s004_19_a_cancelled_run_ends_with_run_error_naming_the_cancellation(
+@pytest.mark.spec("S004-19")
+async def test_a_cancelled_run_ends_with_run_error_naming_the_cancellation(
     store: Any,
 ) -> None:
-    """S004-19: cancellation ends the stream with run_error (state cancelled), the
+    """Cancellation ends the stream with run_error (state cancelled), the
     log's last event; a seed consumer stops there and clears its state."""
     gate = asyncio.Event()
     model = GatedModel(["never"], gate=gate)

@@ -2,7 +2,7 @@
 
 Each race parks a run on a gated tool; two racer processes answer the same
 approval at the same instant, one approving and one denying (the harness is
-tests/verdict_race_harness.py; benchmarks/verdict_race.py runs hundreds).
+tests/support/verdict_race_harness.py; benchmarks/verdict_race.py runs hundreds).
 Before verdicts were a conditional write, both were told "recorded" in most races.
 """
 
@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from verdict_race_harness import RaceReport, race
+from support.verdict_race_harness import RaceReport, race
 
 RACES = 24
 

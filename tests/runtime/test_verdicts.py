@@ -185,8 +185,9 @@ def test_the_max_age_must_be_a_positive_integer_or_none(bad: Any) -> None:
         DurableRuntime(store=nd.InMemorySessionStore(), approval_max_age_ms=bad)
 
 
+@pytest.mark.spec("S000-50")
 async def test_the_loop_functions_keep_no_age_limit_unless_set() -> None:
-    """S000-50: generate_text and resume verify tokens with no maximum age by default."""
+    """generate_text and resume verify tokens with no maximum age by default."""
     store = nd.InMemorySessionStore()
     ran: list[str] = []
     agent = gated(ran)

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import runtime_agents  # tests/ is on sys.path (the rootdir conftest's directory)
-from runtime_harness import worker
+from support import runtime_agents
+from support.runtime_harness import worker
 
 import nbdurable as nd
 from nbdurable.runtime import Agent, DurableRuntime, GraphNode

@@ -8,8 +8,9 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 from httpx_sse import connect_sse
-from seed_consumer import ConsumerCrash, SeedConsumer, sse
+from support.seed_consumer import ConsumerCrash, SeedConsumer, sse
 
 from . import agents as test_agents
 from .harness import Server
@@ -111,10 +112,11 @@ def test_until_stop_ends_at_a_wait_and_finish_goes_on(server: Server) -> None:
     assert any(e.event == "tool_result" for e in rest)
 
 
-async def test_s004_19_s004_20_a_seed_consumer_over_sse_reads_to_the_end_and_a_retry_leg(
+@pytest.mark.spec("S004-19", "S004-20")
+async def test_a_seed_consumer_over_sse_reads_to_the_end_and_a_retry_leg(
     server: Server,
 ) -> None:
-    """S004-19, S004-20 over the bridge: a consumer written to the seed (Last-Event-ID
+    """Over the bridge, a consumer written to the seed (Last-Event-ID
     reconnect after its own crash) stops at run_error, the last event of the failed
     run; after POST /retry a consumer that kept the offset reads the retry leg,
     run_started marked retried, through to run_finished."""

@@ -6,7 +6,7 @@ damaging stored data, faking a newer schema). A new backend joins every
 conformance test by adding one entry.
 
 PostgreSQL runs against one throwaway server per test session
-(``tests/pgserver.py``), with a fresh database per test (the ``pg_server`` and
+(``tests/support/pgserver.py``), with a fresh database per test (the ``pg_server`` and
 ``pg_database`` fixtures of ``tests/conftest.py``, which the runtime tests share). When PostgreSQL is not
 installed its tests fail with a message saying how to get it (``.ci/run``
 installs it); ``NBDURABLE_SKIP_POSTGRES=1`` skips them on purpose.
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-from pgserver import PgServer  # noqa: F401  (re-exported: test_postgres*.py import it from here)
+from support.pgserver import PgServer  # noqa: F401  (re-exported: test_postgres*.py import it from here)
 
 import nbdurable as nd
 from nbdurable.stores.jsonl_format import FORMAT_FILE, run_file_name

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import broken_harness as harness
 
 import nbdurable as nd
 from nbdurable.stores.check import check_store
-
-from . import broken_harness as harness
 
 
 @pytest.fixture(scope="module")

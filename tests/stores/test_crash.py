@@ -8,12 +8,12 @@ from __future__ import annotations
 import sys
 
 import pytest
+from support.crash_harness import EDIT_EVERY, expected, torture
 
 import nbdurable as nd
 from nbdurable.durable import PERSISTENT, supports
 
 from .conftest import StoreCase
-from .crash_harness import EDIT_EVERY, expected, torture
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 

@@ -137,10 +137,11 @@ def test_processes_appending_to_one_run_keep_offsets_gap_free(
     store.close()
 
 
+@pytest.mark.spec("S004-01", "S004-02", "S004-03", "S004-17", "S004-18")
 async def test_a_run_writes_its_log_and_a_second_store_object_follows_it_live(
     store_case: StoreCase,
 ) -> None:
-    """S004-01, S004-02, S004-03, S004-17, S004-18: the embedded stores keep a durable log
+    """The embedded stores keep a durable log
     (nbdurable differs from seed 004's local runtime), with the same reconnect API on every
     store: a subscriber on another store object follows a run live from offset 0."""
     store = _store(store_case, PERSISTENT)  # a second object sees the same data

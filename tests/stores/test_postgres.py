@@ -355,7 +355,7 @@ def test_unknown_optional_fields_from_a_newer_version_are_ignored(url: str) -> N
 
 def test_an_unreachable_server_fails_at_once(pg_server: PgServer) -> None:
     import psycopg
-    from pgserver import _free_port
+    from support.pgserver import _free_port
 
     started = time.monotonic()
     with pytest.raises(psycopg.OperationalError):

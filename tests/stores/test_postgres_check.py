@@ -6,11 +6,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from support import broken_harness as harness
 
 import nbdurable as nd
 from nbdurable.stores.check import check_store
-
-from . import broken_harness as harness
 
 
 @pytest.fixture

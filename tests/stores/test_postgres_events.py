@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from pgserver import PgServer
+from support.pgserver import PgServer
 
 import nbdurable as nd
 from nbdurable.events import NewEvent

@@ -16,8 +16,7 @@ import pytest
 
 pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
-import temporal_agents
-import temporal_tasks
+from support import temporal_agents, temporal_tasks
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
@@ -49,7 +48,12 @@ class Worker:
         args: Sequence[str] = (),
     ) -> None:
         # temporal_tasks.agents holds temporal_agents.agents too, and the tasks' agents
-        served = ["--agents", "temporal_tasks:agents", "--tasks", "temporal_tasks:tasks"]
+        served = [
+            "--agents",
+            "support.temporal_tasks:agents",
+            "--tasks",
+            "support.temporal_tasks:tasks",
+        ]
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -64,7 +68,7 @@ class Worker:
                 queue,
                 "--store",
                 store_url,
-                *(served if tasks else ["--agents", "temporal_agents:agents"]),
+                *(served if tasks else ["--agents", "support.temporal_agents:agents"]),
                 *args,
             ],
             cwd=str(ROOT),

@@ -13,7 +13,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import temporal_definitions
+from support import temporal_definitions
 from temporalio.client import Client
 
 import nbdurable as nd
@@ -26,8 +26,8 @@ from .conftest import Cluster, Worker
 from .executions import tool_rows
 
 REASON = "waits for a runtime whose cleaner v1 matches the submitted definition"
-X = ["--agents", "temporal_definitions:cleaner_x"]
-Y = ["--agents", "temporal_definitions:cleaner_y"]
+X = ["--agents", "support.temporal_definitions:cleaner_x"]
+Y = ["--agents", "support.temporal_definitions:cleaner_y"]
 
 
 def client(cluster: Cluster) -> DurableRuntime:

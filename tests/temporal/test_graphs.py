@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from temporal_tasks import counted
+from support.temporal_tasks import counted
 
 import nbdurable as nd
 from nbdurable.runtime import GraphNode

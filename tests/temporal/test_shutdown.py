@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import temporal_agents
+from support import temporal_agents
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import temporal_agents
+from support import temporal_agents
 
 import nbdurable as nd
 from nbdurable.loop.subagent import child_run_id

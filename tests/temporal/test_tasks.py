@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from temporal_tasks import counted
+from support.temporal_tasks import counted
+from support.waiting import eventually
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import CancelledError
-from waiting import eventually
 
 import nbdurable as nd
 from nbdurable.runtime import TaskRun

@@ -1,4 +1,4 @@
-"""A run executed on Temporal, read by a client written to seed 004 (S004-19, S004-20).
+"""A run executed on Temporal, read by a client written to seed 004.
 
 The same rule as on the embedded engine: the terminal event is the last event
 the run writes while final; a retried model attempt is not an end; a retry()
@@ -10,14 +10,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from seed_consumer import ConsumerCrash, SeedConsumer, assert_read_the_whole_log, polling
+import pytest
+from support.seed_consumer import ConsumerCrash, SeedConsumer, assert_read_the_whole_log, polling
 
 import nbdurable as nd
 
 from .conftest import Cluster
 
 
-async def test_s004_19_s004_20_a_retried_model_error_reads_through_to_run_finished(
+@pytest.mark.spec("S004-19", "S004-20")
+async def test_a_retried_model_error_reads_through_to_run_finished(
     cluster: Cluster,
 ) -> None:
     cluster.worker()
@@ -39,7 +41,8 @@ async def test_s004_19_s004_20_a_retried_model_error_reads_through_to_run_finish
     assert log[-1].payload["finish_reason"] == "stop"
 
 
-async def test_s004_19_a_failed_run_ends_with_run_error_and_its_retry_leg_follows(
+@pytest.mark.spec("S004-19")
+async def test_a_failed_run_ends_with_run_error_and_its_retry_leg_follows(
     cluster: Cluster,
 ) -> None:
     cluster.worker()

@@ -14,15 +14,15 @@ pytest.importorskip("opentelemetry.sdk")
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from temporal_traced import read_spans
-from tracing_harness import span_dicts
+from support.temporal_traced import read_spans
+from support.tracing_harness import span_dicts
 
 import nbdurable as nd
 from nbdurable import tracing
 
 from .conftest import Cluster
 
-TRACED = ["--agents", "temporal_traced:agents"]
+TRACED = ["--agents", "support.temporal_traced:agents"]
 
 
 @pytest.fixture

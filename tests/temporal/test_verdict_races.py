@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from verdict_race_harness import race
+from support.verdict_race_harness import race
 
 from .conftest import Cluster
 from .executions import tool_counts

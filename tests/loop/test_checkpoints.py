@@ -1,4 +1,5 @@
-"""Seed 000: opt-in session, SessionStore and codec, checkpoint shape and status (S000-01..21)."""
+"""The loop's checkpoints: durability opt-in per call, what the loops ask of a
+store, the checkpoint's shape and status."""
 
 from __future__ import annotations
 
@@ -9,83 +10,20 @@ from typing import Any
 
 import pydantic
 import pytest
+from support.checkpointing import (
+    SpyStore,
+    approval_model,
+    approve,
+    drain,
+    make_tools,
+    three_step_model,
+    usage,
+)
 
 import nbdurable as nd
 from nbdurable.loop.parts import ErrorPart, FinishPart, StepStartPart
 
-# --- helpers -------------------------------------------------------------------------
-
-
-def usage(n: int, cost: float | None = None) -> nd.Usage:
-    return nd.Usage(input_tokens=n, output_tokens=n, total_tokens=2 * n, cost=cost)
-
-
-def make_tools(log: list[str]) -> list[nd.Tool]:
-    """A fresh set of tools (a new "process"), recording every execution in ``log``."""
-
-    @nd.tool
-    def lookup(key: str) -> str:
-        """Look a key up."""
-        log.append(f"lookup:{key}")
-        return f"value of {key}"
-
-    @nd.tool(needs_approval=True)
-    def drop_table(name: str) -> str:
-        """Drop a warehouse table."""
-        log.append(f"drop:{name}")
-        return f"dropped {name}"
-
-    return [lookup, drop_table]
-
-
-def three_step_model(events: list[str] | None = None, **kwargs: Any) -> nd.ScriptedModel:
-    """Step 0 and 1 call ``lookup``, step 2 answers. Each model call is logged to ``events``."""
-    turns = [
-        nd.Turn(text="step zero", tool_calls=[("lookup", {"key": "a"})], usage=usage(1)),
-        nd.Turn(text="step one", tool_calls=[("lookup", {"key": "b"})], usage=usage(2)),
-        nd.Turn(text="all done", usage=usage(3)),
-    ]
-    if events is None:
-        return nd.ScriptedModel(turns, **kwargs)
-
-    def logged(turn: nd.Turn) -> Any:
-        def entry(request: nd.ModelRequest) -> nd.Turn:
-            events.append("model")
-            return turn
-
-        return entry
-
-    return nd.ScriptedModel([logged(t) for t in turns], **kwargs)
-
-
-def approval_model() -> nd.ScriptedModel:
-    """Step 0 looks up, step 1 makes a gated call, step 2 answers."""
-    return nd.ScriptedModel(
-        [
-            nd.Turn(text="looking", tool_calls=[("lookup", {"key": "a"})], usage=usage(1)),
-            nd.Turn(text="dropping", tool_calls=[("drop_table", {"name": "stg"})], usage=usage(2)),
-            nd.Turn(text="finished", usage=usage(3)),
-        ]
-    )
-
-
-class SpyStore:
-    """A minimal sync store: only ``save`` and ``load``; records every call."""
-
-    def __init__(self, events: list[str] | None = None) -> None:
-        self.saved: list[nd.AgentCheckpoint] = []
-        self.loads: list[str] = []
-        self.events = events
-
-    def save(self, checkpoint: nd.AgentCheckpoint) -> None:
-        if self.events is not None:
-            self.events.append(f"save:{checkpoint.step_index}:{checkpoint.status}")
-        self.saved.append(checkpoint)
-
-    def load(self, run_id: str) -> nd.AgentCheckpoint | None:
-        self.loads.append(run_id)
-        mine = [c for c in self.saved if c.run_id == run_id]
-        return mine[-1] if mine else None
+# --- helpers --------------------------------------------------------------------------
 
 
 class AsyncStore:
@@ -115,33 +53,12 @@ class AsyncStore:
         return self.rows.get(run_id)
 
 
-class TextStore:
-    """A "persistent" store: keeps only serialized JSON text, like a database row."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, str] = {}
-
-    def save(self, checkpoint: nd.AgentCheckpoint) -> None:
-        self.rows[checkpoint.run_id] = nd.serialize_checkpoint(checkpoint)
-
-    def load(self, run_id: str) -> nd.AgentCheckpoint | None:
-        row = self.rows.get(run_id)
-        return None if row is None else nd.deserialize_checkpoint(row)
+# --- opt-in session -------------------------------------------------------------------
 
 
-async def drain(stream: nd.StreamChatResult) -> list[Any]:
-    return [part async for part in stream.full_stream]
-
-
-def approve(request: nd.ToolApprovalRequest) -> nd.ToolApprovalResponse:
-    return nd.ToolApprovalResponse(approval_id=request.approval_id, approved=True)
-
-
-# --- S000-01 .. S000-05: opt-in session ------------------------------------------------
-
-
-async def test_s000_01_generate_text_saves_at_every_step_boundary() -> None:
-    """S000-01: with a session, generate_text saves after each step, before the next starts."""
+@pytest.mark.spec("S000-01")
+async def test_generate_text_saves_at_every_step_boundary() -> None:
+    """With a session, generate_text saves after each step, before the next starts."""
     events: list[str] = []
     store = SpyStore(events)
     result = await nd.generate_text(
@@ -162,8 +79,9 @@ async def test_s000_01_generate_text_saves_at_every_step_boundary() -> None:
     assert [len(c.messages) for c in store.saved] == [3, 5, 6]
 
 
-async def test_s000_01_stream_chat_saves_at_every_step_boundary() -> None:
-    """S000-01: stream_chat checkpoints at every step boundary exactly like generate_text."""
+@pytest.mark.spec("S000-01")
+async def test_stream_chat_saves_at_every_step_boundary() -> None:
+    """stream_chat checkpoints at every step boundary exactly like generate_text."""
     events: list[str] = []
     store = SpyStore(events)
     stream = nd.stream_chat(
@@ -184,10 +102,11 @@ async def test_s000_01_stream_chat_saves_at_every_step_boundary() -> None:
     ]
 
 
-async def test_s000_01_without_session_no_store_is_touched(
+@pytest.mark.spec("S000-01")
+async def test_without_session_no_store_is_touched(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
-    """S000-01: without ``session`` nothing is saved or loaded anywhere, not even a default store."""
+    """Without ``session`` nothing is saved or loaded anywhere, not even a default store."""
     touched: list[str] = []
     monkeypatch.setattr(nd.InMemorySessionStore, "save", lambda self, cp: touched.append("save"))
     monkeypatch.setattr(
@@ -206,8 +125,9 @@ async def test_s000_01_without_session_no_store_is_touched(
     assert list(tmp_path.iterdir()) == []  # no default store file was created either
 
 
-async def test_s000_02_run_id_defaults_to_deps_generate_id(deps: nd.Deps) -> None:
-    """S000-02: a session without run_id gets one from ``deps.generate_id()``."""
+@pytest.mark.spec("S000-02")
+async def test_run_id_defaults_to_deps_generate_id(deps: nd.Deps) -> None:
+    """A session without run_id gets one from ``deps.generate_id()``."""
     store = nd.InMemorySessionStore()
     session = nd.DurableSession(store)
     assert session.store is store and session.run_id is None
@@ -230,8 +150,9 @@ async def test_s000_02_run_id_defaults_to_deps_generate_id(deps: nd.Deps) -> Non
     assert store.list() == ["id1", "id2"]
 
 
-async def test_s000_02_explicit_run_id_is_used_and_no_id_is_generated(deps: nd.Deps) -> None:
-    """S000-02: an explicit run_id is used as is; generate_id is not consulted for it."""
+@pytest.mark.spec("S000-02")
+async def test_explicit_run_id_is_used_and_no_id_is_generated(deps: nd.Deps) -> None:
+    """An explicit run_id is used as is; generate_id is not consulted for it."""
     calls: list[int] = []
 
     def generate_id() -> str:
@@ -251,8 +172,9 @@ async def test_s000_02_explicit_run_id_is_used_and_no_id_is_generated(deps: nd.D
     assert calls == []
 
 
-async def test_s000_03_buffered_result_carries_run_id() -> None:
-    """S000-03: a durable generate_text returns ``GenerateTextResult.run_id``."""
+@pytest.mark.spec("S000-03")
+async def test_buffered_result_carries_run_id() -> None:
+    """A durable generate_text returns ``GenerateTextResult.run_id``."""
     store = nd.InMemorySessionStore()
     result = await nd.generate_text(
         model=approval_model(),
@@ -266,8 +188,9 @@ async def test_s000_03_buffered_result_carries_run_id() -> None:
     assert store.load("run-b") is not None
 
 
-async def test_s000_03_stream_run_id_is_set_before_the_first_part(deps: nd.Deps) -> None:
-    """S000-03: ``StreamChatResult.run_id`` is set on return, before any part exists."""
+@pytest.mark.spec("S000-03")
+async def test_stream_run_id_is_set_before_the_first_part(deps: nd.Deps) -> None:
+    """``StreamChatResult.run_id`` is set on return, before any part exists."""
     store = nd.InMemorySessionStore()
     stream = nd.stream_chat(
         model=three_step_model(stream_delay=0.001),
@@ -289,8 +212,9 @@ async def test_s000_03_stream_run_id_is_set_before_the_first_part(deps: nd.Deps)
     assert store.list() == ["id1"]
 
 
-async def test_s000_04_call_without_tools_saves_nothing_and_has_no_run_id() -> None:
-    """S000-04: a single-turn call (no tools) never checkpoints and has run_id None."""
+@pytest.mark.spec("S000-04")
+async def test_call_without_tools_saves_nothing_and_has_no_run_id() -> None:
+    """A single-turn call (no tools) never checkpoints and has run_id None."""
     store = SpyStore()
     model = nd.ScriptedModel(["hello there"])
     result = await nd.generate_text(
@@ -319,8 +243,9 @@ async def test_s000_04_call_without_tools_saves_nothing_and_has_no_run_id() -> N
     assert [c.step_index for c in store.saved] == [0, 1, 2]
 
 
-async def test_s000_05_nothing_retries_a_failed_run_by_itself() -> None:
-    """S000-05: a failed call stays failed until the caller resumes; no hidden retry."""
+@pytest.mark.spec("S000-05")
+async def test_nothing_retries_a_failed_run_by_itself() -> None:
+    """A failed call stays failed until the caller resumes; no hidden retry."""
     store = nd.InMemorySessionStore()
     log: list[str] = []
     model = three_step_model(fail_on={2: RuntimeError("provider down")})
@@ -355,16 +280,17 @@ async def test_s000_05_nothing_retries_a_failed_run_by_itself() -> None:
     assert log == ["lookup:a", "lookup:b"]
 
 
-# --- S000-06 .. S000-11: SessionStore and codec -----------------------------------------
+# --- the stores the loops use -----------------------------------------------------------
 
 
+@pytest.mark.spec("S000-06")
 @pytest.mark.parametrize(
     ("async_save", "async_load"), [(True, True), (True, False), (False, True), (False, False)]
 )
-async def test_s000_06_sync_and_async_store_methods_are_both_accepted(
+async def test_sync_and_async_store_methods_are_both_accepted(
     async_save: bool, async_load: bool
 ) -> None:
-    """S000-06: ``save``/``load`` may be plain or coroutine functions, in any mix."""
+    """``save``/``load`` may be plain or coroutine functions, in any mix."""
     store = AsyncStore(async_save=async_save, async_load=async_load)
     assert isinstance(store, nd.SessionStore)
     log: list[str] = []
@@ -390,8 +316,9 @@ async def test_s000_06_sync_and_async_store_methods_are_both_accepted(
     assert store.rows["run-a"].status == "completed"
 
 
-async def test_s000_06_async_store_works_for_the_streaming_twins() -> None:
-    """S000-06: stream_chat and resume_stream_from_checkpoint also await async stores."""
+@pytest.mark.spec("S000-06")
+async def test_async_store_works_for_the_streaming_twins() -> None:
+    """stream_chat and resume_stream_from_checkpoint also await async stores."""
     store = AsyncStore()
     stream = nd.stream_chat(
         model=approval_model(),
@@ -414,16 +341,9 @@ async def test_s000_06_async_store_works_for_the_streaming_twins() -> None:
     assert store.rows["run-s"].status == "completed"
 
 
-def test_s000_07_load_returns_none_for_an_unknown_run() -> None:
-    """S000-07: ``load`` of an unknown run id is None (not an exception)."""
-    store = nd.InMemorySessionStore()
-    assert store.load("never-saved") is None
-    assert store.load("never-saved", step_index=0) is None
-    assert store.history("never-saved") == []
-
-
-async def test_s000_07_loop_starts_fresh_when_load_returns_none() -> None:
-    """S000-07: the loop treats ``None`` from ``load`` as a new run starting at step 0."""
+@pytest.mark.spec("S000-07")
+async def test_loop_starts_fresh_when_load_returns_none() -> None:
+    """The loop treats ``None`` from ``load`` as a new run starting at step 0."""
     store = SpyStore()
     result = await nd.generate_text(
         model=three_step_model(),
@@ -436,8 +356,9 @@ async def test_s000_07_loop_starts_fresh_when_load_returns_none() -> None:
     assert result.step_index == 2
 
 
-async def test_s000_08_store_without_delete_or_list_works_for_every_loop() -> None:
-    """S000-08: ``delete``/``list`` are optional; a save+load store runs, suspends, resumes."""
+@pytest.mark.spec("S000-08")
+async def test_store_without_delete_or_list_works_for_every_loop() -> None:
+    """``delete``/``list`` are optional; a save+load store runs, suspends, resumes."""
     store = SpyStore()
     assert not hasattr(store, "delete") and not hasattr(store, "list")
     log: list[str] = []
@@ -460,8 +381,9 @@ async def test_s000_08_store_without_delete_or_list_works_for_every_loop() -> No
     assert [c.status for c in store.saved] == ["running", "suspended", "completed"]
 
 
-async def test_s000_08_loops_never_call_delete() -> None:
-    """S000-08: the loops never call the optional ``delete`` (cleanup tooling only)."""
+@pytest.mark.spec("S000-08")
+async def test_loops_never_call_delete() -> None:
+    """The loops never call the optional ``delete`` (cleanup tooling only)."""
 
     class DeleteSpy(SpyStore):
         def __init__(self) -> None:
@@ -502,82 +424,12 @@ async def test_s000_08_loops_never_call_delete() -> None:
     assert store.list() == ["run-d", "run-e"]
 
 
-def test_s000_08_in_memory_store_optional_methods() -> None:
-    """S000-08: the bundled store offers ``list`` (run ids) and ``delete`` (unknown: no-op)."""
-    store = nd.InMemorySessionStore()
-    for run_id in ("b", "a"):
-        store.save(
-            nd.AgentCheckpoint(
-                run_id=run_id, step_index=0, status="running", messages=(), created_at=1
-            )
-        )
-    assert store.list() == ["b", "a"]
-    store.delete("b")
-    store.delete("unknown")
-    assert store.list() == ["a"]
-    assert store.load("b") is None
-
-
-async def test_s000_09_in_memory_store_keeps_every_snapshot_load_returns_latest() -> None:
-    """S000-09 (overridden): every snapshot is kept; ``load`` gives the latest, history all."""
-    store = nd.InMemorySessionStore()
-    first = await nd.generate_text(
-        model=approval_model(),
-        messages="go",
-        tools=make_tools([]),
-        session=nd.DurableSession(store, run_id="run-h"),
-    )
-    assert store.load("run-h").status == "suspended"
-    await nd.resume_from_checkpoint(
-        store,
-        "run-h",
-        model=approval_model(),
-        tools=make_tools([]),
-        approval_responses=[approve(first.pending_approvals[0])],
-    )
-    history = store.history("run-h")
-    assert [(h.step_index, h.status) for h in history] == [
-        (0, "running"),
-        (1, "suspended"),
-        (2, "completed"),
-    ]
-    assert all(isinstance(h, nd.CheckpointInfo) for h in history)
-    assert not hasattr(history[0], "messages")  # metadata only
-    assert [h.message_count for h in history] == [3, 4, 6]
-
-    latest = store.load("run-h")
-    assert latest.step_index == 2 and latest.status == "completed"
-    older = store.load("run-h", step_index=1)
-    assert older.status == "suspended"
-    assert older.pending_approvals == first.pending_approvals
-    assert older.messages == first.messages
-    assert store.load("run-h", step_index=0).messages == first.messages[:3]
-    assert store.load("run-h", step_index=9) is None
-
-
-def test_s000_09_latest_save_wins_also_for_a_repeated_step_index() -> None:
-    """S000-09: the latest save of a run wins for ``load`` and ``load(step_index=)``."""
-    store = nd.InMemorySessionStore()
-
-    def cp(step: int, created_at: int) -> nd.AgentCheckpoint:
-        return nd.AgentCheckpoint(
-            run_id="r", step_index=step, status="running", messages=(), created_at=created_at
-        )
-
-    store.save(cp(0, 1))
-    store.save(cp(1, 2))
-    store.save(cp(1, 3))
-    assert store.load("r").created_at == 3
-    assert store.load("r", step_index=1).created_at == 3
-    assert store.load("r", step_index=0).created_at == 1
-    assert [h.created_at for h in store.history("r")] == [1, 2, 3]
-
-
+@pytest.mark.spec("S000-10")
 @pytest.mark.parametrize("async_save", [False, True])
-async def test_s000_10_raising_save_is_logged_and_the_run_goes_on(
+async def test_raising_save_is_logged_and_the_run_goes_on(
     deps: nd.Deps, logger: Any, async_save: bool
 ) -> None:
-    """S000-10: a raising ``save`` is logged via ``deps.logger.error``; the run completes."""
+    """A raising ``save`` is logged via ``deps.logger.error``; the run completes."""
 
     class BrokenStore:
         def __init__(self) -> None:
@@ -626,71 +478,12 @@ async def test_s000_10_raising_save_is_logged_and_the_run_goes_on(
     assert len(logger.errors) == 6
 
 
-async def test_s000_11_codec_round_trips_image_bytes() -> None:
-    """S000-11: serialize gives JSON text; deserialize gives real bytes back; nothing lost."""
-    png = b"\x89PNG\r\n\x1a\n\x00\xff\xfe binary"
-    store = nd.InMemorySessionStore()
-    await nd.generate_text(
-        model=approval_model(),
-        messages=[nd.user(["What is in this chart?", png])],
-        tools=make_tools([]),
-        session=nd.DurableSession(store, run_id="run-img"),
-    )
-    checkpoint = store.load("run-img")
-    text = nd.serialize_checkpoint(checkpoint)
-    assert isinstance(text, str)
-    assert isinstance(json.loads(text), dict)
-    back = nd.deserialize_checkpoint(text)
-    assert back == checkpoint
-    image = back.messages[0].content[1]
-    assert isinstance(image, nd.ImagePart)
-    assert isinstance(image.data, bytes) and image.data == png
-    assert nd.deserialize_checkpoint(text.encode("utf-8")) == checkpoint
-    assert nd.serialize_checkpoint(back) == text
+# --- checkpoint shape and status ------------------------------------------------------
 
 
-async def test_s000_11_a_text_only_store_resumes_with_real_image_bytes() -> None:
-    """S000-11: a store keeping only codec text hands the model real bytes after resume."""
-    png = b"\x00\x01\x02\xff image"
-    store = TextStore()
-    first = await nd.generate_text(
-        model=approval_model(),
-        messages=[nd.user(["Describe", png])],
-        tools=make_tools([]),
-        session=nd.DurableSession(store, run_id="run-t"),
-    )
-    model = approval_model()
-    await nd.resume_from_checkpoint(
-        store,
-        "run-t",
-        model=model,
-        tools=make_tools([]),
-        approval_responses=[approve(first.pending_approvals[0])],
-    )
-    sent = model.requests[0].messages[0].content[1]
-    assert isinstance(sent, nd.ImagePart) and sent.data == png
-
-
-def test_s000_11_codec_is_version_gated() -> None:
-    """S000-11: the codec refuses other versions and garbage instead of misreading them."""
-    checkpoint = nd.AgentCheckpoint(
-        run_id="r", step_index=0, status="running", messages=(nd.user("hi"),), created_at=5
-    )
-    data = json.loads(nd.serialize_checkpoint(checkpoint))
-    data["version"] = 2
-    with pytest.raises(nd.CheckpointVersionError):
-        nd.deserialize_checkpoint(json.dumps(data))
-    with pytest.raises(nd.StoreCorruptionError):
-        nd.deserialize_checkpoint("{not json")
-    with pytest.raises(nd.StoreCorruptionError):
-        nd.deserialize_checkpoint('{"version": 1, "run_id": "r"}')
-
-
-# --- S000-12 .. S000-21: checkpoint shape and status ------------------------------------
-
-
-async def test_s000_12_checkpoint_is_plain_json_data_with_the_seed_fields(deps: nd.Deps) -> None:
-    """S000-12: the checkpoint dumps to plain JSON with version 1 and every seed field."""
+@pytest.mark.spec("S000-12")
+async def test_checkpoint_is_plain_json_data_with_the_seed_fields(deps: nd.Deps) -> None:
+    """The checkpoint dumps to plain JSON with version 1 and every seed field."""
     store = nd.InMemorySessionStore()
     await nd.generate_text(
         model=approval_model(),
@@ -730,8 +523,9 @@ async def test_s000_12_checkpoint_is_plain_json_data_with_the_seed_fields(deps: 
         nd.AgentCheckpoint(run_id="r", step_index=0, status="paused", messages=(), created_at=1)
 
 
-async def test_s000_13_step_id_and_stable_run_id_across_legs() -> None:
-    """S000-13: ``step_id == f"{run_id}#{step_index}"``; run_id is the same on every leg."""
+@pytest.mark.spec("S000-13")
+async def test_step_id_and_stable_run_id_across_legs() -> None:
+    """``step_id == f"{run_id}#{step_index}"``; run_id is the same on every leg."""
     store = nd.InMemorySessionStore()
     first = await nd.generate_text(
         model=approval_model(),
@@ -762,8 +556,9 @@ async def test_s000_13_step_id_and_stable_run_id_across_legs() -> None:
         )
 
 
-async def test_s000_14_step_index_only_grows_across_legs() -> None:
-    """S000-14: step_index keeps growing across three legs and never resets on resume."""
+@pytest.mark.spec("S000-14")
+async def test_step_index_only_grows_across_legs() -> None:
+    """step_index keeps growing across three legs and never resets on resume."""
     model_turns = [
         nd.Turn.call("lookup", key="a"),
         nd.Turn.call("drop_table", name="one"),
@@ -809,8 +604,9 @@ async def test_s000_14_step_index_only_grows_across_legs() -> None:
     assert [h.step_index for h in store.history("run-14")] == [0, 1, 2, 3]
 
 
-async def test_s000_15_messages_are_the_full_history_and_usage_is_cumulative() -> None:
-    """S000-15: each checkpoint has the whole history so far and the run's usage total."""
+@pytest.mark.spec("S000-15")
+async def test_messages_are_the_full_history_and_usage_is_cumulative() -> None:
+    """Each checkpoint has the whole history so far and the run's usage total."""
     store = nd.InMemorySessionStore()
     first = await nd.generate_text(
         model=approval_model(),
@@ -849,8 +645,9 @@ async def test_s000_15_messages_are_the_full_history_and_usage_is_cumulative() -
     assert cp2.usage.total_tokens == 12
 
 
-async def test_s000_16_created_at_comes_from_the_injected_clock(clock: Any, deps: nd.Deps) -> None:
-    """S000-16: ``created_at`` is ``deps.clock.now()`` at the moment of each save."""
+@pytest.mark.spec("S000-16")
+async def test_created_at_comes_from_the_injected_clock(clock: Any, deps: nd.Deps) -> None:
+    """``created_at`` is ``deps.clock.now()`` at the moment of each save."""
 
     @nd.tool
     def lookup(key: str) -> str:
@@ -889,8 +686,9 @@ async def test_s000_16_created_at_comes_from_the_injected_clock(clock: Any, deps
     ]
 
 
-async def test_s000_17_pending_approvals_on_the_suspended_checkpoint(deps: nd.Deps) -> None:
-    """S000-17: ``pending_approvals`` is set on the suspending checkpoint only."""
+@pytest.mark.spec("S000-17")
+async def test_pending_approvals_on_the_suspended_checkpoint(deps: nd.Deps) -> None:
+    """``pending_approvals`` is set on the suspending checkpoint only."""
     store = nd.InMemorySessionStore()
     first = await nd.generate_text(
         model=approval_model(),
@@ -922,8 +720,9 @@ async def test_s000_17_pending_approvals_on_the_suspended_checkpoint(deps: nd.De
     assert store.load("run-17").pending_approvals == ()
 
 
-async def test_s000_17_agent_path_is_set_on_sub_agent_checkpoints() -> None:
-    """S000-17: checkpoints written by (nested) sub-agents carry their ``agent_path``."""
+@pytest.mark.spec("S000-17")
+async def test_agent_path_is_set_on_sub_agent_checkpoints() -> None:
+    """Checkpoints written by (nested) sub-agents carry their ``agent_path``."""
     gated_log: list[str] = []
 
     @nd.tool(needs_approval=True)
@@ -964,8 +763,9 @@ async def test_s000_17_agent_path_is_set_on_sub_agent_checkpoints() -> None:
     assert store.load(coder_key).pending_approvals[0].agent_path == ("lead", "coder")
 
 
-async def test_s000_18_running_is_saved_after_each_step_while_the_loop_goes_on() -> None:
-    """S000-18: status ``running`` marks a completed step after which the loop continued."""
+@pytest.mark.spec("S000-18")
+async def test_running_is_saved_after_each_step_while_the_loop_goes_on() -> None:
+    """Status ``running`` marks a completed step after which the loop continued."""
     events: list[str] = []
     store = SpyStore(events)
     await nd.generate_text(
@@ -984,8 +784,9 @@ async def test_s000_18_running_is_saved_after_each_step_while_the_loop_goes_on()
     assert all(c.messages[-1].role == "tool" for c in store.saved if c.status == "running")
 
 
-async def test_s000_19_suspended_on_client_mode_approval() -> None:
-    """S000-19: a client-mode approval break saves ``suspended`` with pending approvals."""
+@pytest.mark.spec("S000-19")
+async def test_suspended_on_client_mode_approval() -> None:
+    """A client-mode approval break saves ``suspended`` with pending approvals."""
     store = nd.InMemorySessionStore()
     log: list[str] = []
     result = await nd.generate_text(
@@ -1002,8 +803,9 @@ async def test_s000_19_suspended_on_client_mode_approval() -> None:
     assert log == ["lookup:a"]  # the gated call did not run
 
 
-async def test_s000_19_client_tool_break_is_suspended_without_pending_approvals() -> None:
-    """S000-19: a break caused only by a client tool is ``suspended`` with no approvals."""
+@pytest.mark.spec("S000-19")
+async def test_client_tool_break_is_suspended_without_pending_approvals() -> None:
+    """A break caused only by a client tool is ``suspended`` with no approvals."""
     pick = nd.client_tool("pick_file", "Ask the user to pick a file.")
     store = nd.InMemorySessionStore()
     result = await nd.generate_text(
@@ -1020,12 +822,13 @@ async def test_s000_19_client_tool_break_is_suspended_without_pending_approvals(
     assert checkpoint.pending_approvals == ()
 
 
+@pytest.mark.spec("S000-20")
 @pytest.mark.parametrize("streaming", [False, True])
 @pytest.mark.parametrize("ending", ["final_text", "stop_condition", "max_steps"])
-async def test_s000_20_completed_on_final_text_stop_condition_or_runaway_guard(
+async def test_completed_on_final_text_stop_condition_or_runaway_guard(
     ending: str, streaming: bool
 ) -> None:
-    """S000-20: the last checkpoint is ``completed`` whichever way the run ended."""
+    """The last checkpoint is ``completed`` whichever way the run ended."""
     forever = nd.ScriptedModel([nd.Turn.call("lookup", key=str(i)) for i in range(10)])
     kwargs: dict[str, Any] = {"model": forever}
     expected_reason, expected_last = {
@@ -1058,8 +861,9 @@ async def test_s000_20_completed_on_final_text_stop_condition_or_runaway_guard(
     assert all(h.status == "running" for h in history[:-1])
 
 
-async def test_s000_21_saved_messages_never_change_and_prefixes_stay_byte_identical() -> None:
-    """S000-21: later steps and legs never alter a saved snapshot; prefixes stay identical."""
+@pytest.mark.spec("S000-21")
+async def test_saved_messages_never_change_and_prefixes_stay_byte_identical() -> None:
+    """Later steps and legs never alter a saved snapshot; prefixes stay identical."""
     store = nd.InMemorySessionStore()
     history_in = [nd.system("sys"), nd.user("go")]
     snapshot_in = [m.model_dump_json() for m in history_in]

@@ -1,4 +1,4 @@
-"""The reference stream consumer of seed 004 (S004-20), written to the seed's pseudo-code.
+"""The reference stream consumer of seed 004, written to the seed's pseudo-code.
 
 The seed's five steps: (1) persist the run id before reading events; (2) persist
 each event's offset before handling it; (3) after a restart, reconnect with the

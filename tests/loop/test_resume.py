@@ -1,4 +1,4 @@
-"""Seed 000: the recovery unit and resuming (S000-22..38)."""
+"""The recovery unit and resuming from a checkpoint."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from nbdurable.loop.parts import ErrorPart, StepStartPart, TextDeltaPart, ToolRe
 
 PLACEHOLDER = "No result provided for this client tool."
 
-# --- helpers -------------------------------------------------------------------------
+# --- helpers --------------------------------------------------------------------------
 
 
 class Crash(BaseException):
@@ -127,11 +127,12 @@ def all_calls_answered(messages: tuple[nd.Message, ...]) -> bool:
     return all(c.tool_call_id in answered for m in messages for c in m.tool_calls)
 
 
-# --- S000-22 .. S000-24: recovery unit ----------------------------------------------------
+# --- recovery unit --------------------------------------------------------------------
 
 
-async def test_s000_22_crash_between_steps_loses_nothing() -> None:
-    """S000-22: after a crash right after step 0's checkpoint, resume starts at step 1."""
+@pytest.mark.spec("S000-22")
+async def test_crash_between_steps_loses_nothing() -> None:
+    """After a crash right after step 0's checkpoint, resume starts at step 1."""
     store = nd.InMemorySessionStore()
     log1: list[str] = []
     model1 = three_step_model()
@@ -160,8 +161,9 @@ async def test_s000_22_crash_between_steps_loses_nothing() -> None:
     assert done.total_usage == usage(1) + usage(2) + usage(3)
 
 
-async def test_s000_23_crash_mid_model_call_reruns_that_step() -> None:
-    """S000-23: a model call dying mid-step resumes from the last boundary, re-running the step."""
+@pytest.mark.spec("S000-23")
+async def test_crash_mid_model_call_reruns_that_step() -> None:
+    """A model call dying mid-step resumes from the last boundary, re-running the step."""
     store = nd.InMemorySessionStore()
     log1: list[str] = []
     with pytest.raises(RuntimeError, match="connection reset"):
@@ -183,8 +185,9 @@ async def test_s000_23_crash_mid_model_call_reruns_that_step() -> None:
     assert log1 == ["lookup:a"] and log2 == ["lookup:b"]
 
 
-async def test_s000_23_crash_mid_tool_reruns_the_whole_step_and_its_tools() -> None:
-    """S000-23: a crash inside a tool re-runs the step: its finished tools run twice."""
+@pytest.mark.spec("S000-23", "S003-28")
+async def test_crash_mid_tool_reruns_the_whole_step_and_its_tools() -> None:
+    """A crash inside a tool re-runs the step: its finished tools run twice."""
     store = nd.InMemorySessionStore()
 
     def tools(log: list[str], crash: bool) -> list[nd.Tool]:
@@ -230,7 +233,7 @@ async def test_s000_23_crash_mid_tool_reruns_the_whole_step_and_its_tools() -> N
     assert done.status == "completed" and done.text == "done"
     # The whole step re-ran from the boundary: both its tools, lookup:b for the second
     # time. The model's response to it was committed before the crash, so it is reused
-    # rather than asked again (S003-28); the first new request is the next step's.
+    # rather than asked again; the first new request is the next step's.
     assert len(model2.requests) == 1
     assert model2.requests[0].messages[: len(boundary.messages)] == boundary.messages
     assert model2.requests[0].messages[len(boundary.messages)].tool_calls[1].tool_name == (
@@ -240,8 +243,9 @@ async def test_s000_23_crash_mid_tool_reruns_the_whole_step_and_its_tools() -> N
     assert [h.step_index for h in store.history("run-23t")] == [0, 1, 2]
 
 
-async def test_s000_24_cancelled_generate_text_does_not_checkpoint_the_interrupted_step() -> None:
-    """S000-24: cancelling the call mid-tool leaves the last checkpoint at the prior boundary."""
+@pytest.mark.spec("S000-24")
+async def test_cancelled_generate_text_does_not_checkpoint_the_interrupted_step() -> None:
+    """Cancelling the call mid-tool leaves the last checkpoint at the prior boundary."""
     started = asyncio.Event()
     never = asyncio.Event()
 
@@ -280,8 +284,9 @@ async def test_s000_24_cancelled_generate_text_does_not_checkpoint_the_interrupt
     assert [s.step_index for s in done.steps] == [1, 2]
 
 
-async def test_s000_24_stream_cancel_mid_model_stream_does_not_checkpoint_the_step() -> None:
-    """S000-24: ``stream.cancel()`` during a streamed model call saves nothing for that step."""
+@pytest.mark.spec("S000-24")
+async def test_stream_cancel_mid_model_stream_does_not_checkpoint_the_step() -> None:
+    """``stream.cancel()`` during a streamed model call saves nothing for that step."""
     slow = nd.ScriptedModel(
         [
             nd.Turn.call("lookup", "zero", key="a"),
@@ -314,11 +319,12 @@ async def test_s000_24_stream_cancel_mid_model_stream_does_not_checkpoint_the_st
     assert "eleven" not in nd.serialize_checkpoint(store.load("run-24s"))
 
 
-# --- S000-25 .. S000-38: resuming -----------------------------------------------------------
+# --- resuming -------------------------------------------------------------------------
 
 
-async def test_s000_25_resume_awaits_a_result_and_the_stream_twin_returns_at_once() -> None:
-    """S000-25: both resume functions have the same semantics; the stream one returns at once."""
+@pytest.mark.spec("S000-25")
+async def test_resume_awaits_a_result_and_the_stream_twin_returns_at_once() -> None:
+    """Both resume functions have the same semantics; the stream one returns at once."""
     store_a, store_b = nd.InMemorySessionStore(), nd.InMemorySessionStore()
     log_a: list[str] = []
     log_b: list[str] = []
@@ -360,8 +366,9 @@ async def test_s000_25_resume_awaits_a_result_and_the_stream_twin_returns_at_onc
     ]
 
 
-def test_s000_26_resume_options_are_a_normal_calls_minus_messages_and_session() -> None:
-    """S000-26: resume takes every call option except messages and session; model required."""
+@pytest.mark.spec("S000-26")
+def test_resume_options_are_a_normal_calls_minus_messages_and_session() -> None:
+    """Resume takes every call option except messages and session; model required."""
     pairs = [
         (nd.generate_text, nd.resume_from_checkpoint),
         (nd.stream_chat, nd.resume_stream_from_checkpoint),
@@ -389,8 +396,9 @@ def test_s000_26_resume_options_are_a_normal_calls_minus_messages_and_session() 
         )
 
 
-async def test_s000_26_model_tools_and_options_come_from_the_resume_call() -> None:
-    """S000-26: checkpoints hold data, not closures: the resume call's model/tools/options run."""
+@pytest.mark.spec("S000-26")
+async def test_model_tools_and_options_come_from_the_resume_call() -> None:
+    """Checkpoints hold data, not closures: the resume call's model/tools/options run."""
     store = nd.InMemorySessionStore()
     log1: list[str] = []
     first = await suspend(store, "run-26", log1)
@@ -428,8 +436,9 @@ async def test_s000_26_model_tools_and_options_come_from_the_resume_call() -> No
     assert done.finish_reason == "max_steps" and done.step_index == 2
 
 
-async def test_s000_27_approved_calls_run_and_denied_ones_get_is_error_with_the_reason() -> None:
-    """S000-27: approved -> the tool runs; denied -> is_error carrying the reason."""
+@pytest.mark.spec("S000-27")
+async def test_approved_calls_run_and_denied_ones_get_is_error_with_the_reason() -> None:
+    """Approved -> the tool runs; denied -> is_error carrying the reason."""
     cases = [
         (True, None, False, "dropped stg"),
         (False, "Not on a Friday.", True, "Not on a Friday."),
@@ -455,8 +464,9 @@ async def test_s000_27_approved_calls_run_and_denied_ones_get_is_error_with_the_
         assert model.requests[0].messages[-1].tool_results == (result,)  # the model saw it
 
 
-async def test_s000_28_unanswered_pending_call_is_denied_and_never_resent() -> None:
-    """S000-28: no verdict -> denied by default; the run goes on; no dangling tool_use."""
+@pytest.mark.spec("S000-28")
+async def test_unanswered_pending_call_is_denied_and_never_resent() -> None:
+    """No verdict -> denied by default; the run goes on; no dangling tool_use."""
     store = nd.InMemorySessionStore()
     first = await suspend(store, "run-28")
     log: list[str] = []
@@ -488,8 +498,9 @@ async def test_s000_28_unanswered_pending_call_is_denied_and_never_resent() -> N
     assert done2.messages[4].tool_results[0].is_error
 
 
-async def test_s000_29_resumed_leg_continues_step_index_and_cumulative_usage() -> None:
-    """S000-29: the new leg's steps and checkpoint usage carry on from the checkpoint."""
+@pytest.mark.spec("S000-29")
+async def test_resumed_leg_continues_step_index_and_cumulative_usage() -> None:
+    """The new leg's steps and checkpoint usage carry on from the checkpoint."""
     store = nd.InMemorySessionStore()
     await suspend(store, "run-29")
     suspended = store.load("run-29")
@@ -505,9 +516,10 @@ async def test_s000_29_resumed_leg_continues_step_index_and_cumulative_usage() -
     assert done.total_usage == history[3].usage
 
 
+@pytest.mark.spec("S000-30")
 @pytest.mark.parametrize("kind", ["total_tokens_exceed", "cost_exceeds"])
-async def test_s000_30_budget_stops_see_the_whole_runs_usage(kind: str) -> None:
-    """S000-30: a budget stop counts leg 1's usage too: it fires after one step of leg 2."""
+async def test_budget_stops_see_the_whole_runs_usage(kind: str) -> None:
+    """A budget stop counts leg 1's usage too: it fires after one step of leg 2."""
     store = nd.InMemorySessionStore()
     first = await suspend(store, "run-30", model=approval_model(cost=0.01))
     assert first.total_usage.total_tokens == 20  # under the budget on leg 1
@@ -546,8 +558,9 @@ async def test_s000_30_budget_stops_see_the_whole_runs_usage(kind: str) -> None:
     assert model2.calls == 2 and done2.finish_reason == "stop"
 
 
-async def test_s000_30_prepare_step_sees_the_whole_runs_usage() -> None:
-    """S000-30: prepare_step's ``usage`` is the run's cumulative usage, all legs included."""
+@pytest.mark.spec("S000-30")
+async def test_prepare_step_sees_the_whole_runs_usage() -> None:
+    """prepare_step's ``usage`` is the run's cumulative usage, all legs included."""
     store = nd.InMemorySessionStore()
     seen: list[tuple[int, int, int]] = []
 
@@ -568,8 +581,9 @@ async def test_s000_30_prepare_step_sees_the_whole_runs_usage() -> None:
     assert seen == [(2, 20, 0), (3, 30, 10)]
 
 
-async def test_s000_31_each_legs_result_reports_its_own_usage() -> None:
-    """S000-31: ``usage`` on a leg's result is that leg's cost; ``total_usage`` the run's."""
+@pytest.mark.spec("S000-31")
+async def test_each_legs_result_reports_its_own_usage() -> None:
+    """``usage`` on a leg's result is that leg's cost; ``total_usage`` the run's."""
     store = nd.InMemorySessionStore()
     first = await suspend(store, "run-31")
     assert first.usage == usage(5) + usage(5)
@@ -600,8 +614,9 @@ async def test_s000_31_each_legs_result_reports_its_own_usage() -> None:
     assert parts[-1].type == "finish" and parts[-1].usage == await stream.usage
 
 
-async def test_s000_32_resume_of_an_unknown_run_raises_checkpoint_not_found() -> None:
-    """S000-32: ``resume_from_checkpoint`` of an unknown run id raises CheckpointNotFoundError."""
+@pytest.mark.spec("S000-32")
+async def test_resume_of_an_unknown_run_raises_checkpoint_not_found() -> None:
+    """``resume_from_checkpoint`` of an unknown run id raises CheckpointNotFoundError."""
     store = nd.InMemorySessionStore()
     await suspend(store, "known")
     model = approval_model()
@@ -613,8 +628,9 @@ async def test_s000_32_resume_of_an_unknown_run_raises_checkpoint_not_found() ->
     assert store.list() == ["known"]
 
 
-async def test_s000_33_stream_resume_of_an_unknown_run_emits_an_error_part() -> None:
-    """S000-33: the streaming twin never raises on the call; error part + rejecting awaitables."""
+@pytest.mark.spec("S000-33")
+async def test_stream_resume_of_an_unknown_run_emits_an_error_part() -> None:
+    """The streaming twin never raises on the call; error part + rejecting awaitables."""
     store = nd.InMemorySessionStore()
     model = approval_model()
     stream = nd.resume_stream_from_checkpoint(store, "ghost", model=model, tools=make_tools([]))
@@ -633,8 +649,9 @@ async def test_s000_33_stream_resume_of_an_unknown_run_emits_an_error_part() -> 
     assert model.calls == 0
 
 
-def test_s000_33_stream_resume_of_an_unknown_run_never_raises_even_outside_a_loop() -> None:
-    """S000-33: called with no running event loop, the call still returns instead of raising."""
+@pytest.mark.spec("S000-33")
+def test_stream_resume_of_an_unknown_run_never_raises_even_outside_a_loop() -> None:
+    """Called with no running event loop, the call still returns instead of raising."""
     store = nd.InMemorySessionStore()
     stream = nd.resume_stream_from_checkpoint(store, "ghost", model=approval_model())
     assert isinstance(stream, nd.StreamChatResult)
@@ -652,9 +669,10 @@ def test_s000_33_stream_resume_of_an_unknown_run_never_raises_even_outside_a_loo
     assert isinstance(error, nd.CheckpointNotFoundError)
 
 
+@pytest.mark.spec("S000-34")
 @pytest.mark.parametrize("streaming", [False, True])
-async def test_s000_34_pending_client_tool_gets_the_placeholder_on_resume(streaming: bool) -> None:
-    """S000-34: resuming feeds a pending client tool the is_error placeholder; the model goes on."""
+async def test_pending_client_tool_gets_the_placeholder_on_resume(streaming: bool) -> None:
+    """Resuming feeds a pending client tool the is_error placeholder; the model goes on."""
     pick = nd.client_tool("pick_file", "Ask the user to pick a file.")
 
     def model() -> nd.ScriptedModel:
@@ -680,11 +698,12 @@ async def test_s000_34_pending_client_tool_gets_the_placeholder_on_resume(stream
     assert model2.requests[0].messages[-1].tool_results == (result,)
 
 
+@pytest.mark.spec("S000-35")
 @pytest.mark.parametrize("streaming", [False, True])
-async def test_s000_35_escape_hatch_appends_the_real_result_and_continues_durably(
+async def test_escape_hatch_appends_the_real_result_and_continues_durably(
     streaming: bool,
 ) -> None:
-    """S000-35: load, append the real tool_result, call again with the same session."""
+    """Load, append the real tool_result, call again with the same session."""
     pick = nd.client_tool("pick_file", "Ask the user to pick a file.")
 
     def model() -> nd.ScriptedModel:
@@ -740,8 +759,9 @@ async def test_s000_35_escape_hatch_appends_the_real_result_and_continues_durabl
     assert done.usage == usage(3) + usage(4)
 
 
-async def test_s000_36_approved_gated_server_tool_runs_its_real_execute() -> None:
-    """S000-36: an approved ``needs_approval`` tool with ``execute`` runs for real on resume."""
+@pytest.mark.spec("S000-36")
+async def test_approved_gated_server_tool_runs_its_real_execute() -> None:
+    """An approved ``needs_approval`` tool with ``execute`` runs for real on resume."""
     store = nd.InMemorySessionStore()
     first = await suspend(store, "run-36")
     log: list[str] = []
@@ -785,8 +805,9 @@ def parent_model(order: list[tuple[str, dict[str, Any]]]) -> nd.ScriptedModel:
     return nd.ScriptedModel([nd.Turn(tool_calls=order), "all done"])
 
 
-async def test_s000_37_sub_agent_suspending_in_a_parallel_batch_discards_siblings() -> None:
-    """S000-37: no tool message for the suspended step; siblings re-run on resume."""
+@pytest.mark.spec("S000-37")
+async def test_sub_agent_suspending_in_a_parallel_batch_discards_siblings() -> None:
+    """No tool message for the suspended step; siblings re-run on resume."""
     order = [
         ("sibling", {"name": "before"}),
         ("coder", {"prompt": "fix"}),
@@ -832,8 +853,9 @@ async def test_s000_37_sub_agent_suspending_in_a_parallel_batch_discards_sibling
             assert all(m.role != "tool" for m in snapshot.messages)
 
 
-async def test_s000_37_sequential_batch_does_not_start_calls_after_the_suspending_one() -> None:
-    """S000-37: with max_tool_concurrency=1 the batch runs in order; later calls wait."""
+@pytest.mark.spec("S000-37")
+async def test_sequential_batch_does_not_start_calls_after_the_suspending_one() -> None:
+    """With max_tool_concurrency=1 the batch runs in order; later calls wait."""
     order = [
         ("sibling", {"name": "before"}),
         ("coder", {"prompt": "fix"}),
@@ -868,11 +890,12 @@ async def test_s000_37_sequential_batch_does_not_start_calls_after_the_suspendin
     assert [r.tool_name for r in done.messages[2].tool_results] == ["sibling", "coder", "sibling"]
 
 
+@pytest.mark.spec("S000-38")
 @pytest.mark.parametrize("approved", [True, False])
-async def test_s000_38_settled_tool_result_streams_before_the_first_step_start(
+async def test_settled_tool_result_streams_before_the_first_step_start(
     approved: bool,
 ) -> None:
-    """S000-38: in a resumed stream the settled call's tool-result precedes the first step-start."""
+    """In a resumed stream the settled call's tool-result precedes the first step-start."""
     store = nd.InMemorySessionStore()
     first = await suspend(store, "run-38")
     request = first.pending_approvals[0]

@@ -310,7 +310,7 @@ async def test_generate_text_refuses_a_blank_prompt_before_any_model_call(
 async def test_stream_chat_reports_a_blank_prompt_on_the_stream_before_any_model_call(
     messages: object,
 ) -> None:
-    """stream_chat never raises (S000-33's rule for the streaming twin): a blank prompt
+    """stream_chat never raises (the seed's rule for resuming a stream holds for every streaming call): a blank prompt
     is an error part and every awaitable raises ConfigurationError; the model is not called."""
     _CountingModel.calls = 0
     stream = nd.stream_chat(model=_CountingModel(["answer"]), messages=messages)  # type: ignore[arg-type]

@@ -2,7 +2,7 @@
 
 Used by tests/runtime/test_store_outage.py (a fast version) and
 benchmarks/pg_restart_torture.py (the full count). The workers serve
-tests/runtime_agents.py, whose tools append one line per execution to a file,
+tests/support/runtime_agents.py, whose tools append one line per execution to a file,
 so executions are counted across processes.
 """
 
@@ -11,18 +11,16 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pgserver import PgServer
-from runtime_harness import HERE, executions, worker
-
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
+from support.pgserver import PgServer
+from support.runtime_harness import executions, worker
 
 
 @dataclass
@@ -86,8 +84,7 @@ async def restart_torture(
     """
     started = time.monotonic()
     report = RestartReport(runs=runs)
-    sys.path.insert(0, str(HERE))
-    import runtime_agents
+    from support import runtime_agents
 
     store = nd.open_store(url)
     client = DurableRuntime(store=store, agents=runtime_agents.agents)  # submits only

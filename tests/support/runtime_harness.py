@@ -1,6 +1,6 @@
 """Crash harness for the runtime: workers as subprocesses, SIGKILLed at random points.
 
-Used by tests/test_runtime_crash.py (a fast version) and
+Used by tests/runtime/test_crash.py (a fast version) and
 benchmarks/runtime_crash_torture.py (the long one).
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
 
-HERE = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]  # holds the support package
 
 
 def worker(
@@ -28,8 +28,8 @@ def worker(
     log: Path | None,
     *extra: str,
     lease_ms: int = 400,
-    agents: str = "runtime_agents:agents",
-    path: Path = HERE,
+    agents: str = "support.runtime_agents:agents",
+    path: Path = TESTS,
     env: dict[str, str] | None = None,
     poll_interval: float = 0.02,
 ) -> subprocess.Popen[str]:
@@ -99,8 +99,7 @@ async def torture(url: str, log: Path, *, runs: int, kills: int, seed: int = 0) 
     started = time.monotonic()
     report = TortureReport(runs=runs)
     store = nd.open_store(url)
-    sys.path.insert(0, str(HERE))
-    import runtime_agents
+    from support import runtime_agents
 
     client = DurableRuntime(store=store, agents=runtime_agents.agents)  # submits only
     handles = [await client.submit("torture", f"job {i}") for i in range(runs)]

@@ -15,11 +15,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import temporal_agents
-
 import nbdurable as nd
 from nbdurable.models.base import ModelRequest
 from nbdurable.runtime import Agent
+from support import temporal_agents
 
 
 def count(kind: str, key: str) -> None:

@@ -9,11 +9,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from runtime_agents import _log
-
 import nbdurable as nd
 from nbdurable.models.base import ModelRequest
 from nbdurable.runtime import Agent
+from support.runtime_agents import _log
 
 
 @nd.tool

@@ -1,10 +1,10 @@
-"""Seed items on streaming output (S003-20..33) and stream reconnect (S004-12..24).
+"""Streaming model output and stream reconnect, as the seeds state them.
 
-Runtime-level items (S003-20's ``run.stream()``, S003-24's observers, S003-32,
-S003-33) are proven here at the loop level, which is what the runtime drives;
-the runtime issue adds its own tests. Seed 004's differences (finished runs
-replay, no "already completed" error) are the ones listed at the end of
-shared/SEED-CHECKLIST.md.
+Runtime-level items (``run.stream()``, observers, the stream setting fixed at
+submission, the payload limit per delta) are proven here at the loop level,
+which is what the runtime drives; the runtime issue adds its own tests. Seed
+004's differences (finished runs replay, no "already completed" error) are the
+ones listed at the end of shared/SEED-CHECKLIST.md.
 """
 
 from __future__ import annotations
@@ -44,10 +44,11 @@ async def run_logged(store: nd.InMemorySessionStore, model: nd.ScriptedModel) ->
     return list(await nd.read_events(store, "r"))
 
 
-async def test_s003_20_attempt_events_carry_operation_and_unique_attempt_ids(
+@pytest.mark.spec("S003-20")
+async def test_attempt_events_carry_operation_and_unique_attempt_ids(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S003-20: model_attempt_started, model_delta (and failures) carry operation and attempt ids."""
+    """model_attempt_started, model_delta (and failures) carry operation and attempt ids."""
     events = await run_logged(store, streamed())
     model_events = [e for e in events if e.type.startswith("model_")]
     assert {e.type for e in model_events} == {
@@ -61,19 +62,21 @@ async def test_s003_20_attempt_events_carry_operation_and_unique_attempt_ids(
     assert [e.operation_id for e in starts] == ["r:model:0", "r:model:1"]
 
 
-async def test_s003_21_deltas_wrap_normalized_generation_events(
+@pytest.mark.spec("S003-21")
+async def test_deltas_wrap_normalized_generation_events(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S003-21: a model_delta payload is {'type': 'text_delta', 'turn': n, 'delta': ...}."""
+    """A model_delta payload is {'type': 'text_delta', 'turn': n, 'delta': ...}."""
     events = await run_logged(store, streamed("Hello world"))
     first = next(e for e in events if e.type == ev.MODEL_DELTA)
     assert first.payload == {"type": "text_delta", "turn": 0, "delta": "Hello "}
 
 
-async def test_s003_23_model_completed_carries_the_attempt_and_the_validated_response(
+@pytest.mark.spec("S003-23")
+async def test_model_completed_carries_the_attempt_and_the_validated_response(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S003-23: model_completed has the attempt's id and the normalized response."""
+    """model_completed has the attempt's id and the normalized response."""
     events = await run_logged(store, streamed("Hello world"))
     started = next(e for e in events if e.type == ev.MODEL_ATTEMPT_STARTED)
     completed = next(e for e in events if e.type == ev.MODEL_COMPLETED)
@@ -82,10 +85,11 @@ async def test_s003_23_model_completed_carries_the_attempt_and_the_validated_res
     assert response.text == "Hello world" and response.tool_calls[0].tool_name == "lookup"
 
 
-async def test_s003_24_the_model_checkpoint_commits_before_tools_act_on_it(
+@pytest.mark.spec("S003-24")
+async def test_the_model_checkpoint_commits_before_tools_act_on_it(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S003-24: a crash after the response (in a tool) leaves model_completed committed."""
+    """A crash after the response (in a tool) leaves model_completed committed."""
     model = nd.ScriptedModel([nd.Turn.call("crash", "about to crash")])
     with pytest.raises(Crash):
         await nd.generate_text(
@@ -97,10 +101,11 @@ async def test_s003_24_the_model_checkpoint_commits_before_tools_act_on_it(
     assert store.load("r") is None  # the step itself never completed
 
 
-async def test_s003_25_failure_kind_model_for_model_errors_local_for_interruptions(
+@pytest.mark.spec("S003-25")
+async def test_failure_kind_model_for_model_errors_local_for_interruptions(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S003-25: failure_kind is 'model' for model errors, 'local' for what is not the model's."""
+    """failure_kind is 'model' for model errors, 'local' for what is not the model's."""
     failing = nd.ScriptedModel([nd.Turn(text="partial", error=ValueError("bad response"))])
     with pytest.raises(ValueError, match="bad response"):
         await nd.stream_chat(
@@ -124,8 +129,9 @@ async def test_s003_25_failure_kind_model_for_model_errors_local_for_interruptio
     assert store.read_events("c")[-1].type == ev.RUN_ERROR
 
 
-async def test_s003_26_a_new_attempt_replaces_partial_output_and_failure_discards_it() -> None:
-    """S003-26: the fold keeps only the latest attempt's partial text, and drops failed ones."""
+@pytest.mark.spec("S003-26")
+async def test_a_new_attempt_replaces_partial_output_and_failure_discards_it() -> None:
+    """The fold keeps only the latest attempt's partial text, and drops failed ones."""
 
     def event(offset: int, type_: str, attempt: str, delta: str = "") -> nd.Event:
         payload = {"type": "text_delta", "turn": 0, "delta": delta} if delta else {}
@@ -154,10 +160,11 @@ async def test_s003_26_a_new_attempt_replaces_partial_output_and_failure_discard
     assert view.steps[0].provisional_text == ""
 
 
-async def test_s003_27_s003_28_recovery_starts_a_new_attempt_and_reuses_completed_steps(
+@pytest.mark.spec("S003-27", "S003-28")
+async def test_recovery_starts_a_new_attempt_and_reuses_completed_steps(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S003-27, S003-28: after a crash mid-model-call, resume re-runs only that step, new attempt."""
+    """After a crash mid-model-call, resume re-runs only that step, new attempt."""
     first = nd.ScriptedModel(
         [nd.Turn.call("lookup", "step zero", key="a"), nd.Turn(text="step one", error=Crash())],
         stream_delay=0.001,
@@ -185,10 +192,11 @@ async def test_s003_27_s003_28_recovery_starts_a_new_attempt_and_reuses_complete
     assert view.steps[1].text == "step one again" and view.text == "done"
 
 
-async def test_s003_29_checkpoints_hold_completed_responses_never_partial_text(
+@pytest.mark.spec("S003-29")
+async def test_checkpoints_hold_completed_responses_never_partial_text(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S003-29: what a snapshot holds is completed messages; partial tokens live only in events."""
+    """What a snapshot holds is completed messages; partial tokens live only in events."""
     failing = nd.ScriptedModel(
         [
             nd.Turn.call("lookup", "fine", key="a"),
@@ -204,10 +212,11 @@ async def test_s003_29_checkpoints_hold_completed_responses_never_partial_text(
     assert any(e.payload.get("delta") == "half " for e in store.read_events("r"))
 
 
-async def test_s003_30_cursors_replay_from_zero_or_skip_what_a_snapshot_covers(
+@pytest.mark.spec("S003-30")
+async def test_cursors_replay_from_zero_or_skip_what_a_snapshot_covers(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S003-30: after a cursor only later events; from 0 the partial output is rebuilt."""
+    """After a cursor only later events; from 0 the partial output is rebuilt."""
     events = await run_logged(store, streamed("one two three"))
     saved = next(e for e in events if e.type == ev.CHECKPOINT_SAVED)
     later = [e async for e in nd.subscribe(store, "r", after=saved.offset)]
@@ -219,10 +228,11 @@ async def test_s003_30_cursors_replay_from_zero_or_skip_what_a_snapshot_covers(
     assert partial.steps[0].provisional_text == "one two three"
 
 
-async def test_s003_22_and_s004_14_run_id_is_known_at_once_and_deltas_persist_first(
+@pytest.mark.spec("S003-22", "S004-14")
+async def test_run_id_is_known_at_once_and_deltas_persist_first(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S004-14: the handle's id exists before any event is read; S003-22: persisted first."""
+    """The handle's id exists before any event is read; deltas are persisted first."""
     stream = nd.stream_chat(
         model=streamed(stream_delay=0.002),
         messages="go",
@@ -239,10 +249,11 @@ async def test_s003_22_and_s004_14_run_id_is_known_at_once_and_deltas_persist_fi
             assert logged.startswith(shown)
 
 
-async def test_s004_12_s004_13_a_retried_step_streams_clean_tokens(
+@pytest.mark.spec("S004-12", "S004-13")
+async def test_a_retried_step_streams_clean_tokens(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S004-12, S004-13: subscribers drop the failed attempt's tokens; no duplicates, no garble."""
+    """Subscribers drop the failed attempt's tokens; no duplicates, no garble."""
     failing = nd.ScriptedModel([nd.Turn(text="garbled partial", error=nd.ModelError("reset"))])
     with pytest.raises(nd.ModelError):
         await nd.stream_chat(
@@ -258,10 +269,11 @@ async def test_s004_12_s004_13_a_retried_step_streams_clean_tokens(
     assert "garbled" not in view.text
 
 
-async def test_s004_15_s004_16_logged_events_are_resume_points_stream_parts_are_not(
+@pytest.mark.spec("S004-15", "S004-16")
+async def test_logged_events_are_resume_points_stream_parts_are_not(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S004-15: offset() is (offset, True) and only increases; S004-16: parts have no position."""
+    """offset() is (offset, True) and only increases; stream parts have no position."""
     stream = nd.stream_chat(
         model=streamed(), messages="go", tools=[lookup], session=nd.DurableSession(store, "r")
     )
@@ -273,10 +285,11 @@ async def test_s004_15_s004_16_logged_events_are_resume_points_stream_parts_are_
     assert {ev.position(p) for p in parts} == {(0, False)}
 
 
-async def test_s004_17_to_s004_20_reference_consumer_reconnects_after_its_own_crash(
+@pytest.mark.spec("S004-17", "S004-18", "S004-19", "S004-20")
+async def test_reference_consumer_reconnects_after_its_own_crash(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S004-17, S004-18, S004-19, S004-20: save run_id first, save each offset before handling, skip seen ones,
+    """Save run_id first, save each offset before handling, skip seen ones,
     clear state at RUN_FINISHED; the run never notices the consumer going away."""
     saved: dict[str, object] = {}
     handled: list[int] = []
@@ -309,13 +322,14 @@ async def test_s004_17_to_s004_20_reference_consumer_reconnects_after_its_own_cr
     await consumer(crash_after=None)
     await stream.result()
     assert handled == [e.offset for e in store.read_events("r")]  # every event once, in order
-    assert saved == {}  # S004-19: cleared at the terminal event
+    assert saved == {}  # cleared at the terminal event
 
 
-async def test_s004_19_the_stream_ends_with_run_error_on_failure(
+@pytest.mark.spec("S004-19")
+async def test_the_stream_ends_with_run_error_on_failure(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S004-19: RUN_ERROR ends a failed run's stream."""
+    """RUN_ERROR ends a failed run's stream."""
     failing = nd.ScriptedModel(["x"], fail_on=[1])
     await asyncio.gather(
         nd.stream_chat(
@@ -327,20 +341,22 @@ async def test_s004_19_the_stream_ends_with_run_error_on_failure(
     assert events[-1].type == ev.RUN_ERROR
 
 
-async def test_s004_21_s004_22_a_finished_run_still_replays_in_full(
+@pytest.mark.spec("S004-21", "S004-22")
+async def test_a_finished_run_still_replays_in_full(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S004-21, S004-22 (nbdurable differs): a finished run replays; its reply is in history."""
+    """A finished run replays; its reply is in history."""
     events = await run_logged(store, streamed())
     replay = [e async for e in nd.subscribe(store, "r")]
     assert replay == events and replay[-1].type == ev.RUN_FINISHED
     assert store.load("r").messages[-1].text == "final words here"
 
 
-async def test_s004_24_approvals_settled_while_away_are_not_asked_again(
+@pytest.mark.spec("S004-24")
+async def test_approvals_settled_while_away_are_not_asked_again(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S004-24: a reconnecting viewer does not see settled approvals as pending."""
+    """A reconnecting viewer does not see settled approvals as pending."""
 
     @nd.tool(needs_approval=True)
     def drop(name: str) -> str:

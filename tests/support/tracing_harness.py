@@ -1,6 +1,6 @@
 """An agent with an approval, spans as JSON, and the resume leg run in another process.
 
-``python tests/tracing_harness.py STORE_URL OUT.json`` opens a runtime on the
+``python tests/support/tracing_harness.py STORE_URL OUT.json`` opens a runtime on the
 store, approves every pending approval, waits for the runs to finish and writes
 the spans it exported (in-memory) to OUT.json.
 """

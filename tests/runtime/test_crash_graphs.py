@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-import runtime_graph_agents  # tests/ is on sys.path (the rootdir conftest's directory)
-from runtime_harness import executions, worker
+from support import runtime_graph_agents
+from support.runtime_harness import executions, worker
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime, GraphNode
@@ -24,7 +24,12 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'runs.db'}"
 
 
-EXTRA = ("--agents", "runtime_graph_agents:agents", "--tasks", "runtime_graph_agents:tasks")
+EXTRA = (
+    "--agents",
+    "support.runtime_graph_agents:agents",
+    "--tasks",
+    "support.runtime_graph_agents:tasks",
+)
 
 
 async def _until(log: Path, line: tuple[str, str, str], timeout: float = 30) -> None:

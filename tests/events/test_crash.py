@@ -11,7 +11,7 @@ checks the log it left:
 - every event the child saw committed is there, identical;
 - offsets are 1..N with no hole;
 - the killed leg has no terminal event and no ``model_attempt_failed``: the
-  attempt in flight just stops (S003-27);
+  attempt in flight just stops;
 - the fold shows the completed steps' text and, as provisional text of the step
   in flight, exactly what its last attempt streamed, a prefix of the script.
 
@@ -218,7 +218,7 @@ def open_after_kill(url: str, tmp_path: Path) -> tuple[nd.HistoryStore, list[ev.
 def check_killed_leg(log: Sequence[ev.Event], leg: Leg) -> str:
     """The log a kill left; returns the attempt id that was in flight.
 
-    S003-27: the attempt in flight has no failure event; it is simply cut off.
+    The attempt in flight has no failure event; it is simply cut off.
     """
     assert [e.offset for e in log] == list(range(1, len(log) + 1)), "a hole in the offsets"
     by_offset = {e.offset: e for e in log}
@@ -256,8 +256,7 @@ def check_killed_leg(log: Sequence[ev.Event], leg: Leg) -> str:
 def check_next_leg(log: Sequence[ev.Event], before: Sequence[ev.Event], kill_step: int) -> None:
     """The leg after a kill continues the log.
 
-    S003-27: the step in flight runs again under a new attempt id.
-    S003-28: steps completed before the kill are not re-run: no attempt, no delta again.
+    The step in flight runs again under a new attempt id; steps completed before the kill are not re-run: no attempt, no delta again.
     """
     n = len(before)
     assert list(log[:n]) == list(before), "the resumed leg changed earlier events"
@@ -273,7 +272,7 @@ def check_next_leg(log: Sequence[ev.Event], before: Sequence[ev.Event], kill_ste
 
 
 def check_final(log: Sequence[ev.Event], kills: dict[int, int]) -> None:
-    """After the last leg: every step clean, each completed once, its deltas written once (S003-28)."""
+    """After the last leg: every step clean, each completed once, its deltas written once."""
     assert [e.offset for e in log] == list(range(1, len(log) + 1))
     assert log[-1].type == ev.RUN_FINISHED
     view = nd.fold_events(log)
@@ -300,10 +299,11 @@ async def resume_here(store: nd.HistoryStore) -> None:
     assert result.status == "completed" and result.text == step_text(STEPS - 1)
 
 
+@pytest.mark.spec("S003-27", "S003-28")
 async def test_sigkilled_sqlite_writer_keeps_every_committed_event_and_resumes(
     tmp_path: Path,
 ) -> None:
-    """S003-27, S003-28: three kills mid-stream, two of them in the same step, then a clean finish.
+    """Three kills mid-stream, two of them in the same step, then a clean finish.
 
     After each kill the log holds every committed event with gap-free offsets and
     no terminal event; each resumed leg continues the offsets, re-runs the step in
@@ -334,8 +334,9 @@ async def test_sigkilled_sqlite_writer_keeps_every_committed_event_and_resumes(
     check_final(log, kills)
 
 
+@pytest.mark.spec("S003-27", "S003-28")
 async def test_sigkilled_jsonl_writer_keeps_every_line_before_a_torn_one(tmp_path: Path) -> None:
-    """S003-27, S003-28 on JSONL: a torn last line may be ignored (RuntimeWarning), the rest holds."""
+    """On JSONL too: a torn last line may be ignored (RuntimeWarning), the rest holds."""
     url = _url("jsonl", tmp_path)
     leg = kill_mid_stream(url, resume=False, after=0, step=2, deltas=30)
     store, log, _torn = open_after_kill(url, tmp_path)
@@ -351,10 +352,11 @@ async def test_sigkilled_jsonl_writer_keeps_every_line_before_a_torn_one(tmp_pat
     check_final(final, {2: 1})
 
 
+@pytest.mark.spec("S003-28")
 async def test_a_completed_model_response_is_reused_after_a_kill_during_its_tools(
     tmp_path: Path,
 ) -> None:
-    """S003-28: a model response committed before the kill is reused, not asked for again."""
+    """A model response committed before the kill is reused, not asked for again."""
     url = _url("sqlite", tmp_path)
 
     def completed_step_1(event: ev.Event) -> bool:

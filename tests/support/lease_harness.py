@@ -14,11 +14,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import lease_agents
-import runtime_harness
-
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
+from support import lease_agents, runtime_harness
 
 HERE = Path(__file__).resolve().parent
 
@@ -31,13 +29,13 @@ def worker(
     tool_seconds: float = 1.0,
     poll_interval: float = 0.02,
 ) -> subprocess.Popen[str]:
-    """Start `nbdurable worker` serving tests/lease_agents.py."""
+    """Start `nbdurable worker` serving tests/support/lease_agents.py."""
     return runtime_harness.worker(
         url,
         log,
         *extra,
         lease_ms=lease_ms,
-        agents="lease_agents:agents",
+        agents="support.lease_agents:agents",
         env={"NBDURABLE_TEST_TOOL_SECONDS": str(tool_seconds)},
         poll_interval=poll_interval,
     )

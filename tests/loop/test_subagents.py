@@ -1,4 +1,4 @@
-"""Seed 000, client-mode approval inside sub-agents (S000-39..S000-44).
+"""Seed 000, client-mode approval inside sub-agents.
 
 Every model is a real ``ScriptedModel`` (turn chosen by the number of assistant
 messages in the request), every gated tool a real ``@nd.tool(needs_approval=True)``,
@@ -11,11 +11,13 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
+
 import nbdurable as nd
 from nbdurable.durable.signer import TOKEN_DENIAL_REASON
 from nbdurable.loop.subagent import AgentTool
 
-# --- shared pieces -------------------------------------------------------------
+# --- shared pieces --------------------------------------------------------------------
 
 
 class Shell:
@@ -83,13 +85,14 @@ def _deny(request: nd.ToolApprovalRequest, reason: str) -> nd.ToolApprovalRespon
     return nd.ToolApprovalResponse(approval_id=request.approval_id, approved=False, reason=reason)
 
 
-# --- S000-39 / S000-40 / S000-41: the first leg suspends child and parent -------
+# --- the first leg suspends child and parent ------------------------------------------
 
 
-async def test_s000_39_gated_call_in_durable_sub_agent_suspends_the_child(
+@pytest.mark.spec("S000-39")
+async def test_gated_call_in_durable_sub_agent_suspends_the_child(
     store: nd.InMemorySessionStore, deps: nd.Deps
 ) -> None:
-    """S000-39: with a durable session and no approve_tool_call, the child loop suspends."""
+    """With a durable session and no approve_tool_call, the child loop suspends."""
     shell = Shell()
     result = await nd.generate_text(
         model=_parent(("coder", {"prompt": "pytest -x"}, "toolu_9")),
@@ -113,10 +116,11 @@ async def test_s000_39_gated_call_in_durable_sub_agent_suspends_the_child(
     assert result.status == "suspended"
 
 
-async def test_s000_39_inherited_server_mode_approver_means_no_suspension(
+@pytest.mark.spec("S000-39")
+async def test_inherited_server_mode_approver_means_no_suspension(
     store: nd.InMemorySessionStore, deps: nd.Deps
 ) -> None:
-    """S000-39: an inherited server-mode approve_tool_call answers inside the child instead."""
+    """An inherited server-mode approve_tool_call answers inside the child instead."""
     shell = Shell()
     asked: list[nd.ToolApprovalRequest] = []
 
@@ -142,10 +146,11 @@ async def test_s000_39_inherited_server_mode_approver_means_no_suspension(
     assert child is not None and child.status == "completed"
 
 
-async def test_s000_40_child_checkpoints_under_parent_agent_and_model_call_id(
+@pytest.mark.spec("S000-40")
+async def test_child_checkpoints_under_parent_agent_and_model_call_id(
     store: nd.InMemorySessionStore, deps: nd.Deps
 ) -> None:
-    """S000-40: the child key is f"{parent_run_id}::{agent_name}#{tool_call_id}"."""
+    """The child key is f"{parent_run_id}::{agent_name}#{tool_call_id}"."""
     shell = Shell()
     await nd.generate_text(
         model=_parent(("reviewer", {"prompt": "ls"}, "toolu_abc")),
@@ -166,10 +171,11 @@ async def test_s000_40_child_checkpoints_under_parent_agent_and_model_call_id(
     assert [c.tool_call_id for c in parent.messages[-1].tool_calls] == ["toolu_abc"]
 
 
-async def test_s000_40_generated_run_id_is_the_prefix_of_the_child_key(
+@pytest.mark.spec("S000-40")
+async def test_generated_run_id_is_the_prefix_of_the_child_key(
     store: nd.InMemorySessionStore, deps: nd.Deps
 ) -> None:
-    """S000-40: with a generated parent run_id, the child key is built from that id."""
+    """With a generated parent run_id, the child key is built from that id."""
     shell = Shell()
     result = await nd.generate_text(
         model=_parent(("coder", {"prompt": "ls"}, "toolu_2")),
@@ -183,10 +189,11 @@ async def test_s000_40_generated_run_id_is_the_prefix_of_the_child_key(
     assert store.load(f"{result.run_id}::coder#toolu_2") is not None
 
 
-async def test_s000_41_parent_suspends_with_child_requests_tagged_by_agent_path(
+@pytest.mark.spec("S000-41")
+async def test_parent_suspends_with_child_requests_tagged_by_agent_path(
     store: nd.InMemorySessionStore, deps: nd.Deps
 ) -> None:
-    """S000-41: the parent suspends; pending_approvals carry the child's request + agent_path."""
+    """The parent suspends; pending_approvals carry the child's request + agent_path."""
     shell = Shell()
     result = await nd.generate_text(
         model=_parent(("coder", {"prompt": "pytest"}, "toolu_9")),
@@ -216,10 +223,11 @@ async def test_s000_41_parent_suspends_with_child_requests_tagged_by_agent_path(
     assert parent.messages[-1].tool_calls[0].tool_call_id == "toolu_9"
 
 
-async def test_s000_41_stream_parts_carry_the_childs_request_with_agent_path(
+@pytest.mark.spec("S000-41")
+async def test_stream_parts_carry_the_childs_request_with_agent_path(
     store: nd.InMemorySessionStore, deps: nd.Deps
 ) -> None:
-    """S000-41: the parent stream's tool-approval-request part names the asking sub-agent."""
+    """The parent stream's tool-approval-request part names the asking sub-agent."""
     shell = Shell()
     stream = nd.stream_chat(
         model=_parent(("coder", {"prompt": "pytest"}, "toolu_9")),
@@ -240,13 +248,14 @@ async def test_s000_41_stream_parts_carry_the_childs_request_with_agent_path(
     assert parts[-1].status == "suspended"
 
 
-# --- S000-42: resume forwards verdicts down, at any depth ------------------------
+# --- resume forwards verdicts down, at any depth --------------------------------------
 
 
-async def test_s000_42_resume_forwards_verdict_and_child_continues_from_checkpoint(
+@pytest.mark.spec("S000-42")
+async def test_resume_forwards_verdict_and_child_continues_from_checkpoint(
     store: nd.InMemorySessionStore, deps: nd.Deps
 ) -> None:
-    """S000-42: resuming the parent re-runs the sub-agent call; the child settles and continues."""
+    """Resuming the parent re-runs the sub-agent call; the child settles and continues."""
     shell = Shell()
     first = await nd.generate_text(
         model=_parent(("coder", {"prompt": "pytest"}, "toolu_9")),
@@ -286,10 +295,11 @@ async def test_s000_42_resume_forwards_verdict_and_child_continues_from_checkpoi
     assert parent_model.calls == 1  # the parent went straight to its final turn
 
 
-async def test_s000_42_denial_is_forwarded_down_to_the_child(
+@pytest.mark.spec("S000-42")
+async def test_denial_is_forwarded_down_to_the_child(
     store: nd.InMemorySessionStore, deps: nd.Deps
 ) -> None:
-    """S000-42: a denial reaches the child as an is_error result with the reason."""
+    """A denial reaches the child as an is_error result with the reason."""
     shell = Shell()
     first = await nd.generate_text(
         model=_parent(("coder", {"prompt": "rm -rf /"}, "toolu_9")),
@@ -337,10 +347,11 @@ def _nested_tools(shell: Shell) -> list[nd.Tool]:
     return [coder]
 
 
-async def test_s000_42_nested_depth_two_agent_path_and_verdict_forwarding(
+@pytest.mark.spec("S000-42")
+async def test_nested_depth_two_agent_path_and_verdict_forwarding(
     store: nd.InMemorySessionStore, deps: nd.Deps
 ) -> None:
-    """S000-42: at depth 2 the request names ['coder', 'shell'] and the verdict goes two down."""
+    """At depth 2 the request names ['coder', 'shell'] and the verdict goes two down."""
     shell = Shell()
     first = await nd.generate_text(
         model=_parent(("coder", {"prompt": "pytest -q"}, "toolu_1")),
@@ -386,10 +397,11 @@ async def test_s000_42_nested_depth_two_agent_path_and_verdict_forwarding(
     assert sorted(store.list()) == sorted(["run-n", coder_key, shell_key])
 
 
-async def test_s000_42_nested_depth_three_stream_resume(
+@pytest.mark.spec("S000-42")
+async def test_nested_depth_three_stream_resume(
     store: nd.InMemorySessionStore, deps: nd.Deps
 ) -> None:
-    """S000-42: depth 3 through the streaming twin: agent_path ['lead', 'coder', 'shell']."""
+    """Depth 3 through the streaming twin: agent_path ['lead', 'coder', 'shell']."""
     shell = Shell()
 
     def tools() -> list[nd.Tool]:
@@ -429,10 +441,11 @@ async def test_s000_42_nested_depth_three_stream_resume(
     assert done.text == "parent: OK lead: OK coder: OK shell: OK ran make"
 
 
-async def test_s000_42_signed_verdicts_verify_inside_the_child(
+@pytest.mark.spec("S000-42", "S000-51", "S000-55")
+async def test_signed_verdicts_verify_inside_the_child(
     store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-42 with S000-51/55: a signed child request approves only with its own token."""
+    """A signed child request approves only with its own token."""
     signer = nd.ApprovalSigner("sub-agent-secret", clock=clock)
     shell = Shell()
     first = await nd.generate_text(
@@ -467,8 +480,9 @@ async def test_s000_42_signed_verdicts_verify_inside_the_child(
     assert denied.text == f"parent: OK coder: OK shell: ERROR {TOKEN_DENIAL_REASON}"
 
 
-async def test_s000_42_signed_child_token_cannot_approve_another_runs_child(clock: Any) -> None:
-    """S000-42 with S000-58: a sub-agent's token is bound to its run; another run denies it."""
+@pytest.mark.spec("S000-42", "S000-58")
+async def test_signed_child_token_cannot_approve_another_runs_child(clock: Any) -> None:
+    """A sub-agent's token is bound to its run; another run denies it."""
     signer = nd.ApprovalSigner("secret", clock=clock)
     store = nd.InMemorySessionStore()
     shell = Shell()
@@ -511,13 +525,14 @@ async def test_s000_42_signed_child_token_cannot_approve_another_runs_child(cloc
     assert ok.text == "parent: OK coder: OK ran deploy"
 
 
-# --- S000-43: stable keys across legs, no collision between parallel calls --------
+# --- stable keys across legs, no collision between parallel calls ---------------------
 
 
-async def test_s000_43_child_key_is_stable_across_several_parent_legs(
+@pytest.mark.spec("S000-43")
+async def test_child_key_is_stable_across_several_parent_legs(
     store: nd.InMemorySessionStore, deps: nd.Deps
 ) -> None:
-    """S000-43: a child that suspends twice keeps one key over three parent legs."""
+    """A child that suspends twice keeps one key over three parent legs."""
     shell = Shell()
 
     def coder() -> nd.Tool:
@@ -580,10 +595,11 @@ async def test_s000_43_child_key_is_stable_across_several_parent_legs(
     assert calls == ["toolu_7"]
 
 
-async def test_s000_43_parallel_same_named_sub_agents_get_distinct_keys(
+@pytest.mark.spec("S000-43")
+async def test_parallel_same_named_sub_agents_get_distinct_keys(
     store: nd.InMemorySessionStore, deps: nd.Deps
 ) -> None:
-    """S000-43: two parallel calls to 'coder' checkpoint under distinct keys and never collide."""
+    """Two parallel calls to 'coder' checkpoint under distinct keys and never collide."""
     shell = Shell()
     calls = (
         ("coder", {"prompt": "make a"}, "toolu_a"),
@@ -631,10 +647,11 @@ async def test_s000_43_parallel_same_named_sub_agents_get_distinct_keys(
         ]
 
 
-async def test_s000_43_parallel_children_answered_one_at_a_time(
+@pytest.mark.spec("S000-43")
+async def test_parallel_children_answered_one_at_a_time(
     store: nd.InMemorySessionStore, deps: nd.Deps
 ) -> None:
-    """S000-43: answering one sibling only denies the other by default; keys stay distinct."""
+    """Answering one sibling only denies the other by default; keys stay distinct."""
     shell = Shell()
     calls = (
         ("coder", {"prompt": "make a"}, "toolu_a"),
@@ -665,13 +682,14 @@ async def test_s000_43_parallel_children_answered_one_at_a_time(
     assert "ran make" not in results["toolu_a"]
 
 
-# --- S000-44: without a session the gated sub-agent call is an is_error result -----
+# --- without a session the gated sub-agent call is an is_error result -----------------
 
 
-async def test_s000_44_without_session_gated_sub_agent_returns_is_error(
+@pytest.mark.spec("S000-44")
+async def test_without_session_gated_sub_agent_returns_is_error(
     store: nd.InMemorySessionStore, deps: nd.Deps
 ) -> None:
-    """S000-44: no session, no approver: an is_error result to the parent; no suspend, no raise."""
+    """No session, no approver: an is_error result to the parent; no suspend, no raise."""
     shell = Shell()
     parent = _parent(("coder", {"prompt": "pytest"}, "toolu_9"))
     result = await nd.generate_text(
@@ -695,8 +713,9 @@ async def test_s000_44_without_session_gated_sub_agent_returns_is_error(
     assert result.text.startswith("parent: ERROR ")
 
 
-async def test_s000_44_without_session_stream_also_returns_is_error(deps: nd.Deps) -> None:
-    """S000-44: the streaming loop behaves the same: a tool-result part with is_error."""
+@pytest.mark.spec("S000-44")
+async def test_without_session_stream_also_returns_is_error(deps: nd.Deps) -> None:
+    """The streaming loop behaves the same: a tool-result part with is_error."""
     shell = Shell()
     stream = nd.stream_chat(
         model=_parent(("coder", {"prompt": "pytest"}, "toolu_9")),
@@ -715,7 +734,7 @@ async def test_s000_44_without_session_stream_also_returns_is_error(deps: nd.Dep
     assert shell.ran == []
 
 
-# --- S000-52 / S000-58: a sub-agent's token binds the session's run id -------------
+# --- a sub-agent's token binds the session's run id -----------------------------------
 
 
 async def _suspended_sub_agent(
@@ -751,10 +770,11 @@ async def _resume_42(
     )
 
 
-async def test_s000_52_s000_58_a_sub_agents_token_binds_the_sessions_run_id(clock: Any) -> None:
-    """S000-52: the token of a request raised inside a sub-agent binds the session's
+@pytest.mark.spec("S000-52", "S000-58")
+async def test_a_sub_agents_token_binds_the_sessions_run_id(clock: Any) -> None:
+    """The token of a request raised inside a sub-agent binds the session's
     run id (the request, agent path included, stays pinned), so the seed's server check
-    ``payload.run_id == run_id`` accepts it; S000-58: a token the application signs
+    ``payload.run_id == run_id`` accepts it; a token the application signs
     for the session's run id approves the sub-agent's call."""
     signer = nd.ApprovalSigner("secret", clock=clock)
     for nested in (False, True):
@@ -770,10 +790,11 @@ async def test_s000_52_s000_58_a_sub_agents_token_binds_the_sessions_run_id(cloc
         assert done.text.endswith("OK ran pytest")
 
 
-async def test_s000_58_tokens_bound_to_the_child_key_stay_valid_and_other_runs_are_refused(
+@pytest.mark.spec("S000-58")
+async def test_tokens_bound_to_the_child_key_stay_valid_and_other_runs_are_refused(
     clock: Any,
 ) -> None:
-    """S000-58: a token bound to the child key (how runs suspended before were signed)
+    """A token bound to the child key (how runs suspended before were signed)
     still approves; one bound to another run, or another run's child, is denied."""
     signer = nd.ApprovalSigner("secret", clock=clock)
     for bound_to, runs in [

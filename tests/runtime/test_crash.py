@@ -8,8 +8,8 @@ import signal
 from pathlib import Path
 
 import pytest
-import runtime_agents  # tests/ is on sys.path (the rootdir conftest's directory)
-from runtime_harness import check_histories, executions, torture, worker
+from support import runtime_agents
+from support.runtime_harness import check_histories, executions, torture, worker
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
@@ -23,10 +23,11 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'runs.db'}"
 
 
+@pytest.mark.spec("S004-07", "S004-08", "S004-09", "S004-10", "S004-11")
 async def test_crash_torture_every_run_completes_nothing_lost_or_doubled(
     tmp_path: Path, url: str
 ) -> None:
-    """S004-07, S004-08, S004-09, S004-10, S004-11: workers SIGKILLed at random points (no
+    """Workers SIGKILLed at random points (no
     user code but the choice of runtime): every run completes with its exact history; a
     manual tool never runs twice without a retry; a safe tool runs at most once more per kill."""
     log = tmp_path / "executions.log"
@@ -48,8 +49,9 @@ async def test_crash_torture_every_run_completes_nothing_lost_or_doubled(
     }
 
 
+@pytest.mark.spec("S004-08")
 async def test_two_workers_one_store_no_step_runs_twice(tmp_path: Path, url: str) -> None:
-    """S004-08: two workers share a store and 100 runs: each tool call executes exactly once."""
+    """Two workers share a store and 100 runs: each tool call executes exactly once."""
     log = tmp_path / "executions.log"
     store = nd.open_store(url)
     client = DurableRuntime(store=store, agents=runtime_agents.agents)

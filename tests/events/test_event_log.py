@@ -115,10 +115,11 @@ async def test_offsets_continue_across_resume_legs(store: nd.InMemorySessionStor
     assert [e.type for e in second_leg[1:3]] == [ev.APPROVAL_RESOLVED, ev.TOOL_RESULT]
 
 
+@pytest.mark.spec("S004-17", "S004-18")
 async def test_subscribe_replays_then_follows_live_and_ends_at_the_terminal_event(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S004-17, S004-18: a subscriber joining mid-run gets everything after its offset."""
+    """A subscriber joining mid-run gets everything after its offset."""
     model = nd.ScriptedModel(
         [nd.Turn.call("lookup", "one two three four five six", key="a"), "seven eight nine"],
         stream_delay=0.01,
@@ -139,10 +140,11 @@ async def test_subscribe_replays_then_follows_live_and_ends_at_the_terminal_even
     assert [e async for e in nd.subscribe(store, "r1", after=everything[-1].offset)] == []
 
 
+@pytest.mark.spec("S004-05", "S004-28")
 async def test_cancelling_a_subscriber_never_cancels_the_run(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S004-05, S004-28: dropping a watcher leaves the run running."""
+    """Dropping a watcher leaves the run running."""
     model = nd.ScriptedModel(["a b c d e f g h"], stream_delay=0.01)
     stream = nd.stream_chat(
         model=model, messages="go", tools=[lookup], session=nd.DurableSession(store, "r1")
@@ -161,10 +163,11 @@ async def test_cancelling_a_subscriber_never_cancels_the_run(
     assert (await nd.read_events(store, "r1"))[-1].type == ev.RUN_FINISHED
 
 
+@pytest.mark.spec("S003-22")
 async def test_deltas_are_persisted_before_the_stream_shows_them(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S003-22: every delta a consumer sees is already in the log."""
+    """Every delta a consumer sees is already in the log."""
     model = nd.ScriptedModel(["one two three four five"], stream_delay=0.005)
     stream = nd.stream_chat(
         model=model, messages="go", tools=[lookup], session=nd.DurableSession(store, "r1")
@@ -177,10 +180,11 @@ async def test_deltas_are_persisted_before_the_stream_shows_them(
             assert len(logged) >= seen
 
 
+@pytest.mark.spec("S003-26", "S004-12", "S004-13")
 async def test_failed_attempt_then_retry_leg_folds_to_clean_text(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S003-26, S004-12, S004-13: a failed attempt's partial output is dropped by the fold."""
+    """A failed attempt's partial output is dropped by the fold."""
     model = nd.ScriptedModel(
         [
             nd.Turn.call("lookup", key="a"),
@@ -210,10 +214,11 @@ async def test_failed_attempt_then_retry_leg_folds_to_clean_text(
     assert view.steps[1].attempts == 2
 
 
+@pytest.mark.spec("S004-24")
 async def test_fold_hides_resolved_approvals_after_a_reconnect(
     store: nd.InMemorySessionStore,
 ) -> None:
-    """S004-24: approvals settled while the subscriber was away are not pending any more."""
+    """Approvals settled while the subscriber was away are not pending any more."""
     model = nd.ScriptedModel([nd.Turn.call("drop", name="t"), "done"])
     first = await nd.generate_text(
         model=model, messages="go", tools=[drop], session=nd.DurableSession(store, "r1")

@@ -1,34 +1,24 @@
-"""Seed 000, signed approvals (S000-45..S000-64).
+"""Signed approvals inside the loops: requests carry tokens, verdicts are checked.
 
-The standalone ``ApprovalSigner`` (S000-45..49), signing and verification inside
-the loops (S000-50..62), the documented non-goal (S000-63) and packaging (S000-64).
-Checklist decisions that win over the seed are tested too: the token pins
-tool_name and input, a token settles its call once, and the token encoding
-(compact sorted JSON, unpadded base64url, HMAC over the payload segment,
-``issued_at`` in epoch ms from the injected clock).
+Every client-mode request carries a token when the call has a signer, and an
+approval counts only when its token verifies, names the call, is young enough and
+is bound to the run. Checklist decisions that win over the seed are tested too:
+the token pins tool_name and input, and a token settles its call once. The
+documented non-goal: the token is a bearer credential that names no user.
 """
 
 from __future__ import annotations
 
-import ast
 import base64
-import hashlib
-import hmac
 import inspect
 import itertools
 import json
-import os
-import stat
-import subprocess
-import sys
-import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.signer import SECRET_ENV_VAR, TOKEN_DENIAL_REASON
+from nbdurable.durable.signer import TOKEN_DENIAL_REASON
 
 SECRET = "s3cret-server-side-only"
 
@@ -42,18 +32,6 @@ def _b64decode(segment: str) -> bytes:
 
 def _b64encode(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def _request(**overrides: Any) -> nd.ToolApprovalRequest:
-    fields: dict[str, Any] = {
-        "approval_id": "approval_1",
-        "tool_call_id": "toolu_1",
-        "tool_name": "drop_table",
-        "input": {"name": "stg_2023", "cascade": True, "n": [1, 2.5, None]},
-        "agent_path": ("coder",),
-    }
-    fields.update(overrides)
-    return nd.ToolApprovalRequest(**fields)
 
 
 def _fresh_deps(clock: Any) -> nd.Deps:
@@ -102,7 +80,7 @@ def _approve(
     )
 
 
-# Entry points that settle verdicts (S000-61). "Durable" ones continue run-42 from
+# Entry points that settle verdicts. "Durable" ones continue run-42 from
 # the store; "plain" ones pass the suspended history back without a session.
 SETTLERS = [
     "resume_from_checkpoint",
@@ -170,289 +148,15 @@ async def _settle(
     return await nd.stream_chat(messages=first.messages, session=session, **options).result()
 
 
-# --- S000-45: HMAC-SHA256, injectable clock, the secret ----------------------------
+# --- call options; approval_max_age_ms defaults to None -------------------------------
 
 
-def test_s000_45_mac_is_hmac_sha256_over_the_payload_segment(clock: Any) -> None:
-    """S000-45: the MAC is HMAC-SHA256(secret, payload segment), unpadded base64url."""
-    token = nd.ApprovalSigner(SECRET, clock=clock).sign(_request())
-    _prefix, segment, mac = token.split(".")
-    expected = hmac.new(SECRET.encode(), segment.encode("ascii"), hashlib.sha256).digest()
-    assert mac == _b64encode(expected)
-    assert len(_b64decode(mac)) == 32
-    assert "=" not in token
-
-
-def test_s000_45_str_and_bytes_secrets_are_the_same_key(clock: Any) -> None:
-    """S000-45: a str secret is its UTF-8 bytes; another secret gives another MAC."""
-    by_str = nd.ApprovalSigner("clé", clock=clock).sign(_request())
-    by_bytes = nd.ApprovalSigner("clé".encode(), clock=clock).sign(_request())
-    other = nd.ApprovalSigner("cle", clock=clock).sign(_request())
-    assert by_str == by_bytes
-    assert other.split(".")[1] == by_str.split(".")[1]
-    assert other.split(".")[2] != by_str.split(".")[2]
-
-
-def test_s000_45_injected_clock_sets_issued_at(clock: Any) -> None:
-    """S000-45: issued_at comes from the injected clock (epoch ms)."""
-    signer = nd.ApprovalSigner(SECRET, clock=clock)
-    first = signer.verify(signer.sign(_request()))
-    clock.advance(1234)
-    second = signer.verify(signer.sign(_request()))
-    assert first is not None and second is not None
-    assert first["issued_at"] == 1_700_000_000_000
-    assert second["issued_at"] == 1_700_000_001_234
-
-
-def test_s000_45_clock_defaults_to_wall_time_in_ms() -> None:
-    """S000-45: without a clock, issued_at is the wall clock in epoch milliseconds."""
-    signer = nd.ApprovalSigner(SECRET)
-    before = time.time_ns() // 1_000_000
-    payload = signer.verify(signer.sign(_request()))
-    after = time.time_ns() // 1_000_000
-    assert payload is not None
-    assert before <= payload["issued_at"] <= after
-
-
-def test_s000_45_secret_from_environment(monkeypatch: pytest.MonkeyPatch, clock: Any) -> None:
-    """S000-45 (design): with no secret passed, NBDURABLE_APPROVAL_SECRET is the key."""
-    monkeypatch.setenv(SECRET_ENV_VAR, "from-env")
-    token = nd.ApprovalSigner(clock=clock).sign(_request())
-    assert nd.ApprovalSigner("from-env", clock=clock).verify(token) is not None
-    assert nd.ApprovalSigner("other", clock=clock).verify(token) is None
-
-
-def test_s000_45_no_secret_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    """S000-45 (design): no secret anywhere, or an empty one, is refused at construction."""
-    monkeypatch.delenv(SECRET_ENV_VAR, raising=False)
-    with pytest.raises(nd.ConfigurationError):
-        nd.ApprovalSigner()
-    with pytest.raises(nd.ConfigurationError):
-        nd.ApprovalSigner("")
-    with pytest.raises(nd.ConfigurationError):
-        nd.ApprovalSigner(b"")
-
-
-def test_s000_45_secret_file_is_created_once_with_mode_0600(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, clock: Any
-) -> None:
-    """S000-45 (design): the generated secret lives in a 0600 file and is reused."""
-    monkeypatch.delenv(SECRET_ENV_VAR, raising=False)
-    path = tmp_path / "store" / "approval.key"
-    first = nd.ApprovalSigner.from_file(path, clock=clock)
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    token = first.sign(_request())
-    second = nd.ApprovalSigner.from_file(path, clock=clock)  # e.g. after a kernel restart
-    assert second.verify(token) is not None
-    assert path.read_text().strip() not in repr(second)
-
-
-# --- S000-46: token format ------------------------------------------------------------
-
-
-def test_s000_46_token_is_v1_payload_mac_and_payload_is_readable_json(clock: Any) -> None:
-    """S000-46: "v1.<payload>.<mac>"; the payload is base64url JSON anyone can decode."""
-    request = _request(token="an-old-token-is-not-signed")
-    token = nd.ApprovalSigner(SECRET, clock=clock).sign(request, run_id="run-42")
-    prefix, segment, mac = token.split(".")
-    assert prefix == "v1"
-    raw = _b64decode(segment)  # no secret needed: encoded, not encrypted
-    payload = json.loads(raw)
-    assert payload == {
-        "approval_id": "approval_1",
-        "tool_call_id": "toolu_1",
-        "tool_name": "drop_table",
-        "input": {"name": "stg_2023", "cascade": True, "n": [1, 2.5, None]},
-        "agent_path": ["coder"],
-        "run_id": "run-42",
-        "issued_at": clock.now(),
-    }
-    # checklist decision: compact JSON with sorted keys, unpadded base64url
-    assert raw == json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
-    assert set(segment + mac) <= set(
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-    )
-
-
-def test_s000_46_without_run_id_the_payload_has_no_run_binding(clock: Any) -> None:
-    """S000-46: run_id is optional; an unbound token has no run_id key."""
-    token = nd.ApprovalSigner(SECRET, clock=clock).sign(_request())
-    payload = json.loads(_b64decode(token.split(".")[1]))
-    assert "run_id" not in payload
-    assert payload["issued_at"] == clock.now()
-
-
-# --- S000-47: verify returns exactly what was signed -------------------------------
-
-
-def test_s000_47_verify_returns_exactly_the_signed_payload(clock: Any) -> None:
-    """S000-47: a valid token verifies to the payload: approval_id, tool_name, input, ..."""
-    signer = nd.ApprovalSigner(SECRET, clock=clock)
-    request = _request(input={"name": "stg_ü", "nested": {"k": [1, {"x": None}]}})
-    token = signer.sign(request, run_id="run-9")
-    clock.advance(10)
-    payload = signer.verify(token)
-    assert payload == json.loads(_b64decode(token.split(".")[1]))
-    assert payload is not None
-    assert payload["approval_id"] == request.approval_id
-    assert payload["tool_name"] == request.tool_name
-    assert payload["tool_call_id"] == request.tool_call_id
-    assert payload["input"] == request.input
-    assert payload["issued_at"] == 1_700_000_000_000
-    assert payload["run_id"] == "run-9"
-    assert (
-        nd.ToolApprovalRequest.model_validate(
-            {k: v for k, v in payload.items() if k not in ("issued_at", "run_id")}
-        )
-        == request
-    )
-
-
-# --- S000-48: None for garbled, forged, expired; never raises ----------------------
-
-
-def _garbled(token: str) -> list[object]:
-    _prefix, segment, mac = token.split(".")
-    return [
-        "",
-        "v1",
-        "v1..",
-        "v1.x.y",
-        token + ".",
-        token[:-1],
-        token[1:],
-        f"v2.{segment}.{mac}",
-        f"{segment}.{mac}",
-        f"v1.{segment}",
-        f"v1.{segment}.{mac}.{mac}",
-        f"v1.{segment}=.{mac}",
-        f"v1.{segment}.{mac}=",
-        f"v1.{segment}.{mac.upper()}",
-        f"v1.{segment}.ü{mac[1:]}",
-        f"v1.ü{segment[1:]}.{mac}",
-        "v1.\x00.\x00",
-        token.replace(".", "\n"),
-        None,
-        123,
-        12.5,
-        b"v1.abc.def",
-        token.encode(),
-        [token],
-        {"token": token},
-        object(),
-    ]
-
-
-def test_s000_48_garbled_tokens_verify_to_none(clock: Any) -> None:
-    """S000-48: garbled tokens and non-strings give None, never an exception."""
-    signer = nd.ApprovalSigner(SECRET, clock=clock)
-    token = signer.sign(_request())
-    assert signer.verify(token) is not None
-    for bad in _garbled(token):
-        assert signer.verify(bad) is None, bad
-        assert signer.verify(bad, max_age_ms=1000) is None, bad
-
-
-def test_s000_48_forged_tokens_verify_to_none(clock: Any) -> None:
-    """S000-48: wrong secret, altered payload or altered MAC all give None."""
-    signer = nd.ApprovalSigner(SECRET, clock=clock)
-    token = signer.sign(_request(), run_id="run-42")
-    _prefix, segment, mac = token.split(".")
-
-    assert signer.verify(nd.ApprovalSigner("guess", clock=clock).sign(_request())) is None
-
-    payload = json.loads(_b64decode(segment))
-    payload["input"] = {"name": "orders"}  # the forger wants a different table
-    altered = _b64encode(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode())
-    assert signer.verify(f"v1.{altered}.{mac}") is None
-    payload["run_id"] = "run-other"
-    rebound = _b64encode(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode())
-    assert signer.verify(f"v1.{rebound}.{mac}") is None
-
-    flipped = mac[:-2] + ("A" if mac[-2] != "A" else "B") + mac[-1]
-    assert signer.verify(f"v1.{segment}.{flipped}") is None
-
-
-def test_s000_48_expired_token_verifies_to_none(clock: Any) -> None:
-    """S000-48: an expired token gives None (and verifies again without a max age)."""
-    signer = nd.ApprovalSigner(SECRET, clock=clock)
-    token = signer.sign(_request())
-    clock.advance(60_000)
-    assert signer.verify(token, max_age_ms=30_000) is None
-    assert signer.verify(token) is not None
-
-
-@pytest.mark.parametrize(
-    "payload",
-    [
-        b"\xff\xfe not utf-8",
-        b"not json",
-        b"[1, 2, 3]",
-        b'"a string"',
-        b"{}",
-        b'{"issued_at": "1700000000000"}',
-        b'{"issued_at": 1.5}',
-        b'{"issued_at": true}',
-        b'{"issued_at": null}',
-        b"[" * 100_000 + b"]" * 100_000,
-        b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
-    ],
-    ids=[
-        "not-utf8",
-        "not-json",
-        "list",
-        "string",
-        "no-issued-at",
-        "str-issued-at",
-        "float-issued-at",
-        "bool-issued-at",
-        "null-issued-at",
-        "deep-list",
-        "deep-object",
-    ],
-)
-def test_s000_48_correctly_maced_but_malformed_payloads_never_raise(
-    payload: bytes, clock: Any
-) -> None:
-    """S000-48: even with a valid MAC, a payload that is no token gives None, never raises."""
-    signer = nd.ApprovalSigner(SECRET, clock=clock)
-    segment = _b64encode(payload)
-    mac = _b64encode(hmac.new(SECRET.encode(), segment.encode(), hashlib.sha256).digest())
-    assert signer.verify(f"v1.{segment}.{mac}") is None
-    assert signer.verify(f"v1.{segment}.{mac}", max_age_ms=10) is None
-
-
-# --- S000-49: age >= max_age is expired; no max_age, no expiry ---------------------
-
-
-def test_s000_49_age_equal_to_limit_is_expired(clock: Any) -> None:
-    """S000-49: a token whose age equals max_age_ms is expired; one ms younger is not."""
-    signer = nd.ApprovalSigner(SECRET, clock=clock)
-    token = signer.sign(_request())
-    clock.advance(59_999)
-    assert signer.verify(token, max_age_ms=60_000) is not None
-    clock.advance(1)
-    assert signer.verify(token, max_age_ms=60_000) is None
-    assert signer.verify(token, max_age_ms=60_001) is not None
-
-
-def test_s000_49_without_max_age_tokens_never_expire(clock: Any) -> None:
-    """S000-49: omit max_age_ms and a token signed years ago still verifies."""
-    signer = nd.ApprovalSigner(SECRET, clock=clock)
-    token = signer.sign(_request())
-    clock.advance(50 * 365 * 24 * 3600 * 1000)
-    assert signer.verify(token) is not None
-    assert signer.verify(token, max_age_ms=None) is not None
-
-
-# --- S000-50: call options; approval_max_age_ms defaults to None -------------------
-
-
+@pytest.mark.spec("S000-50")
 @pytest.mark.parametrize("kind", SETTLERS)
-async def test_s000_50_options_on_every_entry_point_and_no_default_age_limit(
+async def test_options_on_every_entry_point_and_no_default_age_limit(
     kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-50: every loop entry point takes approval_signer; no max age unless asked.
+    """Every loop entry point takes approval_signer; no max age unless asked.
 
     A token approved ten years after it was signed still counts when
     approval_max_age_ms is left at its default; with a limit it is refused.
@@ -468,11 +172,12 @@ async def test_s000_50_options_on_every_entry_point_and_no_default_age_limit(
     assert done.text == "OK dropped stg_2023"
 
 
+@pytest.mark.spec("S000-50")
 @pytest.mark.parametrize("kind", ["stream_chat+session", "stream_chat"])
-async def test_s000_50_stream_chat_takes_approval_signer_and_signs(
+async def test_stream_chat_takes_approval_signer_and_signs(
     kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-50: stream_chat takes approval_signer (and signs on the suspend side)."""
+    """stream_chat takes approval_signer (and signs on the suspend side)."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     warehouse = Warehouse()
     stream = nd.stream_chat(
@@ -489,8 +194,9 @@ async def test_s000_50_stream_chat_takes_approval_signer_and_signs(
     assert signer.verify(result.pending_approvals[0].token) is not None
 
 
-def test_s000_50_option_defaults_are_none() -> None:
-    """S000-50: approval_signer and approval_max_age_ms default to None on all four calls."""
+@pytest.mark.spec("S000-50")
+def test_option_defaults_are_none() -> None:
+    """approval_signer and approval_max_age_ms default to None on all four calls."""
     for func in (
         nd.generate_text,
         nd.stream_chat,
@@ -502,13 +208,14 @@ def test_s000_50_option_defaults_are_none() -> None:
         assert params["approval_max_age_ms"].default is None, func.__name__
 
 
-# --- S000-51 / S000-52: every request carries a token; durable tokens bind run_id ---
+# --- every request carries a token; durable tokens bind run_id ------------------------
 
 
-async def test_s000_51_token_on_stream_part_result_and_checkpoint(
+@pytest.mark.spec("S000-51")
+async def test_token_on_stream_part_result_and_checkpoint(
     store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-51: the token is on the stream part, in pending_approvals and in the checkpoint."""
+    """The token is on the stream part, in pending_approvals and in the checkpoint."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     warehouse = Warehouse()
     stream = nd.stream_chat(
@@ -540,10 +247,11 @@ async def test_s000_51_token_on_stream_part_result_and_checkpoint(
     assert [r.token for r in back.pending_approvals] == [r.token for r in result.pending_approvals]
 
 
-async def test_s000_51_without_signer_requests_carry_no_token(
+@pytest.mark.spec("S000-51")
+async def test_without_signer_requests_carry_no_token(
     store: nd.InMemorySessionStore, deps: nd.Deps
 ) -> None:
-    """S000-51: tokens come from the signer: without one, requests are unsigned."""
+    """Tokens come from the signer: without one, requests are unsigned."""
     warehouse = Warehouse()
     first = await _first_leg("resume_from_checkpoint", warehouse, store, deps, None)
     assert first.pending_approvals[0].token is None
@@ -551,10 +259,11 @@ async def test_s000_51_without_signer_requests_carry_no_token(
     assert checkpoint is not None and checkpoint.pending_approvals[0].token is None
 
 
-async def test_s000_52_durable_token_binds_run_id_plain_token_does_not(
+@pytest.mark.spec("S000-52")
+async def test_durable_token_binds_run_id_plain_token_does_not(
     store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-52: a durable call's token carries the session run_id; without session, none."""
+    """A durable call's token carries the session run_id; without session, none."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     durable = await _first_leg("resume_from_checkpoint", Warehouse(), store, deps, signer)
     plain = await _first_leg("generate_text", Warehouse(), store, deps, signer)
@@ -565,10 +274,11 @@ async def test_s000_52_durable_token_binds_run_id_plain_token_does_not(
     assert unbound is not None and "run_id" not in unbound
 
 
-async def test_s000_52_generated_run_id_is_bound(
+@pytest.mark.spec("S000-52")
+async def test_generated_run_id_is_bound(
     store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-52: a generated run_id (no run_id on the session) is the one bound."""
+    """A generated run_id (no run_id on the session) is the one bound."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     warehouse = Warehouse()
     result = await nd.generate_text(
@@ -584,7 +294,7 @@ async def test_s000_52_generated_run_id_is_bound(
     assert payload is not None and payload["run_id"] == result.run_id
 
 
-# --- S000-53: a raising signer is logged; requests go out unsigned -----------------
+# --- a raising signer is logged; requests go out unsigned -----------------------------
 
 
 class BrokenSigner(nd.ApprovalSigner):
@@ -594,10 +304,11 @@ class BrokenSigner(nd.ApprovalSigner):
         raise RuntimeError("hsm offline")
 
 
-async def test_s000_53_raising_signer_is_logged_and_requests_go_out_unsigned(
+@pytest.mark.spec("S000-53")
+async def test_raising_signer_is_logged_and_requests_go_out_unsigned(
     store: nd.InMemorySessionStore, deps: nd.Deps, logger: Any, clock: Any
 ) -> None:
-    """S000-53: the error is logged, requests carry no token, the run still suspends."""
+    """The error is logged, requests carry no token, the run still suspends."""
     warehouse = Warehouse()
     stream = nd.stream_chat(
         model=warehouse.model(),
@@ -621,11 +332,12 @@ async def test_s000_53_raising_signer_is_logged_and_requests_go_out_unsigned(
     assert request.approval_id in logger.errors[0]
 
 
+@pytest.mark.spec("S000-53")
 @pytest.mark.parametrize("settle_with", ["working", "broken"])
-async def test_s000_53_approving_an_unsigned_request_is_denied(
+async def test_approving_an_unsigned_request_is_denied(
     settle_with: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-53: approving a request that went out unsigned is denied by verification."""
+    """Approving a request that went out unsigned is denied by verification."""
     warehouse = Warehouse()
     first = await _first_leg(
         "resume_from_checkpoint", warehouse, store, deps, BrokenSigner(SECRET, clock=clock)
@@ -649,13 +361,14 @@ async def test_s000_53_approving_an_unsigned_request_is_denied(
     assert done.text == f"ERROR {TOKEN_DENIAL_REASON}"
 
 
-# --- S000-54: the response carries the echoed token (the UI wire) -------------------
+# --- the response carries the echoed token (the UI wire) ------------------------------
 
 
-async def test_s000_54_client_echoes_the_token_over_json_wire(
+@pytest.mark.spec("S000-54")
+async def test_client_echoes_the_token_over_json_wire(
     store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-54: the client sends the request's token back unchanged on the response."""
+    """The client sends the request's token back unchanged on the response."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     warehouse = Warehouse()
     stream = nd.stream_chat(
@@ -694,14 +407,15 @@ async def test_s000_54_client_echoes_the_token_over_json_wire(
     assert done.text == "OK dropped stg_2023"
 
 
-# --- S000-55..S000-59: the four checks, and the denial they produce ---------------
+# --- the four checks, and the denial they produce -------------------------------------
 
 
+@pytest.mark.spec("S000-55", "S000-59")
 @pytest.mark.parametrize("kind", SETTLERS)
-async def test_s000_55_forged_token_is_denied(
+async def test_forged_token_is_denied(
     kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-55/59: a token MACed with another secret does not approve; denial, no raise."""
+    """A token MACed with another secret does not approve; denial, no raise."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     warehouse = Warehouse()
     first = await _first_leg(kind, warehouse, store, deps, signer)
@@ -719,10 +433,11 @@ async def test_s000_55_forged_token_is_denied(
     assert done.text == f"ERROR {TOKEN_DENIAL_REASON}"
 
 
-async def test_s000_55_garbled_and_tampered_tokens_are_denied(
+@pytest.mark.spec("S000-55")
+async def test_garbled_and_tampered_tokens_are_denied(
     store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-55: a garbled token, or one whose payload was edited, never approves."""
+    """A garbled token, or one whose payload was edited, never approves."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     for index, bad in enumerate(["garbage", "v1.e30.e30", None, ""]):
         warehouse = Warehouse()
@@ -768,10 +483,11 @@ async def test_s000_55_garbled_and_tampered_tokens_are_denied(
     assert done.text == f"ERROR {TOKEN_DENIAL_REASON}"
 
 
-async def test_s000_56_token_of_another_call_cannot_approve(
+@pytest.mark.spec("S000-56")
+async def test_token_of_another_call_cannot_approve(
     store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-56: swapping the valid tokens of two pending calls approves neither."""
+    """Swapping the valid tokens of two pending calls approves neither."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     warehouse = Warehouse()
     tables = ("stg_2023", "orders")
@@ -795,10 +511,11 @@ async def test_s000_56_token_of_another_call_cannot_approve(
     assert [r.result for r in _results(swapped)] == [TOKEN_DENIAL_REASON] * 2
 
 
-async def test_s000_56_only_the_call_whose_token_matches_runs(
+@pytest.mark.spec("S000-56")
+async def test_only_the_call_whose_token_matches_runs(
     store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-56: in one batch, the call with its own token runs; the other is denied."""
+    """In one batch, the call with its own token runs; the other is denied."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     warehouse = Warehouse()
     tables = ("stg_2023", "orders")
@@ -821,10 +538,11 @@ async def test_s000_56_only_the_call_whose_token_matches_runs(
     assert done.text == f"OK dropped stg_2023 | ERROR {TOKEN_DENIAL_REASON}"
 
 
-async def test_s000_56_approval_ids_are_not_tool_call_ids(
+@pytest.mark.spec("S000-56")
+async def test_approval_ids_are_not_tool_call_ids(
     store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-56: approval ids stay distinct from tool call ids; a tool_call_id never approves."""
+    """Approval ids stay distinct from tool call ids; a tool_call_id never approves."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     warehouse = Warehouse()
     first = await _first_leg("resume_from_checkpoint", warehouse, store, deps, signer)
@@ -849,6 +567,7 @@ async def test_s000_56_approval_ids_are_not_tool_call_ids(
     assert result.is_error is True
 
 
+@pytest.mark.spec("S000-56")
 @pytest.mark.parametrize(
     "change",
     [
@@ -858,10 +577,10 @@ async def test_s000_56_approval_ids_are_not_tool_call_ids(
     ],
     ids=["tool_name", "input", "tool_call_id"],
 )
-async def test_s000_56_token_pins_the_whole_request(
+async def test_token_pins_the_whole_request(
     change: dict[str, Any], store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-56 (deliberate difference): a validly signed token for the same approval_id
+    """A validly signed token for the same approval_id
     but another tool name, input or call does not approve."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     warehouse = Warehouse()
@@ -878,10 +597,11 @@ async def test_s000_56_token_pins_the_whole_request(
     assert done.text == f"ERROR {TOKEN_DENIAL_REASON}"
 
 
-async def test_s000_56_a_token_settles_its_call_once(
+@pytest.mark.spec("S000-56")
+async def test_a_token_settles_its_call_once(
     store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-56 (deliberate difference): replaying a used token changes nothing.
+    """Replaying a used token changes nothing.
 
     The run asks twice for the same tool and input. The first verdict's token,
     replayed on the second suspension, does not approve the second call, and
@@ -957,11 +677,12 @@ async def test_s000_56_a_token_settles_its_call_once(
     assert len(store.history("run-once")) == snapshots
 
 
+@pytest.mark.spec("S000-49", "S000-57")
 @pytest.mark.parametrize("kind", SETTLERS)
-async def test_s000_57_token_as_old_as_max_age_is_denied(
+async def test_token_as_old_as_max_age_is_denied(
     kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-57/49: with approval_max_age_ms, a token of exactly that age is refused."""
+    """With approval_max_age_ms, a token of exactly that age is refused."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     warehouse = Warehouse()
     first = await _first_leg(kind, warehouse, store, deps, signer)
@@ -975,11 +696,12 @@ async def test_s000_57_token_as_old_as_max_age_is_denied(
     assert done.text == f"ERROR {TOKEN_DENIAL_REASON}"
 
 
+@pytest.mark.spec("S000-57")
 @pytest.mark.parametrize("kind", SETTLERS)
-async def test_s000_57_token_younger_than_max_age_approves(
+async def test_token_younger_than_max_age_approves(
     kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-57: a token one millisecond younger than approval_max_age_ms approves."""
+    """A token one millisecond younger than approval_max_age_ms approves."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     warehouse = Warehouse()
     first = await _first_leg(kind, warehouse, store, deps, signer)
@@ -999,10 +721,9 @@ async def test_s000_57_token_younger_than_max_age_approves(
     assert done.text == "OK dropped stg_2023"
 
 
-async def test_s000_58_token_from_another_run_is_denied(
-    store: nd.InMemorySessionStore, clock: Any
-) -> None:
-    """S000-58: run A's valid token cannot approve the identical call in run B."""
+@pytest.mark.spec("S000-58")
+async def test_token_from_another_run_is_denied(store: nd.InMemorySessionStore, clock: Any) -> None:
+    """Run A's valid token cannot approve the identical call in run B."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     warehouses = {"run-A": Warehouse(), "run-B": Warehouse()}
     firsts = {
@@ -1031,10 +752,11 @@ async def test_s000_58_token_from_another_run_is_denied(
         assert done.text == f"ERROR {TOKEN_DENIAL_REASON}", kind
 
 
-async def test_s000_58_plain_call_with_another_sessions_run_id_is_denied(
+@pytest.mark.spec("S000-58")
+async def test_plain_call_with_another_sessions_run_id_is_denied(
     store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-58: passing run A's history and token under session run B is refused."""
+    """Passing run A's history and token under session run B is refused."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     warehouse = Warehouse()
     first = await _first_leg("resume_from_checkpoint", warehouse, store, deps, signer)
@@ -1051,10 +773,11 @@ async def test_s000_58_plain_call_with_another_sessions_run_id_is_denied(
     assert done.text == f"ERROR {TOKEN_DENIAL_REASON}"
 
 
-async def test_s000_58_binding_skipped_when_the_token_has_no_run_id(
+@pytest.mark.spec("S000-58")
+async def test_binding_skipped_when_the_token_has_no_run_id(
     store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-58: a token minted without run_id approves a durable run (binding skipped)."""
+    """A token minted without run_id approves a durable run (binding skipped)."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     warehouse = Warehouse()
     first = await _first_leg("resume_from_checkpoint", warehouse, store, deps, signer)
@@ -1076,10 +799,11 @@ async def test_s000_58_binding_skipped_when_the_token_has_no_run_id(
     assert done.text == "OK dropped stg_2023"
 
 
-async def test_s000_58_binding_skipped_when_the_call_has_no_run_id(
+@pytest.mark.spec("S000-58")
+async def test_binding_skipped_when_the_call_has_no_run_id(
     store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-58: a run-bound token approves in a call without a session (no call run_id)."""
+    """A run-bound token approves in a call without a session (no call run_id)."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     warehouse = Warehouse()
     first = await _first_leg("resume_from_checkpoint", warehouse, store, deps, signer)
@@ -1094,11 +818,12 @@ async def test_s000_58_binding_skipped_when_the_call_has_no_run_id(
     assert done.text == "OK dropped stg_2023"
 
 
+@pytest.mark.spec("S000-59")
 @pytest.mark.parametrize("kind", ["resume_from_checkpoint", "resume_stream_from_checkpoint"])
-async def test_s000_59_failed_check_is_an_is_error_result_and_the_loop_continues(
+async def test_failed_check_is_an_is_error_result_and_the_loop_continues(
     kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-59: the exact reason reaches the model as is_error; the loop finishes; no raise."""
+    """The exact reason reaches the model as is_error; the loop finishes; no raise."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     warehouse = Warehouse()
     first = await _first_leg(kind, warehouse, store, deps, signer)
@@ -1140,11 +865,12 @@ async def test_s000_59_failed_check_is_an_is_error_result_and_the_loop_continues
         assert denied[0].result == result
 
 
+@pytest.mark.spec("S000-60")
 @pytest.mark.parametrize("kind", SETTLERS)
-async def test_s000_60_denial_needs_no_token(
+async def test_denial_needs_no_token(
     kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-60: approved=False without a token is a normal denial with its own reason."""
+    """approved=False without a token is a normal denial with its own reason."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     warehouse = Warehouse()
     tables = ("stg_2023", "stg_2024")
@@ -1173,11 +899,12 @@ async def test_s000_60_denial_needs_no_token(
     ]
 
 
+@pytest.mark.spec("S000-61")
 @pytest.mark.parametrize("kind", SETTLERS)
-async def test_s000_61_checks_run_wherever_verdicts_are_settled(
+async def test_checks_run_wherever_verdicts_are_settled(
     kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-61: both resumes and plain calls (with or without session) verify tokens."""
+    """Both resumes and plain calls (with or without session) verify tokens."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
     warehouse = Warehouse()
     tables = ("stg_2023", "stg_2024")
@@ -1198,11 +925,12 @@ async def test_s000_61_checks_run_wherever_verdicts_are_settled(
     assert done.text == f"OK dropped stg_2023 | ERROR {TOKEN_DENIAL_REASON}"
 
 
+@pytest.mark.spec("S000-62")
 @pytest.mark.parametrize("kind", SETTLERS)
-async def test_s000_62_without_signer_tokens_are_not_checked(
+async def test_without_signer_tokens_are_not_checked(
     kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-62: a settling call without approval_signer honours approvals as before."""
+    """A settling call without approval_signer honours approvals as before."""
     warehouse = Warehouse()
     tables = ("stg_2023", "stg_2024")
     first = await _first_leg(
@@ -1224,11 +952,12 @@ async def test_s000_62_without_signer_tokens_are_not_checked(
     assert done.text == "OK dropped stg_2023 | OK dropped stg_2024"
 
 
+@pytest.mark.spec("S000-62")
 @pytest.mark.parametrize("kind", SETTLERS)
-async def test_s000_62_approving_signed_requests_without_a_signer_warns_once_per_leg(
+async def test_approving_signed_requests_without_a_signer_warns_once_per_leg(
     kind: str, store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any, logger: Any
 ) -> None:
-    """S000-62 holds (the approvals are honoured), but settling requests that were
+    """Without a signer the approvals are honoured, but settling requests that were
     signed without a signer says so, once per leg: their tokens went unchecked."""
     warehouse = Warehouse()
     tables = ("stg_2023", "stg_2024")
@@ -1253,7 +982,8 @@ async def test_s000_62_approving_signed_requests_without_a_signer_warns_once_per
     assert "approval_signer" in new[0] and "not checked" in new[0]
 
 
-async def test_s000_62_no_warning_for_unsigned_requests_or_denials(
+@pytest.mark.spec("S000-62")
+async def test_no_warning_for_unsigned_requests_or_denials(
     store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any, logger: Any
 ) -> None:
     """Requests that were never signed, or only denied, settle without the warning."""
@@ -1272,13 +1002,14 @@ async def test_s000_62_no_warning_for_unsigned_requests_or_denials(
         assert [w for w in logger.warnings if w not in before] == []
 
 
-# --- S000-63: out of scope by design ---------------------------------------------------
+# --- out of scope by design -----------------------------------------------------------
 
 
-async def test_s000_63_token_is_a_bearer_credential_that_names_no_user(
+@pytest.mark.spec("S000-63")
+async def test_token_is_a_bearer_credential_that_names_no_user(
     store: nd.InMemorySessionStore, deps: nd.Deps, clock: Any
 ) -> None:
-    """S000-63: out of scope by design. The token says nothing about who approved:
+    """Out of scope by design. The token says nothing about who approved:
     whoever presents a valid token (here a third party who only copied it) approves
     the call. Deciding who may reach the resume endpoint is the application's job."""
     signer = nd.ApprovalSigner(SECRET, clock=clock)
@@ -1313,138 +1044,3 @@ async def test_s000_63_token_is_a_bearer_credential_that_names_no_user(
     )
     assert warehouse.dropped == ["stg_2023"]
     assert done.text == "OK dropped stg_2023"
-
-
-# --- S000-64: packaging ----------------------------------------------------------------
-
-DURABLE_DIR = Path(nd.__file__).parent / "durable"
-PYDANTIC_FAMILY = {
-    "pydantic",
-    "pydantic_core",
-    "typing_extensions",
-    "annotated_types",
-    "typing_inspection",
-}
-FORBIDDEN = {
-    "sqlite3",
-    "_sqlite3",
-    "sqlite_utils",
-    "aiosqlite",
-    "psycopg",
-    "psycopg2",
-    "psycopg_pool",
-    "asyncpg",
-    "sqlalchemy",
-    "dbm",
-    "shelve",
-    "IPython",
-    "ipywidgets",
-    "pandas",
-    "temporalio",
-    "httpx",
-    "requests",
-    "aiohttp",
-}
-
-
-def _module_imports(path: Path, package: str) -> set[str]:
-    """Absolute names of every module ``path`` imports (relative imports resolved)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                module = ".".join([*base, node.module] if node.module else base)
-            else:
-                module = node.module or ""
-            names.add(module)
-    return names
-
-
-def _nbdurable_module_path(name: str) -> Path | None:
-    root = Path(nd.__file__).parent.parent
-    candidate = root.joinpath(*name.split("."))
-    if candidate.with_suffix(".py").exists():
-        return candidate.with_suffix(".py")
-    if (candidate / "__init__.py").exists():
-        return candidate / "__init__.py"
-    return None
-
-
-def test_s000_64_durable_package_imports_only_stdlib_pydantic_and_nbdurable() -> None:
-    """S000-64: nbdurable.durable and every nbdurable module it reaches import only the
-    standard library, pydantic and nbdurable; no file/SQLite store or database driver."""
-    files = sorted(DURABLE_DIR.glob("*.py"))
-    assert {f.name for f in files} >= {"signer.py", "checkpoint.py", "codec.py", "store.py"}
-    queue = [
-        (f, "nbdurable.durable" if f.name == "__init__.py" else f"nbdurable.durable.{f.stem}")
-        for f in files
-    ]
-    seen: set[str] = set()
-    reached: set[str] = set()
-    while queue:
-        path, module = queue.pop()
-        if module in seen:
-            continue
-        seen.add(module)
-        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        for name in _module_imports(path, package):
-            top = name.split(".")[0]
-            if top == "__future__":
-                continue
-            assert top not in FORBIDDEN, f"{module} imports {name}"
-            if top == "nbdurable":
-                assert not name.startswith(("nbdurable.stores", "nbdurable.notebook")), (
-                    f"{module} imports {name}"
-                )
-                reached.add(name)
-                target = _nbdurable_module_path(name)
-                if target is not None:
-                    queue.append((target, name))
-                continue
-            assert top in sys.stdlib_module_names or top in PYDANTIC_FAMILY, (
-                f"{module} imports third-party {name}"
-            )
-    # the signer really is built on the standard library's HMAC
-    signer_imports = _module_imports(DURABLE_DIR / "signer.py", "nbdurable.durable")
-    assert {"hmac", "hashlib", "base64", "json"} <= signer_imports
-
-
-def test_s000_64_importing_durable_loads_no_store_or_database_module() -> None:
-    """S000-64: importing nbdurable.durable on its own loads no sqlite, driver or store code."""
-    code = f"""
-import importlib, json, sys, types
-import pydantic  # the one allowed third-party dependency, loaded first as a baseline
-baseline = set(sys.modules)
-pkg = types.ModuleType("nbdurable")  # import the subpackage without the top-level package
-pkg.__path__ = [{str(DURABLE_DIR.parent)!r}]
-sys.modules["nbdurable"] = pkg
-mod = importlib.import_module("nbdurable.durable")
-assert hasattr(mod, "ApprovalSigner") and hasattr(mod, "serialize_checkpoint")
-print(json.dumps(sorted(set(sys.modules) - baseline)))
-"""
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-    )
-    loaded = json.loads(out.stdout)
-    tops = {name.split(".")[0] for name in loaded}
-    assert tops & FORBIDDEN == set()
-    assert not [n for n in loaded if n.startswith(("nbdurable.stores", "nbdurable.notebook"))]
-    third_party = {
-        t
-        for t in tops
-        if t not in sys.stdlib_module_names
-        and t not in PYDANTIC_FAMILY
-        and t != "nbdurable"
-        and not t.startswith("_")
-    }
-    assert third_party == set()
-    assert "nbdurable.durable.signer" in loaded

@@ -7,10 +7,9 @@ tools record their executions in temporal_agents' side table (with the pid).
 
 from __future__ import annotations
 
-from temporal_agents import _count
-
 import nbdurable as nd
 from nbdurable.runtime import Agent
+from support.temporal_agents import _count
 
 
 @nd.tool

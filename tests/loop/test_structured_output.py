@@ -1,4 +1,4 @@
-"""Structured output (``output_type``) in the loop, the streams and the runtime (S003-31),
+"""Structured output (``output_type``) in the loop, the streams and the runtime,
 and the opt-in retry predicate that uses the model errors' classification."""
 
 from __future__ import annotations
@@ -66,8 +66,9 @@ async def test_dataclasses_work_and_non_objects_are_refused() -> None:
         await nd.generate_text(model=nd.ScriptedModel(["1"]), messages="x", output_type=int)
 
 
-async def test_s003_31_no_text_streams_before_the_output_validates(tmp_path: Any) -> None:
-    """S003-31: with structured output no text is shown before validation; the
+@pytest.mark.spec("S003-31")
+async def test_no_text_streams_before_the_output_validates(tmp_path: Any) -> None:
+    """With structured output no text is shown before validation; the
     validated answer arrives with model_completed (a failed attempt shows nothing)."""
     store = nd.open_store(f"sqlite:///{tmp_path}/runs.db")
     model = nd.ScriptedModel([nd.Turn(output=GOOD)], stream_delay=0.001)

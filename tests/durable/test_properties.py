@@ -1,12 +1,12 @@
 """Property tests (hypothesis): the checkpoint codec and the approval tokens.
 
-- S000-11: ``serialize_checkpoint``/``deserialize_checkpoint`` round-trip any
+- ``serialize_checkpoint``/``deserialize_checkpoint`` round-trip any
   checkpoint exactly: text, image bytes and URLs, tool calls with any JSON
   arguments, tool results with ``is_error``, approval requests with tokens.
-- S000-47/48/49: ``ApprovalSigner.verify`` gives back exactly what was signed,
+- ``ApprovalSigner.verify`` gives back exactly what was signed,
   and None (never an exception) for mutated, truncated, other-key or expired
   tokens and for arbitrary text, bytes and objects.
-- S000-55..59: at loop level, no mutated, truncated, re-signed-with-another-key,
+- At loop level, no mutated, truncated, re-signed-with-another-key,
   expired, cross-run or arbitrary token ever approves: ``resume_from_checkpoint``
   denies the call with the exact reason, and a genuine token does approve.
 """
@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -42,7 +43,7 @@ class Clock:
         return self.t
 
 
-# --- strategies ------------------------------------------------------------------
+# --- strategies -----------------------------------------------------------------------
 
 json_scalars = (
     st.none()
@@ -122,7 +123,7 @@ checkpoints = st.builds(
 )
 
 
-# --- S000-11: the codec ---------------------------------------------------------------
+# --- the codec ------------------------------------------------------------------------
 
 
 def _image_data(checkpoint: nd.AgentCheckpoint) -> list[Any]:
@@ -134,12 +135,13 @@ def _image_data(checkpoint: nd.AgentCheckpoint) -> list[Any]:
     ]
 
 
+@pytest.mark.spec("S000-11")
 @settings(max_examples=60, deadline=None)
 @given(checkpoint=checkpoints)
-def test_s000_11_codec_round_trips_any_checkpoint_exactly(
+def test_codec_round_trips_any_checkpoint_exactly(
     checkpoint: nd.AgentCheckpoint,
 ) -> None:
-    """S000-11: deserialize(serialize(c)) == c for any checkpoint; bytes come back as bytes."""
+    """deserialize(serialize(c)) == c for any checkpoint; bytes come back as bytes."""
     text = nd.serialize_checkpoint(checkpoint)
     assert isinstance(text, str)
     json.loads(text)  # plain JSON text
@@ -155,12 +157,13 @@ def test_s000_11_codec_round_trips_any_checkpoint_exactly(
     assert nd.deserialize_checkpoint(text.encode("utf-8")) == checkpoint
 
 
+@pytest.mark.spec("S000-11")
 @settings(max_examples=50, deadline=None)
 @given(args=json_objects, result=json_values, is_error=st.booleans(), data=st.binary())
-def test_s000_11_codec_keeps_tool_args_results_and_image_bytes(
+def test_codec_keeps_tool_args_results_and_image_bytes(
     args: dict[str, Any], result: Any, is_error: bool, data: bytes
 ) -> None:
-    """S000-11: tool-call args, tool results (with is_error) and image bytes survive exactly."""
+    """tool-call args, tool results (with is_error) and image bytes survive exactly."""
     history = (
         nd.user(["Look at this.", data]),
         nd.assistant([nd.ToolCallPart(tool_call_id="c1", tool_name="t", args=args)]),
@@ -181,7 +184,7 @@ def test_s000_11_codec_keeps_tool_args_results_and_image_bytes(
     assert back == checkpoint
 
 
-# --- S000-47/48/49: the signer on its own -------------------------------------------------
+# --- the signer on its own ------------------------------------------------------------
 
 secrets_ = st.text(min_size=1, max_size=16) | st.binary(min_size=1, max_size=16)
 run_ids = st.none() | st.text(max_size=16)
@@ -191,12 +194,13 @@ def _key(secret: str | bytes) -> bytes:
     return secret.encode("utf-8") if isinstance(secret, str) else secret
 
 
+@pytest.mark.spec("S000-47")
 @settings(max_examples=100, deadline=None)
 @given(request=approval_requests, run_id=run_ids, secret=secrets_, issued=st.integers(0, 2**50))
-def test_s000_47_verify_returns_exactly_what_was_signed(
+def test_verify_returns_exactly_what_was_signed(
     request: nd.ToolApprovalRequest, run_id: str | None, secret: str | bytes, issued: int
 ) -> None:
-    """S000-47: the payload is the request (without its token), run_id and issued_at."""
+    """The payload is the request (without its token), run_id and issued_at."""
     signer = nd.ApprovalSigner(secret, clock=Clock(issued))
     payload = signer.verify(signer.sign(request, run_id=run_id))
     expected = request.model_dump(mode="json", exclude={"token"})
@@ -206,6 +210,7 @@ def test_s000_47_verify_returns_exactly_what_was_signed(
     assert payload == expected
 
 
+@pytest.mark.spec("S000-48")
 @settings(max_examples=100, deadline=None)
 @given(
     request=approval_requests,
@@ -213,10 +218,10 @@ def test_s000_47_verify_returns_exactly_what_was_signed(
     secret=secrets_,
     data=st.data(),
 )
-def test_s000_48_mutated_or_truncated_tokens_never_verify(
+def test_mutated_or_truncated_tokens_never_verify(
     request: nd.ToolApprovalRequest, run_id: str | None, secret: str | bytes, data: st.DataObject
 ) -> None:
-    """S000-48: changing any one character of a token, or cutting it short, gives None."""
+    """Changing any one character of a token, or cutting it short, gives None."""
     signer = nd.ApprovalSigner(secret, clock=Clock())
     token = signer.sign(request, run_id=run_id)
 
@@ -232,28 +237,30 @@ def test_s000_48_mutated_or_truncated_tokens_never_verify(
     assert signer.verify(token[cut:] if cut else token + "x") is None
 
 
+@pytest.mark.spec("S000-48")
 @settings(max_examples=100, deadline=None)
 @given(request=approval_requests, run_id=run_ids, secret=secrets_, other=secrets_)
-def test_s000_48_tokens_signed_with_another_key_never_verify(
+def test_tokens_signed_with_another_key_never_verify(
     request: nd.ToolApprovalRequest, run_id: str | None, secret: str | bytes, other: str | bytes
 ) -> None:
-    """S000-48: a token from a signer with a different key gives None."""
+    """A token from a signer with a different key gives None."""
     if _key(secret) == _key(other):
         return
     token = nd.ApprovalSigner(other, clock=Clock()).sign(request, run_id=run_id)
     assert nd.ApprovalSigner(secret, clock=Clock()).verify(token) is None
 
 
+@pytest.mark.spec("S000-49")
 @settings(max_examples=100, deadline=None)
 @given(
     request=approval_requests,
     max_age=st.integers(1, 10**12),
     age=st.integers(0, 10**12),
 )
-def test_s000_49_expiry_is_age_at_least_max_age(
+def test_expiry_is_age_at_least_max_age(
     request: nd.ToolApprovalRequest, max_age: int, age: int
 ) -> None:
-    """S000-49: verify gives None exactly when age >= max_age_ms; no max age, no expiry."""
+    """Verify gives None exactly when age >= max_age_ms; no max age, no expiry."""
     clock = Clock()
     signer = nd.ApprovalSigner("k", clock=clock)
     token = signer.sign(request)
@@ -278,17 +285,19 @@ anything = st.one_of(
 )
 
 
+@pytest.mark.spec("S000-48")
 @settings(max_examples=100, deadline=None)
 @given(token=anything, max_age=st.none() | st.integers(-5, 10**9))
-def test_s000_48_verify_never_raises_on_arbitrary_input(token: Any, max_age: int | None) -> None:
-    """S000-48: arbitrary text, bytes and objects verify to None, never an exception."""
+def test_verify_never_raises_on_arbitrary_input(token: Any, max_age: int | None) -> None:
+    """Arbitrary text, bytes and objects verify to None, never an exception."""
     assert nd.ApprovalSigner("k", clock=Clock()).verify(token, max_age_ms=max_age) is None
 
 
+@pytest.mark.spec("S000-48")
 @settings(max_examples=100, deadline=None)
 @given(payload=st.binary(max_size=200) | json_values.map(lambda v: json.dumps(v).encode()))
-def test_s000_48_maced_arbitrary_payloads_never_raise(payload: bytes) -> None:
-    """S000-48: even a correctly MACed segment with any content never makes verify raise;
+def test_maced_arbitrary_payloads_never_raise(payload: bytes) -> None:
+    """Even a correctly MACed segment with any content never makes verify raise;
     it gives None or a dict whose issued_at is an int."""
     import base64
     import hashlib
@@ -305,7 +314,7 @@ def test_s000_48_maced_arbitrary_payloads_never_raise(payload: bytes) -> None:
     )
 
 
-# --- S000-55..59: at loop level no bad token approves ---------------------------------
+# --- at loop level no bad token approves ----------------------------------------------
 
 SECRET = "loop-secret"
 
@@ -403,6 +412,7 @@ def request_issued_at(token: str) -> int:
     )
 
 
+@pytest.mark.spec("S000-55", "S000-56", "S000-57", "S000-58", "S000-59")
 @LOOP_SETTINGS
 @given(
     kind=st.sampled_from(["mutated", "truncated", "other_key", "cross_run", "expired", "garbage"]),
@@ -410,10 +420,10 @@ def request_issued_at(token: str) -> int:
     table=st.text(max_size=12),
     data=st.data(),
 )
-def test_s000_59_no_bad_token_ever_approves_on_resume(
+def test_no_bad_token_ever_approves_on_resume(
     kind: str, run_id: str, table: str, data: st.DataObject
 ) -> None:
-    """S000-55/56/57/58/59: a mutated, truncated, other-key, cross-run, expired or arbitrary
+    """A mutated, truncated, other-key, cross-run, expired or arbitrary
     token never approves: the call is denied with the exact reason and the loop completes."""
 
     async def scenario() -> None:
@@ -443,6 +453,7 @@ def test_s000_59_no_bad_token_ever_approves_on_resume(
     asyncio.run(scenario())
 
 
+@pytest.mark.spec("S000-55", "S000-56", "S000-57", "S000-58")
 @settings(max_examples=25, deadline=None)
 @given(
     run_id=st.text(min_size=1, max_size=12),
@@ -450,10 +461,10 @@ def test_s000_59_no_bad_token_ever_approves_on_resume(
     max_age=st.none() | st.integers(2, 10**10),
     data=st.data(),
 )
-def test_s000_57_genuine_token_within_age_always_approves(
+def test_genuine_token_within_age_always_approves(
     run_id: str, table: str, max_age: int | None, data: st.DataObject
 ) -> None:
-    """S000-55..58 control: the genuine, unexpired token approves, so denials above are real."""
+    """The control: the genuine, unexpired token approves, so denials above are real."""
 
     async def scenario() -> None:
         clock = Clock()

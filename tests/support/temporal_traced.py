@@ -15,10 +15,10 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
-from tracing_harness import span_dicts
 
 import nbdurable as nd
 from nbdurable.runtime import Agent
+from support.tracing_harness import span_dicts
 
 
 class JsonLinesExporter(SpanExporter):

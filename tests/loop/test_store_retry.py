@@ -8,7 +8,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from sqlite_locker import hold_write_lock
+from support.sqlite_locker import hold_write_lock
 
 import nbdurable as nd
 

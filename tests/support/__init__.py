@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: harnesses, agents modules for worker subprocesses, servers."""
