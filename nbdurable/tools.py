@@ -218,7 +218,7 @@ class Tool:
         try:
             model = self.args_model.model_validate(dict(args))
         except ValidationError as exc:
-            raise ToolArgumentsError(_describe_validation(self.name, exc)) from None
+            raise ToolArgumentsError(describe_validation(self.name, exc)) from None
         return {name: getattr(model, name) for name in type(model).model_fields}
 
     async def requires_approval(self, args: Mapping[str, Any]) -> bool:
@@ -254,7 +254,8 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
-def _describe_validation(name: str, exc: ValidationError) -> str:
+def describe_validation(name: str, exc: ValidationError) -> str:
+    """A tool's argument errors in one line the model can act on."""
     problems = []
     for error in exc.errors():
         where = ".".join(str(p) for p in error.get("loc", ())) or "arguments"

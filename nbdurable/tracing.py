@@ -191,8 +191,8 @@ class TracingHooks:
         model = options.model
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.provider.name": _provider(model),
-            "gen_ai.request.model": _model_name(model),
+            "gen_ai.provider.name": provider_name(model),
+            "gen_ai.request.model": model_name(model),
             "nbdurable.step_index": driver.start.next_step_index,
             "nbdurable.resumed": driver.start.next_step_index > 0,
         }
@@ -211,7 +211,7 @@ class TracingHooks:
             name,
             context=parent,
             kind=trace.SpanKind.INTERNAL,
-            attributes=_clean(attributes),
+            attributes=clean_attributes(attributes),
             links=links,
             record_exception=True,
             set_status_on_exception=True,
@@ -239,11 +239,11 @@ class TracingHooks:
         """The ``chat`` span of one model call."""
         trace = self._trace
         model = effect.model
-        model_name = _model_name(model)
+        name = model_name(model)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": _provider(model),
-            "gen_ai.request.model": model_name,
+            "gen_ai.provider.name": provider_name(model),
+            "gen_ai.request.model": name,
             "nbdurable.step_index": effect.step_index,
         }
         attributes.update(driver.trace_model_attributes())
@@ -256,9 +256,9 @@ class TracingHooks:
                 attributes["gen_ai.system_instructions"] = _json(
                     [{"type": "text", "content": request.instructions}]
                 )
-        name = f"chat {model_name}" if model_name else "chat"
+        span_name = f"chat {name}" if name else "chat"
         with self.tracer.start_as_current_span(
-            name, kind=trace.SpanKind.CLIENT, attributes=_clean(attributes)
+            span_name, kind=trace.SpanKind.CLIENT, attributes=clean_attributes(attributes)
         ) as span:
             try:
                 yield ChatSpan(span, self)
@@ -287,7 +287,7 @@ class TracingHooks:
         with self.tracer.start_as_current_span(
             f"execute_tool {call.tool_name}",
             kind=trace.SpanKind.INTERNAL,
-            attributes=_clean(attributes),
+            attributes=clean_attributes(attributes),
         ) as span:
             yield span
 
@@ -379,16 +379,18 @@ class ChatSpan:
             )
 
 
-def _provider(model: Any) -> str:
+def provider_name(model: Any) -> str:
+    """``gen_ai.provider.name`` of a model: its ``provider``, else its class name."""
     provider = getattr(model, "provider", None)
     return provider if isinstance(provider, str) and provider else type(model).__name__
 
 
-def _model_name(model: Any) -> str:
+def model_name(model: Any) -> str:
+    """``gen_ai.request.model`` of a model (empty when it names none)."""
     name = getattr(model, "model_name", None)
     return name if isinstance(name, str) else ""
 
 
-def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
+def clean_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
     """OpenTelemetry takes no None values (and empty strings say nothing)."""
     return {k: v for k, v in attributes.items() if v is not None and v != ""}

@@ -89,9 +89,9 @@ class CheckpointDiff:
 
     def frame(self) -> InspectFrame:
         """The changes as a DataFrame (columns as :class:`Change`'s fields)."""
-        from ._views import _frame_module
+        from ._views import frame_module
 
-        module = _frame_module()
+        module = frame_module()
         rows = [vars(c) for c in self.changes]
         return module.frame(  # type: ignore[no-any-return]
             [{"change": i, **row} for i, row in enumerate(rows)],

@@ -183,7 +183,7 @@ def spans(store: StoreLike, run_id: str) -> InspectFrame:
         ConfigurationError: The store keeps no event log.
         RunNotFoundError: The run has no event.
     """
-    from ._views import _frame_module
+    from ._views import frame_module
 
     with opened(store) as source:
         if not supports(source, EVENTS):
@@ -192,7 +192,7 @@ def spans(store: StoreLike, run_id: str) -> InspectFrame:
         record = runtime_record(source, run_id)
         if not logged and not source.history(run_id) and record is None:
             raise RunNotFoundError(run_id)
-    module = _frame_module()
+    module = frame_module()
     return module.frame(  # type: ignore[no-any-return]
         span_rows(logged, record.agent_id if record is not None else None),
         columns=SPAN_COLUMNS,

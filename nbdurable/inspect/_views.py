@@ -42,7 +42,8 @@ _USAGE_COLUMNS = (
 _ROLES = ("system", "user", "assistant", "tool")
 
 
-def _frame_module() -> Any:
+def frame_module() -> Any:
+    """The pandas-backed frame module, or a clear error naming the ``inspect`` extra."""
     try:
         from . import _frame
     except ImportError as exc:  # pandas is an optional dependency
@@ -90,7 +91,7 @@ def runs(
         all_columns: Every column instead of the compact view.
     """
     rows, runtime = _records.run_rows(store, status, graph)
-    module = _frame_module()
+    module = frame_module()
     if not all_columns:
         return module.frame(  # type: ignore[no-any-return]
             _compact.compact_rows(rows, runtime),
@@ -130,7 +131,7 @@ def graphs(store: StoreLike) -> InspectFrame:
         store: A store, or a store URL.
     """
     rows = _records.graph_rows(store)
-    module = _frame_module()
+    module = frame_module()
     return module.frame(  # type: ignore[no-any-return]
         rows,
         columns=_records.GRAPH_COLUMNS,
@@ -158,7 +159,7 @@ def history(store: StoreLike, run_id: str) -> InspectFrame:
         RunNotFoundError: The store has no checkpoint of the run.
     """
     rows = _records.history_rows(store, run_id)
-    module = _frame_module()
+    module = frame_module()
     return module.frame(  # type: ignore[no-any-return]
         rows,
         columns=_records.HISTORY_COLUMNS,
@@ -182,7 +183,7 @@ def messages(store: StoreLike, run_id: str, step_index: int | None = None) -> In
         CheckpointNotFoundError: The run has no checkpoint at ``step_index``.
     """
     rows = _records.message_rows(store, run_id, step_index)
-    return _frame_module().frame(  # type: ignore[no-any-return]
+    return frame_module().frame(  # type: ignore[no-any-return]
         rows,
         columns=_records.MESSAGE_COLUMNS,
         index="position",
@@ -207,7 +208,7 @@ def events(store: StoreLike, run_id: str, after: int = 0) -> InspectFrame:
         unknown = not logged and after == 0 and not source.history(run_id)
         if unknown and runtime_record(source, run_id) is None:
             raise RunNotFoundError(run_id)
-    module = _frame_module()
+    module = frame_module()
     frame = module.frame(
         _rows.event_rows(logged),
         columns=_EVENT_COLUMNS,
@@ -232,7 +233,7 @@ def usage(store: StoreLike, run_id: str) -> InspectFrame:
     if not infos:
         raise RunNotFoundError(run_id)
     rows = _rows.history_rows(infos, None)
-    return _frame_module().frame(  # type: ignore[no-any-return]
+    return frame_module().frame(  # type: ignore[no-any-return]
         [{column: row[column] for column in _USAGE_COLUMNS} for row in rows],
         columns=_USAGE_COLUMNS,
         index="step",

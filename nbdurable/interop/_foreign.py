@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._errors import ConfigurationError
-from ..tools import Tool, ToolArgumentsError, ToolContext, _describe_validation, to_jsonable
+from ..tools import Tool, ToolArgumentsError, ToolContext, describe_validation, to_jsonable
 
 __all__ = ["ForeignTool", "Runner", "Validator", "require"]
 
@@ -50,7 +50,7 @@ class ForeignTool(Tool):
         try:
             return self.validator(dict(args))
         except ValidationError as exc:
-            raise ToolArgumentsError(_describe_validation(self.name, exc)) from None
+            raise ToolArgumentsError(describe_validation(self.name, exc)) from None
 
     async def invoke(self, kwargs: dict[str, Any], context: ToolContext) -> Any:
         """Run the call through the source framework; return a JSON-able result."""

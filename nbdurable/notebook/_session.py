@@ -52,11 +52,11 @@ def running_loop() -> asyncio.AbstractEventLoop:
 
 def _make_folder(url: str) -> None:
     """Create the folder of a SQLite store's file (``.nbdurable/`` by default)."""
-    from ..stores import _path
+    from ..stores import local_path
 
     scheme, _, rest = url.partition("://")
     if scheme.lower() == "sqlite":
-        path = _path(url, rest)
+        path = local_path(url, rest)
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
 

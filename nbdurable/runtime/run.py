@@ -287,7 +287,7 @@ class Run:
             ConfigurationError: The run has no such approval, or several are
                 pending and none is named.
         """
-        await self._verdict(
+        await self.record_verdict(
             approval_id,
             approved=True,
             token=token,
@@ -309,7 +309,9 @@ class Run:
         if record.state == "needs_attention":
             await self._settle_interrupted(record, reason or "Denied after an interruption.")
             return
-        await self._verdict(approval_id, approved=False, token=None, reason=reason, max_age_ms=None)
+        await self.record_verdict(
+            approval_id, approved=False, token=None, reason=reason, max_age_ms=None
+        )
 
     async def cancel(self) -> None:
         """Cancel the run: at once when it is not executing, else once its callbacks settle."""
@@ -379,7 +381,7 @@ class Run:
         checkpoint = await maybe_await(self.runtime.store.load(self.run_id))
         return checkpoint.pending_approvals if checkpoint is not None else ()
 
-    async def _verdict(
+    async def record_verdict(
         self,
         approval_id: str | None,
         *,
@@ -388,7 +390,24 @@ class Run:
         reason: str | None,
         max_age_ms: int | None,
     ) -> None:
-        """Record one verdict through the store's conditional write (one verdict wins)."""
+        """Record one verdict through the store's conditional write (one verdict wins).
+
+        The lower-level step behind ``approve`` and ``deny``: every token is still
+        verified (signature, binding, expiry) before the resumed leg runs the call.
+
+        Args:
+            approval_id: The request answered; None answers the one open request.
+            approved: The verdict.
+            token: The signed token of an approval, kept for the resumed leg.
+            reason: Why, shown to the model with a denial.
+            max_age_ms: Tokens older than this are refused when the verdict is recorded.
+
+        Raises:
+            ApprovalNotPendingError: Another verdict won, or the request is not pending.
+            ApprovalExpiredError: The approval's token is older than ``max_age_ms``.
+            ConfigurationError: No such request, or ``approval_id`` is None and not
+                exactly one request is open.
+        """
         pending = await self._stored_approvals()
         record = self.record()  # read after: a verdict that emptied ``pending`` shows here
         if approval_id is None:

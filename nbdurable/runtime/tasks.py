@@ -162,9 +162,19 @@ class TaskContext:
     """
 
     def __init__(
-        self, runtime: DurableRuntime, run_id: str, task: TaskDefinition, phase_index: int
+        self,
+        runtime: DurableRuntime,
+        run_id: str,
+        task: TaskDefinition,
+        phase_index: int,
+        *,
+        on_submitted: Callable[[Run], Awaitable[None]] | None = None,
     ) -> None:
         self.runtime = runtime
+        # Where no scheduler runs in the phase's process, the engine starts an owned
+        # run's execution itself when it is submitted (the Temporal worker starts its
+        # workflow); the embedded engine's scheduler needs no such hook.
+        self._on_submitted = on_submitted
         self.run_id = run_id
         self.task = task
         self.phase_index = phase_index
@@ -227,15 +237,9 @@ class TaskContext:
             max_steps=max_steps,
             _owner_run_id=self.run_id,
         )
-        await self._submitted(run)
+        if self._on_submitted is not None:
+            await self._on_submitted(run)
         return await run.result()
-
-    async def _submitted(self, run: Run) -> None:
-        """An owned run was submitted or re-attached: a hook for engines.
-
-        Where no scheduler runs in the phase's process, the engine starts the
-        run's execution here (the Temporal worker starts its workflow).
-        """
 
 
 @dataclass

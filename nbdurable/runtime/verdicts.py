@@ -141,7 +141,7 @@ async def submit_verdict(
                 if expired_age(runtime.signer, token, max_age) is not None:
                     return _EXPIRED
             # answered already: the store tells a repeat of the recorded verdict from a loser
-            await run._verdict(
+            await run.record_verdict(
                 approval_id,
                 approved=approve,
                 token=token if approve and isinstance(token, str) else None,

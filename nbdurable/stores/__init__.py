@@ -80,12 +80,12 @@ def open_store(url: str) -> HistoryStore:
     if scheme == "sqlite":
         from .sqlite import SqliteSessionStore
 
-        path = _path(url, rest)
+        path = local_path(url, rest)
         return SqliteSessionStore(path if path == ":memory:" else Path(path))
     if scheme == "jsonl":
         from .jsonl import JsonlSessionStore
 
-        return JsonlSessionStore(Path(_path(url, rest)))
+        return JsonlSessionStore(Path(local_path(url, rest)))
     if scheme in ("postgresql", "postgres"):
         store: HistoryStore = _postgres().PostgresSessionStore(url)
         return store
@@ -95,7 +95,8 @@ def open_store(url: str) -> HistoryStore:
 _SUPPORTED = "expected memory://, sqlite:///path, jsonl:///dir or postgresql://..."
 
 
-def _path(url: str, rest: str) -> str:
+def local_path(url: str, rest: str) -> str:
+    """The file path of a file store's URL (``rest`` is what follows ``scheme://``)."""
     # As in SQLAlchemy: "scheme:///" then the path, so a fourth slash makes it absolute.
     if not rest.startswith("/") or len(rest) < 2:
         raise ConfigurationError(

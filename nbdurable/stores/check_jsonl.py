@@ -32,9 +32,9 @@ def check_jsonl(url: str) -> CheckReport:
     Raises:
         ConfigurationError: There is no directory at the URL's path.
     """
-    from . import _path
+    from . import local_path
 
-    directory = Path(_path(url, url.partition("://")[2]))
+    directory = Path(local_path(url, url.partition("://")[2]))
     if not directory.is_dir():
         raise ConfigurationError(f"no JSONL store directory at {str(directory)!r}")
     report = CheckReport(url)

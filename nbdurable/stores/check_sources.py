@@ -42,9 +42,9 @@ def check_sqlite(url: str) -> CheckReport:
     Raises:
         ConfigurationError: There is no file at the URL's path.
     """
-    from . import _path
+    from . import local_path
 
-    path = _path(url, url.partition("://")[2])
+    path = local_path(url, url.partition("://")[2])
     if path == ":memory:" or not Path(path).is_file():
         raise ConfigurationError(f"no SQLite store file at {path!r}")
     report = CheckReport(url)

@@ -70,12 +70,12 @@ class PhaseContext(TaskContext):
         task_queue: str,
         config: TemporalConfig,
     ) -> None:
-        super().__init__(runtime, run_id, task, phase_index)
+        super().__init__(runtime, run_id, task, phase_index, on_submitted=self._start_workflow)
         self._client = client
         self._task_queue = task_queue
         self._config = config
 
-    async def _submitted(self, run: Run) -> None:
+    async def _start_workflow(self, run: Run) -> None:
         record = run.record()
         if record.state == "pending":
             config = replace(self._config, run_id=run.run_id)

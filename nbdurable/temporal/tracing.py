@@ -115,8 +115,8 @@ def begin_leg_span(
         "gen_ai.agent.name": record.agent_id,
         "gen_ai.agent.version": record.agent_version,
         "gen_ai.conversation.id": record.session_id,
-        "gen_ai.provider.name": _tracing._provider(model) if model is not None else None,
-        "gen_ai.request.model": _tracing._model_name(model) if model is not None else None,
+        "gen_ai.provider.name": _tracing.provider_name(model) if model is not None else None,
+        "gen_ai.request.model": _tracing.model_name(model) if model is not None else None,
         "nbdurable.run_id": record.run_id,
         "nbdurable.step_index": step_index,
         "nbdurable.resumed": step_index > 0,
@@ -131,7 +131,7 @@ def begin_leg_span(
         f"invoke_agent {record.agent_id}",
         context=parent,
         kind=trace.SpanKind.INTERNAL,
-        attributes=_tracing._clean(attributes),
+        attributes=_tracing.clean_attributes(attributes),
         links=links,
     )
     for verdict in record.verdicts.values():
