@@ -173,5 +173,6 @@ def fork_record(parent: RuntimeRun, checkpoint: AgentCheckpoint, now: int) -> Fo
         stream=parent.stream,
         max_steps=parent.max_steps,
         fingerprint=parent.fingerprint,
+        engine=parent.engine,
     )
     return Fork(checkpoint, record, state, changes)

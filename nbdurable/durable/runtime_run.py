@@ -16,10 +16,14 @@ from .._text import valid_data
 from ..messages import Message, ToolApprovalResponse
 from .run_states import TERMINAL_STATES, RunState
 
-__all__ = ["DependencyPolicy", "RunKind", "RuntimeRun", "ToolIntent"]
+__all__ = ["EMBEDDED", "TEMPORAL", "DependencyPolicy", "RunKind", "RuntimeRun", "ToolIntent"]
 
 RunKind = Literal["agent", "task"]
 DependencyPolicy = Literal["fail", "pause"]
+EMBEDDED = "embedded"
+"""``RuntimeRun.engine`` of a run submitted to the embedded engine."""
+TEMPORAL = "temporal"
+"""``RuntimeRun.engine`` of a run submitted to the Temporal engine."""
 
 
 class RuntimeRun(BaseModel):
@@ -78,6 +82,10 @@ class RuntimeRun(BaseModel):
         previous_owner: The lease holder the current owner took the run over
             from (its lease lapsed, or its process was gone); None when the
             current claim took a released run.
+        engine: The engine the run was submitted to, ``embedded`` or
+            ``temporal``: only that engine's runtimes and workers claim, resume
+            or fail it. None for runs recorded before engines were recorded
+            (any engine may take them, as then).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -119,6 +127,7 @@ class RuntimeRun(BaseModel):
     decided: dict[str, dict[str, Any]] = Field(default_factory=dict)
     retried: bool = False
     previous_owner: str | None = None
+    engine: str | None = None
     trace_context: dict[str, str] | None = None
     """W3C trace context the run's legs join (``traceparent``; see nbdurable.tracing)."""
 

@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from .run_states import ACTIVE_STATES, DEPENDENCY_FAILED, UNSUCCESSFUL_STATES, RunState
-from .runtime_run import RuntimeRun
+from .runtime_run import EMBEDDED, RuntimeRun
 
 __all__ = [
     "Served",
@@ -23,9 +23,11 @@ __all__ = [
     "definition_matches",
     "mismatch_reason",
     "next_state",
+    "of_engine",
     "served",
     "settle_graph",
     "unclaimable_by_definition",
+    "unserved_reason",
 ]
 
 
@@ -45,15 +47,24 @@ def served(agents: Served) -> Mapping[tuple[str, str], str | None]:
     return dict.fromkeys(agents)
 
 
+def of_engine(run: RuntimeRun, engine: str) -> bool:
+    """Whether ``engine`` may claim, resume or fail ``run``: the engine it was submitted to.
+
+    A run recorded before engines were recorded (``engine`` None) belongs to any.
+    """
+    return run.engine is None or run.engine == engine
+
+
 def claimable(run: RuntimeRun, now: int, agents: Served, kind: str = "agent") -> bool:
     """Whether a claim may take ``run``, the oldest unfinished run of its session.
 
-    It must be of ``kind``, its registration (or task definition) must be
+    Claims are the embedded engine's: the run must be of that engine
+    (:func:`of_engine`). It must be of ``kind``, its registration (or task definition) must be
     served with the definition it was submitted under (:func:`definition_matches`),
     and it must be pending, in retry_wait past ``next_attempt_at``, or
     running/cancelling under an expired lease.
     """
-    return _eligible(run, now, kind) and definition_matches(run, agents) is True
+    return _eligible(run, now, kind, EMBEDDED) and definition_matches(run, agents) is True
 
 
 def definition_matches(run: RuntimeRun, agents: Served) -> bool | None:
@@ -79,26 +90,44 @@ def mismatch_reason(run: RuntimeRun) -> str:
     )
 
 
-def unclaimable_by_definition(
-    run: RuntimeRun, now: int, agents: Served, kind: str = "agent"
-) -> RuntimeRun | None:
-    """``run`` with its waiting reason recorded, when only its definition keeps it from ``agents``.
+def unserved_reason(run: RuntimeRun) -> str:
+    """The waiting reason of a run no worker serving its ``(agent, version)`` has taken yet."""
+    return f"waits for a worker serving {run.agent_id} v{run.agent_version}"
 
-    Eligible, served under another fingerprint, and the reason not yet recorded
-    (so a store writes it once, not at every poll); else None. Stores write the
+
+def unclaimable_by_definition(
+    run: RuntimeRun, now: int, agents: Served, kind: str = "agent", engine: str = EMBEDDED
+) -> RuntimeRun | None:
+    """``run`` with its waiting reason recorded, when only ``agents`` keep it from a claim.
+
+    Eligible, and either served under another fingerprint
+    (:func:`mismatch_reason`) or not served at all (:func:`unserved_reason`),
+    and the reason not yet recorded (so a store writes it once, not at every
+    poll); else None. A definition mismatch is the more specific reason: a
+    runtime serving other agents never overwrites it, so runtimes serving
+    different things do not take turns rewriting the record. Stores write the
     returned record in the claim's own transaction; ``updated_at`` is kept (the
-    run's state did not change).
+    run's state did not change). ``engine``: whose runtime asks (a run of
+    another engine is none of its business).
     """
-    if not _eligible(run, now, kind) or definition_matches(run, agents) is not False:
+    if not _eligible(run, now, kind, engine):
         return None
-    reason = mismatch_reason(run)
+    matches = definition_matches(run, agents)
+    if matches is True:
+        return None
+    if matches is None:
+        if run.waiting_reason is not None:
+            return None
+        reason = unserved_reason(run)
+    else:
+        reason = mismatch_reason(run)
     if run.waiting_reason == reason:
         return None
     return run.model_copy(update={"waiting_reason": reason})
 
 
-def _eligible(run: RuntimeRun, now: int, kind: str) -> bool:
-    if run.kind != kind:
+def _eligible(run: RuntimeRun, now: int, kind: str, engine: str) -> bool:
+    if run.kind != kind or not of_engine(run, engine):
         return False
     if run.state == "pending":
         return True

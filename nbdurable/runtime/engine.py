@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._errors import FencedOutError, LeaseLostError, RunNotFoundError, StoreWriteError
 from ..durable.lease_holder import lease_holder, process_gone
 from ..durable.run_states import ACTIVE_STATES
-from ..durable.runtime_run import RuntimeRun
+from ..durable.runtime_run import EMBEDDED, RuntimeRun
+from ..durable.scheduling import of_engine
 from ..durable.store import maybe_await
 from ..durable.transient import StoreUnavailableError, is_transient
 from ..events.log import notify
@@ -43,11 +44,20 @@ if TYPE_CHECKING:
 __all__ = ["DEAD_OWNER_SCAN_SECONDS", "EmbeddedEngine", "Engine"]
 
 DEAD_OWNER_SCAN_SECONDS = 1.0
-"""How often a runtime looks for running runs whose owner's process is gone on this host."""
+"""How often a runtime looks for running runs whose owner's process is gone on this host
+(and for runs of another engine it leaves alone)."""
+_CLAIMABLE_STATES = frozenset({"pending", "retry_wait"})
 
 
 class Engine(Protocol):
-    """Where a runtime's runs execute."""
+    """Where a runtime's runs execute.
+
+    Attributes:
+        name: What the runtime records as the ``engine`` of the runs it submits
+            (``embedded``, ``temporal``): only engines of that name execute them.
+    """
+
+    name: str
 
     def start(self, runtime: DurableRuntime) -> None:
         """Begin claiming and executing the runtime's eligible runs."""
@@ -85,6 +95,8 @@ class EmbeddedEngine:
     ``max_concurrent_tasks`` custom-task phases execute at once.
     """
 
+    name = EMBEDDED
+
     def __init__(self) -> None:
         self.runtime: DurableRuntime
         self._executions: dict[str, asyncio.Task[None]] = {}
@@ -97,6 +109,7 @@ class EmbeddedEngine:
         self._fatal_report: asyncio.Task[None] | None = None
         self._next_dead_owner_scan = 0.0
         self._write_refused = False
+        self._left: set[str] = set()
 
     @property
     def started(self) -> bool:
@@ -233,6 +246,8 @@ class EmbeddedEngine:
         (:func:`~nbdurable.runtime.owner.process_gone`), its lease is ended now
         (a fenced write, so a run someone claimed meanwhile is left alone) and the
         next claim takes the run over at once instead of after the lease.
+        Runs of another engine are left alone (claims never take them either),
+        and the log says so once per run.
         """
         moment = time.monotonic()
         if moment < self._next_dead_owner_scan:
@@ -241,14 +256,34 @@ class EmbeddedEngine:
         store = self.runtime.runtime_store
         try:
             now = self.runtime.now()
-            for record in store.rt_list(sorted(ACTIVE_STATES)):
+            foreign: set[str] = set()
+            for record in store.rt_list(sorted(ACTIVE_STATES | _CLAIMABLE_STATES)):
+                if not of_engine(record, EMBEDDED):
+                    foreign.add(record.run_id)
+                    self._leave(record)
+                    continue
+                if record.state not in ACTIVE_STATES:
+                    continue
                 expires = record.lease_expires_at
                 if expires is None or expires <= now or not process_gone(record.lease_owner):
                     continue
                 with contextlib.suppress(FencedOutError, RunNotFoundError):
                     store.rt_update(record.run_id, {"lease_expires_at": now}, fence=record.fence)
+            self._left &= foreign
         except Exception as exc:  # only an early takeover is lost: the lease still lapses
             self.runtime.deps.logger.error("nbdurable: looking for dead owners failed: %r", exc)
+
+    def _leave(self, record: RuntimeRun) -> None:
+        """Say once per run that a run of another engine is left to that engine."""
+        if record.run_id in self._left:
+            return
+        self._left.add(record.run_id)
+        self.runtime.deps.logger.warning(
+            "nbdurable: run %s was submitted to the %s engine: this embedded engine leaves it "
+            "to that engine's workers (docs/runtime.md: moving runs to another engine)",
+            record.run_id,
+            record.engine,
+        )
 
     def _taken_over(self, context: _Execution, event: NewEvent | None) -> None:
         """Append the ``run_taken_over`` event of a takeover claim (fenced)."""

@@ -332,6 +332,7 @@ class DurableRuntime:
             timeout=timeout,
             max_steps=max_steps,
         )
+        record = record.model_copy(update={"engine": self.engine.name})
         if _owner_run_id is not None:
             record = record.model_copy(update={"owner_run_id": _owner_run_id})
         trace_context = current_trace_context()  # the caller's span becomes the run's parent
@@ -372,7 +373,10 @@ class DurableRuntime:
         existing = self.runtime_store.rt_graph(gid)
         if existing:
             return self._same_graph(gid, existing, ordered)
-        records = graph_records(self.registry, self.limits, self.now, gid, ordered)
+        records = [
+            record.model_copy(update={"engine": self.engine.name})
+            for record in graph_records(self.registry, self.limits, self.now, gid, ordered)
+        ]
         try:
             stored = self.runtime_store.rt_insert_many(
                 records, max_pending=self.limits.max_pending_runs
@@ -440,7 +444,7 @@ class DurableRuntime:
             request_id=request_id,
             run_id=run_id,
             timeout=timeout,
-        )
+        ).model_copy(update={"engine": self.engine.name})
         stored, created = self.runtime_store.rt_insert(
             record, enqueue=False, max_pending=self.limits.max_pending_tasks
         )

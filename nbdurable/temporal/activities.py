@@ -23,8 +23,14 @@ from temporalio.exceptions import ApplicationError
 from .. import tracing as _tracing
 from .._errors import FencedOutError, LimitExceededError
 from ..durable.checkpoint import AgentCheckpoint
-from ..durable.runtime_run import RuntimeRun
-from ..durable.scheduling import definition_matches, mismatch_reason, unclaimable_by_definition
+from ..durable.runtime_run import TEMPORAL, RuntimeRun
+from ..durable.scheduling import (
+    definition_matches,
+    mismatch_reason,
+    of_engine,
+    unclaimable_by_definition,
+    unserved_reason,
+)
 from ..durable.store import maybe_await
 from ..events.writer import EventWriter
 from ..loop.driver import Driver
@@ -108,29 +114,36 @@ class RunActivities(BoundActivities):
 
     def _agent(self, record: RuntimeRun) -> Agent:
         agent = self.runtime.registry.get(record.agent_id, record.agent_version)
+        # Any worker of the queue may pick an activity up: one that does not serve
+        # the run's (agent, version), or serves another definition of it, hands it
+        # back untouched and the workflow schedules it again for another worker.
         if agent is None:
             raise ApplicationError(
-                f"this worker serves no agent {record.agent_id!r} version {record.agent_version!r}",
-                non_retryable=True,
+                unserved_reason(record), type=DEFINITION_MISMATCH, non_retryable=True
             )
         if definition_matches(record, self.runtime.registry.fingerprints()) is False:
-            # Any worker of the queue may pick an activity up: hand it back untouched,
-            # the workflow schedules it again for a worker with the run's definition.
             raise ApplicationError(
                 mismatch_reason(record), type=DEFINITION_MISMATCH, non_retryable=True
             )
         return agent
 
     def _wait_elsewhere(self, record: RuntimeRun) -> dict[str, Any]:
-        """Leave a run this worker's definition must not execute; record why it waits."""
+        """Leave a run this worker must not execute (another version or definition); say why.
+
+        The waiting reason is recorded once (not at every hand-on), fenced: a
+        worker that took the run meanwhile keeps its claim.
+        """
+        fingerprints = self.runtime.registry.fingerprints()
         waiting = unclaimable_by_definition(
-            record, self.runtime.now(), self.runtime.registry.fingerprints()
+            record, self.runtime.now(), fingerprints, engine=TEMPORAL
         )
         if waiting is not None:
             with contextlib.suppress(FencedOutError):  # another worker took it meanwhile
                 self.runtime.runtime_store.rt_update(
                     record.run_id, {"waiting_reason": waiting.waiting_reason}, fence=record.fence
                 )
+        if definition_matches(record, fingerprints) is None:
+            return {"elsewhere": unserved_reason(record)}
         return {"elsewhere": mismatch_reason(record)}
 
     def _options(self, agent: Agent, path: list[str], record: RuntimeRun) -> LoopOptions:
@@ -201,16 +214,24 @@ class RunActivities(BoundActivities):
         messages it starts from; or ``{"final": state}`` when the run is
         finished (a resume that raced with the workflow's end) or its deadline
         passed before the leg began; or ``{"elsewhere": reason}`` (the run
-        untouched, its waiting reason recorded) when this worker's definition
-        of the run's agent is not the one it was submitted under. Run again
+        untouched, its waiting reason recorded) when this worker does not serve
+        the run's ``(agent, version)`` or its definition of it is not the one
+        the run was submitted under. None too for a run of another engine. Run again
         after a crash, it recognises its own claim.
         """
         runtime = self.runtime
         record = self._record(run_id)
         owner = f"temporal:{activity.info().workflow_id}"
+        if not record.finished and not of_engine(record, TEMPORAL):
+            runtime.deps.logger.warning(
+                "nbdurable: run %s was submitted to the %s engine: its workflow leaves it alone",
+                run_id,
+                record.engine,
+            )
+            return None  # the workflow parks; it resumes only if the run is moved back here
         if (
             not record.finished
-            and definition_matches(record, runtime.registry.fingerprints()) is False
+            and definition_matches(record, runtime.registry.fingerprints()) is not True
         ):
             return self._wait_elsewhere(record)
         retried = record.retried

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from ..durable.runtime_run import TEMPORAL
+from ..durable.scheduling import of_engine
 from .config import TemporalConfig
 from .tracing import client_interceptors, started_under
 from .workflow import config_args
@@ -76,6 +78,8 @@ class TemporalEngine:
             resume is a no-op). None (a client): dispatch at once.
     """
 
+    name = TEMPORAL
+
     def __init__(
         self,
         address: str = "127.0.0.1:7233",
@@ -106,6 +110,7 @@ class TemporalEngine:
         self._sent: set[tuple[str, int, str]] = set()
         self._since = 0
         self._cancel_scan = 0
+        self._left: set[str] = set()
 
     def config(self, run_id: str) -> TemporalConfig:
         """The workflow settings of ``run_id``."""
@@ -167,6 +172,9 @@ class TemporalEngine:
             pending.add(key)
             if record.kind not in WORKFLOWS or key in self._sent or not self._due(record):
                 continue
+            if not of_engine(record, TEMPORAL):
+                self._leave(record)
+                continue
             # Sending is slow next to workflows: one that took the record meanwhile
             # may have closed already, and a resume now would start a workflow for nothing.
             current = store.rt_get(record.run_id)
@@ -184,7 +192,7 @@ class TemporalEngine:
             self._cancel_scan = now
         for record in store.rt_list(states):
             key = (record.run_id, record.updated_at, "cancel")
-            if record.kind not in WORKFLOWS or key in self._sent:
+            if record.kind not in WORKFLOWS or key in self._sent or not of_engine(record, TEMPORAL):
                 continue
             if record.state == "cancelled" and record.updated_at < self._since:
                 continue
@@ -193,6 +201,19 @@ class TemporalEngine:
                 await client.get_workflow_handle(record.run_id).cancel()
         # Keys of records that changed since can never match again.
         self._sent = {k for k in self._sent if k[2] == "cancel" or k in pending}
+        self._left &= {k[0] for k in pending}
+
+    def _leave(self, record: RuntimeRun) -> None:
+        """Leave a pending run of another engine alone; say so once per run."""
+        if record.run_id in self._left:
+            return
+        self._left.add(record.run_id)
+        self.runtime.deps.logger.warning(
+            "nbdurable: run %s was submitted to the %s engine: this Temporal engine leaves it "
+            "to that engine's workers (docs/runtime.md: moving runs to another engine)",
+            record.run_id,
+            record.engine,
+        )
 
     def _due(self, record: RuntimeRun) -> bool:
         """Whether this engine dispatches the pending record now (a worker's waits)."""
