@@ -337,7 +337,13 @@ def test_the_waiting_reason_is_recorded_once() -> None:
     assert first is not None and first.waiting_reason == mismatch_reason(run) == REASON
     assert unclaimable_by_definition(first, NOW, {("janitor", "1"): "Y"}) is None
     assert unclaimable_by_definition(run, NOW, {("janitor", "1"): "X"}) is None
-    assert unclaimable_by_definition(run, NOW, {("other", "1"): "Y"}) is None
+    # an unserved (agent, version) waits for a worker serving it; never over a mismatch
+    unserved = unclaimable_by_definition(run, NOW, {("other", "1"): "Y"})
+    assert (
+        unserved is not None and unserved.waiting_reason == "waits for a worker serving janitor v1"
+    )
+    assert unclaimable_by_definition(unserved, NOW, {("other", "1"): "Y"}) is None
+    assert unclaimable_by_definition(first, NOW, {("other", "1"): "Y"}) is None
     parked = run.model_copy(update={"state": "waiting_approval"})
     assert unclaimable_by_definition(parked, NOW, {("janitor", "1"): "Y"}) is None
 
