@@ -112,6 +112,11 @@ def _add_runs(commands: Any) -> None:
         "retry", _sync(control.retry), "let a failed or needs_attention run go on", AGENTS, TIMEOUT
     )
     retry.add_argument("run")
+    move = action(
+        "move", _sync(control.move), "hand runs that no one executes now to another engine"
+    )
+    move.add_argument("run", nargs="+")
+    move.add_argument("--engine", required=True, choices=control.ENGINES)
 
 
 def _add_demo(commands: Any) -> None:

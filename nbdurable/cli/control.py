@@ -1,4 +1,4 @@
-"""``nbdurable runs approve|deny|resume|cancel|retry``: steer runtime runs from a shell.
+"""``nbdurable runs approve|deny|resume|cancel|retry|move``: steer runtime runs from a shell.
 
 Every action goes through :class:`~nbdurable.runtime.runtime.DurableRuntime` and
 its :class:`~nbdurable.runtime.run.Run` handle, as a notebook would. With
@@ -21,9 +21,9 @@ from .._errors import (
     ConfigurationError,
     RunNotFoundError,
 )
-from ..durable.run_states import UNSUCCESSFUL_STATES
-from ..durable.runtime_run import RuntimeRun
-from ..durable.scheduling import definition_matches, mismatch_reason
+from ..durable.run_states import ACTIVE_STATES, UNSUCCESSFUL_STATES
+from ..durable.runtime_run import EMBEDDED, TEMPORAL, RuntimeRun
+from ..durable.scheduling import definition_matches, mismatch_reason, of_engine
 from ..durable.store import maybe_await
 from ..messages import ToolApprovalRequest
 from ..runtime.run import Run, approval_expired
@@ -31,7 +31,10 @@ from .agents import load_all
 from .follow import MOVING, STOPPED, call_text, follow, last_offset
 from .store import opened_store
 
-__all__ = ["approve", "cancel", "deny", "resume", "retry"]
+__all__ = ["ENGINES", "approve", "cancel", "deny", "move", "resume", "retry"]
+
+ENGINES = (EMBEDDED, TEMPORAL)
+"""What ``nbdurable runs move --engine`` takes."""
 
 
 @asynccontextmanager
@@ -66,6 +69,12 @@ async def _handle(runtime: Any, store: Any, run_id: str) -> Run:
 
 
 def _served(runtime: Any, record: RuntimeRun) -> None:
+    if not of_engine(record, EMBEDDED):
+        raise ConfigurationError(
+            f"run {record.run_id!r} was submitted to the {record.engine} engine: its workers "
+            f"execute it (nbdurable runs move {record.run_id} --engine embedded hands it "
+            "to this one)"
+        )
     served: list[tuple[str, str]] = runtime.registry.keys()
     if (record.agent_id, record.agent_version) not in served:
         names = ", ".join(f"{a} v{v}" for a, v in served)
@@ -278,3 +287,36 @@ async def retry(args: argparse.Namespace) -> int:
             await run.retry()
             record = await _execute(run, after, args.timeout) if args.agents else run.record()
             return await _outcome(run, record)
+
+
+async def move(args: argparse.Namespace) -> int:
+    """Hand runs to another engine on purpose: its runtimes and workers execute them from now.
+
+    Only a run that no one executes right now moves (not finished, not
+    running): its record names the new engine, and its checkpoints, events and
+    verdicts stay as they are, so the new engine's next leg goes on from the
+    latest checkpoint. A Temporal run moved away keeps its parked workflow,
+    which never touches it again (terminate it with the ``temporal`` CLI).
+    """
+    with opened_store(args.store) as store:
+        async with _runtime(store, None) as runtime:
+            settled = 0
+            for run_id in args.run:
+                record = runtime.runtime_store.rt_get(run_id)
+                if record is None:
+                    raise RunNotFoundError(run_id)
+                if record.finished or record.state in ACTIVE_STATES:
+                    print(f"{run_id}: not moved, it is {record.state}", file=sys.stderr)
+                    continue
+                if record.engine == args.engine:
+                    print(f"{run_id}: already on the {args.engine} engine")
+                    settled += 1
+                    continue
+                runtime.runtime_store.rt_update(
+                    run_id,
+                    {"engine": args.engine, "waiting_reason": None, "updated_at": runtime.now()},
+                    fence=record.fence,  # a claim that came first wins: nothing moves under it
+                )
+                settled += 1
+                print(f"{run_id}: moved to the {args.engine} engine ({record.state})")
+            return 0 if settled == len(args.run) else 1
