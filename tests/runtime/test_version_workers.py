@@ -48,7 +48,7 @@ async def test_a_run_of_an_unserved_version_waits_for_a_worker_serving_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = f"sqlite:///{tmp_path / 'runs.db'}"
-    store = nd.open_store(url)
+    store: Any = nd.open_store(url)
     v2 = worker(url, None, agents=V2)
     v1: subprocess.Popen[str] | None = None
     try:
@@ -83,7 +83,7 @@ async def test_an_embedded_worker_leaves_a_temporal_run_alone(tmp_path: Path) ->
     from nbdurable.temporal import TemporalEngine
 
     url = f"sqlite:///{tmp_path / 'runs.db'}"
-    store = nd.open_store(url)
+    store: Any = nd.open_store(url)
     try:
         # a Temporal client's submission (no server needed: the runtime is never opened)
         client = DurableRuntime(store=store, agents=steps_v1, engine=TemporalEngine())
@@ -118,7 +118,7 @@ def _record(run_id: str, **fields: object) -> RuntimeRun:
         state="pending",
         created_at=NOW,
         updated_at=NOW,
-        **fields,  # type: ignore[arg-type]
+        **fields,
     )
 
 
@@ -148,7 +148,7 @@ def test_runs_move_hands_a_temporal_run_to_the_embedded_engine(
     from nbdurable.temporal import TemporalEngine
 
     url = f"sqlite:///{tmp_path / 'runs.db'}"
-    store = nd.open_store(url)
+    store: Any = nd.open_store(url)
 
     async def submit() -> None:
         client = DurableRuntime(store=store, agents=steps_v1, engine=TemporalEngine())
