@@ -22,6 +22,7 @@ from .._errors import (
 )
 from .._sync import run_sync
 from ..durable.run_states import UNFINISHED_STATES
+from ..durable.scheduling import of_engine
 from ..messages import ToolApprovalRequest
 from ..runtime.run import Run, approval_expired
 from . import _views
@@ -240,13 +241,16 @@ def _worker(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Non
     served = sorted(runtime.registry.keys())
     names = ", ".join(f"{a} v{v}" for a, v in served) or "no agent (define one in a cell)"
     print(f"this kernel executes runs of: {names}; store: {nb.url}")
-    waiting = runtime.list_runs(list(_EXECUTABLE))
+    listed = runtime.list_runs(list(_EXECUTABLE))
+    waiting = [r for r in listed if of_engine(r, runtime.engine.name)]
     missing: dict[str, int] = {}
     for record in waiting:
         if (record.agent_id, record.agent_version) not in served:
             key = f"{record.agent_id} v{record.agent_version}"
             missing[key] = missing.get(key, 0) + 1
     print(f"{len(waiting) - sum(missing.values())} run(s) to execute here")
+    if len(listed) > len(waiting):
+        print(f"{len(listed) - len(waiting)} run(s) of another engine, left to it")
     if missing:
         counts = ", ".join(f"{key} ({n})" for key, n in sorted(missing.items()))
         print(f"waiting for agents this kernel does not have: {counts}")
