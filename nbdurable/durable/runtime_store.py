@@ -97,9 +97,12 @@ class RuntimeStore(Protocol):
         A store with a clock of its own (PostgreSQL's) judges and sets leases
         by that clock; ``now`` still dates the rest (``retry_wait``, ``updated_at``).
         ``agents`` maps each served ``(agent, version)`` to the fingerprint of
-        its definition: a run submitted under another fingerprint is never
-        taken, and gets its ``waiting_reason`` recorded instead
+        its definition: a run submitted under another fingerprint, or of an
+        ``(agent, version)`` not served, is never taken, and gets its
+        ``waiting_reason`` recorded instead, once
         (:func:`~nbdurable.durable.scheduling.unclaimable_by_definition`).
+        Claims are the embedded engine's: a run submitted to another engine
+        is never taken (:func:`~nbdurable.durable.scheduling.of_engine`).
         """
         ...
 
