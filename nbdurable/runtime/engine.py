@@ -230,7 +230,7 @@ class EmbeddedEngine:
 
         A restarted kernel or a killed worker leaves its runs ``running`` under a
         lease nobody renews. When the holder's process provably no longer exists
-        (:func:`~nbdurable.runtime.owner.process_gone`), its lease is ended now
+        (:func:`~nbdurable.durable.lease_holder.process_gone`), its lease is ended now
         (a fenced write, so a run someone claimed meanwhile is left alone) and the
         next claim takes the run over at once instead of after the lease.
         """

@@ -10,7 +10,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.notebook.widgets import RunWidget
-from nbdurable.runtime.records import ToolIntent
+from nbdurable.durable.runtime_run import ToolIntent
 
 from .widget_fixtures import comms_fixture, eventually, runtime_for  # noqa: F401
 

@@ -11,7 +11,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.events.model import NewEvent
-from nbdurable.runtime.records import RuntimeRun, ToolIntent
+from nbdurable.durable.runtime_run import RuntimeRun, ToolIntent
 
 NOW = 1_800_000_000_000
 AGENTS = [("a", "1")]

@@ -18,8 +18,8 @@ import pytest
 import nbdurable as nd
 from nbdurable.notebook.widgets.run_state import Cards, Clock, run_state
 from nbdurable.runtime import Agent, DurableRuntime
-from nbdurable.runtime.owner import this_process
-from nbdurable.runtime.records import ToolIntent
+from nbdurable.durable.lease_holder import this_process
+from nbdurable.durable.runtime_run import ToolIntent
 
 LEASE = 30_000
 

@@ -15,7 +15,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.durable.store import RUNTIME, supports
-from nbdurable.runtime.records import RuntimeRun
+from nbdurable.durable.runtime_run import RuntimeRun
 
 from .conftest import StoreCase
 
