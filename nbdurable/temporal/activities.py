@@ -35,6 +35,7 @@ from ..loop.subagent import AgentTool
 from ..messages import ToolCallPart, ToolResultPart
 from ..models.base import ModelRequest
 from ..parts import StreamPart
+from ..runtime import lifecycle
 from ..runtime.agent import Agent
 from ..runtime.executor import RunContext, RuntimeDriver
 from ..runtime.legs import first_messages, leg_options
@@ -217,6 +218,7 @@ class RunActivities(BoundActivities):
         if record.state == "pending":
             if record.deadline_at is not None and runtime.now() >= record.deadline_at:
                 runtime.set_state(run_id, state="failed", reason="timeout", lease_owner=None)
+                lifecycle.left(record, "failed", "timeout")
                 return {"final": "failed"}
             record = runtime.runtime_store.rt_update(
                 run_id,
@@ -231,6 +233,7 @@ class RunActivities(BoundActivities):
                 fence=record.fence,
             )
             runtime.state_event(record)
+            lifecycle.claimed(record, resumed=bool(record.verdicts or record.decided))
         elif record.finished:
             return {"final": record.state}  # retried or cancelled since: nothing left to run
         elif record.state != "running" or record.lease_owner != owner:
@@ -322,6 +325,7 @@ class RunActivities(BoundActivities):
             return response.model_dump_json()
         if record.state == "retry_wait":
             record = runtime.set_state(record.run_id, state="running", next_attempt_at=None)
+            lifecycle.claimed(record, resumed=False)  # the retried attempt starts a leg
         context = RunContext(runtime=runtime, agent=agent, record=record)
         driver = RuntimeDriver(
             options,
@@ -368,6 +372,7 @@ class RunActivities(BoundActivities):
         assert outcome.next_attempt_at is not None
         delay = outcome.next_attempt_at - now
         self.runtime.set_state(record.run_id, **record_changes(outcome))
+        lifecycle.left(record, "retry_wait", outcome.reason)
         return ApplicationError(error, delay, type=MODEL_ATTEMPT_FAILED, non_retryable=True)
 
     @activity.defn(name="nbdurable.run_tool")
@@ -428,7 +433,10 @@ class RunActivities(BoundActivities):
         if _tracing.HOOKS is not None:
             checkpoint = await maybe_await(self.runtime.store.load(run_id))
             end_leg_span(run_id, changes, checkpoint)
-        if self._record(run_id).finished:
+        record = self._record(run_id)
+        if record.finished:
             return
         changes.setdefault("lease_owner", None)
         self.runtime.set_state(run_id, finish=finish, **changes)
+        if "state" in changes:
+            lifecycle.left(record, changes["state"], changes.get("reason"))
