@@ -35,6 +35,7 @@ from ..loop.subagent import AgentTool
 from ..messages import ToolCallPart, ToolResultPart
 from ..models.base import ModelRequest
 from ..parts import StreamPart
+from ..runtime import lifecycle
 from ..runtime.agent import Agent
 from ..runtime.executor import RunContext, RuntimeDriver
 from ..runtime.legs import first_messages, leg_options
@@ -61,8 +62,15 @@ _PARTS: TypeAdapter[Any] = TypeAdapter(StreamPart)
 
 
 @contextlib.asynccontextmanager
-async def heartbeats(period: float = 0.5) -> AsyncIterator[None]:
-    """Heartbeat while a model or tool runs, so a dead worker is noticed quickly."""
+async def heartbeats(
+    period: float = 0.5, *, run_id: str | None = None, call: str | None = None
+) -> AsyncIterator[None]:
+    """Heartbeat while a model or tool runs, so a dead worker is noticed quickly.
+
+    A stopping worker lets the call finish for its graceful shutdown timeout
+    (``--drain-seconds``); one still running then is cancelled, and logged as
+    cut (``run_id``'s ``call``): the activity's retry finds it interrupted.
+    """
 
     async def beat() -> None:
         while True:
@@ -72,6 +80,10 @@ async def heartbeats(period: float = 0.5) -> AsyncIterator[None]:
     task = asyncio.get_running_loop().create_task(beat())
     try:
         yield
+    except asyncio.CancelledError:
+        if run_id is not None and activity.is_worker_shutdown():
+            lifecycle.cut(run_id, call or "activity")
+        raise
     finally:
         task.cancel()
 
@@ -311,7 +323,8 @@ class RunActivities(BoundActivities):
             driver = Driver(options, start, store=store, streaming=record.stream)
             try:
                 with joined(record):
-                    async with heartbeats():
+                    label = f"sub-agent model call of step {step_index}"
+                    async with heartbeats(run_id=record.run_id, call=label):
                         response = await driver.call_model(effect)
             except Exception as exc:
                 message = f"{type(exc).__name__}: {exc}"
@@ -333,7 +346,8 @@ class RunActivities(BoundActivities):
         )
         try:
             with joined(record):
-                async with heartbeats():
+                label = f"model call of step {step_index}"
+                async with heartbeats(run_id=record.run_id, call=label):
                     response = await driver.call_model(effect)
         except ModelAttemptFailed as failed:
             raise self._model_failure(context, failed) from None
@@ -400,7 +414,8 @@ class RunActivities(BoundActivities):
             driver = RuntimeDriver(options, start, context=context)
         try:
             with joined(record):
-                async with heartbeats():
+                label = f"tool {part.tool_name!r} (call {part.tool_call_id})"
+                async with heartbeats(run_id=record.run_id, call=label):
                     outcome = await driver.run_tool(invocation, step_index)
         except NeedsAttention as exc:
             raise ApplicationError(str(exc), type=NEEDS_ATTENTION, non_retryable=True) from None
