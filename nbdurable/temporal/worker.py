@@ -123,16 +123,21 @@ async def serve(
         loop.add_signal_handler(signum, lambda: (hurry if stop.is_set() else stop).set())
 
     async def run() -> None:
-        async with worker:  # leaving it shuts down gracefully: activities get drain_seconds
-            await runtime.__aenter__()
-            try:
-                if ready:
-                    print(ready, flush=True)
-                await stop.wait()
-                print(f"nbdurable worker draining (up to {drain_seconds:g} s)", flush=True)
-            finally:
-                with contextlib.suppress(Exception):  # a server gone away must not hold the exit
-                    await asyncio.wait_for(runtime.close(), 10)
+        try:
+            async with worker:  # leaving it shuts down gracefully: activities get drain_seconds
+                await runtime.__aenter__()
+                try:
+                    if ready:
+                        print(ready, flush=True)
+                    await stop.wait()
+                    print(f"nbdurable worker draining (up to {drain_seconds:g} s)", flush=True)
+                finally:
+                    with contextlib.suppress(Exception):  # no more adoptions
+                        await asyncio.wait_for(runtime.engine.close(), 10)
+        finally:
+            # After the drain: the activities in flight used the runtime's resources.
+            with contextlib.suppress(Exception):  # a server gone away must not hold the exit
+                await asyncio.wait_for(runtime.close(), 10)
 
     running = loop.create_task(run())
     hurried = loop.create_task(hurry.wait())
