@@ -56,7 +56,7 @@ from .driver import (
 )
 from .tracing import begin_leg_span, end_leg_span, joined
 
-__all__ = ["BoundActivities", "RunActivities", "heartbeats"]
+__all__ = ["BoundActivities", "RunActivities", "calls_in_flight", "heartbeats"]
 
 _PARTS: TypeAdapter[Any] = TypeAdapter(StreamPart)
 
@@ -78,6 +78,9 @@ async def heartbeats(
             await asyncio.sleep(period)
 
     task = asyncio.get_running_loop().create_task(beat())
+    key = object()
+    if run_id is not None:
+        _IN_FLIGHT[key] = (run_id, call or "activity")
     try:
         yield
     except asyncio.CancelledError:
@@ -85,7 +88,16 @@ async def heartbeats(
             lifecycle.cut(run_id, call or "activity")
         raise
     finally:
+        _IN_FLIGHT.pop(key, None)
         task.cancel()
+
+
+_IN_FLIGHT: dict[object, tuple[str, str]] = {}
+
+
+def calls_in_flight() -> list[tuple[str, str]]:
+    """The model and tool calls this process's activities are running, as (run id, label)."""
+    return list(_IN_FLIGHT.values())
 
 
 def _final(error: Exception) -> ApplicationError:

@@ -25,7 +25,7 @@ from ..runtime.agent import Agent
 from ..runtime.limits import Limits
 from ..runtime.runtime import DurableRuntime
 from ..runtime.tasks import TaskDefinition
-from .activities import RunActivities
+from .activities import RunActivities, calls_in_flight
 from .engine import TemporalEngine
 from .registry import set_worker_runtime, worker_runtime
 from .tasks import TaskActivities, TaskRunWorkflow
@@ -147,6 +147,8 @@ async def serve(
         # A second signal: the activities in flight are left as a crash leaves them
         # (the caller exits the process now).
         lifecycle.logger.warning("nbdurable worker: second signal, exiting without draining")
+        for run_id, call in calls_in_flight():
+            lifecycle.cut(run_id, call)
         return 0
     running.result()
     with contextlib.suppress(Exception):

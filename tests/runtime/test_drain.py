@@ -116,8 +116,9 @@ async def test_a_second_signal_exits_at_once(tmp_path: Path) -> None:
     store, run = await _submit(url, "drain_safe")
     proc = worker(url, log, agents=AGENTS, lease_ms=2000)
     await _started(log)
-    seconds, _ = _stopped(proc, signal.SIGTERM, signal.SIGINT)
+    seconds, output = _stopped(proc, signal.SIGTERM, signal.SIGINT)
     assert seconds < 2.5  # not the call's 4 s, nor the 25-s drain
+    assert "cut" in output and "long_safe" in output, output
     assert [kind for kind, _ in lines(log)] == ["start"]
     assert run.record().state == "pending"
     store.close()

@@ -130,5 +130,6 @@ async def test_a_second_signal_exits_at_once(
         seconds, output = await _exited(first, began)
         assert seconds < 2.5, output
         assert first.proc.returncode == 0, output
+        assert "cut" in output and "long_safe" in output, output
     assert [kind for kind, _ in lines(cluster.log)] == ["start"]
     cluster.store.close()
