@@ -56,14 +56,21 @@ from .driver import (
 )
 from .tracing import begin_leg_span, end_leg_span, joined
 
-__all__ = ["BoundActivities", "RunActivities", "heartbeats"]
+__all__ = ["BoundActivities", "RunActivities", "calls_in_flight", "heartbeats"]
 
 _PARTS: TypeAdapter[Any] = TypeAdapter(StreamPart)
 
 
 @contextlib.asynccontextmanager
-async def heartbeats(period: float = 0.5) -> AsyncIterator[None]:
-    """Heartbeat while a model or tool runs, so a dead worker is noticed quickly."""
+async def heartbeats(
+    period: float = 0.5, *, run_id: str | None = None, call: str | None = None
+) -> AsyncIterator[None]:
+    """Heartbeat while a model or tool runs, so a dead worker is noticed quickly.
+
+    A stopping worker lets the call finish for its graceful shutdown timeout
+    (``--drain-seconds``); one still running then is cancelled, and logged as
+    cut (``run_id``'s ``call``): the activity's retry finds it interrupted.
+    """
 
     async def beat() -> None:
         while True:
@@ -71,10 +78,26 @@ async def heartbeats(period: float = 0.5) -> AsyncIterator[None]:
             await asyncio.sleep(period)
 
     task = asyncio.get_running_loop().create_task(beat())
+    key = object()
+    if run_id is not None:
+        _IN_FLIGHT[key] = (run_id, call or "activity")
     try:
         yield
+    except asyncio.CancelledError:
+        if run_id is not None and activity.is_worker_shutdown():
+            lifecycle.cut(run_id, call or "activity")
+        raise
     finally:
+        _IN_FLIGHT.pop(key, None)
         task.cancel()
+
+
+_IN_FLIGHT: dict[object, tuple[str, str]] = {}
+
+
+def calls_in_flight() -> list[tuple[str, str]]:
+    """The model and tool calls this process's activities are running, as (run id, label)."""
+    return list(_IN_FLIGHT.values())
 
 
 def _final(error: Exception) -> ApplicationError:
@@ -314,7 +337,8 @@ class RunActivities(BoundActivities):
             driver = Driver(options, start, store=store, streaming=record.stream)
             try:
                 with joined(record):
-                    async with heartbeats():
+                    label = f"sub-agent model call of step {step_index}"
+                    async with heartbeats(run_id=record.run_id, call=label):
                         response = await driver.call_model(effect)
             except Exception as exc:
                 message = f"{type(exc).__name__}: {exc}"
@@ -337,7 +361,8 @@ class RunActivities(BoundActivities):
         )
         try:
             with joined(record):
-                async with heartbeats():
+                label = f"model call of step {step_index}"
+                async with heartbeats(run_id=record.run_id, call=label):
                     response = await driver.call_model(effect)
         except ModelAttemptFailed as failed:
             raise self._model_failure(context, failed) from None
@@ -405,7 +430,8 @@ class RunActivities(BoundActivities):
             driver = RuntimeDriver(options, start, context=context)
         try:
             with joined(record):
-                async with heartbeats():
+                label = f"tool {part.tool_name!r} (call {part.tool_call_id})"
+                async with heartbeats(run_id=record.run_id, call=label):
                     outcome = await driver.run_tool(invocation, step_index)
         except NeedsAttention as exc:
             raise ApplicationError(str(exc), type=NEEDS_ATTENTION, non_retryable=True) from None

@@ -173,7 +173,7 @@ class TaskActivities(BoundActivities):
         delay = None if deadline is None else max(deadline - runtime.now(), 0) / 1000
         cut = asyncio.timeout(delay)
         try:
-            async with heartbeats(), cut:
+            async with heartbeats(run_id=run_id, call=f"task phase {index}"), cut:
                 await run_phase(execution, index, state, context=context)
         except RunTimedOut as exc:
             raise ApplicationError(str(exc), type="timeout", non_retryable=True) from None
