@@ -25,6 +25,7 @@ from ..runtime.limits import Limits
 from ..runtime.runtime import DurableRuntime
 from ..runtime.tasks import TaskDefinition
 from .activities import RunActivities
+from .connection import TemporalConnection
 from .engine import TemporalEngine
 from .registry import set_worker_runtime, worker_runtime
 from .tasks import TaskActivities, TaskRunWorkflow
@@ -86,11 +87,16 @@ async def serve(
     namespace: str = "default",
     ready: str | None = None,
     probe: ReadinessProbe | None = None,
+    connection: TemporalConnection | None = None,
 ) -> int:
-    """Run a worker until SIGTERM or SIGINT; print ``ready`` once it polls."""
+    """Run a worker until SIGTERM or SIGINT; print ``ready`` once it polls.
+
+    ``connection`` holds the TLS and API key options of a secured cluster.
+    """
     # with tracing on (nbdurable.instrument() in the agents' module), the SDK's
     # interceptor on the client serves the worker too
-    client = await Client.connect(address, namespace=namespace, interceptors=client_interceptors())
+    connection = connection or TemporalConnection()
+    client = await connection.connect(address, namespace, client_interceptors())
     worker = build_worker(
         client, task_queue=task_queue, store=store, agents=agents, tasks=tasks, limits=limits
     )
