@@ -12,6 +12,7 @@ import shutil
 import textwrap
 from typing import Any
 
+from . import store_prune
 from .store import DEFAULT_STORE, default_store
 
 __all__ = ["DAMAGED", "add_parser", "check"]
@@ -23,8 +24,8 @@ _SHOWN = 50
 
 
 def add_parser(commands: Any) -> None:
-    """Add ``store check`` to the command line."""
-    parser = commands.add_parser("store", help="check a store for damage")
+    """Add ``store check`` (and ``store prune``) to the command line."""
+    parser = commands.add_parser("store", help="check a store for damage, prune finished runs")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     sub = actions.add_parser(
         "check",
@@ -45,6 +46,7 @@ def add_parser(commands: Any) -> None:
     )
     sub.add_argument("--json", action="store_true", help="print the report as JSON")
     sub.set_defaults(handler=check)
+    store_prune.add_parser(actions)
 
 
 def check(args: argparse.Namespace) -> int:
