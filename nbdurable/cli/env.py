@@ -81,6 +81,7 @@ class _FromEnv:
         self.variable = variable
         self.action = action
         self.repeatable = repeatable
+        self.required = action.required
 
     def __copy__(self) -> list[Any]:
         return []
@@ -121,12 +122,12 @@ def _value(marker: _FromEnv) -> Any:
     """The flag's value from its variable."""
     variable, action = marker.variable, marker.action
     raw = os.environ.get(variable, "")
+    if marker.required and not raw.strip(" ,"):
+        raise ConfigurationError(f"{variable} is empty: set it, or give {_long_flag(action)}")
     if action.nargs == 0:  # store_true, store_false: the variable says whether it is given
         return action.const if _boolean(variable, raw) else not action.const
     if marker.repeatable:
         items = [item.strip() for item in raw.split(",") if item.strip()]
-        if not items and action.required:
-            raise ConfigurationError(f"{variable} is empty: give {_long_flag(action)} a value")
         return [_one(variable, action, item) for item in items]
     return _one(variable, action, raw)
 

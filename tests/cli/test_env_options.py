@@ -117,6 +117,17 @@ def test_a_bad_value_names_its_variable(
     assert err.startswith("nbdurable: ") and message in err, err
 
 
+def test_an_empty_variable_of_a_required_flag_is_an_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("NBDURABLE_STORE", "")
+    monkeypatch.setenv("NBDURABLE_AGENTS", " , ")
+    assert main(["worker", "--agents", AGENTS]) == 2
+    assert "nbdurable: NBDURABLE_STORE is empty: set it, or give --store" in capsys.readouterr().err
+    assert main(["worker", "--store", "memory://"]) == 2
+    assert "nbdurable: NBDURABLE_AGENTS is empty" in capsys.readouterr().err
+
+
 def test_a_worker_configured_only_by_the_environment_runs(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
