@@ -14,8 +14,10 @@ from ..durable.run_states import BUSY_STATES
 from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreUnavailableError
 from ..runtime.limits import Limits
 from .agents import load_all, load_tasks
+from .env import read_env
 from .logs import add_log_options, configure_logging
 from .probes import add_probe_options, start_probes
+from .temporal_options import add_connection_options, connection_from_args
 
 __all__ = ["DEFAULT_DRAIN_SECONDS", "add_parser", "worker"]
 
@@ -47,6 +49,7 @@ def add_parser(commands: Any) -> None:
     worker_.add_argument("--address", default="127.0.0.1:7233", help="Temporal frontend")
     worker_.add_argument("--task-queue", default="nbdurable", help="Temporal task queue")
     worker_.add_argument("--namespace", default="default", help="Temporal namespace")
+    add_connection_options(worker_)
     worker_.add_argument("--max-concurrent-runs", type=int, default=4)
     worker_.add_argument("--max-concurrent-tasks", type=int, default=4)
     worker_.add_argument("--lease-ms", type=int, default=30_000)
@@ -79,6 +82,7 @@ def add_parser(commands: Any) -> None:
     add_probe_options(worker_)
     add_log_options(worker_)
     worker_.set_defaults(handler=lambda args: asyncio.run(worker(args)))
+    read_env(worker_)  # last: every flag above can come from NBDURABLE_<FLAG>
 
 
 def _on_signals(stop: asyncio.Event, hurry: asyncio.Event) -> asyncio.Event:
@@ -129,6 +133,7 @@ async def worker(args: argparse.Namespace) -> int:
             address=args.address,
             task_queue=args.task_queue,
             namespace=args.namespace,
+            connection=connection_from_args(args),
             store=store,
             agents=agents,
             tasks=load_tasks(args.tasks),

@@ -26,6 +26,7 @@ from ..runtime.limits import Limits
 from ..runtime.runtime import DurableRuntime
 from ..runtime.tasks import TaskDefinition
 from .activities import RunActivities, calls_in_flight
+from .connection import TemporalConnection
 from .engine import TemporalEngine
 from .registry import set_worker_runtime, worker_runtime
 from .tasks import TaskActivities, TaskRunWorkflow
@@ -92,17 +93,20 @@ async def serve(
     ready: str | None = None,
     probe: ReadinessProbe | None = None,
     drain_seconds: float = 0.0,
+    connection: TemporalConnection | None = None,
 ) -> int:
     """Run a worker until SIGTERM or SIGINT; print ``ready`` once it polls.
 
     The first signal stops polling and lets the activities in flight finish for
     up to ``drain_seconds`` (then they are cancelled, and their retries find the
     calls interrupted); a second one returns at once, leaving them to their
-    heartbeat timeout, as a crash would.
+    heartbeat timeout, as a crash would. ``connection`` holds the TLS and API key
+    options of a secured cluster.
     """
     # with tracing on (nbdurable.instrument() in the agents' module), the SDK's
     # interceptor on the client serves the worker too
-    client = await Client.connect(address, namespace=namespace, interceptors=client_interceptors())
+    connection = connection or TemporalConnection()
+    client = await connection.connect(address, namespace, client_interceptors())
     worker = build_worker(
         client,
         task_queue=task_queue,
