@@ -13,10 +13,10 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from ..durable.run_states import TERMINAL_STATES
 from ..durable.runtime_run import RuntimeRun
+from ..durable.store import HistoryStore
 
 __all__ = ["PruneReport", "PrunedRun", "prune_runs", "prunable_runs", "top_run_id"]
 
@@ -58,7 +58,7 @@ def top_run_id(run_id: str) -> str:
     return run_id.split("::", 1)[0]
 
 
-def _records(store: Any) -> builtins.list[RuntimeRun]:
+def _records(store: HistoryStore) -> builtins.list[RuntimeRun]:
     rt_list = getattr(store, "rt_list", None)
     return builtins.list(rt_list()) if rt_list is not None else []
 
@@ -76,7 +76,7 @@ def _protected(records: Iterable[RuntimeRun]) -> set[str]:
     return kept
 
 
-def prunable_runs(store: Any, finished_before: int) -> builtins.list[PrunedRun]:
+def prunable_runs(store: HistoryStore, finished_before: int) -> builtins.list[PrunedRun]:
     """The runs of ``store`` that finished before ``finished_before`` (epoch ms) and may go."""
     records = _records(store)
     by_id = {r.run_id: r for r in records}
@@ -109,7 +109,7 @@ def prunable_runs(store: Any, finished_before: int) -> builtins.list[PrunedRun]:
 
 
 def prune_runs(
-    store: Any,
+    store: HistoryStore,
     finished_before: int,
     *,
     dry_run: bool = False,
