@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from . import metrics as _metrics
+from .durable.runtime_store import RuntimeStore
 
 __all__ = [
     "Check",
@@ -31,7 +32,7 @@ Check = Callable[[], Awaitable[None]]
 CHECK_TIMEOUT_S = 3.0
 
 
-def store_check(store: Any) -> Check:
+def store_check(store: RuntimeStore) -> Check:
     """A check that the store answers (one read of a run record, in a thread)."""
     busy: list[asyncio.Future[Any]] = []
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from .durable import transient as _transient
 from .durable.run_states import HUMAN_STATES, RUN_STATES, TERMINAL_STATES
+from .durable.store import HistoryStore
 
 __all__ = [
     "CONTENT_TYPE",
@@ -58,7 +59,7 @@ def store_label(url: str) -> str:
 
 
 def enable_metrics(
-    store: Any = None, *, store_name: str = "default", registry: Any = None
+    store: HistoryStore | None = None, *, store_name: str = "default", registry: Any = None
 ) -> MetricsHooks:
     """Turn on Prometheus metrics of every run in this process.
 

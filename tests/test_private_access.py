@@ -31,6 +31,7 @@ FOREIGN_PROTOCOL = frozenset(
         "_repr_mimebundle_",  # IPython's rich display protocol
         "_ipython_display_",  # IPython's rich display protocol
         "_abc_impl",  # set by ABCMeta on every abstract class
+        "_actions",  # argparse: a parser's arguments, which it has no public accessor for
         "_exit",  # os._exit: documented, the exit that skips cleanup handlers
         "_get_ls_params",  # LangChain chat models' provider/model names; no public twin
     }

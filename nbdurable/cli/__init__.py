@@ -22,7 +22,7 @@ from typing import Any
 
 from .._errors import NbdurableError
 from .agents import load_agents
-from .store import DEFAULT_STORE
+from .store import DEFAULT_STORE, default_store
 
 __all__ = ["load_agents", "main"]
 
@@ -46,7 +46,9 @@ def _option(flag: str, **options: Any) -> argparse.ArgumentParser:
     return parent
 
 
-STORE = _option("--store", metavar="URL", help=f"store URL (default: {DEFAULT_STORE})")
+STORE = _option(
+    "--store", metavar="URL", help=f"store URL (default: $NBDURABLE_STORE, else {DEFAULT_STORE})"
+)
 JSON = _option("--json", action="store_true", help="print JSON instead of a table")
 AGENTS_HELP = "module:attribute holding an Agent (or a list) to execute the run here (repeatable)"
 AGENTS = _option("--agents", action="append", metavar="MODULE:ATTR", help=AGENTS_HELP)
@@ -149,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _defaults(args: argparse.Namespace) -> None:
     for name, value in (
-        ("store", DEFAULT_STORE),
+        ("store", default_store()),
         ("json", False),
         ("status", None),
         ("graph", None),

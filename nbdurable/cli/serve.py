@@ -10,6 +10,7 @@ from typing import Any
 
 from .._errors import NbdurableError
 from .agents import load_all
+from .env import read_env
 from .logs import add_log_options, configure_logging
 from .probes import add_probe_options, enable_process_metrics, start_probes
 
@@ -70,6 +71,7 @@ def add_parser(commands: Any) -> None:
         port_help="serve /metrics, /healthz and /readyz on this port instead of the API's",
     )
     parser.set_defaults(handler=lambda args: asyncio.run(serve(args)))
+    read_env(parser)  # last: every flag above can come from NBDURABLE_<FLAG>
 
 
 async def serve(args: argparse.Namespace) -> int:

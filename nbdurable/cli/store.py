@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..stores.default import DEFAULT_STORE
+from ..stores.default import DEFAULT_STORE, default_store
 
-__all__ = ["DEFAULT_STORE", "opened_store"]
+__all__ = ["DEFAULT_STORE", "default_store", "opened_store"]
 
 
 @contextmanager

@@ -12,7 +12,8 @@ import shutil
 import textwrap
 from typing import Any
 
-from .store import DEFAULT_STORE
+from . import store_prune
+from .store import DEFAULT_STORE, default_store
 
 __all__ = ["DAMAGED", "add_parser", "check"]
 
@@ -23,8 +24,8 @@ _SHOWN = 50
 
 
 def add_parser(commands: Any) -> None:
-    """Add ``store check`` to the command line."""
-    parser = commands.add_parser("store", help="check a store for damage")
+    """Add ``store check`` (and ``store prune``) to the command line."""
+    parser = commands.add_parser("store", help="check a store for damage, prune finished runs")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     sub = actions.add_parser(
         "check",
@@ -37,17 +38,22 @@ def add_parser(commands: Any) -> None:
         ),
     )
     sub.add_argument(
-        "url", nargs="?", default=None, metavar="URL", help=f"store URL (default: {DEFAULT_STORE})"
+        "url",
+        nargs="?",
+        default=None,
+        metavar="URL",
+        help=f"store URL (default: $NBDURABLE_STORE, else {DEFAULT_STORE})",
     )
     sub.add_argument("--json", action="store_true", help="print the report as JSON")
     sub.set_defaults(handler=check)
+    store_prune.add_parser(actions)
 
 
 def check(args: argparse.Namespace) -> int:
     """Check the store and print the report; returns the exit status."""
     from ..stores.check import check_store
 
-    url = args.url or (args.store if getattr(args, "store", None) else DEFAULT_STORE)
+    url = args.url or (args.store if getattr(args, "store", None) else default_store())
     report = check_store(url)
     if args.json:
         print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))

@@ -14,10 +14,15 @@ from ..durable.run_states import BUSY_STATES
 from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreUnavailableError
 from ..runtime.limits import Limits
 from .agents import load_all, load_tasks
+from .env import read_env
 from .logs import add_log_options, configure_logging
 from .probes import add_probe_options, start_probes
+from .temporal_options import add_connection_options, connection_from_args
 
-__all__ = ["add_parser", "worker"]
+__all__ = ["DEFAULT_DRAIN_SECONDS", "add_parser", "worker"]
+
+DEFAULT_DRAIN_SECONDS = 25.0
+"""How long a stopping worker lets its calls in flight finish (Kubernetes waits 30 s)."""
 
 
 def add_parser(commands: Any) -> None:
@@ -44,6 +49,7 @@ def add_parser(commands: Any) -> None:
     worker_.add_argument("--address", default="127.0.0.1:7233", help="Temporal frontend")
     worker_.add_argument("--task-queue", default="nbdurable", help="Temporal task queue")
     worker_.add_argument("--namespace", default="default", help="Temporal namespace")
+    add_connection_options(worker_)
     worker_.add_argument("--max-concurrent-runs", type=int, default=4)
     worker_.add_argument("--max-concurrent-tasks", type=int, default=4)
     worker_.add_argument("--lease-ms", type=int, default=30_000)
@@ -65,9 +71,38 @@ def add_parser(commands: Any) -> None:
     worker_.add_argument(
         "--exit-when-idle", action="store_true", help="stop once no run is waiting to execute"
     )
+    worker_.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=DEFAULT_DRAIN_SECONDS,
+        help="on SIGTERM or SIGINT, stop claiming and let the model and tool calls in flight "
+        "finish for up to this long before handing the rest back; a second signal exits at "
+        "once (default 25, inside Kubernetes' default 30 s grace period)",
+    )
     add_probe_options(worker_)
     add_log_options(worker_)
     worker_.set_defaults(handler=lambda args: asyncio.run(worker(args)))
+    read_env(worker_)  # last: every flag above can come from NBDURABLE_<FLAG>
+
+
+def _on_signals(stop: asyncio.Event, hurry: asyncio.Event) -> asyncio.Event:
+    """SIGTERM or SIGINT sets ``stop`` (a drain begins), a second one ``hurry``.
+
+    Returns:
+        Set once a signal came (not by a fatal error's ``stop``).
+    """
+    signalled = asyncio.Event()
+
+    def on_signal() -> None:
+        if signalled.is_set():
+            hurry.set()
+        signalled.set()
+        stop.set()
+
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal)
+    return signalled
 
 
 def _limits(args: argparse.Namespace) -> Limits:
@@ -81,6 +116,7 @@ def _limits(args: argparse.Namespace) -> Limits:
 
 async def worker(args: argparse.Namespace) -> int:
     """Serve the agents until SIGTERM or SIGINT (or idleness with ``--exit-when-idle``)."""
+    from ..runtime.engine import EmbeddedEngine
     from ..runtime.runtime import DurableRuntime
     from ..stores import open_store
 
@@ -97,10 +133,12 @@ async def worker(args: argparse.Namespace) -> int:
             address=args.address,
             task_queue=args.task_queue,
             namespace=args.namespace,
+            connection=connection_from_args(args),
             store=store,
             agents=agents,
             tasks=load_tasks(args.tasks),
             limits=limits,
+            drain_seconds=getattr(args, "drain_seconds", DEFAULT_DRAIN_SECONDS),
             ready=f"nbdurable worker (temporal) polling {args.task_queue} at {args.address}",
         )
         # The worker has shut down and the store is closed. Skip interpreter
@@ -109,10 +147,8 @@ async def worker(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+    stop, hurry = asyncio.Event(), asyncio.Event()
+    signalled = _on_signals(stop, hurry)
     fatal: list[BaseException] = []
 
     def on_fatal_error(exc: BaseException) -> None:
@@ -151,7 +187,11 @@ async def worker(args: argparse.Namespace) -> int:
     finally:
         if probes is not None:
             await probes.close()
-        await runtime.close()  # in-flight steps are abandoned cleanly, leases released
+        if signalled.is_set() and not fatal and isinstance(runtime.engine, EmbeddedEngine):
+            drain = getattr(args, "drain_seconds", DEFAULT_DRAIN_SECONDS)
+            print(f"nbdurable worker draining (up to {drain:g} s)", flush=True)
+            await runtime.engine.drain(drain, hurry)
+        await runtime.close()  # what is still in flight is abandoned cleanly, leases released
         close = getattr(store, "close", None)
         if close is not None:
             close()

@@ -230,11 +230,15 @@ class Driver:
     def _timed(self, checkpoint: AgentCheckpoint) -> AgentCheckpoint:
         """The checkpoint with the stats of the work since the previous save attached."""
         stats = self._step.finish()
+        if _metrics.HOOKS is not None:
+            self.observe_step((int(self.options.deps.clock.now()) - stats.started_at) / 1000)
+        return checkpoint.model_copy(update={"stats": stats})
+
+    def observe_step(self, seconds: float) -> None:
+        """Hook: a step took ``seconds`` (``nbdurable_step_seconds`` when metrics are on)."""
         meter = _metrics.HOOKS
         if meter is not None:
-            elapsed_ms = int(self.options.deps.clock.now()) - stats.started_at
-            meter.step_seconds.labels(self.trace_agent_name() or "-").observe(elapsed_ms / 1000)
-        return checkpoint.model_copy(update={"stats": stats})
+            meter.step_seconds.labels(self.trace_agent_name() or "-").observe(seconds)
 
     async def save_checkpoint(self, checkpoint: AgentCheckpoint) -> None:
         """Hook: persist one checkpoint (a ``SaveCheckpoint`` effect).

@@ -21,7 +21,7 @@ from ..messages import Message
 from ..runtime.agent import Agent
 from ..runtime.run import Run
 from ..runtime.runtime import DurableRuntime
-from ..stores.default import DEFAULT_STORE
+from ..stores.default import DEFAULT_STORE, default_store
 from ._agents import register
 
 __all__ = [
@@ -77,14 +77,14 @@ class NotebookSession:
     agent's cell lets its unfinished runs go on.
 
     Args:
-        url: The store URL (default ``sqlite:///.nbdurable/runs.db``, whose folder
-            is created).
+        url: The store URL (default: ``NBDURABLE_STORE`` when set, else
+            ``sqlite:///.nbdurable/runs.db``, whose folder is created).
         **runtime_options: Passed to :meth:`DurableRuntime.open` (``lease_ms``,
             ``poll_interval``, ``approval_signer``, ``max_concurrent_runs``...).
     """
 
-    def __init__(self, url: str = DEFAULT_STORE, **runtime_options: Any) -> None:
-        self._url = url
+    def __init__(self, url: str | None = None, **runtime_options: Any) -> None:
+        self._url = url if url is not None else default_store()
         self._options = runtime_options
         self._store: Any = None
         self._runtime: DurableRuntime | None = None

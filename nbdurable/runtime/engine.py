@@ -154,6 +154,52 @@ class EmbeddedEngine:
         if self._fatal_report is not None:
             await asyncio.gather(self._fatal_report, return_exceptions=True)
 
+    async def drain(self, seconds: float, interrupt: asyncio.Event | None = None) -> list[str]:
+        """Stop claiming; let the calls in flight finish, then hand every run back.
+
+        No new model or tool call starts: a run whose calls in flight finished
+        (their results journaled) is released at once, ``pending`` for the next
+        owner. After ``seconds``, or once ``interrupt`` is set, the runs still
+        executing are released as :meth:`close` does: a call still running is
+        cut, and the next owner finds it interrupted, as after a crash (its
+        tool's recovery policy decides). Custom-task phases run on until then.
+        Call :meth:`close` after it.
+
+        Returns:
+            The calls that were cut, as log labels (``run <id>: tool 'x' (call c)``).
+        """
+        if self._scheduler is not None and not self._scheduler.done():
+            self._scheduler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scheduler
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while self._executions and loop.time() < deadline:
+            if interrupt is not None and interrupt.is_set():
+                break
+            for run_id, context in list(self._contexts.items()):
+                if not isinstance(context, RunContext):
+                    continue
+                context.draining = True
+                if context.held and not context.calls and context.stop is None:
+                    context.stop = LegOutcome.released()
+                    self._executions[run_id].cancel()
+            # A short poll: a held call or a finished one is noticed within it.
+            await asyncio.wait(
+                list(self._executions.values()),
+                timeout=min(0.05, max(deadline - loop.time(), 0)),
+            )
+        cut = [
+            (run_id, label)
+            for run_id, context in self._contexts.items()
+            if isinstance(context, RunContext)
+            for label in context.calls.values()
+        ]
+        cut += [(run_id, "a task phase") for run_id in self._task_runs]
+        for run_id, label in cut:
+            lifecycle.cut(run_id, label)
+        return [f"run {run_id}: {label}" for run_id, label in cut]
+
     async def _schedule(self) -> None:
         try:
             while not self._closed and not self._fatal:
@@ -243,7 +289,7 @@ class EmbeddedEngine:
 
         A restarted kernel or a killed worker leaves its runs ``running`` under a
         lease nobody renews. When the holder's process provably no longer exists
-        (:func:`~nbdurable.runtime.owner.process_gone`), its lease is ended now
+        (:func:`~nbdurable.durable.lease_holder.process_gone`), its lease is ended now
         (a fenced write, so a run someone claimed meanwhile is left alone) and the
         next claim takes the run over at once instead of after the lease.
         Runs of another engine are left alone (claims never take them either),

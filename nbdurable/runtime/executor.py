@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +49,10 @@ class RunContext:
             engine's claim); None where the engine keeps no lease (Temporal):
             then ownership is the fencing token alone.
         lease_lost: Set once this execution learned that another owner has the run.
+        draining: Set when the engine drains (the worker is stopping): no new model
+            or tool call starts; the calls in flight finish.
+        held: Set once a call was held back by the drain.
+        calls: The model and tool calls in flight, by key, as log labels.
     """
 
     runtime: DurableRuntime
@@ -55,6 +62,9 @@ class RunContext:
     stop: LegOutcome | None = None
     lease_owner: str | None = None
     lease_lost: bool = False
+    draining: bool = False
+    held: bool = False
+    calls: dict[str, str] = field(default_factory=dict)
 
     @property
     def store(self) -> RuntimeStore:
@@ -116,6 +126,26 @@ class RunContext:
         if expires is not None and expires - self.runtime.now() >= self.runtime.lease_ms // 2:
             return
         self.ensure_owner()
+
+    async def before_call(self) -> None:
+        """Hold a new model or tool call while the engine drains, until it hands the run back.
+
+        The engine cancels the held execution once no call of it is in flight
+        (the leg ends ``released``): the calls that finished are journaled, and
+        the next owner continues from them.
+        """
+        if self.draining:
+            self.held = True
+            await asyncio.get_running_loop().create_future()  # only cancelled
+
+    @contextlib.contextmanager
+    def in_flight(self, key: str, label: str) -> Iterator[None]:
+        """Mark a model or tool call as running (a drain that ends now cuts it)."""
+        self.calls[key] = label
+        try:
+            yield
+        finally:
+            self.calls.pop(key, None)
 
     def update(self, **changes: Any) -> RuntimeRun:
         """A fenced write of the run record."""
@@ -271,9 +301,13 @@ class RuntimeDriver(Driver):
         attempts = context.record.model_attempts
         if policy is not None and attempts >= policy.max_attempts:
             raise ModelAttemptFailed(ModelError("model retries exhausted"))
+        await context.before_call()
         context.count_operation(model_attempts=attempts + 1)  # a crash uses the attempt up
         try:
-            response = await super().call_model(effect)
+            with context.in_flight(
+                f"model {effect.step_index}", f"model call of step {effect.step_index}"
+            ):
+                response = await super().call_model(effect)
         except LimitExceededError:
             raise  # a limit is not the model's error: not retried
         except Exception as exc:
@@ -306,6 +340,7 @@ class RuntimeDriver(Driver):
         prior = context.intents.get(call.tool_call_id)
         if prior is not None and prior.state == "completed" and prior.result is not None:
             return ToolOutcome(result=ToolResultPart.model_validate(prior.result))
+        await context.before_call()  # before a manual call's retry permission is used up
         if prior is not None and prior.state == "started":
             policy = context.agent.recovery_of(call.tool_name)
             rerun = call.tool_call_id in context.record.rerun_tool_calls
@@ -331,7 +366,10 @@ class RuntimeDriver(Driver):
             context.keep_lease_fresh()
         except LeaseLostError as exc:
             raise FencedOutError(str(exc)) from exc
-        outcome = await super().run_tool(invocation, step_index)
+        with context.in_flight(
+            call.tool_call_id, f"tool {call.tool_name!r} (call {call.tool_call_id})"
+        ):
+            outcome = await super().run_tool(invocation, step_index)
         if context.lease_lost:
             # The tool (or a sub-agent's) learned from ensure_owner() that another
             # owner has the run: its outcome is void and this execution stops.

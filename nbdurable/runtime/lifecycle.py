@@ -14,7 +14,7 @@ from typing import Any
 from .. import metrics as _metrics
 from ..durable.runtime_run import RuntimeRun
 
-__all__ = ["claimed", "decided", "lease_renewed", "left", "logger", "taken_over"]
+__all__ = ["claimed", "cut", "decided", "lease_renewed", "left", "logger", "taken_over"]
 
 logger = logging.getLogger("nbdurable.runs")
 
@@ -66,6 +66,20 @@ def left(record: RuntimeRun, state: str, reason: str | None) -> None:
     hooks = _metrics.HOOKS
     if hooks is not None:
         hooks.run_left(record.agent_id, state, reason)
+
+
+def cut(run_id: str, call: str) -> None:
+    """A drain ended while ``call`` of run ``run_id`` was still running: it is cut.
+
+    The run is released with the call's intent left started, so its next owner
+    treats the call as interrupted (the tool's recovery policy decides).
+    """
+    logger.warning(
+        "run %s: the drain ended during its %s: cut, the next owner recovers it",
+        run_id,
+        call,
+        extra={"run_id": run_id, "event": "cut", "call": call},
+    )
 
 
 def taken_over(record: RuntimeRun, cause: str) -> None:

@@ -21,7 +21,6 @@ from ..durable.store import RUNTIME, HistoryStore, supports
 from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry
 from ..events.fork import fork_run
 from ..events.log import FencedEventStore, notify
-from ..events.model import RUN_ERROR, RUN_FINISHED, RUN_STATE, NewEvent
 from ..messages import Message
 from ..tracing import current_trace_context
 from .agent import Agent, Registry
@@ -29,12 +28,13 @@ from .engine import EmbeddedEngine, Engine
 from .graphs import Graph, GraphNode, validate_graph
 from .limits import Limits, check_concurrency
 from .prompts import Prompt
-from .run import Run, RunFailedError
+from .run import Run
+from .state_events import settled_nodes, state_events
 from .store_retry import RetryingRuntimeStore
 from .submissions import agent_record, check_same_graph, graph_records, task_record
 from .tasks import TaskDefinition, TaskRun, task_table
 
-__all__ = ["DurableRuntime", "terminal_event"]
+__all__ = ["DurableRuntime"]
 
 FatalHandler = Callable[[BaseException], Any]
 
@@ -525,16 +525,7 @@ class DurableRuntime:
             fence: The owner's fencing token: the append is refused
                 (:class:`~nbdurable.FencedOutError`) once another owner holds the run.
         """
-        payload: dict[str, Any] = {
-            "state": record.state,
-            "reason": record.reason,
-            "next_attempt_at": record.next_attempt_at,
-        }
-        if record.retried:
-            payload["retried"] = True
-        events = [NewEvent(type=RUN_STATE, created_at=self.now(), payload=payload)]
-        if record.finished:
-            events.append(terminal_event(record, self.now(), finish))
+        events = state_events(record, self.now(), finish)
         fenced: dict[str, int] = {} if fence is None else {"fence": fence}
         try:
             self.store_retry.call(
@@ -586,15 +577,8 @@ class DurableRuntime:
     def _graph_events(self, finished: RuntimeRun) -> None:
         """State events of the nodes the store settled when ``finished`` finished."""
         assert finished.graph_id is not None
-        nodes = self.runtime_store.rt_graph(finished.graph_id)
-        downstream = {finished.run_id}
-        for node in nodes:  # topological order: dependents come after their dependencies
-            if downstream.intersection(node.depends_on):
-                downstream.add(node.run_id)
-        for node in nodes:
-            settled = node.state != "queued" and node.updated_at == finished.updated_at
-            if node.run_id != finished.run_id and node.run_id in downstream and settled:
-                self.state_event(node)
+        for node in settled_nodes(self.runtime_store.rt_graph(finished.graph_id), finished):
+            self.state_event(node)
 
     def cancel_local(self, run_id: str) -> bool:
         """Cancel this runtime's execution of a run, if it has one."""
@@ -603,29 +587,3 @@ class DurableRuntime:
     def wake(self) -> None:
         """Make the engine look for work now."""
         self.engine.wake()
-
-
-def terminal_event(record: RuntimeRun, now: int, finish: dict[str, Any] | None = None) -> NewEvent:
-    """The terminal event of a finished run (``run_finished`` or ``run_error``).
-
-    ``run_finished`` for a completed run (the completing leg's finish payload,
-    when there was a leg); ``run_error`` for a failed or cancelled one, with the
-    error :meth:`Run.result` raises. Both carry ``state``; ``run_error`` also
-    ``reason`` and the run's last ``error``.
-    """
-    if record.state == "completed":
-        return NewEvent(
-            type=RUN_FINISHED, created_at=now, payload={**(finish or {}), "state": "completed"}
-        )
-    failure = RunFailedError(record)
-    return NewEvent(
-        type=RUN_ERROR,
-        created_at=now,
-        payload={
-            "error_type": type(failure).__name__,
-            "message": str(failure),
-            "state": record.state,
-            "reason": record.reason,
-            "error": record.error,
-        },
-    )

@@ -27,6 +27,7 @@ from ..durable.store import HISTORY, INCREMENTAL, PERSISTENT, VERSIONED_SCHEMA
 from ..events.log import EVENTS
 from ..events.model import Event, NewEvent, numbered
 from .jsonl_format import Line, RunFile, check_format, extends, run_file_name
+from .prune import PruneReport, prune_runs
 
 __all__ = ["JsonlSessionStore"]
 
@@ -215,6 +216,14 @@ class JsonlSessionStore:
             self._tails.pop(run_id, None)
             self._files.pop(self.path_for(run_id), None)
             self.path_for(run_id).unlink(missing_ok=True)
+
+    def prune(self, finished_before: int, *, dry_run: bool = False) -> PruneReport:
+        """Delete the runs that finished before ``finished_before`` (epoch ms).
+
+        Each goes with its checkpoints, events and run record; an unfinished run
+        (or one tied to an unfinished run) never goes. See :func:`prune_runs`.
+        """
+        return prune_runs(self, finished_before, dry_run=dry_run, reclaim=None)
 
     def close(self) -> None:
         """Forget cached state; files are opened per operation, so nothing else is held."""

@@ -14,6 +14,7 @@ from ..durable.store import HISTORY, RUNTIME
 from ..events.log import EVENTS
 from ..events.model import Event, NewEvent, numbered
 from .memory_runtime import MemoryRuntimeTables
+from .prune import PruneReport, prune_runs
 
 __all__ = ["InMemorySessionStore"]
 
@@ -117,6 +118,14 @@ class InMemorySessionStore(MemoryRuntimeTables):
             self._runs.pop(run_id, None)
             self._events.pop(run_id, None)
         self._rt_forget(run_id)
+
+    def prune(self, finished_before: int, *, dry_run: bool = False) -> PruneReport:
+        """Delete the runs that finished before ``finished_before`` (epoch ms).
+
+        Each goes with its checkpoints, events and run record; an unfinished run
+        (or one tied to an unfinished run) never goes. See :func:`prune_runs`.
+        """
+        return prune_runs(self, finished_before, dry_run=dry_run, reclaim=None)
 
     def close(self) -> None:
         """Nothing to release; present so every bundled store can be closed alike."""

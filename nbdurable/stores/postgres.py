@@ -64,6 +64,7 @@ from .postgres_listen import Listener
 from .postgres_runtime import PostgresRuntimeTables
 from .postgres_schema import SCHEMA_VERSION, advisory_key, migrate
 from .postgres_sql import Statements, added_events, event_from_row, event_params
+from .prune import PruneReport, prune_runs
 from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
 
 if TYPE_CHECKING:
@@ -427,6 +428,23 @@ class PostgresSessionStore(PostgresRuntimeTables):
         self._transact(sweep)
         with self._lock:
             self._chains.drop(run_id)
+
+    def prune(self, finished_before: int, *, dry_run: bool = False) -> PruneReport:
+        """Delete the runs that finished before ``finished_before`` (epoch ms).
+
+        Each goes with its checkpoints, events and run record; an unfinished run
+        (or one tied to an unfinished run) never goes. See :func:`prune_runs`.
+        """
+        return prune_runs(self, finished_before, dry_run=dry_run, reclaim=self.reclaim_space)
+
+    def reclaim_space(self) -> str:
+        """What happens to the deleted rows' space (nothing to run here)."""
+        # VACUUM cannot run in the pool's transactions; autovacuum gets to the
+        # deleted rows on its own, and VACUUM FULL would lock the tables.
+        return (
+            "rows deleted; autovacuum makes their space reusable "
+            "(VACUUM FULL gives it back to the disk, under an exclusive lock)"
+        )
 
     def close(self) -> None:
         """Stop the listener, close the pool and their connections."""

@@ -43,6 +43,7 @@ from .chain import (
     identical_prefix,
     verify_chain,
 )
+from .prune import PruneReport, prune_runs
 from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
 from .sqlite_errors import guard_methods, typed_error
 from .sqlite_runtime import SqliteRuntimeTables
@@ -408,6 +409,28 @@ class SqliteSessionStore(SqliteRuntimeTables):
                 conn.execute(_GC_SWEEP)
                 conn.execute("DELETE FROM temp.nbdurable_gc")
             self._chains.drop(run_id)
+
+    def prune(self, finished_before: int, *, dry_run: bool = False) -> PruneReport:
+        """Delete the runs that finished before ``finished_before`` (epoch ms).
+
+        Each goes with its checkpoints, events and run record; an unfinished run
+        (or one tied to an unfinished run) never goes. See :func:`prune_runs`.
+        """
+        return prune_runs(self, finished_before, dry_run=dry_run, reclaim=self.reclaim_space)
+
+    def reclaim_space(self) -> str:
+        """``VACUUM``: rewrite the database without its free pages; says how it shrank."""
+
+        def size() -> int:
+            (pages,) = self._conn.execute("PRAGMA page_count").fetchone()
+            (page_size,) = self._conn.execute("PRAGMA page_size").fetchone()
+            return int(pages) * int(page_size)
+
+        with self._lock:
+            before = size()
+            self._retry_locked(lambda: self._conn.execute("VACUUM"))
+            after = size()
+        return f"VACUUM: {before:,} bytes -> {after:,} bytes"
 
     def close(self) -> None:
         """Close the connection."""

@@ -12,6 +12,7 @@ unchanged. Importing ``nbdurable`` never imports this package (nor temporalio).
 from __future__ import annotations
 
 from .config import TemporalConfig
+from .connection import TemporalConnection, TemporalConnectionError
 from .engine import TemporalEngine
 from .worker import TASK_WORKFLOW_NAME, WORKFLOW_NAME, build_worker, serve
 
@@ -19,6 +20,8 @@ __all__ = [
     "TASK_WORKFLOW_NAME",
     "WORKFLOW_NAME",
     "TemporalConfig",
+    "TemporalConnection",
+    "TemporalConnectionError",
     "TemporalEngine",
     "build_worker",
     "serve",

@@ -41,6 +41,7 @@ from ..loop.subagent import AgentTool
 from ..messages import ToolCallPart, ToolResultPart
 from ..models.base import ModelRequest
 from ..parts import StreamPart
+from ..runtime import lifecycle
 from ..runtime.agent import Agent
 from ..runtime.executor import RunContext, RuntimeDriver
 from ..runtime.legs import first_messages, leg_options
@@ -61,14 +62,21 @@ from .driver import (
 )
 from .tracing import begin_leg_span, end_leg_span, joined
 
-__all__ = ["BoundActivities", "RunActivities", "heartbeats"]
+__all__ = ["BoundActivities", "RunActivities", "calls_in_flight", "heartbeats"]
 
 _PARTS: TypeAdapter[Any] = TypeAdapter(StreamPart)
 
 
 @contextlib.asynccontextmanager
-async def heartbeats(period: float = 0.5) -> AsyncIterator[None]:
-    """Heartbeat while a model or tool runs, so a dead worker is noticed quickly."""
+async def heartbeats(
+    period: float = 0.5, *, run_id: str | None = None, call: str | None = None
+) -> AsyncIterator[None]:
+    """Heartbeat while a model or tool runs, so a dead worker is noticed quickly.
+
+    A stopping worker lets the call finish for its graceful shutdown timeout
+    (``--drain-seconds``); one still running then is cancelled, and logged as
+    cut (``run_id``'s ``call``): the activity's retry finds it interrupted.
+    """
 
     async def beat() -> None:
         while True:
@@ -76,10 +84,26 @@ async def heartbeats(period: float = 0.5) -> AsyncIterator[None]:
             await asyncio.sleep(period)
 
     task = asyncio.get_running_loop().create_task(beat())
+    key = object()
+    if run_id is not None:
+        _IN_FLIGHT[key] = (run_id, call or "activity")
     try:
         yield
+    except asyncio.CancelledError:
+        if run_id is not None and activity.is_worker_shutdown():
+            lifecycle.cut(run_id, call or "activity")
+        raise
     finally:
+        _IN_FLIGHT.pop(key, None)
         task.cancel()
+
+
+_IN_FLIGHT: dict[object, tuple[str, str]] = {}
+
+
+def calls_in_flight() -> list[tuple[str, str]]:
+    """The model and tool calls this process's activities are running, as (run id, label)."""
+    return list(_IN_FLIGHT.values())
 
 
 def _final(error: Exception) -> ApplicationError:
@@ -238,6 +262,7 @@ class RunActivities(BoundActivities):
         if record.state == "pending":
             if record.deadline_at is not None and runtime.now() >= record.deadline_at:
                 runtime.set_state(run_id, state="failed", reason="timeout", lease_owner=None)
+                lifecycle.left(record, "failed", "timeout")
                 return {"final": "failed"}
             record = runtime.runtime_store.rt_update(
                 run_id,
@@ -252,6 +277,7 @@ class RunActivities(BoundActivities):
                 fence=record.fence,
             )
             runtime.state_event(record)
+            lifecycle.claimed(record, resumed=bool(record.verdicts or record.decided))
         elif record.finished:
             return {"final": record.state}  # retried or cancelled since: nothing left to run
         elif record.state != "running" or record.lease_owner != owner:
@@ -332,7 +358,8 @@ class RunActivities(BoundActivities):
             driver = Driver(options, start, store=store, streaming=record.stream)
             try:
                 with joined(record):
-                    async with heartbeats():
+                    label = f"sub-agent model call of step {step_index}"
+                    async with heartbeats(run_id=record.run_id, call=label):
                         response = await driver.call_model(effect)
             except Exception as exc:
                 message = f"{type(exc).__name__}: {exc}"
@@ -343,6 +370,7 @@ class RunActivities(BoundActivities):
             return response.model_dump_json()
         if record.state == "retry_wait":
             record = runtime.set_state(record.run_id, state="running", next_attempt_at=None)
+            lifecycle.claimed(record, resumed=False)  # the retried attempt starts a leg
         context = RunContext(runtime=runtime, agent=agent, record=record)
         driver = RuntimeDriver(
             options,
@@ -354,7 +382,8 @@ class RunActivities(BoundActivities):
         )
         try:
             with joined(record):
-                async with heartbeats():
+                label = f"model call of step {step_index}"
+                async with heartbeats(run_id=record.run_id, call=label):
                     response = await driver.call_model(effect)
         except ModelAttemptFailed as failed:
             raise self._model_failure(context, failed) from None
@@ -389,6 +418,7 @@ class RunActivities(BoundActivities):
         assert outcome.next_attempt_at is not None
         delay = outcome.next_attempt_at - now
         self.runtime.set_state(record.run_id, **record_changes(outcome))
+        lifecycle.left(record, "retry_wait", outcome.reason)
         return ApplicationError(error, delay, type=MODEL_ATTEMPT_FAILED, non_retryable=True)
 
     @activity.defn(name="nbdurable.run_tool")
@@ -421,7 +451,8 @@ class RunActivities(BoundActivities):
             driver = RuntimeDriver(options, start, context=context)
         try:
             with joined(record):
-                async with heartbeats():
+                label = f"tool {part.tool_name!r} (call {part.tool_call_id})"
+                async with heartbeats(run_id=record.run_id, call=label):
                     outcome = await driver.run_tool(invocation, step_index)
         except NeedsAttention as exc:
             raise ApplicationError(str(exc), type=NEEDS_ATTENTION, non_retryable=True) from None
@@ -449,7 +480,10 @@ class RunActivities(BoundActivities):
         if _tracing.HOOKS is not None:
             checkpoint = await maybe_await(self.runtime.store.load(run_id))
             end_leg_span(run_id, changes, checkpoint)
-        if self._record(run_id).finished:
+        record = self._record(run_id)
+        if record.finished:
             return
         changes.setdefault("lease_owner", None)
         self.runtime.set_state(run_id, finish=finish, **changes)
+        if "state" in changes:
+            lifecycle.left(record, changes["state"], changes.get("reason"))

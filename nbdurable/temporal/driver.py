@@ -141,6 +141,11 @@ class WorkflowDriver(Driver):
         if self.log is not None:
             self.outbox.append({"log": self.log, "part": part.model_dump(mode="json")})
 
+    def observe_step(self, seconds: float) -> None:
+        """Observe the step once: not again when a worker replays the workflow's history."""
+        if not workflow.unsafe.is_replaying():
+            super().observe_step(seconds)
+
     async def save_checkpoint(self, checkpoint: AgentCheckpoint) -> None:
         """Queue the checkpoint in the outbox (written before the next activity).
 

@@ -26,6 +26,7 @@ from temporalio.service import RPCError
 from ..durable.runtime_run import TEMPORAL
 from ..durable.scheduling import of_engine
 from .config import TemporalConfig
+from .connection import TemporalConnection
 from .tracing import client_interceptors, started_under
 from .workflow import config_args
 
@@ -72,6 +73,8 @@ class TemporalEngine:
             elsewhere (a SIGKILLed worker is noticed after this).
         tool_retries: Attempts of a ``safe``/``idempotent`` tool after a worker loss.
         client: An already connected client (default: connect to ``address``).
+        connection: TLS and API key of the connection to ``address`` (a secured
+            cluster, Temporal Cloud); default: plain, as to a dev server.
         adopt_after: For a worker's engine: leave pending runs to clients for this
             many seconds, then resume those still pending (starting the workflow
             of those that have none, with this engine's timeouts; a duplicate
@@ -92,8 +95,10 @@ class TemporalEngine:
         tool_retries: int = 5,
         client: Client | None = None,
         adopt_after: float | None = None,
+        connection: TemporalConnection | None = None,
     ) -> None:
         self.address = address
+        self.connection = connection or TemporalConnection()
         self.task_queue = task_queue
         self.namespace = namespace
         self._timeouts: dict[str, Any] = {
@@ -119,8 +124,8 @@ class TemporalEngine:
     async def client(self) -> Client:
         """The connected Temporal client (with the SDK's tracing interceptor when tracing is on)."""
         if self._client is None:
-            self._client = await Client.connect(
-                self.address, namespace=self.namespace, interceptors=client_interceptors()
+            self._client = await self.connection.connect(
+                self.address, self.namespace, client_interceptors()
             )
         return self._client
 

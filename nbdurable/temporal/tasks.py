@@ -25,6 +25,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from .._errors import FencedOutError, LimitExceededError
 from ..durable.run_states import TERMINAL_STATES
 from ..durable.runtime_run import RuntimeRun
+from ..runtime import lifecycle
 from ..runtime.outcome import RunTimedOut
 from ..runtime.run import Run
 from ..runtime.runtime import DurableRuntime
@@ -119,6 +120,10 @@ class TaskActivities(BoundActivities):
         changes["updated_at"] = runtime.now()
         record = runtime.runtime_store.rt_update(run_id, changes, fence=record.fence)
         runtime.state_event(record)
+        if record.state == "running":
+            lifecycle.claimed(record, resumed=record.phase > 0)
+        else:
+            lifecycle.left(record, record.state, record.reason)
         if task is None or record.state != "running":
             return {"state": record.state}
         start, _ = resume_point(TaskExecution(runtime, task, record))
@@ -168,7 +173,7 @@ class TaskActivities(BoundActivities):
         delay = None if deadline is None else max(deadline - runtime.now(), 0) / 1000
         cut = asyncio.timeout(delay)
         try:
-            async with heartbeats(), cut:
+            async with heartbeats(run_id=run_id, call=f"task phase {index}"), cut:
                 await run_phase(execution, index, state, context=context)
         except RunTimedOut as exc:
             raise ApplicationError(str(exc), type="timeout", non_retryable=True) from None
@@ -209,6 +214,7 @@ class TaskActivities(BoundActivities):
             record = runtime.set_state(run_id, fence, **changes)
         except FencedOutError:
             return self._record(run_id).state
+        lifecycle.left(record, record.state, record.reason)
         if cancel:
             await runtime.cancel_owned(run_id)
         return record.state

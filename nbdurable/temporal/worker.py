@@ -20,11 +20,13 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from ..durable.store import HistoryStore
+from ..runtime import lifecycle
 from ..runtime.agent import Agent
 from ..runtime.limits import Limits
 from ..runtime.runtime import DurableRuntime
 from ..runtime.tasks import TaskDefinition
-from .activities import RunActivities
+from .activities import RunActivities, calls_in_flight
+from .connection import TemporalConnection
 from .engine import TemporalEngine
 from .registry import set_worker_runtime, worker_runtime
 from .tasks import TaskActivities, TaskRunWorkflow
@@ -52,6 +54,7 @@ def build_worker(
     tasks: Sequence[TaskDefinition] = (),
     limits: Limits | None = None,
     max_concurrent_activities: int = 100,
+    drain_seconds: float = 0.0,
 ) -> Worker:
     """A worker for ``task_queue`` serving ``agents`` and ``tasks``, mirroring into ``store``.
 
@@ -59,7 +62,9 @@ def build_worker(
     construction; the agents' tools and models and the tasks' phases are this
     process's objects). The worker's runtime (:func:`worker_runtime`) is not
     started: :func:`serve` starts its engine. Its ``limits`` (``max_operations``,
-    ``max_payload_bytes``) apply to the runs this worker executes.
+    ``max_payload_bytes``) apply to the runs this worker executes. Once it shuts
+    down, the activities in flight have ``drain_seconds`` to finish before they
+    are cancelled (the SDK's graceful shutdown timeout).
     """
     engine = TemporalEngine(task_queue=task_queue, client=client, adopt_after=ADOPT_AFTER)
     runtime = DurableRuntime(store=store, agents=agents, tasks=tasks, engine=engine, limits=limits)
@@ -72,6 +77,7 @@ def build_worker(
         workflow_runner=UnsandboxedWorkflowRunner(),
         max_concurrent_activities=max_concurrent_activities,
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
+        graceful_shutdown_timeout=timedelta(seconds=drain_seconds),
     )
 
 
@@ -86,32 +92,69 @@ async def serve(
     namespace: str = "default",
     ready: str | None = None,
     probe: ReadinessProbe | None = None,
+    drain_seconds: float = 0.0,
+    connection: TemporalConnection | None = None,
 ) -> int:
-    """Run a worker until SIGTERM or SIGINT; print ``ready`` once it polls."""
+    """Run a worker until SIGTERM or SIGINT; print ``ready`` once it polls.
+
+    The first signal stops polling and lets the activities in flight finish for
+    up to ``drain_seconds`` (then they are cancelled, and their retries find the
+    calls interrupted); a second one returns at once, leaving them to their
+    heartbeat timeout, as a crash would. ``connection`` holds the TLS and API key
+    options of a secured cluster.
+    """
     # with tracing on (nbdurable.instrument() in the agents' module), the SDK's
     # interceptor on the client serves the worker too
-    client = await Client.connect(address, namespace=namespace, interceptors=client_interceptors())
+    connection = connection or TemporalConnection()
+    client = await connection.connect(address, namespace, client_interceptors())
     worker = build_worker(
-        client, task_queue=task_queue, store=store, agents=agents, tasks=tasks, limits=limits
+        client,
+        task_queue=task_queue,
+        store=store,
+        agents=agents,
+        tasks=tasks,
+        limits=limits,
+        drain_seconds=drain_seconds,
     )
     if probe is not None:  # /readyz checks the server too
         from ..health import temporal_check
 
         probe.add("temporal", temporal_check(client))
     runtime = worker_runtime()
-    stop = asyncio.Event()
+    stop, hurry = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    async with worker:
-        await runtime.__aenter__()
+        loop.add_signal_handler(signum, lambda: (hurry if stop.is_set() else stop).set())
+
+    async def run() -> None:
         try:
-            if ready:
-                print(ready, flush=True)
-            await stop.wait()
+            async with worker:  # leaving it shuts down gracefully: activities get drain_seconds
+                await runtime.__aenter__()
+                try:
+                    if ready:
+                        print(ready, flush=True)
+                    await stop.wait()
+                    print(f"nbdurable worker draining (up to {drain_seconds:g} s)", flush=True)
+                finally:
+                    with contextlib.suppress(Exception):  # no more adoptions
+                        await asyncio.wait_for(runtime.engine.close(), 10)
         finally:
+            # After the drain: the activities in flight used the runtime's resources.
             with contextlib.suppress(Exception):  # a server gone away must not hold the exit
                 await asyncio.wait_for(runtime.close(), 10)
+
+    running = loop.create_task(run())
+    hurried = loop.create_task(hurry.wait())
+    await asyncio.wait({running, hurried}, return_when=asyncio.FIRST_COMPLETED)
+    hurried.cancel()
+    if not running.done():
+        # A second signal: the activities in flight are left as a crash leaves them
+        # (the caller exits the process now).
+        lifecycle.logger.warning("nbdurable worker: second signal, exiting without draining")
+        for run_id, call in calls_in_flight():
+            lifecycle.cut(run_id, call)
+        return 0
+    running.result()
     with contextlib.suppress(Exception):
         close = getattr(store, "close", None)
         if close is not None:

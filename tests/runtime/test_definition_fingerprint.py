@@ -19,12 +19,9 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
+from nbdurable.durable.runtime_run import RuntimeRun
+from nbdurable.durable.scheduling import mismatch_reason, unclaimable_by_definition
 from nbdurable.runtime import Agent, DurableRuntime
-from nbdurable.runtime.records import (
-    RuntimeRun,
-    mismatch_reason,
-    unclaimable_by_definition,
-)
 
 from .conftest import eventually
 

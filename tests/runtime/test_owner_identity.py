@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nbdurable.runtime.owner import (
+from nbdurable.durable.lease_holder import (
     describe_holder,
     holder_process,
     lease_holder,

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
+from nbdurable.durable.lease_holder import this_process
+from nbdurable.durable.runtime_run import ToolIntent
 from nbdurable.notebook.widgets.run_state import Cards, Clock, run_state
 from nbdurable.runtime import Agent, DurableRuntime
-from nbdurable.runtime.owner import this_process
-from nbdurable.runtime.records import ToolIntent
 
 LEASE = 30_000
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
+from nbdurable.durable.runtime_run import RuntimeRun
 from nbdurable.durable.store import RUNTIME, supports
-from nbdurable.runtime.records import RuntimeRun
 
 from .conftest import StoreCase
 
