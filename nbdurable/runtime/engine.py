@@ -41,11 +41,12 @@ from .tasks import TaskExecution, canonical_json, run_phases
 if TYPE_CHECKING:
     from .runtime import DurableRuntime
 
-__all__ = ["DEAD_OWNER_SCAN_SECONDS", "EmbeddedEngine", "Engine"]
+__all__ = ["DEAD_OWNER_SCAN_SECONDS", "FOREIGN_SCAN_SECONDS", "EmbeddedEngine", "Engine"]
 
 DEAD_OWNER_SCAN_SECONDS = 1.0
-"""How often a runtime looks for running runs whose owner's process is gone on this host
-(and for runs of another engine it leaves alone)."""
+"""How often a runtime looks for running runs whose owner's process is gone on this host."""
+FOREIGN_SCAN_SECONDS = 10.0
+"""How often a runtime looks for waiting runs of another engine, to say once that it leaves them."""
 _CLAIMABLE_STATES = frozenset({"pending", "retry_wait"})
 
 
@@ -110,6 +111,7 @@ class EmbeddedEngine:
         self._next_dead_owner_scan = 0.0
         self._write_refused = False
         self._left: set[str] = set()
+        self._next_foreign_scan = 0.0
 
     @property
     def started(self) -> bool:
@@ -292,8 +294,7 @@ class EmbeddedEngine:
         (:func:`~nbdurable.durable.lease_holder.process_gone`), its lease is ended now
         (a fenced write, so a run someone claimed meanwhile is left alone) and the
         next claim takes the run over at once instead of after the lease.
-        Runs of another engine are left alone (claims never take them either),
-        and the log says so once per run.
+        Runs of another engine are left alone (claims never take them either).
         """
         moment = time.monotonic()
         if moment < self._next_dead_owner_scan:
@@ -302,22 +303,31 @@ class EmbeddedEngine:
         store = self.runtime.runtime_store
         try:
             now = self.runtime.now()
-            foreign: set[str] = set()
-            for record in store.rt_list(sorted(ACTIVE_STATES | _CLAIMABLE_STATES)):
-                if not of_engine(record, EMBEDDED):
-                    foreign.add(record.run_id)
-                    self._leave(record)
-                    continue
-                if record.state not in ACTIVE_STATES:
-                    continue
+            for record in store.rt_list(sorted(ACTIVE_STATES)):
                 expires = record.lease_expires_at
+                if not of_engine(record, EMBEDDED):
+                    continue
                 if expires is None or expires <= now or not process_gone(record.lease_owner):
                     continue
                 with contextlib.suppress(FencedOutError, RunNotFoundError):
                     store.rt_update(record.run_id, {"lease_expires_at": now}, fence=record.fence)
-            self._left &= foreign
         except Exception as exc:  # only an early takeover is lost: the lease still lapses
             self.runtime.deps.logger.error("nbdurable: looking for dead owners failed: %r", exc)
+        if moment >= self._next_foreign_scan:
+            self._next_foreign_scan = moment + FOREIGN_SCAN_SECONDS
+            self._note_foreign()
+
+    def _note_foreign(self) -> None:
+        """Say once per run, in the log, which waiting runs belong to another engine."""
+        try:
+            records = self.runtime.runtime_store.rt_list(sorted(_CLAIMABLE_STATES))
+        except Exception:  # only a log line is lost: the next scan says it
+            return
+        foreign = {r.run_id for r in records if not of_engine(r, EMBEDDED)}
+        for record in records:
+            if record.run_id in foreign:
+                self._leave(record)
+        self._left &= foreign
 
     def _leave(self, record: RuntimeRun) -> None:
         """Say once per run that a run of another engine is left to that engine."""
