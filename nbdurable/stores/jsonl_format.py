@@ -32,7 +32,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._errors import CheckpointVersionError, StoreCorruptionError
+from .._version import __version__
 from ..durable.checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo
+from ..durable.stored import validate_stored
 from ..messages import Message
 
 __all__ = [
@@ -100,8 +102,10 @@ def check_format(directory: Path) -> None:
             version,
             FORMAT_VERSION,
             message=(
-                f"The JSONL store {str(directory)!r} has format version {version}, newer than "
-                f"this nbdurable knows ({FORMAT_VERSION}); upgrade nbdurable to open it."
+                f"The JSONL store {str(directory)!r} has format version {version}: a newer "
+                f"nbdurable wrote it, and this nbdurable ({__version__}) reads format versions "
+                f"up to {FORMAT_VERSION}; upgrade nbdurable to a release that reads format "
+                f"version {version} to open it (docs/stores.md, 'Rolling upgrades')."
             ),
         )
     if version < FORMAT_VERSION:
@@ -239,7 +243,7 @@ class RunFile:
         line: Line | None = None
         for entry in self.entries[start : index + 1]:
             try:
-                line = Line.model_validate_json(entry.raw)
+                line = validate_stored(Line, entry.raw)
             except ValidationError as exc:
                 raise _corrupt(
                     target.meta,

@@ -61,6 +61,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._errors import CheckpointVersionError, ConfigurationError
+from .._version import __version__
 from .postgres_runtime import RUNTIME_MIGRATION, RUNTIME_MIGRATION_V4
 
 if TYPE_CHECKING:
@@ -168,8 +169,10 @@ def _refuse_newer(version: int, where: str) -> None:
             version,
             SCHEMA_VERSION,
             message=(
-                f"The store {where} has schema version {version}, newer than this "
-                f"nbdurable knows ({SCHEMA_VERSION}); upgrade nbdurable to open it."
+                f"The store {where} has schema version {version}: a newer nbdurable "
+                f"migrated it, and this nbdurable ({__version__}) reads schema versions "
+                f"up to {SCHEMA_VERSION}; upgrade nbdurable to a release that reads schema "
+                f"version {version} to open it (docs/stores.md, 'Rolling upgrades')."
             ),
         )
 

@@ -48,6 +48,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._errors import CheckpointVersionError, StoreCorruptionError
+from .._version import __version__
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -180,8 +181,10 @@ def _refuse_newer(version: int, path: str, conn: sqlite3.Connection | None = Non
             version,
             SCHEMA_VERSION,
             message=(
-                f"The store {path!r} has schema version {version}, newer than this "
-                f"nbdurable knows ({SCHEMA_VERSION}); upgrade nbdurable to open it."
+                f"The store {path!r} has schema version {version}: a newer nbdurable "
+                f"migrated it, and this nbdurable ({__version__}) reads schema versions "
+                f"up to {SCHEMA_VERSION}; upgrade nbdurable to a release that reads schema "
+                f"version {version} to open it (docs/stores.md, 'Rolling upgrades')."
             ),
         )
 
