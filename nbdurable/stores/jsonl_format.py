@@ -16,6 +16,9 @@ Format 2 adds the event log to the same file, so a checkpoint and its events
 are one write: event-only lines ``{"run_id": ..., "events": [...], "written_at": ...}``
 hold events appended between checkpoints; each event carries its ``offset``.
 A format-1 directory is upgraded on open (its files are valid format 2).
+
+A newer format is refused unless the marker's optional ``readable_by`` says an
+nbdurable of this format still reads it (docs/stores.md, "Rolling upgrades").
 """
 
 from __future__ import annotations
@@ -97,7 +100,12 @@ def check_format(directory: Path) -> None:
     version = raw.get("version") if isinstance(raw, dict) else None
     if not isinstance(version, int) or isinstance(version, bool):
         raise StoreCorruptionError(f"{marker} has no format version")
-    if version > FORMAT_VERSION:
+    readable_by = raw.get("readable_by", version)
+    if version > FORMAT_VERSION and not (
+        isinstance(readable_by, int)
+        and not isinstance(readable_by, bool)
+        and readable_by <= FORMAT_VERSION
+    ):
         raise CheckpointVersionError(
             version,
             FORMAT_VERSION,
