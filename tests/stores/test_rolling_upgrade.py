@@ -172,7 +172,7 @@ def _current_view(sqlite: Path, jsonl: Path) -> dict[str, list[Any]]:
                 len(checkpoint.messages),
                 len(events),
             ]
-        store.close()  # type: ignore[attr-defined]
+        store.close()
     return seen
 
 
@@ -220,7 +220,7 @@ def test_the_previous_release_reads_and_works_a_store_the_current_code_wrote(
         record = store.rt_get("rt-pending")  # type: ignore[attr-defined]
         assert record is not None and record.state == "completed"
     finally:
-        store.close()  # type: ignore[attr-defined]
+        store.close()
     assert check_store(f"sqlite:///{sqlite}").clean
 
 
@@ -263,17 +263,22 @@ async def test_records_with_a_later_release_field_read_check_clean_and_work(
         run = await rt.get_run("rt-pending")
         done = await asyncio.wait_for(run.result(), WAIT)
         assert done.text in {"First answer.", "Second answer."}
-    store.close()  # type: ignore[attr-defined]
+    store.close()
 
 
 def test_a_stored_record_ignores_unknown_fields_but_code_stays_strict() -> None:
-    fields = {"run_id": "r", "agent_id": "a", "agent_version": "1", "session_id": "s"}
+    fields: dict[str, Any] = {
+        "run_id": "r",
+        "agent_id": "a",
+        "agent_version": "1",
+        "session_id": "s",
+    }
     fields |= {"prompt": '"hi"', "state": "pending", "created_at": 1, "updated_at": 2}
     stored = json.dumps({**fields, LATER: {"any": "thing"}})
     assert validate_stored(RuntimeRun, stored) == RuntimeRun(**fields)
     assert validate_stored(RuntimeRun, json.loads(stored)) == RuntimeRun(**fields)
     with pytest.raises(ValueError, match=LATER):
-        RuntimeRun(**fields, **{LATER: 1})  # type: ignore[arg-type]
+        RuntimeRun(**fields, **{LATER: 1})
     with pytest.raises(ValueError, match="state"):  # a known field stays validated
         validate_stored(RuntimeRun, json.dumps({**fields, "state": "bogus", LATER: 1}))
 
@@ -303,9 +308,9 @@ def _mark_newer(case: StoreCase, readable_by: int | None) -> None:
     else:
         import psycopg
 
-        with psycopg.connect(case.url, autocommit=True) as conn:
-            conn.execute(f"ALTER TABLE {PG_SCHEMA}.nbdurable_schema ADD COLUMN readable_by integer")
-            conn.execute(
+        with psycopg.connect(case.url, autocommit=True) as pg:
+            pg.execute(f"ALTER TABLE {PG_SCHEMA}.nbdurable_schema ADD COLUMN readable_by integer")
+            pg.execute(
                 f"INSERT INTO {PG_SCHEMA}.nbdurable_schema (version, applied_at, readable_by) "
                 "VALUES (%s, 0, %s)",
                 (SCHEMA_VERSION + 1, readable_by),
@@ -340,7 +345,7 @@ def test_a_newer_schema_that_says_this_version_reads_it_opens(
         loaded = store.load("r")
         assert loaded is not None and loaded.step_index == 2
     finally:
-        store.close()  # type: ignore[attr-defined]
+        store.close()
 
 
 def test_the_previous_release_refuses_a_newer_schema_naming_it(
@@ -349,7 +354,7 @@ def test_the_previous_release_refuses_a_newer_schema_naming_it(
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     store = nd.open_store(url)
     store.save(_step("r", 0))
-    store.close()  # type: ignore[attr-defined]
+    store.close()
     conn = sqlite3.connect(tmp_path / "runs.db", isolation_level=None)
     conn.execute("INSERT INTO nbdurable_schema VALUES (?, 0)", (SCHEMA_VERSION + 1,))
     conn.close()
@@ -389,5 +394,5 @@ def _case(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Store
     store = case.open()
     for step_index in (0, 1):
         store.save(_step("r", step_index))
-    store.close()  # type: ignore[attr-defined]
+    store.close()
     return case
