@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from .._errors import CheckpointVersionError, StoreCorruptionError
 from .checkpoint import CHECKPOINT_VERSION, AgentCheckpoint
+from .stored import validate_stored
 
 __all__ = ["deserialize_checkpoint", "serialize_checkpoint"]
 
@@ -35,6 +36,6 @@ def deserialize_checkpoint(data: str | bytes) -> AgentCheckpoint:
     if version != CHECKPOINT_VERSION or isinstance(version, bool):
         raise CheckpointVersionError(version, CHECKPOINT_VERSION)
     try:
-        return AgentCheckpoint.model_validate_json(data)
+        return validate_stored(AgentCheckpoint, data)
     except ValidationError as exc:
         raise StoreCorruptionError(f"checkpoint does not match the schema: {exc}") from exc

@@ -469,11 +469,12 @@ class _SqlCheck:
 
     def runtime(self) -> None:
         from ..durable.runtime_run import RuntimeRun, ToolIntent
+        from ..durable.stored import validate_stored
         from ..models.base import ModelResponse
 
         models: dict[str, Callable[[str], Any]] = {
-            "rt_runs": RuntimeRun.model_validate_json,
-            "rt_intents": ToolIntent.model_validate_json,
+            "rt_runs": functools.partial(validate_stored, RuntimeRun),
+            "rt_intents": functools.partial(validate_stored, ToolIntent),
             "rt_journal": ModelResponse.model_validate_json,
         }
         labels = {

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from .._errors import ConfigurationError
 from ..durable.checkpoint import CHECKPOINT_VERSION
+from ..durable.stored import validate_stored
 from ..events.model import Event
 from ..messages import Message
 from .check import CheckReport
@@ -149,7 +150,7 @@ def _checkpoint(
         report.add(f"{path.name} line {number}: version {found!r}", run_id, step_index)
         return messages
     try:
-        line = Line.model_validate_json(raw)
+        line = validate_stored(Line, raw)
     except ValidationError as exc:
         first = exc.errors()[0]["msg"] if exc.errors() else str(exc)
         report.add(
@@ -180,7 +181,7 @@ def _events(events: Any, run_id: str, number: int, path: Path, report: CheckRepo
     for event in events:
         report.count("events")
         try:
-            offsets.append(Event.model_validate({**event, "run_id": run_id}).offset)
+            offsets.append(validate_stored(Event, {**event, "run_id": run_id}).offset)
         except (ValidationError, TypeError) as exc:
             report.add(f"{path.name} line {number}: an event does not decode ({exc})", run_id)
     return offsets

@@ -24,6 +24,7 @@ from .._errors import RunNotFoundError, StoreCorruptionError, StoreWriteError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
 from ..durable.store import HISTORY, INCREMENTAL, PERSISTENT, VERSIONED_SCHEMA
+from ..durable.stored import validate_stored
 from ..events.log import EVENTS
 from ..events.model import Event, NewEvent, numbered
 from .jsonl_format import Line, RunFile, check_format, extends, run_file_name
@@ -130,7 +131,7 @@ class JsonlSessionStore:
         if limit is not None:
             selected = selected[:limit]
         try:
-            return [Event.model_validate({**e, "run_id": run_id}) for e in selected]
+            return [validate_stored(Event, {**e, "run_id": run_id}) for e in selected]
         except ValueError as exc:
             raise StoreCorruptionError(
                 f"an event of run {run_id!r} is damaged: {exc}", run_id=run_id

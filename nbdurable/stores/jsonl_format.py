@@ -16,6 +16,9 @@ Format 2 adds the event log to the same file, so a checkpoint and its events
 are one write: event-only lines ``{"run_id": ..., "events": [...], "written_at": ...}``
 hold events appended between checkpoints; each event carries its ``offset``.
 A format-1 directory is upgraded on open (its files are valid format 2).
+
+A newer format is refused unless the marker's optional ``readable_by`` says an
+nbdurable of this format still reads it (docs/stores.md, "Rolling upgrades").
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._errors import CheckpointVersionError, StoreCorruptionError
+from .._version import __version__
 from ..durable.checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo
+from ..durable.stored import validate_stored
 from ..messages import Message
 
 __all__ = [
@@ -95,13 +100,20 @@ def check_format(directory: Path) -> None:
     version = raw.get("version") if isinstance(raw, dict) else None
     if not isinstance(version, int) or isinstance(version, bool):
         raise StoreCorruptionError(f"{marker} has no format version")
-    if version > FORMAT_VERSION:
+    readable_by = raw.get("readable_by", version)
+    if version > FORMAT_VERSION and not (
+        isinstance(readable_by, int)
+        and not isinstance(readable_by, bool)
+        and readable_by <= FORMAT_VERSION
+    ):
         raise CheckpointVersionError(
             version,
             FORMAT_VERSION,
             message=(
-                f"The JSONL store {str(directory)!r} has format version {version}, newer than "
-                f"this nbdurable knows ({FORMAT_VERSION}); upgrade nbdurable to open it."
+                f"The JSONL store {str(directory)!r} has format version {version}: a newer "
+                f"nbdurable wrote it, and this nbdurable ({__version__}) reads format versions "
+                f"up to {FORMAT_VERSION}; upgrade nbdurable to a release that reads format "
+                f"version {version} to open it (docs/stores.md, 'Rolling upgrades')."
             ),
         )
     if version < FORMAT_VERSION:
@@ -239,7 +251,7 @@ class RunFile:
         line: Line | None = None
         for entry in self.entries[start : index + 1]:
             try:
-                line = Line.model_validate_json(entry.raw)
+                line = validate_stored(Line, entry.raw)
             except ValidationError as exc:
                 raise _corrupt(
                     target.meta,

@@ -39,6 +39,7 @@ from ..durable.scheduling import (
     served,
     unclaimable_by_definition,
 )
+from ..durable.stored import validate_stored
 from ..durable.verdicts import decide
 
 if TYPE_CHECKING:
@@ -190,7 +191,7 @@ def _runtime_key(schema: str) -> int:
 
 
 def _record(text: str) -> RuntimeRun:
-    return RuntimeRun.model_validate_json(text)
+    return validate_stored(RuntimeRun, text)
 
 
 def _row(run: RuntimeRun) -> tuple[object, ...]:
@@ -471,7 +472,7 @@ class PostgresRuntimeTables:
         """A run's tool intents."""
         with self._pool.connection() as conn:
             rows = conn.execute(self._rq.intents, (run_id,)).fetchall()
-        return [ToolIntent.model_validate_json(text) for (text,) in rows]
+        return [validate_stored(ToolIntent, text) for (text,) in rows]
 
     def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
         """Record a step's completed model response, fenced."""

@@ -52,6 +52,11 @@ A migration is a list of SQL statements with ``{s}`` standing for the quoted
 schema name. PostgreSQL's DDL is transactional: a migration and its version row
 commit together, under an advisory lock, so several processes may open a new
 database at once.
+
+A schema whose version is newer than this nbdurable's is refused, unless every
+newer version's row says in an optional ``readable_by`` column of
+``nbdurable_schema`` that an nbdurable of this schema version still reads it.
+See docs/stores.md, "Rolling upgrades".
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._errors import CheckpointVersionError, ConfigurationError
+from .._version import __version__
 from .postgres_runtime import RUNTIME_MIGRATION, RUNTIME_MIGRATION_V4
 
 if TYPE_CHECKING:
@@ -162,14 +168,38 @@ _HAS_TABLE = (
 _HAS_SCHEMA = "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s)"
 
 
-def _refuse_newer(version: int, where: str) -> None:
-    if version > SCHEMA_VERSION:
+_HAS_READABLE_BY = (
+    "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = %s "
+    "AND table_name = 'nbdurable_schema' AND column_name = 'readable_by')"
+)
+
+
+def readable_newer(conn: Connection[Any], schema: str) -> bool:
+    """Whether the versions newer than this nbdurable's all say it still reads them.
+
+    A newer nbdurable whose migration older code can still read records the
+    oldest schema version that reads it in ``nbdurable_schema.readable_by``.
+    """
+    found = conn.execute(_HAS_READABLE_BY, (schema,)).fetchone()
+    if not found or not found[0]:
+        return False
+    rows = conn.execute(
+        f"SELECT readable_by FROM {quote_ident(schema)}.nbdurable_schema WHERE version > %s",
+        (SCHEMA_VERSION,),
+    ).fetchall()
+    return all(isinstance(row[0], int) and row[0] <= SCHEMA_VERSION for row in rows)
+
+
+def _refuse_newer(version: int, where: str, conn: Connection[Any], schema: str) -> None:
+    if version > SCHEMA_VERSION and not readable_newer(conn, schema):
         raise CheckpointVersionError(
             version,
             SCHEMA_VERSION,
             message=(
-                f"The store {where} has schema version {version}, newer than this "
-                f"nbdurable knows ({SCHEMA_VERSION}); upgrade nbdurable to open it."
+                f"The store {where} has schema version {version}: a newer nbdurable "
+                f"migrated it, and this nbdurable ({__version__}) reads schema versions "
+                f"up to {SCHEMA_VERSION}; upgrade nbdurable to a release that reads schema "
+                f"version {version} to open it (docs/stores.md, 'Rolling upgrades')."
             ),
         )
 
@@ -182,17 +212,17 @@ def migrate(conn: Connection[Any], schema: str, where: str) -> int:
     transaction-level advisory lock, and the version is read again under it.
 
     Raises:
-        CheckpointVersionError: The schema is newer than this nbdurable.
+        CheckpointVersionError: The schema is newer than this nbdurable reads.
     """
     found = schema_version(conn, schema)
-    _refuse_newer(found, where)
-    if found == SCHEMA_VERSION:
+    _refuse_newer(found, where, conn, schema)
+    if found >= SCHEMA_VERSION:
         return found
     s = quote_ident(schema)
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key("migrate", schema),))
         current = schema_version(conn, schema)
-        _refuse_newer(current, where)
+        _refuse_newer(current, where, conn, schema)
         if current == 0:
             exists = conn.execute(_HAS_SCHEMA, (schema,)).fetchone()
             if not exists or not exists[0]:

@@ -33,6 +33,7 @@ from ..durable.scheduling import (
     served,
     unclaimable_by_definition,
 )
+from ..durable.stored import validate_stored
 from ..durable.verdicts import decide
 
 __all__ = ["SqliteRuntimeTables", "migrate_runtime", "migrate_runtime_v4"]
@@ -104,14 +105,14 @@ def migrate_runtime_v4(db: Any) -> None:
 
 def _record(text: str) -> RuntimeRun:
     try:
-        return RuntimeRun.model_validate_json(text)
+        return validate_stored(RuntimeRun, text)
     except ValidationError as exc:
         raise StoreCorruptionError(f"a run record does not decode: {exc}") from exc
 
 
 def _intent(text: str) -> ToolIntent:
     try:
-        return ToolIntent.model_validate_json(text)
+        return validate_stored(ToolIntent, text)
     except ValidationError as exc:
         raise StoreCorruptionError(f"a tool intent does not decode: {exc}") from exc
 

@@ -38,6 +38,12 @@ Version 4 adds two columns of rt_runs for tasks and graphs::
 A migration is a function of a ``sqlite_utils.Database``; it must be idempotent
 (``if_not_exists``), because a crash between its statements and the version row
 makes the next open run it again.
+
+A store whose version is newer than this nbdurable's is refused, unless every
+newer version's row says in an optional ``readable_by`` column of
+``nbdurable_schema`` that an nbdurable of this schema version still reads it (a
+migration that only adds what older code ignores: a nullable column, a table,
+an index). See docs/stores.md, "Rolling upgrades".
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._errors import CheckpointVersionError, StoreCorruptionError
+from .._version import __version__
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -166,6 +173,24 @@ def schema_version(conn: sqlite3.Connection) -> int:
     return int(row[0] or 0)
 
 
+def readable_newer(conn: sqlite3.Connection) -> bool:
+    """Whether the versions newer than this nbdurable's all say it still reads them.
+
+    A newer nbdurable whose migration older code can still read records the
+    oldest schema version that reads it in ``nbdurable_schema.readable_by``.
+    """
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(nbdurable_schema)")}
+    if "readable_by" not in columns:
+        return False
+    rows = conn.execute(
+        "SELECT readable_by FROM nbdurable_schema WHERE version > ?", (SCHEMA_VERSION,)
+    ).fetchall()
+    return all(
+        isinstance(row[0], int) and not isinstance(row[0], bool) and row[0] <= SCHEMA_VERSION
+        for row in rows
+    )
+
+
 def _refuse_newer(version: int, path: str, conn: sqlite3.Connection | None = None) -> None:
     if version > SCHEMA_VERSION and conn is not None and not versions_sound(conn):
         raise StoreCorruptionError(
@@ -175,13 +200,15 @@ def _refuse_newer(version: int, path: str, conn: sqlite3.Connection | None = Non
             "'Broken store files').",
             path=path,
         )
-    if version > SCHEMA_VERSION:
+    if version > SCHEMA_VERSION and (conn is None or not readable_newer(conn)):
         raise CheckpointVersionError(
             version,
             SCHEMA_VERSION,
             message=(
-                f"The store {path!r} has schema version {version}, newer than this "
-                f"nbdurable knows ({SCHEMA_VERSION}); upgrade nbdurable to open it."
+                f"The store {path!r} has schema version {version}: a newer nbdurable "
+                f"migrated it, and this nbdurable ({__version__}) reads schema versions "
+                f"up to {SCHEMA_VERSION}; upgrade nbdurable to a release that reads schema "
+                f"version {version} to open it (docs/stores.md, 'Rolling upgrades')."
             ),
         )
 
@@ -204,13 +231,13 @@ def migrate(conn: sqlite3.Connection, path: str) -> int:
     the write lock and re-read the version after taking it.
 
     Raises:
-        CheckpointVersionError: The schema is newer than this nbdurable.
+        CheckpointVersionError: The schema is newer than this nbdurable reads.
     """
     found = schema_version(conn)
     _refuse_newer(found, path, conn)
     if found > 0:
         verify_schema(conn, path, min(found, SCHEMA_VERSION))
-    if found == SCHEMA_VERSION:
+    if found >= SCHEMA_VERSION:
         return found
     # Imported only here: sqlite-utils imports numpy and pandas when they are
     # installed, which costs every process that merely opens an up-to-date store.

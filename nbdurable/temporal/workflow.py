@@ -26,6 +26,7 @@ from ..durable.checkpoint import AgentCheckpoint
 from ..durable.run_states import TERMINAL_STATES
 from ..durable.runtime_run import RuntimeRun
 from ..durable.scheduling import definition_matches, mismatch_reason
+from ..durable.stored import validate_stored
 from ..loop.machine import LegStart, leg_start_from_checkpoint
 from ..messages import Message, ToolApprovalResponse
 from ..runtime.legs import leg_options
@@ -131,7 +132,7 @@ class AgentRunWorkflow:
         if info.get("elsewhere"):
             return ELSEWHERE  # this worker's definition is not the submitted one
         runtime = worker_runtime()
-        record = RuntimeRun.model_validate(info["record"])
+        record = validate_stored(RuntimeRun, info["record"])
         agent = runtime.registry.get(record.agent_id, record.agent_version)
         if agent is None:
             error = f"this worker serves no agent {record.agent_id!r} v{record.agent_version}"
