@@ -22,6 +22,7 @@ import gc
 import itertools
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -120,20 +121,40 @@ def run(steps: int, db: Path | None) -> Figures:
     return Figures(config, steps, total, first, last, after - before)
 
 
+def in_fresh_process(steps: int, config: str) -> Figures:
+    """Run one configuration in a child process: the heap of one run does not hide the other's."""
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--steps", str(steps), "--config", config],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{config} run failed:\n{done.stdout}{done.stderr}")
+    return Figures(**json.loads(done.stdout.splitlines()[-1]))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=5000, help="steps per run (default 5000)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--config", choices=(NO_STORE, SQLITE), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.steps < 3:
         parser.error("--steps must be at least 3")
 
+    if args.config is not None:
+        # One configuration in this fresh process (its RSS growth is its own).
+        with tempfile.TemporaryDirectory() as folder:
+            db = Path(folder) / "long.db" if args.config == SQLITE else None
+            figures = run(args.steps, db)
+        print(json.dumps(asdict(figures)))
+        return 0
+
     info = machine()
     print(describe(info))
     print()
-    rows: list[Figures] = [run(args.steps, None)]
-    with tempfile.TemporaryDirectory() as folder:
-        rows.append(run(args.steps, Path(folder) / "long.db"))
+    rows = [in_fresh_process(args.steps, config) for config in (NO_STORE, SQLITE)]
 
     header = ["config", "steps", "total s", "first decile ms", "last decile ms", "ratio", "RSS +MB"]
     body = [

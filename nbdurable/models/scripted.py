@@ -82,9 +82,13 @@ class ScriptedModel:
         price_per_million: ``(input, output)`` USD per million tokens; sets ``Usage.cost``.
         model_id: The id reported on responses.
         mode: ``"history"`` or ``"sequential"``.
+        keep_requests: How many of the latest requests ``requests`` keeps (None:
+            all of them). Each request holds the whole history it was sent, so a
+            log of every request of a long run grows with the square of its length.
 
     Attributes:
-        requests: Every request received, in order (for assertions).
+        requests: The requests received, in order (for assertions): all of them
+            up to ``keep_requests``, then the latest ``keep_requests``.
     """
 
     turns: Sequence[ScriptEntry]
@@ -93,6 +97,7 @@ class ScriptedModel:
     price_per_million: tuple[float, float] | None = None
     model_id: str = "scripted"
     mode: Literal["history", "sequential"] = "history"
+    keep_requests: int | None = 100
     requests: list[ModelRequest] = field(default_factory=list, init=False, repr=False)
 
     provider: ClassVar[str] = "scripted"
@@ -115,13 +120,16 @@ class ScriptedModel:
                 for n in self.fail_on
             }
         self._played = 0
+        self._calls = 0
+        if self.keep_requests is not None and self.keep_requests < 0:
+            raise ConfigurationError("keep_requests must be >= 0 or None")
         if self.stream_delay < 0:
             raise ConfigurationError("stream_delay must be >= 0")
 
     @property
     def calls(self) -> int:
         """How many times this model was called."""
-        return len(self.requests)
+        return self._calls
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
         """Play the next turn at once."""
@@ -150,8 +158,13 @@ class ScriptedModel:
         yield ResponseEvent(response=response)
 
     def _next_turn(self, request: ModelRequest) -> Turn:
-        self.requests.append(request)
-        number = len(self.requests)
+        self._calls += 1
+        number = self._calls
+        kept = self.keep_requests
+        if kept is None or kept > 0:
+            self.requests.append(request)
+            if kept is not None and len(self.requests) > kept:
+                del self.requests[0]
         if number in self._failures:
             raise self._failures[number]
         if self.mode == "history":
