@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import operator
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from typing import Any, ClassVar, Literal, Union
 from pydantic import TypeAdapter
 
 from .._errors import ConfigurationError, ModelError, ScriptExhaustedError
-from ..messages import Part, TextPart, ToolCallPart, Usage
+from ..messages import Message, Part, TextPart, ToolCallPart, Usage
 from .base import (
     FinishReason,
     ModelRequest,
@@ -121,6 +122,7 @@ class ScriptedModel:
             }
         self._played = 0
         self._calls = 0
+        self._counted: tuple[tuple[Message, ...], int] = ((), 0)
         if self.keep_requests is not None and self.keep_requests < 0:
             raise ConfigurationError("keep_requests must be >= 0 or None")
         if self.stream_delay < 0:
@@ -200,9 +202,22 @@ class ScriptedModel:
             content=tuple(content), usage=usage, finish_reason=finish, model_id=self.model_id
         )
 
+    def _prompt_tokens(self, messages: tuple[Message, ...]) -> int:
+        """Tokens of the messages' JSON joined by spaces, counting only what is new.
+
+        A message's JSON has no whitespace at either end, so the tokens of the
+        joined text are the sum of each message's. A request usually extends the
+        previous one, whose count is kept: the history is not encoded again.
+        """
+        counted, total = self._counted
+        if len(counted) > len(messages) or not all(map(operator.is_, counted, messages)):
+            counted, total = (), 0
+        total += sum(len(_TOKEN_RE.findall(m.model_dump_json())) for m in messages[len(counted) :])
+        self._counted = (messages, total)
+        return total
+
     def _count_usage(self, request: ModelRequest, content: list[Part]) -> Usage:
-        prompt = " ".join(m.model_dump_json() for m in request.messages)
-        input_tokens = max(1, len(_TOKEN_RE.findall(prompt)) // 4)
+        input_tokens = max(1, self._prompt_tokens(request.messages) // 4)
         output_tokens = sum(
             len(_TOKEN_RE.findall(p.text)) if isinstance(p, TextPart) else 5 for p in content
         )
