@@ -259,14 +259,18 @@ class AgentMachine:
                 if prepared.instructions is not None:
                     instructions = prepared.instructions
         output = options.output
-        request = ModelRequest(
-            messages=self._model_view(messages),
-            tools=tuple(t.spec for t in tools.values()),
-            instructions=instructions,
-            output_schema=output.schema if output is not None else None,
-            output_name=output.name if output is not None else "output",
-        )
-        return model, tools, request
+        fields: dict[str, Any] = {
+            "messages": self._model_view(messages),
+            "tools": tuple(t.spec for t in tools.values()),
+            "instructions": instructions,
+            "output_schema": output.schema if output is not None else None,
+            "output_name": output.name if output is not None else "output",
+        }
+        if options.prepare_step is None:
+            # Every field is already of its type (the history holds validated
+            # messages): validating again would walk the whole history each step.
+            return model, tools, ModelRequest.model_construct(**fields)
+        return model, tools, ModelRequest(**fields)
 
     def _model_view(self, messages: tuple[Message, ...]) -> tuple[Message, ...]:
         # History only grows between model calls, so the view of the previous call
@@ -276,7 +280,10 @@ class AgentMachine:
             source, view = cached
             n = len(source)
             if n <= len(messages) and (n == 0 or messages[n - 1] is source[-1]):
-                view = (*view, *model_view(messages[n:]))
+                added = messages[n:]
+                kept = model_view(added)
+                # While nothing was left out, the history is its own view: no copy.
+                view = messages if view is source and kept is added else view + kept
                 self._view_cache = (messages, view)
                 return view
         view = model_view(messages)
@@ -391,7 +398,7 @@ class AgentMachine:
             run_id=self.start.run_id,
             step_index=max(step_index, 0),
             status=status,
-            messages=self._messages,
+            messages=(),
             usage=self._run_usage,
             pending_approvals=pending,
             agent_path=self.options.agent_path,
@@ -399,7 +406,9 @@ class AgentMachine:
             finish_reason=finish_reason,
             forked_from=self.start.forked_from,
         )
-        yield SaveCheckpoint(checkpoint)
+        # The history holds validated messages only: validating it again at every
+        # save would walk the whole run, so it joins the validated checkpoint as is.
+        yield SaveCheckpoint(checkpoint.model_copy(update={"messages": self._messages}))
 
     # -- helpers ---------------------------------------------------------------
 
@@ -441,7 +450,7 @@ class AgentMachine:
         )
 
     def _stop_requested(self, step_index: int) -> bool:
-        if step_index < 0:
+        if step_index < 0 or not self.options.stop_when:
             return False
         context = self._context(step_index)
         return any(condition(context) for condition in self.options.stop_when)

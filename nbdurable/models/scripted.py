@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import operator
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from typing import Any, ClassVar, Literal, Union
 from pydantic import TypeAdapter
 
 from .._errors import ConfigurationError, ModelError, ScriptExhaustedError
-from ..messages import Part, TextPart, ToolCallPart, Usage
+from ..messages import Message, Part, TextPart, ToolCallPart, Usage
 from .base import (
     FinishReason,
     ModelRequest,
@@ -82,9 +83,13 @@ class ScriptedModel:
         price_per_million: ``(input, output)`` USD per million tokens; sets ``Usage.cost``.
         model_id: The id reported on responses.
         mode: ``"history"`` or ``"sequential"``.
+        keep_requests: How many of the latest requests ``requests`` keeps (None:
+            all of them). Each request holds the whole history it was sent, so a
+            log of every request of a long run grows with the square of its length.
 
     Attributes:
-        requests: Every request received, in order (for assertions).
+        requests: The requests received, in order (for assertions): all of them
+            up to ``keep_requests``, then the latest ``keep_requests``.
     """
 
     turns: Sequence[ScriptEntry]
@@ -93,6 +98,7 @@ class ScriptedModel:
     price_per_million: tuple[float, float] | None = None
     model_id: str = "scripted"
     mode: Literal["history", "sequential"] = "history"
+    keep_requests: int | None = 100
     requests: list[ModelRequest] = field(default_factory=list, init=False, repr=False)
 
     provider: ClassVar[str] = "scripted"
@@ -115,13 +121,17 @@ class ScriptedModel:
                 for n in self.fail_on
             }
         self._played = 0
+        self._calls = 0
+        self._counted: tuple[tuple[Message, ...], int] = ((), 0)
+        if self.keep_requests is not None and self.keep_requests < 0:
+            raise ConfigurationError("keep_requests must be >= 0 or None")
         if self.stream_delay < 0:
             raise ConfigurationError("stream_delay must be >= 0")
 
     @property
     def calls(self) -> int:
         """How many times this model was called."""
-        return len(self.requests)
+        return self._calls
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
         """Play the next turn at once."""
@@ -150,8 +160,13 @@ class ScriptedModel:
         yield ResponseEvent(response=response)
 
     def _next_turn(self, request: ModelRequest) -> Turn:
-        self.requests.append(request)
-        number = len(self.requests)
+        self._calls += 1
+        number = self._calls
+        kept = self.keep_requests
+        if kept is None or kept > 0:
+            self.requests.append(request)
+            if kept is not None and len(self.requests) > kept:
+                del self.requests[0]
         if number in self._failures:
             raise self._failures[number]
         if self.mode == "history":
@@ -187,9 +202,22 @@ class ScriptedModel:
             content=tuple(content), usage=usage, finish_reason=finish, model_id=self.model_id
         )
 
+    def _prompt_tokens(self, messages: tuple[Message, ...]) -> int:
+        """Tokens of the messages' JSON joined by spaces, counting only what is new.
+
+        A message's JSON has no whitespace at either end, so the tokens of the
+        joined text are the sum of each message's. A request usually extends the
+        previous one, whose count is kept: the history is not encoded again.
+        """
+        counted, total = self._counted
+        if len(counted) > len(messages) or not all(map(operator.is_, counted, messages)):
+            counted, total = (), 0
+        total += sum(len(_TOKEN_RE.findall(m.model_dump_json())) for m in messages[len(counted) :])
+        self._counted = (messages, total)
+        return total
+
     def _count_usage(self, request: ModelRequest, content: list[Part]) -> Usage:
-        prompt = " ".join(m.model_dump_json() for m in request.messages)
-        input_tokens = max(1, len(_TOKEN_RE.findall(prompt)) // 4)
+        input_tokens = max(1, self._prompt_tokens(request.messages) // 4)
         output_tokens = sum(
             len(_TOKEN_RE.findall(p.text)) if isinstance(p, TextPart) else 5 for p in content
         )

@@ -335,7 +335,7 @@ class PostgresSessionStore(PostgresRuntimeTables):
         known = identical_prefix(cached.messages, messages) if cached is not None else 0
         base = cached.ids[:known] if cached is not None else ()
         new_ids, new_rows = extend_chain(base[-1] if base else None, messages[known:])
-        ids = (*base, *new_ids)
+        ids = base + tuple(new_ids)  # base is the cached tuple itself when whole
         params["head"] = ids[-1] if ids else None
         params["base"] = base[-1] if base else None
         if events:
