@@ -26,6 +26,7 @@ from ..events.model import NewEvent
 from ..loop.machine import LegStart, leg_start_from_checkpoint
 from . import lifecycle
 from .executor import RunContext, RuntimeDriver
+from .foreign import ForeignRuns
 from .legs import first_messages, leg_options
 from .outcome import (
     LegOutcome,
@@ -110,7 +111,7 @@ class EmbeddedEngine:
         self._fatal_report: asyncio.Task[None] | None = None
         self._next_dead_owner_scan = 0.0
         self._write_refused = False
-        self._left: set[str] = set()
+        self._foreign = ForeignRuns(EMBEDDED)
         self._next_foreign_scan = 0.0
 
     @property
@@ -323,23 +324,10 @@ class EmbeddedEngine:
             records = self.runtime.runtime_store.rt_list(sorted(_CLAIMABLE_STATES))
         except Exception:  # only a log line is lost: the next scan says it
             return
-        foreign = {r.run_id for r in records if not of_engine(r, EMBEDDED)}
-        for record in records:
-            if record.run_id in foreign:
-                self._leave(record)
-        self._left &= foreign
-
-    def _leave(self, record: RuntimeRun) -> None:
-        """Say once per run that a run of another engine is left to that engine."""
-        if record.run_id in self._left:
-            return
-        self._left.add(record.run_id)
-        self.runtime.deps.logger.warning(
-            "nbdurable: run %s was submitted to the %s engine: this embedded engine leaves it "
-            "to that engine's workers (docs/runtime.md: moving runs to another engine)",
-            record.run_id,
-            record.engine,
-        )
+        foreign = [r for r in records if not of_engine(r, EMBEDDED)]
+        for record in foreign:
+            self._foreign.leave(record, self.runtime.deps.logger)
+        self._foreign.keep_only(r.run_id for r in foreign)
 
     def _taken_over(self, context: _Execution, event: NewEvent | None) -> None:
         """Append the ``run_taken_over`` event of a takeover claim (fenced)."""

@@ -25,6 +25,7 @@ from temporalio.service import RPCError
 
 from ..durable.runtime_run import TEMPORAL
 from ..durable.scheduling import of_engine
+from ..runtime.foreign import ForeignRuns
 from .config import TemporalConfig
 from .connection import TemporalConnection
 from .tracing import client_interceptors, started_under
@@ -115,7 +116,7 @@ class TemporalEngine:
         self._sent: set[tuple[str, int, str]] = set()
         self._since = 0
         self._cancel_scan = 0
-        self._left: set[str] = set()
+        self._foreign = ForeignRuns(TEMPORAL)
 
     def config(self, run_id: str) -> TemporalConfig:
         """The workflow settings of ``run_id``."""
@@ -178,7 +179,7 @@ class TemporalEngine:
             if record.kind not in WORKFLOWS or key in self._sent or not self._due(record):
                 continue
             if not of_engine(record, TEMPORAL):
-                self._leave(record)
+                self._foreign.leave(record, self.runtime.deps.logger)
                 continue
             # Sending is slow next to workflows: one that took the record meanwhile
             # may have closed already, and a resume now would start a workflow for nothing.
@@ -206,19 +207,7 @@ class TemporalEngine:
                 await client.get_workflow_handle(record.run_id).cancel()
         # Keys of records that changed since can never match again.
         self._sent = {k for k in self._sent if k[2] == "cancel" or k in pending}
-        self._left &= {k[0] for k in pending}
-
-    def _leave(self, record: RuntimeRun) -> None:
-        """Leave a pending run of another engine alone; say so once per run."""
-        if record.run_id in self._left:
-            return
-        self._left.add(record.run_id)
-        self.runtime.deps.logger.warning(
-            "nbdurable: run %s was submitted to the %s engine: this Temporal engine leaves it "
-            "to that engine's workers (docs/runtime.md: moving runs to another engine)",
-            record.run_id,
-            record.engine,
-        )
+        self._foreign.keep_only(k[0] for k in pending)
 
     def _due(self, record: RuntimeRun) -> bool:
         """Whether this engine dispatches the pending record now (a worker's waits)."""
