@@ -470,12 +470,24 @@ class RunActivities(BoundActivities):
 
     @activity.defn(name="nbdurable.finish_leg")
     async def finish_leg(
-        self, run_id: str, entries: list[dict[str, Any]], changes: dict[str, Any]
+        self,
+        run_id: str,
+        entries: list[dict[str, Any]],
+        changes: dict[str, Any],
+        fence: int | None = None,
     ) -> None:
         """Write the leg's outbox and its run-state change.
 
-        A run finished meanwhile (cancelled from a client) keeps its state.
+        A run finished meanwhile (cancelled from a client) keeps its state. With
+        the leg's ``fence``, a leg whose claim is gone (its end written already,
+        then the run retried, decided or claimed again) writes nothing: this
+        local activity runs a second time when its workflow task is retried.
         """
+        if fence is not None:
+            current = self._record(run_id)
+            owner = f"temporal:{activity.info().workflow_id}"
+            if current.fence != fence or current.lease_owner != owner:
+                return
         finish = await self._write(entries, run_log=run_id)
         if _tracing.HOOKS is not None:
             checkpoint = await maybe_await(self.runtime.store.load(run_id))

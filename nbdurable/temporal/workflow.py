@@ -38,6 +38,8 @@ from .registry import worker_runtime
 __all__ = ["AgentRunWorkflow", "DefinitionMismatchError"]
 
 FINAL_STATES = TERMINAL_STATES
+RESUME_AFTER_END = "nbdurable-resume-after-end"
+"""Patch: a resume received while a leg ended in a final state runs the next leg."""
 ELSEWHERE = "elsewhere"
 """What a leg returns when this worker's definition of the run's agent is not the submitted one."""
 
@@ -93,6 +95,10 @@ class AgentRunWorkflow:
                 if state == ELSEWHERE:
                     await self._hand_on(config, handed_back)
                 if state in FINAL_STATES:
+                    # A retry's resume that reached this workflow while its last leg
+                    # ended is the next leg's start, not a signal to drop.
+                    if self._resumes > 0 and workflow.patched(RESUME_AFTER_END):
+                        continue
                     return state
         except asyncio.CancelledError:
             await self._finish(settings, LegOutcome.cancelled())
@@ -112,13 +118,21 @@ class AgentRunWorkflow:
         carried = {"verdicts": self._verdicts, "handed_back": handed_back + 1}
         workflow.continue_as_new(args=[config, carried])
 
-    async def _finish(self, config: TemporalConfig, outcome: LegOutcome) -> str | None:
-        """Write what the leg left in the outbox and the run's new state; the state."""
+    async def _finish(
+        self, config: TemporalConfig, outcome: LegOutcome, fence: int | None = None
+    ) -> str | None:
+        """Write what the leg left in the outbox and the run's new state; the state.
+
+        ``fence``: the leg's claim. A local activity runs again when its workflow
+        task is retried (a signal arriving as it completes); the claim keeps the
+        second run from overwriting what happened to the run since.
+        """
         entries, self._outbox[:] = list(self._outbox), []
         changes = record_changes(outcome)
-        await workflow.execute_local_activity(
-            "nbdurable.finish_leg", args=[config.run_id, entries, changes], **LOCAL_ACTIVITY
-        )
+        args: list[Any] = [config.run_id, entries, changes]
+        if fence is not None:
+            args.append(fence)
+        await workflow.execute_local_activity("nbdurable.finish_leg", args=args, **LOCAL_ACTIVITY)
         return outcome.state
 
     async def _leg(self, config: TemporalConfig) -> str | None:
@@ -173,13 +187,13 @@ class AgentRunWorkflow:
                 left = max(deadline - _WorkflowClock().now(), 0) / 1000
                 result = await asyncio.wait_for(driver.run(), left)
         except TimeoutError:
-            return await self._finish(config, LegOutcome.timed_out())
+            return await self._finish(config, LegOutcome.timed_out(), record.fence)
         except (LegEnded, LimitExceededError) as exc:
             ended = ended_by(exc)
             assert ended is not None  # both decide the run's outcome
-            return await self._finish(config, ended)
+            return await self._finish(config, ended, record.fence)
         self._verdicts.clear()
-        return await self._finish(config, leg_result(result))
+        return await self._finish(config, leg_result(result), record.fence)
 
 
 def config_args(config: TemporalConfig) -> dict[str, Any]:
