@@ -15,7 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from ._text import InPython, valid_data, valid_text
 
@@ -31,6 +39,7 @@ __all__ = [
     "ToolCallPart",
     "ToolResultPart",
     "Usage",
+    "VerdictSource",
     "assistant",
     "from_openai",
     "system",
@@ -128,6 +137,30 @@ class ToolApprovalRequest(BaseModel):
     token: Text | None = None
 
 
+class VerdictSource(BaseModel):
+    """Who gave a verdict, and how.
+
+    Attributes:
+        by: The principal's name: authenticated (a named token of the HTTP
+            bridge) only when ``authenticated``, otherwise the name the
+            deciding process claimed (its OS user, or a name set for it).
+            None for a verdict given through an approval link, which is a
+            bearer credential and proves no identity.
+        authenticated: True when ``by`` was authenticated.
+        via: How it was given: ``widget``, ``magic``, ``cli``, ``http``,
+            ``link``, ``api`` or ``grant``.
+        addressed_to: For ``via="link"``: whom the link was addressed to.
+        grant_id: For ``via="grant"``: the standing approval that covered the call.
+    """
+
+    model_config = _FROZEN
+    by: Text | None = None
+    authenticated: bool = False
+    via: Text | None = None
+    addressed_to: Text | None = None
+    grant_id: Text | None = None
+
+
 class ToolApprovalResponse(BaseModel):
     """A verdict on one approval request.
 
@@ -137,6 +170,7 @@ class ToolApprovalResponse(BaseModel):
         reason: Why it was denied; shown to the model in the is_error result.
         token: The request's token, echoed back unchanged (needed to approve
             when the settling call has an approval signer; denials need none).
+        source: Who gave the verdict and how (None: not recorded).
     """
 
     model_config = _FROZEN
@@ -144,6 +178,16 @@ class ToolApprovalResponse(BaseModel):
     approved: bool
     reason: Text | None = None
     token: Text | None = None
+    source: VerdictSource | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unrecorded_source(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A verdict without a source serializes as before sources existed: the
+        # bytes (and hashes) of stored checkpoints stay what they were.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("source") is None:
+            data.pop("source", None)
+        return data
 
 
 class ApprovalRequestPart(BaseModel):

@@ -5,11 +5,11 @@ Their text follows the lone-surrogate policy of :mod:`nbdurable.messages` (U+FFF
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-from .messages import Text, ToolApprovalRequest, ToolCallPart, ToolResultPart, Usage
+from .messages import Text, ToolApprovalRequest, ToolCallPart, ToolResultPart, Usage, VerdictSource
 
 __all__ = [
     "ApprovalRequestStreamPart",
@@ -72,6 +72,15 @@ class ApprovalResolvedStreamPart(BaseModel):
     tool_call_id: Text
     approved: bool
     reason: Text | None = None
+    source: VerdictSource | None = None
+    """Who gave the verdict and how (None: not recorded)."""
+
+    @model_serializer(mode="wrap")
+    def _without_unrecorded_source(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("source") is None:
+            data.pop("source", None)  # events written before sources existed look the same
+        return data
 
 
 class ToolResultStreamPart(BaseModel):

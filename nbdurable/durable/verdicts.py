@@ -15,12 +15,15 @@ __all__ = ["decide", "verdict_entry"]
 def verdict_entry(response: dict[str, Any], now: int) -> dict[str, Any]:
     """What :attr:`RuntimeRun.decided` keeps of a verdict (the token only as a digest)."""
     token = response.get("token")
-    return {
+    entry = {
         "approved": bool(response.get("approved")),
         "reason": response.get("reason"),
         "token_sha256": hashlib.sha256(token.encode()).hexdigest() if token else None,
         "at": now,
     }
+    if response.get("source"):
+        entry["source"] = response["source"]
+    return entry
 
 
 def decide(

@@ -424,6 +424,7 @@ class AgentMachine:
                     tool_call_id=tool_call_id,
                     approved=verdict.approved,
                     reason=verdict.reason,
+                    source=verdict.source,
                 )
             )
 
