@@ -114,7 +114,15 @@ class ApprovalSigner:
         payload: dict[str, Any] = request.model_dump(mode="json", exclude={"token"})
         if run_id is not None:
             payload["run_id"] = run_id
-        payload["issued_at"] = int(self.clock.now())
+        return self.sign_payload(payload)
+
+    def sign_payload(self, payload: dict[str, Any]) -> str:
+        """Return a token for any JSON object (``issued_at`` is added).
+
+        Other signed things (a standing approval) carry a ``kind`` key so
+        that their tokens can never pass for an approval request's.
+        """
+        payload = {**payload, "issued_at": int(self.clock.now())}
         segment = _b64encode(
             json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
                 "utf-8"
