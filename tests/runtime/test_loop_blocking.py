@@ -18,11 +18,11 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
+from support.latency_proxy import LatencyProxy, latency_proxy
 
 import nbdurable as nd
 from nbdurable.runtime import Agent, DurableRuntime
 from nbdurable.stores import open_store
-from support.latency_proxy import LatencyProxy, latency_proxy
 
 DELAY = 0.2
 SECRET = "loop blocking test secret"
@@ -154,15 +154,13 @@ async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
         with psycopg.connect(pg_database, autocommit=True) as conn:
             while watching.is_set():
                 row = conn.execute(
-                    "SELECT lease_expires_at, state FROM "
-                    + _rt_runs(conn)
-                    + " WHERE run_id = %s",
+                    "SELECT lease_expires_at, state FROM " + _rt_runs(conn) + " WHERE run_id = %s",
                     (run_id,),
                 ).fetchone()
                 now_ms = int(time.time() * 1000)
-                if row is not None and row[1] == "running" and row[0] is not None:
-                    if row[0] <= now_ms:
-                        lapses.append((time.monotonic(), now_ms - row[0]))
+                running = row is not None and row[1] == "running" and row[0] is not None
+                if running and row[0] <= now_ms:
+                    lapses.append((time.monotonic(), now_ms - row[0]))
                 time.sleep(0.1)
 
     try:

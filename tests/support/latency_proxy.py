@@ -56,7 +56,9 @@ class LatencyProxy:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
                 self._sockets += [client, server]
-            threading.Thread(target=self._pump, args=(client, server, self.delay), daemon=True).start()
+            threading.Thread(
+                target=self._pump, args=(client, server, self.delay), daemon=True
+            ).start()
             threading.Thread(target=self._pump, args=(server, client, 0.0), daemon=True).start()
 
     def _pump(self, source: socket.socket, sink: socket.socket, delay: float) -> None:
