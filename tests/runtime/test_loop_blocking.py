@@ -21,6 +21,8 @@ import pytest
 from support.latency_proxy import LatencyProxy, latency_proxy
 
 import nbdurable as nd
+from nbdurable.durable.offload import offload
+from nbdurable.events.model import NewEvent
 from nbdurable.runtime import Agent, DurableRuntime
 from nbdurable.stores import open_store
 
@@ -121,10 +123,15 @@ async def test_no_store_call_runs_on_the_loop_thread(
 async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
     slow_pg: tuple[str, LatencyProxy], pg_database: str
 ) -> None:
-    """A store call stuck 6 s on a row lock does not stop another run's lease renewals."""
+    """A store call stuck 12 s on a row lock does not stop another run's lease renewals.
+
+    The stuck call is a fenced write (it reads the run's fence ``FOR SHARE``);
+    a write that rewrites a run record would hold the runtime's advisory lock
+    while it waits, and every renewal would wait behind it in the store.
+    """
     url, _ = slow_pg
     store = open_store(url)
-    lease_ms = 3000
+    lease_ms = 10_000  # a renewal costs several 200 ms round trips
     started = asyncio.Event()
 
     @nd.tool
@@ -141,7 +148,7 @@ async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
 
     worker = Agent(
         "worker",
-        nd.ScriptedModel([nd.Turn.call("slow", seconds=8.0), "done"]),
+        nd.ScriptedModel([nd.Turn.call("slow", seconds=16.0), "done"]),
         [slow],
         version="1",
     )
@@ -154,7 +161,9 @@ async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
         with psycopg.connect(pg_database, autocommit=True) as conn:
             while watching.is_set():
                 row = conn.execute(
-                    "SELECT lease_expires_at, state FROM " + _rt_runs(conn) + " WHERE run_id = %s",
+                    "SELECT (record::jsonb->>'lease_expires_at')::bigint, state FROM "
+                    + _rt_runs(conn)
+                    + " WHERE run_id = %s",
                     (run_id,),
                 ).fetchone()
                 now_ms = int(time.time() * 1000)
@@ -174,20 +183,25 @@ async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
             watching.set()
             watcher = threading.Thread(target=watch, args=(run.run_id,), daemon=True)
             watcher.start()
-            # Another connection holds the parked run's row: cancelling it waits 6 s.
+            # Another connection holds the parked run's row: a fenced event append
+            # to it (what a run's event writer does) waits 12 s for the row.
+            parked_fence = (await offload(other.record)).fence
+            note = NewEvent(type="note", created_at=int(time.time() * 1000), payload={})
             with psycopg.connect(pg_database) as locker:
                 locker.execute(
                     "SELECT 1 FROM " + _rt_runs(locker) + " WHERE run_id = %s FOR UPDATE",
                     (other.run_id,),
                 )
-                # A timer thread: before the fix the loop itself is stuck in the cancel.
-                release = threading.Timer(6.0, locker.commit)
+                release = threading.Timer(12.0, locker.commit)
                 release.start()
-                await other.cancel()
+                began = time.monotonic()
+                await offload(store.append_events, other.run_id, [note], fence=parked_fence)
+                waited = time.monotonic() - began
                 release.join()
             record = await run.wait("completed", timeout=60)
             watching.clear()
             watcher.join(timeout=10)
+        assert waited >= 11.0  # longer than the lease: held on the loop, it would lapse
         assert record.state == "completed"
         assert record.fence == 1  # nobody took it over
         assert lapses == [], f"the lease lapsed while a store call waited: {lapses[:3]}"
