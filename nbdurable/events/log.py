@@ -10,7 +10,15 @@ from typing import Protocol, runtime_checkable
 from ..durable.checkpoint import AgentCheckpoint
 from .model import Event, NewEvent
 
-__all__ = ["EVENTS", "EventStore", "FencedEventStore", "channel_of", "notify", "wait_for_events"]
+__all__ = [
+    "EVENTS",
+    "Armed",
+    "EventStore",
+    "FencedEventStore",
+    "channel_of",
+    "notify",
+    "wait_for_events",
+]
 
 EVENTS = "events"
 """Capability: the store keeps a per-run event log (``append_events``, ``read_events``...)."""
@@ -98,23 +106,41 @@ def _wake(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
+class Armed:
+    """A wake-up on ``run_id`` registered before the read it follows.
+
+    Arm, read, then :meth:`wait`: a local write that lands between the read and
+    the wait (a store call runs on another thread) still wakes it.
+    """
+
+    def __init__(self, store: object, run_id: str) -> None:
+        self._future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._key = (channel_of(store), run_id)
+        with _lock:
+            _waiters.setdefault(self._key, []).append(self._future)
+
+    async def wait(self, timeout: float) -> None:
+        """Sleep until a local writer appended since arming, or ``timeout`` seconds pass."""
+        try:
+            # asyncio.wait, not wait_for: Python 3.11's wait_for swallows a cancellation
+            # that arrives as the waiter completes, leaving the cancelled task waiting on.
+            await asyncio.wait({self._future}, timeout=timeout)
+        finally:
+            self.disarm()
+
+    def disarm(self) -> None:
+        """Stop listening (idempotent)."""
+        with _lock:
+            pending = _waiters.get(self._key)
+            if pending is not None and self._future in pending:
+                pending.remove(self._future)
+                if not pending:
+                    del _waiters[self._key]
+
+
 async def wait_for_events(store: object, run_id: str, timeout: float) -> None:
     """Sleep until a local writer appends to ``run_id`` or ``timeout`` seconds pass.
 
     The timeout is the polling interval that catches writers in other processes.
     """
-    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    key = (channel_of(store), run_id)
-    with _lock:
-        _waiters.setdefault(key, []).append(waiter)
-    try:
-        # asyncio.wait, not wait_for: Python 3.11's wait_for swallows a cancellation
-        # that arrives as the waiter completes, leaving the cancelled task waiting on.
-        await asyncio.wait({waiter}, timeout=timeout)
-    finally:
-        with _lock:
-            pending = _waiters.get(key)
-            if pending is not None and waiter in pending:
-                pending.remove(waiter)
-                if not pending:
-                    del _waiters[key]
+    await Armed(store, run_id).wait(timeout)

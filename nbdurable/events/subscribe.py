@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from .._errors import ConfigurationError, RunNotFoundError
 from ..durable.offload import offload
 from ..durable.store import RUNTIME, supports
-from .log import EVENTS, EventStore, wait_for_events
+from .log import EVENTS, Armed, EventStore, wait_for_events
 from .model import RUN_SUSPENDED, Event
 
 __all__ = ["DEFAULT_POLL_INTERVAL", "read_events", "subscribe", "wait_for_run"]
@@ -83,32 +83,47 @@ async def subscribe(
         seen = await offload(events.read_events, run_id, after=after - 1, limit=1)
         last = seen[0] if seen else None
     while True:
-        batch = await offload(events.read_events, run_id, after=cursor)
-        for event in batch:
-            cursor = event.offset
-            yield event
-        if batch:
-            last = batch[-1]
-            continue  # read again before sleeping: more may have arrived meanwhile
-        if last is not None:
-            if stop_on_suspend and last.type == RUN_SUSPENDED:
-                return
-            if last.ends_stream and await offload(_settled, store, run_id):
-                return
-        await wait_for_run(store, run_id, poll_interval, cursor)
+        armed = Armed(store, run_id)  # before the read: a write during it wakes the wait
+        try:
+            batch = await offload(events.read_events, run_id, after=cursor)
+            if batch:
+                armed.disarm()
+            for event in batch:
+                cursor = event.offset
+                yield event
+            if batch:
+                last = batch[-1]
+                continue  # read again before sleeping: more may have arrived meanwhile
+            if last is not None:
+                if stop_on_suspend and last.type == RUN_SUSPENDED:
+                    return
+                if last.ends_stream and await offload(_settled, store, run_id):
+                    return
+            await wait_for_run(store, run_id, poll_interval, cursor, armed=armed)
+        finally:
+            armed.disarm()
 
 
 def wait_for_run(
-    store: object, run_id: str, timeout: float, after: int | None = None
+    store: object,
+    run_id: str,
+    timeout: float,
+    after: int | None = None,
+    armed: Armed | None = None,
 ) -> Awaitable[None]:
     """The store's own wait (PostgreSQL: LISTEN/NOTIFY) when it has one, else the local hub.
 
     ``after`` is the offset read so far: the store's wait returns at once when
     the log already goes further (an append between the read and the wait).
+    ``armed``: the hub's wake-up, registered before that read (see :class:`Armed`).
     """
     own = getattr(store, "wait_for_events", None)
     if own is not None:
+        if armed is not None:
+            armed.disarm()
         return own(run_id, timeout, after=after)  # type: ignore[no-any-return]
+    if armed is not None:
+        return armed.wait(timeout)
     return wait_for_events(store, run_id, timeout)
 
 

@@ -23,6 +23,7 @@ from ..durable.offload import offload
 from ..durable.run_states import ACTIVE_STATES, HUMAN_STATES, RUN_STATES
 from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.signer import expired_age, resign_if_expired
+from ..events.log import Armed
 from ..events.model import Event
 from ..events.subscribe import subscribe, wait_for_run
 from ..loop.output import OutputSpec
@@ -152,15 +153,22 @@ class Run:
         wanted = wanted_states(states, RUN_STATES)
         deadline = Deadline(timeout)
         while True:
-            record = await self._fetch()
-            if record.state in wanted:
-                return record
-            if record.finished:
-                raise RunEndedError(
-                    self.run_id, record.state, reason=record.reason, wanted=tuple(states)
+            # armed before the read: a change written meanwhile on a store thread wakes it
+            armed = Armed(self.runtime.store, self.run_id)
+            try:
+                record = await self._fetch()
+                if record.state in wanted:
+                    return record
+                if record.finished:
+                    raise RunEndedError(
+                        self.run_id, record.state, reason=record.reason, wanted=tuple(states)
+                    )
+                pause = deadline.pause(
+                    self.runtime.poll_interval, f"run {self.run_id!r}", record.state
                 )
-            pause = deadline.pause(self.runtime.poll_interval, f"run {self.run_id!r}", record.state)
-            await wait_for_run(self.runtime.store, self.run_id, pause)
+                await wait_for_run(self.runtime.store, self.run_id, pause, armed=armed)
+            finally:
+                armed.disarm()
 
     async def result(self) -> RunResult:
         """Wait for the run to finish; its result when completed.

@@ -366,7 +366,7 @@ async def test_a_completed_model_response_is_reused_after_a_kill_during_its_tool
     store, before, _ = open_after_kill(url, tmp_path)
     try:
         # the response was committed, its calls made visible, then the tool hung until the kill
-        assert before[-1] == leg.printed[-1]  # everything shown was committed
+        assert leg.printed[-1] in before  # everything shown was committed
         done = [i for i, e in enumerate(before) if e.type == ev.MODEL_COMPLETED]
         assert done and before[done[-1]].step_index == 1
         assert all(e.type == ev.TOOL_CALL for e in before[done[-1] + 1 :])
