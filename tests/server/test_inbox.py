@@ -40,7 +40,9 @@ def test_the_inbox_lists_every_runs_pending_approvals_with_links(server: Server)
         path = f"/approve/{wait}/{mine['approval_id']}"
         assert mine["link"].startswith(f"{server.url}{path}?token=v1.")
         first, second = (r for r in rows if r["run_id"] == pair)
-        denied = http.post(f"/runs/{pair}/approvals/{first['approval_id']}", json={"approve": False})
+        denied = http.post(
+            f"/runs/{pair}/approvals/{first['approval_id']}", json={"approve": False}
+        )
         assert denied.status_code == 200
     # the link approves, without the bearer token
     link_path, token = _link_parts(mine["link"])
@@ -49,9 +51,7 @@ def test_the_inbox_lists_every_runs_pending_approvals_with_links(server: Server)
         assert answer.status_code == 200, answer.text
     server.wait_state(wait, "completed")
     with server.client() as http:
-        assert [r["approval_id"] for r in http.get("/approvals").json()] == [
-            second["approval_id"]
-        ]
+        assert [r["approval_id"] for r in http.get("/approvals").json()] == [second["approval_id"]]
         every = http.get("/approvals", params={"status": "all"}).json()
         statuses = {r["approval_id"]: r["status"] for r in every}
         assert statuses == {
