@@ -2,7 +2,7 @@
 
 - ``nbdurable worker --store URL --agents module:attr``: a headless runtime that
   executes queued and recovered runs (runs go on while a kernel restarts).
-- ``nbdurable runs [list|graphs|show|history|explain|rewind] ...``: inspect a store.
+- ``nbdurable runs [list|graphs|show|history|explain|approvals|rewind] ...``: inspect a store.
 - ``nbdurable runs approve|deny|resume|cancel|retry RUN ...``: steer a run.
 - ``nbdurable demo``: a durable run in the terminal: crash, recovery, approvals.
 - ``nbdurable serve --store URL --agents module:attr``: the HTTP bridge (``server`` extra).
@@ -31,6 +31,7 @@ Durable, inspectable LLM agent runs, from a shell.
 
   nbdurable demo                                                a durable run: crash, recovery, ...
   nbdurable runs [list|graphs|show|history|explain|rewind] ...  inspect a store
+  nbdurable runs approvals [--all] [--run RUN]                  what waits for a verdict
   nbdurable runs approve|deny|resume|cancel|retry RUN ...       steer a run
   nbdurable worker --store URL --agents module:attr             execute queued and recovered runs
   nbdurable serve --store URL --agents module:attr              the HTTP bridge (runs, SSE, links)
@@ -60,7 +61,7 @@ def _sync(handler: Any) -> Any:
 
 
 def _add_runs(commands: Any) -> None:
-    from . import control, runs
+    from . import approvals, control, runs
 
     status = _option("--status", metavar="S", help="only runs in this status")
     graph = _option("--graph", metavar="ID", help="only the nodes of this graph")
@@ -80,6 +81,11 @@ def _add_runs(commands: Any) -> None:
     action("show", runs.show, "a run's summary and latest messages", JSON).add_argument("run")
     action("history", runs.history, "one line per checkpoint of a run", JSON).add_argument("run")
     action("explain", runs.explain, "what happened in a run, in words", JSON).add_argument("run")
+    inbox = action(
+        "approvals", approvals.list_approvals, "the approvals waiting for a verdict", JSON
+    )
+    inbox.add_argument("--all", action="store_true", help="every request, decided ones too")
+    inbox.add_argument("--run", metavar="RUN", help="only this run's requests")
     for name, handler, help_ in (
         ("approve", control.approve, "approve a pending tool call"),
         ("deny", control.deny, "deny a pending tool call"),

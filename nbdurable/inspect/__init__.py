@@ -16,9 +16,11 @@ asked for (``pip install 'nbdurable[inspect]'``)::
     nd.inspect.diff(store, run_id, 2, fork_id)   # what changed
     fork = nd.inspect.rewind(store, run_id, 2, edit=nd.user("Only older than 90 days."))
     print(nd.inspect.explain(store, run_id))     # why is it stuck?
+    nd.inspect.approvals(store, status="pending")  # the inbox: what waits for a human
     nd.inspect.plot_timeline(store, run_id)      # where the run's time went
 """
 
+from ._approvals import approvals
 from ._diff import Change, CheckpointDiff, diff
 from ._explain import Explanation, PendingApproval, explain
 from ._plots import plot_timeline, plot_usage
@@ -34,6 +36,7 @@ __all__ = [
     "Explanation",
     "PendingApproval",
     "StoreLike",
+    "approvals",
     "diff",
     "events",
     "explain",

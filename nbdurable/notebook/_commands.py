@@ -86,6 +86,17 @@ def _explain(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> An
     return inspect.explain(nb.store, args.run, context="notebook")
 
 
+def _approvals(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any:
+    from .. import inspect
+
+    return inspect.approvals(
+        nb.store,
+        run_id=args.run,
+        status=None if args.all else ("pending", "expired"),
+        max_age_ms=nb.runtime.approval_max_age_ms,
+    )
+
+
 def _requests(requests: list[ToolApprovalRequest]) -> str:
     return "; ".join(f"{r.approval_id} {call_text(r.tool_name, r.input)}" for r in requests)
 
@@ -267,6 +278,7 @@ HANDLERS = {
     "show": _show,
     "history": _history,
     "explain": _explain,
+    "approvals": _approvals,
     "approve": _approve,
     "resume": _resume,
     "rewind": _rewind,

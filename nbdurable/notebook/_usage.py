@@ -108,6 +108,15 @@ _COMMANDS: list[tuple[str, str, list[tuple[tuple[str, ...], dict[str, Any]]]]] =
     ),
     ("explain", "why a run is where it is, and what moves it on", []),
     (
+        "approvals",
+        "the approvals waiting for a verdict, across every run (a DataFrame); "
+        "--all: decided ones too; --run RUN: one run's",
+        [
+            (("--all",), {"action": "store_true"}),
+            (("--run",), {"metavar": "RUN"}),
+        ],
+    ),
+    (
         "approve",
         "approve a pending tool call (--deny [--reason R] denies it)",
         [
@@ -134,7 +143,7 @@ _COMMANDS: list[tuple[str, str, list[tuple[tuple[str, ...], dict[str, Any]]]]] =
 ]
 """Each subcommand of ``%durable``: name, help, arguments after RUN (when it takes one)."""
 
-_NO_RUN = frozenset({"store", "runs", "graphs", "worker", "dashboard"})
+_NO_RUN = frozenset({"store", "runs", "graphs", "approvals", "worker", "dashboard"})
 
 
 def _durable_parser() -> _Parser:

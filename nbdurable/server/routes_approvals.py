@@ -1,16 +1,20 @@
-"""A run's pending approvals and verdicts on them, for authenticated callers."""
+"""Approvals for authenticated callers: every run's (the inbox), a run's, and verdicts."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
 
 from ..durable.offload import offload
 from ..durable.signer import resign_if_expired
+from ..inspect._approvals import APPROVAL_STATUSES, approval_rows
+from ..messages import ToolApprovalRequest
 from ..runtime.run import Run
 from .context import Bridge
 from .handlers import ErrorBody
 from .links import link_for
-from .schemas import ApprovalOut, RunOut, VerdictIn, VerdictOut
+from .schemas import ApprovalOut, InboxApprovalOut, RunOut, VerdictIn, VerdictOut
 from .verdicts import answer
 
 __all__ = ["approvals_router"]
@@ -20,6 +24,48 @@ def approvals_router(bridge: Bridge) -> APIRouter:
     """The ``/runs/{run_id}/approvals`` routes of ``bridge``."""
     router = APIRouter(tags=["approvals"])
     runtime = bridge.runtime
+
+    @router.get(
+        "/approvals",
+        response_model=list[InboxApprovalOut],
+        summary="Approval requests of every run (the inbox)",
+        responses={
+            404: {"model": ErrorBody, "description": "No such run (`run_id`)"},
+            422: {"model": ErrorBody, "description": "An unknown status"},
+        },
+    )
+    async def inbox(
+        request: Request,
+        status: Annotated[
+            list[str] | None,
+            Query(
+                description="Only these statuses (repeat it, or comma-separate): "
+                f"{', '.join(APPROVAL_STATUSES)} or `all`. Default: pending and expired."
+            ),
+        ] = None,
+        run_id: Annotated[str | None, Query(description="Only this run's requests.")] = None,
+    ) -> list[InboxApprovalOut]:
+        """The approval requests of every run, oldest first: the pending ones by default.
+
+        A decidable one (pending or expired, of a run waiting for it) comes with
+        an approval link signed now, so an expired token is no obstacle.
+        """
+        names = [n.strip() for value in status or () for n in value.split(",") if n.strip()]
+        wanted: Any = names if names else ("pending", "expired")
+        if "all" in names:
+            wanted = None
+        rows = approval_rows(
+            runtime.store, run_id=run_id, status=wanted, max_age_ms=bridge.approval_max_age_ms
+        )
+        base = bridge.base_url(request)
+        waiting: dict[str, bool] = {}
+        out = []
+        for row in rows:
+            link = None
+            if row["status"] in ("pending", "expired") and _decidable(runtime, row, waiting):
+                link = link_for(runtime.signer, row["run_id"], _request(row), base)
+            out.append(InboxApprovalOut.of(row, link))
+        return out
 
     @router.get(
         "/runs/{run_id}/approvals",
@@ -83,3 +129,23 @@ def approvals_router(bridge: Bridge) -> APIRouter:
         )
 
     return router
+
+
+def _decidable(runtime: Any, row: dict[str, Any], waiting: dict[str, bool]) -> bool:
+    """Whether the runtime's run waits for verdicts (a plain session's run has no record)."""
+    run_id = row["run_id"]
+    if run_id not in waiting:
+        record = runtime.runtime_store.rt_get(run_id)
+        waiting[run_id] = record is not None and record.state == "waiting_approval"
+    return waiting[run_id]
+
+
+def _request(row: dict[str, Any]) -> ToolApprovalRequest:
+    """The pending call a row describes, as a link pins it."""
+    return ToolApprovalRequest(
+        approval_id=row["approval_id"],
+        tool_call_id=row["tool_call_id"],
+        tool_name=row["tool"],
+        input=row["arguments"],
+        agent_path=row["agent_path"],
+    )

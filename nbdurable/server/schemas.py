@@ -14,6 +14,7 @@ from ..messages import Message, ToolApprovalRequest
 
 __all__ = [
     "ApprovalOut",
+    "InboxApprovalOut",
     "RunList",
     "RunOut",
     "SubmitIn",
@@ -135,6 +136,59 @@ class ApprovalOut(BaseModel):
             agent_path=list(request.agent_path),
             token=request.token,
             requested_at=token_issued_at(request.token),
+            link=link,
+        )
+
+
+class InboxApprovalOut(BaseModel):
+    """An approval request of any run, with its status and verdict (``GET /approvals``)."""
+
+    run_id: str
+    approval_id: str
+    tool_call_id: str | None
+    tool_name: str | None
+    input: dict[str, Any]
+    agent_path: list[str]
+    status: Literal["pending", "expired", "approved", "denied", "cancelled"] = Field(
+        description="`expired`: pending with a token past the max age (a link is signed anew)."
+    )
+    requested_at: int | None = Field(description="Epoch ms the approval was asked for.")
+    decided_at: int | None = Field(description="Epoch ms of the verdict.")
+    decided_by: str | None = Field(
+        description="Who decided: authenticated only when `authenticated` is true."
+    )
+    authenticated: bool | None
+    via: str | None = Field(description="widget, magic, cli, http, link, api or grant.")
+    addressed_to: str | None
+    grant_id: str | None
+    reason: str | None
+    waited_ms: int | None = Field(
+        description="Until the verdict; until now for a pending one; until the run ended."
+    )
+    link: str | None = Field(
+        description="An approval link (works without the bearer token) while it is decidable."
+    )
+
+    @classmethod
+    def of(cls, row: dict[str, Any], link: str | None) -> InboxApprovalOut:
+        """The public view of a row of ``nbdurable.inspect.approvals``."""
+        return cls(
+            run_id=row["run_id"],
+            approval_id=row["approval_id"],
+            tool_call_id=row["tool_call_id"],
+            tool_name=row["tool"],
+            input=row["arguments"],
+            agent_path=list(row["agent_path"]),
+            status=row["status"],
+            requested_at=row["requested_at"],
+            decided_at=row["decided_at"],
+            decided_by=row["decided_by"],
+            authenticated=row["authenticated"],
+            via=row["via"],
+            addressed_to=row["addressed_to"],
+            grant_id=row["grant_id"],
+            reason=row["reason"],
+            waited_ms=row["waited"],
             link=link,
         )
 

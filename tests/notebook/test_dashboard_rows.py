@@ -131,7 +131,7 @@ def test_an_approval_row_says_what_is_asked_and_carries_no_token() -> None:
     assert row["call"] == 'drop_table(name="stg_2023", cascade=true)'
     assert set(row) == {
         "run_id", "approval_id", "tool", "call", "call_full", "agent",
-        "requested_at", "state", "message", "answered_at",
+        "requested_at", "state", "message", "answered_at", "token_expired",
     }  # fmt: skip
     assert call_summary("f", {"text": "x" * 500}).startswith('f(text="xxx')
     assert len(approval_payload(

@@ -154,7 +154,7 @@ async def test_every_subcommand_is_in_the_help_and_the_docs(magic: Any) -> None:
     help_text = magic("durable", "--help").stdout
     magics = DOC.read_text().split("## Magics", 1)[1].split("\n## ", 1)[0]
     assert set(COMMANDS) == {
-        "store", "runs", "graphs", "show", "history", "explain", "approve", "resume",
+        "store", "runs", "graphs", "show", "history", "explain", "approvals", "approve", "resume",
         "rewind", "cancel", "retry", "worker", "dashboard",
     }  # fmt: skip
     for command in COMMANDS:

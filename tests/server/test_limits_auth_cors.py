@@ -70,6 +70,7 @@ def test_bearer_token_is_required_except_for_links(server: Server) -> None:
             ("POST", "/runs/x/retry"),
             ("GET", "/runs/x/events"),
             ("GET", "/runs/x/approvals"),
+            ("GET", "/approvals"),
             ("POST", "/runs/x/approvals/y"),
         ):
             for headers in (

@@ -250,11 +250,13 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
             del self._answers[approval_id]
         rows: list[dict[str, Any]] = []
         pending = set()
+        max_age, wall = self.runtime.approval_max_age_ms, int(time.time() * 1000)
         for approval in self.snapshot.approvals:
             pending.add(approval.approval_id)
             answer = self._answers.get(approval.approval_id)
             if answer is None:
-                rows.append(approval_payload(approval, "pending", ""))
+                old = max_age is not None and wall - approval.requested_at >= max_age
+                rows.append(approval_payload(approval, "pending", "", token_expired=old))
             else:
                 rows.append(
                     approval_payload(approval, answer.state, answer.message, answer.wall_ms)

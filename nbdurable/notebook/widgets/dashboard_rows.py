@@ -371,14 +371,20 @@ class PendingApproval:
 
 
 def approval_payload(
-    approval: PendingApproval, state: str, message: str, answered_at: int = 0
+    approval: PendingApproval,
+    state: str,
+    message: str,
+    answered_at: int = 0,
+    *,
+    token_expired: bool = False,
 ) -> dict[str, Any]:
     """One approval row as the view reads it: what is asked, where, when, and its outcome.
 
     ``state`` is ``pending``, ``sending`` (a verdict is being checked), or the
     state of the outcome (``approved``, ``denied``, ``stale``, ``invalid token``,
     ``expired``, ``error``); ``message`` is the outcome's line and ``answered_at`` when it
-    came (epoch ms; 0 while none did).
+    came (epoch ms; 0 while none did). ``token_expired``: the request's token is past
+    the maximum age (the inbox's ``expired``); Approve signs a fresh one.
     """
     call = call_summary(approval.tool_name, approval.args)
     return {
@@ -392,4 +398,5 @@ def approval_payload(
         "state": state,
         "message": message,
         "answered_at": answered_at,
+        "token_expired": token_expired,
     }

@@ -18,10 +18,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..._errors import RunNotFoundError
 from ...durable.runtime_run import RuntimeRun
 from ...durable.signer import token_issued_at
 from ...durable.store import MULTIPROCESS, supports
 from ...inspect import _records
+from ...inspect._approvals import approval_rows
 from ...messages import ToolApprovalRequest
 from ...stores.sqlite import SqliteSessionStore
 from .dashboard_rows import COLUMNS, Column, PendingApproval, RowCache, RunRow, run_rows
@@ -55,6 +57,29 @@ def pending_approval(record: RuntimeRun, request: ToolApprovalRequest) -> Pendin
         args=dict(request.input),
         agent=ANGLE.join((record.agent_id, *request.agent_path)),
         requested_at=token_issued_at(request.token) or record.updated_at,
+    )
+
+
+def _inbox(source: Any, record: RuntimeRun) -> tuple[PendingApproval, ...]:
+    """The run's requests waiting for a verdict: the rows of ``nbdurable.inspect.approvals``."""
+    try:
+        rows = approval_rows(
+            source, run_id=record.run_id, status=("pending", "expired"), max_age_ms=None
+        )
+    except RunNotFoundError:  # deleted since the records were read
+        return ()
+    return tuple(
+        PendingApproval(
+            run_id=record.run_id,
+            approval_id=row["approval_id"],
+            tool_name=row["tool"],
+            args=row["arguments"],
+            agent=ANGLE.join((record.agent_id, *row["agent_path"])),
+            requested_at=(
+                record.updated_at if row["requested_at"] is None else row["requested_at"]
+            ),
+        )
+        for row in rows
     )
 
 
@@ -154,10 +179,8 @@ class DashboardSource:
             cached = self._approvals.get(record.run_id)
             if cached is not None and cached[0] == record.updated_at:
                 approvals = cached[1]
-            else:  # a waiting run's checkpoint does not change while its record does not
-                checkpoint = source.load(record.run_id)
-                requests = checkpoint.pending_approvals if checkpoint is not None else ()
-                approvals = tuple(pending_approval(record, r) for r in requests)
+            else:  # a waiting run's checkpoints do not change while its record does not
+                approvals = _inbox(source, record)
                 self._approvals[record.run_id] = (record.updated_at, approvals)
             answered = record.verdicts.keys() | record.decided.keys()
             found.extend(a for a in approvals if a.approval_id not in answered)

@@ -229,6 +229,7 @@ function render({ model, el }) {
       asked.textContent = data.requested_at
         ? link.state === "disconnected" ? `asked at ${clockTime(data.requested_at)}` : `asked ${ago(data.requested_at)}`
         : "";
+      if (data.token_expired && OPEN.has(data.state)) asked.textContent += " · token expired: Approve signs a fresh one";
       if (!OPEN.has(data.state)) clicked.delete(id);
       const open = OPEN.has(data.state) && !clicked.has(id);
       const asking = open && denying.has(id);

@@ -1,0 +1,89 @@
+"""``nbdurable runs approvals``: the approval requests of a store, the pending ones by default.
+
+Reads :func:`nbdurable.inspect._approvals.approval_rows` (no pandas) and
+prints a table fitted to the terminal, or JSON with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ..inspect import _compact, _records
+from ..inspect._approvals import approval_rows
+from .runs import Column, render_columns
+from .store import opened_store
+
+__all__ = ["APPROVAL_LIST_COLUMNS", "list_approvals"]
+
+_WAITING = ("pending", "expired")
+"""What "pending" means in the inbox: no verdict yet (an expired token is still decidable)."""
+
+
+def _call(row: dict[str, Any]) -> str:
+    args = ", ".join(
+        f"{k}={json.dumps(v, ensure_ascii=False, default=repr)}"
+        for k, v in (row.get("arguments") or {}).items()
+    )
+    return f"{row.get('tool')}({args})"
+
+
+def _waited(row: dict[str, Any]) -> str:
+    start, waited = row.get("requested_at"), row.get("waited")
+    if start is None or waited is None:
+        return ""
+    return _compact.age(start, start + waited)
+
+
+def _who(row: dict[str, Any]) -> str:
+    """Who decided, marked as claimed when the name was not authenticated."""
+    by = row.get("decided_by")
+    if by:
+        return str(by) if row.get("authenticated") else f"{by} (claimed)"
+    if row.get("addressed_to"):
+        return f"link to {row['addressed_to']}"
+    return str(row.get("grant_id") or "")
+
+
+APPROVAL_LIST_COLUMNS: tuple[Column, ...] = (
+    Column("run", lambda r: r["run_id"], keep=True),
+    Column("approval", lambda r: r["approval_id"], keep=True),
+    Column("status", lambda r: r["status"], keep=True),
+    Column("call", _call),
+    Column("agent", lambda r: "/".join(r.get("agent_path") or ()), drop=20),
+    Column("asked", lambda r: _records.local_time(r.get("requested_at"))[5:], drop=10),
+    Column("waited", _waited, right=True, whole=True),
+    Column("by", _who, drop=40),
+    Column("via", lambda r: r.get("via"), drop=30),
+    Column("reason", lambda r: r.get("reason")),
+)
+"""``runs approvals``' columns, most useful first. A narrow terminal loses asked,
+agent, via and who decided in that order (empty ones first of all), then cuts
+the call and the reason."""
+
+_TIMES = ("requested_at", "decided_at")
+
+
+def list_approvals(args: argparse.Namespace) -> int:
+    """One line per approval request, oldest first: the pending ones, or every one with --all."""
+    status = None if args.all else _WAITING
+    with opened_store(args.store) as store:
+        rows = approval_rows(store, run_id=args.run, status=status)
+    if args.json:
+        out = [
+            {
+                **row,
+                "agent_path": list(row["agent_path"]),
+                **{t: _records.iso(row.get(t)) for t in _TIMES},
+            }
+            for row in rows
+        ]
+        print(json.dumps(out, indent=2, ensure_ascii=False, default=str))
+        return 0
+    if not rows:
+        where = f" in run {args.run}" if args.run else ""
+        print(("no approval requests" if args.all else "no pending approvals") + where)
+        return 0
+    print(render_columns(APPROVAL_LIST_COLUMNS, rows))
+    return 0
