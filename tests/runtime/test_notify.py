@@ -271,3 +271,23 @@ def test_processes_racing_on_one_waiting_run_send_one_message(
         assert store.rt_get(run.run_id).notified == [request_.approval_id]
     finally:
         store.close()
+
+
+async def test_a_run_needing_attention_posts_one_message_with_the_reason(store: Any) -> None:
+    with receiver() as hook:
+        notifier = Notifier(hook.url, secret=SECRET)
+        async with await DurableRuntime.open(
+            store=store, agents=[gated([])], notify=notifier
+        ) as rt:
+            run, _ = await parked(rt)
+            assert notifier.drain(timeout=30)
+            reason = "a manual tool was interrupted: decide whether to run it again"
+            rt.set_state(run.run_id, state="needs_attention", reason=reason)
+            rt.set_state(run.run_id, state="needs_attention", reason=reason)  # written again
+            assert notifier.drain(timeout=30)
+            messages = [r.payload for r in hook.all()]
+            assert [m["event"] for m in messages] == ["waiting_approval", "needs_attention"]
+            attention = messages[1]
+            assert attention["run_id"] == run.run_id and attention["reason"] == reason
+            assert reason in attention["text"] and "tool" not in attention
+            assert all(r.genuine(SECRET) for r in hook.all())
