@@ -90,23 +90,26 @@ def named_keys(keys: Mapping[str, str | bytes], current: str | None) -> KeySet:
     return KeySet(tuple(pairs), index)
 
 
-def parse_secret_text(text: str, *, source: str) -> KeySet:
+def parse_secret_text(text: str, *, source: str, strip: bool = True) -> KeySet:
     """Read a secret as found in the environment or the key file.
 
     Args:
-        text: The text; surrounding whitespace is ignored.
+        text: The text.
         source: Where it came from, for error messages (never the text itself).
+        strip: Whether surrounding whitespace is not part of a single secret
+            (the key file's); the environment's secret is taken as it is.
 
     Raises:
         ConfigurationError: Empty text, or text starting with ``{`` that is
             not a valid key set (bad JSON, a repeated key id, unknown fields,
             a non-string secret, an unknown ``current``).
     """
+    if not text.strip().startswith("{"):
+        secret = text.strip() if strip else text
+        if not secret:
+            raise ConfigurationError(f"{source}: the approval secret must not be empty")
+        return single_key(secret)
     text = text.strip()
-    if not text:
-        raise ConfigurationError(f"{source}: the approval secret must not be empty")
-    if not text.startswith("{"):
-        return single_key(text)
     try:
         raw = json.loads(text, object_pairs_hook=_no_duplicates)
     except _DuplicateKey as exc:

@@ -104,7 +104,7 @@ class ApprovalSigner:
                     f"ApprovalSigner needs a secret: pass secret=..., set {SECRET_ENV_VAR}, "
                     "or use ApprovalSigner.from_file(path)."
                 )
-            keyset = parse_secret_text(env, source=SECRET_ENV_VAR)
+            keyset = parse_secret_text(env, source=SECRET_ENV_VAR, strip=False)
         else:
             keyset = single_key(secret)
         self._keys: KeySet = keyset
@@ -142,7 +142,8 @@ class ApprovalSigner:
         """
         env = os.environ.get(SECRET_ENV_VAR)
         if env:
-            return cls._from_keyset(parse_secret_text(env, source=SECRET_ENV_VAR), clock)
+            keyset = parse_secret_text(env, source=SECRET_ENV_VAR, strip=False)
+            return cls._from_keyset(keyset, clock)
         file = Path(path)
         if not file.exists():
             file.parent.mkdir(parents=True, exist_ok=True)

@@ -256,3 +256,14 @@ async def test_a_token_of_a_retired_key_is_a_denial(tmp_path: Path) -> None:
     finally:
         store.close()
     assert ran == []  # the verdict became a denial: the tool never ran
+
+
+def test_a_single_secret_in_the_environment_is_taken_as_it_is(
+    clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a secret with surrounding spaces (or '=' padding) was the key before key sets existed
+    for secret in (" padded secret ", "c2VjcmV0==", "k1=abc,k2=def"):
+        monkeypatch.setenv(SECRET_ENV_VAR, secret)
+        token = nd.ApprovalSigner(secret, clock=clock).sign(_request())
+        assert nd.ApprovalSigner(clock=clock).verify(token) is not None
+        assert nd.ApprovalSigner.from_file("/nonexistent/approval.key").verify(token) is not None
