@@ -12,6 +12,7 @@ from .._errors import NbdurableError
 from .agents import load_all
 from .env import read_env
 from .logs import add_log_options, configure_logging
+from .notify_options import add_notify_options, notifier_from_args
 from .probes import add_probe_options, enable_process_metrics, start_probes
 
 __all__ = ["add_parser", "max_age_option", "serve"]
@@ -65,6 +66,7 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--max-concurrent-runs", type=int, default=4)
     parser.add_argument("--poll-interval", type=float, default=0.05)
+    add_notify_options(parser, public_url=False)  # links use --public-url
     add_log_options(parser, level="warning")
     add_probe_options(
         parser,
@@ -83,6 +85,7 @@ async def serve(args: argparse.Namespace) -> int:
     log_format = getattr(args, "log_format", "text")
     configure_logging(args.log_level, log_format, also=("uvicorn",))
     agents = load_all(args.agents)
+    notifier = notifier_from_args(args)
     store = open_store(args.store)
     probes = None
     try:
@@ -96,6 +99,7 @@ async def serve(args: argparse.Namespace) -> int:
             agents=agents,
             max_concurrent_runs=args.max_concurrent_runs,
             poll_interval=args.poll_interval,
+            notify=notifier,
             **max_age_option(args.approval_max_age),
         )
         try:

@@ -16,6 +16,7 @@ from ..runtime.limits import Limits
 from .agents import load_all, load_tasks
 from .env import read_env
 from .logs import add_log_options, configure_logging
+from .notify_options import add_notify_options, notifier_from_args
 from .probes import add_probe_options, start_probes
 from .temporal_options import add_connection_options, connection_from_args
 
@@ -79,6 +80,7 @@ def add_parser(commands: Any) -> None:
         "finish for up to this long before handing the rest back; a second signal exits at "
         "once (default 25, inside Kubernetes' default 30 s grace period)",
     )
+    add_notify_options(worker_, public_url=True)
     add_probe_options(worker_)
     add_log_options(worker_)
     worker_.set_defaults(handler=lambda args: asyncio.run(worker(args)))
@@ -122,6 +124,7 @@ async def worker(args: argparse.Namespace) -> int:
 
     configure_logging(getattr(args, "log_level", "info"), getattr(args, "log_format", "text"))
     agents = load_all(args.agents)
+    notifier = notifier_from_args(args)
     store = open_store(args.store)
     limits = _limits(args)
     probes = await start_probes(args, store)
@@ -139,6 +142,7 @@ async def worker(args: argparse.Namespace) -> int:
             tasks=load_tasks(args.tasks),
             limits=limits,
             drain_seconds=getattr(args, "drain_seconds", DEFAULT_DRAIN_SECONDS),
+            notify=notifier,
             ready=f"nbdurable worker (temporal) polling {args.task_queue} at {args.address}",
         )
         # The worker has shut down and the store is closed. Skip interpreter
@@ -169,6 +173,7 @@ async def worker(args: argparse.Namespace) -> int:
         poll_interval=args.poll_interval,
         store_retry_ms=getattr(args, "store_retry_ms", DEFAULT_STORE_RETRY_MS),
         on_fatal_error=on_fatal_error,
+        notify=notifier,
     )
     print(
         f"nbdurable worker {runtime.owner_id} serving {len(agents)} agent(s) from {args.store}",

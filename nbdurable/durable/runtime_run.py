@@ -86,6 +86,9 @@ class RuntimeRun(BaseModel):
             ``temporal``: only that engine's runtimes and workers claim, resume
             or fail it. None for runs recorded before engines were recorded
             (any engine may take them, as then).
+        notified: Keys of the notifications claimed for the run (an approval
+            id, or ``needs_attention@<fence>``): each is sent by the one process
+            that claimed it (see :func:`~nbdurable.durable.notices.claim_notices`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -130,6 +133,7 @@ class RuntimeRun(BaseModel):
     engine: str | None = None
     trace_context: dict[str, str] | None = None
     """W3C trace context the run's legs join (``traceparent``; see nbdurable.tracing)."""
+    notified: list[str] = Field(default_factory=list)
 
     @property
     def prompt_value(self) -> str | Message:

@@ -155,3 +155,15 @@ class RuntimeStore(Protocol):
             RunNotFoundError: No such run.
         """
         ...
+
+    def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> list[str]:
+        """Claim notifications of a run, conditionally, in one transaction.
+
+        The store applies :func:`~nbdurable.durable.notices.claim_notices`
+        inside it. Returns the keys this call claimed (those no one claimed
+        before); the caller, and no other process, sends them.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        ...

@@ -6,6 +6,11 @@ compact, key-sorted JSON holding the full approval request, an optional
 payload segment, base64url without padding. The payload is encoded, not
 encrypted: anyone holding a token can read the request it approves.
 
+A signer holds one unnamed key or a set of named keys (see ``keyset``). With
+named keys the payload carries ``kid``, the id of the key that signed it, so a
+verifier accepts the token only with that key; a token without ``kid`` (signed
+before the keys were named) verifies with the unnamed or else the oldest key.
+
 The secret stays in the process that signs and verifies: never put it in a
 widget, a notebook, an event or a checkpoint.
 """
@@ -19,12 +24,14 @@ import hmac
 import json
 import os
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from .._deps import Clock, SystemClock
 from .._errors import ConfigurationError
 from ..messages import ToolApprovalRequest
+from .keyset import KeySet, named_keys, parse_secret_text, single_key
 
 __all__ = [
     "SECRET_ENV_VAR",
@@ -60,42 +67,83 @@ class ApprovalSigner:
     """Signs approval requests and verifies the tokens that come back.
 
     Args:
-        secret: The HMAC key. When None, ``NBDURABLE_APPROVAL_SECRET`` is used.
+        secret: The HMAC key (one unnamed key). When neither ``secret`` nor
+            ``keys`` is given, ``NBDURABLE_APPROVAL_SECRET`` is used: one
+            secret, or a key set in JSON (``{"current": "k2", "keys":
+            {"k2": "...", "k1": "..."}}``).
+        keys: Named keys ``{key id: secret}``, newest first, for rotation.
+            A key absent from ``keys`` is retired: its tokens no longer verify.
+            Tokens without a key id verify with the last (oldest) key.
+        current: The id of the key that signs; defaults to the first of ``keys``.
         clock: Object with ``now()`` in epoch ms; defaults to the wall clock.
 
     Raises:
         ConfigurationError: No secret was given and the environment has none,
-            or the secret is empty.
+            a secret is empty, both ``secret`` and ``keys`` were given, or the
+            key set is not valid.
     """
 
-    def __init__(self, secret: str | bytes | None = None, *, clock: Clock | None = None) -> None:
-        if secret is None:
-            secret = os.environ.get(SECRET_ENV_VAR)
-            if not secret:
+    def __init__(
+        self,
+        secret: str | bytes | None = None,
+        *,
+        keys: Mapping[str, str | bytes] | None = None,
+        current: str | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if keys is not None:
+            if secret is not None:
+                raise ConfigurationError("ApprovalSigner takes secret= or keys=, not both")
+            keyset = named_keys(keys, current)
+        elif current is not None:
+            raise ConfigurationError("ApprovalSigner(current=...) needs keys=...")
+        elif secret is None:
+            env = os.environ.get(SECRET_ENV_VAR)
+            if not env:
                 raise ConfigurationError(
                     f"ApprovalSigner needs a secret: pass secret=..., set {SECRET_ENV_VAR}, "
                     "or use ApprovalSigner.from_file(path)."
                 )
-        key = secret.encode("utf-8") if isinstance(secret, str) else bytes(secret)
-        if not key:
-            raise ConfigurationError("the approval secret must not be empty")
-        self._key = key
+            keyset = parse_secret_text(env, source=SECRET_ENV_VAR, strip=False)
+        else:
+            keyset = single_key(secret)
+        self._keys: KeySet = keyset
         self.clock: Clock = clock or SystemClock()
 
     def __repr__(self) -> str:
-        return "ApprovalSigner(secret=<hidden>)"
+        if self._keys.current_id is None:
+            return "ApprovalSigner(secret=<hidden>)"
+        ids = [kid for kid, _ in self._keys.keys]
+        return f"ApprovalSigner(keys={ids!r} <secrets hidden>, current={self._keys.current_id!r})"
+
+    @property
+    def _key(self) -> bytes:
+        # the signing key's bytes, for tests that check it never leaks
+        return self._keys.keys[self._keys.current][1]
+
+    @property
+    def key_ids(self) -> tuple[str | None, ...]:
+        """The ids of the keys that verify, newest first (None: the unnamed key)."""
+        return tuple(kid for kid, _ in self._keys.keys)
+
+    @property
+    def current_key_id(self) -> str | None:
+        """The id of the key that signs (None: the unnamed key)."""
+        return self._keys.current_id
 
     @classmethod
     def from_file(
         cls, path: str | os.PathLike[str], *, clock: Clock | None = None
     ) -> ApprovalSigner:
-        """Use the secret in ``path``, creating it (mode 0600) on first use.
+        """Use the secret or key set in ``path``, creating it (mode 0600) on first use.
 
         ``NBDURABLE_APPROVAL_SECRET``, when set, takes precedence over the file.
+        The file holds one secret, or a key set in JSON (see the class).
         """
         env = os.environ.get(SECRET_ENV_VAR)
         if env:
-            return cls(env, clock=clock)
+            keyset = parse_secret_text(env, source=SECRET_ENV_VAR, strip=False)
+            return cls._from_keyset(keyset, clock)
         file = Path(path)
         if not file.exists():
             file.parent.mkdir(parents=True, exist_ok=True)
@@ -106,8 +154,15 @@ class ApprovalSigner:
             else:
                 with os.fdopen(fd, "w") as handle:
                     handle.write(secrets.token_urlsafe(32))
-        secret = file.read_text().strip()
-        return cls(secret, clock=clock)
+        keyset = parse_secret_text(file.read_text(), source=f"approval key file {file}")
+        return cls._from_keyset(keyset, clock)
+
+    @classmethod
+    def _from_keyset(cls, keyset: KeySet, clock: Clock | None) -> ApprovalSigner:
+        signer = cls.__new__(cls)
+        signer._keys = keyset
+        signer.clock = clock or SystemClock()
+        return signer
 
     def sign(self, request: ToolApprovalRequest, run_id: str | None = None) -> str:
         """Return a token for ``request``, bound to ``run_id`` when given."""
@@ -123,27 +178,46 @@ class ApprovalSigner:
         that their tokens can never pass for an approval request's.
         """
         payload = {**payload, "issued_at": int(self.clock.now())}
+        kid, key = self._keys.keys[self._keys.current]
+        if kid is None:
+            payload.pop("kid", None)
+        else:
+            payload["kid"] = kid
         segment = _b64encode(
             json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
                 "utf-8"
             )
         )
-        return f"{_PREFIX}.{segment}.{self._mac(segment)}"
+        return f"{_PREFIX}.{segment}.{_mac(key, segment)}"
 
     def verify(self, token: object, max_age_ms: int | None = None) -> dict[str, Any] | None:
         """Return the signed payload, or None for a garbled, forged or expired token.
 
         A token whose age is >= ``max_age_ms`` is expired; with ``max_age_ms=None``
-        tokens never expire. Never raises.
+        tokens never expire. The key that verifies must be the one the payload
+        names (``kid``), or for a payload without one the unnamed or oldest key.
+        Never raises.
         """
         try:
             if not isinstance(token, str):
                 return None
             prefix, segment, mac = token.split(".")
-            if prefix != _PREFIX or not hmac.compare_digest(mac, self._mac(segment)):
+            if prefix != _PREFIX:
+                return None
+            # the MAC is checked before the payload is parsed, with every key
+            # not retired; the payload must then name the key that matched
+            signed_by = [
+                kid for kid, key in self._keys.keys if hmac.compare_digest(mac, _mac(key, segment))
+            ]
+            if not signed_by:
                 return None
             payload = json.loads(_b64decode(segment).decode("utf-8"))
             if not isinstance(payload, dict):
+                return None
+            if "kid" in payload:
+                if not isinstance(payload["kid"], str) or payload["kid"] not in signed_by:
+                    return None
+            elif self._keys.legacy_id not in signed_by:
                 return None
             issued_at = payload.get("issued_at")
             if not isinstance(issued_at, int) or isinstance(issued_at, bool):
@@ -155,9 +229,10 @@ class ApprovalSigner:
             # RecursionError: json.loads on a deeply nested payload (verify never raises)
             return None
 
-    def _mac(self, segment: str) -> str:
-        digest = hmac.new(self._key, segment.encode("ascii"), hashlib.sha256).digest()
-        return _b64encode(digest)
+
+def _mac(key: bytes, segment: str) -> str:
+    digest = hmac.new(key, segment.encode("ascii"), hashlib.sha256).digest()
+    return _b64encode(digest)
 
 
 def token_matches(

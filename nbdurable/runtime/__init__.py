@@ -5,6 +5,7 @@ from .agent import TOOL_RECOVERY, Agent, Registry, ToolRecovery
 from .engine import EmbeddedEngine, Engine
 from .graphs import Graph, GraphNode
 from .limits import Limits, ModelRetry, is_retryable
+from .notify import Notifier, verify_notification
 from .prompts import Prompt, canonical_prompt, prompt_message, validate_prompt
 from .run import Run, RunFailedError, RunResult
 from .runtime import DurableRuntime
@@ -20,6 +21,7 @@ __all__ = [
     "GraphNode",
     "Limits",
     "ModelRetry",
+    "Notifier",
     "Prompt",
     "Registry",
     "Run",
@@ -36,4 +38,5 @@ __all__ = [
     "is_retryable",
     "prompt_message",
     "validate_prompt",
+    "verify_notification",
 ]

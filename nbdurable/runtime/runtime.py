@@ -29,6 +29,7 @@ from .agent import Agent, Registry
 from .engine import EmbeddedEngine, Engine
 from .graphs import Graph, GraphNode, validate_graph
 from .limits import Limits, check_concurrency
+from .notify import NOTIFY_STATES, Notifier
 from .prompts import Prompt
 from .run import Run
 from .state_events import settled_nodes, state_events
@@ -75,6 +76,9 @@ class DurableRuntime:
             approve``, the CLI, the HTTP bridge): the request stays pending and
             :meth:`Run.pending_approvals` shows it again with a fresh token.
             Default 7 days; None: no limit.
+        notify: Posts a signed message when a run this runtime executes starts
+            waiting on a human (:class:`~nbdurable.runtime.notify.Notifier`):
+            one per approval across every runtime on the store. None: no messages.
     """
 
     def __init__(
@@ -96,6 +100,7 @@ class DurableRuntime:
         engine: Engine | None = None,
         store_retry_ms: int = DEFAULT_STORE_RETRY_MS,
         approval_max_age_ms: int | None = APPROVAL_MAX_AGE_MS,
+        notify: Notifier | None = None,
     ) -> None:
         if store is None or not supports(store, RUNTIME):
             raise ConfigurationError(
@@ -145,6 +150,9 @@ class DurableRuntime:
                 f"not {approval_max_age_ms!r}"
             )
         self.approval_max_age_ms = approval_max_age_ms
+        if notify is not None and not isinstance(notify, Notifier):
+            raise ConfigurationError("notify must be a Notifier")
+        self.notify = notify
         self.registry = Registry()
         self.registry.register(agents)
         self.engine: Engine = engine if engine is not None else EmbeddedEngine()
@@ -175,6 +183,7 @@ class DurableRuntime:
         engine: Engine | None = None,
         store_retry_ms: int = DEFAULT_STORE_RETRY_MS,
         approval_max_age_ms: int | None = APPROVAL_MAX_AGE_MS,
+        notify: Notifier | None = None,
     ) -> DurableRuntime:
         """Open a runtime and start its scheduler on the running event loop.
 
@@ -198,6 +207,7 @@ class DurableRuntime:
             engine=engine,
             store_retry_ms=store_retry_ms,
             approval_max_age_ms=approval_max_age_ms,
+            notify=notify,
         )
         runtime._loop = asyncio.get_running_loop()
         with runtime.resources.active():  # the engine's tasks inherit the scope
@@ -225,6 +235,8 @@ class DurableRuntime:
         if self._started:
             await self.engine.close()
         await self.resources.aclose()
+        if self.notify is not None:  # messages in flight, each bounded by its attempts
+            await self.notify.aclose(timeout=30.0)
 
     def now(self) -> int:
         """The runtime clock, epoch ms."""
@@ -583,6 +595,8 @@ class DurableRuntime:
             notify(self.store, run_id)  # waiters woken by the events now see the record too
         else:
             self.state_event(record)
+        if self.notify is not None and changes.get("state") in NOTIFY_STATES:
+            self.notify.schedule(self, record)
         if record.finished and "state" in changes:  # the store promoted the session's next run
             waiting = self.runtime_store.rt_session(record.session_id, sorted(UNFINISHED_STATES))
             if waiting and waiting[0].state == "pending":

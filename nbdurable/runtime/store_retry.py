@@ -157,6 +157,10 @@ class RetryingRuntimeStore:
             now=now,
         )
 
+    def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> list[str]:
+        """Claim notifications (a claim whose reply was lost is not claimed twice)."""
+        return self.retry.call("claim notifications", self.inner.rt_claim_notices, run_id, keys)
+
     def __getattr__(self, name: str) -> Any:
         # Store methods outside the protocol (rt_check_fence, ...) are passed through as they are.
         return getattr(self.inner, name)

@@ -9,6 +9,7 @@ from typing import Any
 
 from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
 from .._text import valid_data
+from ..durable.notices import claim_notices
 from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
 from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.scheduling import (
@@ -164,6 +165,17 @@ class MemoryRuntimeTables:
                 return current, False
             self._rt_runs[run_id] = updated
             return updated, True
+
+    def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> builtins.list[str]:
+        """Claim notifications of a run (see :func:`claim_notices`)."""
+        with self._rt_lock:
+            current = self._rt_runs.get(run_id)
+            if current is None:
+                raise RunNotFoundError(run_id)
+            updated, claimed = claim_notices(current, keys)
+            if updated is not None:
+                self._rt_runs[run_id] = updated
+            return claimed
 
     def rt_claim(
         self,

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
+from ..durable.notices import claim_notices
 from ..durable.run_states import ACTIVE_STATES, TERMINAL_STATES, UNFINISHED_STATES
 from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.scheduling import (
@@ -381,6 +382,20 @@ class PostgresRuntimeTables:
                 return current, False
             self._rt_put(conn, updated)
             return updated, True
+
+        return self._rt_write(record, exclusive=True)
+
+    def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> builtins.list[str]:
+        """Claim notifications of a run: the row read ``FOR UPDATE``."""
+
+        def record(conn: Connection[tuple[Any, ...]]) -> builtins.list[str]:
+            found = conn.execute(self._rq.get_for_update, (run_id,)).fetchone()
+            if found is None:
+                raise RunNotFoundError(run_id)
+            updated, claimed = claim_notices(_record(found[0]), keys)
+            if updated is not None:
+                self._rt_put(conn, updated)
+            return claimed
 
         return self._rt_write(record, exclusive=True)
 

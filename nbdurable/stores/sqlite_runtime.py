@@ -22,6 +22,7 @@ from .._errors import (
     RunNotFoundError,
     StoreCorruptionError,
 )
+from ..durable.notices import claim_notices
 from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
 from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.scheduling import (
@@ -288,6 +289,14 @@ class SqliteRuntimeTables:
                 return current, False
             self._put(conn, updated)
             return updated, True
+
+    def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> builtins.list[str]:
+        """Claim notifications of a run, in one ``BEGIN IMMEDIATE``."""
+        with self._lock, self._write() as conn:
+            updated, claimed = claim_notices(self._locked_get(conn, run_id), keys)
+            if updated is not None:
+                self._put(conn, updated)
+            return claimed
 
     def _locked_get(self, conn: sqlite3.Connection, run_id: str) -> RuntimeRun:
         found = conn.execute("SELECT record FROM rt_runs WHERE run_id = ?", (run_id,)).fetchone()

@@ -23,6 +23,7 @@ from ..durable.store import HistoryStore
 from ..runtime import lifecycle
 from ..runtime.agent import Agent
 from ..runtime.limits import Limits
+from ..runtime.notify import Notifier
 from ..runtime.runtime import DurableRuntime
 from ..runtime.tasks import TaskDefinition
 from .activities import RunActivities, calls_in_flight
@@ -55,6 +56,7 @@ def build_worker(
     limits: Limits | None = None,
     max_concurrent_activities: int = 100,
     drain_seconds: float = 0.0,
+    notify: Notifier | None = None,
 ) -> Worker:
     """A worker for ``task_queue`` serving ``agents`` and ``tasks``, mirroring into ``store``.
 
@@ -64,10 +66,13 @@ def build_worker(
     started: :func:`serve` starts its engine. Its ``limits`` (``max_operations``,
     ``max_payload_bytes``) apply to the runs this worker executes. Once it shuts
     down, the activities in flight have ``drain_seconds`` to finish before they
-    are cancelled (the SDK's graceful shutdown timeout).
+    are cancelled (the SDK's graceful shutdown timeout). ``notify`` posts a
+    message when a run starts waiting on a human (:class:`Notifier`).
     """
     engine = TemporalEngine(task_queue=task_queue, client=client, adopt_after=ADOPT_AFTER)
-    runtime = DurableRuntime(store=store, agents=agents, tasks=tasks, engine=engine, limits=limits)
+    runtime = DurableRuntime(
+        store=store, agents=agents, tasks=tasks, engine=engine, limits=limits, notify=notify
+    )
     set_worker_runtime(runtime)
     return Worker(
         client,
@@ -94,6 +99,7 @@ async def serve(
     probe: ReadinessProbe | None = None,
     drain_seconds: float = 0.0,
     connection: TemporalConnection | None = None,
+    notify: Notifier | None = None,
 ) -> int:
     """Run a worker until SIGTERM or SIGINT; print ``ready`` once it polls.
 
@@ -115,6 +121,7 @@ async def serve(
         tasks=tasks,
         limits=limits,
         drain_seconds=drain_seconds,
+        notify=notify,
     )
     if probe is not None:  # /readyz checks the server too
         from ..health import temporal_check
