@@ -86,6 +86,14 @@ class RuntimeRun(BaseModel):
             ``temporal``: only that engine's runtimes and workers claim, resume
             or fail it. None for runs recorded before engines were recorded
             (any engine may take them, as then).
+        submitted_by: Who submitted the run: the claimed name of the submitting
+            process (``NBDURABLE_USER``, else its OS user) or the HTTP bridge's
+            authenticated principal; None for runs recorded before it was.
+        approvers: Tool name -> the principals allowed to decide its calls
+            (``Agent(approvers=...)``, saved at submission so any deciding
+            process enforces it without the agent); None: anyone may.
+        submitter_may_approve: False when ``submitted_by`` may not approve the
+            run's calls (``Agent(submitter_may_approve=False)``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -130,6 +138,9 @@ class RuntimeRun(BaseModel):
     engine: str | None = None
     trace_context: dict[str, str] | None = None
     """W3C trace context the run's legs join (``traceparent``; see nbdurable.tracing)."""
+    submitted_by: str | None = None
+    approvers: dict[str, list[str]] | None = None
+    submitter_may_approve: bool = True
 
     @property
     def prompt_value(self) -> str | Message:

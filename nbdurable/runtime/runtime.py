@@ -13,6 +13,7 @@ from .._errors import (
     RunNotFoundError,
 )
 from .._resources import ResourceScope
+from ..durable.deciders import claimed_user
 from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
 from ..durable.runtime_run import RuntimeRun
 from ..durable.runtime_store import RuntimeStore
@@ -299,6 +300,7 @@ class DurableRuntime:
         timeout: float | None = None,
         run_id: str | None = None,
         max_steps: int | None = None,
+        submitted_by: str | None = None,
         _owner_run_id: str | None = None,
     ) -> Run:
         """Submit a run of a registered agent; returns its handle at once.
@@ -313,6 +315,8 @@ class DurableRuntime:
             timeout: Seconds until the run fails with reason ``timeout``.
             run_id: The run's id (default: generated).
             max_steps: This run's step budget (default: the agent's ``max_steps``).
+            submitted_by: Who submits it (default: the name this process claims,
+                ``NBDURABLE_USER`` or the OS user); recorded on the run.
 
         Raises:
             ConfigurationError: An unknown agent, an invalid prompt or ``max_steps``.
@@ -332,7 +336,9 @@ class DurableRuntime:
             timeout=timeout,
             max_steps=max_steps,
         )
-        record = record.model_copy(update={"engine": self.engine.name})
+        record = record.model_copy(
+            update={"engine": self.engine.name, "submitted_by": submitted_by or claimed_user()}
+        )
         if _owner_run_id is not None:
             record = record.model_copy(update={"owner_run_id": _owner_run_id})
         trace_context = current_trace_context()  # the caller's span becomes the run's parent
@@ -374,7 +380,7 @@ class DurableRuntime:
         if existing:
             return self._same_graph(gid, existing, ordered)
         records = [
-            record.model_copy(update={"engine": self.engine.name})
+            record.model_copy(update={"engine": self.engine.name, "submitted_by": claimed_user()})
             for record in graph_records(self.registry, self.limits, self.now, gid, ordered)
         ]
         try:
