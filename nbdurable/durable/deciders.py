@@ -15,12 +15,22 @@ from __future__ import annotations
 
 import getpass
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from .._errors import ApproverNotAllowedError, ConfigurationError
 from ..messages import VerdictSource
 from .runtime_run import RuntimeRun
 
-__all__ = ["USER_ENV_VAR", "check_decider", "claimed_user", "valid_name"]
+__all__ = [
+    "USER_ENV_VAR",
+    "check_decider",
+    "claimed_user",
+    "decided_phrase",
+    "valid_name",
+    "verdict_line",
+    "who_decided",
+]
 
 USER_ENV_VAR = "NBDURABLE_USER"
 
@@ -95,3 +105,50 @@ def check_decider(
                 f"(approval {approval_id!r}, {tool_name}); nothing was recorded and it still waits"
             ),
         )
+
+
+def _waited(ms: int) -> str:
+    seconds = max(0, ms // 1000)
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if seconds >= size:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def who_decided(source: Mapping[str, Any] | None) -> str:
+    """How a verdict's source reads: ``by ana (claimed)``, ``via link addressed to lee``, ...
+
+    Empty when nothing was recorded (verdicts from before sources were).
+    """
+    if not source:
+        return ""
+    via, by = source.get("via"), source.get("by")
+    if via == "grant":
+        grant = source.get("grant_id")
+        return f"by standing grant {grant}" if grant else "by a standing grant"
+    if via == "link":
+        to = source.get("addressed_to")
+        return f"via link addressed to {to}" if to else "via link"
+    if by:
+        return f"by {by}" if source.get("authenticated") else f"by {by} (claimed)"
+    return f"via {via}" if via else ""
+
+
+def decided_phrase(source: Mapping[str, Any] | None, waited_ms: int | None = None) -> str:
+    """Who decided and when: ``by ana (claimed), 2 min after the request`` (may be empty)."""
+    phrase = who_decided(source)
+    if waited_ms is not None and waited_ms >= 0:
+        after = f"{_waited(waited_ms)} after the request"
+        phrase = f"{phrase}, {after}" if phrase else after
+    return phrase
+
+
+def verdict_line(
+    approved: bool, source: Mapping[str, Any] | None, waited_ms: int | None = None
+) -> str:
+    """One line on a verdict: ``approved by ana (claimed), 2 min after the request``."""
+    verdict = "approved" if approved else "denied"
+    phrase = decided_phrase(source, waited_ms)
+    if not phrase:
+        return verdict
+    return f"{verdict}{',' if phrase[0].isdigit() else ''} {phrase}"
