@@ -13,7 +13,7 @@ from .._errors import (
     RunNotFoundError,
 )
 from .._resources import ResourceScope
-from ..durable.deciders import claimed_user
+from ..durable.deciders import claimed_user, valid_name
 from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
 from ..durable.runtime_run import RuntimeRun
 from ..durable.runtime_store import RuntimeStore
@@ -319,7 +319,8 @@ class DurableRuntime:
                 ``NBDURABLE_USER`` or the OS user); recorded on the run.
 
         Raises:
-            ConfigurationError: An unknown agent, an invalid prompt or ``max_steps``.
+            ConfigurationError: An unknown agent, an invalid prompt or ``max_steps``,
+                a blank ``submitted_by``.
             DurableConflictError: A busy session without ``enqueue``, or a
                 request id reused for a different prompt.
             LimitExceededError: Too many unfinished runs, or the prompt is too large.
@@ -337,7 +338,14 @@ class DurableRuntime:
             max_steps=max_steps,
         )
         record = record.model_copy(
-            update={"engine": self.engine.name, "submitted_by": submitted_by or claimed_user()}
+            update={
+                "engine": self.engine.name,
+                "submitted_by": (
+                    claimed_user()
+                    if submitted_by is None
+                    else valid_name(submitted_by, "submitted_by")
+                ),
+            }
         )
         if _owner_run_id is not None:
             record = record.model_copy(update={"owner_run_id": _owner_run_id})

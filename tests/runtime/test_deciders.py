@@ -158,3 +158,5 @@ async def test_a_bad_by_or_via_is_a_configuration_error(store: Any) -> None:
         with pytest.raises(nd.ConfigurationError, match="via must be one of"):
             await run.approve(via="fax")
         assert not run.record().decided
+        with pytest.raises(nd.ConfigurationError, match="submitted_by must be"):
+            await rt.submit("janitor", "Again.", submitted_by=" ")
