@@ -14,6 +14,7 @@ from ._deps import Clock, Deps, SystemClock
 from ._errors import (
     ApprovalExpiredError,
     ApprovalNotPendingError,
+    ApproverNotAllowedError,
     AuthenticationError,
     CheckpointNotFoundError,
     CheckpointVersionError,
@@ -148,6 +149,7 @@ __all__ = [
     "AnthropicModel",
     "ApprovalExpiredError",
     "ApprovalNotPendingError",
+    "ApproverNotAllowedError",
     "ApprovalSigner",
     "AuthenticationError",
     "CheckpointInfo",

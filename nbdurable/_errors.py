@@ -12,6 +12,7 @@ NbdurableError                     root: catch this to catch everything of ours
 ├── RunEndedError                  a run or graph ended in a state a waiter did not ask for
 ├── WaitingForHumanError           a blocking wait stopped: the run waits for a human
 ├── ApprovalExpiredError           an approval token older than the maximum age (ask for a new one)
+├── ApproverNotAllowedError        (PermissionError) a verdict from someone not allowed to decide
 ├── DurableConflictError           a write that conflicts with what is stored
 │   ├── FencedOutError             a run's former owner writing after losing its lease
 │   ├── LeaseLostError             a tool's ``ctx.ensure_owner()`` after its worker lost the run
@@ -39,6 +40,7 @@ from typing import Any
 __all__ = [
     "ApprovalExpiredError",
     "ApprovalNotPendingError",
+    "ApproverNotAllowedError",
     "CheckpointNotFoundError",
     "CheckpointVersionError",
     "ConfigurationError",
@@ -268,6 +270,43 @@ class ApprovalExpiredError(NbdurableError):
         self.max_age_ms = max_age_ms
         super().__init__(
             message or f"approval token for {approval_id!r} expired; ask for a new link or token"
+        )
+
+
+class ApproverNotAllowedError(NbdurableError, PermissionError):
+    """A verdict from a principal the agent does not allow to decide this call.
+
+    Nothing was recorded: the request still waits for someone allowed.
+
+    Attributes:
+        run_id: The run.
+        approval_id: The approval.
+        tool_name: The tool the call is of.
+        principal: Who tried to decide (for a link: whom it was addressed to; None: nobody named).
+        allowed: The names allowed to decide (``Agent(approvers=...)``), or
+            empty when the refusal is the submitter rule.
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        approval_id: str,
+        *,
+        tool_name: str,
+        principal: str | None,
+        allowed: tuple[str, ...] = (),
+        message: str | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.approval_id = approval_id
+        self.tool_name = tool_name
+        self.principal = principal
+        self.allowed = allowed
+        who = repr(principal) if principal is not None else "an unnamed principal"
+        super().__init__(
+            message
+            or f"{who} may not decide approval {approval_id!r} ({tool_name}) of run {run_id!r}: "
+            f"only {', '.join(allowed)} may; nothing was recorded and it still waits"
         )
 
 

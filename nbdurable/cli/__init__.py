@@ -93,6 +93,13 @@ def _add_runs(commands: Any) -> None:
         sub = action(name, _sync(handler), help_, AGENTS, TIMEOUT)
         sub.add_argument("run")
         sub.add_argument("approval_id", nargs="?", help="default: the only pending approval")
+        sub.add_argument(
+            "--as",
+            dest="as_name",
+            metavar="NAME",
+            help="the name recorded as deciding (claimed, not authenticated; "
+            "default: NBDURABLE_USER, else the OS user)",
+        )
         if name == "deny":
             sub.add_argument("--reason", help="what the model is told")
         else:

@@ -18,6 +18,7 @@ from typing import Any
 from .._errors import (
     ApprovalExpiredError,
     ApprovalNotPendingError,
+    ApproverNotAllowedError,
     ConfigurationError,
     RunNotFoundError,
 )
@@ -178,6 +179,8 @@ EXIT_NOT_PENDING = 3
 """Exit status of a verdict on an approval that no longer waits (another verdict won)."""
 EXIT_EXPIRED = 4
 """Exit status of an approval whose token is past the maximum age (nothing recorded)."""
+EXIT_NOT_ALLOWED = 5
+"""Exit status of a verdict from a name the agent does not allow to decide (nothing recorded)."""
 
 
 async def _verdict(args: argparse.Namespace, approved: bool) -> int:
@@ -189,13 +192,16 @@ async def _verdict(args: argparse.Namespace, approved: bool) -> int:
     except ApprovalExpiredError as exc:
         print(f"nbdurable: {exc}", file=sys.stderr)
         return EXIT_EXPIRED
+    except ApproverNotAllowedError as exc:
+        print(f"nbdurable: {exc}", file=sys.stderr)
+        return EXIT_NOT_ALLOWED
 
 
-async def _approve(run: Run, request: ToolApprovalRequest, fresh: bool) -> None:
+async def _approve(run: Run, request: ToolApprovalRequest, fresh: bool, by: str | None) -> None:
     """Approve ``request``, echoing its token, or a freshly signed one with ``fresh``."""
     if not fresh:
         try:
-            await run.approve(request.approval_id)
+            await run.approve(request.approval_id, by=by, via="cli")
         except ApprovalExpiredError as exc:
             age, max_age = exc.age_ms or 0, exc.max_age_ms or 0
             call = call_text(request.tool_name, request.input)
@@ -210,7 +216,7 @@ async def _approve(run: Run, request: ToolApprovalRequest, fresh: bool) -> None:
         return
     current = {r.approval_id: r for r in await run.pending_approvals()}
     shown = current.get(request.approval_id, request)
-    await run.approve(request.approval_id, token=shown.token)
+    await run.approve(request.approval_id, token=shown.token, by=by, via="cli")
 
 
 async def _record_verdict(args: argparse.Namespace, approved: bool) -> int:
@@ -221,24 +227,25 @@ async def _record_verdict(args: argparse.Namespace, approved: bool) -> int:
             if args.agents:
                 _served(runtime, record)
             after = await last_offset(store, run.run_id)
+            by = args.as_name
             if not approved and record.state == "needs_attention" and args.approval_id is None:
-                await run.deny(reason=args.reason)
+                await run.deny(reason=args.reason, by=by, via="cli")
                 print(f"settled the interrupted tool call(s) of {run.run_id} as errors")
             else:
                 request = await _pick(run, args.approval_id)
                 if request is None:  # it no longer waits: the runtime names the winner
                     assert args.approval_id is not None
                     if approved:
-                        await run.approve(args.approval_id)
+                        await run.approve(args.approval_id, by=by, via="cli")
                     else:
-                        await run.deny(args.approval_id, reason=args.reason)
+                        await run.deny(args.approval_id, reason=args.reason, by=by, via="cli")
                     print(f"{'approved' if approved else 'denied'} {args.approval_id} (again)")
                 elif approved:
-                    await _approve(run, request, getattr(args, "fresh", False))
+                    await _approve(run, request, getattr(args, "fresh", False), by)
                     call = call_text(request.tool_name, request.input)
                     print(f"approved {call} ({request.approval_id})")
                 else:
-                    await run.deny(request.approval_id, reason=args.reason)
+                    await run.deny(request.approval_id, reason=args.reason, by=by, via="cli")
                     call = call_text(request.tool_name, request.input)
                     print(f"denied {call} ({request.approval_id})")
             record = await _execute(run, after, args.timeout) if args.agents else run.record()

@@ -52,6 +52,13 @@ def add_parser(commands: Any) -> None:
         help="bearer token of the API (default: NBDURABLE_SERVER_TOKEN; "
         "required on a non-loopback host)",
     )
+    parser.add_argument(
+        "--token-file",
+        default=None,
+        metavar="PATH",
+        help="named bearer tokens, one 'name: token' line each (# comments): a verdict "
+        "given with one is recorded as by that name, authenticated",
+    )
     parser.add_argument("--max-body-bytes", type=int, default=1_048_576, metavar="N")
     parser.add_argument("--public-url", default=None, help="base URL of approval links")
     parser.add_argument(
@@ -79,6 +86,7 @@ def add_parser(commands: Any) -> None:
 async def serve(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM; in-flight steps are abandoned cleanly on the way out."""
     from ..runtime.runtime import DurableRuntime
+    from ..server.principals import read_token_file
     from ..server.serving import bound_url, build_server
     from ..stores import open_store
 
@@ -86,6 +94,7 @@ async def serve(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, log_format, also=("uvicorn",))
     agents = load_all(args.agents)
     notifier = notifier_from_args(args)
+    tokens = read_token_file(args.token_file) if args.token_file else None
     store = open_store(args.store)
     probes = None
     try:
@@ -108,6 +117,7 @@ async def serve(args: argparse.Namespace) -> int:
                 host=args.host,
                 port=args.port,
                 token=args.token,
+                tokens=tokens,
                 max_body_bytes=args.max_body_bytes,
                 cors_origins=args.cors_origin,
                 public_url=args.public_url,

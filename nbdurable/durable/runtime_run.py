@@ -89,6 +89,14 @@ class RuntimeRun(BaseModel):
         notified: Keys of the notifications claimed for the run (an approval
             id, or ``needs_attention@<fence>``): each is sent by the one process
             that claimed it (see :func:`~nbdurable.durable.notices.claim_notices`).
+        submitted_by: Who submitted the run: the claimed name of the submitting
+            process (``NBDURABLE_USER``, else its OS user) or the HTTP bridge's
+            authenticated principal; None for runs recorded before it was.
+        approvers: Tool name -> the principals allowed to decide its calls
+            (``Agent(approvers=...)``, saved at submission so any deciding
+            process enforces it without the agent); None: anyone may.
+        submitter_may_approve: False when ``submitted_by`` may not approve the
+            run's calls (``Agent(submitter_may_approve=False)``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -134,6 +142,9 @@ class RuntimeRun(BaseModel):
     trace_context: dict[str, str] | None = None
     """W3C trace context the run's legs join (``traceparent``; see nbdurable.tracing)."""
     notified: list[str] = Field(default_factory=list)
+    submitted_by: str | None = None
+    approvers: dict[str, list[str]] | None = None
+    submitter_may_approve: bool = True
 
     @property
     def prompt_value(self) -> str | Message:

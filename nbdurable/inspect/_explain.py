@@ -10,6 +10,7 @@ from typing import Any
 
 from .._errors import RunNotFoundError
 from ..durable.checkpoint import AgentCheckpoint
+from ..durable.deciders import verdict_line
 from ..durable.lease_holder import describe_holder, process_gone
 from ..durable.lookup import runtime_record
 from ..durable.run_states import ACTIVE_STATES, UNFINISHED_STATES, UNSUCCESSFUL_STATES
@@ -17,7 +18,7 @@ from ..durable.runtime_run import RuntimeRun
 from ..durable.signer import token_issued_at
 from ..durable.store import RUNTIME, HistoryStore, supports
 from ..events.log import EVENTS
-from ..events.model import RUN_TAKEN_OVER
+from ..events.model import RUN_TAKEN_OVER, TOOL_APPROVAL_REQUEST
 from ._next import Context, NextSteps, check_context
 from ._rows import preview
 from ._source import StoreLike, opened
@@ -149,6 +150,7 @@ def explain(
         ahead = _ahead_in_session(source, record) if record is not None else None
         deps = [runtime_record(source, d) for d in record.depends_on] if record else []
         takeover = _takeover(source, record) if record is not None else None
+        verdicts = _verdict_lines(source, record) if record is not None else []
     approvals = _approvals(checkpoint, clock)
     if record is None:
         assert checkpoint is not None
@@ -160,7 +162,30 @@ def explain(
         explanation = _explain_dependencies(record, [d for d in deps if d is not None], steps)
     else:
         explanation = _explain_record(record, checkpoint, approvals, clock, ahead, steps, takeover)
+    if verdicts:
+        explanation = replace(explanation, details=(*explanation.details, *verdicts))
     return replace(explanation, context=steps.context)
+
+
+def _verdict_lines(store: HistoryStore, record: RuntimeRun) -> list[str]:
+    """One line per recorded verdict: who gave it, how, and how long after the request."""
+    if not record.decided:
+        return []
+    requested: dict[str, int] = {}
+    events = store.read_events(record.run_id) if supports(store, EVENTS) else ()  # type: ignore[attr-defined]
+    if isinstance(events, list | tuple):  # an async store: explain reads synchronously
+        for event in events:
+            request = event.payload.get("request") if event.type == TOOL_APPROVAL_REQUEST else None
+            if isinstance(request, dict) and request.get("approval_id") not in requested:
+                issued = token_issued_at(request.get("token"))
+                requested[str(request.get("approval_id"))] = issued or event.created_at
+    lines = []
+    for approval_id, entry in sorted(record.decided.items(), key=lambda i: i[1].get("at", 0)):
+        asked = requested.get(approval_id)
+        waited = int(entry["at"]) - asked if asked and entry.get("at") else None
+        line = verdict_line(bool(entry.get("approved")), entry.get("source"), waited)
+        lines.append(f"approval {approval_id}: {line}")
+    return lines
 
 
 def _takeover(store: HistoryStore, record: RuntimeRun) -> str | None:

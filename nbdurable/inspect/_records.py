@@ -79,6 +79,8 @@ HISTORY_COLUMNS = (
     "tool_ms",
     "pending_approvals",
     "created_at",
+    "decided_by",
+    "via",
 )
 MESSAGE_COLUMNS = (
     "position",
@@ -153,7 +155,8 @@ def history_rows(store: StoreLike, run_id: str) -> list[dict[str, Any]]:
         if not infos:
             raise RunNotFoundError(run_id)
         latest = source.load(run_id) if _rows.needs_messages(infos) else None
-    return _rows.history_rows(infos, latest)
+        record = source.rt_get(run_id) if supports(source, RUNTIME) else None  # type: ignore[attr-defined]
+    return _rows.history_rows(infos, latest, record.decided if record is not None else None)
 
 
 def message_rows(

@@ -6,10 +6,11 @@ Timestamps stay epoch milliseconds here; :mod:`._frame` turns them into datetime
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
+from ..durable.deciders import who_decided
 from ..durable.records import RunRecord
 from ..durable.runtime_run import RuntimeRun
 from ..events.model import Event
@@ -203,12 +204,16 @@ def needs_messages(history: Sequence[CheckpointInfo]) -> bool:
 
 
 def history_rows(
-    history: Sequence[CheckpointInfo], latest: AgentCheckpoint | None
+    history: Sequence[CheckpointInfo],
+    latest: AgentCheckpoint | None,
+    decided: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per checkpoint of a run, in save order.
 
     ``latest`` (the run's latest checkpoint) is needed only when
     :func:`needs_messages` says so; without it such steps list no tool calls.
+    ``decided`` (the run record's verdicts, by approval id) fills ``decided_by``
+    and ``via`` of a step that waited for approvals.
     """
     rows: list[dict[str, Any]] = []
     previous: CheckpointInfo | None = None
@@ -245,10 +250,28 @@ def history_rows(
                 "tool_ms": stats.tool_ms if stats is not None else None,
                 "pending_approvals": len(info.pending_approvals),
                 "created_at": info.created_at,
+                **_deciders(info, decided or {}),
             }
         )
         previous = info
     return rows
+
+
+def _deciders(
+    info: CheckpointInfo, decided: Mapping[str, Mapping[str, Any]]
+) -> dict[str, str | None]:
+    """``decided_by`` and ``via`` of the verdicts on the approvals a step waited for."""
+    sources = [
+        decided[r.approval_id].get("source") or {}
+        for r in info.pending_approvals
+        if r.approval_id in decided
+    ]
+    who = [who_decided(source) for source in sources if who_decided(source)]
+    via = [str(source["via"]) for source in sources if source.get("via")]
+    return {
+        "decided_by": ", ".join(dict.fromkeys(who)) or None,
+        "via": ", ".join(dict.fromkeys(via)) or None,
+    }
 
 
 def _cost_delta(now: float | None, before: float | None) -> float | None:
@@ -323,7 +346,11 @@ def _summary(event: Event) -> str:
             return preview(f"{name} {_json(detail)}")
     if event.type == "approval_resolved" or "approved" in payload:
         verdict = "approved" if payload.get("approved") else "denied"
-        return preview(f"{payload.get('approval_id', '')} {verdict} {payload.get('reason') or ''}")
+        who = who_decided(payload.get("source"))
+        return preview(
+            " ".join(part for part in (str(payload.get("approval_id", "")), verdict, who) if part)
+            + f" {payload.get('reason') or ''}"
+        )
     if "message" in payload:
         return preview(f"{payload.get('error_type', '')}: {payload['message']}")
     if "finish_reason" in payload:

@@ -64,6 +64,7 @@ class Approvals:
                 approval_id=request.approval_id,
                 approved=False,
                 reason=response.reason or DEFAULT_DENIAL_REASON,
+                source=response.source,
             )
         if options.approval_signer is None and request.token is not None:
             self._warn_unchecked(request)
@@ -75,9 +76,14 @@ class Approvals:
             max_age_ms=options.approval_max_age_ms,
         ):
             return ToolApprovalResponse(
-                approval_id=request.approval_id, approved=False, reason=TOKEN_DENIAL_REASON
+                approval_id=request.approval_id,
+                approved=False,
+                reason=TOKEN_DENIAL_REASON,
+                source=response.source,
             )
-        return ToolApprovalResponse(approval_id=request.approval_id, approved=True)
+        return ToolApprovalResponse(
+            approval_id=request.approval_id, approved=True, source=response.source
+        )
 
     def _warn_unchecked(self, request: ToolApprovalRequest) -> None:
         """Approvals are honoured without a signer; say so (once a leg) when they were signed."""

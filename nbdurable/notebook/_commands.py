@@ -152,37 +152,38 @@ def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> No
         raise ConfigurationError("--reason goes with --deny")
     run = check_run(nb, args.run)
     if args.deny and args.approval_id is None and run.record().state == "needs_attention":
-        run_sync(run.deny(reason=args.reason))
+        run_sync(run.deny(reason=args.reason, by=nb.user, via="magic"))
         print(f"settled the interrupted tool call(s) of {run.run_id} as errors")
     elif args.approval_id is not None and run.record().state != "waiting_approval":
         # answered already, or the run moved on: the runtime says which verdict won
         # (ApprovalNotPendingError), or that this very verdict was recorded before
         if args.deny:
-            run_sync(run.deny(args.approval_id, reason=args.reason))
+            run_sync(run.deny(args.approval_id, reason=args.reason, by=nb.user, via="magic"))
         else:
-            run_sync(run.approve(args.approval_id))
+            run_sync(run.approve(args.approval_id, by=nb.user, via="magic"))
         print(f"{'denied' if args.deny else 'approved'} {args.approval_id} (recorded before)")
     else:
         request = _pick(run, args.approval_id)
         call = call_text(request.tool_name, request.input)
         if args.deny:
-            run_sync(run.deny(request.approval_id, reason=args.reason))
+            run_sync(run.deny(request.approval_id, reason=args.reason, by=nb.user, via="magic"))
             print(f"denied {call} ({request.approval_id})")
         else:
-            _approve_now(run, request, fresh=args.fresh)
+            _approve_now(run, request, fresh=args.fresh, by=nb.user)
             print(f"approved {call} ({request.approval_id})")
     _goes_on(nb, run, ns)
 
 
-def _approve_now(run: Run, request: ToolApprovalRequest, *, fresh: bool) -> None:
+def _approve_now(run: Run, request: ToolApprovalRequest, *, fresh: bool, by: str | None) -> None:
     """Approve with the request's token; ``fresh``: with one signed now (past the max age)."""
     if fresh:  # pending_approvals() re-signs a token past the maximum age
         shown = {r.approval_id: r for r in run_sync(run.pending_approvals())}
         token = shown.get(request.approval_id, request).token
-        run_sync(run.approve(request.approval_id, token=token))
+        run_sync(run.approve(request.approval_id, token=token, by=by, via="magic"))
         return
     try:
-        run_sync(run.approve(request.approval_id))  # echoes the token the request got
+        # echoes the token the request got
+        run_sync(run.approve(request.approval_id, by=by, via="magic"))
     except ApprovalExpiredError as exc:
         call = call_text(request.tool_name, request.input)
         raise approval_expired(

@@ -17,6 +17,7 @@ from typing import Any
 
 from .._errors import ConfigurationError, NbdurableError, RunNotFoundError
 from .._sync import run_sync
+from ..durable.deciders import claimed_user, valid_name
 from ..messages import Message
 from ..runtime.agent import Agent
 from ..runtime.run import Run
@@ -29,6 +30,7 @@ __all__ = [
     "NotebookSession",
     "check_exists",
     "check_run",
+    "deciding_user",
     "running_loop",
     "session",
     "set_session",
@@ -90,6 +92,7 @@ class NotebookSession:
         self._runtime: DurableRuntime | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._retiring: set[asyncio.Task[None]] = set()
+        self._user: str | None = None
 
     def __repr__(self) -> str:
         state = "open" if self._runtime is not None else "not started"
@@ -99,6 +102,29 @@ class NotebookSession:
     def url(self) -> str:
         """The store URL."""
         return self._url
+
+    @property
+    def user(self) -> str | None:
+        """Who decides here: the name set once, else ``NBDURABLE_USER``, else the OS user.
+
+        Recorded with every verdict given here (a card click, ``%durable
+        approve``) and on the runs submitted here, as claimed, not
+        authenticated: ``Agent(approvers=...)`` accepts it only if listed.
+        Set it once: ``nbdurable.notebook.session().user = "ana"``.
+
+        Raises:
+            ConfigurationError: (setting) A blank name, or another name once one is set.
+        """
+        return self._user if self._user is not None else claimed_user()
+
+    @user.setter
+    def user(self, name: str) -> None:
+        name = valid_name(name, "session().user")
+        if self._user is not None and self._user != name:
+            raise ConfigurationError(
+                f"this notebook's user is {self._user!r} already; it is set once per session"
+            )
+        self._user = name
 
     @property
     def store(self) -> Any:
@@ -199,6 +225,7 @@ class NotebookSession:
                 session_id=session_id,
                 max_steps=max_steps,
                 enqueue=enqueue,
+                submitted_by=self.user,
             )
         )
 
@@ -242,6 +269,11 @@ def session() -> NotebookSession:
     if _current is None:
         _current = NotebookSession()
     return _current
+
+
+def deciding_user() -> str | None:
+    """The name a verdict given in this kernel records: the session's user, else the claimed one."""
+    return _current.user if _current is not None else claimed_user()
 
 
 def set_session(new: NotebookSession | None) -> NotebookSession | None:

@@ -56,6 +56,14 @@ class Agent:
             error, a False answer fails the run at once instead of retrying
             (``nbdurable.is_retryable`` uses the errors' classification). Without
             it every model error counts as retryable.
+        approvers: Tool name -> the principals allowed to decide its calls'
+            approvals (``{"drop_table": ["ana", "lee"]}``), enforced on every
+            path that decides: a named HTTP token must be listed, a claimed name
+            (notebook, CLI, Python API) is accepted only if listed, an approval
+            link only if addressed to someone listed. A tool it does not name
+            may be decided by anyone. Saved in each run's record at submission.
+        submitter_may_approve: False: whoever submitted a run may not approve
+            its calls (they may still deny them).
     """
 
     id: str
@@ -70,6 +78,8 @@ class Agent:
     max_tool_concurrency: int | None = None
     output_type: Any = None
     retry_if: Callable[[BaseException], bool] | None = None
+    approvers: Mapping[str, Sequence[str]] | None = None
+    submitter_may_approve: bool = True
 
     def __post_init__(self) -> None:
         if self.stream is None:
@@ -146,6 +156,43 @@ class Agent:
         OutputSpec.of(self.output_type)
         if self.retry_if is not None and not callable(self.retry_if):
             raise ConfigurationError(f"agent {self.id!r}: retry_if must be callable")
+        self.approver_rule()
+        if not isinstance(self.submitter_may_approve, bool):
+            raise ConfigurationError(f"agent {self.id!r}: submitter_may_approve must be a bool")
+
+    def approver_rule(self) -> dict[str, list[str]] | None:
+        """``approvers`` as the run record keeps it (names sorted), or None without any.
+
+        Raises:
+            ConfigurationError: Not a mapping of tool names to nonblank name
+                lists, an empty list, or a tool the agent does not have.
+        """
+        if self.approvers is None:
+            return None
+        if not isinstance(self.approvers, Mapping):
+            raise ConfigurationError(
+                f"agent {self.id!r}: approvers must map tool names to lists of names"
+            )
+        tools = self.tool_map
+        rule: dict[str, list[str]] = {}
+        for name, names in self.approvers.items():
+            if name not in tools:
+                raise ConfigurationError(
+                    f"agent {self.id!r}: approvers names {name!r}, which is not one of "
+                    f"its tools ({', '.join(sorted(tools)) or 'none'})"
+                )
+            if isinstance(names, str) or not isinstance(names, Sequence) or not names:
+                raise ConfigurationError(
+                    f"agent {self.id!r}: the approvers of {name!r} must be a non-empty "
+                    f"list of names, not {names!r}"
+                )
+            for each in names:
+                if not isinstance(each, str) or not each.strip():
+                    raise ConfigurationError(
+                        f"agent {self.id!r}: approver {each!r} of {name!r} is not a nonblank name"
+                    )
+            rule[name] = sorted({each.strip() for each in names})
+        return rule
 
     def fingerprint(self) -> str:
         """A hash of everything that defines the agent's behaviour.
@@ -161,14 +208,19 @@ class Agent:
         return {**own, **self.tool_recovery}
 
 
-def _definition(agent: Agent) -> tuple[str, Any]:
+def _definition(agent: Agent) -> tuple[Any, ...]:
     """What two registrations of one ``(id, version)`` must agree on.
 
-    The fingerprint, and the retry policy (runs save it at submission, so it is
-    not part of the fingerprint).
+    The fingerprint, the retry policy and who may decide (runs save them at
+    submission, so they are not part of the fingerprint).
     """
     retry = agent.retry_policy
-    return agent.fingerprint(), retry.model_dump() if retry else None
+    return (
+        agent.fingerprint(),
+        retry.model_dump() if retry else None,
+        agent.approver_rule(),
+        agent.submitter_may_approve,
+    )
 
 
 class Registry:

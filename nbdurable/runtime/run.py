@@ -19,6 +19,7 @@ from .._errors import (
     WaitingForHumanError,
 )
 from .._sync import run_sync
+from ..durable.deciders import check_decider, claimed_user, valid_name
 from ..durable.offload import offload
 from ..durable.run_states import ACTIVE_STATES, HUMAN_STATES, RUN_STATES
 from ..durable.runtime_run import RuntimeRun, ToolIntent
@@ -27,14 +28,37 @@ from ..events.log import Armed
 from ..events.model import Event
 from ..events.subscribe import subscribe, wait_for_run
 from ..loop.output import OutputSpec
-from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, Usage
+from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, Usage, VerdictSource
 from . import lifecycle
 from .waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:
     from .runtime import DurableRuntime
 
-__all__ = ["HUMAN_STATES", "Run", "RunFailedError", "RunResult", "approval_expired"]
+__all__ = [
+    "HUMAN_STATES",
+    "VIAS",
+    "Run",
+    "RunFailedError",
+    "RunResult",
+    "approval_expired",
+    "claimed_source",
+]
+
+VIAS = frozenset({"widget", "magic", "cli", "http", "link", "api", "grant"})
+"""How a verdict may be given (``VerdictSource.via``)."""
+
+
+def claimed_source(by: str | None, via: str) -> VerdictSource:
+    """The source of a verdict from an unauthenticated path: ``by`` or the claimed user.
+
+    Raises:
+        ConfigurationError: A blank ``by``, or ``via`` not one of :data:`VIAS`.
+    """
+    if via not in VIAS:
+        raise ConfigurationError(f"via must be one of {', '.join(sorted(VIAS))}, not {via!r}")
+    name = claimed_user() if by is None else valid_name(by, "by")
+    return VerdictSource(by=name, authenticated=False, via=via)
 
 
 def _duration(ms: int) -> str:
@@ -284,11 +308,21 @@ class Run:
         signer = self.runtime.signer
         return tuple(resign_if_expired(signer, request, max_age) for request in requests)
 
-    async def approve(self, approval_id: str | None = None, *, token: str | None = None) -> None:
+    async def approve(
+        self,
+        approval_id: str | None = None,
+        *,
+        token: str | None = None,
+        by: str | None = None,
+        via: str = "api",
+    ) -> None:
         """Approve a pending call (the only one when ``approval_id`` is None).
 
         The request's signed token is echoed by default; the token is verified
-        before the approved tool runs, so a forged one is a denial.
+        before the approved tool runs, so a forged one is a denial. The verdict
+        records who gave it: ``by`` (default: the name this process claims,
+        ``NBDURABLE_USER`` or the OS user), recorded as claimed, not
+        authenticated, and ``via`` (how: ``api``, ``magic``, ``widget``, ``cli``).
 
         Raises:
             ApprovalNotPendingError: Another verdict on the approval won (its
@@ -296,6 +330,9 @@ class Run:
             ApprovalExpiredError: The token is older than the runtime's
                 ``approval_max_age_ms``; the request still waits:
                 :meth:`pending_approvals` gives it again with a fresh token.
+            ApproverNotAllowedError: The agent does not allow ``by`` to decide
+                this tool's calls (``Agent(approvers=...)``), or ``by`` submitted
+                the run and the agent has ``submitter_may_approve=False``.
             ConfigurationError: The run has no such approval, or several are
                 pending and none is named.
         """
@@ -305,24 +342,40 @@ class Run:
             token=token,
             reason=None,
             max_age_ms=self.runtime.approval_max_age_ms,
+            source=claimed_source(by, via),
         )
 
-    async def deny(self, approval_id: str | None = None, *, reason: str | None = None) -> None:
+    async def deny(
+        self,
+        approval_id: str | None = None,
+        *,
+        reason: str | None = None,
+        by: str | None = None,
+        via: str = "api",
+    ) -> None:
         """Deny a pending call; the model sees an is_error result with ``reason``.
 
         For a run in ``needs_attention`` because a ``manual`` tool was
         interrupted, ``deny()`` settles that call as an is_error result instead.
+        ``by`` and ``via`` are recorded as with :meth:`approve`.
 
         Raises:
             ApprovalNotPendingError: Another verdict on the approval won, or the
                 run no longer waits for it.
+            ApproverNotAllowedError: The agent does not allow ``by`` to decide
+                this tool's calls.
         """
         record = await self._fetch()
         if record.state == "needs_attention":
             await self._settle_interrupted(record, reason or "Denied after an interruption.")
             return
         await self.record_verdict(
-            approval_id, approved=False, token=None, reason=reason, max_age_ms=None
+            approval_id,
+            approved=False,
+            token=None,
+            reason=reason,
+            max_age_ms=None,
+            source=claimed_source(by, via),
         )
 
     async def cancel(self) -> None:
@@ -404,6 +457,7 @@ class Run:
         token: str | None,
         reason: str | None,
         max_age_ms: int | None,
+        source: VerdictSource | None = None,
     ) -> None:
         """Record one verdict through the store's conditional write (one verdict wins).
 
@@ -416,10 +470,13 @@ class Run:
             token: The signed token of an approval, kept for the resumed leg.
             reason: Why, shown to the model with a denial.
             max_age_ms: Tokens older than this are refused when the verdict is recorded.
+            source: Who gave the verdict and how; checked against the run's
+                rule on who may decide (:func:`~nbdurable.durable.deciders.check_decider`).
 
         Raises:
             ApprovalNotPendingError: Another verdict won, or the request is not pending.
             ApprovalExpiredError: The approval's token is older than ``max_age_ms``.
+            ApproverNotAllowedError: ``source`` may not decide this call.
             ConfigurationError: No such request, or ``approval_id`` is None and not
                 exactly one request is open.
         """
@@ -444,6 +501,8 @@ class Run:
         known = approval_id in record.decided or approval_id in record.verdicts
         if request is None and not known and record.state == "waiting_approval":
             raise ConfigurationError(f"run {self.run_id!r} has no approval {approval_id!r}")
+        if request is not None and not known:
+            check_decider(record, approval_id, request.tool_name, source, approved=approved)
         if approved and token is None and request is not None:
             token = request.token  # echoed: it pins this call and this run
         if approved and request is not None and not known:
@@ -461,6 +520,7 @@ class Run:
             approved=approved,
             reason=reason,
             token=token if approved else None,
+            source=source,
         )
         stored, recorded = await offload(
             self.runtime.runtime_store.rt_verdict,

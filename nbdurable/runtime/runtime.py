@@ -14,6 +14,7 @@ from .._errors import (
     RunNotFoundError,
 )
 from .._resources import ResourceScope
+from ..durable.deciders import claimed_user, valid_name
 from ..durable.offload import offload
 from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
 from ..durable.runtime_run import RuntimeRun
@@ -316,6 +317,7 @@ class DurableRuntime:
         timeout: float | None = None,
         run_id: str | None = None,
         max_steps: int | None = None,
+        submitted_by: str | None = None,
         _owner_run_id: str | None = None,
     ) -> Run:
         """Submit a run of a registered agent; returns its handle at once.
@@ -330,9 +332,12 @@ class DurableRuntime:
             timeout: Seconds until the run fails with reason ``timeout``.
             run_id: The run's id (default: generated).
             max_steps: This run's step budget (default: the agent's ``max_steps``).
+            submitted_by: Who submits it (default: the name this process claims,
+                ``NBDURABLE_USER`` or the OS user); recorded on the run.
 
         Raises:
-            ConfigurationError: An unknown agent, an invalid prompt or ``max_steps``.
+            ConfigurationError: An unknown agent, an invalid prompt or ``max_steps``,
+                a blank ``submitted_by``.
             DurableConflictError: A busy session without ``enqueue``, or a
                 request id reused for a different prompt.
             LimitExceededError: Too many unfinished runs, or the prompt is too large.
@@ -349,7 +354,16 @@ class DurableRuntime:
             timeout=timeout,
             max_steps=max_steps,
         )
-        record = record.model_copy(update={"engine": self.engine.name})
+        record = record.model_copy(
+            update={
+                "engine": self.engine.name,
+                "submitted_by": (
+                    claimed_user()
+                    if submitted_by is None
+                    else valid_name(submitted_by, "submitted_by")
+                ),
+            }
+        )
         if _owner_run_id is not None:
             record = record.model_copy(update={"owner_run_id": _owner_run_id})
         trace_context = current_trace_context()  # the caller's span becomes the run's parent
@@ -394,7 +408,7 @@ class DurableRuntime:
         if existing:
             return self._same_graph(gid, existing, ordered)
         records = [
-            record.model_copy(update={"engine": self.engine.name})
+            record.model_copy(update={"engine": self.engine.name, "submitted_by": claimed_user()})
             for record in graph_records(self.registry, self.limits, self.now, gid, ordered)
         ]
         try:

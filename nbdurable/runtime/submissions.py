@@ -76,6 +76,8 @@ def agent_record(
         stream=bool(agent.stream),
         max_steps=agent.max_steps if max_steps is None else max_steps,
         fingerprint=registry.fingerprint(agent.id, str(agent.version)),
+        approvers=agent.approver_rule(),
+        submitter_may_approve=agent.submitter_may_approve,
     )
 
 

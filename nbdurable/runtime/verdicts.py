@@ -15,10 +15,10 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from .._errors import ApprovalExpiredError, ApprovalNotPendingError
+from .._errors import ApprovalExpiredError, ApprovalNotPendingError, ApproverNotAllowedError
 from ..durable.offload import offload
 from ..durable.signer import bound_to_run, expired_age, token_matches
-from ..messages import ToolApprovalRequest
+from ..messages import ToolApprovalRequest, VerdictSource
 from .run import Run
 
 if TYPE_CHECKING:
@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Outcome", "OutcomeState", "submit_verdict"]
 
-OutcomeState = Literal["approved", "denied", "invalid token", "expired", "stale", "error"]
+OutcomeState = Literal[
+    "approved", "denied", "invalid token", "expired", "stale", "not allowed", "error"
+]
 
 _LOCKS: dict[tuple[int, str], asyncio.Lock] = {}
 
@@ -48,15 +50,19 @@ class Outcome:
             run still waits), ``expired`` (a genuine token past the maximum age:
             nothing recorded, the request still waits for a decision with a
             fresh token), ``stale`` (the request no longer waits: another verdict
-            won, or the run moved on; nothing recorded) or ``error``.
+            won, or the run moved on; nothing recorded), ``not allowed`` (the
+            agent does not allow this principal to decide the call: nothing
+            recorded, the request still waits) or ``error``.
         message: One line for the card.
         winner: With ``stale``: the verdict that was recorded (``approved`` or
             ``denied``), or None when the run stopped waiting without one.
+        refusal: With ``not allowed``: the error saying who may decide.
     """
 
     state: OutcomeState
     message: str
     winner: str | None = None
+    refusal: ApproverNotAllowedError | None = None
 
     @property
     def recorded(self) -> bool:
@@ -109,6 +115,7 @@ async def submit_verdict(
     token: object = None,
     reason: str | None = None,
     max_age_ms: int | _RuntimeDefault | None = RUNTIME_DEFAULT,
+    source: VerdictSource | None = None,
 ) -> Outcome:
     """Approve (with the card's signed token) or deny (no token needed) one pending call.
 
@@ -116,8 +123,10 @@ async def submit_verdict(
     token, its payload names ``approval_id`` and ``run_id``, it pins the pending
     call (tool, call id, input) and it is younger than ``max_age_ms`` (default:
     the runtime's ``approval_max_age_ms``); otherwise nothing is recorded and the
-    run keeps waiting. Never raises for a bad verdict: the outcome says what
-    happened, and a ``stale`` one which verdict won.
+    run keeps waiting. ``source`` (who decides, and how) is recorded with the
+    verdict, once the run's rule on who may decide allows it. Never raises for
+    a bad verdict: the outcome says what happened, and a ``stale`` one which
+    verdict won.
     """
     max_age = runtime.approval_max_age_ms if isinstance(max_age_ms, _RuntimeDefault) else max_age_ms
     run = Run(runtime, run_id)
@@ -150,10 +159,13 @@ async def submit_verdict(
                 token=token if approve and isinstance(token, str) else None,
                 reason=reason or None,
                 max_age_ms=max_age,
+                source=source,
             )
             return _recorded(approve, reason)
         except ApprovalNotPendingError as lost:
             return _stale(lost)
+        except ApproverNotAllowedError as refused:
+            return Outcome("not allowed", f"not allowed: {refused}", refusal=refused)
         except ApprovalExpiredError:
             return _EXPIRED
         except Exception as exc:  # shown on the card; the run is left as it was

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from fastapi import Depends, FastAPI
@@ -40,6 +40,7 @@ def create_app(
     runtime: DurableRuntime,
     *,
     token: str | None = None,
+    tokens: Mapping[str, str] | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     cors_origins: Sequence[str] = (),
     public_url: str | None = None,
@@ -57,6 +58,9 @@ def create_app(
         token: The bearer token every API route needs; default
             ``NBDURABLE_SERVER_TOKEN``. Without one, the API answers loopback
             clients only.
+        tokens: Named principals' bearer tokens, by name (``nbdurable serve
+            --token-file``): a verdict given with one is recorded as by that
+            name, authenticated, and checked against ``Agent(approvers=...)``.
         max_body_bytes: Larger request bodies are refused with 413 before parsing.
         cors_origins: Origins allowed cross-origin (CORS is off by default).
         public_url: Base URL of approval links (default: the URL a request came to).
@@ -84,7 +88,7 @@ def create_app(
             runtime.approval_max_age_ms if approval_max_age_ms is None else approval_max_age_ms
         ),
     )
-    guard = Depends(bearer_guard(resolve_token(token)))
+    guard = Depends(bearer_guard(resolve_token(token), tokens))
     app = FastAPI(
         title="nbdurable HTTP bridge",
         description=_DESCRIPTION,

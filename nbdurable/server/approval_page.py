@@ -21,11 +21,11 @@ from pydantic import BaseModel
 
 from .._errors import NbdurableError
 from ..durable.signer import token_issued_at
-from ..messages import ToolApprovalRequest
+from ..messages import ToolApprovalRequest, VerdictSource
 from .context import Bridge
 from .errors import status_of
 from .handlers import ErrorBody
-from .links import check_link_token, open_request, precheck_token
+from .links import addressed_to, check_link_token, open_request, precheck_token
 from .schemas import VerdictIn
 from .verdicts import answer
 
@@ -191,14 +191,24 @@ def approval_page_router(bridge: Bridge) -> APIRouter:
         response_model=LinkVerdictOut,
         summary="The verdict of an approval link",
         responses={
-            403: {"model": ErrorBody, "description": "A bad token"},
+            403: {
+                "model": ErrorBody,
+                "description": "A bad token, or a link not addressed to an allowed approver",
+            },
             404: {"model": ErrorBody, "description": "No such run"},
             409: {"model": ErrorBody, "description": "No longer pending (`verdict`: the winner)"},
             410: {"model": ErrorBody, "description": "An expired link: ask for a new one"},
         },
     )
     async def verdict(run_id: str, approval_id: str, body: VerdictIn) -> LinkVerdictOut:
-        """Approve or deny the link's call; the link's token is required for either."""
+        """Approve or deny the link's call; the link's token is required for either.
+
+        Recorded as given via a link addressed to whom the token names (a link
+        proves no identity); with ``Agent(approvers=...)`` for the tool, only a
+        link addressed to one of them may decide.
+        """
+        to = addressed_to(runtime.signer, body.token)
+        source = VerdictSource(via="link", addressed_to=to)
         outcome = await answer(
             bridge,
             run_id,
@@ -207,6 +217,7 @@ def approval_page_router(bridge: Bridge) -> APIRouter:
             token=body.token,
             reason=body.reason,
             token_required=True,
+            source=source,
         )
         assert outcome.state in ("approved", "denied")
         return LinkVerdictOut(outcome=outcome.state, message=outcome.message)

@@ -1,6 +1,9 @@
-"""Bearer-token authentication: one shared token, compared in constant time.
+"""Bearer-token authentication: one shared token and named ones, compared in constant time.
 
-The token is passed in, or read from ``NBDURABLE_SERVER_TOKEN``. Without one,
+The token is passed in, or read from ``NBDURABLE_SERVER_TOKEN``; named tokens
+(:mod:`~nbdurable.server.principals`) authenticate a principal by name, which
+the routes read as ``request.state.principal`` (None for the unnamed token or a
+loopback client without one). Without any token,
 the API answers loopback clients only (``nbdurable serve`` refuses to listen on
 another host without a token). Approval links never need the bearer token:
 their own signed token binds them to one call.
@@ -8,10 +11,9 @@ their own signed token binds them to one call.
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -19,8 +21,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from .._errors import ConfigurationError
 from .errors import NotAuthenticatedError
+from .principals import Principals
 
-__all__ = ["TOKEN_ENV_VAR", "bearer_guard", "is_loopback", "resolve_token"]
+__all__ = ["TOKEN_ENV_VAR", "bearer_guard", "is_loopback", "principal_of", "resolve_token"]
 
 TOKEN_ENV_VAR = "NBDURABLE_SERVER_TOKEN"
 
@@ -51,18 +54,28 @@ def is_loopback(host: str | None) -> bool:
         return False
 
 
-def bearer_guard(token: str | None) -> Callable[..., Awaitable[None]]:
+def principal_of(request: Request) -> str | None:
+    """The named principal a request authenticated as (None: unnamed, or no token)."""
+    name = getattr(request.state, "principal", None)
+    return name if isinstance(name, str) else None
+
+
+def bearer_guard(
+    token: str | None, named: Mapping[str, str] | None = None
+) -> Callable[..., Awaitable[None]]:
     """A dependency that admits a request carrying ``Authorization: Bearer <token>``.
 
-    With ``token`` None it admits loopback clients only.
+    ``token`` is the unnamed principal's, ``named`` maps names to theirs. With
+    neither it admits loopback clients only.
     """
-    expected = token.encode("utf-8") if token is not None else None
+    principals = Principals(token, named)
 
     async def check(
         request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_SCHEME)],
     ) -> None:
-        if expected is None:
+        request.state.principal = None
+        if not principals.configured:
             client = request.client.host if request.client else None
             if not is_loopback(client):
                 raise NotAuthenticatedError(
@@ -71,7 +84,9 @@ def bearer_guard(token: str | None) -> Callable[..., Awaitable[None]]:
             return
         if credentials is None:
             raise NotAuthenticatedError("missing bearer token (Authorization: Bearer ...)")
-        if not hmac.compare_digest(credentials.credentials.encode("utf-8"), expected):
+        known, name = principals.identify(credentials.credentials)
+        if not known:
             raise NotAuthenticatedError("wrong bearer token")
+        request.state.principal = name
 
     return check

@@ -6,7 +6,8 @@ statuses by their type: ``ConfigurationError`` 422, ``RunNotFoundError`` and
 ``CheckpointNotFoundError`` 404, ``DurableConflictError`` 409 (among them
 ``ApprovalNotPendingError``: another verdict won, named in ``verdict``),
 ``ApprovalExpiredError`` 410 (a genuine approval token past the maximum age: ask
-for a new link), ``LimitExceededError`` 413 (a payload too large) or 429 (too
+for a new link), ``ApproverNotAllowedError`` 403 (the agent does not allow this
+principal to decide the call), ``LimitExceededError`` 413 (a payload too large) or 429 (too
 many runs).
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 from .._errors import (
     ApprovalExpiredError,
     ApprovalNotPendingError,
+    ApproverNotAllowedError,
     CheckpointNotFoundError,
     ConfigurationError,
     DurableConflictError,
@@ -64,6 +66,8 @@ def status_of(error: BaseException) -> int:
         return 404
     if isinstance(error, ApprovalExpiredError):
         return 410
+    if isinstance(error, ApproverNotAllowedError):
+        return 403
     if isinstance(error, DurableConflictError):
         return 409
     if isinstance(error, LimitExceededError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from ..durable.deciders import valid_name
 from ..durable.offload import offload
 from ..durable.signer import ApprovalSigner, bound_to_run, expired_age, token_matches
 from ..messages import ToolApprovalRequest
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from ..runtime.runtime import DurableRuntime
 
 __all__ = [
+    "addressed_to",
     "approval_link",
     "check_link_token",
     "link_for",
@@ -35,10 +37,25 @@ _NEW_LINK = "ask for a new link (or GET /runs/{run_id}/approvals for a fresh tok
 
 
 def link_for(
-    signer: ApprovalSigner, run_id: str, request: ToolApprovalRequest, base_url: str
+    signer: ApprovalSigner,
+    run_id: str,
+    request: ToolApprovalRequest,
+    base_url: str,
+    *,
+    to: str | None = None,
 ) -> str:
-    """The approval link for ``request`` of ``run_id`` under ``base_url`` (the server's URL)."""
-    token = signer.sign(request.model_copy(update={"token": None}), run_id=run_id)
+    """The approval link for ``request`` of ``run_id`` under ``base_url`` (the server's URL).
+
+    ``to`` (whom the link is for) is signed into its token: the verdict it gives
+    is recorded as "via link addressed to" that name, and counts as theirs where
+    ``Agent(approvers=...)`` names who may decide. A link is a bearer
+    credential: it proves no identity, only that it was handed to someone.
+    """
+    payload = request.model_dump(mode="json", exclude={"token"})
+    payload["run_id"] = run_id
+    if to is not None:
+        payload["to"] = valid_name(to, "a link's addressee")
+    token = signer.sign_payload(payload)
     path = f"approve/{quote(run_id, safe='')}/{quote(request.approval_id, safe='')}"
     return f"{base_url.rstrip('/')}/{path}?token={quote(token, safe='')}"
 
@@ -88,20 +105,34 @@ async def open_request(
 
 
 async def approval_link(
-    runtime: DurableRuntime, run_id: str, approval_id: str, base_url: str
+    runtime: DurableRuntime,
+    run_id: str,
+    approval_id: str,
+    base_url: str,
+    *,
+    to: str | None = None,
 ) -> str:
     """Mint a link to approve or deny one pending call of a run, for someone outside the notebook.
 
     ``base_url`` is where the bridge is reachable (``nbdurable serve --public-url``,
     or the URL of the app it is mounted in); the link's page works without the
     bearer token. Example: ``https://host/approve/run-1/approval_1?token=v1....``.
+    ``to`` names whom the link is addressed to (see :func:`link_for`).
 
     Raises:
         RunNotFoundError: No such run.
         ApprovalNotPendingError: The run does not wait for that approval.
+        ConfigurationError: A blank ``to``.
     """
     request = await open_request(runtime, run_id, approval_id)
-    return link_for(runtime.signer, run_id, request, base_url)
+    return link_for(runtime.signer, run_id, request, base_url, to=to)
+
+
+def addressed_to(signer: ApprovalSigner, token: object) -> str | None:
+    """Whom a verified link token was addressed to (None: nobody named, or not verified)."""
+    payload = signer.verify(token)
+    to = payload.get("to") if payload is not None else None
+    return to if isinstance(to, str) else None
 
 
 def check_link_token(

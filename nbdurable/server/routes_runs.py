@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 
 from ..durable.offload import offload
 from ..durable.run_states import RunState
 from ..durable.runtime_run import RuntimeRun
 from ..runtime.run import Run
 from ..tracing import incoming_trace_context
+from .auth import principal_of
 from .context import Bridge
 from .errors import RunStateError
 from .handlers import ErrorBody
@@ -46,6 +47,7 @@ def runs_router(bridge: Bridge) -> APIRouter:
     )
     async def submit(
         body: SubmitIn,
+        request: Request,
         traceparent: Annotated[
             str | None, Header(description="W3C trace context: the run's parent span")
         ] = None,
@@ -55,7 +57,8 @@ def runs_router(bridge: Bridge) -> APIRouter:
 
         An equivalent prompt under a used ``request_id`` returns the original run;
         a busy session without ``enqueue`` is a conflict. A ``traceparent`` header
-        makes the caller's span the parent of the run's spans.
+        makes the caller's span the parent of the run's spans. A named bearer
+        token's principal is recorded as the run's ``submitted_by``.
         """
         with incoming_trace_context(traceparent, tracestate):
             run = await runtime.submit(
@@ -66,6 +69,7 @@ def runs_router(bridge: Bridge) -> APIRouter:
                 enqueue=body.enqueue,
                 timeout=body.timeout,
                 max_steps=body.max_steps,
+                submitted_by=principal_of(request),
             )
         return RunOut.of(await offload(run.record))
 

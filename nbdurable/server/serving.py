@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -39,6 +39,7 @@ def build_server(
     host: str = "127.0.0.1",
     port: int = 8000,
     token: str | None = None,
+    tokens: Mapping[str, str] | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     cors_origins: Sequence[str] = (),
     public_url: str | None = None,
@@ -57,13 +58,15 @@ def build_server(
         ConfigurationError: No token is configured and ``host`` is not loopback.
     """
     token = resolve_token(token)
-    if token is None and not is_loopback(host):
+    if token is None and not tokens and not is_loopback(host):
         raise ConfigurationError(
-            f"refusing to listen on {host} without a token: pass --token or set {TOKEN_ENV_VAR}"
+            f"refusing to listen on {host} without a token: pass --token or "
+            f"--token-file, or set {TOKEN_ENV_VAR}"
         )
     app = create_app(
         runtime,
         token=token,
+        tokens=tokens,
         max_body_bytes=max_body_bytes,
         cors_origins=cors_origins,
         public_url=public_url,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .._errors import ApprovalExpiredError, ApprovalNotPendingError, DurableConflictError
 from ..durable.offload import offload
+from ..messages import VerdictSource
 from ..runtime.verdicts import Outcome, submit_verdict
 from .context import Bridge
 from .errors import ApprovalTokenError
@@ -25,6 +26,7 @@ async def answer(
     token: str | None,
     reason: str | None,
     token_required: bool,
+    source: VerdictSource | None = None,
 ) -> Outcome:
     """Record a verdict, or raise a typed error and change nothing.
 
@@ -34,7 +36,8 @@ async def answer(
     run, this approval and this call. ``submit_verdict`` then checks it again
     and the store's conditional write records it, unless another verdict won
     meanwhile. The same verdict sent again (a client retrying after a timeout)
-    answers as the first time did.
+    answers as the first time did. ``source`` (who decides, and how) is
+    recorded with it, once the run's rule on who may decide allows it.
 
     Raises:
         RunNotFoundError: No such run.
@@ -42,6 +45,7 @@ async def answer(
             the run does not wait for this approval.
         ApprovalTokenError: The token is forged, altered or bound elsewhere.
         ApprovalExpiredError: A genuine token past the max age: ask for a new link.
+        ApproverNotAllowedError: ``source`` may not decide this call (403).
         VerdictError: The runtime refused the verdict.
     """
     runtime = bridge.runtime
@@ -61,7 +65,10 @@ async def answer(
         token=token,
         reason=reason,
         max_age_ms=max_age,
+        source=source,
     )
+    if outcome.refusal is not None:
+        raise outcome.refusal
     if outcome.state == "invalid token":
         raise ApprovalTokenError(outcome.message)
     if outcome.state == "expired":

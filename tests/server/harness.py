@@ -78,9 +78,13 @@ def start_server(
     token: str | None = TOKEN,
     runtime_options: dict[str, Any] | None = None,
     wrap: Callable[[Any], Any] | None = None,
+    agents: Callable[[], list[Any]] | None = None,
     **app_options: Any,
 ) -> Server:
-    """Start the bridge of a fresh runtime on ``store_url``; ``wrap(app)`` may mount it."""
+    """Start the bridge of a fresh runtime on ``store_url``; ``wrap(app)`` may mount it.
+
+    ``agents`` is a factory of the agents it serves (default: tests/server/agents.py's).
+    """
     ready = threading.Event()
     box: dict[str, Any] = {}
 
@@ -88,7 +92,7 @@ def start_server(
         store = nd.open_store(store_url)
         runtime = await nd.DurableRuntime.open(
             store=store,
-            agents=test_agents.agents(),
+            agents=(agents or test_agents.agents)(),
             poll_interval=0.01,
             **(runtime_options or {}),
         )

@@ -14,8 +14,10 @@ import ipywidgets
 import traitlets
 
 from ...durable.run_states import RUN_STATES
+from ...messages import VerdictSource
 from ...runtime.run import Run
 from ...runtime.verdicts import Outcome, submit_verdict
+from .._session import deciding_user
 from .assets import frontend_file, view_module
 from .dashboard_rows import (
     COLUMNS,
@@ -387,6 +389,7 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
                     approve=approve,
                     token=token,
                     reason=reason,
+                    source=VerdictSource(by=deciding_user(), via="widget"),
                 )
         except Exception as exc:  # shown in the row; the run is left as it was
             outcome = Outcome("error", f"error: {type(exc).__name__}: {exc}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...durable.deciders import decided_phrase
 from ...durable.run_states import BUSY_STATES, TERMINAL_STATES, UNSUCCESSFUL_STATES
 from ...durable.signer import token_issued_at
 from ...events.fold import RunView, StepView
@@ -64,10 +65,11 @@ class Cards:
         """
         request = self.requests[approval_id]
         state, message = self._state(view, approval_id)
-        decided_at, reason = 0, None
+        decided_at, reason, source = 0, None, None
         resolved = self.resolved.get(approval_id)
         if resolved is not None:
             decided_at, reason = int(resolved.get("decided_at") or 0), resolved.get("reason")
+            source = resolved.get("source")
         elif approval_id in self.decided:
             decided_at, reason = self.decided[approval_id]
         return {
@@ -82,7 +84,18 @@ class Cards:
             "message": message,
             "decided_at": decided_at if state in _ANSWERED else 0,
             "reason": (reason or "") if state == "denied" else "",
+            "decided_by": self._decided_by(approval_id, state, source, decided_at),
         }
+
+    def _decided_by(
+        self, approval_id: str, state: str, source: dict[str, Any] | None, decided_at: int
+    ) -> str:
+        """``by ana (claimed), 2 min after the request`` for an answered card, else empty."""
+        if state not in _ANSWERED:
+            return ""
+        requested_at = self.requested_at.get(approval_id, 0)
+        waited = decided_at - requested_at if decided_at and requested_at else None
+        return decided_phrase(source, waited)
 
     def _state(self, view: RunView, approval_id: str) -> tuple[str, str]:
         outcome = self.outcomes.get(approval_id)

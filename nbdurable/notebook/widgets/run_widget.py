@@ -14,9 +14,11 @@ import traitlets
 from ...events.fold import RunView
 from ...events.model import RUN_STARTED, RUN_STATE, Event
 from ...events.subscribe import subscribe
+from ...messages import VerdictSource
 from ...runtime.run import Run
 from ...runtime.verdicts import Outcome, submit_verdict
 from .._lease import LeaseWait, lease_wait
+from .._session import deciding_user
 from .assets import frontend_file, view_module
 from .run_state import Cards, Clock, run_state
 
@@ -225,7 +227,13 @@ class RunWidget(anywidget.AnyWidget):
         self, approval_id: str, *, approve: bool, token: object, reason: str | None
     ) -> Outcome:
         outcome = await submit_verdict(
-            self.runtime, self.run_id, approval_id, approve=approve, token=token, reason=reason
+            self.runtime,
+            self.run_id,
+            approval_id,
+            approve=approve,
+            token=token,
+            reason=reason,
+            source=VerdictSource(by=deciding_user(), via="widget"),
         )
         if outcome.state == "expired":
             # this kernel holds the secret: show the request again with a fresh token

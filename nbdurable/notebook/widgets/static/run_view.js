@@ -107,6 +107,8 @@ function answeredCard(card) {
   if (card.decided_at) line += ` at ${clockTime(card.decided_at)}`;
   if (card.state === "denied" && card.reason) line += `: ${card.reason}`;
   box.append(h("span", "nbd-card-outcome", line));
+  // who decided, and how long after the request: "by ana (claimed), 2 min after the request"
+  if (card.decided_by) box.append(h("span", "nbd-card-who", card.decided_by));
   return box;
 }
 
