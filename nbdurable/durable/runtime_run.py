@@ -86,6 +86,9 @@ class RuntimeRun(BaseModel):
             ``temporal``: only that engine's runtimes and workers claim, resume
             or fail it. None for runs recorded before engines were recorded
             (any engine may take them, as then).
+        grants: Standing approvals (:mod:`nbdurable.durable.grants`):
+            ``{"tokens": [...], "revoked": [...]}``, the signed grant tokens and
+            the ids of revoked grants; None while the run has none.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -130,6 +133,7 @@ class RuntimeRun(BaseModel):
     engine: str | None = None
     trace_context: dict[str, str] | None = None
     """W3C trace context the run's legs join (``traceparent``; see nbdurable.tracing)."""
+    grants: dict[str, list[str]] | None = None
 
     @property
     def prompt_value(self) -> str | Message:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..durable.grants import Grant
 from ..durable.signer import TOKEN_DENIAL_REASON, token_matches
 from ..messages import ToolApprovalRequest, ToolApprovalResponse
 from .effects import ToolInvocation
@@ -64,6 +65,7 @@ class Approvals:
                 approval_id=request.approval_id,
                 approved=False,
                 reason=response.reason or DEFAULT_DENIAL_REASON,
+                source=response.source,
             )
         if options.approval_signer is None and request.token is not None:
             self._warn_unchecked(request)
@@ -77,7 +79,9 @@ class Approvals:
             return ToolApprovalResponse(
                 approval_id=request.approval_id, approved=False, reason=TOKEN_DENIAL_REASON
             )
-        return ToolApprovalResponse(approval_id=request.approval_id, approved=True)
+        return ToolApprovalResponse(
+            approval_id=request.approval_id, approved=True, source=response.source
+        )
 
     def _warn_unchecked(self, request: ToolApprovalRequest) -> None:
         """Approvals are honoured without a signer; say so (once a leg) when they were signed."""
@@ -89,6 +93,28 @@ class Approvals:
             "their tokens are not checked; pass approval_signer= to verify them",
             self.start.run_id,
             request.approval_id,
+        )
+
+    def covering_grant(self, invocation: ToolInvocation) -> Grant | None:
+        """The standing approval that covers a gated call now, verified; None when none does.
+
+        Only a signed grant bound to the session's run, for this tool, this
+        agent path and these arguments, not expired (by the leg's clock) and
+        not revoked covers a call; without a signer nothing does.
+        """
+        options = self.options
+        signer, run_id = options.approval_signer, self.session_run_id
+        if signer is None or run_id is None:
+            return None
+        grants = options.approval_grants
+        current = grants() if callable(grants) else grants
+        return current.covering(
+            signer,
+            run_id=run_id,
+            tool=invocation.call.tool_name,
+            arguments=invocation.call.args,
+            agent_path=options.agent_path,
+            now=int(options.deps.clock.now()),
         )
 
     def new_request(self, invocation: ToolInvocation) -> ToolApprovalRequest:
