@@ -141,7 +141,7 @@ async def test_an_expired_grant_stops_covering_at_once(tmp_path: Any) -> None:
     store.close()
 
 
-async def test_a_revoked_grant_covers_no_further_call(tmp_path: Any) -> None:
+async def test_a_revoked_grant_covers_no_further_call(store: Any) -> None:
     dropped: list[str] = []
     entered, release = asyncio.Event(), asyncio.Event()
 
@@ -163,7 +163,6 @@ async def test_a_revoked_grant_covers_no_further_call(tmp_path: Any) -> None:
         version="1",
         tool_recovery={"inspect_tables": "safe"},
     )
-    store = _sqlite(tmp_path)
     async with await DurableRuntime.open(store=store, agents=[agent]) as rt:
         run = await rt.submit("dba", "Clean up.")
         grant = await run.grant("drop_table")
@@ -181,7 +180,6 @@ async def test_a_revoked_grant_covers_no_further_call(tmp_path: Any) -> None:
     assert run.record().grants == {"tokens": [grant.token], "revoked": [grant.grant_id]}
     [revoked] = await _events(store, run.run_id, "grant_revoked")
     assert revoked["grant_id"] == grant.grant_id and revoked["via"] == "api"
-    store.close()
 
 
 @pytest.mark.parametrize("path", [(), ("coder",)])
