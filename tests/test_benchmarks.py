@@ -146,3 +146,20 @@ def test_corruption_sweep_quick_runs_and_keeps_the_promise(tmp_path: Path) -> No
         lines = run_bench(script, ["--store", store, "--step", step], tmp_path, timeout=120)
         summary = lines[-1]
         assert summary.startswith(f"{store}: ") and "0 broken promise" in summary, lines
+
+
+LOOP_LAG = BENCH.parent / "loop_lag.py"
+
+
+def test_loop_lag_quick_runs_and_prints_the_table(tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    lines = run_bench(LOOP_LAG, ["--quick", "--json", str(out)], tmp_path, timeout=300)
+    header = next(line for line in lines if line.startswith("store"))
+    for column in ("worst lag ms", "p99 lag ms", "run wall s"):
+        assert column in header
+    figures = json.loads(out.read_text())["figures"]
+    assert figures[-1]["store"] == "SQLite"
+    for figure in figures:
+        assert len(figure["runs"]) == 1
+        assert figure["runs"][0]["ticks"] > 0 and figure["wall_s"] > 0
+        assert 0 <= figure["p99_ms"] <= figure["worst_ms"]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -27,6 +26,7 @@ from typing import Any, TypeVar
 
 from .._deps import Logger
 from .._errors import NbdurableError, StoreUnavailableError
+from .offload import offload
 
 __all__ = [
     "DEFAULT_STORE_RETRY_MS",
@@ -202,13 +202,15 @@ class StoreRetry:
     async def acall(
         self, operation: str, fn: Callable[..., T | Awaitable[T]], *args: Any, **kwargs: Any
     ) -> T:
-        """Like :meth:`call`, for a sync or async ``fn``; waits without blocking the loop."""
+        """Like :meth:`call`, for a sync or async ``fn``; never blocks the loop.
+
+        A sync ``fn`` runs on a store thread (:func:`~nbdurable.durable.offload.offload`).
+        """
         delay = self.first_delay
         while True:
             token = _DEADLINE.set(self._deadline())
             try:
-                value = fn(*args, **kwargs)
-                result: T = await value if inspect.isawaitable(value) else value
+                result: T = await offload(fn, *args, **kwargs)
             except Exception as exc:
                 if not is_transient(exc):
                     raise

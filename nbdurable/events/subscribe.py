@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Sequence
 
 from .._errors import ConfigurationError, RunNotFoundError
-from ..durable.store import RUNTIME, maybe_await, supports
+from ..durable.offload import offload
+from ..durable.store import RUNTIME, supports
 from .log import EVENTS, EventStore, wait_for_events
 from .model import RUN_SUSPENDED, Event
 
@@ -35,7 +36,7 @@ async def read_events(
         RunNotFoundError: The store knows no such run.
         ConfigurationError: The store keeps no event log.
     """
-    return await maybe_await(_event_store(store).read_events(run_id, after=after, limit=limit))
+    return await offload(_event_store(store).read_events, run_id, after=after, limit=limit)
 
 
 async def subscribe(
@@ -72,17 +73,17 @@ async def subscribe(
     events = _event_store(store)
     while wait:
         try:
-            await maybe_await(events.read_events(run_id, after=0, limit=1))
+            await offload(events.read_events, run_id, after=0, limit=1)
             break
         except RunNotFoundError:
             await wait_for_run(store, run_id, poll_interval, 0)
     cursor = after
     last: Event | None = None
     if after > 0:  # a subscriber that saw the terminal event must not wait forever
-        seen = await maybe_await(events.read_events(run_id, after=after - 1, limit=1))
+        seen = await offload(events.read_events, run_id, after=after - 1, limit=1)
         last = seen[0] if seen else None
     while True:
-        batch = await maybe_await(events.read_events(run_id, after=cursor))
+        batch = await offload(events.read_events, run_id, after=cursor)
         for event in batch:
             cursor = event.offset
             yield event
@@ -92,7 +93,7 @@ async def subscribe(
         if last is not None:
             if stop_on_suspend and last.type == RUN_SUSPENDED:
                 return
-            if last.ends_stream and _settled(store, run_id):
+            if last.ends_stream and await offload(_settled, store, run_id):
                 return
         await wait_for_run(store, run_id, poll_interval, cursor)
 

@@ -9,7 +9,7 @@ from typing import Any
 from .._deps import Deps
 from .._errors import FencedOutError
 from ..durable.checkpoint import AgentCheckpoint
-from ..durable.store import maybe_await
+from ..durable.offload import offload
 from ..durable.transient import StoreRetry, StoreUnavailableError
 from ..models.base import ModelResponse
 from ..parts import ErrorPart, FinishPart, StreamPart, TextDeltaPart
@@ -286,6 +286,6 @@ class EventWriter:
         self, operation: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
     ) -> None:
         if self.retry is None:
-            await maybe_await(fn(*args, **kwargs))
+            await offload(fn, *args, **kwargs)
         else:
             await self.retry.acall(operation, fn, *args, **kwargs)

@@ -11,6 +11,7 @@ from .. import tracing as _tracing
 from .._deps import new_id
 from .._errors import LimitExceededError, ModelError
 from ..durable.checkpoint import AgentCheckpoint
+from ..durable.offload import offload
 from ..durable.store import SessionStore, maybe_await, supports
 from ..durable.transient import StoreRetry
 from ..events.log import EVENTS, EventStore
@@ -261,7 +262,7 @@ class Driver:
             return
         try:
             if self.store_retry is None:
-                await maybe_await(self.store.save(checkpoint))
+                await offload(self.store.save, checkpoint)
             else:
                 save = self.store.save
                 await self.store_retry.acall("save a checkpoint", save, checkpoint)
@@ -274,7 +275,7 @@ class Driver:
         # Only called when self.events is set: the store has the events capability.
         events = cast(EventStore, self.store)
         assert self.start.run_id is not None
-        logged = await maybe_await(events.read_events(self.start.run_id))
+        logged = await offload(events.read_events, self.start.run_id)
         step = self.start.next_step_index
         for event in logged:
             if event.type == CHECKPOINT_SAVED:
@@ -588,7 +589,7 @@ class Driver:
         assert self.store is not None
         assert self.start.run_id is not None
         run_id = child_run_id(self.start.run_id, agent.name, invocation.call.tool_call_id)
-        existing = await maybe_await(self.store.load(run_id))
+        existing = await offload(self.store.load, run_id)
         child = Driver(
             options,
             child_start(prompt, run_id, existing),

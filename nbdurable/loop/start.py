@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from .._errors import CheckpointNotFoundError, ConfigurationError
 from ..durable.checkpoint import AgentCheckpoint, ForkPoint
-from ..durable.store import DurableSession, SessionStore, maybe_await
+from ..durable.offload import offload
+from ..durable.store import DurableSession, SessionStore
 from ..durable.transient import StoreRetry
 from ..messages import Message, TextPart, Usage, user
 from .options import LoopOptions
@@ -108,7 +109,7 @@ async def call_start(
         return LegStart(messages=messages)
     try:
         if retry is None:
-            existing = await maybe_await(session.store.load(run_id))
+            existing = await offload(session.store.load, run_id)
         else:
             existing = await retry.acall("load a checkpoint", session.store.load, run_id)
     except Exception as exc:
@@ -134,7 +135,7 @@ async def resume_start(store: SessionStore, run_id: str) -> tuple[LegStart, tupl
     Raises:
         CheckpointNotFoundError: The store has no checkpoint for ``run_id``.
     """
-    checkpoint = await maybe_await(store.load(run_id))
+    checkpoint = await offload(store.load, run_id)
     if checkpoint is None:
         raise CheckpointNotFoundError(run_id)
     return leg_start_from_checkpoint(checkpoint), checkpoint.agent_path

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._errors import FencedOutError, LeaseLostError, RunNotFoundError, StoreWriteError
 from ..durable.grants import RunGrants
 from ..durable.lease_holder import lease_holder, process_gone
+from ..durable.offload import offload
 from ..durable.run_states import ACTIVE_STATES
 from ..durable.runtime_run import EMBEDDED, RuntimeRun
 from ..durable.scheduling import of_engine
@@ -209,7 +210,7 @@ class EmbeddedEngine:
             while not self._closed and not self._fatal:
                 self._wake.clear()
                 try:
-                    self._claim_work()
+                    await self._claim_work()
                 except StoreWriteError as exc:
                     # A claim is a write: a full or read-only store refuses it until
                     # space is freed; claims resume then, the engine does not stop.
@@ -227,20 +228,21 @@ class EmbeddedEngine:
         except Exception as exc:  # a storage or scheduler failure the runtime cannot pass
             self._stop_fatally(exc)
 
-    def _claim_work(self) -> None:
+    async def _claim_work(self) -> None:
         """Claim and start eligible runs and task phases while slots are free."""
         runtime = self.runtime
-        self._expire_dead_owners()
+        await offload(self._expire_dead_owners)
         while len(self._executions) - len(self._task_runs) < runtime.max_concurrent_runs:
             agents = runtime.registry.fingerprints()  # a changed definition never claims
-            record = runtime.runtime_store.rt_claim(
-                self.holder, runtime.now(), runtime.lease_ms, agents
+            record = await offload(
+                runtime.runtime_store.rt_claim, self.holder, runtime.now(), runtime.lease_ms, agents
             )
             if record is None:
                 break
             self._start(record)
         while runtime.tasks and len(self._task_runs) < runtime.max_concurrent_tasks:
-            record = runtime.runtime_store.rt_claim(
+            record = await offload(
+                runtime.runtime_store.rt_claim,
                 self.holder,
                 runtime.now(),
                 runtime.lease_ms,
@@ -392,48 +394,48 @@ class EmbeddedEngine:
     async def _execute_task(self, execution: TaskExecution) -> None:
         """Run a claimed task's phases from its last checkpoint, under its lease."""
         record = execution.record
-        if self._settled_at_claim(record):
+        if await offload(self._settled_at_claim, record):
             if record.state == "cancelling":
                 await self.runtime.cancel_owned(record.run_id)
             return
-        self.runtime.state_event(record)
+        await offload(self.runtime.state_event, record)
         keeper = asyncio.get_running_loop().create_task(self._keep_lease(execution))
         try:
             event = takeover_event(record, now=self.runtime.now(), phase=record.phase)
-            self._taken_over(execution, event)
+            await offload(self._taken_over, execution, event)
             state = await run_phases(execution)
-            self._end(execution, LegOutcome.completed(canonical_json(state)))
+            await offload(self._end, execution, LegOutcome.completed(canonical_json(state)))
         except (FencedOutError, LeaseLostError):
             pass  # another owner has the task: it decides from here
         except asyncio.CancelledError:
-            stop = self._after_cancel(execution)
+            stop = await offload(self._after_cancel, execution)
             if stop.kind == "cancelled":
                 await self.runtime.cancel_owned(record.run_id)
         except StoreUnavailableError:
             raise  # not the task's failure: the engine stops (_guarded)
         except Exception as exc:
-            self._after_error(execution, exc)
+            await offload(self._after_error, execution, exc)
         finally:
             keeper.cancel()
 
     async def _execute(self, context: RunContext) -> None:
         record = context.record
-        if self._settled_at_claim(record):
+        if await offload(self._settled_at_claim, record):
             return
-        self.runtime.state_event(record)
+        await offload(self.runtime.state_event, record)
         keeper = asyncio.get_running_loop().create_task(self._keep_lease(context))
         try:
             await self._leg(context)
         except (FencedOutError, LeaseLostError):
             pass  # another owner has the run: it decides from here
         except asyncio.CancelledError:
-            self._after_cancel(context)
+            await offload(self._after_cancel, context)
         except ModelAttemptFailed as failed:
-            self._after_model_error(context, failed)
+            await offload(self._after_model_error, context, failed)
         except StoreUnavailableError:
             raise  # not the run's failure: the engine stops (_guarded)
         except Exception as exc:
-            self._after_error(context, exc)
+            await offload(self._after_error, context, exc)
         finally:
             keeper.cancel()
 
@@ -467,9 +469,8 @@ class EmbeddedEngine:
     async def _leg(self, context: RunContext) -> None:
         record = context.record
         agent = context.agent
-        context.intents = {
-            i.tool_call_id: i for i in self.runtime.runtime_store.rt_intents(record.run_id)
-        }
+        intents = await offload(self.runtime.runtime_store.rt_intents, record.run_id)
+        context.intents = {i.tool_call_id: i for i in intents}
         checkpoint = await self.runtime.store_retry.acall(
             "load a checkpoint", self.runtime.store.load, record.run_id
         )
@@ -485,7 +486,7 @@ class EmbeddedEngine:
             interrupted=[i for i in context.intents.values() if i.state == "started"],
             recovery_of=agent.recovery_of,
         )
-        self._taken_over(context, event)
+        await offload(self._taken_over, context, event)
         options = leg_options(
             agent,
             record,
@@ -504,7 +505,7 @@ class EmbeddedEngine:
         )
         result = await driver.run()
         finish = driver.events.finish if driver.events is not None else None
-        self._end(context, leg_result(result), finish=finish)
+        await offload(self._end, context, leg_result(result), finish=finish)
 
     def _end(
         self, context: _Execution, outcome: LegOutcome, *, finish: dict[str, Any] | None = None
@@ -541,9 +542,10 @@ class EmbeddedEngine:
         )
         self._end(context, outcome)
 
-    def _renew(self, context: _Execution) -> bool:
+    async def _renew(self, context: _Execution) -> bool:
         try:
-            return self.runtime.runtime_store.rt_renew(
+            return await offload(
+                self.runtime.runtime_store.rt_renew,
                 context.record.run_id,
                 self.holder,
                 context.fence,
@@ -564,7 +566,7 @@ class EmbeddedEngine:
         while True:
             await asyncio.sleep(min(period, self.runtime.poll_interval * 4))
             try:
-                record = self.runtime.runtime_store.rt_get(context.record.run_id)
+                record = await offload(self.runtime.runtime_store.rt_get, context.record.run_id)
             except StoreUnavailableError as exc:  # retried past the budget: the engine stops
                 self._stop_fatally(exc)  # and the lease is renewed again if the store comes back
                 continue
@@ -581,7 +583,7 @@ class EmbeddedEngine:
             elif record.deadline_at is not None and self.runtime.now() >= record.deadline_at:
                 stop = LegOutcome.timed_out()
             if stop is None:
-                kept = self._renew(context)
+                kept = await self._renew(context)
                 lifecycle.lease_renewed(context.record, kept)
                 if not kept:
                     stop = LegOutcome.superseded()

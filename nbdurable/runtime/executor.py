@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import FencedOutError, LeaseLostError, LimitExceededError, ModelError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.lease_holder import describe_holder, process_gone
+from ..durable.offload import offload
 from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.runtime_store import RuntimeStore
 from ..durable.store import SessionStore
@@ -204,6 +205,7 @@ class RuntimeDriver(Driver):
         )
         self.context = context
         self.owner_check = context.ensure_owner
+        self._trace_context: dict[str, str] | None = None
         if self.events is not None:
             self.events.fence = context.fence
             self.events.strict = True  # a store gone past the retry budget stops the engine
@@ -214,8 +216,23 @@ class RuntimeDriver(Driver):
         """The leg's start; the first leg after ``retry()`` says so (then the mark is cleared)."""
         retried = retried or self.context.record.retried
         await super().leg_started(events, retried=retried)
+        changes: dict[str, Any] = {}
         if retried:
-            self.context.update(retried=False)
+            changes["retried"] = False
+        if self._trace_context is not None:
+            changes["trace_context"] = self._trace_context
+            self._trace_context = None
+        if changes:
+            try:
+                await offload(self.context.update, **changes)
+            except Exception:
+                if "retried" in changes:
+                    raise
+                # A trace is never worth a run: the leg goes on untracked.
+                self.options.deps.logger.warning(
+                    "nbdurable: storing the trace context of %s failed",
+                    self.context.record.run_id,
+                )
 
     def trace_agent_name(self) -> str | None:
         """A run's leg is named after its agent; a sub-agent's after its own name."""
@@ -256,14 +273,9 @@ class RuntimeDriver(Driver):
             return
         stored = dict(self.context.record.trace_context or {"traceparent": traceparent})
         stored[LEG_KEY] = traceparent
-        try:
-            self.context.update(trace_context=stored)
-        except Exception as exc:  # a trace is never worth a run: the leg goes on untracked
-            self.options.deps.logger.warning(
-                "nbdurable: storing the trace context of %s failed: %r",
-                self.context.record.run_id,
-                exc,
-            )
+        # Written by leg_started, which follows at once: this hook is synchronous
+        # and a store call here would run on the event loop.
+        self._trace_context = stored
 
     async def save_checkpoint(self, checkpoint: AgentCheckpoint) -> None:
         """Refuse a checkpoint after the deadline or over ``max_payload_bytes``, then save it.
@@ -293,7 +305,7 @@ class RuntimeDriver(Driver):
         """
         context = self.context
         run_id = context.record.run_id
-        journaled = context.store.rt_journaled(run_id, effect.step_index)
+        journaled = await offload(context.store.rt_journaled, run_id, effect.step_index)
         if journaled is not None:
             # A crash during this step's tools: the response is reused, not asked again.
             return ModelResponse.model_validate_json(journaled)
@@ -302,7 +314,7 @@ class RuntimeDriver(Driver):
         if policy is not None and attempts >= policy.max_attempts:
             raise ModelAttemptFailed(ModelError("model retries exhausted"))
         await context.before_call()
-        context.count_operation(model_attempts=attempts + 1)  # a crash uses the attempt up
+        await offload(context.count_operation, model_attempts=attempts + 1)  # a crash uses it up
         try:
             with context.in_flight(
                 f"model {effect.step_index}", f"model call of step {effect.step_index}"
@@ -312,10 +324,14 @@ class RuntimeDriver(Driver):
             raise  # a limit is not the model's error: not retried
         except Exception as exc:
             raise ModelAttemptFailed(exc) from exc
-        context.store.rt_journal(
-            run_id, effect.step_index, response.model_dump_json(), fence=context.fence
+        await offload(
+            context.store.rt_journal,
+            run_id,
+            effect.step_index,
+            response.model_dump_json(),
+            fence=context.fence,
         )
-        context.update(model_attempts=0)
+        await offload(context.update, model_attempts=0)
         return response
 
     def check_delta(self, part: TextDeltaPart) -> None:
@@ -348,10 +364,10 @@ class RuntimeDriver(Driver):
                 # The permission covers one execution: used up before the tool starts,
                 # so a crash during this run of it asks the human again.
                 remaining = [c for c in context.record.rerun_tool_calls if c != call.tool_call_id]
-                context.update(rerun_tool_calls=remaining)
+                await offload(context.update, rerun_tool_calls=remaining)
             if policy == "manual" and not rerun:
                 raise NeedsAttention(interrupted_reason(call.tool_name, call.tool_call_id, context))
-        context.count_operation()
+        await offload(context.count_operation)
         intent = ToolIntent(
             run_id=context.record.run_id,
             tool_call_id=call.tool_call_id,
@@ -361,9 +377,9 @@ class RuntimeDriver(Driver):
         )
         # Right before the tool starts: the intent write is fenced (refused once
         # another owner took the run over), and the lease has half its length ahead.
-        context.store.rt_intent(intent, fence=context.fence)
+        await offload(context.store.rt_intent, intent, fence=context.fence)
         try:
-            context.keep_lease_fresh()
+            await offload(context.keep_lease_fresh)
         except LeaseLostError as exc:
             raise FencedOutError(str(exc)) from exc
         with context.in_flight(
@@ -380,7 +396,7 @@ class RuntimeDriver(Driver):
             done = intent.model_copy(
                 update={"state": "completed", "result": outcome.result.model_dump(mode="json")}
             )
-            context.store.rt_intent(done, fence=context.fence)
+            await offload(context.store.rt_intent, done, fence=context.fence)
             context.intents[call.tool_call_id] = done
         return outcome
 

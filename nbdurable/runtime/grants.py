@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ApprovalNotPendingError, ConfigurationError
 from ..durable.grants import Grant, RunGrants, sign_grant
+from ..durable.offload import offload
 from ..events.model import GRANT_ADDED, GRANT_REVOKED, NewEvent
 from ..messages import ToolApprovalResponse, VerdictSource
 from . import lifecycle
@@ -85,7 +86,7 @@ async def add_grant(
     if isinstance(agent_path, str):
         raise ConfigurationError("agent_path is a sequence of agent names, not a string")
     runtime = run.runtime
-    record = run.record()
+    record = await offload(run.record)
     if record.finished:
         raise ConfigurationError(f"run {run.run_id!r} is {record.state}: there is nothing to grant")
     agent = runtime.registry.get(record.agent_id, record.agent_version)
@@ -104,8 +105,8 @@ async def add_grant(
         granted_by=by if by is not None else claimed_user(),
         via=via,
     )
-    runtime.runtime_store.rt_grants(run.run_id, add=grant.token, now=now)
-    _announce(run, GRANT_ADDED, grant.event_payload())
+    await offload(runtime.runtime_store.rt_grants, run.run_id, add=grant.token, now=now)
+    await offload(_announce, run, GRANT_ADDED, grant.event_payload())
     await _settle_waiting(run, grant)
     runtime.wake()
     return grant
@@ -120,15 +121,16 @@ async def revoke_grant(run: Run, grant_id: str, *, by: str | None, via: str) -> 
         ConfigurationError: The run has no grant ``grant_id``.
     """
     runtime = run.runtime
-    record = run.record()
+    record = await offload(run.record)
     grants = RunGrants.of(record.grants)
     known = {g.grant_id for g in grants.verified(runtime.signer, run.run_id)}
     if grant_id not in known:
         raise ConfigurationError(f"run {run.run_id!r} has no grant {grant_id!r}")
     if grant_id in grants.revoked:
         return
-    runtime.runtime_store.rt_grants(run.run_id, revoke=grant_id, now=runtime.now())
-    _announce(
+    await offload(runtime.runtime_store.rt_grants, run.run_id, revoke=grant_id, now=runtime.now())
+    await offload(
+        _announce,
         run,
         GRANT_REVOKED,
         {"grant_id": grant_id, "revoked_by": by if by is not None else claimed_user(), "via": via},
@@ -164,9 +166,10 @@ async def _settle_waiting(run: Run, grant: Grant) -> None:
         response = ToolApprovalResponse(
             approval_id=request.approval_id, approved=True, token=request.token, source=source
         )
-        before = run.record()
+        before = await offload(run.record)
         try:
-            stored, recorded = runtime.runtime_store.rt_verdict(
+            stored, recorded = await offload(
+                runtime.runtime_store.rt_verdict,
                 run.run_id,
                 request.approval_id,
                 response.model_dump(mode="json"),
@@ -176,5 +179,5 @@ async def _settle_waiting(run: Run, grant: Grant) -> None:
         except ApprovalNotPendingError:
             continue  # decided meanwhile
         if recorded:
-            runtime.state_event(stored)
+            await offload(runtime.state_event, stored)
             lifecycle.decided(before, approved=True, now=now)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, RunEndedError, RunNotFoundError
 from ..durable.graph_status import GRAPH_STATUSES, graph_status
+from ..durable.offload import offload
 from ..durable.run_states import TERMINAL_STATES
 from ..durable.runtime_run import RuntimeRun
 from ..messages import Message, TextPart
@@ -225,7 +226,7 @@ class Graph:
         wanted = wanted_states(statuses, GRAPH_STATUSES)
         deadline = Deadline(timeout)
         while True:
-            records = self.records()
+            records = await offload(self.records)
             status = graph_status(records)
             if status in wanted:
                 return status
@@ -242,7 +243,7 @@ class Graph:
             RunFailedError: A node failed or was cancelled (the first one).
         """
         await self.wait()
-        records = self.records()
+        records = await offload(self.records)
         for record in records:
             if record.state != "completed":
                 raise RunFailedError(record)
@@ -250,6 +251,6 @@ class Graph:
 
     async def cancel(self) -> None:
         """Cancel every unfinished node (downstream nodes first)."""
-        for record in reversed(self.records()):
+        for record in reversed(await offload(self.records)):
             if record.state not in TERMINAL_STATES:
                 await Run(self.runtime, record.run_id).cancel()

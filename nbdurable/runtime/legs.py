@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from .._deps import Deps
 from ..durable.grants import RunGrants
+from ..durable.offload import offload
 from ..durable.runtime_run import RuntimeRun
 from ..durable.signer import ApprovalSigner
 from ..loop.options import LoopOptions, build_options
@@ -34,7 +35,8 @@ async def first_messages(runtime: DurableRuntime, record: RuntimeRun) -> tuple[M
     A graph node's prompt carries its dependencies' results; failed runs of the
     session add no history.
     """
-    return (*await _session_history(runtime, record), _first_message(runtime, record))
+    history = await _session_history(runtime, record)
+    return (*history, await offload(_first_message, runtime, record))
 
 
 def _first_message(runtime: DurableRuntime, record: RuntimeRun) -> Message:
@@ -49,7 +51,7 @@ def _first_message(runtime: DurableRuntime, record: RuntimeRun) -> Message:
 
 
 async def _session_history(runtime: DurableRuntime, record: RuntimeRun) -> tuple[Message, ...]:
-    completed = runtime.runtime_store.rt_session(record.session_id, ["completed"])
+    completed = await offload(runtime.runtime_store.rt_session, record.session_id, ["completed"])
     before = [r for r in completed if r.seq < record.seq]
     if not before:
         return ()

@@ -20,10 +20,10 @@ from .._errors import (
 )
 from .._sync import run_sync
 from ..durable.grants import Grant
+from ..durable.offload import offload
 from ..durable.run_states import ACTIVE_STATES, HUMAN_STATES, RUN_STATES
 from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.signer import expired_age, resign_if_expired
-from ..durable.store import maybe_await
 from ..events.model import Event
 from ..events.subscribe import subscribe, wait_for_run
 from ..loop.output import OutputSpec
@@ -126,6 +126,10 @@ class Run:
             raise RunNotFoundError(self.run_id)
         return record
 
+    async def _fetch(self) -> RuntimeRun:
+        """:meth:`record`, read on a store thread."""
+        return await offload(self.record)
+
     @property
     def status(self) -> str:
         """The current run state (read from the store)."""
@@ -149,7 +153,7 @@ class Run:
         wanted = wanted_states(states, RUN_STATES)
         deadline = Deadline(timeout)
         while True:
-            record = self.record()
+            record = await self._fetch()
             if record.state in wanted:
                 return record
             if record.finished:
@@ -235,7 +239,7 @@ class Run:
         """The result of a run whose final record is ``record``."""
         if record.state != "completed":
             raise RunFailedError(record)
-        checkpoint = await maybe_await(self.runtime.store.load(self.run_id))
+        checkpoint = await offload(self.runtime.store.load, self.run_id)
         messages = checkpoint.messages if checkpoint is not None else ()
         usage = checkpoint.usage if checkpoint is not None else Usage()
         text = record.result_text or ""
@@ -306,7 +310,7 @@ class Run:
             ApprovalNotPendingError: Another verdict on the approval won, or the
                 run no longer waits for it.
         """
-        record = self.record()
+        record = await self._fetch()
         if record.state == "needs_attention":
             await self._settle_interrupted(record, reason or "Denied after an interruption.")
             return
@@ -383,14 +387,14 @@ class Run:
     async def cancel(self) -> None:
         """Cancel the run: at once when it is not executing, else once its callbacks settle."""
         runtime = self.runtime
-        record = self.record()
+        record = await self._fetch()
         if record.finished:
             return
         if record.state in ACTIVE_STATES:
-            runtime.set_state(self.run_id, state="cancelling")
+            await offload(runtime.set_state, self.run_id, state="cancelling")
             runtime.cancel_local(self.run_id)
             return
-        runtime.set_state(self.run_id, state="cancelled", reason="cancelled")
+        await offload(runtime.set_state, self.run_id, state="cancelled", reason="cancelled")
 
     async def retry(self) -> None:
         """Let a failed or needs_attention run go on.
@@ -404,14 +408,15 @@ class Run:
         Raises:
             ConfigurationError: The run is neither failed nor in needs_attention.
         """
-        record = self.record()
+        record = await self._fetch()
         if record.state not in ("failed", "needs_attention"):
             raise ConfigurationError(
                 f"only failed or needs_attention runs retry, not {record.state}"
             )
-        started = [i.tool_call_id for i in self._interrupted()]
-        ready = self._dependencies_completed(record)
-        self.runtime.set_state(
+        started = [i.tool_call_id for i in await offload(self._interrupted)]
+        ready = await offload(self._dependencies_completed, record)
+        await offload(
+            self.runtime.set_state,
             self.run_id,
             state="pending" if ready else "queued",
             reason=None,
@@ -421,12 +426,14 @@ class Run:
             rerun_tool_calls=started,
             retried=True,
         )
-        if not ready and self._dependencies_completed(record):
+        if not ready and await offload(self._dependencies_completed, record):
             # the last dependency completed meanwhile (the store settled the graph
             # before this node was queued again): let it go on now
-            current = self.record()
+            current = await self._fetch()
             if current.state == "queued":
-                self.runtime.set_state(self.run_id, current.fence, state="pending", error=None)
+                await offload(
+                    self.runtime.set_state, self.run_id, current.fence, state="pending", error=None
+                )
 
     def _dependencies_completed(self, record: RuntimeRun) -> bool:
         """Whether every graph dependency of the run completed (True without any)."""
@@ -443,9 +450,9 @@ class Run:
 
     async def _stored_approvals(self) -> tuple[ToolApprovalRequest, ...]:
         """The pending requests as the checkpoint holds them (tokens as signed then)."""
-        if self.record().state != "waiting_approval":
+        if (await self._fetch()).state != "waiting_approval":
             return ()
-        checkpoint = await maybe_await(self.runtime.store.load(self.run_id))
+        checkpoint = await offload(self.runtime.store.load, self.run_id)
         return checkpoint.pending_approvals if checkpoint is not None else ()
 
     async def record_verdict(
@@ -476,7 +483,7 @@ class Run:
                 exactly one request is open.
         """
         pending = await self._stored_approvals()
-        record = self.record()  # read after: a verdict that emptied ``pending`` shows here
+        record = await self._fetch()  # read after: a verdict that emptied ``pending`` shows here
         if approval_id is None:
             open_ = [r for r in pending if r.approval_id not in record.verdicts]
             if len(open_) != 1:
@@ -514,7 +521,8 @@ class Run:
             reason=reason,
             token=token if approved else None,
         )
-        stored, recorded = self.runtime.runtime_store.rt_verdict(
+        stored, recorded = await offload(
+            self.runtime.runtime_store.rt_verdict,
             self.run_id,
             approval_id,
             response.model_dump(mode="json"),
@@ -522,7 +530,7 @@ class Run:
             now=self.runtime.now(),
         )
         if recorded:
-            self.runtime.state_event(stored)
+            await offload(self.runtime.state_event, stored)
             self.runtime.wake()
             lifecycle.decided(record, approved=approved, now=self.runtime.now())
 
@@ -530,17 +538,18 @@ class Run:
         from ..messages import ToolResultPart
 
         store = self.runtime.runtime_store
-        for intent in self._interrupted():
+        for intent in await offload(self._interrupted):
             result = ToolResultPart(
                 tool_call_id=intent.tool_call_id,
                 tool_name=intent.tool_name,
                 result=reason,
                 is_error=True,
             )
-            store.rt_intent(
+            await offload(
+                store.rt_intent,
                 intent.model_copy(
                     update={"state": "completed", "result": result.model_dump(mode="json")}
                 ),
                 fence=record.fence,
             )
-        self.runtime.set_state(self.run_id, state="pending", reason=None)
+        await offload(self.runtime.set_state, self.run_id, state="pending", reason=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
@@ -13,6 +14,7 @@ from .._errors import (
     RunNotFoundError,
 )
 from .._resources import ResourceScope
+from ..durable.offload import offload
 from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
 from ..durable.runtime_run import RuntimeRun
 from ..durable.runtime_store import RuntimeStore
@@ -149,6 +151,7 @@ class DurableRuntime:
         # Connections its tools open lazily (MCP sessions): one per server, closed by close().
         self.resources = ResourceScope()
         self._started = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -196,6 +199,7 @@ class DurableRuntime:
             store_retry_ms=store_retry_ms,
             approval_max_age_ms=approval_max_age_ms,
         )
+        runtime._loop = asyncio.get_running_loop()
         with runtime.resources.active():  # the engine's tasks inherit the scope
             runtime.engine.start(runtime)
         runtime._started = True
@@ -203,6 +207,7 @@ class DurableRuntime:
 
     async def __aenter__(self) -> DurableRuntime:
         if not self._started:
+            self._loop = asyncio.get_running_loop()
             with self.resources.active():
                 self.engine.start(self)
             self._started = True
@@ -338,11 +343,14 @@ class DurableRuntime:
         trace_context = current_trace_context()  # the caller's span becomes the run's parent
         if trace_context is not None:
             record = record.model_copy(update={"trace_context": trace_context})
-        stored, created = self.runtime_store.rt_insert(
-            record, enqueue=enqueue, max_pending=self.limits.max_pending_runs
+        stored, created = await offload(
+            self.runtime_store.rt_insert,
+            record,
+            enqueue=enqueue,
+            max_pending=self.limits.max_pending_runs,
         )
         if created:
-            self.state_event(stored)
+            await offload(self.state_event, stored)
             self.engine.wake()
         return Run(self, stored.run_id)
 
@@ -370,7 +378,7 @@ class DurableRuntime:
         """
         ordered = validate_graph(nodes, self.registry)
         gid = graph_id or f"graph-{new_id()[:12]}"
-        existing = self.runtime_store.rt_graph(gid)
+        existing = await offload(self.runtime_store.rt_graph, gid)
         if existing:
             return self._same_graph(gid, existing, ordered)
         records = [
@@ -378,16 +386,16 @@ class DurableRuntime:
             for record in graph_records(self.registry, self.limits, self.now, gid, ordered)
         ]
         try:
-            stored = self.runtime_store.rt_insert_many(
-                records, max_pending=self.limits.max_pending_runs
+            stored = await offload(
+                self.runtime_store.rt_insert_many, records, max_pending=self.limits.max_pending_runs
             )
         except DurableConflictError:
-            existing = self.runtime_store.rt_graph(gid)
+            existing = await offload(self.runtime_store.rt_graph, gid)
             if existing:  # another process submitted the same graph first
                 return self._same_graph(gid, existing, ordered)
             raise
         for record in stored:
-            self.state_event(record)
+            await offload(self.state_event, record)
         self.engine.wake()
         return Graph(self, gid)
 
@@ -445,17 +453,20 @@ class DurableRuntime:
             run_id=run_id,
             timeout=timeout,
         ).model_copy(update={"engine": self.engine.name})
-        stored, created = self.runtime_store.rt_insert(
-            record, enqueue=False, max_pending=self.limits.max_pending_tasks
+        stored, created = await offload(
+            self.runtime_store.rt_insert,
+            record,
+            enqueue=False,
+            max_pending=self.limits.max_pending_tasks,
         )
         if created:
-            self.state_event(stored)
+            await offload(self.state_event, stored)
             self.engine.wake()
         return TaskRun(self, stored.run_id)
 
     async def cancel_owned(self, run_id: str) -> None:
         """Cancel the unfinished agent runs a task run spawned."""
-        for record in self.runtime_store.rt_list(sorted(UNFINISHED_STATES)):
+        for record in await offload(self.runtime_store.rt_list, sorted(UNFINISHED_STATES)):
             if record.owner_run_id == run_id:
                 await Run(self, record.run_id).cancel()
 
@@ -465,7 +476,7 @@ class DurableRuntime:
         Raises:
             RunNotFoundError: The store has no such run.
         """
-        record = self.runtime_store.rt_get(run_id)
+        record = await offload(self.runtime_store.rt_get, run_id)
         if record is None:
             raise RunNotFoundError(run_id)
         return TaskRun(self, run_id) if record.kind == "task" else Run(self, run_id)
@@ -489,10 +500,17 @@ class DurableRuntime:
             RunNotFoundError: The runtime has no record of ``run_id``.
             CheckpointNotFoundError: The run has no checkpoint at ``step_index``.
         """
-        if self.runtime_store.rt_get(run_id) is None:
+        if await offload(self.runtime_store.rt_get, run_id) is None:
             raise RunNotFoundError(run_id)
-        fork = fork_run(
-            self.store, run_id, step_index, new_run_id=new_run_id, edit=edit, signer=self.signer
+        signer = await offload(lambda: self.signer)  # may create its key file
+        fork = await offload(
+            fork_run,
+            self.store,
+            run_id,
+            step_index,
+            new_run_id=new_run_id,
+            edit=edit,
+            signer=signer,
         )
         self.engine.wake()
         return Run(self, fork.run_id)
@@ -571,7 +589,7 @@ class DurableRuntime:
                 self.state_event(waiting[0])
             if record.graph_id is not None:  # ... and settled the graph's waiting nodes
                 self._graph_events(record)
-        self.engine.wake()
+        self.wake()  # async callers run this method on a store thread
         return record
 
     def _graph_events(self, finished: RuntimeRun) -> None:
@@ -585,5 +603,16 @@ class DurableRuntime:
         return self.engine.cancel_local(run_id)
 
     def wake(self) -> None:
-        """Make the engine look for work now."""
-        self.engine.wake()
+        """Make the engine look for work now; safe from any thread."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            self.engine.wake()
+            return
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self.engine.wake()
+        else:  # a store thread: the engine's event belongs to its loop
+            loop.call_soon_threadsafe(self.engine.wake)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, LimitExceededError
+from ..durable.offload import offload
 from ..durable.run_states import ACTIVE_STATES
 from ..durable.runtime_run import RuntimeRun
 from ..durable.runtime_store import RuntimeStore
@@ -339,15 +340,16 @@ async def run_phase(
     limit = runtime.limits.max_payload_bytes
     if size > limit:
         raise LimitExceededError("max_payload_bytes", size, limit)
-    execution.store.rt_journal(run_id, index, text, fence=execution.fence)
-    execution.update(phase=index + 1)
+    await offload(execution.store.rt_journal, run_id, index, text, fence=execution.fence)
+    await offload(execution.update, phase=index + 1)
     event = NewEvent(
         type=TASK_PHASE,
         created_at=runtime.now(),
         payload={"phase": ctx.phase, "index": index},
     )
     try:
-        runtime.store_retry.call(
+        await offload(
+            runtime.store_retry.call,
             "write an event",
             runtime.event_store.append_events,
             run_id,
@@ -368,7 +370,7 @@ async def run_phases(execution: TaskExecution) -> Any:
         LimitExceededError: A state over ``max_payload_bytes``.
         ConfigurationError: A state that is not JSON.
     """
-    start, state = resume_point(execution)
+    start, state = await offload(resume_point, execution)
     for index in range(start, len(execution.task.phases)):
         state = await run_phase(execution, index, state)
     return state
@@ -413,7 +415,7 @@ class TaskRun(Run):
 
     async def cancel(self) -> None:
         """Cancel the task, and its unfinished owned runs."""
-        executing = self.record().state in ACTIVE_STATES
+        executing = (await offload(self.record)).state in ACTIVE_STATES
         await super().cancel()
         if not executing:  # an executing task cancels them once its phase settles
             await self.runtime.cancel_owned(self.run_id)

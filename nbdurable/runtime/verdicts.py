@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from .._errors import ApprovalExpiredError, ApprovalNotPendingError
+from ..durable.offload import offload
 from ..durable.signer import bound_to_run, expired_age, token_matches
 from ..messages import ToolApprovalRequest
 from .run import Run
@@ -77,7 +78,7 @@ def _lock(runtime: DurableRuntime, run_id: str) -> asyncio.Lock:
 
 async def _open_request(run: Run, approval_id: str) -> ToolApprovalRequest | None:
     """The pending request ``approval_id`` when it still waits for a verdict, else None."""
-    record = run.record()
+    record = await offload(run.record)
     if record.state != "waiting_approval" or approval_id in record.verdicts:
         return None
     for request in await run.pending_approvals():
@@ -123,7 +124,9 @@ async def submit_verdict(
     async with _lock(runtime, run_id):
         try:
             request = await _open_request(run, approval_id)
-            record = run.record()  # read after: a verdict seen missing there shows here
+            record = await offload(
+                run.record
+            )  # read after: a verdict seen missing there shows here
             answered = approval_id in record.decided or approval_id in record.verdicts
             if request is None and not answered:
                 return _stale(ApprovalNotPendingError(run_id, approval_id, state=record.state))

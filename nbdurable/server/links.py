@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from ..durable.offload import offload
 from ..durable.signer import ApprovalSigner, bound_to_run, expired_age, token_matches
 from ..messages import ToolApprovalRequest
 from ..runtime.run import Run, approval_expired
@@ -51,7 +52,7 @@ async def pending_request(
         RunNotFoundError: No such run.
     """
     run = Run(runtime, run_id)
-    record = run.record()
+    record = await offload(run.record)
     if record.state == "waiting_approval" and approval_id not in record.verdicts:
         for request in await run.pending_approvals():
             if request.approval_id == approval_id:
@@ -72,7 +73,7 @@ async def open_request(
     request = await pending_request(runtime, run_id, approval_id)
     if request is not None:
         return request
-    record = Run(runtime, run_id).record()
+    record = await offload(Run(runtime, run_id).record)
     decided = record.decided.get(approval_id) or record.verdicts.get(approval_id)
     if decided is not None:
         verdict = "approved" if decided.get("approved") else "denied"

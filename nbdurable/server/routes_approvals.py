@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
+from ..durable.offload import offload
 from ..durable.signer import resign_if_expired
 from ..runtime.run import Run
 from .context import Bridge
@@ -32,7 +33,7 @@ def approvals_router(bridge: Bridge) -> APIRouter:
         A token past the max age comes freshly signed (the request still waits).
         """
         run = Run(runtime, run_id)
-        record = run.record()
+        record = await offload(run.record)
         base = bridge.base_url(request)
         max_age = bridge.approval_max_age_ms
         return [
@@ -78,7 +79,7 @@ def approvals_router(bridge: Bridge) -> APIRouter:
         return VerdictOut(
             outcome=outcome.state,
             message=outcome.message,
-            run=RunOut.of(Run(runtime, run_id).record()),
+            run=RunOut.of(await offload(Run(runtime, run_id).record)),
         )
 
     return router

@@ -18,6 +18,7 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 
 from .._errors import ConfigurationError
+from ..durable.offload import offload
 from ..durable.run_states import STOP_STATES
 from ..durable.runtime_run import RuntimeRun
 from ..events.model import RUN_STATE, RUN_SUSPENDED, Event
@@ -85,20 +86,20 @@ class _Tail:
         Raises:
             RunNotFoundError: The store knows no such run.
         """
-        if self._record() is None:  # a loop-API run: its log must exist
+        if await offload(self._record) is None:  # a loop-API run: its log must exist
             await read_events(self.store, self.run_id, after=0, limit=1)
         if self.cursor > 0:
             seen = await read_events(self.store, self.run_id, after=self.cursor - 1, limit=1)
             self.last = seen[0] if seen else None
 
-    def _over(self, grace: bool) -> bool:
+    async def _over(self, grace: bool) -> bool:
         """Whether the stream is over: caught up, and nothing more to wait for.
 
         A finished run's terminal event (``run_finished`` or ``run_error``) is
         its last; a waiting run's ``run_state`` is written after its record: the
         stream waits for that event, or for ``grace`` (its write failed).
         """
-        record = self._record()
+        record = await offload(self._record)
         last = self.last
         if record is None:  # a loop-API run: its leg's end is the end
             if last is None:
@@ -124,7 +125,7 @@ class _Tail:
                 self.last = batch[-1]
                 quiet_since = last_sent = time.monotonic()
                 continue  # read again before sleeping: more may have arrived meanwhile
-            if self._over(grace=time.monotonic() - quiet_since >= GRACE_S):
+            if await self._over(grace=time.monotonic() - quiet_since >= GRACE_S):
                 return
             await wait_for_run(self.store, self.run_id, poll, self.cursor)
             if time.monotonic() - last_sent >= self.keepalive_s:

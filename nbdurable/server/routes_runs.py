@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query
 
+from ..durable.offload import offload
 from ..durable.run_states import RunState
 from ..durable.runtime_run import RuntimeRun
 from ..runtime.run import Run
@@ -30,8 +31,8 @@ def runs_router(bridge: Bridge) -> APIRouter:
     router = APIRouter(tags=["runs"])
     runtime = bridge.runtime
 
-    def record(run_id: str) -> RuntimeRun:
-        return Run(runtime, run_id).record()
+    async def record(run_id: str) -> RuntimeRun:
+        return await offload(Run(runtime, run_id).record)
 
     @router.post(
         "/runs",
@@ -66,7 +67,7 @@ def runs_router(bridge: Bridge) -> APIRouter:
                 timeout=body.timeout,
                 max_steps=body.max_steps,
             )
-        return RunOut.of(run.record())
+        return RunOut.of(await offload(run.record))
 
     @router.get("/runs", response_model=RunList, summary="List runs")
     async def list_runs(
@@ -75,7 +76,7 @@ def runs_router(bridge: Bridge) -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=1000, description="At most this many")] = 100,
     ) -> RunList:
         """Runs, newest first, optionally filtered by state and agent."""
-        records = runtime.list_runs(state)
+        records = await offload(runtime.list_runs, state)
         if agent is not None:
             records = [r for r in records if r.agent_id == agent]
         return RunList(runs=[RunOut.of(r) for r in reversed(records[-limit:])])
@@ -83,7 +84,7 @@ def runs_router(bridge: Bridge) -> APIRouter:
     @router.get("/runs/{run_id}", response_model=RunOut, summary="Get a run", responses=_NOT_FOUND)
     async def get_run(run_id: str) -> RunOut:
         """One run's record."""
-        return RunOut.of(record(run_id))
+        return RunOut.of(await record(run_id))
 
     @router.post(
         "/runs/{run_id}/cancel", response_model=RunOut, summary="Cancel a run", responses=_NOT_FOUND
@@ -95,7 +96,7 @@ def runs_router(bridge: Bridge) -> APIRouter:
         """
         run = Run(runtime, run_id)
         await run.cancel()
-        return RunOut.of(run.record())
+        return RunOut.of(await offload(run.record))
 
     @router.post(
         "/runs/{run_id}/retry",
@@ -106,10 +107,10 @@ def runs_router(bridge: Bridge) -> APIRouter:
     async def retry(run_id: str) -> RunOut:
         """Let a failed or needs_attention run go on (a fresh model attempt budget)."""
         run = Run(runtime, run_id)
-        state = run.record().state
+        state = (await offload(run.record)).state
         if state not in ("failed", "needs_attention"):
             raise RunStateError(f"only failed or needs_attention runs retry, not {state}")
         await run.retry()
-        return RunOut.of(run.record())
+        return RunOut.of(await offload(run.record))
 
     return router

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .._errors import ApprovalExpiredError, ApprovalNotPendingError, DurableConflictError
+from ..durable.offload import offload
 from ..runtime.verdicts import Outcome, submit_verdict
 from .context import Bridge
 from .errors import ApprovalTokenError
@@ -69,7 +70,7 @@ async def answer(
             approval_id, max_age_ms=max_age, message=f"{outcome.message}: ask for a new link"
         )
     if outcome.state == "stale":
-        record = runtime.runtime_store.rt_get(run_id)
+        record = await offload(runtime.runtime_store.rt_get, run_id)
         raise ApprovalNotPendingError(
             run_id,
             approval_id,

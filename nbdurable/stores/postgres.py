@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .._errors import ConfigurationError, RunNotFoundError, StoreCorruptionError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
+from ..durable.offload import offload
 from ..durable.records import RunRecord
 from ..durable.store import (
     HISTORY,
@@ -298,7 +299,7 @@ class PostgresSessionStore(PostgresRuntimeTables):
             waiter = asyncio.ensure_future(wait_locally(self, run_id, timeout))
             try:
                 await asyncio.sleep(0)  # the waiter registers with the hub first:
-                if self._last_offset(run_id) <= after:  # a later append wakes it
+                if await offload(self._last_offset, run_id) <= after:  # a later append wakes it
                     await waiter
             finally:
                 if not waiter.done():

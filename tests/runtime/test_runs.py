@@ -497,8 +497,9 @@ async def test_cancelled_run_keeps_its_slot_until_callbacks_settle(
 @pytest.mark.parametrize("cap", [1, 2, None])
 async def test_max_concurrent_runs_caps_executions(store: Any, cap: int | None) -> None:
     """At most max_concurrent_runs runs execute at once across sessions
-    (default 4), and that many do run side by side."""
-    tracker = Tracker(delay=0.05)
+    (default 4), and that many do run side by side (each tool call long enough
+    to overlap the others' store calls, which run on store threads)."""
+    tracker = Tracker(delay=0.3)
     options: dict[str, Any] = {} if cap is None else {"max_concurrent_runs": cap}
     expected = 4 if cap is None else cap
     running_seen: list[int] = []

@@ -1,0 +1,218 @@
+"""Store I/O never runs on the event loop's thread, and a slow store never starves a lease.
+
+The PostgreSQL store is reached through a loopback proxy that adds 200 ms to
+every round trip. Every connection the store takes from its pool records the
+thread that took it: over a whole run (submit, a tool, an approval decided,
+completion), none may be the loop's thread. That is a structural check, not a
+timing one: it fails on the first store call made synchronously from async code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import psycopg
+import pytest
+from support.latency_proxy import LatencyProxy, latency_proxy
+
+import nbdurable as nd
+from nbdurable.durable.offload import offload
+from nbdurable.events.model import NewEvent
+from nbdurable.runtime import Agent, DurableRuntime
+from nbdurable.stores import open_store
+
+DELAY = 0.2
+SECRET = "loop blocking test secret"
+
+
+@pytest.fixture
+def slow_pg(pg_database: str) -> Iterator[tuple[str, LatencyProxy]]:
+    """The test database's URL through a proxy adding 200 ms per round trip, and the proxy."""
+    port = urlsplit(pg_database).port
+    assert port is not None
+    with latency_proxy("127.0.0.1", port, DELAY) as proxy:
+        yield proxy.url_for(pg_database, port), proxy
+
+
+class ThreadRecorder:
+    """Records the thread of every connection the store's pool hands out."""
+
+    def __init__(self, store: Any) -> None:
+        self.loop_thread: int | None = None
+        self.on_loop: list[str] = []
+        self.calls = 0
+        pool = store.pool
+        checkout: Callable[..., Any] = pool.connection
+
+        def connection(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            if threading.get_ident() == self.loop_thread:
+                self.on_loop.append(_caller())
+            return checkout(*args, **kwargs)
+
+        pool.connection = connection  # an instance attribute: this pool only
+
+
+def _caller() -> str:
+    import traceback
+
+    frames = [f for f in traceback.extract_stack()[:-2] if "/nbdurable/" in f.filename]
+    return " <- ".join(f"{f.name}:{f.lineno}" for f in reversed(frames[-4:]))
+
+
+def approval_agent(ran: list[str]) -> Agent:
+    @nd.tool
+    async def look(path: str) -> str:
+        """Look at a path."""
+        ran.append(f"look {path}")
+        return f"{path}: 3 files"
+
+    @nd.tool(needs_approval=True)
+    def drop(path: str) -> str:
+        """Drop a path."""
+        ran.append(f"drop {path}")
+        return f"dropped {path}"
+
+    return Agent(
+        "janitor",
+        nd.ScriptedModel(
+            [nd.Turn.call("look", path="/tmp"), nd.Turn.call("drop", path="/tmp"), "done"]
+        ),
+        [look, drop],
+        version="1",
+    )
+
+
+async def test_no_store_call_runs_on_the_loop_thread(
+    slow_pg: tuple[str, LatencyProxy],
+) -> None:
+    url, _ = slow_pg
+    store = open_store(url)
+    recorder = ThreadRecorder(store)
+    recorder.loop_thread = threading.get_ident()
+    ran: list[str] = []
+    try:
+        async with await DurableRuntime.open(
+            store=store,
+            agents=[approval_agent(ran)],
+            approval_signer=nd.ApprovalSigner(SECRET),
+            poll_interval=0.2,
+        ) as rt:
+            run = await rt.submit("janitor", "Clean up /tmp.")
+            await run.wait("waiting_approval", timeout=60)
+            [request] = await run.pending_approvals()
+            await run.approve(request.approval_id)
+            record = await run.wait("completed", timeout=60)
+            result = await run.result()
+        assert record.state == "completed"
+        assert result.text == "done"
+        assert ran == ["look /tmp", "drop /tmp"]
+        assert recorder.calls > 10  # the run went through the recorded pool
+        assert recorder.on_loop == [], "store calls on the loop thread:\n" + "\n".join(
+            sorted(set(recorder.on_loop))
+        )
+    finally:
+        store.close()
+
+
+async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
+    slow_pg: tuple[str, LatencyProxy], pg_database: str
+) -> None:
+    """A store call stuck 12 s on a row lock does not stop another run's lease renewals.
+
+    The stuck call is a fenced write (it reads the run's fence ``FOR SHARE``);
+    a write that rewrites a run record would hold the runtime's advisory lock
+    while it waits, and every renewal would wait behind it in the store.
+    """
+    url, _ = slow_pg
+    store = open_store(url)
+    lease_ms = 10_000  # a renewal costs several 200 ms round trips
+    started = asyncio.Event()
+
+    @nd.tool
+    async def slow(seconds: float) -> str:
+        """Take a while."""
+        started.set()
+        await asyncio.sleep(seconds)
+        return "slept"
+
+    @nd.tool(needs_approval=True)
+    def gate() -> str:
+        """Ask first."""
+        return "passed"
+
+    worker = Agent(
+        "worker",
+        nd.ScriptedModel([nd.Turn.call("slow", seconds=16.0), "done"]),
+        [slow],
+        version="1",
+    )
+    parked = Agent("parked", nd.ScriptedModel([nd.Turn.call("gate"), "done"]), [gate], version="1")
+    lapses: list[tuple[float, int]] = []
+    watching = threading.Event()
+
+    def watch(run_id: str) -> None:
+        # Reads the lease directly (no proxy) ten times a second while the tool runs.
+        with psycopg.connect(pg_database, autocommit=True) as conn:
+            while watching.is_set():
+                row = conn.execute(
+                    "SELECT (record::jsonb->>'lease_expires_at')::bigint, state FROM "
+                    + _rt_runs(conn)
+                    + " WHERE run_id = %s",
+                    (run_id,),
+                ).fetchone()
+                now_ms = int(time.time() * 1000)
+                running = row is not None and row[1] == "running" and row[0] is not None
+                if running and row[0] <= now_ms:
+                    lapses.append((time.monotonic(), now_ms - row[0]))
+                time.sleep(0.1)
+
+    try:
+        async with await DurableRuntime.open(
+            store=store, agents=[worker, parked], lease_ms=lease_ms, poll_interval=0.2
+        ) as rt:
+            other = await rt.submit("parked", "Wait.")
+            await other.wait("waiting_approval", timeout=60)
+            run = await rt.submit("worker", "Work.")
+            await asyncio.wait_for(started.wait(), 60)
+            watching.set()
+            watcher = threading.Thread(target=watch, args=(run.run_id,), daemon=True)
+            watcher.start()
+            # Another connection holds the parked run's row: a fenced event append
+            # to it (what a run's event writer does) waits 12 s for the row.
+            parked_fence = (await offload(other.record)).fence
+            note = NewEvent(type="note", created_at=int(time.time() * 1000), payload={})
+            with psycopg.connect(pg_database) as locker:
+                locker.execute(
+                    "SELECT 1 FROM " + _rt_runs(locker) + " WHERE run_id = %s FOR UPDATE",
+                    (other.run_id,),
+                )
+                release = threading.Timer(12.0, locker.commit)
+                release.start()
+                began = time.monotonic()
+                await offload(store.append_events, other.run_id, [note], fence=parked_fence)
+                waited = time.monotonic() - began
+                release.join()
+            record = await run.wait("completed", timeout=60)
+            watching.clear()
+            watcher.join(timeout=10)
+        assert waited >= 11.0  # longer than the lease: held on the loop, it would lapse
+        assert record.state == "completed"
+        assert record.fence == 1  # nobody took it over
+        assert lapses == [], f"the lease lapsed while a store call waited: {lapses[:3]}"
+    finally:
+        watching.clear()
+        store.close()
+
+
+def _rt_runs(conn: Any) -> str:
+    row = conn.execute(
+        "SELECT table_schema FROM information_schema.tables WHERE table_name = 'rt_runs'"
+    ).fetchone()
+    assert row is not None
+    return f'"{row[0]}".rt_runs'
