@@ -97,6 +97,9 @@ class RuntimeRun(BaseModel):
             process enforces it without the agent); None: anyone may.
         submitter_may_approve: False when ``submitted_by`` may not approve the
             run's calls (``Agent(submitter_may_approve=False)``).
+        grants: Standing approvals (:mod:`nbdurable.durable.grants`):
+            ``{"tokens": [...], "revoked": [...]}``, the signed grant tokens and
+            the ids of revoked grants; None while the run has none.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -145,6 +148,7 @@ class RuntimeRun(BaseModel):
     submitted_by: str | None = None
     approvers: dict[str, list[str]] | None = None
     submitter_may_approve: bool = True
+    grants: dict[str, list[str]] | None = None
 
     @property
     def prompt_value(self) -> str | Message:

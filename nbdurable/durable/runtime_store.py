@@ -167,3 +167,17 @@ class RuntimeStore(Protocol):
             RunNotFoundError: No such run.
         """
         ...
+
+    def rt_grants(
+        self, run_id: str, *, add: str | None = None, revoke: str | None = None, now: int
+    ) -> RuntimeRun:
+        """Add a grant token or revoke a grant id, in one transaction.
+
+        The store applies :func:`~nbdurable.durable.grants.with_grant_change`
+        inside it, so concurrent grants and revocations all land. Not fenced:
+        any process may grant or revoke while another owns the run.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        ...

@@ -14,6 +14,8 @@ from ..parts import FinishPart, StreamPart
 __all__ = [
     "APPROVAL_RESOLVED",
     "CHECKPOINT_SAVED",
+    "GRANT_ADDED",
+    "GRANT_REVOKED",
     "MODEL_ATTEMPT_FAILED",
     "MODEL_ATTEMPT_STARTED",
     "MODEL_COMPLETED",
@@ -72,6 +74,12 @@ RUN_FORKED: Final = "run_forked"
 RUN_TAKEN_OVER: Final = "run_taken_over"
 """A runtime took the run over from an owner whose lease lapsed or whose process was gone
 (payload: ``previous_owner``, ``owner``, ``cause``, ``step_index``, ``tool_calls``, ``message``)."""
+
+GRANT_ADDED: Final = "grant_added"
+"""A standing approval was granted (payload: ``grant_id``, ``tool``, ``expires_at``,
+``match``, ``agent_path``, ``granted_by``, ``via``; never the signed token)."""
+GRANT_REVOKED: Final = "grant_revoked"
+"""A standing approval was revoked (payload: ``grant_id``, ``revoked_by``, ``via``)."""
 
 TERMINAL_EVENTS: Final = frozenset({RUN_FINISHED, RUN_ERROR})
 """The last event a run writes while it is final (``run_finished`` or ``run_error``).

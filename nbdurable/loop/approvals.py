@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..durable.grants import Grant
 from ..durable.signer import TOKEN_DENIAL_REASON, token_matches
 from ..messages import ToolApprovalRequest, ToolApprovalResponse
 from .effects import ToolInvocation
@@ -95,6 +96,28 @@ class Approvals:
             "their tokens are not checked; pass approval_signer= to verify them",
             self.start.run_id,
             request.approval_id,
+        )
+
+    def covering_grant(self, invocation: ToolInvocation) -> Grant | None:
+        """The standing approval that covers a gated call now, verified; None when none does.
+
+        Only a signed grant bound to the session's run, for this tool, this
+        agent path and these arguments, not expired (by the leg's clock) and
+        not revoked covers a call; without a signer nothing does.
+        """
+        options = self.options
+        signer, run_id = options.approval_signer, self.session_run_id
+        if signer is None or run_id is None:
+            return None
+        grants = options.approval_grants
+        current = grants() if callable(grants) else grants
+        return current.covering(
+            signer,
+            run_id=run_id,
+            tool=invocation.call.tool_name,
+            arguments=invocation.call.args,
+            agent_path=options.agent_path,
+            now=int(options.deps.clock.now()),
         )
 
     def new_request(self, invocation: ToolInvocation) -> ToolApprovalRequest:

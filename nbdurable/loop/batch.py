@@ -13,12 +13,22 @@ from ..messages import (
     ToolCallPart,
     ToolResultPart,
     Usage,
+    VerdictSource,
 )
 from ..tools import Tool, ToolArgumentsError
 from .approvals import DEFAULT_DENIAL_REASON, Approvals
-from .effects import AskApprover, Effect, EvaluateGates, ExecuteTools, ToolInvocation, error_result
+from .effects import (
+    AskApprover,
+    Effect,
+    Emit,
+    EvaluateGates,
+    ExecuteTools,
+    ToolInvocation,
+    error_result,
+)
 from .history import recorded_requests
 from .options import LoopOptions
+from .parts import ApprovalResolvedStreamPart
 
 __all__ = ["CLIENT_TOOL_PLACEHOLDER", "Batch", "BatchRunner"]
 
@@ -35,6 +45,7 @@ class Batch:
         child_requests: Requests suspended sub-agents wait for.
         client_calls: Client tool calls waiting for the caller's result.
         verdicts: Verdicts given to recorded requests, by call id.
+        granted: Verdicts standing approvals gave to gated calls (emitted before they run).
         usage: Model usage spent inside the calls (sub-agents).
         suspended: Whether the step waits for a human (no tool message is written).
     """
@@ -44,6 +55,7 @@ class Batch:
     child_requests: list[ToolApprovalRequest] = field(default_factory=list)
     client_calls: list[ToolCallPart] = field(default_factory=list)
     verdicts: dict[str, ToolApprovalResponse] = field(default_factory=dict)
+    granted: list[ApprovalResolvedStreamPart] = field(default_factory=list)
     usage: Usage = Usage()
     suspended: bool = False
 
@@ -83,6 +95,7 @@ class BatchRunner:
         recorded = recorded_requests(assistant) if settling else {}
         runnable, to_gate = self._sort(batch, calls, available, recorded, settling=settling)
         gated = yield from self._evaluate_gates(to_gate, runnable)
+        gated = self._granted(batch, step_index, gated, runnable)
         if gated:
             yield from self._approve(batch, gated, runnable)
 
@@ -90,8 +103,11 @@ class BatchRunner:
         runnable = [inv for inv in runnable if not inv.tool.is_client_tool]
         if batch.own_requests or batch.client_calls:
             # Nothing in a step that waits for a human runs before the human answers.
+            # A call a grant covered is gated again when the step is settled.
             batch.suspended = True
             return batch
+        for part in batch.granted:
+            yield Emit(part)
 
         order = {call.tool_call_id: i for i, call in enumerate(calls)}
         runnable.sort(key=lambda inv: order[inv.call.tool_call_id])
@@ -160,6 +176,32 @@ class BatchRunner:
             needed = decisions.get(inv.call.tool_call_id, inv.tool.needs_approval is True)
             (gated if needed else runnable).append(inv)
         return gated
+
+    def _granted(
+        self,
+        batch: Batch,
+        step_index: int,
+        gated: list[ToolInvocation],
+        runnable: list[ToolInvocation],
+    ) -> list[ToolInvocation]:
+        """The gated calls no standing approval covers; the covered ones join ``runnable``."""
+        left: list[ToolInvocation] = []
+        for inv in gated:
+            grant = self.approvals.covering_grant(inv)
+            if grant is None:
+                left.append(inv)
+                continue
+            runnable.append(inv)
+            batch.granted.append(
+                ApprovalResolvedStreamPart(
+                    step_index=step_index,
+                    approval_id=self.approvals.new_request(inv).approval_id,
+                    tool_call_id=inv.call.tool_call_id,
+                    approved=True,
+                    source=VerdictSource(by=grant.granted_by, via="grant", grant_id=grant.grant_id),
+                )
+            )
+        return left
 
     def _approve(
         self, batch: Batch, gated: list[ToolInvocation], runnable: list[ToolInvocation]

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from .._deps import Deps
 from .._errors import ConfigurationError
+from ..durable.grants import RunGrants
 from ..durable.signer import ApprovalSigner
 from ..messages import (
     Message,
@@ -164,6 +165,9 @@ class LoopOptions:
     output: OutputSpec | None = None
     session_run_id: str | None = None
     """A sub-agent's: the session's (top-level) run id its approval tokens bind."""
+    approval_grants: RunGrants | Callable[[], RunGrants] = RunGrants()
+    """Standing approvals the gate consults (verified at each gated call); a
+    function is asked again at each gated call (the run record as its owner last read it)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_steps, int) or self.max_steps < 1:

@@ -125,6 +125,7 @@ def child_options(parent: LoopOptions, agent: AgentTool, run_id: str | None) -> 
         agent_path=(*parent.agent_path, agent.name),
         depth=parent.depth + 1,
         session_run_id=parent.session_run_id or run_id,
+        approval_grants=parent.approval_grants,
     )
 
 

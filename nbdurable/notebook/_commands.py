@@ -24,6 +24,7 @@ from .._sync import run_sync
 from ..durable.run_states import UNFINISHED_STATES
 from ..durable.scheduling import of_engine
 from ..messages import ToolApprovalRequest
+from ..runtime.grants import DEFAULT_GRANT_MINUTES
 from ..runtime.run import Run, approval_expired
 from . import _views
 from ._agents import agents_in, register, run_agent
@@ -196,6 +197,51 @@ def _approve_now(run: Run, request: ToolApprovalRequest, *, fresh: bool, by: str
         ) from None
 
 
+def _grant_rules(rules: list[str]) -> dict[str, Any]:
+    """``--match`` words as grant rules: ``k=GLOB``, ``k^=PREFIX``, ``k==VALUE`` (a string)."""
+    match: dict[str, Any] = {}
+    for rule in rules:
+        for sign, kind in (("==", "equals"), ("^=", "prefix"), ("=", "glob")):
+            name, found, value = rule.partition(sign)
+            if found and name and "=" not in name and "^" not in name:
+                match[name] = {kind: value}
+                break
+        else:
+            raise ConfigurationError(
+                f"--match takes name=GLOB, name^=PREFIX or name==VALUE, not {rule!r}"
+            )
+    return match
+
+
+def _grant(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
+    run = check_run(nb, args.run)
+    path = tuple(args.agent.split("/")) if args.agent else ()
+    grant = run_sync(
+        run.grant(
+            args.tool,
+            minutes=args.minutes,
+            match=_grant_rules(args.match),
+            agent_path=path,
+            via="magic",
+        )
+    )
+    covered = f"every {grant.tool} call" + (f" of {'/'.join(path)}" if path else "")
+    if grant.match:
+        covered += f" matching {grant.match}"
+    minutes = args.minutes if args.minutes is not None else DEFAULT_GRANT_MINUTES
+    print(
+        f"granted {grant.grant_id}: {covered} in {run.run_id} runs without approval for "
+        f"{minutes:g} min (by {grant.granted_by}); "
+        f"%durable revoke {run.run_id} {grant.grant_id} ends it"
+    )
+
+
+def _revoke(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
+    run = check_run(nb, args.run)
+    run_sync(run.revoke(args.grant_id, via="magic"))
+    print(f"revoked {args.grant_id}: its tool's calls in {run.run_id} wait for approval again")
+
+
 def _resume(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
     run = check_run(nb, args.run)
     record = run.record()
@@ -281,6 +327,8 @@ HANDLERS = {
     "explain": _explain,
     "approvals": _approvals,
     "approve": _approve,
+    "grant": _grant,
+    "revoke": _revoke,
     "resume": _resume,
     "rewind": _rewind,
     "cancel": _cancel,

@@ -126,6 +126,18 @@ _COMMANDS: list[tuple[str, str, list[tuple[tuple[str, ...], dict[str, Any]]]]] =
             (("--fresh",), {"action": "store_true"}),
         ],
     ),
+    (
+        "grant",
+        "approve every call of TOOL in the run for --minutes (default 30), optionally only "
+        "calls whose arguments match: --match name=GLOB, name^=PREFIX or name==VALUE",
+        [
+            (("tool",), {"metavar": "TOOL"}),
+            (("--minutes",), {"metavar": "N", "type": float}),
+            (("--match",), {"metavar": "RULE", "action": "append", "default": []}),
+            (("--agent",), {"metavar": "PATH"}),
+        ],
+    ),
+    ("revoke", "revoke a standing approval of the run", [(("grant_id",), {"metavar": "GRANT_ID"})]),
     ("resume", "let an unfinished run go on in this kernel (after its agent cell ran)", []),
     (
         "rewind",

@@ -15,6 +15,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import FencedOutError, LeaseLostError, RunNotFoundError, StoreWriteError
+from ..durable.grants import RunGrants
 from ..durable.lease_holder import lease_holder, process_gone
 from ..durable.offload import offload
 from ..durable.run_states import ACTIVE_STATES
@@ -492,6 +493,7 @@ class EmbeddedEngine:
             approval_responses=record.approval_responses(),
             approval_signer=self.runtime.signer,
             deps=self.runtime.deps,
+            approval_grants=lambda: RunGrants.of(context.record.grants),
         )
         driver = RuntimeDriver(
             options,

@@ -8,10 +8,12 @@ with the same options of the run's agent.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from .._deps import Deps
+from ..durable.grants import RunGrants
 from ..durable.offload import offload
 from ..durable.runtime_run import RuntimeRun
 from ..durable.signer import ApprovalSigner
@@ -66,9 +68,16 @@ def leg_options(
     approval_responses: Sequence[ToolApprovalResponse] = (),
     approval_signer: ApprovalSigner | None = None,
     deps: Deps | None = None,
+    approval_grants: Callable[[], RunGrants] | None = None,
 ) -> LoopOptions:
-    """The loop options of a leg of ``record``, a run of ``agent``."""
-    return build_options(
+    """The loop options of a leg of ``record``, a run of ``agent``.
+
+    The leg's standing approvals are the record's (as the leg's input, so a
+    Temporal workflow sees the same ones on replay); ``approval_grants``, a
+    function, lets an owner that rereads the record apply a grant or a
+    revocation made during the leg from the next gated call on.
+    """
+    options = build_options(
         model=agent.model,
         tools=agent.tool_map,
         instructions=agent.instructions,
@@ -83,3 +92,5 @@ def leg_options(
         deps=deps,
         output_type=agent.output_type,
     )
+    grants = approval_grants or RunGrants.of(record.grants)
+    return dataclasses.replace(options, approval_grants=grants)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ from .._errors import (
 )
 from .._sync import run_sync
 from ..durable.deciders import check_decider, claimed_user, valid_name
+from ..durable.grants import Grant
 from ..durable.offload import offload
 from ..durable.run_states import ACTIVE_STATES, HUMAN_STATES, RUN_STATES
 from ..durable.runtime_run import RuntimeRun, ToolIntent
@@ -377,6 +378,72 @@ class Run:
             max_age_ms=None,
             source=claimed_source(by, via),
         )
+
+    async def grant(
+        self,
+        tool: str,
+        *,
+        minutes: float | None = None,
+        seconds: float | None = None,
+        match: Mapping[str, Any] | None = None,
+        agent_path: Sequence[str] = (),
+        by: str | None = None,
+        via: str = "api",
+    ) -> Grant:
+        """Approve every call of ``tool`` in this run until the grant expires (a standing approval).
+
+        Each gated call it covers runs with no card and no wait, and its
+        ``approval_resolved`` event names the grant (``source.via == "grant"``).
+        Calls the run waits on now, and that it covers, are approved at once.
+        The grant is signed, bound to this run, the tool, the rule, the agent
+        path and the expiry, recorded in the run record and announced by a
+        ``grant_added`` event; it is verified again at every call.
+
+        Args:
+            tool: The tool whose calls it approves.
+            minutes: How long it covers calls (fractions allowed); 30 by default.
+            seconds: The duration in seconds instead.
+            match: Argument rules every covered call must satisfy, e.g.
+                ``{"name": "stg_*"}`` (a glob), ``{"name": {"prefix": "stg_"}}``,
+                ``{"name": {"equals": "x"}}`` (see :mod:`nbdurable.durable.grants`).
+            agent_path: The sub-agent whose calls it covers (empty: the run's own
+                agent's calls only; a sub-agent's only when named).
+            by: Who grants it (default ``NBDURABLE_USER``, else the OS user);
+                recorded, not authenticated.
+            via: How it was given: ``api``, ``magic``, ``widget``, ``cli`` or ``http``.
+
+        Returns:
+            The grant (its ``grant_id`` revokes it).
+
+        Raises:
+            ConfigurationError: The run is finished, the agent has no such tool,
+                or a duration, rule or path is invalid.
+        """
+        from .grants import add_grant
+
+        return await add_grant(
+            self,
+            tool,
+            minutes=minutes,
+            seconds=seconds,
+            match=match,
+            agent_path=agent_path,
+            by=by,
+            via=via,
+        )
+
+    async def revoke(self, grant_id: str, *, by: str | None = None, via: str = "api") -> None:
+        """Revoke a standing approval: from the next gated call on, it covers nothing.
+
+        Recorded in the run record and announced by a ``grant_revoked`` event.
+        Revoking twice is a no-op.
+
+        Raises:
+            ConfigurationError: The run has no grant ``grant_id``.
+        """
+        from .grants import revoke_grant
+
+        await revoke_grant(self, grant_id, by=by, via=via)
 
     async def cancel(self) -> None:
         """Cancel the run: at once when it is not executing, else once its callbacks settle."""

@@ -161,6 +161,14 @@ class RetryingRuntimeStore:
         """Claim notifications (a claim whose reply was lost is not claimed twice)."""
         return self.retry.call("claim notifications", self.inner.rt_claim_notices, run_id, keys)
 
+    def rt_grants(
+        self, run_id: str, *, add: str | None = None, revoke: str | None = None, now: int
+    ) -> RuntimeRun:
+        """Add a grant token or revoke a grant id (both idempotent, so retried safely)."""
+        return self.retry.call(
+            "record a grant", self.inner.rt_grants, run_id, add=add, revoke=revoke, now=now
+        )
+
     def __getattr__(self, name: str) -> Any:
         # Store methods outside the protocol (rt_check_fence, ...) are passed through as they are.
         return getattr(self.inner, name)

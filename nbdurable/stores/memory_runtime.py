@@ -9,6 +9,7 @@ from typing import Any
 
 from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
 from .._text import valid_data
+from ..durable.grants import with_grant_change
 from ..durable.notices import claim_notices
 from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
 from ..durable.runtime_run import RuntimeRun, ToolIntent
@@ -176,6 +177,20 @@ class MemoryRuntimeTables:
             if updated is not None:
                 self._rt_runs[run_id] = updated
             return claimed
+
+    def rt_grants(
+        self, run_id: str, *, add: str | None = None, revoke: str | None = None, now: int
+    ) -> RuntimeRun:
+        """Add a grant token or revoke a grant id, under the store's lock."""
+        with self._rt_lock:
+            current = self._rt_runs.get(run_id)
+            if current is None:
+                raise RunNotFoundError(run_id)
+            updated = with_grant_change(current, add=add, revoke=revoke, now=now)
+            if updated is None:
+                return current
+            self._rt_runs[run_id] = updated
+            return updated
 
     def rt_claim(
         self,

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
+from ..durable.grants import with_grant_change
 from ..durable.notices import claim_notices
 from ..durable.run_states import ACTIVE_STATES, TERMINAL_STATES, UNFINISHED_STATES
 from ..durable.runtime_run import RuntimeRun, ToolIntent
@@ -398,6 +399,24 @@ class PostgresRuntimeTables:
             return claimed
 
         return self._rt_write(record, exclusive=True)
+
+    def rt_grants(
+        self, run_id: str, *, add: str | None = None, revoke: str | None = None, now: int
+    ) -> RuntimeRun:
+        """Add a grant token or revoke a grant id: the row read ``FOR UPDATE``."""
+
+        def change(conn: Connection[tuple[Any, ...]]) -> RuntimeRun:
+            found = conn.execute(self._rq.get_for_update, (run_id,)).fetchone()
+            if found is None:
+                raise RunNotFoundError(run_id)
+            current = _record(found[0])
+            updated = with_grant_change(current, add=add, revoke=revoke, now=now)
+            if updated is None:
+                return current
+            self._rt_put(conn, updated)
+            return updated
+
+        return self._rt_write(change, exclusive=True)
 
     def rt_claim(
         self,

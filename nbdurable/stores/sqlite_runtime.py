@@ -22,6 +22,7 @@ from .._errors import (
     RunNotFoundError,
     StoreCorruptionError,
 )
+from ..durable.grants import with_grant_change
 from ..durable.notices import claim_notices
 from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
 from ..durable.runtime_run import RuntimeRun, ToolIntent
@@ -297,6 +298,18 @@ class SqliteRuntimeTables:
             if updated is not None:
                 self._put(conn, updated)
             return claimed
+
+    def rt_grants(
+        self, run_id: str, *, add: str | None = None, revoke: str | None = None, now: int
+    ) -> RuntimeRun:
+        """Add a grant token or revoke a grant id, in one ``BEGIN IMMEDIATE``."""
+        with self._lock, self._write() as conn:
+            current = self._locked_get(conn, run_id)
+            updated = with_grant_change(current, add=add, revoke=revoke, now=now)
+            if updated is None:
+                return current
+            self._put(conn, updated)
+            return updated
 
     def _locked_get(self, conn: sqlite3.Connection, run_id: str) -> RuntimeRun:
         found = conn.execute("SELECT record FROM rt_runs WHERE run_id = ?", (run_id,)).fetchone()

@@ -168,6 +168,19 @@ def _big_model() -> nd.ScriptedModel:
     return nd.ScriptedModel(["x" * 5000])
 
 
+def _warden_model() -> nd.ScriptedModel:
+    """One gated call (the run waits), then two more in one step (a grant covers them)."""
+    return nd.ScriptedModel(
+        [
+            nd.Turn.call("drop_table", name="stg_1"),
+            nd.Turn(
+                tool_calls=[("drop_table", {"name": "stg_2"}), ("drop_table", {"name": "stg_3"})]
+            ),
+            "Dropped three staging tables.",
+        ]
+    )
+
+
 agents = [
     Agent(
         "janitor",
@@ -215,4 +228,11 @@ agents = [
     ),
     Agent("busy", model=_busy_model(), tools=[step], version="1", tool_recovery=_recovery("step")),
     Agent("verbose", model=_big_model(), version="1"),
+    Agent(
+        "warden",
+        model=_warden_model(),
+        tools=[drop_table],
+        version="1",
+        tool_recovery=_recovery("drop_table"),
+    ),
 ]
