@@ -41,8 +41,8 @@ class RunWidget(anywidget.AnyWidget):
     the token rate: the small traits (status, usage, cards, ...) by trait
     changes, the steps by deltas (appended text and changed steps only, custom
     messages numbered in sequence, see :mod:`.run_delta`). A view that renders
-    asks ``{"action": "snapshot"}`` and gets every step. ``text`` and ``steps``
-    are kernel-side traits (not synced); the synced ``snapshot`` trait holds
+    asks ``{"action": "snapshot"}`` and gets every step. ``text``, ``steps`` and
+    ``last_offset`` are kernel-side traits (not synced); the synced ``snapshot`` trait holds
     every step whenever the run is not busy (it waits, or it ended) and when
     following stops, so the widget state a notebook saves shows the whole run.
     Closing the widget stops the task; a new ``RunWidget`` for the same run
@@ -88,7 +88,8 @@ class RunWidget(anywidget.AnyWidget):
     takeover = traitlets.Unicode("").tag(sync=True)
     started_at = traitlets.Int(0).tag(sync=True)
     ended_at = traitlets.Int(0).tag(sync=True)
-    last_offset = traitlets.Int(0).tag(sync=True)
+    last_offset = traitlets.Int(0)
+    """The offset of the last event folded (kernel-side: the view needs none)."""
     following = traitlets.Bool(False).tag(sync=True)
     max_steps = traitlets.Int(0).tag(sync=True)
     progress = traitlets.Unicode("").tag(sync=True)
