@@ -146,3 +146,20 @@ def test_corruption_sweep_quick_runs_and_keeps_the_promise(tmp_path: Path) -> No
         lines = run_bench(script, ["--store", store, "--step", step], tmp_path, timeout=120)
         summary = lines[-1]
         assert summary.startswith(f"{store}: ") and "0 broken promise" in summary, lines
+
+
+WIDGET_BENCH = BENCH.parent / "widget_bench.py"
+
+
+def test_widget_bench_quick_runs_and_the_run_widget_sends_deltas(tmp_path: Path) -> None:
+    pytest.importorskip("anywidget")  # the notebook extra
+    out = tmp_path / "figures.json"
+    lines = run_bench(WIDGET_BENCH, ["--quick", "--json", str(out)], tmp_path, timeout=240)
+    assert any(line.startswith("3,000-token stream: text") for line in lines), lines
+    assert any(line.startswith("41-step run: bytes sent") for line in lines), lines
+    figures = json.loads(out.read_text())["figures"]
+    stream, run = figures["stream"], figures["run"]
+    assert stream["bytes_sent"] <= stream["budget"] and stream["goal_met"]
+    assert stream["largest_update"] < stream["text_bytes"] / 4  # no update resends the text
+    assert run["late_updates"] > 0 and run["late_max_bytes"] <= 2048
+    assert 0 < stream["updates_per_second"] <= 35
