@@ -16,7 +16,7 @@ import nbformat
 from .harness import Server
 from .pages import LAB, cells, diagnosed, run_cell, shot
 
-WORDS = 2500
+WORDS = 4000
 SETUP = f"""\
 %load_ext nbdurable
 import nbdurable as nd
@@ -62,6 +62,8 @@ def test_a_long_streamed_answer_shows_whole_in_two_views_of_one_widget(
         first.locator(".nbd-text.nbd-streaming").wait_for(timeout=60_000)  # text streams in
         second = run_cell(page, 2).locator(".nbd-run")
         second.locator(".nbd-text").first.wait_for(timeout=60_000)  # its snapshot came
+        assert second.locator(".nbd-badge").inner_text() == "running"  # rendered mid-stream
+        assert EXPECTED.startswith(shown_text(second))
         for view in (first, second):
             view.locator(".nbd-badge.nbd-status-completed").wait_for(timeout=120_000)
         page.wait_for_function(
