@@ -163,3 +163,20 @@ def test_loop_lag_quick_runs_and_prints_the_table(tmp_path: Path) -> None:
         assert len(figure["runs"]) == 1
         assert figure["runs"][0]["ticks"] > 0 and figure["wall_s"] > 0
         assert 0 <= figure["p99_ms"] <= figure["worst_ms"]
+
+
+WIDGET_BENCH = BENCH.parent / "widget_bench.py"
+
+
+def test_widget_bench_quick_runs_and_the_run_widget_sends_deltas(tmp_path: Path) -> None:
+    pytest.importorskip("anywidget")  # the notebook extra
+    out = tmp_path / "figures.json"
+    lines = run_bench(WIDGET_BENCH, ["--quick", "--json", str(out)], tmp_path, timeout=240)
+    assert any(line.startswith("3,000-token stream: text") for line in lines), lines
+    assert any(line.startswith("41-step run: bytes sent") for line in lines), lines
+    figures = json.loads(out.read_text())["figures"]
+    stream, run = figures["stream"], figures["run"]
+    assert stream["bytes_sent"] <= stream["budget"] and stream["goal_met"]
+    assert stream["largest_update"] < stream["text_bytes"] / 4  # no update resends the text
+    assert run["late_updates"] > 0 and run["late_max_bytes"] <= 2048
+    assert 0 < stream["updates_per_second"] <= 35

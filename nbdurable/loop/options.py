@@ -36,7 +36,9 @@ __all__ = [
     "build_options",
     "cost_exceeds",
     "step_count_is",
+    "text_head",
     "total_tokens_exceed",
+    "usage_line",
 ]
 
 DEFAULT_MAX_STEPS = 20
@@ -189,7 +191,7 @@ class LoopOptions:
                 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class GenerateTextResult:
     """The result of one call (one leg of a run).
 
@@ -225,6 +227,31 @@ class GenerateTextResult:
     run_id: str | None = None
     step_index: int = -1
     output: Any = None
+
+    def __repr__(self) -> str:
+        # short whatever the run's length: asyncio's runner reprs a finished task's result
+        waiting = len(self.pending_approvals) + len(self.pending_tool_calls)
+        return (
+            f"GenerateTextResult(text={text_head(self.text)}, status={self.status!r}, "
+            f"finish_reason={self.finish_reason!r}, steps={len(self.steps)}, "
+            f"messages={len(self.messages)}, usage={usage_line(self.total_usage)}, "
+            f"run_id={self.run_id!r}" + (f", pending={waiting}" if waiting else "") + ")"
+        )
+
+
+def text_head(text: str, limit: int = 60) -> str:
+    """``text``'s repr cut to about ``limit`` characters, with its length when cut."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text):,} chars)"
+
+
+def usage_line(usage: Usage) -> str:
+    """A usage in one short line: ``'12 in + 34 out tokens, $0.0012'``."""
+    line = f"{usage.input_tokens} in + {usage.output_tokens} out tokens"
+    if usage.cost is not None:
+        line += f", ${usage.cost:.4f}"
+    return repr(line)
 
 
 def build_options(

@@ -28,6 +28,7 @@ from ..durable.signer import expired_age, resign_if_expired
 from ..events.log import Armed
 from ..events.model import Event
 from ..events.subscribe import subscribe, wait_for_run
+from ..loop.options import text_head, usage_line
 from ..loop.output import OutputSpec
 from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, Usage, VerdictSource
 from . import lifecycle
@@ -105,7 +106,7 @@ class RunFailedError(NbdurableError):
         super().__init__(f"run {record.run_id!r} {record.state}: {record.reason}{detail}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class RunResult:
     """A completed run's outcome.
 
@@ -124,6 +125,13 @@ class RunResult:
     messages: tuple[Message, ...]
     usage: Usage
     output: Any = None
+
+    def __repr__(self) -> str:
+        # short whatever the run's length: asyncio's runner reprs a finished task's result
+        return (
+            f"RunResult(run_id={self.run_id!r}, text={text_head(self.text)}, "
+            f"messages={len(self.messages)}, usage={usage_line(self.usage)})"
+        )
 
 
 class Run:

@@ -216,11 +216,13 @@ async def test_the_secret_never_reaches_widget_state_or_a_saved_notebook(tmp_pat
 
 
 def custom_messages(log: list[Any], widget: RunWidget) -> list[dict[str, Any]]:
-    """The custom messages the kernel sent to ``widget``'s front-end, in order."""
+    """The custom messages the kernel sent to ``widget``'s front-end, in order (no steps)."""
     return [
         data["content"]
         for _t, comm_id, data in log
-        if comm_id == widget.comm.comm_id and data.get("method") == "custom"
+        if comm_id == widget.comm.comm_id
+        and data.get("method") == "custom"
+        and "kind" not in data["content"]  # the steps deltas and snapshots
     ]
 
 

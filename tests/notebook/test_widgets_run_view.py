@@ -12,7 +12,13 @@ import pytest
 import nbdurable as nd
 from nbdurable.notebook.widgets import FLUSH_INTERVAL, RunWidget
 
-from .widget_fixtures import comms_fixture, eventually, janitor, runtime_for  # noqa: F401
+from .widget_fixtures import (  # noqa: F401
+    comms_fixture,
+    eventually,
+    front_end_texts,
+    janitor,
+    runtime_for,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -42,9 +48,10 @@ async def test_streamed_text_arrives_live_and_the_full_text_trait_is_complete(
         await eventually(lambda: not widget.following)
     assert widget.text == text.strip() or widget.text == text
     assert widget.status == "completed" and widget.steps[0]["streaming"] is False
-    sent = [s["text"] for _t, s in updates(comms, widget) if "text" in s]
+    sent = [shown for _t, shown, _streaming in front_end_texts(comms, widget)]
     assert len(sent) >= 3  # partial texts went out while the model streamed
     assert all(text.startswith(s) for s in sent)
+    assert sent[-1] == widget.text  # the deltas add up to the whole text
     assert widget.usage["output_tokens"] == 300 and widget.started_at > 0
     assert widget.ended_at >= widget.started_at
 
@@ -68,8 +75,9 @@ async def test_a_5000_token_stream_sends_about_30_updates_per_second(
     assert len(deltas) == 5000
     stream_seconds = (deltas[-1].created_at - deltas[0].created_at) / 1000
     batches = len({e.created_at for e in deltas})
-    sent = updates(comms, widget)
-    streaming = [t for t, s in sent if any(step.get("streaming") for step in s.get("steps", []))]
+    sent = front_end_texts(comms, widget)  # one steps delta per front-end update at most
+    streaming = [t for t, _text, now_streaming in sent if now_streaming]
+    assert len(updates(comms, widget)) <= len(sent) + 10  # trait changes ride the same flushes
     print(f"\n5000 tokens over {stream_seconds:.2f} s: {len(sent)} front-end updates")
     assert stream_seconds > 1.0
     assert batches > 3 * len(sent)  # the log was written far more often than the view sent
@@ -81,6 +89,7 @@ async def test_a_5000_token_stream_sends_about_30_updates_per_second(
     early = [g for g in gaps if g < FLUSH_INTERVAL * 0.8]
     assert len(early) <= max(2, len(gaps) // 20), early
     assert widget.text == text.strip() or widget.text == text
+    assert sent[-1][1] == widget.text
 
 
 async def test_a_failed_attempts_provisional_text_is_replaced(
@@ -112,7 +121,7 @@ async def test_a_failed_attempts_provisional_text_is_replaced(
     for view in (widget, late):
         assert view.text == "The real answer."
         assert view.steps[0]["attempts"] == 2
-    sent = [s["text"] for _t, s in updates(comms, widget) if "text" in s]
+    sent = [shown for _t, shown, _streaming in front_end_texts(comms, widget)]
     assert any("half an answer" in s for s in sent) and sent[-1] == "The real answer."
 
 

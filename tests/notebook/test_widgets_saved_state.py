@@ -68,5 +68,10 @@ def test_an_executed_notebook_saves_the_run_widget_as_the_run_last_looked(
     assert state["progress"].startswith("1 of 20 steps")
     (card,) = state["approvals"]
     assert (card["tool_name"], card["state"]) == ("drop_table", "pending")
+    # the steps ride deltas live; the saved state holds them all in the snapshot trait
+    (step,) = state["snapshot"]["steps"]
+    assert step["text"] == "Dropping stg_2023."
+    assert step["tool_calls"][0]["tool_name"] == "drop_table"
+    assert "text" not in state and "steps" not in state
     secret = (tmp_path / ".nbdurable" / "approval.key").read_text().strip()
     assert secret not in nbformat.writes(notebook)

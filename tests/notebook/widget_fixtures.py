@@ -105,3 +105,76 @@ def click(button: Any) -> None:
     button._handle_msg(
         {"content": {"data": {"method": "custom", "content": {"event": "click"}}}, "buffers": []}
     )
+
+
+def step_messages(log: list[Any], widget: Any) -> list[tuple[float, dict[str, Any]]]:
+    """(time, content) of the steps deltas and snapshots the kernel sent ``widget``'s views."""
+    return [
+        (t, data["content"])
+        for t, comm_id, data in log
+        if comm_id == widget.comm.comm_id
+        and data.get("method") == "custom"
+        and data["content"].get("kind") in ("steps", "snapshot")
+    ]
+
+
+class FrontEndSteps:
+    """The steps a view holds, rebuilt from the kernel's messages the way run_view.js does.
+
+    It starts where a view there from the widget's creation starts: no step, at
+    sequence 0. A delta out of sequence is not applied (``gaps`` counts them: the
+    view would ask for a snapshot).
+    """
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.steps: dict[int, dict[str, Any]] = {}
+        self.gaps = 0
+
+    def receive(self, message: dict[str, Any]) -> None:
+        """Apply one steps delta or snapshot."""
+        if message["kind"] == "snapshot":
+            if message["seq"] >= self.seq:
+                self.seq = message["seq"]
+                self.steps = {step["index"]: step for step in message["steps"]}
+            return
+        if message["seq"] <= self.seq:
+            return
+        if message["seq"] != self.seq + 1:
+            self.gaps += 1
+            return
+        self.seq = message["seq"]
+        for index in message.get("removed", []):
+            self.steps.pop(index, None)
+        for patch in message["changed"]:
+            old = self.steps.get(patch["index"])
+            if old is None:
+                self.steps[patch["index"]] = patch
+                continue
+            step = dict(old)
+            for key, value in patch.items():
+                if key == "append":
+                    step["text"] = old["text"] + value
+                else:
+                    step[key] = value
+            self.steps[patch["index"]] = step
+
+    def ordered(self) -> list[dict[str, Any]]:
+        """The steps, by index."""
+        return [self.steps[i] for i in sorted(self.steps)]
+
+    @property
+    def text(self) -> str:
+        """The run's text as the view shows it, step after step."""
+        return "\n\n".join(s["text"] for s in self.ordered() if s["text"])
+
+
+def front_end_texts(log: list[Any], widget: Any) -> list[tuple[float, str, bool]]:
+    """(time, text, streaming) the view showed after each steps message the kernel sent."""
+    view = FrontEndSteps()
+    shown = []
+    for t, message in step_messages(log, widget):
+        view.receive(message)
+        streaming = any(step.get("streaming") for step in view.ordered())
+        shown.append((t, view.text, streaming))
+    return shown

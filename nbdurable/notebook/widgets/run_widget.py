@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import anywidget
 import traitlets
 
+from ...durable.run_states import BUSY_STATES
 from ...events.fold import RunView
 from ...events.model import RUN_STARTED, RUN_STATE, Event
 from ...events.subscribe import subscribe
@@ -20,6 +21,7 @@ from ...runtime.verdicts import Outcome, submit_verdict
 from .._lease import LeaseWait, lease_wait
 from .._session import deciding_user
 from .assets import frontend_file, view_module
+from .run_delta import StepDeltas
 from .run_state import Cards, Clock, run_state
 
 if TYPE_CHECKING:
@@ -37,9 +39,14 @@ class RunWidget(anywidget.AnyWidget):
     Construct it in a notebook cell (or any coroutine): it starts a task on the
     running event loop that replays the run's event log from offset 0, then
     follows it live, folding it with :class:`nbdurable.events.RunView`. The
-    front-end is updated by trait changes only, at most every
-    :data:`FLUSH_INTERVAL` seconds whatever the token rate; the full text and
-    every step stay in synced traits, so a late or re-rendered view is complete.
+    front-end is updated at most every :data:`FLUSH_INTERVAL` seconds whatever
+    the token rate: the small traits (status, usage, cards, ...) by trait
+    changes, the steps by deltas (appended text and changed steps only, custom
+    messages numbered in sequence, see :mod:`.run_delta`). A view that renders
+    asks ``{"action": "snapshot"}`` and gets every step. ``text``, ``steps`` and
+    ``last_offset`` are kernel-side traits (not synced); the synced ``snapshot`` trait holds
+    every step whenever the run is not busy (it waits, or it ended) and when
+    following stops, so the widget state a notebook saves shows the whole run.
     Closing the widget stops the task; a new ``RunWidget`` for the same run
     replays the log, then follows it.
 
@@ -71,15 +78,20 @@ class RunWidget(anywidget.AnyWidget):
     run_id = traitlets.Unicode("").tag(sync=True)
     status = traitlets.Unicode("unknown").tag(sync=True)
     step = traitlets.Int(0).tag(sync=True)
-    steps = traitlets.List(traitlets.Dict()).tag(sync=True)
-    text = traitlets.Unicode("").tag(sync=True)
+    steps = traitlets.List(traitlets.Dict())
+    """Every step as the view shows it (kernel-side: the front-end gets deltas)."""
+    text = traitlets.Unicode("")
+    """The run's full text so far (kernel-side)."""
+    snapshot = traitlets.Dict().tag(sync=True)
+    """``{"seq", "steps"}``: every step, synced when the run is not busy (saved state)."""
     usage = traitlets.Dict().tag(sync=True)
     approvals = traitlets.List(traitlets.Dict()).tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
     takeover = traitlets.Unicode("").tag(sync=True)
     started_at = traitlets.Int(0).tag(sync=True)
     ended_at = traitlets.Int(0).tag(sync=True)
-    last_offset = traitlets.Int(0).tag(sync=True)
+    last_offset = traitlets.Int(0)
+    """The offset of the last event folded (kernel-side: the view needs none)."""
     following = traitlets.Bool(False).tag(sync=True)
     max_steps = traitlets.Int(0).tag(sync=True)
     progress = traitlets.Unicode("").tag(sync=True)
@@ -101,6 +113,7 @@ class RunWidget(anywidget.AnyWidget):
         self._cards = Cards()
         self._clock = Clock()
         self._last_flush = 0.0
+        self._deltas = StepDeltas()
         self._flush_handle: asyncio.TimerHandle | None = None
         self._verdicts: set[asyncio.Task[Outcome]] = set()
         self._opened_at = _now_ms()
@@ -180,17 +193,24 @@ class RunWidget(anywidget.AnyWidget):
         )
         context = _latest_request_context()
         if context is None:
-            self._set_state(state)
+            self._publish(state)
             return
         try:
-            context.run(self._set_state, state)
+            context.run(self._publish, state)
         except RuntimeError:  # that context is entered right now: this is the request
-            self._set_state(state)
+            self._publish(state)
 
-    def _set_state(self, state: dict[str, Any]) -> None:
+    def _publish(self, state: dict[str, Any]) -> None:
+        delta = self._deltas.delta(state["steps"])
+        if delta is not None:
+            self.send(delta)
         with self.hold_sync():
             for name, value in state.items():
                 setattr(self, name, value)
+            quiet = not self.following or state["status"] not in BUSY_STATES
+            if quiet and self.snapshot.get("seq") != self._deltas.seq:
+                # once per pause or end: what a saved notebook shows, never per token
+                self.snapshot = self._deltas.snapshot()
 
     # -- verdicts from the cards ---------------------------------------------------------
 
@@ -199,6 +219,9 @@ class RunWidget(anywidget.AnyWidget):
             return
         if content.get("action") == "ping":
             self.send({"type": "pong", "nonce": content.get("nonce")})
+            return
+        if content.get("action") == "snapshot":  # a view rendered: it gets every step
+            self.send({"kind": "snapshot", **self._deltas.snapshot()})
             return
         if content.get("action") not in ("approve", "deny"):
             return

@@ -1,10 +1,18 @@
 // nbdurable run view (anywidget ESM): the live view of one run.
-// Reads the synced traits the kernel sets (status, steps, text, usage, approvals,
-// error, started_at, ended_at, max_steps, progress, summary, lease_until,
-// lease_owner, following) and sends custom messages: one per card click,
-// {action: "approve" | "deny", approval_id, token, reason}, and a liveness probe,
-// {action: "ping", nonce}. The kernel answers {type: "ack"} / {type: "pong"}.
+// Reads the synced traits the kernel sets (status, step, usage, approvals, error,
+// started_at, ended_at, max_steps, progress, summary, lease_until, lease_owner,
+// following, snapshot) and sends custom messages: one per card click,
+// {action: "approve" | "deny", approval_id, token, reason}, a liveness probe,
+// {action: "ping", nonce}, and {action: "snapshot"} when it renders. The kernel
+// answers {type: "ack"} / {type: "pong"} / {kind: "snapshot", seq, steps}.
 // The card's token is the request's signed token; the secret never reaches here.
+//
+// Steps arrive as deltas, numbered in sequence: {kind: "steps", seq, changed,
+// removed}, where a changed step is whole when new, else {index, ...fields that
+// changed}, its grown text as {append}. A view applies the delta that follows the
+// one it has and asks for a snapshot when one is missing. The `snapshot` trait
+// (every step, synced by the kernel when the run is not busy, and kept current
+// here) is what a view renders first and what a saved notebook holds.
 //
 // A view whose kernel is gone (restarted, or a notebook reopened from its saved
 // widget state) says "disconnected" and disables its buttons: it never looks live.
@@ -81,20 +89,29 @@ function renderToolCall(call, awaiting) {
   return box;
 }
 
-function renderSteps(container, steps, awaiting) {
-  container.replaceChildren();
-  for (const step of steps || []) {
-    const block = h("div", "nbd-step");
-    const head = h("div", "nbd-step-head", `step ${step.index}`);
-    if (step.attempts > 1) head.append(h("span", "nbd-note", ` · attempt ${step.attempts}`));
-    block.append(head);
-    if (step.text) {
-      const text = h("div", step.streaming ? "nbd-text nbd-streaming" : "nbd-text", step.text);
-      block.append(text);
-    }
-    for (const call of step.tool_calls || []) block.append(renderToolCall(call, awaiting));
-    container.append(block);
+function renderStep(step, awaiting) {
+  const block = h("div", "nbd-step");
+  block.dataset.index = String(step.index);
+  const head = h("div", "nbd-step-head", `step ${step.index}`);
+  if (step.attempts > 1) head.append(h("span", "nbd-note", ` · attempt ${step.attempts}`));
+  block.append(head);
+  if (step.text) {
+    const text = h("div", step.streaming ? "nbd-text nbd-streaming" : "nbd-text", step.text);
+    block.append(text);
   }
+  for (const call of step.tool_calls || []) block.append(renderToolCall(call, awaiting));
+  return block;
+}
+
+function patched(old, patch) {
+  // a new step comes whole; a known one as {index, ...changed fields, append}
+  if (!old) return patch;
+  const step = { ...old };
+  for (const [key, value] of Object.entries(patch)) {
+    if (key === "append") step.text = (old.text || "") + value;
+    else step[key] = value;
+  }
+  return step;
 }
 
 function answeredCard(card) {
@@ -130,6 +147,9 @@ function render({ model, el }) {
   summary.after(takeover);
   el.append(root);
   const reasons = new Map();
+  let seq = -1; // the number of the last steps delta (or snapshot) this view has
+  let known = new Map(); // index -> step, as of seq
+  let asked = false; // a snapshot was asked for and has not come yet
   const clicked = new Set(); // cards clicked here whose answer has not come back yet
   const undelivered = new Set(); // cards clicked here whose click reached no kernel
 
@@ -147,6 +167,13 @@ function render({ model, el }) {
     onLive: () => live_(),
   });
   const onMessage = (msg) => {
+    if (msg && msg.kind === "steps") return onDelta(msg);
+    if (msg && msg.kind === "snapshot") {
+      link.alive();
+      asked = false;
+      if (msg.seq >= seq) load(msg);
+      return;
+    }
     if (!msg || (msg.type !== "pong" && msg.type !== "ack")) return;
     if (msg.type === "ack") undelivered.delete(msg.approval_id);
     link.alive();
@@ -257,31 +284,87 @@ function render({ model, el }) {
     cards.replaceChildren(...all.map((c) => (OPEN_CARD.has(c.state) ? openCard(c) : answeredCard(c))));
     tick();
   };
-  const steps_ = () => {
+  const awaiting = () => new Set(
+    (model.get("approvals") || []).filter((c) => ANSWERABLE.has(c.state) || c.state === "sending")
+      .map((c) => c.tool_call_id),
+  );
+  const keepOpen = (from, to) => {
     // keep open tool-call details open across re-renders
     const open = new Set();
-    steps.querySelectorAll("details[open]").forEach((d, i) => open.add(i));
-    const awaiting = new Set(
-      (model.get("approvals") || []).filter((c) => ANSWERABLE.has(c.state) || c.state === "sending")
-        .map((c) => c.tool_call_id),
-    );
-    renderSteps(steps, model.get("steps"), awaiting);
-    steps.querySelectorAll("details").forEach((d, i) => { if (open.has(i)) d.open = true; });
+    from.querySelectorAll("details[open]").forEach((d, i) => open.add(i));
+    to.querySelectorAll("details").forEach((d, i) => { if (open.has(i)) d.open = true; });
+  };
+  const steps_ = () => {
+    const before = h("div");
+    before.append(...steps.children);
+    const waiting = awaiting();
+    const ordered = [...known.values()].sort((a, b) => a.index - b.index);
+    steps.replaceChildren(...ordered.map((step) => renderStep(step, waiting)));
+    keepOpen(before, steps);
+  };
+  const stepBlock = (index) => steps.querySelector(`:scope > .nbd-step[data-index="${index}"]`);
+  const step_ = (step) => {
+    const block = renderStep(step, awaiting());
+    const old = stepBlock(step.index);
+    if (old) {
+      keepOpen(old, block);
+      old.replaceWith(block);
+      return;
+    }
+    const after = [...steps.children].find((b) => Number(b.dataset.index) > step.index);
+    steps.insertBefore(block, after || null);
+  };
+  const remember = () => {
+    // the model's snapshot stays current, so a front end that saves widget state saves it all
+    const ordered = [...known.values()].sort((a, b) => a.index - b.index);
+    model.set("snapshot", { seq, steps: ordered });
+  };
+  const load = (snapshot) => {
+    seq = snapshot.seq;
+    known = new Map((snapshot.steps || []).map((step) => [step.index, step]));
+    steps_();
+  };
+  const askSnapshot = () => {
+    if (asked) return;
+    asked = true;
+    link.send({ action: "snapshot" });
+  };
+  const onDelta = (msg) => {
+    link.alive();
+    if (msg.seq <= seq) return; // a snapshot had it already
+    if (msg.seq !== seq + 1) return askSnapshot(); // one went missing (or this view is new)
+    seq = msg.seq;
+    for (const index of msg.removed || []) {
+      known.delete(index);
+      const block = stepBlock(index);
+      if (block) block.remove();
+    }
+    for (const patch of msg.changed || []) {
+      const step = patched(known.get(patch.index), patch);
+      known.set(step.index, step);
+      step_(step);
+    }
+    remember();
+  };
+  const snapshotTrait = () => {
+    const snapshot = model.get("snapshot");
+    if (snapshot && typeof snapshot.seq === "number" && snapshot.seq > seq) load(snapshot);
   };
 
-  header_(); summary_(); live_(); cards_(); steps_(); takeover_();
+  header_(); summary_(); live_(); cards_(); snapshotTrait(); takeover_();
   const status_ = () => { header_(); summary_(); };
   const approvals_ = () => { cards_(); steps_(); summary_(); };
   const traits = [
     ["change:status", status_], ["change:step", header_], ["change:progress", header_],
     ["change:started_at", header_], ["change:ended_at", header_], ["change:usage", header_],
     ["change:summary", summary_], ["change:lease_until", summary_], ["change:approvals", approvals_],
-    ["change:steps", steps_], ["change:takeover", takeover_],
+    ["change:snapshot", snapshotTrait], ["change:takeover", takeover_],
   ];
   for (const [name, handler] of traits) model.on(name, handler);
   model.on("change", link.alive); // the kernel is sending updates: it is there
   model.on("msg:custom", onMessage);
   link.probe();
+  askSnapshot(); // the steps since the saved snapshot, or all of them for a late view
 
   const clock = setInterval(() => {
     if (link.state === "disconnected") return; // nothing it shows changes any more
