@@ -41,6 +41,7 @@ __all__ = [
     "LOCAL_ACTIVITY",
     "MODEL_ATTEMPT_FAILED",
     "NEEDS_ATTENTION",
+    "ONE_ACTIVITY_PER_STEP",
     "TIMEOUT",
     "WorkflowDriver",
 ]
@@ -56,6 +57,9 @@ TIMEOUT = "timeout"
 DEFINITION_MISMATCH = "definition_mismatch"
 """ApplicationError type of an activity a worker refused before doing anything: its
 definition of the run's agent differs from the one the run was submitted under."""
+
+ONE_ACTIVITY_PER_STEP = "nbdurable-one-activity-per-step"
+"""Patch: the run's model call and its step's unattended calls are one activity."""
 
 # Local activities write the store in the workflow's own worker; a retry after a
 # transient store error is cheap, a lost mirror is not.
@@ -131,6 +135,8 @@ class WorkflowDriver(Driver):
         self.outbox = outbox
         self.path = path
         self.log = log
+        # Results of this step's calls that ran in the model's activity, by call id.
+        self.ran_early: dict[str, dict[str, Any]] = {}
 
     @property
     def scope(self) -> dict[str, Any]:
@@ -169,14 +175,19 @@ class WorkflowDriver(Driver):
             asyncio.CancelledError: The workflow was cancelled while the activity ran.
         """
         handed_back = 0
+        # The run's own model calls run the step's unattended calls in the same
+        # activity; a history recorded before that keeps one activity per call.
+        one_activity = not self.path and workflow.patched(ONE_ACTIVITY_PER_STEP)
+        name = "nbdurable.model_step" if one_activity else "nbdurable.call_model"
+        timeout = self.config.model_timeout + (self.config.tool_timeout if one_activity else 0)
         while True:
             await write_outbox(self.outbox)
             try:
-                text = await workflow.execute_activity(
-                    "nbdurable.call_model",
+                value = await workflow.execute_activity(
+                    name,
                     args=[self.scope, effect.step_index, effect.request.model_dump(mode="json")],
-                    result_type=str,
-                    start_to_close_timeout=timedelta(seconds=self.config.model_timeout),
+                    result_type=dict if one_activity else str,
+                    start_to_close_timeout=timedelta(seconds=timeout),
                     heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout),
                     # Only a lost worker is retried here; model errors are decided by
                     # the activity (the run's policy) and retried below.
@@ -199,7 +210,10 @@ class WorkflowDriver(Driver):
                 if self.path and reason not in (LIMIT_EXCEEDED, TIMEOUT):
                     raise _SubAgentFailed(message) from None  # the parent model gets is_error
                 raise LegFailed(reason, message) from None
-            return ModelResponse.model_validate_json(text)
+            if not one_activity:
+                return ModelResponse.model_validate_json(value)
+            self.ran_early.update(value["results"])
+            return ModelResponse.model_validate_json(value["response"])
 
     async def run_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
         """The call as the ``nbdurable.run_tool`` activity; a sub-agent runs in this workflow.
@@ -220,6 +234,9 @@ class WorkflowDriver(Driver):
                 return ToolOutcome(result=error_result(call, str(exc)))
             except Exception as exc:  # like the embedded driver: the parent model reacts
                 return ToolOutcome(result=error_result(call, f"{type(exc).__name__}: {exc}"))
+        early = self.ran_early.pop(call.tool_call_id, None)
+        if early is not None:  # it ran in the activity that called the model
+            return ToolOutcome(result=ToolResultPart.model_validate(early))
         await write_outbox(self.outbox)  # viewers see the calls while the tools run
         # A sub-agent's tools have no policy of their own: the parent's policy for
         # the sub-agent call covers everything it does.
