@@ -2,9 +2,11 @@
 
 Stream parts and checkpoints collect in an *outbox* (ordered, tagged with the
 event log they belong to) that a local activity writes to the store right
-before the next model or tool activity and at the end of a leg: one round trip
-through the server per model call and per tool call, and viewers still see a
-step's parts before its slow work starts. Sub-agents (``agent_tool``) run
+before the next model or tool activity and at the end of a leg, and viewers
+still see a step's parts before its slow work starts. The run's own model call
+is the ``model_step`` activity, which also runs the step's calls that need no
+human (:mod:`nbdurable.temporal.prefetch`): such a step is one round trip
+through the server. Sub-agents (``agent_tool``) run
 inside the same workflow as child drivers sharing the outbox; their model and
 tool calls are activities too, their checkpoints and events go under the
 child's key, exactly as the embedded engine writes them.
@@ -165,7 +167,11 @@ class WorkflowDriver(Driver):
             self.outbox.append({"log": self.log, "checkpoint": checkpoint.model_dump(mode="json")})
 
     async def call_model(self, effect: CallModel) -> ModelResponse:
-        """The model call as the ``nbdurable.call_model`` activity (after the outbox is written).
+        """The model call as an activity (after the outbox is written).
+
+        The run's own call is ``nbdurable.model_step``: the step's calls that
+        ran in it are kept for :meth:`run_tool`. A sub-agent's call (and any
+        call of a workflow that started before that) is ``nbdurable.call_model``.
 
         A failed attempt the run's policy retries is scheduled again after its
         delay; an activity a worker handed back, after a backoff.
