@@ -15,13 +15,12 @@ from the next leg, whose input carries the record.
 
 from __future__ import annotations
 
-import getpass
-import os
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ApprovalNotPendingError, ConfigurationError
+from ..durable.deciders import check_decider, claimed_user
 from ..durable.grants import Grant, RunGrants, sign_grant
 from ..durable.offload import offload
 from ..events.model import GRANT_ADDED, GRANT_REVOKED, NewEvent
@@ -31,25 +30,10 @@ from . import lifecycle
 if TYPE_CHECKING:
     from .run import Run
 
-__all__ = ["DEFAULT_GRANT_MINUTES", "USER_ENV_VAR", "add_grant", "claimed_user", "revoke_grant"]
+__all__ = ["DEFAULT_GRANT_MINUTES", "add_grant", "revoke_grant"]
 
 DEFAULT_GRANT_MINUTES = 30
-USER_ENV_VAR = "NBDURABLE_USER"
 _VIA = frozenset({"api", "magic", "widget", "cli", "http"})
-
-
-def claimed_user() -> str | None:
-    """The name this process decides under: ``NBDURABLE_USER``, else the OS user.
-
-    Recorded, not authenticated.
-    """
-    name = os.environ.get(USER_ENV_VAR)
-    if name:
-        return name
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):  # no user name in this environment
-        return None
 
 
 def _duration_ms(minutes: float | None, seconds: float | None) -> int:
@@ -80,6 +64,9 @@ async def add_grant(
     Raises:
         ConfigurationError: A finished run, an invalid duration, rule or path,
             or a tool the run's agent (when registered here) does not have.
+        ApproverNotAllowedError: The agent names who may decide the tool's
+            calls, and the granter is not among them (or is the run's
+            submitter where the submitter may not approve).
     """
     if via not in _VIA:
         raise ConfigurationError(f"via must be one of {sorted(_VIA)}, not {via!r}")
@@ -93,6 +80,11 @@ async def add_grant(
     if agent is not None and not agent_path and tool not in agent.tool_map:
         tools = ", ".join(sorted(agent.tool_map)) or "none"
         raise ConfigurationError(f"agent {record.agent_id!r} has no tool {tool!r} (tools: {tools})")
+    granted_by = by if by is not None else claimed_user()
+    # A grant decides calls ahead of time: only someone who may decide them may grant it.
+    check_decider(
+        record, f"grant of {tool}", tool, VerdictSource(by=granted_by, via=via), approved=True
+    )
     now = runtime.now()
     grant = sign_grant(
         runtime.signer,
@@ -102,7 +94,7 @@ async def add_grant(
         expires_at=now + _duration_ms(minutes, seconds),
         match=match,
         agent_path=agent_path,
-        granted_by=by if by is not None else claimed_user(),
+        granted_by=granted_by,
         via=via,
     )
     await offload(runtime.runtime_store.rt_grants, run.run_id, add=grant.token, now=now)
