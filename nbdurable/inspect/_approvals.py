@@ -221,7 +221,8 @@ def _candidates(
     found.extend(
         (rid, r)
         for rid, r in by_id.items()
-        if rid not in seen and (r.state == "waiting_approval" or r.decided or r.verdicts)
+        if rid not in seen
+        and (r.state == "waiting_approval" or r.decided or r.verdicts or r.grants)
     )
     return found
 
@@ -235,7 +236,7 @@ def _may_hold(info: RunRecord, record: RuntimeRun | None, waiting_only: bool) ->
         return record.state == "waiting_approval"
     return (
         record.state == "waiting_approval"
-        or bool(record.decided or record.verdicts)
+        or bool(record.decided or record.verdicts or record.grants)
         or info.pending_approval_count > 0
     )
 
@@ -256,7 +257,9 @@ def _run_rows(
     latest = {r.approval_id for r in infos[-1].pending_approvals} if infos else set()
     verdicts = _recorded_verdicts(record)
     unexplained = set(verdicts) - set(requests) or (set(requests) - latest - set(verdicts))
-    if unexplained and supports(source, EVENTS):
+    # calls a standing grant covered were never requested: only the log names them
+    granted = record is not None and bool(record.grants)
+    if (unexplained or granted) and supports(source, EVENTS):
         _read_events(source, run_id, requests, verdicts)
     ended = record.updated_at if record is not None and record.finished else None
     rows = []

@@ -247,3 +247,22 @@ async def test_run_records_and_checkpoints_suffice_without_reading_event_logs() 
         assert [r["status"] for r in rows] == ["approved", "pending"]
         assert CountingStore.reads == 0
         await waiting.cancel()
+
+
+async def test_calls_a_standing_grant_covered_are_rows_approved_via_the_grant(
+    runs_store: Any,
+) -> None:
+    again = nd.Turn.call("drop_table", "And stg_2024.", name="stg_2024")
+    async with DurableRuntime(store=runs_store, agents=[janitor("twice", script(again))]) as rt:
+        run = await rt.submit("twice", "Clean up.")
+        await run.wait("waiting_approval")
+        grant = await run.grant("drop_table", minutes=5, by="ana")
+        await run.wait("completed")
+    rows = approval_rows(runs_store, status=["approved", "denied"])
+    assert [(r["tool"], r["arguments"], r["status"]) for r in rows] == [
+        ("drop_table", {"name": "stg_2023"}, "approved"),
+        ("drop_table", {"name": "stg_2024"}, "approved"),
+    ]
+    assert {(r["via"], r["grant_id"], r["decided_by"]) for r in rows} == {
+        ("grant", grant.grant_id, "ana")
+    }
