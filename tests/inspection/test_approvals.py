@@ -146,11 +146,11 @@ async def test_who_decided_is_read_from_the_recorded_source(runs_store: Any) -> 
 
         other = await runtime.submit("janitor", "Clean up.", session_id="s2")
         await other.wait("waiting_approval")
-        await other.approve()  # no source recorded: who decided stays blank
+        await other.approve(by="lee")  # the API records a claimed name
         await other.wait("completed")
         (plain,) = approval_rows(runs_store, run_id=other.run_id)
         assert plain["status"] == "approved"
-        assert plain["decided_by"] is None and plain["via"] is None
+        assert (plain["decided_by"], plain["authenticated"], plain["via"]) == ("lee", False, "api")
 
 
 def _subagents() -> list[Agent]:
