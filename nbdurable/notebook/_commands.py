@@ -222,6 +222,7 @@ def _grant(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None
             minutes=args.minutes,
             match=_grant_rules(args.match),
             agent_path=path,
+            by=nb.user,
             via="magic",
         )
     )
@@ -238,7 +239,7 @@ def _grant(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None
 
 def _revoke(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
     run = check_run(nb, args.run)
-    run_sync(run.revoke(args.grant_id, via="magic"))
+    run_sync(run.revoke(args.grant_id, by=nb.user, via="magic"))
     print(f"revoked {args.grant_id}: its tool's calls in {run.run_id} wait for approval again")
 
 

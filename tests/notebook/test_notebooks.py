@@ -35,6 +35,7 @@ NAMES = [
     "04-time-travel",
     "05-debug-a-stuck-run",
     "08-bring-your-own-stack",
+    "09-approvals-for-a-team",
 ]
 
 
@@ -249,5 +250,28 @@ def test_08_bring_your_own_stack_runs_foreign_parts_durably_and_reaps_the_mcp_se
             history = ins.history(store, run_id)
             assert history["tool_calls"].tolist() == ["list_tables", "last_read", "drop_table", ""]
             assert history["status"].tolist() == ["running", "running", "suspended", "completed"]
+    finally:
+        store.close()
+
+
+def test_09_approvals_for_a_team_records_who_decided_each_call_and_how(folder: Path) -> None:
+    """Three runs wait at once: Ana approves one with the magic, Lee one through the
+    bridge with his named token, a grant covers the third's three calls."""
+    pytest.importorskip("fastapi")
+    for notebook in execute_twice("09-approvals-for-a-team", folder):
+        out = everything(notebook)
+        assert "Lee sees 2 calls waiting" in out
+        assert "approved by lee, " in out
+        assert "Dropped stg_2023, stg_2024, stg_2025." in out
+    store = nd.open_store(f"sqlite:///{folder}/.nbdurable/09-team.db")
+    try:
+        frame = ins.approvals(store, status="approved")
+        assert len(frame) == 10  # five calls a round, two rounds
+        sources = frame.groupby(["decided_by", "authenticated", "via"]).size().to_dict()
+        assert sources == {
+            ("ana", False, "grant"): 6,
+            ("ana", False, "magic"): 2,
+            ("lee", True, "http"): 2,
+        }
     finally:
         store.close()
