@@ -276,3 +276,24 @@ async def test_an_answered_card_carries_when_and_why_it_was_decided(tmp_path: Pa
     (card2,) = view.approvals
     assert card2["state"] == "approved" and card2["decided_at"] > 0 and card2["reason"] == ""
     assert card2["agent_path"] == []  # the front-end shows a path only for a sub-agent
+
+
+async def test_approve_all_from_the_card_grants_the_tool_and_approves_this_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NBDURABLE_USER", "ana")
+    async with runtime_for(tmp_path, janitor()) as runtime:
+        run, widget, card = await waiting_view(runtime)
+        click(widget, card, "grant")
+        await widget.settled()
+        assert widget.approvals[0]["state"] == "approved"
+        await run.result()
+        record = run.record()
+        [payload] = [e.payload for e in resolved(runtime, run.run_id)]
+        log = list(runtime.store.read_events(run.run_id))
+    source = payload["source"]
+    assert (payload["approved"], source["via"], source["by"]) == (True, "grant", "ana")
+    assert record.grants is not None and len(record.grants["tokens"]) == 1
+    [added] = [e.payload for e in log if e.type == "grant_added"]
+    assert (added["tool"], added["via"], added["granted_by"]) == ("drop_table", "widget", "ana")
+    assert added["grant_id"] == source["grant_id"]

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 import anywidget
 import traitlets
 
+from ..._errors import ApproverNotAllowedError, NbdurableError
+from ...durable.offload import offload
 from ...durable.run_states import BUSY_STATES
 from ...events.fold import RunView
 from ...events.model import RUN_STARTED, RUN_STATE, Event
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
 __all__ = ["FLUSH_INTERVAL", "RunWidget"]
 
 FLUSH_INTERVAL = 1 / 30
+CARD_GRANT_MINUTES = 30.0
+"""How long the card's "Approve all <tool> for 30 min" grant covers the tool's calls."""
 """Seconds between two front-end updates at most (about 30 per second at any token rate)."""
 
 
@@ -51,8 +55,10 @@ class RunWidget(anywidget.AnyWidget):
     replays the log, then follows it.
 
     Approval cards carry the request's signed token, never the secret. The
-    front-end answers with a custom message ``{"action": "approve" | "deny",
-    "approval_id", "token", "reason"}``; the kernel acknowledges it at once
+    front-end answers with a custom message ``{"action": "approve" | "deny" |
+    "grant", "approval_id", "token", "reason"}`` (``grant``: a standing approval
+    of the card's tool in this run for :data:`CARD_GRANT_MINUTES`, which approves
+    this call and covers the run's next ones); the kernel acknowledges it at once
     (``{"type": "ack", "approval_id"}``) and verifies the token with the
     runtime's signer before approving (see :func:`submit_verdict`). An answered
     card collapses to one line ("approved at 12:03").
@@ -223,7 +229,8 @@ class RunWidget(anywidget.AnyWidget):
         if content.get("action") == "snapshot":  # a view rendered: it gets every step
             self.send({"kind": "snapshot", **self._deltas.snapshot()})
             return
-        if content.get("action") not in ("approve", "deny"):
+        action = content.get("action")
+        if action not in ("approve", "deny", "grant"):
             return
         approval_id = str(content.get("approval_id", ""))
         self.send({"type": "ack", "approval_id": approval_id})  # this kernel got the click
@@ -235,15 +242,19 @@ class RunWidget(anywidget.AnyWidget):
         self._cards.outcomes[approval_id] = ("sending", "checking...")
         self.flush()
         reason = content.get("reason")
-        coroutine = self._answer(
-            approval_id,
-            approve=content["action"] == "approve",
-            token=content.get("token"),
-            reason=str(reason) if reason else None,
+        coroutine = (
+            self._grant(approval_id)
+            if action == "grant"
+            else self._answer(
+                approval_id,
+                approve=action == "approve",
+                token=content.get("token"),
+                reason=str(reason) if reason else None,
+            )
         )
         task = self._loop.create_task(coroutine)
         self._verdicts.add(task)
-        denial = str(reason) if reason and content["action"] == "deny" else None
+        denial = str(reason) if reason and action == "deny" else None
         task.add_done_callback(lambda done: self._verdict_done(approval_id, done, denial))
 
     async def _answer(
@@ -264,6 +275,34 @@ class RunWidget(anywidget.AnyWidget):
                 if request.approval_id == approval_id:
                     self._cards.requests[approval_id] = request
         return outcome
+
+    async def _grant(self, approval_id: str) -> Outcome:
+        """A standing approval of the card's tool in this run; it approves this call too."""
+        request = self._cards.requests[approval_id]
+        run = Run(self.runtime, self.run_id)
+        try:
+            grant = await run.grant(
+                request.tool_name,
+                minutes=CARD_GRANT_MINUTES,
+                agent_path=request.agent_path,
+                by=deciding_user(),
+                via="widget",
+            )
+        except ApproverNotAllowedError as exc:
+            return Outcome("not allowed", str(exc), refusal=exc)
+        except NbdurableError as exc:  # the run finished meanwhile, ...
+            return Outcome("error", f"{type(exc).__name__}: {exc}")
+        record = await offload(run.record)
+        entry = record.decided.get(approval_id) or {}
+        if (entry.get("source") or {}).get("grant_id") != grant.grant_id:
+            # another verdict on this call was recorded first: it stands
+            winner = "approved" if entry.get("approved") else "denied"
+            return Outcome("stale", f"decided already ({winner})", winner=winner)
+        message = (
+            f"approved by grant {grant.grant_id}: every {request.tool_name} call for "
+            f"{CARD_GRANT_MINUTES:g} min"
+        )
+        return Outcome("approved", message)
 
     def _verdict_done(
         self, approval_id: str, task: asyncio.Task[Outcome], reason: str | None

@@ -2,7 +2,7 @@
 // Reads the synced traits the kernel sets (status, step, usage, approvals, error,
 // started_at, ended_at, max_steps, progress, summary, lease_until, lease_owner,
 // following, snapshot) and sends custom messages: one per card click,
-// {action: "approve" | "deny", approval_id, token, reason}, a liveness probe,
+// {action: "approve" | "deny" | "grant", approval_id, token, reason}, a liveness probe,
 // {action: "ping", nonce}, and {action: "snapshot"} when it renders. The kernel
 // answers {type: "ack"} / {type: "pong"} / {kind: "snapshot", seq, steps}.
 // The card's token is the request's signed token; the secret never reaches here.
@@ -249,9 +249,12 @@ function render({ model, el }) {
     reason.addEventListener("input", () => reasons.set(card.approval_id, reason.value));
     const approve = h("button", "nbd-approve", "Approve");
     const deny = h("button", "nbd-deny", "Deny");
+    // a standing approval: this call and the run's next calls of the tool, for 30 minutes
+    const grant = h("button", "nbd-grant", `Approve all ${card.tool_name} for 30 min`);
     const click = (action) => {
       approve.disabled = true;
       deny.disabled = true;
+      grant.disabled = true;
       clicked.add(card.approval_id);
       undelivered.delete(card.approval_id);
       const content = { action, approval_id: card.approval_id, token: card.token, reason: reason.value || null };
@@ -259,12 +262,14 @@ function render({ model, el }) {
     };
     approve.addEventListener("click", () => click("approve"));
     deny.addEventListener("click", () => click("deny"));
+    grant.addEventListener("click", () => click("grant"));
     const usable = link.state === "live" && ANSWERABLE.has(card.state) && !clicked.has(card.approval_id);
     approve.disabled = !usable;
     deny.disabled = !usable;
+    grant.disabled = !usable;
     reason.disabled = link.state === "disconnected" || card.state === "stale";
     const actions = h("div", "nbd-card-actions");
-    actions.append(reason, approve, deny);
+    actions.append(reason, approve, deny, grant);
     box.append(actions);
     if (undelivered.has(card.approval_id)) {
       box.append(h("div", "nbd-card-outcome nbd-undelivered", "not sent: no kernel answered, nothing was decided"));
