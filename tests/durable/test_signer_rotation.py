@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.gated_janitor import gated as _gated
 
 import nbdurable as nd
 from nbdurable.durable.signer import SECRET_ENV_VAR
-from nbdurable.runtime import Agent, DurableRuntime
+from nbdurable.runtime import DurableRuntime
 
 OLD = "the secret from before the rotation"
 NEW = "the new secret after rotation"
@@ -187,21 +188,6 @@ def test_garbled_key_set_text_is_a_configuration_error(
     assert "approval key file" in str(raised.value)
     # the message never repeats a secret
     assert '"a"' not in str(raised.value) and "'a'" not in str(raised.value)
-
-
-def _gated(ran: list[str]) -> Agent:
-    @nd.tool(needs_approval=True)
-    def drop_table(name: str) -> str:
-        """Drop a table."""
-        ran.append(name)
-        return f"dropped {name}"
-
-    return Agent(
-        "janitor",
-        nd.ScriptedModel([nd.Turn.call("drop_table", name="stg"), "done"]),
-        [drop_table],
-        version="1",
-    )
 
 
 async def test_a_run_suspended_with_an_old_token_resumes_after_rotation(tmp_path: Path) -> None:

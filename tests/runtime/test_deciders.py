@@ -14,28 +14,13 @@ import getpass
 from typing import Any
 
 import pytest
+from support.gated_janitor import gated
 
 import nbdurable as nd
 from nbdurable.messages import VerdictSource
-from nbdurable.runtime import Agent, DurableRuntime
+from nbdurable.runtime import DurableRuntime
 from nbdurable.runtime.run import Run
 from nbdurable.runtime.verdicts import submit_verdict
-
-
-def gated(ran: list[str], **rule: Any) -> Agent:
-    @nd.tool(needs_approval=True)
-    def drop_table(name: str) -> str:
-        """Drop a table."""
-        ran.append(name)
-        return f"dropped {name}"
-
-    return Agent(
-        "janitor",
-        nd.ScriptedModel([nd.Turn.call("drop_table", name="stg"), "done"]),
-        [drop_table],
-        version="1",
-        **rule,
-    )
 
 
 async def parked(rt: DurableRuntime, **submit: Any) -> tuple[Run, nd.ToolApprovalRequest]:

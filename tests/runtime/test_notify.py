@@ -20,6 +20,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from support.gated_janitor import gated as gated_on
+from support.gated_janitor import parked
 from support.notify_receiver import receiver
 
 import nbdurable as nd
@@ -28,30 +30,14 @@ from nbdurable.runtime import Agent, DurableRuntime, Notifier, verify_notificati
 
 from .conftest import eventually
 
-SECRET = "the receiver's shared notify secret"
-CLAIMER = Path(__file__).resolve().parents[1] / "support" / "notify_claimer.py"
-
 
 def gated(ran: list[str]) -> Agent:
-    @nd.tool(needs_approval=True)
-    def drop_table(name: str) -> str:
-        """Drop a table."""
-        ran.append(name)
-        return f"dropped {name}"
-
-    return Agent(
-        "janitor",
-        nd.ScriptedModel([nd.Turn.call("drop_table", name="stg_2023"), "done"]),
-        [drop_table],
-        version="1",
-    )
+    """The janitor, its one gated call dropping ``stg_2023``."""
+    return gated_on(ran, "stg_2023")
 
 
-async def parked(rt: DurableRuntime) -> tuple[nd.runtime.Run, nd.ToolApprovalRequest]:
-    run = await rt.submit("janitor", "Clean up.")
-    await run.wait("waiting_approval")
-    [request] = await run.pending_approvals()
-    return run, request
+SECRET = "the receiver's shared notify secret"
+CLAIMER = Path(__file__).resolve().parents[1] / "support" / "notify_claimer.py"
 
 
 async def test_a_waiting_run_posts_one_signed_message_with_its_fields(store: Any) -> None:

@@ -13,37 +13,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support.gated_janitor import gated, parked
 
 import nbdurable as nd
-from nbdurable.runtime import Agent, DurableRuntime
+from nbdurable.runtime import DurableRuntime
 from nbdurable.runtime.verdicts import submit_verdict
 
 from .conftest import FakeClock
 
 SECRET = "verdict test secret"
 WEEK_MS = 7 * 24 * 3600 * 1000
-
-
-def gated(ran: list[str]) -> Agent:
-    @nd.tool(needs_approval=True)
-    def drop_table(name: str) -> str:
-        """Drop a table."""
-        ran.append(name)
-        return f"dropped {name}"
-
-    return Agent(
-        "janitor",
-        nd.ScriptedModel([nd.Turn.call("drop_table", name="stg"), "done"]),
-        [drop_table],
-        version="1",
-    )
-
-
-async def parked(rt: DurableRuntime) -> tuple[nd.runtime.Run, nd.ToolApprovalRequest]:
-    run = await rt.submit("janitor", "Clean up.")
-    await run.wait("waiting_approval")
-    [request] = await run.pending_approvals()
-    return run, request
 
 
 def tool_result(store: Any, run_id: str) -> str:
