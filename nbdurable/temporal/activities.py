@@ -23,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 from .. import tracing as _tracing
 from .._errors import FencedOutError, LimitExceededError
 from ..durable.checkpoint import AgentCheckpoint
+from ..durable.offload import offload
 from ..durable.runtime_run import TEMPORAL, RuntimeRun
 from ..durable.scheduling import (
     definition_matches,
@@ -31,7 +32,6 @@ from ..durable.scheduling import (
     unclaimable_by_definition,
     unserved_reason,
 )
-from ..durable.store import maybe_await
 from ..events.writer import EventWriter
 from ..loop.driver import Driver
 from ..loop.effects import CallModel, ToolInvocation, ToolOutcome
@@ -245,7 +245,7 @@ class RunActivities(BoundActivities):
         after a crash, it recognises its own claim.
         """
         runtime = self.runtime
-        record = self._record(run_id)
+        record = await offload(self._record, run_id)
         owner = f"temporal:{activity.info().workflow_id}"
         if not record.finished and not of_engine(record, TEMPORAL):
             runtime.deps.logger.warning(
@@ -258,14 +258,17 @@ class RunActivities(BoundActivities):
             not record.finished
             and definition_matches(record, runtime.registry.fingerprints()) is not True
         ):
-            return self._wait_elsewhere(record)
+            return await offload(self._wait_elsewhere, record)
         retried = record.retried
         if record.state == "pending":
             if record.deadline_at is not None and runtime.now() >= record.deadline_at:
-                runtime.set_state(run_id, state="failed", reason="timeout", lease_owner=None)
+                await offload(
+                    runtime.set_state, run_id, state="failed", reason="timeout", lease_owner=None
+                )
                 lifecycle.left(record, "failed", "timeout")
                 return {"final": "failed"}
-            record = runtime.runtime_store.rt_update(
+            record = await offload(
+                runtime.runtime_store.rt_update,
                 run_id,
                 {
                     "state": "running",
@@ -277,13 +280,13 @@ class RunActivities(BoundActivities):
                 },
                 fence=record.fence,
             )
-            runtime.state_event(record)
+            await offload(runtime.state_event, record)
             lifecycle.claimed(record, resumed=bool(record.verdicts or record.decided))
         elif record.finished:
             return {"final": record.state}  # retried or cancelled since: nothing left to run
         elif record.state != "running" or record.lease_owner != owner:
             return None  # a duplicate resume: another leg decided already
-        checkpoint = await maybe_await(runtime.store.load(run_id))
+        checkpoint = await offload(runtime.store.load, run_id)
         messages: list[Any] = []
         if checkpoint is None:
             messages = [m.model_dump(mode="json") for m in await first_messages(runtime, record)]
@@ -327,7 +330,7 @@ class RunActivities(BoundActivities):
     @activity.defn(name="nbdurable.begin_child")
     async def begin_child(self, run_id: str, log: str) -> dict[str, Any]:
         """A sub-agent starts or resumes: its checkpoint (under ``log``), if any."""
-        checkpoint = await maybe_await(self.runtime.store.load(log))
+        checkpoint = await offload(self.runtime.store.load, log)
         await self._started(log, checkpoint)
         return {"checkpoint": None if checkpoint is None else checkpoint.model_dump(mode="json")}
 
@@ -377,13 +380,13 @@ class RunActivities(BoundActivities):
         self, run_id: str, step_index: int, response: ModelResponse
     ) -> dict[str, ToolResultPart]:
         """Run the response's calls that :func:`early_calls` allows; their results."""
-        record = self._record(run_id)
+        record = await offload(self._record, run_id)
         agent = self._agent(record)
         options = self._options(agent, [], record)
         invocations = early_calls(agent, options, response)
         if not invocations:
             return {}
-        driver = self._tool_driver(agent, options, record)
+        driver = await offload(self._tool_driver, agent, options, record)
 
         async def run(invocation: ToolInvocation) -> ToolOutcome:
             call = invocation.call
@@ -403,7 +406,7 @@ class RunActivities(BoundActivities):
 
     async def _model(self, scope: dict[str, Any], step_index: int, request: dict[str, Any]) -> str:
         runtime = self.runtime
-        record = self._record(scope["run_id"])
+        record = await offload(self._record, scope["run_id"])
         agent = self._agent(record)
         options = self._options(agent, scope["path"], record)
         effect = CallModel(step_index, options.model, ModelRequest.model_validate(request))
@@ -425,7 +428,9 @@ class RunActivities(BoundActivities):
                     await driver.events.close()
             return response.model_dump_json()
         if record.state == "retry_wait":
-            record = runtime.set_state(record.run_id, state="running", next_attempt_at=None)
+            record = await offload(
+                runtime.set_state, record.run_id, state="running", next_attempt_at=None
+            )
             lifecycle.claimed(record, resumed=False)  # the retried attempt starts a leg
         context = RunContext(runtime=runtime, agent=agent, record=record)
         driver = RuntimeDriver(
@@ -442,7 +447,7 @@ class RunActivities(BoundActivities):
                 async with heartbeats(run_id=record.run_id, call=label):
                     response = await driver.call_model(effect)
         except ModelAttemptFailed as failed:
-            raise self._model_failure(context, failed) from None
+            raise await offload(self._model_failure, context, failed) from None
         except (LimitExceededError, RunTimedOut) as exc:
             raise _final(exc) from None
         except FencedOutError as exc:
@@ -487,7 +492,7 @@ class RunActivities(BoundActivities):
         ``manual`` call found started (it was interrupted) runs again only when
         ``retry()`` allowed it; otherwise the run needs attention.
         """
-        record = self._record(scope["run_id"])
+        record = await offload(self._record, scope["run_id"])
         agent = self._agent(record)
         options = self._options(agent, scope["path"], record)
         part = ToolCallPart.model_validate(call)
@@ -500,7 +505,7 @@ class RunActivities(BoundActivities):
             log = scope["log"]
             driver = Driver(options, LegStart(messages=(), run_id=log, durable=log is not None))
         else:
-            driver = self._tool_driver(agent, options, record)
+            driver = await offload(self._tool_driver, agent, options, record)
         try:
             with joined(record):
                 label = f"tool {part.tool_name!r} (call {part.tool_call_id})"
@@ -536,18 +541,18 @@ class RunActivities(BoundActivities):
         local activity runs a second time when its workflow task is retried.
         """
         if fence is not None:
-            current = self._record(run_id)
+            current = await offload(self._record, run_id)
             owner = f"temporal:{activity.info().workflow_id}"
             if current.fence != fence or current.lease_owner != owner:
                 return
         finish = await self._write(entries, run_log=run_id)
         if _tracing.HOOKS is not None:
-            checkpoint = await maybe_await(self.runtime.store.load(run_id))
+            checkpoint = await offload(self.runtime.store.load, run_id)
             end_leg_span(run_id, changes, checkpoint)
-        record = self._record(run_id)
+        record = await offload(self._record, run_id)
         if record.finished:
             return
         changes.setdefault("lease_owner", None)
-        self.runtime.set_state(run_id, finish=finish, **changes)
+        await offload(self.runtime.set_state, run_id, finish=finish, **changes)
         if "state" in changes:
             lifecycle.left(record, changes["state"], changes.get("reason"))

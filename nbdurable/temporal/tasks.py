@@ -24,6 +24,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from .._errors import FencedOutError, LimitExceededError
+from ..durable.offload import offload
 from ..durable.run_states import TERMINAL_STATES
 from ..durable.runtime_run import TEMPORAL, RuntimeRun
 from ..durable.scheduling import unclaimable_by_definition, unserved_reason
@@ -133,7 +134,7 @@ class TaskActivities(BoundActivities):
         it polls the queue.
         """
         runtime = self.runtime
-        record = self._record(run_id)
+        record = await offload(self._record, run_id)
         if record.state != "pending":
             return {"state": record.state}  # a duplicate resume: another decision stands
         changes: dict[str, Any] = {"fence": record.fence + 1, "lease_owner": f"temporal:{run_id}"}
@@ -144,19 +145,19 @@ class TaskActivities(BoundActivities):
             try:
                 task = self._served(record)
             except ApplicationError:
-                self._wait_elsewhere(record)
+                await offload(self._wait_elsewhere, record)
                 raise
             changes.update(state="running", waiting_reason=None)
         changes["updated_at"] = runtime.now()
-        record = runtime.runtime_store.rt_update(run_id, changes, fence=record.fence)
-        runtime.state_event(record)
+        record = await offload(runtime.runtime_store.rt_update, run_id, changes, fence=record.fence)
+        await offload(runtime.state_event, record)
         if record.state == "running":
             lifecycle.claimed(record, resumed=record.phase > 0)
         else:
             lifecycle.left(record, record.state, record.reason)
         if task is None or record.state != "running":
             return {"state": record.state}
-        start, _ = resume_point(TaskExecution(runtime, task, record))
+        start, _ = await offload(resume_point, TaskExecution(runtime, task, record))
         phases = len(task.phases)
         return {"state": "running", "fence": record.fence, "start": start, "phases": phases}
 
@@ -171,7 +172,7 @@ class TaskActivities(BoundActivities):
         it is no longer this execution's.
         """
         runtime = self.runtime
-        record = self._record(run_id)
+        record = await offload(self._record, run_id)
         task = self._served(record)  # a running task reached a worker that lacks it: hand back
         if record.state == "cancelling":
             raise ApplicationError(
@@ -184,7 +185,7 @@ class TaskActivities(BoundActivities):
                 non_retryable=True,
             )
         execution = TaskExecution(runtime, task, record)
-        start, state = resume_point(execution)
+        start, state = await offload(resume_point, execution)
         if start > index:
             return
         if start < index:
@@ -228,7 +229,7 @@ class TaskActivities(BoundActivities):
         (fenced), keeps its state.
         """
         runtime = self.runtime
-        record = self._record(run_id)
+        record = await offload(self._record, run_id)
         if record.finished or not changes:
             return record.state
         cancel = record.state == "cancelling" or changes.get("state") == "cancelled"
@@ -236,13 +237,13 @@ class TaskActivities(BoundActivities):
             changes = {"state": "cancelled", "reason": "cancelled"}
         elif changes.get("state") == "completed":
             task = self._served(record)
-            _, state = resume_point(TaskExecution(runtime, task, record))
+            _, state = await offload(resume_point, TaskExecution(runtime, task, record))
             changes["result_text"] = canonical_json(state)
         try:
             changes = {**changes, "lease_owner": None, "lease_expires_at": None}
-            record = runtime.set_state(run_id, fence, **changes)
+            record = await offload(runtime.set_state, run_id, fence, **changes)
         except FencedOutError:
-            return self._record(run_id).state
+            return (await offload(self._record, run_id)).state
         lifecycle.left(record, record.state, record.reason)
         if cancel:
             await runtime.cancel_owned(run_id)
