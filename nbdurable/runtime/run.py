@@ -32,6 +32,7 @@ from ..loop.options import text_head, usage_line
 from ..loop.output import OutputSpec
 from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, Usage, VerdictSource
 from . import lifecycle
+from .in_flight import landed
 from .waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:
@@ -257,14 +258,18 @@ class Run:
     ) -> RuntimeRun:
         """Like :meth:`wait`, but stops on a human-wait state not among ``states``."""
         wanted = wanted_states(states, RUN_STATES)
-        try:
-            record = await self.wait(*(wanted | HUMAN_STATES), timeout=timeout)
-        except RunEndedError as exc:
-            raise RunEndedError(
-                self.run_id, exc.state, reason=exc.reason, wanted=tuple(states)
-            ) from None
-        if record.state in wanted:
-            return record
+        while True:
+            try:
+                record = await self.wait(*(wanted | HUMAN_STATES), timeout=timeout)
+            except RunEndedError as exc:
+                raise RunEndedError(
+                    self.run_id, exc.state, reason=exc.reason, wanted=tuple(states)
+                ) from None
+            if record.state in wanted:
+                return record
+            # a card click delivered before this wait began is still being recorded
+            if not await landed(self.run_id):
+                break
         pending = await self._stored_approvals()
         raise WaitingForHumanError(
             self.run_id,

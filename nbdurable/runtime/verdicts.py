@@ -19,6 +19,7 @@ from .._errors import ApprovalExpiredError, ApprovalNotPendingError, ApproverNot
 from ..durable.offload import offload
 from ..durable.signer import bound_to_run, expired_age, token_matches
 from ..messages import ToolApprovalRequest, VerdictSource
+from .in_flight import verdict_in_flight
 from .run import Run
 
 if TYPE_CHECKING:
@@ -130,6 +131,20 @@ async def submit_verdict(
     """
     max_age = runtime.approval_max_age_ms if isinstance(max_age_ms, _RuntimeDefault) else max_age_ms
     run = Run(runtime, run_id)
+    with verdict_in_flight(run_id):
+        return await _submit(run, approval_id, approve, token, reason, max_age, source)
+
+
+async def _submit(
+    run: Run,
+    approval_id: str,
+    approve: bool,
+    token: object,
+    reason: str | None,
+    max_age: int | None,
+    source: VerdictSource | None,
+) -> Outcome:
+    runtime, run_id = run.runtime, run.run_id
     async with _lock(runtime, run_id):
         try:
             request = await _open_request(run, approval_id)

@@ -18,6 +18,7 @@ from ...events.fold import RunView
 from ...events.model import RUN_STARTED, RUN_STATE, Event
 from ...events.subscribe import subscribe
 from ...messages import VerdictSource
+from ...runtime.in_flight import verdict_in_flight
 from ...runtime.run import Run
 from ...runtime.verdicts import Outcome, submit_verdict
 from .._lease import LeaseWait, lease_wait
@@ -281,13 +282,14 @@ class RunWidget(anywidget.AnyWidget):
         request = self._cards.requests[approval_id]
         run = Run(self.runtime, self.run_id)
         try:
-            grant = await run.grant(
-                request.tool_name,
-                minutes=CARD_GRANT_MINUTES,
-                agent_path=request.agent_path,
-                by=deciding_user(),
-                via="widget",
-            )
+            with verdict_in_flight(self.run_id):
+                grant = await run.grant(
+                    request.tool_name,
+                    minutes=CARD_GRANT_MINUTES,
+                    agent_path=request.agent_path,
+                    by=deciding_user(),
+                    via="widget",
+                )
         except ApproverNotAllowedError as exc:
             return Outcome("not allowed", str(exc), refusal=exc)
         except NbdurableError as exc:  # the run finished meanwhile, ...

@@ -1,0 +1,44 @@
+"""Verdicts this process is recording, per run: a blocking wait lets them land first.
+
+A card click reaches the kernel before the next cell runs, but its verdict is
+recorded by a task that makes store calls off the loop. A blocking wait that
+starts meanwhile would read the run still waiting for a human and give up;
+it waits for the verdicts in flight on its run instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+
+__all__ = ["landed", "verdict_in_flight"]
+
+_TASKS: dict[str, set[asyncio.Task[object]]] = {}
+
+
+@contextlib.contextmanager
+def verdict_in_flight(run_id: str) -> Iterator[None]:
+    """Mark the current task as recording a verdict on ``run_id`` while the block runs."""
+    task = asyncio.current_task()
+    if task is None:
+        yield
+        return
+    tasks = _TASKS.setdefault(run_id, set())
+    tasks.add(task)
+    try:
+        yield
+    finally:
+        tasks.discard(task)
+        if not tasks:
+            _TASKS.pop(run_id, None)
+
+
+async def landed(run_id: str) -> bool:
+    """Wait for the verdicts in flight on ``run_id`` (other tasks'); whether there were any."""
+    current = asyncio.current_task()
+    waiting = [t for t in _TASKS.get(run_id, ()) if t is not current and not t.done()]
+    if not waiting:
+        return False
+    await asyncio.gather(*waiting, return_exceptions=True)
+    return True
