@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
@@ -105,6 +106,8 @@ class EmbeddedEngine:
         self.runtime: DurableRuntime
         self._executions: dict[str, asyncio.Task[None]] = {}
         self._contexts: dict[str, _Execution] = {}
+        self._ended: set[tuple[str, int]] = set()  # legs whose end is written: (run, fence)
+        self._ended_lock = threading.Lock()
         self._task_runs: set[str] = set()
         self._wake = asyncio.Event()
         self._scheduler: asyncio.Task[None] | None = None
@@ -372,6 +375,8 @@ class EmbeddedEngine:
     def _finished(self, run_id: str) -> None:
         self._executions.pop(run_id, None)
         self._contexts.pop(run_id, None)
+        with self._ended_lock:
+            self._ended = {ended for ended in self._ended if ended[0] != run_id}
         self._task_runs.discard(run_id)
         self._wake.set()
 
@@ -522,12 +527,22 @@ class EmbeddedEngine:
             with contextlib.suppress(FencedOutError):  # another owner decides now
                 self.runtime.set_state(context.record.run_id, context.fence, **changes)
                 lifecycle.left(context.record, changes["state"], changes.get("reason"))
+            with self._ended_lock:  # written on a store thread
+                self._ended.add((context.record.run_id, context.fence))
         except StoreWriteError as exc:  # the run stays as stored, to be claimed again
             self._store_accident(context, exc)
 
     def _after_cancel(self, context: _Execution) -> LegOutcome:
-        """End a cancelled leg as its owner decided; at shutdown, hand it back untouched."""
+        """End a cancelled leg as its owner decided; at shutdown, hand it back untouched.
+
+        A leg whose end was written already (the cancellation arrived while that
+        write ran on a store thread) keeps it: the run waits, or ended, as written.
+        """
         stop = context.stop or LegOutcome.released()
+        with self._ended_lock:
+            ended = (context.record.run_id, context.fence) in self._ended
+        if ended:
+            return stop
         self._end(context, stop)
         return stop
 
