@@ -71,7 +71,13 @@ def store() -> nd.InMemorySessionStore:
 
 @pytest.fixture(autouse=True)
 def _quiet_nbdurable_logger() -> None:
-    logging.getLogger("nbdurable").setLevel(logging.CRITICAL)
+    logger = logging.getLogger("nbdurable")
+    logger.setLevel(logging.CRITICAL)
+    # an in-process CLI call (configure_logging) stops propagation for good:
+    # records must reach caplog's root handler again in the next test
+    logger.propagate = True
+    for handler in [h for h in logger.handlers if h.get_name() == "nbdurable-cli"]:
+        logger.removeHandler(handler)
 
 
 SKIP_POSTGRES = "NBDURABLE_SKIP_POSTGRES"

@@ -48,7 +48,7 @@ async def test_a_waiting_run_posts_one_signed_message_with_its_fields(store: Any
             store=store, agents=[gated(ran)], notify=notifier
         ) as rt:
             run, request = await parked(rt)
-            await eventually(lambda: len(hook.all()) >= 1)
+            await eventually(lambda: len(hook.all()) >= 1, timeout=30)
             notifier.drain(timeout=30)
             [message] = hook.all()
             assert message.genuine(SECRET)
@@ -94,7 +94,7 @@ async def test_with_a_public_url_the_message_carries_a_working_signed_link(
             store=store, agents=[gated(ran)], notify=notifier
         ) as rt:
             run, request = await parked(rt)
-            await eventually(lambda: len(hook.delivered()) >= 1)
+            await eventually(lambda: len(hook.delivered()) >= 1, timeout=30)
             [message] = hook.delivered()
             link = message.payload["link"]
             assert link in message.payload["text"]
@@ -266,7 +266,8 @@ async def test_a_run_needing_attention_posts_one_message_with_the_reason(store: 
             store=store, agents=[gated([])], notify=notifier
         ) as rt:
             run, _ = await parked(rt)
-            assert notifier.drain(timeout=30)
+            # the waiting state's hook runs just after the record shows it
+            await eventually(lambda: len(hook.all()) == 1, timeout=30)
             reason = "a manual tool was interrupted: decide whether to run it again"
             rt.set_state(run.run_id, state="needs_attention", reason=reason)
             rt.set_state(run.run_id, state="needs_attention", reason=reason)  # written again
