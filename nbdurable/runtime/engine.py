@@ -394,18 +394,22 @@ class EmbeddedEngine:
             return False
         changes = record_changes(outcome)
         self.runtime.set_state(record.run_id, record.fence, lease_owner=None, **changes)
+        with self._ended_lock:
+            self._ended.add((record.run_id, record.fence))
         return True
 
     async def _execute_task(self, execution: TaskExecution) -> None:
         """Run a claimed task's phases from its last checkpoint, under its lease."""
         record = execution.record
-        if await offload(self._settled_at_claim, record):
-            if record.state == "cancelling":
-                await self.runtime.cancel_owned(record.run_id)
-            return
-        await offload(self.runtime.state_event, record)
-        keeper = asyncio.get_running_loop().create_task(self._keep_lease(execution))
+        keeper: asyncio.Task[None] | None = None
+        # inside the try: close() may cancel while a claim's first writes run on a store thread
         try:
+            if await offload(self._settled_at_claim, record):
+                if record.state == "cancelling":
+                    await self.runtime.cancel_owned(record.run_id)
+                return
+            await offload(self.runtime.state_event, record)
+            keeper = asyncio.get_running_loop().create_task(self._keep_lease(execution))
             event = takeover_event(record, now=self.runtime.now(), phase=record.phase)
             await offload(self._taken_over, execution, event)
             state = await run_phases(execution)
@@ -421,15 +425,18 @@ class EmbeddedEngine:
         except Exception as exc:
             await offload(self._after_error, execution, exc)
         finally:
-            keeper.cancel()
+            if keeper is not None:
+                keeper.cancel()
 
     async def _execute(self, context: RunContext) -> None:
         record = context.record
-        if await offload(self._settled_at_claim, record):
-            return
-        await offload(self.runtime.state_event, record)
-        keeper = asyncio.get_running_loop().create_task(self._keep_lease(context))
+        keeper: asyncio.Task[None] | None = None
+        # inside the try: close() may cancel while a claim's first writes run on a store thread
         try:
+            if await offload(self._settled_at_claim, record):
+                return
+            await offload(self.runtime.state_event, record)
+            keeper = asyncio.get_running_loop().create_task(self._keep_lease(context))
             await self._leg(context)
         except (FencedOutError, LeaseLostError):
             pass  # another owner has the run: it decides from here
@@ -442,7 +449,8 @@ class EmbeddedEngine:
         except Exception as exc:
             await offload(self._after_error, context, exc)
         finally:
-            keeper.cancel()
+            if keeper is not None:
+                keeper.cancel()
 
     def _after_error(self, context: _Execution, exc: Exception) -> None:
         """End the leg as ``exc`` decides; any other error fails the run (not a store's)."""
