@@ -57,6 +57,11 @@ def _value(samples: list[tuple[str, dict[str, str], float]], name: str, **labels
     return sum(v for n, ls, v in samples if n == name and labels.items() <= ls.items())
 
 
+def _scrape(base: str) -> Any:
+    """The worker's metrics, parsed."""
+    return _samples(_get(f"{base}/metrics")[1])
+
+
 def _wait_for(check: Any, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -89,9 +94,11 @@ async def test_scraped_metrics_follow_a_real_run_and_logs_are_json(tmp_path: Pat
         assert _get(f"{base}/healthz") == (200, "ok\n")
         assert _get(f"{base}/readyz") == (200, "ok\n")
         _wait_for(lambda: sleeper.record().state == "running", timeout=30)
-        status, text = _get(f"{base}/metrics")
-        assert status == 200
-        during = _samples(text)
+        assert _get(f"{base}/metrics")[0] == 200
+        # the counter follows the claim's write (made on a store thread): scrape until it shows
+        started = ("nbdurable_runs_started_total", {"agent": "sleeper"})
+        _wait_for(lambda: _value(_scrape(base), started[0], **started[1]) == 1, timeout=30)
+        during = _scrape(base)
         assert _value(during, "nbdurable_runs_started_total", agent="sleeper") == 1
         assert _value(during, "nbdurable_store_runs", state="running") == 1
         assert _value(during, "nbdurable_store_up") == 1
@@ -100,7 +107,9 @@ async def test_scraped_metrics_follow_a_real_run_and_logs_are_json(tmp_path: Pat
             lambda: sleeper.record().state == "completed" and single.record().state == "completed",
             timeout=60,
         )
-        after = _samples(_get(f"{base}/metrics")[1])
+        finished = "nbdurable_runs_finished_total"
+        _wait_for(lambda: _value(_scrape(base), finished, state="completed") == 2, timeout=30)
+        after = _scrape(base)
         assert _value(after, "nbdurable_runs_finished_total", agent="sleeper", state="completed")
         assert _value(after, "nbdurable_runs_finished_total", state="completed") == 2
         assert _value(after, "nbdurable_tool_call_seconds_count", tool="slow_step") == 1
