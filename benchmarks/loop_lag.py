@@ -134,8 +134,9 @@ class _SqliteUrl:
 
 
 class _SlowPgUrl:
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, delay: float = DELAY) -> None:
         self.dsn = dsn
+        self.delay = delay
 
     def __enter__(self) -> str:
         self.name = f"lag_{uuid.uuid4().hex[:12]}"
@@ -143,7 +144,7 @@ class _SlowPgUrl:
             conn.execute(f"CREATE DATABASE {self.name}")
         port = urlsplit(self.dsn).port
         assert port is not None
-        self.proxy = latency_proxy("127.0.0.1", port, DELAY)
+        self.proxy = latency_proxy("127.0.0.1", port, self.delay)
         proxy = self.proxy.__enter__()
         return f"postgresql://postgres@127.0.0.1:{proxy.port}/{self.name}"
 
@@ -157,7 +158,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="one run per store")
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument(
+        "--delay-ms", type=float, default=DELAY * 1000, help="the proxy's added round-trip delay"
+    )
     args = parser.parse_args()
+    delay = args.delay_ms / 1000
     runs = 1 if args.quick else 3
     figures = []
     if find_pg_bin() is not None:
@@ -165,7 +170,9 @@ def main() -> None:
         try:
             figures.append(
                 _measure(
-                    f"PostgreSQL + {DELAY * 1000:.0f} ms", lambda: _SlowPgUrl(server.dsn), runs
+                    f"PostgreSQL + {delay * 1000:.0f} ms",
+                    lambda: _SlowPgUrl(server.dsn, delay),
+                    runs,
                 )
             )
         finally:
