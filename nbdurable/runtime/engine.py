@@ -39,6 +39,7 @@ from .outcome import (
     leg_result,
     record_changes,
 )
+from .state_events import claim_event
 from .takeover import takeover_event
 from .tasks import TaskExecution, canonical_json, run_phases
 
@@ -408,7 +409,7 @@ class EmbeddedEngine:
                 if record.state == "cancelling":
                     await self.runtime.cancel_owned(record.run_id)
                 return
-            await offload(self.runtime.state_event, record)
+            await offload(claim_event, self.runtime, record)
             keeper = asyncio.get_running_loop().create_task(self._keep_lease(execution))
             event = takeover_event(record, now=self.runtime.now(), phase=record.phase)
             await offload(self._taken_over, execution, event)
@@ -435,7 +436,7 @@ class EmbeddedEngine:
         try:
             if await offload(self._settled_at_claim, record):
                 return
-            await offload(self.runtime.state_event, record)
+            await offload(claim_event, self.runtime, record)
             keeper = asyncio.get_running_loop().create_task(self._keep_lease(context))
             await self._leg(context)
         except (FencedOutError, LeaseLostError):

@@ -33,7 +33,7 @@ from .limits import Limits, check_concurrency
 from .notify import NOTIFY_STATES, Notifier
 from .prompts import Prompt
 from .run import Run
-from .state_events import settled_nodes, state_events
+from .state_events import promoted_event, settled_nodes, state_events
 from .store_retry import RetryingRuntimeStore
 from .submissions import agent_record, check_same_graph, graph_records, task_record
 from .tasks import TaskDefinition, TaskRun, task_table
@@ -614,17 +614,12 @@ class DurableRuntime:
         if record.finished and "state" in changes:  # the store promoted the session's next run
             waiting = self.runtime_store.rt_session(record.session_id, sorted(UNFINISHED_STATES))
             if waiting and waiting[0].state == "pending":
-                self.state_event(waiting[0])
+                promoted_event(self, waiting[0])
             if record.graph_id is not None:  # ... and settled the graph's waiting nodes
-                self._graph_events(record)
+                for node in settled_nodes(self.runtime_store.rt_graph(record.graph_id), record):
+                    promoted_event(self, node)
         self.wake()  # async callers run this method on a store thread
         return record
-
-    def _graph_events(self, finished: RuntimeRun) -> None:
-        """State events of the nodes the store settled when ``finished`` finished."""
-        assert finished.graph_id is not None
-        for node in settled_nodes(self.runtime_store.rt_graph(finished.graph_id), finished):
-            self.state_event(node)
 
     def cancel_local(self, run_id: str) -> bool:
         """Cancel this runtime's execution of a run, if it has one."""

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
+from .._errors import FencedOutError
 from ..durable.runtime_run import RuntimeRun
-from ..events.model import RUN_ERROR, RUN_FINISHED, RUN_STATE, NewEvent
+from ..events.model import RUN_ERROR, RUN_FINISHED, RUN_STATE, Event, NewEvent
 from .run import RunFailedError
 
-__all__ = ["settled_nodes", "state_events", "terminal_event"]
+if TYPE_CHECKING:
+    from .runtime import DurableRuntime
+
+__all__ = ["claim_event", "promoted_event", "settled_nodes", "state_events", "terminal_event"]
 
 
 def state_events(
@@ -74,3 +80,36 @@ def terminal_event(record: RuntimeRun, now: int, finish: dict[str, Any] | None =
             "error": record.error,
         },
     )
+
+
+def promoted_event(runtime: DurableRuntime, record: RuntimeRun) -> None:
+    """The state event of a run the store promoted or settled, unless it was claimed since.
+
+    The append is fenced by the record's fence as read: once a worker has
+    claimed the run, its claim writes the missing ``pending`` itself
+    (:func:`claim_event`), so the log never shows ``running`` before ``pending``.
+    """
+    with contextlib.suppress(FencedOutError):
+        runtime.state_event(record, fence=record.fence)
+
+
+def claim_event(runtime: DurableRuntime, record: RuntimeRun) -> None:
+    """The state event of a run its owner just claimed.
+
+    A run's first claim may overtake the ``pending`` event of the process that
+    promoted it from ``queued`` (that append is fenced and now refused): the
+    claim then writes ``pending`` first.
+    """
+    if record.fence == 1 and _last_state(runtime, record.run_id) == "queued":
+        promoted_event(runtime, record.model_copy(update={"state": "pending", "reason": None}))
+    runtime.state_event(record)
+
+
+def _last_state(runtime: DurableRuntime, run_id: str) -> str | None:
+    """The state of the run's last ``run_state`` event (None without one)."""
+    log = runtime.event_store
+    events = cast(Sequence[Event], runtime.store_retry.call("read events", log.read_events, run_id))
+    for event in reversed(events):
+        if event.type == RUN_STATE:
+            return cast(str | None, event.payload.get("state"))
+    return None

@@ -53,6 +53,7 @@ from ..runtime.outcome import (
     record_changes,
 )
 from ..runtime.runtime import DurableRuntime
+from ..runtime.state_events import claim_event
 from .driver import (
     DEFINITION_MISMATCH,
     LIMIT_EXCEEDED,
@@ -280,7 +281,7 @@ class RunActivities(BoundActivities):
                 },
                 fence=record.fence,
             )
-            await offload(runtime.state_event, record)
+            await offload(claim_event, runtime, record)
             lifecycle.claimed(record, resumed=bool(record.verdicts or record.decided))
         elif record.finished:
             return {"final": record.state}  # retried or cancelled since: nothing left to run

@@ -32,6 +32,7 @@ from ..runtime import lifecycle
 from ..runtime.outcome import RunTimedOut
 from ..runtime.run import Run
 from ..runtime.runtime import DurableRuntime
+from ..runtime.state_events import claim_event
 from ..runtime.tasks import (
     TaskContext,
     TaskDefinition,
@@ -150,7 +151,7 @@ class TaskActivities(BoundActivities):
             changes.update(state="running", waiting_reason=None)
         changes["updated_at"] = runtime.now()
         record = await offload(runtime.runtime_store.rt_update, run_id, changes, fence=record.fence)
-        await offload(runtime.state_event, record)
+        await offload(claim_event, runtime, record)
         if record.state == "running":
             lifecycle.claimed(record, resumed=record.phase > 0)
         else:
