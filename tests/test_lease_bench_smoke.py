@@ -37,5 +37,5 @@ def test_lease_pause_torture_runs_a_trial_of_each_kind(tmp_path: Path) -> None:
         ("threaded", 1, 1),
     ]
     [kill] = figures["kill"]
-    assert kill["completed"] == 1 and kill["max_s"] <= 3.0
+    assert kill["completed"] == 1  # how fast is the benchmark's figure, not a test's
     assert "kill to claim" in done.stdout

@@ -217,6 +217,7 @@ def _jupyter_env(extra: dict[str, str] | None) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("JUPYTER_TOKEN", None)
     env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"  # a kernel that dies of a signal leaves its stack in the log
     env.update(extra or {})
     return env
 
