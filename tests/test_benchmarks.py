@@ -185,3 +185,17 @@ def test_widget_bench_quick_runs_and_the_run_widget_sends_deltas(tmp_path: Path)
     assert stream["largest_update"] < stream["text_bytes"] / 4  # no update resends the text
     assert run["late_updates"] > 0 and run["late_max_bytes"] <= 2048
     assert 0 < stream["updates_per_second"] <= 35
+
+
+TRACING_BENCH = BENCH.parent / "tracing_overhead.py"
+
+
+def test_tracing_overhead_quick_runs_and_prints_one_row_per_mode(tmp_path: Path) -> None:
+    pytest.importorskip("opentelemetry.sdk")  # the otel extra
+    lines = run_bench(TRACING_BENCH, ["--calls", "20"], tmp_path, timeout=60)
+    assert lines[0] == "| tracing | calls | median ms/call | p95 ms/call |"
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
+    assert [row[0] for row in rows] == ["off", "on, no processor", "on, in-memory export"]
+    for _, calls, median, p95 in rows:
+        assert calls == "20"
+        assert 0 < float(median) <= float(p95)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,11 +20,13 @@ pytest.importorskip("opentelemetry.sdk")
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from support.tracing_harness import janitor, span_dicts
+from support.runtime_harness import executions, worker
+from support.tracing_harness import janitor, read_spans, span_dicts
 
 import nbdurable as nd
 from nbdurable import tracing
 from nbdurable.runtime import DurableRuntime
+from nbdurable.tracing import LEG_KEY
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -211,3 +215,76 @@ async def test_a_run_suspended_for_approval_and_resumed_in_another_process_is_on
     assert drop["parent_id"] == leg2["span_id"]
     assert all(c["parent_id"] == leg2["span_id"] for c in later_names["chat scripted"])
     assert all(c["attributes"]["nbdurable.attempt"] == 1 for c in later_names["chat scripted"])
+
+
+async def test_a_run_taken_over_after_a_crash_stays_in_the_callers_trace(
+    traced: Any, tmp_path: Path
+) -> None:
+    """A traced worker is SIGKILLed inside the run's tool; a second traced worker takes
+    the run over: its leg is a child of the submitter's span, in the same trace, links
+    to the killed leg, is marked taken over, and holds the re-run's chat and tool spans."""
+    from support import runtime_agents
+
+    provider, _ = traced
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    log = tmp_path / "executions.log"
+    store = nd.open_store(url)
+    client = DurableRuntime(store=store, agents=runtime_agents.agents)  # submits only
+    with provider.get_tracer("caller").start_as_current_span("submit") as submit:
+        run = await client.submit("sleeper", "nap")
+    caller = submit.get_span_context()
+    trace_id, submit_id = f"{caller.trace_id:032x}", f"{caller.span_id:016x}"
+    traced_agents = "support.embedded_traced:agents"
+
+    first_spans, second_spans = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first = worker(url, log, agents=traced_agents, env={"NBDURABLE_TEST_SPANS": str(first_spans)})
+    try:
+        deadline = time.monotonic() + 60
+        while not executions(log):  # the first leg is inside slow_step (2 s)
+            assert time.monotonic() < deadline and first.poll() is None, first.stderr
+            await asyncio.sleep(0.02)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=30)
+    killed = run.record()
+    assert killed.state == "running" and killed.fence == 1
+    assert killed.trace_context is not None
+    leg1_id = killed.trace_context[LEG_KEY].split("-")[2]
+    assert killed.trace_context["traceparent"].split("-")[1:3] == [trace_id, submit_id]
+
+    second = worker(
+        url,
+        log,
+        "--exit-when-idle",
+        agents=traced_agents,
+        env={"NBDURABLE_TEST_SPANS": str(second_spans)},
+    )
+    _, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    record = run.record()
+    assert record.state == "completed" and record.fence == 2, err
+    store.close()
+
+    # the killed leg's span never ended; the model call it made did, under it
+    before = by_name(read_spans(first_spans))
+    assert "invoke_agent sleeper" not in before
+    [chat1] = before["chat scripted"]
+    assert (chat1["trace_id"], chat1["parent_id"]) == (trace_id, leg1_id)
+
+    after = read_spans(second_spans)
+    names = by_name(after)
+    [leg2] = names["invoke_agent sleeper"]
+    assert leg2["trace_id"] == trace_id
+    assert leg2["parent_id"] == submit_id
+    assert leg2["links"] == [leg1_id]
+    assert leg2["span_id"] != leg1_id
+    assert leg2["attributes"]["nbdurable.taken_over"] is True
+    assert leg2["attributes"]["nbdurable.fence"] == 2
+    assert leg2["attributes"]["nbdurable.run_id"] == run.run_id
+    assert leg2["attributes"]["nbdurable.status"] == "completed"
+    [tool] = names["execute_tool slow_step"]  # safe: run again by the new owner
+    assert tool["parent_id"] == leg2["span_id"]
+    assert tool["attributes"]["nbdurable.tool.recovery"] == "safe"
+    assert names["chat scripted"]
+    assert all(c["parent_id"] == leg2["span_id"] for c in names["chat scripted"])
+    assert {s["trace_id"] for s in after} == {trace_id}

@@ -7,7 +7,7 @@ import logging
 import sys
 from typing import Any
 
-__all__ = ["FIELDS", "JsonFormatter", "add_log_options", "configure_logging"]
+__all__ = ["FIELDS", "JsonFormatter", "TextFormatter", "add_log_options", "configure_logging"]
 
 FIELDS = (
     "run_id",
@@ -43,6 +43,27 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False, default=str)
 
 
+class TextFormatter(logging.Formatter):
+    """``time level logger: message``, then ``trace_id=...`` when the record carries one.
+
+    A run's lifecycle lines name the run and agent in their message; the trace id
+    (set when the run has a trace context) is appended so a text log can be
+    joined to the run's trace without switching to ``--log-format json``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as one text line (and its exception's traceback, if any)."""
+        line = super().format(record)
+        trace_id = getattr(record, "trace_id", None)
+        if trace_id is None:
+            return line
+        head, newline, rest = line.partition("\n")
+        return f"{head} trace_id={trace_id}{newline}{rest}"
+
+
 def add_log_options(parser: Any, *, level: str = "info") -> None:
     """Add ``--log-level`` and ``--log-format`` to a subcommand's parser."""
     parser.add_argument(
@@ -71,7 +92,7 @@ def configure_logging(
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter())
     handler.set_name("nbdurable-cli")
     for name in ("nbdurable", *also):
         logger = logging.getLogger(name)

@@ -241,14 +241,17 @@ class RuntimeDriver(Driver):
         return self.context.agent.id
 
     def trace_attributes(self) -> dict[str, Any]:
-        """The run record's identity: session, agent version, fence."""
+        """The run record's identity: session, agent version, fence; a takeover's mark."""
         record = self.context.record
-        return {
+        attributes: dict[str, Any] = {
             "gen_ai.conversation.id": record.session_id,
             "gen_ai.agent.version": record.agent_version,
             "nbdurable.fence": record.fence,
             "nbdurable.retried": record.retried,
         }
+        if record.previous_owner is not None:  # claimed from an owner whose lease lapsed
+            attributes["nbdurable.taken_over"] = True
+        return attributes
 
     def trace_model_attributes(self) -> dict[str, Any]:
         """The attempt of this model operation (1 for the first) and the retry budget."""

@@ -4,62 +4,21 @@ following the store down and back, and JSON log lines of a run's lifecycle."""
 from __future__ import annotations
 
 import json
-import re
 import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from support.pgserver import find_pg_bin, start_server
 from support.runtime_harness import worker
+from support.scraping import get, metrics_base, samples, scrape, value
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
-
-
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def _base(proc: subprocess.Popen[str]) -> str:
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        found = re.search(r"nbdurable metrics: (http://\S+)/metrics", line)
-        if found:
-            return found.group(1)
-        if not line and proc.poll() is not None:
-            break
-    raise AssertionError(f"no metrics line: {proc.communicate(timeout=5)}")
-
-
-def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
-    return [
-        (sample.name, dict(sample.labels), sample.value)
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    ]
-
-
-def _value(samples: list[tuple[str, dict[str, str], float]], name: str, **labels: str) -> float:
-    return sum(v for n, ls, v in samples if n == name and labels.items() <= ls.items())
-
-
-def _scrape(base: str) -> Any:
-    """The worker's metrics, parsed."""
-    return _samples(_get(f"{base}/metrics")[1])
 
 
 def _wait_for(check: Any, timeout: float) -> None:
@@ -90,34 +49,34 @@ async def test_scraped_metrics_follow_a_real_run_and_logs_are_json(tmp_path: Pat
         url, tmp_path / "log", "--metrics-port", "0", "--log-format", "json", lease_ms=30_000
     )
     try:
-        base = _base(proc)
-        assert _get(f"{base}/healthz") == (200, "ok\n")
-        assert _get(f"{base}/readyz") == (200, "ok\n")
+        base = metrics_base(proc)
+        assert get(f"{base}/healthz") == (200, "ok\n")
+        assert get(f"{base}/readyz") == (200, "ok\n")
         _wait_for(lambda: sleeper.record().state == "running", timeout=30)
-        assert _get(f"{base}/metrics")[0] == 200
+        assert get(f"{base}/metrics")[0] == 200
         # the counter follows the claim's write (made on a store thread): scrape until it shows
         started = ("nbdurable_runs_started_total", {"agent": "sleeper"})
-        _wait_for(lambda: _value(_scrape(base), started[0], **started[1]) == 1, timeout=30)
-        during = _scrape(base)
-        assert _value(during, "nbdurable_runs_started_total", agent="sleeper") == 1
-        assert _value(during, "nbdurable_store_runs", state="running") == 1
-        assert _value(during, "nbdurable_store_up") == 1
+        _wait_for(lambda: value(scrape(base), started[0], **started[1]) == 1, timeout=30)
+        during = scrape(base)
+        assert value(during, "nbdurable_runs_started_total", agent="sleeper") == 1
+        assert value(during, "nbdurable_store_runs", state="running") == 1
+        assert value(during, "nbdurable_store_up") == 1
         single = await client.submit("single", "probe", session_id="other")
         _wait_for(
             lambda: sleeper.record().state == "completed" and single.record().state == "completed",
             timeout=60,
         )
         finished = "nbdurable_runs_finished_total"
-        _wait_for(lambda: _value(_scrape(base), finished, state="completed") == 2, timeout=30)
-        after = _scrape(base)
-        assert _value(after, "nbdurable_runs_finished_total", agent="sleeper", state="completed")
-        assert _value(after, "nbdurable_runs_finished_total", state="completed") == 2
-        assert _value(after, "nbdurable_tool_call_seconds_count", tool="slow_step") == 1
-        assert _value(after, "nbdurable_tool_call_seconds_sum", tool="slow_step") >= 1.5
-        assert _value(after, "nbdurable_model_call_seconds_count", agent="single") == 2
-        assert _value(after, "nbdurable_step_seconds_count") >= 3
-        assert _value(after, "nbdurable_store_runs", state="completed") == 2
-        assert _value(after, "nbdurable_lease_renewals_total") >= 1
+        _wait_for(lambda: value(scrape(base), finished, state="completed") == 2, timeout=30)
+        after = scrape(base)
+        assert value(after, "nbdurable_runs_finished_total", agent="sleeper", state="completed")
+        assert value(after, "nbdurable_runs_finished_total", state="completed") == 2
+        assert value(after, "nbdurable_tool_call_seconds_count", tool="slow_step") == 1
+        assert value(after, "nbdurable_tool_call_seconds_sum", tool="slow_step") >= 1.5
+        assert value(after, "nbdurable_model_call_seconds_count", agent="single") == 2
+        assert value(after, "nbdurable_step_seconds_count") >= 3
+        assert value(after, "nbdurable_store_runs", state="completed") == 2
+        assert value(after, "nbdurable_lease_renewals_total") >= 1
         run_ids = {sleeper.run_id, single.run_id}
         assert not any(set(labels.values()) & run_ids for _, labels, _ in after)
     finally:
@@ -139,16 +98,16 @@ async def test_readyz_follows_the_postgresql_server_down_and_back(tmp_path: Path
             conn.execute(f"CREATE DATABASE {name}")
         url = f"postgresql://postgres@127.0.0.1:{server.port}/{name}"
         proc = worker(url, tmp_path / "log", "--metrics-port", "0", lease_ms=30_000)
-        base = _base(proc)
-        _wait_for(lambda: _get(f"{base}/readyz")[0] == 200, timeout=30)
+        base = metrics_base(proc)
+        _wait_for(lambda: get(f"{base}/readyz")[0] == 200, timeout=30)
         server.stop_server()
-        _wait_for(lambda: _get(f"{base}/readyz")[0] == 503, timeout=30)
-        status, body = _get(f"{base}/readyz")
+        _wait_for(lambda: get(f"{base}/readyz")[0] == 503, timeout=30)
+        status, body = get(f"{base}/readyz")
         assert status == 503
         assert body.startswith("not ready: store"), body
-        assert _get(f"{base}/healthz")[0] == 200  # the process is up all the same
+        assert get(f"{base}/healthz")[0] == 200  # the process is up all the same
         server.start_server()
-        _wait_for(lambda: _get(f"{base}/readyz")[0] == 200, timeout=30)
+        _wait_for(lambda: get(f"{base}/readyz")[0] == 200, timeout=30)
         assert proc.poll() is None
     finally:
         if proc is not None and proc.poll() is None:
@@ -182,11 +141,11 @@ async def test_a_takeover_counts_in_the_metrics_and_writes_a_log_line(tmp_path: 
         url, tmp_path / "log", "--metrics-port", "0", "--log-format", "json", lease_ms=30_000
     )
     try:
-        base = _base(second)
+        base = metrics_base(second)
         _wait_for(lambda: run.record().state == "completed", timeout=60)
-        scraped = _samples(_get(f"{base}/metrics")[1])
-        assert _value(scraped, "nbdurable_takeovers_total", agent="sleeper") == 1
-        assert _value(scraped, "nbdurable_takeovers_total", cause="owner_gone") == 1
+        scraped = samples(get(f"{base}/metrics")[1])
+        assert value(scraped, "nbdurable_takeovers_total", agent="sleeper") == 1
+        assert value(scraped, "nbdurable_takeovers_total", cause="owner_gone") == 1
     finally:
         err = _stop(second)
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]

@@ -1,5 +1,8 @@
 """An agent with an approval, spans as JSON, and the resume leg run in another process.
 
+Also what traced worker subprocesses share: :class:`JsonLinesExporter` (each
+finished span appended to a file) and :func:`instrument_from_env`.
+
 ``python tests/support/tracing_harness.py STORE_URL OUT.json`` opens a runtime on the
 store, approves every pending approval, waits for the runs to finish and writes
 the spans it exported (in-memory) to OUT.json.
@@ -9,9 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 import nbdurable as nd
 from nbdurable.runtime import Agent, DurableRuntime
@@ -71,6 +79,37 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
+class JsonLinesExporter(SpanExporter):
+    """Appends each finished span, as a JSON line, to a file (it survives a SIGKILL)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        with open(self.path, "a", encoding="utf-8") as out:
+            for span in span_dicts(spans):
+                out.write(json.dumps(span) + "\n")
+        return SpanExportResult.SUCCESS
+
+
+def read_spans(path: Any) -> list[dict[str, Any]]:
+    """The spans a process wrote to ``path`` (none when it wrote no file)."""
+    if not Path(path).exists():
+        return []
+    with open(path, encoding="utf-8") as lines:
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def instrument_from_env(variable: str = "NBDURABLE_TEST_SPANS") -> None:
+    """Turn tracing on, each span appended to the file ``variable`` names, when it is set."""
+    path = os.environ.get(variable)
+    if not path:
+        return
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(JsonLinesExporter(path)))
+    nd.instrument(provider)
+
+
 async def _resume(url: str) -> None:
     async with await DurableRuntime.open(store=nd.open_store(url), agents=[janitor()]) as rt:
         for record in rt.list_runs("waiting_approval"):
@@ -81,8 +120,6 @@ async def _resume(url: str) -> None:
 
 
 def main() -> None:
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     url, out = sys.argv[1], Path(sys.argv[2])
