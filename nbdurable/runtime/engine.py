@@ -2,8 +2,8 @@
 
 The runtime owns records, registrations and run handles; an engine decides where
 runs execute. :class:`EmbeddedEngine` runs them on the current event loop (a
-notebook kernel's, or a ``nbdurable worker`` process's); the Temporal engine of a
-later issue implements the same :class:`Engine` seam with the same states.
+notebook kernel's, or a ``nbdurable worker`` process's); the Temporal engine
+(:mod:`nbdurable.temporal`) implements the same :class:`Engine` seam with the same states.
 """
 
 from __future__ import annotations
@@ -77,6 +77,15 @@ class Engine(Protocol):
         """Cancel this engine's execution of a run; False when it is not executing it."""
         ...
 
+    def home_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop this engine executes runs on, if it executes them in this process.
+
+        A blocking wait from another thread (``Run.wait_sync``) schedules its
+        store polls on this loop; ``None`` when runs execute elsewhere (Temporal
+        workers) or the engine has not started.
+        """
+        ...
+
     async def close(self) -> None:
         """Stop taking work; abandon in-flight steps cleanly, releasing their leases."""
         ...
@@ -129,6 +138,10 @@ class EmbeddedEngine:
         """Start the scheduler task on the running loop."""
         self.runtime = runtime
         self._scheduler = asyncio.get_running_loop().create_task(self._schedule())
+
+    def home_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop the scheduler runs on; ``None`` before :meth:`start`."""
+        return self._scheduler.get_loop() if self._scheduler is not None else None
 
     def wake(self) -> None:
         """Make the scheduler look for work now."""

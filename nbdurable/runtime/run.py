@@ -250,8 +250,7 @@ class Run:
 
     def _home_loop(self) -> asyncio.AbstractEventLoop | None:
         """The loop the runtime executes runs on (embedded engine), for a blocking wait."""
-        scheduler = getattr(self.runtime.engine, "_scheduler", None)
-        return scheduler.get_loop() if isinstance(scheduler, asyncio.Task) else None
+        return self.runtime.engine.home_loop()
 
     async def _wait_unless_human(
         self, states: tuple[str, ...], timeout: float | None

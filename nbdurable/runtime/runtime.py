@@ -55,7 +55,7 @@ class DurableRuntime:
 
     Execution sits behind an engine seam: ``engine=`` defaults to
     :class:`~nbdurable.runtime.engine.EmbeddedEngine` (asyncio tasks on the running
-    loop); another engine (Temporal, later) exposes the same run states.
+    loop); another engine (:mod:`nbdurable.temporal`) exposes the same run states.
 
     A store call that fails for a connection-level reason (the PostgreSQL
     server restarting, SQLite's write lock held past its busy timeout) is sent
