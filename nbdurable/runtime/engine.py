@@ -19,7 +19,7 @@ from .._errors import FencedOutError, LeaseLostError, RunNotFoundError, StoreWri
 from ..durable.grants import RunGrants
 from ..durable.lease_holder import lease_holder, process_gone
 from ..durable.offload import offload
-from ..durable.run_states import ACTIVE_STATES
+from ..durable.run_states import ACTIVE_STATES, CLAIMABLE_STATES
 from ..durable.runtime_run import EMBEDDED, RuntimeRun
 from ..durable.scheduling import of_engine
 from ..durable.store import maybe_await
@@ -52,7 +52,6 @@ DEAD_OWNER_SCAN_SECONDS = 1.0
 """How often a runtime looks for running runs whose owner's process is gone on this host."""
 FOREIGN_SCAN_SECONDS = 10.0
 """How often a runtime looks for waiting runs of another engine, to say once that it leaves them."""
-_CLAIMABLE_STATES = frozenset({"pending", "retry_wait"})
 
 
 class Engine(Protocol):
@@ -341,7 +340,7 @@ class EmbeddedEngine:
     def _note_foreign(self) -> None:
         """Say once per run, in the log, which waiting runs belong to another engine."""
         try:
-            records = self.runtime.runtime_store.rt_list(sorted(_CLAIMABLE_STATES))
+            records = self.runtime.runtime_store.rt_list(sorted(CLAIMABLE_STATES))
         except Exception:  # only a log line is lost: the next scan says it
             return
         foreign = [r for r in records if not of_engine(r, EMBEDDED)]

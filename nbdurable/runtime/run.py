@@ -22,7 +22,7 @@ from .._sync import run_sync
 from ..durable.deciders import check_decider, claimed_user, valid_name
 from ..durable.grants import Grant
 from ..durable.offload import offload
-from ..durable.run_states import ACTIVE_STATES, HUMAN_STATES, RUN_STATES
+from ..durable.run_states import ACTIVE_STATES, HUMAN_STATES, RETRYABLE_STATES, RUN_STATES
 from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.signer import expired_age, resign_if_expired
 from ..events.log import Armed
@@ -482,7 +482,7 @@ class Run:
             ConfigurationError: The run is neither failed nor in needs_attention.
         """
         record = await self._fetch()
-        if record.state not in ("failed", "needs_attention"):
+        if record.state not in RETRYABLE_STATES:
             raise ConfigurationError(
                 f"only failed or needs_attention runs retry, not {record.state}"
             )

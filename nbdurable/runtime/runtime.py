@@ -16,7 +16,7 @@ from .._errors import (
 from .._resources import ResourceScope
 from ..durable.deciders import claimed_user, valid_name
 from ..durable.offload import offload
-from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
+from ..durable.run_states import HUMAN_STATES, TERMINAL_STATES, UNFINISHED_STATES
 from ..durable.runtime_run import RuntimeRun
 from ..durable.runtime_store import RuntimeStore
 from ..durable.signer import ApprovalSigner, store_signer
@@ -30,7 +30,7 @@ from .agent import Agent, Registry
 from .engine import EmbeddedEngine, Engine
 from .graphs import Graph, GraphNode, validate_graph
 from .limits import Limits, check_concurrency
-from .notify import NOTIFY_STATES, Notifier
+from .notify import Notifier
 from .prompts import Prompt
 from .run import Run
 from .state_events import promoted_event, settled_nodes, state_events
@@ -609,7 +609,7 @@ class DurableRuntime:
             notify(self.store, run_id)  # waiters woken by the events now see the record too
         else:
             self.state_event(record)
-        if self.notify is not None and changes.get("state") in NOTIFY_STATES:
+        if self.notify is not None and changes.get("state") in HUMAN_STATES:
             self.notify.schedule(self, record)
         if record.finished and "state" in changes:  # the store promoted the session's next run
             waiting = self.runtime_store.rt_session(record.session_id, sorted(UNFINISHED_STATES))
