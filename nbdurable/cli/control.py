@@ -166,7 +166,10 @@ async def _execute(run: Run, after: int, timeout: float | None) -> RuntimeRun:
     again before this call is shown in full.
     """
     record = run.record()
-    if record.state in STOP_STATES and await last_offset(run.runtime.store, run.run_id) <= after:
+    if (
+        record.state in STOP_STATES
+        and await last_offset(run.runtime.event_store, run.run_id) <= after
+    ):
         return record  # stopped already, nothing new to show
     try:
         return await asyncio.wait_for(follow(run, after), timeout)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any, TextIO
+from typing import TextIO
 
 from .._display import call_text
 from ..durable.run_states import HUMAN_STATES, STOP_STATES
 from ..durable.runtime_run import RuntimeRun
+from ..events.log import EventStore
 from ..events.model import (
     APPROVAL_RESOLVED,
     CHECKPOINT_SAVED,
@@ -32,7 +33,7 @@ INDENT = "  "
 _WORDS = re.compile(r"\n|[^\S\n]+|[^\s]+")
 
 
-async def last_offset(store: Any, run_id: str) -> int:
+async def last_offset(store: EventStore, run_id: str) -> int:
     """The offset of the run's latest event (0 when it has none yet)."""
     from .._errors import RunNotFoundError
     from ..events import read_events

@@ -112,7 +112,7 @@ class Run:
                 pause = deadline.pause(
                     self.runtime.poll_interval, f"run {self.run_id!r}", record.state
                 )
-                await wait_for_run(self.runtime.store, self.run_id, pause, armed=armed)
+                await wait_for_run(self.runtime.event_store, self.run_id, pause, armed=armed)
             finally:
                 armed.disarm()
 
@@ -211,7 +211,7 @@ class Run:
     def stream(self, after: int = 0) -> AsyncIterator[Event]:
         """The run's event log after ``after``: replay, then live, until the run finishes."""
         return subscribe(
-            self.runtime.store,
+            self.runtime.event_store,
             self.run_id,
             after=after,
             wait=True,
