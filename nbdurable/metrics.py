@@ -24,12 +24,16 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, cast
 
 from .durable import transient as _transient
 from .durable.run_states import HUMAN_STATES, RUN_STATES, TERMINAL_STATES
 from .durable.store import HistoryStore
+
+if TYPE_CHECKING:
+    from .durable.runtime_run import RuntimeRun
+    from .durable.runtime_store import RuntimeStore
 
 __all__ = [
     "CONTENT_TYPE",
@@ -111,7 +115,7 @@ def render() -> bytes:
 class MetricsHooks:
     """The metric families of one process, and the calls the runtime makes on them."""
 
-    def __init__(self, *, registry: Any, store: Any, store_name: str) -> None:
+    def __init__(self, *, registry: Any, store: HistoryStore | None, store_name: str) -> None:
         from prometheus_client import CollectorRegistry, Counter, Histogram
 
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -260,7 +264,7 @@ class _Timer:
 class _StoreGauges:
     """Store-wide gauges, counted from the store at scrape time."""
 
-    def __init__(self, store: Any, store_name: str) -> None:
+    def __init__(self, store: HistoryStore, store_name: str) -> None:
         self.store = store
         self.store_name = store_name
 
@@ -306,6 +310,6 @@ class _StoreGauges:
         yield waiting
 
 
-def _list_runs(store: Any) -> list[Any]:
-    lister: Callable[[], list[Any]] = store.rt_list
-    return list(lister())
+def _list_runs(store: HistoryStore) -> list[RuntimeRun]:
+    # A store without run records fails here, and the scrape says the store is down.
+    return list(cast("RuntimeStore", store).rt_list())

@@ -5,9 +5,11 @@ use the public name instead, so a private helper can change without breaking a c
 it never knew about. Private *modules* (``nbdurable._errors``) are private to the
 package, not to themselves: any module of the package may import their public names.
 
-Three shapes are checked: ``from x import _name``, ``module._name`` on an imported
-module, and ``obj._name`` on any other object when the checking module does not itself
-define ``_name`` (as a function, a class attribute or a ``self._name`` assignment).
+Four shapes are checked: ``from x import _name``, ``module._name`` on an imported
+module, ``obj._name`` on any other object when the checking module does not itself
+define ``_name`` (as a function, a class attribute or a ``self._name`` assignment), and
+the same reach spelled as a string: ``getattr(obj, "_name")`` (or ``hasattr``,
+``setattr``, ``delattr``) under the same rule.
 """
 
 from __future__ import annotations
@@ -36,6 +38,19 @@ FOREIGN_PROTOCOL = frozenset(
         "_get_ls_params",  # LangChain chat models' provider/model names; no public twin
     }
 )
+
+# Private names of other libraries read by ``getattr`` with a default: each is probed
+# because the library offers no public way to ask, and its absence is tolerated.
+FOREIGN_PROBED = frozenset(
+    {
+        "_shell_context",  # ipykernel: the contextvars context the shell runs cells in
+        "_dispatcher",  # mcp: a client session's transport dispatcher
+        "_closed",  # mcp: whether that dispatcher's stream is closed
+        "_llm_type",  # LangChain: a chat model's provider name, for labels
+        "_nest_patched",  # nest_asyncio: marks a loop it patched
+    }
+)
+REFLECTION = frozenset({"getattr", "hasattr", "setattr", "delattr"})
 
 
 def _private(name: str) -> bool:
@@ -87,6 +102,32 @@ def _violations(path: Path) -> list[str]:
             found.append(f"{rel}:{node.lineno}: {receiver.id}.{node.attr}")
         elif node.attr not in here:
             found.append(f"{rel}:{node.lineno}: {ast.unparse(receiver)}.{node.attr}")
+    found += _reflected(tree, here, rel)
+    return found
+
+
+def _reflected(tree: ast.Module, here: set[str], rel: Path) -> list[str]:
+    """``getattr(obj, "_name")`` and its kin: a private name reached through a string."""
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in REFLECTION
+            and len(node.args) >= 2
+        ):
+            continue
+        name = node.args[1]
+        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+            continue
+        attr = name.value
+        if not _private(attr) or attr in FOREIGN_PROTOCOL or attr in FOREIGN_PROBED:
+            continue
+        receiver = node.args[0]
+        if isinstance(receiver, ast.Name) and receiver.id in {"self", "cls"}:
+            continue
+        if attr not in here:
+            found.append(f"{rel}:{node.lineno}: {node.func.id}({ast.unparse(receiver)}, {attr!r})")
     return found
 
 

@@ -22,14 +22,14 @@ from .._errors import (
     ConfigurationError,
     RunNotFoundError,
 )
-from ..durable.run_states import ACTIVE_STATES, UNSUCCESSFUL_STATES
+from ..durable.run_states import ACTIVE_STATES, BUSY_STATES, STOP_STATES, UNSUCCESSFUL_STATES
 from ..durable.runtime_run import EMBEDDED, TEMPORAL, RuntimeRun
 from ..durable.scheduling import definition_matches, mismatch_reason, of_engine
 from ..durable.store import maybe_await
 from ..messages import ToolApprovalRequest
 from ..runtime.run import Run, approval_expired
 from .agents import load_all
-from .follow import MOVING, STOPPED, call_text, follow, last_offset
+from .follow import call_text, follow, last_offset
 from .store import opened_store
 
 __all__ = ["ENGINES", "approve", "cancel", "deny", "move", "resume", "retry"]
@@ -154,7 +154,7 @@ async def _outcome(run: Run, record: RuntimeRun) -> int:
         if record.error:
             print(f"  {record.error}")
         print(f"  let it go on with: nbdurable runs retry {record.run_id}")
-    elif record.state in MOVING:
+    elif record.state in BUSY_STATES:
         print("  a runtime serving its agent executes it (nbdurable worker, or runs resume)")
     return 1 if record.state in UNSUCCESSFUL_STATES else 0
 
@@ -166,7 +166,10 @@ async def _execute(run: Run, after: int, timeout: float | None) -> RuntimeRun:
     again before this call is shown in full.
     """
     record = run.record()
-    if record.state in STOPPED and await last_offset(run.runtime.store, run.run_id) <= after:
+    if (
+        record.state in STOP_STATES
+        and await last_offset(run.runtime.event_store, run.run_id) <= after
+    ):
         return record  # stopped already, nothing new to show
     try:
         return await asyncio.wait_for(follow(run, after), timeout)

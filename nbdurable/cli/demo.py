@@ -103,7 +103,7 @@ async def _settle_approvals(run: Run, record: RuntimeRun, assume_yes: bool) -> R
     while record.state == "waiting_approval":
         request = _open_request(record, await run.pending_approvals())
         call = call_text(request.tool_name, request.input)
-        after = await last_offset(run.runtime.store, run.run_id)
+        after = await last_offset(run.runtime.event_store, run.run_id)
         if not asked:
             _phase("approval", "the run is parked in the store; nothing runs until a human answers")
             asked = True

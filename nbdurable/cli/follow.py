@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any, TextIO
+from typing import TextIO
 
 from .._display import call_text
-from ..durable.run_states import BUSY_STATES, HUMAN_STATES, STOP_STATES
+from ..durable.run_states import HUMAN_STATES, STOP_STATES
 from ..durable.runtime_run import RuntimeRun
+from ..events.log import EventStore
 from ..events.model import (
     APPROVAL_RESOLVED,
     CHECKPOINT_SAVED,
@@ -26,18 +27,13 @@ from ..events.model import (
 from ..runtime.run import Run
 from .tables import cell, clip, terminal_width, text_width
 
-__all__ = ["MOVING", "STOPPED", "EventPrinter", "call_text", "follow", "last_offset"]
-
-MOVING = BUSY_STATES
-"""Run states in which the run goes on by itself (given a runtime serving its agent)."""
-STOPPED = STOP_STATES
-"""Run states in which the run waits for a human, or is finished."""
+__all__ = ["EventPrinter", "call_text", "follow", "last_offset"]
 
 INDENT = "  "
 _WORDS = re.compile(r"\n|[^\S\n]+|[^\s]+")
 
 
-async def last_offset(store: Any, run_id: str) -> int:
+async def last_offset(store: EventStore, run_id: str) -> int:
     """The offset of the run's latest event (0 when it has none yet)."""
     from .._errors import RunNotFoundError
     from ..events import read_events
@@ -153,7 +149,7 @@ async def follow(run: Run, after: int, printer: EventPrinter | None = None) -> R
         # A finished run's terminal event comes right after its final run_state.
         waits = event.type == RUN_STATE and event.payload.get("state") in HUMAN_STATES
         if (waits or (event.ends_stream and event.type != RUN_STATE)) and (
-            run.record().state in STOPPED
+            run.record().state in STOP_STATES
         ):
             break
     printer.end_text()

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from ..durable.runtime_store import RuntimeStore
+    from ..durable.store import HistoryStore
 
 __all__ = ["Probes", "add_probe_options", "enable_process_metrics", "start_probes"]
 
@@ -29,7 +33,7 @@ def add_probe_options(parser: Any, *, port_help: str | None = None) -> None:
     )
 
 
-def enable_process_metrics(args: argparse.Namespace, store: Any) -> None:
+def enable_process_metrics(args: argparse.Namespace, store: HistoryStore) -> None:
     """Turn on this process's metrics (with the store-wide gauges unless told not to)."""
     from ..metrics import enable_metrics, store_label
 
@@ -51,7 +55,7 @@ class Probes:
         self.server.close()
 
 
-async def start_probes(args: argparse.Namespace, store: Any) -> Probes | None:
+async def start_probes(args: argparse.Namespace, store: HistoryStore) -> Probes | None:
     """Start the probe server when ``--metrics-port`` is given (else None)."""
     port = getattr(args, "metrics_port", None)
     if port is None:
@@ -61,7 +65,8 @@ async def start_probes(args: argparse.Namespace, store: Any) -> Probes | None:
 
     if metrics.HOOKS is None:
         enable_process_metrics(args, store)
-    probe = ReadinessProbe([("store", store_check(store))])
+    # The CLI's runtime refuses a store without run records, so this one has them.
+    probe = ReadinessProbe([("store", store_check(cast("RuntimeStore", store)))])
     server = start_probe_server(probe, host=args.metrics_host, port=port)
     host = args.metrics_host
     shown = f"[{host}]" if ":" in host else host

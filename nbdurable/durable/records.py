@@ -15,8 +15,9 @@ __all__ = ["RunRecord"]
 class RunRecord(BaseModel):
     """A run as the store sees it: its latest checkpoint's metadata plus timestamps.
 
-    Later issues add the runtime's run state here (run states live in run
-    records, not in checkpoints); new fields are optional.
+    A runtime run's state is not here: it lives in the runtime's run record
+    (:class:`~nbdurable.durable.runtime_run.RuntimeRun`). Fields are added as
+    optional with defaults, so records of older stores still load.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -13,9 +13,14 @@ from typing import Literal, get_args
 __all__ = [
     "ACTIVE_STATES",
     "BUSY_STATES",
+    "CLAIMABLE_STATES",
     "DEPENDENCY_FAILED",
     "HUMAN_STATES",
+    "QUEUED_STATES",
+    "REASON_STATES",
+    "RETRYABLE_STATES",
     "RUN_STATES",
+    "SETTLED_OK_STATES",
     "STOP_STATES",
     "TERMINAL_STATES",
     "UNFINISHED_STATES",
@@ -52,6 +57,16 @@ BUSY_STATES: frozenset[str] = UNFINISHED_STATES - HUMAN_STATES
 """States the runtime moves a run on from by itself: it is queued, runs or will run again."""
 ACTIVE_STATES: frozenset[str] = frozenset({"running", "cancelling"})
 """States that hold a concurrency slot (and a lease)."""
+CLAIMABLE_STATES: frozenset[str] = frozenset({"pending", "retry_wait"})
+"""States an engine claims a run from (a ``retry_wait`` run once its next attempt is due)."""
+QUEUED_STATES: frozenset[str] = frozenset({"queued", "pending"})
+"""States of a run that waits for its first claim: behind a slot or a dependency, or ready."""
+RETRYABLE_STATES: frozenset[str] = frozenset({"failed", "needs_attention"})
+"""States ``retry()`` moves a run on from."""
+REASON_STATES: frozenset[str] = UNSUCCESSFUL_STATES | {"needs_attention"}
+"""States whose record's ``reason`` says why the run stopped short."""
+SETTLED_OK_STATES: frozenset[str] = frozenset({"completed", "waiting_approval"})
+"""States a leg ends in without an error: the run completed, or it waits for an approval."""
 
 DEPENDENCY_FAILED = "dependency_failed"
 """The reason of a graph node failed or paused because a dependency failed or was cancelled."""

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..durable.run_states import REASON_STATES
 from ..messages import ToolApprovalRequest, Usage
 from .model import (
     APPROVAL_RESOLVED,
@@ -231,7 +232,7 @@ def _state(view: RunView, event: Event) -> None:
         view.takeover = ""  # a new claim: a takeover event follows when it is one
     if view.status == "completed":
         view.pending_approvals.clear()
-    if event.payload.get("reason") and view.status in ("failed", "cancelled", "needs_attention"):
+    if event.payload.get("reason") and view.status in REASON_STATES:
         view.error = str(event.payload["reason"])
 
 

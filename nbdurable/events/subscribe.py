@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, cast
 
 from .._errors import ConfigurationError, RunNotFoundError
 from ..durable.offload import offload
@@ -10,23 +11,27 @@ from ..durable.store import RUNTIME, supports
 from .log import EVENTS, Armed, EventStore, wait_for_events
 from .model import RUN_SUSPENDED, Event
 
+if TYPE_CHECKING:
+    from ..durable.runtime_store import RuntimeStore
+
 __all__ = ["DEFAULT_POLL_INTERVAL", "read_events", "subscribe", "wait_for_run"]
 
 DEFAULT_POLL_INTERVAL = 0.02
 """Seconds between reads when no in-process writer wakes the subscriber."""
 
 
-def _event_store(store: object) -> EventStore:
+def _event_store(store: EventStore) -> EventStore:
+    """``store``, checked at run time: a store of another library may lack the log."""
     if not supports(store, EVENTS):
         raise ConfigurationError(
             f"{type(store).__name__} keeps no event log; use a bundled store "
             "(memory://, sqlite:///, jsonl:///, postgresql://)"
         )
-    return store  # type: ignore[return-value]
+    return store
 
 
 async def read_events(
-    store: object, run_id: str, after: int = 0, limit: int | None = None
+    store: EventStore, run_id: str, after: int = 0, limit: int | None = None
 ) -> Sequence[Event]:
     """Exactly the events of ``run_id`` with offset > ``after``, in order.
 
@@ -40,7 +45,7 @@ async def read_events(
 
 
 async def subscribe(
-    store: object,
+    store: EventStore,
     run_id: str,
     after: int = 0,
     *,
@@ -105,7 +110,7 @@ async def subscribe(
 
 
 def wait_for_run(
-    store: object,
+    store: EventStore,
     run_id: str,
     timeout: float,
     after: int | None = None,
@@ -117,19 +122,20 @@ def wait_for_run(
     the log already goes further (an append between the read and the wait).
     ``armed``: the hub's wake-up, registered before that read (see :class:`Armed`).
     """
-    own = getattr(store, "wait_for_events", None)
+    # An optional method of the EventStore seam: stores notified across processes have it.
+    own: Callable[..., Awaitable[None]] | None = getattr(store, "wait_for_events", None)
     if own is not None:
         if armed is not None:
             armed.disarm()
-        return own(run_id, timeout, after=after)  # type: ignore[no-any-return]
+        return own(run_id, timeout, after=after)
     if armed is not None:
         return armed.wait(timeout)
     return wait_for_events(store, run_id, timeout)
 
 
-def _settled(store: object, run_id: str) -> bool:
+def _settled(store: EventStore, run_id: str) -> bool:
     """A runtime run may go on after a leg's end (a retry, a resume): ask its record."""
     if not supports(store, RUNTIME):
         return True
-    record = store.rt_get(run_id)  # type: ignore[attr-defined]
+    record = cast("RuntimeStore", store).rt_get(run_id)
     return record is None or record.finished

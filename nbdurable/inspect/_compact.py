@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from ..durable.run_states import REASON_STATES
 from ..durable.runtime_run import RuntimeRun
 
 __all__ = ["COMPACT_COLUMNS", "age", "compact_rows", "cost_text", "why"]
@@ -72,7 +73,7 @@ def why(row: dict[str, Any], run: RuntimeRun | None) -> str:
         return f"behind session {run.session_id}"
     if status == "retry_wait" and run.next_attempt_at:
         return f"model retry in {_until(run.next_attempt_at)}"
-    if status in ("needs_attention", "failed", "cancelled") and run.reason:
+    if status in REASON_STATES and run.reason:
         return run.reason
     return ""
 

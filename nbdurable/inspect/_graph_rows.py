@@ -11,14 +11,20 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..durable.graph_status import GRAPH_STATUSES
-from ..durable.run_states import HUMAN_STATES, RUN_STATES, TERMINAL_STATES
+from ..durable.run_states import (
+    ACTIVE_STATES,
+    CLAIMABLE_STATES,
+    HUMAN_STATES,
+    RUN_STATES,
+    TERMINAL_STATES,
+)
 from ..durable.runtime_run import RuntimeRun
 
 __all__ = ["GRAPH_STATUSES", "NODE_COUNTS", "graph_rows", "node_rows"]
 
 NODE_COUNTS: dict[str, tuple[str, ...]] = {
     "completed": ("completed",),
-    "running": ("pending", "running", "retry_wait", "cancelling"),
+    "running": tuple(s for s in RUN_STATES if s in CLAIMABLE_STATES | ACTIVE_STATES),
     "queued": ("queued",),
     "waiting": tuple(s for s in RUN_STATES if s in HUMAN_STATES),
     "failed": ("failed",),

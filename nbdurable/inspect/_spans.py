@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, RunNotFoundError
 from ..durable.lookup import runtime_record
-from ..durable.run_states import STOP_STATES
+from ..durable.run_states import QUEUED_STATES, SETTLED_OK_STATES, STOP_STATES
 from ..durable.store import supports
 from ..events.log import EVENTS
 from ..events.model import (
@@ -286,13 +286,13 @@ def _state(fold: _Fold, event: Event, state: str) -> None:
             fold.decided[approval_id] = span
         fold.approvals.clear()
     fold.state = state
-    if fold.wait is not None and state not in ("queued", "pending"):
+    if fold.wait is not None and state not in QUEUED_STATES:
         fold.wait.close(at, "ok")  # a retried run's wait lasts until its next claim
         fold.wait = None
     if state in _LEG_ENDS and fold.leg is not None:
         reason = event.payload.get("reason")
         detail = state if not reason else f"{state}: {reason}"
-        status = "ok" if state in ("completed", "waiting_approval") else "error"
+        status = "ok" if state in SETTLED_OK_STATES else "error"
         fold.end_leg(event, status, detail)
     if state == "cancelled":
         for span in fold.approvals.values():

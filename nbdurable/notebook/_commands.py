@@ -21,7 +21,7 @@ from .._errors import (
     DurableConflictError,
 )
 from .._sync import run_sync
-from ..durable.run_states import UNFINISHED_STATES
+from ..durable.run_states import BUSY_STATES, UNFINISHED_STATES
 from ..durable.scheduling import of_engine
 from ..messages import ToolApprovalRequest
 from ..runtime.grants import DEFAULT_GRANT_MINUTES
@@ -35,7 +35,6 @@ __all__ = ["HANDLERS"]
 
 Namespace = Mapping[str, Any]
 
-_EXECUTABLE = ("pending", "queued", "running", "retry_wait", "cancelling")
 """Run states in which a runtime serving the run's agent executes it by itself."""
 
 
@@ -131,7 +130,7 @@ def _goes_on(nb: NotebookSession, run: Run, ns: Namespace) -> None:
     """Say where the run goes from here; execute it in this kernel when its agent is here."""
     record = run.record()
     line = f"{run.run_id}: {record.state}"
-    if record.state in _EXECUTABLE:
+    if record.state in BUSY_STATES:
         agent = run_agent(nb.runtime, record, ns)
         wait = lease_wait(record, nb.runtime.owner_id)
         if agent is not None:
@@ -262,7 +261,7 @@ def _resume(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Non
     line = f"{run.run_id}: {record.state}"
     if record.state in hints:
         line += f"; {hints[record.state]}"
-    elif record.state in _EXECUTABLE:
+    elif record.state in BUSY_STATES:
         wait = lease_wait(record, nb.runtime.owner_id)
         line += f"; {wait.text()} in this kernel" if wait else "; it goes on in this kernel"
     print(line)
@@ -300,7 +299,7 @@ def _worker(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Non
     served = sorted(runtime.registry.keys())
     names = ", ".join(f"{a} v{v}" for a, v in served) or "no agent (define one in a cell)"
     print(f"this kernel executes runs of: {names}; store: {nb.url}")
-    listed = runtime.list_runs(list(_EXECUTABLE))
+    listed = runtime.list_runs(sorted(BUSY_STATES))
     waiting = [r for r in listed if of_engine(r, runtime.engine.name)]
     missing: dict[str, int] = {}
     for record in waiting:

@@ -18,6 +18,7 @@ from typing import Any
 from .._errors import ConfigurationError, NbdurableError, RunNotFoundError
 from .._sync import run_sync
 from ..durable.deciders import claimed_user, valid_name
+from ..durable.store import HistoryStore
 from ..messages import Message
 from ..runtime.agent import Agent
 from ..runtime.run import Run
@@ -88,7 +89,7 @@ class NotebookSession:
     def __init__(self, url: str | None = None, **runtime_options: Any) -> None:
         self._url = url if url is not None else default_store()
         self._options = runtime_options
-        self._store: Any = None
+        self._store: HistoryStore | None = None
         self._runtime: DurableRuntime | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._retiring: set[asyncio.Task[None]] = set()
@@ -127,7 +128,7 @@ class NotebookSession:
         self._user = name
 
     @property
-    def store(self) -> Any:
+    def store(self) -> HistoryStore:
         """The store, opened on first use."""
         if self._store is None:
             from ..stores import open_store

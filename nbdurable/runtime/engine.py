@@ -2,8 +2,8 @@
 
 The runtime owns records, registrations and run handles; an engine decides where
 runs execute. :class:`EmbeddedEngine` runs them on the current event loop (a
-notebook kernel's, or a ``nbdurable worker`` process's); the Temporal engine of a
-later issue implements the same :class:`Engine` seam with the same states.
+notebook kernel's, or a ``nbdurable worker`` process's); the Temporal engine
+(:mod:`nbdurable.temporal`) implements the same :class:`Engine` seam with the same states.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .._errors import FencedOutError, LeaseLostError, RunNotFoundError, StoreWri
 from ..durable.grants import RunGrants
 from ..durable.lease_holder import lease_holder, process_gone
 from ..durable.offload import offload
-from ..durable.run_states import ACTIVE_STATES
+from ..durable.run_states import ACTIVE_STATES, CLAIMABLE_STATES
 from ..durable.runtime_run import EMBEDDED, RuntimeRun
 from ..durable.scheduling import of_engine
 from ..durable.store import maybe_await
@@ -30,6 +30,7 @@ from ..loop.machine import LegStart, leg_start_from_checkpoint
 from . import lifecycle
 from .executor import RunContext, RuntimeDriver
 from .foreign import ForeignRuns
+from .leases import Execution, LeaseKeeper
 from .legs import first_messages, leg_options
 from .outcome import (
     LegOutcome,
@@ -52,7 +53,6 @@ DEAD_OWNER_SCAN_SECONDS = 1.0
 """How often a runtime looks for running runs whose owner's process is gone on this host."""
 FOREIGN_SCAN_SECONDS = 10.0
 """How often a runtime looks for waiting runs of another engine, to say once that it leaves them."""
-_CLAIMABLE_STATES = frozenset({"pending", "retry_wait"})
 
 
 class Engine(Protocol):
@@ -77,20 +77,17 @@ class Engine(Protocol):
         """Cancel this engine's execution of a run; False when it is not executing it."""
         ...
 
-    async def close(self) -> None:
-        """Stop taking work; abandon in-flight steps cleanly, releasing their leases."""
+    def home_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop this engine executes runs on, if it executes them in this process.
+
+        A blocking wait from another thread (``Run.wait_sync``) schedules its
+        store polls on this loop; ``None`` when runs execute elsewhere (Temporal
+        workers) or the engine has not started.
+        """
         ...
 
-
-class _Execution(Protocol):
-    """What the engine's shared bookkeeping needs of an execution (agent run or task)."""
-
-    record: RuntimeRun
-    stop: LegOutcome | None
-
-    @property
-    def fence(self) -> int:
-        """The fencing token the owner holds."""
+    async def close(self) -> None:
+        """Stop taking work; abandon in-flight steps cleanly, releasing their leases."""
         ...
 
 
@@ -106,7 +103,7 @@ class EmbeddedEngine:
     def __init__(self) -> None:
         self.runtime: DurableRuntime
         self._executions: dict[str, asyncio.Task[None]] = {}
-        self._contexts: dict[str, _Execution] = {}
+        self._contexts: dict[str, Execution] = {}
         self._ended: set[tuple[str, int]] = set()  # legs whose end is written: (run, fence)
         self._ended_lock = threading.Lock()
         self._task_runs: set[str] = set()
@@ -119,6 +116,7 @@ class EmbeddedEngine:
         self._write_refused = False
         self._foreign = ForeignRuns(EMBEDDED)
         self._next_foreign_scan = 0.0
+        self._leases: LeaseKeeper
 
     @property
     def started(self) -> bool:
@@ -128,7 +126,12 @@ class EmbeddedEngine:
     def start(self, runtime: DurableRuntime) -> None:
         """Start the scheduler task on the running loop."""
         self.runtime = runtime
+        self._leases = LeaseKeeper(runtime, self.holder, self._stop_fatally)
         self._scheduler = asyncio.get_running_loop().create_task(self._schedule())
+
+    def home_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop the scheduler runs on; ``None`` before :meth:`start`."""
+        return self._scheduler.get_loop() if self._scheduler is not None else None
 
     def wake(self) -> None:
         """Make the scheduler look for work now."""
@@ -328,7 +331,7 @@ class EmbeddedEngine:
     def _note_foreign(self) -> None:
         """Say once per run, in the log, which waiting runs belong to another engine."""
         try:
-            records = self.runtime.runtime_store.rt_list(sorted(_CLAIMABLE_STATES))
+            records = self.runtime.runtime_store.rt_list(sorted(CLAIMABLE_STATES))
         except Exception:  # only a log line is lost: the next scan says it
             return
         foreign = [r for r in records if not of_engine(r, EMBEDDED)]
@@ -336,7 +339,7 @@ class EmbeddedEngine:
             self._foreign.leave(record, self.runtime.deps.logger)
         self._foreign.keep_only(r.run_id for r in foreign)
 
-    def _taken_over(self, context: _Execution, event: NewEvent | None) -> None:
+    def _taken_over(self, context: Execution, event: NewEvent | None) -> None:
         """Append the ``run_taken_over`` event of a takeover claim (fenced)."""
         if event is None:
             return
@@ -410,7 +413,9 @@ class EmbeddedEngine:
                     await self.runtime.cancel_owned(record.run_id)
                 return
             await offload(claim_event, self.runtime, record)
-            keeper = asyncio.get_running_loop().create_task(self._keep_lease(execution))
+            keeper = asyncio.get_running_loop().create_task(
+                self._leases.keep(execution, self._executions.get(record.run_id))
+            )
             event = takeover_event(record, now=self.runtime.now(), phase=record.phase)
             await offload(self._taken_over, execution, event)
             state = await run_phases(execution)
@@ -437,7 +442,9 @@ class EmbeddedEngine:
             if await offload(self._settled_at_claim, record):
                 return
             await offload(claim_event, self.runtime, record)
-            keeper = asyncio.get_running_loop().create_task(self._keep_lease(context))
+            keeper = asyncio.get_running_loop().create_task(
+                self._leases.keep(context, self._executions.get(record.run_id))
+            )
             await self._leg(context)
         except (FencedOutError, LeaseLostError):
             pass  # another owner has the run: it decides from here
@@ -453,7 +460,7 @@ class EmbeddedEngine:
             if keeper is not None:
                 keeper.cancel()
 
-    def _after_error(self, context: _Execution, exc: Exception) -> None:
+    def _after_error(self, context: Execution, exc: Exception) -> None:
         """End the leg as ``exc`` decides; any other error fails the run (not a store's)."""
         outcome = ended_by(exc)
         if outcome is None:
@@ -462,7 +469,7 @@ class EmbeddedEngine:
             outcome = LegOutcome.failed("error", f"{type(exc).__name__}: {exc}")
         self._end(context, outcome)
 
-    def _store_accident(self, context: _Execution, exc: Exception) -> bool:
+    def _store_accident(self, context: Execution, exc: Exception) -> bool:
         """Whether ``exc`` is a store failure, not the run's own error.
 
         A transient failure (store calls are retried where they are made; one
@@ -522,7 +529,7 @@ class EmbeddedEngine:
         await offload(self._end, context, leg_result(result), finish=finish)
 
     def _end(
-        self, context: _Execution, outcome: LegOutcome, *, finish: dict[str, Any] | None = None
+        self, context: Execution, outcome: LegOutcome, *, finish: dict[str, Any] | None = None
     ) -> None:
         """Write ``outcome`` (fenced) and release the lease; nothing when superseded."""
         changes = record_changes(outcome)
@@ -541,7 +548,7 @@ class EmbeddedEngine:
         except StoreWriteError as exc:  # the run stays as stored, to be claimed again
             self._store_accident(context, exc)
 
-    def _after_cancel(self, context: _Execution) -> LegOutcome:
+    def _after_cancel(self, context: Execution) -> LegOutcome:
         """End a cancelled leg as its owner decided; at shutdown, hand it back untouched.
 
         A leg whose end was written already (the cancellation arrived while that
@@ -565,53 +572,3 @@ class EmbeddedEngine:
             now=self.runtime.now(),
         )
         self._end(context, outcome)
-
-    async def _renew(self, context: _Execution) -> bool:
-        try:
-            return await offload(
-                self.runtime.runtime_store.rt_renew,
-                context.record.run_id,
-                self.holder,
-                context.fence,
-                self.runtime.now() + self.runtime.lease_ms,
-                lease_ms=self.runtime.lease_ms,
-            )
-        except StoreUnavailableError as exc:  # retried past the budget: the engine stops
-            self._stop_fatally(exc)
-            return True  # the run's own next store call ends it, or the store is back
-        except Exception as exc:  # not the store's absence: try again next period
-            self.runtime.deps.logger.error("nbdurable: renewing the lease failed: %r", exc)
-            return True
-
-    async def _keep_lease(self, context: _Execution) -> None:
-        """Renew the lease; notice cancellation, timeouts and a lost lease."""
-        period = max(self.runtime.lease_ms / 3000, 0.01)
-        task = self._executions.get(context.record.run_id)
-        while True:
-            await asyncio.sleep(min(period, self.runtime.poll_interval * 4))
-            try:
-                record = await offload(self.runtime.runtime_store.rt_get, context.record.run_id)
-            except StoreUnavailableError as exc:  # retried past the budget: the engine stops
-                self._stop_fatally(exc)  # and the lease is renewed again if the store comes back
-                continue
-            except Exception as exc:  # keep the lease: try again next period
-                self.runtime.deps.logger.error("nbdurable: renewing the lease failed: %r", exc)
-                continue
-            if record is None or task is None:
-                return
-            stop = None
-            if record.state == "cancelling":
-                # Cancel once: a second cancel would cut the callbacks' settling short.
-                if context.stop is None:
-                    stop = LegOutcome.cancelled()
-            elif record.deadline_at is not None and self.runtime.now() >= record.deadline_at:
-                stop = LegOutcome.timed_out()
-            if stop is None:
-                kept = await self._renew(context)
-                lifecycle.lease_renewed(context.record, kept)
-                if not kept:
-                    stop = LegOutcome.superseded()
-            if stop is not None:
-                context.stop = stop
-                task.cancel()
-                return

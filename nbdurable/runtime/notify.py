@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from .._errors import ConfigurationError
+from ..durable.run_states import HUMAN_STATES
 from ..durable.runtime_run import RuntimeRun
 from ..messages import ToolApprovalRequest
 
@@ -43,14 +44,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NOTIFY_SECRET_ENV_VAR",
-    "NOTIFY_STATES",
     "Notifier",
     "notification_signature",
     "verify_notification",
 ]
 
 NOTIFY_SECRET_ENV_VAR = "NBDURABLE_NOTIFY_SECRET"
-NOTIFY_STATES = frozenset({"waiting_approval", "needs_attention"})
 """The run states a notifier reports."""
 
 logger = logging.getLogger("nbdurable.notify")
@@ -167,7 +166,7 @@ class Notifier:
 
     def schedule(self, runtime: DurableRuntime, record: RuntimeRun) -> None:
         """Send what ``record`` (just written) calls for, on a thread. Never raises."""
-        if record.state not in NOTIFY_STATES:
+        if record.state not in HUMAN_STATES:
             return
         try:
             future = self._pool.submit(self._deliver, runtime, record)

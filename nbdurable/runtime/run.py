@@ -5,34 +5,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import (
-    ApprovalExpiredError,
     ApprovalNotPendingError,
     ConfigurationError,
-    NbdurableError,
     OutputValidationError,
     RunEndedError,
     RunNotFoundError,
     WaitingForHumanError,
 )
 from .._sync import run_sync
-from ..durable.deciders import check_decider, claimed_user, valid_name
+from ..durable.deciders import check_decider
 from ..durable.grants import Grant
 from ..durable.offload import offload
-from ..durable.run_states import ACTIVE_STATES, HUMAN_STATES, RUN_STATES
+from ..durable.run_states import ACTIVE_STATES, HUMAN_STATES, RETRYABLE_STATES, RUN_STATES
 from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.signer import expired_age, resign_if_expired
 from ..events.log import Armed
 from ..events.model import Event
 from ..events.subscribe import subscribe, wait_for_run
-from ..loop.options import text_head, usage_line
 from ..loop.output import OutputSpec
-from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, Usage, VerdictSource
+from ..messages import ToolApprovalRequest, ToolApprovalResponse, Usage, VerdictSource
 from . import lifecycle
 from .in_flight import landed
+from .run_result import RunFailedError, RunResult
+from .verdict_sources import VIAS, approval_expired, claimed_source
 from .waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:
@@ -47,92 +45,6 @@ __all__ = [
     "approval_expired",
     "claimed_source",
 ]
-
-VIAS = frozenset({"widget", "magic", "cli", "http", "link", "api", "grant"})
-"""How a verdict may be given (``VerdictSource.via``)."""
-
-
-def claimed_source(by: str | None, via: str) -> VerdictSource:
-    """The source of a verdict from an unauthenticated path: ``by`` or the claimed user.
-
-    Raises:
-        ConfigurationError: A blank ``by``, or ``via`` not one of :data:`VIAS`.
-    """
-    if via not in VIAS:
-        raise ConfigurationError(f"via must be one of {', '.join(sorted(VIAS))}, not {via!r}")
-    name = claimed_user() if by is None else valid_name(by, "by")
-    return VerdictSource(by=name, authenticated=False, via=via)
-
-
-def _duration(ms: int) -> str:
-    seconds = max(0, ms // 1000)
-    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
-        if seconds >= size:
-            return f"{seconds // size} {unit}"
-    return f"{seconds} s"
-
-
-def approval_expired(
-    run_id: str, approval_id: str, age_ms: int, max_age_ms: int, advice: str
-) -> ApprovalExpiredError:
-    """The error for a verdict whose token is too old (nothing was recorded)."""
-    return ApprovalExpiredError(
-        approval_id,
-        age_ms=age_ms,
-        max_age_ms=max_age_ms,
-        message=(
-            f"the token of approval {approval_id!r} of run {run_id!r} expired "
-            f"({_duration(age_ms)} old, the maximum is {_duration(max_age_ms)}): nothing was "
-            f"recorded and the request still waits; {advice}"
-        ),
-    )
-
-
-class RunFailedError(NbdurableError):
-    """The run ended failed or cancelled.
-
-    Attributes:
-        run_id: The run.
-        state: ``failed`` or ``cancelled``.
-        reason: Why (``timeout``, ``model_retries_exhausted``, ``limit_exceeded``, ...).
-        error: The last error, when there was one.
-    """
-
-    def __init__(self, record: RuntimeRun) -> None:
-        self.run_id = record.run_id
-        self.state = record.state
-        self.reason = record.reason
-        self.error = record.error
-        detail = f" ({record.error})" if record.error else ""
-        super().__init__(f"run {record.run_id!r} {record.state}: {record.reason}{detail}")
-
-
-@dataclass(frozen=True, repr=False)
-class RunResult:
-    """A completed run's outcome.
-
-    Attributes:
-        run_id: The run.
-        text: The final text.
-        messages: The final history.
-        usage: The whole run's cumulative usage.
-        output: With the agent's ``output_type``, the final answer validated into
-            it (None without one, or when this process has no registration of the
-            run's agent version).
-    """
-
-    run_id: str
-    text: str
-    messages: tuple[Message, ...]
-    usage: Usage
-    output: Any = None
-
-    def __repr__(self) -> str:
-        # short whatever the run's length: asyncio's runner reprs a finished task's result
-        return (
-            f"RunResult(run_id={self.run_id!r}, text={text_head(self.text)}, "
-            f"messages={len(self.messages)}, usage={usage_line(self.usage)})"
-        )
 
 
 class Run:
@@ -200,7 +112,7 @@ class Run:
                 pause = deadline.pause(
                     self.runtime.poll_interval, f"run {self.run_id!r}", record.state
                 )
-                await wait_for_run(self.runtime.store, self.run_id, pause, armed=armed)
+                await wait_for_run(self.runtime.event_store, self.run_id, pause, armed=armed)
             finally:
                 armed.disarm()
 
@@ -250,8 +162,7 @@ class Run:
 
     def _home_loop(self) -> asyncio.AbstractEventLoop | None:
         """The loop the runtime executes runs on (embedded engine), for a blocking wait."""
-        scheduler = getattr(self.runtime.engine, "_scheduler", None)
-        return scheduler.get_loop() if isinstance(scheduler, asyncio.Task) else None
+        return self.runtime.engine.home_loop()
 
     async def _wait_unless_human(
         self, states: tuple[str, ...], timeout: float | None
@@ -300,7 +211,7 @@ class Run:
     def stream(self, after: int = 0) -> AsyncIterator[Event]:
         """The run's event log after ``after``: replay, then live, until the run finishes."""
         return subscribe(
-            self.runtime.store,
+            self.runtime.event_store,
             self.run_id,
             after=after,
             wait=True,
@@ -483,7 +394,7 @@ class Run:
             ConfigurationError: The run is neither failed nor in needs_attention.
         """
         record = await self._fetch()
-        if record.state not in ("failed", "needs_attention"):
+        if record.state not in RETRYABLE_STATES:
             raise ConfigurationError(
                 f"only failed or needs_attention runs retry, not {record.state}"
             )

@@ -16,7 +16,7 @@ from .._errors import (
 from .._resources import ResourceScope
 from ..durable.deciders import claimed_user, valid_name
 from ..durable.offload import offload
-from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
+from ..durable.run_states import HUMAN_STATES, TERMINAL_STATES, UNFINISHED_STATES
 from ..durable.runtime_run import RuntimeRun
 from ..durable.runtime_store import RuntimeStore
 from ..durable.signer import ApprovalSigner, store_signer
@@ -28,14 +28,14 @@ from ..messages import Message
 from ..tracing import current_trace_context
 from .agent import Agent, Registry
 from .engine import EmbeddedEngine, Engine
-from .graphs import Graph, GraphNode, validate_graph
+from .graphs import Graph, GraphNode
 from .limits import Limits, check_concurrency
-from .notify import NOTIFY_STATES, Notifier
+from .notify import Notifier
 from .prompts import Prompt
 from .run import Run
 from .state_events import promoted_event, settled_nodes, state_events
 from .store_retry import RetryingRuntimeStore
-from .submissions import agent_record, check_same_graph, graph_records, task_record
+from .submissions import agent_record, submit_graph, submit_task
 from .tasks import TaskDefinition, TaskRun, task_table
 
 __all__ = ["DurableRuntime"]
@@ -55,7 +55,7 @@ class DurableRuntime:
 
     Execution sits behind an engine seam: ``engine=`` defaults to
     :class:`~nbdurable.runtime.engine.EmbeddedEngine` (asyncio tasks on the running
-    loop); another engine (Temporal, later) exposes the same run states.
+    loop); another engine (:mod:`nbdurable.temporal`) exposes the same run states.
 
     A store call that fails for a connection-level reason (the PostgreSQL
     server restarting, SQLite's write lock held past its busy timeout) is sent
@@ -402,32 +402,7 @@ class DurableRuntime:
             DurableConflictError: ``graph_id`` names a different graph.
             LimitExceededError: Too many unfinished runs, or a prompt too large.
         """
-        ordered = validate_graph(nodes, self.registry)
-        gid = graph_id or f"graph-{new_id()[:12]}"
-        existing = await offload(self.runtime_store.rt_graph, gid)
-        if existing:
-            return self._same_graph(gid, existing, ordered)
-        records = [
-            record.model_copy(update={"engine": self.engine.name, "submitted_by": claimed_user()})
-            for record in graph_records(self.registry, self.limits, self.now, gid, ordered)
-        ]
-        try:
-            stored = await offload(
-                self.runtime_store.rt_insert_many, records, max_pending=self.limits.max_pending_runs
-            )
-        except DurableConflictError:
-            existing = await offload(self.runtime_store.rt_graph, gid)
-            if existing:  # another process submitted the same graph first
-                return self._same_graph(gid, existing, ordered)
-            raise
-        for record in stored:
-            await offload(self.state_event, record)
-        self.engine.wake()
-        return Graph(self, gid)
-
-    def _same_graph(self, gid: str, existing: list[RuntimeRun], ordered: list[GraphNode]) -> Graph:
-        check_same_graph(gid, existing, ordered)
-        return Graph(self, gid)
+        return await submit_graph(self, nodes, graph_id)
 
     def graph(self, graph_id: str) -> Graph:
         """Re-attach to a graph of the store, from any process.
@@ -464,31 +439,9 @@ class DurableRuntime:
             LimitExceededError: ``max_pending_tasks`` unfinished tasks, or the
                 input is too large.
         """
-        task = self.tasks.get(name)
-        if task is None:
-            raise ConfigurationError(
-                f"no task {name!r}: tasks are defined with define_task() and passed to open()"
-            )
-        record = task_record(
-            task,
-            self.registry,
-            self.limits,
-            self.now,
-            input,
-            request_id=request_id,
-            run_id=run_id,
-            timeout=timeout,
-        ).model_copy(update={"engine": self.engine.name})
-        stored, created = await offload(
-            self.runtime_store.rt_insert,
-            record,
-            enqueue=False,
-            max_pending=self.limits.max_pending_tasks,
+        return await submit_task(
+            self, name, input, request_id=request_id, run_id=run_id, timeout=timeout
         )
-        if created:
-            await offload(self.state_event, stored)
-            self.engine.wake()
-        return TaskRun(self, stored.run_id)
 
     async def cancel_owned(self, run_id: str) -> None:
         """Cancel the unfinished agent runs a task run spawned."""
@@ -609,7 +562,7 @@ class DurableRuntime:
             notify(self.store, run_id)  # waiters woken by the events now see the record too
         else:
             self.state_event(record)
-        if self.notify is not None and changes.get("state") in NOTIFY_STATES:
+        if self.notify is not None and changes.get("state") in HUMAN_STATES:
             self.notify.schedule(self, record)
         if record.finished and "state" in changes:  # the store promoted the session's next run
             waiting = self.runtime_store.rt_session(record.session_id, sorted(UNFINISHED_STATES))

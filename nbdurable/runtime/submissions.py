@@ -2,25 +2,38 @@
 
 What ``DurableRuntime.submit``, ``submit_graph`` and ``submit_task`` insert: the
 registration or task definition it runs under, the canonical prompt or input
-within the payload limit, the deadline and the step budget.
+within the payload limit, the deadline and the step budget; and the insertion of
+a graph's nodes and of a task run, with their first state events.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .._deps import new_id
 from .._errors import ConfigurationError, DurableConflictError, LimitExceededError
 from .._text import valid_text
+from ..durable.deciders import claimed_user
+from ..durable.offload import offload
 from ..durable.runtime_run import RuntimeRun
 from .agent import Registry
-from .graphs import GraphNode
+from .graphs import Graph, GraphNode, validate_graph
 from .limits import Limits, payload_bytes
 from .prompts import Prompt, canonical_prompt, validate_prompt
-from .tasks import TaskDefinition, canonical_json
+from .tasks import TaskDefinition, TaskRun, canonical_json
 
-__all__ = ["agent_record", "check_same_graph", "graph_records", "task_record"]
+if TYPE_CHECKING:
+    from .runtime import DurableRuntime
+
+__all__ = [
+    "agent_record",
+    "check_same_graph",
+    "graph_records",
+    "submit_graph",
+    "submit_task",
+    "task_record",
+]
 
 Clock = Callable[[], int]
 """The runtime's clock, epoch ms."""
@@ -180,3 +193,74 @@ def task_record(
 
 def _valid_id(value: Any) -> Any:
     return valid_text(value) if isinstance(value, str) else value
+
+
+async def submit_graph(
+    runtime: DurableRuntime,
+    nodes: Iterable[GraphNode | Mapping[str, Any]],
+    graph_id: str | None,
+) -> Graph:
+    """Insert a graph's nodes and their first state events (``DurableRuntime.submit_graph``)."""
+    ordered = validate_graph(nodes, runtime.registry)
+    gid = graph_id or f"graph-{new_id()[:12]}"
+    existing = await offload(runtime.runtime_store.rt_graph, gid)
+    if existing:
+        check_same_graph(gid, existing, ordered)
+        return Graph(runtime, gid)
+    records = [
+        record.model_copy(update={"engine": runtime.engine.name, "submitted_by": claimed_user()})
+        for record in graph_records(runtime.registry, runtime.limits, runtime.now, gid, ordered)
+    ]
+    try:
+        stored = await offload(
+            runtime.runtime_store.rt_insert_many,
+            records,
+            max_pending=runtime.limits.max_pending_runs,
+        )
+    except DurableConflictError:
+        existing = await offload(runtime.runtime_store.rt_graph, gid)
+        if existing:  # another process submitted the same graph first
+            check_same_graph(gid, existing, ordered)
+            return Graph(runtime, gid)
+        raise
+    for record in stored:
+        await offload(runtime.state_event, record)
+    runtime.engine.wake()
+    return Graph(runtime, gid)
+
+
+async def submit_task(
+    runtime: DurableRuntime,
+    name: str,
+    input: Any,
+    *,
+    request_id: str | None,
+    run_id: str | None,
+    timeout: float | None,
+) -> TaskRun:
+    """Insert a task run and its first state event (``DurableRuntime.submit_task``)."""
+    task = runtime.tasks.get(name)
+    if task is None:
+        raise ConfigurationError(
+            f"no task {name!r}: tasks are defined with define_task() and passed to open()"
+        )
+    record = task_record(
+        task,
+        runtime.registry,
+        runtime.limits,
+        runtime.now,
+        input,
+        request_id=request_id,
+        run_id=run_id,
+        timeout=timeout,
+    ).model_copy(update={"engine": runtime.engine.name})
+    stored, created = await offload(
+        runtime.runtime_store.rt_insert,
+        record,
+        enqueue=False,
+        max_pending=runtime.limits.max_pending_tasks,
+    )
+    if created:
+        await offload(runtime.state_event, stored)
+        runtime.engine.wake()
+    return TaskRun(runtime, stored.run_id)

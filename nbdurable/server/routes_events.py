@@ -70,7 +70,7 @@ class _Tail:
 
     def __init__(self, bridge: Bridge, run_id: str, after: int, until: str) -> None:
         self.runtime = bridge.runtime
-        self.store = bridge.runtime.store
+        self.store = bridge.runtime.event_store
         self.run_id = run_id
         self.cursor = after
         self.until = until

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request
 
 from ..durable.offload import offload
-from ..durable.run_states import RunState
+from ..durable.run_states import RETRYABLE_STATES, RunState
 from ..durable.runtime_run import RuntimeRun
 from ..runtime.run import Run
 from ..tracing import incoming_trace_context
@@ -112,7 +112,7 @@ def runs_router(bridge: Bridge) -> APIRouter:
         """Let a failed or needs_attention run go on (a fresh model attempt budget)."""
         run = Run(runtime, run_id)
         state = (await offload(run.record)).state
-        if state not in ("failed", "needs_attention"):
+        if state not in RETRYABLE_STATES:
             raise RunStateError(f"only failed or needs_attention runs retry, not {state}")
         await run.retry()
         return RunOut.of(await offload(run.record))

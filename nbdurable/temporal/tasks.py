@@ -52,7 +52,6 @@ PHASE_TIMEOUT = timedelta(days=365)
 """How long one phase may run: it may await owned runs that wait for a human, so a
 lost worker is noticed by the heartbeat timeout, not by this."""
 
-FINAL_STATES = TERMINAL_STATES
 TASK_HAND_BACK = "nbdurable-task-hand-back"
 """Patch: ``task_begin`` is retried within 10 s (not up to 100 s) when a worker handed it back."""
 FAILURES = ("timeout", "limit_exceeded", "error")
@@ -279,14 +278,14 @@ class TaskRunWorkflow:
                     start_to_close_timeout=timedelta(seconds=60),
                     **self._begin_retries(),
                 )
-                if begun["state"] in FINAL_STATES:
+                if begun["state"] in TERMINAL_STATES:
                     return str(begun["state"])
                 if begun["state"] != "running":
                     continue  # not pending: a duplicate resume
                 fence = int(begun["fence"])
                 outcome = await self._phases(settings, fence, begun["start"], begun["phases"])
                 state = await self._finish(settings, fence, outcome)
-                if state in FINAL_STATES:
+                if state in TERMINAL_STATES:
                     return state
         except asyncio.CancelledError:
             await self._finish(settings, fence, {"state": "cancelled"})

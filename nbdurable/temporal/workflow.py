@@ -37,7 +37,6 @@ from .registry import worker_runtime
 
 __all__ = ["AgentRunWorkflow", "DefinitionMismatchError"]
 
-FINAL_STATES = TERMINAL_STATES
 RESUME_AFTER_END = "nbdurable-resume-after-end"
 """Patch: a resume received while a leg ended in a final state runs the next leg."""
 ELSEWHERE = "elsewhere"
@@ -94,7 +93,7 @@ class AgentRunWorkflow:
                 state = await self._leg(settings)
                 if state == ELSEWHERE:
                     await self._hand_on(config, handed_back)
-                if state in FINAL_STATES:
+                if state in TERMINAL_STATES:
                     # A retry's resume that reached this workflow while its last leg
                     # ended is the next leg's start, not a signal to drop.
                     if self._resumes > 0 and workflow.patched(RESUME_AFTER_END):

@@ -16,13 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import cli_agents as test_agents
 
 import nbdurable as nd
 from nbdurable.cli import main
 
-from . import agents as test_agents
-
-AGENTS = "cli.agents:agents"
+AGENTS = "support.cli_agents:agents"
 """The ``--agents`` spec of the test agents (tests/ is on sys.path)."""
 WIDTH = 100
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from support import cli_agents as test_agents
 
-from . import agents as test_agents
 from .conftest import AGENTS, fits, state
 
 
@@ -93,7 +93,13 @@ def test_resume_a_loop_run_says_how_to_resume_it(cli, runs_store: str) -> None:
 
 def test_resume_with_agents_that_do_not_serve_the_run(cli, runs_store: str) -> None:
     status, _, err = cli(
-        "runs", "resume", "run-wait", "--agents", "cli.agents:helper_only", "--store", runs_store
+        "runs",
+        "resume",
+        "run-wait",
+        "--agents",
+        "support.cli_agents:helper_only",
+        "--store",
+        runs_store,
     )
     assert status == 2 and "'janitor'" in err and "helper v1" in err
 
@@ -151,7 +157,7 @@ def test_bad_arguments_are_one_line_and_status_2(cli, runs_store: str) -> None:
         ("rewind", "run-done", "9"): "9",
         ("rewind", "run-wait", "0", "--edit-tool-result", "x"): "not a tool result",
         ("approve", "run-wait", "--agents", "nope_module:agents"): "nope_module",
-        ("approve", "run-wait", "--agents", "cli.agents"): "module:attribute",
+        ("approve", "run-wait", "--agents", "support.cli_agents"): "module:attribute",
         ("list", "--store", "bogus"): "bogus",
     }
     for argv, needle in cases.items():

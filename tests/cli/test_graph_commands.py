@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from support import cli_agents as test_agents
 
 import nbdurable as nd
 
-from . import agents as test_agents
 from .conftest import fits
 
 

@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import cli_agents as test_agents
 from support.notify_receiver import receiver
 
 import nbdurable as nd
 from nbdurable.cli import serve, worker
 from nbdurable.cli.env import resolve_env
 
-from . import agents as test_agents
 from .conftest import AGENTS
 
 TESTS = Path(__file__).resolve().parents[1]

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import cli_agents as test_agents
 
 import nbdurable as nd
 
-from . import agents as test_agents
 from .conftest import AGENTS, state
 
 ROOT = Path(__file__).resolve().parents[2]

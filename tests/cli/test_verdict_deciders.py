@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import nbdurable as nd
+from support import cli_agents as test_agents
 
-from . import agents as test_agents
+import nbdurable as nd
 
 ROOT = Path(__file__).resolve().parents[2]
 

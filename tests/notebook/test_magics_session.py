@@ -50,8 +50,7 @@ async def test_the_runtime_opens_lazily_on_the_running_loop(
     runtime = nb.runtime
     assert nb.started and nb.runtime is runtime
     assert (tmp_path / ".nbdurable" / "runs.db").exists()
-    scheduler = runtime.engine._scheduler  # type: ignore[attr-defined]
-    assert scheduler.get_loop() is asyncio.get_running_loop()
+    assert runtime.engine.home_loop() is asyncio.get_running_loop()
     await nb.close()
     assert not nb.started
 

@@ -6,7 +6,7 @@ run. ``agents`` is a factory: every runtime gets fresh instances.
 
 from __future__ import annotations
 
-from cli.agents import FLAKY, lookup, make_agents
+from support.cli_agents import FLAKY, lookup, make_agents
 
 import nbdurable as nd
 

@@ -13,7 +13,7 @@ import anywidget
 import ipywidgets
 import traitlets
 
-from ...durable.run_states import RUN_STATES
+from ...durable.run_states import ACTIVE_STATES, BUSY_STATES, RETRYABLE_STATES, RUN_STATES
 from ...messages import VerdictSource
 from ...runtime.run import Run
 from ...runtime.verdicts import Outcome, submit_verdict
@@ -456,10 +456,10 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         record = self.runtime.runtime_store.rt_get(run_id)
         if record is None:
             said = f"{run_id} is not a runtime run: resume it with resume_from_checkpoint"
-        elif record.state in ("failed", "needs_attention"):
+        elif record.state in RETRYABLE_STATES:
             await Run(self.runtime, run_id).retry()
             said = f"{run_id}: retried"
-        elif record.state in ("pending", "retry_wait", "queued"):
+        elif record.state in BUSY_STATES - ACTIVE_STATES:
             self.runtime.wake()
             said = f"{run_id}: {record.state}, the runtime looks for work now"
         elif record.state == "waiting_approval":

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ...durable.run_states import HUMAN_STATES, UNFINISHED_STATES
+from ...durable.run_states import HUMAN_STATES, RETRYABLE_STATES, UNFINISHED_STATES
 from ...durable.runtime_run import RuntimeRun
 from ...inspect._compact import age, cost_text, why
 
@@ -114,7 +114,7 @@ COLUMNS: tuple[Column, ...] = (
 """The runs table's columns, left to right."""
 
 
-STOPPED_ON_ERROR = frozenset({"failed", "needs_attention", "retry_wait"})
+STOPPED_ON_ERROR = RETRYABLE_STATES | {"retry_wait"}
 
 
 def _why(row: dict[str, Any], record: RuntimeRun | None) -> str:

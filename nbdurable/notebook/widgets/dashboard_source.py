@@ -21,7 +21,7 @@ from typing import Any
 from ..._errors import RunNotFoundError
 from ...durable.runtime_run import RuntimeRun
 from ...durable.signer import token_issued_at
-from ...durable.store import MULTIPROCESS, supports
+from ...durable.store import MULTIPROCESS, HistoryStore, supports
 from ...inspect import _records
 from ...inspect._approvals import approval_rows
 from ...messages import ToolApprovalRequest
@@ -125,7 +125,7 @@ class DashboardSource:
         columns: The columns of the runs table.
     """
 
-    def __init__(self, store: Any, columns: Sequence[Column] = COLUMNS) -> None:
+    def __init__(self, store: HistoryStore, columns: Sequence[Column] = COLUMNS) -> None:
         self.store = store
         self.columns = tuple(columns)
         self._reader: Any = None

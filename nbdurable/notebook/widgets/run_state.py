@@ -10,7 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...durable.deciders import decided_phrase
-from ...durable.run_states import BUSY_STATES, TERMINAL_STATES, UNSUCCESSFUL_STATES
+from ...durable.run_states import (
+    BUSY_STATES,
+    QUEUED_STATES,
+    TERMINAL_STATES,
+    UNSUCCESSFUL_STATES,
+)
 from ...durable.signer import token_issued_at
 from ...events.fold import RunView, StepView
 from ...events.model import APPROVAL_RESOLVED, RUN_STATE, Event
@@ -122,7 +127,7 @@ class Clock:
         """Note one event's time."""
         if not self.started_at:
             self.started_at = event.created_at
-        if event.type != RUN_STATE or event.payload.get("state") not in ("queued", "pending"):
+        if event.type != RUN_STATE or event.payload.get("state") not in QUEUED_STATES:
             self.ended_at = event.created_at
 
 

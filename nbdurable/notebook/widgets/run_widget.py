@@ -157,7 +157,7 @@ class RunWidget(anywidget.AnyWidget):
     async def _follow(self) -> None:
         try:
             async for event in subscribe(
-                self.runtime.store,
+                self.runtime.event_store,
                 self.run_id,
                 after=self.view.last_offset,
                 wait=True,

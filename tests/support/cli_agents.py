@@ -1,4 +1,4 @@
-"""Agents the CLI tests run, and hand to ``--agents cli.agents:agents``.
+"""Agents the CLI tests run, and hand to ``--agents support.cli_agents:agents``.
 
 ``agents`` is a factory: every runtime (the fixture's, each command's) gets fresh
 instances of the same definitions.
