@@ -63,6 +63,26 @@ def test_store_bench_quick_runs_and_prints_the_table(tmp_path: Path) -> None:
     assert cold["messages"] == 1000 and cold["floor_ms"] > 0 and cold["load_ms"] > 0
 
 
+def test_store_bench_runs_the_loop_as_a_dbos_workflow(tmp_path: Path) -> None:
+    pytest.importorskip("dbos", reason="DBOS comes with the bench dependency group")
+    script = (
+        "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
+        "import store_bench as sb;"
+        "f = sb.run_dbos(10, Path(sys.argv[2]));"
+        "print(f.config, f.n, f.messages, f.checkpoints, f.bytes_closed > 0, len(f.step_ms))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(BENCH.parent), str(tmp_path / "dbos.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    # 22 messages; 21 recorded steps: 11 model turns and 10 tool results
+    assert done.stdout.splitlines()[-1] == "dbos sqlite 10 22 21 True 9"
+
+
 INSPECT_BENCH = BENCH.parent / "inspect_bench.py"
 
 
