@@ -30,7 +30,7 @@ def run_bench(script: Path, args: list[str], folder: Path, timeout: float) -> li
 def test_store_bench_quick_runs_and_prints_the_table(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
     lines = run_bench(
-        BENCH, ["--quick", "--nbdurable-only", "--json", str(out)], tmp_path, timeout=60
+        BENCH, ["--quick", "--nbdurable-only", "--json", str(out)], tmp_path, timeout=180
     )
     header = next(line for line in lines if line.startswith("config"))
     for column in (
@@ -42,17 +42,45 @@ def test_store_bench_quick_runs_and_prints_the_table(tmp_path: Path) -> None:
         "load latest ms",
     ):
         assert column in header
+    first = lines[lines.index(header) : lines.index("", lines.index(header))]
     rows = [
         line.split("|")[0].strip() + " " + line.split("|")[1].strip()
-        for line in lines
-        if "|" in line and not line.startswith(("config", "cpu"))
+        for line in first
+        if "|" in line and not line.startswith("config")
     ]
     assert rows == ["no store 10", "nbdurable sqlite 10", "no store 100", "nbdurable sqlite 100"]
-    assert "langgraph" not in "\n".join(lines).split("\n\n", 1)[1]
+    text = "\n".join(lines)
+    assert "langgraph" not in text.split("\n\n", 1)[1] and "dbos sqlite" not in text
+    assert "nbdurable sqlite, 4 tools | 100 |" in text.replace("  ", "")
+    assert "cold load of 1,000 messages" in text
     figures = json.loads(out.read_text())["figures"]
     ours = [f for f in figures if f["config"] == "nbdurable sqlite"]
     assert [f["checkpoints"] for f in ours] == [11, 101]
     assert all(f["bytes_on_disk"] > 0 and f["load_ms"] > 0 for f in ours)
+    parallel = [f for f in figures if f["config"] == "nbdurable sqlite, 4 tools"]
+    assert [f["checkpoints"] for f in parallel] == [101]
+    cold = json.loads(out.read_text())["cold_load"]
+    assert cold["messages"] == 1000 and cold["floor_ms"] > 0 and cold["load_ms"] > 0
+
+
+def test_store_bench_runs_the_loop_as_a_dbos_workflow(tmp_path: Path) -> None:
+    pytest.importorskip("dbos", reason="DBOS comes with the bench dependency group")
+    script = (
+        "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
+        "import store_bench as sb;"
+        "f = sb.run_dbos(10, Path(sys.argv[2]));"
+        "print(f.config, f.n, f.messages, f.checkpoints, f.bytes_closed > 0, len(f.step_ms))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(BENCH.parent), str(tmp_path / "dbos.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    # 22 messages; 21 recorded steps: 11 model turns and 10 tool results
+    assert done.stdout.splitlines()[-1] == "dbos sqlite 10 22 21 True 9"
 
 
 INSPECT_BENCH = BENCH.parent / "inspect_bench.py"
