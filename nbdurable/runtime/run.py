@@ -33,6 +33,7 @@ from ..loop.output import OutputSpec
 from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, Usage, VerdictSource
 from . import lifecycle
 from .in_flight import landed
+from .record_mirror import read_record
 from .waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:
@@ -155,7 +156,7 @@ class Run:
         Raises:
             RunNotFoundError: The run was deleted.
         """
-        record = self.runtime.runtime_store.rt_get(self.run_id)
+        record = read_record(self.runtime, self.run_id)
         if record is None:
             raise RunNotFoundError(self.run_id)
         return record
@@ -166,7 +167,7 @@ class Run:
 
     @property
     def status(self) -> str:
-        """The current run state (read from the store)."""
+        """The current run state (see :meth:`record`)."""
         return self.record().state
 
     async def wait(self, *states: str, timeout: float | None = None) -> RuntimeRun:

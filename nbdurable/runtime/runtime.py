@@ -32,6 +32,7 @@ from .graphs import Graph, GraphNode, validate_graph
 from .limits import Limits, check_concurrency
 from .notify import NOTIFY_STATES, Notifier
 from .prompts import Prompt
+from .record_mirror import MirroredRuntimeStore, mirror_for, read_graph, read_list
 from .run import Run
 from .state_events import promoted_event, settled_nodes, state_events
 from .store_retry import RetryingRuntimeStore
@@ -139,6 +140,12 @@ class DurableRuntime:
         # A cast, not a declaration: the wrapper passes methods it does not
         # retry through to the store unchanged.
         self.runtime_store = cast(RuntimeStore, RetryingRuntimeStore(records, self.store_retry))
+        # Over a remote store, synchronous reads on the loop read a mirror of the records.
+        self.mirror = mirror_for(store, records)
+        if self.mirror is not None:
+            self.runtime_store = cast(
+                RuntimeStore, MirroredRuntimeStore(self.runtime_store, self.mirror)
+            )
         self.owner_id = owner_id or f"runtime-{new_id()[:12]}"
         self._signer = approval_signer
         if approval_max_age_ms is not None and (
@@ -211,6 +218,8 @@ class DurableRuntime:
             notify=notify,
         )
         runtime._loop = asyncio.get_running_loop()
+        if runtime.mirror is not None:
+            await runtime.mirror.start()
         with runtime.resources.active():  # the engine's tasks inherit the scope
             runtime.engine.start(runtime)
         runtime._started = True
@@ -219,6 +228,8 @@ class DurableRuntime:
     async def __aenter__(self) -> DurableRuntime:
         if not self._started:
             self._loop = asyncio.get_running_loop()
+            if self.mirror is not None:
+                await self.mirror.start()
             with self.resources.active():
                 self.engine.start(self)
             self._started = True
@@ -235,6 +246,8 @@ class DurableRuntime:
         """
         if self._started:
             await self.engine.close()
+        if self.mirror is not None:
+            await offload(self.mirror.close)
         await self.resources.aclose()
         if self.notify is not None:  # messages in flight, each bounded by its attempts
             await self.notify.aclose(timeout=30.0)
@@ -435,7 +448,7 @@ class DurableRuntime:
         Raises:
             RunNotFoundError: The store has no such graph.
         """
-        if not self.runtime_store.rt_graph(graph_id):
+        if not read_graph(self, graph_id):
             raise RunNotFoundError(graph_id)
         return Graph(self, graph_id)
 
@@ -542,9 +555,13 @@ class DurableRuntime:
         return Run(self, fork.run_id)
 
     def list_runs(self, status: str | Sequence[str] | None = None) -> list[RuntimeRun]:
-        """Run records in submission order, optionally only those in ``status``."""
+        """Run records in submission order, optionally only those in ``status``.
+
+        Over a remote store (PostgreSQL), called on the runtime's event loop,
+        this reads the runtime's mirror of the records (see docs/runtime.md).
+        """
         states = [status] if isinstance(status, str) else status
-        return self.runtime_store.rt_list(states)
+        return read_list(self, states)
 
     async def resume(self) -> None:
         """Pick up recovered work now (restored registrations make it eligible)."""

@@ -3,22 +3,32 @@
 The PostgreSQL store is reached through a loopback proxy that adds 200 ms to
 every round trip. Every connection the store takes from its pool records the
 thread that took it: over a whole run (submit, a tool, an approval decided,
-completion), none may be the loop's thread. That is a structural check, not a
-timing one: it fails on the first store call made synchronously from async code.
+completion), and over the synchronous reads a notebook makes without ``await``
+(``Run.status``, ``Run.record()``, ``list_runs()``, a graph's and a task's),
+none may be the loop's thread. That is a structural check, not a timing one: it
+fails on the first store call made synchronously from async code.
+
+The tests share one database and one proxy (module fixtures): each opens its
+own store through the proxy, and their runs have distinct agents and ids.
 """
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 from support.latency_proxy import LatencyProxy, latency_proxy
+from support.pgserver import PgServer
 
 import nbdurable as nd
 from nbdurable.durable.offload import offload
@@ -28,15 +38,29 @@ from nbdurable.stores import open_store
 
 DELAY = 0.2
 SECRET = "loop blocking test secret"
+WRITER = Path(__file__).resolve().parents[1] / "support" / "remote_writer.py"
 
 
-@pytest.fixture
-def slow_pg(pg_database: str) -> Iterator[tuple[str, LatencyProxy]]:
-    """The test database's URL through a proxy adding 200 ms per round trip, and the proxy."""
-    port = urlsplit(pg_database).port
+@pytest.fixture(scope="module")
+def shared_database(pg_server: PgServer) -> Iterator[str]:
+    """One database for this module's tests, its schema created directly (not via the proxy)."""
+    name = f"t_{uuid.uuid4().hex}"
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} STRATEGY FILE_COPY")
+    url = f"postgresql://postgres@127.0.0.1:{pg_server.port}/{name}"
+    open_store(url).close()  # migrated here: through the proxy that costs a round trip a statement
+    yield url
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="module")
+def slow_pg(shared_database: str) -> Iterator[tuple[str, LatencyProxy]]:
+    """The database's URL through a proxy adding 200 ms per round trip, and the proxy."""
+    port = urlsplit(shared_database).port
     assert port is not None
     with latency_proxy("127.0.0.1", port, DELAY) as proxy:
-        yield proxy.url_for(pg_database, port), proxy
+        yield proxy.url_for(shared_database, port), proxy
 
 
 class ThreadRecorder:
@@ -88,6 +112,10 @@ def approval_agent(ran: list[str]) -> Agent:
     )
 
 
+async def _tidy(ctx: Any, state: Any) -> Any:
+    return {"n": state["n"] + 1}
+
+
 async def test_no_store_call_runs_on_the_loop_thread(
     slow_pg: tuple[str, LatencyProxy],
 ) -> None:
@@ -96,19 +124,38 @@ async def test_no_store_call_runs_on_the_loop_thread(
     recorder = ThreadRecorder(store)
     recorder.loop_thread = threading.get_ident()
     ran: list[str] = []
+    echo = Agent("echo", nd.ScriptedModel(["echoed"]), [], version="1")
     try:
         async with await DurableRuntime.open(
             store=store,
-            agents=[approval_agent(ran)],
+            agents=[approval_agent(ran), echo],
+            tasks=[nd.define_task("tidy", _tidy)],
             approval_signer=nd.ApprovalSigner(SECRET),
             poll_interval=0.2,
         ) as rt:
             run = await rt.submit("janitor", "Clean up /tmp.")
+            graph = await rt.submit_graph([{"id": "only", "agent": "echo", "prompt": "Hi."}])
+            task = await rt.submit_task("tidy", {"n": 1})
             await run.wait("waiting_approval", timeout=60)
+            # The synchronous reads a notebook makes without await, on the loop.
+            assert run.status == "waiting_approval"
+            assert run.record().state == "waiting_approval"
+            assert run.run_id in [r.run_id for r in rt.list_runs("waiting_approval")]
             [request] = await run.pending_approvals()
             await run.approve(request.approval_id)
             record = await run.wait("completed", timeout=60)
             result = await run.result()
+            assert await graph.wait(timeout=60) == "completed"
+            assert await task.result() == {"n": 2}
+            assert run.status == "completed"
+            assert run.record().result_text == "done"
+            assert graph.status == "completed"
+            assert [r.node_id for r in graph.records()] == ["only"]
+            assert task.state() == {"n": 2}
+            assert task.children() == []
+            listed = {r.run_id: r.state for r in rt.list_runs()}
+            assert listed[run.run_id] == "completed"
+            assert listed[task.run_id] == "completed"
         assert record.state == "completed"
         assert result.text == "done"
         assert ran == ["look /tmp", "drop /tmp"]
@@ -121,7 +168,7 @@ async def test_no_store_call_runs_on_the_loop_thread(
 
 
 async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
-    slow_pg: tuple[str, LatencyProxy], pg_database: str
+    slow_pg: tuple[str, LatencyProxy], shared_database: str
 ) -> None:
     """A store call stuck 12 s on a row lock does not stop another run's lease renewals.
 
@@ -158,7 +205,7 @@ async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
 
     def watch(run_id: str) -> None:
         # Reads the lease directly (no proxy) ten times a second while the tool runs.
-        with psycopg.connect(pg_database, autocommit=True) as conn:
+        with psycopg.connect(shared_database, autocommit=True) as conn:
             while watching.is_set():
                 row = conn.execute(
                     "SELECT (record::jsonb->>'lease_expires_at')::bigint, state FROM "
@@ -187,7 +234,7 @@ async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
             # to it (what a run's event writer does) waits 12 s for the row.
             parked_fence = (await offload(other.record)).fence
             note = NewEvent(type="note", created_at=int(time.time() * 1000), payload={})
-            with psycopg.connect(pg_database) as locker:
+            with psycopg.connect(shared_database) as locker:
                 locker.execute(
                     "SELECT 1 FROM " + _rt_runs(locker) + " WHERE run_id = %s FOR UPDATE",
                     (other.run_id,),
@@ -207,6 +254,57 @@ async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
         assert lapses == [], f"the lease lapsed while a store call waited: {lapses[:3]}"
     finally:
         watching.clear()
+        store.close()
+
+
+async def test_a_change_made_by_another_process_shows_in_sync_reads(
+    slow_pg: tuple[str, LatencyProxy], shared_database: str
+) -> None:
+    """Another process cancels a run and submits one: ``status`` and ``list_runs()`` follow.
+
+    The reads stay on the loop's thread without a store call (the runtime's mirror
+    of the records, refreshed off the loop when PostgreSQL notifies the change).
+    """
+    url, _ = slow_pg
+    store = open_store(url)
+    recorder = ThreadRecorder(store)
+    recorder.loop_thread = threading.get_ident()
+    ran: list[str] = []
+    try:
+        async with await DurableRuntime.open(
+            store=store,
+            agents=[approval_agent(ran)],
+            approval_signer=nd.ApprovalSigner(SECRET),
+            poll_interval=0.2,
+        ) as rt:
+            run = await rt.submit("janitor", "Clean up /var.")
+            await run.wait("waiting_approval", timeout=60)
+            new_id = f"elsewhere-{uuid.uuid4().hex[:8]}"
+            calls_before = recorder.calls
+            writer = await asyncio.create_subprocess_exec(
+                sys.executable,
+                str(WRITER),
+                shared_database,
+                run.run_id,
+                new_id,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            out, err = await asyncio.wait_for(writer.communicate(), 120)
+            assert writer.returncode == 0, err.decode()
+            assert out.decode().strip() == "done"
+            # The writer has exited: its changes are committed and notified.
+            seen_at = time.monotonic()
+            while run.status != "cancelled" or new_id not in {r.run_id for r in rt.list_runs()}:
+                assert time.monotonic() - seen_at < 30, (run.status, rt.list_runs())
+                await asyncio.sleep(0.05)
+            assert run.record().state == "cancelled"
+            assert recorder.calls > calls_before  # the mirror read them, off the loop
+        assert ran == ["look /tmp"]
+        assert recorder.on_loop == [], "store calls on the loop thread:\n" + "\n".join(
+            sorted(set(recorder.on_loop))
+        )
+    finally:
         store.close()
 
 
