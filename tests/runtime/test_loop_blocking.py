@@ -188,18 +188,12 @@ async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
         await asyncio.sleep(seconds)
         return "slept"
 
-    @nd.tool(needs_approval=True)
-    def gate() -> str:
-        """Ask first."""
-        return "passed"
-
     worker = Agent(
         "worker",
         nd.ScriptedModel([nd.Turn.call("slow", seconds=16.0), "done"]),
         [slow],
         version="1",
     )
-    parked = Agent("parked", nd.ScriptedModel([nd.Turn.call("gate"), "done"]), [gate], version="1")
     lapses: list[tuple[float, int]] = []
     watching = threading.Event()
 
@@ -220,11 +214,13 @@ async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
                 time.sleep(0.1)
 
     try:
+        # The parked run is parked by another process, straight to the database.
+        parked = f"parked-{uuid.uuid4().hex[:8]}"
+        await remote_write(shared_database, f"park:{parked}")
         async with await DurableRuntime.open(
-            store=store, agents=[worker, parked], lease_ms=lease_ms, poll_interval=0.2
+            store=store, agents=[worker], lease_ms=lease_ms, poll_interval=0.2
         ) as rt:
-            other = await rt.submit("parked", "Wait.")
-            await other.wait("waiting_approval", timeout=60)
+            other = await rt.get_run(parked)
             run = await rt.submit("worker", "Work.")
             await asyncio.wait_for(started.wait(), 60)
             watching.set()
@@ -257,50 +253,52 @@ async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
         store.close()
 
 
+async def remote_write(database: str, *actions: str) -> None:
+    """Run ``support/remote_writer.py`` (another process, straight to the database)."""
+    writer = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(WRITER),
+        database,
+        *actions,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(writer.communicate(), 120)
+    assert writer.returncode == 0, err.decode()
+    assert out.decode().strip() == "done"
+
+
 async def test_a_change_made_by_another_process_shows_in_sync_reads(
     slow_pg: tuple[str, LatencyProxy], shared_database: str
 ) -> None:
-    """Another process cancels a run and submits one: ``status`` and ``list_runs()`` follow.
+    """Another process parks a run, then cancels it and parks another: sync reads follow.
 
-    The reads stay on the loop's thread without a store call (the runtime's mirror
-    of the records, refreshed off the loop when PostgreSQL notifies the change).
+    ``status`` and ``list_runs()`` stay on the loop's thread without a store call
+    (the runtime's mirror of the records: loaded when it opens, then refreshed
+    off the loop when PostgreSQL notifies another process's change).
     """
     url, _ = slow_pg
+    parked, later = (f"elsewhere-{uuid.uuid4().hex[:8]}" for _ in range(2))
+    await remote_write(shared_database, f"park:{parked}")
     store = open_store(url)
     recorder = ThreadRecorder(store)
     recorder.loop_thread = threading.get_ident()
-    ran: list[str] = []
     try:
-        async with await DurableRuntime.open(
-            store=store,
-            agents=[approval_agent(ran)],
-            approval_signer=nd.ApprovalSigner(SECRET),
-            poll_interval=0.2,
-        ) as rt:
-            run = await rt.submit("janitor", "Clean up /var.")
-            await run.wait("waiting_approval", timeout=60)
-            new_id = f"elsewhere-{uuid.uuid4().hex[:8]}"
+        async with await DurableRuntime.open(store=store, poll_interval=0.2) as rt:
+            # Loaded at open: known without a read on the loop.
+            assert {r.run_id: r.state for r in rt.list_runs()}[parked] == "waiting_approval"
+            run = await rt.get_run(parked)
+            assert run.status == "waiting_approval"
             calls_before = recorder.calls
-            writer = await asyncio.create_subprocess_exec(
-                sys.executable,
-                str(WRITER),
-                shared_database,
-                run.run_id,
-                new_id,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-            )
-            out, err = await asyncio.wait_for(writer.communicate(), 120)
-            assert writer.returncode == 0, err.decode()
-            assert out.decode().strip() == "done"
-            # The writer has exited: its changes are committed and notified.
-            seen_at = time.monotonic()
-            while run.status != "cancelled" or new_id not in {r.run_id for r in rt.list_runs()}:
-                assert time.monotonic() - seen_at < 30, (run.status, rt.list_runs())
+            await remote_write(shared_database, f"cancel:{parked}", f"park:{later}")
+            # The writer has exited: its changes are committed and were notified.
+            began = time.monotonic()
+            while run.status != "cancelled" or later not in {r.run_id for r in rt.list_runs()}:
+                assert time.monotonic() - began < 30, (run.status, rt.list_runs())
                 await asyncio.sleep(0.05)
             assert run.record().state == "cancelled"
+            assert rt.list_runs("waiting_approval")[-1].run_id == later
             assert recorder.calls > calls_before  # the mirror read them, off the loop
-        assert ran == ["look /tmp"]
         assert recorder.on_loop == [], "store calls on the loop thread:\n" + "\n".join(
             sorted(set(recorder.on_loop))
         )

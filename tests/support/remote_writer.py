@@ -1,8 +1,10 @@
-"""Another process changing runs of a shared store (the record mirror's test).
+"""Another process changing runs of a shared store, directly (not through a slow proxy).
 
-``python remote_writer.py STORE_URL RUN_ID NEW_RUN_ID`` cancels RUN_ID, then
-submits a run with id NEW_RUN_ID of an agent ``elsewhere`` that only this
-process serves, and exits (the new run is left as it is).
+``python remote_writer.py STORE_URL ACTION...`` where each ACTION is
+``park:RUN_ID`` (submit a run of agent ``elsewhere``, which only this process
+serves, and wait until it asks for an approval) or ``cancel:RUN_ID``; actions
+run in order, then the process prints ``done`` and exits (parked runs stay
+``waiting_approval``).
 """
 
 from __future__ import annotations
@@ -14,17 +16,32 @@ import nbdurable as nd
 from nbdurable.runtime import Agent, DurableRuntime
 
 
-async def main(store_url: str, run_id: str, new_run_id: str) -> None:
+@nd.tool(needs_approval=True)
+def publish() -> str:
+    """Publish."""
+    return "published"
+
+
+async def main(store_url: str, actions: list[str]) -> None:
     store = nd.open_store(store_url)
-    agent = Agent("elsewhere", nd.ScriptedModel(["done"]), [], version="1")
+    agent = Agent(
+        "elsewhere", nd.ScriptedModel([nd.Turn.call("publish"), "done"]), [publish], version="1"
+    )
     try:
         async with await DurableRuntime.open(store=store, agents=[agent]) as runtime:
-            await (await runtime.get_run(run_id)).cancel()
-            await runtime.submit("elsewhere", "Hello.", run_id=new_run_id)
+            for action in actions:
+                verb, run_id = action.split(":", 1)
+                if verb == "park":
+                    run = await runtime.submit("elsewhere", "Publish.", run_id=run_id)
+                    await run.wait("waiting_approval", timeout=60)
+                elif verb == "cancel":
+                    await (await runtime.get_run(run_id)).cancel()
+                else:
+                    raise SystemExit(f"unknown action {action!r}")
     finally:
         store.close()
     print("done", flush=True)
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))
+    asyncio.run(main(sys.argv[1], sys.argv[2:]))
