@@ -33,7 +33,7 @@ from support.pgserver import PgServer
 import nbdurable as nd
 from nbdurable.durable.offload import offload
 from nbdurable.events.model import NewEvent
-from nbdurable.runtime import Agent, DurableRuntime
+from nbdurable.runtime import Agent, DurableRuntime, TaskRun
 from nbdurable.stores import open_store
 
 DELAY = 0.2
@@ -112,10 +112,6 @@ def approval_agent(ran: list[str]) -> Agent:
     )
 
 
-async def _tidy(ctx: Any, state: Any) -> Any:
-    return {"n": state["n"] + 1}
-
-
 async def test_no_store_call_runs_on_the_loop_thread(
     slow_pg: tuple[str, LatencyProxy],
 ) -> None:
@@ -124,18 +120,14 @@ async def test_no_store_call_runs_on_the_loop_thread(
     recorder = ThreadRecorder(store)
     recorder.loop_thread = threading.get_ident()
     ran: list[str] = []
-    echo = Agent("echo", nd.ScriptedModel(["echoed"]), [], version="1")
     try:
         async with await DurableRuntime.open(
             store=store,
-            agents=[approval_agent(ran), echo],
-            tasks=[nd.define_task("tidy", _tidy)],
+            agents=[approval_agent(ran)],
             approval_signer=nd.ApprovalSigner(SECRET),
             poll_interval=0.2,
         ) as rt:
             run = await rt.submit("janitor", "Clean up /tmp.")
-            graph = await rt.submit_graph([{"id": "only", "agent": "echo", "prompt": "Hi."}])
-            task = await rt.submit_task("tidy", {"n": 1})
             await run.wait("waiting_approval", timeout=60)
             # The synchronous reads a notebook makes without await, on the loop.
             assert run.status == "waiting_approval"
@@ -145,17 +137,9 @@ async def test_no_store_call_runs_on_the_loop_thread(
             await run.approve(request.approval_id)
             record = await run.wait("completed", timeout=60)
             result = await run.result()
-            assert await graph.wait(timeout=60) == "completed"
-            assert await task.result() == {"n": 2}
             assert run.status == "completed"
             assert run.record().result_text == "done"
-            assert graph.status == "completed"
-            assert [r.node_id for r in graph.records()] == ["only"]
-            assert task.state() == {"n": 2}
-            assert task.children() == []
-            listed = {r.run_id: r.state for r in rt.list_runs()}
-            assert listed[run.run_id] == "completed"
-            assert listed[task.run_id] == "completed"
+            assert {r.run_id: r.state for r in rt.list_runs()}[run.run_id] == "completed"
         assert record.state == "completed"
         assert result.text == "done"
         assert ran == ["look /tmp", "drop /tmp"]
@@ -273,13 +257,14 @@ async def test_a_change_made_by_another_process_shows_in_sync_reads(
 ) -> None:
     """Another process parks a run, then cancels it and parks another: sync reads follow.
 
-    ``status`` and ``list_runs()`` stay on the loop's thread without a store call
-    (the runtime's mirror of the records: loaded when it opens, then refreshed
-    off the loop when PostgreSQL notifies another process's change).
+    ``status``, ``record()``, ``list_runs()`` and a graph's and a task's reads
+    stay on the loop's thread without a store call (the runtime's mirror of the
+    records: loaded when it opens, then refreshed off the loop when PostgreSQL
+    notifies another process's change).
     """
     url, _ = slow_pg
-    parked, later = (f"elsewhere-{uuid.uuid4().hex[:8]}" for _ in range(2))
-    await remote_write(shared_database, f"park:{parked}")
+    parked, later, graph_id, task_id = (f"remote-{uuid.uuid4().hex[:8]}" for _ in range(4))
+    await remote_write(shared_database, f"park:{parked}", f"graph:{graph_id}", f"task:{task_id}")
     store = open_store(url)
     recorder = ThreadRecorder(store)
     recorder.loop_thread = threading.get_ident()
@@ -289,6 +274,13 @@ async def test_a_change_made_by_another_process_shows_in_sync_reads(
             assert {r.run_id: r.state for r in rt.list_runs()}[parked] == "waiting_approval"
             run = await rt.get_run(parked)
             assert run.status == "waiting_approval"
+            graph = rt.graph(graph_id)
+            assert graph.status == "completed"
+            assert [r.node_id for r in graph.records()] == ["only"]
+            task = await rt.get_run(task_id)
+            assert isinstance(task, TaskRun)
+            assert task.state() == {"n": 2}
+            assert task.children() == []
             calls_before = recorder.calls
             await remote_write(shared_database, f"cancel:{parked}", f"park:{later}")
             # The writer has exited: its changes are committed and were notified.
