@@ -6,9 +6,9 @@
 ``await``, on the kernel's event loop. Over a store whose reads cross a network
 (the ``remote`` capability: PostgreSQL) each would block the loop for a round
 trip, so :class:`DurableRuntime` keeps a :class:`RecordMirror` and those calls,
-made on the runtime's loop thread, read it instead. Anywhere else (a store
-thread, which is where every awaited read runs, or a thread of the user's)
-they read the store as before, so awaited reads are always current.
+made on a thread that runs an event loop, read it instead. Anywhere else (a
+store thread, which is where every awaited read runs, or a script without a
+loop) they read the store as before, so awaited reads are always current.
 
 The mirror is loaded on a store thread when the runtime opens, and kept
 current by
@@ -70,7 +70,6 @@ class RecordMirror:
         self._reload = False
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._loaded = False
         self._unwatch: Callable[[], None] | None = None
         self._thread: threading.Thread | None = None
@@ -81,7 +80,6 @@ class RecordMirror:
         """Load the mirror on a store thread and start following the store's notifications."""
         if self._loaded or self._stopping.is_set():
             return
-        self._loop = asyncio.get_running_loop()
         await offload(self._load)
 
     def _load(self) -> None:
@@ -109,13 +107,19 @@ class RecordMirror:
             thread.join(timeout=10.0)
 
     def active(self) -> bool:
-        """Whether reads on this thread use the mirror: loaded, and on the runtime's loop."""
-        if not self._loaded or self._loop is None:
+        """Whether reads on this thread use the mirror: loaded, and an event loop runs here.
+
+        A thread running a loop (the runtime's, or a notebook kernel's while the
+        runtime runs on another) must not wait for the network; a store thread,
+        where awaited reads run, reads the store and is current.
+        """
+        if not self._loaded:
             return False
         try:
-            return asyncio.get_running_loop() is self._loop
+            asyncio.get_running_loop()
         except RuntimeError:
             return False
+        return True
 
     # -- reads -----------------------------------------------------------------------
 
@@ -271,7 +275,7 @@ def _mirror(runtime: _Reader) -> RecordMirror | None:
 
 
 def read_record(runtime: _Reader, run_id: str) -> RuntimeRun | None:
-    """A run's record: from the mirror on the runtime's loop, else from the store.
+    """A run's record: from the mirror on an event loop's thread, else from the store.
 
     A run the mirror has not seen yet is read from the store.
     """
@@ -281,13 +285,13 @@ def read_record(runtime: _Reader, run_id: str) -> RuntimeRun | None:
 
 
 def read_list(runtime: _Reader, states: Sequence[str] | None = None) -> list[RuntimeRun]:
-    """Run records in submission order: from the mirror on the runtime's loop, else the store."""
+    """Run records in submission order: from the mirror on a loop's thread, else the store."""
     mirror = _mirror(runtime)
     return mirror.runs(states) if mirror is not None else runtime.runtime_store.rt_list(states)
 
 
 def read_graph(runtime: _Reader, graph_id: str) -> list[RuntimeRun]:
-    """A graph's records: from the mirror on the runtime's loop, else (or unseen) the store."""
+    """A graph's records: from the mirror on a loop's thread, else (or unseen) the store."""
     mirror = _mirror(runtime)
     found = mirror.graph(graph_id) if mirror is not None else []
     return found or runtime.runtime_store.rt_graph(graph_id)

@@ -557,7 +557,7 @@ class DurableRuntime:
     def list_runs(self, status: str | Sequence[str] | None = None) -> list[RuntimeRun]:
         """Run records in submission order, optionally only those in ``status``.
 
-        Over a remote store (PostgreSQL), called on the runtime's event loop,
+        Over a remote store (PostgreSQL), called on an event loop's thread,
         this reads the runtime's mirror of the records (see docs/runtime.md).
         """
         states = [status] if isinstance(status, str) else status
