@@ -20,7 +20,9 @@ current by
   delivered to :func:`~nbdurable.events.log.watch`). A background thread reads
   each notified run's record again (one query per run, however many events
   arrived meanwhile), a run it has not seen before included. A lost ``LISTEN``
-  connection, once back, has the whole mirror read again.
+  connection, once back, has the whole mirror read again, and every
+  ``RESYNC_SECONDS`` the unfinished runs are read again (a change that sent
+  no notification: a worker of an older release finishing a run).
 
 A synchronous read may therefore lag another process's write by the
 notification's latency; ``await run.wait()`` and the other awaited forms read
@@ -32,10 +34,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from ..durable.offload import offload
+from ..durable.run_states import UNFINISHED_STATES
 from ..durable.runtime_run import RuntimeRun
 from ..durable.runtime_store import RuntimeStore
 from ..durable.store import REMOTE, supports
@@ -47,6 +51,9 @@ _log = logging.getLogger(__name__)
 
 _BATCH_DELAY = 0.05
 """Seconds the refresher waits after a notification, so a burst of events costs one read."""
+
+RESYNC_SECONDS = 30.0
+"""How often the unfinished runs are read again, for changes no notification announced."""
 
 
 class RecordMirror:
@@ -197,10 +204,14 @@ class RecordMirror:
         self._wake.set()
 
     def _refresh_forever(self) -> None:
+        last_resync = time.monotonic()
         while not self._stopping.is_set():
-            self._wake.wait()
+            self._wake.wait(max(0.0, last_resync + RESYNC_SECONDS - time.monotonic()))
             if self._stopping.is_set():
                 return
+            resync = time.monotonic() - last_resync >= RESYNC_SECONDS
+            if resync:
+                last_resync = time.monotonic()
             self._stopping.wait(_BATCH_DELAY)  # gather a burst of notifications
             self._wake.clear()
             with self._lock:
@@ -209,6 +220,8 @@ class RecordMirror:
             try:
                 if reload:
                     self._read_all()
+                elif resync:
+                    dirty |= self._unfinished_changed()
                 for run_id in sorted(dirty):
                     if self._stopping.is_set():
                         return
@@ -224,7 +237,7 @@ class RecordMirror:
             began = self._generation
         records = self._records.rt_list()
         for record in records:
-            self.put(record, fresh=True)
+            self.put(record)  # older than one held: read again, on its own
             if record.kind == "task":
                 self._read_task_state(record)
         present = {r.run_id for r in records}
@@ -236,6 +249,19 @@ class RecordMirror:
             ]
         for run_id in gone:  # deleted (pruned) meanwhile
             self._forget(run_id)
+
+    def _unfinished_changed(self) -> set[str]:
+        """Read the unfinished runs; the ids of held unfinished runs not among them."""
+        unfinished = self._records.rt_list(sorted(UNFINISHED_STATES))
+        for record in unfinished:
+            self.put(record)
+        present = {r.run_id for r in unfinished}
+        with self._lock:
+            return {
+                run_id
+                for run_id, held in self._runs.items()
+                if held.state in UNFINISHED_STATES and run_id not in present
+            }
 
     def _read_one(self, run_id: str) -> None:
         record = self._records.rt_get(run_id)

@@ -33,7 +33,7 @@ from support.pgserver import PgServer
 import nbdurable as nd
 from nbdurable.durable.offload import offload
 from nbdurable.events.model import NewEvent
-from nbdurable.runtime import Agent, DurableRuntime, TaskRun
+from nbdurable.runtime import Agent, DurableRuntime, TaskRun, record_mirror
 from nbdurable.stores import open_store
 
 DELAY = 0.2
@@ -253,7 +253,7 @@ async def remote_write(database: str, *actions: str) -> None:
 
 
 async def test_a_change_made_by_another_process_shows_in_sync_reads(
-    slow_pg: tuple[str, LatencyProxy], shared_database: str
+    slow_pg: tuple[str, LatencyProxy], shared_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another process parks a run, then cancels it and parks another: sync reads follow.
 
@@ -262,6 +262,7 @@ async def test_a_change_made_by_another_process_shows_in_sync_reads(
     records: loaded when it opens, then refreshed off the loop when PostgreSQL
     notifies another process's change).
     """
+    monkeypatch.setattr(record_mirror, "RESYNC_SECONDS", 1.0)
     url, _ = slow_pg
     parked, later, graph_id, task_id = (f"remote-{uuid.uuid4().hex[:8]}" for _ in range(4))
     await remote_write(shared_database, f"park:{parked}", f"graph:{graph_id}", f"task:{task_id}")
@@ -289,7 +290,23 @@ async def test_a_change_made_by_another_process_shows_in_sync_reads(
                 assert time.monotonic() - began < 30, (run.status, rt.list_runs())
                 await asyncio.sleep(0.05)
             assert run.record().state == "cancelled"
-            assert rt.list_runs("waiting_approval")[-1].run_id == later
+            assert later in {r.run_id for r in rt.list_runs("waiting_approval")}
+            # A change that sends no notification (a worker of an older release
+            # finishing a run) shows once the unfinished runs are read again.
+            later_run = await rt.get_run(later)
+            assert later_run.status == "waiting_approval"
+            with psycopg.connect(shared_database, autocommit=True) as conn:
+                conn.execute(
+                    "UPDATE "
+                    + _rt_runs(conn)
+                    + " SET state = 'failed', record = jsonb_set(record::jsonb, '{state}',"
+                    " '\"failed\"')::text WHERE run_id = %s",
+                    (later,),
+                )
+            began = time.monotonic()
+            while later_run.status != "failed":
+                assert time.monotonic() - began < 30, later_run.record()
+                await asyncio.sleep(0.05)
             assert recorder.calls > calls_before  # the mirror read them, off the loop
         assert recorder.on_loop == [], "store calls on the loop thread:\n" + "\n".join(
             sorted(set(recorder.on_loop))
