@@ -111,7 +111,9 @@ class RecordMirror:
         self._wake.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=10.0)
+            # Not longer: a read may wait for a connection while the store is away,
+            # and the thread (a daemon) ends by itself once that read returns.
+            thread.join(timeout=1.0)
 
     def active(self) -> bool:
         """Whether reads on this thread use the mirror: loaded, and an event loop runs here.
@@ -226,8 +228,12 @@ class RecordMirror:
                     if self._stopping.is_set():
                         return
                     self._read_one(run_id)
-            except Exception as exc:  # the store is away: read again on the next notification
-                _log.warning("nbdurable: the run record mirror could not read the store: %r", exc)
+            except Exception as exc:
+                # The store is away: the runtime's own calls report the outage; the
+                # mirror reads again on the next notification, reconnect or resync.
+                if self._stopping.is_set():
+                    return
+                _log.debug("nbdurable: the run record mirror could not read the store: %r", exc)
                 with self._lock:
                     self._dirty |= dirty
                     self._reload = self._reload or reload
