@@ -61,8 +61,8 @@ class RecordMirror:
 
     Args:
         store: The store the runtime was opened on (its notifications are watched).
-        records: Its run records (the runtime's retrying view), read on the
-            refresher's thread and at :meth:`start`.
+        records: Its run records, read on the refresher's thread and at
+            :meth:`start` (not retried: a failed read is made again later).
     """
 
     def __init__(self, store: object, records: RuntimeStore) -> None:
@@ -94,8 +94,13 @@ class RecordMirror:
         if callable(listen):  # LISTEN in place before the snapshot: no change falls between
             listen(10.0)
         self._unwatch = watch(self._store, self._notified)
-        self._read_all()
-        self._loaded = True
+        try:
+            self._read_all()
+            self._loaded = True
+        except Exception as exc:  # the store is away: sync reads use it until a reload works
+            _log.warning("nbdurable: the run record mirror could not be loaded yet: %r", exc)
+            self._reload = True
+            self._wake.set()
         self._thread = threading.Thread(
             target=self._refresh_forever, name="nbdurable-record-mirror", daemon=True
         )
@@ -222,6 +227,7 @@ class RecordMirror:
             try:
                 if reload:
                     self._read_all()
+                    self._loaded = not self._stopping.is_set()
                 elif resync:
                     dirty |= self._unfinished_changed()
                 for run_id in sorted(dirty):
