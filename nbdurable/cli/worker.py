@@ -10,6 +10,7 @@ import signal
 import sys
 from typing import Any
 
+from ..durable.offload import offload
 from ..durable.run_states import BUSY_STATES
 from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreUnavailableError
 from ..runtime.limits import Limits
@@ -173,6 +174,7 @@ async def worker(args: argparse.Namespace) -> int:
         poll_interval=args.poll_interval,
         store_retry_ms=getattr(args, "store_retry_ms", DEFAULT_STORE_RETRY_MS),
         on_fatal_error=on_fatal_error,
+        record_mirror=False,  # a worker makes no synchronous reads: no mirror to keep current
         notify=notifier,
     )
     print(
@@ -181,7 +183,7 @@ async def worker(args: argparse.Namespace) -> int:
     )
     try:
         busy = sorted(BUSY_STATES)
-        while not (args.exit_when_idle and not runtime.list_runs(busy)):
+        while not (args.exit_when_idle and not await offload(runtime.list_runs, busy)):
             # Wake at least every poll interval to notice idleness; a signal wakes at once.
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), args.poll_interval)

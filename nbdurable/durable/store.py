@@ -16,6 +16,7 @@ __all__ = [
     "INCREMENTAL",
     "MULTIPROCESS",
     "PERSISTENT",
+    "REMOTE",
     "RUNTIME",
     "VERSIONED_SCHEMA",
     "DurableSession",
@@ -39,6 +40,9 @@ VERSIONED_SCHEMA = "versioned_schema"
 """The storage layout carries a version; opening a newer one is refused."""
 RUNTIME = "runtime"
 """Run records, leases, tool intents and the model journal for ``DurableRuntime``."""
+REMOTE = "remote"
+"""Reads cross a network (a round trip each): ``DurableRuntime`` keeps a mirror of
+its run records so that synchronous reads on the event loop never wait for one."""
 
 T = TypeVar("T")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from ..durable.checkpoint import AgentCheckpoint
@@ -17,7 +17,9 @@ __all__ = [
     "FencedEventStore",
     "channel_of",
     "notify",
+    "notify_all",
     "wait_for_events",
+    "watch",
 ]
 
 EVENTS = "events"
@@ -80,12 +82,48 @@ def channel_of(store: object) -> object:
 # on any thread, so futures are resolved through their own loop.
 _waiters: dict[tuple[object, str], list[asyncio.Future[None]]] = {}
 _lock = threading.Lock()
+# Callbacks told of every wake-up on a channel, whatever the run (see watch()).
+_watchers: dict[object, list[Callable[[str | None], None]]] = {}
+
+
+def watch(store: object, callback: Callable[[str | None], None]) -> Callable[[], None]:
+    """Call ``callback(run_id)`` on every :func:`notify` of ``store``'s channel.
+
+    ``callback(None)`` means any run may have changed (:func:`notify_all`). The
+    callback runs on the notifying thread (a store thread, PostgreSQL's listener
+    thread, the event loop), so it must return at once. Returns the function
+    that stops watching.
+    """
+    key = channel_of(store)
+    with _lock:
+        _watchers.setdefault(key, []).append(callback)
+
+    def unwatch() -> None:
+        with _lock:
+            callbacks = _watchers.get(key, [])
+            if callback in callbacks:
+                callbacks.remove(callback)
+            if not callbacks:
+                _watchers.pop(key, None)
+
+    return unwatch
+
+
+def notify_all(store: object) -> None:
+    """Tell ``store``'s watchers that any run may have changed (a missed notification)."""
+    with _lock:
+        callbacks = list(_watchers.get(channel_of(store), ()))
+    for callback in callbacks:
+        callback(None)
 
 
 def notify(store: object, run_id: str) -> None:
     """Wake every in-process subscriber of ``run_id`` on ``store``'s channel."""
     with _lock:
         waiters = _waiters.pop((channel_of(store), run_id), [])
+        callbacks = list(_watchers.get(channel_of(store), ()))
+    for callback in callbacks:
+        callback(run_id)
     for waiter in waiters:
         loop = waiter.get_loop()
         if loop.is_closed():

@@ -24,6 +24,7 @@ from ..durable.runtime_run import RuntimeRun
 from ..messages import Message, TextPart
 from .agent import Registry
 from .prompts import Prompt, prompt_message, validate_prompt
+from .record_mirror import read_graph
 from .run import Run, RunFailedError, RunResult
 from .waiting import Deadline, wanted_states
 
@@ -181,7 +182,7 @@ class Graph:
         Raises:
             RunNotFoundError: The store has no such graph.
         """
-        records = self.runtime.runtime_store.rt_graph(self.graph_id)
+        records = read_graph(self.runtime, self.graph_id)
         if not records:
             raise RunNotFoundError(self.graph_id)
         return records

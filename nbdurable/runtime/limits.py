@@ -103,6 +103,22 @@ def check_concurrency(name: str, value: Any) -> int:
     return value
 
 
+def check_retry_ms(value: Any) -> int:
+    """Validate ``store_retry_ms``: an integer >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(f"store_retry_ms must be an integer >= 0, not {value!r}")
+    return value
+
+
+def check_max_age_ms(value: Any) -> int | None:
+    """Validate ``approval_max_age_ms``: a positive integer or None."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+        raise ConfigurationError(
+            f"approval_max_age_ms must be a positive integer or None, not {value!r}"
+        )
+    return value
+
+
 def payload_bytes(json_text: str) -> int:
     """Size of a persisted payload: UTF-8 bytes of its JSON."""
     return len(json_text.encode("utf-8"))

@@ -29,6 +29,7 @@ from ..loop.output import OutputSpec
 from ..messages import ToolApprovalRequest, ToolApprovalResponse, Usage, VerdictSource
 from . import lifecycle
 from .in_flight import landed
+from .record_mirror import read_record
 from .run_result import RunFailedError, RunResult
 from .verdict_sources import VIAS, approval_expired, claimed_source
 from .waiting import Deadline, wanted_states
@@ -67,7 +68,7 @@ class Run:
         Raises:
             RunNotFoundError: The run was deleted.
         """
-        record = self.runtime.runtime_store.rt_get(self.run_id)
+        record = read_record(self.runtime, self.run_id)
         if record is None:
             raise RunNotFoundError(self.run_id)
         return record
@@ -78,7 +79,7 @@ class Run:
 
     @property
     def status(self) -> str:
-        """The current run state (read from the store)."""
+        """The current run state (see :meth:`record`)."""
         return self.record().state
 
     async def wait(self, *states: str, timeout: float | None = None) -> RuntimeRun:

@@ -29,9 +29,10 @@ from ..tracing import current_trace_context
 from .agent import Agent, Registry
 from .engine import EmbeddedEngine, Engine
 from .graphs import Graph, GraphNode
-from .limits import Limits, check_concurrency
+from .limits import Limits, check_concurrency, check_max_age_ms, check_retry_ms
 from .notify import Notifier
 from .prompts import Prompt
+from .record_mirror import mirror_for, read_graph, read_list, with_mirror
 from .run import Run
 from .state_events import promoted_event, settled_nodes, state_events
 from .store_retry import RetryingRuntimeStore
@@ -80,6 +81,10 @@ class DurableRuntime:
         notify: Posts a signed message when a run this runtime executes starts
             waiting on a human (:class:`~nbdurable.runtime.notify.Notifier`):
             one per approval across every runtime on the store. None: no messages.
+        mirror: Over a remote store (PostgreSQL), the in-memory copy of the run
+            records that synchronous reads on the loop use (docs/runtime.md,
+            "What blocks"); None on local stores and with ``record_mirror=False``
+            (a worker, which makes no synchronous reads).
     """
 
     def __init__(
@@ -102,6 +107,7 @@ class DurableRuntime:
         store_retry_ms: int = DEFAULT_STORE_RETRY_MS,
         approval_max_age_ms: int | None = APPROVAL_MAX_AGE_MS,
         notify: Notifier | None = None,
+        record_mirror: bool = True,
     ) -> None:
         if store is None or not supports(store, RUNTIME):
             raise ConfigurationError(
@@ -124,14 +130,7 @@ class DurableRuntime:
         self.poll_interval = poll_interval
         self.flush_interval = flush_interval
         self.deps = deps or Deps()
-        if (
-            isinstance(store_retry_ms, bool)
-            or not isinstance(store_retry_ms, int)
-            or store_retry_ms < 0
-        ):
-            raise ConfigurationError(
-                f"store_retry_ms must be an integer >= 0, not {store_retry_ms!r}"
-            )
+        check_retry_ms(store_retry_ms)
         # Store calls that fail for connection-level reasons are sent again for up
         # to store_retry_ms (one budget per outage, shared by every call); past
         # it the engine stops (on_fatal_error) and leaves its runs as they are.
@@ -139,18 +138,12 @@ class DurableRuntime:
         # A cast, not a declaration: the wrapper passes methods it does not
         # retry through to the store unchanged.
         self.runtime_store = cast(RuntimeStore, RetryingRuntimeStore(records, self.store_retry))
+        # Over a remote store, synchronous reads on the loop read a mirror of the records.
+        self.mirror = mirror_for(store, records) if record_mirror else None
+        self.runtime_store = with_mirror(self.runtime_store, self.mirror)
         self.owner_id = owner_id or f"runtime-{new_id()[:12]}"
         self._signer = approval_signer
-        if approval_max_age_ms is not None and (
-            isinstance(approval_max_age_ms, bool)
-            or not isinstance(approval_max_age_ms, int)
-            or approval_max_age_ms <= 0
-        ):
-            raise ConfigurationError(
-                "approval_max_age_ms must be a positive integer or None, "
-                f"not {approval_max_age_ms!r}"
-            )
-        self.approval_max_age_ms = approval_max_age_ms
+        self.approval_max_age_ms = check_max_age_ms(approval_max_age_ms)
         if notify is not None and not isinstance(notify, Notifier):
             raise ConfigurationError("notify must be a Notifier")
         self.notify = notify
@@ -185,6 +178,7 @@ class DurableRuntime:
         store_retry_ms: int = DEFAULT_STORE_RETRY_MS,
         approval_max_age_ms: int | None = APPROVAL_MAX_AGE_MS,
         notify: Notifier | None = None,
+        record_mirror: bool = True,
     ) -> DurableRuntime:
         """Open a runtime and start its scheduler on the running event loop.
 
@@ -209,17 +203,16 @@ class DurableRuntime:
             store_retry_ms=store_retry_ms,
             approval_max_age_ms=approval_max_age_ms,
             notify=notify,
+            record_mirror=record_mirror,
         )
-        runtime._loop = asyncio.get_running_loop()
-        with runtime.resources.active():  # the engine's tasks inherit the scope
-            runtime.engine.start(runtime)
-        runtime._started = True
-        return runtime
+        return await runtime.__aenter__()
 
     async def __aenter__(self) -> DurableRuntime:
         if not self._started:
             self._loop = asyncio.get_running_loop()
-            with self.resources.active():
+            if self.mirror is not None:
+                await self.mirror.start()
+            with self.resources.active():  # the engine's tasks inherit the scope
                 self.engine.start(self)
             self._started = True
         return self
@@ -235,6 +228,8 @@ class DurableRuntime:
         """
         if self._started:
             await self.engine.close()
+        if self.mirror is not None:
+            await offload(self.mirror.close)
         await self.resources.aclose()
         if self.notify is not None:  # messages in flight, each bounded by its attempts
             await self.notify.aclose(timeout=30.0)
@@ -410,7 +405,7 @@ class DurableRuntime:
         Raises:
             RunNotFoundError: The store has no such graph.
         """
-        if not self.runtime_store.rt_graph(graph_id):
+        if not read_graph(self, graph_id):
             raise RunNotFoundError(graph_id)
         return Graph(self, graph_id)
 
@@ -495,9 +490,13 @@ class DurableRuntime:
         return Run(self, fork.run_id)
 
     def list_runs(self, status: str | Sequence[str] | None = None) -> list[RuntimeRun]:
-        """Run records in submission order, optionally only those in ``status``."""
+        """Run records in submission order, optionally only those in ``status``.
+
+        Over a remote store (PostgreSQL), called on an event loop's thread,
+        this reads the runtime's mirror of the records (see docs/runtime.md).
+        """
         states = [status] if isinstance(status, str) else status
-        return self.runtime_store.rt_list(states)
+        return read_list(self, states)
 
     async def resume(self) -> None:
         """Pick up recovered work now (restored registrations make it eligible)."""

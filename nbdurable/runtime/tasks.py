@@ -26,6 +26,7 @@ from ..events.model import NewEvent
 from .limits import payload_bytes
 from .outcome import LegOutcome, RunTimedOut
 from .prompts import Prompt, validate_prompt
+from .record_mirror import read_list, read_task_state
 from .run import Run, RunResult
 
 if TYPE_CHECKING:
@@ -398,18 +399,14 @@ class TaskRun(Run):
     def state(self) -> Any:
         """The last checkpointed state (the input before the first phase completes)."""
         record = self.record()
-        store = self.runtime.runtime_store
-        for index in reversed(range(record.phase)):
-            saved = store.rt_journaled(self.run_id, index)
-            if saved is not None:
-                return json.loads(saved)
-        return json.loads(record.prompt)
+        saved = read_task_state(self.runtime, record)
+        return json.loads(saved if saved is not None else record.prompt)
 
     def children(self) -> list[Run]:
         """The agent runs the task spawned (its owned runs), in submission order."""
         return [
             Run(self.runtime, r.run_id)
-            for r in self.runtime.runtime_store.rt_list()
+            for r in read_list(self.runtime)
             if r.owner_run_id == self.run_id
         ]
 

@@ -35,10 +35,11 @@ from ..durable.store import (
     INCREMENTAL,
     MULTIPROCESS,
     PERSISTENT,
+    REMOTE,
     RUNTIME,
     VERSIONED_SCHEMA,
 )
-from ..events.log import EVENTS, notify
+from ..events.log import EVENTS, notify, notify_all
 from ..events.log import wait_for_events as wait_locally
 from ..events.model import Event, NewEvent
 from ..messages import Message
@@ -118,7 +119,7 @@ class PostgresSessionStore(PostgresRuntimeTables):
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
-        {HISTORY, PERSISTENT, INCREMENTAL, MULTIPROCESS, VERSIONED_SCHEMA, EVENTS, RUNTIME}
+        {HISTORY, PERSISTENT, INCREMENTAL, MULTIPROCESS, VERSIONED_SCHEMA, EVENTS, RUNTIME, REMOTE}
     )
 
     def __init__(
@@ -544,6 +545,7 @@ class PostgresSessionStore(PostgresRuntimeTables):
             waiting = builtins.list(self._waiting)
         for run_id in waiting:
             notify(self, run_id)
+        notify_all(self)
 
     def _transaction(
         self, conn: Connection[tuple[Any, ...]], begin: str = "BEGIN"

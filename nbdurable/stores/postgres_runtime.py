@@ -115,6 +115,7 @@ class _Statements:
     intents: str
     put_journal: str
     journaled: str
+    announce: str
     forget: tuple[str, ...]
     db_now: str
 
@@ -176,6 +177,8 @@ def _statements(schema: str) -> _Statements:
             "ON CONFLICT (run_id, step_index) DO UPDATE SET response = EXCLUDED.response"
         ),
         journaled=f"SELECT response FROM {s}.rt_journal WHERE run_id = %s AND step_index = %s",
+        # Sent at commit, on the channel event appends notify (payload: the run id).
+        announce="SELECT pg_notify(%s::text, %s::text)",
         forget=tuple(
             f"DELETE FROM {s}.{table} WHERE run_id = %s"
             for table in ("rt_runs", "rt_intents", "rt_journal")
@@ -213,8 +216,9 @@ def _row(run: RuntimeRun) -> tuple[object, ...]:
 class PostgresRuntimeTables:
     """Mixed into :class:`~nbdurable.stores.postgres.PostgresSessionStore`."""
 
-    # Provided by the store: its schema, its pool and its retrying transaction.
+    # Provided by the store: its schema, its channel, its pool and its retrying transaction.
     schema: str
+    notify_channel: str
     _pool: ConnectionPool[Connection[tuple[Any, ...]]]
     _transact: Any
 
@@ -358,6 +362,10 @@ class PostgresRuntimeTables:
                 graph = [_record(text) for (text,) in rows]
                 for run in after_finish(updated, session_head, graph):
                     self._rt_put(conn, run)
+                # A final state's events are appended before its record: this
+                # notification tells other processes' record mirrors to read it again.
+                notice = run_id if len(run_id.encode()) < 8000 else ""
+                conn.execute(self._rq.announce, (self.notify_channel, notice))
             return updated
 
         return self._rt_write(update, exclusive=True)

@@ -71,7 +71,13 @@ def build_worker(
     """
     engine = TemporalEngine(task_queue=task_queue, client=client, adopt_after=ADOPT_AFTER)
     runtime = DurableRuntime(
-        store=store, agents=agents, tasks=tasks, engine=engine, limits=limits, notify=notify
+        store=store,
+        agents=agents,
+        tasks=tasks,
+        engine=engine,
+        limits=limits,
+        notify=notify,
+        record_mirror=False,  # a worker makes no synchronous reads
     )
     set_worker_runtime(runtime)
     return Worker(

@@ -3,40 +3,64 @@
 The PostgreSQL store is reached through a loopback proxy that adds 200 ms to
 every round trip. Every connection the store takes from its pool records the
 thread that took it: over a whole run (submit, a tool, an approval decided,
-completion), none may be the loop's thread. That is a structural check, not a
-timing one: it fails on the first store call made synchronously from async code.
+completion), and over the synchronous reads a notebook makes without ``await``
+(``Run.status``, ``Run.record()``, ``list_runs()``, a graph's and a task's),
+none may be the loop's thread. That is a structural check, not a timing one: it
+fails on the first store call made synchronously from async code.
+
+The tests share one database and one proxy (module fixtures): each opens its
+own store through the proxy, and their runs have distinct agents and ids.
 """
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 from support.latency_proxy import LatencyProxy, latency_proxy
+from support.pgserver import PgServer
 
 import nbdurable as nd
 from nbdurable.durable.offload import offload
 from nbdurable.events.model import NewEvent
-from nbdurable.runtime import Agent, DurableRuntime
+from nbdurable.runtime import Agent, DurableRuntime, TaskRun, record_mirror
 from nbdurable.stores import open_store
 
 DELAY = 0.2
 SECRET = "loop blocking test secret"
+WRITER = Path(__file__).resolve().parents[1] / "support" / "remote_writer.py"
 
 
-@pytest.fixture
-def slow_pg(pg_database: str) -> Iterator[tuple[str, LatencyProxy]]:
-    """The test database's URL through a proxy adding 200 ms per round trip, and the proxy."""
-    port = urlsplit(pg_database).port
+@pytest.fixture(scope="module")
+def shared_database(pg_server: PgServer) -> Iterator[str]:
+    """One database for this module's tests, its schema created directly (not via the proxy)."""
+    name = f"t_{uuid.uuid4().hex}"
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} STRATEGY FILE_COPY")
+    url = f"postgresql://postgres@127.0.0.1:{pg_server.port}/{name}"
+    open_store(url).close()  # migrated here: through the proxy that costs a round trip a statement
+    yield url
+    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="module")
+def slow_pg(shared_database: str) -> Iterator[tuple[str, LatencyProxy]]:
+    """The database's URL through a proxy adding 200 ms per round trip, and the proxy."""
+    port = urlsplit(shared_database).port
     assert port is not None
     with latency_proxy("127.0.0.1", port, DELAY) as proxy:
-        yield proxy.url_for(pg_database, port), proxy
+        yield proxy.url_for(shared_database, port), proxy
 
 
 class ThreadRecorder:
@@ -105,10 +129,17 @@ async def test_no_store_call_runs_on_the_loop_thread(
         ) as rt:
             run = await rt.submit("janitor", "Clean up /tmp.")
             await run.wait("waiting_approval", timeout=60)
+            # The synchronous reads a notebook makes without await, on the loop.
+            assert run.status == "waiting_approval"
+            assert run.record().state == "waiting_approval"
+            assert run.run_id in [r.run_id for r in rt.list_runs("waiting_approval")]
             [request] = await run.pending_approvals()
             await run.approve(request.approval_id)
             record = await run.wait("completed", timeout=60)
             result = await run.result()
+            assert run.status == "completed"
+            assert run.record().result_text == "done"
+            assert {r.run_id: r.state for r in rt.list_runs()}[run.run_id] == "completed"
         assert record.state == "completed"
         assert result.text == "done"
         assert ran == ["look /tmp", "drop /tmp"]
@@ -121,7 +152,7 @@ async def test_no_store_call_runs_on_the_loop_thread(
 
 
 async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
-    slow_pg: tuple[str, LatencyProxy], pg_database: str
+    slow_pg: tuple[str, LatencyProxy], shared_database: str
 ) -> None:
     """A store call stuck 12 s on a row lock does not stop another run's lease renewals.
 
@@ -141,24 +172,18 @@ async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
         await asyncio.sleep(seconds)
         return "slept"
 
-    @nd.tool(needs_approval=True)
-    def gate() -> str:
-        """Ask first."""
-        return "passed"
-
     worker = Agent(
         "worker",
         nd.ScriptedModel([nd.Turn.call("slow", seconds=16.0), "done"]),
         [slow],
         version="1",
     )
-    parked = Agent("parked", nd.ScriptedModel([nd.Turn.call("gate"), "done"]), [gate], version="1")
     lapses: list[tuple[float, int]] = []
     watching = threading.Event()
 
     def watch(run_id: str) -> None:
         # Reads the lease directly (no proxy) ten times a second while the tool runs.
-        with psycopg.connect(pg_database, autocommit=True) as conn:
+        with psycopg.connect(shared_database, autocommit=True) as conn:
             while watching.is_set():
                 row = conn.execute(
                     "SELECT (record::jsonb->>'lease_expires_at')::bigint, state FROM "
@@ -173,11 +198,13 @@ async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
                 time.sleep(0.1)
 
     try:
+        # The parked run is parked by another process, straight to the database.
+        parked = f"parked-{uuid.uuid4().hex[:8]}"
+        await remote_write(shared_database, f"park:{parked}")
         async with await DurableRuntime.open(
-            store=store, agents=[worker, parked], lease_ms=lease_ms, poll_interval=0.2
+            store=store, agents=[worker], lease_ms=lease_ms, poll_interval=0.2
         ) as rt:
-            other = await rt.submit("parked", "Wait.")
-            await other.wait("waiting_approval", timeout=60)
+            other = await rt.get_run(parked)
             run = await rt.submit("worker", "Work.")
             await asyncio.wait_for(started.wait(), 60)
             watching.set()
@@ -187,7 +214,7 @@ async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
             # to it (what a run's event writer does) waits 12 s for the row.
             parked_fence = (await offload(other.record)).fence
             note = NewEvent(type="note", created_at=int(time.time() * 1000), payload={})
-            with psycopg.connect(pg_database) as locker:
+            with psycopg.connect(shared_database) as locker:
                 locker.execute(
                     "SELECT 1 FROM " + _rt_runs(locker) + " WHERE run_id = %s FOR UPDATE",
                     (other.run_id,),
@@ -207,6 +234,84 @@ async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
         assert lapses == [], f"the lease lapsed while a store call waited: {lapses[:3]}"
     finally:
         watching.clear()
+        store.close()
+
+
+async def remote_write(database: str, *actions: str) -> None:
+    """Run ``support/remote_writer.py`` (another process, straight to the database)."""
+    writer = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(WRITER),
+        database,
+        *actions,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(writer.communicate(), 120)
+    assert writer.returncode == 0, err.decode()
+    assert out.decode().strip() == "done"
+
+
+async def test_a_change_made_by_another_process_shows_in_sync_reads(
+    slow_pg: tuple[str, LatencyProxy], shared_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process parks a run, then cancels it and parks another: sync reads follow.
+
+    ``status``, ``record()``, ``list_runs()`` and a graph's and a task's reads
+    stay on the loop's thread without a store call (the runtime's mirror of the
+    records: loaded when it opens, then refreshed off the loop when PostgreSQL
+    notifies another process's change).
+    """
+    monkeypatch.setattr(record_mirror, "RESYNC_SECONDS", 1.0)
+    url, _ = slow_pg
+    parked, later, graph_id, task_id = (f"remote-{uuid.uuid4().hex[:8]}" for _ in range(4))
+    await remote_write(shared_database, f"park:{parked}", f"graph:{graph_id}", f"task:{task_id}")
+    store = open_store(url)
+    recorder = ThreadRecorder(store)
+    recorder.loop_thread = threading.get_ident()
+    try:
+        async with await DurableRuntime.open(store=store, poll_interval=0.2) as rt:
+            # Loaded at open: known without a read on the loop.
+            assert {r.run_id: r.state for r in rt.list_runs()}[parked] == "waiting_approval"
+            run = await rt.get_run(parked)
+            assert run.status == "waiting_approval"
+            graph = rt.graph(graph_id)
+            assert graph.status == "completed"
+            assert [r.node_id for r in graph.records()] == ["only"]
+            task = await rt.get_run(task_id)
+            assert isinstance(task, TaskRun)
+            assert task.state() == {"n": 2}
+            assert task.children() == []
+            calls_before = recorder.calls
+            await remote_write(shared_database, f"cancel:{parked}", f"park:{later}")
+            # The writer has exited: its changes are committed and were notified.
+            began = time.monotonic()
+            while run.status != "cancelled" or later not in {r.run_id for r in rt.list_runs()}:
+                assert time.monotonic() - began < 30, (run.status, rt.list_runs())
+                await asyncio.sleep(0.05)
+            assert run.record().state == "cancelled"
+            assert later in {r.run_id for r in rt.list_runs("waiting_approval")}
+            # A change that sends no notification (a worker of an older release
+            # finishing a run) shows once the unfinished runs are read again.
+            later_run = await rt.get_run(later)
+            assert later_run.status == "waiting_approval"
+            with psycopg.connect(shared_database, autocommit=True) as conn:
+                conn.execute(
+                    "UPDATE "
+                    + _rt_runs(conn)
+                    + " SET state = 'failed', record = jsonb_set(record::jsonb, '{state}',"
+                    " '\"failed\"')::text WHERE run_id = %s",
+                    (later,),
+                )
+            began = time.monotonic()
+            while later_run.status != "failed":
+                assert time.monotonic() - began < 30, later_run.record()
+                await asyncio.sleep(0.05)
+            assert recorder.calls > calls_before  # the mirror read them, off the loop
+        assert recorder.on_loop == [], "store calls on the loop thread:\n" + "\n".join(
+            sorted(set(recorder.on_loop))
+        )
+    finally:
         store.close()
 
 

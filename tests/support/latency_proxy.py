@@ -81,6 +81,8 @@ class LatencyProxy:
         """Stop accepting and cut every forwarded connection."""
         self._closed.set()
         with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept() at once
+        with contextlib.suppress(OSError):
             self._listener.close()
         with self._lock:
             for sock in self._sockets:
