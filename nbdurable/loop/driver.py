@@ -218,6 +218,8 @@ class Driver:
             finally:
                 self._step.tools(began)
         if isinstance(effect, EvaluateGates):
+            if self.events is not None:
+                await self.events.flush()  # gates run user code: the response is committed first
             return [await self._gate(inv) for inv in effect.invocations]
         if isinstance(effect, AskApprover):
             if self.events is not None:
@@ -328,8 +330,9 @@ class Driver:
             )
             raise
         events.attempt_completed(effect.step_index, operation_id, attempt_id, response)
-        # The model checkpoint commits before anything acts on the response.
-        await events.flush()
+        # The model checkpoint commits before anything acts on the response: with
+        # the step's tool calls, before a gate, an approver or a tool runs (see
+        # handle), or with the checkpoint of a step that calls none.
         return response
 
     async def _model_response(
