@@ -107,6 +107,9 @@ class AgentMachine:
         self._view_cache: tuple[tuple[Message, ...], tuple[Message, ...]] | None = None
         # The leg's state: the history, the next step, usage, the steps run so far.
         self._messages = start.messages
+        # The history the current one extends by appends only (None after an edit):
+        # the last saved one, or the start. A save hands it to the store.
+        self._extends: tuple[Message, ...] | None = start.messages
         self._step_index = start.next_step_index
         self._run_usage = start.run_usage
         self._leg_usage = Usage()
@@ -155,6 +158,7 @@ class AgentMachine:
         if batch.suspended:
             updated = with_approval_parts(assistant, batch.verdicts, batch.own_requests)
             self._messages = (*self._messages[:index], updated, *self._messages[index + 1 :])
+            self._extends = None  # an edit, not an append
             return (yield from self._suspend(batch, self._step_index))
         yield from self._emit_verdicts(self._step_index, assistant, batch)
         yield from self._emit_results(self._step_index, calls, batch.results)
@@ -408,7 +412,9 @@ class AgentMachine:
         )
         # The history holds validated messages only: validating it again at every
         # save would walk the whole run, so it joins the validated checkpoint as is.
-        yield SaveCheckpoint(checkpoint.model_copy(update={"messages": self._messages}))
+        messages = self._messages
+        extends, self._extends = self._extends, messages
+        yield SaveCheckpoint(checkpoint.model_copy(update={"messages": messages}), extends)
 
     # -- helpers ---------------------------------------------------------------
 
