@@ -282,14 +282,24 @@ class Driver:
                 "nbdurable: saving checkpoint %s failed: %r", checkpoint.step_id, exc
             )
 
-    def _extends(self, checkpoint: AgentCheckpoint) -> tuple[Message, ...] | None:
-        """The machine's append-only hint for this save, when the store takes it."""
+    def history_extends(self, checkpoint: AgentCheckpoint) -> tuple[Message, ...] | None:
+        """While a save is handled: the history ``checkpoint``'s history extends by appends.
+
+        The machine builds each history from the one it saved before, so
+        ``checkpoint.messages`` begins with the very objects of the returned
+        tuple (the leg's previous save, or its start). None when it does not
+        (an edited history, another checkpoint than the one being saved).
+        """
         hint = self._save_hint
         if hint is None or hint[0] is not checkpoint.messages:
-            return None  # an engine changed the history: no promise holds
-        if not getattr(self.store, "saves_extensions", False):
             return None
         return hint[1]
+
+    def _extends(self, checkpoint: AgentCheckpoint) -> tuple[Message, ...] | None:
+        """The append-only hint for the store, when it takes one."""
+        if not getattr(self.store, "saves_extensions", False):
+            return None
+        return self.history_extends(checkpoint)
 
     async def _load_committed_responses(self) -> None:
         # Only called when self.events is set: the store has the events capability.
