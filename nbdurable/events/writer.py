@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._deps import Deps
@@ -11,6 +11,7 @@ from .._errors import FencedOutError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.offload import offload
 from ..durable.transient import StoreRetry, StoreUnavailableError
+from ..messages import Message
 from ..models.base import ModelResponse
 from ..parts import ErrorPart, FinishPart, StreamPart, TextDeltaPart
 from .log import EventStore, notify
@@ -225,15 +226,22 @@ class EventWriter:
                 "nbdurable: writing events of run %s failed: %r", self.run_id, exc
             )
 
-    async def save_checkpoint(self, checkpoint: AgentCheckpoint) -> None:
-        """Write buffered events, the checkpoint and its ``checkpoint_saved`` event atomically."""
+    async def save_checkpoint(
+        self, checkpoint: AgentCheckpoint, *, extends: Sequence[Message] | None = None
+    ) -> None:
+        """Write buffered events, the checkpoint and its ``checkpoint_saved`` event atomically.
+
+        ``extends`` is handed to a store that declares ``saves_extensions``: the
+        caller's promise that the checkpoint's history begins with the very
+        message objects of that one, so only the tail is written.
+        """
         saved = self._event(
             CHECKPOINT_SAVED,
             checkpoint.step_index,
             payload={"step_id": checkpoint.step_id, "status": checkpoint.status},
         )
         self._buffer.append((saved, None))
-        await self._write(checkpoint)
+        await self._write(checkpoint, extends)
 
     async def close(self) -> None:
         """Flush what is left and stop the timer."""
@@ -242,7 +250,9 @@ class EventWriter:
             self._timer = None
         await self.flush()
 
-    async def _write(self, checkpoint: AgentCheckpoint | None) -> None:
+    async def _write(
+        self, checkpoint: AgentCheckpoint | None, extends: Sequence[Message] | None = None
+    ) -> None:
         async with self._lock:
             batch, self._buffer = self._buffer, []
             if self._timer is not None:
@@ -251,19 +261,21 @@ class EventWriter:
             events = [event for event, _ in batch if event is not None]
             # A runtime owner's writes carry its fencing token: the store refuses
             # them once another owner took the run over.
-            fenced: dict[str, int] = {} if self.fence is None else {"fence": self.fence}
+            options: dict[str, Any] = {} if self.fence is None else {"fence": self.fence}
             try:
                 if checkpoint is not None:
+                    if extends is not None and getattr(self.store, "saves_extensions", False):
+                        options["extends"] = extends
                     await self._call(
                         "save a checkpoint",
                         self.store.save_with_events,
                         checkpoint,
                         events,
-                        **fenced,
+                        **options,
                     )
                 elif events:
                     await self._call(
-                        "write events", self.store.append_events, self.run_id, events, **fenced
+                        "write events", self.store.append_events, self.run_id, events, **options
                     )
             except FencedOutError:
                 raise  # not best-effort: this owner must stop

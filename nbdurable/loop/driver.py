@@ -17,7 +17,7 @@ from ..durable.transient import StoreRetry
 from ..events.log import EVENTS, EventStore
 from ..events.model import CHECKPOINT_SAVED, MODEL_COMPLETED
 from ..events.writer import DEFAULT_FLUSH_INTERVAL, MAX_BUFFERED, EventWriter
-from ..messages import ToolApprovalRequest, ToolApprovalResponse, ToolResultPart
+from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, ToolResultPart
 from ..models.base import ModelResponse, ResponseEvent, TextDeltaEvent
 from ..tools import ToolContext
 from .effects import (
@@ -119,6 +119,8 @@ class Driver:
         # What ctx.ensure_owner() runs in this leg's tools and its sub-agents' (set by the runtime).
         self.owner_check: Callable[[], None] | None = None
         self._step = StepTimer(options.deps.clock)
+        # (the history a SaveCheckpoint carries, the one it extends) while it is handled.
+        self._save_hint: tuple[tuple[Message, ...], tuple[Message, ...] | None] | None = None
         if store is not None and start.run_id is not None and supports(store, EVENTS):
             self.events = EventWriter(
                 cast(EventStore, store),  # EVENTS declares the EventStore methods
@@ -198,7 +200,12 @@ class Driver:
                 self.emit(effect.part)
             return None
         if isinstance(effect, SaveCheckpoint):
-            await self.save_checkpoint(self._timed(effect.checkpoint))
+            # The hook's signature stays (engines override it): the hint waits here.
+            self._save_hint = (effect.checkpoint.messages, effect.extends)
+            try:
+                await self.save_checkpoint(self._timed(effect.checkpoint))
+            finally:
+                self._save_hint = None
             return None
         if isinstance(effect, CallModel):
             began = self._step.now()
@@ -218,6 +225,8 @@ class Driver:
             finally:
                 self._step.tools(began)
         if isinstance(effect, EvaluateGates):
+            if self.events is not None:
+                await self.events.flush()  # gates run user code: the response is committed first
             return [await self._gate(inv) for inv in effect.invocations]
         if isinstance(effect, AskApprover):
             if self.events is not None:
@@ -257,19 +266,40 @@ class Driver:
         """
         if self.store is None:
             return
+        extends = self._extends(checkpoint)
         if self.events is not None:
-            await self.events.save_checkpoint(checkpoint)  # one transaction
+            await self.events.save_checkpoint(checkpoint, extends=extends)  # one transaction
             return
+        hint: dict[str, Any] = {"extends": extends} if extends is not None else {}
         try:
             if self.store_retry is None:
-                await offload(self.store.save, checkpoint)
+                await offload(self.store.save, checkpoint, **hint)
             else:
                 save = self.store.save
-                await self.store_retry.acall("save a checkpoint", save, checkpoint)
+                await self.store_retry.acall("save a checkpoint", save, checkpoint, **hint)
         except Exception as exc:  # durability is best-effort: never a run-killer
             self.options.deps.logger.error(
                 "nbdurable: saving checkpoint %s failed: %r", checkpoint.step_id, exc
             )
+
+    def history_extends(self, checkpoint: AgentCheckpoint) -> tuple[Message, ...] | None:
+        """While a save is handled: the history ``checkpoint``'s history extends by appends.
+
+        The machine builds each history from the one it saved before, so
+        ``checkpoint.messages`` begins with the very objects of the returned
+        tuple (the leg's previous save, or its start). None when it does not
+        (an edited history, another checkpoint than the one being saved).
+        """
+        hint = self._save_hint
+        if hint is None or hint[0] is not checkpoint.messages:
+            return None
+        return hint[1]
+
+    def _extends(self, checkpoint: AgentCheckpoint) -> tuple[Message, ...] | None:
+        """The append-only hint for the store, when it takes one."""
+        if not getattr(self.store, "saves_extensions", False):
+            return None
+        return self.history_extends(checkpoint)
 
     async def _load_committed_responses(self) -> None:
         # Only called when self.events is set: the store has the events capability.
@@ -328,8 +358,9 @@ class Driver:
             )
             raise
         events.attempt_completed(effect.step_index, operation_id, attempt_id, response)
-        # The model checkpoint commits before anything acts on the response.
-        await events.flush()
+        # The model checkpoint commits before anything acts on the response: with
+        # the step's tool calls, before a gate, an approver or a tool runs (see
+        # handle), or with the checkpoint of a step that calls none.
         return response
 
     async def _model_response(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from ..durable.checkpoint import AgentCheckpoint
-from ..messages import ToolApprovalRequest, ToolCallPart, ToolResultPart, Usage
+from ..messages import Message, ToolApprovalRequest, ToolCallPart, ToolResultPart, Usage
 from ..models.base import Model, ModelRequest
 from ..tools import Tool
 from .options import StepContext
@@ -79,9 +79,16 @@ class Emit:
 
 @dataclass(frozen=True)
 class SaveCheckpoint:
-    """Save a checkpoint (best-effort). Send back None."""
+    """Save a checkpoint (best-effort). Send back None.
+
+    ``extends``: when set, ``checkpoint.messages`` begins with the very message
+    objects of this history (the one this leg saved last, or the one it started
+    from), so a store that takes the hint writes the new tail without comparing
+    the whole history.
+    """
 
     checkpoint: AgentCheckpoint
+    extends: tuple[Message, ...] | None = None
 
 
 @dataclass(frozen=True)

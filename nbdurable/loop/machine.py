@@ -106,7 +106,10 @@ class AgentMachine:
         self._batches = BatchRunner(options, self._approvals)
         self._view_cache: tuple[tuple[Message, ...], tuple[Message, ...]] | None = None
         # The leg's state: the history, the next step, usage, the steps run so far.
-        self._messages = start.messages
+        self._messages = tuple(start.messages)  # the same object when it is a tuple
+        # The history the current one extends by appends only (None after an edit):
+        # the last saved one, or the start. A save hands it to the store.
+        self._extends: tuple[Message, ...] | None = self._messages
         self._step_index = start.next_step_index
         self._run_usage = start.run_usage
         self._leg_usage = Usage()
@@ -155,10 +158,11 @@ class AgentMachine:
         if batch.suspended:
             updated = with_approval_parts(assistant, batch.verdicts, batch.own_requests)
             self._messages = (*self._messages[:index], updated, *self._messages[index + 1 :])
+            self._extends = None  # an edit, not an append
             return (yield from self._suspend(batch, self._step_index))
         yield from self._emit_verdicts(self._step_index, assistant, batch)
         yield from self._emit_results(self._step_index, calls, batch.results)
-        self._messages = (*self._messages, tool_message_for(calls, batch.results))
+        self._messages += (tool_message_for(calls, batch.results),)
         self._settled = True
         return None
 
@@ -180,7 +184,7 @@ class AgentMachine:
             yield Emit(ToolCallStreamPart(step_index=step_index, tool_call=call))
 
         if not calls:
-            self._messages = (*self._messages, assistant)
+            self._messages += (assistant,)
             yield from self._finish_step(step_index, response, (), step_usage)
             return (yield from self._end(step_index, response.finish_reason))
 
@@ -191,13 +195,14 @@ class AgentMachine:
         step_usage = step_usage + batch.usage
         if batch.suspended:
             waiting = with_approval_parts(assistant, batch.verdicts, batch.own_requests)
-            self._messages = (*self._messages, waiting)
+            self._messages += (waiting,)
             yield from self._finish_step(step_index, response, (), step_usage)
             return (yield from self._suspend(batch, step_index))
 
         yield from self._emit_results(step_index, calls, batch.results)
         tool_msg = tool_message_for(calls, batch.results)
-        self._messages = (*self._messages, assistant, tool_msg)
+        # One concatenation: the step's only copy of the history (unpacking copies twice).
+        self._messages += (assistant, tool_msg)
         self._settled = False
         yield from self._finish_step(step_index, response, tool_msg.tool_results, step_usage)
         if self._stop_requested(step_index):
@@ -408,7 +413,9 @@ class AgentMachine:
         )
         # The history holds validated messages only: validating it again at every
         # save would walk the whole run, so it joins the validated checkpoint as is.
-        yield SaveCheckpoint(checkpoint.model_copy(update={"messages": self._messages}))
+        messages = self._messages
+        extends, self._extends = self._extends, messages
+        yield SaveCheckpoint(checkpoint.model_copy(update={"messages": messages}), extends)
 
     # -- helpers ---------------------------------------------------------------
 

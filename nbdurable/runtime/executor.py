@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import FencedOutError, LeaseLostError, LimitExceededError, ModelError
 from ..durable.checkpoint import AgentCheckpoint
+from ..durable.checkpoint_size import CheckpointSize
 from ..durable.lease_holder import describe_holder, process_gone
 from ..durable.offload import offload
 from ..durable.runtime_run import RuntimeRun, ToolIntent
@@ -205,6 +206,7 @@ class RuntimeDriver(Driver):
         )
         self.context = context
         self.owner_check = context.ensure_owner
+        self._checkpoint_size = CheckpointSize()  # the payload limit without re-encoding
         self._trace_context: dict[str, str] | None = None
         if self.events is not None:
             self.events.fence = context.fence
@@ -289,7 +291,7 @@ class RuntimeDriver(Driver):
         """
         context = self.context
         context.check_deadline()
-        size = payload_bytes(checkpoint.model_dump_json())
+        size = self._checkpoint_size.measure(checkpoint, self.history_extends(checkpoint))
         limit = context.runtime.limits.max_payload_bytes
         if size > limit:
             raise LimitExceededError("max_payload_bytes", size, limit)

@@ -28,6 +28,7 @@ __all__ = [
     "encode_message",
     "extend_chain",
     "identical_prefix",
+    "known_prefix",
     "node_id",
     "verify_chain",
 ]
@@ -67,6 +68,23 @@ def identical_prefix(old: Sequence[Message], new: Sequence[Message]) -> int:
             break
         count += 1
     return count
+
+
+def known_prefix(
+    cached: Chain | None, messages: Sequence[Message], extends: Sequence[Message] | None
+) -> int:
+    """How many leading messages of ``messages`` the cached chain already names.
+
+    ``extends`` is the saver's promise that ``messages`` begins with the very
+    objects of that history (the loop appends to the history it saved last).
+    When it is the cached history itself the answer takes no scan; otherwise
+    the histories are compared object by object.
+    """
+    if cached is None:
+        return 0
+    if extends is not None and extends is cached.messages and len(messages) >= len(extends):
+        return len(extends)
+    return identical_prefix(cached.messages, messages)
 
 
 def extend_chain(
@@ -145,16 +163,30 @@ class Chain:
     """A history this process saved or loaded, with its node ids.
 
     ``ids[i]`` is the id of the node of ``messages[i]``, so it names ``messages[: i + 1]``.
+    A run's next chain may extend ``ids`` in place (no copy of a long run's ids
+    per save); only the first ``len(messages)`` ids belong to this chain.
     """
 
     messages: tuple[Message, ...]
-    ids: tuple[bytes, ...]
+    ids: list[bytes]
+
+    def grown(self, known: int, messages: tuple[Message, ...], new_ids: list[bytes]) -> Chain:
+        """The chain of ``messages``: its first ``known`` ids are this chain's, then ``new_ids``."""
+        if known == len(self.messages) == len(self.ids):
+            self.ids.extend(new_ids)  # this chain is being replaced: its ids list moves on
+            return Chain(messages, self.ids)
+        return Chain(messages, [*self.ids[:known], *new_ids])
+
+    def head(self) -> bytes | None:
+        """The id naming the whole history (None for an empty one)."""
+        count = len(self.messages)
+        return self.ids[count - 1] if count else None
 
     def prefix(self, head: bytes | None, count: int) -> tuple[Message, ...] | None:
         """The first ``count`` messages when ``head`` names them, else None."""
         if count == 0:
             return () if head is None else None
-        if count <= len(self.ids) and self.ids[count - 1] == head:
+        if count <= len(self.messages) and self.ids[count - 1] == head:
             return self.messages[:count]
         return None
 

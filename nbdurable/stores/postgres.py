@@ -49,7 +49,7 @@ from .chain import (
     NodeRow,
     decode_messages,
     extend_chain,
-    identical_prefix,
+    known_prefix,
     verify_chain,
 )
 from .postgres_connect import (
@@ -210,20 +210,37 @@ class PostgresSessionStore(PostgresRuntimeTables):
         """Identifies this database and schema's event log for in-process subscribers."""
         return f"{self._where}?schema={self.schema}"
 
-    def save(self, checkpoint: AgentCheckpoint) -> None:
-        """Store a checkpoint in one transaction: its new message nodes and one row."""
-        self._save(checkpoint, ())
+    saves_extensions = True
+    """``save`` and ``save_with_events`` take ``extends`` (see :meth:`save`)."""
+
+    def save(
+        self, checkpoint: AgentCheckpoint, *, extends: Sequence[Message] | None = None
+    ) -> None:
+        """Store a checkpoint in one transaction: its new message nodes and one row.
+
+        Args:
+            checkpoint: What to save.
+            extends: Optional promise that ``checkpoint.messages`` begins with the
+                very message objects of this history (the one saved last): the
+                store then writes the tail without comparing the whole history.
+        """
+        self._save(checkpoint, (), extends=extends)
 
     def save_with_events(
-        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent], *, fence: int | None = None
+        self,
+        checkpoint: AgentCheckpoint,
+        events: Sequence[NewEvent],
+        *,
+        fence: int | None = None,
+        extends: Sequence[Message] | None = None,
     ) -> builtins.list[Event]:
         """Store a checkpoint and append events to its run's log in one transaction.
 
         With ``fence`` (a runtime owner's token) the write is refused with
         :class:`~nbdurable.FencedOutError` when another runtime owns the run now,
-        checked in the same transaction.
+        checked in the same transaction; ``extends`` is as in :meth:`save`.
         """
-        return self._save(checkpoint, events, fence)
+        return self._save(checkpoint, events, fence, extends=extends)
 
     def append_events(
         self, run_id: str, events: Sequence[NewEvent], *, fence: int | None = None
@@ -325,7 +342,12 @@ class PostgresSessionStore(PostgresRuntimeTables):
         return listener is not None and listener.wait_ready(timeout)
 
     def _save(
-        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent], fence: int | None = None
+        self,
+        checkpoint: AgentCheckpoint,
+        events: Sequence[NewEvent],
+        fence: int | None = None,
+        *,
+        extends: Sequence[Message] | None = None,
     ) -> builtins.list[Event]:
         run_id = checkpoint.run_id
         messages = checkpoint.messages
@@ -334,12 +356,11 @@ class PostgresSessionStore(PostgresRuntimeTables):
         params["run_id"] = run_id
         with self._lock:
             cached = self._chains.get(run_id)
-        known = identical_prefix(cached.messages, messages) if cached is not None else 0
-        base = cached.ids[:known] if cached is not None else ()
-        new_ids, new_rows = extend_chain(base[-1] if base else None, messages[known:])
-        ids = base + tuple(new_ids)  # base is the cached tuple itself when whole
-        params["head"] = ids[-1] if ids else None
-        params["base"] = base[-1] if base else None
+        known = known_prefix(cached, messages, extends)
+        parent = cached.ids[known - 1] if cached is not None and known else None
+        new_ids, new_rows = extend_chain(parent, messages[known:])
+        params["head"] = new_ids[-1] if new_ids else parent
+        params["base"] = parent
         if events:
             params.update(self._batch(run_id, events))
         last = self._transact(lambda conn: self._write(conn, params, new_rows, bool(events), fence))
@@ -352,7 +373,13 @@ class PostgresSessionStore(PostgresRuntimeTables):
             if last is None:  # pragma: no cover - the chain has no base now
                 raise AssertionError("a save without a base node wrote nothing")
         with self._lock:
-            self._chains.put(run_id, Chain(messages, ids))
+            # grown() copies the ids unless the cached chain is still this run's latest.
+            latest = self._chains.get(run_id) is cached and cached is not None
+            grown = cached.grown(known, messages, new_ids) if latest and cached else None
+            if grown is None:
+                ids = [*cached.ids[:known]] if cached is not None else []
+                grown = Chain(messages, [*ids, *new_ids])
+            self._chains.put(run_id, grown)
         return added_events(run_id, events, last) if events else []
 
     def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
@@ -393,7 +420,7 @@ class PostgresSessionStore(PostgresRuntimeTables):
             verified=True,  # verify_chain checked every node's hash
         )
         with self._lock:
-            self._chains.put(run_id, Chain(messages, tuple(nid for nid, _, _ in nodes)))
+            self._chains.put(run_id, Chain(messages, [nid for nid, _, _ in nodes]))
         return row.checkpoint(messages)
 
     def history(self, run_id: str) -> builtins.list[CheckpointInfo]:

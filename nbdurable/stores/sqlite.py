@@ -40,7 +40,7 @@ from .chain import (
     NodeRow,
     decode_messages,
     extend_chain,
-    identical_prefix,
+    known_prefix,
     verify_chain,
 )
 from .prune import PruneReport, prune_runs
@@ -227,19 +227,37 @@ class SqliteSessionStore(SqliteRuntimeTables):
         """Identifies this file's event log for in-process subscribers (None for ``:memory:``)."""
         return self._channel
 
-    def save(self, checkpoint: AgentCheckpoint) -> None:
-        """Store a checkpoint in one transaction: its new message nodes and one row."""
-        self._save(checkpoint, ())
+    saves_extensions = True
+    """``save`` and ``save_with_events`` take ``extends`` (see :meth:`save`)."""
+
+    def save(
+        self, checkpoint: AgentCheckpoint, *, extends: Sequence[Message] | None = None
+    ) -> None:
+        """Store a checkpoint in one transaction: its new message nodes and one row.
+
+        Args:
+            checkpoint: What to save.
+            extends: Optional promise that ``checkpoint.messages`` begins with the
+                very message objects of this history (the one saved last): the
+                store then writes the tail without comparing the whole history.
+        """
+        self._save(checkpoint, (), extends=extends)
 
     def save_with_events(
-        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent], *, fence: int | None = None
+        self,
+        checkpoint: AgentCheckpoint,
+        events: Sequence[NewEvent],
+        *,
+        fence: int | None = None,
+        extends: Sequence[Message] | None = None,
     ) -> Sequence[Event]:
         """Store a checkpoint and append events to its run's log in one transaction.
 
         With ``fence`` (a runtime owner's token) the write is refused with
-        :class:`~nbdurable.FencedOutError` when the run has another owner now.
+        :class:`~nbdurable.FencedOutError` when the run has another owner now;
+        ``extends`` is as in :meth:`save`.
         """
-        return self._save(checkpoint, events, fence)
+        return self._save(checkpoint, events, fence, extends=extends)
 
     def append_events(
         self, run_id: str, events: Sequence[NewEvent], *, fence: int | None = None
@@ -312,22 +330,26 @@ class SqliteSessionStore(SqliteRuntimeTables):
         return numbered(run_id, events, last)
 
     def _save(
-        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent], fence: int | None = None
+        self,
+        checkpoint: AgentCheckpoint,
+        events: Sequence[NewEvent],
+        fence: int | None = None,
+        *,
+        extends: Sequence[Message] | None = None,
     ) -> Sequence[Event]:
         run_id = checkpoint.run_id
         messages = checkpoint.messages
         row = checkpoint_row(checkpoint)
         with self._lock:
             cached = self._chains.get(run_id)
-            known = identical_prefix(cached.messages, messages) if cached is not None else 0
-            base = cached.ids[:known] if cached is not None else ()
-            new_ids, new_rows = extend_chain(base[-1] if base else None, messages[known:])
-            ids = base + tuple(new_ids)  # base is the cached tuple itself when whole
-            head = ids[-1] if ids else None
+            known = known_prefix(cached, messages, extends)
+            parent = cached.ids[known - 1] if cached is not None and known else None
+            new_ids, new_rows = extend_chain(parent, messages[known:])
+            head = new_ids[-1] if new_ids else parent
             with self._write() as conn:
                 if fence is not None:
                     self.rt_check_fence(run_id, fence, conn)
-                if base and conn.execute(_HAS_NODE, base[-1:]).fetchone() is None:
+                if parent is not None and conn.execute(_HAS_NODE, (parent,)).fetchone() is None:
                     # Another process deleted the nodes this process remembered.
                     _, new_rows = extend_chain(None, messages)
                 conn.executemany(_INSERT_NODE, new_rows)
@@ -339,7 +361,8 @@ class SqliteSessionStore(SqliteRuntimeTables):
                 else:
                     conn.execute(_INSERT_RUN, (run_id, checkpoint.created_at, seq))
                 added = self._append(conn, run_id, events) if events else []
-            self._chains.put(run_id, Chain(messages, ids))
+            chain = cached.grown(known, messages, new_ids) if cached is not None else None
+            self._chains.put(run_id, chain or Chain(messages, new_ids))
             if checkpoint.status != "running":
                 # A run that stops or ends folds the write-ahead log back into the file
                 # (PASSIVE: never waits for readers), so an idle store stays small.
@@ -371,7 +394,7 @@ class SqliteSessionStore(SqliteRuntimeTables):
                     step_index=row.step_index,
                     verified=True,  # _read_chain checked every node's hash
                 )
-                self._chains.put(run_id, Chain(messages, tuple(nid for nid, _, _ in nodes)))
+                self._chains.put(run_id, Chain(messages, [nid for nid, _, _ in nodes]))
         return row.checkpoint(messages)
 
     def history(self, run_id: str) -> builtins.list[CheckpointInfo]:

@@ -908,3 +908,34 @@ async def test_saved_messages_never_change_and_prefixes_stay_byte_identical() ->
         assert [m.model_dump_json() for m in later.messages[:n]] == [
             m.model_dump_json() for m in earlier.messages
         ]
+
+
+async def test_a_store_that_takes_the_hint_is_told_each_save_extends_the_last(
+    tmp_path: Any,
+) -> None:
+    """Each save after the first names the history saved before it; loads still verify."""
+    hints: list[tuple[tuple[nd.Message, ...], Any]] = []
+
+    class Recording(nd.SqliteSessionStore):
+        def save_with_events(self, checkpoint: Any, events: Any, **kwargs: Any) -> Any:
+            hints.append((checkpoint.messages, kwargs.get("extends")))
+            return super().save_with_events(checkpoint, events, **kwargs)
+
+    @nd.tool
+    def ping(i: int) -> str:
+        """Ping."""
+        return f"pong {i}"
+
+    turns: list[Any] = [nd.Turn(tool_calls=[("ping", {"i": i})]) for i in range(4)]
+    model = nd.ScriptedModel([*turns, nd.Turn(text="done")], mode="sequential")
+    store = Recording(tmp_path / "h.db")
+    result = await nd.generate_text(
+        model=model, messages="go", tools=[ping], session=nd.DurableSession(store, "r")
+    )
+    assert len(hints) == 5
+    for (before, _), (after, extends) in itertools.pairwise(hints):
+        assert extends is before and after[: len(before)] == before
+    store.close()
+    with nd.SqliteSessionStore(tmp_path / "h.db") as fresh:
+        loaded = fresh.load("r")
+        assert loaded is not None and loaded.messages == result.messages

@@ -8,6 +8,7 @@ registry lacks the hook the test needs.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import subprocess
 import sys
 import textwrap
@@ -587,3 +588,39 @@ def test_several_store_instances_in_threads(
     assert errors == []
     for n in range(6):
         assert any_store.load(f"inst-{n}") == checkpoint(f"inst-{n}", 19, histories(20)[19])
+
+
+# -- the append-only hint (stores that declare saves_extensions) -----------------------------
+
+
+def test_a_save_told_what_it_extends_writes_the_tail_and_loads_verified(
+    any_store: nd.HistoryStore, store_case: StoreCase
+) -> None:
+    if not getattr(any_store, "saves_extensions", False):
+        pytest.skip(f"{type(any_store).__name__} takes no extends hint")
+    require(any_store, PERSISTENT)
+    save = any_store.save  # a store that declares the hint takes it on save
+    steps = histories(6)
+    saved = [checkpoint("h", i, h) for i, h in enumerate(steps)]
+    save(saved[0])
+    for previous, cp in itertools.pairwise(saved[:4]):
+        save(cp, extends=previous.messages)  # type: ignore[call-arg]
+    assert any_store.load("h") == saved[3]
+    # A hint that is not the history saved last is not trusted: an edited
+    # history still gets its own nodes.
+    edited = (saved[3].messages[0], nd.assistant("edited"), *saved[3].messages[2:])
+    changed = checkpoint("h", 4, edited)
+    save(changed, extends=saved[0].messages)  # type: ignore[call-arg]
+    assert any_store.load("h") == changed
+    # and a plain save after hinted ones keeps working
+    save(saved[5])
+    assert any_store.load("h") == saved[5]
+    any_store.close()
+    reopened = store_case.open()
+    try:
+        # loaded from the rows alone: every node is verified against its hash
+        assert reopened.load("h") == saved[5]
+        assert reopened.load("h", step_index=4) == changed
+        assert reopened.load("h", step_index=3) == saved[3]
+    finally:
+        reopened.close()
