@@ -28,8 +28,9 @@ def test_mypy_strict_is_clean() -> None:
 MAX_MODULE_LINES = 600
 """A module holds one concept; past this it is two, and is split by concept."""
 # Modules allowed a few lines more, each with its own ceiling and a reason.
-# loop/driver.py: one line over, owned by the loop's own restructuring; it may not grow.
-OVERSIZED = {"nbdurable/loop/driver.py": 610}
+# loop/driver.py: the effect handlers of one driver (its tracing hooks live in
+# loop/trace_hooks.py); it may not grow.
+OVERSIZED = {"nbdurable/loop/driver.py": 608}
 
 
 def test_no_library_module_is_over_600_lines() -> None:

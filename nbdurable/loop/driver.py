@@ -46,6 +46,7 @@ from .subagent import (
     subagent_outcome,
     subagent_prompt,
 )
+from .trace_hooks import TraceHooks
 
 __all__ = ["Driver", "EmitFn"]
 
@@ -56,7 +57,7 @@ def _ignore(_: StreamPart) -> None:
     return None
 
 
-class Driver:
+class Driver(TraceHooks):
     """Runs one leg's machine: answers each effect with real I/O.
 
     This class is the local engine behind ``generate_text`` and ``stream_chat``,
@@ -459,31 +460,6 @@ class Driver:
         if hooks is not None:
             hooks.approval_asked(request, answer)
         return answer
-
-    # --- what a trace says about this leg (see nbdurable.tracing) ----------------------
-
-    def trace_agent_name(self) -> str | None:
-        """The agent's name on the leg's ``invoke_agent`` span."""
-        return self.options.agent_path[-1] if self.options.agent_path else None
-
-    def trace_attributes(self) -> dict[str, Any]:
-        """Extra attributes of the leg's span."""
-        return {}
-
-    def trace_model_attributes(self) -> dict[str, Any]:
-        """Extra attributes of a ``chat`` span."""
-        return {}
-
-    def trace_tool_attributes(self, tool_name: str) -> dict[str, Any]:
-        """Extra attributes of an ``execute_tool`` span."""
-        return {}
-
-    def trace_parent(self) -> dict[str, str] | None:
-        """The stored W3C trace context the leg joins (None: the caller's current span)."""
-        return None
-
-    def trace_leg_started(self, traceparent: str) -> None:
-        """The leg's span started (a durable owner stores it for the next leg's link)."""
 
     async def _execute(self, effect: ExecuteTools) -> list[ToolOutcome | None]:
         invocations = effect.invocations
