@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from ..durable.lease_holder import lease_holder
 from ..durable.run_states import ACTIVE_STATES
 from ..durable.runtime_run import RuntimeRun
 
@@ -48,7 +49,9 @@ class LeaseWait:
 def lease_wait(record: RuntimeRun, owner_id: str, now: int | None = None) -> LeaseWait | None:
     """The lease another runtime than ``owner_id`` holds on ``record``, if it is still valid."""
     at = int(time.time() * 1000) if now is None else now
-    if record.state not in HELD_STATES or record.lease_owner in (None, owner_id):
+    # a runtime holds leases under its owner id and its process (lease_holder)
+    mine = (None, owner_id, lease_holder(owner_id))
+    if record.state not in HELD_STATES or record.lease_owner in mine:
         return None
     if record.lease_expires_at is None or record.lease_expires_at <= at:
         return None

@@ -543,21 +543,23 @@ class DurableRuntime:
     ) -> RuntimeRun:
         """Write a run-state change (and its event).
 
-        A change to a final state writes its events first (fenced by ``fence``)
-        and then the record: a crash in between leaves a run that is executed
-        again, never a finished run whose log lacks its terminal event.
-        ``finish`` is the ``run_finished`` payload of the leg that completed the run.
+        A change of state writes its events first (fenced by ``fence``) and then
+        the record, so whoever sees the record finds its event in the log: a
+        crash in between leaves a run that is executed again, never a finished
+        run whose log lacks its terminal event. ``finish`` is the
+        ``run_finished`` payload of the leg that completed the run.
         """
         changes.setdefault("updated_at", self.now())
-        final = changes.get("state") in TERMINAL_STATES
-        if final:
+        moves = "state" in changes
+        if changes.get("state") in TERMINAL_STATES:
             changes.setdefault("retried", False)  # a retry that ended before its leg began
+        if moves:
             current = self.runtime_store.rt_get(run_id)
             if current is None:
                 raise RunNotFoundError(run_id)
             self.state_event(current.model_copy(update=changes), finish=finish, fence=fence)
         record = self.runtime_store.rt_update(run_id, changes, fence=fence)
-        if final:
+        if moves:
             notify(self.store, run_id)  # waiters woken by the events now see the record too
         else:
             self.state_event(record)
