@@ -65,7 +65,7 @@ def three_step_model(**kwargs: Any) -> nd.ScriptedModel:
     )
 
 
-def approval_model(cost: float | None = None) -> nd.ScriptedModel:
+def approval_model(cost: float | None = None, *, keep_requests: int | None = 0) -> nd.ScriptedModel:
     """Step 0 looks up, step 1 is gated (suspends), step 2 looks up again, step 3 answers."""
     return nd.ScriptedModel(
         [
@@ -73,7 +73,8 @@ def approval_model(cost: float | None = None) -> nd.ScriptedModel:
             nd.Turn(tool_calls=[("drop_table", {"name": "stg"})], usage=usage(5, cost)),
             nd.Turn(tool_calls=[("lookup", {"key": "c"})], usage=usage(5, cost)),
             nd.Turn(text="finished", usage=usage(5, cost)),
-        ]
+        ],
+        keep_requests=keep_requests,
     )
 
 
