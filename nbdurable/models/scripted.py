@@ -83,13 +83,17 @@ class ScriptedModel:
         price_per_million: ``(input, output)`` USD per million tokens; sets ``Usage.cost``.
         model_id: The id reported on responses.
         mode: ``"history"`` or ``"sequential"``.
-        keep_requests: How many of the latest requests ``requests`` keeps (None:
-            all of them). Each request holds the whole history it was sent, so a
-            log of every request of a long run grows with the square of its length.
+        keep_requests: How many requests ``requests`` keeps: ``0`` (the default)
+            keeps none, ``None`` keeps every one, ``N`` the latest ``N``. Each
+            request holds the whole history it was sent, so a log of every request
+            of a long run grows with the square of its length: keep them only in
+            tests that look at what the model was sent. The turn played never
+            depends on this log (see ``mode``), nor does ``calls``.
 
     Attributes:
-        requests: The requests received, in order (for assertions): all of them
-            up to ``keep_requests``, then the latest ``keep_requests``.
+        requests: The requests received, oldest first, when ``keep_requests``
+            asks for them (for assertions): empty by default; with
+            ``keep_requests=None`` all of them; with ``N`` the latest ``N``.
     """
 
     turns: Sequence[ScriptEntry]
@@ -98,7 +102,7 @@ class ScriptedModel:
     price_per_million: tuple[float, float] | None = None
     model_id: str = "scripted"
     mode: Literal["history", "sequential"] = "history"
-    keep_requests: int | None = 100
+    keep_requests: int | None = 0
     requests: list[ModelRequest] = field(default_factory=list, init=False, repr=False)
 
     provider: ClassVar[str] = "scripted"

@@ -143,7 +143,7 @@ async def test_a_text_only_store_resumes_with_real_image_bytes() -> None:
         tools=make_tools([]),
         session=nd.DurableSession(store, run_id="run-t"),
     )
-    model = approval_model()
+    model = approval_model(keep_requests=None)
     await nd.resume_from_checkpoint(
         store,
         "run-t",

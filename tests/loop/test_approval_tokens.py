@@ -53,10 +53,10 @@ class Warehouse:
 
         self.tool = drop_table
 
-    def model(self, *tables: str) -> nd.ScriptedModel:
+    def model(self, *tables: str, keep_requests: int | None = 0) -> nd.ScriptedModel:
         """One step calling drop_table once per table (in parallel), then a report."""
         calls = [("drop_table", {"name": t}) for t in tables or ("stg_2023",)]
-        return nd.ScriptedModel([nd.Turn(tool_calls=calls), _report])
+        return nd.ScriptedModel([nd.Turn(tool_calls=calls), _report], keep_requests=keep_requests)
 
 
 def _report(request: nd.ModelRequest) -> str:
@@ -828,7 +828,7 @@ async def test_failed_check_is_an_is_error_result_and_the_loop_continues(
     warehouse = Warehouse()
     first = await _first_leg(kind, warehouse, store, deps, signer)
     request = first.pending_approvals[0]
-    model = warehouse.model()
+    model = warehouse.model(keep_requests=None)
     options: dict[str, Any] = {
         "model": model,
         "tools": [warehouse.tool],

@@ -867,7 +867,7 @@ async def test_saved_messages_never_change_and_prefixes_stay_byte_identical() ->
     store = nd.InMemorySessionStore()
     history_in = [nd.system("sys"), nd.user("go")]
     snapshot_in = [m.model_dump_json() for m in history_in]
-    model1 = approval_model()
+    model1 = approval_model(keep_requests=None)
     first = await nd.generate_text(
         model=model1,
         messages=history_in,
@@ -881,7 +881,7 @@ async def test_saved_messages_never_change_and_prefixes_stay_byte_identical() ->
     }
     leg1_messages = first.messages
 
-    model2 = approval_model()
+    model2 = approval_model(keep_requests=None)
     await nd.resume_from_checkpoint(
         store,
         "run-21",

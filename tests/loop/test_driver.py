@@ -71,8 +71,8 @@ async def test_stop_conditions_see_cumulative_usage() -> None:
 
 
 async def test_prepare_step_overrides_one_step_only() -> None:
-    other = nd.ScriptedModel(["from the other model"], mode="sequential")
-    main = nd.ScriptedModel([nd.Turn.call("add", a=2, b=3), "unused"])
+    other = nd.ScriptedModel(["from the other model"], mode="sequential", keep_requests=None)
+    main = nd.ScriptedModel([nd.Turn.call("add", a=2, b=3), "unused"], keep_requests=None)
     seen: list[tuple[int, int]] = []
 
     async def prepare(ctx: nd.StepContext) -> nd.PrepareStepResult | None:
@@ -115,7 +115,7 @@ async def test_parallel_batches_and_max_tool_concurrency() -> None:
 
 
 async def test_instructions_reach_every_model_call() -> None:
-    model = nd.ScriptedModel([nd.Turn.call("add", a=1, b=1), "ok"])
+    model = nd.ScriptedModel([nd.Turn.call("add", a=1, b=1), "ok"], keep_requests=None)
     await nd.generate_text(model=model, messages="go", tools=[add], instructions="You are terse.")
     assert [r.instructions for r in model.requests] == ["You are terse.", "You are terse."]
 

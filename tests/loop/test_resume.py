@@ -65,7 +65,7 @@ def three_step_model(**kwargs: Any) -> nd.ScriptedModel:
     )
 
 
-def approval_model(cost: float | None = None) -> nd.ScriptedModel:
+def approval_model(cost: float | None = None, *, keep_requests: int | None = 0) -> nd.ScriptedModel:
     """Step 0 looks up, step 1 is gated (suspends), step 2 looks up again, step 3 answers."""
     return nd.ScriptedModel(
         [
@@ -73,7 +73,8 @@ def approval_model(cost: float | None = None) -> nd.ScriptedModel:
             nd.Turn(tool_calls=[("drop_table", {"name": "stg"})], usage=usage(5, cost)),
             nd.Turn(tool_calls=[("lookup", {"key": "c"})], usage=usage(5, cost)),
             nd.Turn(text="finished", usage=usage(5, cost)),
-        ]
+        ],
+        keep_requests=keep_requests,
     )
 
 
@@ -149,7 +150,7 @@ async def test_crash_between_steps_loses_nothing() -> None:
 
     # A new process: only the store survives; model and tools are new objects.
     log2: list[str] = []
-    model2 = three_step_model()
+    model2 = three_step_model(keep_requests=None)
     done = await nd.resume_from_checkpoint(store, "run-22", model=model2, tools=make_tools(log2))
     assert done.status == "completed" and done.text == "all done"
     assert log2 == ["lookup:b"]  # step 0's tool is not run again
@@ -177,7 +178,7 @@ async def test_crash_mid_model_call_reruns_that_step() -> None:
     boundary = store.load("run-23")
 
     log2: list[str] = []
-    model2 = three_step_model()
+    model2 = three_step_model(keep_requests=None)
     done = await nd.resume_from_checkpoint(store, "run-23", model=model2, tools=make_tools(log2))
     assert done.status == "completed"
     assert model2.requests[0].messages == boundary.messages  # step 1's model call again
@@ -201,13 +202,14 @@ async def test_crash_mid_tool_reruns_the_whole_step_and_its_tools() -> None:
 
         return [*make_tools(log), explode]
 
-    def model() -> nd.ScriptedModel:
+    def model(keep_requests: int | None = 0) -> nd.ScriptedModel:
         return nd.ScriptedModel(
             [
                 nd.Turn.call("lookup", key="a"),
                 nd.Turn(tool_calls=[("lookup", {"key": "b"}), ("explode", {})]),
                 "done",
-            ]
+            ],
+            keep_requests=keep_requests,
         )
 
     log1: list[str] = []
@@ -226,7 +228,7 @@ async def test_crash_mid_tool_reruns_the_whole_step_and_its_tools() -> None:
     boundary = store.load("run-23t")
 
     log2: list[str] = []
-    model2 = model()
+    model2 = model(keep_requests=None)
     done = await nd.resume_from_checkpoint(
         store, "run-23t", model=model2, tools=tools(log2, crash=False), max_tool_concurrency=1
     )
@@ -419,7 +421,7 @@ async def test_model_tools_and_options_come_from_the_resume_call() -> None:
 
     # With new tool objects and options, those are what the resumed leg uses.
     log2: list[str] = []
-    model2 = approval_model()
+    model2 = approval_model(keep_requests=None)
     done = await nd.resume_from_checkpoint(
         store,
         "run-26",
@@ -448,7 +450,7 @@ async def test_approved_calls_run_and_denied_ones_get_is_error_with_the_reason()
         store = nd.InMemorySessionStore()
         log: list[str] = []
         first = await suspend(store, "run-27")
-        model = approval_model()
+        model = approval_model(keep_requests=None)
         done = await nd.resume_from_checkpoint(
             store,
             "run-27",
@@ -470,7 +472,7 @@ async def test_unanswered_pending_call_is_denied_and_never_resent() -> None:
     store = nd.InMemorySessionStore()
     first = await suspend(store, "run-28")
     log: list[str] = []
-    model = approval_model()
+    model = approval_model(keep_requests=None)
     done = await nd.resume_from_checkpoint(store, "run-28", model=model, tools=make_tools(log))
     assert done.status == "completed" and done.text == "finished"
     assert "drop:stg" not in log
@@ -675,8 +677,10 @@ async def test_pending_client_tool_gets_the_placeholder_on_resume(streaming: boo
     """Resuming feeds a pending client tool the is_error placeholder; the model goes on."""
     pick = nd.client_tool("pick_file", "Ask the user to pick a file.")
 
-    def model() -> nd.ScriptedModel:
-        return nd.ScriptedModel([nd.Turn.call("pick_file"), "I could not get the file."])
+    def model(keep_requests: int | None = 0) -> nd.ScriptedModel:
+        return nd.ScriptedModel(
+            [nd.Turn.call("pick_file"), "I could not get the file."], keep_requests=keep_requests
+        )
 
     store = nd.InMemorySessionStore()
     first = await nd.generate_text(
@@ -684,7 +688,7 @@ async def test_pending_client_tool_gets_the_placeholder_on_resume(streaming: boo
     )
     assert first.status == "suspended"
     call = first.pending_tool_calls[0]
-    model2 = model()
+    model2 = model(keep_requests=None)
     if streaming:
         stream = nd.resume_stream_from_checkpoint(store, "run-34", model=model2, tools=[pick])
         await drain(stream)
@@ -706,13 +710,14 @@ async def test_escape_hatch_appends_the_real_result_and_continues_durably(
     """Load, append the real tool_result, call again with the same session."""
     pick = nd.client_tool("pick_file", "Ask the user to pick a file.")
 
-    def model() -> nd.ScriptedModel:
+    def model(keep_requests: int | None = 0) -> nd.ScriptedModel:
         return nd.ScriptedModel(
             [
                 nd.Turn(tool_calls=[("pick_file", {})], usage=usage(2)),
                 nd.Turn(tool_calls=[("lookup", {"key": "sales.csv"})], usage=usage(3)),
                 nd.Turn(text="Loaded sales.csv.", usage=usage(4)),
-            ]
+            ],
+            keep_requests=keep_requests,
         )
 
     store = nd.InMemorySessionStore()
@@ -735,7 +740,7 @@ async def test_escape_hatch_appends_the_real_result_and_continues_durably(
         ]
     )
     history = (*checkpoint.messages, answer)
-    model2 = model()
+    model2 = model(keep_requests=None)
     log: list[str] = []
     session = nd.DurableSession(store, run_id="run-35")
     tools = [pick, *make_tools(log)]

@@ -29,12 +29,15 @@ def lookup(table: str) -> dict[str, Any]:
 
 
 async def test_generate_text_validates_the_final_answer_into_the_type() -> None:
-    model = nd.ScriptedModel([nd.Turn.call("lookup", table="stg_2023"), nd.Turn(output=GOOD)])
+    model = nd.ScriptedModel(
+        [nd.Turn.call("lookup", table="stg_2023"), nd.Turn(output=GOOD)], keep_requests=None
+    )
     result = await nd.generate_text(
         model=model, messages="Is stg_2023 stale?", tools=[lookup], output_type=Verdict
     )
     assert result.output == GOOD and isinstance(result.output, Verdict)
     assert result.text == GOOD.model_dump_json()
+    assert len(model.requests) == 2
     for request in model.requests:  # every call carries the schema
         assert request.output_schema == Verdict.model_json_schema()
         assert request.output_name == "Verdict"

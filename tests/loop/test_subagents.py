@@ -53,21 +53,26 @@ def _reporting_turn(label: str) -> Any:
     return turn
 
 
-def _coder(shell: Shell, *, name: str = "coder") -> nd.Tool:
+def _coder(shell: Shell, *, name: str = "coder", keep_requests: int | None = 0) -> nd.Tool:
     """A sub-agent that runs the command named in its prompt, then reports."""
     model = nd.ScriptedModel(
         [
             lambda request: nd.Turn.call("run_shell", cmd=request.messages[0].text),
             _reporting_turn(name),
-        ]
+        ],
+        keep_requests=keep_requests,
     )
     return nd.agent_tool(name, model=model, tools=[shell.tool])
 
 
-def _parent(*calls: tuple[str, dict[str, Any], str]) -> nd.ScriptedModel:
+def _parent(
+    *calls: tuple[str, dict[str, Any], str], keep_requests: int | None = 0
+) -> nd.ScriptedModel:
     """A parent that makes the given (name, args, id) calls in one step, then reports."""
     specs = [{"name": name, "args": args, "id": call_id} for name, args, call_id in calls]
-    return nd.ScriptedModel([nd.Turn(tool_calls=specs), _reporting_turn("parent")])
+    return nd.ScriptedModel(
+        [nd.Turn(tool_calls=specs), _reporting_turn("parent")], keep_requests=keep_requests
+    )
 
 
 def _fresh_deps(clock: Any) -> nd.Deps:
@@ -266,7 +271,7 @@ async def test_resume_forwards_verdict_and_child_continues_from_checkpoint(
     )
     [request] = first.pending_approvals
 
-    coder = _coder(shell)  # the same definition, rebuilt as after a restart
+    coder = _coder(shell, keep_requests=None)  # the same definition, rebuilt after a restart
     assert isinstance(coder, AgentTool) and isinstance(coder.model, nd.ScriptedModel)
     child_model = coder.model
     parent_model = _parent(("coder", {"prompt": "pytest"}, "toolu_9"))
@@ -691,7 +696,7 @@ async def test_without_session_gated_sub_agent_returns_is_error(
 ) -> None:
     """No session, no approver: an is_error result to the parent; no suspend, no raise."""
     shell = Shell()
-    parent = _parent(("coder", {"prompt": "pytest"}, "toolu_9"))
+    parent = _parent(("coder", {"prompt": "pytest"}, "toolu_9"), keep_requests=None)
     result = await nd.generate_text(
         model=parent,
         messages="go",

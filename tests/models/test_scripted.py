@@ -1,4 +1,4 @@
-"""ScriptedModel's request log: bounded by default, complete on request, calls always counted."""
+"""ScriptedModel's request log: empty by default, complete on request, calls always counted."""
 
 from __future__ import annotations
 
@@ -20,6 +20,46 @@ async def _run(model: nd.ScriptedModel, steps: int) -> nd.GenerateTextResult:
         return f"pong {i} " * 10
 
     return await nd.generate_text(model=model, messages="go", tools=[ping], max_steps=steps + 1)
+
+
+async def test_by_default_no_request_is_kept_and_the_turns_play_in_order() -> None:
+    model = nd.ScriptedModel(_ping_turns(5))
+    assert model.keep_requests == 0
+    result = await _run(model, 5)
+    assert result.text == "done"
+    assert [[c.args["i"] for c in s.tool_calls] for s in result.steps] == [
+        [0],
+        [1],
+        [2],
+        [3],
+        [4],
+        [],
+    ]
+    assert model.calls == 6
+    assert model.requests == []
+
+
+async def test_sequential_turns_play_in_order_without_a_log() -> None:
+    model = nd.ScriptedModel(["one", "two", "three"], mode="sequential", fail_on=[2])
+    texts = []
+    for _ in range(4):
+        try:
+            texts.append((await nd.generate_text(model=model, messages="same")).text)
+        except nd.ModelError:
+            texts.append("failed")
+    # The failed call uses up no turn: turns follow the calls, not a request log.
+    assert texts == ["one", "failed", "two", "three"]
+    assert model.calls == 4 and model.requests == []
+
+
+async def test_keeping_requests_changes_no_turn_and_no_usage() -> None:
+    kept = nd.ScriptedModel(_ping_turns(3), keep_requests=None)
+    plain = nd.ScriptedModel(_ping_turns(3))
+    with_log, without = await _run(kept, 3), await _run(plain, 3)
+    assert with_log.messages == without.messages
+    assert [s.usage for s in with_log.steps] == [s.usage for s in without.steps]
+    assert [len(r.messages) for r in kept.requests] == [1, 3, 5, 7]
+    assert plain.requests == []
 
 
 async def test_the_log_keeps_the_latest_requests_and_counts_every_call() -> None:

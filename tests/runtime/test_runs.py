@@ -78,7 +78,7 @@ async def test_prompt_is_a_nonblank_string_or_user_message(store: Any) -> None:
 async def test_media_only_accepted_empty_nonuser_invalid_rejected(store: Any) -> None:
     """A media-only user message is accepted; an empty message, a non-user
     role, blank-only text and parts a user message cannot hold are rejected."""
-    model = nd.ScriptedModel(["a picture"] * 5, mode="sequential")
+    model = nd.ScriptedModel(["a picture"] * 5, mode="sequential", keep_requests=None)
     async with await DurableRuntime.open(
         store=store, agents=[Agent("a", model, version="1")]
     ) as rt:
@@ -115,7 +115,7 @@ async def test_media_is_neither_fetched_nor_transformed(store: Any) -> None:
     """A URL image stays an external reference (an unreachable URL is fine:
     nothing fetches it) and inline data reaches the model and the history as the
     same bytes."""
-    model = nd.ScriptedModel(["ok"] * 5, mode="sequential")
+    model = nd.ScriptedModel(["ok"] * 5, mode="sequential", keep_requests=None)
     raw = os.urandom(64)
     inline = nd.ImagePart(data=raw, media_type="image/png")
     remote = nd.ImagePart(url="http://unreachable.invalid/cat.png")
@@ -143,7 +143,9 @@ async def test_prompts_persist_for_restart_retry_and_session_history(
     restart, a retry sends it again, and a later run of the session sees it."""
     image = nd.ImagePart(data=b"\x89PNG-bytes", media_type="image/png")
     prompt = nd.Message(role="user", content=[nd.TextPart(text="what is it?"), image])
-    model = nd.ScriptedModel(["a logo", "still a logo"], mode="sequential", fail_on=[1])
+    model = nd.ScriptedModel(
+        ["a logo", "still a logo"], mode="sequential", fail_on=[1], keep_requests=None
+    )
     agent = Agent("a", model, version="1")
     async with await DurableRuntime.open(store=store, agents=[agent, text_agent("p")]) as rt:
         run = await rt.submit("a", prompt, session_id="s")
@@ -362,7 +364,7 @@ async def test_queued_run_gets_latest_completed_history_only(store: Any) -> None
         await asyncio.Event().wait()
         return "never"
 
-    last_model = nd.ScriptedModel(["A4"], mode="sequential")
+    last_model = nd.ScriptedModel(["A4"], mode="sequential", keep_requests=None)
     agents = [
         Agent("first", nd.ScriptedModel(["A1"]), version="1"),
         # One tool step (a checkpoint with partial history), then the model fails.

@@ -49,14 +49,15 @@ def three_step_model(events: list[str] | None = None, **kwargs: Any) -> nd.Scrip
     return nd.ScriptedModel([logged(t) for t in turns], **kwargs)
 
 
-def approval_model() -> nd.ScriptedModel:
+def approval_model(*, keep_requests: int | None = 0) -> nd.ScriptedModel:
     """Step 0 looks up, step 1 makes a gated call, step 2 answers."""
     return nd.ScriptedModel(
         [
             nd.Turn(text="looking", tool_calls=[("lookup", {"key": "a"})], usage=usage(1)),
             nd.Turn(text="dropping", tool_calls=[("drop_table", {"name": "stg"})], usage=usage(2)),
             nd.Turn(text="finished", usage=usage(3)),
-        ]
+        ],
+        keep_requests=keep_requests,
     )
 
 
