@@ -362,7 +362,8 @@ class PostgresRuntimeTables:
                 graph = [_record(text) for (text,) in rows]
                 for run in after_finish(updated, session_head, graph):
                     self._rt_put(conn, run)
-                # A final state's events are appended before its record: this
+            if updated.state != current.state:
+                # A state change's events are appended before its record: this
                 # notification tells other processes' record mirrors to read it again.
                 notice = run_id if len(run_id.encode()) < 8000 else ""
                 conn.execute(self._rq.announce, (self.notify_channel, notice))
