@@ -17,6 +17,7 @@ from ..durable.offload import offload
 from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.runtime_store import RuntimeStore
 from ..durable.store import SessionStore
+from ..events.commit import commits_together
 from ..events.writer import DEFAULT_FLUSH_INTERVAL, EventWriter
 from ..loop.driver import Driver
 from ..loop.effects import CallModel, ToolInvocation, ToolOutcome
@@ -29,6 +30,7 @@ from ..tracing import LEG_KEY
 from .agent import Agent
 from .limits import ModelRetry, payload_bytes
 from .outcome import LegOutcome, ModelAttemptFailed, NeedsAttention, RunTimedOut
+from .step_commit import StepRiders
 
 if TYPE_CHECKING:
     from .runtime import DurableRuntime
@@ -163,12 +165,29 @@ class RunContext:
 
     def count_operation(self, **changes: Any) -> None:
         """Count one model or tool call (``max_operations``), persisted before it starts."""
+        self.update(**self.operation_changes(**changes))
+
+    def operation_changes(self, **changes: Any) -> dict[str, Any]:
+        """The record changes that count one more call, checked against the deadline and limit.
+
+        Raises:
+            RunTimedOut: The run's deadline passed.
+            LimitExceededError: ``max_operations``.
+        """
         self.check_deadline()
         used = self.record.operations + 1
         limit = self.runtime.limits.max_operations
         if used > limit:
             raise LimitExceededError("max_operations", used, limit)
-        self.update(operations=used, **changes)
+        return {"operations": used, "updated_at": self.runtime.now(), **changes}
+
+    def settle(self, record: RuntimeRun) -> None:
+        """Take the record a combined write returned (this owner's copy and the mirror)."""
+        # The lease this owner renewed meanwhile is in the store too: the record is current.
+        self.record = record
+        mirror = self.runtime.mirror
+        if mirror is not None:
+            mirror.put(record)
 
 
 class RuntimeDriver(Driver):
@@ -208,6 +227,22 @@ class RuntimeDriver(Driver):
         self.owner_check = context.ensure_owner
         self._checkpoint_size = CheckpointSize()  # the payload limit without re-encoding
         self._trace_context: dict[str, str] | None = None
+        self.riders: StepRiders | None = None
+        committer = commits_together(context.runtime.store)
+        if (
+            self.events is not None
+            and committer is not None
+            and start.run_id == context.record.run_id
+        ):
+            self.riders = StepRiders(
+                self.events.store,
+                committer,
+                context.record.run_id,
+                context.fence,
+                context.settle,
+                getattr(context.runtime, "store_retry", None),
+            )
+            self.events.store = self.riders  # the leg's event writes take the riders along
         if self.events is not None:
             self.events.fence = context.fence
             self.events.strict = True  # a store gone past the retry budget stops the engine
@@ -329,6 +364,15 @@ class RuntimeDriver(Driver):
             raise  # a limit is not the model's error: not retried
         except Exception as exc:
             raise ModelAttemptFailed(exc) from exc
+        if self.riders is not None:
+            # Rides the next write of the events (before a gate, an approver or a
+            # tool acts on the response, or with the step's checkpoint).
+            self.riders.journal(
+                effect.step_index,
+                response.model_dump_json(),
+                {"model_attempts": 0, "updated_at": context.runtime.now()},
+            )
+            return response
         await offload(
             context.store.rt_journal,
             run_id,
@@ -372,7 +416,6 @@ class RuntimeDriver(Driver):
                 await offload(context.update, rerun_tool_calls=remaining)
             if policy == "manual" and not rerun:
                 raise NeedsAttention(interrupted_reason(call.tool_name, call.tool_call_id, context))
-        await offload(context.count_operation)
         intent = ToolIntent(
             run_id=context.record.run_id,
             tool_call_id=call.tool_call_id,
@@ -382,7 +425,13 @@ class RuntimeDriver(Driver):
         )
         # Right before the tool starts: the intent write is fenced (refused once
         # another owner took the run over), and the lease has half its length ahead.
-        await offload(context.store.rt_intent, intent, fence=context.fence)
+        if self.riders is not None:
+            # The call's count and its intent in one write (with any riders still waiting).
+            changes = context.operation_changes()
+            await offload(self.riders.commit_retried, changes=changes, intents=[intent])
+        else:
+            await offload(context.count_operation)
+            await offload(context.store.rt_intent, intent, fence=context.fence)
         try:
             await offload(context.keep_lease_fresh)
         except LeaseLostError as exc:
