@@ -20,7 +20,7 @@ from ..durable.store import SessionStore
 from ..events.commit import commits_together
 from ..events.writer import DEFAULT_FLUSH_INTERVAL, EventWriter
 from ..loop.driver import Driver
-from ..loop.effects import CallModel, ToolInvocation, ToolOutcome
+from ..loop.effects import CallModel, Effect, ExecuteTools, ToolInvocation, ToolOutcome
 from ..loop.options import LoopOptions
 from ..loop.start import LegStart
 from ..messages import ToolResultPart
@@ -243,6 +243,7 @@ class RuntimeDriver(Driver):
                 getattr(context.runtime, "store_retry", None),
             )
             self.events.store = self.riders  # the leg's event writes take the riders along
+        self._staged: str | None = None  # the call counted with the flush before the tools
         if self.events is not None:
             self.events.fence = context.fence
             self.events.strict = True  # a store gone past the retry budget stops the engine
@@ -383,6 +384,46 @@ class RuntimeDriver(Driver):
         await offload(context.update, model_attempts=0)
         return response
 
+    async def handle(self, effect: Effect) -> Any:
+        """Perform one effect; the first call of a batch of tools is counted with its flush."""
+        riders = self.riders
+        if not isinstance(effect, ExecuteTools) or riders is None or not effect.invocations:
+            return await super().handle(effect)
+        self._stage_first_call(effect.invocations[0], effect.step_index)
+        try:
+            return await super().handle(effect)
+        finally:
+            # A staged call the tools' flush did not write (the leg ended first)
+            # never started: it leaves no intent behind.
+            riders.unstage()
+            self._staged = None
+
+    def _stage_first_call(self, invocation: ToolInvocation, step_index: int) -> None:
+        # The flush before the tools (the calls' events) then also writes this call's
+        # count and started intent: the batch's first call starts right after it, as
+        # it would after its own write. A call run_tool would treat otherwise (a
+        # prior intent, a drain, a limit) is left to run_tool.
+        context = self.context
+        call = invocation.call
+        if call.tool_call_id in context.intents or context.draining:
+            return
+        try:
+            changes = context.operation_changes()
+        except (LimitExceededError, RunTimedOut):
+            return  # run_tool raises it, as without the staging
+        assert self.riders is not None
+        self.riders.stage(changes, self._intent(call.tool_call_id, call.tool_name, step_index))
+        self._staged = call.tool_call_id
+
+    def _intent(self, tool_call_id: str, tool_name: str, step_index: int) -> ToolIntent:
+        return ToolIntent(
+            run_id=self.context.record.run_id,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            step_index=step_index,
+            state="started",
+        )
+
     def check_delta(self, part: TextDeltaPart) -> None:
         """``max_payload_bytes`` applies to each persisted delta on its own."""
         payload = {"type": "text_delta", "turn": part.step_index, "delta": part.delta}
@@ -402,6 +443,15 @@ class RuntimeDriver(Driver):
         """
         context = self.context
         call = invocation.call
+        if self._staged is not None and self._staged == call.tool_call_id:
+            # Counted and its intent written with the flush before the tools (or
+            # now, if that flush had nothing to write): the call has started.
+            self._staged = None
+            intent = self._intent(call.tool_call_id, call.tool_name, step_index)
+            assert self.riders is not None
+            if self.riders.pending:
+                await offload(self.riders.commit_retried)
+            return await self._run_started(invocation, step_index, intent)
         prior = context.intents.get(call.tool_call_id)
         if prior is not None and prior.state == "completed" and prior.result is not None:
             return ToolOutcome(result=ToolResultPart.model_validate(prior.result))
@@ -416,13 +466,7 @@ class RuntimeDriver(Driver):
                 await offload(context.update, rerun_tool_calls=remaining)
             if policy == "manual" and not rerun:
                 raise NeedsAttention(interrupted_reason(call.tool_name, call.tool_call_id, context))
-        intent = ToolIntent(
-            run_id=context.record.run_id,
-            tool_call_id=call.tool_call_id,
-            tool_name=call.tool_name,
-            step_index=step_index,
-            state="started",
-        )
+        intent = self._intent(call.tool_call_id, call.tool_name, step_index)
         # Right before the tool starts: the intent write is fenced (refused once
         # another owner took the run over), and the lease has half its length ahead.
         if self.riders is not None:
@@ -432,6 +476,14 @@ class RuntimeDriver(Driver):
         else:
             await offload(context.count_operation)
             await offload(context.store.rt_intent, intent, fence=context.fence)
+        return await self._run_started(invocation, step_index, intent)
+
+    async def _run_started(
+        self, invocation: ToolInvocation, step_index: int, intent: ToolIntent
+    ) -> ToolOutcome:
+        """Run a call whose started intent is written; record its result (fenced)."""
+        context = self.context
+        call = invocation.call
         try:
             await offload(context.keep_lease_fresh)
         except LeaseLostError as exc:

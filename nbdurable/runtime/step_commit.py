@@ -10,7 +10,9 @@ these share transactions:
   tools run, or the step's checkpoint), so the response is durable before
   anything acts on it, as before;
 - a tool call's operation count and its ``started`` intent are one write, made
-  right before the tool starts (with any riders still waiting).
+  right before the tool starts (with any riders still waiting); for the first
+  call of a batch they ride the flush that shows the calls, which happens right
+  before the tools run (:meth:`StepRiders.stage`).
 
 A tool's ``completed`` intent keeps its own write: after a crash between a
 tool's end and the step's checkpoint, the result is reused, not run again.
@@ -30,6 +32,8 @@ from ..events.log import channel_of
 from ..events.model import Event, NewEvent
 
 __all__ = ["StepRiders"]
+
+_Staged = tuple[dict[str, Any], ToolIntent]
 
 
 class StepRiders:
@@ -67,6 +71,7 @@ class StepRiders:
         self._lock = threading.Lock()
         self._journal: tuple[int, str] | None = None
         self._changes: dict[str, Any] = {}
+        self._staged: _Staged | None = None
 
     def __getattr__(self, name: str) -> Any:
         # The store's other methods and attributes (reads, event_channel, capabilities).
@@ -81,7 +86,7 @@ class StepRiders:
     def pending(self) -> bool:
         """Writes wait for the next commit."""
         with self._lock:
-            return self._journal is not None or bool(self._changes)
+            return self._journal is not None or bool(self._changes) or self._staged is not None
 
     def journal(self, step_index: int, response: str, changes: dict[str, Any]) -> None:
         """Hold a step's model response and record changes for the next commit."""
@@ -89,11 +94,23 @@ class StepRiders:
             self._journal = (step_index, response)
             self._changes.update(changes)
 
-    def _take(self) -> tuple[tuple[int, str] | None, dict[str, Any]]:
+    def stage(self, changes: dict[str, Any], intent: ToolIntent) -> None:
+        """Hold a tool call's count and its ``started`` intent for the next commit."""
         with self._lock:
-            return self._journal, dict(self._changes)
+            self._staged = (changes, intent)
 
-    def _done(self, journal: tuple[int, str] | None, changes: dict[str, Any]) -> None:
+    def unstage(self) -> None:
+        """Drop a staged call no write took along (its leg ended before it started)."""
+        with self._lock:
+            self._staged = None
+
+    def _take(self) -> tuple[tuple[int, str] | None, dict[str, Any], _Staged | None]:
+        with self._lock:
+            return self._journal, dict(self._changes), self._staged
+
+    def _done(
+        self, journal: tuple[int, str] | None, changes: dict[str, Any], staged: _Staged | None
+    ) -> None:
         # Only what was written is cleared: a hold made meanwhile waits for the next one.
         with self._lock:
             if self._journal == journal:
@@ -101,6 +118,8 @@ class StepRiders:
             for key, value in changes.items():
                 if self._changes.get(key) == value:
                     del self._changes[key]
+            if self._staged is staged:
+                self._staged = None
 
     def commit(
         self,
@@ -114,17 +133,17 @@ class StepRiders:
         Safe to send again after a connection-level failure (upserts and
         absolute values), like the separate writes it replaces.
         """
-        journal, waiting = self._take()
-        merged = {**waiting, **(changes or {})}
+        journal, waiting, staged = self._take()
+        merged = {**waiting, **(staged[0] if staged else {}), **(changes or {})}
         added, record = self.committer.rt_commit(
             self.run_id,
             fence=self.fence,
             events=events,
             journal=journal,
             changes=merged or None,
-            intents=intents,
+            intents=[staged[1], *intents] if staged else intents,
         )
-        self._done(journal, waiting)
+        self._done(journal, waiting, staged)
         if record is not None:
             self.settled(record)
         return added
