@@ -227,14 +227,16 @@ class RuntimeDriver(Driver):
         self.owner_check = context.ensure_owner
         self._checkpoint_size = CheckpointSize()  # the payload limit without re-encoding
         self._trace_context: dict[str, str] | None = None
+        # Set when the leg starts (leg_started): its writes then share commits.
         self.riders: StepRiders | None = None
+        self._leg_riders: StepRiders | None = None
         committer = commits_together(context.runtime.store)
         if (
             self.events is not None
             and committer is not None
             and start.run_id == context.record.run_id
         ):
-            self.riders = StepRiders(
+            self._leg_riders = StepRiders(
                 self.events.store,
                 committer,
                 context.record.run_id,
@@ -242,7 +244,6 @@ class RuntimeDriver(Driver):
                 context.settle,
                 getattr(context.runtime, "store_retry", None),
             )
-            self.events.store = self.riders  # the leg's event writes take the riders along
         self._staged: str | None = None  # the call counted with the flush before the tools
         if self.events is not None:
             self.events.fence = context.fence
@@ -252,6 +253,11 @@ class RuntimeDriver(Driver):
 
     async def leg_started(self, events: EventWriter, *, retried: bool = False) -> None:
         """The leg's start; the first leg after ``retry()`` says so (then the mark is cleared)."""
+        if self._leg_riders is not None:
+            # A leg's event writes take the riders along. Only a whole leg: a driver
+            # used for one call (Temporal's activities) has no later write to ride.
+            self.riders = self._leg_riders
+            events.store = self.riders
         retried = retried or self.context.record.retried
         await super().leg_started(events, retried=retried)
         changes: dict[str, Any] = {}
