@@ -80,9 +80,11 @@ def _save(store: HistoryStore, checkpoint: AgentCheckpoint) -> None:
 def _insert_record(store: HistoryStore, fork: Fork) -> None:
     assert fork.record is not None
     runtime: Any = store
-    stored, _ = runtime.rt_insert(fork.record, enqueue=True, max_pending=2**62)
-    if fork.state != "pending" or fork.changes:
-        stored = runtime.rt_update(stored.run_id, {"state": fork.state, **fork.changes})
+    if fork.state == "pending" and not fork.changes:
+        stored, _ = runtime.rt_insert(fork.record, enqueue=True, max_pending=2**62)
+    else:  # inserted as it is: a pending record in between would be claimed by a worker
+        changed = fork.record.model_copy(update={"state": fork.state, **fork.changes})
+        [stored] = runtime.rt_insert_many([changed], max_pending=2**62)
     event = NewEvent(
         type=RUN_STATE,
         created_at=fork.checkpoint.created_at,
