@@ -34,7 +34,7 @@ from .notify import Notifier
 from .prompts import Prompt
 from .record_mirror import mirror_for, read_graph, read_list, with_mirror
 from .run import Run
-from .state_events import promoted_event, settled_nodes, state_events
+from .state_events import settled_nodes, state_events, unclaimed_event
 from .store_retry import RetryingRuntimeStore
 from .submissions import agent_record, submit_graph, submit_task
 from .tasks import TaskDefinition, TaskRun, task_table
@@ -371,7 +371,7 @@ class DurableRuntime:
             max_pending=self.limits.max_pending_runs,
         )
         if created:
-            await offload(self.state_event, stored)
+            await offload(unclaimed_event, self, stored)
             self.engine.wake()
         return Run(self, stored.run_id)
 
@@ -568,10 +568,10 @@ class DurableRuntime:
         if record.finished and "state" in changes:  # the store promoted the session's next run
             waiting = self.runtime_store.rt_session(record.session_id, sorted(UNFINISHED_STATES))
             if waiting and waiting[0].state == "pending":
-                promoted_event(self, waiting[0])
+                unclaimed_event(self, waiting[0])
             if record.graph_id is not None:  # ... and settled the graph's waiting nodes
                 for node in settled_nodes(self.runtime_store.rt_graph(record.graph_id), record):
-                    promoted_event(self, node)
+                    unclaimed_event(self, node)
         self.wake()  # async callers run this method on a store thread
         return record
 

@@ -14,7 +14,7 @@ from .run import RunFailedError
 if TYPE_CHECKING:
     from .runtime import DurableRuntime
 
-__all__ = ["claim_event", "promoted_event", "settled_nodes", "state_events", "terminal_event"]
+__all__ = ["claim_event", "unclaimed_event", "settled_nodes", "state_events", "terminal_event"]
 
 
 def state_events(
@@ -82,8 +82,8 @@ def terminal_event(record: RuntimeRun, now: int, finish: dict[str, Any] | None =
     )
 
 
-def promoted_event(runtime: DurableRuntime, record: RuntimeRun) -> None:
-    """The state event of a run the store promoted or settled, unless it was claimed since.
+def unclaimed_event(runtime: DurableRuntime, record: RuntimeRun) -> None:
+    """The state event of a run made claimable (submitted, promoted, settled), unless claimed since.
 
     The append is fenced by the record's fence as read: once a worker has
     claimed the run, its claim writes the missing ``pending`` itself
@@ -97,11 +97,11 @@ def claim_event(runtime: DurableRuntime, record: RuntimeRun) -> None:
     """The state event of a run its owner just claimed.
 
     A run's first claim may overtake the ``pending`` event of the process that
-    promoted it from ``queued`` (that append is fenced and now refused): the
-    claim then writes ``pending`` first.
+    submitted it or promoted it from ``queued`` (that append is fenced and now
+    refused): the claim then writes ``pending`` first.
     """
-    if record.fence == 1 and _last_state(runtime, record.run_id) == "queued":
-        promoted_event(runtime, record.model_copy(update={"state": "pending", "reason": None}))
+    if record.fence == 1 and _last_state(runtime, record.run_id) in (None, "queued"):
+        unclaimed_event(runtime, record.model_copy(update={"state": "pending", "reason": None}))
     runtime.state_event(record)
 
 

@@ -21,6 +21,7 @@ from .agent import Registry
 from .graphs import Graph, GraphNode, validate_graph
 from .limits import Limits, payload_bytes
 from .prompts import Prompt, canonical_prompt, validate_prompt
+from .state_events import unclaimed_event
 from .tasks import TaskDefinition, TaskRun, canonical_json
 
 if TYPE_CHECKING:
@@ -224,7 +225,7 @@ async def submit_graph(
             return Graph(runtime, gid)
         raise
     for record in stored:
-        await offload(runtime.state_event, record)
+        await offload(unclaimed_event, runtime, record)
     runtime.engine.wake()
     return Graph(runtime, gid)
 
@@ -261,6 +262,6 @@ async def submit_task(
         max_pending=runtime.limits.max_pending_tasks,
     )
     if created:
-        await offload(runtime.state_event, stored)
+        await offload(unclaimed_event, runtime, stored)
         runtime.engine.wake()
     return TaskRun(runtime, stored.run_id)
