@@ -10,6 +10,7 @@ from .._deps import Deps
 from .._errors import ConfigurationError
 from ..durable.grants import RunGrants
 from ..durable.signer import ApprovalSigner
+from ..history import History
 from ..messages import (
     Message,
     ToolApprovalRequest,
@@ -80,7 +81,7 @@ class StepContext:
     """
 
     step_index: int
-    messages: tuple[Message, ...]
+    messages: History
     usage: Usage
     leg_usage: Usage
     steps: tuple[StepResult, ...]
@@ -217,7 +218,7 @@ class GenerateTextResult:
     text: str
     status: Literal["completed", "suspended"]
     finish_reason: str
-    messages: tuple[Message, ...]
+    messages: History
     response_messages: tuple[Message, ...]
     steps: tuple[StepResult, ...]
     usage: Usage
