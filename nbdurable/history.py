@@ -134,7 +134,8 @@ class History(Sequence[Message]):
             start, stop, step = index.indices(self._len)
             if step == 1:
                 return tuple(self._backing.items[start:stop])
-            return tuple(self._backing.items[start:stop:step])
+            items = self._backing.items
+            return tuple(items[i] for i in range(start, stop, step))
         n = self._len
         if index < 0:
             index += n
