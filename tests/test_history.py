@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import pickle
 import threading
 
@@ -10,7 +11,7 @@ import pydantic
 import pytest
 
 import nbdurable as nd
-from nbdurable.history import History
+from nbdurable.history import History, SharedSequence
 
 
 def msgs(n: int, prefix: str = "m") -> tuple[nd.Message, ...]:
@@ -220,3 +221,46 @@ def test_a_checkpoint_of_a_history_is_byte_identical_to_one_of_a_tuple() -> None
     for unhashable in (items, History(items)):  # a tool call's args are a dict, as before
         with pytest.raises(TypeError):
             hash(unhashable)
+
+
+# -- SharedSequence: the same sharing for any items (a call's steps) -------------------------
+
+
+def test_a_shared_sequence_of_any_items_reads_like_a_tuple_and_forks() -> None:
+    base: SharedSequence[int] = SharedSequence([1, 2])
+    newer = base.appended(3)
+    fork = base.appended(4)
+    assert newer == (1, 2, 3) and fork == (1, 2, 4) and base == (1, 2)
+    assert newer.extends(base) and not fork.extends(base)
+    assert hash(newer) == hash((1, 2, 3)) and newer[-1] == 3 and newer[1:] == (2, 3)
+    assert pickle.loads(pickle.dumps(newer)) == (1, 2, 3)
+    assert repr(SharedSequence(range(10))).startswith("SharedSequence(<10 items>")
+    assert History() != SharedSequence([1]) and SharedSequence() == History() == ()
+
+
+async def test_step_contexts_share_the_steps_and_the_history() -> None:
+    seen: list[nd.StepContext] = []
+
+    def stop(ctx: nd.StepContext) -> bool:
+        seen.append(ctx)
+        return False
+
+    @nd.tool
+    def ping(i: int) -> str:
+        """Answer."""
+        return f"pong {i}"
+
+    turns: list[object] = [nd.Turn.call("ping", i=i) for i in range(4)] + ["done"]
+    model = nd.ScriptedModel(turns, keep_requests=None)
+    result = await nd.generate_text(model=model, messages="go", tools=[ping], stop_when=stop)
+    assert result.text == "done" and isinstance(result.steps, tuple) and len(result.steps) == 5
+    # each context kept what it saw, though later steps were appended after it
+    assert [len(c.steps) for c in seen] == [1, 2, 3, 4]
+    assert [len(c.messages) for c in seen] == [3, 5, 7, 9]
+    assert all(c.steps == result.steps[: len(c.steps)] for c in seen)
+    assert all(c.messages == result.messages[: len(c.messages)] for c in seen)
+    # one shared list, no copies: every request's history extends the one before
+    requests = model.requests
+    assert all(isinstance(r.messages, History) for r in requests)
+    assert all(b.messages.extends(a.messages) for a, b in itertools.pairwise(requests))
+    assert result.messages.extends(requests[-1].messages)

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from .._errors import OutputValidationError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointStatus
-from ..history import History
+from ..history import History, SharedSequence
 from ..messages import (
     Message,
     ToolApprovalRequest,
@@ -115,7 +115,7 @@ class AgentMachine:
         self._step_index = start.next_step_index
         self._run_usage = start.run_usage
         self._leg_usage = Usage()
-        self._steps: list[StepResult] = []
+        self._steps: SharedSequence[StepResult] = SharedSequence()
         # Whether the last thing this leg did was settle trailing calls (a tool
         # message the stop conditions have not seen yet), and what settling spent
         # (counted in the first step's usage).
@@ -231,7 +231,7 @@ class AgentMachine:
         usage: Usage,
     ) -> Generator[Effect, Any, None]:
         """Record the step and emit its ``step_finish`` part."""
-        self._steps.append(
+        self._steps = self._steps.appended(
             StepResult(
                 step_index=step_index,
                 text=response.text,
@@ -343,7 +343,7 @@ class AgentMachine:
             finish_reason=reason,
             messages=self._messages,
             response_messages=self._messages[initial:],
-            steps=tuple(self._steps),
+            steps=self._steps.as_tuple(),
             usage=self._leg_usage,
             total_usage=self._run_usage,
             pending_approvals=pending,
@@ -454,7 +454,7 @@ class AgentMachine:
             messages=self._messages,
             usage=self._run_usage,
             leg_usage=self._leg_usage,
-            steps=tuple(self._steps),
+            steps=self._steps,  # a view: no copy of the steps per context
             model=self.options.model,
         )
 

@@ -76,7 +76,7 @@ class StepContext:
         messages: The history so far.
         usage: Cumulative usage of the whole run, all legs included.
         leg_usage: Usage of this call only.
-        steps: Steps completed by this call.
+        steps: Steps completed by this call (read-only; reads like a tuple).
         model: The call's model.
     """
 
@@ -84,7 +84,7 @@ class StepContext:
     messages: History
     usage: Usage
     leg_usage: Usage
-    steps: tuple[StepResult, ...]
+    steps: Sequence[StepResult]
     model: Model
 
 
