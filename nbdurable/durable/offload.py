@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, cast
 
-__all__ = ["STORE_THREADS", "WOULD_WAIT", "offload"]
+__all__ = ["STORE_THREADS", "WOULD_WAIT", "in_background", "offload"]
 
 T = TypeVar("T")
 
@@ -57,6 +57,16 @@ def _store_executor() -> ThreadPoolExecutor:
         if _executor is None:
             _executor = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="nbdurable-store")
         return _executor
+
+
+def in_background(fn: Callable[[], object]) -> None:
+    """Run ``fn()`` on a store thread and return at once (its result and errors are dropped).
+
+    For upkeep a store defers from a call made on the loop's thread (a WAL
+    checkpoint): an idle store thread takes it, without the wait for a new
+    thread to start that ``threading.Thread.start`` makes.
+    """
+    _store_executor().submit(fn)
 
 
 async def offload(fn: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, TypeVar
 
 from .._errors import RunNotFoundError, StoreCorruptionError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
-from ..durable.offload import WOULD_WAIT
+from ..durable.offload import WOULD_WAIT, in_background
 from ..durable.records import RunRecord
 from ..durable.store import (
     HISTORY,
@@ -643,9 +643,10 @@ class SqliteSessionStore(SqliteRuntimeTables):
             self._passive_checkpoint()
             return
         self._checkpointing = True
-        threading.Thread(
-            target=self._background_checkpoint, name="nbdurable-wal-checkpoint", daemon=True
-        ).start()
+        try:
+            in_background(self._background_checkpoint)
+        except RuntimeError:  # the interpreter is exiting: the last close folds the log
+            self._checkpointing = False
 
     def _background_checkpoint(self) -> None:
         with self._lock:
