@@ -16,13 +16,12 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
 from .._errors import RunNotFoundError, StoreCorruptionError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
-from ..durable.offload import WOULD_WAIT, in_background
 from ..durable.records import RunRecord
 from ..durable.store import (
     HISTORY,
@@ -47,6 +46,7 @@ from .chain import (
 from .prune import PruneReport, prune_runs
 from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
 from .sqlite_errors import guard_methods, typed_error
+from .sqlite_nowait import SqliteNowaitWrites
 from .sqlite_runtime import SqliteRuntimeTables
 from .sqlite_schema import SCHEMA_VERSION, migrate, verify_schema
 
@@ -138,12 +138,6 @@ _KNOWN_RUN = (
 )
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
-# The write-ahead log is folded back into the file by a store thread once it
-# holds this many bytes (SQLite's own automatic checkpoint, at 1,000 pages,
-# would run inside a commit: on the event loop, with an fsync).
-_CHECKPOINT_BYTES = 1000 * 4096
-_SQLITE_BUSY = 5
-_SQLITE_LOCKED = 6
 
 
 def _event(run_id: str, row: tuple[object, ...]) -> Event:
@@ -160,7 +154,7 @@ def _event(run_id: str, row: tuple[object, ...]) -> Event:
     )
 
 
-class SqliteSessionStore(SqliteRuntimeTables):
+class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
     """Checkpoints in one SQLite file: every checkpoint kept, only what is new written.
 
     Several processes may write different runs to the same file: WAL mode, a
@@ -206,21 +200,7 @@ class SqliteSessionStore(SqliteRuntimeTables):
         # Read at every save by the event writer: resolve the path once.
         self._channel = None if self.path == ":memory:" else os.path.realpath(self.path)
         self._busy_timeout = busy_timeout
-        # Without fsync a commit is local memory-speed work: it may run on the
-        # event loop's thread when nothing makes it wait (try_without_waiting).
-        self.local_nonblocking_writes = self._channel is not None and synchronous.upper() in (
-            "OFF",
-            "NORMAL",
-        )
-        self._synchronous = synchronous.upper()
-        self._nowait = False
-        # try_without_waiting's own connection: its busy timeout is zero for good.
-        self._nowait_conn: sqlite3.Connection | None = None
-        self._writes = 0
-        self._wal = None if self._channel is None else f"{self.path}-wal"
-        self._checkpoint_at = _CHECKPOINT_BYTES
-        self._checkpointing = False
-        self._closed = False
+        self._init_nowait(self._channel is not None, synchronous.upper())
         self._lock = threading.RLock()
         self._chains = ChainCache()
         self._conn = sqlite3.connect(
@@ -235,7 +215,7 @@ class SqliteSessionStore(SqliteRuntimeTables):
             # After a checkpoint the WAL is cut back to this size instead of staying
             # at its high-water mark (SQLite's default keeps ~4 MB around forever).
             self._conn.execute("PRAGMA journal_size_limit = 262144")
-            # Checkpoints run on a thread of their own (_after_write), never in a commit.
+            # WAL checkpoints never run inside a commit (see SqliteNowaitWrites._checkpoint_wal).
             self._conn.execute("PRAGMA wal_autocheckpoint = 0")
             self._retry_locked(lambda: migrate(self._conn, self.path))
             verify_schema(self._conn, self.path)
@@ -561,111 +541,6 @@ class SqliteSessionStore(SqliteRuntimeTables):
         finally:
             self._conn.execute("COMMIT")
 
-    # -- calls made on the event loop's thread ----------------------------------------
-
-    def try_without_waiting(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """Run ``fn`` (a write method of this store) now if it needs no wait; else ``WOULD_WAIT``.
-
-        :func:`~nbdurable.durable.offload.offload` offers each call of a store
-        declaring ``local_nonblocking_writes`` here first, on the event loop's
-        thread. Only ``save``, ``save_with_events`` and ``append_events`` of this
-        class (not a subclass's override) are run, and only in a mode that
-        cannot wait: the connection's lock taken without blocking (another
-        thread's call in progress: ``WOULD_WAIT``), the busy timeout at zero (a
-        write lock held by another connection: SQLite's busy error, the
-        transaction rolled back, ``WOULD_WAIT``), no fsync (``synchronous`` OFF
-        or NORMAL only) and no WAL checkpoint (a store thread runs those). Any
-        other error is raised as the method raises it from a store thread.
-        """
-        func = getattr(fn, "__func__", None)
-        name = getattr(func, "__name__", "")
-        if (
-            getattr(fn, "__self__", None) is not self
-            or name not in _NOWAIT_METHODS
-            or func is not getattr(SqliteSessionStore, name)
-            or not self.local_nonblocking_writes
-        ):
-            return WOULD_WAIT  # type: ignore[no-any-return]
-        if not self._lock.acquire(blocking=False):
-            return WOULD_WAIT  # type: ignore[no-any-return]
-        try:
-            if self._closed or self._conn.in_transaction:
-                return WOULD_WAIT  # type: ignore[no-any-return]
-            # The method runs on the connection that never waits; the lock keeps
-            # every other user of self._conn out meanwhile.
-            assert self._nowait_conn is not None  # opened with local_nonblocking_writes
-            own, self._conn = self._conn, self._nowait_conn
-            self._nowait = True
-            try:
-                return fn(*args, **kwargs)
-            except sqlite3.OperationalError as exc:
-                if _busy(exc) and not self._conn.in_transaction:
-                    return WOULD_WAIT  # type: ignore[no-any-return]
-                raise
-            finally:
-                self._nowait = False
-                self._conn = own
-        finally:
-            self._lock.release()
-
-    def _open_nowait_connection(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
-        try:
-            conn.execute("PRAGMA busy_timeout = 0")
-            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-            conn.execute("PRAGMA journal_size_limit = 262144")
-            conn.execute("PRAGMA wal_autocheckpoint = 0")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _checkpoint_wal(self, *, force: bool = False) -> None:
-        """Fold the write-ahead log into the file once it grew large (``force``: now).
-
-        Called with the lock held, after a commit. On the event loop's thread
-        (``_nowait``) the checkpoint is handed to a thread of its own: it writes
-        and syncs the database file.
-        """
-        if self._wal is None or self._checkpointing:
-            return
-        if not force:
-            self._writes += 1
-            if self._writes % 16:
-                return  # a commit adds a few pages: the size is looked at every 16th
-            try:
-                size = os.stat(self._wal).st_size
-            except OSError:
-                return
-            if size < self._checkpoint_at:
-                return
-        if not self._nowait:
-            self._passive_checkpoint()
-            return
-        self._checkpointing = True
-        try:
-            in_background(self._background_checkpoint)
-        except RuntimeError:  # the interpreter is exiting: the last close folds the log
-            self._checkpointing = False
-
-    def _background_checkpoint(self) -> None:
-        with self._lock:
-            self._checkpointing = False
-            if not self._closed:
-                self._passive_checkpoint()
-
-    def _passive_checkpoint(self) -> None:
-        try:
-            busy, log, done = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        except sqlite3.Error:
-            return  # the next commit tries again; a failing file fails the writes themselves
-        # A log that a reader kept from being folded whole is not tried again
-        # until it grew by as much once more.
-        self._checkpoint_at = _CHECKPOINT_BYTES
-        if busy or (log >= 0 and done < log):
-            with suppress(OSError):
-                self._checkpoint_at += os.stat(self._wal).st_size if self._wal else 0
-
     def _retry_locked(self, action: Callable[[], T]) -> T:
         deadline = time.monotonic() + self._busy_timeout
         while True:
@@ -677,12 +552,8 @@ class SqliteSessionStore(SqliteRuntimeTables):
                 time.sleep(0.01)
 
 
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if isinstance(code, int):
-        return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
-    return "locked" in str(exc)
-
-
 guard_methods(SqliteSessionStore, SqliteRuntimeTables)
-_NOWAIT_METHODS = frozenset({"save", "save_with_events", "append_events"})
+SqliteSessionStore.nowait_methods = {
+    name: getattr(SqliteSessionStore, name)
+    for name in ("save", "save_with_events", "append_events")
+}
