@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import loop_crash
 from support.sqlite_locker import hold_write_lock
 
 import nbdurable as nd
@@ -26,6 +25,8 @@ from nbdurable.durable.offload import offload
 from nbdurable.durable.transient import StoreRetry
 from nbdurable.events import TOOL_CALL
 from nbdurable.stores.check import check_store
+
+from . import loop_crash
 
 HOLD = 2.0
 
