@@ -12,7 +12,9 @@ step, 200-character tool results) for N steps in one process and one run, with:
 
 and then: the same loop with four parallel tool calls per step (bytes against
 LangGraph), step times per decile of the long runs, and the cold load of a
-1,000-message checkpoint against its floor (store_bench_cold.py).
+1,000-message checkpoint against its floor (store_bench_cold.py), and persistence's
+cost per step at N = 500 split into SQL (replayed alone) and Python
+(store_bench_split.py).
 
     python benchmarks/store_bench.py                    # N = 10, 100, 500 (+ 5,000, 20,000)
     python benchmarks/store_bench.py --quick            # N = 10, 100 only
@@ -56,6 +58,7 @@ from store_bench_report import (
     table,
     targets,
 )
+from store_bench_split import Split, split
 
 import nbdurable as nd
 
@@ -493,6 +496,8 @@ def main(argv: list[str] | None = None) -> int:
         nbdurable_run(499, cold_db, events=True)
         gc.collect()
         cold: ColdLoad | None = cold_load(cold_db, RUN_ID, repeats=7 if args.quick else 21)
+        # Persistence's cost at N = 500: SQL replayed alone against the Python around it.
+        costs: Split | None = None if args.quick else split(500, args.repeat, root)
 
     main_rows = [f for f in rows if f.config not in (NBDURABLE_PAR, LG_SYNC_PAR)]
     print()
@@ -516,6 +521,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cold load of {cold.messages:,} messages (median of {cold.repeats}): "
               f"load {cold.load_ms:.2f} ms, floor {cold.floor_ms:.2f} ms "
               f"(SQL {cold.floor_sql_ms:.2f} ms + json.loads), ratio {cold.ratio:.2f}")  # fmt: skip
+    if costs is not None:
+        print()
+        print("Persistence's cost (store_bench_split.py):")
+        print("\n".join(costs.lines()))
     stated = ratios(rows)
     if stated:
         print()
@@ -536,6 +545,9 @@ def main(argv: list[str] | None = None) -> int:
                 for f in rows
             ],
             "cold_load": asdict(cold) | {"ratio": cold.ratio} if cold is not None else None,
+            "persistence": None
+            if costs is None
+            else asdict(costs) | {"python_ms": costs.python_ms, "ratio": costs.ratio},
             "targets": [asdict(t) for t in found],
         }
         args.json.write_text(json.dumps(payload, indent=2))

@@ -46,6 +46,7 @@ from .chain import (
 from .prune import PruneReport, prune_runs
 from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
 from .sqlite_errors import guard_methods, typed_error
+from .sqlite_nowait import SqliteNowaitWrites
 from .sqlite_runtime import SqliteRuntimeTables
 from .sqlite_schema import SCHEMA_VERSION, migrate, verify_schema
 
@@ -55,7 +56,13 @@ T = TypeVar("T")
 
 _META = ", ".join(f"c.{name}" for name in COLUMNS)
 _INSERT_NODE = "INSERT OR IGNORE INTO nodes (id, parent, message) VALUES (?, ?, ?)"
-_HAS_NODE = "SELECT 1 FROM nodes WHERE id = ?"
+# What a save reads before it writes, in one statement: the run's last
+# checkpoint number, whether the parent node is still there, the last event.
+_SAVE_STATE = (
+    "SELECT (SELECT last_seq FROM runs WHERE run_id = ?1), "
+    "EXISTS (SELECT 1 FROM nodes WHERE id = ?2), "
+    "(SELECT max(position) FROM events WHERE run_id = ?1)"
+)
 _LAST_SEQ = "SELECT last_seq FROM runs WHERE run_id = ?"
 _UPDATE_RUN = "UPDATE runs SET last_seq = ?, updated_at = ? WHERE run_id = ?"
 _INSERT_RUN = "INSERT INTO runs (run_id, created_at, updated_at, last_seq) VALUES (?1, ?2, ?2, ?3)"
@@ -147,7 +154,7 @@ def _event(run_id: str, row: tuple[object, ...]) -> Event:
     )
 
 
-class SqliteSessionStore(SqliteRuntimeTables):
+class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
     """Checkpoints in one SQLite file: every checkpoint kept, only what is new written.
 
     Several processes may write different runs to the same file: WAL mode, a
@@ -193,6 +200,7 @@ class SqliteSessionStore(SqliteRuntimeTables):
         # Read at every save by the event writer: resolve the path once.
         self._channel = None if self.path == ":memory:" else os.path.realpath(self.path)
         self._busy_timeout = busy_timeout
+        self._init_nowait(self._channel is not None, synchronous.upper())
         self._lock = threading.RLock()
         self._chains = ChainCache()
         self._conn = sqlite3.connect(
@@ -207,8 +215,12 @@ class SqliteSessionStore(SqliteRuntimeTables):
             # After a checkpoint the WAL is cut back to this size instead of staying
             # at its high-water mark (SQLite's default keeps ~4 MB around forever).
             self._conn.execute("PRAGMA journal_size_limit = 262144")
+            # WAL checkpoints never run inside a commit (see SqliteNowaitWrites._checkpoint_wal).
+            self._conn.execute("PRAGMA wal_autocheckpoint = 0")
             self._retry_locked(lambda: migrate(self._conn, self.path))
             verify_schema(self._conn, self.path)
+            if self.local_nonblocking_writes:
+                self._nowait_conn = self._open_nowait_connection()
         except BaseException as exc:
             self._conn.close()
             known = isinstance(exc, (sqlite3.Error, UnicodeDecodeError))
@@ -308,9 +320,14 @@ class SqliteSessionStore(SqliteRuntimeTables):
             ) from exc
 
     def _append(
-        self, conn: sqlite3.Connection, run_id: str, events: Sequence[NewEvent]
+        self,
+        conn: sqlite3.Connection,
+        run_id: str,
+        events: Sequence[NewEvent],
+        last: int | None = None,
     ) -> Sequence[Event]:
-        last = conn.execute(_LAST_EVENT, (run_id,)).fetchone()[0] or 0
+        if last is None:
+            last = conn.execute(_LAST_EVENT, (run_id,)).fetchone()[0] or 0
         conn.executemany(
             _INSERT_EVENT,
             [
@@ -349,24 +366,26 @@ class SqliteSessionStore(SqliteRuntimeTables):
             with self._write() as conn:
                 if fence is not None:
                     self.rt_check_fence(run_id, fence, conn)
-                if parent is not None and conn.execute(_HAS_NODE, (parent,)).fetchone() is None:
+                last_seq, has_parent, last_event = conn.execute(
+                    _SAVE_STATE, (run_id, parent)
+                ).fetchone()
+                if parent is not None and not has_parent:
                     # Another process deleted the nodes this process remembered.
                     _, new_rows = extend_chain(None, messages)
                 conn.executemany(_INSERT_NODE, new_rows)
-                found = conn.execute(_LAST_SEQ, (run_id,)).fetchone()
-                seq = (found[0] if found else 0) + 1
+                seq = (last_seq or 0) + 1
                 conn.execute(_INSERT_CHECKPOINT, (run_id, seq, head, *row.values()))
-                if found:
+                if last_seq is not None:
                     conn.execute(_UPDATE_RUN, (seq, checkpoint.created_at, run_id))
                 else:
                     conn.execute(_INSERT_RUN, (run_id, checkpoint.created_at, seq))
-                added = self._append(conn, run_id, events) if events else []
+                added = self._append(conn, run_id, events, last_event or 0) if events else []
             chain = cached.grown(known, messages, new_ids) if cached is not None else None
             self._chains.put(run_id, chain or Chain(messages, new_ids))
             if checkpoint.status != "running":
                 # A run that stops or ends folds the write-ahead log back into the file
                 # (PASSIVE: never waits for readers), so an idle store stays small.
-                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                self._checkpoint_wal(force=True)
         return added
 
     def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
@@ -461,6 +480,9 @@ class SqliteSessionStore(SqliteRuntimeTables):
     def close(self) -> None:
         """Close the connection."""
         with self._lock:
+            self._closed = True
+            if self._nowait_conn is not None:
+                self._nowait_conn.close()
             self._conn.close()
 
     def __enter__(self) -> SqliteSessionStore:
@@ -507,6 +529,7 @@ class SqliteSessionStore(SqliteRuntimeTables):
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
             raise
+        self._checkpoint_wal()
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -530,3 +553,7 @@ class SqliteSessionStore(SqliteRuntimeTables):
 
 
 guard_methods(SqliteSessionStore, SqliteRuntimeTables)
+SqliteSessionStore.nowait_methods = {
+    name: getattr(SqliteSessionStore, name)
+    for name in ("save", "save_with_events", "append_events")
+}

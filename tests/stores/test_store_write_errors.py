@@ -66,9 +66,12 @@ def _assert_committed_steps_load(url: str, run_id: str = "run-1") -> int:
 
 
 def _limit_pages(store: Any, pages: int) -> None:
-    # SQLite's own limit on the file size, set on the store's connection: the
-    # disk-full path (SQLITE_FULL) without needing a small file system.
-    store._conn.execute(f"PRAGMA max_page_count = {pages}")
+    # SQLite's own limit on the file size, set on each of the store's connections
+    # (the one for calls on a store thread, the one for calls that never wait):
+    # the disk-full path (SQLITE_FULL) without needing a small file system.
+    for conn in (store._conn, store._nowait_conn):
+        if conn is not None:
+            conn.execute(f"PRAGMA max_page_count = {pages}")
 
 
 async def test_sqlite_full_disk_is_a_typed_logged_error_and_the_run_resumes_after(
