@@ -25,8 +25,7 @@ from .sqlite_schema import SCHEMA_VERSION, schema_damage, versions_sound
 __all__ = ["check_postgres", "check_sqlite"]
 
 _CHECKPOINTS = (
-    f"SELECT run_id, seq, head, {', '.join(COLUMNS)}, typeof(usage), typeof(extra) "
-    "FROM checkpoints"
+    f"SELECT run_id, seq, head, {', '.join(COLUMNS)}, typeof(usage), typeof(extra) FROM checkpoints"
 )
 _EVENTS = (
     "SELECT run_id, position, type, step_index, operation_id, attempt_id, payload, created_at, "

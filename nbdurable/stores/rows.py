@@ -1,9 +1,10 @@
 """A checkpoint's metadata as SQL column values and back, shared by the SQL stores.
 
 The row holds every field of :class:`AgentCheckpoint` except the messages, which
-live in the message chain. The SQLite store may pack ``usage`` and ``extra``
-(a BLOB, see :mod:`.sqlite_codec`); a row reads either form. Fields a later version adds (optional by the
+live in the message chain. Fields a later version adds (optional by the
 checkpoint contract) need no migration: they travel in the ``extra`` JSON column.
+The SQLite store may pack ``usage`` and ``extra`` (a BLOB, see
+:mod:`.sqlite_codec`); a row reads either form.
 """
 
 from __future__ import annotations

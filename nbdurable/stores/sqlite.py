@@ -184,8 +184,9 @@ _EXTRA = COLUMNS.index("extra")
 def _checkpoint_values(row: CheckpointRow) -> builtins.list[object]:
     """A checkpoint row's metadata values as stored: usage and extra packed."""
     values: builtins.list[object] = list(row.values())
-    values[_USAGE] = pack_json(row.usage)
-    if row.extra is not None:
+    if isinstance(row.usage, str):
+        values[_USAGE] = pack_json(row.usage)
+    if isinstance(row.extra, str):
         values[_EXTRA] = pack_json(row.extra)
     return values
 

@@ -66,44 +66,44 @@ _TYPE_CODES = {name: bytes([code]) for code, name in enumerate(EVENT_TYPES)}
 # Dictionaries: the strings JSON of each kind repeats, most frequent last (deflate
 # reaches the end of its dictionary with the shortest distances).
 _EVENTS = (
-    '{"error_type":"","message":"","failure_kind":"model","retryable":true,"attempt":1,'
-    '"previous_owner":"","owner":"","cause":"lease_expired","tool_calls":[],'
-    '"grant_id":"","tool":"","expires_at":null,"match":{},"agent_path":[],"granted_by":"",'
-    '"revoked_by":"","parent_run_id":"","edited":false,'
-    '{"state":"waiting_approval","reason":null,"next_attempt_at":null}'
-    '{"approval_id":"","tool_call_id":"call_","tool_name":"","args":{},"token":"v1.",'
-    '"source":{"by":"","authenticated":false,"via":"widget","addressed_to":null,'
-    '"grant_id":null},"approved":true}'
-    '{"stats":{"started_at":1800000000000,"model_ms":1,"tool_ms":1,"tool_calls":[""]}}'
-    '{"step_index":0,"usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0,'
-    '"cached_input_tokens":null,"cost":null},"finish_reason":"stop","text":"",'
-    '"state":"completed"}'
-    '{"resumed":false,"next_step_index":0}'
-    '{"type":"text_delta","turn":0,"delta":" the'
-    '{"step_id":"#1","status":"running"}'
-    '{"step_index":1,"result":{"type":"tool_result","tool_call_id":"call_","tool_name":"",'
-    '"result":"","is_error":false}}'
-    '{"step_index":1,"tool_call":{"type":"tool_call","tool_call_id":"call_","tool_name":"",'
-    '"args":{}}}'
-    '{"response":{"content":[{"type":"text","text":""},{"type":"tool_call",'
-    '"tool_call_id":"call_","tool_name":"","args":{}}],"usage":{"input_tokens":10,'
-    '"output_tokens":5,"total_tokens":15,"cached_input_tokens":null,"cost":null},'
-    '"finish_reason":"tool_calls","model_id":""}}'
-    '{"step_index":1,"usage":{"input_tokens":10,"output_tokens":5,"total_tokens":15,'
-    '"cached_input_tokens":null,"cost":null},"finish_reason":"tool_calls"}'
-).encode()
+    b'{"error_type":"","message":"","failure_kind":"model","retryable":true,"attempt":1,'
+    b'"previous_owner":"","owner":"","cause":"lease_expired","tool_calls":[],'
+    b'"grant_id":"","tool":"","expires_at":null,"match":{},"agent_path":[],"granted_by":"",'
+    b'"revoked_by":"","parent_run_id":"","edited":false,'
+    b'{"state":"waiting_approval","reason":null,"next_attempt_at":null}'
+    b'{"approval_id":"","tool_call_id":"call_","tool_name":"","args":{},"token":"v1.",'
+    b'"source":{"by":"","authenticated":false,"via":"widget","addressed_to":null,'
+    b'"grant_id":null},"approved":true}'
+    b'{"stats":{"started_at":1800000000000,"model_ms":1,"tool_ms":1,"tool_calls":[""]}}'
+    b'{"step_index":0,"usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0,'
+    b'"cached_input_tokens":null,"cost":null},"finish_reason":"stop","text":"",'
+    b'"state":"completed"}'
+    b'{"resumed":false,"next_step_index":0}'
+    b'{"type":"text_delta","turn":0,"delta":" the'
+    b'{"step_id":"#1","status":"running"}'
+    b'{"step_index":1,"result":{"type":"tool_result","tool_call_id":"call_","tool_name":"",'
+    b'"result":"","is_error":false}}'
+    b'{"step_index":1,"tool_call":{"type":"tool_call","tool_call_id":"call_","tool_name":"",'
+    b'"args":{}}}'
+    b'{"response":{"content":[{"type":"text","text":""},{"type":"tool_call",'
+    b'"tool_call_id":"call_","tool_name":"","args":{}}],"usage":{"input_tokens":10,'
+    b'"output_tokens":5,"total_tokens":15,"cached_input_tokens":null,"cost":null},'
+    b'"finish_reason":"tool_calls","model_id":""}}'
+    b'{"step_index":1,"usage":{"input_tokens":10,"output_tokens":5,"total_tokens":15,'
+    b'"cached_input_tokens":null,"cost":null},"finish_reason":"tool_calls"}'
+)
 _MESSAGES = (
-    '{"type":"image","data":"","media_type":"image/png"}'
-    '{"type":"tool_approval_request","approval_id":"","tool_call_id":"call_",'
-    '"tool_name":"","args":{},"token":"v1."}'
-    '{"role":"system","content":[{"type":"text","text":""}],"metadata":null}'
-    '{"role":"user","content":[{"type":"text","text":""}],"metadata":null}'
-    '{"role":"assistant","content":[{"type":"text","text":""}],"metadata":null}'
-    '{"role":"assistant","content":[{"type":"tool_call","tool_call_id":"call_",'
-    '"tool_name":"","args":{}}],"metadata":null}'
-    '{"role":"tool","content":[{"type":"tool_result","tool_call_id":"call_",'
-    '"tool_name":"","result":"","is_error":false}],"metadata":null}'
-).encode()
+    b'{"type":"image","data":"","media_type":"image/png"}'
+    b'{"type":"tool_approval_request","approval_id":"","tool_call_id":"call_",'
+    b'"tool_name":"","args":{},"token":"v1."}'
+    b'{"role":"system","content":[{"type":"text","text":""}],"metadata":null}'
+    b'{"role":"user","content":[{"type":"text","text":""}],"metadata":null}'
+    b'{"role":"assistant","content":[{"type":"text","text":""}],"metadata":null}'
+    b'{"role":"assistant","content":[{"type":"tool_call","tool_call_id":"call_",'
+    b'"tool_name":"","args":{}}],"metadata":null}'
+    b'{"role":"tool","content":[{"type":"tool_result","tool_call_id":"call_",'
+    b'"tool_name":"","result":"","is_error":false}],"metadata":null}'
+)
 
 EVENTS_DICTIONARY: Final = 1
 """Codec byte of JSON packed with the events dictionary (payloads, checkpoint metadata)."""
@@ -214,9 +214,8 @@ def pack_operation(
     operation_id: str | None, run_id: str, step_index: int | None
 ) -> str | bytes | None:
     """An operation id as stored: an empty BLOB for the loop's usual id, else as is."""
-    if operation_id is not None and step_index is not None:
-        if operation_id == _usual_operation(run_id, step_index):
-            return b""
+    if step_index is not None and operation_id == _usual_operation(run_id, step_index):
+        return b""
     return operation_id
 
 
