@@ -26,6 +26,9 @@ from typing import Final
 from .._errors import StoreCorruptionError
 
 __all__ = [
+    "DICTIONARIES",
+    "EVENTS_DICTIONARY",
+    "MESSAGES_DICTIONARY",
     "EVENT_TYPES",
     "pack_attempt",
     "pack_json",
@@ -109,8 +112,9 @@ EVENTS_DICTIONARY: Final = 1
 """Codec byte of JSON packed with the events dictionary (payloads, checkpoint metadata)."""
 MESSAGES_DICTIONARY: Final = 2
 """Codec byte of JSON packed with the messages dictionary (message nodes)."""
-_DICTIONARIES = {EVENTS_DICTIONARY: _EVENTS, MESSAGES_DICTIONARY: _MESSAGES}
-_HEADERS = {kind: bytes([kind]) for kind in _DICTIONARIES}
+DICTIONARIES: Final = {EVENTS_DICTIONARY: _EVENTS, MESSAGES_DICTIONARY: _MESSAGES}
+"""The preset dictionaries by codec byte (part of the file format: never changed)."""
+_HEADERS = {kind: bytes([kind]) for kind in DICTIONARIES}
 
 # Small values are packed by copying a compressor primed with the dictionary (a
 # 4 KB window holds it): much cheaper than priming a new one. Larger values get
@@ -119,7 +123,7 @@ _SMALL = 2048
 _WBITS = -15
 _PRIMED = {
     kind: zlib.compressobj(9, zlib.DEFLATED, -12, 4, zlib.Z_DEFAULT_STRATEGY, zdict)
-    for kind, zdict in _DICTIONARIES.items()
+    for kind, zdict in DICTIONARIES.items()
 }
 _MIN_PACKED = 12
 """Shorter JSON stays text: a dozen bytes is about what packing costs by itself."""
@@ -139,7 +143,7 @@ def pack_json(text: str, kind: int = EVENTS_DICTIONARY) -> str | bytes:
         compressor = _PRIMED[kind].copy()
     else:
         compressor = zlib.compressobj(
-            6, zlib.DEFLATED, _WBITS, 8, zlib.Z_DEFAULT_STRATEGY, _DICTIONARIES[kind]
+            6, zlib.DEFLATED, _WBITS, 8, zlib.Z_DEFAULT_STRATEGY, DICTIONARIES[kind]
         )
     packed = _HEADERS[kind] + compressor.compress(raw) + compressor.flush()
     return packed if len(packed) < len(raw) else text
@@ -155,7 +159,7 @@ def unpack_json(value: object) -> str:
         return value
     if not isinstance(value, bytes) or not value:
         raise StoreCorruptionError(f"a stored JSON value is a {type(value).__name__}")
-    zdict = _DICTIONARIES.get(value[0])
+    zdict = DICTIONARIES.get(value[0])
     if zdict is None:
         raise StoreCorruptionError(f"a stored JSON value has an unknown codec ({value[0]})")
     try:
