@@ -116,13 +116,14 @@ DICTIONARIES: Final = {EVENTS_DICTIONARY: _EVENTS, MESSAGES_DICTIONARY: _MESSAGE
 """The preset dictionaries by codec byte (part of the file format: never changed)."""
 _HEADERS = {kind: bytes([kind]) for kind in DICTIONARIES}
 
-# Small values are packed by copying a compressor primed with the dictionary (a
-# 4 KB window holds it): much cheaper than priming a new one. Larger values get
-# a full window; the one inflater reads both.
+# Small values are packed by copying a compressor primed with the dictionary:
+# much cheaper than priming a new one, and cheaper the smaller its state (a 2 KB
+# window still holds the whole dictionary). Larger values get a full window;
+# the one inflater reads both.
 _SMALL = 2048
 _WBITS = -15
 _PRIMED = {
-    kind: zlib.compressobj(9, zlib.DEFLATED, -12, 4, zlib.Z_DEFAULT_STRATEGY, zdict)
+    kind: zlib.compressobj(9, zlib.DEFLATED, -11, 2, zlib.Z_DEFAULT_STRATEGY, zdict)
     for kind, zdict in DICTIONARIES.items()
 }
 _MIN_PACKED = 12
