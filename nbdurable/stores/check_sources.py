@@ -24,12 +24,19 @@ from .sqlite_schema import SCHEMA_VERSION, schema_damage, versions_sound
 
 __all__ = ["check_postgres", "check_sqlite"]
 
-_CHECKPOINTS = (
-    f"SELECT run_id, seq, head, {', '.join(COLUMNS)}, typeof(usage), typeof(extra) FROM checkpoints"
-)
+_CHECKPOINTS = f"SELECT run_id, seq, head, {', '.join(COLUMNS)} FROM checkpoints"
 _EVENTS = (
-    "SELECT run_id, position, type, step_index, operation_id, attempt_id, payload, created_at, "
-    "typeof(type), typeof(operation_id), typeof(attempt_id), typeof(payload) FROM events"
+    "SELECT run_id, position, type, step_index, operation_id, attempt_id, payload, created_at "
+    "FROM events"
+)
+# SQLite also reads each packable column's type: a text-as-bytes connection
+# cannot otherwise tell packed BLOBs from text.
+_SQLITE_CHECKPOINTS = _CHECKPOINTS.replace(
+    " FROM checkpoints", ", typeof(usage), typeof(extra) FROM checkpoints"
+)
+_SQLITE_EVENTS = _EVENTS.replace(
+    " FROM events",
+    ", typeof(type), typeof(operation_id), typeof(attempt_id), typeof(payload) FROM events",
 )
 _USAGE = 3 + COLUMNS.index("usage")
 _EXTRA = 3 + COLUMNS.index("extra")
@@ -159,9 +166,10 @@ class _SqliteSource:
 
     def checkpoints(self, run_id: str | None = None) -> Iterable[tuple[Any, ...]]:
         if run_id is None:
-            found = self.conn.execute(f"{_CHECKPOINTS} NOT INDEXED").fetchall()
+            found = self.conn.execute(f"{_SQLITE_CHECKPOINTS} NOT INDEXED").fetchall()
         else:
-            found = self.conn.execute(f"{_CHECKPOINTS} WHERE run_id = ?", (run_id,)).fetchall()
+            query = f"{_SQLITE_CHECKPOINTS} WHERE run_id = ?"
+            found = self.conn.execute(query, (run_id,)).fetchall()
         return [_checkpoint(row) for row in found]
 
     def node(self, node: bytes) -> tuple[bytes | None, Any] | None:
@@ -174,9 +182,9 @@ class _SqliteSource:
     def events(self, run_id: str | None = None) -> Iterable[tuple[Any, ...]]:
         # WITHOUT ROWID: the table is its primary key, so this order costs no sort.
         if run_id is None:
-            found = iter_batches(self.conn.execute(f"{_EVENTS} ORDER BY run_id, position"))
+            found = iter_batches(self.conn.execute(f"{_SQLITE_EVENTS} ORDER BY run_id, position"))
             return (_event(row) for row in found)
-        query = f"{_EVENTS} WHERE run_id = ? ORDER BY position"
+        query = f"{_SQLITE_EVENTS} WHERE run_id = ? ORDER BY position"
         return [_event(row) for row in self.conn.execute(query, (run_id,)).fetchall()]
 
     def last_event(self, run_id: str) -> int:

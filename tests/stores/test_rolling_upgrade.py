@@ -31,6 +31,7 @@ from nbdurable.durable.stored import validate_stored
 from nbdurable.runtime import DurableRuntime
 from nbdurable.stores.check import check_store
 from nbdurable.stores.jsonl_format import FORMAT_FILE, FORMAT_VERSION
+from nbdurable.stores.postgres_schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from nbdurable.stores.sqlite_schema import SCHEMA_VERSION
 
 from .conftest import PG_SCHEMA, StoreCase
@@ -300,8 +301,13 @@ def _mark_newer(case: StoreCase, readable_by: int | None) -> None:
             pg.execute(
                 f"INSERT INTO {PG_SCHEMA}.nbdurable_schema (version, applied_at, readable_by) "
                 "VALUES (%s, 0, %s)",
-                (SCHEMA_VERSION + 1, readable_by),
+                (PG_SCHEMA_VERSION + 1, readable_by),
             )
+
+
+def _version(backend: str) -> int:
+    """The store version this nbdurable writes on ``backend`` (each counts its own)."""
+    return {"jsonl": FORMAT_VERSION, "sqlite": SCHEMA_VERSION}.get(backend, PG_SCHEMA_VERSION)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "jsonl", "postgres"])
@@ -310,7 +316,7 @@ def test_a_newer_schema_is_refused_naming_the_version_needed(
 ) -> None:
     case = _case(backend, request, tmp_path)
     _mark_newer(case, readable_by=None)
-    newer = (FORMAT_VERSION if backend == "jsonl" else SCHEMA_VERSION) + 1
+    newer = _version(backend) + 1
     with pytest.raises(nd.CheckpointVersionError) as caught:
         case.open()
     assert caught.value.version == newer
@@ -324,7 +330,7 @@ def test_a_newer_schema_that_says_this_version_reads_it_opens(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     case = _case(backend, request, tmp_path)
-    _mark_newer(case, readable_by=(FORMAT_VERSION if backend == "jsonl" else SCHEMA_VERSION))
+    _mark_newer(case, readable_by=_version(backend))
     store = case.open()
     try:
         assert [c.step_index for c in store.history("r")] == [0, 1]
