@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Final
 
 from .._errors import StoreCorruptionError
@@ -62,7 +64,9 @@ EVENT_TYPES: Final = (
     "grant_added",
     "grant_revoked",
 )
-"""Event type codes: ``EVENT_TYPES[code]`` (append only)."""
+"""Event type codes: ``EVENT_TYPES[code]``. Any other type is stored as its text;
+giving a new type a code changes the format (a release that does not know the
+code would refuse the row), so it needs a schema version of its own."""
 
 _TYPE_CODES = {name: bytes([code]) for code, name in enumerate(EVENT_TYPES)}
 
@@ -112,7 +116,9 @@ EVENTS_DICTIONARY: Final = 1
 """Codec byte of JSON packed with the events dictionary (payloads, checkpoint metadata)."""
 MESSAGES_DICTIONARY: Final = 2
 """Codec byte of JSON packed with the messages dictionary (message nodes)."""
-DICTIONARIES: Final = {EVENTS_DICTIONARY: _EVENTS, MESSAGES_DICTIONARY: _MESSAGES}
+DICTIONARIES: Final[Mapping[int, bytes]] = MappingProxyType(
+    {EVENTS_DICTIONARY: _EVENTS, MESSAGES_DICTIONARY: _MESSAGES}
+)
 """The preset dictionaries by codec byte (part of the file format: never changed)."""
 _HEADERS = {kind: bytes([kind]) for kind in DICTIONARIES}
 
