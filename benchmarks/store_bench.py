@@ -20,6 +20,7 @@ cost per step at N = 500 split into SQL (replayed alone) and Python
     python benchmarks/store_bench.py --quick            # N = 10, 100 only
     python benchmarks/store_bench.py --nbdurable-only   # skip LangGraph and DBOS
     python benchmarks/store_bench.py --json figures.json
+    python benchmarks/store_bench.py --incompressible   # random hex tool results (bytes)
 
 LangGraph and DBOS come with the bench dependency group: pip install --group bench -e .
 See benchmarks/README.md for what is measured and the latest figures.
@@ -32,6 +33,7 @@ import asyncio
 import gc
 import itertools
 import json
+import random
 import sqlite3
 import statistics
 import sys
@@ -73,9 +75,20 @@ LG_DEFAULT = "langgraph default"
 CONFIGS = (NO_STORE, NBDURABLE, LG_SYNC, LG_DEFAULT, DBOS, NBDURABLE_PAR, LG_SYNC_PAR)
 
 
+INCOMPRESSIBLE = False  # --incompressible: random hex results instead of lorem ipsum
+
+
 def tool_result(i: int) -> str:
-    """The tool's 200-character result for call ``i`` (distinct per step)."""
-    text = f"probe {i}: " + FILLER * 5
+    """The tool's 200-character result for call ``i`` (distinct per step).
+
+    Repeated lorem ipsum compresses unusually well; with ``--incompressible`` the
+    result is random hex of the same length (seeded per call, so every run and
+    every configuration gets the same text).
+    """
+    if INCOMPRESSIBLE:
+        text = f"probe {i}: " + random.Random(i).randbytes(RESULT_CHARS).hex()
+    else:
+        text = f"probe {i}: " + FILLER * 5
     return text[:RESULT_CHARS]
 
 
@@ -441,7 +454,14 @@ def main(argv: list[str] | None = None) -> int:
         "--breakdown", action="store_true", help="also run nbdurable without its event log"
     )
     parser.add_argument("--dir", type=Path, help="where the databases go (default: a temp dir)")
+    parser.add_argument(
+        "--incompressible",
+        action="store_true",
+        help="tool results are random hex (incompressible) instead of repeated lorem ipsum",
+    )
     args = parser.parse_args(argv)
+    global INCOMPRESSIBLE
+    INCOMPRESSIBLE = args.incompressible
 
     sizes = [10, 100] if args.quick else [10, 100, 500]
     long_runs = [] if args.quick else args.long
@@ -457,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
 
     info = machine(["langgraph", "langgraph-checkpoint-sqlite", "dbos"])
     print(describe(info), flush=True)
+    print(f"tool results: {'random hex' if INCOMPRESSIBLE else 'lorem ipsum'}", flush=True)
     rows: list[Figures] = []
     with tempfile.TemporaryDirectory(prefix="nbdurable-bench-", dir=args.dir) as tmp:
         root = Path(tmp)

@@ -45,6 +45,17 @@ from .chain import (
 )
 from .prune import PruneReport, prune_runs
 from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
+from .sqlite_codec import (
+    MESSAGES_DICTIONARY,
+    pack_attempt,
+    pack_json,
+    pack_operation,
+    pack_type,
+    unpack_attempt,
+    unpack_json,
+    unpack_operation,
+    unpack_type,
+)
 from .sqlite_errors import guard_methods, typed_error
 from .sqlite_nowait import SqliteNowaitWrites
 from .sqlite_runtime import SqliteRuntimeTables
@@ -145,13 +156,46 @@ def _event(run_id: str, row: tuple[object, ...]) -> Event:
     return Event(
         run_id=run_id,
         offset=position,
-        type=type_,
+        type=unpack_type(type_),
         step_index=step_index,
-        operation_id=operation_id,
-        attempt_id=attempt_id,
-        payload=json.loads(str(payload)),
+        operation_id=unpack_operation(operation_id, run_id, step_index),  # type: ignore[arg-type]
+        attempt_id=unpack_attempt(attempt_id),
+        payload=json.loads(unpack_json(payload)),
         created_at=created_at,
     )
+
+
+def _event_row(run_id: str, position: int, event: NewEvent) -> tuple[object, ...]:
+    """The stored values of an event (see :mod:`.sqlite_codec`)."""
+    return (
+        run_id,
+        position,
+        pack_type(event.type),
+        event.step_index,
+        pack_operation(event.operation_id, run_id, event.step_index),
+        pack_attempt(event.attempt_id),
+        pack_json(_compact_json(event.payload)),
+        event.created_at,
+    )
+
+
+def _node_rows(rows: Sequence[NodeRow]) -> builtins.list[tuple[object, ...]]:
+    """Node rows as stored: the message JSON packed (its id hashes the JSON text)."""
+    return [(nid, parent, pack_json(text, MESSAGES_DICTIONARY)) for nid, parent, text in rows]
+
+
+_USAGE = COLUMNS.index("usage")
+_EXTRA = COLUMNS.index("extra")
+
+
+def _checkpoint_values(row: CheckpointRow) -> builtins.list[object]:
+    """A checkpoint row's metadata values as stored: usage and extra packed."""
+    values: builtins.list[object] = list(row.values())
+    if isinstance(row.usage, str):
+        values[_USAGE] = pack_json(row.usage)
+    if isinstance(row.extra, str):
+        values[_EXTRA] = pack_json(row.extra)
+    return values
 
 
 class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
@@ -314,7 +358,7 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
                     )
         try:
             return [_event(run_id, row) for row in rows]
-        except ValueError as exc:
+        except (ValueError, StoreCorruptionError) as exc:
             raise StoreCorruptionError(
                 f"an event of run {run_id!r} is damaged: {exc}", run_id=run_id
             ) from exc
@@ -329,20 +373,7 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
         if last is None:
             last = conn.execute(_LAST_EVENT, (run_id,)).fetchone()[0] or 0
         conn.executemany(
-            _INSERT_EVENT,
-            [
-                (
-                    run_id,
-                    last + i + 1,
-                    e.type,
-                    e.step_index,
-                    e.operation_id,
-                    e.attempt_id,
-                    _compact_json(e.payload),
-                    e.created_at,
-                )
-                for i, e in enumerate(events)
-            ],
+            _INSERT_EVENT, [_event_row(run_id, last + i + 1, e) for i, e in enumerate(events)]
         )
         return numbered(run_id, events, last)
 
@@ -372,9 +403,9 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
                 if parent is not None and not has_parent:
                     # Another process deleted the nodes this process remembered.
                     _, new_rows = extend_chain(None, messages)
-                conn.executemany(_INSERT_NODE, new_rows)
+                conn.executemany(_INSERT_NODE, _node_rows(new_rows))
                 seq = (last_seq or 0) + 1
-                conn.execute(_INSERT_CHECKPOINT, (run_id, seq, head, *row.values()))
+                conn.execute(_INSERT_CHECKPOINT, (run_id, seq, head, *_checkpoint_values(row)))
                 if last_seq is not None:
                     conn.execute(_UPDATE_RUN, (seq, checkpoint.created_at, run_id))
                 else:
@@ -507,12 +538,16 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
         nodes: builtins.list[NodeRow] = []
         if head is not None:
             try:
-                nodes = conn.execute(_CHAIN, (head, row.message_count)).fetchall()
+                found = conn.execute(_CHAIN, (head, row.message_count)).fetchall()
             except sqlite3.OperationalError as exc:
                 if "decode" not in str(exc):
                     raise
                 raise row.corruption(f"a message is not valid text: {exc}") from exc
-            nodes.reverse()
+            found.reverse()
+            try:
+                nodes = [(nid, parent, unpack_json(text)) for nid, parent, text in found]
+            except StoreCorruptionError as exc:
+                raise row.corruption(f"a message does not decode: {exc}") from exc
         verify_chain(nodes, head, row.message_count, run_id=row.run_id, step_index=row.step_index)
         return nodes
 

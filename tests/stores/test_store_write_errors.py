@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,8 @@ import nbdurable as nd
 from nbdurable.stores.check import check_store
 
 STEPS = 40
-BIG = "x" * 3000
+# Incompressible (the SQLite store packs JSON): each result costs its size on disk.
+BIG = random.Random(7).randbytes(1500).hex()
 
 
 def _probe(ran: list[int]) -> nd.Tool:
