@@ -55,6 +55,7 @@ from .durable import (
     serialize_checkpoint,
 )
 from .events import Event, RunView, fold_events, read_events, subscribe
+from .history import History
 from .loop import (
     GenerateTextResult,
     PrepareStepResult,
@@ -167,6 +168,7 @@ __all__ = [
     "GenerateTextResult",
     "Graph",
     "GraphNode",
+    "History",
     "HistoryStore",
     "ImagePart",
     "InMemorySessionStore",

@@ -2,7 +2,7 @@
 
 The order, lowest first (architecture issue; it supersedes the layer tree in DESIGN.md)::
 
-    _errors, _deps, messages, parts
+    _errors, _deps, messages, history, parts
       → durable (checkpoints, codec, signer, session store, run records, fork core)
       → models, tools, events
       → loop
@@ -47,6 +47,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_errors",
         "_deps",
         "messages",
+        "history",
         "parts",
         "_text",
         "_media",

@@ -6,7 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from ..messages import Message, ToolApprovalRequest, Usage
+from ..history import History
+from ..messages import ToolApprovalRequest, Usage
 
 __all__ = [
     "CHECKPOINT_VERSION",
@@ -72,8 +73,9 @@ class AgentCheckpoint(BaseModel):
     status: CheckpointStatus
     """``running`` (the loop went on), ``suspended`` (waiting for approvals or
     client tools) or ``completed`` (final text, stop condition or runaway guard)."""
-    messages: tuple[Message, ...]
-    """The full, immutable history at this boundary."""
+    messages: History
+    """The full, immutable history at this boundary (a tuple or list of messages
+    is accepted and becomes a History; it serializes as a list, as before)."""
     usage: Usage = Usage()
     """Cumulative usage over the whole run, all legs included."""
     pending_approvals: tuple[ToolApprovalRequest, ...] = ()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..history import History
 from ..messages import Message
 from .checkpoint import AgentCheckpoint
 
@@ -24,14 +25,17 @@ class CheckpointSize:
     """
 
     def __init__(self) -> None:
-        self._last: tuple[Message, ...] | None = None
+        self._last: Sequence[Message] | None = None
         self._last_bytes = 0  # bytes of the last history's message JSON, commas excluded
 
     def measure(self, checkpoint: AgentCheckpoint, extends: Sequence[Message] | None = None) -> int:
         """The checkpoint's JSON size in UTF-8 bytes."""
         messages = checkpoint.messages
         last = self._last
-        if extends is not None and last is not None and extends is last:
+        if last is not None and (
+            (extends is not None and extends is last)
+            or (isinstance(messages, History) and messages.extends(last))
+        ):
             total = self._last_bytes + sum(
                 _utf8_len(m.model_dump_json()) for m in messages[len(last) :]
             )

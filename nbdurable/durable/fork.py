@@ -9,6 +9,7 @@ fork here and write it with :func:`nbdurable.events.fork.fork_run`.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,7 +113,7 @@ def fork_checkpoint(
     Raises:
         ConfigurationError: An edit of a checkpoint without messages.
     """
-    messages = base.messages
+    messages: Sequence[Message] = base.messages
     status: CheckpointStatus = base.status
     pending: tuple[ToolApprovalRequest, ...] = base.pending_approvals
     finish_reason = base.finish_reason

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, cast
 
 from .. import metrics as _metrics
@@ -121,7 +121,7 @@ class Driver(TraceHooks):
         self.owner_check: Callable[[], None] | None = None
         self._step = StepTimer(options.deps.clock)
         # (the history a SaveCheckpoint carries, the one it extends) while it is handled.
-        self._save_hint: tuple[tuple[Message, ...], tuple[Message, ...] | None] | None = None
+        self._save_hint: tuple[Sequence[Message], Sequence[Message] | None] | None = None
         if store is not None and start.run_id is not None and supports(store, EVENTS):
             self.events = EventWriter(
                 cast(EventStore, store),  # EVENTS declares the EventStore methods
@@ -283,7 +283,7 @@ class Driver(TraceHooks):
                 "nbdurable: saving checkpoint %s failed: %r", checkpoint.step_id, exc
             )
 
-    def history_extends(self, checkpoint: AgentCheckpoint) -> tuple[Message, ...] | None:
+    def history_extends(self, checkpoint: AgentCheckpoint) -> Sequence[Message] | None:
         """While a save is handled: the history ``checkpoint``'s history extends by appends.
 
         The machine builds each history from the one it saved before, so
@@ -296,7 +296,7 @@ class Driver(TraceHooks):
             return None
         return hint[1]
 
-    def _extends(self, checkpoint: AgentCheckpoint) -> tuple[Message, ...] | None:
+    def _extends(self, checkpoint: AgentCheckpoint) -> Sequence[Message] | None:
         """The append-only hint for the store, when it takes one."""
         if not getattr(self.store, "saves_extensions", False):
             return None

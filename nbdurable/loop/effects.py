@@ -8,6 +8,7 @@ for the hooks that perform them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -88,7 +89,7 @@ class SaveCheckpoint:
     """
 
     checkpoint: AgentCheckpoint
-    extends: tuple[Message, ...] | None = None
+    extends: Sequence[Message] | None = None
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from ..messages import (
     ApprovalRequestPart,
@@ -26,7 +26,7 @@ __all__ = [
 
 
 def trailing_calls(
-    messages: tuple[Message, ...],
+    messages: Sequence[Message],
 ) -> tuple[int, tuple[ToolCallPart, ...]] | None:
     """The last assistant message's index and its calls that no following tool message answers."""
     answered: set[str] = set()
@@ -76,8 +76,11 @@ def with_approval_parts(
     return assistant.model_copy(update={"content": tuple(content)})
 
 
-def model_view(messages: tuple[Message, ...]) -> tuple[Message, ...]:
-    """Messages as a model sees them: approval bookkeeping parts left out."""
+def model_view(messages: Sequence[Message]) -> Sequence[Message]:
+    """Messages as a model sees them: approval bookkeeping parts left out.
+
+    ``messages`` itself when there are none.
+    """
     if not any(isinstance(p, ApprovalRequestPart) for m in messages for p in m.content):
         return messages
     view = []
@@ -96,7 +99,7 @@ def tool_message_for(
     return tool_message([results[c.tool_call_id] for c in calls if c.tool_call_id in results])
 
 
-def final_text(messages: tuple[Message, ...]) -> str:
+def final_text(messages: Sequence[Message]) -> str:
     """The text of the last assistant message ("" when there is none)."""
     for message in reversed(messages):
         if message.role == "assistant":

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from .._errors import OutputValidationError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointStatus
+from ..history import History, SharedSequence
 from ..messages import (
     Message,
     ToolApprovalRequest,
@@ -104,16 +105,17 @@ class AgentMachine:
         self.start = start
         self._approvals = Approvals(options, start)
         self._batches = BatchRunner(options, self._approvals)
-        self._view_cache: tuple[tuple[Message, ...], tuple[Message, ...]] | None = None
+        self._view_cache: tuple[History, History] | None = None
         # The leg's state: the history, the next step, usage, the steps run so far.
-        self._messages = tuple(start.messages)  # the same object when it is a tuple
+        # A History grows in place: a step adds its messages, never copies the run's.
+        self._messages = History.of(start.messages)
         # The history the current one extends by appends only (None after an edit):
         # the last saved one, or the start. A save hands it to the store.
-        self._extends: tuple[Message, ...] | None = self._messages
+        self._extends: History | None = self._messages
         self._step_index = start.next_step_index
         self._run_usage = start.run_usage
         self._leg_usage = Usage()
-        self._steps: list[StepResult] = []
+        self._steps: SharedSequence[StepResult] = SharedSequence()
         # Whether the last thing this leg did was settle trailing calls (a tool
         # message the stop conditions have not seen yet), and what settling spent
         # (counted in the first step's usage).
@@ -157,12 +159,13 @@ class AgentMachine:
         self._settle_usage = batch.usage
         if batch.suspended:
             updated = with_approval_parts(assistant, batch.verdicts, batch.own_requests)
-            self._messages = (*self._messages[:index], updated, *self._messages[index + 1 :])
+            old = self._messages
+            self._messages = History((*old[:index], updated, *old[index + 1 :]))
             self._extends = None  # an edit, not an append
             return (yield from self._suspend(batch, self._step_index))
         yield from self._emit_verdicts(self._step_index, assistant, batch)
         yield from self._emit_results(self._step_index, calls, batch.results)
-        self._messages += (tool_message_for(calls, batch.results),)
+        self._messages = self._messages.appended(tool_message_for(calls, batch.results))
         self._settled = True
         return None
 
@@ -184,7 +187,7 @@ class AgentMachine:
             yield Emit(ToolCallStreamPart(step_index=step_index, tool_call=call))
 
         if not calls:
-            self._messages += (assistant,)
+            self._messages = self._messages.appended(assistant)
             yield from self._finish_step(step_index, response, (), step_usage)
             return (yield from self._end(step_index, response.finish_reason))
 
@@ -195,14 +198,13 @@ class AgentMachine:
         step_usage = step_usage + batch.usage
         if batch.suspended:
             waiting = with_approval_parts(assistant, batch.verdicts, batch.own_requests)
-            self._messages += (waiting,)
+            self._messages = self._messages.appended(waiting)
             yield from self._finish_step(step_index, response, (), step_usage)
             return (yield from self._suspend(batch, step_index))
 
         yield from self._emit_results(step_index, calls, batch.results)
         tool_msg = tool_message_for(calls, batch.results)
-        # One concatenation: the step's only copy of the history (unpacking copies twice).
-        self._messages += (assistant, tool_msg)
+        self._messages = self._messages.appended(assistant, tool_msg)
         self._settled = False
         yield from self._finish_step(step_index, response, tool_msg.tool_results, step_usage)
         if self._stop_requested(step_index):
@@ -229,7 +231,7 @@ class AgentMachine:
         usage: Usage,
     ) -> Generator[Effect, Any, None]:
         """Record the step and emit its ``step_finish`` part."""
-        self._steps.append(
+        self._steps = self._steps.appended(
             StepResult(
                 step_index=step_index,
                 text=response.text,
@@ -260,7 +262,7 @@ class AgentMachine:
                 if prepared.tools is not None:
                     tools = {name: tools[name] for name in prepared.tools if name in tools}
                 if prepared.messages is not None:
-                    messages = tuple(prepared.messages)
+                    messages = History(prepared.messages)
                 if prepared.instructions is not None:
                     instructions = prepared.instructions
         output = options.output
@@ -277,21 +279,20 @@ class AgentMachine:
             return model, tools, ModelRequest.model_construct(**fields)
         return model, tools, ModelRequest(**fields)
 
-    def _model_view(self, messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    def _model_view(self, messages: History) -> History:
         # History only grows between model calls, so the view of the previous call
         # is extended with the new messages instead of rescanning the whole run.
         cached = self._view_cache
         if cached is not None:
             source, view = cached
-            n = len(source)
-            if n <= len(messages) and (n == 0 or messages[n - 1] is source[-1]):
-                added = messages[n:]
+            if messages.extends(source):
+                added = messages[len(source) :]
                 kept = model_view(added)
                 # While nothing was left out, the history is its own view: no copy.
-                view = messages if view is source and kept is added else view + kept
+                view = messages if view is source and kept is added else view.appended(*kept)
                 self._view_cache = (messages, view)
                 return view
-        view = model_view(messages)
+        view = History.of(model_view(messages))
         self._view_cache = (messages, view)
         return view
 
@@ -342,7 +343,7 @@ class AgentMachine:
             finish_reason=reason,
             messages=self._messages,
             response_messages=self._messages[initial:],
-            steps=tuple(self._steps),
+            steps=self._steps.as_tuple(),
             usage=self._leg_usage,
             total_usage=self._run_usage,
             pending_approvals=pending,
@@ -453,7 +454,7 @@ class AgentMachine:
             messages=self._messages,
             usage=self._run_usage,
             leg_usage=self._leg_usage,
-            steps=tuple(self._steps),
+            steps=self._steps,  # a view: no copy of the steps per context
             model=self.options.model,
         )
 

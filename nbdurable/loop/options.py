@@ -10,6 +10,7 @@ from .._deps import Deps
 from .._errors import ConfigurationError
 from ..durable.grants import RunGrants
 from ..durable.signer import ApprovalSigner
+from ..history import History
 from ..messages import (
     Message,
     ToolApprovalRequest,
@@ -75,15 +76,15 @@ class StepContext:
         messages: The history so far.
         usage: Cumulative usage of the whole run, all legs included.
         leg_usage: Usage of this call only.
-        steps: Steps completed by this call.
+        steps: Steps completed by this call (read-only; reads like a tuple).
         model: The call's model.
     """
 
     step_index: int
-    messages: tuple[Message, ...]
+    messages: History
     usage: Usage
     leg_usage: Usage
-    steps: tuple[StepResult, ...]
+    steps: Sequence[StepResult]
     model: Model
 
 
@@ -217,7 +218,7 @@ class GenerateTextResult:
     text: str
     status: Literal["completed", "suspended"]
     finish_reason: str
-    messages: tuple[Message, ...]
+    messages: History
     response_messages: tuple[Message, ...]
     steps: tuple[StepResult, ...]
     usage: Usage

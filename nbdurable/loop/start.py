@@ -40,7 +40,7 @@ class LegStart:
         forked_from: The fork point the run's checkpoints carry (a forked run's lineage).
     """
 
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]
     next_step_index: int = 0
     run_usage: Usage = Usage()
     run_id: str | None = None

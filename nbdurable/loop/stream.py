@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 from .._deps import Deps
 from ..durable.signer import ApprovalSigner
 from ..durable.store import DurableSession, SessionStore
+from ..history import History
 from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, Usage
 from ..models.base import Model
 from ..tools import Tool
@@ -207,7 +208,7 @@ class StreamChatResult:
         return _Deferred(self, lambda r: r.status)
 
     @property
-    def messages(self) -> _Deferred[tuple[Message, ...]]:
+    def messages(self) -> _Deferred[History]:
         """Awaitable: the full history at the end of the call."""
         return _Deferred(self, lambda r: r.messages)
 

@@ -7,7 +7,8 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..messages import Message, Part, TextPart, ToolCallPart, Usage
+from ..history import History
+from ..messages import Part, TextPart, ToolCallPart, Usage
 
 __all__ = [
     "FinishReason",
@@ -46,7 +47,8 @@ class ModelRequest(BaseModel):
     """
 
     model_config = _CONFIG
-    messages: tuple[Message, ...]
+    messages: History
+    """The history the model is sent (a tuple or list is accepted)."""
     tools: tuple[ToolSpec, ...] = ()
     instructions: str | None = None
     output_schema: dict[str, Any] | None = None

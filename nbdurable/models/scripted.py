@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal, Union
 from pydantic import TypeAdapter
 
 from .._errors import ConfigurationError, ModelError, ScriptExhaustedError
+from ..history import History
 from ..messages import Message, Part, TextPart, ToolCallPart, Usage
 from .base import (
     FinishReason,
@@ -126,7 +127,7 @@ class ScriptedModel:
             }
         self._played = 0
         self._calls = 0
-        self._counted: tuple[tuple[Message, ...], int] = ((), 0)
+        self._counted: tuple[Sequence[Message], int] = ((), 0)
         if self.keep_requests is not None and self.keep_requests < 0:
             raise ConfigurationError("keep_requests must be >= 0 or None")
         if self.stream_delay < 0:
@@ -206,7 +207,7 @@ class ScriptedModel:
             content=tuple(content), usage=usage, finish_reason=finish, model_id=self.model_id
         )
 
-    def _prompt_tokens(self, messages: tuple[Message, ...]) -> int:
+    def _prompt_tokens(self, messages: Sequence[Message]) -> int:
         """Tokens of the messages' JSON joined by spaces, counting only what is new.
 
         A message's JSON has no whitespace at either end, so the tokens of the
@@ -214,7 +215,11 @@ class ScriptedModel:
         previous one, whose count is kept: the history is not encoded again.
         """
         counted, total = self._counted
-        if len(counted) > len(messages) or not all(map(operator.is_, counted, messages)):
+        # A History that grew from the counted one says so without a pass over the run.
+        known = isinstance(messages, History) and messages.extends(counted)
+        if not known and (
+            len(counted) > len(messages) or not all(map(operator.is_, counted, messages))
+        ):
             counted, total = (), 0
         total += sum(len(_TOKEN_RE.findall(m.model_dump_json())) for m in messages[len(counted) :])
         self._counted = (messages, total)

@@ -50,7 +50,7 @@ def _first_message(runtime: DurableRuntime, record: RuntimeRun) -> Message:
     return prompt_with_results(record.prompt_value, results)
 
 
-async def _session_history(runtime: DurableRuntime, record: RuntimeRun) -> tuple[Message, ...]:
+async def _session_history(runtime: DurableRuntime, record: RuntimeRun) -> Sequence[Message]:
     completed = await offload(runtime.runtime_store.rt_session, record.session_id, ["completed"])
     before = [r for r in completed if r.seq < record.seq]
     if not before:

@@ -25,6 +25,7 @@ from ..durable.signer import expired_age, resign_if_expired
 from ..events.log import Armed
 from ..events.model import Event
 from ..events.subscribe import subscribe, wait_for_run
+from ..history import History
 from ..loop.output import OutputSpec
 from ..messages import ToolApprovalRequest, ToolApprovalResponse, Usage, VerdictSource
 from . import lifecycle
@@ -197,7 +198,7 @@ class Run:
         if record.state != "completed":
             raise RunFailedError(record)
         checkpoint = await offload(self.runtime.store.load, self.run_id)
-        messages = checkpoint.messages if checkpoint is not None else ()
+        messages = checkpoint.messages if checkpoint is not None else History()
         usage = checkpoint.usage if checkpoint is not None else Usage()
         text = record.result_text or ""
         agent = self.runtime.registry.get(record.agent_id, record.agent_version)

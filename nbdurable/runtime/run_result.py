@@ -7,8 +7,9 @@ from typing import Any
 
 from .._errors import NbdurableError
 from ..durable.runtime_run import RuntimeRun
+from ..history import History
 from ..loop.options import text_head, usage_line
-from ..messages import Message, Usage
+from ..messages import Usage
 
 __all__ = ["RunFailedError", "RunResult"]
 
@@ -48,7 +49,7 @@ class RunResult:
 
     run_id: str
     text: str
-    messages: tuple[Message, ...]
+    messages: History
     usage: Usage
     output: Any = None
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pydantic import TypeAdapter, ValidationError
 
 from .._errors import StoreCorruptionError
+from ..history import History
 from ..messages import Message
 from .trusted import trusted_messages
 
@@ -77,13 +78,16 @@ def known_prefix(
 
     ``extends`` is the saver's promise that ``messages`` begins with the very
     objects of that history (the loop appends to the history it saved last).
-    When it is the cached history itself the answer takes no scan; otherwise
-    the histories are compared object by object.
+    When it is the cached history itself, or ``messages`` is a
+    :class:`~nbdurable.History` grown from the cached one, the answer takes no
+    scan; otherwise the histories are compared object by object.
     """
     if cached is None:
         return 0
     if extends is not None and extends is cached.messages and len(messages) >= len(extends):
         return len(extends)
+    if isinstance(messages, History) and messages.extends(cached.messages):
+        return len(cached.messages)
     return identical_prefix(cached.messages, messages)
 
 
@@ -167,10 +171,10 @@ class Chain:
     per save); only the first ``len(messages)`` ids belong to this chain.
     """
 
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]
     ids: list[bytes]
 
-    def grown(self, known: int, messages: tuple[Message, ...], new_ids: list[bytes]) -> Chain:
+    def grown(self, known: int, messages: Sequence[Message], new_ids: list[bytes]) -> Chain:
         """The chain of ``messages``: its first ``known`` ids are this chain's, then ``new_ids``."""
         if known == len(self.messages) == len(self.ids):
             self.ids.extend(new_ids)  # this chain is being replaced: its ids list moves on
@@ -187,7 +191,7 @@ class Chain:
         if count == 0:
             return () if head is None else None
         if count <= len(self.messages) and self.ids[count - 1] == head:
-            return self.messages[:count]
+            return tuple(self.messages[:count])  # a slice is a tuple already: no copy
         return None
 
 

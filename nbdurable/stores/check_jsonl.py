@@ -160,7 +160,7 @@ def _checkpoint(
             step_index,
         )
         return messages
-    replayed = line.messages if line.full else (*messages, *line.messages)
+    replayed = (*line.messages,) if line.full else (*messages, *line.messages)
     if len(replayed) != line.message_count:
         report.add(
             f"{path.name} line {number} says {line.message_count} messages, the replay "

@@ -27,6 +27,7 @@ from ..durable.store import HISTORY, INCREMENTAL, PERSISTENT, VERSIONED_SCHEMA
 from ..durable.stored import validate_stored
 from ..events.log import EVENTS
 from ..events.model import Event, NewEvent, numbered
+from ..messages import Message
 from .jsonl_format import Line, RunFile, check_format, extends, run_file_name
 from .prune import PruneReport, prune_runs
 
@@ -145,6 +146,7 @@ class JsonlSessionStore:
             tail = self._tail(run_id)
             added = list(numbered(run_id, events, tail.last_offset))
             previous = tail.latest.messages if tail.latest is not None else None
+            new: Sequence[Message]
             if previous is not None and extends(previous, checkpoint.messages):
                 new, full = checkpoint.messages[len(previous) :], False
             else:

@@ -38,6 +38,7 @@ from .._errors import CheckpointVersionError, StoreCorruptionError
 from .._version import __version__
 from ..durable.checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo
 from ..durable.stored import validate_stored
+from ..history import History
 from ..messages import Message
 
 __all__ = [
@@ -258,7 +259,7 @@ class RunFile:
                     f"the line of step {entry.meta.get('step_index')} does not decode: {exc}",
                     self.path,
                 ) from exc
-            messages = line.messages if line.full else (*messages, *line.messages)
+            messages = (*line.messages,) if line.full else (*messages, *line.messages)
             if len(messages) != line.message_count:
                 raise _corrupt(
                     target.meta,
@@ -324,6 +325,8 @@ def _warn_torn(path: Path, tail: bytes) -> None:
 
 def extends(previous: Sequence[Message], messages: Sequence[Message]) -> bool:
     """Whether ``messages`` starts with ``previous`` (same objects, or the same JSON)."""
+    if isinstance(messages, History) and messages.extends(previous):
+        return True  # grown from it by appends: no pass over the history
     if len(messages) < len(previous):
         return False
     pairs = zip(previous, messages[: len(previous)], strict=True)

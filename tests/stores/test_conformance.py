@@ -624,3 +624,47 @@ def test_a_save_told_what_it_extends_writes_the_tail_and_loads_verified(
         assert reopened.load("h", step_index=3) == saved[3]
     finally:
         reopened.close()
+
+
+def test_histories_that_grow_in_place_and_fork_save_and_load_like_tuples(
+    any_store: nd.HistoryStore, store_case: StoreCase
+) -> None:
+    # A History appended to in place (what the loop saves) needs no hint: the
+    # store knows it extends the history it saved last. A fork from an older
+    # history shares no list with it and gets its own nodes.
+    require(any_store, PERSISTENT)
+
+    def at(step: int, messages: nd.History) -> nd.AgentCheckpoint:
+        return nd.AgentCheckpoint.model_validate(
+            {
+                "run_id": "g",
+                "step_index": step,
+                "status": "running",
+                "messages": messages,
+                "created_at": 1_700_000_000_000 + step,
+            }
+        )
+
+    grown = [nd.History([nd.user("Probe the system.")])]
+    for i in range(4):
+        grown.append(grown[-1].appended(*step_pair(i)))
+    saved = [at(i, h) for i, h in enumerate(grown[1:])]
+    for cp in saved:
+        assert cp.messages is grown[cp.step_index + 1]
+        any_store.save(cp)
+    fork = grown[2].appended(nd.assistant("a fork of step 1"))  # grown[2] is not the newest
+    forked = at(4, fork)
+    any_store.save(forked)
+    assert grown[4][-1] == step_pair(3)[1]  # the fork changed no other history
+    assert any_store.load("g") == forked
+    any_store.close()
+    reopened = store_case.open()
+    try:
+        assert reopened.load("g") == forked
+        for cp in saved:
+            assert reopened.load("g", step_index=cp.step_index) == cp
+            assert reopened.load("g", step_index=cp.step_index) == checkpoint(
+                "g", cp.step_index, tuple(cp.messages)
+            )
+    finally:
+        reopened.close()
