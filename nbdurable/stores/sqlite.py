@@ -18,11 +18,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from .._errors import RunNotFoundError, StoreCorruptionError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
+from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.store import (
     HISTORY,
     INCREMENTAL,
@@ -31,6 +32,7 @@ from ..durable.store import (
     RUNTIME,
     VERSIONED_SCHEMA,
 )
+from ..events.commit import check_commit
 from ..events.log import EVENTS
 from ..events.model import Event, NewEvent, numbered
 from ..messages import Message
@@ -46,7 +48,7 @@ from .chain import (
 from .prune import PruneReport, prune_runs
 from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
 from .sqlite_errors import guard_methods, typed_error
-from .sqlite_runtime import SqliteRuntimeTables
+from .sqlite_runtime import INTENT_SQL, JOURNAL_SQL, SqliteRuntimeTables
 from .sqlite_schema import SCHEMA_VERSION, migrate, verify_schema
 
 __all__ = ["SqliteSessionStore"]
@@ -269,6 +271,33 @@ class SqliteSessionStore(SqliteRuntimeTables):
             if fence is not None:
                 self.rt_check_fence(run_id, fence, conn)
             return self._append(conn, run_id, events)
+
+    def rt_commit(
+        self,
+        run_id: str,
+        *,
+        fence: int,
+        events: Sequence[NewEvent] = (),
+        journal: tuple[int, str] | None = None,
+        changes: dict[str, Any] | None = None,
+        intents: Sequence[ToolIntent] = (),
+    ) -> tuple[Sequence[Event], RuntimeRun | None]:
+        """Several writes of a run's owner in one fenced transaction (see ``RUNTIME_COMMIT``)."""
+        check_commit(changes)
+        with self._lock, self._write() as conn:
+            self.rt_check_fence(run_id, fence, conn)
+            record = None
+            if changes:
+                record = self._locked_get(conn, run_id).model_copy(update=changes)
+                self._put(conn, record)
+            if journal is not None:
+                conn.execute(JOURNAL_SQL, (run_id, journal[0], journal[1]))
+            for intent in intents:
+                conn.execute(
+                    INTENT_SQL, (intent.run_id, intent.tool_call_id, intent.model_dump_json())
+                )
+            added = self._append(conn, run_id, events) if events else []
+        return added, record
 
     def read_events(
         self, run_id: str, after: int = 0, limit: int | None = None

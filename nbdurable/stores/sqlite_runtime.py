@@ -38,7 +38,13 @@ from ..durable.scheduling import (
 from ..durable.stored import validate_stored
 from ..durable.verdicts import decide
 
-__all__ = ["SqliteRuntimeTables", "migrate_runtime", "migrate_runtime_v4"]
+__all__ = [
+    "INTENT_SQL",
+    "JOURNAL_SQL",
+    "SqliteRuntimeTables",
+    "migrate_runtime",
+    "migrate_runtime_v4",
+]
 
 _UNFINISHED = ", ".join(f"'{s}'" for s in sorted(UNFINISHED_STATES))
 _HEADS = f"""
@@ -48,6 +54,8 @@ WHERE r.state IN ({_UNFINISHED})
                WHERE s.session_id = r.session_id AND s.state IN ({_UNFINISHED}))
 ORDER BY r.seq
 """
+INTENT_SQL = "INSERT OR REPLACE INTO rt_intents (run_id, tool_call_id, intent) VALUES (?, ?, ?)"
+JOURNAL_SQL = "INSERT OR REPLACE INTO rt_journal (run_id, step_index, response) VALUES (?, ?, ?)"
 _PUT = (
     "INSERT OR REPLACE INTO rt_runs "
     "(run_id, seq, session_id, state, request_id, fence, kind, graph_id, record) "
@@ -374,10 +382,7 @@ class SqliteRuntimeTables:
         """Write or complete a tool intent, fenced."""
         with self._lock, self._write() as conn:
             self.rt_check_fence(intent.run_id, fence, conn)
-            conn.execute(
-                "INSERT OR REPLACE INTO rt_intents (run_id, tool_call_id, intent) VALUES (?, ?, ?)",
-                (intent.run_id, intent.tool_call_id, intent.model_dump_json()),
-            )
+            conn.execute(INTENT_SQL, (intent.run_id, intent.tool_call_id, intent.model_dump_json()))
 
     def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
         """A run's tool intents."""
@@ -391,10 +396,7 @@ class SqliteRuntimeTables:
         """Record a step's completed model response, fenced."""
         with self._lock, self._write() as conn:
             self.rt_check_fence(run_id, fence, conn)
-            conn.execute(
-                "INSERT OR REPLACE INTO rt_journal (run_id, step_index, response) VALUES (?, ?, ?)",
-                (run_id, step_index, response),
-            )
+            conn.execute(JOURNAL_SQL, (run_id, step_index, response))
 
     def rt_journaled(self, run_id: str, step_index: int) -> str | None:
         """A step's journaled model response."""
