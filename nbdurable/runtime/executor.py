@@ -57,6 +57,8 @@ class RunContext:
             or tool call starts; the calls in flight finish.
         held: Set once a call was held back by the drain.
         calls: The model and tool calls in flight, by key, as log labels.
+        riders: The leg's writes waiting for a shared commit (on a store with
+            ``rt_commit``), written at the latest when the leg ends.
     """
 
     runtime: DurableRuntime
@@ -69,6 +71,7 @@ class RunContext:
     draining: bool = False
     held: bool = False
     calls: dict[str, str] = field(default_factory=dict)
+    riders: StepRiders | None = None
 
     @property
     def store(self) -> RuntimeStore:
@@ -258,6 +261,7 @@ class RuntimeDriver(Driver):
             # used for one call (Temporal's activities) has no later write to ride.
             self.riders = self._leg_riders
             events.store = self.riders
+            self.context.riders = self.riders  # the leg's end writes what still waits
         retried = retried or self.context.record.retried
         await super().leg_started(events, retried=retried)
         changes: dict[str, Any] = {}
@@ -361,7 +365,13 @@ class RuntimeDriver(Driver):
         if policy is not None and attempts >= policy.max_attempts:
             raise ModelAttemptFailed(ModelError("model retries exhausted"))
         await context.before_call()
-        await offload(context.count_operation, model_attempts=attempts + 1)  # a crash uses it up
+        # Counted before it starts: a crash uses the attempt up.
+        if self.riders is not None:
+            # With the previous step's completed intents, which wait for this write.
+            changes = context.operation_changes(model_attempts=attempts + 1)
+            await offload(self.riders.commit_retried, changes=changes)
+        else:
+            await offload(context.count_operation, model_attempts=attempts + 1)
         try:
             with context.in_flight(
                 f"model {effect.step_index}", f"model call of step {effect.step_index}"
@@ -508,7 +518,14 @@ class RuntimeDriver(Driver):
             done = intent.model_copy(
                 update={"state": "completed", "result": outcome.result.model_dump(mode="json")}
             )
-            await offload(context.store.rt_intent, done, fence=context.fence)
+            if self.riders is not None and not context.draining:
+                # The step's checkpoint holds the result: the intent rides the next
+                # commit. A crash before that checkpoint leaves the call started, as
+                # a crash during the tool does, and its recovery policy decides.
+                self.riders.complete(done)
+            else:
+                # Draining: the leg ends before the checkpoint, the next owner reuses it.
+                await offload(context.store.rt_intent, done, fence=context.fence)
             context.intents[call.tool_call_id] = done
         return outcome
 

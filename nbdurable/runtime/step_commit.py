@@ -1,21 +1,26 @@
 """A run owner's writes riding one commit: fewer transactions per runtime step.
 
-A runtime step journals its model response, resets its model attempts, logs
-the model's events and the step's tool calls, counts each tool call and writes
-its intent. On a store with :class:`~nbdurable.events.commit.RuntimeCommit`
-these share transactions:
+A runtime step counts its model call, journals the model's response, resets its
+model attempts, logs the model's events and the step's tool calls, counts each
+tool call and writes its intent, records each tool's result, and saves its
+checkpoint. On a store with :class:`~nbdurable.events.commit.RuntimeCommit`
+these share three transactions on a steady step:
 
-- the journal entry and the attempt reset wait in :class:`StepRiders` and ride
-  the next write of the leg's events (the flush before gates, approvers or
-  tools run, or the step's checkpoint), so the response is durable before
-  anything acts on it, as before;
-- a tool call's operation count and its ``started`` intent are one write, made
-  right before the tool starts (with any riders still waiting); for the first
-  call of a batch they ride the flush that shows the calls, which happens right
-  before the tools run (:meth:`StepRiders.stage`).
+1. before the model call: its count (``operations``, ``model_attempts``: a
+   crash uses the attempt up), with the previous step's completed intents;
+2. before the tools: the journal entry, the attempt reset, the events so far
+   (the calls included) and the first call's count and ``started`` intent, so
+   the response is durable before anything acts on it, and the call before it
+   starts (a later call of a batch writes its own, with whatever waits);
+3. after the tools: the checkpoint with its events (the session store's own
+   write).
 
-A tool's ``completed`` intent keeps its own write: after a crash between a
-tool's end and the step's checkpoint, the result is reused, not run again.
+A tool's ``completed`` intent waits for the next commit (:meth:`StepRiders.complete`):
+the checkpoint holds the result already, and a crash between the tool's end
+and the checkpoint leaves the call ``started``, exactly as a crash during the
+tool, so its recovery policy decides (``safe`` runs it again, ``manual`` asks a
+human). An owner that drains writes the result at once (the next owner reuses
+it), and a leg's end writes whatever still waits.
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ class StepRiders:
         self._journal: tuple[int, str] | None = None
         self._changes: dict[str, Any] = {}
         self._staged: _Staged | None = None
+        self._completed: dict[str, ToolIntent] = {}
 
     def __getattr__(self, name: str) -> Any:
         # The store's other methods and attributes (reads, event_channel, capabilities).
@@ -84,9 +90,23 @@ class StepRiders:
 
     @property
     def pending(self) -> bool:
-        """Writes wait for the next commit."""
+        """Writes wait that must be durable before the step goes on (journal, counts, a start)."""
         with self._lock:
-            return self._journal is not None or bool(self._changes) or self._staged is not None
+            return self._urgent()
+
+    @property
+    def waiting(self) -> bool:
+        """Anything waits, completed intents included."""
+        with self._lock:
+            return self._urgent() or bool(self._completed)
+
+    def _urgent(self) -> bool:
+        return self._journal is not None or bool(self._changes) or self._staged is not None
+
+    def complete(self, intent: ToolIntent) -> None:
+        """Hold a ``completed`` intent for whichever commit comes next."""
+        with self._lock:
+            self._completed[intent.tool_call_id] = intent
 
     def journal(self, step_index: int, response: str, changes: dict[str, Any]) -> None:
         """Hold a step's model response and record changes for the next commit."""
@@ -104,12 +124,18 @@ class StepRiders:
         with self._lock:
             self._staged = None
 
-    def _take(self) -> tuple[tuple[int, str] | None, dict[str, Any], _Staged | None]:
+    def _take(
+        self,
+    ) -> tuple[tuple[int, str] | None, dict[str, Any], _Staged | None, list[ToolIntent]]:
         with self._lock:
-            return self._journal, dict(self._changes), self._staged
+            return self._journal, dict(self._changes), self._staged, [*self._completed.values()]
 
     def _done(
-        self, journal: tuple[int, str] | None, changes: dict[str, Any], staged: _Staged | None
+        self,
+        journal: tuple[int, str] | None,
+        changes: dict[str, Any],
+        staged: _Staged | None,
+        completed: list[ToolIntent],
     ) -> None:
         # Only what was written is cleared: a hold made meanwhile waits for the next one.
         with self._lock:
@@ -120,6 +146,9 @@ class StepRiders:
                     del self._changes[key]
             if self._staged is staged:
                 self._staged = None
+            for intent in completed:
+                if self._completed.get(intent.tool_call_id) is intent:
+                    del self._completed[intent.tool_call_id]
 
     def commit(
         self,
@@ -133,7 +162,7 @@ class StepRiders:
         Safe to send again after a connection-level failure (upserts and
         absolute values), like the separate writes it replaces.
         """
-        journal, waiting, staged = self._take()
+        journal, waiting, staged, completed = self._take()
         merged = {**waiting, **(staged[0] if staged else {}), **(changes or {})}
         added, record = self.committer.rt_commit(
             self.run_id,
@@ -141,9 +170,9 @@ class StepRiders:
             events=events,
             journal=journal,
             changes=merged or None,
-            intents=[staged[1], *intents] if staged else intents,
+            intents=[*completed, *([staged[1]] if staged else ()), *intents],
         )
-        self._done(journal, waiting, staged)
+        self._done(journal, waiting, staged, completed)
         if record is not None:
             self.settled(record)
         return added
@@ -157,20 +186,28 @@ class StepRiders:
         else:
             self.retry.call("record a tool call", self.commit, changes=changes, intents=intents)
 
+    def flush(self) -> None:
+        """Write whatever waits (a leg's end), through the store retry."""
+        if self.waiting:
+            self.commit_retried()
+
     # -- the event writer's store ------------------------------------------------------
 
     def append_events(
         self, run_id: str, events: Sequence[NewEvent], *, fence: int | None = None
     ) -> Sequence[Event]:
-        """Append events; the pending writes ride their transaction."""
-        if run_id != self.run_id or fence != self.fence or not self.pending:
+        """Append events; the writes that wait ride their transaction."""
+        if run_id != self.run_id or fence != self.fence or not self.waiting:
             return self.inner.append_events(run_id, events, fence=fence)  # type: ignore[no-any-return]
         return self.commit(events)
 
     def save_with_events(
         self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent], **options: Any
     ) -> Sequence[Event]:
-        """Save a checkpoint with its events, the pending writes committed first."""
+        """Save a checkpoint with its events, the pending writes committed first.
+
+        Completed intents alone do not make a commit of their own: they ride a later one.
+        """
         if self.pending and checkpoint.run_id == self.run_id:
             self.commit()
         return self.inner.save_with_events(checkpoint, events, **options)  # type: ignore[no-any-return]

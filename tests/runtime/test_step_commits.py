@@ -2,9 +2,10 @@
 
 The model's journal entry, its events and the first tool call's count and
 ``started`` intent commit together, before that tool starts; a later call of a
-batch writes its own intent before it starts; on SQLite a steady step is four
-write transactions (the model call's count, that write, the tool's result, the
-checkpoint).
+batch writes its own intent before it starts (with the results that wait); a
+tool's ``completed`` intent rides the next commit. On SQLite a steady step is
+three write transactions (the model call's count with the previous step's
+results, the write before the tools, the checkpoint).
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ async def test_before_each_tool_starts_its_intent_the_journal_and_the_events_are
     assert {i.state for i in store.rt_intents(run.run_id)} == {"completed"}
 
 
-async def test_a_steady_step_commits_four_times_on_sqlite(
+async def test_a_steady_step_commits_three_times_on_sqlite(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     commits = 0
@@ -133,4 +134,4 @@ async def test_a_steady_step_commits_four_times_on_sqlite(
         store.close()
     per_step = [b - a for a, b in itertools.pairwise(marks)]
     assert len(per_step) == steps - 1
-    assert per_step == [4] * (steps - 1), per_step
+    assert per_step == [3] * (steps - 1), per_step
