@@ -135,3 +135,45 @@ async def test_a_steady_step_commits_three_times_on_sqlite(
     per_step = [b - a for a, b in itertools.pairwise(marks)]
     assert len(per_step) == steps - 1
     assert per_step == [3] * (steps - 1), per_step
+
+
+async def test_between_a_tool_s_end_and_its_checkpoint_the_call_is_still_started(
+    store: Any, reopen: Any
+) -> None:
+    # A crash in that window is a crash during the tool: the next owner finds the
+    # call started, and its recovery policy decides (the checkpoint, when it is
+    # written, holds the result, and the completed intent rides a later commit).
+    at_save: list[dict[str, str]] = []
+    holder: dict[str, str] = {}
+    save = store.save_with_events
+
+    def watching_save(checkpoint: Any, events: Any, **options: Any) -> Any:
+        other = reopen(store)
+        at_save.append({i.tool_call_id: i.state for i in other.rt_intents(holder["run_id"])})
+        return save(checkpoint, events, **options)
+
+    store.save_with_events = watching_save
+
+    @nd.tool(recovery="manual")
+    def once(n: int) -> str:
+        """Once."""
+        return f"done {n}"
+
+    turns: list[Any] = [nd.Turn(tool_calls=[("once", {"n": i})]) for i in range(2)]
+    agent = Agent("once", nd.ScriptedModel([*turns, "done"]), [once], version="1")
+    runtime = await DurableRuntime.open(
+        store=store, agents=[agent], lease_ms=LONG_LEASE, poll_interval=SLOW_POLL
+    )
+    try:
+        run = await runtime.submit("once", "go")
+        holder["run_id"] = run.run_id
+        assert (await run.result()).text == "done"
+    finally:
+        await runtime.close()
+    # step 0's checkpoint: its call started, not completed; step 1's: step 0's call
+    # completed (with step 1's model call), step 1's call started
+    assert [sorted(seen.values()) for seen in at_save[:2]] == [
+        ["started"],
+        ["completed", "started"],
+    ]
+    assert {i.state for i in store.rt_intents(run.run_id)} == {"completed"}
