@@ -12,12 +12,15 @@ step, 200-character tool results) for N steps in one process and one run, with:
 
 and then: the same loop with four parallel tool calls per step (bytes against
 LangGraph), step times per decile of the long runs, and the cold load of a
-1,000-message checkpoint against its floor (store_bench_cold.py).
+1,000-message checkpoint against its floor (store_bench_cold.py), and persistence's
+cost per step at N = 500 split into SQL (replayed alone) and Python
+(store_bench_split.py).
 
     python benchmarks/store_bench.py                    # N = 10, 100, 500 (+ 5,000, 20,000)
     python benchmarks/store_bench.py --quick            # N = 10, 100 only
     python benchmarks/store_bench.py --nbdurable-only   # skip LangGraph and DBOS
     python benchmarks/store_bench.py --json figures.json
+    python benchmarks/store_bench.py --incompressible   # random hex tool results (bytes)
 
 LangGraph and DBOS come with the bench dependency group: pip install --group bench -e .
 See benchmarks/README.md for what is measured and the latest figures.
@@ -30,6 +33,7 @@ import asyncio
 import gc
 import itertools
 import json
+import random
 import sqlite3
 import statistics
 import sys
@@ -56,6 +60,7 @@ from store_bench_report import (
     table,
     targets,
 )
+from store_bench_split import Split, split
 
 import nbdurable as nd
 
@@ -70,9 +75,20 @@ LG_DEFAULT = "langgraph default"
 CONFIGS = (NO_STORE, NBDURABLE, LG_SYNC, LG_DEFAULT, DBOS, NBDURABLE_PAR, LG_SYNC_PAR)
 
 
+INCOMPRESSIBLE = False  # --incompressible: random hex results instead of lorem ipsum
+
+
 def tool_result(i: int) -> str:
-    """The tool's 200-character result for call ``i`` (distinct per step)."""
-    text = f"probe {i}: " + FILLER * 5
+    """The tool's 200-character result for call ``i`` (distinct per step).
+
+    Repeated lorem ipsum compresses unusually well; with ``--incompressible`` the
+    result is random hex of the same length (seeded per call, so every run and
+    every configuration gets the same text).
+    """
+    if INCOMPRESSIBLE:
+        text = f"probe {i}: " + random.Random(i).randbytes(RESULT_CHARS).hex()
+    else:
+        text = f"probe {i}: " + FILLER * 5
     return text[:RESULT_CHARS]
 
 
@@ -438,7 +454,14 @@ def main(argv: list[str] | None = None) -> int:
         "--breakdown", action="store_true", help="also run nbdurable without its event log"
     )
     parser.add_argument("--dir", type=Path, help="where the databases go (default: a temp dir)")
+    parser.add_argument(
+        "--incompressible",
+        action="store_true",
+        help="tool results are random hex (incompressible) instead of repeated lorem ipsum",
+    )
     args = parser.parse_args(argv)
+    global INCOMPRESSIBLE
+    INCOMPRESSIBLE = args.incompressible
 
     sizes = [10, 100] if args.quick else [10, 100, 500]
     long_runs = [] if args.quick else args.long
@@ -454,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
 
     info = machine(["langgraph", "langgraph-checkpoint-sqlite", "dbos"])
     print(describe(info), flush=True)
+    print(f"tool results: {'random hex' if INCOMPRESSIBLE else 'lorem ipsum'}", flush=True)
     rows: list[Figures] = []
     with tempfile.TemporaryDirectory(prefix="nbdurable-bench-", dir=args.dir) as tmp:
         root = Path(tmp)
@@ -493,6 +517,8 @@ def main(argv: list[str] | None = None) -> int:
         nbdurable_run(499, cold_db, events=True)
         gc.collect()
         cold: ColdLoad | None = cold_load(cold_db, RUN_ID, repeats=7 if args.quick else 21)
+        # Persistence's cost at N = 500: SQL replayed alone against the Python around it.
+        costs: Split | None = None if args.quick else split(500, args.repeat, root)
 
     main_rows = [f for f in rows if f.config not in (NBDURABLE_PAR, LG_SYNC_PAR)]
     print()
@@ -516,6 +542,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cold load of {cold.messages:,} messages (median of {cold.repeats}): "
               f"load {cold.load_ms:.2f} ms, floor {cold.floor_ms:.2f} ms "
               f"(SQL {cold.floor_sql_ms:.2f} ms + json.loads), ratio {cold.ratio:.2f}")  # fmt: skip
+    if costs is not None:
+        print()
+        print("Persistence's cost (store_bench_split.py):")
+        print("\n".join(costs.lines()))
     stated = ratios(rows)
     if stated:
         print()
@@ -536,6 +566,9 @@ def main(argv: list[str] | None = None) -> int:
                 for f in rows
             ],
             "cold_load": asdict(cold) | {"ratio": cold.ratio} if cold is not None else None,
+            "persistence": None
+            if costs is None
+            else asdict(costs) | {"python_ms": costs.python_ms, "ratio": costs.ratio},
             "targets": [asdict(t) for t in found],
         }
         args.json.write_text(json.dumps(payload, indent=2))

@@ -227,3 +227,14 @@ def test_tracing_overhead_quick_runs_and_prints_one_row_per_mode(tmp_path: Path)
     for _, calls, median, p95 in rows:
         assert calls == "20"
         assert 0 < float(median) <= float(p95)
+
+
+def test_store_bench_split_prints_persistence_as_sql_and_python(tmp_path: Path) -> None:
+    script = BENCH.with_name("store_bench_split.py")
+    lines = run_bench(script, ["--steps", "20", "--repeat", "1"], tmp_path, timeout=120)
+    assert lines[0].startswith("N = 20, 1 interleaved pairs")
+    assert "SQLite session / no store: wall" in lines[1]
+    cost = lines[2]
+    assert "SQL" in cost and "Python" in cost and "statements" in cost
+    statements = float(cost.split(" statements")[0].rsplit("(", 1)[1])
+    assert 5 < statements < 20  # a step's two commits were recorded and replayed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,8 +21,15 @@ def test_ruff_is_clean() -> None:
     assert style.returncode == 0, style.stdout + style.stderr
 
 
+def _mypy_cache() -> Path:
+    # Outside the checkout, so that a fresh clone on the same machine starts from
+    # the last run's incremental cache (mypy checks each entry against its source).
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "nbdurable" / f"mypy-py{sys.version_info.major}.{sys.version_info.minor}"
+
+
 def test_mypy_strict_is_clean() -> None:
-    result = _run("mypy")
+    result = _run("mypy", "--cache-dir", str(_mypy_cache()))
     assert result.returncode == 0, result.stdout + result.stderr
 
 

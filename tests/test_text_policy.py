@@ -20,6 +20,7 @@ import nbdurable as nd
 from nbdurable._text import valid_data, valid_text
 from nbdurable.messages import ToolCallPart, ToolResultPart
 from nbdurable.parts import ErrorPart, TextDeltaPart
+from nbdurable.stores.sqlite_codec import unpack_json
 
 BAD = "a\udcffb"  # what os.fsdecode(b"a\xffb") gives
 GOOD = "a\ufffdb"
@@ -128,6 +129,15 @@ def _open(kind: str, tmp_path: Path) -> Any:
     return nd.open_store(f"jsonl:///{tmp_path}/runs")
 
 
+# Columns whose BLOBs are packed JSON text (nbdurable.stores.sqlite_codec).
+_PACKED = {
+    ("events", "payload"),
+    ("nodes", "message"),
+    ("checkpoints", "usage"),
+    ("checkpoints", "extra"),
+}
+
+
 def _assert_stored_bytes_valid(kind: str, tmp_path: Path) -> int:
     """Every stored text is strict UTF-8 without an escaped surrogate; returns the U+FFFD count."""
     replaced = 0
@@ -142,8 +152,12 @@ def _assert_stored_bytes_valid(kind: str, tmp_path: Path) -> int:
             for table in tables:
                 columns = [r[1].decode() for r in conn.execute(f'PRAGMA table_info("{table}")')]
                 for column in columns:
-                    query = f'SELECT "{column}" FROM "{table}" WHERE typeof("{column}") = \'text\''
-                    for (value,) in conn.execute(query):
+                    query = f'SELECT "{column}", typeof("{column}") FROM "{table}"'
+                    for value, kind in conn.execute(query):
+                        if kind == b"blob" and (table, column) in _PACKED:
+                            value = unpack_json(value).encode()  # JSON packed by the store
+                        elif kind != b"text":
+                            continue
                         text = value.decode("utf-8")  # strict: raises on invalid bytes
                         assert not _ESCAPED_SURROGATE.search(value), (table, column, value)
                         replaced += text.count("\ufffd")

@@ -28,7 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from .._errors import ConfigurationError, NbdurableError
+from .._errors import ConfigurationError, NbdurableError, StoreCorruptionError
 from ..events.model import Event
 from ..messages import Message
 from .chain import decode_messages, node_id
@@ -209,9 +209,15 @@ def check_sql(source: SqlSource, report: CheckReport) -> CheckReport:
 def text(value: Any) -> str:
     """A stored text value as ``str``.
 
+    A source may hand over, in place of a value, the error that kept it from
+    being read (a packed value that does not unpack): it is raised here.
+
     Raises:
         ValueError: The bytes are not valid UTF-8.
+        StoreCorruptionError: The source could not read the value.
     """
+    if isinstance(value, StoreCorruptionError):
+        raise value
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).decode("utf-8")
     return str(value)
@@ -393,6 +399,8 @@ class _SqlCheck:
         parent = None if found[0] is None else bytes(found[0])
         try:
             message = text(found[1])
+        except StoreCorruptionError as exc:
+            return f"{name} does not unpack ({exc})", None
         except ValueError:
             return f"{name} is not valid UTF-8", None
         if node_id(parent, message) != nid:
@@ -459,7 +467,7 @@ class _SqlCheck:
                     payload=data,
                     created_at=created,
                 )
-            except (ValueError, TypeError) as exc:
+            except (ValueError, TypeError, StoreCorruptionError) as exc:
                 self.report.add(f"event {position} does not decode ({_reason(exc)})", run_id)
 
     # -- the runtime's records ---------------------------------------------------------

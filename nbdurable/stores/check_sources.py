@@ -3,7 +3,9 @@
 SQLite is opened read-only (``mode=ro``) with text read as bytes, so one row
 that is not UTF-8 is reported instead of stopping the scan; checkpoints and
 events are read by full scans (``NOT INDEXED``), so a damaged index does not
-hide rows. PostgreSQL is read in one read-only, repeatable-read transaction.
+hide rows. Packed values (:mod:`.sqlite_codec`) are unpacked to the UTF-8 text
+they stand for; one that does not unpack reaches the check as the error saying
+why. PostgreSQL is read in one read-only, repeatable-read transaction.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, StoreCorruptionError
 from .check import CheckReport, check_sql, iter_batches
 from .rows import COLUMNS
+from .sqlite_codec import unpack_attempt, unpack_json, unpack_operation, unpack_type
 from .sqlite_schema import SCHEMA_VERSION, schema_damage, versions_sound
 
 __all__ = ["check_postgres", "check_sqlite"]
@@ -26,6 +29,17 @@ _EVENTS = (
     "SELECT run_id, position, type, step_index, operation_id, attempt_id, payload, created_at "
     "FROM events"
 )
+# SQLite also reads each packable column's type: a text-as-bytes connection
+# cannot otherwise tell packed BLOBs from text.
+_SQLITE_CHECKPOINTS = _CHECKPOINTS.replace(
+    " FROM checkpoints", ", typeof(usage), typeof(extra) FROM checkpoints"
+)
+_SQLITE_EVENTS = _EVENTS.replace(
+    " FROM events",
+    ", typeof(type), typeof(operation_id), typeof(attempt_id), typeof(payload) FROM events",
+)
+_USAGE = 3 + COLUMNS.index("usage")
+_EXTRA = 3 + COLUMNS.index("extra")
 _RUNTIME = {
     "rt_runs": "SELECT run_id, NULL, record FROM rt_runs",
     "rt_intents": "SELECT run_id, tool_call_id, intent FROM rt_intents",
@@ -79,6 +93,42 @@ def check_sqlite(url: str) -> CheckReport:
     return report
 
 
+def _unpacked(value: Any, kind: bytes) -> Any:
+    """A packed BLOB as the UTF-8 JSON it stands for (or the error); anything else as read."""
+    if kind != b"blob":
+        return value
+    try:
+        return unpack_json(bytes(value)).encode()
+    except StoreCorruptionError as exc:
+        return exc
+
+
+def _checkpoint(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    values = list(row[:-2])
+    values[_USAGE] = _unpacked(values[_USAGE], row[-2])
+    values[_EXTRA] = _unpacked(values[_EXTRA], row[-1])
+    return tuple(values)
+
+
+def _event(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """An event row with its packed columns unpacked (a value that does not: its error)."""
+    run_id, position, type_, step, operation, attempt, payload, created = row[:8]
+    kinds = row[8:]
+    try:
+        if kinds[0] == b"blob":
+            type_ = unpack_type(bytes(type_)).encode()
+        if kinds[1] == b"blob":
+            name = bytes(run_id).decode("utf-8", "replace")
+            operation = str(unpack_operation(bytes(operation), name, step)).encode()
+        if kinds[2] == b"blob":
+            attempt = str(unpack_attempt(bytes(attempt))).encode()
+    except StoreCorruptionError as exc:
+        payload = exc
+    else:
+        payload = _unpacked(payload, kinds[3])
+    return (run_id, position, type_, step, operation, attempt, payload, created)
+
+
 class _SqliteSource:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -116,20 +166,26 @@ class _SqliteSource:
 
     def checkpoints(self, run_id: str | None = None) -> Iterable[tuple[Any, ...]]:
         if run_id is None:
-            return self.conn.execute(f"{_CHECKPOINTS} NOT INDEXED").fetchall()
-        return self.conn.execute(f"{_CHECKPOINTS} WHERE run_id = ?", (run_id,)).fetchall()
+            found = self.conn.execute(f"{_SQLITE_CHECKPOINTS} NOT INDEXED").fetchall()
+        else:
+            query = f"{_SQLITE_CHECKPOINTS} WHERE run_id = ?"
+            found = self.conn.execute(query, (run_id,)).fetchall()
+        return [_checkpoint(row) for row in found]
 
     def node(self, node: bytes) -> tuple[bytes | None, Any] | None:
-        row = self.conn.execute("SELECT parent, message FROM nodes WHERE id = ?", (node,))
+        row = self.conn.execute(
+            "SELECT parent, message, typeof(message) FROM nodes WHERE id = ?", (node,)
+        )
         found = row.fetchone()
-        return None if found is None else (found[0], found[1])
+        return None if found is None else (found[0], _unpacked(found[1], found[2]))
 
     def events(self, run_id: str | None = None) -> Iterable[tuple[Any, ...]]:
         # WITHOUT ROWID: the table is its primary key, so this order costs no sort.
         if run_id is None:
-            return iter_batches(self.conn.execute(f"{_EVENTS} ORDER BY run_id, position"))
-        query = f"{_EVENTS} WHERE run_id = ? ORDER BY position"
-        return self.conn.execute(query, (run_id,)).fetchall()
+            found = iter_batches(self.conn.execute(f"{_SQLITE_EVENTS} ORDER BY run_id, position"))
+            return (_event(row) for row in found)
+        query = f"{_SQLITE_EVENTS} WHERE run_id = ? ORDER BY position"
+        return [_event(row) for row in self.conn.execute(query, (run_id,)).fetchall()]
 
     def last_event(self, run_id: str) -> int:
         row = self.conn.execute("SELECT max(position) FROM events WHERE run_id = ?", (run_id,))

@@ -3,6 +3,8 @@
 The row holds every field of :class:`AgentCheckpoint` except the messages, which
 live in the message chain. Fields a later version adds (optional by the
 checkpoint contract) need no migration: they travel in the ``extra`` JSON column.
+The SQLite store may pack ``usage`` and ``extra`` (a BLOB, see
+:mod:`.sqlite_codec`); a row reads either form.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from .._errors import CheckpointVersionError, StoreCorruptionError
 from ..durable.checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
 from ..messages import Message, ToolApprovalRequest, Usage
+from .sqlite_codec import unpack_json
 
 __all__ = ["COLUMNS", "CheckpointRow", "checkpoint_row", "run_record"]
 
@@ -61,19 +64,19 @@ _PATH: TypeAdapter[tuple[str, ...]] = TypeAdapter(tuple[str, ...])
 
 @dataclass(frozen=True)
 class CheckpointRow:
-    """One checkpoint's metadata as stored: scalars plus JSON text columns."""
+    """One checkpoint's metadata as stored: scalars plus JSON columns (text, or packed)."""
 
     run_id: str
     version: int
     step_index: int
     status: str
     message_count: int
-    usage: str
+    usage: str | bytes
     pending_approvals: str
     agent_path: str
     created_at: int
     finish_reason: str | None
-    extra: str | None
+    extra: str | bytes | None
 
     @classmethod
     def from_values(cls, run_id: str, values: Any) -> CheckpointRow:
@@ -104,7 +107,7 @@ class CheckpointRow:
                 "run_id": self.run_id,
                 "step_index": self.step_index,
                 "status": self.status,
-                "usage": Usage.model_validate_json(self.usage),
+                "usage": Usage.model_validate_json(unpack_json(self.usage)),
                 "pending_approvals": ()
                 if approvals == "[]"
                 else _APPROVALS.validate_json(approvals),
@@ -113,8 +116,8 @@ class CheckpointRow:
                 "finish_reason": self.finish_reason,
             }
             if self.extra is not None:
-                fields.update(_decode_extra(self.extra))
-        except (ValidationError, ValueError, TypeError) as exc:
+                fields.update(_decode_extra(unpack_json(self.extra)))
+        except (ValidationError, ValueError, TypeError, StoreCorruptionError) as exc:
             raise self.corruption(f"its metadata does not decode: {exc}") from exc
         return fields
 

@@ -18,12 +18,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
 from .._errors import RunNotFoundError, StoreCorruptionError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
-from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.store import (
     HISTORY,
     INCREMENTAL,
@@ -32,7 +31,6 @@ from ..durable.store import (
     RUNTIME,
     VERSIONED_SCHEMA,
 )
-from ..events.commit import check_commit
 from ..events.log import EVENTS
 from ..events.model import Event, NewEvent, numbered
 from ..messages import Message
@@ -47,8 +45,20 @@ from .chain import (
 )
 from .prune import PruneReport, prune_runs
 from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
+from .sqlite_codec import (
+    MESSAGES_DICTIONARY,
+    pack_attempt,
+    pack_json,
+    pack_operation,
+    pack_type,
+    unpack_attempt,
+    unpack_json,
+    unpack_operation,
+    unpack_type,
+)
 from .sqlite_errors import guard_methods, typed_error
-from .sqlite_runtime import INTENT_SQL, JOURNAL_SQL, SqliteRuntimeTables
+from .sqlite_nowait import SqliteNowaitWrites
+from .sqlite_runtime import SqliteRuntimeTables
 from .sqlite_schema import SCHEMA_VERSION, migrate, verify_schema
 
 __all__ = ["SqliteSessionStore"]
@@ -57,7 +67,13 @@ T = TypeVar("T")
 
 _META = ", ".join(f"c.{name}" for name in COLUMNS)
 _INSERT_NODE = "INSERT OR IGNORE INTO nodes (id, parent, message) VALUES (?, ?, ?)"
-_HAS_NODE = "SELECT 1 FROM nodes WHERE id = ?"
+# What a save reads before it writes, in one statement: the run's last
+# checkpoint number, whether the parent node is still there, the last event.
+_SAVE_STATE = (
+    "SELECT (SELECT last_seq FROM runs WHERE run_id = ?1), "
+    "EXISTS (SELECT 1 FROM nodes WHERE id = ?2), "
+    "(SELECT max(position) FROM events WHERE run_id = ?1)"
+)
 _LAST_SEQ = "SELECT last_seq FROM runs WHERE run_id = ?"
 _UPDATE_RUN = "UPDATE runs SET last_seq = ?, updated_at = ? WHERE run_id = ?"
 _INSERT_RUN = "INSERT INTO runs (run_id, created_at, updated_at, last_seq) VALUES (?1, ?2, ?2, ?3)"
@@ -140,16 +156,49 @@ def _event(run_id: str, row: tuple[object, ...]) -> Event:
     return Event(
         run_id=run_id,
         offset=position,
-        type=type_,
+        type=unpack_type(type_),
         step_index=step_index,
-        operation_id=operation_id,
-        attempt_id=attempt_id,
-        payload=json.loads(str(payload)),
+        operation_id=unpack_operation(operation_id, run_id, step_index),  # type: ignore[arg-type]
+        attempt_id=unpack_attempt(attempt_id),
+        payload=json.loads(unpack_json(payload)),
         created_at=created_at,
     )
 
 
-class SqliteSessionStore(SqliteRuntimeTables):
+def _event_row(run_id: str, position: int, event: NewEvent) -> tuple[object, ...]:
+    """The stored values of an event (see :mod:`.sqlite_codec`)."""
+    return (
+        run_id,
+        position,
+        pack_type(event.type),
+        event.step_index,
+        pack_operation(event.operation_id, run_id, event.step_index),
+        pack_attempt(event.attempt_id),
+        pack_json(_compact_json(event.payload)),
+        event.created_at,
+    )
+
+
+def _node_rows(rows: Sequence[NodeRow]) -> builtins.list[tuple[object, ...]]:
+    """Node rows as stored: the message JSON packed (its id hashes the JSON text)."""
+    return [(nid, parent, pack_json(text, MESSAGES_DICTIONARY)) for nid, parent, text in rows]
+
+
+_USAGE = COLUMNS.index("usage")
+_EXTRA = COLUMNS.index("extra")
+
+
+def _checkpoint_values(row: CheckpointRow) -> builtins.list[object]:
+    """A checkpoint row's metadata values as stored: usage and extra packed."""
+    values: builtins.list[object] = list(row.values())
+    if isinstance(row.usage, str):
+        values[_USAGE] = pack_json(row.usage)
+    if isinstance(row.extra, str):
+        values[_EXTRA] = pack_json(row.extra)
+    return values
+
+
+class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
     """Checkpoints in one SQLite file: every checkpoint kept, only what is new written.
 
     Several processes may write different runs to the same file: WAL mode, a
@@ -195,6 +244,7 @@ class SqliteSessionStore(SqliteRuntimeTables):
         # Read at every save by the event writer: resolve the path once.
         self._channel = None if self.path == ":memory:" else os.path.realpath(self.path)
         self._busy_timeout = busy_timeout
+        self._init_nowait(self._channel is not None, synchronous.upper())
         self._lock = threading.RLock()
         self._chains = ChainCache()
         self._conn = sqlite3.connect(
@@ -209,8 +259,12 @@ class SqliteSessionStore(SqliteRuntimeTables):
             # After a checkpoint the WAL is cut back to this size instead of staying
             # at its high-water mark (SQLite's default keeps ~4 MB around forever).
             self._conn.execute("PRAGMA journal_size_limit = 262144")
+            # WAL checkpoints never run inside a commit (see SqliteNowaitWrites._checkpoint_wal).
+            self._conn.execute("PRAGMA wal_autocheckpoint = 0")
             self._retry_locked(lambda: migrate(self._conn, self.path))
             verify_schema(self._conn, self.path)
+            if self.local_nonblocking_writes:
+                self._nowait_conn = self._open_nowait_connection()
         except BaseException as exc:
             self._conn.close()
             known = isinstance(exc, (sqlite3.Error, UnicodeDecodeError))
@@ -272,33 +326,6 @@ class SqliteSessionStore(SqliteRuntimeTables):
                 self.rt_check_fence(run_id, fence, conn)
             return self._append(conn, run_id, events)
 
-    def rt_commit(
-        self,
-        run_id: str,
-        *,
-        fence: int,
-        events: Sequence[NewEvent] = (),
-        journal: tuple[int, str] | None = None,
-        changes: dict[str, Any] | None = None,
-        intents: Sequence[ToolIntent] = (),
-    ) -> tuple[Sequence[Event], RuntimeRun | None]:
-        """Several writes of a run's owner in one fenced transaction (see ``RUNTIME_COMMIT``)."""
-        check_commit(changes)
-        with self._lock, self._write() as conn:
-            self.rt_check_fence(run_id, fence, conn)
-            record = None
-            if changes:
-                record = self._locked_get(conn, run_id).model_copy(update=changes)
-                self._put(conn, record)
-            if journal is not None:
-                conn.execute(JOURNAL_SQL, (run_id, journal[0], journal[1]))
-            for intent in intents:
-                conn.execute(
-                    INTENT_SQL, (intent.run_id, intent.tool_call_id, intent.model_dump_json())
-                )
-            added = self._append(conn, run_id, events) if events else []
-        return added, record
-
     def read_events(
         self, run_id: str, after: int = 0, limit: int | None = None
     ) -> builtins.list[Event]:
@@ -331,30 +358,22 @@ class SqliteSessionStore(SqliteRuntimeTables):
                     )
         try:
             return [_event(run_id, row) for row in rows]
-        except ValueError as exc:
+        except (ValueError, StoreCorruptionError) as exc:
             raise StoreCorruptionError(
                 f"an event of run {run_id!r} is damaged: {exc}", run_id=run_id
             ) from exc
 
     def _append(
-        self, conn: sqlite3.Connection, run_id: str, events: Sequence[NewEvent]
+        self,
+        conn: sqlite3.Connection,
+        run_id: str,
+        events: Sequence[NewEvent],
+        last: int | None = None,
     ) -> Sequence[Event]:
-        last = conn.execute(_LAST_EVENT, (run_id,)).fetchone()[0] or 0
+        if last is None:
+            last = conn.execute(_LAST_EVENT, (run_id,)).fetchone()[0] or 0
         conn.executemany(
-            _INSERT_EVENT,
-            [
-                (
-                    run_id,
-                    last + i + 1,
-                    e.type,
-                    e.step_index,
-                    e.operation_id,
-                    e.attempt_id,
-                    _compact_json(e.payload),
-                    e.created_at,
-                )
-                for i, e in enumerate(events)
-            ],
+            _INSERT_EVENT, [_event_row(run_id, last + i + 1, e) for i, e in enumerate(events)]
         )
         return numbered(run_id, events, last)
 
@@ -378,24 +397,26 @@ class SqliteSessionStore(SqliteRuntimeTables):
             with self._write() as conn:
                 if fence is not None:
                     self.rt_check_fence(run_id, fence, conn)
-                if parent is not None and conn.execute(_HAS_NODE, (parent,)).fetchone() is None:
+                last_seq, has_parent, last_event = conn.execute(
+                    _SAVE_STATE, (run_id, parent)
+                ).fetchone()
+                if parent is not None and not has_parent:
                     # Another process deleted the nodes this process remembered.
                     _, new_rows = extend_chain(None, messages)
-                conn.executemany(_INSERT_NODE, new_rows)
-                found = conn.execute(_LAST_SEQ, (run_id,)).fetchone()
-                seq = (found[0] if found else 0) + 1
-                conn.execute(_INSERT_CHECKPOINT, (run_id, seq, head, *row.values()))
-                if found:
+                conn.executemany(_INSERT_NODE, _node_rows(new_rows))
+                seq = (last_seq or 0) + 1
+                conn.execute(_INSERT_CHECKPOINT, (run_id, seq, head, *_checkpoint_values(row)))
+                if last_seq is not None:
                     conn.execute(_UPDATE_RUN, (seq, checkpoint.created_at, run_id))
                 else:
                     conn.execute(_INSERT_RUN, (run_id, checkpoint.created_at, seq))
-                added = self._append(conn, run_id, events) if events else []
+                added = self._append(conn, run_id, events, last_event or 0) if events else []
             chain = cached.grown(known, messages, new_ids) if cached is not None else None
             self._chains.put(run_id, chain or Chain(messages, new_ids))
             if checkpoint.status != "running":
                 # A run that stops or ends folds the write-ahead log back into the file
                 # (PASSIVE: never waits for readers), so an idle store stays small.
-                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                self._checkpoint_wal(force=True)
         return added
 
     def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
@@ -490,6 +511,9 @@ class SqliteSessionStore(SqliteRuntimeTables):
     def close(self) -> None:
         """Close the connection."""
         with self._lock:
+            self._closed = True
+            if self._nowait_conn is not None:
+                self._nowait_conn.close()
             self._conn.close()
 
     def __enter__(self) -> SqliteSessionStore:
@@ -514,12 +538,16 @@ class SqliteSessionStore(SqliteRuntimeTables):
         nodes: builtins.list[NodeRow] = []
         if head is not None:
             try:
-                nodes = conn.execute(_CHAIN, (head, row.message_count)).fetchall()
+                found = conn.execute(_CHAIN, (head, row.message_count)).fetchall()
             except sqlite3.OperationalError as exc:
                 if "decode" not in str(exc):
                     raise
                 raise row.corruption(f"a message is not valid text: {exc}") from exc
-            nodes.reverse()
+            found.reverse()
+            try:
+                nodes = [(nid, parent, unpack_json(text)) for nid, parent, text in found]
+            except StoreCorruptionError as exc:
+                raise row.corruption(f"a message does not decode: {exc}") from exc
         verify_chain(nodes, head, row.message_count, run_id=row.run_id, step_index=row.step_index)
         return nodes
 
@@ -536,6 +564,7 @@ class SqliteSessionStore(SqliteRuntimeTables):
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
             raise
+        self._checkpoint_wal()
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -559,3 +588,7 @@ class SqliteSessionStore(SqliteRuntimeTables):
 
 
 guard_methods(SqliteSessionStore, SqliteRuntimeTables)
+SqliteSessionStore.nowait_methods = {
+    name: getattr(SqliteSessionStore, name)
+    for name in ("save", "save_with_events", "append_events")
+}

@@ -37,6 +37,8 @@ from ..durable.scheduling import (
 )
 from ..durable.stored import validate_stored
 from ..durable.verdicts import decide
+from ..events.commit import check_commit
+from ..events.model import Event, NewEvent
 
 __all__ = [
     "INTENT_SQL",
@@ -130,10 +132,12 @@ def _intent(text: str) -> ToolIntent:
 class SqliteRuntimeTables:
     """Mixed into :class:`~nbdurable.stores.sqlite.SqliteSessionStore`."""
 
-    # Provided by the store: its connection, its lock and its write transaction.
+    # Provided by the store: its connection, its lock, its write transaction and
+    # its event append inside one.
     _conn: sqlite3.Connection
     _lock: Any
     _write: Any
+    _append: Any
 
     def _put(self, conn: sqlite3.Connection, run: RuntimeRun) -> None:
         conn.execute(
@@ -383,6 +387,33 @@ class SqliteRuntimeTables:
         with self._lock, self._write() as conn:
             self.rt_check_fence(intent.run_id, fence, conn)
             conn.execute(INTENT_SQL, (intent.run_id, intent.tool_call_id, intent.model_dump_json()))
+
+    def rt_commit(
+        self,
+        run_id: str,
+        *,
+        fence: int,
+        events: Sequence[NewEvent] = (),
+        journal: tuple[int, str] | None = None,
+        changes: dict[str, Any] | None = None,
+        intents: Sequence[ToolIntent] = (),
+    ) -> tuple[Sequence[Event], RuntimeRun | None]:
+        """Several writes of a run's owner in one fenced transaction (see ``RuntimeCommit``)."""
+        check_commit(changes)
+        with self._lock, self._write() as conn:
+            self.rt_check_fence(run_id, fence, conn)
+            record = None
+            if changes:
+                record = self._locked_get(conn, run_id).model_copy(update=changes)
+                self._put(conn, record)
+            if journal is not None:
+                conn.execute(JOURNAL_SQL, (run_id, journal[0], journal[1]))
+            for intent in intents:
+                conn.execute(
+                    INTENT_SQL, (intent.run_id, intent.tool_call_id, intent.model_dump_json())
+                )
+            added = self._append(conn, run_id, events) if events else []
+        return added, record
 
     def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
         """A run's tool intents."""

@@ -35,6 +35,15 @@ Version 4 adds two columns of rt_runs for tasks and graphs::
     kind TEXT NOT NULL DEFAULT 'agent'   'agent' or 'task'; index (kind, state)
     graph_id TEXT                        the graph a node belongs to; index (graph_id, seq)
 
+Version 5 packs values (see :mod:`.sqlite_codec`); it adds no column. Event
+payloads, message nodes and a checkpoint's ``usage`` and ``extra`` may be a BLOB
+(a dictionary byte, then deflated JSON) instead of JSON text; an event's
+``type`` a one-byte code, its ``attempt_id`` 16 bytes, its ``operation_id`` an
+empty BLOB for the loop's usual id. Rows written before stay as they are (this
+version reads both forms), and the version row has no ``readable_by``: an
+nbdurable of version 4 or earlier cannot read packed values, so it refuses the
+file by name (``CheckpointVersionError``) instead of misreading it.
+
 A migration is a function of a ``sqlite_utils.Database``; it must be idempotent
 (``if_not_exists``), because a crash between its statements and the version row
 makes the next open run it again.
@@ -155,7 +164,12 @@ def _v4(db: Database) -> None:
     migrate_runtime_v4(db)
 
 
-MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1, _v2, _v3, _v4)
+def _v5(db: Database) -> None:
+    # Packed values need no DDL: the version row alone keeps older releases out.
+    del db
+
+
+MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1, _v2, _v3, _v4, _v5)
 """``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

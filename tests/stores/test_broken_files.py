@@ -18,6 +18,7 @@ from support import broken_harness as harness
 
 import nbdurable as nd
 from nbdurable.stores.check import check_store
+from nbdurable.stores.sqlite_codec import unpack_json
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +84,27 @@ def test_a_bad_header_is_store_corruption_naming_the_file_and_the_check(
     assert not report.clean and "not a readable SQLite database" in report.lines()[0]
 
 
+def _node_with(path: Path, needle: str) -> tuple[bytes, bytes]:
+    """``(id, parent)`` of the message node whose JSON holds ``needle`` (packed or not)."""
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT id, parent, message FROM nodes").fetchall()
+    finally:
+        conn.close()
+    (found,) = [(nid, parent) for nid, parent, m in rows if needle in unpack_json(m)]
+    return found
+
+
+def _message_offset(path: Path, needle: str) -> int:
+    """An offset inside the stored message of the node whose JSON holds ``needle``.
+
+    The message may be packed: the node's row is found by its id and parent
+    (the row holds id, parent, message in that order), and the offset is past them.
+    """
+    nid, parent = _node_with(path, needle)
+    return _offset_in(path, nid + parent, "nodes") + len(nid + parent) + 4
+
+
 def _offset_in(path: Path, needle: bytes, table: str) -> int:
     """The offset of ``needle`` on a page of ``table`` (SQLite's dbstat maps pages)."""
     conn = sqlite3.connect(path)
@@ -115,7 +137,7 @@ def test_damage_inside_one_runs_message_names_that_run_only(
 ) -> None:
     sound, reads = sound_sqlite
     target = tmp_path / "runs.db"
-    offset = _offset_in(sound, b"probe result 2 of run-1", "nodes")
+    offset = _message_offset(sound, "probe result 2 of run-1")
     harness.damage(sound, target, harness.flip(offset, 4))
     outcome = harness.judge(f"sqlite:///{target}", reads)
     assert harness.problems(outcome, target) == []
@@ -132,10 +154,10 @@ def test_damage_inside_one_runs_message_names_that_run_only(
         store.close()
 
 
-def _raw_update(path: Path, sql: str) -> None:
+def _raw_update(path: Path, sql: str, *args: object) -> None:
     conn = sqlite3.connect(path)
     try:
-        conn.execute(sql)
+        conn.execute(sql, args)
         conn.commit()
     finally:
         conn.close()
@@ -148,7 +170,7 @@ NOT_UTF8 = "CAST(X'7B2262616420FF20627974657322' AS TEXT)"  # {"bad \xff bytes"
     ("sql", "read", "run"),
     [
         (
-            f"UPDATE nodes SET message = {NOT_UTF8} WHERE message LIKE '%probe result 1 of run-2%'",
+            f"UPDATE nodes SET message = {NOT_UTF8} WHERE id = ?",
             lambda store: store.load("run-2"),
             "run-2",
         ),
@@ -170,7 +192,10 @@ def test_text_that_is_not_utf8_is_store_corruption_and_the_check_names_the_run(
 ) -> None:
     sound, reads = sound_sqlite
     target = _copy(sound, tmp_path)
-    _raw_update(target, sql)
+    if "?" in sql:  # the message: its node found by content, which may be packed
+        _raw_update(target, sql, _node_with(target, "probe result 1 of run-2")[0])
+    else:
+        _raw_update(target, sql)
     store = nd.open_store(f"sqlite:///{target}")
     try:
         with pytest.raises(nd.StoreCorruptionError) as caught:

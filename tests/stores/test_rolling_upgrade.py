@@ -2,7 +2,8 @@
 
 Across versions, for real: the previous release's code (extracted from git
 history and imported in a subprocess) reads, checks and works a store the
-current code wrote. Forward: records a later release writes with fields this
+current code wrote (its JSONL store; the SQLite store packs values since schema
+version 5, which the previous release refuses by name). Forward: records a later release writes with fields this
 one does not know are read (the unknown fields ignored), and a store whose
 schema a later release changed in a way this one cannot read is refused with
 an error naming the version needed. The other direction (old files, new code)
@@ -30,6 +31,7 @@ from nbdurable.durable.stored import validate_stored
 from nbdurable.runtime import DurableRuntime
 from nbdurable.stores.check import check_store
 from nbdurable.stores.jsonl_format import FORMAT_FILE, FORMAT_VERSION
+from nbdurable.stores.postgres_schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from nbdurable.stores.sqlite_schema import SCHEMA_VERSION
 
 from .conftest import PG_SCHEMA, StoreCase
@@ -89,10 +91,10 @@ def _copy(written: Path, tmp_path: Path) -> tuple[Path, Path]:
     return sqlite, jsonl
 
 
-# What the previous release does with a store, run with its own code: it reads
-# every run's checkpoints and events, decodes every run record and tool intent
-# (reporting the ones it cannot), checks the store and, when asked, works the
-# pending run to completion with its own runtime.
+# What the previous release does with a store, run with its own code: it opens
+# each store (reporting the version error of one it refuses), reads every run's
+# checkpoints and events, decodes every run record and tool intent (reporting
+# the ones it cannot) and checks the store.
 READER = textwrap.dedent(
     """
     import asyncio, json, sqlite3, sys
@@ -106,7 +108,11 @@ READER = textwrap.dedent(
     RuntimeRun = nd.runtime.RuntimeRun
     out = {"fields": sorted(RuntimeRun.model_fields), "runs": {}, "records": {}}
     for url in sys.argv[2:4]:
-        store = nd.open_store(url)
+        try:
+            store = nd.open_store(url)
+        except nd.CheckpointVersionError as exc:
+            out.setdefault("refused", {})[url.split("/")[-1]] = [exc.version, str(exc)]
+            continue
         for run_id in store.list():
             checkpoint = store.load(run_id)
             events = store.read_events(run_id)
@@ -123,19 +129,6 @@ READER = textwrap.dedent(
         except ValidationError as exc:
             out["records"][run_id] = [[e["type"], list(e["loc"])] for e in exc.errors()]
     conn.close()
-    if sys.argv[4:] == ["work"]:
-        import store_agents as sa
-        from nbdurable.runtime import DurableRuntime
-
-        async def work():
-            store = nd.open_store(sys.argv[2])
-            signer = nd.ApprovalSigner(sa.SECRET)
-            async with DurableRuntime(store=store, agents=sa.agents, approval_signer=signer) as rt:
-                run = await rt.get_run("rt-pending")
-                out["worked"] = (await asyncio.wait_for(run.result(), 30)).text
-            store.close()
-
-        asyncio.run(work())
     print(json.dumps(out))
     """
 )
@@ -184,47 +177,38 @@ def _records(sqlite: Path) -> dict[str, dict[str, Any]]:
         conn.close()
 
 
-def test_the_previous_release_reads_and_works_a_store_the_current_code_wrote(
+def test_the_previous_release_refuses_the_sqlite_store_by_name_and_reads_the_jsonl_one(
     previous_release: Path, written_now: Path, tmp_path: Path
 ) -> None:
     sqlite, jsonl = _copy(written_now, tmp_path)
     expected = _current_view(sqlite, jsonl)
     records = _records(sqlite)
+    before = sqlite.read_bytes()
     seen = _previous(previous_release, f"sqlite:///{sqlite}", f"jsonl:///{jsonl}")
 
-    assert seen["runs"] == expected  # every checkpoint and event log, as the current code reads it
+    # Schema version 5 packs values the previous release cannot read: it says so,
+    # naming the version it would need, rather than misreading the file.
+    assert SCHEMA_VERSION == 5 and list(seen["refused"]) == [sqlite.name]
+    version, message = seen["refused"][sqlite.name]
+    assert version == SCHEMA_VERSION
+    assert f"schema version {SCHEMA_VERSION}" in message and "upgrade nbdurable" in message
+    assert sqlite.read_bytes() == before  # and it left the file alone
+    # The JSONL store's format did not change: every checkpoint and event log reads.
+    assert seen["runs"] == {k: v for k, v in expected.items() if k.startswith(jsonl.name)}
+    assert seen["clean"] == {jsonl.name: [True, seen["clean"][jsonl.name][1]]}
+    # Run records are JSON as before: its reader decodes the ones it knows.
     old_fields = set(seen["fields"])
-    unreadable = sorted(r for r, rec in records.items() if set(rec) - old_fields)
-    for name, (clean, lines) in seen["clean"].items():
-        if name == sqlite.name and unreadable:
-            # its check reports the records it cannot decode, and nothing else
-            assert not clean and all(r in "\n".join(lines) for r in unreadable), lines
-        else:
-            assert clean, (name, lines)
     for run_id, record in records.items():
         unknown = sorted(set(record) - old_fields)
         if unknown:
             # A field added since the previous release: its strict reader refuses
-            # the record (and says why) rather than misreading it. The previous
-            # release is the last one that needs a stop-the-world upgrade then.
+            # the record (and says why) rather than misreading it.
             errors = seen["records"][run_id]
             assert sorted(errors) == [["extra_forbidden", [name]] for name in unknown], run_id
         else:
             assert seen["records"][run_id] == record["state"], run_id
-    if unreadable:
-        pytest.skip(
-            f"run records carry fields {PREVIOUS} does not know: it cannot work this store "
-            f"({unreadable}); docs/stores.md 'Rolling upgrades' says to stop it first"
-        )
-    worked = _previous(previous_release, f"sqlite:///{sqlite}", f"jsonl:///{jsonl}", "work")
-    assert worked["worked"] in {"First answer.", "Second answer."}
-    # ...and the current code reads what the previous release did to the store.
-    store = nd.open_store(f"sqlite:///{sqlite}")
-    try:
-        record = store.rt_get("rt-pending")  # type: ignore[attr-defined]
-        assert record is not None and record.state == "completed"
-    finally:
-        store.close()
+    # ...and the current code still reads and checks what it wrote.
+    assert _current_view(sqlite, jsonl) == expected
     assert check_store(f"sqlite:///{sqlite}").clean
 
 
@@ -317,8 +301,13 @@ def _mark_newer(case: StoreCase, readable_by: int | None) -> None:
             pg.execute(
                 f"INSERT INTO {PG_SCHEMA}.nbdurable_schema (version, applied_at, readable_by) "
                 "VALUES (%s, 0, %s)",
-                (SCHEMA_VERSION + 1, readable_by),
+                (PG_SCHEMA_VERSION + 1, readable_by),
             )
+
+
+def _version(backend: str) -> int:
+    """The store version this nbdurable writes on ``backend`` (each counts its own)."""
+    return {"jsonl": FORMAT_VERSION, "sqlite": SCHEMA_VERSION}.get(backend, PG_SCHEMA_VERSION)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "jsonl", "postgres"])
@@ -327,7 +316,7 @@ def test_a_newer_schema_is_refused_naming_the_version_needed(
 ) -> None:
     case = _case(backend, request, tmp_path)
     _mark_newer(case, readable_by=None)
-    newer = (FORMAT_VERSION if backend == "jsonl" else SCHEMA_VERSION) + 1
+    newer = _version(backend) + 1
     with pytest.raises(nd.CheckpointVersionError) as caught:
         case.open()
     assert caught.value.version == newer
@@ -341,7 +330,7 @@ def test_a_newer_schema_that_says_this_version_reads_it_opens(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     case = _case(backend, request, tmp_path)
-    _mark_newer(case, readable_by=(FORMAT_VERSION if backend == "jsonl" else SCHEMA_VERSION))
+    _mark_newer(case, readable_by=_version(backend))
     store = case.open()
     try:
         assert [c.step_index for c in store.history("r")] == [0, 1]

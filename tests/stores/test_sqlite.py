@@ -11,6 +11,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.stores.chain import encode_message, node_id
+from nbdurable.stores.sqlite_codec import unpack_json
 from nbdurable.stores.sqlite_schema import SCHEMA_VERSION
 
 from .test_conformance import checkpoint, histories, step_pair
@@ -43,7 +44,7 @@ def test_a_new_file_gets_the_schema_in_wal_mode(db: Path) -> None:
         )
     finally:
         conn.close()
-    assert SCHEMA_VERSION == 4
+    assert SCHEMA_VERSION == 5
 
 
 def test_an_existing_database_without_our_tables_is_migrated(db: Path) -> None:
@@ -108,7 +109,8 @@ def test_node_ids_hash_the_parent_and_the_message(db: Path) -> None:
     parent = None
     for message in messages:
         nid = node_id(parent, encode_message(message))
-        assert rows[nid] == (parent, encode_message(message))
+        stored_parent, stored = rows[nid]
+        assert (stored_parent, unpack_json(stored)) == (parent, encode_message(message))
         parent = nid
     assert head == parent
 

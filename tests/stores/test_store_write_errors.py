@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,8 @@ import nbdurable as nd
 from nbdurable.stores.check import check_store
 
 STEPS = 40
-BIG = "x" * 3000
+# Incompressible (the SQLite store packs JSON): each result costs its size on disk.
+BIG = random.Random(7).randbytes(1500).hex()
 
 
 def _probe(ran: list[int]) -> nd.Tool:
@@ -66,9 +68,12 @@ def _assert_committed_steps_load(url: str, run_id: str = "run-1") -> int:
 
 
 def _limit_pages(store: Any, pages: int) -> None:
-    # SQLite's own limit on the file size, set on the store's connection: the
-    # disk-full path (SQLITE_FULL) without needing a small file system.
-    store._conn.execute(f"PRAGMA max_page_count = {pages}")
+    # SQLite's own limit on the file size, set on each of the store's connections
+    # (the one for calls on a store thread, the one for calls that never wait):
+    # the disk-full path (SQLITE_FULL) without needing a small file system.
+    for conn in (store._conn, store._nowait_conn):
+        if conn is not None:
+            conn.execute(f"PRAGMA max_page_count = {pages}")
 
 
 async def test_sqlite_full_disk_is_a_typed_logged_error_and_the_run_resumes_after(

@@ -1,0 +1,197 @@
+"""Where persistence's time goes at N steps: SQL (replayed alone) against Python.
+
+The same loop as store_bench.py is run without a store and with a SQLite session,
+interleaved in one process (CPU time and wall time, medians). One more SQLite run
+records every statement the store sent, with its parameters; replaying them, in
+order and alone, on a fresh file with the same settings is the SQL's own cost.
+Persistence's Python cost is the rest: (SQLite run - no-store run) - SQL.
+
+    python benchmarks/store_bench_split.py            # N = 500, 5 pairs
+    python benchmarks/store_bench_split.py --steps 200 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbdurable as nd
+
+FILLER = "lorem ipsum dolor sit amet, consectetur adipiscing elit; "
+Recorded = list[tuple[bool, str, Any]]
+
+
+class _Recording(sqlite3.Connection):
+    """A connection that keeps every statement it runs (for the replay)."""
+
+    log: Recorded | None = None
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        if self.log is not None:
+            self.log.append((False, sql, parameters))
+        return super().execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+        rows = list(parameters)
+        if self.log is not None:
+            self.log.append((True, sql, rows))
+        return super().executemany(sql, rows)
+
+
+@dataclass
+class Split:
+    """Medians over the pairs; ``*_ms`` are per step."""
+
+    steps: int
+    pairs: int
+    load: float
+    statements_per_step: float
+    no_store_cpu_s: float
+    sqlite_cpu_s: float
+    no_store_wall_s: float
+    sqlite_wall_s: float
+    sql_ms: float
+    sql_wall_ms: float
+
+    @property
+    def ratio(self) -> float:
+        """SQLite session / no store, wall time."""
+        return self.sqlite_wall_s / self.no_store_wall_s
+
+    @property
+    def cpu_ratio(self) -> float:
+        """SQLite session / no store, CPU time."""
+        return self.sqlite_cpu_s / self.no_store_cpu_s
+
+    @property
+    def persistence_ms(self) -> float:
+        """Persistence's CPU time per step (SQLite run - no-store run)."""
+        return (self.sqlite_cpu_s - self.no_store_cpu_s) * 1000 / self.steps
+
+    @property
+    def python_ms(self) -> float:
+        """Persistence's CPU time per step that is not SQL."""
+        return self.persistence_ms - self.sql_ms
+
+    def lines(self) -> list[str]:
+        """The figures as text."""
+        return [
+            f"N = {self.steps}, {self.pairs} interleaved pairs, load average {self.load:.2f}",
+            f"  SQLite session / no store: wall {self.ratio:.2f}x "
+            f"({self.sqlite_wall_s * 1000:.0f} / {self.no_store_wall_s * 1000:.0f} ms), "
+            f"CPU {self.cpu_ratio:.2f}x "
+            f"({self.sqlite_cpu_s * 1000:.0f} / {self.no_store_cpu_s * 1000:.0f} ms)",
+            f"  persistence per step (CPU): {self.persistence_ms:.3f} ms = "
+            f"SQL {self.sql_ms:.3f} ms ({self.statements_per_step:.1f} statements, "
+            f"replayed alone; wall {self.sql_wall_ms:.3f} ms) + Python {self.python_ms:.3f} ms",
+        ]
+
+
+def run_loop(n: int, db: Path | None, log: Recorded | None = None) -> tuple[float, float]:
+    """One run of n tool steps; (wall s, CPU s). With ``log``, statements are recorded."""
+    usage = nd.Usage(input_tokens=10, output_tokens=5, total_tokens=15)
+    turns: list[Any] = [nd.Turn(tool_calls=[("probe", {"i": i})], usage=usage) for i in range(n)]
+    turns.append(nd.Turn(text="Done.", usage=usage))
+    model = nd.ScriptedModel(turns, mode="sequential")
+
+    @nd.tool
+    def probe(i: int) -> str:
+        """Probe the system once."""
+        return (f"probe {i}: " + FILLER * 5)[:200]
+
+    connect = sqlite3.connect
+    if log is not None:
+        _Recording.log = log
+        sqlite3.connect = lambda *a, **k: connect(*a, factory=_Recording, **k)  # type: ignore[assignment]
+    try:
+        store = nd.SqliteSessionStore(db) if db is not None else None
+        session = nd.DurableSession(store, run_id="bench") if store is not None else None
+
+        async def go() -> str:
+            result = await nd.generate_text(
+                model=model,
+                messages="Probe the system.",
+                tools=[probe],
+                max_steps=n + 1,
+                session=session,
+            )
+            return result.text
+
+        gc.collect()
+        if log is not None:
+            log.clear()  # the store's opening is not a step's work
+        wall, cpu = time.perf_counter(), time.process_time()
+        text = asyncio.run(go())
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        assert text == "Done."
+        if store is not None:
+            store.close()
+    finally:
+        sqlite3.connect = connect
+        _Recording.log = None
+    return wall, cpu
+
+
+def replay(db: Path, log: Recorded) -> tuple[float, float]:
+    """The recorded statements, in order, alone; (wall s, CPU s)."""
+    nd.SqliteSessionStore(db).close()  # a fresh file with the schema
+    conn = sqlite3.connect(db, isolation_level=None, timeout=30)
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    statements = [entry for entry in log if not entry[1].lstrip().upper().startswith("PRAGMA")]
+    wall, cpu = time.perf_counter(), time.process_time()
+    for many, sql, parameters in statements:
+        (conn.executemany if many else conn.execute)(sql, parameters).fetchall()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    conn.close()
+    return wall, cpu
+
+
+def split(n: int = 500, pairs: int = 5, root: Path | None = None) -> Split:
+    """Interleaved no-store and SQLite runs, and the SQL replayed alone, in one process."""
+    with tempfile.TemporaryDirectory(prefix="nbdurable-split-", dir=root) as tmp:
+        base = Path(tmp)
+        log: Recorded = []
+        run_loop(n, base / "recorded.db", log)
+        statements = sum(1 for _, sql, _ in log if not sql.lstrip().upper().startswith("PRAGMA"))
+        plain, stored, sql = [], [], []
+        for k in range(pairs):
+            plain.append(run_loop(n, None))
+            stored.append(run_loop(n, base / f"run-{k}.db"))
+            sql.append(replay(base / f"replay-{k}.db", log))
+    med = statistics.median
+    return Split(
+        steps=n,
+        pairs=pairs,
+        load=os.getloadavg()[0],
+        statements_per_step=statements / n,
+        no_store_cpu_s=med(c for _, c in plain),
+        sqlite_cpu_s=med(c for _, c in stored),
+        no_store_wall_s=med(w for w, _ in plain),
+        sqlite_wall_s=med(w for w, _ in stored),
+        sql_ms=med(c for _, c in sql) * 1000 / n,
+        sql_wall_ms=med(w for w, _ in sql) * 1000 / n,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--repeat", type=int, default=5, help="interleaved pairs (medians)")
+    args = parser.parse_args(argv)
+    print("\n".join(split(args.steps, args.repeat).lines()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

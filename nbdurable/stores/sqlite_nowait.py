@@ -1,0 +1,165 @@
+"""SQLite writes that run on the event loop's thread when nothing can make them wait.
+
+A thread round trip costs more than a local SQLite commit, so
+:func:`~nbdurable.durable.offload.offload` offers a store that declares
+``local_nonblocking_writes`` each call of its own write methods first, on the
+loop's thread (docs/stores.md, "Stores and the event loop"). The call runs only
+in a mode that cannot wait: the store's lock taken without blocking, a second
+connection whose busy timeout is zero, no fsync (``synchronous`` OFF or NORMAL),
+and no WAL checkpoint: SQLite's automatic one is off, and :meth:`_checkpoint_wal`
+runs a passive one on a store thread once the log has grown.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Any, ClassVar, TypeVar
+
+from ..durable.offload import WOULD_WAIT, in_background
+
+__all__ = ["SqliteNowaitWrites"]
+
+T = TypeVar("T")
+
+# The write-ahead log is folded back into the file by a store thread once it
+# holds this many bytes (SQLite's own automatic checkpoint, at 1,000 pages,
+# would run inside a commit: on the event loop, with an fsync).
+_CHECKPOINT_BYTES = 1000 * 4096
+_SQLITE_BUSY = 5
+_SQLITE_LOCKED = 6
+
+
+class SqliteNowaitWrites:
+    """The SQLite store's calls on the loop's thread, and its WAL checkpoints."""
+
+    path: str
+    _conn: sqlite3.Connection
+    _lock: Any
+    nowait_methods: ClassVar[dict[str, Callable[..., Any]]] = {}
+    """The methods ``try_without_waiting`` runs (set by the store class, guarded as they are)."""
+
+    def _init_nowait(self, on_file: bool, synchronous: str) -> None:
+        # Without fsync a commit is local memory-speed work: it may run on the
+        # event loop's thread when nothing makes it wait.
+        self.local_nonblocking_writes = on_file and synchronous in ("OFF", "NORMAL")
+        self._synchronous = synchronous
+        self._nowait = False
+        # try_without_waiting's own connection: its busy timeout is zero for good.
+        self._nowait_conn: sqlite3.Connection | None = None
+        self._writes = 0
+        self._wal = f"{self.path}-wal" if on_file else None
+        self._checkpoint_at = _CHECKPOINT_BYTES
+        self._checkpointing = False
+        self._closed = False
+
+    def try_without_waiting(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run ``fn`` (a write method of this store) now if it needs no wait; else ``WOULD_WAIT``.
+
+        :func:`~nbdurable.durable.offload.offload` offers each call of a store
+        declaring ``local_nonblocking_writes`` here first, on the event loop's
+        thread. Only ``save``, ``save_with_events`` and ``append_events`` of this
+        class (not a subclass's override) are run, and only in a mode that
+        cannot wait: the connection's lock taken without blocking (another
+        thread's call in progress: ``WOULD_WAIT``), the busy timeout at zero (a
+        write lock held by another connection: SQLite's busy error, the
+        transaction rolled back, ``WOULD_WAIT``), no fsync (``synchronous`` OFF
+        or NORMAL only) and no WAL checkpoint (a store thread runs those). Any
+        other error is raised as the method raises it from a store thread.
+        """
+        func = getattr(fn, "__func__", None)
+        name = getattr(func, "__name__", "")
+        if (
+            getattr(fn, "__self__", None) is not self
+            or func is not self.nowait_methods.get(name)
+            or not self.local_nonblocking_writes
+        ):
+            return WOULD_WAIT  # type: ignore[no-any-return]
+        if not self._lock.acquire(blocking=False):
+            return WOULD_WAIT  # type: ignore[no-any-return]
+        try:
+            if self._closed or self._conn.in_transaction:
+                return WOULD_WAIT  # type: ignore[no-any-return]
+            # The method runs on the connection that never waits; the lock keeps
+            # every other user of self._conn out meanwhile.
+            assert self._nowait_conn is not None  # opened with local_nonblocking_writes
+            own, self._conn = self._conn, self._nowait_conn
+            self._nowait = True
+            try:
+                return fn(*args, **kwargs)
+            except sqlite3.OperationalError as exc:
+                if _busy(exc) and not self._conn.in_transaction:
+                    return WOULD_WAIT  # type: ignore[no-any-return]
+                raise
+            finally:
+                self._nowait = False
+                self._conn = own
+        finally:
+            self._lock.release()
+
+    def _open_nowait_connection(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA busy_timeout = 0")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            conn.execute("PRAGMA journal_size_limit = 262144")
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _checkpoint_wal(self, *, force: bool = False) -> None:
+        """Fold the write-ahead log into the file once it grew large (``force``: now).
+
+        Called with the lock held, after a commit. On the event loop's thread
+        (``_nowait``) the checkpoint is handed to a store thread: it writes and
+        syncs the database file.
+        """
+        if self._wal is None or self._checkpointing:
+            return
+        if not force:
+            self._writes += 1
+            if self._writes % 16:
+                return  # a commit adds a few pages: the size is looked at every 16th
+            try:
+                size = os.stat(self._wal).st_size
+            except OSError:
+                return
+            if size < self._checkpoint_at:
+                return
+        if not self._nowait:
+            self._passive_checkpoint()
+            return
+        self._checkpointing = True
+        try:
+            in_background(self._background_checkpoint)
+        except RuntimeError:  # the interpreter is exiting: the last close folds the log
+            self._checkpointing = False
+
+    def _background_checkpoint(self) -> None:
+        with self._lock:
+            self._checkpointing = False
+            if not self._closed:
+                self._passive_checkpoint()
+
+    def _passive_checkpoint(self) -> None:
+        try:
+            busy, log, done = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error:
+            return  # the next commit tries again; a failing file fails the writes themselves
+        # A log that a reader kept from being folded whole is not tried again
+        # until it grew by as much once more.
+        self._checkpoint_at = _CHECKPOINT_BYTES
+        if busy or (log >= 0 and done < log):
+            with suppress(OSError):
+                self._checkpoint_at += os.stat(self._wal).st_size if self._wal else 0
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    return "locked" in str(exc)

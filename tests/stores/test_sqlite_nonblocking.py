@@ -1,0 +1,277 @@
+"""SQLite writes made from async code run on the loop's thread only when they cannot wait.
+
+Real conditions: another process holding the file's write lock (BEGIN IMMEDIATE),
+SIGKILL mid-run, SQLite's own ``query_only`` for a refused write. Which thread ran
+a statement is read from the connections' trace callbacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.sqlite_locker import hold_write_lock
+
+import nbdurable as nd
+from nbdurable.durable.offload import offload
+from nbdurable.durable.transient import StoreRetry
+from nbdurable.events import TOOL_CALL
+from nbdurable.stores.check import check_store
+
+from . import loop_crash
+
+HOLD = 2.0
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _trace(store: nd.SqliteSessionStore) -> dict[str, set[int]]:
+    """Thread ids that ran statements on each of the store's two connections."""
+    seen: dict[str, set[int]] = {"thread": set(), "nowait": set()}
+    store._conn.set_trace_callback(lambda _: seen["thread"].add(threading.get_ident()))
+    assert store._nowait_conn is not None
+    store._nowait_conn.set_trace_callback(lambda _: seen["nowait"].add(threading.get_ident()))
+    return seen
+
+
+def _checkpoint(run_id: str, step: int) -> nd.AgentCheckpoint:
+    return nd.AgentCheckpoint(
+        run_id=run_id,
+        step_id=f"{run_id}#{step}",
+        step_index=step,
+        status="running",
+        created_at=1_700_000_000_000 + step,
+        messages=(nd.user("hi"), nd.assistant(f"step {step}")),
+    )
+
+
+class Ticker:
+    """A coroutine that wakes every 10 ms and keeps the worst lateness it saw."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self.ticks = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(0.01)
+            self.worst = max(self.worst, loop.time() - before - 0.01)
+            self.ticks += 1
+
+    def __enter__(self) -> Ticker:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+
+async def test_a_run_writes_on_the_loops_thread_without_any_thread_round_trip(
+    tmp_path: Path,
+) -> None:
+    store = nd.SqliteSessionStore(tmp_path / "runs.db")
+    seen = _trace(store)
+    loop_thread = threading.get_ident()
+    result = await nd.generate_text(
+        model=loop_crash.model(5),
+        messages="Probe everything.",
+        tools=[loop_crash.probe_tool(False)],
+        max_steps=7,
+        session=nd.DurableSession(store, run_id="r"),
+    )
+    assert result.text == "all probed"
+    assert seen["nowait"] == {loop_thread}  # every save and append ran here
+    assert [i.step_index for i in store.history("r")] == list(range(6))
+    store.close()
+
+
+async def test_a_write_lock_held_by_another_process_leaves_the_loop_responsive(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    store = nd.SqliteSessionStore(db)
+    seen = _trace(store)
+    loop = asyncio.get_running_loop()
+    holders: list[subprocess.Popen[str]] = []
+    locked_at: list[float] = []
+
+    @nd.tool
+    async def probe(i: int) -> str:
+        """Probe; at step 2 another process takes the store's write lock for HOLD seconds."""
+        if i == 2 and not holders:
+            holders.append(await asyncio.to_thread(hold_write_lock, db, HOLD))
+            locked_at.append(loop.time())
+        return f"{i}:{loop_crash.RESULT}"
+
+    with Ticker() as ticker:
+        result = await nd.generate_text(
+            model=loop_crash.model(5),
+            messages="Probe everything.",
+            tools=[probe],
+            max_steps=7,
+            session=nd.DurableSession(store, run_id="r"),
+        )
+        ended = loop.time()
+    assert result.text == "all probed"
+    assert holders and holders[0].wait(timeout=30) == 0
+    # the save after the lock waited for it, on a store thread, while the loop ticked on
+    assert ended - locked_at[0] > HOLD * 0.6
+    assert ticker.worst < HOLD / 4, ticker.worst
+    assert seen["nowait"] == {threading.get_ident()}
+    assert seen["thread"] - {threading.get_ident()}
+    # nothing was lost: every step's checkpoint, every event in order
+    assert [i.step_index for i in store.history("r")] == list(range(6))
+    events = store.read_events("r")
+    assert [e.offset for e in events] == list(range(1, len(events) + 1))
+    assert sorted(e.step_index for e in events if e.type == TOOL_CALL) == list(range(5))
+    store.close()
+    assert check_store(f"sqlite:///{db}").clean
+
+
+async def test_a_refused_write_on_the_loops_thread_is_the_same_typed_error(
+    tmp_path: Path,
+) -> None:
+    store = nd.SqliteSessionStore(tmp_path / "runs.db")
+    store.save(_checkpoint("before", 0))  # a running checkpoint: no WAL checkpoint follows
+    copy = _checkpoint("after", 0)
+    # only the connection that never waits refuses writes: the error can only come from it
+    assert store._nowait_conn is not None
+    store._nowait_conn.execute("PRAGMA query_only = 1")
+    with pytest.raises(nd.StoreWriteError) as caught:
+        await offload(store.save, copy)
+    assert caught.value.reason == "readonly"
+    with pytest.raises(nd.StoreWriteError):  # not transient: no retry, no fallback
+        await StoreRetry(10_000).acall("save", store.save, copy)
+    assert store.load("after") is None
+    store._nowait_conn.execute("PRAGMA query_only = 0")
+    await offload(store.save, copy)
+    loaded = store.load("after")
+    assert loaded is not None and loaded.messages == copy.messages
+    store.close()
+
+
+class SlowStore(nd.SqliteSessionStore):
+    """A subclass whose save sleeps: an override never runs on the loop's thread."""
+
+    def save(self, checkpoint: nd.AgentCheckpoint, **kwargs: Any) -> None:
+        time.sleep(0.3)
+        super().save(checkpoint, **kwargs)
+
+
+async def test_an_overridden_write_method_runs_on_a_store_thread(tmp_path: Path) -> None:
+    store = SlowStore(tmp_path / "runs.db")
+    seen = _trace(store)
+    with Ticker() as ticker:
+        await offload(store.save, _checkpoint("r", 0))
+    assert ticker.ticks > 0 and ticker.worst < 0.2
+    assert threading.get_ident() not in seen["thread"] and not seen["nowait"]
+    store.close()
+
+
+async def test_wal_checkpoints_run_off_the_loop_and_keep_the_log_bounded(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    store = nd.SqliteSessionStore(db)
+    assert store._nowait_conn is not None
+    for conn in (store._conn, store._nowait_conn):
+        assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    seen = _trace(store)
+    big = "x" * 60_000
+    messages: tuple[nd.Message, ...] = (nd.user("start"),)
+    biggest = 0
+    for step in range(200):  # ~15 pages a save: the log passes 1,000 pages many times over
+        messages = (*messages, nd.user(f"{step}:{big}"))
+        checkpoint = nd.AgentCheckpoint(
+            run_id="r",
+            step_id=f"r#{step}",
+            step_index=step,
+            status="running",
+            created_at=1_700_000_000_000 + step,
+            messages=messages,
+        )
+        await offload(store.save, checkpoint, extends=messages[:-1])
+        biggest = max(biggest, _size(f"{db}-wal"))
+    assert seen["nowait"] == {threading.get_ident()}
+    assert threading.get_ident() not in seen["thread"]  # the checkpoints ran elsewhere
+    assert biggest < 12 * 1024 * 1024, biggest  # without checkpoints: 200 x 60 KB
+    store.close()
+    assert _size(f"{db}-wal") == 0  # the last close folds and removes the log
+
+
+def test_postgres_and_other_stores_never_take_the_path(request: pytest.FixtureRequest) -> None:
+    assert not getattr(nd.InMemorySessionStore(), "local_nonblocking_writes", False)
+    full = nd.SqliteSessionStore(":memory:")
+    assert not full.local_nonblocking_writes  # no file: nothing to say it is local
+    full.close()
+    url = str(request.getfixturevalue("pg_database"))
+    store = nd.open_store(url)
+    try:
+        assert not getattr(store, "local_nonblocking_writes", False)
+        assert not hasattr(store, "try_without_waiting")
+    finally:
+        store.close()
+
+
+def test_synchronous_full_keeps_writes_off_the_loop(tmp_path: Path) -> None:
+    store = nd.SqliteSessionStore(tmp_path / "runs.db", synchronous="FULL")
+    assert not store.local_nonblocking_writes  # a commit would wait for fsync
+    store.close()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+@pytest.mark.parametrize("kill_at", [2, 7])
+def test_a_sigkilled_async_run_loses_at_most_the_step_in_flight(
+    tmp_path: Path, kill_at: int
+) -> None:
+    db = tmp_path / "runs.db"
+    steps = 40
+    proc = subprocess.Popen(
+        [sys.executable, loop_crash.__file__, str(db), str(steps)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    seen = -1
+    while seen < kill_at:
+        line = proc.stdout.readline()
+        assert line.startswith("tool "), f"the run ended early: {line!r}"
+        seen = int(line.split()[1])
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert check_store(f"sqlite:///{db}").clean
+    store = nd.SqliteSessionStore(db)
+    infos = store.history(loop_crash.RUN_ID)
+    latest = store.load(loop_crash.RUN_ID)
+    assert latest is not None and latest.step_index >= seen - 1
+    assert [i.step_index for i in infos] == list(range(latest.step_index + 1))
+    events = store.read_events(loop_crash.RUN_ID)  # offsets without holes, or it raises
+    called = {e.step_index for e in events if e.type == TOOL_CALL}
+    assert set(range(seen + 1)) <= called  # each tool ran after its call was committed
+    resumed = asyncio.run(
+        nd.resume_from_checkpoint(
+            store,
+            loop_crash.RUN_ID,
+            model=loop_crash.model(steps),
+            tools=[loop_crash.probe_tool(False)],
+            max_steps=steps + 2,
+        )
+    )
+    assert resumed.text == "all probed"
+    assert [i.step_index for i in store.history(loop_crash.RUN_ID)][-1] == steps
+    store.close()
