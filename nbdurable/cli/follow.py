@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import sys
 from typing import TextIO
 
 from .._display import call_text
+from ..durable.offload import offload
 from ..durable.run_states import HUMAN_STATES, STOP_STATES
 from ..durable.runtime_run import RuntimeRun
 from ..events.log import EventStore
@@ -24,6 +26,7 @@ from ..events.model import (
     TOOL_RESULT,
     Event,
 )
+from ..events.subscribe import read_events as _read
 from ..runtime.run import Run
 from .tables import cell, clip, terminal_width, text_width
 
@@ -36,10 +39,9 @@ _WORDS = re.compile(r"\n|[^\S\n]+|[^\s]+")
 async def last_offset(store: EventStore, run_id: str) -> int:
     """The offset of the run's latest event (0 when it has none yet)."""
     from .._errors import RunNotFoundError
-    from ..events import read_events
 
     try:
-        events = await read_events(store, run_id)
+        events = await _read(store, run_id)
     except RunNotFoundError:
         return 0
     return events[-1].offset if events else 0
@@ -148,9 +150,24 @@ async def follow(run: Run, after: int, printer: EventPrinter | None = None) -> R
         printer.show(event)
         # A finished run's terminal event comes right after its final run_state.
         waits = event.type == RUN_STATE and event.payload.get("state") in HUMAN_STATES
-        if (waits or (event.ends_stream and event.type != RUN_STATE)) and (
-            run.record().state in STOP_STATES
+        if (waits or (event.ends_stream and event.type != RUN_STATE)) and await _stopped(
+            run, event.offset
         ):
             break
     printer.end_text()
-    return run.record()
+    return await offload(run.record)
+
+
+async def _stopped(run: Run, offset: int) -> bool:
+    """Whether the run stopped, as the event at ``offset`` says it did.
+
+    A state change writes its events before its record, so the record may still
+    show the state before: it is read again until it stops, unless a later event
+    shows the run went on meanwhile (a verdict from elsewhere resumed it).
+    """
+    while True:
+        if (await offload(run.record)).state in STOP_STATES:
+            return True
+        if await _read(run.runtime.event_store, run.run_id, after=offset, limit=1):
+            return False
+        await asyncio.sleep(run.runtime.poll_interval)

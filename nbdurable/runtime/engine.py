@@ -41,7 +41,7 @@ from .outcome import (
     record_changes,
 )
 from .state_events import claim_event
-from .takeover import takeover_event
+from .takeover import interrupted_calls, takeover_event
 from .tasks import TaskExecution, canonical_json, run_phases
 
 if TYPE_CHECKING:
@@ -504,7 +504,7 @@ class EmbeddedEngine:
             record,
             now=self.runtime.now(),
             step_index=start.next_step_index,
-            interrupted=[i for i in context.intents.values() if i.state == "started"],
+            interrupted=interrupted_calls(context.intents.values(), start.messages),
             recovery_of=agent.recovery_of,
         )
         await offload(self._taken_over, context, event)
@@ -541,6 +541,8 @@ class EmbeddedEngine:
         changes.setdefault("lease_expires_at", None)
         try:
             with contextlib.suppress(FencedOutError):  # another owner decides now
+                if isinstance(context, RunContext) and context.riders is not None:
+                    context.riders.flush()  # the results that waited for a shared commit
                 self.runtime.set_state(context.record.run_id, context.fence, **changes)
                 lifecycle.left(context.record, changes["state"], changes.get("reason"))
             with self._ended_lock:  # written on a store thread

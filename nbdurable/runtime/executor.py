@@ -17,9 +17,10 @@ from ..durable.offload import offload
 from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.runtime_store import RuntimeStore
 from ..durable.store import SessionStore
+from ..events.commit import commits_together
 from ..events.writer import DEFAULT_FLUSH_INTERVAL, EventWriter
 from ..loop.driver import Driver
-from ..loop.effects import CallModel, ToolInvocation, ToolOutcome
+from ..loop.effects import CallModel, Effect, ExecuteTools, ToolInvocation, ToolOutcome
 from ..loop.options import LoopOptions
 from ..loop.start import LegStart
 from ..messages import ToolResultPart
@@ -29,6 +30,7 @@ from ..tracing import LEG_KEY
 from .agent import Agent
 from .limits import ModelRetry, payload_bytes
 from .outcome import LegOutcome, ModelAttemptFailed, NeedsAttention, RunTimedOut
+from .step_commit import StepRiders
 
 if TYPE_CHECKING:
     from .runtime import DurableRuntime
@@ -55,6 +57,8 @@ class RunContext:
             or tool call starts; the calls in flight finish.
         held: Set once a call was held back by the drain.
         calls: The model and tool calls in flight, by key, as log labels.
+        riders: The leg's writes waiting for a shared commit (on a store with
+            ``rt_commit``), written at the latest when the leg ends.
     """
 
     runtime: DurableRuntime
@@ -67,6 +71,7 @@ class RunContext:
     draining: bool = False
     held: bool = False
     calls: dict[str, str] = field(default_factory=dict)
+    riders: StepRiders | None = None
 
     @property
     def store(self) -> RuntimeStore:
@@ -163,12 +168,29 @@ class RunContext:
 
     def count_operation(self, **changes: Any) -> None:
         """Count one model or tool call (``max_operations``), persisted before it starts."""
+        self.update(**self.operation_changes(**changes))
+
+    def operation_changes(self, **changes: Any) -> dict[str, Any]:
+        """The record changes that count one more call, checked against the deadline and limit.
+
+        Raises:
+            RunTimedOut: The run's deadline passed.
+            LimitExceededError: ``max_operations``.
+        """
         self.check_deadline()
         used = self.record.operations + 1
         limit = self.runtime.limits.max_operations
         if used > limit:
             raise LimitExceededError("max_operations", used, limit)
-        self.update(operations=used, **changes)
+        return {"operations": used, "updated_at": self.runtime.now(), **changes}
+
+    def settle(self, record: RuntimeRun) -> None:
+        """Take the record a combined write returned (this owner's copy and the mirror)."""
+        # The lease this owner renewed meanwhile is in the store too: the record is current.
+        self.record = record
+        mirror = self.runtime.mirror
+        if mirror is not None:
+            mirror.put(record)
 
 
 class RuntimeDriver(Driver):
@@ -208,6 +230,24 @@ class RuntimeDriver(Driver):
         self.owner_check = context.ensure_owner
         self._checkpoint_size = CheckpointSize()  # the payload limit without re-encoding
         self._trace_context: dict[str, str] | None = None
+        # Set when the leg starts (leg_started): its writes then share commits.
+        self.riders: StepRiders | None = None
+        self._leg_riders: StepRiders | None = None
+        committer = commits_together(context.runtime.store)
+        if (
+            self.events is not None
+            and committer is not None
+            and start.run_id == context.record.run_id
+        ):
+            self._leg_riders = StepRiders(
+                self.events.store,
+                committer,
+                context.record.run_id,
+                context.fence,
+                context.settle,
+                getattr(context.runtime, "store_retry", None),
+            )
+        self._staged: str | None = None  # the call counted with the flush before the tools
         if self.events is not None:
             self.events.fence = context.fence
             self.events.strict = True  # a store gone past the retry budget stops the engine
@@ -216,6 +256,12 @@ class RuntimeDriver(Driver):
 
     async def leg_started(self, events: EventWriter, *, retried: bool = False) -> None:
         """The leg's start; the first leg after ``retry()`` says so (then the mark is cleared)."""
+        if self._leg_riders is not None:
+            # A leg's event writes take the riders along. Only a whole leg: a driver
+            # used for one call (Temporal's activities) has no later write to ride.
+            self.riders = self._leg_riders
+            events.store = self.riders
+            self.context.riders = self.riders  # the leg's end writes what still waits
         retried = retried or self.context.record.retried
         await super().leg_started(events, retried=retried)
         changes: dict[str, Any] = {}
@@ -319,7 +365,13 @@ class RuntimeDriver(Driver):
         if policy is not None and attempts >= policy.max_attempts:
             raise ModelAttemptFailed(ModelError("model retries exhausted"))
         await context.before_call()
-        await offload(context.count_operation, model_attempts=attempts + 1)  # a crash uses it up
+        # Counted before it starts: a crash uses the attempt up.
+        if self.riders is not None:
+            # With the previous step's completed intents, which wait for this write.
+            changes = context.operation_changes(model_attempts=attempts + 1)
+            await offload(self.riders.commit_retried, changes=changes)
+        else:
+            await offload(context.count_operation, model_attempts=attempts + 1)
         try:
             with context.in_flight(
                 f"model {effect.step_index}", f"model call of step {effect.step_index}"
@@ -329,6 +381,15 @@ class RuntimeDriver(Driver):
             raise  # a limit is not the model's error: not retried
         except Exception as exc:
             raise ModelAttemptFailed(exc) from exc
+        if self.riders is not None:
+            # Rides the next write of the events (before a gate, an approver or a
+            # tool acts on the response, or with the step's checkpoint).
+            self.riders.journal(
+                effect.step_index,
+                response.model_dump_json(),
+                {"model_attempts": 0, "updated_at": context.runtime.now()},
+            )
+            return response
         await offload(
             context.store.rt_journal,
             run_id,
@@ -338,6 +399,46 @@ class RuntimeDriver(Driver):
         )
         await offload(context.update, model_attempts=0)
         return response
+
+    async def handle(self, effect: Effect) -> Any:
+        """Perform one effect; the first call of a batch of tools is counted with its flush."""
+        riders = self.riders
+        if not isinstance(effect, ExecuteTools) or riders is None or not effect.invocations:
+            return await super().handle(effect)
+        self._stage_first_call(effect.invocations[0], effect.step_index)
+        try:
+            return await super().handle(effect)
+        finally:
+            # A staged call the tools' flush did not write (the leg ended first)
+            # never started: it leaves no intent behind.
+            riders.unstage()
+            self._staged = None
+
+    def _stage_first_call(self, invocation: ToolInvocation, step_index: int) -> None:
+        # The flush before the tools (the calls' events) then also writes this call's
+        # count and started intent: the batch's first call starts right after it, as
+        # it would after its own write. A call run_tool would treat otherwise (a
+        # prior intent, a drain, a limit) is left to run_tool.
+        context = self.context
+        call = invocation.call
+        if call.tool_call_id in context.intents or context.draining:
+            return
+        try:
+            changes = context.operation_changes()
+        except (LimitExceededError, RunTimedOut):
+            return  # run_tool raises it, as without the staging
+        assert self.riders is not None
+        self.riders.stage(changes, self._intent(call.tool_call_id, call.tool_name, step_index))
+        self._staged = call.tool_call_id
+
+    def _intent(self, tool_call_id: str, tool_name: str, step_index: int) -> ToolIntent:
+        return ToolIntent(
+            run_id=self.context.record.run_id,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            step_index=step_index,
+            state="started",
+        )
 
     def check_delta(self, part: TextDeltaPart) -> None:
         """``max_payload_bytes`` applies to each persisted delta on its own."""
@@ -358,6 +459,15 @@ class RuntimeDriver(Driver):
         """
         context = self.context
         call = invocation.call
+        if self._staged is not None and self._staged == call.tool_call_id:
+            # Counted and its intent written with the flush before the tools (or
+            # now, if that flush had nothing to write): the call has started.
+            self._staged = None
+            intent = self._intent(call.tool_call_id, call.tool_name, step_index)
+            assert self.riders is not None
+            if self.riders.pending:
+                await offload(self.riders.commit_retried)
+            return await self._run_started(invocation, step_index, intent)
         prior = context.intents.get(call.tool_call_id)
         if prior is not None and prior.state == "completed" and prior.result is not None:
             return ToolOutcome(result=ToolResultPart.model_validate(prior.result))
@@ -372,17 +482,24 @@ class RuntimeDriver(Driver):
                 await offload(context.update, rerun_tool_calls=remaining)
             if policy == "manual" and not rerun:
                 raise NeedsAttention(interrupted_reason(call.tool_name, call.tool_call_id, context))
-        await offload(context.count_operation)
-        intent = ToolIntent(
-            run_id=context.record.run_id,
-            tool_call_id=call.tool_call_id,
-            tool_name=call.tool_name,
-            step_index=step_index,
-            state="started",
-        )
+        intent = self._intent(call.tool_call_id, call.tool_name, step_index)
         # Right before the tool starts: the intent write is fenced (refused once
         # another owner took the run over), and the lease has half its length ahead.
-        await offload(context.store.rt_intent, intent, fence=context.fence)
+        if self.riders is not None:
+            # The call's count and its intent in one write (with any riders still waiting).
+            changes = context.operation_changes()
+            await offload(self.riders.commit_retried, changes=changes, intents=[intent])
+        else:
+            await offload(context.count_operation)
+            await offload(context.store.rt_intent, intent, fence=context.fence)
+        return await self._run_started(invocation, step_index, intent)
+
+    async def _run_started(
+        self, invocation: ToolInvocation, step_index: int, intent: ToolIntent
+    ) -> ToolOutcome:
+        """Run a call whose started intent is written; record its result (fenced)."""
+        context = self.context
+        call = invocation.call
         try:
             await offload(context.keep_lease_fresh)
         except LeaseLostError as exc:
@@ -401,7 +518,14 @@ class RuntimeDriver(Driver):
             done = intent.model_copy(
                 update={"state": "completed", "result": outcome.result.model_dump(mode="json")}
             )
-            await offload(context.store.rt_intent, done, fence=context.fence)
+            if self.riders is not None and not context.draining:
+                # The step's checkpoint holds the result: the intent rides the next
+                # commit. A crash before that checkpoint leaves the call started, as
+                # a crash during the tool does, and its recovery policy decides.
+                self.riders.complete(done)
+            else:
+                # Draining: the leg ends before the checkpoint, the next owner reuses it.
+                await offload(context.store.rt_intent, done, fence=context.fence)
             context.intents[call.tool_call_id] = done
         return outcome
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from ..durable.offload import offload
+from ..durable.run_states import ACTIVE_STATES
 from ..durable.runtime_run import RuntimeRun
 from ..durable.transient import StoreUnavailableError
 from . import lifecycle
@@ -73,6 +74,24 @@ class LeaseKeeper:
             self.runtime.deps.logger.error("nbdurable: renewing the lease failed: %r", exc)
             return True
 
+    async def _released(self, context: Execution) -> bool:
+        """Whether a refused renewal met this owner's own release, not another owner.
+
+        The execution's end (waiting for a human, finished, handed back) clears
+        the lease under the same fence, on a store thread, while this keeper may
+        be renewing it.
+        """
+        try:
+            record = await offload(self.runtime.runtime_store.rt_get, context.record.run_id)
+        except Exception:  # unknown: treated as lost, as before
+            return False
+        return (
+            record is not None
+            and record.fence == context.fence
+            and record.lease_owner is None
+            and record.state not in ACTIVE_STATES
+        )
+
     async def keep(self, context: Execution, task: asyncio.Task[None] | None) -> None:
         """Renew the lease until ``task`` must stop; then set ``context.stop`` and cancel it."""
         period = max(self.runtime.lease_ms / 3000, 0.01)
@@ -97,6 +116,8 @@ class LeaseKeeper:
                 stop = LegOutcome.timed_out()
             if stop is None:
                 kept = await self.renew(context)
+                if not kept and await self._released(context):
+                    return  # the execution wrote its end meanwhile: nothing was lost
                 lifecycle.lease_renewed(context.record, kept)
                 if not kept:
                     stop = LegOutcome.superseded()

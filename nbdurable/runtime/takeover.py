@@ -2,19 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..durable.lease_holder import describe_holder, process_gone
 from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..events.model import RUN_TAKEN_OVER, NewEvent
+from ..messages import Message
 
-__all__ = ["OWNER_GONE", "LEASE_LAPSED", "takeover_event"]
+__all__ = ["OWNER_GONE", "LEASE_LAPSED", "interrupted_calls", "takeover_event"]
 
 OWNER_GONE = "owner_gone"
 """The previous owner's process no longer exists on this host: it was taken over at once."""
 LEASE_LAPSED = "lease_lapsed"
 """The previous owner stopped renewing its lease (paused, cut off, crashed on another host)."""
+
+
+def interrupted_calls(
+    intents: Iterable[ToolIntent], messages: Sequence[Message]
+) -> list[ToolIntent]:
+    """The calls an owner started and whose result the checkpoint does not hold.
+
+    A ``started`` intent whose result is in the checkpoint finished: its
+    ``completed`` intent waited for a later commit the owner did not make.
+    """
+    started = [i for i in intents if i.state == "started"]
+    if not started:
+        return []
+    finished = {result.tool_call_id for message in messages for result in message.tool_results}
+    return [i for i in started if i.tool_call_id not in finished]
 
 
 def takeover_event(

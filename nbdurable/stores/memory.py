@@ -5,12 +5,14 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from .._errors import RunNotFoundError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
+from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.store import HISTORY, RUNTIME
+from ..events.commit import check_commit
 from ..events.log import EVENTS
 from ..events.model import Event, NewEvent, numbered
 from .memory_runtime import MemoryRuntimeTables
@@ -61,6 +63,30 @@ class InMemorySessionStore(MemoryRuntimeTables):
             if fence is not None:
                 self.rt_check_fence(run_id, fence)
             return self._append(run_id, events)
+
+    def rt_commit(
+        self,
+        run_id: str,
+        *,
+        fence: int,
+        events: Sequence[NewEvent] = (),
+        journal: tuple[int, str] | None = None,
+        changes: dict[str, Any] | None = None,
+        intents: Sequence[ToolIntent] = (),
+    ) -> tuple[builtins.list[Event], RuntimeRun | None]:
+        """Several writes of a run's owner at once (see ``RuntimeCommit``)."""
+        check_commit(changes)
+        with self._rt_lock, self._lock:
+            self.rt_check_fence(run_id, fence)
+            if changes and self.rt_get(run_id) is None:
+                raise RunNotFoundError(run_id)
+            # Nothing below can fail now: the writes land together.
+            record = self.rt_update(run_id, changes, fence=fence) if changes else None
+            if journal is not None:
+                self.rt_journal(run_id, journal[0], journal[1], fence=fence)
+            for intent in intents:
+                self.rt_intent(intent, fence=fence)
+            return self._append(run_id, events), record
 
     def _append(self, run_id: str, events: Sequence[NewEvent]) -> builtins.list[Event]:
         log = self._events.setdefault(run_id, [])

@@ -30,6 +30,7 @@ from .._errors import ConfigurationError, RunNotFoundError, StoreCorruptionError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.offload import offload
 from ..durable.records import RunRecord
+from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.store import (
     HISTORY,
     INCREMENTAL,
@@ -39,6 +40,7 @@ from ..durable.store import (
     RUNTIME,
     VERSIONED_SCHEMA,
 )
+from ..events.commit import check_commit
 from ..events.log import EVENTS, notify, notify_all
 from ..events.log import wait_for_events as wait_locally
 from ..events.model import Event, NewEvent
@@ -263,6 +265,35 @@ class PostgresSessionStore(PostgresRuntimeTables):
             return int(row[0])
 
         return added_events(run_id, events, self._transact(append))
+
+    def rt_commit(
+        self,
+        run_id: str,
+        *,
+        fence: int,
+        events: Sequence[NewEvent] = (),
+        journal: tuple[int, str] | None = None,
+        changes: dict[str, Any] | None = None,
+        intents: Sequence[ToolIntent] = (),
+    ) -> tuple[builtins.list[Event], RuntimeRun | None]:
+        """Several writes of a run's owner in one fenced transaction (see ``RuntimeCommit``)."""
+        check_commit(changes)
+        batch = self._batch(run_id, events) if events else None
+
+        def commit(conn: Connection[tuple[Any, ...]]) -> tuple[int, RuntimeRun | None]:
+            last = 0
+            with self._transaction(conn):
+                record = self._rt_combined(conn, run_id, fence, journal, changes, intents)
+                if batch is not None:
+                    found = conn.execute(self._q.append_events, batch)
+            if batch is not None:
+                row = found.fetchone()
+                assert row is not None  # the upsert always returns the run's counter
+                last = int(row[0])
+            return last, record
+
+        last, record = self._transact(commit)
+        return (added_events(run_id, events, last) if events else []), record
 
     def read_events(
         self, run_id: str, after: int = 0, limit: int | None = None

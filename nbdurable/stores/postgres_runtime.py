@@ -511,6 +511,37 @@ class PostgresRuntimeTables:
 
         self._rt_write(write, exclusive=False)
 
+    def _rt_combined(
+        self,
+        conn: Connection[tuple[Any, ...]],
+        run_id: str,
+        fence: int,
+        journal: tuple[int, str] | None,
+        changes: dict[str, Any] | None,
+        intents: Sequence[ToolIntent],
+    ) -> RuntimeRun | None:
+        """The run-record part of ``rt_commit``, inside its transaction."""
+        record = None
+        if changes:
+            # The row locked for update checks the fence too (no share lock to upgrade).
+            found = conn.execute(self._rq.get_for_update, (run_id,)).fetchone()
+            if found is None:
+                raise RunNotFoundError(run_id)
+            current = _record(found[0])
+            if current.fence != fence:
+                raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
+            record = current.model_copy(update=changes)
+            self._rt_put(conn, record)
+        else:
+            self.rt_check_fence(run_id, fence, conn)
+        if journal is not None:
+            conn.execute(self._rq.put_journal, (run_id, journal[0], journal[1]))
+        for intent in intents:
+            conn.execute(
+                self._rq.put_intent, (intent.run_id, intent.tool_call_id, intent.model_dump_json())
+            )
+        return record
+
     def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
         """A run's tool intents."""
         with self._pool.connection() as conn:

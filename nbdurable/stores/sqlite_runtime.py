@@ -37,8 +37,16 @@ from ..durable.scheduling import (
 )
 from ..durable.stored import validate_stored
 from ..durable.verdicts import decide
+from ..events.commit import check_commit
+from ..events.model import Event, NewEvent
 
-__all__ = ["SqliteRuntimeTables", "migrate_runtime", "migrate_runtime_v4"]
+__all__ = [
+    "INTENT_SQL",
+    "JOURNAL_SQL",
+    "SqliteRuntimeTables",
+    "migrate_runtime",
+    "migrate_runtime_v4",
+]
 
 _UNFINISHED = ", ".join(f"'{s}'" for s in sorted(UNFINISHED_STATES))
 _HEADS = f"""
@@ -48,6 +56,8 @@ WHERE r.state IN ({_UNFINISHED})
                WHERE s.session_id = r.session_id AND s.state IN ({_UNFINISHED}))
 ORDER BY r.seq
 """
+INTENT_SQL = "INSERT OR REPLACE INTO rt_intents (run_id, tool_call_id, intent) VALUES (?, ?, ?)"
+JOURNAL_SQL = "INSERT OR REPLACE INTO rt_journal (run_id, step_index, response) VALUES (?, ?, ?)"
 _PUT = (
     "INSERT OR REPLACE INTO rt_runs "
     "(run_id, seq, session_id, state, request_id, fence, kind, graph_id, record) "
@@ -122,10 +132,12 @@ def _intent(text: str) -> ToolIntent:
 class SqliteRuntimeTables:
     """Mixed into :class:`~nbdurable.stores.sqlite.SqliteSessionStore`."""
 
-    # Provided by the store: its connection, its lock and its write transaction.
+    # Provided by the store: its connection, its lock, its write transaction and
+    # its event append inside one.
     _conn: sqlite3.Connection
     _lock: Any
     _write: Any
+    _append: Any
 
     def _put(self, conn: sqlite3.Connection, run: RuntimeRun) -> None:
         conn.execute(
@@ -374,10 +386,34 @@ class SqliteRuntimeTables:
         """Write or complete a tool intent, fenced."""
         with self._lock, self._write() as conn:
             self.rt_check_fence(intent.run_id, fence, conn)
-            conn.execute(
-                "INSERT OR REPLACE INTO rt_intents (run_id, tool_call_id, intent) VALUES (?, ?, ?)",
-                (intent.run_id, intent.tool_call_id, intent.model_dump_json()),
-            )
+            conn.execute(INTENT_SQL, (intent.run_id, intent.tool_call_id, intent.model_dump_json()))
+
+    def rt_commit(
+        self,
+        run_id: str,
+        *,
+        fence: int,
+        events: Sequence[NewEvent] = (),
+        journal: tuple[int, str] | None = None,
+        changes: dict[str, Any] | None = None,
+        intents: Sequence[ToolIntent] = (),
+    ) -> tuple[Sequence[Event], RuntimeRun | None]:
+        """Several writes of a run's owner in one fenced transaction (see ``RuntimeCommit``)."""
+        check_commit(changes)
+        with self._lock, self._write() as conn:
+            self.rt_check_fence(run_id, fence, conn)
+            record = None
+            if changes:
+                record = self._locked_get(conn, run_id).model_copy(update=changes)
+                self._put(conn, record)
+            if journal is not None:
+                conn.execute(JOURNAL_SQL, (run_id, journal[0], journal[1]))
+            for intent in intents:
+                conn.execute(
+                    INTENT_SQL, (intent.run_id, intent.tool_call_id, intent.model_dump_json())
+                )
+            added = self._append(conn, run_id, events) if events else []
+        return added, record
 
     def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
         """A run's tool intents."""
@@ -391,10 +427,7 @@ class SqliteRuntimeTables:
         """Record a step's completed model response, fenced."""
         with self._lock, self._write() as conn:
             self.rt_check_fence(run_id, fence, conn)
-            conn.execute(
-                "INSERT OR REPLACE INTO rt_journal (run_id, step_index, response) VALUES (?, ?, ?)",
-                (run_id, step_index, response),
-            )
+            conn.execute(JOURNAL_SQL, (run_id, step_index, response))
 
     def rt_journaled(self, run_id: str, step_index: int) -> str | None:
         """A step's journaled model response."""

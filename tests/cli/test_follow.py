@@ -1,14 +1,19 @@
-"""The event printer behind ``approve --agents``, ``resume`` and the demo."""
+"""The event printer and follower behind ``approve --agents``, ``resume`` and the demo."""
 
 from __future__ import annotations
 
+import asyncio
 import io
+import time
 
 import pytest
 
-from nbdurable.cli.follow import EventPrinter, call_text
+import nbdurable as nd
+from nbdurable.cli.follow import EventPrinter, call_text, follow
 from nbdurable.cli.tables import text_width
-from nbdurable.events import Event
+from nbdurable.durable.runtime_run import RuntimeRun
+from nbdurable.events import Event, NewEvent
+from nbdurable.runtime import DurableRuntime
 
 
 def _event(offset: int, type_: str, payload: dict, step: int | None = 0) -> Event:
@@ -73,3 +78,40 @@ def test_events_become_readable_lines(monkeypatch) -> None:
 )
 def test_call_text_reads_like_python(args: dict, text: str) -> None:
     assert call_text("f", args) == text
+
+
+async def test_follow_stops_when_the_record_catches_up_with_a_waiting_event(
+    tmp_path, monkeypatch
+) -> None:
+    # A state change appends its run_state event before it writes the record: a
+    # follower that reads the record at once may still see "running" and must not
+    # keep waiting for events that never come.
+    monkeypatch.setenv("COLUMNS", "100")
+    store = nd.open_store(f"sqlite:///{tmp_path / 'runs.db'}")
+    now = int(time.time() * 1000)
+    record = RuntimeRun(
+        run_id="r1",
+        agent_id="elsewhere",
+        agent_version="1",
+        session_id="s1",
+        prompt='"hi"',
+        state="running",
+        created_at=now,
+        updated_at=now,
+        fence=1,
+        lease_owner="another-worker",
+        lease_expires_at=now + 600_000,  # held by a live owner: never claimed here
+    )
+    store.rt_insert(record, enqueue=False, max_pending=10)
+    wait = {"state": "waiting_approval", "reason": None, "next_attempt_at": None}
+    store.append_events("r1", [NewEvent(type="run_state", created_at=now, payload=wait)])
+    try:
+        async with await DurableRuntime.open(store=store, agents=[], poll_interval=0.02) as rt:
+            following = asyncio.create_task(follow(await rt.get_run("r1"), 0, EventPrinter()))
+            await asyncio.sleep(0.3)
+            assert not following.done()  # the record still says running
+            store.rt_update("r1", {"state": "waiting_approval", "lease_owner": None}, fence=1)
+            done = await asyncio.wait_for(following, 10)
+        assert done.state == "waiting_approval"
+    finally:
+        store.close()
