@@ -535,6 +535,7 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
             self._closed = True
             if self._nowait_conn is not None:
                 self._nowait_conn.close()
+            self._close_checkpoints()
             self._conn.close()
 
     def __enter__(self) -> SqliteSessionStore:
