@@ -87,7 +87,18 @@ class CheckpointRow:
 
     def values(self) -> tuple[Any, ...]:
         """The :data:`COLUMNS` values, in order."""
-        return tuple(getattr(self, name) for name in COLUMNS)
+        return (
+            self.version,
+            self.step_index,
+            self.status,
+            self.message_count,
+            self.usage,
+            self.pending_approvals,
+            self.agent_path,
+            self.created_at,
+            self.finish_reason,
+            self.extra,
+        )
 
     def fields(self) -> dict[str, Any]:
         """The checkpoint's fields except messages, validated.
