@@ -38,6 +38,21 @@ MAX_BUFFERED = 256
 
 Publish = Callable[[StreamPart], None]
 
+_set = object.__setattr__
+_ALWAYS_SET = ("type", "step_index", "created_at")
+
+
+def _made(values: dict[str, Any], fields_set: set[str]) -> NewEvent:
+    # What validating NewEvent(**values) leaves, without the validation: for
+    # events whose values the loop made from validated models (their strings
+    # already follow the lone-surrogate policy, their payloads are JSON).
+    event = NewEvent.__new__(NewEvent)
+    _set(event, "__dict__", values)
+    _set(event, "__pydantic_fields_set__", fields_set)
+    _set(event, "__pydantic_extra__", None)
+    _set(event, "__pydantic_private__", None)
+    return event
+
 
 class EventWriter:
     """Buffers one run's events and writes them in batches.
@@ -91,10 +106,33 @@ class EventWriter:
 
     # -- building events -----------------------------------------------------------
 
-    def _event(self, type_: str, step_index: int | None = None, **fields: Any) -> NewEvent:
-        return NewEvent(
-            type=type_, step_index=step_index, created_at=int(self.deps.clock.now()), **fields
-        )
+    def _event(
+        self,
+        type_: str,
+        step_index: int | None = None,
+        operation_id: str | None = None,
+        attempt_id: str | None = None,
+        payload: dict[str, Any] | None = None,
+    ) -> NewEvent:
+        """An event of values the loop made (validated models' dumps, ids, counters)."""
+        fields_set = set(_ALWAYS_SET)
+        if operation_id is not None:
+            fields_set.add("operation_id")
+        if attempt_id is not None:
+            fields_set.add("attempt_id")
+        if payload is None:
+            payload = {}
+        else:
+            fields_set.add("payload")
+        values = {
+            "type": type_,
+            "step_index": step_index,
+            "operation_id": operation_id,
+            "attempt_id": attempt_id,
+            "payload": payload,
+            "created_at": int(self.deps.clock.now()),
+        }
+        return _made(values, fields_set)
 
     def started(self, *, resumed: bool, next_step_index: int, retried: bool = False) -> None:
         """Record the start of a leg (``retried``: the first leg after a runtime retry())."""
@@ -109,7 +147,7 @@ class EventWriter:
             return  # deltas are recorded with their attempt by ``delta``
         if isinstance(part, FinishPart):
             kind = RUN_SUSPENDED if part.status == "suspended" else RUN_FINISHED
-            payload = part.model_dump(mode="json", exclude={"type"})
+            payload = _dumped(part)
             if kind == RUN_FINISHED and self.defer_terminal:
                 self.finish = payload
                 self._add(None, part)
@@ -120,7 +158,7 @@ class EventWriter:
         if event_type is None:
             self._add(None, part)
             return
-        payload = part.model_dump(mode="json", exclude={"type"})
+        payload = _dumped(part)
         self._add(self._event(event_type, getattr(part, "step_index", None), payload=payload), part)
 
     def attempt_started(self, step_index: int, operation_id: str, attempt_id: str) -> None:
@@ -170,10 +208,11 @@ class EventWriter:
         failure_kind: str = "model",
     ) -> None:
         """The attempt failed or was cancelled: its partial output is void."""
+        # The error's text is not the loop's: validated (lone surrogates become U+FFFD).
         self._add(
-            self._event(
-                MODEL_ATTEMPT_FAILED,
-                step_index,
+            NewEvent(
+                type=MODEL_ATTEMPT_FAILED,
+                step_index=step_index,
                 operation_id=operation_id,
                 attempt_id=attempt_id,
                 payload={
@@ -181,6 +220,7 @@ class EventWriter:
                     "error_type": type(error).__name__,
                     "message": str(error),
                 },
+                created_at=int(self.deps.clock.now()),
             )
         )
 
@@ -189,7 +229,7 @@ class EventWriter:
         if self.defer_terminal:
             return
         part = ErrorPart(error_type=type(error).__name__, message=str(error) or "cancelled")
-        self._add(self._event(RUN_ERROR, payload=part.model_dump(mode="json", exclude={"type"})))
+        self._add(self._event(RUN_ERROR, payload=_dumped(part)))
 
     # -- writing -------------------------------------------------------------------
 
@@ -301,3 +341,10 @@ class EventWriter:
             await offload(fn, *args, **kwargs)
         else:
             await self.retry.acall(operation, fn, *args, **kwargs)
+
+
+def _dumped(part: StreamPart) -> dict[str, Any]:
+    """A part's JSON fields without its ``type`` (the event's type says it)."""
+    payload = part.model_dump(mode="json")
+    del payload["type"]
+    return payload

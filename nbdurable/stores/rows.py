@@ -55,6 +55,8 @@ _OWN = frozenset(
     }
 )
 _EXTRA = frozenset(AgentCheckpoint.model_fields) - _OWN
+_EXTRA_INCLUDE = set(_EXTRA)
+_EXTRA_DEFAULTS = tuple((name, AgentCheckpoint.model_fields[name].default) for name in _EXTRA)
 _INFO_FIELDS = frozenset(CheckpointInfo.model_fields)
 _APPROVALS: TypeAdapter[tuple[ToolApprovalRequest, ...]] = TypeAdapter(
     tuple[ToolApprovalRequest, ...]
@@ -85,7 +87,18 @@ class CheckpointRow:
 
     def values(self) -> tuple[Any, ...]:
         """The :data:`COLUMNS` values, in order."""
-        return tuple(getattr(self, name) for name in COLUMNS)
+        return (
+            self.version,
+            self.step_index,
+            self.status,
+            self.message_count,
+            self.usage,
+            self.pending_approvals,
+            self.agent_path,
+            self.created_at,
+            self.finish_reason,
+            self.extra,
+        )
 
     def fields(self) -> dict[str, Any]:
         """The checkpoint's fields except messages, validated.
@@ -152,9 +165,12 @@ class CheckpointRow:
 def checkpoint_row(checkpoint: AgentCheckpoint) -> CheckpointRow:
     """The row that stores ``checkpoint``'s metadata."""
     extra = None
-    if _EXTRA:
-        dumped = checkpoint.model_dump_json(include=set(_EXTRA), exclude_defaults=True)
+    # All optional fields at their defaults (the usual case for most of them) dump as "{}".
+    if any(getattr(checkpoint, name) != default for name, default in _EXTRA_DEFAULTS):
+        dumped = checkpoint.model_dump_json(include=_EXTRA_INCLUDE, exclude_defaults=True)
         extra = None if dumped == "{}" else dumped
+    approvals = checkpoint.pending_approvals
+    path = checkpoint.agent_path
     return CheckpointRow(
         run_id=checkpoint.run_id,
         version=checkpoint.version,
@@ -162,8 +178,9 @@ def checkpoint_row(checkpoint: AgentCheckpoint) -> CheckpointRow:
         status=checkpoint.status,
         message_count=len(checkpoint.messages),
         usage=checkpoint.usage.model_dump_json(),
-        pending_approvals=_APPROVALS.dump_json(checkpoint.pending_approvals).decode(),
-        agent_path=json.dumps(list(checkpoint.agent_path)),
+        # "[]" is by far the most common value of both (and what their encoders write).
+        pending_approvals=_APPROVALS.dump_json(approvals).decode() if approvals else "[]",
+        agent_path=json.dumps(list(path)) if path else "[]",
         created_at=checkpoint.created_at,
         finish_reason=checkpoint.finish_reason,
         extra=extra,

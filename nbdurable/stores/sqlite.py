@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import json.encoder
 import os
 import sqlite3
 import threading
@@ -18,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from .._errors import RunNotFoundError, StoreCorruptionError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
@@ -132,7 +133,27 @@ WHERE id IN (SELECT id FROM temp.nbdurable_gc) AND id NOT IN (SELECT id FROM kee
 """
 
 # One encoder for every event: json.dumps with options builds a new one per call.
-_compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+# The C encoder that _ENCODER.encode builds at each call, built once: the same
+# text without the Python layers around it. Without cycle markers (a payload is
+# a JSON tree; a cyclic one fails with RecursionError instead of ValueError).
+_C_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
+_c_encode: Any = (
+    None
+    if _C_ENCODER is None
+    else _C_ENCODER(
+        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, True
+    )
+)
+
+
+def _compact_json(value: object) -> str:
+    """``json.dumps(value, separators=(",", ":"), ensure_ascii=False)``."""
+    if _c_encode is None:
+        return _ENCODER.encode(value)
+    return "".join(_c_encode(value, 0))
+
+
 _LAST_EVENT = "SELECT max(position) FROM events WHERE run_id = ?"
 _INSERT_EVENT = (
     "INSERT INTO events (run_id, position, type, step_index, operation_id, attempt_id, "
@@ -514,6 +535,7 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
             self._closed = True
             if self._nowait_conn is not None:
                 self._nowait_conn.close()
+            self._close_checkpoints()
             self._conn.close()
 
     def __enter__(self) -> SqliteSessionStore:

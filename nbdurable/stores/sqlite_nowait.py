@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from collections.abc import Callable
 from contextlib import suppress
 from typing import Any, ClassVar, TypeVar
@@ -54,6 +55,11 @@ class SqliteNowaitWrites:
         self._checkpoint_at = _CHECKPOINT_BYTES
         self._checkpointing = False
         self._closed = False
+        # A store thread's checkpoints run on a connection of their own, so the
+        # store's lock (and the loop's writes) need not wait for one: WAL lets
+        # writers append while a passive checkpoint copies and syncs.
+        self._checkpoint_conn: sqlite3.Connection | None = None
+        self._checkpoint_lock = threading.Lock()
 
     def try_without_waiting(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Run ``fn`` (a write method of this store) now if it needs no wait; else ``WOULD_WAIT``.
@@ -140,14 +146,30 @@ class SqliteNowaitWrites:
             self._checkpointing = False
 
     def _background_checkpoint(self) -> None:
-        with self._lock:
-            self._checkpointing = False
-            if not self._closed:
-                self._passive_checkpoint()
+        with self._checkpoint_lock:
+            try:
+                if self._closed:
+                    return
+                if self._checkpoint_conn is None:
+                    self._checkpoint_conn = self._open_nowait_connection()
+                self._passive_checkpoint(self._checkpoint_conn)
+            except sqlite3.Error:
+                return  # the next commit tries again; a failing file fails the writes themselves
+            finally:
+                self._checkpointing = False
 
-    def _passive_checkpoint(self) -> None:
+    def _close_checkpoints(self) -> None:
+        """Close the store threads' checkpoint connection (after any checkpoint in progress)."""
+        with self._checkpoint_lock:
+            if self._checkpoint_conn is not None:
+                self._checkpoint_conn.close()
+                self._checkpoint_conn = None
+
+    def _passive_checkpoint(self, conn: sqlite3.Connection | None = None) -> None:
         try:
-            busy, log, done = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            busy, log, done = (
+                (conn or self._conn).execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            )
         except sqlite3.Error:
             return  # the next commit tries again; a failing file fails the writes themselves
         # A log that a reader kept from being folded whole is not tried again

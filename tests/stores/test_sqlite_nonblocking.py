@@ -275,3 +275,45 @@ def test_a_sigkilled_async_run_loses_at_most_the_step_in_flight(
     assert resumed.text == "all probed"
     assert [i.step_index for i in store.history(loop_crash.RUN_ID)][-1] == steps
     store.close()
+
+
+async def test_a_wal_checkpoint_in_progress_does_not_send_writes_off_the_loop(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    store = nd.SqliteSessionStore(db)
+    assert store._nowait_conn is not None
+    writes: dict[str, list[int]] = {"thread": [], "nowait": []}
+    for name, conn in (("thread", store._conn), ("nowait", store._nowait_conn)):
+        conn.set_trace_callback(
+            lambda sql, name=name: (
+                writes[name].append(threading.get_ident()) if sql.startswith("INSERT") else None
+            )
+        )
+    stop = threading.Event()
+    folded = 0
+
+    def checkpoints() -> None:
+        nonlocal folded
+        while not stop.is_set():
+            store._background_checkpoint()  # what a store thread runs, again and again
+            folded += 1
+
+    checkpointer = threading.Thread(target=checkpoints)
+    checkpointer.start()
+    try:
+        big = "x" * 20_000
+        messages: tuple[nd.Message, ...] = (nd.user("start"),)
+        for step in range(60):
+            messages = (*messages, nd.user(f"{step}:{big}"))
+            checkpoint = _checkpoint("r", step).model_copy(update={"messages": messages})
+            await offload(store.save, checkpoint, extends=messages[:-1])
+    finally:
+        stop.set()
+        checkpointer.join()
+    assert folded > 0
+    assert writes["thread"] == []  # no save waited for a checkpoint on a store thread
+    assert set(writes["nowait"]) == {threading.get_ident()}
+    assert [i.step_index for i in store.history("r")] == list(range(60))
+    store.close()
+    assert _size(f"{db}-wal") == 0
