@@ -10,8 +10,6 @@ so its cost does not grow with the history. The schema lives in
 from __future__ import annotations
 
 import builtins
-import json
-import json.encoder
 import os
 import sqlite3
 import threading
@@ -19,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
 from .._errors import RunNotFoundError, StoreCorruptionError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
@@ -46,19 +44,10 @@ from .chain import (
 )
 from .prune import PruneReport, prune_runs
 from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
-from .sqlite_codec import (
-    MESSAGES_DICTIONARY,
-    pack_attempt,
-    pack_json,
-    pack_operation,
-    pack_type,
-    unpack_attempt,
-    unpack_json,
-    unpack_operation,
-    unpack_type,
-)
+from .sqlite_codec import unpack_json
 from .sqlite_errors import guard_methods, typed_error
 from .sqlite_nowait import SqliteNowaitWrites
+from .sqlite_rows import checkpoint_values, event_from_row, event_row, node_rows
 from .sqlite_runtime import SqliteRuntimeTables
 from .sqlite_schema import SCHEMA_VERSION, migrate, verify_schema
 
@@ -132,28 +121,6 @@ DELETE FROM nodes
 WHERE id IN (SELECT id FROM temp.nbdurable_gc) AND id NOT IN (SELECT id FROM keep)
 """
 
-# One encoder for every event: json.dumps with options builds a new one per call.
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-# The C encoder that _ENCODER.encode builds at each call, built once: the same
-# text without the Python layers around it. Without cycle markers (a payload is
-# a JSON tree; a cyclic one fails with RecursionError instead of ValueError).
-_C_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
-_c_encode: Any = (
-    None
-    if _C_ENCODER is None
-    else _C_ENCODER(
-        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, True
-    )
-)
-
-
-def _compact_json(value: object) -> str:
-    """``json.dumps(value, separators=(",", ":"), ensure_ascii=False)``."""
-    if _c_encode is None:
-        return _ENCODER.encode(value)
-    return "".join(_c_encode(value, 0))
-
-
 _LAST_EVENT = "SELECT max(position) FROM events WHERE run_id = ?"
 _INSERT_EVENT = (
     "INSERT INTO events (run_id, position, type, step_index, operation_id, attempt_id, "
@@ -170,53 +137,6 @@ _KNOWN_RUN = (
 )
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
-
-
-def _event(run_id: str, row: tuple[object, ...]) -> Event:
-    position, type_, step_index, operation_id, attempt_id, payload, created_at = row
-    return Event(
-        run_id=run_id,
-        offset=position,
-        type=unpack_type(type_),
-        step_index=step_index,
-        operation_id=unpack_operation(operation_id, run_id, step_index),  # type: ignore[arg-type]
-        attempt_id=unpack_attempt(attempt_id),
-        payload=json.loads(unpack_json(payload)),
-        created_at=created_at,
-    )
-
-
-def _event_row(run_id: str, position: int, event: NewEvent) -> tuple[object, ...]:
-    """The stored values of an event (see :mod:`.sqlite_codec`)."""
-    return (
-        run_id,
-        position,
-        pack_type(event.type),
-        event.step_index,
-        pack_operation(event.operation_id, run_id, event.step_index),
-        pack_attempt(event.attempt_id),
-        pack_json(_compact_json(event.payload)),
-        event.created_at,
-    )
-
-
-def _node_rows(rows: Sequence[NodeRow]) -> builtins.list[tuple[object, ...]]:
-    """Node rows as stored: the message JSON packed (its id hashes the JSON text)."""
-    return [(nid, parent, pack_json(text, MESSAGES_DICTIONARY)) for nid, parent, text in rows]
-
-
-_USAGE = COLUMNS.index("usage")
-_EXTRA = COLUMNS.index("extra")
-
-
-def _checkpoint_values(row: CheckpointRow) -> builtins.list[object]:
-    """A checkpoint row's metadata values as stored: usage and extra packed."""
-    values: builtins.list[object] = list(row.values())
-    if isinstance(row.usage, str):
-        values[_USAGE] = pack_json(row.usage)
-    if isinstance(row.extra, str):
-        values[_EXTRA] = pack_json(row.extra)
-    return values
 
 
 class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
@@ -378,7 +298,7 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
                         run_id=run_id,
                     )
         try:
-            return [_event(run_id, row) for row in rows]
+            return [event_from_row(run_id, row) for row in rows]
         except (ValueError, StoreCorruptionError) as exc:
             raise StoreCorruptionError(
                 f"an event of run {run_id!r} is damaged: {exc}", run_id=run_id
@@ -394,7 +314,7 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
         if last is None:
             last = conn.execute(_LAST_EVENT, (run_id,)).fetchone()[0] or 0
         conn.executemany(
-            _INSERT_EVENT, [_event_row(run_id, last + i + 1, e) for i, e in enumerate(events)]
+            _INSERT_EVENT, [event_row(run_id, last + i + 1, e) for i, e in enumerate(events)]
         )
         return numbered(run_id, events, last)
 
@@ -424,9 +344,9 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
                 if parent is not None and not has_parent:
                     # Another process deleted the nodes this process remembered.
                     _, new_rows = extend_chain(None, messages)
-                conn.executemany(_INSERT_NODE, _node_rows(new_rows))
+                conn.executemany(_INSERT_NODE, node_rows(new_rows))
                 seq = (last_seq or 0) + 1
-                conn.execute(_INSERT_CHECKPOINT, (run_id, seq, head, *_checkpoint_values(row)))
+                conn.execute(_INSERT_CHECKPOINT, (run_id, seq, head, *checkpoint_values(row)))
                 if last_seq is not None:
                     conn.execute(_UPDATE_RUN, (seq, checkpoint.created_at, run_id))
                 else:
