@@ -187,6 +187,8 @@ def run(steps: int, config: str, folder: Path, pg_url: str | None = None) -> Fig
     elif config == POSTGRES:
         assert pg_url is not None
         store = open_store(pg_url)
+        if RUN_ID in store.list():  # left by an earlier run on this database (--repeat)
+            store.delete(RUN_ID)
 
     async def go() -> tuple[float, str, int]:
         started = time.perf_counter()
