@@ -27,8 +27,13 @@ T = TypeVar("T")
 
 # The write-ahead log is folded back into the file by a store thread once it
 # holds this many bytes (SQLite's own automatic checkpoint, at 1,000 pages,
-# would run inside a commit: on the event loop, with an fsync).
-_CHECKPOINT_BYTES = 1000 * 4096
+# would run inside a commit: on the event loop, with an fsync). Smaller than
+# SQLite's: a log that a passive checkpoint could not restart stays on disk.
+_CHECKPOINT_BYTES = 128 * 4096
+# Passive checkpoints run beside the writes and cannot restart a log that keeps
+# growing under them; past this size the writes leave the loop's thread and a
+# store thread folds the log back whole (TRUNCATE waits for the writers it blocks).
+_WAL_CEILING = 2 * _CHECKPOINT_BYTES
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
 
@@ -54,6 +59,7 @@ class SqliteNowaitWrites:
         self._wal = f"{self.path}-wal" if on_file else None
         self._checkpoint_at = _CHECKPOINT_BYTES
         self._checkpointing = False
+        self._wal_full = False
         self._closed = False
         # A store thread's checkpoints run on a connection of their own, so the
         # store's lock (and the loop's writes) need not wait for one: WAL lets
@@ -86,7 +92,7 @@ class SqliteNowaitWrites:
         if not self._lock.acquire(blocking=False):
             return WOULD_WAIT  # type: ignore[no-any-return]
         try:
-            if self._closed or self._conn.in_transaction:
+            if self._closed or self._conn.in_transaction or self._wal_full:
                 return WOULD_WAIT  # type: ignore[no-any-return]
             # The method runs on the connection that never waits; the lock keeps
             # every other user of self._conn out meanwhile.
@@ -124,7 +130,12 @@ class SqliteNowaitWrites:
         (``_nowait``) the checkpoint is handed to a store thread: it writes and
         syncs the database file.
         """
-        if self._wal is None or self._checkpointing:
+        if self._wal is None:
+            return
+        if self._wal_full and not self._nowait:
+            self._truncate_checkpoint()
+            return
+        if self._checkpointing:
             return
         if not force:
             self._writes += 1
@@ -134,6 +145,11 @@ class SqliteNowaitWrites:
                 size = os.stat(self._wal).st_size
             except OSError:
                 return
+            if size >= _WAL_CEILING:
+                self._wal_full = True
+                if not self._nowait:
+                    self._truncate_checkpoint()
+                    return
             if size < self._checkpoint_at:
                 return
         if not self._nowait:
@@ -157,6 +173,16 @@ class SqliteNowaitWrites:
                 return  # the next commit tries again; a failing file fails the writes themselves
             finally:
                 self._checkpointing = False
+
+    def _truncate_checkpoint(self) -> None:
+        """On a store thread, lock held: fold the whole log back and empty it."""
+        try:
+            busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.Error:
+            return  # the next write tries again; a failing file fails the writes themselves
+        if not busy:
+            self._wal_full = False
+            self._checkpoint_at = _CHECKPOINT_BYTES
 
     def _close_checkpoints(self) -> None:
         """Close the store threads' checkpoint connection (after any checkpoint in progress)."""
