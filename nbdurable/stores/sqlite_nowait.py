@@ -139,8 +139,8 @@ class SqliteNowaitWrites:
             return
         if not force:
             self._writes += 1
-            if self._writes % 16:
-                return  # a commit adds a few pages: the size is looked at every 16th
+            if self._writes % 4:
+                return  # a commit adds a few pages: the size is looked at every 4th
             try:
                 size = os.stat(self._wal).st_size
             except OSError:
