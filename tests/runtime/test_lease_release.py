@@ -54,10 +54,8 @@ class _EndsAfterRead:
         return record
 
 
-@pytest.mark.parametrize("state", ["waiting_approval", "completed"])
-async def test_a_lease_released_by_the_leg_s_own_end_is_not_lost(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, state: str
-) -> None:
+def _store_with_a_running_run(tmp_path: Path) -> tuple[Any, RuntimeRun]:
+    """A SQLite store holding run ``r1``, running under HOLDER's lease."""
     store = nd.open_store(f"sqlite:///{tmp_path / 'runs.db'}")
     now = int(time.time() * 1000)
     record = RuntimeRun(
@@ -74,6 +72,14 @@ async def test_a_lease_released_by_the_leg_s_own_end_is_not_lost(
         lease_expires_at=now + 600_000,
     )
     store.rt_insert(record, enqueue=False, max_pending=10)
+    return store, record
+
+
+@pytest.mark.parametrize("state", ["waiting_approval", "completed"])
+async def test_a_lease_released_by_the_leg_s_own_end_is_not_lost(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, state: str
+) -> None:
+    store, record = _store_with_a_running_run(tmp_path)
     try:
         async with await DurableRuntime.open(
             store=store, agents=[], poll_interval=0.02, lease_ms=3000
@@ -99,22 +105,7 @@ async def test_a_lease_released_by_the_leg_s_own_end_is_not_lost(
 async def test_a_lease_taken_by_another_owner_still_stops_the_execution(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = nd.open_store(f"sqlite:///{tmp_path / 'runs.db'}")
-    now = int(time.time() * 1000)
-    record = RuntimeRun(
-        run_id="r1",
-        agent_id="elsewhere",
-        agent_version="1",
-        session_id="s1",
-        prompt='"hi"',
-        state="running",
-        created_at=now,
-        updated_at=now,
-        fence=1,
-        lease_owner=HOLDER,
-        lease_expires_at=now + 600_000,
-    )
-    store.rt_insert(record, enqueue=False, max_pending=10)
+    store, record = _store_with_a_running_run(tmp_path)
     try:
         async with await DurableRuntime.open(
             store=store, agents=[], poll_interval=0.02, lease_ms=3000
