@@ -137,6 +137,7 @@ _KNOWN_RUN = (
 )
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+_PAGE_SIZE = 2048
 
 
 class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
@@ -193,6 +194,10 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
         )
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            # A new file gets 2 KB pages (an existing one keeps its own): a step's
+            # rows touch a dozen pages, and every commit copies each whole page
+            # into the write-ahead log, then a checkpoint copies it again.
+            self._conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
             # Switching a new file to WAL takes a lock the busy handler does not
             # always wait for, so several processes opening one new file retry.
             self._retry_locked(lambda: self._conn.execute("PRAGMA journal_mode = WAL").fetchone())
