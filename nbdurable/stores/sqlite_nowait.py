@@ -34,6 +34,8 @@ _CHECKPOINT_BYTES = 128 * 4096
 # growing under them; past this size the writes leave the loop's thread and a
 # store thread folds the log back whole (TRUNCATE waits for the writers it blocks).
 _WAL_CEILING = 2 * _CHECKPOINT_BYTES
+# How long a fold waits for a passive checkpoint of this store in progress.
+_FOLD_WAIT = 5.0
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
 
@@ -176,10 +178,17 @@ class SqliteNowaitWrites:
 
     def _truncate_checkpoint(self) -> None:
         """On a store thread, lock held: fold the whole log back and empty it."""
+        # A checkpoint of another connection makes this one fail at once (busy),
+        # and every write would leave the loop until it ends: wait for ours (not
+        # for ever: a busy fold is tried again at the next write).
+        waited = self._checkpoint_lock.acquire(timeout=_FOLD_WAIT)
         try:
             busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         except sqlite3.Error:
             return  # the next write tries again; a failing file fails the writes themselves
+        finally:
+            if waited:
+                self._checkpoint_lock.release()
         if not busy:
             self._wal_full = False
             self._checkpoint_at = _CHECKPOINT_BYTES

@@ -341,7 +341,8 @@ async def test_a_log_that_passive_checkpoints_cannot_restart_is_emptied_off_the_
 
     def checkpoints() -> None:
         while not stop.is_set():
-            store._background_checkpoint()  # always one in progress: the log never restarts
+            store._background_checkpoint()  # nearly always one in progress: no restart
+            time.sleep(0.001)
 
     checkpointer = threading.Thread(target=checkpoints)
     checkpointer.start()
@@ -358,5 +359,8 @@ async def test_a_log_that_passive_checkpoints_cannot_restart_is_emptied_off_the_
         checkpointer.join()
     assert biggest < 3 * 1024 * 1024, biggest  # without the TRUNCATE: 150 x 20 KB and more
     assert writes["thread"] and loop_thread not in writes["thread"]  # the fold's writes
+    # A fold waits for the checkpoint in progress, so it empties the log the first
+    # time: a few writes leave the loop, not every write until a fold wins a race.
+    assert len(writes["thread"]) <= len(writes["nowait"]) // 10, writes
     assert [i.step_index for i in store.history("r")] == list(range(150))
     store.close()
