@@ -238,3 +238,12 @@ def test_store_bench_split_prints_persistence_as_sql_and_python(tmp_path: Path) 
     assert "SQL" in cost and "Python" in cost and "statements" in cost
     statements = float(cost.split(" statements")[0].rsplit("(", 1)[1])
     assert 5 < statements < 20  # a step's two commits were recorded and replayed
+
+
+def test_store_floor_prints_each_configuration_against_no_store(tmp_path: Path) -> None:
+    script = BENCH.with_name("store_floor.py")
+    lines = run_bench(script, ["--steps", "20", "--repeat", "1"], tmp_path, timeout=120)
+    assert lines[0].startswith("N = 20, 1 interleaved rounds")
+    rows = {line.split("|")[0].strip(): line.split("|")[1:] for line in lines[3:]}
+    assert list(rows) == ["no store", "discarding store", "minimal sqlite", "nbdurable sqlite"]
+    assert float(rows["no store"][1]) == 1.0 and float(rows["minimal sqlite"][0]) > 0

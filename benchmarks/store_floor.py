@@ -1,0 +1,195 @@
+"""Floors for a durable run at N steps: what persistence costs at the least.
+
+The loop of store_bench.py runs, interleaved in one process (medians of wall and
+CPU time), with:
+
+- no store;
+- a store that discards every write, run on the loop's thread: the cost of the
+  loop's own persistence work (events, checkpoints, the writer, the dispatch),
+  with no store behind it;
+- a minimal SQLite store on the loop's thread: each commit is one row holding the
+  commit's events and new messages as one JSON text (no packing, no message
+  chain, no hashes, no checks, no index but the key), in the same two commits a
+  step as the real store;
+- nbdurable's SQLite session store.
+
+A store cannot make a run cheaper than its floor, so the ratios say which goals a
+faster store alone can reach and which need less work in the loop as well.
+
+    python benchmarks/store_floor.py                  # N = 500, 5 rounds
+    python benchmarks/store_floor.py --steps 200 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import nbdurable as nd
+from nbdurable.events import NewEvent
+from nbdurable.stores.memory import InMemorySessionStore
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+FILLER = "lorem ipsum dolor sit amet, consectetur adipiscing elit; "
+
+
+class DiscardingStore(InMemorySessionStore):
+    """Takes every write and keeps nothing; its writes run on the loop's thread."""
+
+    local_nonblocking_writes = True
+    saves_extensions = True
+
+    def try_without_waiting(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run the write here, on the caller's thread (it never waits)."""
+        return fn(*args, **kwargs)
+
+    def load(self, run_id: str, step_index: int | None = None) -> None:
+        """No run is ever stored."""
+        return None
+
+    def save_with_events(self, checkpoint: Any, events: Sequence[NewEvent], **_: Any) -> list[Any]:
+        """Discard both."""
+        return []
+
+    def append_events(self, run_id: str, events: Sequence[NewEvent], **_: Any) -> list[Any]:
+        """Discard them."""
+        return []
+
+
+class MinimalSqliteStore(DiscardingStore):
+    """One row per commit: the commit's events and new messages as one JSON text."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.db = sqlite3.connect(path, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA synchronous = NORMAL")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS log "
+            "(run_id TEXT, seq INTEGER, body TEXT, PRIMARY KEY (run_id, seq)) WITHOUT ROWID"
+        )
+        self.seq = 0
+        self.saved = 0
+
+    def _commit(self, run_id: str, events: Sequence[NewEvent], head: object) -> list[Any]:
+        self.seq += 1
+        rows = [
+            (e.type, e.step_index, e.operation_id, e.attempt_id, e.payload, e.created_at)
+            for e in events
+        ]
+        body = _ENCODER.encode([head, rows])
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.execute("INSERT INTO log VALUES (?, ?, ?)", (run_id, self.seq, body))
+        self.db.execute("COMMIT")
+        return []
+
+    def save_with_events(self, checkpoint: Any, events: Sequence[NewEvent], **_: Any) -> list[Any]:
+        """One row: the checkpoint's metadata and new messages, and the events."""
+        new = checkpoint.messages[self.saved :]
+        self.saved = len(checkpoint.messages)
+        head = {
+            "step": checkpoint.step_index,
+            "status": checkpoint.status,
+            "usage": checkpoint.usage.model_dump_json(),
+            "messages": [m.model_dump_json() for m in new],
+        }
+        return self._commit(checkpoint.run_id, events, head)
+
+    def append_events(self, run_id: str, events: Sequence[NewEvent], **_: Any) -> list[Any]:
+        """One row: the events."""
+        return self._commit(run_id, events, None)
+
+    def close(self) -> None:
+        """Close the file."""
+        self.db.close()
+
+
+def run_loop(n: int, store: Any) -> tuple[float, float]:
+    """One run of n tool steps on ``store`` (None: no session); (wall s, CPU s)."""
+    usage = nd.Usage(input_tokens=10, output_tokens=5, total_tokens=15)
+    turns: list[Any] = [nd.Turn(tool_calls=[("probe", {"i": i})], usage=usage) for i in range(n)]
+    turns.append(nd.Turn(text="Done.", usage=usage))
+    model = nd.ScriptedModel(turns, mode="sequential")
+
+    @nd.tool
+    def probe(i: int) -> str:
+        """Probe the system once."""
+        return (f"probe {i}: " + FILLER * 5)[:200]
+
+    session = nd.DurableSession(store, run_id="bench") if store is not None else None
+
+    async def go() -> str:
+        result = await nd.generate_text(
+            model=model,
+            messages="Probe the system.",
+            tools=[probe],
+            max_steps=n + 1,
+            session=session,
+        )
+        return result.text
+
+    gc.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
+    text = asyncio.run(go())
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    assert text == "Done."
+    if store is not None:
+        store.close()
+    return wall, cpu
+
+
+CONFIGS: dict[str, Callable[[Path], Any]] = {
+    "no store": lambda _: None,
+    "discarding store": lambda _: DiscardingStore(),
+    "minimal sqlite": MinimalSqliteStore,
+    "nbdurable sqlite": nd.SqliteSessionStore,
+}
+
+
+def floors(n: int = 500, rounds: int = 5, root: Path | None = None) -> list[str]:
+    """The table: each configuration's medians over ``rounds`` interleaved rounds."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in CONFIGS}
+    with tempfile.TemporaryDirectory(prefix="nbdurable-floor-", dir=root) as tmp:
+        for k in range(rounds):
+            for name, make in CONFIGS.items():
+                path = Path(tmp) / f"{name.replace(' ', '-')}-{k}.db"
+                times[name].append(run_loop(n, make(path)))
+    med = statistics.median
+    base_wall = med(w for w, _ in times["no store"])
+    base_cpu = med(c for _, c in times["no store"])
+    lines = [
+        f"N = {n}, {rounds} interleaved rounds, load average {os.getloadavg()[0]:.2f}",
+        "config           | wall ms/step | x no store | CPU ms/step | x no store",
+        "-----------------+--------------+------------+-------------+-----------",
+    ]
+    for name, runs in times.items():
+        wall, cpu = med(w for w, _ in runs), med(c for _, c in runs)
+        lines.append(
+            f"{name:16} | {wall * 1000 / n:12.3f} | {wall / base_wall:10.2f} | "
+            f"{cpu * 1000 / n:11.3f} | {cpu / base_cpu:9.2f}"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds (medians)")
+    args = parser.parse_args(argv)
+    print("\n".join(floors(args.steps, args.repeat)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
