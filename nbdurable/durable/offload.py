@@ -16,6 +16,16 @@ one of its own methods first, on the loop's thread, and the store either runs
 the call in a mode that cannot wait (its lock taken without blocking, SQLite's
 busy timeout at zero, no fsync, no checkpoint) or returns :data:`WOULD_WAIT`
 having changed nothing; the call then goes to a store thread as usual.
+
+Objects that stand in front of such a store (the runtime's retrying and
+mirroring views of it, a run owner's pending writes) make their own calls
+there too: they mix in :class:`NowaitDelegate` and name the methods that only
+call the store (and keep in-memory books) and may be run again from the start.
+Such a method runs on the loop's thread inside the store's
+``run_without_waiting`` scope; a store call in it that would wait raises
+:class:`WouldWait`, which no ``except Exception`` (a retry loop) catches, the
+store rolls back what that call began, and the whole method goes to a store
+thread instead.
 """
 
 from __future__ import annotations
@@ -27,9 +37,17 @@ import inspect
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
-__all__ = ["STORE_THREADS", "WOULD_WAIT", "in_background", "offload"]
+__all__ = [
+    "STORE_THREADS",
+    "WOULD_WAIT",
+    "NowaitDelegate",
+    "WouldWait",
+    "in_background",
+    "offload",
+    "run_without_waiting",
+]
 
 T = TypeVar("T")
 
@@ -46,6 +64,74 @@ class _WouldWait:
 
 WOULD_WAIT: Any = _WouldWait()
 """What ``try_without_waiting`` returns for a call it did not make (it would have waited)."""
+
+
+class WouldWait(BaseException):
+    """A store call inside ``run_without_waiting`` would have had to wait.
+
+    A ``BaseException``: retry loops (``except Exception``) let it through, so
+    nothing sleeps on the loop's thread; the store's scope turns it into
+    :data:`WOULD_WAIT`.
+    """
+
+
+def run_without_waiting(store: object, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` here, inside ``store``'s scope that never waits; else ``WOULD_WAIT``.
+
+    ``store`` is a store with ``run_without_waiting`` (the SQLite store) or an
+    object standing in front of one (a :class:`NowaitDelegate`); anything else
+    gives :data:`WOULD_WAIT` at once. ``fn`` must make only that store's calls
+    and be safe to run again from the start: after ``WOULD_WAIT`` the caller
+    runs it on a store thread, and calls it made before the one that would
+    have waited may have committed.
+    """
+    runner = getattr(store, "run_without_waiting", None)
+    if runner is None or not getattr(store, "local_nonblocking_writes", False):
+        return WOULD_WAIT  # type: ignore[no-any-return]
+    return cast(T, runner(fn, *args, **kwargs))
+
+
+class NowaitDelegate:
+    """Mixin for an object standing in front of a store: its listed methods may run here.
+
+    :func:`offload` offers each call of one of the methods named in
+    ``nowait_methods`` (as the class listing them defines it: not a
+    subclass's override) to the
+    store behind it (:meth:`nowait_store`) through :func:`run_without_waiting`.
+    List only methods that call nothing but that store and may be run again
+    from the start (see :func:`run_without_waiting`).
+    """
+
+    nowait_methods: ClassVar[frozenset[str]] = frozenset()
+
+    def nowait_store(self) -> object:
+        """The store whose calls this object's methods make."""
+        raise NotImplementedError
+
+    @property
+    def local_nonblocking_writes(self) -> bool:
+        """Whether the store behind can run calls on the loop's thread."""
+        return bool(getattr(self.nowait_store(), "local_nonblocking_writes", False))
+
+    def try_without_waiting(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """A listed method of this object, run here when it need not wait; else ``WOULD_WAIT``."""
+        func = getattr(fn, "__func__", None)
+        name = getattr(func, "__name__", "")
+        # The class that lists the methods vouches for its own definitions only:
+        # a subclass's override (what it calls is unknown) runs on a store thread.
+        lister = next(c for c in type(self).__mro__ if "nowait_methods" in vars(c))
+        if (
+            getattr(fn, "__self__", None) is not self
+            or name not in self.nowait_methods
+            or vars(lister).get(name) is not func
+        ):
+            return WOULD_WAIT  # type: ignore[no-any-return]
+        return run_without_waiting(self.nowait_store(), fn, *args, **kwargs)
+
+    def run_without_waiting(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Pass a call on to the store behind (an object in front of this one uses it)."""
+        return run_without_waiting(self.nowait_store(), fn, *args, **kwargs)
+
 
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()

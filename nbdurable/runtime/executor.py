@@ -7,13 +7,13 @@ import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._errors import FencedOutError, LeaseLostError, LimitExceededError, ModelError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.checkpoint_size import CheckpointSize
 from ..durable.lease_holder import describe_holder, process_gone
-from ..durable.offload import offload
+from ..durable.offload import NowaitDelegate, offload
 from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.runtime_store import RuntimeStore
 from ..durable.store import SessionStore
@@ -39,7 +39,7 @@ __all__ = ["ModelAttemptFailed", "NeedsAttention", "RunContext", "RunTimedOut", 
 
 
 @dataclass
-class RunContext:
+class RunContext(NowaitDelegate):
     """What one execution of a claimed run knows and persists.
 
     Attributes:
@@ -73,10 +73,19 @@ class RunContext:
     calls: dict[str, str] = field(default_factory=dict)
     riders: StepRiders | None = None
 
+    # One store call each, then this owner's copy of the record.
+    nowait_methods: ClassVar[frozenset[str]] = frozenset(
+        {"keep_lease_fresh", "update", "count_operation"}
+    )
+
     @property
     def store(self) -> RuntimeStore:
         """The runtime's store."""
         return self.runtime.runtime_store
+
+    def nowait_store(self) -> object:
+        """The runtime's store (its retrying view)."""
+        return self.store
 
     @property
     def retry_policy(self) -> ModelRetry | None:

@@ -75,8 +75,11 @@ class Run:
         return record
 
     async def _fetch(self) -> RuntimeRun:
-        """:meth:`record`, read on a store thread."""
-        return await offload(self.record)
+        """:meth:`record`, read from the store (never the mirror) without blocking the loop."""
+        record = await offload(self.runtime.runtime_store.rt_get, self.run_id)
+        if record is None:
+            raise RunNotFoundError(self.run_id)
+        return record
 
     @property
     def status(self) -> str:

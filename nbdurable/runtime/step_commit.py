@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..durable.checkpoint import AgentCheckpoint
+from ..durable.offload import NowaitDelegate
 from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.transient import StoreRetry
 from ..events.commit import RuntimeCommit
@@ -41,7 +42,7 @@ __all__ = ["StepRiders"]
 _Staged = tuple[dict[str, Any], ToolIntent]
 
 
-class StepRiders:
+class StepRiders(NowaitDelegate):
     """A run owner's pending writes, and the event store that takes them along.
 
     Stands where the leg's event writer expects its store: ``append_events``
@@ -57,6 +58,12 @@ class StepRiders:
         settled: Called with the record a write returned (the owner's copy, the mirror).
         retry: The runtime's store retry, for writes made outside the event writer.
     """
+
+    # Each makes one store call, or a commit and then one call: run again after
+    # the commit went through, it finds nothing pending and makes the call alone.
+    nowait_methods = frozenset(
+        {"commit", "commit_retried", "flush", "append_events", "save_with_events"}
+    )
 
     def __init__(
         self,
@@ -82,6 +89,10 @@ class StepRiders:
     def __getattr__(self, name: str) -> Any:
         # The store's other methods and attributes (reads, event_channel, capabilities).
         return getattr(self.inner, name)
+
+    def nowait_store(self) -> object:
+        """The store the writes go to."""
+        return self.inner
 
     @property
     def event_channel(self) -> object:

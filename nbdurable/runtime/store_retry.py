@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import DurableConflictError
+from ..durable.offload import NowaitDelegate
 from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.runtime_store import RuntimeStore
 from ..durable.transient import StoreRetry, StoreUnavailableError, is_transient
@@ -26,8 +27,13 @@ from ..durable.transient import StoreRetry, StoreUnavailableError, is_transient
 __all__ = ["RetryingRuntimeStore", "StoreUnavailableError"]
 
 
-class RetryingRuntimeStore:
+class RetryingRuntimeStore(NowaitDelegate):
     """A :class:`~nbdurable.durable.runtime_store.RuntimeStore` whose calls are retried.
+
+    On a store that runs calls on the event loop's thread (SQLite), the calls
+    listed in ``nowait_methods`` run there as well when they need not wait: a
+    failure that would be retried sends the call to a store thread instead,
+    where the retry sleeps (see :class:`~nbdurable.durable.offload.NowaitDelegate`).
 
     Args:
         store: The store keeping the run records.
@@ -35,9 +41,29 @@ class RetryingRuntimeStore:
             so the budget counts one outage once).
     """
 
+    nowait_methods = frozenset(
+        {
+            "rt_get",
+            "rt_update",
+            "rt_claim",
+            "rt_renew",
+            "rt_intent",
+            "rt_intents",
+            "rt_journal",
+            "rt_journaled",
+            "rt_verdict",
+            "rt_claim_notices",
+            "rt_grants",
+        }
+    )
+
     def __init__(self, store: RuntimeStore, retry: StoreRetry) -> None:
         self.inner = store
         self.retry = retry
+
+    def nowait_store(self) -> object:
+        """The store behind the retries."""
+        return self.inner
 
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int

@@ -535,7 +535,25 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
 
 
 guard_methods(SqliteSessionStore, SqliteRuntimeTables)
+# A runtime owner's writes and one-row reads are short transactions too; bulk
+# reads (lists, loads that decode a history) stay on store threads.
 SqliteSessionStore.nowait_methods = {
     name: getattr(SqliteSessionStore, name)
-    for name in ("save", "save_with_events", "append_events")
+    for name in (
+        "save",
+        "save_with_events",
+        "append_events",
+        "rt_get",
+        "rt_update",
+        "rt_verdict",
+        "rt_claim_notices",
+        "rt_grants",
+        "rt_claim",
+        "rt_renew",
+        "rt_intent",
+        "rt_commit",
+        "rt_intents",
+        "rt_journal",
+        "rt_journaled",
+    )
 }

@@ -8,7 +8,9 @@
   the transaction rolled back whole, so what was committed before it is intact.
 
 Everything else (busy, locked, constraint violations the store handles itself)
-stays as SQLite raised it.
+stays as SQLite raised it, except inside the store's ``run_without_waiting``
+scope, where a busy or other transient failure raises
+:class:`~nbdurable.durable.offload.WouldWait` (the call then runs on a store thread).
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ from __future__ import annotations
 import functools
 import inspect
 import sqlite3
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .._errors import NbdurableError, StoreCorruptionError, StoreWriteError
+from ..durable.offload import WouldWait
+from ..durable.transient import is_transient
 
 __all__ = ["guard_methods", "store_url", "typed_error"]
 
@@ -132,6 +137,9 @@ def guarded(method: F) -> F:
         try:
             return method(self, *args, **kwargs)
         except (sqlite3.Error, UnicodeDecodeError) as exc:
+            if getattr(self, "nowait_thread", None) == threading.get_ident() and is_transient(exc):
+                # On the loop's thread a retry would sleep there: a store thread retries.
+                raise WouldWait from exc
             typed = typed_error(exc, self.path)
             if typed is None:
                 raise

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any, ClassVar, TypeVar
 
-from ..durable.offload import WOULD_WAIT, in_background
+from ..durable.offload import WOULD_WAIT, WouldWait, in_background
 
 __all__ = ["SqliteNowaitWrites"]
 
@@ -55,6 +55,8 @@ class SqliteNowaitWrites:
         self.local_nonblocking_writes = on_file and synchronous in ("OFF", "NORMAL")
         self._synchronous = synchronous
         self._nowait = False
+        self.nowait_thread: int | None = None
+        """The thread inside :meth:`run_without_waiting` (its calls never wait), or None."""
         # try_without_waiting's own connection: its busy timeout is zero for good.
         self._nowait_conn: sqlite3.Connection | None = None
         self._writes = 0
@@ -85,29 +87,47 @@ class SqliteNowaitWrites:
         """
         func = getattr(fn, "__func__", None)
         name = getattr(func, "__name__", "")
-        if (
-            getattr(fn, "__self__", None) is not self
-            or func is not self.nowait_methods.get(name)
-            or not self.local_nonblocking_writes
-        ):
+        if getattr(fn, "__self__", None) is not self or func is not self.nowait_methods.get(name):
             return WOULD_WAIT  # type: ignore[no-any-return]
-        if not self._lock.acquire(blocking=False):
+        done: T = self.run_without_waiting(fn, *args, **kwargs)
+        return done
+
+    def run_without_waiting(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run ``fn`` here, none of its calls to this store able to wait; else ``WOULD_WAIT``.
+
+        The store's lock is taken without blocking and held throughout (so
+        this store's calls in ``fn`` run on the connection that never waits,
+        and no other thread uses the store meanwhile). A call in ``fn`` that
+        meets a busy or other transient failure rolls back what it began and
+        raises :class:`~nbdurable.durable.offload.WouldWait` out of ``fn``
+        (past any retry loop in it): the result is then ``WOULD_WAIT``, and
+        the caller runs ``fn`` again on a store thread. ``fn`` must therefore
+        make only this store's calls and be safe to run again from the start
+        (see :func:`~nbdurable.durable.offload.run_without_waiting`).
+        """
+        if not self.local_nonblocking_writes or not self._lock.acquire(blocking=False):
             return WOULD_WAIT  # type: ignore[no-any-return]
         try:
-            if self._closed or self._conn.in_transaction or self._wal_full:
+            if self._closed or self._nowait or self._conn.in_transaction or self._wal_full:
                 return WOULD_WAIT  # type: ignore[no-any-return]
             # The method runs on the connection that never waits; the lock keeps
             # every other user of self._conn out meanwhile.
             assert self._nowait_conn is not None  # opened with local_nonblocking_writes
             own, self._conn = self._conn, self._nowait_conn
             self._nowait = True
+            self.nowait_thread = threading.get_ident()
             try:
                 return fn(*args, **kwargs)
+            except WouldWait:
+                return WOULD_WAIT  # type: ignore[no-any-return]
             except sqlite3.OperationalError as exc:
                 if _busy(exc) and not self._conn.in_transaction:
                     return WOULD_WAIT  # type: ignore[no-any-return]
                 raise
             finally:
+                if self._conn.in_transaction:  # a call that raised left its transaction open
+                    self._conn.execute("ROLLBACK")
+                self.nowait_thread = None
                 self._nowait = False
                 self._conn = own
         finally:
