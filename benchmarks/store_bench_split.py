@@ -13,8 +13,6 @@ Persistence's Python cost is the rest: (SQLite run - no-store run) - SQL.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import gc
 import os
 import sqlite3
 import statistics
@@ -25,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from store_floor import run_loop as floor_loop
+
 import nbdurable as nd
 
-FILLER = "lorem ipsum dolor sit amet, consectetur adipiscing elit; "
 Recorded = list[tuple[bool, str, Any]]
 
 
@@ -121,42 +120,16 @@ class Split:
 
 def run_loop(n: int, db: Path | None, log: Recorded | None = None) -> tuple[float, float]:
     """One run of n tool steps; (wall s, CPU s). With ``log``, statements are recorded."""
-    usage = nd.Usage(input_tokens=10, output_tokens=5, total_tokens=15)
-    turns: list[Any] = [nd.Turn(tool_calls=[("probe", {"i": i})], usage=usage) for i in range(n)]
-    turns.append(nd.Turn(text="Done.", usage=usage))
-    model = nd.ScriptedModel(turns, mode="sequential")
-
-    @nd.tool
-    def probe(i: int) -> str:
-        """Probe the system once."""
-        return (f"probe {i}: " + FILLER * 5)[:200]
-
     connect = sqlite3.connect
     if log is not None:
         _Recording.log = log
         sqlite3.connect = lambda *a, **k: connect(*a, factory=_Recording, **k)  # type: ignore[assignment]
     try:
         store = nd.SqliteSessionStore(db) if db is not None else None
-        session = nd.DurableSession(store, run_id="bench") if store is not None else None
-
-        async def go() -> str:
-            result = await nd.generate_text(
-                model=model,
-                messages="Probe the system.",
-                tools=[probe],
-                max_steps=n + 1,
-                session=session,
-            )
-            return result.text
-
-        gc.collect()
         if log is not None:
             log.clear()  # the store's opening is not a step's work
             _Recording.seconds = 0.0
-        wall, cpu = time.perf_counter(), time.process_time()
-        text = asyncio.run(go())
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        assert text == "Done."
+        wall, cpu = floor_loop(n, store)
         in_run = _Recording.seconds  # not the close's final WAL checkpoint
         if store is not None:
             store.close()

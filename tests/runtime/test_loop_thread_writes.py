@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from support.sqlite_locker import hold_write_lock
+from support.ticker import Ticker
 
 import nbdurable as nd
 from nbdurable.durable.offload import WOULD_WAIT, NowaitDelegate, offload, run_without_waiting
@@ -80,7 +81,6 @@ async def test_a_write_lock_held_by_another_process_sends_runtime_calls_to_store
     loop = asyncio.get_running_loop()
     holders: list[object] = []
     locked_at: list[float] = []
-    lag = {"worst": 0.0}
 
     @nd.tool
     async def probe(i: int) -> str:
@@ -90,23 +90,14 @@ async def test_a_write_lock_held_by_another_process_sends_runtime_calls_to_store
             locked_at.append(loop.time())
         return f"probed {i}"
 
-    async def tick() -> None:
-        while True:
-            before = loop.time()
-            await asyncio.sleep(0.01)
-            lag["worst"] = max(lag["worst"], loop.time() - before - 0.01)
-
-    ticker = asyncio.create_task(tick())
-    try:
+    with Ticker() as ticker:
         result = await _run(store, _agent(5, probe))
         ended = loop.time()
-    finally:
-        ticker.cancel()
     assert result.text == "all probed"
     assert holders and holders[0].wait(timeout=30) == 0  # type: ignore[attr-defined]
     # The calls after the lock waited for it on store threads; the loop ticked on.
     assert ended - locked_at[0] > HOLD * 0.6
-    assert lag["worst"] < HOLD / 4, lag
+    assert ticker.worst < HOLD / 4, ticker.worst
     assert set(seen["thread"]) - {threading.get_ident()}
     run_id = store.rt_list()[0].run_id
     events = store.read_events(run_id)

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from support.sqlite_locker import hold_write_lock
+from support.ticker import Ticker
 
 import nbdurable as nd
 from nbdurable.durable.offload import offload
@@ -57,31 +58,6 @@ def _checkpoint(run_id: str, step: int) -> nd.AgentCheckpoint:
         created_at=1_700_000_000_000 + step,
         messages=(nd.user("hi"), nd.assistant(f"step {step}")),
     )
-
-
-class Ticker:
-    """A coroutine that wakes every 10 ms and keeps the worst lateness it saw."""
-
-    def __init__(self) -> None:
-        self.worst = 0.0
-        self.ticks = 0
-        self._task: asyncio.Task[None] | None = None
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            before = loop.time()
-            await asyncio.sleep(0.01)
-            self.worst = max(self.worst, loop.time() - before - 0.01)
-            self.ticks += 1
-
-    def __enter__(self) -> Ticker:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
 
 
 async def test_a_run_writes_on_the_loops_thread_without_any_thread_round_trip(
