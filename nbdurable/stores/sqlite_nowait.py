@@ -72,12 +72,14 @@ class SqliteNowaitWrites:
         self._checkpoint_lock = threading.Lock()
 
     def try_without_waiting(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """Run ``fn`` (a write method of this store) now if it needs no wait; else ``WOULD_WAIT``.
+        """Run ``fn`` (a method of this store) now if it needs no wait; else ``WOULD_WAIT``.
 
         :func:`~nbdurable.durable.offload.offload` offers each call of a store
         declaring ``local_nonblocking_writes`` here first, on the event loop's
-        thread. Only ``save``, ``save_with_events`` and ``append_events`` of this
-        class (not a subclass's override) are run, and only in a mode that
+        thread. Only the methods in ``nowait_methods`` (``save``,
+        ``save_with_events``, ``append_events`` and a runtime owner's record
+        writes and one-row reads, as this class defines them: not a subclass's
+        override) are run, and only in a mode that
         cannot wait: the connection's lock taken without blocking (another
         thread's call in progress: ``WOULD_WAIT``), the busy timeout at zero (a
         write lock held by another connection: SQLite's busy error, the
