@@ -79,6 +79,8 @@ __all__ = ["PostgresSessionStore"]
 
 T = TypeVar("T")
 
+_CLOSE_WAIT = 1.0  # s close() waits for each background thread (the listener, the pool's)
+
 
 class PostgresSessionStore(PostgresRuntimeTables):
     """Checkpoints in PostgreSQL: every checkpoint kept, only what is new written.
@@ -514,9 +516,11 @@ class PostgresSessionStore(PostgresRuntimeTables):
         with self._lock:
             self._closed = True
             listener, self._listener = self._listener, None
+        # Both wait briefly: their threads are daemons, and one still connecting
+        # (to a server that does not answer) closes its connection when it is done.
         if listener is not None:
-            listener.stop()
-        self._pool.close()
+            listener.stop(timeout=_CLOSE_WAIT)
+        self._pool.close(timeout=_CLOSE_WAIT)
 
     def __enter__(self) -> PostgresSessionStore:
         return self
