@@ -4,6 +4,7 @@ it could not hand back to lapse (its runs are not failed; another worker continu
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import time
 import uuid
@@ -61,9 +62,10 @@ async def test_a_worker_stopped_while_postgres_is_down_exits_soon_after_its_drai
     store = nd.open_store(url)
     client = DurableRuntime(store=store, agents=_agents())  # submits only
     run = await client.submit("sleeper", "nap")
-    proc = worker(url, tmp_path / "log", "--drain-seconds", str(DRAIN_SECONDS), lease_ms=30_000)
+    log = tmp_path / "log"
+    proc = worker(url, log, "--drain-seconds", str(DRAIN_SECONDS), lease_ms=30_000)
     try:
-        _wait_for(lambda: run.record().state == "running", timeout=60)
+        _wait_for(lambda: _tool_started(log), timeout=60)
         server.stop_server()
         proc.send_signal(signal.SIGTERM)
         began = time.monotonic()
@@ -81,6 +83,46 @@ async def test_a_worker_stopped_while_postgres_is_down_exits_soon_after_its_drai
     record = store.rt_get(run.run_id)  # type: ignore[attr-defined]
     assert record.state == "running" and record.error is None
     store.close()
+
+
+async def test_a_worker_stopped_while_postgres_restarts_hands_its_run_back_and_exits_0(
+    server: PgServer, tmp_path: Path
+) -> None:
+    """The server goes away while a tool runs, SIGTERM, and the server is back a moment
+    later, within the drain: the tool's result is written once the server answers, the
+    run is handed back `pending` (lease cleared), and the worker exits 0, stderr quiet
+    about the store."""
+    url = _database(server)
+    store = nd.open_store(url)
+    client = DurableRuntime(store=store, agents=_agents())  # submits only
+    run = await client.submit("sleeper", "nap")
+    log = tmp_path / "log"
+    proc = worker(url, log, "--drain-seconds", "8", lease_ms=30_000)
+    try:
+        _wait_for(lambda: _tool_started(log), timeout=60)
+        server.stop_server()
+        proc.send_signal(signal.SIGTERM)
+        began = time.monotonic()
+        await asyncio.sleep(1.0)
+        server.start_server()
+        _, err = proc.communicate(timeout=90)
+        took = time.monotonic() - began
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert took < 8 + 12, (took, err)
+    assert "stayed unavailable" not in err, err
+    _wait_for(lambda: store.rt_get(run.run_id) is not None, timeout=30)  # type: ignore[attr-defined]
+    record = store.rt_get(run.run_id)  # type: ignore[attr-defined]
+    assert record.state == "pending" and record.lease_owner is None, record
+    assert len(log.read_text().splitlines()) == 1  # the tool ran once
+    store.close()
+
+
+def _tool_started(log: Path) -> bool:
+    return log.exists() and log.read_text().startswith("slow ")
 
 
 def _agents() -> list[nd.Agent]:
