@@ -79,8 +79,6 @@ __all__ = ["PostgresSessionStore"]
 
 T = TypeVar("T")
 
-_CLOSE_WAIT = 1.0  # s close() waits for each background thread (the listener, the pool's)
-
 
 class PostgresSessionStore(PostgresRuntimeTables):
     """Checkpoints in PostgreSQL: every checkpoint kept, only what is new written.
@@ -516,11 +514,9 @@ class PostgresSessionStore(PostgresRuntimeTables):
         with self._lock:
             self._closed = True
             listener, self._listener = self._listener, None
-        # Both wait briefly: their threads are daemons, and one still connecting
-        # (to a server that does not answer) closes its connection when it is done.
-        if listener is not None:
-            listener.stop(timeout=_CLOSE_WAIT)
-        self._pool.close(timeout=_CLOSE_WAIT)
+        if listener is not None:  # 1 s: a daemon thread, one still connecting ends on its own
+            listener.stop(timeout=1.0)
+        self._pool.close(timeout=1.0)  # for each of its threads (daemons too)
 
     def __enter__(self) -> PostgresSessionStore:
         return self
