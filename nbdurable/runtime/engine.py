@@ -180,12 +180,15 @@ class EmbeddedEngine:
         Returns:
             The calls that were cut, as log labels (``run <id>: tool 'x' (call c)``).
         """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds  # counted from now: a claim in flight is waited for first
+        for context in self._contexts.values():  # held from now, not once that claim returned
+            if isinstance(context, RunContext):
+                context.draining = True
         if self._scheduler is not None and not self._scheduler.done():
             self._scheduler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._scheduler
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
         while self._executions and loop.time() < deadline:
             if interrupt is not None and interrupt.is_set():
                 break
