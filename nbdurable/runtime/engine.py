@@ -110,6 +110,7 @@ class EmbeddedEngine:
         self._wake = asyncio.Event()
         self._scheduler: asyncio.Task[None] | None = None
         self._closed = False
+        self._draining = False
         self._fatal = False
         self._fatal_report: asyncio.Task[None] | None = None
         self._next_dead_owner_scan = 0.0
@@ -182,6 +183,9 @@ class EmbeddedEngine:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds  # counted from now: a claim in flight is waited for first
+        # The flag ends the scheduler even if it swallows the cancellation (Python
+        # 3.11's wait_for does when its wake-up comes in the same step).
+        self._draining = True
         for context in self._contexts.values():  # held from now, not once that claim returned
             if isinstance(context, RunContext):
                 context.draining = True
@@ -217,7 +221,7 @@ class EmbeddedEngine:
 
     async def _schedule(self) -> None:
         try:
-            while not self._closed and not self._fatal:
+            while not (self._closed or self._fatal or self._draining):
                 self._wake.clear()
                 try:
                     await self._claim_work()
