@@ -12,7 +12,7 @@ from typing import Any
 
 from ..durable.offload import offload
 from ..durable.run_states import BUSY_STATES
-from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreUnavailableError
+from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry, StoreUnavailableError
 from ..runtime.limits import Limits
 from .agents import load_all, load_tasks
 from .env import read_env
@@ -25,6 +25,14 @@ __all__ = ["DEFAULT_DRAIN_SECONDS", "add_parser", "worker"]
 
 DEFAULT_DRAIN_SECONDS = 25.0
 """How long a stopping worker lets its calls in flight finish (Kubernetes waits 30 s)."""
+
+CLOSE_STORE_SECONDS = 3.0
+"""After the drain, how long a stopping worker's last writes wait for a store that fails.
+
+Handing runs back and releasing leases are given up then (the runs stay as
+stored, their leases lapse and another worker continues them), so a worker
+stops within about ``--drain-seconds`` plus this, whatever ``--store-retry-ms``.
+"""
 
 
 def add_parser(commands: Any) -> None:
@@ -108,6 +116,12 @@ def _on_signals(stop: asyncio.Event, hurry: asyncio.Event) -> asyncio.Event:
     return signalled
 
 
+async def _give_up_on(hurry: asyncio.Event, retry: StoreRetry) -> None:
+    """Once a second signal came, stop every store retry: the worker exits at once."""
+    await hurry.wait()
+    retry.give_up_within(0.0)
+
+
 def _limits(args: argparse.Namespace) -> Limits:
     """The runtime limits the flags set (defaults for the others)."""
     given = {
@@ -181,6 +195,7 @@ async def worker(args: argparse.Namespace) -> int:
         f"nbdurable worker {runtime.owner_id} serving {len(agents)} agent(s) from {args.store}",
         flush=True,
     )
+    hurried = asyncio.get_running_loop().create_task(_give_up_on(hurry, runtime.store_retry))
     try:
         busy = sorted(BUSY_STATES)
         while not (args.exit_when_idle and not await offload(runtime.list_runs, busy)):
@@ -192,13 +207,20 @@ async def worker(args: argparse.Namespace) -> int:
     except StoreUnavailableError as exc:
         fatal.append(exc)
     finally:
+        drain = getattr(args, "drain_seconds", DEFAULT_DRAIN_SECONDS)
+        if signalled.is_set():
+            # A stopping worker is killed after its grace period: no store call
+            # may go on retrying (60 s by default) past the drain and the close.
+            runtime.store_retry.give_up_within(drain + CLOSE_STORE_SECONDS)
         if probes is not None:
             await probes.close()
         if signalled.is_set() and not fatal and isinstance(runtime.engine, EmbeddedEngine):
-            drain = getattr(args, "drain_seconds", DEFAULT_DRAIN_SECONDS)
             print(f"nbdurable worker draining (up to {drain:g} s)", flush=True)
             await runtime.engine.drain(drain, hurry)
+        if signalled.is_set():
+            runtime.store_retry.give_up_within(CLOSE_STORE_SECONDS)
         await runtime.close()  # what is still in flight is abandoned cleanly, leases released
+        hurried.cancel()
         close = getattr(store, "close", None)
         if close is not None:
             close()

@@ -57,17 +57,22 @@ _PG_PERMANENT_NAMES = frozenset({"PoolClosed", "PipelineAborted"})
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
 _SQLITE_LOCKED_MESSAGES = ("database is locked", "database table is locked")
-_DEADLINE: ContextVar[float | None] = ContextVar("nbdurable_store_retry_deadline", default=None)
+# The retry whose call is in progress: its deadline is read when asked, so a wait
+# inside the call sees an outage that began, or a cutoff set, after it started.
+_RETRY: ContextVar[StoreRetry | None] = ContextVar("nbdurable_store_retry", default=None)
 
 
 def retry_deadline() -> float | None:
     """When the retry of the store call in progress gives up (``time.monotonic()``), or None.
 
-    Set while a retry is under way (the store has been failing). A store that
-    waits inside a call (PostgreSQL's pool, for a connection) waits no longer
-    than this, so one attempt cannot outlast the whole budget.
+    Set while a retry is under way (the store has been failing), or once a
+    shutdown cut retries short (:meth:`StoreRetry.give_up_within`); read anew at
+    each call. A store that waits inside a call (PostgreSQL's pool, for a
+    connection) waits no longer than this, so one attempt cannot outlast the
+    whole budget.
     """
-    return _DEADLINE.get()
+    retry = _RETRY.get()
+    return None if retry is None else retry._deadline()
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -161,6 +166,7 @@ class StoreRetry:
         self._lock = threading.Lock()
         self._failing_since: float | None = None
         self._failures = 0
+        self._cutoff: float | None = None  # time.monotonic() when every retry gives up
 
     @classmethod
     def for_store(
@@ -175,6 +181,26 @@ class StoreRetry:
         """Whether the store is failing now (an outage has started and not ended)."""
         return self._failing_since is not None
 
+    def give_up_within(self, seconds: float) -> None:
+        """Stop retrying ``seconds`` from now, whatever is left of the budget.
+
+        For a shutdown with a deadline of its own (a worker has its grace
+        period): a call failing transiently after that, or already waiting
+        between tries then, raises :class:`StoreUnavailableError` at its next
+        failure, and a call waiting inside the store (PostgreSQL's pool, for a
+        connection) waits no longer than that, outage or not. An earlier
+        cutoff stays.
+
+        Raises:
+            ValueError: A negative ``seconds``.
+        """
+        if seconds < 0:
+            raise ValueError(f"seconds must be >= 0, not {seconds!r}")
+        cutoff = time.monotonic() + seconds
+        with self._lock:
+            if self._cutoff is None or cutoff < self._cutoff:
+                self._cutoff = cutoff
+
     def call(self, operation: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)``, retried while it fails transiently (sleeps between tries).
 
@@ -184,7 +210,7 @@ class StoreRetry:
         """
         delay = self.first_delay
         while True:
-            token = _DEADLINE.set(self._deadline())
+            token = _RETRY.set(self)
             try:
                 result = fn(*args, **kwargs)
             except Exception as exc:
@@ -195,7 +221,7 @@ class StoreRetry:
                 delay = min(delay * 2, self.max_delay)
                 continue
             finally:
-                _DEADLINE.reset(token)
+                _RETRY.reset(token)
             self._succeeded(operation)
             return result
 
@@ -208,7 +234,7 @@ class StoreRetry:
         """
         delay = self.first_delay
         while True:
-            token = _DEADLINE.set(self._deadline())
+            token = _RETRY.set(self)
             try:
                 result: T = await offload(fn, *args, **kwargs)
             except Exception as exc:
@@ -219,15 +245,19 @@ class StoreRetry:
                 delay = min(delay * 2, self.max_delay)
                 continue
             finally:
-                _DEADLINE.reset(token)
+                _RETRY.reset(token)
             self._succeeded(operation)
             return result
 
     def _deadline(self) -> float | None:
         # Only during an outage: outside one, a call may wait as long as the
-        # store lets it (a pool that is merely busy is no outage).
-        started = self._failing_since
-        return None if started is None else started + self.budget_ms / 1000
+        # store lets it (a pool that is merely busy is no outage), unless a
+        # shutdown set a cutoff.
+        started, cutoff = self._failing_since, self._cutoff
+        deadline = None if started is None else started + self.budget_ms / 1000
+        if cutoff is not None and (deadline is None or cutoff < deadline):
+            return cutoff
+        return deadline
 
     def _failed(self, operation: str, exc: Exception, delay: float) -> float:
         """How long to wait before the next try of a transient failure; raises when none is left."""
@@ -251,6 +281,8 @@ class StoreRetry:
             with contextlib.suppress(Exception):  # a hook must not turn a retry into a failure
                 self.on_failure(exc)
         remaining = self.budget_ms / 1000 - (now - started)
+        if self._cutoff is not None:
+            remaining = min(remaining, self._cutoff - now)
         if remaining <= 0:
             raise StoreUnavailableError(operation, int((now - started) * 1000), exc) from exc
         return min(delay, remaining)

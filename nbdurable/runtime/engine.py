@@ -110,6 +110,7 @@ class EmbeddedEngine:
         self._wake = asyncio.Event()
         self._scheduler: asyncio.Task[None] | None = None
         self._closed = False
+        self._draining = False
         self._fatal = False
         self._fatal_report: asyncio.Task[None] | None = None
         self._next_dead_owner_scan = 0.0
@@ -180,12 +181,18 @@ class EmbeddedEngine:
         Returns:
             The calls that were cut, as log labels (``run <id>: tool 'x' (call c)``).
         """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds  # counted from now: a claim in flight is waited for first
+        # The flag ends the scheduler even if it swallows the cancellation (Python
+        # 3.11's wait_for does when its wake-up comes in the same step).
+        self._draining = True
+        for context in self._contexts.values():  # held from now, not once that claim returned
+            if isinstance(context, RunContext):
+                context.draining = True
         if self._scheduler is not None and not self._scheduler.done():
             self._scheduler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._scheduler
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
         while self._executions and loop.time() < deadline:
             if interrupt is not None and interrupt.is_set():
                 break
@@ -214,7 +221,7 @@ class EmbeddedEngine:
 
     async def _schedule(self) -> None:
         try:
-            while not self._closed and not self._fatal:
+            while not (self._closed or self._fatal or self._draining):
                 self._wake.clear()
                 try:
                     await self._claim_work()

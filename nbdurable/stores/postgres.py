@@ -514,9 +514,9 @@ class PostgresSessionStore(PostgresRuntimeTables):
         with self._lock:
             self._closed = True
             listener, self._listener = self._listener, None
-        if listener is not None:
-            listener.stop()
-        self._pool.close()
+        if listener is not None:  # 1 s: a daemon thread, one still connecting ends on its own
+            listener.stop(timeout=1.0)
+        self._pool.close(timeout=1.0)  # for each of its threads (daemons too)
 
     def __enter__(self) -> PostgresSessionStore:
         return self

@@ -37,6 +37,8 @@ T = TypeVar("T")
 _EXTRA = "nbdurable[postgres]"
 _CHANNEL_PREFIX = "nbdurable_events:"
 _MAX_IDENTIFIER = 63  # bytes: PostgreSQL's NAMEDATALEN - 1
+_LEAST_WAIT = 1.0  # s a call waits for a connection at least, past its retry's deadline too
+_WAIT_SLICE = 0.5  # s between looks at the retry's deadline while a call waits
 
 
 def notify_channel(schema: str) -> str:
@@ -53,15 +55,30 @@ def pool_class(pool_module: Any) -> Any:
 
     class Pool(pool_module.ConnectionPool):  # type: ignore[misc]
         def getconn(self, timeout: float | None = None) -> Any:
-            # During an outage a call under a StoreRetry waits for a connection
-            # only until the retry gives up, not the pool's whole timeout.
-            # A call after the budget is spent still gets a short wait: a server
-            # that is back is reconnected to within about 2 s.
-            deadline = retry_deadline()
-            if deadline is not None:
-                left = max(deadline - time.monotonic(), 1.0)
-                timeout = min(self.timeout if timeout is None else timeout, left)
-            return super().getconn(timeout)
+            # During an outage, or once a shutdown cut retries short, a call
+            # under a StoreRetry waits for a connection only until the retry
+            # gives up, not the pool's whole timeout. The wait is made in short
+            # slices, each bounded by the retry's deadline as it is then: an
+            # outage or a shutdown that begins while a call waits ends its wait
+            # too. A call after the budget is spent still gets a short wait: a
+            # server that is back is reconnected to within about 2 s.
+            start = time.monotonic()
+            end = start + (self.timeout if timeout is None else timeout)
+            while True:
+                limit = end
+                deadline = retry_deadline()
+                if deadline is not None:
+                    limit = min(end, max(deadline, start + _LEAST_WAIT))
+                left = limit - time.monotonic()
+                if left <= 0:
+                    waited = time.monotonic() - start
+                    raise pool_module.PoolTimeout(
+                        f"couldn't get a connection after {waited:.2f} sec"
+                    )
+                try:
+                    return super().getconn(min(left, _WAIT_SLICE))
+                except pool_module.PoolTimeout:
+                    continue  # the next slice, or the timeout above
 
     return Pool
 

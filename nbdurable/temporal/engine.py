@@ -113,6 +113,7 @@ class TemporalEngine:
         self.adopt_after = adopt_after
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
+        self._closing = False  # ends the dispatcher should it swallow its cancellation
         self._sent: set[tuple[str, int, str]] = set()
         self._since = 0
         self._cancel_scan = 0
@@ -154,13 +155,14 @@ class TemporalEngine:
         if self._loop_task is not None:
             with contextlib.suppress(Exception):
                 await self.dispatch_once()  # what was decided just now still reaches Temporal
+            self._closing = True  # Python 3.11's wait_for may swallow the cancel below
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop_task
             self._loop_task = None
 
     async def _dispatch(self) -> None:
-        while True:
+        while not self._closing:
             woken = self._wake.is_set()
             self._wake.clear()
             try:
