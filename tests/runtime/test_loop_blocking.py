@@ -286,11 +286,14 @@ async def test_a_change_made_by_another_process_shows_in_sync_reads(
             await remote_write(shared_database, f"cancel:{parked}", f"park:{later}")
             # The writer has exited: its changes are committed and were notified.
             began = time.monotonic()
-            while run.status != "cancelled" or later not in {r.run_id for r in rt.list_runs()}:
+            # The parked run shows once the notification of its last change was read
+            # (a read between the writer's commits shows it on its way there first).
+            while run.status != "cancelled" or later not in {
+                r.run_id for r in rt.list_runs("waiting_approval")
+            }:
                 assert time.monotonic() - began < 30, (run.status, rt.list_runs())
                 await asyncio.sleep(0.05)
             assert run.record().state == "cancelled"
-            assert later in {r.run_id for r in rt.list_runs("waiting_approval")}
             # A change that sends no notification (a worker of an older release
             # finishing a run) shows once the unfinished runs are read again.
             later_run = await rt.get_run(later)
