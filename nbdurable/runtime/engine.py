@@ -28,6 +28,7 @@ from ..events.log import notify
 from ..events.model import NewEvent
 from ..loop.machine import LegStart, leg_start_from_checkpoint
 from . import lifecycle
+from .claims import claim_next
 from .executor import RunContext, RuntimeDriver
 from .foreign import ForeignRuns
 from .leases import Execution, LeaseKeeper
@@ -248,24 +249,18 @@ class EmbeddedEngine:
         await offload(self._expire_dead_owners)
         while len(self._executions) - len(self._task_runs) < runtime.max_concurrent_runs:
             agents = runtime.registry.fingerprints()  # a changed definition never claims
-            record = await offload(
-                runtime.runtime_store.rt_claim, self.holder, runtime.now(), runtime.lease_ms, agents
-            )
+            record = await self._claim(agents)
             if record is None:
                 break
             self._start(record)
         while runtime.tasks and len(self._task_runs) < runtime.max_concurrent_tasks:
-            record = await offload(
-                runtime.runtime_store.rt_claim,
-                self.holder,
-                runtime.now(),
-                runtime.lease_ms,
-                runtime.task_keys(),
-                kind="task",
-            )
+            record = await self._claim(runtime.task_keys(), kind="task")
             if record is None:
                 break
             self._start_task(record)
+
+    async def _claim(self, keys: Any, kind: str = "agent") -> RuntimeRun | None:
+        return await claim_next(self.runtime, self.holder, keys, kind)
 
     def _stop_fatally(self, exc: BaseException) -> None:
         """Stop taking work after a failure the runtime cannot pass; the first one only.

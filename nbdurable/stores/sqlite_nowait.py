@@ -36,6 +36,8 @@ _CHECKPOINT_BYTES = 128 * 4096
 _WAL_CEILING = 2 * _CHECKPOINT_BYTES
 # How long a fold waits for a passive checkpoint of this store in progress.
 _FOLD_WAIT = 5.0
+# Per store class: whether it overrides none of the methods run on the loop's thread.
+_KEPT: dict[type, bool] = {}
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
 
@@ -107,7 +109,11 @@ class SqliteNowaitWrites:
         make only this store's calls and be safe to run again from the start
         (see :func:`~nbdurable.durable.offload.run_without_waiting`).
         """
-        if not self.local_nonblocking_writes or not self._lock.acquire(blocking=False):
+        if (
+            not self.local_nonblocking_writes
+            or not self._own_methods()
+            or not self._lock.acquire(blocking=False)
+        ):
             return WOULD_WAIT  # type: ignore[no-any-return]
         try:
             if self._closed or self._nowait or self._conn.in_transaction or self._wal_full:
@@ -134,6 +140,21 @@ class SqliteNowaitWrites:
                 self._conn = own
         finally:
             self._lock.release()
+
+    def _own_methods(self) -> bool:
+        """Whether this object's class keeps every method of ``nowait_methods`` as defined.
+
+        Objects in front of the store call those methods inside
+        :meth:`run_without_waiting`: a subclass's override (what it does is
+        unknown) would run on the loop's thread, so then nothing does.
+        """
+        cls = type(self)
+        kept = _KEPT.get(cls)
+        if kept is None:
+            kept = _KEPT[cls] = all(
+                getattr(cls, name, None) is method for name, method in self.nowait_methods.items()
+            )
+        return kept
 
     def _open_nowait_connection(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)

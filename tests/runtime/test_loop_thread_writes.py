@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.sqlite_locker import hold_write_lock
@@ -178,3 +179,39 @@ async def test_only_the_listed_methods_of_the_class_itself_run_on_the_loops_thre
     assert await offload(_Front(full).listed) != here  # a store that syncs: never here
     full.close()
     store.close()
+
+
+class _HeldClaims(nd.SqliteSessionStore):
+    """A store whose claims wait for a signal (an override: its calls run on store threads)."""
+
+    def __init__(self, path: Path, started: threading.Event, go: threading.Event) -> None:
+        super().__init__(path)
+        self.started = started
+        self.go = go
+
+    def rt_claim(self, *args: Any, **kwargs: Any) -> Any:
+        self.started.set()
+        self.go.wait(30)
+        return super().rt_claim(*args, **kwargs)
+
+
+async def test_a_run_claimed_while_the_runtime_closes_goes_back_pending(tmp_path: Path) -> None:
+    started, go = threading.Event(), threading.Event()
+    store = _HeldClaims(tmp_path / "runs.db", started, go)
+    rt = await DurableRuntime.open(store=store, agents=[_agent(1, _probe)])
+    assert await asyncio.to_thread(started.wait, 30)  # the scheduler's claim is under way
+    run = await rt.submit("prober", "Probe everything.")
+    closing = asyncio.ensure_future(rt.close())
+    await asyncio.sleep(0.2)  # close() has cancelled the scheduler, whose claim still runs
+    go.set()  # the claim takes the run, after its caller was cancelled
+    await closing
+    record = store.rt_get(run.run_id)
+    assert record is not None
+    assert (record.state, record.lease_owner) == ("pending", None)  # not running, leased to none
+    store.close()
+
+
+@nd.tool
+def _probe(i: int) -> str:
+    """Probe once."""
+    return f"probed {i}"
