@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from support.pgserver import PgServer, find_pg_bin, start_server
 from support.runtime_harness import worker
+from support.waiting import wait_until
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
@@ -39,18 +40,6 @@ def _database(server: PgServer) -> str:
     return f"postgresql://postgres@127.0.0.1:{server.port}/{name}"
 
 
-def _wait_for(check: object, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if check():  # type: ignore[operator]
-                return
-        except Exception:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout} s")
-
-
 async def test_a_worker_stopped_while_postgres_is_down_exits_soon_after_its_drain(
     server: PgServer, tmp_path: Path
 ) -> None:
@@ -65,7 +54,7 @@ async def test_a_worker_stopped_while_postgres_is_down_exits_soon_after_its_drai
     log = tmp_path / "log"
     proc = worker(url, log, "--drain-seconds", str(DRAIN_SECONDS), lease_ms=30_000)
     try:
-        _wait_for(lambda: _tool_started(log), timeout=60)
+        wait_until(lambda: _tool_started(log), timeout=60)
         server.stop_server()
         proc.send_signal(signal.SIGTERM)
         began = time.monotonic()
@@ -80,7 +69,7 @@ async def test_a_worker_stopped_while_postgres_is_down_exits_soon_after_its_drai
     lines = err.strip().splitlines()
     assert any(line.startswith("nbdurable: the store stayed unavailable") for line in lines), err
     server.start_server()
-    _wait_for(lambda: store.rt_get(run.run_id) is not None, timeout=30)  # type: ignore[attr-defined]
+    wait_until(lambda: store.rt_get(run.run_id) is not None, timeout=30)  # type: ignore[attr-defined]
     record = store.rt_get(run.run_id)  # type: ignore[attr-defined]
     assert record.state == "running" and record.error is None
     store.close()
@@ -98,7 +87,7 @@ async def test_a_second_sigterm_while_postgres_is_down_exits_at_once(
     log = tmp_path / "log"
     proc = worker(url, log, lease_ms=30_000)
     try:
-        _wait_for(lambda: _tool_started(log), timeout=60)
+        wait_until(lambda: _tool_started(log), timeout=60)
         server.stop_server()
         proc.send_signal(signal.SIGTERM)
         began = time.monotonic()
@@ -129,7 +118,7 @@ async def test_a_worker_stopped_while_postgres_restarts_hands_its_run_back_and_e
     log = tmp_path / "log"
     proc = worker(url, log, "--drain-seconds", "8", lease_ms=30_000)
     try:
-        _wait_for(lambda: _tool_started(log), timeout=60)
+        wait_until(lambda: _tool_started(log), timeout=60)
         server.stop_server()
         proc.send_signal(signal.SIGTERM)
         began = time.monotonic()
@@ -144,7 +133,7 @@ async def test_a_worker_stopped_while_postgres_restarts_hands_its_run_back_and_e
     assert proc.returncode == 0, err
     assert took < 8 + 12, (took, err)
     assert "stayed unavailable" not in err, err
-    _wait_for(lambda: store.rt_get(run.run_id) is not None, timeout=30)  # type: ignore[attr-defined]
+    wait_until(lambda: store.rt_get(run.run_id) is not None, timeout=30)  # type: ignore[attr-defined]
     record = store.rt_get(run.run_id)  # type: ignore[attr-defined]
     assert record.state == "pending" and record.lease_owner is None, record
     assert len(log.read_text().splitlines()) == 1  # the tool ran once

@@ -11,21 +11,10 @@ import psycopg
 import pytest
 from support.pgserver import find_pg_bin, start_server
 from support.runtime_harness import worker
+from support.waiting import wait_until
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
-
-
-def _wait_for(check: object, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if check():  # type: ignore[operator]
-                return
-        except Exception:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout} s")
 
 
 async def test_worker_exits_once_the_store_stays_unavailable_past_store_retry_ms(
@@ -45,7 +34,7 @@ async def test_worker_exits_once_the_store_stays_unavailable_past_store_retry_ms
         client = DurableRuntime(store=store, agents=runtime_agents.agents)  # submits only
         run = await client.submit("sleeper", "nap")
         proc = worker(url, tmp_path / "log", "--store-retry-ms", "1000", lease_ms=30_000)
-        _wait_for(lambda: run.record().state == "running", timeout=30)
+        wait_until(lambda: run.record().state == "running", timeout=30)
         server.stop_server()
         began = time.monotonic()
         _, err = proc.communicate(timeout=60)
@@ -54,7 +43,7 @@ async def test_worker_exits_once_the_store_stays_unavailable_past_store_retry_ms
         last = err.strip().splitlines()[-1]
         assert last.startswith("nbdurable: the store stayed unavailable for "), err
         server.start_server()
-        _wait_for(lambda: store.rt_get(run.run_id) is not None, timeout=30)  # type: ignore[attr-defined]
+        wait_until(lambda: store.rt_get(run.run_id) is not None, timeout=30)  # type: ignore[attr-defined]
         record = store.rt_get(run.run_id)  # type: ignore[attr-defined]
         assert record.state in ("running", "pending") and record.error is None
         store.close()

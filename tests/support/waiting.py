@@ -1,4 +1,4 @@
-"""Waiting for a condition in async tests (shared by the runtime and notebook tests)."""
+"""Waiting for a condition in tests (shared by the runtime, notebook and CLI tests)."""
 
 from __future__ import annotations
 
@@ -21,3 +21,16 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         await asyncio.sleep(interval)
+
+
+def wait_until(check: Callable[[], object], timeout: float) -> None:
+    """Block until ``check()`` is true (an error counts as not yet), or fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except Exception:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"not within {timeout} s")
