@@ -6,31 +6,18 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
 from support.pgserver import find_pg_bin, start_server
 from support.runtime_harness import worker
 from support.scraping import get, metrics_base, samples, scrape, value
+from support.waiting import wait_until
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
-
-
-def _wait_for(check: Any, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except Exception:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout} s")
 
 
 def _stop(proc: subprocess.Popen[str]) -> str:
@@ -52,22 +39,22 @@ async def test_scraped_metrics_follow_a_real_run_and_logs_are_json(tmp_path: Pat
         base = metrics_base(proc)
         assert get(f"{base}/healthz") == (200, "ok\n")
         assert get(f"{base}/readyz") == (200, "ok\n")
-        _wait_for(lambda: sleeper.record().state == "running", timeout=30)
+        wait_until(lambda: sleeper.record().state == "running", timeout=30)
         assert get(f"{base}/metrics")[0] == 200
         # the counter follows the claim's write (made on a store thread): scrape until it shows
         started = ("nbdurable_runs_started_total", {"agent": "sleeper"})
-        _wait_for(lambda: value(scrape(base), started[0], **started[1]) == 1, timeout=30)
+        wait_until(lambda: value(scrape(base), started[0], **started[1]) == 1, timeout=30)
         during = scrape(base)
         assert value(during, "nbdurable_runs_started_total", agent="sleeper") == 1
         assert value(during, "nbdurable_store_runs", state="running") == 1
         assert value(during, "nbdurable_store_up") == 1
         single = await client.submit("single", "probe", session_id="other")
-        _wait_for(
+        wait_until(
             lambda: sleeper.record().state == "completed" and single.record().state == "completed",
             timeout=60,
         )
         finished = "nbdurable_runs_finished_total"
-        _wait_for(lambda: value(scrape(base), finished, state="completed") == 2, timeout=30)
+        wait_until(lambda: value(scrape(base), finished, state="completed") == 2, timeout=30)
         after = scrape(base)
         assert value(after, "nbdurable_runs_finished_total", agent="sleeper", state="completed")
         assert value(after, "nbdurable_runs_finished_total", state="completed") == 2
@@ -99,15 +86,15 @@ async def test_readyz_follows_the_postgresql_server_down_and_back(tmp_path: Path
         url = f"postgresql://postgres@127.0.0.1:{server.port}/{name}"
         proc = worker(url, tmp_path / "log", "--metrics-port", "0", lease_ms=30_000)
         base = metrics_base(proc)
-        _wait_for(lambda: get(f"{base}/readyz")[0] == 200, timeout=30)
+        wait_until(lambda: get(f"{base}/readyz")[0] == 200, timeout=30)
         server.stop_server()
-        _wait_for(lambda: get(f"{base}/readyz")[0] == 503, timeout=30)
+        wait_until(lambda: get(f"{base}/readyz")[0] == 503, timeout=30)
         status, body = get(f"{base}/readyz")
         assert status == 503
         assert body.startswith("not ready: store"), body
         assert get(f"{base}/healthz")[0] == 200  # the process is up all the same
         server.start_server()
-        _wait_for(lambda: get(f"{base}/readyz")[0] == 200, timeout=30)
+        wait_until(lambda: get(f"{base}/readyz")[0] == 200, timeout=30)
         assert proc.poll() is None
     finally:
         if proc is not None and proc.poll() is None:
@@ -133,7 +120,7 @@ async def test_a_takeover_counts_in_the_metrics_and_writes_a_log_line(tmp_path: 
     run = await client.submit("sleeper", "nap")
     first = worker(url, tmp_path / "log", lease_ms=30_000)
     try:
-        _wait_for(lambda: run.record().state == "running", timeout=30)
+        wait_until(lambda: run.record().state == "running", timeout=30)
     finally:
         first.kill()  # SIGKILL: its process is gone, its lease still looks held
         first.communicate(timeout=10)
@@ -142,7 +129,7 @@ async def test_a_takeover_counts_in_the_metrics_and_writes_a_log_line(tmp_path: 
     )
     try:
         base = metrics_base(second)
-        _wait_for(lambda: run.record().state == "completed", timeout=60)
+        wait_until(lambda: run.record().state == "completed", timeout=60)
         scraped = samples(get(f"{base}/metrics")[1])
         assert value(scraped, "nbdurable_takeovers_total", agent="sleeper") == 1
         assert value(scraped, "nbdurable_takeovers_total", cause="owner_gone") == 1
