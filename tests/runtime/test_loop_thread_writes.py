@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.sqlite_locker import hold_write_lock
+from support.sqlite_locker import LockAtCall, hold_write_lock
 from support.ticker import Ticker
 
 import nbdurable as nd
@@ -80,24 +80,15 @@ async def test_a_write_lock_held_by_another_process_sends_runtime_calls_to_store
     store = nd.SqliteSessionStore(db)
     seen = _threads(store)
     loop = asyncio.get_running_loop()
-    holders: list[object] = []
-    locked_at: list[float] = []
-
-    @nd.tool
-    async def probe(i: int) -> str:
-        """Probe; at step 2 another process takes the store's write lock for HOLD seconds."""
-        if i == 2 and not holders:
-            holders.append(await asyncio.to_thread(hold_write_lock, db, HOLD))
-            locked_at.append(loop.time())
-        return f"probed {i}"
+    lock = LockAtCall(db, HOLD, lambda i: f"probed {i}")
 
     with Ticker() as ticker:
-        result = await _run(store, _agent(5, probe))
+        result = await _run(store, _agent(5, lock.tool))
         ended = loop.time()
     assert result.text == "all probed"
-    assert holders and holders[0].wait(timeout=30) == 0  # type: ignore[attr-defined]
+    assert lock.holder is not None and lock.holder.wait(timeout=30) == 0
     # The calls after the lock waited for it on store threads; the loop ticked on.
-    assert ended - locked_at[0] > HOLD * 0.6
+    assert ended - lock.locked_at > HOLD * 0.6
     assert ticker.worst < HOLD / 4, ticker.worst
     assert set(seen["thread"]) - {threading.get_ident()}
     run_id = store.rt_list()[0].run_id

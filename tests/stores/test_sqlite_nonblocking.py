@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.sqlite_locker import hold_write_lock
+from support.sqlite_locker import LockAtCall
 from support.ticker import Ticker
 
 import nbdurable as nd
@@ -86,30 +86,21 @@ async def test_a_write_lock_held_by_another_process_leaves_the_loop_responsive(
     store = nd.SqliteSessionStore(db)
     seen = _trace(store)
     loop = asyncio.get_running_loop()
-    holders: list[subprocess.Popen[str]] = []
-    locked_at: list[float] = []
-
-    @nd.tool
-    async def probe(i: int) -> str:
-        """Probe; at step 2 another process takes the store's write lock for HOLD seconds."""
-        if i == 2 and not holders:
-            holders.append(await asyncio.to_thread(hold_write_lock, db, HOLD))
-            locked_at.append(loop.time())
-        return f"{i}:{loop_crash.RESULT}"
+    lock = LockAtCall(db, HOLD, lambda i: f"{i}:{loop_crash.RESULT}")
 
     with Ticker() as ticker:
         result = await nd.generate_text(
             model=loop_crash.model(5),
             messages="Probe everything.",
-            tools=[probe],
+            tools=[lock.tool],
             max_steps=7,
             session=nd.DurableSession(store, run_id="r"),
         )
         ended = loop.time()
     assert result.text == "all probed"
-    assert holders and holders[0].wait(timeout=30) == 0
+    assert lock.holder is not None and lock.holder.wait(timeout=30) == 0
     # the save after the lock waited for it, on a store thread, while the loop ticked on
-    assert ended - locked_at[0] > HOLD * 0.6
+    assert ended - lock.locked_at > HOLD * 0.6
     assert ticker.worst < HOLD / 4, ticker.worst
     assert seen["nowait"] == {threading.get_ident()}
     assert seen["thread"] - {threading.get_ident()}
