@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from support.sqlite_locker import LockAtCall
 from support.ticker import Ticker
+from support.waiting import eventually
 
 import nbdurable as nd
 from nbdurable.durable.offload import offload
@@ -153,7 +154,17 @@ async def test_an_overridden_write_method_runs_on_a_store_thread(tmp_path: Path)
     store.close()
 
 
-async def test_wal_checkpoints_run_off_the_loop_and_keep_the_log_bounded(tmp_path: Path) -> None:
+def _small_log(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Fold the log at 256 KB and empty it at 512 KB (a few MB of saves pass both often)."""
+    monkeypatch.setattr(sqlite_nowait, "_CHECKPOINT_BYTES", 256 * 1024)
+    monkeypatch.setattr(sqlite_nowait, "_WAL_CEILING", 512 * 1024)
+    return 512 * 1024
+
+
+async def test_wal_checkpoints_run_off_the_loop_and_keep_the_log_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ceiling = _small_log(monkeypatch)
     db = tmp_path / "runs.db"
     store = nd.SqliteSessionStore(db)
     assert store._nowait_conn is not None
@@ -177,7 +188,7 @@ async def test_wal_checkpoints_run_off_the_loop_and_keep_the_log_bounded(tmp_pat
         biggest = max(biggest, _size(f"{db}-wal"))
     assert seen["nowait"] == {threading.get_ident()}
     assert threading.get_ident() not in seen["thread"]  # the checkpoints ran elsewhere
-    assert biggest < 3 * 1024 * 1024, biggest  # without checkpoints: 200 x 60 KB
+    assert biggest < ceiling + 256 * 1024, biggest  # ~3.7 MB without checkpoints
     store.close()
     assert _size(f"{db}-wal") == 0  # the last close folds and removes the log
 
@@ -291,8 +302,9 @@ async def test_a_wal_checkpoint_in_progress_does_not_send_writes_off_the_loop(
 
 
 async def test_a_log_that_passive_checkpoints_cannot_restart_is_emptied_off_the_loop(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    ceiling = _small_log(monkeypatch)
     db = tmp_path / "runs.db"
     store = nd.SqliteSessionStore(db)
     assert store._nowait_conn is not None
@@ -324,10 +336,74 @@ async def test_a_log_that_passive_checkpoints_cannot_restart_is_emptied_off_the_
     finally:
         stop.set()
         checkpointer.join()
-    assert biggest < 3 * 1024 * 1024, biggest  # without the TRUNCATE: 150 x 20 KB and more
+    assert biggest < 2 * ceiling, biggest  # without the TRUNCATE: 150 x 20 KB and more
     assert writes["thread"] and loop_thread not in writes["thread"]  # the fold's writes
     # A fold waits for the checkpoint in progress, so it empties the log the first
     # time: a few writes leave the loop, not every write until a fold wins a race.
     assert len(writes["thread"]) <= len(writes["nowait"]) // 10, writes
     assert [i.step_index for i in store.history("r")] == list(range(150))
+    store.close()
+
+
+async def test_a_fold_that_commits_outran_is_not_repeated_at_every_few_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The loop's commits go on while a store thread folds the log, so the log
+    # is never folded whole and the next write does not restart it: another
+    # passive fold right away would copy a few pages and sync the file twice.
+    # One fold per growth of the threshold, then the TRUNCATE at the ceiling.
+    _small_log(monkeypatch)
+    db = tmp_path / "runs.db"
+    store = nd.SqliteSessionStore(db)
+    modes: list[str] = []
+    background = store._background_checkpoint
+
+    def counted(empty: bool = False) -> None:
+        modes.append("empty" if empty else "passive")
+        time.sleep(0.005)  # a fold that takes a while, as a synced one does
+        background(empty)
+
+    monkeypatch.setattr(store, "_background_checkpoint", counted)
+    truncate = store._truncate_checkpoint
+    folds: list[int] = []
+
+    def emptied() -> None:
+        folds.append(1)
+        truncate()
+
+    monkeypatch.setattr(store, "_truncate_checkpoint", emptied)
+    messages: tuple[nd.Message, ...] = (nd.user("start"),)
+    for step in range(300):
+        messages = (*messages, nd.user(os.urandom(4_000).hex()))  # 8 KB, incompressible
+        checkpoint = _checkpoint("r", step).model_copy(update={"messages": messages})
+        await offload(store.save, checkpoint, extends=messages[:-1])
+        await asyncio.sleep(0)
+    assert folds, "the log never reached the ceiling"
+    # Before: a passive fold at every 4th commit from the threshold to the ceiling.
+    assert modes.count("passive") <= len(folds) + 3, (modes, folds)
+    assert [i.step_index for i in store.history("r")] == list(range(300))
+    store.close()
+    assert _size(f"{db}-wal") == 0
+
+
+async def test_a_run_that_stops_leaves_an_empty_log_with_the_store_still_open(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    store = nd.SqliteSessionStore(db)
+    reader = nd.SqliteSessionStore(db)  # another connection, between its reads
+    messages: tuple[nd.Message, ...] = (nd.user("start"),)
+    for step in range(40):
+        messages = (*messages, nd.user(os.urandom(4_000).hex()))
+        checkpoint = _checkpoint("r", step).model_copy(update={"messages": messages})
+        await offload(store.save, checkpoint, extends=messages[:-1])
+    assert _size(f"{db}-wal") > 300_000  # below the size that folds it
+    done = _checkpoint("r", 40).model_copy(update={"status": "completed", "messages": messages})
+    await offload(store.save, done, extends=messages)
+    # A store thread folds the log into the file and empties it (TRUNCATE,
+    # never waiting for another connection): an idle file takes no log space.
+    await eventually(lambda: _size(f"{db}-wal") == 0)
+    assert reader.load("r") == done
+    assert [i.step_index for i in reader.history("r")] == list(range(41))
+    reader.close()
     store.close()
