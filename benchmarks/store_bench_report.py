@@ -131,6 +131,9 @@ def ratios(rows: list[Figures], n: int = 500) -> list[str]:
         found.append(f"total, {NBDURABLE_PAR} / {LG_SYNC_PAR}: {par.total_s / lg_par.total_s:.3f}")
         share = par.bytes_on_disk / lg_par.bytes_on_disk
         found.append(f"bytes on disk, {NBDURABLE_PAR} / {LG_SYNC_PAR}: {share:.4f}")
+        if par.bytes_closed and lg_par.bytes_closed:
+            share = par.bytes_closed / lg_par.bytes_closed
+            found.append(f"bytes after close, {NBDURABLE_PAR} / {LG_SYNC_PAR}: {share:.4f}")
     return found
 
 
@@ -161,12 +164,14 @@ def targets(rows: list[Figures], cold: ColdLoad | None, n: int = 500) -> list[Ta
                 check(f"N={n} total / {other}", share, 0.1, f" ({1 / share:.0f}x faster)")
         if (f := by.get((DBOS, n))) is not None and ours.bytes_closed and f.bytes_closed:
             check(f"N={n} bytes after close / {DBOS}", ours.bytes_closed / f.bytes_closed, 1.0)
-        if (f := by.get((LG_SYNC, n))) is not None and ours.bytes_on_disk and f.bytes_on_disk:
-            check(f"N={n} bytes / {LG_SYNC}", ours.bytes_on_disk / f.bytes_on_disk, 0.01)
+        # The bytes goals are "after close": an open store's write-ahead
+        # log (up to 8 MB while a run writes) is emptied when the run ends.
+        if (f := by.get((LG_SYNC, n))) is not None and ours.bytes_closed and f.bytes_closed:
+            check(f"N={n} bytes after close / {LG_SYNC}", ours.bytes_closed / f.bytes_closed, 0.01)
     par, lg_par = by.get((NBDURABLE_PAR, n)), by.get((LG_SYNC_PAR, n))
-    if par is not None and lg_par is not None and par.bytes_on_disk and lg_par.bytes_on_disk:
-        check(f"N={n} bytes, {PARALLEL} tools / {LG_SYNC_PAR}",
-              par.bytes_on_disk / lg_par.bytes_on_disk, 0.01)  # fmt: skip
+    if par is not None and lg_par is not None and par.bytes_closed and lg_par.bytes_closed:
+        check(f"N={n} bytes after close, {PARALLEL} tools / {LG_SYNC_PAR}",
+              par.bytes_closed / lg_par.bytes_closed, 0.01)  # fmt: skip
     for f in rows:
         if f.config in (NBDURABLE, NO_STORE) and f.n >= 5000 and f.deciles():
             limit = 1.2 if f.n <= 5000 else 1.3

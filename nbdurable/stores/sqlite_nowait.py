@@ -199,7 +199,7 @@ class SqliteNowaitWrites:
             if size < self._checkpoint_at:
                 return
         if not self._nowait:
-            self._passive_checkpoint()
+            self._run_checkpoint()
             return
         self._checkpointing = True
         try:
@@ -221,7 +221,7 @@ class SqliteNowaitWrites:
                     return
                 if self._checkpoint_conn is None:
                     self._checkpoint_conn = self._open_nowait_connection()
-                self._passive_checkpoint(self._checkpoint_conn, "TRUNCATE" if empty else "PASSIVE")
+                self._run_checkpoint(self._checkpoint_conn, "TRUNCATE" if empty else "PASSIVE")
             except sqlite3.Error:
                 return  # the next commit tries again; a failing file fails the writes themselves
             finally:
@@ -251,9 +251,10 @@ class SqliteNowaitWrites:
                 self._checkpoint_conn.close()
                 self._checkpoint_conn = None
 
-    def _passive_checkpoint(
+    def _run_checkpoint(
         self, conn: sqlite3.Connection | None = None, mode: str = "PASSIVE"
     ) -> None:
+        """A ``PASSIVE`` (or ``TRUNCATE``) checkpoint on ``conn``; sets when the next one is due."""
         before = self._wal_size()
         try:
             busy, log, done = (
