@@ -73,6 +73,8 @@ class SqliteNowaitWrites:
         # writers append while a passive checkpoint copies and syncs.
         self._checkpoint_conn: sqlite3.Connection | None = None
         self._checkpoint_lock = threading.Lock()
+        self._flag_lock = threading.Lock()
+        self._empty_next = False
 
     def try_without_waiting(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Run ``fn`` (a method of this store) now if it needs no wait; else ``WOULD_WAIT``.
@@ -181,7 +183,7 @@ class SqliteNowaitWrites:
         if self._wal_full and not self._nowait:
             self._truncate_checkpoint()
             return
-        if self._checkpointing:
+        if self._checkpointing and (not force or self._empty_after_this_one()):
             return
         if not force:
             self._writes += 1
@@ -217,15 +219,28 @@ class SqliteNowaitWrites:
         """
         with self._checkpoint_lock:
             try:
-                if self._closed:
-                    return
-                if self._checkpoint_conn is None:
-                    self._checkpoint_conn = self._open_nowait_connection()
-                self._run_checkpoint(self._checkpoint_conn, "TRUNCATE" if empty else "PASSIVE")
+                while not self._closed:
+                    if self._checkpoint_conn is None:
+                        self._checkpoint_conn = self._open_nowait_connection()
+                    self._run_checkpoint(self._checkpoint_conn, "TRUNCATE" if empty else "PASSIVE")
+                    # A run that stopped meanwhile asked for the log to be emptied.
+                    with self._flag_lock:
+                        empty, self._empty_next = self._empty_next, False
+                        if not empty:
+                            self._checkpointing = False
+                            return
             except sqlite3.Error:
                 return  # the next commit tries again; a failing file fails the writes themselves
             finally:
                 self._checkpointing = False
+
+    def _empty_after_this_one(self) -> bool:
+        """Ask the checkpoint in progress to empty the log after it; False if it has ended."""
+        with self._flag_lock:  # held by either thread only to read and set two flags
+            if self._checkpointing:
+                self._empty_next = True
+                return True
+        return False
 
     def _truncate_checkpoint(self) -> None:
         """On a store thread, lock held: fold the whole log back and empty it."""
