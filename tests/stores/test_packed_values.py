@@ -30,6 +30,7 @@ from nbdurable.stores.sqlite_codec import (
     pack_json,
     unpack_json,
 )
+from nbdurable.stores.sqlite_rows import compact_json
 
 ODD = 'nul \x00 emoji \U0001f600 sep \u2028\u2029 rtl \u202e fffd \ufffd quote " back \\ end'
 INCOMPRESSIBLE = random.Random(3).randbytes(60_000).hex()
@@ -252,3 +253,23 @@ def test_the_dictionaries_and_type_codes_never_change() -> None:
 
 
 PINNED = "036cdaa03d9d98785e51cf3cab033b5a07265e1e50e905e5ae04d584b7ec92ce"
+
+
+def test_numbers_of_every_shape_read_back_as_written(tmp_path: Path) -> None:
+    numbers = [1.5e-7, 1e16, -0.0, 0.1, 123456789.12345679, 10**30, 2**63, -(2**63) - 1, 0]
+    event = NewEvent(type="tool_result", step_index=0, payload={"n": numbers}, created_at=1)
+    with nd.SqliteSessionStore(tmp_path / "runs.db") as store:
+        store.append_events("r", [event])
+        (read,) = store.read_events("r")
+    assert read.payload == {"n": numbers}
+    assert [type(n) for n in read.payload["n"]] == [type(n) for n in numbers]
+    assert str(read.payload["n"][2]) == "-0.0"
+
+
+def test_text_the_fast_encoder_refuses_is_written_as_json_dumps_writes_it() -> None:
+    lone = {"a": "\ud800", "b": [1, 2.5]}  # a lone surrogate: pydantic-core refuses it
+    assert compact_json(lone) == json.dumps(lone, separators=(",", ":"), ensure_ascii=False)
+    cyclic: dict[str, Any] = {}
+    cyclic["self"] = cyclic
+    with pytest.raises(RecursionError):
+        compact_json(cyclic)
