@@ -61,6 +61,16 @@ def _checkpoint(run_id: str, step: int) -> nd.AgentCheckpoint:
     )
 
 
+async def _save_one_more(
+    store: nd.SqliteSessionStore, messages: tuple[nd.Message, ...], step: int, text: str
+) -> tuple[nd.Message, ...]:
+    """Save run ``r`` at ``step`` from the loop: ``messages`` plus one of ``text``; that history."""
+    grown = (*messages, nd.user(text))
+    checkpoint = _checkpoint("r", step).model_copy(update={"messages": grown})
+    await offload(store.save, checkpoint, extends=messages)
+    return grown
+
+
 async def test_a_run_writes_on_the_loops_thread_without_any_thread_round_trip(
     tmp_path: Path,
 ) -> None:
@@ -290,9 +300,7 @@ async def test_a_wal_checkpoint_in_progress_does_not_send_writes_off_the_loop(
         big = "x" * 20_000
         messages: tuple[nd.Message, ...] = (nd.user("start"),)
         for step in range(60):
-            messages = (*messages, nd.user(f"{step}:{big}"))
-            checkpoint = _checkpoint("r", step).model_copy(update={"messages": messages})
-            await offload(store.save, checkpoint, extends=messages[:-1])
+            messages = await _save_one_more(store, messages, step, f"{step}:{big}")
     finally:
         stop.set()
         checkpointer.join()
@@ -332,9 +340,8 @@ async def test_a_log_that_passive_checkpoints_cannot_restart_is_emptied_off_the_
     try:
         messages: tuple[nd.Message, ...] = (nd.user("start"),)
         for step in range(150):
-            messages = (*messages, nd.user(os.urandom(10_000).hex()))  # 20 KB, incompressible
-            checkpoint = _checkpoint("r", step).model_copy(update={"messages": messages})
-            await offload(store.save, checkpoint, extends=messages[:-1])
+            incompressible = os.urandom(10_000).hex()  # 20 KB
+            messages = await _save_one_more(store, messages, step, incompressible)
             biggest = max(biggest, _size(f"{db}-wal"))
     finally:
         stop.set()
@@ -377,9 +384,8 @@ async def test_a_fold_that_commits_outran_is_not_repeated_at_every_few_commits(
     monkeypatch.setattr(store, "_truncate_checkpoint", emptied)
     messages: tuple[nd.Message, ...] = (nd.user("start"),)
     for step in range(600):
-        messages = (*messages, nd.user(os.urandom(4_000).hex()))  # 8 KB, incompressible
-        checkpoint = _checkpoint("r", step).model_copy(update={"messages": messages})
-        await offload(store.save, checkpoint, extends=messages[:-1])
+        incompressible = os.urandom(4_000).hex()  # 8 KB
+        messages = await _save_one_more(store, messages, step, incompressible)
         await asyncio.sleep(0)
     assert len(folds) >= 3, "the log seldom reached the ceiling"
     # Before: a passive fold at every 4th commit from the threshold to the ceiling.
@@ -397,9 +403,7 @@ async def test_a_run_that_stops_leaves_an_empty_log_with_the_store_still_open(
     reader = nd.SqliteSessionStore(db)  # another connection, between its reads
     messages: tuple[nd.Message, ...] = (nd.user("start"),)
     for step in range(40):
-        messages = (*messages, nd.user(os.urandom(4_000).hex()))
-        checkpoint = _checkpoint("r", step).model_copy(update={"messages": messages})
-        await offload(store.save, checkpoint, extends=messages[:-1])
+        messages = await _save_one_more(store, messages, step, os.urandom(4_000).hex())
     assert _size(f"{db}-wal") > 300_000  # below the size that folds it
     done = _checkpoint("r", 40).model_copy(update={"status": "completed", "messages": messages})
     await offload(store.save, done, extends=messages)
@@ -430,9 +434,7 @@ async def test_a_run_that_stops_during_a_fold_still_leaves_an_empty_log(
     messages: tuple[nd.Message, ...] = (nd.user("start"),)
     step = 0
     while not folding.is_set():
-        messages = (*messages, nd.user(os.urandom(4_000).hex()))
-        checkpoint = _checkpoint("r", step).model_copy(update={"messages": messages})
-        await offload(store.save, checkpoint, extends=messages[:-1])
+        messages = await _save_one_more(store, messages, step, os.urandom(4_000).hex())
         step += 1
         assert step < 200, "no fold began"
     # The run ends while the store thread's passive fold is still in progress.
