@@ -37,26 +37,32 @@ class _Recording(sqlite3.Connection):
     seconds = 0.0
     """Thread CPU time spent in the statements during the recorded run."""
 
+    # A statement is kept once it ran: one that failed (a BEGIN IMMEDIATE that met
+    # a store thread's fold holding the write lock, sent again from a store
+    # thread) did nothing to replay.
+
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
-        if self.log is not None:
-            self.log.append((False, sql, parameters))
         began = time.thread_time()
         try:
             # sqlite3 runs a statement's first step in execute: all the work of
             # the store's writes and of its one-row reads.
-            return super().execute(sql, parameters)
+            cursor = super().execute(sql, parameters)
         finally:
             _Recording.seconds += time.thread_time() - began
+        if self.log is not None:
+            self.log.append((False, sql, parameters))
+        return cursor
 
     def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
         rows = list(parameters)
-        if self.log is not None:
-            self.log.append((True, sql, rows))
         began = time.thread_time()
         try:
-            return super().executemany(sql, rows)
+            cursor = super().executemany(sql, rows)
         finally:
             _Recording.seconds += time.thread_time() - began
+        if self.log is not None:
+            self.log.append((True, sql, rows))
+        return cursor
 
 
 @dataclass

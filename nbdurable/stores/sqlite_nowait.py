@@ -222,6 +222,11 @@ class SqliteNowaitWrites:
                 while not self._closed:
                     if self._checkpoint_conn is None:
                         self._checkpoint_conn = self._open_nowait_connection()
+                    if empty:
+                        # Copy the pages first without the write lock, which a
+                        # TRUNCATE holds from its start: the loop's writes then
+                        # wait for it only while it empties the log.
+                        self._run_checkpoint(self._checkpoint_conn, "PASSIVE")
                     self._run_checkpoint(self._checkpoint_conn, "TRUNCATE" if empty else "PASSIVE")
                     # A run that stopped meanwhile asked for the log to be emptied.
                     with self._flag_lock:
