@@ -189,10 +189,7 @@ class SqliteNowaitWrites:
             self._writes += 1
             if self._writes % 4:
                 return  # a commit adds a few pages: the size is looked at every 4th
-            try:
-                size = os.stat(self._wal).st_size
-            except OSError:
-                return
+            size = self._wal_size()
             if size >= _WAL_CEILING:
                 self._wal_full = True
                 if not self._nowait:
