@@ -257,6 +257,7 @@ class RuntimeDriver(Driver):
                 getattr(context.runtime, "store_retry", None),
             )
         self._staged: str | None = None  # the call counted with the flush before the tools
+        self._journal_missed: int | None = None  # the first step the journal lacked
         if self.events is not None:
             self.events.fence = context.fence
             self.events.strict = True  # a store gone past the retry budget stops the engine
@@ -365,10 +366,16 @@ class RuntimeDriver(Driver):
         """
         context = self.context
         run_id = context.record.run_id
-        journaled = await offload(context.store.rt_journaled, run_id, effect.step_index)
-        if journaled is not None:
-            # A crash during this step's tools: the response is reused, not asked again.
-            return ModelResponse.model_validate_json(journaled)
+        missed = self._journal_missed
+        if missed is None or effect.step_index < missed:
+            journaled = await offload(context.store.rt_journaled, run_id, effect.step_index)
+            if journaled is not None:
+                # A crash during this step's tools: the response is reused, not asked again.
+                return ModelResponse.model_validate_json(journaled)
+            # Legs journal their steps in order, each reusing the entries it meets,
+            # so the journal holds a run's steps up to some step and none after it:
+            # past the first step it lacks, the leg need not read it again.
+            self._journal_missed = effect.step_index
         policy = context.retry_policy
         attempts = context.record.model_attempts
         if policy is not None and attempts >= policy.max_attempts:

@@ -401,11 +401,20 @@ class SqliteRuntimeTables:
         """Several writes of a run's owner in one fenced transaction (see ``RuntimeCommit``)."""
         check_commit(changes)
         with self._lock, self._write() as conn:
-            self.rt_check_fence(run_id, fence, conn)
             record = None
             if changes:
-                record = self._locked_get(conn, run_id).model_copy(update=changes)
+                # The fence and the record in one read: the record changes only if it is ours.
+                found = conn.execute(
+                    "SELECT fence, record FROM rt_runs WHERE run_id = ?", (run_id,)
+                ).fetchone()
+                if found is None:
+                    raise RunNotFoundError(run_id)
+                if found[0] != fence:
+                    raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
+                record = _record(found[1]).model_copy(update=changes)
                 self._put(conn, record)
+            else:
+                self.rt_check_fence(run_id, fence, conn)
             if journal is not None:
                 conn.execute(JOURNAL_SQL, (run_id, journal[0], journal[1]))
             for intent in intents:

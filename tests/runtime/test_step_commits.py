@@ -177,3 +177,57 @@ async def test_between_a_tool_s_end_and_its_checkpoint_the_call_is_still_started
         ["completed", "started"],
     ]
     assert {i.state for i in store.rt_intents(run.run_id)} == {"completed"}
+
+
+async def test_a_leg_reads_the_journal_until_a_step_it_lacks_and_reuses_what_it_holds(
+    store: Any,
+) -> None:
+    # The journal holds a run's steps up to some step and none after it (legs journal
+    # in order, reusing what they meet): a leg reads it at each step until one it
+    # lacks, then no more, and still reuses every entry before that step.
+    reads: list[int] = []
+    journaled = store.rt_journaled
+
+    def counting(run_id: str, step_index: int) -> str | None:
+        reads.append(step_index)
+        return journaled(run_id, step_index)  # type: ignore[no-any-return]
+
+    store.rt_journaled = counting
+    ran: list[int] = []
+
+    @nd.tool(needs_approval=True)
+    def gate() -> str:
+        """Needs a human."""
+        return "open"
+
+    @nd.tool
+    def ping(i: int) -> str:
+        """Ping."""
+        ran.append(i)
+        return f"pong {i}"
+
+    # A script's turn is its step: steps 1 and 2 are the journal's, never the model's.
+    unused = nd.Turn(text="never given")
+    turns = [nd.Turn(tool_calls=[("gate", {})]), unused, unused]
+    model = nd.ScriptedModel([*turns, nd.Turn(tool_calls=[("ping", {"i": 3})]), "done"])
+    agent = Agent("gated", model, [gate, ping], version="1")
+    runtime = await DurableRuntime.open(
+        store=store, agents=[agent], lease_ms=LONG_LEASE, poll_interval=SLOW_POLL
+    )
+    try:
+        run = await runtime.submit("gated", "go")
+        await run.wait("waiting_approval")
+        assert reads == [0]
+        # What an earlier leg would have left: steps 1 and 2 journaled, not checkpointed.
+        fence = store.rt_get(run.run_id).fence
+        for step in (1, 2):
+            call = nd.ToolCallPart(tool_call_id=f"j{step}", tool_name="ping", args={"i": step})
+            response = nd.ModelResponse(content=(call,))
+            store.rt_journal(run.run_id, step, response.model_dump_json(), fence=fence)
+        await run.approve()
+        assert (await run.result()).text == "done"
+    finally:
+        await runtime.close()
+    # The resumed leg read steps 1 and 2 (reused) and 3 (lacked), then never again.
+    assert reads == [0, 1, 2, 3]
+    assert ran == [1, 2, 3]
