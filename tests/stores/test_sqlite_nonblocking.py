@@ -1,7 +1,8 @@
 """SQLite writes made from async code run on the loop's thread only when they cannot wait.
 
-Real conditions: another process holding the file's write lock (BEGIN IMMEDIATE),
-SIGKILL mid-run, SQLite's own ``query_only`` for a refused write. Which thread ran
+Real conditions: another process holding the file's write lock (BEGIN IMMEDIATE)
+or a read transaction when a run's last fold empties the log, SIGKILL mid-run,
+SQLite's own ``query_only`` for a refused write. Which thread ran
 a statement is read from the connections' trace callbacks.
 """
 
@@ -442,3 +443,74 @@ async def test_a_run_that_stops_during_a_fold_still_leaves_an_empty_log(
     await offload(store.save, done, extends=messages)
     await eventually(lambda: _size(f"{db}-wal") == 0)
     store.close()
+
+
+# Another process's reader: holds one read transaction (a snapshot) until told to end it.
+_READER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+count = "SELECT count(*) FROM checkpoints"
+conn.execute("BEGIN")
+print(conn.execute(count).fetchone()[0], flush=True)
+sys.stdin.readline()
+print(conn.execute(count).fetchone()[0], flush=True)  # still its snapshot
+conn.execute("COMMIT")
+print(conn.execute(count).fetchone()[0], flush=True)
+conn.close()
+"""
+
+
+def _start_reader(db: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _READER, str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+async def test_a_run_that_stops_while_another_process_reads_keeps_its_log_and_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "runs.db"
+    store = nd.SqliteSessionStore(db)
+    messages: tuple[nd.Message, ...] = (nd.user("start"),)
+    for step in range(40):
+        messages = await _save_one_more(store, messages, step, os.urandom(4_000).hex())
+    reader = _start_reader(db)
+    assert reader.stdin is not None and reader.stdout is not None
+    try:
+        assert reader.stdout.readline().strip() == "40"  # its read transaction is open
+        folded = threading.Event()
+        background = store._background_checkpoint
+
+        def watched(empty: bool = False) -> None:
+            background(empty)
+            folded.set()
+
+        monkeypatch.setattr(store, "_background_checkpoint", watched)
+        done = _checkpoint("r", 40).model_copy(update={"status": "completed", "messages": messages})
+        with Ticker() as ticker:
+            await offload(store.save, done, extends=messages)
+            await eventually(folded.is_set)
+        # The run's last fold met the reader's snapshot: its TRUNCATE was refused at
+        # once (the busy timeout is zero), so the log stays, and nothing waited for it.
+        assert _size(f"{db}-wal") > 0
+        assert ticker.worst < HOLD / 4, ticker.worst
+        reader.stdin.write("\n")
+        reader.stdin.flush()
+        assert reader.stdout.readline().strip() == "40"
+        assert reader.stdout.readline().strip() == "41"  # a new snapshot: the finished run
+        assert reader.wait(timeout=30) == 0
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.wait()
+    assert store.load("r") == done
+    store.close()
+    assert _size(f"{db}-wal") == 0  # the last connection folds it as it closes
+    reopened = nd.SqliteSessionStore(db)
+    assert reopened.load("r") == done
+    assert [i.step_index for i in reopened.history("r")] == list(range(41))
+    reopened.close()
+    assert check_store(f"sqlite:///{db}").clean
