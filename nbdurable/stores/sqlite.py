@@ -48,7 +48,7 @@ from .sqlite_codec import unpack_json
 from .sqlite_errors import guard_methods, typed_error
 from .sqlite_nowait import SqliteNowaitWrites
 from .sqlite_rows import checkpoint_values, event_from_row, event_row, node_rows
-from .sqlite_runtime import SqliteRuntimeTables
+from .sqlite_runtime import SqliteRuntimeTables, check_fence
 from .sqlite_schema import SCHEMA_VERSION, migrate, verify_schema
 
 __all__ = ["SqliteSessionStore"]
@@ -64,6 +64,8 @@ _SAVE_STATE = (
     "EXISTS (SELECT 1 FROM nodes WHERE id = ?2), "
     "(SELECT max(position) FROM events WHERE run_id = ?1)"
 )
+# A runtime owner's save reads the run's fencing token with the rest.
+_SAVE_STATE_FENCED = _SAVE_STATE + ", (SELECT fence FROM rt_runs WHERE run_id = ?1)"
 _LAST_SEQ = "SELECT last_seq FROM runs WHERE run_id = ?"
 _UPDATE_RUN = "UPDATE runs SET last_seq = ?, updated_at = ? WHERE run_id = ?"
 _INSERT_RUN = "INSERT INTO runs (run_id, created_at, updated_at, last_seq) VALUES (?1, ?2, ?2, ?3)"
@@ -341,11 +343,12 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
             new_ids, new_rows = extend_chain(parent, messages[known:])
             head = new_ids[-1] if new_ids else parent
             with self._write() as conn:
-                if fence is not None:
-                    self.rt_check_fence(run_id, fence, conn)
-                last_seq, has_parent, last_event = conn.execute(
-                    _SAVE_STATE, (run_id, parent)
-                ).fetchone()
+                if fence is None:
+                    state = conn.execute(_SAVE_STATE, (run_id, parent)).fetchone()
+                else:
+                    *state, owner = conn.execute(_SAVE_STATE_FENCED, (run_id, parent)).fetchone()
+                    check_fence(run_id, owner, fence)
+                last_seq, has_parent, last_event = state
                 if parent is not None and not has_parent:
                     # Another process deleted the nodes this process remembered.
                     _, new_rows = extend_chain(None, messages)

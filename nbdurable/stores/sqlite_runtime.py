@@ -44,6 +44,7 @@ __all__ = [
     "INTENT_SQL",
     "JOURNAL_SQL",
     "SqliteRuntimeTables",
+    "check_fence",
     "migrate_runtime",
     "migrate_runtime_v4",
 ]
@@ -113,6 +114,16 @@ def migrate_runtime_v4(db: Any) -> None:
         db.execute("ALTER TABLE rt_runs ADD COLUMN graph_id TEXT")
     db.execute("CREATE INDEX IF NOT EXISTS rt_runs_kind ON rt_runs (kind, state)")
     db.execute("CREATE INDEX IF NOT EXISTS rt_runs_graph ON rt_runs (graph_id, seq)")
+
+
+def check_fence(run_id: str, current: int | None, fence: int) -> None:
+    """Raise :class:`FencedOutError` unless ``current``, the run's token, is ``fence``.
+
+    ``current`` None (no record of the run) passes: what the write needs of the
+    record is the write's to check.
+    """
+    if current is not None and current != fence:
+        raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
 
 
 def _record(text: str) -> RuntimeRun:
@@ -263,8 +274,8 @@ class SqliteRuntimeTables:
         """Apply changes, fenced; promote the session's next run when this one finishes."""
         with self._lock, self._write() as conn:
             current = self._locked_get(conn, run_id)
-            if fence is not None and current.fence != fence:
-                raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
+            if fence is not None:
+                check_fence(run_id, current.fence, fence)
             updated = current.model_copy(update=changes)
             self._put(conn, updated)
             if updated.state in TERMINAL_STATES and current.state not in TERMINAL_STATES:
@@ -379,8 +390,7 @@ class SqliteRuntimeTables:
             .execute("SELECT fence FROM rt_runs WHERE run_id = ?", (run_id,))
             .fetchone()
         )
-        if found is not None and found[0] != fence:
-            raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
+        check_fence(run_id, None if found is None else found[0], fence)
 
     def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:
         """Write or complete a tool intent, fenced."""
@@ -409,8 +419,7 @@ class SqliteRuntimeTables:
                 ).fetchone()
                 if found is None:
                     raise RunNotFoundError(run_id)
-                if found[0] != fence:
-                    raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
+                check_fence(run_id, found[0], fence)
                 record = _record(found[1]).model_copy(update=changes)
                 self._put(conn, record)
             else:

@@ -87,10 +87,23 @@ def test_a_stale_owner_cannot_write_after_a_takeover(store: Any, reopen: Any) ->
         store.rt_intent(intent, fence=1)
     with pytest.raises(nd.FencedOutError):
         store.rt_update(first.run_id, {"state": "completed"}, fence=1)
+    checkpoint = nd.AgentCheckpoint(
+        run_id=first.run_id,
+        step_id=f"{first.run_id}#0",
+        step_index=0,
+        status="running",
+        created_at=NOW,
+        messages=(nd.user("hi"),),
+    )
+    with pytest.raises(nd.FencedOutError):
+        store.save_with_events(checkpoint, [event], fence=1)
     assert not store.rt_renew(first.run_id, "old", 1, NOW + 10_000)
     assert store.rt_intents(first.run_id) == [] and store.rt_journaled(first.run_id, 0) is None
+    assert store.load(first.run_id) is None
     other.append_events(first.run_id, [event], fence=2)
     assert [e.offset for e in store.read_events(first.run_id)] == [1, 2]
+    other.save_with_events(checkpoint, [event], fence=2)
+    assert store.load(first.run_id) == checkpoint
     assert store.rt_get(first.run_id).lease_owner == "new"
 
 
