@@ -62,10 +62,9 @@ _INSERT_NODE = "INSERT OR IGNORE INTO nodes (id, parent, message) VALUES (?, ?, 
 _SAVE_STATE = (
     "SELECT (SELECT last_seq FROM runs WHERE run_id = ?1), "
     "EXISTS (SELECT 1 FROM nodes WHERE id = ?2), "
-    "(SELECT max(position) FROM events WHERE run_id = ?1)"
+    "(SELECT max(position) FROM events WHERE run_id = ?1), "
+    "(SELECT fence FROM rt_runs WHERE run_id = ?1)"  # what a runtime owner's save checks
 )
-# A runtime owner's save reads the run's fencing token with the rest.
-_SAVE_STATE_FENCED = _SAVE_STATE + ", (SELECT fence FROM rt_runs WHERE run_id = ?1)"
 _LAST_SEQ = "SELECT last_seq FROM runs WHERE run_id = ?"
 _UPDATE_RUN = "UPDATE runs SET last_seq = ?, updated_at = ? WHERE run_id = ?"
 _INSERT_RUN = "INSERT INTO runs (run_id, created_at, updated_at, last_seq) VALUES (?1, ?2, ?2, ?3)"
@@ -343,12 +342,11 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
             new_ids, new_rows = extend_chain(parent, messages[known:])
             head = new_ids[-1] if new_ids else parent
             with self._write() as conn:
-                if fence is None:
-                    state = conn.execute(_SAVE_STATE, (run_id, parent)).fetchone()
-                else:
-                    *state, owner = conn.execute(_SAVE_STATE_FENCED, (run_id, parent)).fetchone()
+                last_seq, has_parent, last_event, owner = conn.execute(
+                    _SAVE_STATE, (run_id, parent)
+                ).fetchone()
+                if fence is not None:
                     check_fence(run_id, owner, fence)
-                last_seq, has_parent, last_event = state
                 if parent is not None and not has_parent:
                     # Another process deleted the nodes this process remembered.
                     _, new_rows = extend_chain(None, messages)

@@ -273,9 +273,7 @@ class SqliteRuntimeTables:
     ) -> RuntimeRun:
         """Apply changes, fenced; promote the session's next run when this one finishes."""
         with self._lock, self._write() as conn:
-            current = self._locked_get(conn, run_id)
-            if fence is not None:
-                check_fence(run_id, current.fence, fence)
+            current = self._locked_get(conn, run_id, fence)
             updated = current.model_copy(update=changes)
             self._put(conn, updated)
             if updated.state in TERMINAL_STATES and current.state not in TERMINAL_STATES:
@@ -334,11 +332,17 @@ class SqliteRuntimeTables:
             self._put(conn, updated)
             return updated
 
-    def _locked_get(self, conn: sqlite3.Connection, run_id: str) -> RuntimeRun:
+    def _locked_get(
+        self, conn: sqlite3.Connection, run_id: str, fence: int | None = None
+    ) -> RuntimeRun:
+        """The run's record; with ``fence``, refused unless it is the run's token (one read)."""
         found = conn.execute("SELECT record FROM rt_runs WHERE run_id = ?", (run_id,)).fetchone()
         if found is None:
             raise RunNotFoundError(run_id)
-        return _record(found[0])
+        record = _record(found[0])
+        if fence is not None:
+            check_fence(run_id, record.fence, fence)  # _put writes the column from the record
+        return record
 
     def rt_claim(
         self,
@@ -413,14 +417,7 @@ class SqliteRuntimeTables:
         with self._lock, self._write() as conn:
             record = None
             if changes:
-                # The fence and the record in one read: the record changes only if it is ours.
-                found = conn.execute(
-                    "SELECT fence, record FROM rt_runs WHERE run_id = ?", (run_id,)
-                ).fetchone()
-                if found is None:
-                    raise RunNotFoundError(run_id)
-                check_fence(run_id, found[0], fence)
-                record = _record(found[1]).model_copy(update=changes)
+                record = self._locked_get(conn, run_id, fence).model_copy(update=changes)
                 self._put(conn, record)
             else:
                 self.rt_check_fence(run_id, fence, conn)
