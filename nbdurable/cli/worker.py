@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import signal
 import sys
 from typing import Any
 
+from .._aio import wait_event
 from ..durable.offload import offload
 from ..durable.run_states import BUSY_STATES
 from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry, StoreUnavailableError
@@ -200,9 +200,7 @@ async def worker(args: argparse.Namespace) -> int:
         busy = sorted(BUSY_STATES)
         while not (args.exit_when_idle and not await offload(runtime.list_runs, busy)):
             # Wake at least every poll interval to notice idleness; a signal wakes at once.
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), args.poll_interval)
-            if stop.is_set():
+            if await wait_event(stop, args.poll_interval):
                 break
     except StoreUnavailableError as exc:
         fatal.append(exc)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._aio import wait_event
 from .._errors import FencedOutError, LeaseLostError, RunNotFoundError, StoreWriteError
 from ..durable.grants import RunGrants
 from ..durable.lease_holder import lease_holder, process_gone
@@ -236,8 +237,7 @@ class EmbeddedEngine:
                     self._write_refused = True
                 else:
                     self._write_refused = False
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.runtime.poll_interval)
+                await wait_event(self._wake, self.runtime.poll_interval)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a storage or scheduler failure the runtime cannot pass

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from .._aio import wait_event
 from ..durable.runtime_run import TEMPORAL
 from ..durable.scheduling import of_engine
 from ..runtime.foreign import ForeignRuns
@@ -171,8 +172,7 @@ class TemporalEngine:
                 raise
             except Exception as exc:  # the server is away: try again next period
                 self.runtime.deps.logger.error("nbdurable: Temporal dispatch failed: %r", exc)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(self.runtime.poll_interval, 0.05))
+            await wait_event(self._wake, max(self.runtime.poll_interval, 0.05))
 
     async def dispatch_once(self, woken: bool = True) -> None:
         """Signal-with-start every newly pending run; cancel every newly cancelled one."""

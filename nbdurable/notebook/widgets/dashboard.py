@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ import anywidget
 import ipywidgets
 import traitlets
 
+from ..._aio import wait_event
 from ...durable.run_states import ACTIVE_STATES, BUSY_STATES, RETRYABLE_STATES, RUN_STATES
 from ...messages import VerdictSource
 from ...runtime.run import Run
@@ -208,8 +208,7 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
 
     async def _follow(self) -> None:
         while not self._closed:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout=self._interval())
+            await wait_event(self._wakeup, self._interval())
             self._wakeup.clear()
             if self._closed:
                 return
