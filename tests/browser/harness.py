@@ -213,11 +213,28 @@ class Server:
         stop_pids(self.kernels)
 
 
-def _jupyter_env(extra: dict[str, str] | None) -> dict[str, str]:
+# The kernels' IPython profile. By default ipykernel sends what the process writes to
+# its file descriptor 2 to the front end, so a kernel that dies takes its last words
+# (faulthandler's stacks, a fatal error) with it; here they stay in the server's log,
+# and a kernel that ends by exiting (not by a signal) says so there.
+KERNEL_CONFIG = """\
+c.IPKernelApp.capture_fd_output = False
+c.InteractiveShellApp.exec_lines = [
+    "__import__('atexit').register(lambda: __import__('os').write("
+    "2, b'[test harness] the kernel exits (not killed by a signal)\\\\n'))"
+]
+"""
+
+
+def _jupyter_env(extra: dict[str, str] | None, folder: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("JUPYTER_TOKEN", None)
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONFAULTHANDLER"] = "1"  # a kernel that dies of a signal leaves its stack in the log
+    profile = folder / "ipython" / "profile_default"
+    profile.mkdir(parents=True, exist_ok=True)
+    (profile / "ipython_kernel_config.py").write_text(KERNEL_CONFIG)
+    env["IPYTHONDIR"] = str(profile.parent)
     env.update(extra or {})
     return env
 
@@ -273,7 +290,11 @@ def jupyter_lab(root: Path, env: dict[str, str] | None = None) -> Iterator[Serve
         f"--NotebookNotary.secret_file={user / 'notebook_secret'}",
     ]
     server = Server(
-        "jupyter lab", _start("jupyter lab", argv, root, log, _jupyter_env(env)), port, token, log
+        "jupyter lab",
+        _start("jupyter lab", argv, root, log, _jupyter_env(env, user)),
+        port,
+        token,
+        log,
     )
     server.notary = (user / "nbsignatures.db", user / "notebook_secret")
     server.settings = user / "settings"
@@ -305,7 +326,7 @@ def voila(
         f"--port={port}",
         "--Voila.ip=127.0.0.1",
     ]
-    proc = _start("voila", argv, notebook.parent, log, _jupyter_env(env))
+    proc = _start("voila", argv, notebook.parent, log, _jupyter_env(env, log.with_suffix("")))
     # Voilà answers /api/status with a redirect: any answer means it is up
     server = Server("voila", proc, port, "", log, any_answer=True)
     try:

@@ -26,6 +26,7 @@ NOTEBOOKS = REPO / "notebooks"
 QUICKSTART = "01-quickstart.ipynb"
 KERNEL_IDLE = "Python 3 (ipykernel) | Idle"
 CLOCK_TIME = r"\d\d:\d\d"
+KERNEL_DIED = "appears to have died"
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,27 @@ def menu(page: Any, title: str, command: str) -> None:
     """Click the menu bar's ``title`` menu, then the item of ``command``."""
     page.locator(".lm-MenuBar-itemLabel", has_text=title).first.click()
     page.locator(f"li.lm-Menu-item[data-command='{command}']").first.click()
+
+
+def run_all(page: Any, frontend: Frontend, server: Server, path: str, until: Any) -> None:
+    """Run > Run All Cells, then wait (60 s) until the locator ``until`` shows.
+
+    A kernel that dies first (the front end's "appears to have died" dialog; seen
+    twice in CI, in the suite's first test on a fresh clone, with no word in the
+    log) gets one more Run All once it has restarted: the test is about what the
+    notebook shows, not about the death, which is printed with the server's log.
+    A second death fails the test.
+    """
+    died = page.get_by_text(KERNEL_DIED)
+    for attempt in (1, 2):
+        menu(page, "Run", "runmenu:run-all")
+        until.or_(died).first.wait_for(timeout=60_000)
+        if not died.is_visible():
+            return
+        assert attempt == 1, "the kernel died twice"
+        print(f"the kernel died before the cells ran; once more.\n{server.log_tail()}")
+        page.locator(".jp-Dialog").get_by_role("button", name="Ok", exact=True).click()
+        frontend.wait_idle(page, server, path)
 
 
 def run_cell(page: Any, index: int) -> Any:

@@ -33,8 +33,8 @@ from .pages import (
     diagnosed,
     enabled,
     low_contrast,
-    menu,
     restart_kernel,
+    run_all,
     set_theme,
     shot,
 )
@@ -130,9 +130,8 @@ def test_the_dashboard_approves_denies_and_follows_the_store_in_jupyterlab(
     with diagnosed(page, jupyter, "dashboard"):
         try:
             LAB.open(page, jupyter, path)
-            menu(page, "Run", "runmenu:run-all")
             dash = page.locator(".nbd-dash")
-            dash.wait_for(timeout=60_000)
+            run_all(page, LAB, jupyter, path, dash)
             page.locator(".nbd-dash[data-kernel='live']").wait_for()
             approval = dash.locator(".nbd-dash-approval").filter(has_text="clean-up")
             approve = approval.locator("button.nbd-dash-approve")
