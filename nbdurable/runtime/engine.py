@@ -185,8 +185,7 @@ class EmbeddedEngine:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds  # counted from now: a claim in flight is waited for first
-        # The flag ends the scheduler even if it swallows the cancellation (Python
-        # 3.11's wait_for does when its wake-up comes in the same step).
+        # From here the scheduler claims nothing more (its loop checks the flag each turn).
         self._draining = True
         for context in self._contexts.values():  # held from now, not once that claim returned
             if isinstance(context, RunContext):
