@@ -141,11 +141,8 @@ def run_all(
     A kernel that dies meanwhile (the front end's "appears to have died" dialog)
     gets ``reset()`` (what the cells had written, such as the notebook's store,
     taken away) and one more Run All once it has restarted; the death is printed
-    with the server's log. Seen in CI in the suite's first test on a fresh clone
-    (and in 7 of 38 such first tests run here): the kernel's main thread ends in the first cell,
-    a few seconds after JupyterLab deletes the subshell it opened at connect,
-    with no error, no signal and no stop of its event loop in the log (its fd 2
-    goes there; see ``KERNEL_CONFIG``). A second death fails the test.
+    with the server's log. A second death fails the test. Why a kernel dies here,
+    and how often: tests/README.md, "Browser tests".
     """
     died = page.get_by_text(KERNEL_DIED)
     for attempt in (1, 2):
