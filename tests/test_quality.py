@@ -39,7 +39,7 @@ MAX_MODULE_LINES = 600
 # loop/driver.py: the effect handlers of one driver (its tracing hooks live in
 # loop/trace_hooks.py); stores/postgres.py: the session store's transactions, its
 # runtime tables live in stores/postgres_runtime.py. Neither may grow.
-OVERSIZED = {"nbdurable/loop/driver.py": 608, "nbdurable/stores/postgres.py": 614}
+OVERSIZED = {"nbdurable/loop/driver.py": 608, "nbdurable/stores/postgres.py": 611}
 
 
 def test_no_library_module_is_over_600_lines() -> None:

@@ -49,7 +49,9 @@ DEFAULT_STORE_RETRY_MS = 60_000
 # crash_shutdown, 57P03 cannot_connect_now), too many connections (53300), and
 # transactions rolled back by the server's concurrency control (40001
 # serialization_failure, 40P01 deadlock_detected).
-_PG_TRANSIENT = frozenset({"57P01", "57P02", "57P03", "53300", "40001", "40P01"})
+# 25P03: the server ended a session idle in its transaction too long (the
+# transaction rolled back; a process paused mid-transaction wakes to it).
+_PG_TRANSIENT = frozenset({"57P01", "57P02", "57P03", "53300", "40001", "40P01", "25P03"})
 _PG_CONNECTION_CLASS = "08"
 # Client-side errors that are not the server's: the pool was closed on purpose; a
 # pipeline aborted by an earlier statement's error (that error is the one to judge).
@@ -79,7 +81,8 @@ def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` is a store failure that the same call may not meet again.
 
     True for PostgreSQL connection loss or refusal, server shutdown and start-up
-    (``AdminShutdown``, ``CannotConnectNow``), a pool timeout, serialization
+    (``AdminShutdown``, ``CannotConnectNow``), a session ended for idling in
+    its transaction (``IdleInTransactionSessionTimeout``), a pool timeout, serialization
     failures and deadlocks, and SQLite's busy and locked errors. False for
     everything else: nbdurable's own errors (a fenced-out write, a conflict) are
     decisions, not accidents, and a corrupt file or a constraint violation does

@@ -55,11 +55,12 @@ from .chain import (
     verify_chain,
 )
 from .postgres_connect import (
+    DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
     describe,
     driver,
+    limit_idle_transactions,
     notify_channel,
-    pool_class,
-    reconnect_failed,
+    open_pool,
     split_schema,
     transact,
     transaction,
@@ -110,8 +111,11 @@ class PostgresSessionStore(PostgresRuntimeTables):
         min_size: Connections the pool keeps open.
         max_size: Most connections the pool opens; more concurrent calls wait.
         timeout: Seconds a call waits for a free connection before failing.
+        idle_in_transaction_timeout: The sessions' ``idle_in_transaction_session_timeout``,
+            in seconds: a process paused mid-transaction holds its locks this long
+            at most. Set where the session's own is off; ``None`` leaves it as is.
         pool_kwargs: More ``psycopg_pool.ConnectionPool`` arguments
-            (``max_idle``, ``check``, ...).
+            (``max_idle``, ``check``, ``configure``, ...).
 
     Raises:
         ConfigurationError: The ``nbdurable[postgres]`` extra is not installed,
@@ -132,9 +136,13 @@ class PostgresSessionStore(PostgresRuntimeTables):
         min_size: int = 1,
         max_size: int = 10,
         timeout: float = 30.0,
+        idle_in_transaction_timeout: float | None = DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
         pool_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         psycopg, pool_module = driver()
+        configure = limit_idle_transactions(
+            idle_in_transaction_timeout, (pool_kwargs or {}).get("configure")
+        )
         conninfo, from_url = split_schema(dsn)
         if schema is not None and from_url is not None and schema != from_url:
             raise ConfigurationError(
@@ -160,26 +168,15 @@ class PostgresSessionStore(PostgresRuntimeTables):
         # message, instead of the pool retrying in the background until timeout.
         with psycopg.connect(conninfo, autocommit=True) as conn:
             migrate(conn, self.schema, f"{self._where} (schema {self.schema!r})")
-        options: dict[str, Any] = {
-            # After a lost server, connection attempts back off 1, 2, 4... s and
-            # give up after reconnect_timeout; each give-up starts a fresh
-            # attempt (reconnect_failed), so a server that comes back is
-            # reconnected to within about 2 s, however long it was away.
-            "reconnect_timeout": 5.0,
-            "reconnect_failed": reconnect_failed,
-            **dict(pool_kwargs or {}),
-        }
-        self._pool: ConnectionPool[Connection[tuple[Any, ...]]] = pool_class(pool_module)(
+        self._pool: ConnectionPool[Connection[tuple[Any, ...]]] = open_pool(
+            pool_module,
             conninfo,
-            min_size=min_size,
-            max_size=max_size,
-            timeout=timeout,
-            kwargs={"autocommit": True},
-            open=False,
             name=f"nbdurable:{self.schema}",
-            **options,
+            sizes=(min_size, max_size),
+            timeout=timeout,
+            configure=configure,
+            pool_kwargs=pool_kwargs,
         )
-        self._pool.open()
 
     @property
     def pool(self) -> ConnectionPool[Connection[tuple[Any, ...]]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -22,11 +22,12 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
 __all__ = [
+    "DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT",
     "describe",
     "driver",
+    "limit_idle_transactions",
     "notify_channel",
-    "pool_class",
-    "reconnect_failed",
+    "open_pool",
     "split_schema",
     "transact",
     "transaction",
@@ -39,6 +40,17 @@ _CHANNEL_PREFIX = "nbdurable_events:"
 _MAX_IDENTIFIER = 63  # bytes: PostgreSQL's NAMEDATALEN - 1
 _LEAST_WAIT = 1.0  # s a call waits for a connection at least, past its retry's deadline too
 _WAIT_SLICE = 0.5  # s between looks at the retry's deadline while a call waits
+
+DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT = 10.0
+"""Seconds the server lets one of the store's sessions sit idle inside a transaction.
+
+The store's transactions hold row locks and the runtime's advisory lock for a
+few milliseconds of client work. A process paused in one (SIGSTOP, a debugger,
+a laptop lid, a frozen VM) would hold them until it continued: every other
+worker's claim, and every submit, would wait for it. Past this timeout the
+server ends that session and its locks go; the paused process finds its
+connection closed when it wakes, and its store call is retried on a fresh one.
+"""
 
 
 def notify_channel(schema: str) -> str:
@@ -83,6 +95,36 @@ def pool_class(pool_module: Any) -> Any:
     return Pool
 
 
+def limit_idle_transactions(
+    seconds: float | None, then: Callable[[Any], None] | None = None
+) -> Callable[[Any], None] | None:
+    """A pool ``configure`` callback: ``idle_in_transaction_session_timeout`` on each connection.
+
+    Set to ``seconds`` only where the session's value is 0 (off): a timeout the
+    DSN's ``options``, ``PGOPTIONS``, the role or the database chose stands.
+
+    Args:
+        seconds: The timeout; ``None`` leaves the session's setting as it is.
+        then: A ``configure`` callback of the caller's, called afterwards.
+    """
+    if seconds is None:
+        return then
+    if seconds <= 0:
+        raise ConfigurationError(f"idle_in_transaction_timeout must be positive, not {seconds!r}")
+    milliseconds = str(max(1, round(seconds * 1000)))
+
+    def configure(conn: Any) -> None:
+        conn.execute(
+            "SELECT set_config('idle_in_transaction_session_timeout', %s, false)"
+            " WHERE current_setting('idle_in_transaction_session_timeout') = '0'",
+            (milliseconds,),
+        )
+        if then is not None:
+            then(conn)
+
+    return configure
+
+
 def reconnect_failed(pool: Any) -> None:
     """Try again at once: ``check()`` grows an empty pool with a fresh attempt."""
     with suppress(Exception):  # a closed pool: nothing to do
@@ -103,6 +145,45 @@ def driver() -> tuple[Any, Any]:
             f"PostgresSessionStore needs the {_EXTRA} extra (pip install '{_EXTRA}'): {exc}"
         ) from exc
     return psycopg, psycopg_pool
+
+
+def open_pool(
+    pool_module: Any,
+    conninfo: str,
+    *,
+    name: str,
+    sizes: tuple[int, int],
+    timeout: float,
+    configure: Callable[[Any], None] | None,
+    pool_kwargs: Mapping[str, Any] | None,
+) -> ConnectionPool[Connection[tuple[Any, ...]]]:
+    """The store's pool, open: autocommit connections, reconnecting after a lost server.
+
+    ``pool_kwargs`` override the defaults; ``configure`` (which calls the
+    caller's own ``configure``, see :func:`limit_idle_transactions`) replaces it.
+    """
+    options: dict[str, Any] = {
+        # After a lost server, connection attempts back off 1, 2, 4... s and
+        # give up after reconnect_timeout; each give-up starts a fresh
+        # attempt (reconnect_failed), so a server that comes back is
+        # reconnected to within about 2 s, however long it was away.
+        "reconnect_timeout": 5.0,
+        "reconnect_failed": reconnect_failed,
+        **dict(pool_kwargs or {}),
+        "configure": configure,
+    }
+    pool: ConnectionPool[Connection[tuple[Any, ...]]] = pool_class(pool_module)(
+        conninfo,
+        min_size=sizes[0],
+        max_size=sizes[1],
+        timeout=timeout,
+        kwargs={"autocommit": True},
+        open=False,
+        name=name,
+        **options,
+    )
+    pool.open()
+    return pool
 
 
 def split_schema(dsn: str) -> tuple[str, str | None]:
