@@ -8,8 +8,14 @@ runtime's own tasks on that loop. So the first such call makes that loop
 reentrant with ``nest_asyncio2`` (ipykernel depends on it) and runs the loop
 nested until the awaitable is done; every task of the loop keeps progressing
 meanwhile. Nothing is patched at import: only on the first sync call inside a
-running loop, and only that loop's class and asyncio's module globals, as
-``nest_asyncio2.apply`` does.
+running loop, and then that one loop and asyncio's module globals.
+
+``nest_asyncio2.apply`` patches the loop's class. In a kernel that class is
+shared by the loops of ipykernel's service threads (IOPub, the shell channel,
+the control thread, each subshell), which are running when the first sync call
+comes: from then on they would run the nested ``_run_once`` too, and a subshell
+JupyterLab opens and deletes would stop and close a patched loop. So the loop
+first gets a subclass of its own, and only that subclass is patched.
 """
 
 from __future__ import annotations
@@ -62,7 +68,10 @@ def _make_reentrant(loop: asyncio.AbstractEventLoop) -> None:
             "(pip install nest-asyncio2; ipykernel installs it), or use `await` instead"
         ) from exc
     with _patch_lock:
-        nest_asyncio2.apply(loop)
+        if not getattr(loop, "_nest_patched", False):
+            base = type(loop)
+            loop.__class__ = type(f"Reentrant{base.__name__}", (base,), {"__module__": __name__})
+            nest_asyncio2.apply(loop)
 
 
 def run_sync(awaitable: Awaitable[T], *, loop: asyncio.AbstractEventLoop | None = None) -> T:

@@ -138,6 +138,28 @@ def test_a_cell_blocks_on_a_magic_run_while_another_run_streams(kernel: Kernel) 
     ) == ("hi\n")
 
 
+def test_only_the_kernels_own_loop_is_made_reentrant(kernel: Kernel) -> None:
+    """The loops of ipykernel's service threads (IOPub, shell channel, control) stay as they were."""
+    kernel.ok("%%agent talker --as quick\nHi.")
+    assert kernel.ok("print(quick.result_sync(timeout=60).text)") == "hello\n"
+    report = kernel.ok(
+        """
+        import asyncio, threading
+        mine = asyncio.get_running_loop()
+        others = [
+            t.io_loop.asyncio_loop
+            for t in threading.enumerate()
+            if getattr(t, "io_loop", None) is not None
+        ]
+        print(hasattr(mine, "_nest_patched"), type(mine).__name__)
+        print(len(others) >= 2, [hasattr(loop, "_nest_patched") for loop in others if loop is not mine])
+        """
+    )
+    first, second = report.splitlines()
+    assert first == "True Reentrant_UnixSelectorEventLoop"
+    assert second.startswith("True [False") and "True]" not in second and "True," not in second
+
+
 def test_a_run_waiting_for_approval_stops_the_blocking_wait_and_a_card_click_then_lands(
     kernel: Kernel,
 ) -> None:
