@@ -219,10 +219,51 @@ class Server:
 # and a kernel that ends by exiting (not by a signal) says so there.
 KERNEL_CONFIG = """\
 c.IPKernelApp.capture_fd_output = False
-c.InteractiveShellApp.exec_lines = [
-    "__import__('atexit').register(lambda: __import__('os').write("
-    "2, b'[test harness] the kernel exits (not killed by a signal)\\\\n'))"
-]
+"""
+
+# Run at kernel start (a profile startup file; nothing left in the user's namespace):
+# how the kernel's main loop ends, when it ends, and where a SIGINT found the main thread.
+KERNEL_STARTUP = """\
+def _test_harness():
+    import asyncio, atexit, os, threading, traceback
+
+    import ipykernel.kernelbase
+    from tornado.platform.asyncio import BaseAsyncIOLoop
+
+    def say(text):
+        os.write(2, ("[test harness] " + text + "\\n").encode())
+
+    atexit.register(say, "the kernel exits (not killed by a signal)")
+    loop_start, loop_stop = BaseAsyncIOLoop.start, asyncio.BaseEventLoop.stop
+    main = []
+
+    def stop(self):
+        if self in main:
+            say("the kernel's main loop is stopped here:\\n" + "".join(traceback.format_stack()))
+        loop_stop(self)
+
+    def start(self):
+        if threading.current_thread() is not threading.main_thread():
+            return loop_start(self)
+        main.append(self.asyncio_loop)
+        try:
+            loop_start(self)
+        except BaseException:
+            say("the kernel's main loop ended by an exception:\\n" + traceback.format_exc())
+            raise
+        say("the kernel's main loop was stopped")
+
+    def on_sigint(signum, frame):
+        say("SIGINT:\\n" + "".join(traceback.format_stack(frame)))
+        raise KeyboardInterrupt
+
+    BaseAsyncIOLoop.start = start
+    asyncio.BaseEventLoop.stop = stop
+    ipykernel.kernelbase.default_int_handler = on_sigint
+
+
+_test_harness()
+del _test_harness
 """
 
 
@@ -234,6 +275,8 @@ def _jupyter_env(extra: dict[str, str] | None, folder: Path) -> dict[str, str]:
     profile = folder / "ipython" / "profile_default"
     profile.mkdir(parents=True, exist_ok=True)
     (profile / "ipython_kernel_config.py").write_text(KERNEL_CONFIG)
+    (profile / "startup").mkdir(exist_ok=True)
+    (profile / "startup" / "00-test-harness.py").write_text(KERNEL_STARTUP)
     env["IPYTHONDIR"] = str(profile.parent)
     env.update(extra or {})
     return env
