@@ -16,6 +16,14 @@ the control thread, each subshell), which are running when the first sync call
 comes: from then on they would run the nested ``_run_once`` too, and a subshell
 JupyterLab opens and deletes would stop and close a patched loop. So the loop
 first gets a subclass of its own, and only that subclass is patched.
+
+The first sync call comes from inside asyncio's own ``_run_once``, which counted
+its batch of ready callbacks before it ran the one making the call, and pops
+that many once the call returns. The nested run may run those callbacks first
+(a kernel's first cell often shares its batch with other messages): the queue
+is then refilled with cancelled handles, which asyncio skips, so the outer
+``_run_once`` never pops an empty queue (an ``IndexError`` out of the kernel's
+``run_forever``: the kernel exits).
 """
 
 from __future__ import annotations
@@ -74,6 +82,19 @@ def _make_reentrant(loop: asyncio.AbstractEventLoop) -> None:
             nest_asyncio2.apply(loop)
 
 
+def _refill(loop: asyncio.AbstractEventLoop, queued: int) -> None:
+    """Give ``loop``'s ready queue back at least the ``queued`` entries a nested run took."""
+    ready = loop._ready  # type: ignore[attr-defined]
+    for _ in range(queued - len(ready)):
+        spent = asyncio.Handle(_nothing, (), loop)
+        spent.cancel()
+        ready.append(spent)
+
+
+def _nothing() -> None:
+    """The callback of a refilled, cancelled handle (never called)."""
+
+
 def run_sync(awaitable: Awaitable[T], *, loop: asyncio.AbstractEventLoop | None = None) -> T:
     """Run ``awaitable`` to its end from synchronous code; its result.
 
@@ -109,12 +130,16 @@ def run_sync(awaitable: Awaitable[T], *, loop: asyncio.AbstractEventLoop | None 
     else:
         target = _thread_loop()
     task = asyncio.ensure_future(awaitable, loop=target)
+    queued = len(target._ready) if running is not None else 0  # type: ignore[attr-defined]
     try:
         return target.run_until_complete(task)
     except BaseException:
         if not task.done():
             task.cancel()
         raise
+    finally:
+        if running is not None:
+            _refill(running, queued)
 
 
 async def _awaited(awaitable: Awaitable[T]) -> T:

@@ -36,6 +36,7 @@ FOREIGN_PROTOCOL = frozenset(
         "_actions",  # argparse: a parser's arguments, which it has no public accessor for
         "_exit",  # os._exit: documented, the exit that skips cleanup handlers
         "_get_ls_params",  # LangChain chat models' provider/model names; no public twin
+        "_ready",  # asyncio: a loop's ready queue, refilled after a nested run (nbdurable._sync)
     }
 )
 

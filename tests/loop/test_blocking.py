@@ -144,6 +144,35 @@ def test_a_running_loop_is_left_unpatched_until_a_sync_call_needs_it(tmp_path: P
     assert out.splitlines() == ["False", "slept", "True"]
 
 
+def test_the_first_sync_call_leaves_the_loops_current_batch_of_callbacks_whole(
+    tmp_path: Path,
+) -> None:
+    # The first sync call patches a loop that is inside asyncio's own _run_once,
+    # which counted its batch of ready callbacks before running them. The nested
+    # run drains that queue; the outer _run_once must not then pop an empty one
+    # (IndexError out of run_forever: how a Jupyter kernel died on a first cell
+    # that came with other messages).
+    out = _python(
+        """
+        loop = asyncio.new_event_loop()
+        ran = []
+
+        def cell():
+            ran.append(nd.run_sync(asyncio.sleep(0, "cell")))
+
+        loop.call_soon(ran.append, "before")
+        loop.call_soon(cell)
+        for name in ("a", "b", "c"):
+            loop.call_soon(ran.append, name)
+        loop.call_later(0.2, loop.stop)
+        loop.run_forever()
+        print(sorted(ran))
+        """,
+        tmp_path,
+    )
+    assert out.splitlines() == ["['a', 'b', 'before', 'c', 'cell']"]
+
+
 def test_a_blocking_wait_runs_on_the_loop_the_runtime_was_opened_on(tmp_path: Path) -> None:
     # a runtime opened on a loop of the caller's own (not the thread's sync loop):
     # the blocking wait must drive that loop, or the run never moves
