@@ -18,7 +18,6 @@ long error, two waiting for an approval) and shows ``%durable dashboard``.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,6 @@ from .pages import (
 )
 
 NOTEBOOK = "dashboard.ipynb"
-STORE = ".nbdurable"  # the default store's folder, beside the notebook
 DISCONNECTED = "disconnected: re-run the cell or %durable dashboard"
 
 DEMO = '''\
@@ -133,14 +131,7 @@ def test_the_dashboard_approves_denies_and_follows_the_store_in_jupyterlab(
         try:
             LAB.open(page, jupyter, path)
             dash = page.locator(".nbd-dash")
-            run_all(
-                page,
-                LAB,
-                jupyter,
-                path,
-                dash,
-                lambda: shutil.rmtree(folder / STORE, ignore_errors=True),
-            )
+            run_all(page, jupyter, dash)
             page.locator(".nbd-dash[data-kernel='live']").wait_for()
             approval = dash.locator(".nbd-dash-approval").filter(has_text="clean-up")
             approve = approval.locator("button.nbd-dash-approve")
