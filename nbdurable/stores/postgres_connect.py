@@ -49,7 +49,8 @@ few milliseconds of client work. A process paused in one (SIGSTOP, a debugger,
 a laptop lid, a frozen VM) would hold them until it continued: every other
 worker's claim, and every submit, would wait for it. Past this timeout the
 server ends that session and its locks go; the paused process finds its
-connection closed when it wakes, and its store call is retried on a fresh one.
+connection closed when it wakes, a transient failure that a retrying caller (the
+runtime, a session with ``store_retry_ms``) sends again on a fresh connection.
 """
 
 

@@ -215,8 +215,7 @@ class Server:
 
 # The kernels' IPython profile. By default ipykernel sends what the process writes to
 # its file descriptor 2 to the front end, so a kernel that dies takes its last words
-# (faulthandler's stacks, a fatal error) with it; here they stay in the server's log,
-# and a kernel that ends by exiting (not by a signal) says so there.
+# (faulthandler's stacks, a fatal error) with it; here they stay in the server's log.
 KERNEL_CONFIG = """\
 c.IPKernelApp.capture_fd_output = False
 """
