@@ -34,7 +34,8 @@ def start_paused(url: str, seconds: float) -> subprocess.Popen[str]:
     line = proc.stdout.readline()
     if line.strip() != "holding":
         proc.kill()
-        raise RuntimeError(f"the paused process did not start: {line!r} {proc.stderr}")
+        _out, err = proc.communicate()
+        raise RuntimeError(f"the paused process did not start: {line!r}\n{err}")
     stat = Path(f"/proc/{proc.pid}/stat")
     while stat.read_text().split()[2] != "T":  # T: stopped
         time.sleep(0.01)
