@@ -559,12 +559,13 @@ class DurableRuntime:
                 raise RunNotFoundError(run_id)
             self.state_event(current.model_copy(update=changes), finish=finish, fence=fence)
         record = self.runtime_store.rt_update(run_id, changes, fence=fence)
+        if self.notify is not None and changes.get("state") in HUMAN_STATES:
+            # before waking anyone: who sees the state finds its message in flight (drain)
+            self.notify.schedule(self, record)
         if moves:
             notify(self.store, run_id)  # waiters woken by the events now see the record too
         else:
             self.state_event(record)
-        if self.notify is not None and changes.get("state") in HUMAN_STATES:
-            self.notify.schedule(self, record)
         if record.finished and "state" in changes:  # the store promoted the session's next run
             waiting = self.runtime_store.rt_session(record.session_id, sorted(UNFINISHED_STATES))
             if waiting and waiting[0].state == "pending":
