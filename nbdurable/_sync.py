@@ -120,9 +120,11 @@ def run_sync(awaitable: Awaitable[T], *, loop: asyncio.AbstractEventLoop | None 
         running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:
         running = None
+    queued: int | None = None  # running nested: the ready entries the outer batch may pop
     if running is not None:
         _make_reentrant(running)
         target = running
+        queued = len(running._ready)  # type: ignore[attr-defined]
     elif loop is not None and not loop.is_closed():
         if loop.is_running():  # another thread's loop: it does the work, this thread waits
             return asyncio.run_coroutine_threadsafe(_awaited(awaitable), loop).result()
@@ -130,7 +132,6 @@ def run_sync(awaitable: Awaitable[T], *, loop: asyncio.AbstractEventLoop | None 
     else:
         target = _thread_loop()
     task = asyncio.ensure_future(awaitable, loop=target)
-    queued = len(target._ready) if running is not None else 0  # type: ignore[attr-defined]
     try:
         return target.run_until_complete(task)
     except BaseException:
@@ -138,8 +139,8 @@ def run_sync(awaitable: Awaitable[T], *, loop: asyncio.AbstractEventLoop | None 
             task.cancel()
         raise
     finally:
-        if running is not None:
-            _refill(running, queued)
+        if queued is not None:
+            _refill(target, queued)
 
 
 async def _awaited(awaitable: Awaitable[T]) -> T:
