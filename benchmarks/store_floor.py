@@ -11,13 +11,23 @@ CPU time), with:
   commit's events and new messages as one JSON text (no packing, no message
   chain, no hashes, no checks, no index but the key), in the same two commits a
   step as the real store;
+- the same minimal store with its commits on a writer thread that the loop never
+  waits for: not a durable design (a step is not committed when the loop goes
+  on), but the most that overlapping the SQL with the loop's own work could give;
 - nbdurable's SQLite session store.
+
+For each store the CPU time spent inside its SQL statements (on any thread,
+the store's WAL checkpoints included) is measured too, and persistence's Python
+is the rest of the run's CPU time above the no-store run. With ``--dbos`` each
+round also runs the same loop as a DBOS Transact workflow on SQLite
+(``store_bench_dbos.py``), and each configuration's run is compared with it.
 
 A store cannot make a run cheaper than its floor, so the ratios say which goals a
 faster store alone can reach and which need less work in the loop as well.
 
     python benchmarks/store_floor.py                  # N = 500, 5 rounds
     python benchmarks/store_floor.py --steps 200 --repeat 3
+    python benchmarks/store_floor.py --dbos           # also DBOS (the bench group)
 """
 
 from __future__ import annotations
@@ -27,10 +37,12 @@ import asyncio
 import gc
 import json
 import os
+import queue
 import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -67,12 +79,38 @@ class DiscardingStore(InMemorySessionStore):
         return []
 
 
+class TimedConnection(sqlite3.Connection):
+    """A connection that adds the thread CPU time of its statements to ``seconds``."""
+
+    seconds = 0.0
+    _lock = threading.Lock()
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        began = time.thread_time()
+        try:
+            return super().execute(sql, parameters)
+        finally:
+            self._add(time.thread_time() - began)
+
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+        began = time.thread_time()
+        try:
+            return super().executemany(sql, parameters)
+        finally:
+            self._add(time.thread_time() - began)
+
+    @classmethod
+    def _add(cls, seconds: float) -> None:
+        with cls._lock:  # the store's WAL checkpoints run on a store thread
+            cls.seconds += seconds
+
+
 class MinimalSqliteStore(DiscardingStore):
     """One row per commit: the commit's events and new messages as one JSON text."""
 
     def __init__(self, path: Path) -> None:
         super().__init__()
-        self.db = sqlite3.connect(path, isolation_level=None)
+        self.db = sqlite3.connect(path, isolation_level=None, factory=TimedConnection)
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute(
@@ -115,6 +153,50 @@ class MinimalSqliteStore(DiscardingStore):
         self.db.close()
 
 
+class NeverWaitingSqliteStore(MinimalSqliteStore):
+    """The minimal store's rows, committed on a writer thread the loop never waits for."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.db.close()
+        self.rows: queue.SimpleQueue[tuple[str, int, str] | None] = queue.SimpleQueue()
+        self.writer = threading.Thread(target=self._write_rows, args=(path,), daemon=True)
+        self.writer.start()
+
+    def _write_rows(self, path: Path) -> None:
+        db = sqlite3.connect(path, isolation_level=None, factory=TimedConnection)
+        db.execute("PRAGMA synchronous = NORMAL")
+        while (row := self.rows.get()) is not None:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("INSERT INTO log VALUES (?, ?, ?)", row)
+            db.execute("COMMIT")
+        db.close()
+
+    def _commit(self, run_id: str, events: Sequence[NewEvent], head: object) -> list[Any]:
+        self.seq += 1
+        rows = [
+            (e.type, e.step_index, e.operation_id, e.attempt_id, e.payload, e.created_at)
+            for e in events
+        ]
+        self.rows.put((run_id, self.seq, _ENCODER.encode([head, rows])))
+        return []
+
+    def close(self) -> None:
+        """Write what is queued, then close the file."""
+        self.rows.put(None)
+        self.writer.join()
+
+
+def timed_sqlite_store(path: Path) -> nd.SqliteSessionStore:
+    """nbdurable's store, its connections' statements timed (see :class:`TimedConnection`)."""
+    connect = sqlite3.connect
+    sqlite3.connect = lambda *a, **k: connect(*a, factory=TimedConnection, **k)  # type: ignore[assignment]
+    try:
+        return nd.SqliteSessionStore(path)
+    finally:
+        sqlite3.connect = connect
+
+
 def run_loop(n: int, store: Any) -> tuple[float, float]:
     """One run of n tool steps on ``store`` (None: no session); (wall s, CPU s).
 
@@ -154,33 +236,61 @@ CONFIGS: dict[str, Callable[[Path], Any]] = {
     "no store": lambda _: None,
     "discarding store": lambda _: DiscardingStore(),
     "minimal sqlite": MinimalSqliteStore,
-    "nbdurable sqlite": nd.SqliteSessionStore,
+    "minimal, never waits": NeverWaitingSqliteStore,
+    "nbdurable sqlite": timed_sqlite_store,
 }
 
 
-def floors(n: int = 500, rounds: int = 5, root: Path | None = None) -> list[str]:
-    """The table: each configuration's medians over ``rounds`` interleaved rounds."""
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in CONFIGS}
+def _dbos_seconds(n: int, db: Path) -> float:
+    from store_bench_dbos import dbos_run
+
+    return dbos_run(n, db, lambda i: (f"probe {i}: " + FILLER * 5)[:200]).total_s
+
+
+def floors(
+    n: int = 500, rounds: int = 5, root: Path | None = None, dbos: bool = False
+) -> list[str]:
+    """The table: each configuration's medians over ``rounds`` interleaved rounds.
+
+    A run's SQL is the CPU time inside its statements; with ``dbos`` each round
+    also runs DBOS, and the last column is DBOS's median wall time over the
+    configuration's.
+    """
+    times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in CONFIGS}
+    dbos_times: list[float] = []
     with tempfile.TemporaryDirectory(prefix="nbdurable-floor-", dir=root) as tmp:
         for k in range(rounds):
+            if dbos:
+                dbos_times.append(_dbos_seconds(n, Path(tmp) / f"dbos-{k}.db"))
             for name, make in CONFIGS.items():
-                store = make(Path(tmp) / f"{name.replace(' ', '-')}-{k}.db")
-                times[name].append(run_loop(n, store))
+                store = make(Path(tmp) / f"{name.replace(' ', '-').replace(',', '')}-{k}.db")
+                TimedConnection.seconds = 0.0
+                wall, cpu = run_loop(n, store)
                 if store is not None:
-                    store.close()
+                    store.close()  # a never-waiting store's queue is written by now
+                times[name].append((wall, cpu, TimedConnection.seconds))
     med = statistics.median
-    base_wall = med(w for w, _ in times["no store"])
-    base_cpu = med(c for _, c in times["no store"])
+    base_wall = med(w for w, _, _ in times["no store"])
+    base_cpu = med(c for _, c, _ in times["no store"])
+    dbos_wall = med(dbos_times) if dbos_times else None
+    per_step = 1000 / n
     lines = [
-        f"N = {n}, {rounds} interleaved rounds, load average {os.getloadavg()[0]:.2f}",
-        "config           | wall ms/step | x no store | CPU ms/step | x no store",
-        "-----------------+--------------+------------+-------------+-----------",
+        f"N = {n}, {rounds} interleaved rounds, load average {os.getloadavg()[0]:.2f}"
+        + (f", DBOS {dbos_wall * per_step:.3f} ms/step" if dbos_wall else ""),
+        "config               | wall ms/step | x no store | CPU ms/step | x no store | "
+        "SQL ms/step | Python ms/step | x faster than DBOS",
+        "---------------------+--------------+------------+-------------+------------+"
+        "-------------+----------------+-------------------",
     ]
     for name, runs in times.items():
-        wall, cpu = med(w for w, _ in runs), med(c for _, c in runs)
+        wall, cpu = med(w for w, _, _ in runs), med(c for _, c, _ in runs)
+        sql = med(s for _, _, s in runs)
+        python = cpu - base_cpu - sql
+        faster = f"{dbos_wall / wall:18.1f}" if dbos_wall else f"{'-':>18}"
         lines.append(
-            f"{name:16} | {wall * 1000 / n:12.3f} | {wall / base_wall:10.2f} | "
-            f"{cpu * 1000 / n:11.3f} | {cpu / base_cpu:9.2f}"
+            f"{name:20} | {wall * per_step:12.3f} | {wall / base_wall:10.2f} | "
+            f"{cpu * per_step:11.3f} | {cpu / base_cpu:10.2f} | "
+            f"{sql * per_step:11.3f} | {python * per_step:14.3f} | {faster}"
         )
     return lines
 
@@ -189,8 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds (medians)")
+    parser.add_argument("--dbos", action="store_true", help="also run DBOS (the bench group)")
     args = parser.parse_args(argv)
-    print("\n".join(floors(args.steps, args.repeat)))
+    print("\n".join(floors(args.steps, args.repeat, dbos=args.dbos)))
     return 0
 
 

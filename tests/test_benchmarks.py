@@ -245,5 +245,15 @@ def test_store_floor_prints_each_configuration_against_no_store(tmp_path: Path) 
     lines = run_bench(script, ["--steps", "20", "--repeat", "1"], tmp_path, timeout=120)
     assert lines[0].startswith("N = 20, 1 interleaved rounds")
     rows = {line.split("|")[0].strip(): line.split("|")[1:] for line in lines[3:]}
-    assert list(rows) == ["no store", "discarding store", "minimal sqlite", "nbdurable sqlite"]
+    assert list(rows) == [
+        "no store",
+        "discarding store",
+        "minimal sqlite",
+        "minimal, never waits",
+        "nbdurable sqlite",
+    ]
     assert float(rows["no store"][1]) == 1.0 and float(rows["minimal sqlite"][0]) > 0
+    # Stores without SQL spend none; each SQLite store's statements were timed.
+    assert float(rows["discarding store"][4]) == 0.0
+    for name in ("minimal sqlite", "minimal, never waits", "nbdurable sqlite"):
+        assert float(rows[name][4]) > 0, name
