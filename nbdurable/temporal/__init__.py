@@ -14,7 +14,13 @@ from __future__ import annotations
 from .config import TemporalConfig
 from .connection import TemporalConnection, TemporalConnectionError
 from .engine import TemporalEngine
-from .worker import TASK_WORKFLOW_NAME, WORKFLOW_NAME, build_worker, serve
+from .worker import (
+    TASK_WORKFLOW_NAME,
+    WORKFLOW_NAME,
+    build_definition_workers,
+    build_worker,
+    serve,
+)
 
 __all__ = [
     "TASK_WORKFLOW_NAME",
@@ -23,6 +29,7 @@ __all__ = [
     "TemporalConnection",
     "TemporalConnectionError",
     "TemporalEngine",
+    "build_definition_workers",
     "build_worker",
     "serve",
 ]

@@ -62,6 +62,7 @@ from .driver import (
     TIMEOUT,
 )
 from .prefetch import early_calls, run_early
+from .routing import definition_key
 from .tracing import begin_leg_span, end_leg_span, joined
 
 __all__ = ["BoundActivities", "RunActivities", "calls_in_flight", "heartbeats"]
@@ -142,14 +143,21 @@ class RunActivities(BoundActivities):
         agent = self.runtime.registry.get(record.agent_id, record.agent_version)
         # Any worker of the queue may pick an activity up: one that does not serve
         # the run's (agent, version), or serves another definition of it, hands it
-        # back untouched and the workflow schedules it again for another worker.
+        # back untouched, naming the run's definition; the workflow schedules it
+        # again on that definition's queue (.routing).
         if agent is None:
             raise ApplicationError(
-                unserved_reason(record), type=DEFINITION_MISMATCH, non_retryable=True
+                unserved_reason(record),
+                *definition_key(record),
+                type=DEFINITION_MISMATCH,
+                non_retryable=True,
             )
         if definition_matches(record, self.runtime.registry.fingerprints()) is False:
             raise ApplicationError(
-                mismatch_reason(record), type=DEFINITION_MISMATCH, non_retryable=True
+                mismatch_reason(record),
+                *definition_key(record),
+                type=DEFINITION_MISMATCH,
+                non_retryable=True,
             )
         return agent
 

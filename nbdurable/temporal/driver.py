@@ -36,6 +36,7 @@ from ..runtime.agent import Agent
 from ..runtime.limits import Limits, payload_bytes
 from ..runtime.outcome import LegEnded, LegFailed, NeedsAttention
 from .config import TemporalConfig
+from .routing import HandBacks
 
 __all__ = [
     "DEFINITION_MISMATCH",
@@ -83,15 +84,6 @@ def _cause(error: ActivityError) -> ApplicationError | None:
         # run ends cancelled or timed out, not in needs_attention or failed
         raise asyncio.CancelledError() from None
     return cause if isinstance(cause, ApplicationError) else None
-
-
-def handed_back_delay(times: int) -> timedelta:
-    """How long to wait before scheduling again an activity a worker handed back.
-
-    A worker whose definition of the run's agent differs hands the activity back
-    untouched; the next attempt may reach another worker (200 ms, doubling, at most 10 s).
-    """
-    return timedelta(milliseconds=min(200 * 2 ** min(times, 6), 10_000))
 
 
 async def write_outbox(outbox: list[dict[str, Any]]) -> None:
@@ -180,7 +172,7 @@ class WorkflowDriver(Driver):
             LegFailed: The model's error ends the run (or a limit, or the timeout).
             asyncio.CancelledError: The workflow was cancelled while the activity ran.
         """
-        handed_back = 0
+        hand_backs = HandBacks()
         # The run's own model calls run the step's unattended calls in the same
         # activity; a history recorded before that keeps one activity per call.
         one_activity = not self.path and workflow.patched(ONE_ACTIVITY_PER_STEP)
@@ -200,16 +192,18 @@ class WorkflowDriver(Driver):
                     retry_policy=RetryPolicy(
                         initial_interval=timedelta(milliseconds=200), maximum_attempts=10
                     ),
+                    **hand_backs.options(),
                 )
             except ActivityError as exc:
+                if hand_backs.not_taken(exc):
+                    continue
                 cause = _cause(exc)
                 if cause is not None and cause.type == MODEL_ATTEMPT_FAILED:
                     delay_ms = int(cause.details[0]) if cause.details else 1000
                     await workflow.sleep(timedelta(milliseconds=delay_ms))
                     continue
                 if cause is not None and cause.type == DEFINITION_MISMATCH:
-                    await workflow.sleep(handed_back_delay(handed_back))
-                    handed_back += 1
+                    await hand_backs.handed_back(cause)
                     continue
                 reason = cause.type if cause is not None and cause.type else "model_error"
                 message = cause.message if cause is not None else str(exc)
@@ -248,7 +242,7 @@ class WorkflowDriver(Driver):
         # the sub-agent call covers everything it does.
         recovery = self.agent.recovery_of(self.path[0] if self.path else call.tool_name)
         attempts = 1 if recovery == "manual" else max(self.config.tool_retries, 1)
-        handed_back = 0
+        hand_backs = HandBacks()
         while True:
             try:
                 data = await workflow.execute_activity(
@@ -260,14 +254,16 @@ class WorkflowDriver(Driver):
                     retry_policy=RetryPolicy(
                         initial_interval=timedelta(milliseconds=200), maximum_attempts=attempts
                     ),
+                    **hand_backs.options(),
                 )
                 break
             except ActivityError as exc:
+                if hand_backs.not_taken(exc):
+                    continue
                 cause = _cause(exc)
                 if cause is None or cause.type != DEFINITION_MISMATCH:
                     self._tool_failed(cause, call, recovery)
-            await workflow.sleep(handed_back_delay(handed_back))  # nothing ran: ask again
-            handed_back += 1
+                await hand_backs.handed_back(cause)  # nothing ran: ask again
         return ToolOutcome(result=ToolResultPart.model_validate(data))
 
     @staticmethod

@@ -43,8 +43,9 @@ from ..runtime.tasks import (
 )
 from .activities import BoundActivities, heartbeats
 from .config import TemporalConfig
-from .driver import DEFINITION_MISMATCH, handed_back_delay
+from .driver import DEFINITION_MISMATCH
 from .engine import start_run
+from .routing import handed_back_delay
 
 __all__ = ["PHASE_TIMEOUT", "TaskActivities", "TaskRunWorkflow"]
 

@@ -30,6 +30,7 @@ from .activities import RunActivities, calls_in_flight
 from .connection import TemporalConnection
 from .engine import TemporalEngine
 from .registry import set_worker_runtime, worker_runtime
+from .routing import definition_queue
 from .tasks import TaskActivities, TaskRunWorkflow
 from .tracing import client_interceptors
 from .workflow import AgentRunWorkflow
@@ -37,7 +38,14 @@ from .workflow import AgentRunWorkflow
 if TYPE_CHECKING:
     from ..health import ReadinessProbe
 
-__all__ = ["ADOPT_AFTER", "TASK_WORKFLOW_NAME", "WORKFLOW_NAME", "build_worker", "serve"]
+__all__ = [
+    "ADOPT_AFTER",
+    "TASK_WORKFLOW_NAME",
+    "WORKFLOW_NAME",
+    "build_definition_workers",
+    "build_worker",
+    "serve",
+]
 
 WORKFLOW_NAME = "nbdurable.AgentRun"
 TASK_WORKFLOW_NAME = "nbdurable.TaskRun"
@@ -92,6 +100,39 @@ def build_worker(
     )
 
 
+def build_definition_workers(
+    client: Client,
+    *,
+    task_queue: str,
+    runtime: DurableRuntime,
+    max_concurrent_activities: int = 100,
+    drain_seconds: float = 0.0,
+) -> list[Worker]:
+    """Workers polling the queues of the definitions ``runtime`` serves (activities only).
+
+    A run's model or tool activity that a worker of another definition handed
+    back is scheduled again on the queue of the run's own definition
+    (:func:`~nbdurable.temporal.routing.definition_queue`), which these workers
+    poll, so it no longer goes back to whichever worker of ``task_queue`` polls
+    first. :func:`serve` runs them beside :func:`build_worker`'s worker; a host of
+    its own runs them too (without them a handed-back activity waits
+    ``ROUTED_WAIT`` on that queue, then goes back to ``task_queue``).
+    """
+    activities = RunActivities(runtime).all()
+    return [
+        Worker(
+            client,
+            task_queue=definition_queue(task_queue, agent_id, version, fingerprint),
+            activities=activities,
+            max_concurrent_activities=max_concurrent_activities,
+            # Only hand-backs come here: two pollers are plenty.
+            max_concurrent_activity_task_polls=2,
+            graceful_shutdown_timeout=timedelta(seconds=drain_seconds),
+        )
+        for (agent_id, version), fingerprint in sorted(runtime.registry.fingerprints().items())
+    ]
+
+
 async def serve(
     *,
     address: str,
@@ -134,6 +175,9 @@ async def serve(
 
         probe.add("temporal", temporal_check(client))
     runtime = worker_runtime()
+    definitions = build_definition_workers(
+        client, task_queue=task_queue, runtime=runtime, drain_seconds=drain_seconds
+    )
     stop, hurry = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -141,7 +185,10 @@ async def serve(
 
     async def run() -> None:
         try:
-            async with worker:  # leaving it shuts down gracefully: activities get drain_seconds
+            # Leaving them shuts them down gracefully: activities get drain_seconds.
+            async with contextlib.AsyncExitStack() as workers:
+                for each in (worker, *definitions):
+                    await workers.enter_async_context(each)
                 await runtime.__aenter__()
                 try:
                     if ready:
