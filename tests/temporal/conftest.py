@@ -35,8 +35,12 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield server.address
 
 
+WORKER_COMMAND = ("-m", "nbdurable.cli", "worker")
+"""What a Worker runs by default: ``python -m nbdurable.cli worker ...``."""
+
+
 class Worker:
-    """A `nbdurable worker --engine temporal` subprocess."""
+    """A `nbdurable worker --engine temporal` subprocess (or ``command`` with its options)."""
 
     def __init__(
         self,
@@ -46,6 +50,7 @@ class Worker:
         env: dict[str, str],
         tasks: bool = False,
         args: Sequence[str] = (),
+        command: Sequence[str] = WORKER_COMMAND,
     ) -> None:
         # temporal_tasks.agents holds temporal_agents.agents too, and the tasks' agents
         served = [
@@ -57,9 +62,7 @@ class Worker:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "nbdurable.cli",
-                "worker",
+                *command,
                 "--engine",
                 "temporal",
                 "--address",

@@ -9,10 +9,9 @@ with the submitted definition, and never fails for it.
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -24,14 +23,14 @@ from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime, RunResult
 from nbdurable.temporal import TemporalEngine
-from nbdurable.temporal.devserver import DevServer, stop_process
+from nbdurable.temporal.devserver import DevServer
 from nbdurable.temporal.driver import DEFINITION_MISMATCH
 from nbdurable.temporal.registry import set_worker_runtime
 from nbdurable.temporal.routing import definition_queue
 from nbdurable.temporal.tasks import TaskRunWorkflow
 from nbdurable.temporal.workflow import AgentRunWorkflow
 
-from .conftest import ROOT, Cluster, Worker
+from .conftest import Cluster, Worker
 from .executions import tool_rows
 
 REASON = "waits for a runtime whose cleaner v1 matches the submitted definition"
@@ -76,13 +75,7 @@ async def test_a_worker_with_another_definition_leaves_the_run_pending(cluster: 
 async def test_activities_a_mismatched_worker_picks_up_go_to_the_definitions_queue(
     tmp_path: Path, cluster: Cluster
 ) -> None:
-    # A server of its own that dispatches every activity through the task queue (the
-    # dev server's default hands a workflow's activities to the worker that scheduled
-    # them, so the other worker would never see one).
-    eager_off = ["--dynamic-config-value", "system.enableActivityEagerExecution=false"]
-    with DevServer(tmp_path / "dev.db", extra_args=eager_off) as server:
-        here = replace(cluster, address=server.address)
-        env = {"NBDURABLE_TEST_TOOLS": str(cluster.tools)}
+    with own_server(tmp_path, cluster) as (server, here, env):
         workers = [Worker(here.address, here.queue, here.url, env, args=a) for a in (Y, X)]
         try:
             async with client(here) as rt:
@@ -123,12 +116,10 @@ async def test_a_handed_back_activity_no_worker_takes_from_its_queue_goes_back(
     # The matching worker polls the task queue only (a host without the definitions'
     # queues, or an earlier release): a routed attempt waits ROUTED_WAIT unclaimed,
     # then goes back to the task queue, where that worker takes it.
-    eager_off = ["--dynamic-config-value", "system.enableActivityEagerExecution=false"]
-    with DevServer(tmp_path / "dev.db", extra_args=eager_off) as server:
-        here = replace(cluster, address=server.address)
-        env = {"NBDURABLE_TEST_TOOLS": str(cluster.tools)}
+    main_queue_only = ("-m", "support.temporal_main_queue_worker")
+    with own_server(tmp_path, cluster) as (server, here, env):
         other = Worker(here.address, here.queue, here.url, env, args=Y)
-        plain = _main_queue_worker(here, env, "support.temporal_definitions:cleaner_x")
+        plain = Worker(here.address, here.queue, here.url, env, args=X, command=main_queue_only)
         results: list[RunResult] = []
         try:
             async with client(here) as rt:
@@ -143,35 +134,28 @@ async def test_a_handed_back_activity_no_worker_takes_from_its_queue_goes_back(
                         break
         finally:
             other.stop()
-            stop_process(plain)
+            plain.stop()
     assert {r.text for r in results} == {"Cleaner X swept stg_a."}
     rows = tool_rows(cluster.tools)
-    assert len(rows) == len(results) and {pid for _tool, pid in rows} == {plain.pid}
+    assert len(rows) == len(results) and {pid for _tool, pid in rows} == {plain.proc.pid}
     # every routed attempt waited unclaimed, then went back to the task queue
     assert seen.routed > 0 and seen.not_taken == seen.routed, seen
 
 
-def _main_queue_worker(cluster: Cluster, env: dict[str, str], agents: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "support.temporal_main_queue_worker",
-            cluster.address,
-            cluster.queue,
-            cluster.url,
-            agents,
-        ],
-        cwd=str(ROOT),
-        env={**os.environ, "PYTHONPATH": str(ROOT / "tests"), **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert "polling" in line, line + proc.stdout.read()
-    return proc
+@contextlib.contextmanager
+def own_server(
+    tmp_path: Path, cluster: Cluster
+) -> Iterator[tuple[DevServer, Cluster, dict[str, str]]]:
+    """A server of its own that dispatches every activity through the task queue.
+
+    The dev server's default hands a workflow's activities to the worker that
+    scheduled them, so another worker would never see one. Yields the server,
+    the cluster on it and the workers' environment.
+    """
+    eager_off = ["--dynamic-config-value", "system.enableActivityEagerExecution=false"]
+    with DevServer(tmp_path / "dev.db", extra_args=eager_off) as server:
+        env = {"NBDURABLE_TEST_TOOLS": str(cluster.tools)}
+        yield server, replace(cluster, address=server.address), env
 
 
 @dataclass
