@@ -2,7 +2,7 @@
 
 Each file in tests/temporal/histories is the history of a workflow recorded
 from an earlier release (approvals, a model retry, sub-agents, graph nodes,
-custom tasks, a cancellation). A workflow parked for days replays its history
+custom tasks, a cancellation, a call handed back and sent to its definition's queue). A workflow parked for days replays its history
 on whatever worker picks it up next: if the current code would issue another
 command sequence for the same history, the parked run breaks. Replay is
 offline (no server): the worker's workflows, runner, data converter and

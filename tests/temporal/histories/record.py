@@ -120,6 +120,33 @@ async def task_cancelled(rt: DurableRuntime) -> dict[str, str]:
     }
 
 
+async def hand_back(rt: DurableRuntime) -> dict[str, str]:
+    engine = rt.engine
+    assert isinstance(engine, TemporalEngine)
+    client = await engine.client()
+    other = start_worker(engine.address, engine.task_queue, STORE["url"], "history_agents_other")
+    try:
+        # The other worker takes about half of the activities: runs go on until it
+        # handed one back and the call went to the definition's queue.
+        for i in range(20):
+            run_id = f"echo-{i}"
+            run = await rt.submit("echo", f"hand back {i}", run_id=run_id)
+            assert (await asyncio.wait_for(run.result(), WAIT)).text == f"echo(hand back {i})"
+            history = await client.get_workflow_handle(run_id).fetch_history()
+            queues = {
+                event.activity_task_scheduled_event_attributes.task_queue.name
+                for event in history.events
+            }
+            if queues - {"", engine.task_queue}:
+                return {
+                    run_id: "a model call a worker of another definition handed back, "
+                    "sent to the definition's queue, then completed"
+                }
+    finally:
+        stop_process(other)
+    raise RuntimeError("no call was handed back in 20 runs")
+
+
 SCENARIOS: dict[str, Scenario] = {
     "approval": approval,
     "denial": denial,
@@ -128,7 +155,10 @@ SCENARIOS: dict[str, Scenario] = {
     "graph": graph,
     "task": task,
     "task-cancelled": task_cancelled,
+    "hand-back": hand_back,
 }
+STORE: dict[str, str] = {}
+"""The store's URL while recording (a second worker needs it)."""
 
 
 def code_version() -> str:
@@ -144,13 +174,17 @@ def file_name(workflow_id: str, suffix: str = "") -> str:
     return workflow_id.replace(":", "--") + (f".{suffix}" if suffix else "") + ".json"
 
 
-def start_worker(address: str, queue: str, store_url: str) -> subprocess.Popen[str]:
-    """A ``nbdurable worker --engine temporal`` subprocess serving history_agents."""
+def start_worker(
+    address: str, queue: str, store_url: str, agents: str = "history_agents"
+) -> subprocess.Popen[str]:
+    """A ``nbdurable worker --engine temporal`` subprocess serving ``agents`` (a module)."""
     path = os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "PYTHONPATH": path, "NBDURABLE_APPROVAL_SECRET": history_agents.SECRET}
     command = [sys.executable, "-m", "nbdurable.cli", "worker", "--engine", "temporal"]
     command += ["--address", address, "--task-queue", queue, "--store", store_url]
-    command += ["--agents", "history_agents:agents", "--tasks", "history_agents:tasks"]
+    command += ["--agents", f"{agents}:agents"]
+    if agents == "history_agents":
+        command += ["--tasks", "history_agents:tasks"]
     proc = subprocess.Popen(
         command,
         cwd=str(ROOT),
@@ -176,8 +210,11 @@ async def closed(handle: WorkflowHandle[Any, Any]) -> None:
 async def record(names: list[str], out: Path, suffix: str = "") -> dict[str, dict[str, str]]:
     """Run the scenarios ``names``; write their histories into ``out``; the index entries."""
     entries: dict[str, dict[str, str]] = {}
-    with tempfile.TemporaryDirectory() as tmp, DevServer() as server:
-        url = f"sqlite:///{Path(tmp) / 'runs.db'}"
+    # Activities go through the task queue, not eagerly to the worker that scheduled
+    # them: a second worker sees them too (the hand-back scenario needs it).
+    eager_off = ["--dynamic-config-value", "system.enableActivityEagerExecution=false"]
+    with tempfile.TemporaryDirectory() as tmp, DevServer(extra_args=eager_off) as server:
+        url = STORE["url"] = f"sqlite:///{Path(tmp) / 'runs.db'}"
         queue = f"histories-{uuid.uuid4().hex[:8]}"
         worker = start_worker(server.address, queue, url)
         try:
