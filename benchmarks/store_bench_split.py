@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from store_floor import TimedConnection
 from store_floor import run_loop as floor_loop
 
 import nbdurable as nd
@@ -30,8 +31,8 @@ import nbdurable as nd
 Recorded = list[tuple[bool, str, Any]]
 
 
-class _Recording(sqlite3.Connection):
-    """A connection that keeps every statement it runs (for the replay) and times them."""
+class _Recording(TimedConnection):
+    """A timed connection that also keeps every statement it runs (for the replay)."""
 
     log: Recorded | None = None
     seconds = 0.0
@@ -39,27 +40,18 @@ class _Recording(sqlite3.Connection):
 
     # A statement is kept once it ran: one that failed (a BEGIN IMMEDIATE that met
     # a store thread's fold holding the write lock, sent again from a store
-    # thread) did nothing to replay.
+    # thread) did nothing to replay. sqlite3 runs a statement's first step in
+    # execute: all the work of the store's writes and of its one-row reads.
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
-        began = time.thread_time()
-        try:
-            # sqlite3 runs a statement's first step in execute: all the work of
-            # the store's writes and of its one-row reads.
-            cursor = super().execute(sql, parameters)
-        finally:
-            _Recording.seconds += time.thread_time() - began
+        cursor = super().execute(sql, parameters)
         if self.log is not None:
             self.log.append((False, sql, parameters))
         return cursor
 
     def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
         rows = list(parameters)
-        began = time.thread_time()
-        try:
-            cursor = super().executemany(sql, rows)
-        finally:
-            _Recording.seconds += time.thread_time() - began
+        cursor = super().executemany(sql, rows)
         if self.log is not None:
             self.log.append((True, sql, rows))
         return cursor
