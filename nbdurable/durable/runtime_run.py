@@ -100,6 +100,9 @@ class RuntimeRun(BaseModel):
         grants: Standing approvals (:mod:`nbdurable.durable.grants`):
             ``{"tokens": [...], "revoked": [...]}``, the signed grant tokens and
             the ids of revoked grants; None while the run has none.
+        settled_by: The graph node whose finish last settled this node
+            (promoted it to ``pending`` or failed it): that finisher writes the
+            node's state event, however close in time other dependencies finished.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -149,6 +152,7 @@ class RuntimeRun(BaseModel):
     approvers: dict[str, list[str]] | None = None
     submitter_may_approve: bool = True
     grants: dict[str, list[str]] | None = None
+    settled_by: str | None = None
 
     @property
     def prompt_value(self) -> str | Message:

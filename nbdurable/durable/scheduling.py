@@ -179,11 +179,11 @@ def after_finish(
             session_head.model_copy(update={"state": "pending", "updated_at": finished.updated_at})
         )
     if graph:
-        changed.extend(settle_graph(graph, finished.updated_at))
+        changed.extend(settle_graph(graph, finished.updated_at, by=finished.run_id))
     return changed
 
 
-def settle_graph(runs: Sequence[RuntimeRun], now: int) -> list[RuntimeRun]:
+def settle_graph(runs: Sequence[RuntimeRun], now: int, by: str | None = None) -> list[RuntimeRun]:
     """The nodes of a graph that change now that some node finished (a pure function).
 
     A node waiting for its dependencies (``queued``, or paused in
@@ -197,6 +197,8 @@ def settle_graph(runs: Sequence[RuntimeRun], now: int) -> list[RuntimeRun]:
     Args:
         runs: Every run of the graph, as of the write (the finished node included).
         now: The write's time (``updated_at`` of the changed nodes).
+        by: The node whose finish this write records (``settled_by`` of the
+            changed nodes: who writes their state events).
 
     Returns:
         The changed records, in submission order.
@@ -224,7 +226,7 @@ def settle_graph(runs: Sequence[RuntimeRun], now: int) -> list[RuntimeRun]:
                     "error": f"dependency {first.node_id or first.run_id!r} {first.state}",
                 }
             by_id[run.run_id] = changed[run.run_id] = run.model_copy(
-                update={**update, "updated_at": now}
+                update={**update, "updated_at": now, "settled_by": by}
             )
             progress = True
     return sorted(changed.values(), key=lambda r: r.seq)

@@ -40,7 +40,10 @@ def state_events(
 def settled_nodes(nodes: list[RuntimeRun], finished: RuntimeRun) -> list[RuntimeRun]:
     """The graph nodes the store settled when ``finished`` finished (they need events).
 
-    ``nodes`` is the graph in topological order, as the store lists it.
+    ``nodes`` is the graph in topological order, as the store lists it. A node
+    is attributed by ``settled_by``, which the settling write stamps: two
+    dependencies finishing in the same millisecond cannot both claim it. Records
+    settled without it (a store that settles its own way) fall back to the time.
     """
     downstream = {finished.run_id}
     for node in nodes:  # dependents come after their dependencies
@@ -53,6 +56,7 @@ def settled_nodes(nodes: list[RuntimeRun], finished: RuntimeRun) -> list[Runtime
         and node.run_id in downstream
         and node.state != "queued"
         and node.updated_at == finished.updated_at
+        and node.settled_by in (None, finished.run_id)
     ]
 
 
