@@ -153,13 +153,20 @@ def decode_messages(
     if verified and (built := trusted_messages(texts)) is not None:
         return built
     try:
-        return _MESSAGES.validate_json("[" + ",".join(texts) + "]")
+        messages = _MESSAGES.validate_json("[" + ",".join(texts) + "]")
     except ValidationError as exc:
         raise StoreCorruptionError(
             f"a message of run {run_id!r} step {step_index} does not decode: {exc}",
             run_id=run_id,
             step_index=step_index,
         ) from exc
+    if len(messages) != len(texts):  # a text held more or less than one message
+        raise StoreCorruptionError(
+            f"the messages of run {run_id!r} step {step_index} do not decode one per node",
+            run_id=run_id,
+            step_index=step_index,
+        )
+    return messages
 
 
 @dataclass(frozen=True)

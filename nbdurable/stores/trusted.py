@@ -68,8 +68,7 @@ def _part(item: Any) -> BaseModel | None:
     return None
 
 
-def _message(text: str) -> Message | None:
-    data = json.loads(text)
+def _message(data: Any) -> Message | None:
     if (
         type(data) is not dict
         or data.keys() != _MESSAGE_FIELDS
@@ -93,16 +92,22 @@ def trusted_messages(texts: Sequence[str]) -> tuple[Message, ...] | None:
 
     Only for texts whose node hashes were verified: it checks shapes, not values.
     """
+    # One parse of the texts as one JSON array: a cold load parses a thousand
+    # small documents, and json.loads costs as much per call as per message.
+    joined = "[" + ",".join(texts) + "]"
     # A lone surrogate would reach a str through json.loads; validation replaces it.
-    if any("\\ud" in text or "\\uD" in text for text in texts):
+    if "\\ud" in joined or "\\uD" in joined:
         return None
-    found: list[Message] = []
     try:
-        for text in texts:
-            message = _message(text)
-            if message is None:
-                return None
-            found.append(message)
+        data = json.loads(joined)
     except ValueError:
         return None
+    if len(data) != len(texts):  # a text that was not one JSON value
+        return None
+    found: list[Message] = []
+    for item in data:
+        message = _message(item)
+        if message is None:
+            return None
+        found.append(message)
     return tuple(found)

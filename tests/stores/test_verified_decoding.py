@@ -103,6 +103,24 @@ def test_a_lone_surrogate_escape_is_refused_as_before() -> None:
         decode_messages(stored, run_id="r", step_index=0, verified=True)
 
 
+@pytest.mark.parametrize(
+    "regroup",
+    [
+        lambda a, b: [a + "," + b],  # two messages in one text
+        lambda a, b: [a[:20], a[20:], b],  # one message over two texts
+        lambda a, b: [a + "," + b[:20], b[20:]],  # boundaries moved, as many texts
+        lambda a, b: [a, b + "]"],  # a text that closes the array read in one parse
+    ],
+)
+def test_texts_that_are_not_one_message_each_are_validated_and_refused(regroup: object) -> None:
+    """The texts are parsed as one JSON array; each must still be exactly one message."""
+    first, second = texts(HISTORY[:2])
+    stored = regroup(first, second)  # type: ignore[operator]
+    assert trusted_messages(stored) is None
+    with pytest.raises(nd.StoreCorruptionError):
+        decode_messages(stored, run_id="r", step_index=0, verified=True)
+
+
 def test_a_cold_load_returns_the_saved_history(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     with nd.SqliteSessionStore(db) as store:
