@@ -11,6 +11,9 @@ CPU time), with:
   commit's events and new messages as one JSON text (no packing, no message
   chain, no hashes, no checks, no index but the key), in the same two commits a
   step as the real store;
+- the minimal store with each commit's row packed as the real store packs its
+  values (deflate with its preset dictionary, ``sqlite_codec.pack_json``): the
+  floor of a store that also keeps its bytes down (the bytes goal);
 - the same minimal store with its commits on a writer thread that the loop never
   waits for: not a durable design (a step is not committed when the loop goes
   on), but the most that overlapping the SQL with the loop's own work could give;
@@ -20,7 +23,8 @@ For each store the CPU time spent inside its SQL statements (on any thread,
 the store's WAL checkpoints included) is measured too, and persistence's Python
 is the rest of the run's CPU time above the no-store run. With ``--dbos`` each
 round also runs the same loop as a DBOS Transact workflow on SQLite
-(``store_bench_dbos.py``), and each configuration's run is compared with it.
+(``store_bench_dbos.py``), and each configuration's run is compared with it, in
+time and in the bytes of its file once closed.
 
 A store cannot make a run cheaper than its floor, so the ratios say which goals a
 faster store alone can reach and which need less work in the loop as well.
@@ -51,6 +55,7 @@ from typing import Any
 import nbdurable as nd
 from nbdurable.events import NewEvent
 from nbdurable.stores.memory import InMemorySessionStore
+from nbdurable.stores.sqlite_codec import pack_json
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 FILLER = "lorem ipsum dolor sit amet, consectetur adipiscing elit; "
@@ -122,15 +127,18 @@ class MinimalSqliteStore(DiscardingStore):
 
     def _commit(self, run_id: str, events: Sequence[NewEvent], head: object) -> list[Any]:
         self.seq += 1
-        rows = [
-            (e.type, e.step_index, e.operation_id, e.attempt_id, e.payload, e.created_at)
-            for e in events
-        ]
-        body = _ENCODER.encode([head, rows])
+        body = self._body(events, head)
         self.db.execute("BEGIN IMMEDIATE")
         self.db.execute("INSERT INTO log VALUES (?, ?, ?)", (run_id, self.seq, body))
         self.db.execute("COMMIT")
         return []
+
+    def _body(self, events: Sequence[NewEvent], head: object) -> str | bytes:
+        rows = [
+            (e.type, e.step_index, e.operation_id, e.attempt_id, e.payload, e.created_at)
+            for e in events
+        ]
+        return _ENCODER.encode([head, rows])
 
     def save_with_events(self, checkpoint: Any, events: Sequence[NewEvent], **_: Any) -> list[Any]:
         """One row: the checkpoint's metadata and new messages, and the events."""
@@ -151,6 +159,18 @@ class MinimalSqliteStore(DiscardingStore):
     def close(self) -> None:
         """Close the file."""
         self.db.close()
+
+
+class PackedMinimalSqliteStore(MinimalSqliteStore):
+    """The minimal store's rows, each packed with nbdurable's codec (one value a commit)."""
+
+    def _body(self, events: Sequence[NewEvent], head: object) -> str | bytes:
+        text = str(super()._body(events, None))
+        if isinstance(head, dict):  # the messages' and usage's JSON inline, not as strings
+            meta = _ENCODER.encode({"step": head["step"], "status": head["status"]})
+            inline = ",".join(head["messages"])
+            text = f'[{meta[:-1]},"usage":{head["usage"]},"messages":[{inline}]}}{text[5:]}'
+        return pack_json(text)
 
 
 class NeverWaitingSqliteStore(MinimalSqliteStore):
@@ -174,11 +194,7 @@ class NeverWaitingSqliteStore(MinimalSqliteStore):
 
     def _commit(self, run_id: str, events: Sequence[NewEvent], head: object) -> list[Any]:
         self.seq += 1
-        rows = [
-            (e.type, e.step_index, e.operation_id, e.attempt_id, e.payload, e.created_at)
-            for e in events
-        ]
-        self.rows.put((run_id, self.seq, _ENCODER.encode([head, rows])))
+        self.rows.put((run_id, self.seq, str(self._body(events, head))))
         return []
 
     def close(self) -> None:
@@ -236,15 +252,23 @@ CONFIGS: dict[str, Callable[[Path], Any]] = {
     "no store": lambda _: None,
     "discarding store": lambda _: DiscardingStore(),
     "minimal sqlite": MinimalSqliteStore,
+    "minimal, packed": PackedMinimalSqliteStore,
     "minimal, never waits": NeverWaitingSqliteStore,
     "nbdurable sqlite": timed_sqlite_store,
 }
 
 
-def _dbos_seconds(n: int, db: Path) -> float:
+def _dbos_run(n: int, db: Path) -> tuple[float, int]:
+    """DBOS's run of the loop: its wall time and the bytes of its file once shut down."""
     from store_bench_dbos import dbos_run
 
-    return dbos_run(n, db, lambda i: (f"probe {i}: " + FILLER * 5)[:200]).total_s
+    seconds = dbos_run(n, db, lambda i: (f"probe {i}: " + FILLER * 5)[:200]).total_s
+    return seconds, file_bytes(db)
+
+
+def file_bytes(db: Path) -> int:
+    """Bytes of a SQLite database and its WAL and shared-memory files."""
+    return sum(p.stat().st_size for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")) if p.exists())
 
 
 def floors(
@@ -253,44 +277,56 @@ def floors(
     """The table: each configuration's medians over ``rounds`` interleaved rounds.
 
     A run's SQL is the CPU time inside its statements; with ``dbos`` each round
-    also runs DBOS, and the last column is DBOS's median wall time over the
-    configuration's.
+    also runs DBOS, and the last columns are DBOS's median wall time over the
+    configuration's and the configuration's file over DBOS's (both closed).
     """
     times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in CONFIGS}
-    dbos_times: list[float] = []
+    sizes: dict[str, int] = {}
+    dbos_runs: list[tuple[float, int]] = []
     with tempfile.TemporaryDirectory(prefix="nbdurable-floor-", dir=root) as tmp:
         for k in range(rounds):
             if dbos:
-                dbos_times.append(_dbos_seconds(n, Path(tmp) / f"dbos-{k}.db"))
+                dbos_runs.append(_dbos_run(n, Path(tmp) / f"dbos-{k}.db"))
             for name, make in CONFIGS.items():
-                store = make(Path(tmp) / f"{name.replace(' ', '-').replace(',', '')}-{k}.db")
+                path = Path(tmp) / f"{name.replace(' ', '-').replace(',', '')}-{k}.db"
+                store = make(path)
                 TimedConnection.seconds = 0.0
                 wall, cpu = run_loop(n, store)
                 if store is not None:
                     store.close()  # a never-waiting store's queue is written by now
+                if path.exists():
+                    sizes[name] = file_bytes(path)
                 times[name].append((wall, cpu, TimedConnection.seconds))
     med = statistics.median
     base_wall = med(w for w, _, _ in times["no store"])
     base_cpu = med(c for _, c, _ in times["no store"])
-    dbos_wall = med(dbos_times) if dbos_times else None
+    dbos_wall = med(w for w, _ in dbos_runs) if dbos_runs else None
+    dbos_bytes = med(b for _, b in dbos_runs) if dbos_runs else None
     per_step = 1000 / n
     lines = [
         f"N = {n}, {rounds} interleaved rounds, load average {os.getloadavg()[0]:.2f}"
-        + (f", DBOS {dbos_wall * per_step:.3f} ms/step" if dbos_wall else ""),
+        + (
+            f", DBOS {dbos_wall * per_step:.3f} ms/step, {dbos_bytes:,.0f} bytes"
+            if dbos_wall and dbos_bytes
+            else ""
+        ),
         "config               | wall ms/step | x no store | CPU ms/step | x no store | "
-        "SQL ms/step | Python ms/step | x faster than DBOS",
+        "SQL ms/step | Python ms/step | x faster than DBOS | bytes closed | x DBOS bytes",
         "---------------------+--------------+------------+-------------+------------+"
-        "-------------+----------------+-------------------",
+        "-------------+----------------+--------------------+--------------+-------------",
     ]
     for name, runs in times.items():
         wall, cpu = med(w for w, _, _ in runs), med(c for _, c, _ in runs)
         sql = med(s for _, _, s in runs)
         python = cpu - base_cpu - sql
         faster = f"{dbos_wall / wall:18.1f}" if dbos_wall else f"{'-':>18}"
+        size = sizes.get(name)
+        closed = f"{size:12,}" if size is not None else f"{'-':>12}"
+        share = f"{size / dbos_bytes:12.2f}" if size is not None and dbos_bytes else f"{'-':>12}"
         lines.append(
             f"{name:20} | {wall * per_step:12.3f} | {wall / base_wall:10.2f} | "
             f"{cpu * per_step:11.3f} | {cpu / base_cpu:10.2f} | "
-            f"{sql * per_step:11.3f} | {python * per_step:14.3f} | {faster}"
+            f"{sql * per_step:11.3f} | {python * per_step:14.3f} | {faster} | {closed} | {share}"
         )
     return lines
 

@@ -249,11 +249,23 @@ def test_store_floor_prints_each_configuration_against_no_store(tmp_path: Path) 
         "no store",
         "discarding store",
         "minimal sqlite",
+        "minimal, packed",
         "minimal, never waits",
         "nbdurable sqlite",
     ]
     assert float(rows["no store"][1]) == 1.0 and float(rows["minimal sqlite"][0]) > 0
     # Stores without SQL spend none; each SQLite store's statements were timed.
     assert float(rows["discarding store"][4]) == 0.0
-    for name in ("minimal sqlite", "minimal, never waits", "nbdurable sqlite"):
+    sqlite_stores = (
+        "minimal sqlite",
+        "minimal, packed",
+        "minimal, never waits",
+        "nbdurable sqlite",
+    )
+    for name in sqlite_stores:
         assert float(rows[name][4]) > 0, name
+    # Each file's bytes once closed (no DBOS here: no share of its bytes).
+    assert rows["no store"][7].strip() == "-" and rows["discarding store"][7].strip() == "-"
+    closed = {name: int(rows[name][7].replace(",", "")) for name in sqlite_stores}
+    assert closed["minimal, packed"] < closed["minimal sqlite"]
+    assert all(rows[name][8].strip() == "-" for name in rows)
