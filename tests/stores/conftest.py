@@ -289,3 +289,13 @@ def any_store(store_case: StoreCase) -> Iterator[nd.HistoryStore]:
     store = store_case.open()
     yield store
     store.close()
+
+
+@pytest.fixture
+def runtime_store(any_store: nd.HistoryStore, store_case: StoreCase) -> Any:
+    """``any_store`` when it keeps run records (the runtime capability); else the test skips."""
+    from nbdurable.durable.store import RUNTIME, supports
+
+    if not supports(any_store, RUNTIME):
+        pytest.skip(f"{store_case.backend.name} keeps no run records")
+    return any_store

@@ -18,7 +18,6 @@ from nbdurable.events.model import NewEvent
 
 from .conftest import StoreCase
 from .test_runtime_verdicts import NOW
-from .test_runtime_verdicts import runtime_store as runtime_store
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ import pytest
 import nbdurable as nd
 
 from .conftest import StoreCase
-from .test_runtime_verdicts import runtime_store as runtime_store
 from .test_runtime_verdicts import waiting
 
 

@@ -13,19 +13,9 @@ from typing import Any
 import pytest
 
 from nbdurable.durable.runtime_run import RuntimeRun
-from nbdurable.durable.store import RUNTIME, supports
 from nbdurable.runtime.state_events import settled_nodes
 
-from .conftest import StoreCase
-
 NOW = 1_800_000_000_000
-
-
-@pytest.fixture
-def runtime_store(any_store: Any, store_case: StoreCase) -> Any:
-    if not supports(any_store, RUNTIME):
-        pytest.skip(f"{store_case.backend.name} keeps no run records")
-    return any_store
 
 
 def node(run_id: str, state: str = "pending", **fields: Any) -> RuntimeRun:

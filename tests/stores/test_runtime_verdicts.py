@@ -15,18 +15,10 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.durable.runtime_run import RuntimeRun
-from nbdurable.durable.store import RUNTIME, supports
 
 from .conftest import StoreCase
 
 NOW = 1_800_000_000_000
-
-
-@pytest.fixture
-def runtime_store(any_store: Any, store_case: StoreCase) -> Any:
-    if not supports(any_store, RUNTIME):
-        pytest.skip(f"{store_case.backend.name} keeps no run records")
-    return any_store
 
 
 def waiting(store: Any, run_id: str = "r1") -> RuntimeRun:
