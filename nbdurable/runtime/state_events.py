@@ -37,10 +37,16 @@ def state_events(
     return events
 
 
+_SETTLED = frozenset({"pending", "failed", "needs_attention"})
+"""The states a settling write leaves a node in (see ``settle_graph``)."""
+
+
 def settled_nodes(nodes: list[RuntimeRun], finished: RuntimeRun) -> list[RuntimeRun]:
     """The graph nodes the store settled when ``finished`` finished (they need events).
 
     ``nodes`` is the graph in topological order, as the store lists it. A node
+    claimed since (``running`` already, possibly in the same millisecond) is left
+    to its claimer, which writes the ``pending`` it skipped (:func:`claim_event`). A node
     is attributed by ``settled_by``, which the settling write stamps: two
     dependencies finishing in the same millisecond cannot both claim it. Records
     settled without it (a store that settles its own way) fall back to the time.
@@ -54,7 +60,7 @@ def settled_nodes(nodes: list[RuntimeRun], finished: RuntimeRun) -> list[Runtime
         for node in nodes
         if node.run_id != finished.run_id
         and node.run_id in downstream
-        and node.state != "queued"
+        and node.state in _SETTLED
         and node.updated_at == finished.updated_at
         and node.settled_by in (None, finished.run_id)
     ]

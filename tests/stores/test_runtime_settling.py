@@ -64,6 +64,22 @@ def test_only_the_last_dependency_to_finish_settles_a_node_in_the_same_milliseco
     assert [run.run_id for run in settled_nodes(graph, done_last)] == ["g:join"]
 
 
+def test_a_node_claimed_in_the_same_millisecond_is_left_to_its_claimer(
+    runtime_store: Any,
+) -> None:
+    """The finisher reads the graph after a worker claimed the node it settled: the
+    node's state is the claim's now, and its claim writes the missing ``pending``."""
+    diamond(runtime_store)
+    at = NOW + 5
+    runtime_store.rt_update("g:left", {"state": "completed", "updated_at": at})
+    done = runtime_store.rt_update("g:right", {"state": "completed", "updated_at": at})
+    claim = {"state": "running", "lease_owner": "w", "fence": 1, "updated_at": at}
+    runtime_store.rt_update("g:join", claim)
+    graph = runtime_store.rt_graph("g")
+    assert next(run for run in graph if run.node_id == "join").settled_by == "g:right"
+    assert settled_nodes(graph, done) == []
+
+
 def test_a_failure_cascade_is_settled_by_the_node_that_failed(runtime_store: Any) -> None:
     diamond(runtime_store)
     at = NOW + 9
