@@ -106,11 +106,15 @@ def unclaimed_event(runtime: DurableRuntime, record: RuntimeRun) -> None:
 def claim_event(runtime: DurableRuntime, record: RuntimeRun) -> None:
     """The state event of a run its owner just claimed.
 
-    A run's first claim may overtake the ``pending`` event of the process that
-    submitted it or promoted it from ``queued`` (that append is fenced and now
-    refused): the claim then writes ``pending`` first.
+    A run's first claim (any claim of a graph node, which a retry can put back to
+    ``queued``) may overtake the ``pending`` event of the process that submitted
+    it or promoted it from ``queued`` (that append is fenced and now refused, or
+    left to the claim): the claim then writes ``pending`` first.
     """
-    if record.fence == 1 and _last_state(runtime, record.run_id) in (None, "queued"):
+    # A graph node run again (retried back to ``queued``) can be promoted and
+    # claimed in one millisecond too: the finisher then leaves its pending here.
+    may_lack_pending = record.fence == 1 or record.graph_id is not None
+    if may_lack_pending and _last_state(runtime, record.run_id) in (None, "queued"):
         unclaimed_event(runtime, record.model_copy(update={"state": "pending", "reason": None}))
     runtime.state_event(record)
 
