@@ -33,13 +33,13 @@ def node(run_id: str, state: str = "pending", **fields: Any) -> RuntimeRun:
     )
 
 
-def diamond(store: Any, policy: str = "fail") -> None:
+def diamond(store: Any) -> None:
     """left and right, pending; join waits for both; after waits for join."""
     store.rt_insert_many(
         [
             node("left"),
             node("right"),
-            node("join", "queued", depends_on=["g:left", "g:right"], on_dependency_failure=policy),
+            node("join", "queued", depends_on=["g:left", "g:right"]),
             node("after", "queued", depends_on=["g:join"]),
         ],
         max_pending=100,
