@@ -67,6 +67,8 @@ REASON_STATES: frozenset[str] = UNSUCCESSFUL_STATES | {"needs_attention"}
 """States whose record's ``reason`` says why the run stopped short."""
 SETTLED_OK_STATES: frozenset[str] = frozenset({"completed", "waiting_approval"})
 """States a leg ends in without an error: the run completed, or it waits for an approval."""
+GRAPH_SETTLED_STATES: frozenset[str] = RETRYABLE_STATES | {"pending"}
+"""States a graph's settling write leaves a node in: ready, or failed or paused by a dependency."""
 
 DEPENDENCY_FAILED = "dependency_failed"
 """The reason of a graph node failed or paused because a dependency failed or was cancelled."""

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import FencedOutError
+from ..durable.run_states import GRAPH_SETTLED_STATES
 from ..durable.runtime_run import RuntimeRun
 from ..events.model import RUN_ERROR, RUN_FINISHED, RUN_STATE, Event, NewEvent
 from .run import RunFailedError
@@ -37,10 +38,6 @@ def state_events(
     return events
 
 
-_SETTLED = frozenset({"pending", "failed", "needs_attention"})
-"""The states a settling write leaves a node in (see ``settle_graph``)."""
-
-
 def settled_nodes(nodes: list[RuntimeRun], finished: RuntimeRun) -> list[RuntimeRun]:
     """The graph nodes the store settled when ``finished`` finished (they need events).
 
@@ -60,7 +57,7 @@ def settled_nodes(nodes: list[RuntimeRun], finished: RuntimeRun) -> list[Runtime
         for node in nodes
         if node.run_id != finished.run_id
         and node.run_id in downstream
-        and node.state in _SETTLED
+        and node.state in GRAPH_SETTLED_STATES
         and node.updated_at == finished.updated_at
         and node.settled_by in (None, finished.run_id)
     ]
