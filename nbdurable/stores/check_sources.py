@@ -10,6 +10,8 @@ why. PostgreSQL is read in one read-only, repeatable-read transaction.
 
 from __future__ import annotations
 
+import itertools
+import json
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ from .._errors import ConfigurationError, StoreCorruptionError
 from .check import CheckReport, check_sql, iter_batches
 from .rows import COLUMNS
 from .sqlite_codec import unpack_attempt, unpack_json, unpack_operation, unpack_type
+from .sqlite_events import LAST_EVENT, batch_events
 from .sqlite_schema import SCHEMA_VERSION, schema_damage, versions_sound
 
 __all__ = ["check_postgres", "check_sqlite"]
@@ -38,6 +41,8 @@ _SQLITE_EVENTS = _EVENTS.replace(
     " FROM events",
     ", typeof(type), typeof(operation_id), typeof(attempt_id), typeof(payload) FROM events",
 )
+_SQLITE_BATCHES = "SELECT run_id, position, first, events, typeof(events) FROM event_batches"
+_LAST_LEGACY_EVENT = "SELECT max(position) FROM events WHERE run_id = ?"
 _USAGE = 3 + COLUMNS.index("usage")
 _EXTRA = 3 + COLUMNS.index("extra")
 _RUNTIME = {
@@ -129,6 +134,39 @@ def _event(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return (run_id, position, type_, step, operation, attempt, payload, created)
 
 
+def _batch_rows(row: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """The events of an ``event_batches`` row as event rows (:func:`_event`'s shape).
+
+    A batch that does not decode stands for every offset it claims, each with the
+    error as its payload (the check reports them as events that do not decode).
+    """
+    run_id, position, first, value, kind = row
+    name = bytes(run_id).decode("utf-8", "replace")
+    try:
+        if kind == b"blob":
+            value = unpack_json(bytes(value))
+        elif isinstance(value, bytes):
+            value = value.decode()
+        events = batch_events(name, int(position), int(first), value)
+    except (ValueError, TypeError, StoreCorruptionError) as exc:
+        error = exc if isinstance(exc, StoreCorruptionError) else StoreCorruptionError(str(exc))
+        span = range(int(first), int(position) + 1) if position >= first else [position]
+        return [(run_id, p, None, None, None, None, error, None) for p in span]
+    return [
+        (
+            run_id,
+            e.offset,
+            e.type.encode(),
+            e.step_index,
+            None if e.operation_id is None else e.operation_id.encode(),
+            None if e.attempt_id is None else e.attempt_id.encode(),
+            json.dumps(e.payload, ensure_ascii=False).encode(),
+            e.created_at,
+        )
+        for e in events
+    ]
+
+
 class _SqliteSource:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -180,16 +218,35 @@ class _SqliteSource:
         return None if found is None else (found[0], _unpacked(found[1], found[2]))
 
     def events(self, run_id: str | None = None) -> Iterable[tuple[Any, ...]]:
-        # WITHOUT ROWID: the table is its primary key, so this order costs no sort.
+        # Rows of version 5 and before, then the batches (one per commit) as events.
+        # WITHOUT ROWID: each table is its primary key, so these orders cost no sort.
+        batched = self._has_batches()
         if run_id is None:
-            found = iter_batches(self.conn.execute(f"{_SQLITE_EVENTS} ORDER BY run_id, position"))
-            return (_event(row) for row in found)
+            rows = iter_batches(self.conn.execute(f"{_SQLITE_EVENTS} ORDER BY run_id, position"))
+            found = (_event(row) for row in rows)
+            if not batched:
+                return found
+            query = f"{_SQLITE_BATCHES} ORDER BY run_id, position"
+            batches = iter_batches(self.conn.execute(query))
+            return itertools.chain(found, (e for row in batches for e in _batch_rows(row)))
         query = f"{_SQLITE_EVENTS} WHERE run_id = ? ORDER BY position"
-        return [_event(row) for row in self.conn.execute(query, (run_id,)).fetchall()]
+        events = [_event(row) for row in self.conn.execute(query, (run_id,)).fetchall()]
+        if batched:
+            query = f"{_SQLITE_BATCHES} WHERE run_id = ? ORDER BY position"
+            for row in self.conn.execute(query, (run_id,)).fetchall():
+                events.extend(_batch_rows(row))
+        return events
 
     def last_event(self, run_id: str) -> int:
-        row = self.conn.execute("SELECT max(position) FROM events WHERE run_id = ?", (run_id,))
-        return int(row.fetchone()[0] or 0)
+        query = LAST_EVENT if self._has_batches() else _LAST_LEGACY_EVENT
+        return int(self.conn.execute(query, (run_id,)).fetchone()[0] or 0)
+
+    def _has_batches(self) -> bool:
+        """Whether the file has the event batches of schema version 6."""
+        row = self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'event_batches'"
+        )
+        return row.fetchone() is not None
 
     def runtime_rows(self, table: str) -> Iterable[tuple[Any, ...]]:
         return self.conn.execute(_RUNTIME[table]).fetchall()

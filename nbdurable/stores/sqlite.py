@@ -31,7 +31,7 @@ from ..durable.store import (
     VERSIONED_SCHEMA,
 )
 from ..events.log import EVENTS
-from ..events.model import Event, NewEvent, numbered
+from ..events.model import Event, NewEvent
 from ..messages import Message
 from .chain import (
     Chain,
@@ -46,8 +46,16 @@ from .prune import PruneReport, prune_runs
 from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
 from .sqlite_codec import unpack_json
 from .sqlite_errors import guard_methods, typed_error
+from .sqlite_events import (
+    KNOWN_RUN,
+    LAST_EVENT,
+    LAST_EVENT_SUBQUERY,
+    append_events,
+    delete_events,
+    read_events,
+)
 from .sqlite_nowait import SqliteNowaitWrites
-from .sqlite_rows import checkpoint_values, event_from_row, event_row, node_rows
+from .sqlite_rows import checkpoint_values, node_rows
 from .sqlite_runtime import SqliteRuntimeTables, check_fence
 from .sqlite_schema import SCHEMA_VERSION, migrate, verify_schema
 
@@ -62,7 +70,7 @@ _INSERT_NODE = "INSERT OR IGNORE INTO nodes (id, parent, message) VALUES (?, ?, 
 _SAVE_STATE = (
     "SELECT (SELECT last_seq FROM runs WHERE run_id = ?1), "
     "EXISTS (SELECT 1 FROM nodes WHERE id = ?2), "
-    "(SELECT max(position) FROM events WHERE run_id = ?1), "
+    f"{LAST_EVENT_SUBQUERY}, "
     "(SELECT fence FROM rt_runs WHERE run_id = ?1)"  # what a runtime owner's save checks
 )
 _LAST_SEQ = "SELECT last_seq FROM runs WHERE run_id = ?"
@@ -121,21 +129,6 @@ WITH RECURSIVE keep(id) AS (
 DELETE FROM nodes
 WHERE id IN (SELECT id FROM temp.nbdurable_gc) AND id NOT IN (SELECT id FROM keep)
 """
-
-_LAST_EVENT = "SELECT max(position) FROM events WHERE run_id = ?"
-_INSERT_EVENT = (
-    "INSERT INTO events (run_id, position, type, step_index, operation_id, attempt_id, "
-    "payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_READ_EVENTS = (
-    "SELECT position, type, step_index, operation_id, attempt_id, payload, created_at "
-    "FROM events WHERE run_id = ? AND position > ? ORDER BY position LIMIT ?"
-)
-_KNOWN_RUN = (
-    "SELECT EXISTS (SELECT 1 FROM runs WHERE run_id = ?1) "
-    "OR EXISTS (SELECT 1 FROM events WHERE run_id = ?1) "
-    "OR EXISTS (SELECT 1 FROM rt_runs WHERE run_id = ?1)"
-)
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _PAGE_SIZE = 2048
@@ -283,32 +276,10 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
             StoreCorruptionError: An event's payload is not JSON.
         """
         with self._lock, self._read() as conn:
-            found = conn.execute(_READ_EVENTS, (run_id, after, -1 if limit is None else limit))
-            rows = found.fetchall()
-            if not rows and not conn.execute(_KNOWN_RUN, (run_id,)).fetchone()[0]:
+            found = read_events(conn, run_id, after, limit)
+            if not found and not conn.execute(KNOWN_RUN, (run_id,)).fetchone()[0]:
                 raise RunNotFoundError(run_id)
-            # Offsets have no holes: a missing one is a row a damaged page hid.
-            for i, row in enumerate(rows):
-                if row[0] != after + i + 1:
-                    raise StoreCorruptionError(
-                        f"event {after + i + 1} of run {run_id!r} cannot be read", run_id=run_id
-                    )
-            if limit is None or len(rows) < limit:
-                # A damaged page can end a read early without an error; the
-                # index still knows the last offset.
-                last = conn.execute(_LAST_EVENT, (run_id,)).fetchone()[0] or 0
-                got = rows[-1][0] if rows else after
-                if last > got:
-                    raise StoreCorruptionError(
-                        f"events {got + 1}..{last} of run {run_id!r} cannot be read",
-                        run_id=run_id,
-                    )
-        try:
-            return [event_from_row(run_id, row) for row in rows]
-        except (ValueError, StoreCorruptionError) as exc:
-            raise StoreCorruptionError(
-                f"an event of run {run_id!r} is damaged: {exc}", run_id=run_id
-            ) from exc
+        return found
 
     def _append(
         self,
@@ -318,11 +289,8 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
         last: int | None = None,
     ) -> Sequence[Event]:
         if last is None:
-            last = conn.execute(_LAST_EVENT, (run_id,)).fetchone()[0] or 0
-        conn.executemany(
-            _INSERT_EVENT, [event_row(run_id, last + i + 1, e) for i, e in enumerate(events)]
-        )
-        return numbered(run_id, events, last)
+            last = conn.execute(LAST_EVENT, (run_id,)).fetchone()[0] or 0
+        return append_events(conn, run_id, events, last)
 
     def _save(
         self,
@@ -427,7 +395,7 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
                 conn.execute(_GC_COLLECT, (run_id,))
                 conn.execute("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
                 conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
-                conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
+                delete_events(conn, run_id)
                 self._rt_forget(conn, run_id)
                 conn.execute(_GC_SWEEP)
                 conn.execute("DELETE FROM temp.nbdurable_gc")

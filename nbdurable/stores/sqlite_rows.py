@@ -1,4 +1,4 @@
-"""The SQLite store's rows as stored (schema version 5): events, message nodes, checkpoints.
+"""The SQLite store's rows as stored: message nodes, checkpoints, events of version 5.
 
 The packing itself (preset-dictionary deflate, type codes, raw attempt ids) is in
 :mod:`.sqlite_codec`; this module applies it to whole rows, and reads events back.
@@ -13,22 +13,19 @@ from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_json
 
-from ..events.model import Event, NewEvent
+from ..events.model import Event
 from .chain import NodeRow
 from .rows import COLUMNS, CheckpointRow
 from .sqlite_codec import (
     MESSAGES_DICTIONARY,
-    pack_attempt,
     pack_json,
-    pack_operation,
-    pack_type,
     unpack_attempt,
     unpack_json,
     unpack_operation,
     unpack_type,
 )
 
-__all__ = ["checkpoint_values", "compact_json", "event_from_row", "event_row", "node_rows"]
+__all__ = ["checkpoint_values", "compact_json", "event_from_row", "node_rows"]
 
 # One encoder for every event: json.dumps with options builds a new one per call.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
@@ -64,7 +61,11 @@ def compact_json(value: object) -> str:
 
 
 def event_from_row(run_id: str, row: tuple[object, ...]) -> Event:
-    """The event stored in an `events` row read from its position on (see :mod:`.sqlite`)."""
+    """The event in an ``events`` row (one per event, as schema version 5 and before wrote them).
+
+    ``row`` is read from its position on. Version 6 writes batches instead
+    (:mod:`.sqlite_events`).
+    """
     position, type_, step_index, operation_id, attempt_id, payload, created_at = row
     return Event(
         run_id=run_id,
@@ -75,20 +76,6 @@ def event_from_row(run_id: str, row: tuple[object, ...]) -> Event:
         attempt_id=unpack_attempt(attempt_id),
         payload=json.loads(unpack_json(payload)),
         created_at=created_at,
-    )
-
-
-def event_row(run_id: str, position: int, event: NewEvent) -> tuple[object, ...]:
-    """The stored values of an event (see :mod:`.sqlite_codec`)."""
-    return (
-        run_id,
-        position,
-        pack_type(event.type),
-        event.step_index,
-        pack_operation(event.operation_id, run_id, event.step_index),
-        pack_attempt(event.attempt_id),
-        pack_json(compact_json(event.payload)),
-        event.created_at,
     )
 
 

@@ -44,6 +44,16 @@ version reads both forms), and the version row has no ``readable_by``: an
 nbdurable of version 4 or earlier cannot read packed values, so it refuses the
 file by name (``CheckpointVersionError``) instead of misreading it.
 
+Version 6 writes the event log one row per commit (see :mod:`.sqlite_events`)::
+
+    event_batches(run_id, position, first, events)
+        one row per commit that appends events, PRIMARY KEY (run_id, position),
+        WITHOUT ROWID; position is the offset of the commit's last event, first
+        of its first; events is the commit's events as one packed JSON array.
+        Rows of ``events`` written before stay there and are read as they are;
+        an nbdurable of version 5 or earlier would not see the batches, so it
+        refuses the file (no ``readable_by``).
+
 A migration is a function of a ``sqlite_utils.Database``; it must be idempotent
 (``if_not_exists``), because a crash between its statements and the version row
 makes the next open run it again.
@@ -169,7 +179,22 @@ def _v5(db: Database) -> None:
     del db
 
 
-MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1, _v2, _v3, _v4, _v5)
+def _v6(db: Database) -> None:
+    # Rows of version 5 and before stay in `events` and are read from there.
+    db.execute(
+        """
+        CREATE TABLE IF NOT EXISTS event_batches (
+            run_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            first INTEGER NOT NULL,
+            events NOT NULL,
+            PRIMARY KEY (run_id, position)
+        ) WITHOUT ROWID
+        """
+    )
+
+
+MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
 """``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -321,6 +346,7 @@ _COLUMNS: dict[int, dict[str, set[str]]] = {
         "rt_journal": {"run_id", "step_index", "response"},
     },
     4: {"rt_runs": {"kind", "graph_id"}},
+    6: {"event_batches": {"run_id", "position", "first", "events"}},
 }
 
 

@@ -35,7 +35,7 @@ def test_damage_is_listed_by_run_with_what_to_do_and_exit_1(cli, runs_store: str
         f"UPDATE nodes SET message = {NOT_UTF8} WHERE id = "
         "(SELECT head FROM checkpoints WHERE run_id = 'run-done' ORDER BY seq DESC LIMIT 1)"
     )
-    conn.execute(f"UPDATE events SET payload = {NOT_UTF8} WHERE run_id = 'run-flaky'")
+    conn.execute(f"UPDATE event_batches SET events = {NOT_UTF8} WHERE run_id = 'run-flaky'")
     conn.commit()
     conn.close()
     status, out, err = cli("store", "check", runs_store)

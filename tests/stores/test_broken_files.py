@@ -180,7 +180,8 @@ NOT_UTF8 = "CAST(X'7B2262616420FF20627974657322' AS TEXT)"  # {"bad \xff bytes"
             "run-0",
         ),
         (
-            f"UPDATE events SET payload = {NOT_UTF8} WHERE run_id = 'run-1' AND position = 3",
+            f"UPDATE event_batches SET events = {NOT_UTF8} "
+            "WHERE run_id = 'run-1' AND first <= 3 AND position >= 3",
             lambda store: _events(store, "run-1"),
             "run-1",
         ),

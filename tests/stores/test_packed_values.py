@@ -2,10 +2,11 @@
 
 Every event type, odd text (NUL, emoji, line separators, replacement characters),
 large and incompressible payloads come back from ``read_events`` as the very
-events appended; checkpoints and histories too. Rows in the older encoding (JSON
-text, as version 4 wrote them) read the same way beside packed ones, and a
-damaged packed value is a :class:`~nbdurable.StoreCorruptionError` naming the
-run, never a zlib error.
+events appended; checkpoints and histories too. Event rows as version 5 wrote
+them (one per event, packed) and in the older encoding (JSON text, as version 4
+wrote them) read the same way beside each other, and a damaged packed value is a
+:class:`~nbdurable.StoreCorruptionError` naming the run, never a zlib error.
+Version 6's event batches have their own tests (``test_sqlite_events.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from nbdurable.stores.sqlite_codec import (
     unpack_json,
 )
 from nbdurable.stores.sqlite_rows import compact_json
+
+from .v5_rows import as_version_5
 
 ODD = 'nul \x00 emoji \U0001f600 sep \u2028\u2029 rtl \u202e fffd \ufffd quote " back \\ end'
 INCOMPRESSIBLE = random.Random(3).randbytes(60_000).hex()
@@ -94,7 +97,7 @@ def test_every_event_type_and_payload_reads_back_exactly(tmp_path: Path) -> None
     assert check_store(f"sqlite:///{tmp_path / 'runs.db'}").clean
 
 
-def test_values_are_packed_on_disk(tmp_path: Path) -> None:
+def test_version_5_event_rows_are_packed(tmp_path: Path) -> None:
     event = NewEvent(
         type="tool_result",
         step_index=4,
@@ -105,6 +108,7 @@ def test_values_are_packed_on_disk(tmp_path: Path) -> None:
     )
     with nd.SqliteSessionStore(tmp_path / "runs.db") as store:
         store.append_events("r", [event])
+    as_version_5(tmp_path / "runs.db", "r")
     conn = sqlite3.connect(tmp_path / "runs.db")
     try:
         row = conn.execute("SELECT type, operation_id, attempt_id, payload FROM events").fetchone()
@@ -120,6 +124,7 @@ def test_old_text_rows_read_beside_packed_ones(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     with nd.SqliteSessionStore(path) as store:
         written = list(store.append_events("r", _events()[:12]))
+    assert as_version_5(path, "r") == written
     conn = sqlite3.connect(path, isolation_level=None)
     # Rewrite every other row as schema version 4 wrote it: plain text and JSON.
     for event in written[::2]:
@@ -196,7 +201,7 @@ def _damage(path: Path, sql: str) -> None:
     ],
     ids=["truncated", "trailing", "garbage", "codec", "type", "attempt", "operation"],
 )
-def test_a_damaged_packed_event_is_store_corruption(tmp_path: Path, sql: str) -> None:
+def test_a_damaged_version_5_event_row_is_store_corruption(tmp_path: Path, sql: str) -> None:
     path = tmp_path / "runs.db"
     events = [e for e in _events() if isinstance(e.payload.get("text"), str)][:3]
     events = [
@@ -204,6 +209,7 @@ def test_a_damaged_packed_event_is_store_corruption(tmp_path: Path, sql: str) ->
     ]
     with nd.SqliteSessionStore(path) as store:
         store.append_events("run-x", events)
+    as_version_5(path, "run-x")
     _damage(path, sql)
     with (
         nd.SqliteSessionStore(path) as store,

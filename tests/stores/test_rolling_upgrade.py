@@ -186,9 +186,10 @@ def test_the_previous_release_refuses_the_sqlite_store_by_name_and_reads_the_jso
     before = sqlite.read_bytes()
     seen = _previous(previous_release, f"sqlite:///{sqlite}", f"jsonl:///{jsonl}")
 
-    # Schema version 5 packs values the previous release cannot read: it says so,
-    # naming the version it would need, rather than misreading the file.
-    assert SCHEMA_VERSION == 5 and list(seen["refused"]) == [sqlite.name]
+    # Schema version 6 keeps events in batches the previous release cannot read (as
+    # version 5 packed values): it says so, naming the version it would need,
+    # rather than misreading the file.
+    assert SCHEMA_VERSION == 6 and list(seen["refused"]) == [sqlite.name]
     version, message = seen["refused"][sqlite.name]
     assert version == SCHEMA_VERSION
     assert f"schema version {SCHEMA_VERSION}" in message and "upgrade nbdurable" in message

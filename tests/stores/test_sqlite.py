@@ -37,14 +37,21 @@ def test_a_new_file_gets_the_schema_in_wal_mode(db: Path) -> None:
     try:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        assert {"nbdurable_schema", "nodes", "runs", "checkpoints", "events"} <= tables
+        assert {
+            "nbdurable_schema",
+            "nodes",
+            "runs",
+            "checkpoints",
+            "events",
+            "event_batches",
+        } <= tables
         assert (
             conn.execute("SELECT max(version) FROM nbdurable_schema").fetchone()[0]
             == SCHEMA_VERSION
         )
     finally:
         conn.close()
-    assert SCHEMA_VERSION == 5
+    assert SCHEMA_VERSION == 6
 
 
 def test_an_existing_database_without_our_tables_is_migrated(db: Path) -> None:

@@ -1,0 +1,179 @@
+"""The SQLite store's event log: one row per commit (schema version 6).
+
+A commit's events are one ``event_batches`` row: its key is the run and the
+offset of the commit's last event, ``first`` the offset of its first, and
+``events`` the events as one JSON array packed once (:mod:`.sqlite_codec`).
+Each element is ``[type, step_index, operation, attempt_id, payload,
+created_at]``: ``type`` the event type's code (its text for a type this
+version does not know), ``operation`` ``true`` for the loop's usual operation
+id of the step (``"<run>:model:<step>"``), else the id or ``null``.
+
+A file written before version 6 keeps its ``events`` rows, one per event (see
+:mod:`.sqlite_rows`): they are read as they are, before the batches, and a run
+continues its offsets from the higher of the two.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from .._errors import StoreCorruptionError
+from ..events.model import Event, NewEvent, numbered
+from .sqlite_codec import EVENT_TYPES, pack_json, unpack_json
+from .sqlite_rows import compact_json, event_from_row
+
+__all__ = [
+    "KNOWN_RUN",
+    "LAST_EVENT",
+    "LAST_EVENT_SUBQUERY",
+    "append_events",
+    "batch_events",
+    "delete_events",
+    "read_events",
+]
+
+_CODES = {name: code for code, name in enumerate(EVENT_TYPES)}
+
+LAST_EVENT_SUBQUERY = (
+    "max(coalesce((SELECT max(position) FROM event_batches WHERE run_id = ?1), 0), "
+    "coalesce((SELECT max(position) FROM events WHERE run_id = ?1), 0))"
+)
+"""A run's last event offset, as an expression of the run id ``?1`` (0 without events)."""
+LAST_EVENT = f"SELECT {LAST_EVENT_SUBQUERY}"
+KNOWN_RUN = (
+    "SELECT EXISTS (SELECT 1 FROM runs WHERE run_id = ?1) "
+    "OR EXISTS (SELECT 1 FROM event_batches WHERE run_id = ?1) "
+    "OR EXISTS (SELECT 1 FROM events WHERE run_id = ?1) "
+    "OR EXISTS (SELECT 1 FROM rt_runs WHERE run_id = ?1)"
+)
+"""Whether the file knows a run (a checkpoint, an event or a runtime record)."""
+_INSERT = "INSERT INTO event_batches (run_id, position, first, events) VALUES (?, ?, ?, ?)"
+_READ_BATCHES = (
+    "SELECT position, first, events FROM event_batches "
+    "WHERE run_id = ? AND position > ? ORDER BY position LIMIT ?"
+)
+_READ_LEGACY = (
+    "SELECT position, type, step_index, operation_id, attempt_id, payload, created_at "
+    "FROM events WHERE run_id = ? AND position > ? ORDER BY position LIMIT ?"
+)
+
+
+def _usual(run_id: str, step_index: int | None) -> str:
+    return f"{run_id}:model:{step_index}"
+
+
+def _type(code: object) -> Any:
+    if type(code) is int:
+        if not 0 <= code < len(EVENT_TYPES):
+            raise ValueError(f"unknown event type code {code}")
+        return EVENT_TYPES[code]
+    return code  # a type this version has no code for, as text (validated as one)
+
+
+def batch_value(run_id: str, events: Sequence[NewEvent]) -> str | bytes:
+    """The stored ``events`` value of a commit's events."""
+    items: list[list[Any]] = []
+    for e in events:
+        step = e.step_index
+        op: str | bool | None = e.operation_id
+        if op is not None and step is not None and op == _usual(run_id, step):
+            op = True
+        items.append([_CODES.get(e.type, e.type), step, op, e.attempt_id, e.payload, e.created_at])
+    return pack_json(compact_json(items))
+
+
+def append_events(
+    conn: sqlite3.Connection, run_id: str, events: Sequence[NewEvent], last: int
+) -> Sequence[Event]:
+    """Write ``events`` as one batch after offset ``last``; the events as numbered."""
+    conn.execute(_INSERT, (run_id, last + len(events), last + 1, batch_value(run_id, events)))
+    return numbered(run_id, events, last)
+
+
+def batch_events(run_id: str, position: int, first: int, value: object) -> list[Event]:
+    """The events of one stored batch (offsets ``first`` to ``position``).
+
+    Raises:
+        StoreCorruptionError: The value does not unpack, is not a batch of that
+            many events, or an event in it is not one.
+    """
+    try:
+        items = json.loads(unpack_json(value))
+    except ValueError as exc:
+        raise StoreCorruptionError(f"events {first}..{position} are not JSON: {exc}") from exc
+    if not isinstance(items, list) or len(items) != position - first + 1:
+        raise StoreCorruptionError(f"events {first}..{position} are not a batch of that size")
+    found: list[Event] = []
+    for offset, item in enumerate(items, first):
+        try:
+            code, step, op, attempt, payload, created = item
+            if op is True:
+                op = _usual(run_id, step)
+            found.append(
+                Event(
+                    run_id=run_id,
+                    offset=offset,
+                    type=_type(code),
+                    step_index=step,
+                    operation_id=op,
+                    attempt_id=attempt,
+                    payload=payload,
+                    created_at=created,
+                )
+            )
+        except (ValueError, TypeError, IndexError) as exc:
+            raise StoreCorruptionError(f"event {offset} does not decode: {exc}") from exc
+    return found
+
+
+def read_events(
+    conn: sqlite3.Connection, run_id: str, after: int, limit: int | None
+) -> list[Event]:
+    """The run's events after offset ``after`` (at most ``limit``), in order.
+
+    Raises:
+        StoreCorruptionError: A stored event does not decode, or an offset is
+            missing (a damaged page hid a row).
+    """
+    want = -1 if limit is None else limit
+    try:
+        legacy = conn.execute(_READ_LEGACY, (run_id, after, want)).fetchall()
+        found = [event_from_row(run_id, row) for row in legacy]
+        if limit is None or len(found) < limit:
+            since = found[-1].offset if found else after
+            left = -1 if limit is None else limit - len(found)
+            batches = conn.execute(_READ_BATCHES, (run_id, since, left)).fetchall()
+            for position, first, value in batches:
+                events = batch_events(run_id, position, first, value)
+                found.extend(e for e in events if e.offset > since)
+            if limit is not None:
+                del found[limit:]
+    except (ValueError, StoreCorruptionError) as exc:
+        raise StoreCorruptionError(
+            f"an event of run {run_id!r} is damaged: {exc}", run_id=run_id
+        ) from exc
+    # Offsets have no holes: a missing one is a row a damaged page hid.
+    for i, event in enumerate(found):
+        if event.offset != after + i + 1:
+            raise StoreCorruptionError(
+                f"event {after + i + 1} of run {run_id!r} cannot be read", run_id=run_id
+            )
+    if limit is None or len(found) < limit:
+        # A damaged page can end a read early without an error; the index
+        # still knows the last offset.
+        last = conn.execute(LAST_EVENT, (run_id,)).fetchone()[0] or 0
+        got = found[-1].offset if found else after
+        if last > got:
+            raise StoreCorruptionError(
+                f"events {got + 1}..{last} of run {run_id!r} cannot be read", run_id=run_id
+            )
+    return found
+
+
+def delete_events(conn: sqlite3.Connection, run_id: str) -> None:
+    """Delete a run's events (both forms)."""
+    conn.execute("DELETE FROM event_batches WHERE run_id = ?", (run_id,))
+    conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
