@@ -48,7 +48,6 @@ from .sqlite_codec import unpack_json
 from .sqlite_errors import guard_methods, typed_error
 from .sqlite_events import (
     KNOWN_RUN,
-    LAST_EVENT,
     LAST_EVENT_SUBQUERY,
     append_events,
     delete_events,
@@ -264,7 +263,7 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
         with self._lock, self._write() as conn:
             if fence is not None:
                 self.rt_check_fence(run_id, fence, conn)
-            return self._append(conn, run_id, events)
+            return append_events(conn, run_id, events)
 
     def read_events(
         self, run_id: str, after: int = 0, limit: int | None = None
@@ -280,17 +279,6 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
             if not found and not conn.execute(KNOWN_RUN, (run_id,)).fetchone()[0]:
                 raise RunNotFoundError(run_id)
         return found
-
-    def _append(
-        self,
-        conn: sqlite3.Connection,
-        run_id: str,
-        events: Sequence[NewEvent],
-        last: int | None = None,
-    ) -> Sequence[Event]:
-        if last is None:
-            last = conn.execute(LAST_EVENT, (run_id,)).fetchone()[0] or 0
-        return append_events(conn, run_id, events, last)
 
     def _save(
         self,
@@ -325,7 +313,7 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
                     conn.execute(_UPDATE_RUN, (seq, checkpoint.created_at, run_id))
                 else:
                     conn.execute(_INSERT_RUN, (run_id, checkpoint.created_at, seq))
-                added = self._append(conn, run_id, events, last_event or 0) if events else []
+                added = append_events(conn, run_id, events, last_event or 0) if events else []
             chain = cached.grown(known, messages, new_ids) if cached is not None else None
             self._chains.put(run_id, chain or Chain(messages, new_ids))
             if checkpoint.status != "running":

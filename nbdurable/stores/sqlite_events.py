@@ -51,6 +51,12 @@ KNOWN_RUN = (
 )
 """Whether the file knows a run (a checkpoint, an event or a runtime record)."""
 _INSERT = "INSERT INTO event_batches (run_id, position, first, events) VALUES (?, ?, ?, ?)"
+# The same after the run's last event, read in the statement itself.
+_INSERT_NEXT = (
+    "INSERT INTO event_batches (run_id, position, first, events) "
+    f"SELECT ?1, last + ?2, last + 1, ?3 FROM (SELECT {LAST_EVENT_SUBQUERY} AS last) "
+    "RETURNING first"
+)
 _READ_BATCHES = (
     "SELECT position, first, events FROM event_batches "
     "WHERE run_id = ? AND position > ? ORDER BY position LIMIT ?"
@@ -86,10 +92,17 @@ def batch_value(run_id: str, events: Sequence[NewEvent]) -> str | bytes:
 
 
 def append_events(
-    conn: sqlite3.Connection, run_id: str, events: Sequence[NewEvent], last: int
+    conn: sqlite3.Connection, run_id: str, events: Sequence[NewEvent], last: int | None = None
 ) -> Sequence[Event]:
-    """Write ``events`` as one batch after offset ``last``; the events as numbered."""
-    conn.execute(_INSERT, (run_id, last + len(events), last + 1, batch_value(run_id, events)))
+    """Write ``events`` as one batch after offset ``last`` (None: the run's last one).
+
+    Returns the events as numbered.
+    """
+    value = batch_value(run_id, events)
+    if last is None:
+        (first,) = conn.execute(_INSERT_NEXT, (run_id, len(events), value)).fetchone()
+        return numbered(run_id, events, first - 1)
+    conn.execute(_INSERT, (run_id, last + len(events), last + 1, value))
     return numbered(run_id, events, last)
 
 

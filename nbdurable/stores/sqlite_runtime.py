@@ -39,6 +39,7 @@ from ..durable.stored import validate_stored
 from ..durable.verdicts import decide
 from ..events.commit import check_commit
 from ..events.model import Event, NewEvent
+from .sqlite_events import append_events
 
 __all__ = [
     "INTENT_SQL",
@@ -148,7 +149,6 @@ class SqliteRuntimeTables:
     _conn: sqlite3.Connection
     _lock: Any
     _write: Any
-    _append: Any
 
     def _put(self, conn: sqlite3.Connection, run: RuntimeRun) -> None:
         conn.execute(
@@ -427,7 +427,7 @@ class SqliteRuntimeTables:
                 conn.execute(
                     INTENT_SQL, (intent.run_id, intent.tool_call_id, intent.model_dump_json())
                 )
-            added = self._append(conn, run_id, events) if events else []
+            added = append_events(conn, run_id, events) if events else []
         return added, record
 
     def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
