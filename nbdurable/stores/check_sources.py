@@ -41,7 +41,9 @@ _SQLITE_EVENTS = _EVENTS.replace(
     " FROM events",
     ", typeof(type), typeof(operation_id), typeof(attempt_id), typeof(payload) FROM events",
 )
-_SQLITE_BATCHES = "SELECT run_id, position, first, events, typeof(events) FROM event_batches"
+_SQLITE_BATCHES = (
+    "SELECT run_id, position, first, events, typeof(events) FROM event_batches NOT INDEXED"
+)
 _LAST_LEGACY_EVENT = "SELECT max(position) FROM events WHERE run_id = ?"
 _USAGE = 3 + COLUMNS.index("usage")
 _EXTRA = 3 + COLUMNS.index("extra")
@@ -219,7 +221,8 @@ class _SqliteSource:
 
     def events(self, run_id: str | None = None) -> Iterable[tuple[Any, ...]]:
         # Rows of version 5 and before, then the batches (one per commit) as events.
-        # WITHOUT ROWID: each table is its primary key, so these orders cost no sort.
+        # `events` is WITHOUT ROWID: the table is its primary key, so its order
+        # costs no sort; batches are scanned and sorted (their index may be damaged).
         batched = self._has_batches()
         if run_id is None:
             rows = iter_batches(self.conn.execute(f"{_SQLITE_EVENTS} ORDER BY run_id, position"))
