@@ -9,6 +9,7 @@ event) reads as it is and continues in batches; a damaged batch is a
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
 from pathlib import Path
 
@@ -161,3 +162,26 @@ def test_a_damaged_batch_is_store_corruption_and_the_check_names_the_run(
         assert len(store.read_events("run-y")) == 3
     report = check_store(f"sqlite:///{path}")
     assert not report.clean and report.affected_runs == ["run-x"], report.lines()
+
+
+def test_batches_larger_than_a_key_row_keeps_on_its_page_take_no_page_each(
+    tmp_path: Path,
+) -> None:
+    # A WITHOUT ROWID row keeps ~490 bytes on a 2 KB page and spills the rest into an
+    # overflow page of its own: 200 batches of ~700 bytes would then take ~400 KB.
+    path = tmp_path / "runs.db"
+    noise = random.Random(5)
+    with nd.SqliteSessionStore(path) as store:
+        for i in range(200):
+            payload = {"result": noise.randbytes(550).hex()[:1100]}
+            store.append_events("r", [NewEvent(type="tool_result", payload=payload, created_at=i)])
+    conn = sqlite3.connect(path)
+    try:
+        (stored,) = conn.execute("SELECT sum(length(events)) FROM event_batches").fetchone()
+        (used,) = conn.execute(
+            "SELECT sum(pgsize) FROM dbstat WHERE name = 'event_batches'"
+        ).fetchone()
+    finally:
+        conn.close()
+    assert stored > 200 * 500
+    assert used < 1.5 * stored, (used, stored)
