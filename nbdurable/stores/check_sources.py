@@ -152,7 +152,9 @@ def _batch_rows(row: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         events = batch_events(name, int(position), int(first), value)
     except (ValueError, TypeError, StoreCorruptionError) as exc:
         error = exc if isinstance(exc, StoreCorruptionError) else StoreCorruptionError(str(exc))
-        span = range(int(first), int(position) + 1) if position >= first else [position]
+        ends = (first, position)
+        numbers = all(type(end) is int for end in ends) and first <= position
+        span: Iterable[Any] = range(first, position + 1) if numbers else [position]
         return [(run_id, p, None, None, None, None, error, None) for p in span]
     return [
         (

@@ -113,6 +113,8 @@ def batch_events(run_id: str, position: int, first: int, value: object) -> list[
         StoreCorruptionError: The value does not unpack, is not a batch of that
             many events, or an event in it is not one.
     """
+    if type(position) is not int or type(first) is not int:
+        raise StoreCorruptionError(f"a batch's offsets are not numbers: {first!r}..{position!r}")
     try:
         items = json.loads(unpack_json(value))
     except ValueError as exc:
@@ -137,7 +139,7 @@ def batch_events(run_id: str, position: int, first: int, value: object) -> list[
                     created_at=created,
                 )
             )
-        except (ValueError, TypeError, IndexError) as exc:
+        except (ValueError, TypeError) as exc:
             raise StoreCorruptionError(f"event {offset} does not decode: {exc}") from exc
     return found
 

@@ -136,11 +136,12 @@ _BATCH = "UPDATE event_batches SET events = ? WHERE position = 3"
         (_BATCH, (json.dumps([[0, 1, None, None, {}]] * 2),)),
         (_BATCH, (json.dumps([[0, 1, None, None, "not an object", 1]] * 2),)),
         ("UPDATE event_batches SET first = 1 WHERE position = 3", ()),
+        ("UPDATE event_batches SET first = x'02' WHERE position = 3", ()),
         ("DELETE FROM event_batches WHERE position = 3", ()),
     ],
     ids=[
         "truncated", "trailing", "garbage", "codec", "text", "object", "too few", "type code",
-        "short event", "payload", "first", "missing",
+        "short event", "payload", "first", "first not a number", "missing",
     ],
 )  # fmt: skip
 def test_a_damaged_batch_is_store_corruption_and_the_check_names_the_run(
