@@ -32,6 +32,7 @@ __all__ = [
     "EVENTS_DICTIONARY",
     "MESSAGES_DICTIONARY",
     "EVENT_TYPES",
+    "EVENT_TYPE_CODES",
     "pack_attempt",
     "pack_json",
     "pack_operation",
@@ -40,6 +41,7 @@ __all__ = [
     "unpack_json",
     "unpack_operation",
     "unpack_type",
+    "usual_operation",
 ]
 
 EVENT_TYPES: Final = (
@@ -68,7 +70,11 @@ EVENT_TYPES: Final = (
 giving a new type a code changes the format (a release that does not know the
 code would refuse the row), so it needs a schema version of its own."""
 
-_TYPE_CODES = {name: bytes([code]) for code, name in enumerate(EVENT_TYPES)}
+EVENT_TYPE_CODES: Final[Mapping[str, int]] = MappingProxyType(
+    {name: code for code, name in enumerate(EVENT_TYPES)}
+)
+"""Each coded event type's code (the inverse of :data:`EVENT_TYPES`)."""
+_TYPE_CODES = {name: bytes([code]) for name, code in EVENT_TYPE_CODES.items()}
 
 # Dictionaries: the strings JSON of each kind repeats, most frequent last (deflate
 # reaches the end of its dictionary with the shortest distances).
@@ -217,7 +223,8 @@ def unpack_attempt(value: object) -> str | None:
     raise StoreCorruptionError(f"a stored attempt id is not one: {value!r}")
 
 
-def _usual_operation(run_id: str, step_index: int | None) -> str:
+def usual_operation(run_id: str, step_index: int | None) -> str:
+    """The loop's operation id of a step's model call, which the store writes shortest."""
     return f"{run_id}:model:{step_index}"
 
 
@@ -225,7 +232,7 @@ def pack_operation(
     operation_id: str | None, run_id: str, step_index: int | None
 ) -> str | bytes | None:
     """An operation id as stored: an empty BLOB for the loop's usual id, else as is."""
-    if step_index is not None and operation_id == _usual_operation(run_id, step_index):
+    if step_index is not None and operation_id == usual_operation(run_id, step_index):
         return b""
     return operation_id
 
@@ -239,5 +246,5 @@ def unpack_operation(value: object, run_id: str, step_index: int | None) -> str 
     if value is None or isinstance(value, str):
         return value
     if value == b"" and step_index is not None:
-        return _usual_operation(run_id, step_index)
+        return usual_operation(run_id, step_index)
     raise StoreCorruptionError(f"a stored operation id is not one: {value!r}")

@@ -22,7 +22,13 @@ from typing import Any
 
 from .._errors import StoreCorruptionError
 from ..events.model import Event, NewEvent, numbered
-from .sqlite_codec import EVENT_TYPES, pack_json, unpack_json
+from .sqlite_codec import (
+    EVENT_TYPE_CODES,
+    EVENT_TYPES,
+    pack_json,
+    unpack_json,
+    usual_operation,
+)
 from .sqlite_rows import compact_json, event_from_row
 
 __all__ = [
@@ -34,8 +40,6 @@ __all__ = [
     "delete_events",
     "read_events",
 ]
-
-_CODES = {name: code for code, name in enumerate(EVENT_TYPES)}
 
 LAST_EVENT_SUBQUERY = (
     "max(coalesce((SELECT max(position) FROM event_batches WHERE run_id = ?1), 0), "
@@ -67,10 +71,6 @@ _READ_LEGACY = (
 )
 
 
-def _usual(run_id: str, step_index: int | None) -> str:
-    return f"{run_id}:model:{step_index}"
-
-
 def _type(code: object) -> Any:
     if type(code) is int:
         if not 0 <= code < len(EVENT_TYPES):
@@ -79,15 +79,16 @@ def _type(code: object) -> Any:
     return code  # a type this version has no code for, as text (validated as one)
 
 
-def batch_value(run_id: str, events: Sequence[NewEvent]) -> str | bytes:
+def _batch_value(run_id: str, events: Sequence[NewEvent]) -> str | bytes:
     """The stored ``events`` value of a commit's events."""
     items: list[list[Any]] = []
     for e in events:
         step = e.step_index
         op: str | bool | None = e.operation_id
-        if op is not None and step is not None and op == _usual(run_id, step):
+        if op is not None and step is not None and op == usual_operation(run_id, step):
             op = True
-        items.append([_CODES.get(e.type, e.type), step, op, e.attempt_id, e.payload, e.created_at])
+        code = EVENT_TYPE_CODES.get(e.type, e.type)
+        items.append([code, step, op, e.attempt_id, e.payload, e.created_at])
     return pack_json(compact_json(items))
 
 
@@ -98,7 +99,7 @@ def append_events(
 
     Returns the events as numbered.
     """
-    value = batch_value(run_id, events)
+    value = _batch_value(run_id, events)
     if last is None:
         (first,) = conn.execute(_INSERT_NEXT, (run_id, len(events), value)).fetchone()
         return numbered(run_id, events, first - 1)
@@ -126,7 +127,7 @@ def batch_events(run_id: str, position: int, first: int, value: object) -> list[
         try:
             code, step, op, attempt, payload, created = item
             if op is True:
-                op = _usual(run_id, step)
+                op = usual_operation(run_id, step)
             found.append(
                 Event(
                     run_id=run_id,
