@@ -10,6 +10,7 @@ why. PostgreSQL is read in one read-only, repeatable-read transaction.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import sqlite3
@@ -221,37 +222,37 @@ class _SqliteSource:
         found = row.fetchone()
         return None if found is None else (found[0], _unpacked(found[1], found[2]))
 
+    @functools.cached_property
+    def batched(self) -> bool:
+        """Whether the file has the event batches of schema version 6 (looked up once)."""
+        row = self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'event_batches'"
+        )
+        return row.fetchone() is not None
+
     def events(self, run_id: str | None = None) -> Iterable[tuple[Any, ...]]:
         # Rows of version 5 and before, then the batches (one per commit) as events.
         # `events` is WITHOUT ROWID: the table is its primary key, so its order
         # costs no sort; batches are scanned and sorted (their index may be damaged).
-        batched = self._has_batches()
         if run_id is None:
             rows = iter_batches(self.conn.execute(f"{_SQLITE_EVENTS} ORDER BY run_id, position"))
             found = (_event(row) for row in rows)
-            if not batched:
+            if not self.batched:
                 return found
             query = f"{_SQLITE_BATCHES} ORDER BY run_id, position"
             batches = iter_batches(self.conn.execute(query))
             return itertools.chain(found, (e for row in batches for e in _batch_rows(row)))
         query = f"{_SQLITE_EVENTS} WHERE run_id = ? ORDER BY position"
         events = [_event(row) for row in self.conn.execute(query, (run_id,)).fetchall()]
-        if batched:
+        if self.batched:
             query = f"{_SQLITE_BATCHES} WHERE run_id = ? ORDER BY position"
             for row in self.conn.execute(query, (run_id,)).fetchall():
                 events.extend(_batch_rows(row))
         return events
 
     def last_event(self, run_id: str) -> int:
-        query = LAST_EVENT if self._has_batches() else _LAST_LEGACY_EVENT
+        query = LAST_EVENT if self.batched else _LAST_LEGACY_EVENT
         return int(self.conn.execute(query, (run_id,)).fetchone()[0] or 0)
-
-    def _has_batches(self) -> bool:
-        """Whether the file has the event batches of schema version 6."""
-        row = self.conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'event_batches'"
-        )
-        return row.fetchone() is not None
 
     def runtime_rows(self, table: str) -> Iterable[tuple[Any, ...]]:
         return self.conn.execute(_RUNTIME[table]).fetchall()

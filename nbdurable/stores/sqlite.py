@@ -50,8 +50,9 @@ from .sqlite_events import (
     KNOWN_RUN,
     LAST_EVENT_SUBQUERY,
     append_events,
+    decode_events,
     delete_events,
-    read_events,
+    fetch_events,
 )
 from .sqlite_nowait import SqliteNowaitWrites
 from .sqlite_rows import checkpoint_values, node_rows
@@ -275,10 +276,11 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
             StoreCorruptionError: An event's payload is not JSON.
         """
         with self._lock, self._read() as conn:
-            found = read_events(conn, run_id, after, limit)
-            if not found and not conn.execute(KNOWN_RUN, (run_id,)).fetchone()[0]:
+            rows = fetch_events(conn, run_id, after, limit)
+            unknown = not rows.legacy and not rows.batches and rows.last == 0
+            if unknown and not conn.execute(KNOWN_RUN, (run_id,)).fetchone()[0]:
                 raise RunNotFoundError(run_id)
-        return found
+        return decode_events(run_id, after, limit, rows)
 
     def _save(
         self,

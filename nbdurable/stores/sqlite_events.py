@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .._errors import StoreCorruptionError
@@ -36,9 +37,11 @@ __all__ = [
     "LAST_EVENT",
     "LAST_EVENT_SUBQUERY",
     "append_events",
+    "EventRows",
     "batch_events",
+    "decode_events",
     "delete_events",
-    "read_events",
+    "fetch_events",
 ]
 
 LAST_EVENT_SUBQUERY = (
@@ -145,28 +148,48 @@ def batch_events(run_id: str, position: int, first: int, value: object) -> list[
     return found
 
 
-def read_events(
-    conn: sqlite3.Connection, run_id: str, after: int, limit: int | None
-) -> list[Event]:
-    """The run's events after offset ``after`` (at most ``limit``), in order.
+@dataclass(frozen=True)
+class EventRows:
+    """A read's rows as stored (see :func:`fetch_events`); decoded by :func:`decode_events`."""
+
+    legacy: list[tuple[Any, ...]]
+    batches: list[tuple[Any, ...]]
+    last: int
+    """The run's last offset as the index knows it."""
+
+
+def fetch_events(conn: sqlite3.Connection, run_id: str, after: int, limit: int | None) -> EventRows:
+    """The rows holding the run's events after offset ``after`` (at most ``limit``).
+
+    Only reads: the store calls it under its lock and decodes the rows after it
+    released the lock.
+    """
+    legacy = conn.execute(_READ_LEGACY, (run_id, after, -1 if limit is None else limit))
+    rows = legacy.fetchall()
+    batches: list[tuple[Any, ...]] = []
+    if limit is None or len(rows) < limit:
+        since = rows[-1][0] if rows else after
+        left = -1 if limit is None else limit - len(rows)
+        batches = conn.execute(_READ_BATCHES, (run_id, since, left)).fetchall()
+    last = conn.execute(LAST_EVENT, (run_id,)).fetchone()[0] or 0
+    return EventRows(rows, batches, last)
+
+
+def decode_events(run_id: str, after: int, limit: int | None, rows: EventRows) -> list[Event]:
+    """The events of :func:`fetch_events`'s rows, in order.
 
     Raises:
         StoreCorruptionError: A stored event does not decode, or an offset is
             missing (a damaged page hid a row).
     """
-    want = -1 if limit is None else limit
     try:
-        legacy = conn.execute(_READ_LEGACY, (run_id, after, want)).fetchall()
-        found = [event_from_row(run_id, row) for row in legacy]
-        if limit is None or len(found) < limit:
-            since = found[-1].offset if found else after
-            left = -1 if limit is None else limit - len(found)
-            batches = conn.execute(_READ_BATCHES, (run_id, since, left)).fetchall()
-            for position, first, value in batches:
-                events = batch_events(run_id, position, first, value)
-                found.extend(e for e in events if e.offset > since)
-            if limit is not None:
-                del found[limit:]
+        found = [event_from_row(run_id, row) for row in rows.legacy]
+        since = found[-1].offset if found else after
+        for position, first, value in rows.batches:
+            events = batch_events(run_id, position, first, value)
+            found.extend(e for e in events if e.offset > since)
+        if limit is not None:
+            del found[limit:]
     except (ValueError, StoreCorruptionError) as exc:
         raise StoreCorruptionError(
             f"an event of run {run_id!r} is damaged: {exc}", run_id=run_id
@@ -180,11 +203,10 @@ def read_events(
     if limit is None or len(found) < limit:
         # A damaged page can end a read early without an error; the index
         # still knows the last offset.
-        last = conn.execute(LAST_EVENT, (run_id,)).fetchone()[0] or 0
         got = found[-1].offset if found else after
-        if last > got:
+        if rows.last > got:
             raise StoreCorruptionError(
-                f"events {got + 1}..{last} of run {run_id!r} cannot be read", run_id=run_id
+                f"events {got + 1}..{rows.last} of run {run_id!r} cannot be read", run_id=run_id
             )
     return found
 
