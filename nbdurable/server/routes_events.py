@@ -10,6 +10,7 @@ human (``waiting_approval``, ``needs_attention``).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
@@ -56,13 +57,22 @@ def sse_frame(event: Event) -> bytes:
     return f"id: {event.offset}\nevent: {event.type}\ndata: {event.model_dump_json()}\n\n".encode()
 
 
+_OFFSET_TEXT = re.compile(r"0*([0-9]{1,19})")
+"""An offset as text: ASCII digits only (``str.isdigit()`` also takes ``\xb2``, which
+``int()`` refuses), at most 19 significant ones (``MAX_OFFSET`` has 19), so ``int()``
+never meets its 4,300-digit limit."""
+
+
 def _after(after: int, last_event_id: str | None) -> int:
     if last_event_id is None:
         return after
-    text = last_event_id.strip()
-    if not text.isdigit() or int(text) > MAX_OFFSET:
-        raise ConfigurationError(f"Last-Event-ID must be an event offset, not {last_event_id!r}")
-    return int(text)
+    digits = _OFFSET_TEXT.fullmatch(last_event_id.strip(" \t"))
+    if digits is None or int(digits.group(1)) > MAX_OFFSET:
+        shown = last_event_id if len(last_event_id) <= 40 else last_event_id[:40] + "..."
+        raise ConfigurationError(
+            f"Last-Event-ID must be an event offset (0 to {MAX_OFFSET}), not {shown!r}"
+        )
+    return int(digits.group(1))
 
 
 class _Tail:
