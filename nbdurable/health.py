@@ -42,6 +42,9 @@ def store_check(store: RuntimeStore) -> Check:
             raise TimeoutError("the previous store probe has not returned")
         busy.clear()
         future = asyncio.ensure_future(asyncio.to_thread(store.rt_get, "nbdurable-readyz"))
+        # Its outcome is read here or by nobody (a probe that timed out, the last
+        # one): retrieved, so asyncio does not log "exception was never retrieved".
+        future.add_done_callback(lambda done: done.cancelled() or done.exception())
         busy.append(future)
         await asyncio.wait_for(asyncio.shield(future), CHECK_TIMEOUT_S)
 
@@ -125,6 +128,13 @@ class ProbeServer:
             started.set()
             self._loop.run_forever()
             self._server.close()
+            # Answers still in flight (a /readyz waiting on the store) end here, on
+            # their loop: left pending they would be destroyed with it ("Task was
+            # destroyed but it is pending", then "Event loop is closed").
+            pending = asyncio.all_tasks(self._loop)
+            for task in pending:
+                task.cancel()
+            self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             self._loop.run_until_complete(self._server.wait_closed())
             self._loop.close()
 

@@ -73,11 +73,12 @@ def store() -> nd.InMemorySessionStore:
 def _quiet_nbdurable_logger() -> None:
     logger = logging.getLogger("nbdurable")
     logger.setLevel(logging.CRITICAL)
-    # an in-process CLI call (configure_logging) stops propagation for good:
-    # records must reach caplog's root handler again in the next test
+    # an in-process CLI call (configure_logging) installs a handler on the root
+    # logger and hooks for uncaught errors: the next test starts without them
+    from nbdurable.cli.logs import reset_logging
+
+    reset_logging()
     logger.propagate = True
-    for handler in [h for h in logger.handlers if h.get_name() == "nbdurable-cli"]:
-        logger.removeHandler(handler)
 
 
 SKIP_POSTGRES = "NBDURABLE_SKIP_POSTGRES"

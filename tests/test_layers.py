@@ -14,7 +14,7 @@ The order, lowest first (architecture issue; it supersedes the layer tree in DES
 Modules the issue does not name are placed as follows:
 
 - ``_text``, ``_media``, ``_sync``, ``_aio``, ``_resources``, ``_openai_chat``,
-  ``_display``, ``_version``: standard-library helpers (and the OpenAI chat shape of messages)
+  ``_display``, ``_version``, ``_redact``: standard-library helpers (and the OpenAI chat shape of messages)
   that ``messages`` and everything above use: the bottom layer.
 - ``interop`` (LangChain and Pydantic AI tools) and ``mcp`` (MCP servers' tools):
   tool sources, beside ``tools`` (``Tool.from_langchain`` reaches into ``interop``).
@@ -57,6 +57,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_openai_chat",
         "_display",
         "_version",
+        "_redact",
     ),
     ("durable",),
     ("models", "tools", "events", "interop", "mcp"),

@@ -22,6 +22,7 @@ from typing import Any
 
 from .._errors import NbdurableError
 from .agents import load_agents
+from .logs import report_error
 from .store import DEFAULT_STORE, default_store
 
 __all__ = ["load_agents", "main"]
@@ -187,20 +188,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args))
     except NbdurableError as exc:
-        print(f"nbdurable: {_one_line(exc)}", file=sys.stderr)
+        report_error(f"nbdurable: {_one_line(exc)}")
         return 2
     except BrokenPipeError:  # `nbdurable runs | head`: the reader has gone, not an error
         with open(os.devnull, "w") as devnull:
             os.dup2(devnull.fileno(), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        print("nbdurable: interrupted", file=sys.stderr)
+        report_error("nbdurable: interrupted")
         return 130
     except Exception as exc:  # never a traceback on the terminal, unless asked for
         if os.environ.get("NBDURABLE_DEBUG"):
             raise
-        print(
-            f"nbdurable: {type(exc).__name__}: {_one_line(exc)} (NBDURABLE_DEBUG=1 shows where)",
-            file=sys.stderr,
+        report_error(
+            f"nbdurable: {type(exc).__name__}: {_one_line(exc)} (NBDURABLE_DEBUG=1 shows where)"
         )
         return 2

@@ -70,5 +70,8 @@ async def start_probes(args: argparse.Namespace, store: HistoryStore) -> Probes 
     server = start_probe_server(probe, host=args.metrics_host, port=port)
     host = args.metrics_host
     shown = f"[{host}]" if ":" in host else host
-    print(f"nbdurable metrics: http://{shown}:{server.port}/metrics", flush=True)
+    from .logs import announce
+
+    url = f"http://{shown}:{server.port}"
+    announce(f"nbdurable metrics: {url}/metrics", url=url)
     return Probes(server, probe)

@@ -11,11 +11,21 @@ from typing import Any
 from .._errors import NbdurableError
 from .agents import load_all
 from .env import read_env
-from .logs import add_log_options, configure_logging
+from .logs import add_log_options, announce, configure_logging
 from .notify_options import add_notify_options, notifier_from_args
 from .probes import add_probe_options, enable_process_metrics, start_probes
 
-__all__ = ["add_parser", "max_age_option", "serve"]
+__all__ = ["STOP_STORE_SECONDS", "add_parser", "max_age_option", "serve"]
+
+STOP_STORE_SECONDS = 5.0
+"""After SIGTERM or SIGINT, how long store calls failing for connection-level reasons
+are still retried: uvicorn's 2 s for the requests in flight, then the runtime's
+close. A bridge whose store is away exits within about this (not its 60-s budget)."""
+
+
+def _stop(server: Any, runtime: Any) -> None:
+    server.should_exit = True
+    runtime.store_retry.give_up_within(STOP_STORE_SECONDS)
 
 
 def max_age_option(seconds: float | None) -> dict[str, Any]:
@@ -124,19 +134,20 @@ async def serve(args: argparse.Namespace) -> int:
                 approval_max_age_ms=runtime.approval_max_age_ms,
                 log_level=args.log_level,
                 log_format=log_format,
+                uvicorn_log_config=False,  # its loggers write through configure_logging's
                 probe_routes=probes is None,
             )
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, setattr, server, "should_exit", True)
+                loop.add_signal_handler(signum, _stop, server, runtime)
             task = asyncio.ensure_future(server.serve())
             while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn has no event)
                 await asyncio.sleep(0.01)
             if server.started:
-                print(
-                    f"nbdurable serve: {bound_url(server)} serving {len(agents)} agent(s) "
-                    f"from {args.store}",
-                    flush=True,
+                url = bound_url(server)
+                announce(
+                    f"nbdurable serve: {url} serving {len(agents)} agent(s) from {args.store}",
+                    url=url,
                 )
             await task
             return 0 if server.started else 2

@@ -16,7 +16,7 @@ from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry, StoreUnavail
 from ..runtime.limits import Limits
 from .agents import load_all, load_tasks
 from .env import read_env
-from .logs import add_log_options, configure_logging
+from .logs import add_log_options, announce, configure_logging
 from .notify_options import add_notify_options, notifier_from_args
 from .probes import add_probe_options, start_probes
 from .temporal_options import add_connection_options, connection_from_args
@@ -159,6 +159,7 @@ async def worker(args: argparse.Namespace) -> int:
             drain_seconds=getattr(args, "drain_seconds", DEFAULT_DRAIN_SECONDS),
             notify=notifier,
             ready=f"nbdurable worker (temporal) polling {args.task_queue} at {args.address}",
+            say=announce,
         )
         # The worker has shut down and the store is closed. Skip interpreter
         # teardown: temporalio's Rust threads may still hold Python thread states
@@ -191,9 +192,8 @@ async def worker(args: argparse.Namespace) -> int:
         record_mirror=False,  # a worker makes no synchronous reads: no mirror to keep current
         notify=notifier,
     )
-    print(
-        f"nbdurable worker {runtime.owner_id} serving {len(agents)} agent(s) from {args.store}",
-        flush=True,
+    announce(
+        f"nbdurable worker {runtime.owner_id} serving {len(agents)} agent(s) from {args.store}"
     )
     hurried = asyncio.get_running_loop().create_task(_give_up_on(hurry, runtime.store_retry))
     try:
@@ -213,7 +213,7 @@ async def worker(args: argparse.Namespace) -> int:
         if probes is not None:
             await probes.close()
         if signalled.is_set() and not fatal and isinstance(runtime.engine, EmbeddedEngine):
-            print(f"nbdurable worker draining (up to {drain:g} s)", flush=True)
+            announce(f"nbdurable worker draining (up to {drain:g} s)")
             await runtime.engine.drain(drain, hurry)
         if signalled.is_set():
             runtime.store_retry.give_up_within(CLOSE_STORE_SECONDS)

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
 from .._errors import ConfigurationError
+from .._redact import RedactSecrets
 from .app import DEFAULT_MAX_BODY_BYTES, create_app
 from .auth import TOKEN_ENV_VAR, is_loopback, resolve_token
 
 if TYPE_CHECKING:
     from ..runtime.runtime import DurableRuntime
 
-__all__ = ["BridgeServer", "bound_url", "build_server", "serve"]
+__all__ = ["BridgeServer", "bound_url", "build_server", "mask_uvicorn_logs", "serve"]
 
 
 class BridgeServer(uvicorn.Server):
@@ -46,13 +48,19 @@ def build_server(
     approval_max_age_ms: int | None = None,
     log_level: str = "warning",
     log_format: str = "text",
+    uvicorn_log_config: bool | None = None,
     probe_routes: bool = True,
 ) -> BridgeServer:
     """A uvicorn server for the bridge of ``runtime`` (``await server.serve()`` runs it).
 
     It installs no signal handlers: set ``server.should_exit = True`` to stop it.
-    With ``log_format="json"`` uvicorn leaves its loggers' handlers to the caller
-    (``nbdurable serve`` gives them its JSON handler).
+    ``uvicorn_log_config`` says whether uvicorn installs its own log handlers
+    (default: with ``log_format="text"``); without them its loggers' records go
+    to the caller's handlers (``nbdurable serve`` writes every line through
+    one handler of the root logger). Either way the query tokens of approval
+    links, bearer tokens and URL passwords are masked in uvicorn's log records
+    (:class:`nbdurable._redact.RedactSecrets` on ``uvicorn.access`` and
+    ``uvicorn.error``).
 
     Raises:
         ConfigurationError: No token is configured and ``host`` is not loopback.
@@ -73,19 +81,34 @@ def build_server(
         approval_max_age_ms=approval_max_age_ms,
         probe_routes=probe_routes,
     )
-    logging_config: dict[str, Any] = {} if log_format == "text" else {"log_config": None}
+    if uvicorn_log_config is None:
+        uvicorn_log_config = log_format == "text"
+    logging_config: dict[str, Any] = {} if uvicorn_log_config else {"log_config": None}
     config = uvicorn.Config(
         app,
         host=host,
         port=port,
-        log_level=log_level,
+        log_level=log_level.lower(),
         lifespan="off",
         proxy_headers=False,
         server_header=False,
         timeout_graceful_shutdown=2,
         **logging_config,
     )
+    mask_uvicorn_logs()
     return BridgeServer(config)
+
+
+def mask_uvicorn_logs() -> None:
+    """Mask secrets in every record logged to uvicorn's loggers (once per process).
+
+    A filter on a logger sees the records logged to that logger by name, before
+    any handler: uvicorn's own handlers and the caller's write them masked.
+    """
+    for name in ("uvicorn.access", "uvicorn.error"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(known, RedactSecrets) for known in logger.filters):
+            logger.addFilter(RedactSecrets())
 
 
 def bound_url(server: uvicorn.Server) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -133,6 +133,10 @@ def build_definition_workers(
     ]
 
 
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
 async def serve(
     *,
     address: str,
@@ -147,8 +151,12 @@ async def serve(
     drain_seconds: float = 0.0,
     connection: TemporalConnection | None = None,
     notify: Notifier | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> int:
     """Run a worker until SIGTERM or SIGINT; print ``ready`` once it polls.
+
+    ``say(line)`` writes ``ready`` and the line that says it drains (default:
+    ``print``; ``nbdurable worker`` writes them in its log format).
 
     The first signal stops polling and lets the activities in flight finish for
     up to ``drain_seconds`` (then they are cancelled, and their retries find the
@@ -192,9 +200,9 @@ async def serve(
                 await runtime.__aenter__()
                 try:
                     if ready:
-                        print(ready, flush=True)
+                        (say or _print)(ready)
                     await stop.wait()
-                    print(f"nbdurable worker draining (up to {drain_seconds:g} s)", flush=True)
+                    (say or _print)(f"nbdurable worker draining (up to {drain_seconds:g} s)")
                 finally:
                     with contextlib.suppress(Exception):  # no more adoptions
                         await asyncio.wait_for(runtime.engine.close(), 10)

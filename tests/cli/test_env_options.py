@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from nbdurable._errors import ConfigurationError
 from nbdurable.cli import main, serve, worker
 from nbdurable.cli.env import env_variables, resolve_env
 from nbdurable.notebook import NotebookSession
@@ -164,3 +165,19 @@ def test_docs_list_every_variable_of_worker_and_serve() -> None:
     stale = sorted(documented - flags)
     assert not missing, f"add to docs/cli.md's environment table: {missing}"
     assert not stale, f"no such flag any more, remove from docs/cli.md: {stale}"
+
+
+@pytest.mark.parametrize("command", ["worker", "serve"])
+def test_log_level_and_format_are_taken_in_any_case(
+    command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    required = ["--store", "memory://", "--agents", AGENTS]
+    flagged = _parse(command, [*required, "--log-level", "INFO", "--log-format", "JSON"])
+    assert (flagged.log_level, flagged.log_format) == ("info", "json")
+    monkeypatch.setenv("NBDURABLE_LOG_LEVEL", "Warning")
+    monkeypatch.setenv("NBDURABLE_LOG_FORMAT", "Text")
+    from_env = _parse(command, required)
+    assert (from_env.log_level, from_env.log_format) == ("warning", "text")
+    monkeypatch.setenv("NBDURABLE_LOG_LEVEL", "LOUD")
+    with pytest.raises(ConfigurationError, match="NBDURABLE_LOG_LEVEL='LOUD' is not one of"):
+        _parse(command, required)

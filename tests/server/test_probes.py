@@ -30,7 +30,7 @@ def _start(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], list[str
     )
     assert process.stdout is not None
     lines: list[str] = []
-    while not any(line.startswith("nbdurable serve:") for line in lines):
+    while not any("nbdurable serve:" in line for line in lines):  # a text or JSON line
         line = process.stdout.readline()
         if not line:
             raise AssertionError(process.communicate(timeout=10))
@@ -60,7 +60,7 @@ def _metric(text: str, name: str) -> float:
 def test_probe_routes_need_no_token_and_reveal_no_run_content(tmp_path: Path) -> None:
     process, lines = _start(tmp_path, "--log-level", "info", "--log-format", "json")
     try:
-        url = next(line for line in lines if line.startswith("nbdurable serve:")).split()[2]
+        url = json.loads(next(line for line in lines if "nbdurable serve:" in line))["url"]
         assert httpx.get(f"{url}/runs").status_code == 401
         assert httpx.get(f"{url}/healthz").text == "ok\n"
         assert httpx.get(f"{url}/readyz").status_code == 200
