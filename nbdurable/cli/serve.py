@@ -70,6 +70,22 @@ def add_parser(commands: Any) -> None:
         "given with one is recorded as by that name, authenticated",
     )
     parser.add_argument("--max-body-bytes", type=int, default=1_048_576, metavar="N")
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="close a connection whose request headers have not all come within this "
+        "(from its opening, or a later request's first byte; default 10)",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="answer 408 and close a connection whose request body has not all come "
+        "this long after its headers (default 30)",
+    )
     parser.add_argument("--public-url", default=None, help="base URL of approval links")
     parser.add_argument(
         "--cors-origin", action="append", default=[], metavar="ORIGIN", help="allow CORS from it"
@@ -129,6 +145,8 @@ async def serve(args: argparse.Namespace) -> int:
                 token=args.token,
                 tokens=tokens,
                 max_body_bytes=args.max_body_bytes,
+                header_timeout_s=args.header_timeout,
+                body_timeout_s=args.body_timeout,
                 cors_origins=args.cors_origin,
                 public_url=args.public_url,
                 approval_max_age_ms=runtime.approval_max_age_ms,

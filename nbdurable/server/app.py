@@ -11,7 +11,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from .._errors import ConfigurationError
 from .approval_page import approval_page_router
 from .auth import bearer_guard, resolve_token
-from .body_limit import BodyLimit
+from .body_limit import DEFAULT_BODY_TIMEOUT_S, BodyLimit, positive_seconds
 from .context import Bridge
 from .handlers import ERROR_RESPONSES, install_error_handlers
 from .openapi import truthful_openapi
@@ -42,6 +42,7 @@ def create_app(
     token: str | None = None,
     tokens: Mapping[str, str] | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    body_timeout_s: float | None = DEFAULT_BODY_TIMEOUT_S,
     cors_origins: Sequence[str] = (),
     public_url: str | None = None,
     approval_max_age_ms: int | None = None,
@@ -62,6 +63,10 @@ def create_app(
             --token-file``): a verdict given with one is recorded as by that
             name, authenticated, and checked against ``Agent(approvers=...)``.
         max_body_bytes: Larger request bodies are refused with 413 before parsing.
+        body_timeout_s: A request body not all received this many seconds after
+            its headers is refused with 408 and its connection closed (None: no
+            bound; the time to send the headers is bounded by the server, see
+            :func:`nbdurable.server.build_server`'s ``header_timeout_s``).
         cors_origins: Origins allowed cross-origin (CORS is off by default).
         public_url: Base URL of approval links (default: the URL a request came to).
         approval_max_age_ms: Approval tokens this old or older are refused
@@ -77,6 +82,8 @@ def create_app(
         raise ConfigurationError(f"max_body_bytes must be an integer, not {max_body_bytes!r}")
     if max_body_bytes < 1:
         raise ConfigurationError(f"max_body_bytes must be positive, not {max_body_bytes}")
+    if body_timeout_s is not None:
+        body_timeout_s = positive_seconds("body_timeout_s", body_timeout_s)
     if approval_max_age_ms is not None and approval_max_age_ms <= 0:
         raise ConfigurationError("approval_max_age_ms must be positive or None")
     if isinstance(cors_origins, str):
@@ -102,7 +109,7 @@ def create_app(
     if probe_routes:
         app.include_router(probes_router(runtime_probe(runtime)))
     app.openapi = truthful_openapi(app)  # type: ignore[method-assign]
-    app.add_middleware(BodyLimit, max_body_bytes=max_body_bytes)
+    app.add_middleware(BodyLimit, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
     if cors_origins:
         app.add_middleware(
             CORSMiddleware,

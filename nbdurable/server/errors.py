@@ -30,6 +30,7 @@ __all__ = [
     "ApprovalNotPendingError",
     "ApprovalTokenError",
     "NotAuthenticatedError",
+    "RequestTimeoutError",
     "RunStateError",
     "ServerError",
     "status_of",
@@ -46,6 +47,12 @@ class NotAuthenticatedError(ServerError):
     """The request carries no bearer token, or a wrong one."""
 
     status_code = 401
+
+
+class RequestTimeoutError(ServerError):
+    """A client sent a request's headers or body too slowly (the bridge's read deadlines)."""
+
+    status_code = 408
 
 
 class ApprovalTokenError(ServerError):

@@ -118,6 +118,7 @@ def _described(description: str) -> dict[str, Any]:
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: _described("Missing or wrong bearer token"),
+    408: _described("Request body not received within body_timeout (the connection is closed)"),
     413: _described("Request body over max_body_bytes, or a prompt over max_payload_bytes"),
     422: _described("The request does not validate"),
 }

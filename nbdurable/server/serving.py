@@ -14,6 +14,8 @@ from .._errors import ConfigurationError
 from .._redact import RedactSecrets
 from .app import DEFAULT_MAX_BODY_BYTES, create_app
 from .auth import TOKEN_ENV_VAR, is_loopback, resolve_token
+from .body_limit import DEFAULT_BODY_TIMEOUT_S
+from .read_deadlines import DEFAULT_HEADER_TIMEOUT_S, h11_with_header_deadline
 
 if TYPE_CHECKING:
     from ..runtime.runtime import DurableRuntime
@@ -43,6 +45,8 @@ def build_server(
     token: str | None = None,
     tokens: Mapping[str, str] | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
+    body_timeout_s: float | None = DEFAULT_BODY_TIMEOUT_S,
     cors_origins: Sequence[str] = (),
     public_url: str | None = None,
     approval_max_age_ms: int | None = None,
@@ -54,6 +58,11 @@ def build_server(
     """A uvicorn server for the bridge of ``runtime`` (``await server.serve()`` runs it).
 
     It installs no signal handlers: set ``server.should_exit = True`` to stop it.
+    A client has ``header_timeout_s`` to send a request's headers (from the
+    connection's opening, or from its first byte on a kept-alive connection) and
+    ``body_timeout_s`` more for its body; past either its connection is closed
+    (with a 408), so slow clients hold no connection longer than that
+    (:mod:`nbdurable.server.read_deadlines`).
     ``uvicorn_log_config`` says whether uvicorn installs its own log handlers
     (default: with ``log_format="text"``); without them its loggers' records go
     to the caller's handlers (``nbdurable serve`` writes every line through
@@ -76,6 +85,7 @@ def build_server(
         token=token,
         tokens=tokens,
         max_body_bytes=max_body_bytes,
+        body_timeout_s=body_timeout_s,
         cors_origins=cors_origins,
         public_url=public_url,
         approval_max_age_ms=approval_max_age_ms,
@@ -89,6 +99,7 @@ def build_server(
         host=host,
         port=port,
         log_level=log_level.lower(),
+        http=h11_with_header_deadline(header_timeout_s),
         lifespan="off",
         proxy_headers=False,
         server_header=False,
