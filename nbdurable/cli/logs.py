@@ -15,6 +15,7 @@ JSON objects too with ``--log-format json``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -233,12 +234,18 @@ def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
 def _log_unraisable(unraisable: Any) -> None:
     message = unraisable.err_msg or "Exception ignored in"
     error = unraisable.exc_value
-    logging.getLogger(CLI_LOGGER).error(
-        "%s: %r",
-        message,
-        unraisable.object,
-        exc_info=(unraisable.exc_type, error, unraisable.exc_traceback) if error else None,
-    )
+    try:
+        logging.getLogger(CLI_LOGGER).error(
+            "%s: %r",
+            message,
+            unraisable.object,
+            exc_info=(unraisable.exc_type, error, unraisable.exc_traceback) if error else None,
+        )
+    except Exception:  # the interpreter is going away: one plain line of what was lost
+        text = f"{message}: {error!r}"
+        line = {"level": "error", "logger": CLI_LOGGER, "message": text}
+        with contextlib.suppress(Exception):
+            sys.stderr.write((json.dumps(line, default=str) if _json() else text) + "\n")
 
 
 def _json_line(message: str, level: int, fields: dict[str, Any]) -> str:
