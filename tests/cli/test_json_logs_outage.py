@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -29,8 +31,10 @@ from support.scraping import get
 from support.waiting import wait_until
 
 import nbdurable as nd
+from nbdurable.cli.serve import STOP_STORE_SECONDS
 from nbdurable.runtime import DurableRuntime
 
+TESTS = Path(__file__).resolve().parents[1]
 UNCLEAN = ("Task was destroyed", "Event loop is closed", "never retrieved", "Exception ignored")
 
 
@@ -43,6 +47,21 @@ def pg() -> Iterator[PgServer]:
         yield server
     finally:
         server.stop()
+
+
+def _serve(url: str, *extra: str) -> subprocess.Popen[str]:
+    """``nbdurable serve`` of the test agents on ``url``, any free port."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+    }
+    command = [
+        sys.executable, "-m", "nbdurable.cli", "serve", "--store", url,
+        "--agents", "support.runtime_agents:agents", "--port", "0", *extra,
+    ]  # fmt: skip
+    return subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def _database(server: PgServer) -> str:
@@ -176,3 +195,26 @@ async def test_a_worker_stopped_while_its_store_is_down_exits_cleanly(
     assert proc.returncode in (0, 2), err
     logged = _every_line_json("".join(lines) + out, err)
     assert any(line["logger"] == "psycopg.pool" for line in logged), err
+
+
+async def test_serve_stopped_while_its_store_is_down_exits_within_seconds(pg: PgServer) -> None:
+    """SIGTERM with the store away: ``nbdurable serve`` stops retrying it after
+    ``STOP_STORE_SECONDS`` (it took the 60-s retry budget), every line JSON."""
+    url = _database(pg)
+    runs = await _submit_sleepers(url, 2)
+    proc = _serve(url, "--log-format", "json")
+    try:
+        lines, _ = _first_lines(proc, "nbdurable serve:")
+        wait_until(lambda: any(run.record().state == "running" for run in runs), timeout=30)
+        pg.stop_server()
+        await asyncio.sleep(1)
+        proc.send_signal(signal.SIGTERM)
+        began = time.monotonic()
+        out, err = proc.communicate(timeout=90)
+        took = time.monotonic() - began
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert took < STOP_STORE_SECONDS + 5, (took, err)
+    _every_line_json("".join(lines) + out, err)
