@@ -83,9 +83,10 @@ def _served(runtime: Any, record: RuntimeRun) -> None:
             f"run {record.run_id!r} runs agent {record.agent_id!r} version "
             f"{record.agent_version!r}, which --agents does not provide (it gives: {names})"
         )
-    if definition_matches(record, runtime.registry.fingerprints()) is False:
+    definitions = runtime.registry.definitions()
+    if definition_matches(record, definitions) is False:
         raise ConfigurationError(
-            f"run {record.run_id!r} {mismatch_reason(record)}: --agents defines "
+            f"run {record.run_id!r} {mismatch_reason(record, definitions)}: --agents defines "
             f"{record.agent_id!r} version {record.agent_version!r} differently"
         )
 

@@ -328,7 +328,7 @@ def show(args: argparse.Namespace) -> int:
         call = call_text(approval["tool_name"], approval["input"])
         note = "  (answered)" if approval["answered"] else ""
         pairs.append(("approval", f"{approval['approval_id']}  {call}{note}"))
-    print(key_values(pairs))
+    print(key_values(pairs, wrap={"waiting"}))
     rows = messages or []
     if rows:
         print()

@@ -247,7 +247,7 @@ class EmbeddedEngine:
         runtime = self.runtime
         await offload(self._expire_dead_owners)
         while len(self._executions) - len(self._task_runs) < runtime.max_concurrent_runs:
-            agents = runtime.registry.fingerprints()  # a changed definition never claims
+            agents = runtime.registry.definitions()  # a changed definition never claims
             record = await self._claim(agents)
             if record is None:
                 break

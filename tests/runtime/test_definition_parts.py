@@ -259,8 +259,7 @@ def test_the_difference_names_models_tools_added_and_missing() -> None:
         instructions="Be brief.",
     )
     assert difference(base.fingerprint(), other.fingerprint()) == (
-        "differs in its model, instructions, tool recovery and tools "
-        "(sweep missing, vacuum added)"
+        "differs in its model, instructions, tool recovery and tools (sweep missing, vacuum added)"
     )
     assert difference(base.fingerprint(), base.fingerprint()) is None
     legacy = legacy_fingerprint(base, stream=False, max_steps=20)
