@@ -161,9 +161,9 @@ class Definition:
 
     It accepts a run whose fingerprint is its own, or, for a run recorded under
     the previous scheme, that scheme's digest of this definition with the run's
-    own ``stream`` and ``max_steps`` (computed at registration for this
-    definition's ``max_steps`` and either ``stream``; for a run with another
-    ``max_steps``, when first asked, then kept).
+    own ``stream`` and ``max_steps`` (computed at registration with this
+    definition's own; with a run's other ``stream`` or ``max_steps``, when first
+    asked, then kept).
     (:class:`~nbdurable.durable.definitions.ServedDefinition`.)
     """
 
@@ -171,8 +171,7 @@ class Definition:
         self.agent = agent
         self._fingerprint = agent_fingerprint(agent)
         self._legacy: dict[tuple[bool, int], str] = {}
-        for stream in (bool(agent.stream), not agent.stream):
-            self._legacy_of(stream, agent.max_steps)
+        self._legacy_of(bool(agent.stream), agent.max_steps)  # closures as registered
 
     def __repr__(self) -> str:
         return f"Definition({self.agent.id!r}, version={self.agent.version!r})"

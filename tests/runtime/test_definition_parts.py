@@ -323,3 +323,18 @@ async def test_an_old_run_of_another_definition_still_waits_and_says_so(tmp_path
         )
     finally:
         store.close()  # type: ignore[attr-defined]
+
+
+def test_a_tool_part_is_named_by_the_tool() -> None:
+    from nbdurable.durable.definitions import difference
+
+    def agent(description: str) -> Agent:
+        odd = nd.tool(lambda path: path, name="fs.read-file", description=description)
+        return Agent("janitor", nd.ScriptedModel(["ok"]), tools=[odd], version="1")
+
+    parts = parts_of(agent("Read a file.").fingerprint())
+    assert parts is not None and "tool:fs.read-file" in parts
+    changed = agent("Read any file.").fingerprint()
+    assert difference(agent("Read a file.").fingerprint(), changed) == (
+        "differs in its tools (fs.read-file changed)"
+    )
