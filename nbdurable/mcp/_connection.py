@@ -28,10 +28,11 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .._aio import wait_event
 from .._errors import NbdurableError
 
 if TYPE_CHECKING:
@@ -55,11 +56,31 @@ class MCPConnectionError(NbdurableError, ConnectionError):
     """An MCP server cannot be reached, or its connection broke during a request."""
 
 
-@dataclass
 class _Session:
-    """What the HTTP responses said about one opened session."""
+    """One opened session: whether it failed, and its requests in flight."""
 
-    refused: bool = False  # the server no longer knows its id (it restarted)
+    def __init__(self) -> None:
+        self.broken = False  # its transport failed
+        self.refused = False  # the server no longer knows its id (it restarted)
+        self._requests = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @contextlib.contextmanager
+    def request(self) -> Iterator[None]:
+        """Count a call or listing in flight on the session while the block runs."""
+        self._requests += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._requests -= 1
+            if not self._requests:
+                self._idle.set()
+
+    async def idle(self, timeout: float) -> None:
+        """Wait until no request is in flight, or ``timeout`` seconds pass."""
+        await wait_event(self._idle, timeout)
 
 
 @dataclass
@@ -94,8 +115,8 @@ class Connection:
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[Client] | None = None
         self._closing: asyncio.Event | None = None
-        self._broken = False
         self._session = _Session()
+        self._retiring: set[asyncio.Task[None]] = set()
         self._listing: list[mcp_types.Tool] | None = None
         self._listing_stale = True
         self.opened = 0  # sessions opened so far (for tests and diagnostics)
@@ -108,19 +129,20 @@ class Connection:
     async def list_tools(self) -> list[mcp_types.Tool]:
         """The server's tools, listed again after ``tools/list_changed`` or a reconnect."""
         for resend in (False, True):
-            client = await self.client()
+            client, session = await self._open()
             if self._listing is not None and not self._listing_stale:
                 return self._listing
             self._listing_stale = False  # a change announced from here on marks it again
             attempt = _Attempt()
             token = _attempt.set(attempt)
             try:
-                tools = await _list_all(client)
+                with session.request():
+                    tools = await _list_all(client)
             except BaseException as exc:
                 self._listing_stale = True
                 if self._reopen(exc, attempt, resend):
                     continue
-                failure = self._failure(exc, "listing its tools", attempt)
+                failure = self._failure(exc, "listing its tools", attempt, session)
                 if failure is exc:
                     raise
                 raise failure from exc
@@ -148,15 +170,16 @@ class Connection:
             mcp.MCPError: The server refused the request (a protocol error).
         """
         for resend in (False, True):
-            client = await self.client()
+            client, session = await self._open()
             attempt = _Attempt()
             token = _attempt.set(attempt)
             try:
-                return await client.call_tool(name, arguments, meta=dict(meta))  # type: ignore[arg-type]
+                with session.request():
+                    return await client.call_tool(name, arguments, meta=dict(meta))  # type: ignore[arg-type]
             except BaseException as exc:
                 if self._reopen(exc, attempt, resend):
                     continue
-                failure = self._failure(exc, f"calling {name!r}", attempt)
+                failure = self._failure(exc, f"calling {name!r}", attempt, session)
                 if failure is exc:
                     raise
                 raise failure from exc
@@ -170,29 +193,38 @@ class Connection:
         Raises:
             MCPConnectionError: The server cannot be reached.
         """
-        async with self._lock:
-            if not self._usable():
-                await self._stop()
-                self._start()
-            ready = self._ready
-        assert ready is not None
-        try:
-            return await asyncio.shield(ready)
-        except Exception as exc:
-            raise MCPConnectionError(
-                f"cannot connect to {self.server!r}: {_describe(exc)}"
-            ) from exc
+        client, _session = await self._open()
+        return client
 
     async def aclose(self) -> None:
         """Leave the session (a stdio server is stopped and reaped); reopened on next use."""
         async with self._lock:
             await self._stop()
+            retiring = list(self._retiring)
+        await asyncio.gather(*retiring, return_exceptions=True)
+
+    async def _open(self) -> tuple[Client, _Session]:
+        async with self._lock:
+            if not self._usable():
+                if self._session.refused and not self._session.broken:
+                    self._retire()
+                else:
+                    await self._stop()
+                self._start()
+            ready, session = self._ready, self._session
+        assert ready is not None
+        try:
+            return await asyncio.shield(ready), session
+        except Exception as exc:
+            raise MCPConnectionError(
+                f"cannot connect to {self.server!r}: {_describe(exc)}"
+            ) from exc
 
     # -- the owner task -------------------------------------------------------------
 
     def _usable(self) -> bool:
-        ready, task = self._ready, self._task
-        if self._broken or self._session.refused or ready is None or task is None or task.done():
+        ready, task, session = self._ready, self._task, self._session
+        if session.broken or session.refused or ready is None or task is None or task.done():
             return False
         if not ready.done():
             return True  # still opening: wait for it
@@ -202,7 +234,6 @@ class Connection:
 
     def _start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._broken = False
         self._session = session = _Session()
         self._listing_stale = True
         self._ready = ready = loop.create_future()
@@ -218,11 +249,28 @@ class Connection:
         if task is None or closing is None:
             return
         closing.set()
-        done, _ = await asyncio.wait({task}, timeout=_CLOSE_TIMEOUT)
-        if not done:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+        await _ended(task)
+
+    def _retire(self) -> None:
+        """Leave a refused session once its requests in flight have their answers.
+
+        Its other requests are being refused too (unrun, so sent again): left
+        at once, they would end with a closed connection instead, which says
+        nothing about whether they ran.
+        """
+        task, closing, session = self._task, self._closing, self._session
+        self._task = self._ready = self._closing = None
+        if task is None or closing is None:
+            return
+
+        async def leave() -> None:
+            await session.idle(_CLOSE_TIMEOUT)
+            closing.set()
+            await _ended(task)
+
+        retiring = asyncio.get_running_loop().create_task(leave(), name=f"nbdurable {self!r}")
+        self._retiring.add(retiring)
+        retiring.add_done_callback(self._retiring.discard)
 
     async def _own(
         self, ready: asyncio.Future[Client], closing: asyncio.Event, session: _Session
@@ -323,13 +371,14 @@ class Connection:
         _log.info("nbdurable: %r no longer knows its session (restarted?): opening a new one", self)
         return True
 
-    def _failure(self, exc: BaseException, doing: str, attempt: _Attempt) -> BaseException:
+    def _failure(
+        self, exc: BaseException, doing: str, attempt: _Attempt, session: _Session
+    ) -> BaseException:
         """Mark the session broken when the transport failed; the error to raise."""
         if isinstance(exc, MCPConnectionError):
-            self._broken = True
+            session.broken = True
             return exc  # raised again as it is
-        if attempt.refused or (self._session.refused and isinstance(exc, Exception)):
-            self._broken = True
+        if attempt.refused or (session.refused and isinstance(exc, Exception)):
             again = "a new session refused it too" if attempt.refused else "it may have run"
             return MCPConnectionError(
                 f"{self.server!r} no longer knows the session while {doing} (did it "
@@ -343,12 +392,21 @@ class Connection:
 
             transport = isinstance(exc, anyio.BrokenResourceError | anyio.ClosedResourceError)
         if transport:
-            self._broken = True
+            session.broken = True
             return MCPConnectionError(
                 f"the connection to {self.server!r} broke while {doing}: {_describe(exc)} "
                 "(the next call reconnects)"
             )
         return exc
+
+
+async def _ended(task: asyncio.Task[None]) -> None:
+    """Wait for an owner task told to close; cancel it if it does not end in time."""
+    done, _ = await asyncio.wait({task}, timeout=_CLOSE_TIMEOUT)
+    if not done:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
 
 
 async def _list_all(client: Client) -> list[mcp_types.Tool]:

@@ -40,6 +40,18 @@ async def call(tools: list[nd.Tool], name: str, **arguments: Any) -> nd.ToolResu
     return part
 
 
+async def parallel(tools: list[nd.Tool], *calls: tuple[str, dict[str, Any]]) -> list[Any]:
+    """The calls in one model turn (run at once); their result parts."""
+    result = await nd.generate_text(
+        model=nd.ScriptedModel([nd.Turn(tool_calls=list(calls)), "done"]),
+        messages=[nd.user("go")],
+        tools=tools,
+        max_steps=5,
+        approve_tool_call=lambda request: True,
+    )
+    return results(result)
+
+
 @pytest.fixture
 def session_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
     # The SDK's server keeps sessions in the handshake protocol; in the 2026 one it has none
@@ -75,6 +87,25 @@ async def test_the_sdks_server_restarted_gets_a_new_session_and_the_call_runs_on
         assert [line[2] for line in log_lines(mcp_log)] == ["a", "b"]
         third = await call(tools, "upsert", key="c", value="3")
         assert not third.is_error and server.connection().opened == 2
+    finally:
+        await server.close()
+
+
+@pytest.mark.usefixtures("session_protocol")
+async def test_parallel_calls_refused_by_a_restarted_server_each_run_once(
+    http_server: HttpServer, mcp_log: Path
+) -> None:
+    server = MCPServer.http(http_server.url, trusted=True, timeout=10)
+    try:
+        tools = await server.tools(include="upsert")
+        assert not (await call(tools, "upsert", key="a", value="1")).is_error
+        http_server.stop()
+        http_server.start()
+        keys = ["p1", "p2", "p3", "p4"]
+        out = await parallel(tools, *(("upsert", {"key": k, "value": "v"}) for k in keys))
+        assert [part.is_error for part in out] == [False] * 4, [p.result for p in out]
+        assert sorted(line[2] for line in log_lines(mcp_log)) == ["a", *keys]
+        assert server.connection().opened <= 1 + len(keys)
     finally:
         await server.close()
 
