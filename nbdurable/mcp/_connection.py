@@ -93,6 +93,8 @@ class _Attempt:
 
 # The SDK sends each request in the context of the task that made it, so the
 # response hook sees the attempt of the call it answers (parallel calls apart).
+# Were that context lost, the hook would see no attempt: the refused session is
+# still replaced, but nothing is sent again (the safe side).
 _attempt: contextvars.ContextVar[_Attempt | None] = contextvars.ContextVar(
     "nbdurable_mcp_attempt", default=None
 )
