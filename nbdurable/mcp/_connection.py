@@ -380,7 +380,10 @@ class Connection:
         if isinstance(exc, MCPConnectionError):
             session.broken = True
             return exc  # raised again as it is
-        if attempt.refused or (session.refused and isinstance(exc, Exception)):
+        # refused, or cut off unanswered on a session found refused meanwhile (an
+        # answered request's error is the server's own)
+        unanswered = session.refused and not attempt.answered and isinstance(exc, Exception)
+        if attempt.refused or unanswered:
             again = "a new session refused it too" if attempt.refused else "it may have run"
             return MCPConnectionError(
                 f"{self.server!r} no longer knows the session while {doing} (did it "
