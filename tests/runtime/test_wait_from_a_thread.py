@@ -8,6 +8,7 @@ loop itself executes cannot move meanwhile: that wait ends by its timeout.)
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -66,8 +67,6 @@ class Waiter:
 
 async def settle(waiter: Waiter) -> None:
     """Let a waiter that outlived the join finish (today's code), so the runtime closes."""
-    import asyncio
-
     for _ in range(600):
         if not waiter.thread.is_alive():
             return
@@ -112,3 +111,15 @@ async def test_a_wait_without_timeout_from_a_thread_the_loop_joins_returns(
                 assert waiter.elapsed is not None and waiter.elapsed < 2.5
             finally:
                 await settle(waiter)
+
+
+async def test_a_thread_waits_for_a_run_the_free_loop_executes(store_url: str) -> None:
+    async with await DurableRuntime.open(store=nd.open_store(store_url), agents=agents()) as rt:
+        run = await rt.submit("talker", "Hi.")
+        result = await asyncio.to_thread(run.result_sync, timeout=30)
+        assert result.text == "hello"
+        asking = await rt.submit("janitor", "Clean up.")
+        record = await asyncio.to_thread(asking.wait_sync, "waiting_approval", timeout=30)
+        assert record.state == "waiting_approval"
+        await asking.approve()
+        assert (await asyncio.to_thread(asking.result_sync, timeout=30)).text == "done"
