@@ -333,6 +333,7 @@ class Connection:
             headers=dict(server.headers),
             timeout=httpx2.Timeout(timeout, read=max(timeout, _HTTP_STREAM_READ_TIMEOUT)),
             event_hooks={"response": [on_response]},
+            transport=_http_transport(session),
         )
         await stack.enter_async_context(http)
         return streamable_http_client(server.url, http_client=http)
@@ -437,6 +438,29 @@ async def _watch(response: Any, session: _Session) -> None:
             attempt.refused = True
     elif attempt is not None:
         attempt.answered = True  # taken, or refused otherwise: it may have run
+
+
+def _http_transport(session: _Session) -> Any:
+    """The HTTP transport, but a DELETE that would end a session the server forgot is not sent.
+
+    The SDK ends the session it leaves with a DELETE, and logs a warning when
+    the server answers that it does not know it: in a notebook, a red line
+    after every restart of the server. There is nothing left to end.
+    """
+    import httpx2
+
+    inner = httpx2.AsyncHTTPTransport()
+
+    class Transport(httpx2.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+            if request.method == "DELETE" and session.refused:
+                return httpx2.Response(204, request=request)
+            return await inner.handle_async_request(request)
+
+        async def aclose(self) -> None:
+            await inner.aclose()
+
+    return Transport()
 
 
 async def _refuses_session(response: Any) -> bool:
