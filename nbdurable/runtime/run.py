@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import (
     ApprovalNotPendingError,
@@ -15,7 +14,7 @@ from .._errors import (
     RunNotFoundError,
     WaitingForHumanError,
 )
-from .._sync import run_sync
+from .._sync import run_here, run_sync
 from ..durable.deciders import check_decider
 from ..durable.grants import Grant
 from ..durable.offload import offload
@@ -47,6 +46,8 @@ __all__ = [
     "approval_expired",
     "claimed_source",
 ]
+
+T = TypeVar("T")
 
 
 class Run:
@@ -136,6 +137,11 @@ class Run:
         in a widget callback (see :func:`nbdurable.run_sync`): the runtime's
         tasks on this thread's loop go on while it blocks.
 
+        From another thread it waits on that thread, reading the store: its
+        ``timeout`` holds while the runtime's loop is busy, and a loop's thread
+        that joins it does not wait for ever (a run that the busy loop executes
+        does not move meanwhile, though).
+
         A kernel handles one message at a time, so while a cell blocks a click
         on an approval card is not delivered. Hence, unless asked for, the wait
         stops as soon as the run waits for a human (``waiting_approval``,
@@ -148,7 +154,7 @@ class Run:
             RunEndedError: The run is final in a state not among ``states``.
             TimeoutError: ``timeout`` passed first.
         """
-        return run_sync(self._wait_unless_human(states, timeout), loop=self._home_loop())
+        return self._blocking(self._wait_unless_human(states, timeout))
 
     def result_sync(self, *, timeout: float | None = None) -> RunResult:
         """Block until the run finishes; its result (see :meth:`result` and :meth:`wait_sync`).
@@ -163,11 +169,24 @@ class Run:
         async def result() -> RunResult:
             return await self._result_of(await self._wait_unless_human((), timeout))
 
-        return run_sync(result(), loop=self._home_loop())
+        return self._blocking(result())
 
-    def _home_loop(self) -> asyncio.AbstractEventLoop | None:
-        """The loop the runtime executes runs on (embedded engine), for a blocking wait."""
-        return self.runtime.engine.home_loop()
+    def _blocking(self, awaitable: Coroutine[Any, Any, T]) -> T:
+        """Run a blocking wait: on the runtime's loop, unless another thread runs it.
+
+        A runtime opened on a loop that is not running (a script's) moves only
+        while that loop runs, so the wait drives it; a loop running in this
+        thread is nested (see :func:`run_sync`). A loop running in another
+        thread (a kernel's, while the caller is a thread of its own) is left
+        alone: the wait reads the store on this thread. Handed to that loop, it
+        would start only once the loop is free, so its timeout would not hold
+        while a cell or a long synchronous step keeps the loop busy, and a
+        loop's thread that joins this one would wait for ever.
+        """
+        home = self.runtime.engine.home_loop()
+        if home is not None and not home.is_closed() and home.is_running():
+            return run_here(awaitable)
+        return run_sync(awaitable, loop=home)
 
     async def _wait_unless_human(
         self, states: tuple[str, ...], timeout: float | None
