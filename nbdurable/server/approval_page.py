@@ -21,11 +21,11 @@ from pydantic import BaseModel
 
 from .._errors import NbdurableError
 from ..durable.signer import token_issued_at
-from ..messages import ToolApprovalRequest, VerdictSource
+from ..messages import ToolApprovalRequest
 from .context import Bridge
 from .errors import status_of
 from .handlers import ErrorBody
-from .links import addressed_to, check_link_token, open_request, precheck_token
+from .links import check_link_token, link_source, open_request, precheck_token
 from .schemas import VerdictIn
 from .verdicts import answer
 
@@ -204,11 +204,11 @@ def approval_page_router(bridge: Bridge) -> APIRouter:
         """Approve or deny the link's call; the link's token is required for either.
 
         Recorded as given via a link addressed to whom the token names (a link
-        proves no identity); with ``Agent(approvers=...)`` for the tool, only a
-        link addressed to one of them may decide.
+        proves no identity), minted by whom it names; with
+        ``Agent(approvers=...)`` for the tool, only a link addressed to one of
+        them, and minted by one of them (or their notification), may decide.
         """
-        to = addressed_to(runtime.signer, body.token)
-        source = VerdictSource(via="link", addressed_to=to)
+        source = link_source(runtime.signer, body.token)
         outcome = await answer(
             bridge,
             run_id,
