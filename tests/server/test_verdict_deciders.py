@@ -24,26 +24,11 @@ import nbdurable as nd
 from nbdurable.server import approval_link, link_for
 from nbdurable.server.principals import TokenFileError, read_token_file
 
-from . import agents as test_agents
+from .agents import guarded_agents
 from .harness import TOKEN, Server
 
 TESTS = Path(__file__).resolve().parents[1]
 NAMED = {"ana": "ana-token-0123456789", "lee": "lee-token-0123456789", "bob": "bob-token-012345"}
-
-
-def guarded_agents() -> list[nd.Agent]:
-    """The served agents, plus ``guarded``: the janitor whose drop_table only ana and lee decide."""
-    served = test_agents.agents()
-    janitor = next(a for a in served if a.id == "janitor")
-    guarded = nd.Agent(
-        "guarded",
-        janitor.model,
-        janitor.tools,
-        version="1",
-        approvers={"drop_table": ["ana", "lee"]},
-        submitter_may_approve=False,
-    )
-    return [*served, guarded]
 
 
 @pytest.fixture
