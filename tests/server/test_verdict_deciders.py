@@ -147,6 +147,8 @@ def test_a_link_is_accepted_only_when_addressed_to_an_approver(named: Server) ->
         # a link signed without the rule (link_for: no minter) decides nothing reserved
         request = _pending(named, run_id)
         unchecked = link_for(named.runtime.signer, run_id, request, named.url, to="lee")
+        page = http.get(path, params={"token": _token(unchecked)})  # it says so when opened
+        assert page.status_code == 403 and "names no minter" in page.text
         refused = http.post(path, json={"approve": True, "token": _token(unchecked)})
         assert refused.status_code == 403
         error = refused.json()["error"]
