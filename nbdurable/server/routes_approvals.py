@@ -11,6 +11,7 @@ from .._errors import ApproverNotAllowedError
 from ..durable.offload import offload
 from ..durable.runtime_run import RuntimeRun
 from ..durable.signer import request_still_signed, resign_if_expired
+from ..durable.store import maybe_await
 from ..inspect._approvals import APPROVAL_STATUSES, approval_rows
 from ..messages import ToolApprovalRequest, VerdictSource
 from ..runtime.run import Run
@@ -67,15 +68,15 @@ def approvals_router(bridge: Bridge) -> APIRouter:
         )
         base = bridge.base_url(request)
         principal = principal_of(request)
-        waiting: dict[str, _Waiting | None] = {}
+        decidable = {row["run_id"] for row in rows if row["status"] in ("pending", "expired")}
+        waiting = await _waiting(runtime, decidable)
         out = []
         for row in rows:
             link = None
-            if row["status"] in ("pending", "expired"):
-                found = await _waiting(runtime, row["run_id"], waiting)
-                pending_request = found.requests.get(row["approval_id"]) if found else None
-                if found is not None and pending_request is not None:
-                    link = _link_or_none(runtime, found.record, pending_request, base, principal)
+            found = waiting.get(row["run_id"])
+            pending_request = found.requests.get(row["approval_id"]) if found else None
+            if found is not None and pending_request is not None:
+                link = _link_or_none(runtime, found.record, pending_request, base, principal)
             out.append(InboxApprovalOut.of(row, link))
         return out
 
@@ -189,16 +190,32 @@ class _Waiting:
     requests: dict[str, ToolApprovalRequest]
 
 
-async def _waiting(runtime: Any, run_id: str, seen: dict[str, _Waiting | None]) -> _Waiting | None:
-    """The run when the runtime's run waits for verdicts (a plain session's run has no record)."""
-    if run_id not in seen:
-        record = await offload(runtime.runtime_store.rt_get, run_id)
-        found = None
+def _read_waiting(runtime: Any, run_ids: set[str]) -> dict[str, tuple[RuntimeRun, Any]]:
+    """Those of ``run_ids`` that wait for verdicts, with their checkpoints (on a store thread).
+
+    A plain session's run has no record, and gets no link. An async store's
+    checkpoint comes back as the awaitable its ``load`` returned.
+    """
+    found: dict[str, tuple[RuntimeRun, Any]] = {}
+    for run_id in sorted(run_ids):
+        record = runtime.runtime_store.rt_get(run_id)
         if record is not None and record.state == "waiting_approval":
-            requests = await Run(runtime, run_id).pending_approvals()
-            found = _Waiting(record, {r.approval_id: r for r in requests})
-        seen[run_id] = found
-    return seen[run_id]
+            found[run_id] = (record, runtime.store.load(run_id))
+    return found
+
+
+async def _waiting(runtime: Any, run_ids: set[str]) -> dict[str, _Waiting]:
+    """The runs of ``run_ids`` that wait for verdicts, with their requests as stored.
+
+    One trip to a store thread for them all; the tokens are as signed then (a
+    link is signed anew anyway).
+    """
+    found: dict[str, _Waiting] = {}
+    for run_id, (record, checkpoint) in (await offload(_read_waiting, runtime, run_ids)).items():
+        checkpoint = await maybe_await(checkpoint)
+        requests = checkpoint.pending_approvals if checkpoint is not None else ()
+        found[run_id] = _Waiting(record, {r.approval_id: r for r in requests})
+    return found
 
 
 def _link_or_none(
