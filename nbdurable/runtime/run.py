@@ -20,7 +20,7 @@ from ..durable.grants import Grant
 from ..durable.offload import offload
 from ..durable.run_states import ACTIVE_STATES, HUMAN_STATES, RETRYABLE_STATES, RUN_STATES
 from ..durable.runtime_run import RuntimeRun, ToolIntent
-from ..durable.signer import expired_age, resign_if_expired
+from ..durable.signer import expired_age, request_still_signed, resign_if_expired
 from ..events.log import Armed
 from ..events.model import Event
 from ..events.subscribe import subscribe, wait_for_run
@@ -521,6 +521,15 @@ class Run:
         if approved and token is None and request is not None:
             token = request.token  # echoed: it pins this call and this run
         if approved and request is not None and not known:
+            if not request_still_signed(self.runtime.signer, request):
+                # docs/core.md: a request its own (now retired) key signed can only be
+                # denied; recording an approval would read "approved" for a call that
+                # then settles as a denial
+                raise ConfigurationError(
+                    f"run {self.run_id!r}: approval {approval_id!r} was signed with a key "
+                    "that is no longer trusted (retired), so it can only be denied "
+                    "(or the run forked)"
+                )
             age = expired_age(self.runtime.signer, token, max_age_ms)
             if age is not None and max_age_ms is not None:
                 raise approval_expired(

@@ -217,8 +217,11 @@ async def test_a_request_signed_with_a_retired_key_can_only_be_denied(store: Any
         )
         assert outcome.state == "invalid token" and "can only be denied" in outcome.message
         assert run.record().decided == {} and run.record().state == "waiting_approval"
-        # run.approve echoes the k1 token: recorded, but it settles as a denial
-        await run.approve(request.approval_id)
+        # run.approve (echoing the k1 token) is refused too: nothing recorded
+        with pytest.raises(nd.ConfigurationError, match="can only be denied"):
+            await run.approve(request.approval_id)
+        assert run.record().decided == {} and run.record().state == "waiting_approval"
+        await run.deny(request.approval_id, reason="k1 retired")
         assert (await run.result()).text == "done"
-        assert "Approval token missing, invalid" in tool_result(rt.store, run.run_id)
+        assert run.record().decided[request.approval_id]["approved"] is False
     assert ran == []
