@@ -20,12 +20,19 @@ for grants and notices, so concurrent writers all land.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from .lease_holder import describe_holder
-from .runtime_run import LateResult, RuntimeRun
+from .runtime_run import LateResult, RuntimeRun, ToolIntent
 
-__all__ = ["MAX_LATE_RESULTS", "late_result_line", "late_results_of", "with_late_result"]
+__all__ = [
+    "MAX_LATE_RESULTS",
+    "late_result_line",
+    "late_results_of",
+    "undecided_late_results",
+    "with_late_result",
+]
 
 MAX_LATE_RESULTS = 20
 """How many late results a run record keeps (the newest): each is a rare event, and
@@ -51,6 +58,15 @@ def with_late_result(run: RuntimeRun, late: LateResult, *, now: int) -> RuntimeR
 def late_results_of(run: RuntimeRun, tool_call_id: str | None = None) -> list[LateResult]:
     """The run's late results, newest last; only those of ``tool_call_id`` when given."""
     return [r for r in run.late_results if tool_call_id is None or r.tool_call_id == tool_call_id]
+
+
+def undecided_late_results(run: RuntimeRun, intents: Iterable[ToolIntent]) -> list[LateResult]:
+    """The late results of calls still interrupted (their intent ``started``).
+
+    What ``retry()`` would run again, and what ``use_late_result`` may settle.
+    """
+    started = {i.tool_call_id for i in intents if i.state == "started"}
+    return [late for late in run.late_results if late.tool_call_id in started]
 
 
 def _when(ms: int) -> str:

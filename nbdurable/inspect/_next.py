@@ -67,25 +67,40 @@ class NextSteps:
             "await run.approve(approval_id)  or  await run.deny(approval_id, reason=...)",
         )
 
-    def interrupted_tool(self) -> tuple[str, ...]:
-        """Run an interrupted ``manual`` tool call again, or settle it as an error."""
+    def interrupted_tool(self, *, late_result: bool = False) -> tuple[str, ...]:
+        """Run an interrupted ``manual`` tool call again, or settle it as an error.
+
+        With ``late_result`` (the call already ran on an owner that had lost the
+        run, see :mod:`nbdurable.durable.late_results`): settling it with that
+        result comes first, and running it again says it runs a second time.
+        """
         run = self.run_id
+        again = "runs the interrupted tool again" + (", a second time" if late_result else "")
         if self.context == "notebook":
+            use = (f"%durable retry {run} --use-late-result  (settles it with the late result)",)
+            rerun = " --rerun" if late_result else ""
             return (
-                f"%durable retry {run}  (runs the interrupted tool again)",
+                *(use if late_result else ()),
+                f"%durable retry {run}{rerun}  ({again})",
                 f'%durable approve {run} --deny --reason "..."  (settles it as an error the '
                 "model sees)",
             )
         if self.context == "terminal":
+            use = (
+                f"nbdurable runs retry {run} --use-late-result  (settles it with the late result)",
+            )
+            rerun = " --rerun" if late_result else ""
             return (
-                f"nbdurable runs retry {run} --agents module:attr  (runs the interrupted tool "
-                "again, here)",
+                *(use if late_result else ()),
+                f"nbdurable runs retry {run}{rerun} --agents module:attr  ({again}, here)",
                 f'nbdurable runs deny {run} --reason "..."  (settles it as an error the '
                 "model sees)",
             )
+        use = ("await use_late_result(run)  (settles it with the late result)",)
         return (
             *self._handle(),
-            "await run.retry()  (runs the interrupted manual tool again)",
+            *(use if late_result else ()),
+            f"await run.retry()  ({again})",
             "await run.deny(reason=...)  (settles it as an error the model sees)",
         )
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, LeaseLostError
 from ..durable.checkpoint import AgentCheckpoint
-from ..durable.late_results import late_result_line, late_results_of
+from ..durable.late_results import late_result_line, late_results_of, undecided_late_results
 from ..durable.offload import offload
 from ..durable.runtime_run import LateResult, ToolIntent
 from ..events.log import notify
@@ -36,7 +36,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Unrecorded",
+    "blind_retry_error",
     "completed",
+    "late_results_to_decide",
     "lost_lease_result",
     "record_late_results",
     "use_late_result",
@@ -169,6 +171,36 @@ def record_late_results(context: RunContext) -> list[LateResult]:
     if kept:
         notify(runtime.store, run_id)
     return kept
+
+
+async def late_results_to_decide(run: Run) -> list[LateResult]:
+    """The late results of the interrupted calls ``retry()`` would run again (none: no risk)."""
+    runtime = run.runtime
+    record = await offload(runtime.runtime_store.rt_get, run.run_id)
+    if record is None or record.state != "needs_attention" or not record.late_results:
+        return []
+    intents = await offload(runtime.runtime_store.rt_intents, run.run_id)
+    return undecided_late_results(record, intents)
+
+
+def blind_retry_error(
+    run_id: str, late: list[LateResult], *, use: str, rerun: str
+) -> ConfigurationError:
+    """The refusal of a front end's retry that did not say what to do with a late result.
+
+    Args:
+        run_id: The run.
+        late: Its late results to decide (:func:`late_results_to_decide`).
+        use: How to settle the call with the late result, in the front end's words.
+        rerun: How to run the call again anyway.
+    """
+    lines = "; ".join(late_result_line(entry) for entry in late)
+    usable = any(entry.outcome == "result" for entry in late)
+    choice = f"settle it with that result ({use}), or " if usable else ""
+    return ConfigurationError(
+        f"run {run_id!r} was not retried: {lines}. Retrying runs the call again: "
+        f"{choice}run it again anyway ({rerun})"
+    )
 
 
 async def use_late_result(run: Run, tool_call_id: str | None = None) -> LateResult:

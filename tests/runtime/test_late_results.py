@@ -36,7 +36,10 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+    }
     return subprocess.run(
         [sys.executable, "-m", "nbdurable.cli", "runs", *args, "--store", url],
         capture_output=True,
@@ -60,7 +63,7 @@ async def _paused_and_taken_over(url: str, log: Path) -> tuple[str, int]:
         assert run.record().state == "needs_attention"
         assert run.record().late_results == []  # the paused worker has not woken yet
         paused.send_signal(signal.SIGCONT)
-        await wait_for(lambda: nd.open_store(url).rt_get(run.run_id).late_results, 30, "a late result")
+        await wait_for(lambda: store.rt_get(run.run_id).late_results, 30, "a late result")
     finally:
         paused.send_signal(signal.SIGCONT)
         paused.send_signal(signal.SIGTERM)
