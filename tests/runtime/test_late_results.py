@@ -49,14 +49,17 @@ def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-async def _paused_and_taken_over(url: str, log: Path) -> tuple[str, int]:
-    """A ``blocking`` run whose worker was paused mid-tool, taken over, then woken; (run, pid)."""
+async def _paused_and_taken_over(
+    url: str, log: Path, agent: str = "blocking", pause_after: float = 0.0
+) -> tuple[str, int]:
+    """A run whose worker was paused mid-tool, taken over, then woken; (run, paused pid)."""
     store = nd.open_store(url)
     client = DurableRuntime(store=store, agents=lease_agents.agents)
-    run = await client.submit("blocking", "pay once")
+    run = await client.submit(agent, "pay once")
     paused = worker(url, log, "--max-concurrent-runs", "1", tool_seconds=2.0)
     try:
         await wait_for(lambda: paused.pid in lease_agents.starts(log), 60, "the first start")
+        await asyncio.sleep(pause_after)
         await pause_outside_writes(paused, url)
         taker = worker(url, log, "--exit-when-idle")
         taker.communicate(timeout=60)
@@ -155,4 +158,31 @@ async def test_use_late_result_from_python(tmp_path: Path) -> None:
         result = await asyncio.wait_for(run.result(), 60)
     assert result.text == "paid"
     assert lease_agents.effects(log)[run_id] == 1
+    store.close()
+
+
+@pytest.mark.parametrize("agent", ["careless", "careless_threaded"])
+async def test_a_paused_workers_call_is_never_invisible(
+    tmp_path: Path, url: str, agent: str
+) -> None:
+    """Whichever wins on waking, the tool or the lease keeper, the human learns the call ran.
+
+    An async tool stopped at its ``await`` by the keeper never acts, and is kept
+    as ``cut_off``; one that finished first is kept with its result; a tool in a
+    thread goes on after the keeper stopped its caller, so it is kept as
+    ``cut_off`` while its effect happens.
+    """
+    log = tmp_path / "log"
+    run_id, pid = await _paused_and_taken_over(url, log, agent)
+    store = nd.open_store(url)
+    record = store.rt_get(run_id)
+    assert record.late_results, "the paused worker's call left no trace"
+    for late in record.late_results:
+        assert late.owner is not None and f":{pid}#" in late.owner and late.fence == 1
+        if late.outcome == "result":
+            assert late.result is not None and late.result["result"] == f"paid 5 by {pid}"
+    if any(late.outcome == "result" for late in record.late_results):
+        assert lease_agents.effects(log)[run_id] == 1
+    explained = str(nd.inspect.explain(store, run_id))
+    assert explained.index(f"pid {pid} ") < explained.index("Next:")
     store.close()
