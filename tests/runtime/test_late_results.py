@@ -12,6 +12,7 @@ runs the call again, and can settle the call instead of a second run.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -108,6 +109,8 @@ async def test_a_woken_workers_late_result_is_kept_shown_and_can_settle_the_call
     shown = _cli(url, "show", run_id)
     assert shown.returncode == 0, shown.stderr
     assert "late result" in shown.stdout and f"paid 5 by {pid}" in shown.stdout
+    as_json = json.loads(_cli(url, "show", run_id, "--json").stdout)
+    assert as_json["run"]["late_results"] == [late.model_dump(mode="json")]
     refused = _cli(url, "retry", run_id)
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "already ran once" in refused.stderr and "--rerun" in refused.stderr
