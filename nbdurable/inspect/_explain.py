@@ -183,7 +183,7 @@ def _with_late_results(
     if record.state != "needs_attention" or not undecided:
         return replace(explanation, details=details)
     usable = any(late.outcome == "result" for late in undecided)
-    actions = steps.interrupted_tool(late_result=usable)
+    actions = steps.interrupted_tool(ran_late=True, usable=usable)
     return replace(explanation, details=details, actions=actions)
 
 

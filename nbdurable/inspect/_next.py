@@ -67,39 +67,41 @@ class NextSteps:
             "await run.approve(approval_id)  or  await run.deny(approval_id, reason=...)",
         )
 
-    def interrupted_tool(self, *, late_result: bool = False) -> tuple[str, ...]:
+    def interrupted_tool(self, *, ran_late: bool = False, usable: bool = False) -> tuple[str, ...]:
         """Run an interrupted ``manual`` tool call again, or settle it as an error.
 
-        With ``late_result`` (the call already ran on an owner that had lost the
-        run, see :mod:`nbdurable.durable.late_results`): settling it with that
-        result comes first, and running it again says it runs a second time.
+        ``ran_late``: the call already ran (or was still running) on an owner
+        that had lost the run (see :mod:`nbdurable.durable.late_results`): the
+        front ends then run it again only with ``--rerun``. ``usable``: one of
+        those finished with a result, and settling the call with it comes first.
         """
         run = self.run_id
-        again = "runs the interrupted tool again" + (", a second time" if late_result else "")
+        again = "runs the interrupted tool again"
+        if usable:
+            again += ", a second time"
+        elif ran_late:
+            again += ", though it may have run already"
+        rerun = " --rerun" if ran_late else ""
         if self.context == "notebook":
-            use = (f"%durable retry {run} --use-late-result  (settles it with the late result)",)
-            rerun = " --rerun" if late_result else ""
+            use = f"%durable retry {run} --use-late-result  (settles it with the late result)"
             return (
-                *(use if late_result else ()),
+                *((use,) if usable else ()),
                 f"%durable retry {run}{rerun}  ({again})",
                 f'%durable approve {run} --deny --reason "..."  (settles it as an error the '
                 "model sees)",
             )
         if self.context == "terminal":
-            use = (
-                f"nbdurable runs retry {run} --use-late-result  (settles it with the late result)",
-            )
-            rerun = " --rerun" if late_result else ""
+            use = f"nbdurable runs retry {run} --use-late-result  (settles it with the late result)"
             return (
-                *(use if late_result else ()),
+                *((use,) if usable else ()),
                 f"nbdurable runs retry {run}{rerun} --agents module:attr  ({again}, here)",
                 f'nbdurable runs deny {run} --reason "..."  (settles it as an error the '
                 "model sees)",
             )
-        use = ("await use_late_result(run)  (settles it with the late result)",)
+        use = "await nd.runtime.use_late_result(run)  (settles it with the late result)"
         return (
             *self._handle(),
-            *(use if late_result else ()),
+            *((use,) if usable else ()),
             f"await run.retry()  ({again})",
             "await run.deny(reason=...)  (settles it as an error the model sees)",
         )
