@@ -21,11 +21,13 @@ from .._errors import (
     DurableConflictError,
 )
 from .._sync import run_sync
+from ..durable.late_results import late_result_line
 from ..durable.run_states import BUSY_STATES, UNFINISHED_STATES
 from ..durable.runtime_run import RuntimeRun
 from ..durable.scheduling import definition_matches, mismatch_reason, of_engine
 from ..messages import ToolApprovalRequest
 from ..runtime.grants import DEFAULT_GRANT_MINUTES
+from ..runtime.late_results import blind_retry_error, late_results_to_decide, use_late_result
 from ..runtime.run import Run, approval_expired
 from . import _views
 from ._agents import agents_in, register, run_agent
@@ -290,7 +292,19 @@ def _cancel(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Non
 
 def _retry(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
     run = check_run(nb, args.run)
-    run_sync(run.retry())
+    late = run_sync(late_results_to_decide(run))
+    if args.use_late_result:
+        used = run_sync(use_late_result(run))
+        print(f"{run.run_id}: settled with its late result: {late_result_line(used)}")
+    elif late and not args.rerun:
+        command = f"%durable retry {run.run_id}"
+        raise blind_retry_error(
+            run.run_id, late, use=f"{command} --use-late-result", rerun=f"{command} --rerun"
+        )
+    else:
+        for entry in late:  # --rerun: said all the same
+            print(f"{run.run_id}: running it again: {late_result_line(entry)}")
+        run_sync(run.retry())
     _goes_on(nb, run, ns)
 
 

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .._text import valid_data
 from ..durable.run_states import RunState
-from ..durable.runtime_run import RuntimeRun
+from ..durable.runtime_run import LateResult, RuntimeRun
 from ..durable.signer import token_issued_at
 from ..messages import Message, ToolApprovalRequest
 
@@ -83,6 +83,11 @@ class RunOut(BaseModel):
     max_steps: int
     result_text: str | None
     finished: bool
+    late_results: list[LateResult] = Field(
+        default_factory=list,
+        description="Tool calls an owner that had lost the run finished (or was still "
+        "running) anyway: a needs_attention call listed here already ran once.",
+    )
 
     @classmethod
     def of(cls, record: RuntimeRun) -> RunOut:
@@ -104,6 +109,7 @@ class RunOut(BaseModel):
             max_steps=record.max_steps,
             result_text=record.result_text,
             finished=record.finished,
+            late_results=record.late_results,
         )
 
 

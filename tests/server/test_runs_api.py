@@ -146,3 +146,19 @@ def test_limits_map_to_413_and_429(make_server: Any) -> None:
         second = http.post("/runs", json={"agent": "helper", "prompt": "two"})
         assert second.status_code == 429
         assert second.json()["error"]["type"] == "LimitExceededError"
+
+
+def test_a_runs_late_results_are_in_its_json(server: Server) -> None:
+    from nbdurable.durable.runtime_run import LateResult
+
+    run = _submit(server, agent="helper", prompt="What is the answer?")
+    assert run["late_results"] == []
+    server.wait_state(run["run_id"], "completed")
+    late = LateResult(
+        tool_call_id="call_1_0", tool_name="pay", step_index=0, fence=1, at=1, outcome="cut_off"
+    )
+    store = server.runtime.runtime_store
+    server.run(lambda: store.rt_late_result(run["run_id"], late, now=2))
+    with server.client() as http:
+        got = http.get(f"/runs/{run['run_id']}").json()
+    assert got["late_results"] == [late.model_dump(mode="json")]
