@@ -317,7 +317,7 @@ async def retry(args: argparse.Namespace) -> int:
             else:
                 for entry in late:  # --rerun: said all the same
                     print(f"{run.run_id}: running it again: {late_result_line(entry)}")
-                await run.retry()
+                await run.retry(rerun=True)
             record = await _execute(run, after, args.timeout) if args.agents else run.record()
             return await _outcome(run, record)
 

@@ -304,7 +304,7 @@ def _retry(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None
     else:
         for entry in late:  # --rerun: said all the same
             print(f"{run.run_id}: running it again: {late_result_line(entry)}")
-        run_sync(run.retry())
+        run_sync(run.retry(rerun=True))
     _goes_on(nb, run, ns)
 
 

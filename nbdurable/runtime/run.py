@@ -19,7 +19,7 @@ from ..durable.deciders import check_decider
 from ..durable.grants import Grant
 from ..durable.offload import offload
 from ..durable.run_states import ACTIVE_STATES, HUMAN_STATES, RETRYABLE_STATES, RUN_STATES
-from ..durable.runtime_run import RuntimeRun, ToolIntent
+from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
 from ..durable.signer import expired_age, request_still_signed, resign_if_expired
 from ..events.log import Armed
 from ..events.model import Event
@@ -29,6 +29,7 @@ from ..loop.output import OutputSpec
 from ..messages import ToolApprovalRequest, ToolApprovalResponse, Usage, VerdictSource
 from . import lifecycle
 from .in_flight import landed
+from .late_results import blind_retry_error, late_results_to_decide, use_late_result
 from .record_mirror import read_record
 from .run_result import RunFailedError, RunResult
 from .verdict_sources import VIAS, approval_expired, claimed_source
@@ -405,7 +406,7 @@ class Run:
             return
         await offload(runtime.set_state, self.run_id, state="cancelled", reason="cancelled")
 
-    async def retry(self) -> None:
+    async def retry(self, *, rerun: bool = False) -> None:
         """Let a failed or needs_attention run go on.
 
         The model gets a fresh attempt budget, and an interrupted ``manual``
@@ -414,14 +415,26 @@ class Run:
         ``run_started`` event says ``retried: true``; it follows the failed
         run's terminal ``run_error`` in the log.
 
+        An interrupted call with a late result (it ran on an owner that had lost
+        the run) is not run again blind: refused unless ``rerun=True``, or see
+        :meth:`use_late_result`.
+
+        Args:
+            rerun: Run an interrupted call again even when it has a late result.
+
         Raises:
-            ConfigurationError: The run is neither failed nor in needs_attention.
+            ConfigurationError: The run is not failed or needs_attention, or a
+                late result is left to decide and ``rerun`` is False.
         """
         record = await self._fetch()
         if record.state not in RETRYABLE_STATES:
             raise ConfigurationError(
                 f"only failed or needs_attention runs retry, not {record.state}"
             )
+        late = [] if rerun else await late_results_to_decide(self)
+        if late:
+            use, again = "await run.use_late_result()", "await run.retry(rerun=True)"
+            raise blind_retry_error(self.run_id, late, use=use, rerun=again)
         started = [i.tool_call_id for i in await offload(self._interrupted)]
         ready = await offload(self._dependencies_completed, record)
         await offload(
@@ -443,6 +456,10 @@ class Run:
                 await offload(
                     self.runtime.set_state, self.run_id, current.fence, state="pending", error=None
                 )
+
+    async def use_late_result(self, tool_call_id: str | None = None) -> LateResult:
+        """Settle an interrupted call with its late result (:func:`.use_late_result`)."""
+        return await use_late_result(self, tool_call_id)
 
     def _dependencies_completed(self, record: RuntimeRun) -> bool:
         """Whether every graph dependency of the run completed (True without any)."""

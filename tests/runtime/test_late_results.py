@@ -156,7 +156,12 @@ async def test_use_late_result_from_python(tmp_path: Path) -> None:
         run = await runtime.get_run(run_id)
         with pytest.raises(nd.ConfigurationError, match="has no late result"):
             await use_late_result(run, "call_9_9")
-        late = await use_late_result(run)
+        # Run.retry() does not run the call again blind: it names both ways out
+        with pytest.raises(nd.ConfigurationError, match=r"run\.use_late_result\(\)") as refused:
+            await run.retry()
+        assert "run.retry(rerun=True)" in str(refused.value)
+        assert run.record().state == "needs_attention"
+        late = await run.use_late_result()
         assert late.result is not None and late.result["result"] == f"paid 5 by {pid}"
         result = await asyncio.wait_for(run.result(), 60)
     assert result.text == "paid"
