@@ -143,7 +143,9 @@ class Prober:
                 if not kept:
                     raise
                 # The connection kept from the last probe may be one a restart
-                # broke: one fresh connection tells whether the server is back.
+                # broke: one fresh connection tells whether the server is back
+                # (and the pool's connections are likely broken too).
+                self._failed = True
                 self._run(statement, params, timeout)
         except BaseException:
             self._failed = True
