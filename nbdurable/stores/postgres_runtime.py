@@ -44,6 +44,7 @@ from ..durable.scheduling import (
 )
 from ..durable.stored import validate_stored
 from ..durable.verdicts import decide
+from .postgres_connect import ping_pool
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -322,6 +323,18 @@ class PostgresRuntimeTables:
         with self._pool.connection() as conn:
             found = conn.execute(self._rq.get, (run_id,)).fetchone()
         return None if found is None else _record(found[0])
+
+    def ping(self, timeout: float) -> None:
+        """Read a run record on a connection of its own, within about ``timeout`` seconds.
+
+        The readiness probe's check (``/readyz``): it never waits for one of the
+        pool's connections, so it answers whatever the calls queued there do.
+
+        Raises:
+            TimeoutError: The previous probe has not returned.
+            psycopg.OperationalError: The server cannot be reached.
+        """
+        ping_pool(self._pool, self._rq.get, ("nbdurable-readyz",), timeout)
 
     def rt_list(self, states: Sequence[str] | None = None) -> builtins.list[RuntimeRun]:
         """Records in submission order, optionally filtered by state."""
