@@ -29,6 +29,7 @@ is then refilled with cancelled handles, which asyncio skips, so the outer
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
@@ -36,7 +37,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from ._errors import ConfigurationError
 
-__all__ = ["run_sync", "sync_of"]
+__all__ = ["run_here", "run_sync", "sync_of"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -145,6 +146,35 @@ def run_sync(awaitable: Awaitable[T], *, loop: asyncio.AbstractEventLoop | None 
 
 async def _awaited(awaitable: Awaitable[T]) -> T:
     return await awaitable
+
+
+def run_here(awaitable: Awaitable[T]) -> T:
+    """Run ``awaitable`` to its end on this thread, never handing it to another thread's loop.
+
+    Nested in this thread's running loop as :func:`run_sync` does; with none,
+    on a loop of its own, closed before it returns (a thread that waits once
+    keeps no loop). For waits that only read a thread-safe store: their
+    timeouts hold however busy another thread's loop is.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        return run_sync(awaitable)
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(_awaited(awaitable))
+    try:
+        return loop.run_until_complete(task)
+    except BaseException:
+        if not task.done():  # an interrupt: drop the wait, then let it propagate
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(task)
+        raise
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
 
 
 def sync_of(function: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:

@@ -12,10 +12,12 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from . import metrics as _metrics
 from .durable.runtime_store import RuntimeStore
+from .durable.transient import bounded_wait
 
 __all__ = [
     "Check",
@@ -26,29 +28,50 @@ __all__ = [
     "temporal_check",
 ]
 
+_RENDER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="nbdurable-metrics")
+
 Check = Callable[[], Awaitable[None]]
 """A readiness check: returns when its dependency answers, raises when not."""
 
 CHECK_TIMEOUT_S = 3.0
+"""How long ``/readyz`` waits for one check before calling its dependency unready."""
 
 
 def store_check(store: RuntimeStore) -> Check:
-    """A check that the store answers (one read of a run record, in a thread)."""
+    """A check that the store answers, bounded and independent of the runtime's store calls.
+
+    A store with a ``ping(timeout)`` method (PostgreSQL) is asked on a
+    connection of its own, so the probe never queues behind the calls waiting
+    for one of the pool's connections (during an outage, the runtime's
+    retries); another store reads a run record, its waits inside the store
+    bounded (:func:`~nbdurable.durable.transient.bounded_wait`). Either way the
+    check runs on a thread of its own, one at a time: a probe arriving while
+    the previous one still runs shares its answer.
+    """
+    ping = getattr(store, "ping", None)
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbdurable-readyz")
     busy: list[asyncio.Future[Any]] = []
 
+    def probe() -> None:
+        if callable(ping):
+            ping(CHECK_TIMEOUT_S)
+            return
+        with bounded_wait(CHECK_TIMEOUT_S):
+            store.rt_get("nbdurable-readyz")
+
     async def check() -> None:
-        # One probe at a time: a store that hangs must not collect a thread per probe.
-        if busy and not busy[0].done():
-            raise TimeoutError("the previous store probe has not returned")
-        busy.clear()
-        future = asyncio.ensure_future(asyncio.to_thread(store.rt_get, "nbdurable-readyz"))
-        # Its outcome is read here or by nobody (a probe that timed out, the last
-        # one): retrieved, so asyncio does not log "exception was never retrieved".
-        future.add_done_callback(lambda done: done.cancelled() or done.exception())
-        busy.append(future)
-        await asyncio.wait_for(asyncio.shield(future), CHECK_TIMEOUT_S)
+        if not busy or busy[0].done():
+            busy[:] = [asyncio.get_running_loop().run_in_executor(executor, probe)]
+            # a probe nobody awaits any more (its waiter timed out) must not log its error
+            busy[0].add_done_callback(_retrieve)
+        await asyncio.wait_for(asyncio.shield(busy[0]), CHECK_TIMEOUT_S)
 
     return check
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def temporal_check(client: Any) -> Check:
@@ -85,16 +108,20 @@ class ReadinessProbe:
 
 async def respond(path: str, probe: ReadinessProbe) -> tuple[int, str, bytes]:
     """``(status, content type, body)`` of a probe route, or 404."""
+    body: bytes
     if path == "/healthz":
         return 200, "text/plain; charset=utf-8", b"ok\n"
     if path == "/readyz":
         failed = await probe.failures()
         if failed:
-            body = "not ready: " + "; ".join(failed) + "\n"
-            return 503, "text/plain; charset=utf-8", body.encode()
+            text = "not ready: " + "; ".join(failed) + "\n"
+            return 503, "text/plain; charset=utf-8", text.encode()
         return 200, "text/plain; charset=utf-8", b"ok\n"
     if path == "/metrics":
-        return 200, _metrics.CONTENT_TYPE, _metrics.render()
+        # On a thread: the store-wide gauges may wait (a bounded time) for the
+        # store, and the loop answers /readyz meanwhile.
+        body = await asyncio.get_running_loop().run_in_executor(_RENDER, _metrics.render)
+        return 200, _metrics.CONTENT_TYPE, body
     return 404, "text/plain; charset=utf-8", b"not found\n"
 
 

@@ -151,6 +151,14 @@ class VerdictSource(BaseModel):
             ``link``, ``api`` or ``grant``.
         addressed_to: For ``via="link"``: whom the link was addressed to.
         grant_id: For ``via="grant"``: the standing approval that covered the call.
+        minted_by: For ``via="link"``: who minted the link (signed into its
+            token): a named bridge token's principal (authenticated) when
+            ``minted_via`` is ``http``, a claimed name for ``api``; None for
+            the notifier, the unnamed token, or a link minted before links
+            recorded it.
+        minted_via: For ``via="link"``: how the link was minted: ``http``
+            (the bridge's API), ``api`` (Python, a notebook) or ``notify`` (a
+            notification addressed to an approver); None before links recorded it.
     """
 
     model_config = _FROZEN
@@ -159,6 +167,19 @@ class VerdictSource(BaseModel):
     via: Text | None = None
     addressed_to: Text | None = None
     grant_id: Text | None = None
+    minted_by: Text | None = None
+    minted_via: Text | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unminted(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A source that is not a minted link's serializes as before links
+        # recorded their minter: stored verdicts keep their bytes.
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("minted_by", "minted_via"):
+                if data.get(key) is None:
+                    data.pop(key, None)
+        return data
 
 
 class ToolApprovalResponse(BaseModel):

@@ -23,6 +23,7 @@ is never a label.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, cast
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 from .durable import transient as _transient
 from .durable.run_states import HUMAN_STATES, RUN_STATES, TERMINAL_STATES
 from .durable.store import HistoryStore
+from .durable.transient import bounded_wait
 
 if TYPE_CHECKING:
     from .durable.runtime_run import RuntimeRun
@@ -261,11 +263,80 @@ class _Timer:
         self.histogram.labels(*self.labels, outcome).observe(elapsed)
 
 
+SAMPLE_WAIT_S = 0.5
+"""How long a scrape waits for the store-wide gauges' sample (the scrape answers anyway)."""
+
+SAMPLE_TIMEOUT_S = 2.0
+"""How long a sample may go unanswered before ``nbdurable_store_up`` says 0.
+
+The sample's waits inside the store are bounded by this too (PostgreSQL's pool
+would wait 30 s for a connection), so during an outage a sample fails soon.
+"""
+
+
+class _Sample:
+    """One reading of the store: run counts by state, or a failure (``counts`` None)."""
+
+    def __init__(self, counts: dict[str, int] | None) -> None:
+        self.counts = counts
+
+
+class _StoreSampler:
+    """Reads the store on a thread of its own, one sample at a time.
+
+    A scrape starts a sample (unless one is under way) and waits for it
+    :data:`SAMPLE_WAIT_S` at most: a store that hangs holds one thread, never a
+    scrape. Past the wait the scrape answers with the previous sample while
+    the current one is younger than :data:`SAMPLE_TIMEOUT_S` (a slow store),
+    and with the store down after that.
+    """
+
+    def __init__(self, store: HistoryStore) -> None:
+        self.store = store
+        self._cond = threading.Condition()
+        self._done = 0  # samples finished
+        self._since: float | None = None  # when the sample under way began
+        self._last: _Sample | None = None
+
+    def read(self) -> _Sample | None:
+        """The latest sample, or None when the store has not answered in time."""
+        with self._cond:
+            if self._since is None:
+                self._since = time.monotonic()
+                threading.Thread(
+                    target=self._sample, name="nbdurable-store-gauges", daemon=True
+                ).start()
+            since, wanted = self._since, self._done + 1
+            if self._cond.wait_for(lambda: self._done >= wanted, SAMPLE_WAIT_S):
+                return self._last
+            previous = self._last
+            slow = time.monotonic() - since < SAMPLE_TIMEOUT_S
+            if slow and previous is not None and previous.counts is not None:
+                return previous
+            return None
+
+    def _sample(self) -> None:
+        counts: dict[str, int] | None
+        try:
+            with bounded_wait(SAMPLE_TIMEOUT_S):
+                states = [record.state for record in _list_runs(self.store)]
+            counts = dict.fromkeys(RUN_STATES, 0)
+            for state in states:
+                counts[state] = counts.get(state, 0) + 1
+        except Exception:  # the store is away: the scrape says so instead of failing
+            counts = None
+        with self._cond:
+            self._last = _Sample(counts)
+            self._since = None
+            self._done += 1
+            self._cond.notify_all()
+
+
 class _StoreGauges:
-    """Store-wide gauges, counted from the store at scrape time."""
+    """Store-wide gauges, from a sample of the store taken at scrape time (bounded wait)."""
 
     def __init__(self, store: HistoryStore, store_name: str) -> None:
-        self.store = store
+        self.sampler = _StoreSampler(store)
         self.store_name = store_name
 
     def describe(self) -> list[Any]:
@@ -274,24 +345,17 @@ class _StoreGauges:
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
-        counts = dict.fromkeys(RUN_STATES, 0)
-        pending = 0
-        up = 1
-        try:
-            for record in _list_runs(self.store):
-                counts[record.state] = counts.get(record.state, 0) + 1
-                if record.state == "waiting_approval":
-                    pending += 1
-        except Exception:  # the store is away: say so instead of failing the scrape
-            up = 0
+        sample = self.sampler.read()
+        counts = None if sample is None else sample.counts
         store_up = GaugeMetricFamily(
             "nbdurable_store_up",
-            "Whether the last scrape could read the store (1) or not (0).",
+            f"Whether the store answered this scrape's sample within {SAMPLE_TIMEOUT_S:g} s "
+            "(1) or not (0).",
             labels=["store"],
         )
-        store_up.add_metric([self.store_name], up)
+        store_up.add_metric([self.store_name], 0 if counts is None else 1)
         yield store_up
-        if not up:
+        if counts is None:
             return
         runs = GaugeMetricFamily(
             "nbdurable_store_runs",
@@ -306,7 +370,7 @@ class _StoreGauges:
             "Runs waiting for an approval verdict (store-wide: aggregate with max, not sum).",
             labels=["store"],
         )
-        waiting.add_metric([self.store_name], pending)
+        waiting.add_metric([self.store_name], counts.get("waiting_approval", 0))
         yield waiting
 
 

@@ -128,6 +128,18 @@ def _add_runs(commands: Any) -> None:
         "retry", _sync(control.retry), "let a failed or needs_attention run go on", AGENTS, TIMEOUT
     )
     retry.add_argument("run")
+    late = retry.add_mutually_exclusive_group()
+    late.add_argument(
+        "--use-late-result",
+        action="store_true",
+        help="settle the interrupted call with the result it already gave on a worker "
+        "that had lost the run (its late result), instead of running it again",
+    )
+    late.add_argument(
+        "--rerun",
+        action="store_true",
+        help="run the interrupted call again even though it already ran late once",
+    )
     move = action(
         "move", _sync(control.move), "hand runs that no one executes now to another engine"
     )

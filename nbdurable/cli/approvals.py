@@ -41,8 +41,14 @@ def _who(row: dict[str, Any]) -> str:
     by = row.get("decided_by")
     if by:
         return str(by) if row.get("authenticated") else f"{by} (claimed)"
-    if row.get("addressed_to"):
-        return f"link to {row['addressed_to']}"
+    if row.get("addressed_to") or row.get("via") == "link":
+        who = f"link to {row['addressed_to']}" if row.get("addressed_to") else "link"
+        if row.get("minted_via") == "notify":
+            return f"{who} (notification)"
+        if row.get("minted_by"):
+            claimed = "" if row.get("minted_via") == "http" else ", claimed"
+            return f"{who} (minted by {row['minted_by']}{claimed})"
+        return who
     return str(row.get("grant_id") or "")
 
 

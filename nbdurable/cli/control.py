@@ -22,11 +22,13 @@ from .._errors import (
     ConfigurationError,
     RunNotFoundError,
 )
+from ..durable.late_results import late_result_line
 from ..durable.run_states import ACTIVE_STATES, BUSY_STATES, STOP_STATES, UNSUCCESSFUL_STATES
 from ..durable.runtime_run import EMBEDDED, TEMPORAL, RuntimeRun
 from ..durable.scheduling import definition_matches, mismatch_reason, of_engine
 from ..durable.store import maybe_await
 from ..messages import ToolApprovalRequest
+from ..runtime.late_results import blind_retry_error, late_results_to_decide, use_late_result
 from ..runtime.run import Run, approval_expired
 from .agents import load_all
 from .follow import call_text, follow, last_offset
@@ -83,9 +85,10 @@ def _served(runtime: Any, record: RuntimeRun) -> None:
             f"run {record.run_id!r} runs agent {record.agent_id!r} version "
             f"{record.agent_version!r}, which --agents does not provide (it gives: {names})"
         )
-    if definition_matches(record, runtime.registry.fingerprints()) is False:
+    definitions = runtime.registry.definitions()
+    if definition_matches(record, definitions) is False:
         raise ConfigurationError(
-            f"run {record.run_id!r} {mismatch_reason(record)}: --agents defines "
+            f"run {record.run_id!r} {mismatch_reason(record, definitions)}: --agents defines "
             f"{record.agent_id!r} version {record.agent_version!r} differently"
         )
 
@@ -287,14 +290,34 @@ async def cancel(args: argparse.Namespace) -> int:
 
 
 async def retry(args: argparse.Namespace) -> int:
-    """Let a failed or needs_attention run go on (executed here with ``--agents``)."""
+    """Let a failed or needs_attention run go on (executed here with ``--agents``).
+
+    When the interrupted call already ran on an owner that had lost the run (a
+    late result), the retry is refused unless ``--use-late-result`` (settle the
+    call with it) or ``--rerun`` (run the call again anyway) says what to do.
+    """
     with opened_store(args.store) as store:
         async with _runtime(store, args.agents) as runtime:
             run = await _handle(runtime, store, args.run)
             if args.agents:
                 _served(runtime, run.record())
             after = await last_offset(store, run.run_id)
-            await run.retry()
+            late = await late_results_to_decide(run)
+            if args.use_late_result:
+                used = await use_late_result(run)
+                print(f"{run.run_id}: settled with its late result: {late_result_line(used)}")
+            elif late and not args.rerun:
+                command = f"nbdurable runs retry {run.run_id}"
+                raise blind_retry_error(
+                    run.run_id,
+                    late,
+                    use=f"{command} --use-late-result",
+                    rerun=f"{command} --rerun",
+                )
+            else:
+                for entry in late:  # --rerun: said all the same
+                    print(f"{run.run_id}: running it again: {late_result_line(entry)}")
+                await run.retry(rerun=True)
             record = await _execute(run, after, args.timeout) if args.agents else run.record()
             return await _outcome(run, record)
 

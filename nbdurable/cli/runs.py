@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import CheckpointNotFoundError, ConfigurationError, RunNotFoundError
+from ..durable.late_results import late_result_line
 from ..durable.store import RUNTIME, maybe_await, supports
 from ..inspect import _compact, _records
 from ..messages import Message, ToolResultPart, tool_message, user
@@ -300,6 +301,8 @@ def show(args: argparse.Namespace) -> int:
         summary = _json_rows([row], _records.RUN_COLUMNS, _RUN_TIMES)[0]
         summary["error"] = record.error if record is not None else None
         summary["result_text"] = record.result_text if record is not None else None
+        late = record.late_results if record is not None else []
+        summary["late_results"] = [entry.model_dump(mode="json") for entry in late]
         rows = _json_rows(messages or [], _records.MESSAGE_COLUMNS)
         _print_json({"run": summary, "approvals": approvals, "messages": rows})
         return 0
@@ -328,7 +331,17 @@ def show(args: argparse.Namespace) -> int:
         call = call_text(approval["tool_name"], approval["input"])
         note = "  (answered)" if approval["answered"] else ""
         pairs.append(("approval", f"{approval['approval_id']}  {call}{note}"))
-    print(key_values(pairs))
+    print(key_values(pairs, wrap={"waiting"}))
+    for late in record.late_results if record is not None else []:
+        # whole, not cut to the terminal: the call may already have run (late)
+        print(
+            textwrap.fill(
+                late_result_line(late),
+                terminal_width(),
+                initial_indent="late result  ",
+                subsequent_indent=" " * 13,
+            )
+        )
     rows = messages or []
     if rows:
         print()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numbers
 import shutil
+import textwrap
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -151,11 +152,25 @@ def render(
     return "\n".join(lines)
 
 
-def key_values(pairs: Sequence[tuple[str, Any]], *, width: int | None = None) -> str:
-    """``key  value`` lines, values cut to fit ``width`` columns; empty values left out."""
+def key_values(
+    pairs: Sequence[tuple[str, Any]], *, width: int | None = None, wrap: Collection[str] = ()
+) -> str:
+    """``key  value`` lines, values cut to fit ``width`` columns; empty values left out.
+
+    The values of the keys in ``wrap`` are wrapped over lines instead (a
+    sentence that must be read whole, such as what a run waits for).
+    """
     width = terminal_width() if width is None else width
     shown = [(k, cell(v)) for k, v in pairs if cell(v) != ""]
     if not shown:
         return ""
     keys = max(text_width(k) for k, _ in shown)
-    return "\n".join(clip(f"{_pad(k, keys, False)}{GAP}{v}", width) for k, v in shown)
+    lines = []
+    for k, v in shown:
+        line = f"{_pad(k, keys, False)}{GAP}{v}"
+        if k in wrap:
+            indent = " " * (keys + len(GAP))
+            lines.append(textwrap.fill(line, max(width, keys + 20), subsequent_indent=indent))
+        else:
+            lines.append(clip(line, width))
+    return "\n".join(lines)

@@ -16,7 +16,15 @@ from .._text import valid_data
 from ..messages import Message, ToolApprovalResponse
 from .run_states import TERMINAL_STATES, RunState
 
-__all__ = ["EMBEDDED", "TEMPORAL", "DependencyPolicy", "RunKind", "RuntimeRun", "ToolIntent"]
+__all__ = [
+    "EMBEDDED",
+    "TEMPORAL",
+    "DependencyPolicy",
+    "LateResult",
+    "RunKind",
+    "RuntimeRun",
+    "ToolIntent",
+]
 
 RunKind = Literal["agent", "task"]
 DependencyPolicy = Literal["fail", "pause"]
@@ -24,6 +32,43 @@ EMBEDDED = "embedded"
 """``RuntimeRun.engine`` of a run submitted to the embedded engine."""
 TEMPORAL = "temporal"
 """``RuntimeRun.engine`` of a run submitted to the Temporal engine."""
+
+
+class LateResult(BaseModel):
+    """A tool call's outcome from an owner that had lost the run (fenced out).
+
+    A worker paused past its lease (SIGSTOP, a suspended VM, a long GC) wakes up
+    and finishes the call it was running: its effect happened, but the run
+    belongs to another owner now, so its result is never recorded as the
+    call's. It is kept on the run record as this, and announced by a
+    ``tool_late_result`` event, so whoever decides the call next (``retry()``
+    runs it again) knows it already ran.
+
+    Attributes:
+        tool_call_id: The call.
+        tool_name: Its tool.
+        step_index: Its step.
+        fence: The fencing token the late owner held (the run's was newer).
+        owner: The late owner's lease holder (``describe_holder`` names its
+            process); None where the engine keeps no lease (Temporal).
+        at: When it tried to record the outcome (epoch ms).
+        outcome: ``result``: the call finished and returned ``result``;
+            ``cut_off``: the call was still running when the owner learned it
+            had lost the run and stopped it (its effect is unknown).
+        result: The tool result part's JSON (``is_error`` for a tool's error),
+            for ``result``; None for ``cut_off``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool_call_id: str
+    tool_name: str
+    step_index: int
+    fence: int
+    owner: str | None = None
+    at: int
+    outcome: Literal["result", "cut_off"] = "result"
+    result: dict[str, Any] | None = None
 
 
 class RuntimeRun(BaseModel):
@@ -103,6 +148,11 @@ class RuntimeRun(BaseModel):
         settled_by: The graph node whose finish last settled this node
             (promoted it to ``pending`` or failed it): that finisher writes the
             node's state event, however close in time other dependencies finished.
+        late_results: Tool calls an owner that had lost the run (a worker paused
+            past its lease, then woken) finished or was still running when it
+            learned it; its fenced writes were refused, so they are kept here
+            (append-only, never the run's state, results or history) for the
+            human who decides the call (:mod:`nbdurable.durable.late_results`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -153,6 +203,7 @@ class RuntimeRun(BaseModel):
     submitter_may_approve: bool = True
     grants: dict[str, list[str]] | None = None
     settled_by: str | None = None
+    late_results: list[LateResult] = Field(default_factory=list)
 
     @property
     def prompt_value(self) -> str | Message:

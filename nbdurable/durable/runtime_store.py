@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from .runtime_run import RuntimeRun, ToolIntent
+from .runtime_run import LateResult, RuntimeRun, ToolIntent
 from .scheduling import Served
 
 __all__ = ["RuntimeStore"]
@@ -176,6 +176,19 @@ class RuntimeStore(Protocol):
         The store applies :func:`~nbdurable.durable.grants.with_grant_change`
         inside it, so concurrent grants and revocations all land. Not fenced:
         any process may grant or revoke while another owns the run.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        ...
+
+    def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
+        """Add a late result to the run's record, in one transaction.
+
+        The store applies :func:`~nbdurable.durable.late_results.with_late_result`
+        inside it. Not fenced, by design: the owner that lost the run writes it,
+        and nothing but ``late_results`` (and ``updated_at``) changes. Adding the
+        same one again (same call, same fence) is a no-op.
 
         Raises:
             RunNotFoundError: No such run.

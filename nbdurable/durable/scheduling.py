@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from .definitions import ServedDefinition, difference, parts_of
 from .run_states import ACTIVE_STATES, DEPENDENCY_FAILED, UNSUCCESSFUL_STATES, RunState
 from .runtime_run import EMBEDDED, RuntimeRun
 
@@ -36,12 +37,16 @@ def next_state(session_busy: bool) -> RunState:
     return "queued" if session_busy else "pending"
 
 
-Served = Mapping[tuple[str, str], str | None] | Collection[tuple[str, str]]
-"""What a runtime executes: ``(id, version) -> fingerprint`` (None: any definition), or the keys."""
+Definition = str | ServedDefinition | None
+"""A served ``(id, version)``'s definition: its fingerprint, a registration that compares
+itself with runs (:class:`~nbdurable.durable.definitions.ServedDefinition`), or None (any)."""
+
+Served = Mapping[tuple[str, str], Definition] | Collection[tuple[str, str]]
+"""What a runtime executes: ``(id, version) -> definition`` (None: any definition), or the keys."""
 
 
-def served(agents: Served) -> Mapping[tuple[str, str], str | None]:
-    """``agents`` as ``(id, version) -> fingerprint`` (None where no fingerprint is known)."""
+def served(agents: Served) -> Mapping[tuple[str, str], Definition]:
+    """``agents`` as ``(id, version) -> definition`` (None where no fingerprint is known)."""
     if isinstance(agents, Mapping):
         return agents
     return dict.fromkeys(agents)
@@ -73,17 +78,41 @@ def definition_matches(run: RuntimeRun, agents: Served) -> bool | None:
     None when they do not serve that ``(agent, version)`` at all; False when
     they serve it under another fingerprint. A run recorded without a
     fingerprint, or a runtime that names no fingerprint, matches any definition.
+    A served fingerprint matches only an equal one; a served registration
+    (:class:`~nbdurable.durable.definitions.ServedDefinition`) decides itself,
+    so it can also accept a run fingerprinted under the previous scheme.
     """
     table = served(agents)
     key = (run.agent_id, run.agent_version)
     if key not in table:
         return None
     mine = table[key]
-    return run.fingerprint is None or mine is None or mine == run.fingerprint
+    if run.fingerprint is None or mine is None:
+        return True
+    if isinstance(mine, str):
+        return mine == run.fingerprint
+    return mine.accepts(run)
 
 
-def mismatch_reason(run: RuntimeRun) -> str:
-    """The waiting reason of a run no runtime with its submitted definition serves yet."""
+def mismatch_reason(run: RuntimeRun, agents: Served | None = None) -> str:
+    """The waiting reason of a run no runtime with its submitted definition serves yet.
+
+    With ``agents`` (what the runtime that saw the run serves), the reason also
+    says what that runtime's definition differs in (``...; a runtime that saw it
+    differs in its tools (sweep changed)``), part by part
+    (:func:`~nbdurable.durable.definitions.difference`).
+    """
+    reason = _mismatch_prefix(run)
+    mine = served(agents).get((run.agent_id, run.agent_version)) if agents is not None else None
+    theirs = mine if isinstance(mine, str) or mine is None else mine.fingerprint
+    detail = difference(run.fingerprint, theirs)
+    if detail is None:
+        return reason
+    subject = "a runtime that saw it" if parts_of(run.fingerprint) is not None else "it"
+    return f"{reason}; {subject} {detail}"
+
+
+def _mismatch_prefix(run: RuntimeRun) -> str:
     return (
         f"waits for a runtime whose {run.agent_id} v{run.agent_version} "
         "matches the submitted definition"
@@ -101,11 +130,13 @@ def unclaimable_by_definition(
     """``run`` with its waiting reason recorded, when only ``agents`` keep it from a claim.
 
     Eligible, and either served under another fingerprint
-    (:func:`mismatch_reason`) or not served at all (:func:`unserved_reason`),
-    and the reason not yet recorded (so a store writes it once, not at every
-    poll); else None. A definition mismatch is the more specific reason: a
-    runtime serving other agents never overwrites it, so runtimes serving
-    different things do not take turns rewriting the record. Stores write the
+    (:func:`mismatch_reason`, naming what differs) or not served at all
+    (:func:`unserved_reason`), and the reason not yet recorded (so a store
+    writes it once, not at every poll); else None. A definition mismatch is the
+    more specific reason: a runtime serving other agents never overwrites it,
+    nor does a runtime whose definition differs otherwise (the first that saw
+    the run says what its own differs in), so runtimes serving different
+    things do not take turns rewriting the record. Stores write the
     returned record in the claim's own transaction; ``updated_at`` is kept (the
     run's state did not change). ``engine``: whose runtime asks (a run of
     another engine is none of its business).
@@ -120,9 +151,9 @@ def unclaimable_by_definition(
             return None
         reason = unserved_reason(run)
     else:
-        reason = mismatch_reason(run)
-    if run.waiting_reason == reason:
-        return None
+        if run.waiting_reason is not None and run.waiting_reason.startswith(_mismatch_prefix(run)):
+            return None
+        reason = mismatch_reason(run, agents)
     return run.model_copy(update={"waiting_reason": reason})
 
 

@@ -40,6 +40,9 @@ __all__ = [
     "bound_to_run",
     "store_signer",
     "expired_age",
+    "link_claims",
+    "link_token",
+    "request_still_signed",
     "resign_if_expired",
     "token_issued_at",
     "token_matches",
@@ -268,6 +271,60 @@ def token_matches(
         return False
     token_run = payload.get("run_id")
     return run_id is None or token_run is None or bound_to_run(payload, run_id)
+
+
+def request_still_signed(signer: ApprovalSigner, request: ToolApprovalRequest) -> bool:
+    """Whether ``request``'s own (stored) token still verifies with ``signer``, at any age.
+
+    False for a request signed with a key since retired (or never signed):
+    such a request can only be denied, so no fresh token or link is signed
+    for it and no approval of it is recorded (docs/core.md, "Rotating the
+    approval secret"). An expired token still counts: a fresh one is signed
+    for a request parked past the maximum age.
+    """
+    return request.token is not None and token_matches(
+        signer, request.token, request, run_id=None, max_age_ms=None
+    )
+
+
+_LINK_CLAIMS = ("to", "minted_by", "minted_via")
+
+
+def link_token(
+    signer: ApprovalSigner,
+    request: ToolApprovalRequest,
+    run_id: str,
+    *,
+    to: str | None = None,
+    minted_by: str | None = None,
+    minted_via: str | None = None,
+) -> str:
+    """The token of an approval link: ``request`` bound to ``run_id``, signed now.
+
+    Whom the link is addressed to (``to``) and who minted it, how
+    (``minted_by``, ``minted_via``), are signed into it: its verdict records
+    them. It does not check who may mint (see
+    :func:`~nbdurable.durable.deciders.check_minter`).
+    """
+    payload: dict[str, Any] = request.model_dump(mode="json", exclude={"token"})
+    payload["run_id"] = run_id
+    for key, value in zip(_LINK_CLAIMS, (to, minted_by, minted_via), strict=True):
+        if value is not None:
+            payload[key] = value
+    return signer.sign_payload(payload)
+
+
+def link_claims(signer: ApprovalSigner, token: object) -> dict[str, str | None]:
+    """``to``, ``minted_by`` and ``minted_via`` of a verified link token (None: not there).
+
+    All None for a token that does not verify.
+    """
+    payload = signer.verify(token) or {}
+    claims: dict[str, str | None] = {}
+    for key in _LINK_CLAIMS:
+        value = payload.get(key)
+        claims[key] = value if isinstance(value, str) else None
+    return claims
 
 
 def bound_to_run(payload: dict[str, Any], run_id: str) -> bool:

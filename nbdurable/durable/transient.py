@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_STORE_RETRY_MS",
     "StoreRetry",
     "StoreUnavailableError",
+    "bounded_wait",
     "is_transient",
     "retry_deadline",
 ]
@@ -62,19 +63,41 @@ _SQLITE_LOCKED_MESSAGES = ("database is locked", "database table is locked")
 # The retry whose call is in progress: its deadline is read when asked, so a wait
 # inside the call sees an outage that began, or a cutoff set, after it started.
 _RETRY: ContextVar[StoreRetry | None] = ContextVar("nbdurable_store_retry", default=None)
+# When the calls of a bounded wait (a probe, a metrics sample) stop waiting inside the store.
+_WAIT_UNTIL: ContextVar[float | None] = ContextVar("nbdurable_store_wait_until", default=None)
+
+
+@contextlib.contextmanager
+def bounded_wait(seconds: float) -> Iterator[None]:
+    """Store calls made inside wait for the store at most ``seconds`` from now.
+
+    For calls that must answer soon whatever the store does (a readiness
+    probe, a metrics sample): a store that waits inside a call (PostgreSQL's
+    pool, for a connection, 30 s by default) gives up by then, so the call
+    fails instead of holding its thread through an outage.
+    """
+    token = _WAIT_UNTIL.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _WAIT_UNTIL.reset(token)
 
 
 def retry_deadline() -> float | None:
     """When the retry of the store call in progress gives up (``time.monotonic()``), or None.
 
     Set while a retry is under way (the store has been failing), or once a
-    shutdown cut retries short (:meth:`StoreRetry.give_up_within`); read anew at
-    each call. A store that waits inside a call (PostgreSQL's pool, for a
-    connection) waits no longer than this, so one attempt cannot outlast the
-    whole budget.
+    shutdown cut retries short (:meth:`StoreRetry.give_up_within`), or inside
+    :func:`bounded_wait` (the earliest of these); read anew at each call. A
+    store that waits inside a call (PostgreSQL's pool, for a connection) waits
+    no longer than this, so one attempt cannot outlast the whole budget.
     """
     retry = _RETRY.get()
-    return None if retry is None else retry._deadline()
+    deadline = None if retry is None else retry._deadline()
+    until = _WAIT_UNTIL.get()
+    if until is not None and (deadline is None or until < deadline):
+        return until
+    return deadline
 
 
 def is_transient(exc: BaseException) -> bool:

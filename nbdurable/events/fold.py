@@ -6,7 +6,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..durable.late_results import late_result_line
 from ..durable.run_states import REASON_STATES
+from ..durable.runtime_run import LateResult
 from ..messages import ToolApprovalRequest, Usage
 from .model import (
     APPROVAL_RESOLVED,
@@ -24,6 +26,7 @@ from .model import (
     STEP_START,
     TOOL_APPROVAL_REQUEST,
     TOOL_CALL,
+    TOOL_LATE_RESULT,
     TOOL_RESULT,
     Event,
 )
@@ -76,6 +79,9 @@ class RunView:
         last_offset: Offset of the last applied event (resume a subscription after it).
         takeover: One line when the current leg's owner took the run over from
             another (``run_taken_over``); empty otherwise.
+        late_results: One line per ``tool_late_result``: a call an owner that
+            had lost the run finished (or was still running) anyway. Kept for
+            the whole run: the call may have run twice.
     """
 
     run_id: str | None = None
@@ -87,6 +93,7 @@ class RunView:
     error: str | None = None
     last_offset: int = 0
     takeover: str = ""
+    late_results: list[str] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -240,6 +247,14 @@ def _taken_over(view: RunView, event: Event) -> None:
     view.takeover = str(event.payload.get("message", "Taken over by another runtime."))
 
 
+def _late_result(view: RunView, event: Event) -> None:
+    try:
+        line = late_result_line(LateResult.model_validate(event.payload))
+    except ValueError:  # a payload of another release: still said, less precisely
+        line = f"a call ran late, after its owner had lost the run: {event.payload}"
+    view.late_results.append(line)
+
+
 _HANDLERS = {
     RUN_STARTED: _run_started,
     STEP_START: _step_start,
@@ -257,6 +272,7 @@ _HANDLERS = {
     RUN_ERROR: _error,
     RUN_STATE: _state,
     RUN_TAKEN_OVER: _taken_over,
+    TOOL_LATE_RESULT: _late_result,
 }
 
 

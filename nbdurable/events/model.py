@@ -34,6 +34,7 @@ __all__ = [
     "TERMINAL_RUN_STATES",
     "TOOL_APPROVAL_REQUEST",
     "TOOL_CALL",
+    "TOOL_LATE_RESULT",
     "TOOL_RESULT",
     "Event",
     "NewEvent",
@@ -74,6 +75,14 @@ RUN_FORKED: Final = "run_forked"
 RUN_TAKEN_OVER: Final = "run_taken_over"
 """A runtime took the run over from an owner whose lease lapsed or whose process was gone
 (payload: ``previous_owner``, ``owner``, ``cause``, ``step_index``, ``tool_calls``, ``message``)."""
+
+TOOL_LATE_RESULT: Final = "tool_late_result"
+"""An owner that had lost the run finished a tool call anyway, or was still running it
+(payload: a :class:`~nbdurable.durable.runtime_run.LateResult`: ``tool_call_id``,
+``tool_name``, ``step_index``, ``fence``, ``owner``, ``at``, ``outcome``, ``result``).
+Appended without a fence by the fenced-out owner; it changes nothing else (see
+:mod:`nbdurable.durable.late_results`). Stored as its text in SQLite's packed
+batches (no type code: a code would change the format)."""
 
 GRANT_ADDED: Final = "grant_added"
 """A standing approval was granted (payload: ``grant_id``, ``tool``, ``expires_at``,

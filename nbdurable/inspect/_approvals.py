@@ -57,6 +57,8 @@ APPROVAL_COLUMNS = (
     "authenticated",
     "via",
     "addressed_to",
+    "minted_by",
+    "minted_via",
     "grant_id",
     "reason",
     "waited",
@@ -157,7 +159,9 @@ def approvals(
     ``authenticated`` is true, otherwise the name the deciding process claimed),
     ``authenticated``, ``via`` (``widget``, ``magic``, ``cli``, ``http``,
     ``link``, ``api`` or ``grant``), ``addressed_to`` (whom a link was addressed
-    to), ``grant_id`` (the standing approval that covered the call), ``reason``
+    to), ``minted_by`` and ``minted_via`` (who minted that link, and how:
+    ``http`` for a named bridge token, ``api`` for a claimed name, ``notify``
+    for a notification), ``grant_id`` (the standing approval that covered the call), ``reason``
     (a denial's), ``waited`` (a Timedelta: until the verdict; until now for a
     pending one; until the run ended for a cancelled one) and ``tool_call_id``.
     Who decided is blank where the verdict's source was not recorded.
@@ -395,6 +399,8 @@ def _row(
         "authenticated": source.get("authenticated") if source else None,
         "via": source.get("via"),
         "addressed_to": source.get("addressed_to"),
+        "minted_by": source.get("minted_by"),
+        "minted_via": source.get("minted_via"),
         "grant_id": source.get("grant_id"),
         "reason": verdict.reason if verdict is not None else None,
         "waited": max(0, until - start) if until is not None and start is not None else None,

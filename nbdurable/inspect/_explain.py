@@ -11,6 +11,7 @@ from typing import Any
 from .._errors import RunNotFoundError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.deciders import verdict_line
+from ..durable.late_results import late_result_line, undecided_late_results
 from ..durable.lease_holder import describe_holder, process_gone
 from ..durable.lookup import runtime_record
 from ..durable.run_states import ACTIVE_STATES, UNFINISHED_STATES, UNSUCCESSFUL_STATES
@@ -151,6 +152,8 @@ def explain(
         deps = [runtime_record(source, d) for d in record.depends_on] if record else []
         takeover = _takeover(source, record) if record is not None else None
         verdicts = _verdict_lines(source, record) if record is not None else []
+        late = record is not None and bool(record.late_results) and supports(source, RUNTIME)
+        intents = source.rt_intents(run_id) if late else []  # type: ignore[attr-defined]
     approvals = _approvals(checkpoint, clock)
     if record is None:
         assert checkpoint is not None
@@ -164,7 +167,24 @@ def explain(
         explanation = _explain_record(record, checkpoint, approvals, clock, ahead, steps, takeover)
     if verdicts:
         explanation = replace(explanation, details=(*explanation.details, *verdicts))
+    if record is not None and record.late_results:
+        explanation = _with_late_results(explanation, record, intents, steps)
     return replace(explanation, context=steps.context)
+
+
+def _with_late_results(
+    explanation: Explanation, record: RuntimeRun, intents: Any, steps: NextSteps
+) -> Explanation:
+    """Late results right after the first fact: said before anything that runs the call again."""
+    lines = [f"late: {late_result_line(late)}" for late in record.late_results]
+    first, *rest = explanation.details or ("",)
+    details = (first, *lines, *rest) if first else (*lines, *rest)
+    undecided = undecided_late_results(record, intents)
+    if record.state != "needs_attention" or not undecided:
+        return replace(explanation, details=details)
+    usable = any(late.outcome == "result" for late in undecided)
+    actions = steps.interrupted_tool(ran_late=True, usable=usable)
+    return replace(explanation, details=details, actions=actions)
 
 
 def _verdict_lines(store: HistoryStore, record: RuntimeRun) -> list[str]:

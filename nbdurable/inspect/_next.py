@@ -67,25 +67,42 @@ class NextSteps:
             "await run.approve(approval_id)  or  await run.deny(approval_id, reason=...)",
         )
 
-    def interrupted_tool(self) -> tuple[str, ...]:
-        """Run an interrupted ``manual`` tool call again, or settle it as an error."""
+    def interrupted_tool(self, *, ran_late: bool = False, usable: bool = False) -> tuple[str, ...]:
+        """Run an interrupted ``manual`` tool call again, or settle it as an error.
+
+        ``ran_late``: the call already ran (or was still running) on an owner
+        that had lost the run (see :mod:`nbdurable.durable.late_results`): the
+        front ends then run it again only with ``--rerun``. ``usable``: one of
+        those finished with a result, and settling the call with it comes first.
+        """
         run = self.run_id
+        again = "runs the interrupted tool again"
+        if usable:
+            again += ", a second time"
+        elif ran_late:
+            again += ", though it may have run already"
+        rerun = " --rerun" if ran_late else ""
         if self.context == "notebook":
+            use = f"%durable retry {run} --use-late-result  (settles it with the late result)"
             return (
-                f"%durable retry {run}  (runs the interrupted tool again)",
+                *((use,) if usable else ()),
+                f"%durable retry {run}{rerun}  ({again})",
                 f'%durable approve {run} --deny --reason "..."  (settles it as an error the '
                 "model sees)",
             )
         if self.context == "terminal":
+            use = f"nbdurable runs retry {run} --use-late-result  (settles it with the late result)"
             return (
-                f"nbdurable runs retry {run} --agents module:attr  (runs the interrupted tool "
-                "again, here)",
+                *((use,) if usable else ()),
+                f"nbdurable runs retry {run}{rerun} --agents module:attr  ({again}, here)",
                 f'nbdurable runs deny {run} --reason "..."  (settles it as an error the '
                 "model sees)",
             )
+        use = "await nd.runtime.use_late_result(run)  (settles it with the late result)"
         return (
             *self._handle(),
-            "await run.retry()  (runs the interrupted manual tool again)",
+            *((use,) if usable else ()),
+            f"await run.retry()  ({again})",
             "await run.deny(reason=...)  (settles it as an error the model sees)",
         )
 

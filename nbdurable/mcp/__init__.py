@@ -10,7 +10,9 @@
 An :class:`MCPServer` describes how to reach a server; the session is opened on
 the first call, one per server in each ``DurableRuntime`` (closed with it, a
 stdio server's process stopped and reaped) or, outside a runtime, one per
-event loop, and opened again after the server crashed or the connection broke.
+event loop, and opened again after the server crashed, the connection broke,
+or a restarted HTTP server no longer knows it (a call that server refused unrun
+is then sent once more; see :mod:`nbdurable.mcp._connection`).
 
 Approval and recovery: every tool of an untrusted server (the default) needs
 approval and has ``manual`` recovery; a trusted server's tool annotations set

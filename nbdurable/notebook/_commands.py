@@ -21,10 +21,13 @@ from .._errors import (
     DurableConflictError,
 )
 from .._sync import run_sync
+from ..durable.late_results import late_result_line
 from ..durable.run_states import BUSY_STATES, UNFINISHED_STATES
-from ..durable.scheduling import of_engine
+from ..durable.runtime_run import RuntimeRun
+from ..durable.scheduling import definition_matches, mismatch_reason, of_engine
 from ..messages import ToolApprovalRequest
 from ..runtime.grants import DEFAULT_GRANT_MINUTES
+from ..runtime.late_results import blind_retry_error, late_results_to_decide, use_late_result
 from ..runtime.run import Run, approval_expired
 from . import _views
 from ._agents import agents_in, register, run_agent
@@ -262,8 +265,13 @@ def _resume(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Non
     if record.state in hints:
         line += f"; {hints[record.state]}"
     elif record.state in BUSY_STATES:
+        definitions = nb.runtime.registry.definitions()
         wait = lease_wait(record, nb.runtime.owner_id)
-        line += f"; {wait.text()} in this kernel" if wait else "; it goes on in this kernel"
+        if definition_matches(record, definitions) is False:
+            # this kernel's definition is not the submitted one: say which part differs
+            line += f"; it {mismatch_reason(record, definitions)}"
+        else:
+            line += f"; {wait.text()} in this kernel" if wait else "; it goes on in this kernel"
     print(line)
     _views.show(_views.run_view(nb.runtime, run.run_id))
 
@@ -284,7 +292,19 @@ def _cancel(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Non
 
 def _retry(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
     run = check_run(nb, args.run)
-    run_sync(run.retry())
+    late = run_sync(late_results_to_decide(run))
+    if args.use_late_result:
+        used = run_sync(use_late_result(run))
+        print(f"{run.run_id}: settled with its late result: {late_result_line(used)}")
+    elif late and not args.rerun:
+        command = f"%durable retry {run.run_id}"
+        raise blind_retry_error(
+            run.run_id, late, use=f"{command} --use-late-result", rerun=f"{command} --rerun"
+        )
+    else:
+        for entry in late:  # --rerun: said all the same
+            print(f"{run.run_id}: running it again: {late_result_line(entry)}")
+        run_sync(run.retry(rerun=True))
     _goes_on(nb, run, ns)
 
 
@@ -301,12 +321,18 @@ def _worker(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Non
     print(f"this kernel executes runs of: {names}; store: {nb.url}")
     listed = runtime.list_runs(sorted(BUSY_STATES))
     waiting = [r for r in listed if of_engine(r, runtime.engine.name)]
+    definitions = runtime.registry.definitions()
     missing: dict[str, int] = {}
+    differing: list[RuntimeRun] = []
     for record in waiting:
         if (record.agent_id, record.agent_version) not in served:
             key = f"{record.agent_id} v{record.agent_version}"
             missing[key] = missing.get(key, 0) + 1
-    print(f"{len(waiting) - sum(missing.values())} run(s) to execute here")
+        elif definition_matches(record, definitions) is False:
+            differing.append(record)
+    print(f"{len(waiting) - sum(missing.values()) - len(differing)} run(s) to execute here")
+    for record in differing:
+        print(f"{record.run_id} {mismatch_reason(record, definitions)}")
     if len(listed) > len(waiting):
         print(f"{len(listed) - len(waiting)} run(s) of another engine, left to it")
     if missing:

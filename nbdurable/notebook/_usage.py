@@ -149,7 +149,15 @@ _COMMANDS: list[tuple[str, str, list[tuple[tuple[str, ...], dict[str, Any]]]]] =
         ],
     ),
     ("cancel", "cancel a run", []),
-    ("retry", "let a failed or needs_attention run go on", []),
+    (
+        "retry",
+        "let a failed or needs_attention run go on (--use-late-result settles an interrupted "
+        "call with the result it gave late; --rerun runs it again anyway)",
+        [
+            (("--use-late-result",), {"action": "store_true"}),
+            (("--rerun",), {"action": "store_true"}),
+        ],
+    ),
     ("worker", "execute queued and recovered runs of the notebook's agents here", []),
     ("dashboard", "display the runs dashboard", []),
 ]

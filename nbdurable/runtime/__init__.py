@@ -1,9 +1,10 @@
 """The managed runtime: agents, limits, the scheduler, tasks and graphs."""
 
-from ..durable.runtime_run import RuntimeRun, ToolIntent
+from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
 from .agent import TOOL_RECOVERY, Agent, Registry, ToolRecovery
 from .engine import EmbeddedEngine, Engine
 from .graphs import Graph, GraphNode
+from .late_results import use_late_result
 from .limits import Limits, ModelRetry, is_retryable
 from .notify import Notifier, verify_notification
 from .prompts import Prompt, canonical_prompt, prompt_message, validate_prompt
@@ -19,6 +20,7 @@ __all__ = [
     "Engine",
     "Graph",
     "GraphNode",
+    "LateResult",
     "Limits",
     "ModelRetry",
     "Notifier",
@@ -37,6 +39,7 @@ __all__ = [
     "define_task",
     "is_retryable",
     "prompt_message",
+    "use_late_result",
     "validate_prompt",
     "verify_notification",
 ]

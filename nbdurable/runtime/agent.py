@@ -11,7 +11,7 @@ from ..loop.options import DEFAULT_MAX_STEPS
 from ..loop.output import OutputSpec
 from ..models.base import Model
 from ..tools import Tool, normalize_tools
-from .fingerprint import agent_fingerprint
+from .fingerprint import Definition, agent_fingerprint
 from .limits import ModelRetry
 
 __all__ = ["TOOL_RECOVERY", "Agent", "Registry", "ToolRecovery"]
@@ -195,10 +195,11 @@ class Agent:
         return rule
 
     def fingerprint(self) -> str:
-        """A hash of everything that defines the agent's behaviour.
+        """A hash of what decides the agent's behaviour, in named parts.
 
         Deterministic across processes; :mod:`nbdurable.runtime.fingerprint`
-        says what it covers and what it leaves out.
+        says what it covers and what it leaves out (what a run captures at
+        submission, such as ``stream`` and ``max_steps``, is not in it).
         """
         return agent_fingerprint(self)
 
@@ -211,12 +212,15 @@ class Agent:
 def _definition(agent: Agent) -> tuple[Any, ...]:
     """What two registrations of one ``(id, version)`` must agree on.
 
-    The fingerprint, the retry policy and who may decide (runs save them at
-    submission, so they are not part of the fingerprint).
+    The fingerprint, and what runs capture at submission (so it is not part of
+    the fingerprint, but one runtime's new submissions read it from its one
+    registration): streaming, the step budget, the retry policy and who may decide.
     """
     retry = agent.retry_policy
     return (
         agent.fingerprint(),
+        bool(agent.stream),
+        agent.max_steps,
         retry.model_dump() if retry else None,
         agent.approver_rule(),
         agent.submitter_may_approve,
@@ -228,7 +232,7 @@ class Registry:
 
     def __init__(self) -> None:
         self._agents: dict[tuple[str, str], Agent] = {}
-        self._fingerprints: dict[tuple[str, str], str] = {}
+        self._definitions: dict[tuple[str, str], Definition] = {}
         self._latest: dict[str, str] = {}
 
     def validate(self, batch: Iterable[Agent]) -> list[Agent]:
@@ -264,7 +268,7 @@ class Registry:
             key = (agent.id, str(agent.version))
             if key not in self._agents:
                 self._agents[key] = agent
-                self._fingerprints[key] = agent.fingerprint()
+                self._definitions[key] = Definition(agent)
             self._latest[agent.id] = str(agent.version)
         return agents
 
@@ -277,13 +281,18 @@ class Registry:
         """Every registered ``(id, version)``."""
         return list(self._agents)
 
+    def definitions(self) -> dict[tuple[str, str], Definition]:
+        """Every registered ``(id, version)``'s definition: what claims compare runs with."""
+        return dict(self._definitions)
+
     def fingerprints(self) -> dict[tuple[str, str], str]:
-        """The fingerprint of every registered ``(id, version)`` (what claims compare)."""
-        return dict(self._fingerprints)
+        """The fingerprint of every registered ``(id, version)``."""
+        return {key: found.fingerprint for key, found in self._definitions.items()}
 
     def fingerprint(self, agent_id: str, version: str) -> str | None:
         """The fingerprint of the registration ``(agent_id, version)``, or None."""
-        return self._fingerprints.get((agent_id, version))
+        found = self._definitions.get((agent_id, version))
+        return None if found is None else found.fingerprint
 
     def ids(self) -> list[str]:
         """Registered agent ids."""
@@ -294,6 +303,6 @@ class Registry:
         keys = [key for key in self._agents if key[0] == agent_id]
         for key in keys:
             del self._agents[key]
-            del self._fingerprints[key]
+            del self._definitions[key]
         self._latest.pop(agent_id, None)
         return bool(keys)

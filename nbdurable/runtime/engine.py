@@ -32,6 +32,7 @@ from . import lifecycle
 from .claims import claim_next
 from .executor import RunContext, RuntimeDriver
 from .foreign import ForeignRuns
+from .late_results import record_late_results
 from .leases import Execution, LeaseKeeper
 from .legs import first_messages, leg_options
 from .outcome import (
@@ -247,7 +248,7 @@ class EmbeddedEngine:
         runtime = self.runtime
         await offload(self._expire_dead_owners)
         while len(self._executions) - len(self._task_runs) < runtime.max_concurrent_runs:
-            agents = runtime.registry.fingerprints()  # a changed definition never claims
+            agents = runtime.registry.definitions()  # a changed definition never claims
             record = await self._claim(agents)
             if record is None:
                 break
@@ -448,7 +449,9 @@ class EmbeddedEngine:
             )
             await self._leg(context)
         except (FencedOutError, LeaseLostError):
-            pass  # another owner has the run: it decides from here
+            # Another owner has the run and decides from here; what this one's tools
+            # did meanwhile is kept as late results, for the human deciding the call.
+            await offload(record_late_results, context)
         except asyncio.CancelledError:
             await offload(self._after_cancel, context)
         except ModelAttemptFailed as failed:
@@ -558,6 +561,8 @@ class EmbeddedEngine:
         write ran on a store thread) keeps it: the run waits, or ended, as written.
         """
         stop = context.stop or LegOutcome.released()
+        if stop.kind == "superseded" and isinstance(context, RunContext):
+            record_late_results(context)  # the lease keeper found the run lost
         with self._ended_lock:
             ended = (context.record.run_id, context.fence) in self._ended
         if ended:

@@ -28,6 +28,7 @@ from ..models.base import ModelResponse
 from ..parts import TextDeltaPart
 from ..tracing import LEG_KEY
 from .agent import Agent
+from .late_results import Unrecorded, completed, lost_lease_result, record_late_results
 from .limits import ModelRetry, payload_bytes
 from .outcome import LegOutcome, ModelAttemptFailed, NeedsAttention, RunTimedOut
 from .step_commit import StepRiders
@@ -59,6 +60,8 @@ class RunContext(NowaitDelegate):
         calls: The model and tool calls in flight, by key, as log labels.
         riders: The leg's writes waiting for a shared commit (on a store with
             ``rt_commit``), written at the latest when the leg ends.
+        unrecorded: Tool outcomes no write made durable yet: kept as late
+            results if this execution turns out to have lost the run.
     """
 
     runtime: DurableRuntime
@@ -72,6 +75,7 @@ class RunContext(NowaitDelegate):
     held: bool = False
     calls: dict[str, str] = field(default_factory=dict)
     riders: StepRiders | None = None
+    unrecorded: Unrecorded = field(default_factory=Unrecorded)
 
     # One store call each, then this owner's copy of the record.
     nowait_methods: ClassVar[frozenset[str]] = frozenset(
@@ -255,6 +259,7 @@ class RuntimeDriver(Driver):
                 context.fence,
                 context.settle,
                 getattr(context.runtime, "store_retry", None),
+                recorded=context.unrecorded.recorded,
             )
         self._staged: str | None = None  # the call counted with the flush before the tools
         self._journal_missed: int | None = None  # the first step the journal lacked
@@ -352,6 +357,7 @@ class RuntimeDriver(Driver):
         if size > limit:
             raise LimitExceededError("max_payload_bytes", size, limit)
         await super().save_checkpoint(checkpoint)
+        context.unrecorded.recorded_in(checkpoint)  # its tool results are durable now
 
     async def call_model(self, effect: CallModel) -> ModelResponse:
         """One model attempt, journaled: a journaled response of the step is reused.
@@ -520,10 +526,19 @@ class RuntimeDriver(Driver):
             await offload(context.keep_lease_fresh)
         except LeaseLostError as exc:
             raise FencedOutError(str(exc)) from exc
-        with context.in_flight(
-            call.tool_call_id, f"tool {call.tool_name!r} (call {call.tool_call_id})"
-        ):
-            outcome = await super().run_tool(invocation, step_index)
+        try:
+            with context.in_flight(
+                call.tool_call_id, f"tool {call.tool_name!r} (call {call.tool_call_id})"
+            ):
+                outcome = await super().run_tool(invocation, step_index)
+        except asyncio.CancelledError:
+            if context.stop is not None and context.stop.kind == "superseded":
+                # Stopped mid-call by the lease keeper: this owner was alive and running it.
+                context.unrecorded.cut_off(intent, context.runtime.now())
+            raise
+        if outcome.result is not None and not lost_lease_result(outcome.result):
+            # Until a write makes it durable: a late result if the run turns out lost.
+            context.unrecorded.produced(completed(intent, outcome.result), context.runtime.now())
         if context.lease_lost:
             # The tool (or a sub-agent's) learned from ensure_owner() that another
             # owner has the run: its outcome is void and this execution stops.
@@ -531,9 +546,7 @@ class RuntimeDriver(Driver):
         if outcome.result is not None:
             # Fenced: refused in the write's own transaction when another owner
             # took the run over meanwhile, so a stale result is never recorded.
-            done = intent.model_copy(
-                update={"state": "completed", "result": outcome.result.model_dump(mode="json")}
-            )
+            done = completed(intent, outcome.result)
             if self.riders is not None and not context.draining:
                 # The step's checkpoint holds the result: the intent rides the next
                 # commit. A crash before that checkpoint leaves the call started, as
@@ -541,7 +554,12 @@ class RuntimeDriver(Driver):
                 self.riders.complete(done)
             else:
                 # Draining: the leg ends before the checkpoint, the next owner reuses it.
-                await offload(context.store.rt_intent, done, fence=context.fence)
+                try:
+                    await offload(context.store.rt_intent, done, fence=context.fence)
+                except FencedOutError:
+                    await offload(record_late_results, context)  # kept, not recorded as its result
+                    raise
+                context.unrecorded.recorded([call.tool_call_id])
             context.intents[call.tool_call_id] = done
         return outcome
 

@@ -35,9 +35,20 @@ def verdict_in_flight(run_id: str) -> Iterator[None]:
 
 
 async def landed(run_id: str) -> bool:
-    """Wait for the verdicts in flight on ``run_id`` (other tasks'); whether there were any."""
+    """Wait for the verdicts in flight on ``run_id`` (other tasks'); whether there were any.
+
+    Only this loop's: a blocking wait from another thread runs on a loop of its
+    own, and a task of the runtime's loop (busy, perhaps joining that very
+    thread) cannot be awaited there; such a wait sees the verdict once it is
+    recorded, as it would one given a moment later.
+    """
     current = asyncio.current_task()
-    waiting = [t for t in _TASKS.get(run_id, ()) if t is not current and not t.done()]
+    loop = asyncio.get_running_loop()
+    waiting = [
+        t
+        for t in list(_TASKS.get(run_id, ()))
+        if t is not current and not t.done() and t.get_loop() is loop
+    ]
     if not waiting:
         return False
     await asyncio.gather(*waiting, return_exceptions=True)

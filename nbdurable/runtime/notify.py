@@ -35,8 +35,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from .._errors import ConfigurationError
+from ..durable.deciders import check_minter
 from ..durable.run_states import HUMAN_STATES
 from ..durable.runtime_run import RuntimeRun
+from ..durable.signer import link_token, request_still_signed
 from ..messages import ToolApprovalRequest
 
 if TYPE_CHECKING:
@@ -109,7 +111,8 @@ class Notifier:
         public_url: The HTTP bridge's public base URL. When set (and
             ``include_links``), each approval message carries a signed link
             that approves or denies that one call (a bearer credential: send
-            it only to a channel whose members may decide).
+            it only to a channel whose members may decide); for a call the
+            agent's ``approvers`` reserve, one link addressed to each of them.
         include_links: False leaves links out even with ``public_url``.
         timeout: Seconds each attempt may take.
         attempts: How many times a message is tried before it is given up (logged).
@@ -234,19 +237,38 @@ class Notifier:
         messages = []
         for request in requests:
             if request.approval_id in claimed:
-                link = self._link(runtime, record.run_id, request)
-                messages.append((request.approval_id, _approval_payload(record, request, link)))
+                links = self._links(runtime, record, request)
+                messages.append((request.approval_id, _approval_payload(record, request, links)))
         return messages
 
-    def _link(
-        self, runtime: DurableRuntime, run_id: str, request: ToolApprovalRequest
-    ) -> str | None:
-        if not self.links:
-            return None
-        # the bridge's link format (nbdurable.server.links.link_for), signed now
-        token = runtime.signer.sign(request.model_copy(update={"token": None}), run_id=run_id)
-        path = f"approve/{quote(run_id, safe='')}/{quote(request.approval_id, safe='')}"
-        return f"{self.public_url}/{path}?token={quote(token, safe='')}"
+    def _links(
+        self, runtime: DurableRuntime, record: RuntimeRun, request: ToolApprovalRequest
+    ) -> dict[str | None, str]:
+        """The links of a message: one unaddressed, or one addressed to each approver.
+
+        A call the run's approvers reserve gets a link addressed to each of
+        them (the notifier addresses approvers only); another call one link.
+        A request whose own token no longer verifies (a retired key) gets none.
+        """
+        if not self.links or not request_still_signed(runtime.signer, request):
+            return {}
+        approvers = _approvers(record, request.tool_name)
+        names: list[str | None] = [*approvers] if approvers else [None]
+        links: dict[str | None, str] = {}
+        for name in names:
+            to = check_minter(
+                record,
+                request.approval_id,
+                request.tool_name,
+                minted_by=None,
+                via="notify",
+                to=name,
+            )
+            # the bridge's link format (nbdurable.server.links.link_for), signed now
+            token = link_token(runtime.signer, request, record.run_id, to=to, minted_via="notify")
+            run, approval = quote(record.run_id, safe=""), quote(request.approval_id, safe="")
+            links[to] = f"{self.public_url}/approve/{run}/{approval}?token={quote(token, safe='')}"
+        return links
 
     def _post(self, run_id: str, key: str, payload: dict[str, Any]) -> None:
         body = json.dumps(payload, ensure_ascii=False, sort_keys=True).encode("utf-8")
@@ -306,7 +328,7 @@ def _approvers(record: RuntimeRun, tool: str) -> list[str] | None:
 
 
 def _approval_payload(
-    record: RuntimeRun, request: ToolApprovalRequest, link: str | None
+    record: RuntimeRun, request: ToolApprovalRequest, links: Mapping[str | None, str]
 ) -> dict[str, Any]:
     arguments = request.model_dump(mode="json")["input"]
     shown = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
@@ -318,8 +340,8 @@ def _approval_payload(
     lines.append(f"arguments: `{shown}`")
     if approvers:
         lines.append("may decide: " + ", ".join(approvers))
-    if link:
-        lines.append(f"<{link}|Approve or deny>")
+    for to, url in links.items():
+        lines.append(f"<{url}|Approve or deny as {to}>" if to else f"<{url}|Approve or deny>")
     payload: dict[str, Any] = {
         "text": "\n".join(lines),
         "event": "waiting_approval",
@@ -334,8 +356,10 @@ def _approval_payload(
         "approvers": approvers,
         "waiting_since": record.updated_at,
     }
-    if link:
-        payload["link"] = link
+    if None in links:
+        payload["link"] = links[None]
+    elif links:  # a reserved call: one link addressed to each approver
+        payload["links"] = {to: url for to, url in links.items() if to is not None}
     return payload
 
 

@@ -40,7 +40,7 @@ from typing import Any, Protocol, cast
 
 from ..durable.offload import offload
 from ..durable.run_states import UNFINISHED_STATES
-from ..durable.runtime_run import RuntimeRun
+from ..durable.runtime_run import LateResult, RuntimeRun
 from ..durable.runtime_store import RuntimeStore
 from ..durable.store import REMOTE, supports
 from ..events.log import watch
@@ -442,6 +442,12 @@ class MirroredRuntimeStore:
     ) -> RuntimeRun:
         """Add a grant token or revoke a grant id."""
         record = self.inner.rt_grants(run_id, add=add, revoke=revoke, now=now)
+        self.mirror.put(record)
+        return record
+
+    def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
+        """Add a late result."""
+        record = self.inner.rt_late_result(run_id, late, now=now)
         self.mirror.put(record)
         return record
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import (
     ApprovalNotPendingError,
@@ -15,13 +14,13 @@ from .._errors import (
     RunNotFoundError,
     WaitingForHumanError,
 )
-from .._sync import run_sync
+from .._sync import run_here, run_sync
 from ..durable.deciders import check_decider
 from ..durable.grants import Grant
 from ..durable.offload import offload
 from ..durable.run_states import ACTIVE_STATES, HUMAN_STATES, RETRYABLE_STATES, RUN_STATES
-from ..durable.runtime_run import RuntimeRun, ToolIntent
-from ..durable.signer import expired_age, resign_if_expired
+from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
+from ..durable.signer import expired_age, request_still_signed, resign_if_expired
 from ..events.log import Armed
 from ..events.model import Event
 from ..events.subscribe import subscribe, wait_for_run
@@ -30,6 +29,7 @@ from ..loop.output import OutputSpec
 from ..messages import ToolApprovalRequest, ToolApprovalResponse, Usage, VerdictSource
 from . import lifecycle
 from .in_flight import landed
+from .late_results import blind_retry_error, late_results_to_decide, use_late_result
 from .record_mirror import read_record
 from .run_result import RunFailedError, RunResult
 from .verdict_sources import VIAS, approval_expired, claimed_source
@@ -47,6 +47,8 @@ __all__ = [
     "approval_expired",
     "claimed_source",
 ]
+
+T = TypeVar("T")
 
 
 class Run:
@@ -136,6 +138,11 @@ class Run:
         in a widget callback (see :func:`nbdurable.run_sync`): the runtime's
         tasks on this thread's loop go on while it blocks.
 
+        From another thread it waits on that thread, reading the store: its
+        ``timeout`` holds while the runtime's loop is busy, and a loop's thread
+        that joins it does not wait for ever (a run that the busy loop executes
+        does not move meanwhile, though).
+
         A kernel handles one message at a time, so while a cell blocks a click
         on an approval card is not delivered. Hence, unless asked for, the wait
         stops as soon as the run waits for a human (``waiting_approval``,
@@ -148,7 +155,7 @@ class Run:
             RunEndedError: The run is final in a state not among ``states``.
             TimeoutError: ``timeout`` passed first.
         """
-        return run_sync(self._wait_unless_human(states, timeout), loop=self._home_loop())
+        return self._blocking(self._wait_unless_human(states, timeout))
 
     def result_sync(self, *, timeout: float | None = None) -> RunResult:
         """Block until the run finishes; its result (see :meth:`result` and :meth:`wait_sync`).
@@ -163,11 +170,24 @@ class Run:
         async def result() -> RunResult:
             return await self._result_of(await self._wait_unless_human((), timeout))
 
-        return run_sync(result(), loop=self._home_loop())
+        return self._blocking(result())
 
-    def _home_loop(self) -> asyncio.AbstractEventLoop | None:
-        """The loop the runtime executes runs on (embedded engine), for a blocking wait."""
-        return self.runtime.engine.home_loop()
+    def _blocking(self, awaitable: Coroutine[Any, Any, T]) -> T:
+        """Run a blocking wait: on the runtime's loop, unless another thread runs it.
+
+        A runtime opened on a loop that is not running (a script's) moves only
+        while that loop runs, so the wait drives it; a loop running in this
+        thread is nested (see :func:`run_sync`). A loop running in another
+        thread (a kernel's, while the caller is a thread of its own) is left
+        alone: the wait reads the store on this thread. Handed to that loop, it
+        would start only once the loop is free, so its timeout would not hold
+        while a cell or a long synchronous step keeps the loop busy, and a
+        loop's thread that joins this one would wait for ever.
+        """
+        home = self.runtime.engine.home_loop()
+        if home is not None and not home.is_closed() and home.is_running():
+            return run_here(awaitable)
+        return run_sync(awaitable, loop=home)
 
     async def _wait_unless_human(
         self, states: tuple[str, ...], timeout: float | None
@@ -386,7 +406,7 @@ class Run:
             return
         await offload(runtime.set_state, self.run_id, state="cancelled", reason="cancelled")
 
-    async def retry(self) -> None:
+    async def retry(self, *, rerun: bool = False) -> None:
         """Let a failed or needs_attention run go on.
 
         The model gets a fresh attempt budget, and an interrupted ``manual``
@@ -395,14 +415,26 @@ class Run:
         ``run_started`` event says ``retried: true``; it follows the failed
         run's terminal ``run_error`` in the log.
 
+        An interrupted call with a late result (it ran on an owner that had lost
+        the run) is not run again blind: refused unless ``rerun=True``, or see
+        :meth:`use_late_result`.
+
+        Args:
+            rerun: Run an interrupted call again even when it has a late result.
+
         Raises:
-            ConfigurationError: The run is neither failed nor in needs_attention.
+            ConfigurationError: The run is not failed or needs_attention, or a
+                late result is left to decide and ``rerun`` is False.
         """
         record = await self._fetch()
         if record.state not in RETRYABLE_STATES:
             raise ConfigurationError(
                 f"only failed or needs_attention runs retry, not {record.state}"
             )
+        late = [] if rerun else await late_results_to_decide(self)
+        if late:
+            use, again = "await run.use_late_result()", "await run.retry(rerun=True)"
+            raise blind_retry_error(self.run_id, late, use=use, rerun=again)
         started = [i.tool_call_id for i in await offload(self._interrupted)]
         ready = await offload(self._dependencies_completed, record)
         await offload(
@@ -424,6 +456,10 @@ class Run:
                 await offload(
                     self.runtime.set_state, self.run_id, current.fence, state="pending", error=None
                 )
+
+    async def use_late_result(self, tool_call_id: str | None = None) -> LateResult:
+        """Settle an interrupted call with its late result (:func:`.use_late_result`)."""
+        return await use_late_result(self, tool_call_id)
 
     def _dependencies_completed(self, record: RuntimeRun) -> bool:
         """Whether every graph dependency of the run completed (True without any)."""
@@ -502,6 +538,15 @@ class Run:
         if approved and token is None and request is not None:
             token = request.token  # echoed: it pins this call and this run
         if approved and request is not None and not known:
+            if not request_still_signed(self.runtime.signer, request):
+                # docs/core.md: a request its own (now retired) key signed can only be
+                # denied; recording an approval would read "approved" for a call that
+                # then settles as a denial
+                raise ConfigurationError(
+                    f"run {self.run_id!r}: approval {approval_id!r} was signed with a key "
+                    "that is no longer trusted (retired), so it can only be denied "
+                    "(or the run forked)"
+                )
             age = expired_age(self.runtime.signer, token, max_age_ms)
             if age is not None and max_age_ms is not None:
                 raise approval_expired(

@@ -57,6 +57,7 @@ class StepRiders(NowaitDelegate):
         fence: The owner's fencing token (every write is fenced).
         settled: Called with the record a write returned (the owner's copy, the mirror).
         retry: The runtime's store retry, for writes made outside the event writer.
+        recorded: Called with the call ids of the completed intents a commit wrote.
     """
 
     # Each makes one store call, or a commit and then one call: run again after
@@ -73,8 +74,11 @@ class StepRiders(NowaitDelegate):
         fence: int,
         settled: Callable[[RuntimeRun], None],
         retry: StoreRetry | None = None,
+        *,
+        recorded: Callable[[Sequence[str]], None] | None = None,
     ) -> None:
         self.inner = store
+        self.recorded = recorded
         self.committer = committer
         self.run_id = run_id
         self.fence = fence
@@ -184,6 +188,8 @@ class StepRiders(NowaitDelegate):
             intents=[*completed, *([staged[1]] if staged else ()), *intents],
         )
         self._done(journal, waiting, staged, completed)
+        if completed and self.recorded is not None:
+            self.recorded([intent.tool_call_id for intent in completed])
         if record is not None:
             self.settled(record)
         return added

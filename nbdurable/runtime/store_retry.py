@@ -20,7 +20,7 @@ from typing import Any
 
 from .._errors import DurableConflictError
 from ..durable.offload import NowaitDelegate
-from ..durable.runtime_run import RuntimeRun, ToolIntent
+from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
 from ..durable.runtime_store import RuntimeStore
 from ..durable.transient import StoreRetry, StoreUnavailableError, is_transient
 
@@ -54,6 +54,7 @@ class RetryingRuntimeStore(NowaitDelegate):
             "rt_verdict",
             "rt_claim_notices",
             "rt_grants",
+            "rt_late_result",
         }
     )
 
@@ -193,6 +194,12 @@ class RetryingRuntimeStore(NowaitDelegate):
         """Add a grant token or revoke a grant id (both idempotent, so retried safely)."""
         return self.retry.call(
             "record a grant", self.inner.rt_grants, run_id, add=add, revoke=revoke, now=now
+        )
+
+    def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
+        """Add a late result (idempotent: the same one again changes nothing)."""
+        return self.retry.call(
+            "record a late result", self.inner.rt_late_result, run_id, late, now=now
         )
 
     def __getattr__(self, name: str) -> Any:

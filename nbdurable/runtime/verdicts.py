@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 from .._errors import ApprovalExpiredError, ApprovalNotPendingError, ApproverNotAllowedError
 from ..durable.offload import offload
-from ..durable.signer import bound_to_run, expired_age, token_matches
+from ..durable.signer import bound_to_run, expired_age, request_still_signed, token_matches
 from ..messages import ToolApprovalRequest, VerdictSource
 from .in_flight import verdict_in_flight
 from .run import Run
@@ -25,13 +25,19 @@ from .run import Run
 if TYPE_CHECKING:
     from .runtime import DurableRuntime
 
-__all__ = ["Outcome", "OutcomeState", "submit_verdict"]
+__all__ = ["RETIRED_KEY_MESSAGE", "Outcome", "OutcomeState", "submit_verdict"]
 
 OutcomeState = Literal[
     "approved", "denied", "invalid token", "expired", "stale", "not allowed", "error"
 ]
 
 _LOCKS: dict[tuple[int, str], asyncio.Lock] = {}
+
+RETIRED_KEY_MESSAGE = (
+    "not approved: the request was signed with a key that is no longer trusted (retired), "
+    "or not signed, so it can only be denied (or the run forked); the run waits"
+)
+"""The answer to an approval of a request whose own token no longer verifies."""
 
 
 class _RuntimeDefault:
@@ -123,9 +129,11 @@ async def submit_verdict(
     An approval is recorded only when ``runtime.signer.verify(token)`` accepts the
     token, its payload names ``approval_id`` and ``run_id``, it pins the pending
     call (tool, call id, input) and it is younger than ``max_age_ms`` (default:
-    the runtime's ``approval_max_age_ms``); otherwise nothing is recorded and the
-    run keeps waiting. ``source`` (who decides, and how) is recorded with the
-    verdict, once the run's rule on who may decide allows it. Never raises for
+    the runtime's ``approval_max_age_ms``), and when the request's own stored
+    token still verifies (not signed with a key since retired); otherwise
+    nothing is recorded and the run keeps waiting. ``source`` (who decides,
+    and how) is recorded with the verdict, once the run's rule on who may
+    decide allows it. Never raises for
     a bad verdict: the outcome says what happened, and a ``stale`` one which
     verdict won.
     """
@@ -165,6 +173,8 @@ async def _submit(
                     )
                 ):
                     return Outcome("invalid token", "invalid token: not approved, the run waits")
+                if not request_still_signed(runtime.signer, request):
+                    return Outcome("invalid token", RETIRED_KEY_MESSAGE)
                 if expired_age(runtime.signer, token, max_age) is not None:
                     return _EXPIRED
             # answered already: the store tells a repeat of the recorded verdict from a loser

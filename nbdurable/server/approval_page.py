@@ -20,12 +20,15 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel
 
 from .._errors import NbdurableError
+from ..durable.deciders import check_decider
+from ..durable.offload import offload
 from ..durable.signer import token_issued_at
-from ..messages import ToolApprovalRequest, VerdictSource
+from ..messages import ToolApprovalRequest
+from ..runtime.run import Run
 from .context import Bridge
 from .errors import status_of
 from .handlers import ErrorBody
-from .links import addressed_to, check_link_token, open_request, precheck_token
+from .links import check_link_token, link_source, open_request, precheck_token
 from .schemas import VerdictIn
 from .verdicts import answer
 
@@ -161,7 +164,10 @@ def approval_page_router(bridge: Bridge) -> APIRouter:
         summary="The approval page of a link",
         responses={
             200: {"content": {"text/html": {}}, "description": "The page"},
-            403: {"content": {"text/html": {}}, "description": "A bad token"},
+            403: {
+                "content": {"text/html": {}},
+                "description": "A bad token, or a link that may not decide this call",
+            },
             404: {"content": {"text/html": {}}, "description": "No such run"},
             409: {"content": {"text/html": {}}, "description": "No longer pending"},
             410: {"content": {"text/html": {}}, "description": "An expired link"},
@@ -181,6 +187,10 @@ def approval_page_router(bridge: Bridge) -> APIRouter:
             )
             request = await open_request(runtime, run_id, approval_id)
             check_link_token(runtime.signer, token, request, run_id=run_id, max_age_ms=max_age)
+            # a link that may not decide this call says so before anyone clicks
+            record = await offload(Run(runtime, run_id).record)
+            source = link_source(runtime.signer, token)
+            check_decider(record, approval_id, request.tool_name, source, approved=False)
         except NbdurableError as exc:
             return _refusal(exc, nonce)
         text = render_page(run_id, request, runtime.now(), nonce)
@@ -204,11 +214,11 @@ def approval_page_router(bridge: Bridge) -> APIRouter:
         """Approve or deny the link's call; the link's token is required for either.
 
         Recorded as given via a link addressed to whom the token names (a link
-        proves no identity); with ``Agent(approvers=...)`` for the tool, only a
-        link addressed to one of them may decide.
+        proves no identity), minted by whom it names; with
+        ``Agent(approvers=...)`` for the tool, only a link addressed to one of
+        them, and minted by one of them (or their notification), may decide.
         """
-        to = addressed_to(runtime.signer, body.token)
-        source = VerdictSource(via="link", addressed_to=to)
+        source = link_source(runtime.signer, body.token)
         outcome = await answer(
             bridge,
             run_id,

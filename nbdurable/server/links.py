@@ -5,6 +5,12 @@ elsewhere (with the same store and approval secret). The token in a link is
 signed freshly by the runtime's signer for the run and the pinned call, so a
 ``max_age`` counts from when the link was made; it approves or denies that one
 call once, and nothing else.
+
+Who may mint one is the run's rule (:func:`~nbdurable.durable.deciders.check_minter`):
+for a call its approvers reserve, only one of them, addressed to one of them.
+Every link records who minted it and how, signed into its token, and its
+verdict records that too. No link is minted for a request whose own token no
+longer verifies (signed with a retired key): it can only be denied.
 """
 
 from __future__ import annotations
@@ -12,10 +18,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from ..durable.deciders import valid_name
+from ..durable.deciders import check_minter, claimed_user, valid_name
 from ..durable.offload import offload
-from ..durable.signer import ApprovalSigner, bound_to_run, expired_age, token_matches
-from ..messages import ToolApprovalRequest
+from ..durable.runtime_run import RuntimeRun
+from ..durable.signer import (
+    ApprovalSigner,
+    bound_to_run,
+    expired_age,
+    link_claims,
+    link_token,
+    request_still_signed,
+    token_matches,
+)
+from ..messages import ToolApprovalRequest, VerdictSource
 from ..runtime.run import Run, approval_expired
 from .errors import ApprovalNotPendingError, ApprovalTokenError
 
@@ -27,6 +42,8 @@ __all__ = [
     "approval_link",
     "check_link_token",
     "link_for",
+    "link_source",
+    "mint_link",
     "open_request",
     "pending_request",
     "precheck_token",
@@ -43,6 +60,8 @@ def link_for(
     base_url: str,
     *,
     to: str | None = None,
+    minted_by: str | None = None,
+    minted_via: str | None = None,
 ) -> str:
     """The approval link for ``request`` of ``run_id`` under ``base_url`` (the server's URL).
 
@@ -50,14 +69,54 @@ def link_for(
     is recorded as "via link addressed to" that name, and counts as theirs where
     ``Agent(approvers=...)`` names who may decide. A link is a bearer
     credential: it proves no identity, only that it was handed to someone.
+    ``minted_by`` / ``minted_via`` (who minted it, how) are signed in too.
+    This checks nothing about who may mint: :func:`mint_link` does, and a link
+    minted without it decides no call its approvers reserve.
     """
-    payload = request.model_dump(mode="json", exclude={"token"})
-    payload["run_id"] = run_id
     if to is not None:
-        payload["to"] = valid_name(to, "a link's addressee")
-    token = signer.sign_payload(payload)
+        to = valid_name(to, "a link's addressee")
+    token = link_token(signer, request, run_id, to=to, minted_by=minted_by, minted_via=minted_via)
     path = f"approve/{quote(run_id, safe='')}/{quote(request.approval_id, safe='')}"
     return f"{base_url.rstrip('/')}/{path}?token={quote(token, safe='')}"
+
+
+def mint_link(
+    signer: ApprovalSigner,
+    record: RuntimeRun,
+    request: ToolApprovalRequest,
+    base_url: str,
+    *,
+    by: str | None,
+    via: str,
+    to: str | None = None,
+) -> str:
+    """The link for pending ``request`` of ``record``'s run, when ``by`` may mint it.
+
+    Args:
+        signer: The runtime's signer.
+        record: The run's record (whose approvers decide who may mint).
+        request: The pending request (as ``Run.pending_approvals`` gives it).
+        base_url: Where the bridge is reachable.
+        by: Who mints: a named token's principal (``via="http"``), a claimed
+            name (``via="api"``), or None (the unnamed token).
+        via: ``http`` or ``api`` (the notifier mints for itself).
+        to: Whom to address it to (a reserved call: default ``by``).
+
+    Raises:
+        ApproverNotAllowedError: ``by`` (or ``to``) is not an approver of a
+            call its approvers reserve (HTTP 403); nothing was minted.
+        ApprovalTokenError: The request's own token no longer verifies (a key
+            since retired signed it): it can only be denied.
+        ConfigurationError: A blank ``to``.
+    """
+    if not request_still_signed(signer, request):
+        raise ApprovalTokenError(
+            f"approval {request.approval_id!r} of run {record.run_id!r} was signed with a key "
+            "that is no longer trusted (retired), or not signed: no link is minted for it; "
+            "it can only be denied (or the run forked)"
+        )
+    to = check_minter(record, request.approval_id, request.tool_name, minted_by=by, via=via, to=to)
+    return link_for(signer, record.run_id, request, base_url, to=to, minted_by=by, minted_via=via)
 
 
 async def pending_request(
@@ -111,28 +170,46 @@ async def approval_link(
     base_url: str,
     *,
     to: str | None = None,
+    by: str | None = None,
 ) -> str:
     """Mint a link to approve or deny one pending call of a run, for someone outside the notebook.
 
     ``base_url`` is where the bridge is reachable (``nbdurable serve --public-url``,
     or the URL of the app it is mounted in); the link's page works without the
     bearer token. Example: ``https://host/approve/run-1/approval_1?token=v1....``.
-    ``to`` names whom the link is addressed to (see :func:`link_for`).
+    ``to`` names whom the link is addressed to (see :func:`link_for`). ``by``
+    is who mints it, recorded as claimed (default: ``NBDURABLE_USER``, else the
+    OS user): for a call ``Agent(approvers=...)`` reserves, it must be one of
+    them, and so must ``to`` (default: ``by``).
 
     Raises:
         RunNotFoundError: No such run.
         ApprovalNotPendingError: The run does not wait for that approval.
+        ApproverNotAllowedError: ``by`` or ``to`` is not an approver of a
+            reserved call; nothing was minted.
+        ApprovalTokenError: The request was signed with a key since retired.
         ConfigurationError: A blank ``to``.
     """
     request = await open_request(runtime, run_id, approval_id)
-    return link_for(runtime.signer, run_id, request, base_url, to=to)
+    record = await offload(Run(runtime, run_id).record)
+    minter = valid_name(by, "a link's minter") if by is not None else claimed_user()
+    return mint_link(runtime.signer, record, request, base_url, by=minter, via="api", to=to)
 
 
 def addressed_to(signer: ApprovalSigner, token: object) -> str | None:
     """Whom a verified link token was addressed to (None: nobody named, or not verified)."""
-    payload = signer.verify(token)
-    to = payload.get("to") if payload is not None else None
-    return to if isinstance(to, str) else None
+    return link_claims(signer, token)["to"]
+
+
+def link_source(signer: ApprovalSigner, token: object) -> VerdictSource:
+    """The source a link's verdict records: whom it was addressed to, who minted it and how."""
+    claims = link_claims(signer, token)
+    return VerdictSource(
+        via="link",
+        addressed_to=claims["to"],
+        minted_by=claims["minted_by"],
+        minted_via=claims["minted_via"],
+    )
 
 
 def check_link_token(

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
+from .._errors import ApproverNotAllowedError
 from ..durable.offload import offload
-from ..durable.signer import resign_if_expired
+from ..durable.runtime_run import RuntimeRun
+from ..durable.signer import request_still_signed, resign_if_expired
+from ..durable.store import maybe_await
 from ..inspect._approvals import APPROVAL_STATUSES, approval_rows
 from ..messages import ToolApprovalRequest, VerdictSource
 from ..runtime.run import Run
 from .auth import principal_of
 from .context import Bridge
+from .errors import ApprovalTokenError
 from .handlers import ErrorBody
-from .links import link_for
+from .links import mint_link
 from .schemas import ApprovalOut, InboxApprovalOut, RunOut, VerdictIn, VerdictOut
 from .verdicts import answer
 
@@ -49,7 +54,10 @@ def approvals_router(bridge: Bridge) -> APIRouter:
         """The approval requests of every run, oldest first: the pending ones by default.
 
         A decidable one (pending or expired, of a run waiting for it) comes with
-        an approval link signed now, so an expired token is no obstacle.
+        an approval link signed now, so an expired token is no obstacle, minted
+        by the bearer token's principal. A call the agent's ``approvers``
+        reserve gets a link only when the principal is one of them (addressed
+        to them); a request signed with a retired key gets none.
         """
         names = [n.strip() for value in status or () for n in value.split(",") if n.strip()]
         wanted: Any = names if names else ("pending", "expired")
@@ -59,12 +67,16 @@ def approvals_router(bridge: Bridge) -> APIRouter:
             runtime.store, run_id=run_id, status=wanted, max_age_ms=bridge.approval_max_age_ms
         )
         base = bridge.base_url(request)
-        waiting: dict[str, bool] = {}
+        principal = principal_of(request)
+        decidable = {row["run_id"] for row in rows if row["status"] in ("pending", "expired")}
+        waiting = await _waiting(runtime, decidable)
         out = []
         for row in rows:
             link = None
-            if row["status"] in ("pending", "expired") and _decidable(runtime, row, waiting):
-                link = link_for(runtime.signer, row["run_id"], _request(row), base)
+            found = waiting.get(row["run_id"])
+            pending_request = found.requests.get(row["approval_id"]) if found else None
+            if found is not None and pending_request is not None:
+                link = _link_or_none(runtime, found.record, pending_request, base, principal)
             out.append(InboxApprovalOut.of(row, link))
         return out
 
@@ -72,7 +84,14 @@ def approvals_router(bridge: Bridge) -> APIRouter:
         "/runs/{run_id}/approvals",
         response_model=list[ApprovalOut],
         summary="Pending approvals of a run",
-        responses={404: {"model": ErrorBody, "description": "No such run"}},
+        responses={
+            403: {
+                "model": ErrorBody,
+                "description": "`to` given, and a link to that name may not be minted by this "
+                "principal for a call `approvers` reserve (ApproverNotAllowedError)",
+            },
+            404: {"model": ErrorBody, "description": "No such run"},
+        },
     )
     async def pending(
         run_id: str,
@@ -86,20 +105,31 @@ def approvals_router(bridge: Bridge) -> APIRouter:
 
         A token past the max age comes freshly signed (the request still waits).
         With ``to``, each link is addressed to that name: its verdict is recorded
-        as given via a link addressed to them.
+        as given via a link addressed to them. Every link records who minted it
+        (the bearer token's principal). For a call the agent's ``approvers``
+        reserve, only one of them may mint a link, addressed to one of them
+        (default: themself): with ``to``, anyone else gets a 403; without,
+        their ``link`` is null. A request signed with a retired key gets no
+        link (it can only be denied).
         """
         run = Run(runtime, run_id)
         record = await offload(run.record)
         base = bridge.base_url(request)
         max_age = bridge.approval_max_age_ms
-        return [
-            ApprovalOut.of(
-                resign_if_expired(runtime.signer, r, max_age),
-                link_for(runtime.signer, run_id, r, base, to=to),
-            )
-            for r in await run.pending_approvals()
-            if r.approval_id not in record.verdicts
-        ]
+        principal = principal_of(request)
+        out = []
+        for r in await run.pending_approvals():
+            if r.approval_id in record.verdicts:
+                continue
+            if to is not None and request_still_signed(runtime.signer, r):
+                # asked for links to a name: a refusal to mint is the answer (403)
+                link: str | None = mint_link(
+                    runtime.signer, record, r, base, by=principal, via="http", to=to
+                )
+            else:
+                link = _link_or_none(runtime, record, r, base, principal)
+            out.append(ApprovalOut.of(resign_if_expired(runtime.signer, r, max_age), link))
+        return out
 
     @router.post(
         "/runs/{run_id}/approvals/{approval_id}",
@@ -152,21 +182,51 @@ def approvals_router(bridge: Bridge) -> APIRouter:
     return router
 
 
-def _decidable(runtime: Any, row: dict[str, Any], waiting: dict[str, bool]) -> bool:
-    """Whether the runtime's run waits for verdicts (a plain session's run has no record)."""
-    run_id = row["run_id"]
-    if run_id not in waiting:
+@dataclass(frozen=True)
+class _Waiting:
+    """A run that waits for verdicts: its record and its pending requests by approval id."""
+
+    record: RuntimeRun
+    requests: dict[str, ToolApprovalRequest]
+
+
+def _read_waiting(runtime: Any, run_ids: set[str]) -> dict[str, tuple[RuntimeRun, Any]]:
+    """Those of ``run_ids`` that wait for verdicts, with their checkpoints (on a store thread).
+
+    A plain session's run has no record, and gets no link. An async store's
+    checkpoint comes back as the awaitable its ``load`` returned.
+    """
+    found: dict[str, tuple[RuntimeRun, Any]] = {}
+    for run_id in sorted(run_ids):
         record = runtime.runtime_store.rt_get(run_id)
-        waiting[run_id] = record is not None and record.state == "waiting_approval"
-    return waiting[run_id]
+        if record is not None and record.state == "waiting_approval":
+            found[run_id] = (record, runtime.store.load(run_id))
+    return found
 
 
-def _request(row: dict[str, Any]) -> ToolApprovalRequest:
-    """The pending call a row describes, as a link pins it."""
-    return ToolApprovalRequest(
-        approval_id=row["approval_id"],
-        tool_call_id=row["tool_call_id"],
-        tool_name=row["tool"],
-        input=row["arguments"],
-        agent_path=row["agent_path"],
-    )
+async def _waiting(runtime: Any, run_ids: set[str]) -> dict[str, _Waiting]:
+    """The runs of ``run_ids`` that wait for verdicts, with their requests as stored.
+
+    One trip to a store thread for them all; the tokens are as signed then (a
+    link is signed anew anyway).
+    """
+    found: dict[str, _Waiting] = {}
+    for run_id, (record, checkpoint) in (await offload(_read_waiting, runtime, run_ids)).items():
+        checkpoint = await maybe_await(checkpoint)
+        requests = checkpoint.pending_approvals if checkpoint is not None else ()
+        found[run_id] = _Waiting(record, {r.approval_id: r for r in requests})
+    return found
+
+
+def _link_or_none(
+    runtime: Any,
+    record: RuntimeRun,
+    request: ToolApprovalRequest,
+    base: str,
+    principal: str | None,
+) -> str | None:
+    """The link ``principal`` may mint for ``request`` (addressed as the rule says), else None."""
+    try:
+        return mint_link(runtime.signer, record, request, base, by=principal, via="http")
+    except (ApproverNotAllowedError, ApprovalTokenError):
+        return None  # not theirs to mint, or only deniable: listed without a link

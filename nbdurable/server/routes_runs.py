@@ -9,6 +9,7 @@ from fastapi import APIRouter, Header, Query, Request
 from ..durable.offload import offload
 from ..durable.run_states import RETRYABLE_STATES, RunState
 from ..durable.runtime_run import RuntimeRun
+from ..runtime.late_results import blind_retry_error, late_results_to_decide
 from ..runtime.run import Run
 from ..tracing import incoming_trace_context
 from .auth import principal_of
@@ -108,13 +109,40 @@ def runs_router(bridge: Bridge) -> APIRouter:
         summary="Retry a failed or needs_attention run",
         responses={**_NOT_FOUND, **_CONFLICT},
     )
-    async def retry(run_id: str) -> RunOut:
-        """Let a failed or needs_attention run go on (a fresh model attempt budget)."""
+    async def retry(
+        run_id: str,
+        rerun: Annotated[bool, Query(description="run a call with a late result again")] = False,
+        use_late_result: Annotated[
+            bool, Query(description="settle the interrupted call with its late result")
+        ] = False,
+    ) -> RunOut:
+        """Let a failed or needs_attention run go on (a fresh model attempt budget).
+
+        An interrupted call that already ran on a worker that had lost the run
+        (its ``late_results``) is not run again blind: 409 unless ``rerun=true``
+        (run it again anyway) or ``use_late_result=true`` (settle the call with
+        that result; the tool does not run again).
+        """
         run = Run(runtime, run_id)
         state = (await offload(run.record)).state
         if state not in RETRYABLE_STATES:
             raise RunStateError(f"only failed or needs_attention runs retry, not {state}")
-        await run.retry()
+        if use_late_result:
+            await run.use_late_result()
+            return RunOut.of(await offload(run.record))
+        late = [] if rerun else await late_results_to_decide(run)
+        if late:
+            raise RunStateError(
+                str(
+                    blind_retry_error(
+                        run_id,
+                        late,
+                        use=f"POST /runs/{run_id}/retry?use_late_result=true",
+                        rerun=f"POST /runs/{run_id}/retry?rerun=true",
+                    )
+                )
+            )
+        await run.retry(rerun=True)
         return RunOut.of(await offload(run.record))
 
     return router

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .._text import valid_data
 from ..durable.run_states import RunState
-from ..durable.runtime_run import RuntimeRun
+from ..durable.runtime_run import LateResult, RuntimeRun
 from ..durable.signer import token_issued_at
 from ..messages import Message, ToolApprovalRequest
 
@@ -83,6 +83,11 @@ class RunOut(BaseModel):
     max_steps: int
     result_text: str | None
     finished: bool
+    late_results: list[LateResult] = Field(
+        default_factory=list,
+        description="Tool calls an owner that had lost the run finished (or was still "
+        "running) anyway: a needs_attention call listed here already ran once.",
+    )
 
     @classmethod
     def of(cls, record: RuntimeRun) -> RunOut:
@@ -104,6 +109,7 @@ class RunOut(BaseModel):
             max_steps=record.max_steps,
             result_text=record.result_text,
             finished=record.finished,
+            late_results=record.late_results,
         )
 
 
@@ -123,7 +129,11 @@ class ApprovalOut(BaseModel):
     agent_path: list[str]
     token: str | None
     requested_at: int | None = Field(description="Epoch ms the approval was asked for.")
-    link: str | None = Field(description="An approval link (works without the bearer token).")
+    link: str | None = Field(
+        description="An approval link (works without the bearer token), minted by the caller; "
+        "null when the caller may not mint one (a call the agent's approvers reserve for "
+        "others) or the request was signed with a retired key."
+    )
 
     @classmethod
     def of(cls, request: ToolApprovalRequest, link: str | None) -> ApprovalOut:
@@ -160,6 +170,11 @@ class InboxApprovalOut(BaseModel):
     authenticated: bool | None
     via: str | None = Field(description="widget, magic, cli, http, link, api or grant.")
     addressed_to: str | None
+    minted_by: str | None = Field(
+        description="Who minted the link that decided (a link verdict): a named token's "
+        "principal when `minted_via` is `http`, a claimed name for `api`."
+    )
+    minted_via: str | None = Field(description="How that link was minted: http, api or notify.")
     grant_id: str | None
     reason: str | None
     waited_ms: int | None = Field(
@@ -186,6 +201,8 @@ class InboxApprovalOut(BaseModel):
             authenticated=row["authenticated"],
             via=row["via"],
             addressed_to=row["addressed_to"],
+            minted_by=row["minted_by"],
+            minted_via=row["minted_via"],
             grant_id=row["grant_id"],
             reason=row["reason"],
             waited_ms=row["waited"],

@@ -10,9 +10,10 @@ from typing import Any
 from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
 from .._text import valid_data
 from ..durable.grants import with_grant_change
+from ..durable.late_results import with_late_result
 from ..durable.notices import claim_notices
 from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
-from ..durable.runtime_run import RuntimeRun, ToolIntent
+from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
 from ..durable.scheduling import (
     Served,
     after_finish,
@@ -187,6 +188,18 @@ class MemoryRuntimeTables:
             if current is None:
                 raise RunNotFoundError(run_id)
             updated = with_grant_change(current, add=add, revoke=revoke, now=now)
+            if updated is None:
+                return current
+            self._rt_runs[run_id] = updated
+            return updated
+
+    def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
+        """Add a late result (not fenced: only ``late_results`` changes), under the lock."""
+        with self._rt_lock:
+            current = self._rt_runs.get(run_id)
+            if current is None:
+                raise RunNotFoundError(run_id)
+            updated = with_late_result(current, late, now=now)
             if updated is None:
                 return current
             self._rt_runs[run_id] = updated

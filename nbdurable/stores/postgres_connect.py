@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext, suppress
@@ -28,6 +29,8 @@ __all__ = [
     "limit_idle_transactions",
     "notify_channel",
     "open_pool",
+    "ping_pool",
+    "Prober",
     "split_schema",
     "transact",
     "transaction",
@@ -67,6 +70,14 @@ def pool_class(pool_module: Any) -> Any:
     """The pool the store uses: psycopg_pool's, waiting no longer than a store retry allows."""
 
     class Pool(pool_module.ConnectionPool):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.prober = Prober(self)
+
+        def close(self, timeout: float = 5.0) -> None:
+            self.prober.close()
+            super().close(timeout)
+
         def getconn(self, timeout: float | None = None) -> Any:
             # During an outage, or once a shutdown cut retries short, a call
             # under a StoreRetry waits for a connection only until the retry
@@ -94,6 +105,83 @@ def pool_class(pool_module: Any) -> Any:
                     continue  # the next slice, or the timeout above
 
     return Pool
+
+
+class Prober:
+    """The readiness probe's connection: its own, not one of the pool's.
+
+    A probe that borrowed a pooled connection would queue behind every call
+    waiting for one (the pool serves them in turn; during an outage the
+    runtime's retrying calls fill that queue) and would depend on the pool's
+    reconnect backoff. This one opens its own connection (``connect_timeout``
+    bounded), keeps it between probes, and replaces it when a server restart
+    broke it. A probe that succeeds after one that failed asks the pool to
+    check its connections, so connections the restart broke are replaced now.
+    """
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        self._failed = False
+
+    def ping(self, statement: str, params: tuple[Any, ...], timeout: float) -> None:
+        """Run ``statement`` (a read) on the probe's connection within about ``timeout`` seconds.
+
+        Raises:
+            TimeoutError: The previous probe still holds the connection.
+            psycopg.OperationalError: The server cannot be reached.
+        """
+        if not self._lock.acquire(timeout=timeout):
+            raise TimeoutError("the previous store probe has not returned")
+        try:
+            try:
+                self._run(statement, params, timeout)
+            except Exception:
+                kept = self._conn is not None
+                self._drop()
+                if not kept:
+                    raise
+                # The connection kept from the last probe may be one a restart
+                # broke: one fresh connection tells whether the server is back
+                # (and the pool's connections are likely broken too).
+                self._failed = True
+                self._run(statement, params, timeout)
+        except BaseException:
+            self._failed = True
+            raise
+        finally:
+            self._lock.release()
+        if self._failed:
+            self._failed = False
+            reconnect_failed(self.pool)
+
+    def _run(self, statement: str, params: tuple[Any, ...], timeout: float) -> None:
+        if self._conn is None:
+            conn = self.pool.connection_class.connect(
+                self.pool.conninfo, autocommit=True, connect_timeout=max(1, round(timeout))
+            )
+            self._conn = conn
+            # The server gives up on the probe's read too, should it hang.
+            milliseconds = str(max(1, round(timeout * 1000)))
+            conn.execute("SELECT set_config('statement_timeout', %s, false)", (milliseconds,))
+        self._conn.execute(statement, params).fetchall()
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with suppress(Exception):
+                conn.close()
+
+    def close(self) -> None:
+        """Close the probe's connection (the next probe opens another)."""
+        with self._lock:
+            self._drop()
+
+
+def ping_pool(pool: Any, statement: str, params: tuple[Any, ...], timeout: float) -> None:
+    """:meth:`Prober.ping` of the store's pool (see :func:`open_pool`)."""
+    pool.prober.ping(statement, params, timeout)
 
 
 def limit_idle_transactions(

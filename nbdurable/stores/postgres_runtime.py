@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
 from ..durable.grants import with_grant_change
+from ..durable.late_results import with_late_result
 from ..durable.notices import claim_notices
 from ..durable.run_states import ACTIVE_STATES, TERMINAL_STATES, UNFINISHED_STATES
-from ..durable.runtime_run import RuntimeRun, ToolIntent
+from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
 from ..durable.scheduling import (
     Served,
     after_finish,
@@ -43,6 +44,7 @@ from ..durable.scheduling import (
 )
 from ..durable.stored import validate_stored
 from ..durable.verdicts import decide
+from .postgres_connect import ping_pool
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -322,6 +324,18 @@ class PostgresRuntimeTables:
             found = conn.execute(self._rq.get, (run_id,)).fetchone()
         return None if found is None else _record(found[0])
 
+    def ping(self, timeout: float) -> None:
+        """Read a run record on a connection of its own, within about ``timeout`` seconds.
+
+        The readiness probe's check (``/readyz``): it never waits for one of the
+        pool's connections, so it answers whatever the calls queued there do.
+
+        Raises:
+            TimeoutError: The previous probe has not returned.
+            psycopg.OperationalError: The server cannot be reached.
+        """
+        ping_pool(self._pool, self._rq.get, ("nbdurable-readyz",), timeout)
+
     def rt_list(self, states: Sequence[str] | None = None) -> builtins.list[RuntimeRun]:
         """Records in submission order, optionally filtered by state."""
         with self._pool.connection() as conn:
@@ -420,6 +434,22 @@ class PostgresRuntimeTables:
                 raise RunNotFoundError(run_id)
             current = _record(found[0])
             updated = with_grant_change(current, add=add, revoke=revoke, now=now)
+            if updated is None:
+                return current
+            self._rt_put(conn, updated)
+            return updated
+
+        return self._rt_write(change, exclusive=True)
+
+    def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
+        """Add a late result (not fenced: only ``late_results`` changes): the row ``FOR UPDATE``."""
+
+        def change(conn: Connection[tuple[Any, ...]]) -> RuntimeRun:
+            found = conn.execute(self._rq.get_for_update, (run_id,)).fetchone()
+            if found is None:
+                raise RunNotFoundError(run_id)
+            current = _record(found[0])
+            updated = with_late_result(current, late, now=now)
             if updated is None:
                 return current
             self._rt_put(conn, updated)

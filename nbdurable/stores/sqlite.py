@@ -507,6 +507,7 @@ SqliteSessionStore.nowait_methods = {
         "rt_verdict",
         "rt_claim_notices",
         "rt_grants",
+        "rt_late_result",
         "rt_claim",
         "rt_renew",
         "rt_intent",

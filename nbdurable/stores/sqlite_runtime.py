@@ -23,9 +23,10 @@ from .._errors import (
     StoreCorruptionError,
 )
 from ..durable.grants import with_grant_change
+from ..durable.late_results import with_late_result
 from ..durable.notices import claim_notices
 from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
-from ..durable.runtime_run import RuntimeRun, ToolIntent
+from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
 from ..durable.scheduling import (
     Served,
     after_finish,
@@ -329,6 +330,15 @@ class SqliteRuntimeTables:
             updated = with_grant_change(current, add=add, revoke=revoke, now=now)
             if updated is None:
                 return current
+            self._put(conn, updated)
+            return updated
+
+    def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
+        """Add a late result (not fenced: only ``late_results`` changes): ``BEGIN IMMEDIATE``."""
+        with self._lock, self._write() as conn:
+            updated = with_late_result(self._locked_get(conn, run_id), late, now=now)
+            if updated is None:
+                return self._locked_get(conn, run_id)
             self._put(conn, updated)
             return updated
 

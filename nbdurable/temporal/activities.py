@@ -152,9 +152,10 @@ class RunActivities(BoundActivities):
                 type=DEFINITION_MISMATCH,
                 non_retryable=True,
             )
-        if definition_matches(record, self.runtime.registry.fingerprints()) is False:
+        definitions = self.runtime.registry.definitions()
+        if definition_matches(record, definitions) is False:
             raise ApplicationError(
-                mismatch_reason(record),
+                mismatch_reason(record, definitions),
                 *definition_key(record),
                 type=DEFINITION_MISMATCH,
                 non_retryable=True,
@@ -167,18 +168,18 @@ class RunActivities(BoundActivities):
         The waiting reason is recorded once (not at every hand-on), fenced: a
         worker that took the run meanwhile keeps its claim.
         """
-        fingerprints = self.runtime.registry.fingerprints()
+        definitions = self.runtime.registry.definitions()
         waiting = unclaimable_by_definition(
-            record, self.runtime.now(), fingerprints, engine=TEMPORAL
+            record, self.runtime.now(), definitions, engine=TEMPORAL
         )
         if waiting is not None:
             with contextlib.suppress(FencedOutError):  # another worker took it meanwhile
                 self.runtime.runtime_store.rt_update(
                     record.run_id, {"waiting_reason": waiting.waiting_reason}, fence=record.fence
                 )
-        if definition_matches(record, fingerprints) is None:
+        if definition_matches(record, definitions) is None:
             return {"elsewhere": unserved_reason(record)}
-        return {"elsewhere": mismatch_reason(record)}
+        return {"elsewhere": mismatch_reason(record, definitions)}
 
     def _options(self, agent: Agent, path: list[str], record: RuntimeRun) -> LoopOptions:
         """The options of the loop at ``path`` (agent-tool names) under the run's agent."""
@@ -265,7 +266,7 @@ class RunActivities(BoundActivities):
             return None  # the workflow parks; it resumes only if the run is moved back here
         if (
             not record.finished
-            and definition_matches(record, runtime.registry.fingerprints()) is not True
+            and definition_matches(record, runtime.registry.definitions()) is not True
         ):
             return await offload(self._wait_elsewhere, record)
         retried = record.retried

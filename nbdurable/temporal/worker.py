@@ -116,20 +116,30 @@ def build_definition_workers(
     poll, so it no longer goes back to whichever worker of ``task_queue`` polls
     first. :func:`serve` runs them beside :func:`build_worker`'s worker; a host of
     its own runs them too (without them a handed-back activity waits
-    ``ROUTED_WAIT`` on that queue, then goes back to ``task_queue``).
+    ``ROUTED_WAIT`` on that queue, then goes back to ``task_queue``). A
+    definition's queues are those of its fingerprint and of its digest under
+    the previous scheme (a run recorded before fingerprints had parts names
+    that one; :class:`~nbdurable.runtime.fingerprint.Definition`).
     """
     activities = RunActivities(runtime).all()
+    queues = sorted(
+        {
+            definition_queue(task_queue, agent_id, version, fingerprint)
+            for (agent_id, version), found in runtime.registry.definitions().items()
+            for fingerprint in (found.fingerprint, found.legacy)
+        }
+    )
     return [
         Worker(
             client,
-            task_queue=definition_queue(task_queue, agent_id, version, fingerprint),
+            task_queue=queue,
             activities=activities,
             max_concurrent_activities=max_concurrent_activities,
             # Only hand-backs come here: two pollers are plenty.
             max_concurrent_activity_task_polls=2,
             graceful_shutdown_timeout=timedelta(seconds=drain_seconds),
         )
-        for (agent_id, version), fingerprint in sorted(runtime.registry.fingerprints().items())
+        for queue in queues
     ]
 
 

@@ -150,10 +150,11 @@ class AgentRunWorkflow:
         if agent is None:
             error = f"this worker serves no agent {record.agent_id!r} v{record.agent_version}"
             return await self._finish(config, LegOutcome.failed("error", error))
-        if definition_matches(record, runtime.registry.fingerprints()) is False:
+        definitions = runtime.registry.definitions()
+        if definition_matches(record, definitions) is False:
             # Replayed here after the leg began on a worker with the run's definition:
             # failing this workflow task makes Temporal retry it, on another worker.
-            raise DefinitionMismatchError(mismatch_reason(record))
+            raise DefinitionMismatchError(mismatch_reason(record, definitions))
         if info["checkpoint"] is not None:
             start = leg_start_from_checkpoint(AgentCheckpoint.model_validate(info["checkpoint"]))
         else:

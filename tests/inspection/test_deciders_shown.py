@@ -49,6 +49,14 @@ def test_a_verdict_line_for_every_kind_of_source() -> None:
     link = {"by": None, "via": "link", "addressed_to": "lee"}
     assert verdict_line(False, link) == "denied via link addressed to lee"
     assert verdict_line(True, {"via": "link"}) == "approved via link"
+    minted = {**link, "minted_by": "ana", "minted_via": "http"}
+    assert verdict_line(True, minted) == "approved via link addressed to lee, minted by ana"
+    claimed = {**minted, "minted_via": "api"}
+    assert verdict_line(True, claimed).endswith("minted by ana (claimed)")
+    sent = {**link, "minted_via": "notify"}
+    assert verdict_line(True, sent) == "approved via link addressed to lee, sent by notification"
+    unnamed = {"via": "link", "minted_via": "http"}
+    assert verdict_line(True, unnamed) == "approved via link, minted with the unnamed token"
     assert verdict_line(True, {"via": "http"}) == "approved via http"
     grant = {"via": "grant", "grant_id": "grant_1"}
     assert verdict_line(True, grant) == "approved by standing grant grant_1"

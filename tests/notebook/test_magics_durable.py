@@ -242,6 +242,28 @@ async def test_worker_serves_the_notebooks_agents(
     assert state(nb, other.run_id) == "pending"
 
 
+async def test_worker_and_resume_say_which_part_of_the_definition_differs(
+    ip: Any, nb: NotebookSession, magic: Any, views: list[Shown]
+) -> None:
+    # a run submitted with another greeter v1 (another script) never runs here
+    client = nd.DurableRuntime(store=nb.store, agents=[greeter("Bonjour!")])
+    run = await client.submit("greeter", "Hi")
+    ip.user_ns["greet"] = greeter()
+    reason = (
+        "waits for a runtime whose greeter v1 matches the submitted definition; "
+        "a runtime that saw it differs in its model"
+    )
+    out = magic("durable", "worker")
+    assert out.stdout.splitlines() == [
+        "this kernel executes runs of: greeter v1; store: sqlite:///.nbdurable/runs.db",
+        "0 run(s) to execute here",
+        f"{run.run_id} {reason}",
+    ]
+    out = magic("durable", f"resume {run.run_id}")
+    assert out.stdout.splitlines()[0] == f"{run.run_id}: pending; it {reason}"
+    assert state(nb, run.run_id) == "pending"
+
+
 async def test_dashboard(ip: Any, nb: NotebookSession, magic: Any, views: list[Shown]) -> None:
     assert magic("durable", "dashboard").text == ""
     assert views == [Shown("dashboard", None)]

@@ -231,3 +231,38 @@ def test_a_widget_callback_blocks_on_a_run_and_durable_approve_unblocks_it(kerne
     run_id = kernel.ok("print(rt.list_runs('waiting_approval')[-1].run_id)").strip()
     kernel.ok(f"%durable approve {run_id}")
     assert kernel.ok(f"print(nd.Run(rt, {run_id!r}).result_sync(timeout=60).text)") == "done\n"
+
+
+def test_a_thread_keeps_its_timeout_and_is_joined_while_a_cell_holds_the_loop(
+    kernel: Kernel,
+) -> None:
+    kernel.ok("%%agent talker --as quick\nHi.")
+    assert kernel.ok("print(quick.result_sync(timeout=60).text)") == "hello\n"
+    kernel.ok("%%agent streamer --as bg\nTell a long story.")  # runs on the kernel's loop
+    held = kernel.ok(
+        """
+        import threading, time
+
+        def wait(call):
+            box = {}
+            def target():
+                started = time.monotonic()
+                try:
+                    box["outcome"] = call()
+                except Exception as error:
+                    box["outcome"] = error
+                box["elapsed"] = time.monotonic() - started
+            thread = threading.Thread(target=target, daemon=True)
+            thread.start()
+            thread.join(5)  # this cell holds the kernel's loop meanwhile
+            return thread.is_alive(), box
+
+        alive, box = wait(lambda: bg.result_sync(timeout=0.5))
+        print(alive, type(box.get("outcome")).__name__, box.get("elapsed", 99) < 2.5)
+        alive, box = wait(lambda: quick.result_sync().text)  # no timeout
+        print(alive, box.get("outcome"), box.get("elapsed", 99) < 2.5)
+        """
+    )
+    assert held == "False TimeoutError True\nFalse hello True\n"
+    # the loop is free again: the held run goes on
+    assert kernel.ok("print(len(bg.result_sync(timeout=60).text.split()))") == "60\n"

@@ -17,6 +17,7 @@ import pytest
 from support.gated_janitor import gated
 
 import nbdurable as nd
+from nbdurable.durable.runtime_run import RuntimeRun
 from nbdurable.messages import VerdictSource
 from nbdurable.runtime import DurableRuntime
 from nbdurable.runtime.run import Run
@@ -145,3 +146,67 @@ async def test_a_bad_by_or_via_is_a_configuration_error(store: Any) -> None:
         assert not run.record().decided
         with pytest.raises(nd.ConfigurationError, match="submitted_by must be"):
             await rt.submit("janitor", "Again.", submitted_by=" ")
+
+
+def _reserved(approvers: dict[str, list[str]] | None) -> RuntimeRun:
+    return RuntimeRun(
+        run_id="run-1",
+        agent_id="janitor",
+        agent_version="1",
+        state="waiting_approval",
+        session_id="s-1",
+        prompt='"Go."',
+        created_at=0,
+        updated_at=0,
+        approvers=approvers,
+    )
+
+
+def test_only_an_approver_mints_a_link_for_a_reserved_call() -> None:
+    from nbdurable.durable.deciders import check_minter
+
+    record = _reserved({"drop_table": ["ana", "lee"]})
+
+    def mint(by: str | None, via: str = "http", to: str | None = None) -> str | None:
+        return check_minter(record, "a1", "drop_table", minted_by=by, via=via, to=to)
+
+    assert mint("ana") == "ana"  # addressed to the minter by default
+    assert mint("ana", to="lee") == "lee"  # or to another approver
+    assert mint("lee", via="api") == "lee"
+    assert mint(None, via="notify", to="ana") == "ana"  # the notifier addresses approvers
+    for by, via, to in (("bob", "http", "ana"), (None, "http", "ana"), ("bob", "api", None)):
+        with pytest.raises(nd.ApproverNotAllowedError, match="may not mint a link") as refused:
+            mint(by, via, to)
+        assert refused.value.allowed == ("ana", "lee") and refused.value.principal == by
+    for by, via, to in (("ana", "http", "bob"), (None, "notify", "bob"), (None, "notify", None)):
+        with pytest.raises(nd.ApproverNotAllowedError, match="addressed only to ana, lee"):
+            mint(by, via, to)
+    # another tool's calls, or a run without approvers: anyone, addressed as asked
+    assert check_minter(record, "a1", "lookup", minted_by=None, via="http") is None
+    open_run = _reserved(None)
+    assert check_minter(open_run, "a1", "drop_table", minted_by="bob", via="api", to="x") == "x"
+    with pytest.raises(nd.ConfigurationError, match="minted via one of"):
+        mint("ana", via="carrier pigeon")
+
+
+def test_a_link_verdict_on_a_reserved_call_needs_an_approver_as_its_minter() -> None:
+    from nbdurable.durable.deciders import check_decider
+
+    record = _reserved({"drop_table": ["ana"]})
+
+    def decide(**source: Any) -> None:
+        link = VerdictSource(via="link", addressed_to="ana", **source)
+        check_decider(record, "a1", "drop_table", link, approved=True)
+
+    decide(minted_by="ana", minted_via="http")
+    decide(minted_by="ana", minted_via="api")
+    decide(minted_via="notify")
+    for source, why in (
+        ({"minted_by": "lee", "minted_via": "http"}, "minted by 'lee', who is not"),
+        ({"minted_via": "http"}, "minted by the unnamed token"),
+        ({}, "names no minter"),
+    ):
+        with pytest.raises(nd.ApproverNotAllowedError, match=why):
+            decide(**source)
+    # a call no approvers reserve: any link decides, as before
+    check_decider(record, "a1", "lookup", VerdictSource(via="link"), approved=True)

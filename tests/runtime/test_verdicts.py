@@ -194,3 +194,34 @@ async def test_the_loop_functions_keep_no_age_limit_unless_set() -> None:
         approval_responses=[response],
     )
     assert ran == ["stg"]
+
+
+async def test_a_request_signed_with_a_retired_key_can_only_be_denied(store: Any) -> None:
+    ran: list[str] = []
+    k1 = nd.ApprovalSigner(keys={"k1": SECRET})
+    async with await DurableRuntime.open(
+        store=store, agents=[gated(ran)], approval_signer=k1
+    ) as rt:
+        run, request = await parked(rt)
+    k2_only = nd.ApprovalSigner(keys={"k2": "the new secret"})  # k1 retired
+    async with await DurableRuntime.open(
+        store=store, agents=[gated(ran)], approval_signer=k2_only
+    ) as rt:
+        run = await rt.get_run(run.run_id)
+        [shown] = await run.pending_approvals()
+        assert shown.token == request.token  # not signed anew: it no longer verifies
+        # a token the current key signs for the same call (a link minted before the retirement)
+        fresh = k2_only.sign(request.model_copy(update={"token": None}), run_id=run.run_id)
+        outcome = await submit_verdict(
+            rt, run.run_id, request.approval_id, approve=True, token=fresh
+        )
+        assert outcome.state == "invalid token" and "can only be denied" in outcome.message
+        assert run.record().decided == {} and run.record().state == "waiting_approval"
+        # run.approve (echoing the k1 token) is refused too: nothing recorded
+        with pytest.raises(nd.ConfigurationError, match="can only be denied"):
+            await run.approve(request.approval_id)
+        assert run.record().decided == {} and run.record().state == "waiting_approval"
+        await run.deny(request.approval_id, reason="k1 retired")
+        assert (await run.result()).text == "done"
+        assert run.record().decided[request.approval_id]["approved"] is False
+    assert ran == []

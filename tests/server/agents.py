@@ -10,7 +10,7 @@ from support.cli_agents import FLAKY, lookup, make_agents
 
 import nbdurable as nd
 
-__all__ = ["FLAKY", "LONG_TEXT", "agents"]
+__all__ = ["FLAKY", "LONG_TEXT", "agents", "guarded_agents"]
 
 LONG_TEXT = " ".join(f"word{i}" for i in range(120))
 
@@ -31,3 +31,25 @@ def agents() -> list[nd.Agent]:
             stream=True,
         ),
     ]
+
+
+def guarded_agents() -> list[nd.Agent]:
+    """The served agents, plus two janitors whose ``drop_table`` calls are reserved.
+
+    ``guarded``: only ana and lee decide, and not the submitter; ``reserved``:
+    only ana decides (the approvers of the attack on approval links).
+    """
+    served = agents()
+    janitor = next(a for a in served if a.id == "janitor")
+    guarded = nd.Agent(
+        "guarded",
+        janitor.model,
+        janitor.tools,
+        version="1",
+        approvers={"drop_table": ["ana", "lee"]},
+        submitter_may_approve=False,
+    )
+    reserved = nd.Agent(
+        "reserved", janitor.model, janitor.tools, version="1", approvers={"drop_table": ["ana"]}
+    )
+    return [*served, guarded, reserved]

@@ -146,3 +146,54 @@ def test_limits_map_to_413_and_429(make_server: Any) -> None:
         second = http.post("/runs", json={"agent": "helper", "prompt": "two"})
         assert second.status_code == 429
         assert second.json()["error"]["type"] == "LimitExceededError"
+
+
+def test_a_runs_late_results_are_in_its_json(server: Server) -> None:
+    from nbdurable.durable.runtime_run import LateResult
+
+    run = _submit(server, agent="helper", prompt="What is the answer?")
+    assert run["late_results"] == []
+    server.wait_state(run["run_id"], "completed")
+    late = LateResult(
+        tool_call_id="call_1_0", tool_name="pay", step_index=0, fence=1, at=1, outcome="cut_off"
+    )
+    store = server.runtime.runtime_store
+    server.run(lambda: store.rt_late_result(run["run_id"], late, now=2))
+    with server.client() as http:
+        got = http.get(f"/runs/{run['run_id']}").json()
+    assert got["late_results"] == [late.model_dump(mode="json")]
+
+
+def test_retry_of_a_call_with_a_late_result_is_refused_unless_asked(server: Server) -> None:
+    from nbdurable.durable.runtime_run import LateResult, ToolIntent
+
+    run = _submit(server, agent="helper", prompt="What is the answer?")
+    run_id = run["run_id"]
+    server.wait_state(run_id, "completed")
+    # as a takeover leaves it: the call interrupted (started), the stale owner's late result
+    runtime, store = server.runtime, server.runtime.runtime_store
+    fence = server.run(lambda: store.rt_get(run_id)).fence
+    intent = ToolIntent(
+        run_id=run_id, tool_call_id="call_1_0", tool_name="pay", step_index=1, state="started"
+    )
+    late = LateResult(
+        tool_call_id="call_1_0",
+        tool_name="pay",
+        step_index=1,
+        fence=fence,
+        at=1,
+        outcome="result",
+        result={"tool_call_id": "call_1_0", "tool_name": "pay", "result": "paid"},
+    )
+    server.run(lambda: store.rt_intent(intent, fence=fence))
+    server.run(lambda: store.rt_late_result(run_id, late, now=2))
+    server.run(lambda: runtime.set_state(run_id, state="needs_attention", reason="pay"))
+    with server.client() as http:
+        refused = http.post(f"/runs/{run_id}/retry")
+        assert refused.status_code == 409, refused.text
+        message = refused.json()["error"]["message"]
+        assert "use_late_result=true" in message and "rerun=true" in message
+        assert http.get(f"/runs/{run_id}").json()["state"] == "needs_attention"
+        again = http.post(f"/runs/{run_id}/retry", params={"rerun": "true"})
+        assert again.status_code == 200, again.text
+        assert again.json()["state"] != "needs_attention"

@@ -21,29 +21,14 @@ import httpx
 import pytest
 
 import nbdurable as nd
-from nbdurable.server import approval_link
+from nbdurable.server import approval_link, link_for
 from nbdurable.server.principals import TokenFileError, read_token_file
 
-from . import agents as test_agents
+from .agents import guarded_agents
 from .harness import TOKEN, Server
 
 TESTS = Path(__file__).resolve().parents[1]
 NAMED = {"ana": "ana-token-0123456789", "lee": "lee-token-0123456789", "bob": "bob-token-012345"}
-
-
-def guarded_agents() -> list[nd.Agent]:
-    """The served agents, plus ``guarded``: the janitor whose drop_table only ana and lee decide."""
-    served = test_agents.agents()
-    janitor = next(a for a in served if a.id == "janitor")
-    guarded = nd.Agent(
-        "guarded",
-        janitor.model,
-        janitor.tools,
-        version="1",
-        approvers={"drop_table": ["ana", "lee"]},
-        submitter_may_approve=False,
-    )
-    return [*served, guarded]
 
 
 @pytest.fixture
@@ -122,22 +107,31 @@ def test_a_named_token_the_agent_does_not_allow_gets_403(named: Server) -> None:
     named.wait_state(run_id, "completed")
 
 
-def _link_to(server: Server, run_id: str, approval_id: str, to: str | None) -> str:
-    link: str = server.call(approval_link(server.runtime, run_id, approval_id, server.url, to=to))
+def _link_to(
+    server: Server, run_id: str, approval_id: str, to: str | None, by: str | None = None
+) -> str:
+    link: str = server.call(
+        approval_link(server.runtime, run_id, approval_id, server.url, to=to, by=by)
+    )
     return link
+
+
+def _token(link: str) -> str:
+    return parse_qs(urlsplit(link).query)["token"][0]
 
 
 def test_a_link_verdict_is_recorded_as_addressed_never_as_by(named: Server) -> None:
     run_id, pending = _waiting(named, "janitor", "ana")
     approval_id = pending["approval_id"]
-    link = _link_to(named, run_id, approval_id, "lee")
-    token = parse_qs(urlsplit(link).query)["token"][0]
+    token = _token(_link_to(named, run_id, approval_id, "lee", by="bob"))
     with httpx.Client(base_url=named.url, timeout=20) as http:
         done = http.post(f"/approve/{run_id}/{approval_id}", json={"approve": True, "token": token})
     assert done.status_code == 200, done.text
     source = _source(named, run_id, approval_id)
     assert source["via"] == "link" and source["addressed_to"] == "lee"
     assert source["by"] is None and source["authenticated"] is False
+    # who minted it is recorded too: bob, a claimed name (minted from Python)
+    assert (source["minted_by"], source["minted_via"]) == ("bob", "api")
     assert (named.wait_state(run_id, "completed").result_text or "").startswith("Done")
 
 
@@ -145,20 +139,37 @@ def test_a_link_is_accepted_only_when_addressed_to_an_approver(named: Server) ->
     run_id, pending = _waiting(named, "guarded", "ana")
     approval_id = pending["approval_id"]
     path = f"/approve/{run_id}/{approval_id}"
+    # minting is refused: by someone not listed, or addressed to someone not listed
+    for by, to in (("bob", None), ("bob", "lee"), ("lee", "bob")):
+        with pytest.raises(nd.ApproverNotAllowedError, match="nothing was minted"):
+            _link_to(named, run_id, approval_id, to, by=by)
     with httpx.Client(base_url=named.url, timeout=20) as http:
-        for to in (None, "bob"):
-            token = parse_qs(urlsplit(_link_to(named, run_id, approval_id, to)).query)["token"][0]
-            refused = http.post(path, json={"approve": True, "token": token})
-            assert refused.status_code == 403
-            assert refused.json()["error"]["type"] == "ApproverNotAllowedError"
+        # a link signed without the rule (link_for: no minter) decides nothing reserved
+        request = _pending(named, run_id)
+        unchecked = link_for(named.runtime.signer, run_id, request, named.url, to="lee")
+        page = http.get(path, params={"token": _token(unchecked)})  # it says so when opened
+        assert page.status_code == 403 and "names no minter" in page.text
+        refused = http.post(path, json={"approve": True, "token": _token(unchecked)})
+        assert refused.status_code == 403
+        error = refused.json()["error"]
+        assert error["type"] == "ApproverNotAllowedError" and "names no minter" in error["message"]
         assert named.record(run_id).decided == {}
-        # GET /runs/{id}/approvals?to=lee hands out links addressed to lee
+        # GET /runs/{id}/approvals?to=lee, as ana (an approver), hands out links addressed to lee
         with _as(named, "ana") as api:
             [listed] = api.get(f"/runs/{run_id}/approvals", params={"to": "lee"}).json()
-        token = parse_qs(urlsplit(listed["link"]).query)["token"][0]
-        done = http.post(path, json={"approve": True, "token": token})
+        done = http.post(path, json={"approve": True, "token": _token(listed["link"])})
     assert done.status_code == 200, done.text
-    assert _source(named, run_id, approval_id)["addressed_to"] == "lee"
+    source = _source(named, run_id, approval_id)
+    assert (source["addressed_to"], source["minted_by"], source["minted_via"]) == (
+        "lee",
+        "ana",
+        "http",
+    )
+
+
+def _pending(server: Server, run_id: str) -> nd.ToolApprovalRequest:
+    [request] = server.call(nd.runtime.Run(server.runtime, run_id).pending_approvals())
+    return request
 
 
 @pytest.mark.parametrize(

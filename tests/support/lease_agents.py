@@ -78,6 +78,21 @@ async def pay_careless_threaded(amount: int, ctx: nd.ToolContext) -> str:
 
 
 @nd.tool
+def pay_blocking(amount: int, ctx: nd.ToolContext) -> str:
+    """Pay from a plain function (it blocks the worker's loop), without checking the lease.
+
+    Woken after a pause it finishes at once: its effect happens before the worker
+    can notice it lost the run (what makes a late result certain in a test).
+    """
+    import time
+
+    _log(f"start {os.getpid()} {ctx.run_id} {ctx.tool_call_id}")
+    time.sleep(_seconds())
+    _log(f"effect {os.getpid()} {ctx.run_id} {ctx.tool_call_id}")
+    return f"paid {amount} by {os.getpid()}"
+
+
+@nd.tool
 async def long_step(ctx: nd.ToolContext) -> str:
     """Work for a while (safe to re-run)."""
     _log(f"start {os.getpid()} {ctx.run_id} {ctx.tool_call_id}")
@@ -100,6 +115,7 @@ careless = _payer("careless", pay_careless)
 careful = _payer("careful", pay_careful)
 threaded = _payer("threaded", pay_threaded)
 careless_threaded = _payer("careless_threaded", pay_careless_threaded)
+blocking = _payer("blocking", pay_blocking)
 worker_agent = Agent(
     "long",
     nd.ScriptedModel([nd.Turn.call("long_step"), "done"]),
@@ -108,7 +124,7 @@ worker_agent = Agent(
     tool_recovery={"long_step": "safe"},
 )
 
-agents = [careless, careful, threaded, careless_threaded, worker_agent]
+agents = [careless, careful, threaded, careless_threaded, blocking, worker_agent]
 
 
 def entries(log: Path) -> list[tuple[str, int, str, str]]:

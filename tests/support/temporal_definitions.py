@@ -1,11 +1,14 @@
 """Two definitions of agent ``cleaner`` v1, for Temporal workers that disagree about it.
 
 ``cleaner_x`` is the one runs are submitted with (a ``manual`` tool, then its
-text); ``cleaner_y`` has the same id and version but another script and tool. The
-tools record their executions in temporal_agents' side table (with the pid).
+text); ``cleaner_y`` has the same id and version but another script and tool;
+``cleaner_x_unstreamed`` is ``cleaner_x`` registered with ``stream=False``, the
+same definition (a run streams as captured at its submission). The tools record their executions in temporal_agents' side table (with the pid).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import nbdurable as nd
 from nbdurable.runtime import Agent
@@ -43,3 +46,4 @@ cleaner_y = [
         version="1",
     )
 ]
+cleaner_x_unstreamed = [replace(cleaner_x[0], stream=False)]

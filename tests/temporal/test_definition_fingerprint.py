@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import pytest
 from support import temporal_definitions
 from temporalio.api.enums.v1 import TimeoutType
 from temporalio.client import Client, WorkflowHistory
@@ -33,9 +34,13 @@ from nbdurable.temporal.workflow import AgentRunWorkflow
 from .conftest import Cluster, Worker
 from .executions import tool_rows
 
-REASON = "waits for a runtime whose cleaner v1 matches the submitted definition"
+REASON = (
+    "waits for a runtime whose cleaner v1 matches the submitted definition; a runtime that "
+    "saw it differs in its model, tool recovery and tools (sweep missing, vacuum added)"
+)
 X = ["--agents", "support.temporal_definitions:cleaner_x"]
 Y = ["--agents", "support.temporal_definitions:cleaner_y"]
+X_UNSTREAMED = ["--agents", "support.temporal_definitions:cleaner_x_unstreamed"]
 
 
 def client(cluster: Cluster) -> DurableRuntime:
@@ -61,7 +66,7 @@ async def test_a_worker_with_another_definition_leaves_the_run_pending(cluster: 
         record = store.rt_get("run-x")
         assert record.state == "pending" and record.fence == 0
         assert store.load("run-x") is None and tool_rows(cluster.tools) == []
-        assert REASON in str(nd.inspect.explain(store, "run-x"))
+        assert REASON in " ".join(str(nd.inspect.explain(store, "run-x")).split())
 
         matching = cluster.worker(args=X)
         result = await asyncio.wait_for(run.result(), 90)
@@ -70,6 +75,24 @@ async def test_a_worker_with_another_definition_leaves_the_run_pending(cluster: 
         assert done.state == "completed" and done.waiting_reason is None
     pids = {pid for _tool, pid in tool_rows(cluster.tools)}
     assert tool_rows(cluster.tools) == [("sweep", matching.proc.pid)] and pids != {other.proc.pid}
+
+
+@pytest.mark.spec("S003-32")
+async def test_a_worker_registered_without_streaming_runs_a_streamed_submission(
+    cluster: Cluster,
+) -> None:
+    cluster.worker(args=X_UNSTREAMED)
+    async with client(cluster) as rt:
+        run = await rt.submit("cleaner", "Clean up.", run_id="run-streamed")
+        assert run.record().stream is True
+        try:
+            result = await asyncio.wait_for(run.result(), 90)
+        except TimeoutError:
+            reason = cluster.store.rt_get("run-streamed").waiting_reason
+            raise AssertionError(f"no worker ran it: {reason}") from None
+        assert result.text == "Cleaner X swept stg_a."
+        events = cluster.store.read_events("run-streamed")
+        assert any(e.type == "model_delta" for e in events)  # streamed, as captured
 
 
 async def test_activities_a_mismatched_worker_picks_up_go_to_the_definitions_queue(

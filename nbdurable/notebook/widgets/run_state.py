@@ -165,6 +165,7 @@ def run_state(
         "approvals": approvals,
         "error": view.error or "",
         "takeover": view.takeover,
+        "late_results": list(view.late_results),
         "started_at": clock.started_at,
         "ended_at": clock.ended_at if view.status in ENDED_STATES else 0,
         "last_offset": view.last_offset,

@@ -95,6 +95,8 @@ class RunWidget(anywidget.AnyWidget):
     approvals = traitlets.List(traitlets.Dict()).tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
     takeover = traitlets.Unicode("").tag(sync=True)
+    late_results = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    """A line per call an owner that had lost the run finished anyway (``tool_late_result``)."""
     started_at = traitlets.Int(0).tag(sync=True)
     ended_at = traitlets.Int(0).tag(sync=True)
     last_offset = traitlets.Int(0)

@@ -145,6 +145,10 @@ function render({ model, el }) {
   // one line when another runtime took the run over (the run_taken_over event)
   const takeover = h("div", "nbd-takeover");
   summary.after(takeover);
+  // a call a worker that had lost the run finished anyway (tool_late_result): said
+  // above the cards and steps, before anyone retries the call
+  const late = h("div", "nbd-late");
+  takeover.after(late);
   el.append(root);
   const reasons = new Map();
   let seq = -1; // the number of the last steps delta (or snapshot) this view has
@@ -283,6 +287,11 @@ function render({ model, el }) {
     takeover.textContent = text;
     takeover.style.display = text ? "" : "none";
   };
+  const late_ = () => {
+    const lines = model.get("late_results") || [];
+    late.replaceChildren(...lines.map((line) => h("div", "nbd-late-line", line)));
+    late.style.display = lines.length ? "" : "none";
+  };
   const cards_ = () => {
     const all = model.get("approvals") || [];
     for (const card of all) if (card.state !== "pending") clicked.delete(card.approval_id);
@@ -356,7 +365,7 @@ function render({ model, el }) {
     if (snapshot && typeof snapshot.seq === "number" && snapshot.seq > seq) load(snapshot);
   };
 
-  header_(); summary_(); live_(); cards_(); snapshotTrait(); takeover_();
+  header_(); summary_(); live_(); cards_(); snapshotTrait(); takeover_(); late_();
   const status_ = () => { header_(); summary_(); };
   const approvals_ = () => { cards_(); steps_(); summary_(); };
   const traits = [
@@ -364,6 +373,7 @@ function render({ model, el }) {
     ["change:started_at", header_], ["change:ended_at", header_], ["change:usage", header_],
     ["change:summary", summary_], ["change:lease_until", summary_], ["change:approvals", approvals_],
     ["change:snapshot", snapshotTrait], ["change:takeover", takeover_],
+    ["change:late_results", late_],
   ];
   for (const [name, handler] of traits) model.on(name, handler);
   model.on("change", link.alive); // the kernel is sending updates: it is there
