@@ -56,7 +56,7 @@ def main() -> int:
     found = harness.variants(base, args.count, args.seed)
     verdicts: collections.Counter[str] = collections.Counter()
     by_kind: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
-    disagree = unnamed = 0
+    disagree = unnamed = check_only = 0
     started = time.perf_counter()
     for n, variant in enumerate(found):
         outcome = harness.run_variant(
@@ -65,13 +65,17 @@ def main() -> int:
         verdicts[outcome.verdict] += 1
         by_kind[variant.kind][outcome.verdict] += 1
         disagree += not outcome.agrees
+        check_only += outcome.check_only
         unnamed += not outcome.runs_named
         bad = outcome.verdict in ("silent", "untyped") or not outcome.agrees
+        bad = bad or not outcome.runs_named
         if args.verbose and bad:
             print(
                 f"  {outcome.variant}: {outcome.verdict}, check clean={outcome.check_clean}"
                 f" differed={outcome.differed[:4]} untyped={list(outcome.untyped.items())[:2]}"
                 f" check_error={outcome.check_error!r}"
+                f" refused={[(n, e.run_id) for n, e in outcome.refused.items()][:3]}"
+                f" check_runs={outcome.check_runs}"
             )
     elapsed = time.perf_counter() - started
     print(f"variants: {len(found)} in {elapsed:.0f} s")
@@ -79,8 +83,9 @@ def main() -> int:
         print(f"  {verdict}: {verdicts[verdict]}")
     for kind, counts in sorted(by_kind.items()):
         print(f"    {kind}: {dict(counts)}")
-    print(f"check disagrees with the library: {disagree}")
-    print(f"a refused run the check does not name: {unnamed}")
+    print(f"library refused or misread, check clean: {disagree}")
+    print(f"a run the library refused naming it, not named by the check: {unnamed}")
+    print(f"reads as before, check reports damage (where no read goes): {check_only}")
     return 1 if verdicts["silent"] or verdicts["untyped"] or disagree else 0
 
 
