@@ -424,7 +424,9 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
         if run is not None:
             verify_run(run_id, run, self._legacy)
         # Saves are numbered 1..last_seq: anything else is rows a damaged page hides.
-        if [values[0] for values in found] != list(range(1, (run[2] if run else 0) + 1)):
+        # (compared without building 1..last_seq: a damaged last_seq can be huge)
+        last = run[2] if run else 0
+        if len(found) != last or any(v[0] != i for i, v in enumerate(found, 1)):
             raise StoreCorruptionError(
                 f"checkpoints of run {run_id!r} are missing or unreadable", run_id=run_id
             )
