@@ -68,7 +68,7 @@ _JOURNAL_SQL = (
 )
 _HAS_INTENT = "SELECT 1 FROM rt_intents WHERE run_id = ? AND tool_call_id = ?"
 _HAS_JOURNAL = "SELECT 1 FROM rt_journal WHERE run_id = ? AND step_index = ?"
-_JOURNALED = "SELECT count(*) FROM rt_journal WHERE run_id = ?"
+_JOURNALED = "SELECT step_index, response, crc FROM rt_journal WHERE run_id = ?"
 _PUT = f"INSERT OR REPLACE INTO rt_runs ({_RT}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
@@ -520,10 +520,17 @@ class SqliteRuntimeTables:
                 # Not journaled, or a row a damaged page hides: the head counts them.
                 head = read_head(self._conn, run_id)
                 if head is not None and head.journal:
-                    (count,) = self._conn.execute(_JOURNALED, (run_id,)).fetchone()
-                    if count != head.journal:
-                        raise head.short(run_id, "journaled responses", count, head.journal)
-                return None
+                    # Every one of them, verified: a damaged step number hides its row.
+                    rows = self._conn.execute(_JOURNALED, (run_id,)).fetchall()
+                    for step, text, crc in rows:
+                        what = f"the journaled response of step {step}"
+                        verify_row("rt_journal", (run_id, step, text), crc, run_id, what)
+                    if len(rows) != head.journal:
+                        raise head.short(run_id, "journaled responses", len(rows), head.journal)
+                    # A row the exact lookup missed (a damaged key) that verifies as this step's.
+                    found = next(((t, c) for s, t, c in rows if s == step_index), None)
+                if found is None:
+                    return None
         what = f"the journaled response of step {step_index}"
         row = (run_id, step_index, found[0])
         verify_row("rt_journal", row, found[1], run_id, what, self._legacy)
