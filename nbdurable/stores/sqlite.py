@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from .._errors import RunNotFoundError, StoreCorruptionError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
@@ -401,7 +401,7 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
             records.append(run_record(run_id, row[0], created, row[2 : 2 + len(COLUMNS)]))
         return records
 
-    def _latest(self, conn: sqlite3.Connection, run_id: str) -> tuple[object, ...] | None:
+    def _latest(self, conn: sqlite3.Connection, run_id: str) -> Sequence[Any] | None:
         """The run's latest checkpoint row, verified, with its run row's; None without a run."""
         found = conn.execute(_LATEST, (run_id,)).fetchone()
         if found is None:
@@ -414,7 +414,7 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
 
     def _checkpoints(
         self, conn: sqlite3.Connection, run_id: str, *, verify: bool = True
-    ) -> builtins.list[tuple]:
+    ) -> builtins.list[tuple[Any, ...]]:
         """Every checkpoint row of a run in save order: ``(seq, head, *columns, crc)``.
 
         Numbered 1..last_seq (the run row verified); each row verified unless not ``verify``.

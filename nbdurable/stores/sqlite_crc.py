@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
+from typing import Any
 
 from .._errors import StoreCorruptionError
 
@@ -106,7 +107,7 @@ def verify_checkpoint(run_id: str, row: Sequence[object], legacy: bool) -> None:
     verify_row("checkpoints", (run_id, *row[:-1]), row[-1], run_id, what, legacy, step)
 
 
-def latest_row(run_id: str, row: Sequence[object], legacy: bool) -> Sequence[object]:
+def latest_row(run_id: str, row: Sequence[Any], legacy: bool) -> Sequence[Any]:
     """Verify a row of the store's latest-checkpoint query and return it.
 
     ``row`` is ``(seq, head, *metadata, crc, created_at, updated_at, last_seq,
@@ -125,11 +126,11 @@ def latest_row(run_id: str, row: Sequence[object], legacy: bool) -> Sequence[obj
 
 def pick_at_step(
     run_id: str,
-    rows: Sequence[Sequence[object]],
+    rows: Sequence[Sequence[Any]],
     indexed: Sequence[object],
     step_index: int,
     legacy: bool,
-) -> Sequence[object] | None:
+) -> Sequence[Any] | None:
     """The latest of a run's checkpoint ``rows`` (save order, unverified) saved at ``step_index``.
 
     ``indexed`` is the saves the step index lists for that step: a second witness.

@@ -482,8 +482,8 @@ class SqliteRuntimeTables:
                 update_head(
                     conn, run_id, intents=added_intents.pop(run_id, 0), journal=added_journal
                 )
-            for other, added in added_intents.items():
-                update_head(conn, other, intents=added)
+            for other, count in added_intents.items():
+                update_head(conn, other, intents=count)
             added = append_events(conn, run_id, events) if events else []
         return added, record
 
