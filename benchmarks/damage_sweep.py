@@ -88,7 +88,7 @@ def main() -> int:
     print(f"library refused or misread, check clean: {disagree}")
     print(f"a run the library refused naming it, not named by the check: {unnamed}")
     print(f"reads as before, check reports damage (where no read goes): {check_only}")
-    return 1 if elsewhere or verdicts["untyped"] or disagree else 0
+    return 1 if verdicts["silent"] or verdicts["untyped"] or disagree else 0
 
 
 if __name__ == "__main__":

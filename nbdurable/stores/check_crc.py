@@ -55,6 +55,9 @@ _LABELS = {
 }
 
 
+_GRAPH = "\x00graph\x00"  # a graph's head in run_heads (see sqlite_heads)
+
+
 def _name(value: Any) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
@@ -112,6 +115,12 @@ def _heads(scanned: dict[str, list[tuple[Any, ...]]], report: CheckReport, legac
     journal = Counter(_name(row[0]) for row in scanned.get("rt_journal", []))
     records = {_name(row[0]) for row in scanned.get("rt_runs", [])}
     heads = {_name(row[0]): row[1:5] for row in scanned["run_heads"]}
+    graphs = Counter(_name(row[7]) for row in scanned.get("rt_runs", []) if row[7] is not None)
+    graph_heads = [k for k in heads if k.startswith(_GRAPH)]
+    for key in graph_heads:
+        graph_id, nodes = key[len(_GRAPH) :], heads.pop(key)[3]
+        if nodes != graphs[graph_id]:
+            report.add(f"graph {graph_id!r}: its head says {nodes} runs, {graphs[graph_id]} found")
     names = ("last event", "tool intents", "journaled responses", "run record")
     for run_id, head in heads.items():
         have = (last.get(run_id, 0), intents[run_id], journal[run_id], int(run_id in records))
@@ -121,6 +130,8 @@ def _heads(scanned: dict[str, list[tuple[Any, ...]]], report: CheckReport, legac
         if differ:
             report.add(f"its head row says {', '.join(differ)}", run_id)
     if not legacy:
+        for graph_id in sorted(set(graphs) - {k[len(_GRAPH) :] for k in graph_heads}):
+            report.add(f"graph {graph_id!r}: its head row is missing")
         with_rows = set(last) | set(intents) | set(journal) | records
         for run_id in sorted(with_rows - set(heads)):
             report.add("its head row is missing", run_id)

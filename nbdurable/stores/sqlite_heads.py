@@ -8,6 +8,8 @@ it: its last event offset, how many tool intents and journaled responses it
 holds, and whether it has a runtime record. A read compares what it found with
 it, and fewer is a :class:`~nbdurable.StoreCorruptionError` naming the run.
 (Checkpoints need none: the run's row in ``runs`` numbers them, see ``last_seq``.)
+A graph has a head too, keyed by a NUL, ``graph``, a NUL and the graph id, whose
+``record`` counts its runs: ``rt_graph`` reads them through the graph index alone.
 
 A run written before version 7 has no head until its next write, which counts
 its rows then; until that, its reads are checked as before.
@@ -21,7 +23,15 @@ from dataclasses import dataclass
 from .._errors import StoreCorruptionError
 from .sqlite_crc import row_crc, verify_row
 
-__all__ = ["CREATE_HEADS", "Head", "forget_head", "read_head", "update_head"]
+__all__ = [
+    "CREATE_HEADS",
+    "Head",
+    "forget_head",
+    "graph_nodes",
+    "read_head",
+    "update_graph",
+    "update_head",
+]
 
 CREATE_HEADS = """
 CREATE TABLE IF NOT EXISTS run_heads (
@@ -108,3 +118,33 @@ def update_head(
 def forget_head(conn: sqlite3.Connection, run_id: str) -> None:
     """Delete the run's head (the run is being deleted)."""
     conn.execute("DELETE FROM run_heads WHERE run_id = ?", (run_id,))
+
+
+def _graph_key(graph_id: str) -> str:
+    # Not a run id anyone submits (a NUL): a graph's head shares the table.
+    return f"\x00graph\x00{graph_id}"
+
+
+def graph_nodes(conn: sqlite3.Connection, graph_id: str) -> int | None:
+    """How many runs the graph's head says it has (in its ``record`` column); None: no head.
+
+    Raises:
+        StoreCorruptionError: The head row is damaged.
+    """
+    head = read_head(conn, _graph_key(graph_id))
+    return None if head is None else head.record
+
+
+def update_graph(conn: sqlite3.Connection, graph_id: str, added: int) -> None:
+    """Add ``added`` (negative: remove) to the graph's count, after writing its rows."""
+    key = _graph_key(graph_id)
+    head = read_head(conn, key)
+    if head is None:  # first write since version 7: count what is there (this write included)
+        (count,) = conn.execute(_GRAPH_COUNT, (graph_id,)).fetchone()
+    else:
+        count = head.record + added
+    values = (key, 0, 0, 0, count)
+    conn.execute(_WRITE, (*values, row_crc("run_heads", values)))
+
+
+_GRAPH_COUNT = "SELECT count(*) FROM rt_runs WHERE graph_id = ?"

@@ -41,7 +41,7 @@ from ..events.commit import check_commit
 from ..events.model import Event, NewEvent
 from .sqlite_crc import row_crc, verify_row
 from .sqlite_events import append_events
-from .sqlite_heads import read_head, update_head
+from .sqlite_heads import graph_nodes, read_head, update_graph, update_head
 
 __all__ = [
     "SqliteRuntimeTables",
@@ -166,6 +166,14 @@ def _verified(
     return _record(row[-2])
 
 
+def _same_count(found: int, counted: int, by: str) -> None:
+    if found != counted:
+        raise StoreCorruptionError(
+            f"the indexes of rt_runs disagree: {found} records by {by}, {counted} counted "
+            "through another index (a damaged index)"
+        )
+
+
 def _record(text: str) -> RuntimeRun:
     try:
         return validate_stored(RuntimeRun, text)
@@ -245,6 +253,8 @@ class SqliteRuntimeTables:
             stored = run.model_copy(update={"seq": seq, "state": next_state(busy)})
             self._put(conn, stored)
             update_head(conn, run.run_id, record=True)
+            if run.graph_id is not None:
+                update_graph(conn, run.graph_id, 1)
             return stored, True
 
     def rt_insert_many(
@@ -266,6 +276,8 @@ class SqliteRuntimeTables:
                 stored.append(run.model_copy(update={"seq": seq}))
                 self._put(conn, stored[-1])
                 update_head(conn, run.run_id, record=True)
+            for graph_id in {run.graph_id for run in runs if run.graph_id is not None}:
+                update_graph(conn, graph_id, sum(run.graph_id == graph_id for run in runs))
             return stored
 
     def rt_graph(self, graph_id: str) -> builtins.list[RuntimeRun]:
@@ -274,6 +286,11 @@ class SqliteRuntimeTables:
             rows = self._conn.execute(
                 f"SELECT {_RT} FROM rt_runs WHERE graph_id = ? ORDER BY seq", (graph_id,)
             ).fetchall()
+            count = graph_nodes(self._conn, graph_id)
+        if count is not None:
+            _same_count(len(rows), count, "graph (its head counts them)")
+        elif rows and not self._legacy:
+            raise StoreCorruptionError(f"the head row of graph {graph_id!r} is missing")
         return [_verified(row, self._legacy, 7, graph_id) for row in rows]
 
     def rt_get(self, run_id: str) -> RuntimeRun | None:
@@ -297,9 +314,18 @@ class SqliteRuntimeTables:
             else:
                 marks = ", ".join("?" * len(states))
                 rows = self._conn.execute(
-                    f"SELECT {_RT} FROM rt_runs WHERE state IN ({marks}) ORDER BY seq",
+                    f"SELECT {_RT} FROM rt_runs INDEXED BY rt_runs_state "
+                    f"WHERE state IN ({marks}) ORDER BY seq",
                     tuple(states),
                 ).fetchall()
+                # A second index counts them: an entry a damaged page or key
+                # hides from one is a different count, not a shorter answer.
+                (count,) = self._conn.execute(
+                    f"SELECT count(*) FROM rt_runs INDEXED BY rt_runs_kind "
+                    f"WHERE kind IN ('agent', 'task') AND state IN ({marks})",
+                    tuple(states),
+                ).fetchone()
+                _same_count(len(rows), count, "state")
         found = [_verified(row, self._legacy) for row in rows]
         if states is not None and any(run.state not in states for run in found):
             raise StoreCorruptionError("an index of rt_runs leads to records of other states")
@@ -310,10 +336,17 @@ class SqliteRuntimeTables:
         marks = ", ".join("?" * len(states))
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT {_RT} FROM rt_runs WHERE session_id = ? AND state IN ({marks}) "
-                "ORDER BY seq",
+                f"SELECT {_RT} FROM rt_runs INDEXED BY rt_runs_session "
+                f"WHERE session_id = ? AND state IN ({marks}) ORDER BY seq",
                 (session_id, *states),
             ).fetchall()
+            # Counted again through the state index (as rt_list does with two).
+            (count,) = self._conn.execute(
+                f"SELECT count(*) FROM rt_runs INDEXED BY rt_runs_state "
+                f"WHERE state IN ({marks}) AND session_id = ?",
+                (*states, session_id),
+            ).fetchone()
+            _same_count(len(rows), count, "session")
         found = [_verified(row, self._legacy, 2, session_id) for row in rows]
         if any(run.state not in states for run in found):
             raise StoreCorruptionError("an index of rt_runs leads to records of other states")
@@ -537,5 +570,8 @@ class SqliteRuntimeTables:
         return str(found[0])
 
     def _rt_forget(self, conn: sqlite3.Connection, run_id: str) -> None:
+        graph = conn.execute("SELECT graph_id FROM rt_runs WHERE run_id = ?", (run_id,)).fetchone()
         for table in ("rt_runs", "rt_intents", "rt_journal"):
             conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+        if graph is not None and isinstance(graph[0], str):
+            update_graph(conn, graph[0], -1)

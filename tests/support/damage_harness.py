@@ -44,9 +44,9 @@ NOW = 1_800_000_000_000
 KINDS = ("byte", "bit", "zero", "swap", "truncate")
 INDEX_FILTERED = ("rt_session", "rt_list unfinished", "rt_graph g")
 """Reads that pick runtime records through a secondary index of rt_runs (by
-session, state or graph): a damaged entry there can leave a record out of their
-answer without an error (the records they return are verified, and the check
-reports the index). See docs/stores.md, "Row checksums"."""
+session, state or graph): counted again through a second index or the graph's
+head, so a damaged entry is an error too; the sweep counts them apart because
+they were the last to be covered."""
 
 
 def _tools() -> list[nd.Tool]:
