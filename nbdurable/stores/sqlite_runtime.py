@@ -557,7 +557,8 @@ class SqliteRuntimeTables:
                     rows = self._conn.execute(_JOURNALED, (run_id,)).fetchall()
                     for step, text, crc in rows:
                         what = f"the journaled response of step {step}"
-                        verify_row("rt_journal", (run_id, step, text), crc, run_id, what)
+                        row = (run_id, step, text)
+                        verify_row("rt_journal", row, crc, run_id, what, self._legacy)
                     if len(rows) != head.journal:
                         raise head.short(run_id, "journaled responses", len(rows), head.journal)
                     # A row the exact lookup missed (a damaged key) that verifies as this step's.
