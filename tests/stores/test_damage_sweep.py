@@ -184,3 +184,20 @@ def test_a_small_sweep_reads_as_the_sound_file_or_refuses(
         if outcome.differed or outcome.untyped or not outcome.agrees:
             broken.append((outcome.variant, outcome.differed, outcome.untyped, outcome.check_clean))
     assert not broken, broken
+
+
+def test_deleting_runs_keeps_heads_and_graph_counts_true(
+    built: tuple[Path, harness.Reads], tmp_path: Path
+) -> None:
+    path = _copy(built[0], tmp_path)
+    store = nd.open_store(f"sqlite:///{path}")
+    try:
+        for run_id in ("rt-1", "g:left", "loop-2"):
+            store.delete(run_id)
+        assert [r.run_id for r in store.rt_graph("g")] == ["g:right", "g:join"]
+        assert store.rt_intents("rt-1") == [] and store.rt_get("rt-1") is None
+        assert len(store.rt_intents("rt-0")) == harness.INTENTS
+    finally:
+        store.close()
+    report = check_store(f"sqlite:///{path}")
+    assert report.clean, report.lines()
