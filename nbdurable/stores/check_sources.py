@@ -85,6 +85,10 @@ def check_sqlite(url: str) -> CheckReport:
             return report
         conn.execute("BEGIN")  # one snapshot for the whole check
         check_sql(source, report)
+        if _version(conn) >= 7:
+            from .check_crc import check_checksums
+
+            check_checksums(conn, report)
         if (
             report.damage
             and all(
@@ -99,6 +103,15 @@ def check_sqlite(url: str) -> CheckReport:
     finally:
         conn.close()
     return report
+
+
+def _version(conn: sqlite3.Connection) -> int:
+    """The file's schema version, or 0 when it cannot be read (reported already)."""
+    try:
+        row = conn.execute("SELECT max(version) FROM nbdurable_schema").fetchone()
+    except sqlite3.DatabaseError:
+        return 0
+    return row[0] if type(row[0]) is int else 0
 
 
 def _unpacked(value: Any, kind: bytes) -> Any:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from .._errors import RunNotFoundError, StoreCorruptionError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
@@ -45,6 +45,7 @@ from .chain import (
 from .prune import PruneReport, prune_runs
 from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
 from .sqlite_codec import unpack_json
+from .sqlite_crc import latest_row, pick_at_step, row_crc, verify_checkpoint, verify_run
 from .sqlite_errors import guard_methods, typed_error
 from .sqlite_events import (
     KNOWN_RUN,
@@ -57,7 +58,7 @@ from .sqlite_events import (
 from .sqlite_nowait import SqliteNowaitWrites
 from .sqlite_rows import checkpoint_values, node_rows
 from .sqlite_runtime import SqliteRuntimeTables, check_fence
-from .sqlite_schema import SCHEMA_VERSION, migrate, verify_schema
+from .sqlite_schema import SCHEMA_VERSION, legacy_rows, migrate, verify_schema
 
 __all__ = ["SqliteSessionStore"]
 
@@ -71,28 +72,34 @@ _SAVE_STATE = (
     "SELECT (SELECT last_seq FROM runs WHERE run_id = ?1), "
     "EXISTS (SELECT 1 FROM nodes WHERE id = ?2), "
     f"{LAST_EVENT_SUBQUERY}, "
-    "(SELECT fence FROM rt_runs WHERE run_id = ?1)"  # what a runtime owner's save checks
+    "(SELECT fence FROM rt_runs WHERE run_id = ?1), "  # what a runtime owner's save checks
+    "(SELECT created_at FROM runs WHERE run_id = ?1)"  # for the run row's checksum
 )
-_LAST_SEQ = "SELECT last_seq FROM runs WHERE run_id = ?"
-_UPDATE_RUN = "UPDATE runs SET last_seq = ?, updated_at = ? WHERE run_id = ?"
-_INSERT_RUN = "INSERT INTO runs (run_id, created_at, updated_at, last_seq) VALUES (?1, ?2, ?2, ?3)"
+_RUN_ROW = "SELECT created_at, updated_at, last_seq, crc FROM runs WHERE run_id = ?"
+_UPDATE_RUN = "UPDATE runs SET last_seq = ?, updated_at = ?, crc = ? WHERE run_id = ?"
+_INSERT_RUN = (
+    "INSERT INTO runs (run_id, created_at, updated_at, last_seq, crc) VALUES (?1, ?2, ?2, ?3, ?4)"
+)
 _INSERT_CHECKPOINT = (
-    f"INSERT INTO checkpoints (run_id, seq, head, {', '.join(COLUMNS)}) "
-    f"VALUES ({', '.join('?' * (len(COLUMNS) + 3))})"
+    f"INSERT INTO checkpoints (run_id, seq, head, {', '.join(COLUMNS)}, crc) "
+    f"VALUES ({', '.join('?' * (len(COLUMNS) + 4))})"
 )
+# Every read of a checkpoint row takes its run's row too (LEFT JOIN: a run row
+# without its checkpoint is damage, not "no checkpoint"), and both checksums.
+_RUN_COLUMNS = "r.created_at, r.updated_at, r.last_seq, r.crc"
 _LATEST = (
-    f"SELECT c.seq, c.head, {_META} FROM runs r "
-    "JOIN checkpoints c ON c.run_id = r.run_id AND c.seq = r.last_seq WHERE r.run_id = ?"
+    f"SELECT c.seq, c.head, {_META}, c.crc, {_RUN_COLUMNS} FROM runs r "
+    "LEFT JOIN checkpoints c ON c.run_id = r.run_id AND c.seq = r.last_seq WHERE r.run_id = ?"
 )
-_AT_STEP = (
-    f"SELECT c.seq, c.head, {_META} FROM checkpoints c "
-    "WHERE c.run_id = ? AND c.step_index = ? ORDER BY c.seq DESC LIMIT 1"
+_HISTORY = (
+    f"SELECT c.seq, c.head, {_META}, c.crc FROM checkpoints c WHERE c.run_id = ? ORDER BY c.seq"
 )
-_HISTORY = f"SELECT c.seq, c.head, {_META} FROM checkpoints c WHERE c.run_id = ? ORDER BY c.seq"
 _RUNS = (
-    f"SELECT r.run_id, r.last_seq, r.created_at, {_META} FROM runs r "
-    "JOIN checkpoints c ON c.run_id = r.run_id AND c.seq = r.last_seq ORDER BY r.id"
+    f"SELECT r.run_id, c.seq, c.head, {_META}, c.crc, {_RUN_COLUMNS} FROM runs r "
+    "LEFT JOIN checkpoints c ON c.run_id = r.run_id AND c.seq = r.last_seq ORDER BY r.id"
 )
+_AT_STEP = "SELECT seq FROM checkpoints WHERE run_id = ? AND step_index = ?"
+_ORPHANS = "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE run_id = ?)"
 # One query walks the chain from the head up to the root; the depth bound stops
 # a corrupt cycle, and verify_chain notices a chain that is too short or too long.
 _CHAIN = """
@@ -203,6 +210,7 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
             self._conn.execute("PRAGMA wal_autocheckpoint = 0")
             self._retry_locked(lambda: migrate(self._conn, self.path))
             verify_schema(self._conn, self.path)
+            self._legacy = legacy_rows(self._conn, self.path)
             if self.local_nonblocking_writes:
                 self._nowait_conn = self._open_nowait_connection()
         except BaseException as exc:
@@ -277,10 +285,10 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
         """
         with self._lock, self._read() as conn:
             rows = fetch_events(conn, run_id, after, limit)
-            unknown = not rows.legacy and not rows.batches and rows.last == 0
+            unknown = not rows.legacy and not rows.batches and rows.last == 0 and not rows.head
             if unknown and not conn.execute(KNOWN_RUN, (run_id,)).fetchone()[0]:
                 raise RunNotFoundError(run_id)
-        return decode_events(run_id, after, limit, rows)
+        return decode_events(run_id, after, limit, rows, self._legacy)
 
     def _save(
         self,
@@ -300,7 +308,7 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
             new_ids, new_rows = extend_chain(parent, messages[known:])
             head = new_ids[-1] if new_ids else parent
             with self._write() as conn:
-                last_seq, has_parent, last_event, owner = conn.execute(
+                last_seq, has_parent, last_event, owner, created = conn.execute(
                     _SAVE_STATE, (run_id, parent)
                 ).fetchone()
                 if fence is not None:
@@ -310,11 +318,17 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
                     _, new_rows = extend_chain(None, messages)
                 conn.executemany(_INSERT_NODE, node_rows(new_rows))
                 seq = (last_seq or 0) + 1
-                conn.execute(_INSERT_CHECKPOINT, (run_id, seq, head, *checkpoint_values(row)))
+                values = checkpoint_values(row)
+                crc = row_crc("checkpoints", (run_id, seq, head, *values))
+                conn.execute(_INSERT_CHECKPOINT, (run_id, seq, head, *values, crc))
+                at = checkpoint.created_at
                 if last_seq is not None:
-                    conn.execute(_UPDATE_RUN, (seq, checkpoint.created_at, run_id))
+                    crc = row_crc("runs", (run_id, created, at, seq))
+                    conn.execute(_UPDATE_RUN, (seq, at, crc, run_id))
                 else:
-                    conn.execute(_INSERT_RUN, (run_id, checkpoint.created_at, seq))
+                    conn.execute(
+                        _INSERT_RUN, (run_id, at, seq, row_crc("runs", (run_id, at, at, seq)))
+                    )
                 added = append_events(conn, run_id, events, last_event or 0) if events else []
             chain = cached.grown(known, messages, new_ids) if cached is not None else None
             self._chains.put(run_id, chain or Chain(messages, new_ids))
@@ -333,13 +347,20 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
         """
         with self._lock, self._read() as conn:
             if step_index is None:
-                found = conn.execute(_LATEST, (run_id,)).fetchone()
+                found = self._latest(conn, run_id)
             else:
-                found = conn.execute(_AT_STEP, (run_id, step_index)).fetchone()
+                # Every checkpoint row of the run, numbered without a hole (a row
+                # a damaged index or page hides is an error), and the step index's
+                # own answer: see pick_at_step.
+                rows = self._checkpoints(conn, run_id, verify=False)
+                indexed = conn.execute(_AT_STEP, (run_id, step_index)).fetchall()
+                found = pick_at_step(
+                    run_id, rows, [s for (s,) in indexed], step_index, self._legacy
+                )
             if found is None:
                 return None
             head: bytes | None = found[1]
-            row = CheckpointRow.from_values(run_id, found[2:])
+            row = CheckpointRow.from_values(run_id, found[2 : 2 + len(COLUMNS)])
             messages = self._cached_messages(run_id, head, row.message_count)
             if messages is None:
                 nodes = self._read_chain(conn, head, row)
@@ -355,26 +376,63 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
     def history(self, run_id: str) -> builtins.list[CheckpointInfo]:
         """Metadata of every checkpoint of a run in save order; reads no message."""
         with self._lock, self._read() as conn:
-            found = conn.execute(_HISTORY, (run_id,)).fetchall()
-            last = conn.execute(_LAST_SEQ, (run_id,)).fetchone()
-        # Saves are numbered 1..last_seq: anything else is rows a damaged page hides.
-        if [values[0] for values in found] != list(range(1, (last[0] if last else 0) + 1)):
-            raise StoreCorruptionError(
-                f"checkpoints of run {run_id!r} are missing or unreadable", run_id=run_id
-            )
-        return [CheckpointRow.from_values(run_id, values[2:]).info() for values in found]
+            found = self._checkpoints(conn, run_id)
+        end = 2 + len(COLUMNS)
+        return [CheckpointRow.from_values(run_id, values[2:end]).info() for values in found]
 
     def list(self) -> builtins.list[str]:
         """Run ids, oldest run first."""
         with self._lock:
-            found = self._conn.execute("SELECT run_id FROM runs ORDER BY id").fetchall()
-        return [run_id for (run_id,) in found]
+            found = self._conn.execute(
+                "SELECT run_id, created_at, updated_at, last_seq, crc FROM runs ORDER BY id"
+            ).fetchall()
+        for run_id, *rest in found:
+            verify_run(str(run_id), rest, self._legacy)
+        return [run_id for (run_id, *_) in found]
 
     def list_runs(self) -> builtins.list[RunRecord]:
         """One record per run (its latest checkpoint's metadata), oldest run first."""
         with self._lock:
             found = self._conn.execute(_RUNS).fetchall()
-        return [run_record(run_id, seq, created, values) for run_id, seq, created, *values in found]
+        records = []
+        for run_id, *values in found:
+            row = latest_row(str(run_id), values, self._legacy)
+            created = row[-4]
+            records.append(run_record(run_id, row[0], created, row[2 : 2 + len(COLUMNS)]))
+        return records
+
+    def _latest(self, conn: sqlite3.Connection, run_id: str) -> Sequence[Any] | None:
+        """The run's latest checkpoint row, verified, with its run row's; None without a run."""
+        found = conn.execute(_LATEST, (run_id,)).fetchone()
+        if found is None:
+            if conn.execute(_ORPHANS, (run_id,)).fetchone()[0]:
+                raise StoreCorruptionError(
+                    f"the run row of run {run_id!r} cannot be read", run_id=run_id
+                )
+            return None
+        return latest_row(run_id, found, self._legacy)
+
+    def _checkpoints(
+        self, conn: sqlite3.Connection, run_id: str, *, verify: bool = True
+    ) -> builtins.list[tuple[Any, ...]]:
+        """Every checkpoint row of a run in save order: ``(seq, head, *columns, crc)``.
+
+        Numbered 1..last_seq (the run row verified); each row verified unless not ``verify``.
+        """
+        found = conn.execute(_HISTORY, (run_id,)).fetchall()
+        run = conn.execute(_RUN_ROW, (run_id,)).fetchone()
+        if run is not None:
+            verify_run(run_id, run, self._legacy)
+        # Saves are numbered 1..last_seq: anything else is rows a damaged page hides.
+        # (compared without building 1..last_seq: a damaged last_seq can be huge)
+        last = run[2] if run else 0
+        if len(found) != last or any(v[0] != i for i, v in enumerate(found, 1)):
+            raise StoreCorruptionError(
+                f"checkpoints of run {run_id!r} are missing or unreadable", run_id=run_id
+            )
+        for row in found if verify else ():
+            verify_checkpoint(run_id, row, self._legacy)
+        return found
 
     def delete(self, run_id: str) -> None:
         """Delete a run, its checkpoints and the message nodes no other run uses."""

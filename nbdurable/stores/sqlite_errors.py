@@ -48,6 +48,7 @@ _CORRUPT_TEXT = (
     "unsupported file format",
     # The store's own queries fail so only when its schema was damaged.
     "no such column",
+    "no such index",
     "no such table",
     "has no column named",
 )

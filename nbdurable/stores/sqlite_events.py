@@ -30,6 +30,8 @@ from .sqlite_codec import (
     unpack_json,
     usual_operation,
 )
+from .sqlite_crc import row_crc, verify_row
+from .sqlite_heads import forget_head, read_head, update_head
 from .sqlite_rows import compact_json, event_from_row
 
 __all__ = [
@@ -57,15 +59,9 @@ KNOWN_RUN = (
     "OR EXISTS (SELECT 1 FROM rt_runs WHERE run_id = ?1)"
 )
 """Whether the file knows a run (a checkpoint, an event or a runtime record)."""
-_INSERT = "INSERT INTO event_batches (run_id, position, first, events) VALUES (?, ?, ?, ?)"
-# The same after the run's last event, read in the statement itself.
-_INSERT_NEXT = (
-    "INSERT INTO event_batches (run_id, position, first, events) "
-    f"SELECT ?1, last + ?2, last + 1, ?3 FROM (SELECT {LAST_EVENT_SUBQUERY} AS last) "
-    "RETURNING first"
-)
+_INSERT = "INSERT INTO event_batches (run_id, position, first, events, crc) VALUES (?, ?, ?, ?, ?)"
 _READ_BATCHES = (
-    "SELECT position, first, events FROM event_batches "
+    "SELECT position, first, events, crc FROM event_batches "
     "WHERE run_id = ? AND position > ? ORDER BY position LIMIT ?"
 )
 _READ_LEGACY = (
@@ -104,9 +100,10 @@ def append_events(
     """
     value = _batch_value(run_id, events)
     if last is None:
-        (first,) = conn.execute(_INSERT_NEXT, (run_id, len(events), value)).fetchone()
-        return numbered(run_id, events, first - 1)
-    conn.execute(_INSERT, (run_id, last + len(events), last + 1, value))
+        last = int(conn.execute(LAST_EVENT, (run_id,)).fetchone()[0] or 0)
+    row = (run_id, last + len(events), last + 1, value)
+    conn.execute(_INSERT, (*row, row_crc("event_batches", row)))
+    update_head(conn, run_id, events=last + len(events))
     return numbered(run_id, events, last)
 
 
@@ -155,7 +152,11 @@ class EventRows:
     legacy: list[tuple[Any, ...]]
     batches: list[tuple[Any, ...]]
     last: int
-    """The run's last offset as the index knows it."""
+    """The run's last offset as its head says (as the index knows it without a head)."""
+    head: bool = False
+    """The run has a head row (so the file knows it)."""
+    headless: bool = False
+    """The run has no head row but has events (damage, unless written before version 7)."""
 
 
 def fetch_events(conn: sqlite3.Connection, run_id: str, after: int, limit: int | None) -> EventRows:
@@ -171,11 +172,16 @@ def fetch_events(conn: sqlite3.Connection, run_id: str, after: int, limit: int |
         since = rows[-1][0] if rows else after
         left = -1 if limit is None else limit - len(rows)
         batches = conn.execute(_READ_BATCHES, (run_id, since, left)).fetchall()
+    head = read_head(conn, run_id)
+    if head is not None:
+        return EventRows(rows, batches, head.events, head=True)
     last = conn.execute(LAST_EVENT, (run_id,)).fetchone()[0] or 0
-    return EventRows(rows, batches, last)
+    return EventRows(rows, batches, last, headless=last > 0)
 
 
-def decode_events(run_id: str, after: int, limit: int | None, rows: EventRows) -> list[Event]:
+def decode_events(
+    run_id: str, after: int, limit: int | None, rows: EventRows, legacy: bool = True
+) -> list[Event]:
     """The events of :func:`fetch_events`'s rows, in order.
 
     Raises:
@@ -185,7 +191,9 @@ def decode_events(run_id: str, after: int, limit: int | None, rows: EventRows) -
     try:
         found = [event_from_row(run_id, row) for row in rows.legacy]
         since = found[-1].offset if found else after
-        for position, first, value in rows.batches:
+        for position, first, value, crc in rows.batches:
+            row = (run_id, position, first, value)
+            verify_row("event_batches", row, crc, run_id, "a batch", legacy)
             events = batch_events(run_id, position, first, value)
             found.extend(e for e in events if e.offset > since)
         if limit is not None:
@@ -194,6 +202,8 @@ def decode_events(run_id: str, after: int, limit: int | None, rows: EventRows) -
         raise StoreCorruptionError(
             f"an event of run {run_id!r} is damaged: {exc}", run_id=run_id
         ) from exc
+    if rows.headless and not legacy:
+        raise StoreCorruptionError(f"the head row of run {run_id!r} is missing", run_id=run_id)
     # Offsets have no holes: a missing one is a row a damaged page hid.
     for i, event in enumerate(found):
         if event.offset != after + i + 1:
@@ -215,3 +225,4 @@ def delete_events(conn: sqlite3.Connection, run_id: str) -> None:
     """Delete a run's events (both forms)."""
     conn.execute("DELETE FROM event_batches WHERE run_id = ?", (run_id,))
     conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
+    forget_head(conn, run_id)

@@ -40,11 +40,11 @@ from ..durable.stored import validate_stored
 from ..durable.verdicts import decide
 from ..events.commit import check_commit
 from ..events.model import Event, NewEvent
+from .sqlite_crc import row_crc, verify_row
 from .sqlite_events import append_events
+from .sqlite_heads import graph_nodes, read_head, update_graph, update_head
 
 __all__ = [
-    "INTENT_SQL",
-    "JOURNAL_SQL",
     "SqliteRuntimeTables",
     "check_fence",
     "migrate_runtime",
@@ -52,20 +52,25 @@ __all__ = [
 ]
 
 _UNFINISHED = ", ".join(f"'{s}'" for s in sorted(UNFINISHED_STATES))
+# A record is read with every column of its row, to verify the row's checksum.
+_RT = "run_id, seq, session_id, state, request_id, fence, kind, graph_id, record, crc"
 _HEADS = f"""
-SELECT record FROM rt_runs r
+SELECT {_RT} FROM rt_runs r
 WHERE r.state IN ({_UNFINISHED})
   AND r.seq = (SELECT min(s.seq) FROM rt_runs s
                WHERE s.session_id = r.session_id AND s.state IN ({_UNFINISHED}))
 ORDER BY r.seq
 """
-INTENT_SQL = "INSERT OR REPLACE INTO rt_intents (run_id, tool_call_id, intent) VALUES (?, ?, ?)"
-JOURNAL_SQL = "INSERT OR REPLACE INTO rt_journal (run_id, step_index, response) VALUES (?, ?, ?)"
-_PUT = (
-    "INSERT OR REPLACE INTO rt_runs "
-    "(run_id, seq, session_id, state, request_id, fence, kind, graph_id, record) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INTENT_SQL = (
+    "INSERT OR REPLACE INTO rt_intents (run_id, tool_call_id, intent, crc) VALUES (?, ?, ?, ?)"
 )
+_JOURNAL_SQL = (
+    "INSERT OR REPLACE INTO rt_journal (run_id, step_index, response, crc) VALUES (?, ?, ?, ?)"
+)
+_HAS_INTENT = "SELECT 1 FROM rt_intents WHERE run_id = ? AND tool_call_id = ?"
+_HAS_JOURNAL = "SELECT 1 FROM rt_journal WHERE run_id = ? AND step_index = ?"
+_JOURNALED = "SELECT step_index, response, crc FROM rt_journal WHERE run_id = ?"
+_PUT = f"INSERT OR REPLACE INTO rt_runs ({_RT}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 def migrate_runtime(db: Any) -> None:
@@ -128,6 +133,48 @@ def check_fence(run_id: str, current: int | None, fence: int) -> None:
         raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
 
 
+def _put_intent(conn: sqlite3.Connection, intent: ToolIntent) -> int:
+    """Write an intent; 1 when it is a new one (the run's head counts them), else 0."""
+    row = (intent.run_id, intent.tool_call_id, intent.model_dump_json())
+    new = conn.execute(_HAS_INTENT, row[:2]).fetchone() is None
+    conn.execute(_INTENT_SQL, (*row, row_crc("rt_intents", row)))
+    return int(new)
+
+
+def _put_journal(conn: sqlite3.Connection, run_id: str, step_index: int, response: str) -> int:
+    """Journal a response; 1 when the step had none (the run's head counts them), else 0."""
+    row = (run_id, step_index, response)
+    new = conn.execute(_HAS_JOURNAL, row[:2]).fetchone() is None
+    conn.execute(_JOURNAL_SQL, (*row, row_crc("rt_journal", row)))
+    return int(new)
+
+
+def _verified(
+    row: Sequence[Any], legacy: bool, column: int | None = None, wanted: object = None
+) -> RuntimeRun:
+    """The record of an ``rt_runs`` row read with :data:`_RT`, its checksum verified.
+
+    With ``column``, the row's value there must be ``wanted`` (what the query
+    asked for: a damaged index can lead to another row).
+    """
+    run_id = str(row[0])
+    verify_row("rt_runs", row[:-1], row[-1], run_id, "the run record", legacy)
+    if column is not None and row[column] != wanted:
+        raise StoreCorruptionError(
+            f"an index of rt_runs leads to the record of run {run_id!r} for {wanted!r}",
+            run_id=run_id,
+        )
+    return _record(row[-2])
+
+
+def _same_count(found: int, counted: int, by: str) -> None:
+    if found != counted:
+        raise StoreCorruptionError(
+            f"the indexes of rt_runs disagree: {found} records by {by}, {counted} counted "
+            "through another index (a damaged index)"
+        )
+
+
 def _record(text: str) -> RuntimeRun:
     try:
         return validate_stored(RuntimeRun, text)
@@ -148,24 +195,23 @@ class SqliteRuntimeTables:
     # Provided by the store: its connection, its lock, its write transaction and
     # its event append inside one.
     _conn: sqlite3.Connection
+    _legacy: bool  # the file holds rows older than checksums (see sqlite_crc.verify_row)
     _lock: Any
     _write: Any
 
     def _put(self, conn: sqlite3.Connection, run: RuntimeRun) -> None:
-        conn.execute(
-            _PUT,
-            (
-                run.run_id,
-                run.seq,
-                run.session_id,
-                run.state,
-                run.request_id,
-                run.fence,
-                run.kind,
-                run.graph_id,
-                run.model_dump_json(),
-            ),
+        row = (
+            run.run_id,
+            run.seq,
+            run.session_id,
+            run.state,
+            run.request_id,
+            run.fence,
+            run.kind,
+            run.graph_id,
+            run.model_dump_json(),
         )
+        conn.execute(_PUT, (*row, row_crc("rt_runs", row)))
 
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int
@@ -174,10 +220,10 @@ class SqliteRuntimeTables:
         with self._lock, self._write() as conn:
             if run.request_id is not None:
                 found = conn.execute(
-                    "SELECT record FROM rt_runs WHERE request_id = ?", (run.request_id,)
+                    f"SELECT {_RT} FROM rt_runs WHERE request_id = ?", (run.request_id,)
                 ).fetchone()
                 if found is not None:
-                    original = _record(found[0])
+                    original = _verified(found, self._legacy, 4, run.request_id)
                     if original.prompt != run.prompt or original.agent_id != run.agent_id:
                         raise DurableConflictError(
                             f"request id {run.request_id!r} was used for a different submission"
@@ -207,6 +253,9 @@ class SqliteRuntimeTables:
             seq = (conn.execute("SELECT max(seq) FROM rt_runs").fetchone()[0] or 0) + 1
             stored = run.model_copy(update={"seq": seq, "state": next_state(busy)})
             self._put(conn, stored)
+            update_head(conn, run.run_id, record=True)
+            if run.graph_id is not None:
+                update_graph(conn, run.graph_id, 1)
             return stored, True
 
     def rt_insert_many(
@@ -227,47 +276,82 @@ class SqliteRuntimeTables:
                 seq += 1
                 stored.append(run.model_copy(update={"seq": seq}))
                 self._put(conn, stored[-1])
+                update_head(conn, run.run_id, record=True)
+            for graph_id in {run.graph_id for run in runs if run.graph_id is not None}:
+                update_graph(conn, graph_id, sum(run.graph_id == graph_id for run in runs))
             return stored
 
     def rt_graph(self, graph_id: str) -> builtins.list[RuntimeRun]:
         """The runs of a graph, in submission order."""
         with self._lock:
             rows = self._conn.execute(
-                "SELECT record FROM rt_runs WHERE graph_id = ? ORDER BY seq", (graph_id,)
+                f"SELECT {_RT} FROM rt_runs WHERE graph_id = ? ORDER BY seq", (graph_id,)
             ).fetchall()
-        return [_record(text) for (text,) in rows]
+            count = graph_nodes(self._conn, graph_id)
+        if count is not None:
+            _same_count(len(rows), count, "graph (its head counts them)")
+        elif rows and not self._legacy:
+            raise StoreCorruptionError(f"the head row of graph {graph_id!r} is missing")
+        return [_verified(row, self._legacy, 7, graph_id) for row in rows]
 
     def rt_get(self, run_id: str) -> RuntimeRun | None:
         """The record of a run, or None."""
         with self._lock:
             found = self._conn.execute(
-                "SELECT record FROM rt_runs WHERE run_id = ?", (run_id,)
+                f"SELECT {_RT} FROM rt_runs WHERE run_id = ?", (run_id,)
             ).fetchone()
-        return None if found is None else _record(found[0])
+            head = read_head(self._conn, run_id) if found is None else None
+        if head is not None and head.record:
+            raise StoreCorruptionError(
+                f"the runtime record of run {run_id!r} cannot be read", run_id=run_id
+            )
+        return None if found is None else _verified(found, self._legacy, 0, run_id)
 
     def rt_list(self, states: Sequence[str] | None = None) -> builtins.list[RuntimeRun]:
         """Records in submission order, optionally filtered by state."""
         with self._lock:
             if states is None:
-                rows = self._conn.execute("SELECT record FROM rt_runs ORDER BY seq").fetchall()
+                rows = self._conn.execute(f"SELECT {_RT} FROM rt_runs ORDER BY seq").fetchall()
             else:
                 marks = ", ".join("?" * len(states))
                 rows = self._conn.execute(
-                    f"SELECT record FROM rt_runs WHERE state IN ({marks}) ORDER BY seq",
+                    f"SELECT {_RT} FROM rt_runs INDEXED BY rt_runs_state "
+                    f"WHERE state IN ({marks}) ORDER BY seq",
                     tuple(states),
                 ).fetchall()
-        return [_record(text) for (text,) in rows]
+                # A second index counts them: an entry a damaged page or key
+                # hides from one is a different count, not a shorter answer.
+                (count,) = self._conn.execute(
+                    f"SELECT count(*) FROM rt_runs INDEXED BY rt_runs_kind "
+                    f"WHERE kind IN ('agent', 'task') AND state IN ({marks})",
+                    tuple(states),
+                ).fetchone()
+                _same_count(len(rows), count, "state")
+        found = [_verified(row, self._legacy) for row in rows]
+        if states is not None and any(run.state not in states for run in found):
+            raise StoreCorruptionError("an index of rt_runs leads to records of other states")
+        return found
 
     def rt_session(self, session_id: str, states: Sequence[str]) -> builtins.list[RuntimeRun]:
         """One session's records in ``states``, in submission order (one index range)."""
         marks = ", ".join("?" * len(states))
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT record FROM rt_runs WHERE session_id = ? AND state IN ({marks}) "
-                "ORDER BY seq",
+                f"SELECT {_RT} FROM rt_runs INDEXED BY rt_runs_session "
+                f"WHERE session_id = ? AND state IN ({marks}) ORDER BY seq",
                 (session_id, *states),
             ).fetchall()
-        return [_record(text) for (text,) in rows]
+            # Counted again through the state index (as rt_list does with two).
+            (count,) = self._conn.execute(
+                f"SELECT count(*) FROM rt_runs INDEXED BY rt_runs_state "
+                f"WHERE state IN ({marks}) AND session_id = ?",
+                (*states, session_id),
+            ).fetchone()
+            _same_count(len(rows), count, "session")
+        found = [_verified(row, self._legacy, 2, session_id) for row in rows]
+        if any(run.state not in states for run in found):
+            raise StoreCorruptionError("an index of rt_runs leads to records of other states")
+        return found
 
     def rt_update(
         self, run_id: str, changes: dict[str, Any], *, fence: int | None = None
@@ -279,18 +363,20 @@ class SqliteRuntimeTables:
             self._put(conn, updated)
             if updated.state in TERMINAL_STATES and current.state not in TERMINAL_STATES:
                 head = conn.execute(
-                    f"SELECT record FROM rt_runs WHERE session_id = ? AND state IN ({_UNFINISHED}) "
+                    f"SELECT {_RT} FROM rt_runs WHERE session_id = ? AND state IN ({_UNFINISHED}) "
                     "ORDER BY seq LIMIT 1",
                     (updated.session_id,),
                 ).fetchone()
                 rows = []
                 if updated.graph_id is not None:
                     rows = conn.execute(
-                        "SELECT record FROM rt_runs WHERE graph_id = ? ORDER BY seq",
+                        f"SELECT {_RT} FROM rt_runs WHERE graph_id = ? ORDER BY seq",
                         (updated.graph_id,),
                     ).fetchall()
-                session_head = _record(head[0]) if head is not None else None
-                graph = [_record(text) for (text,) in rows]
+                session_head = (
+                    _verified(head, self._legacy, 2, updated.session_id) if head else None
+                )
+                graph = [_verified(row, self._legacy, 7, updated.graph_id) for row in rows]
                 for run in after_finish(updated, session_head, graph):
                     self._put(conn, run)
             return updated
@@ -346,10 +432,10 @@ class SqliteRuntimeTables:
         self, conn: sqlite3.Connection, run_id: str, fence: int | None = None
     ) -> RuntimeRun:
         """The run's record; with ``fence``, refused unless it is the run's token (one read)."""
-        found = conn.execute("SELECT record FROM rt_runs WHERE run_id = ?", (run_id,)).fetchone()
+        found = conn.execute(f"SELECT {_RT} FROM rt_runs WHERE run_id = ?", (run_id,)).fetchone()
         if found is None:
             raise RunNotFoundError(run_id)
-        record = _record(found[0])
+        record = _verified(found, self._legacy, 0, run_id)
         if fence is not None:
             check_fence(run_id, record.fence, fence)  # _put writes the column from the record
         return record
@@ -365,8 +451,8 @@ class SqliteRuntimeTables:
         """Take the next eligible run of ``kind`` (the oldest unfinished of its session)."""
         allowed = served(agents)
         with self._lock, self._write() as conn:
-            for (text,) in conn.execute(_HEADS).fetchall():
-                run = _record(text)
+            for row in conn.execute(_HEADS).fetchall():
+                run = _verified(row, self._legacy)
                 if claimable(run, now, allowed, kind):
                     claimed = claim(run, owner, now, lease_ms)
                     self._put(conn, claimed)
@@ -385,11 +471,11 @@ class SqliteRuntimeTables:
         """
         with self._lock, self._write() as conn:
             found = conn.execute(
-                "SELECT record FROM rt_runs WHERE run_id = ? AND fence = ?", (run_id, fence)
+                f"SELECT {_RT} FROM rt_runs WHERE run_id = ? AND fence = ?", (run_id, fence)
             ).fetchone()
             if found is None:
                 return False
-            run = _record(found[0])
+            run = _verified(found, self._legacy, 0, run_id)
             if run.lease_owner != owner:
                 return False
             self._put(conn, run.model_copy(update={"lease_expires_at": until}))
@@ -410,7 +496,7 @@ class SqliteRuntimeTables:
         """Write or complete a tool intent, fenced."""
         with self._lock, self._write() as conn:
             self.rt_check_fence(intent.run_id, fence, conn)
-            conn.execute(INTENT_SQL, (intent.run_id, intent.tool_call_id, intent.model_dump_json()))
+            update_head(conn, intent.run_id, intents=_put_intent(conn, intent))
 
     def rt_commit(
         self,
@@ -431,12 +517,16 @@ class SqliteRuntimeTables:
                 self._put(conn, record)
             else:
                 self.rt_check_fence(run_id, fence, conn)
-            if journal is not None:
-                conn.execute(JOURNAL_SQL, (run_id, journal[0], journal[1]))
+            added_journal = 0 if journal is None else _put_journal(conn, run_id, *journal)
+            added_intents = {intent.run_id: 0 for intent in intents}
             for intent in intents:
-                conn.execute(
-                    INTENT_SQL, (intent.run_id, intent.tool_call_id, intent.model_dump_json())
+                added_intents[intent.run_id] += _put_intent(conn, intent)
+            if added_journal or run_id in added_intents:
+                update_head(
+                    conn, run_id, intents=added_intents.pop(run_id, 0), journal=added_journal
                 )
+            for other, count in added_intents.items():
+                update_head(conn, other, intents=count)
             added = append_events(conn, run_id, events) if events else []
         return added, record
 
@@ -444,25 +534,55 @@ class SqliteRuntimeTables:
         """A run's tool intents."""
         with self._lock:
             rows = self._conn.execute(
-                "SELECT intent FROM rt_intents WHERE run_id = ?", (run_id,)
+                "SELECT tool_call_id, intent, crc FROM rt_intents WHERE run_id = ?", (run_id,)
             ).fetchall()
-        return [_intent(text) for (text,) in rows]
+            head = read_head(self._conn, run_id)
+        for call, text, crc in rows:
+            what = f"tool intent {call!r}"
+            verify_row("rt_intents", (run_id, call, text), crc, run_id, what, self._legacy)
+        if head is None and rows and not self._legacy:
+            raise StoreCorruptionError(f"the head row of run {run_id!r} is missing", run_id=run_id)
+        if head is not None and len(rows) != head.intents:
+            raise head.short(run_id, "tool intents", len(rows), head.intents)
+        return [_intent(text) for _, text, _ in rows]
 
     def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
         """Record a step's completed model response, fenced."""
         with self._lock, self._write() as conn:
             self.rt_check_fence(run_id, fence, conn)
-            conn.execute(JOURNAL_SQL, (run_id, step_index, response))
+            update_head(conn, run_id, journal=_put_journal(conn, run_id, step_index, response))
 
     def rt_journaled(self, run_id: str, step_index: int) -> str | None:
         """A step's journaled model response."""
         with self._lock:
             found = self._conn.execute(
-                "SELECT response FROM rt_journal WHERE run_id = ? AND step_index = ?",
+                "SELECT response, crc FROM rt_journal WHERE run_id = ? AND step_index = ?",
                 (run_id, step_index),
             ).fetchone()
-        return None if found is None else str(found[0])
+            if found is None:
+                # Not journaled, or a row a damaged page hides: the head counts them.
+                head = read_head(self._conn, run_id)
+                if head is not None and head.journal:
+                    # Every one of them, verified: a damaged step number hides its row.
+                    rows = self._conn.execute(_JOURNALED, (run_id,)).fetchall()
+                    for step, text, crc in rows:
+                        what = f"the journaled response of step {step}"
+                        row = (run_id, step, text)
+                        verify_row("rt_journal", row, crc, run_id, what, self._legacy)
+                    if len(rows) != head.journal:
+                        raise head.short(run_id, "journaled responses", len(rows), head.journal)
+                    # A row the exact lookup missed (a damaged key) that verifies as this step's.
+                    found = next(((t, c) for s, t, c in rows if s == step_index), None)
+                if found is None:
+                    return None
+        what = f"the journaled response of step {step_index}"
+        row = (run_id, step_index, found[0])
+        verify_row("rt_journal", row, found[1], run_id, what, self._legacy)
+        return str(found[0])
 
     def _rt_forget(self, conn: sqlite3.Connection, run_id: str) -> None:
+        graph = conn.execute("SELECT graph_id FROM rt_runs WHERE run_id = ?", (run_id,)).fetchone()
         for table in ("rt_runs", "rt_intents", "rt_journal"):
             conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+        if graph is not None and isinstance(graph[0], str):
+            update_graph(conn, graph[0], -1)

@@ -54,6 +54,14 @@ Version 6 writes the event log one row per commit (see :mod:`.sqlite_events`)::
         an nbdurable of version 5 or earlier would not see the batches, so it
         refuses the file (no ``readable_by``).
 
+Version 7 adds a checksum to every row but message nodes (see :mod:`.sqlite_crc`)::
+
+    crc INTEGER   in runs, checkpoints, event_batches, rt_runs, rt_intents, rt_journal
+        the CRC-32 of the table's name and the row's values, keys included;
+        NULL in rows written before (read as they are). An nbdurable of version
+        6 or earlier would write rows without it and leave a row it updates
+        with a stale one, so it refuses the file (no ``readable_by``).
+
 A migration is a function of a ``sqlite_utils.Database``; it must be idempotent
 (``if_not_exists``), because a crash between its statements and the version row
 makes the next open run it again.
@@ -79,6 +87,8 @@ if TYPE_CHECKING:
     from sqlite_utils import Database
 
 __all__ = [
+    "CHECKSUMMED",
+    "legacy_rows",
     "SCHEMA_VERSION",
     "migrate",
     "schema_damage",
@@ -197,7 +207,49 @@ def _v6(db: Database) -> None:
     )
 
 
-MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
+CHECKSUMMED = ("runs", "checkpoints", "event_batches", "rt_runs", "rt_intents", "rt_journal")
+"""The tables whose rows carry a checksum from version 7 on (see :mod:`.sqlite_crc`)."""
+
+
+def _v7(db: Database) -> None:
+    # A nullable column: rows written before keep NULL and are read as they are.
+    for table in CHECKSUMMED:
+        columns = {row[1] for row in db.execute(f"PRAGMA table_info({table})").fetchall()}
+        if "crc" not in columns:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN crc INTEGER")
+    # Whether rows without a checksum may be there: only in a file that had rows
+    # before this migration. A file created at version 7 never has one.
+    db.execute("CREATE TABLE IF NOT EXISTS nbdurable_checksums (legacy_rows INTEGER NOT NULL)")
+    from .sqlite_heads import CREATE_HEADS
+
+    db.execute(CREATE_HEADS)
+    if db.execute("SELECT count(*) FROM nbdurable_checksums").fetchone()[0] == 0:
+        older = any(
+            db.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]
+            for table in CHECKSUMMED
+        )
+        db.execute("INSERT INTO nbdurable_checksums (legacy_rows) VALUES (?)", (int(older),))
+
+
+def legacy_rows(conn: sqlite3.Connection, path: str) -> bool:
+    """Whether the file may hold rows without a checksum (it had rows before version 7).
+
+    Raises:
+        StoreCorruptionError: The table that says so is damaged.
+    """
+    rows = conn.execute("SELECT legacy_rows FROM nbdurable_checksums").fetchall()
+    if len(rows) != 1 or rows[0][0] not in (0, 1):
+        raise StoreCorruptionError(
+            f"the SQLite store {path} is damaged: its table nbdurable_checksums holds "
+            f"{rows[:3]!r}, not one row of 0 or 1. Run `nbdurable store check "
+            f"sqlite:///{path}` and restore the file from a backup (docs/stores.md, "
+            "'Broken store files').",
+            path=path,
+        )
+    return bool(rows[0][0])
+
+
+MIGRATIONS: tuple[Callable[[Database], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7)
 """``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -350,6 +402,11 @@ _COLUMNS: dict[int, dict[str, set[str]]] = {
     },
     4: {"rt_runs": {"kind", "graph_id"}},
     6: {"event_batches": {"run_id", "position", "first", "events"}},
+    7: {
+        "nbdurable_checksums": {"legacy_rows"},
+        "run_heads": {"run_id", "events", "intents", "journal", "record", "crc"},
+        **{table: {"crc"} for table in CHECKSUMMED},
+    },
 }
 
 

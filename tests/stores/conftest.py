@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import pytest
 from support.pgserver import PgServer  # noqa: F401  (re-exported: test_postgres*.py import it from here)
+from support.reseal import reseal
 
 import nbdurable as nd
 from nbdurable.stores.jsonl_format import FORMAT_FILE, run_file_name
@@ -123,6 +124,8 @@ def _sqlite_corrupt(url: str, run_id: str, step_index: int, damage: Damage) -> N
             )
     finally:
         conn.close()
+    if damage == "future_version":
+        reseal(_sqlite_path(url))  # a newer release checksums the rows it writes
 
 
 def _sqlite_set_schema_version(url: str, version: int) -> None:

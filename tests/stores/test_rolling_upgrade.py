@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.reseal import reseal
 
 import nbdurable as nd
 from nbdurable.durable.runtime_run import RuntimeRun
@@ -186,10 +187,10 @@ def test_the_previous_release_refuses_the_sqlite_store_by_name_and_reads_the_jso
     before = sqlite.read_bytes()
     seen = _previous(previous_release, f"sqlite:///{sqlite}", f"jsonl:///{jsonl}")
 
-    # Schema version 6 keeps events in batches the previous release cannot read (as
-    # version 5 packed values): it says so, naming the version it would need,
-    # rather than misreading the file.
-    assert SCHEMA_VERSION == 6 and list(seen["refused"]) == [sqlite.name]
+    # Schema version 7 checksums rows the previous release would write without one
+    # (as version 6 kept events in batches it cannot read): it says so, naming the
+    # version it would need, rather than misreading the file.
+    assert SCHEMA_VERSION == 7 and list(seen["refused"]) == [sqlite.name]
     version, message = seen["refused"][sqlite.name]
     assert version == SCHEMA_VERSION
     assert f"schema version {SCHEMA_VERSION}" in message and "upgrade nbdurable" in message
@@ -222,6 +223,7 @@ def _add_later_fields(sqlite: Path, jsonl: Path) -> None:
         conn.execute(f"""UPDATE checkpoints SET extra = '{{"{LATER}": 7}}'""")
     finally:
         conn.close()
+    reseal(sqlite)  # a later release checksums the rows it writes
     for path in jsonl.glob("*.jsonl"):
         lines = []
         for raw in path.read_text().splitlines():

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.reseal import reseal
 
 import nbdurable as nd
 from nbdurable.stores.chain import encode_message, node_id
@@ -51,7 +52,7 @@ def test_a_new_file_gets_the_schema_in_wal_mode(db: Path) -> None:
         )
     finally:
         conn.close()
-    assert SCHEMA_VERSION == 6
+    assert SCHEMA_VERSION == 7
 
 
 def test_an_existing_database_without_our_tables_is_migrated(db: Path) -> None:
@@ -169,6 +170,7 @@ def test_unknown_optional_fields_from_a_newer_version_are_ignored(db: Path) -> N
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("""UPDATE checkpoints SET extra = '{"from_the_future": "x#1"}'""")
     conn.close()
+    reseal(db)  # a newer release checksums what it writes
     with nd.SqliteSessionStore(db) as store:
         assert store.load("r") == checkpoint("r", 0, histories(1)[0])
 
@@ -191,6 +193,7 @@ def test_a_message_that_hashes_right_but_does_not_decode_is_corruption(db: Path)
     conn.execute("UPDATE nodes SET id = ?, message = ? WHERE id = ?", (forged, bad, head))
     conn.execute("UPDATE checkpoints SET head = ?", (forged,))
     conn.close()
+    reseal(db)  # a forgery that passes the row checksum too
     with nd.SqliteSessionStore(db) as store:
         with pytest.raises(nd.StoreCorruptionError, match="does not decode") as caught:
             store.load("r")

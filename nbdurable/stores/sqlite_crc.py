@@ -1,0 +1,159 @@
+"""Row checksums of the SQLite store (schema version 7).
+
+Every row of ``runs``, ``checkpoints``, ``event_batches``, ``rt_runs``,
+``rt_intents`` and ``rt_journal`` written by schema version 7 or later carries
+a ``crc`` column: the CRC-32 of the table's name and the row's values, its keys
+(run id, sequence number, position, call id) included. A read recomputes it from
+the values it got, with the keys it asked for, so a damaged value, a row of
+another run or another table (a swapped page, a damaged index pointing at the
+wrong row) is a :class:`~nbdurable.StoreCorruptionError` naming the run instead
+of different data. Message nodes need none: their id is the sha256 of their
+content (:mod:`.chain`).
+
+Rows written before version 7 have no checksum (``crc`` is NULL) and are read
+as they were. A checksum is not a signature: it catches damage, not a writer
+who recomputes it.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+from .._errors import StoreCorruptionError
+
+__all__ = [
+    "latest_row",
+    "pick_at_step",
+    "row_crc",
+    "verify_checkpoint",
+    "verify_row",
+    "verify_run",
+]
+
+_NULL = b"\x00"
+
+
+def row_crc(table: str, values: Sequence[object]) -> int:
+    """The checksum of a row of ``table`` holding ``values`` (keys included), 0..2**32-1.
+
+    Text and blobs are checksummed as their bytes (UTF-8 for text), each after
+    its length, so ``("ab", "c")`` and ``("a", "bc")`` differ; integers as
+    their decimal digits; NULL as a byte of its own.
+    """
+    parts = [table.encode()]
+    add = parts.append
+    for value in values:
+        if value is None:
+            add(_NULL)
+            continue
+        if isinstance(value, str):
+            value = value.encode("utf-8", "surrogatepass")
+        if isinstance(value, bytes):
+            add(b"\x01%d:" % len(value))
+            add(value)
+        elif isinstance(value, int):
+            add(b"\x02%d;" % value)
+        else:  # a float: not written by the store, but read back as what it is
+            add(b"\x03" + repr(value).encode())
+    # One call over the joined bytes: a call per value costs more than the copy.
+    return zlib.crc32(b"".join(parts))
+
+
+def verify_row(
+    table: str,
+    values: Sequence[object],
+    crc: object,
+    run_id: str | None,
+    what: str = "a row",
+    legacy: bool = False,
+    step_index: object = None,
+) -> None:
+    """Raise unless ``crc`` is the checksum of ``values``.
+
+    With ``legacy`` (a file that held rows before version 7) a NULL ``crc`` is
+    a row older than the checksums and passes; in a file created at version 7
+    or later every row has one, and NULL is damage (a page of another table read
+    as this one's gives NULL for the columns it lacks).
+
+    Raises:
+        StoreCorruptionError: The row was damaged, or is not the row asked for.
+    """
+    if crc is None and legacy:
+        return
+    if type(crc) is not int or crc != row_crc(table, values):
+        of = "" if run_id is None else f" of run {run_id!r}"
+        if type(step_index) is int:
+            of += f" step {step_index}"
+        raise StoreCorruptionError(
+            f"{what}{of} in table {table} is damaged: its checksum does not match",
+            run_id=run_id,
+            step_index=step_index if type(step_index) is int else None,
+        )
+
+
+def verify_run(run_id: str, row: Sequence[object], legacy: bool) -> None:
+    """Verify a ``runs`` row read for ``run_id``: ``(created_at, updated_at, last_seq, crc)``."""
+    created_at, updated_at, last_seq, crc = row
+    values = (run_id, created_at, updated_at, last_seq)
+    verify_row("runs", values, crc, run_id, "the run row", legacy)
+
+
+def verify_checkpoint(run_id: str, row: Sequence[object], legacy: bool) -> None:
+    """Verify a ``checkpoints`` row read as ``(seq, head, *metadata columns, crc)``."""
+    seq, step = row[0], row[3]
+    what = f"the checkpoint (save {seq})"
+    verify_row("checkpoints", (run_id, *row[:-1]), row[-1], run_id, what, legacy, step)
+
+
+def latest_row(run_id: str, row: Sequence[Any], legacy: bool) -> Sequence[Any]:
+    """Verify a row of the store's latest-checkpoint query and return it.
+
+    ``row`` is ``(seq, head, *metadata, crc, created_at, updated_at, last_seq,
+    run crc)``: a checkpoint row left-joined to its run's row. A run row whose
+    checkpoint is missing (``seq`` NULL) is damage.
+    """
+    verify_run(run_id, row[-4:], legacy)
+    # The seq asked for, not the one read: a damaged index can lead to another row.
+    if row[0] is None or row[0] != row[-2]:
+        raise StoreCorruptionError(
+            f"the latest checkpoint of run {run_id!r} cannot be read", run_id=run_id
+        )
+    verify_checkpoint(run_id, row[:-4], legacy)
+    return row
+
+
+def pick_at_step(
+    run_id: str,
+    rows: Sequence[Sequence[Any]],
+    indexed: Sequence[object],
+    step_index: int,
+    legacy: bool,
+) -> Sequence[Any] | None:
+    """The latest of a run's checkpoint ``rows`` (save order, unverified) saved at ``step_index``.
+
+    ``indexed`` is the saves the step index lists for that step: a second witness.
+    A damaged row is an error only when it may be the answer, that is when its
+    own step or the index says ``step_index`` and no later save does; a damaged
+    later checkpoint does not stop loading an earlier step.
+    """
+    candidates = {int(seq) for seq in indexed if type(seq) is int}
+    candidates |= {int(row[0]) for row in rows if row[3] == step_index and type(row[0]) is int}
+    if not candidates:
+        return None
+    latest = max(candidates)
+    if not 1 <= latest <= len(rows):
+        raise StoreCorruptionError(
+            f"checkpoints of run {run_id!r} are missing or unreadable", run_id=run_id
+        )
+    row = rows[latest - 1]
+    verify_checkpoint(run_id, row, legacy)
+    if row[3] != step_index:
+        raise StoreCorruptionError(
+            f"the step index of run {run_id!r} lists save {latest} at step {step_index}, "
+            f"but that checkpoint is at step {row[3]}",
+            run_id=run_id,
+            step_index=step_index,
+        )
+    return row
