@@ -82,8 +82,9 @@ def list_approvals(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2, ensure_ascii=False, default=str))
         return 0
     if not rows:
-        where = f" in run {args.run}" if args.run else ""
-        print(("no approval requests" if args.all else "no pending approvals") + where)
+        what = "no approval requests" if args.all else "no pending approvals"
+        where = f" in run {args.run} ({args.store})" if args.run else f" in {args.store}"
+        print(what + where)
         return 0
     print(render_columns(APPROVAL_LIST_COLUMNS, rows))
     return 0

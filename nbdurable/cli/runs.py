@@ -130,7 +130,9 @@ def list_runs(args: argparse.Namespace) -> int:
         _print_json(_json_rows(rows, _records.RUN_COLUMNS, _RUN_TIMES))
         return 0
     if not rows:
-        print("no runs" + (f" in status {args.status}" if args.status else ""))
+        print(
+            "no runs" + (f" in status {args.status}" if args.status else "") + f" in {args.store}"
+        )
         return 0
     print(render_columns(RUN_LIST_COLUMNS, rows))
     _print_waiting(rows)
@@ -210,7 +212,7 @@ def graphs(args: argparse.Namespace) -> int:
         _print_json(_json_rows(rows, _records.GRAPH_COLUMNS, times))
         return 0
     if not rows:
-        print("no graphs")
+        print(f"no graphs in {args.store}")
         return 0
     # "done" reads as progress (completed of all nodes); the other counts are left
     # blank at zero, so a narrow terminal drops the states no graph is in.

@@ -12,11 +12,15 @@ __all__ = ["DEFAULT_STORE", "default_store", "opened_store"]
 
 
 @contextmanager
-def opened_store(url: str) -> Iterator[Any]:
-    """The store at ``url``, closed when the block ends."""
+def opened_store(url: str, *, create: bool = False) -> Iterator[Any]:
+    """The store at ``url``, closed when the block ends.
+
+    Commands that read or steer existing runs leave ``create`` False: a store
+    that does not exist is then an error naming its path, not a new empty file.
+    """
     from ..stores import open_store
 
-    store: Any = open_store(url)
+    store: Any = open_store(url, create=create)
     try:
         yield store
     finally:

@@ -51,9 +51,12 @@ def add_parser(commands: Any) -> None:
 
 def check(args: argparse.Namespace) -> int:
     """Check the store and print the report; returns the exit status."""
+    from ..stores import missing_path, open_store
     from ..stores.check import check_store
 
     url = args.url or (args.store if getattr(args, "store", None) else default_store())
+    if missing_path(url) is not None:
+        open_store(url, create=False)  # raises the error every reading command gives
     report = check_store(url)
     if args.json:
         print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
