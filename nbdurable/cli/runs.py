@@ -383,7 +383,10 @@ def history(args: argparse.Namespace) -> int:
         ]
         for h in steps
     ]
-    print(render(headers, table, right=right, keep=[0, 1]))
+    # At 80 columns the total message count goes first (new messages stays), and the
+    # tool names claim the most room: "tool c…" tells nothing.
+    weights = [1.0, 1.0, 1.0, 1.0, 1.0, 4.0, 1.0, 1.0, 1.0, 1.0]
+    print(render(headers, table, right=right, keep=[0, 1], drop=[3], weights=weights))
     return 0
 
 

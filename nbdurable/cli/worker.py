@@ -137,6 +137,10 @@ async def worker(args: argparse.Namespace) -> int:
     from ..runtime.runtime import DurableRuntime
     from ..stores import open_store
 
+    if getattr(args, "engine", "embedded") == "temporal":
+        from .extras import require
+
+        require("temporal", "nbdurable worker --engine temporal", "temporalio")
     configure_logging(getattr(args, "log_level", "info"), getattr(args, "log_format", "text"))
     agents = load_all(args.agents)
     notifier = notifier_from_args(args)
