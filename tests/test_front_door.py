@@ -148,3 +148,7 @@ def test_docs_link_nothing_outside_the_repository() -> None:
                 continue  # a web page; what the issue forbids is a path leaving the checkout
             assert (doc.parent / target).resolve().is_relative_to(ROOT), (doc, target)
             assert (doc.parent / target).exists(), (doc, target)
+
+
+def test_readme_says_the_demo_asks_once_and_how_to_skip_it() -> None:
+    assert "[y/N]" in README and "nbdurable demo --yes" in README
