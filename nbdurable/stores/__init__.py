@@ -69,7 +69,8 @@ def open_store(url: str, *, create: bool = True) -> HistoryStore:
     Args:
         url: The store's URL.
         create: Whether a SQLite file or JSONL directory that does not exist is
-            created (logged once, at INFO on ``nbdurable.stores``). Code that only
+            created (logged at DEBUG on ``nbdurable.stores``; ``nbdurable worker``
+            and ``nbdurable serve`` say so on their ready line). Code that only
             reads (``nbdurable runs``, ``store check``, :mod:`nbdurable.inspect`)
             passes False, so a mistyped path is an error instead of a new empty store.
 
@@ -166,7 +167,8 @@ def _missing(url: str, path: Path, what: str, create: bool) -> bool:
 
 def _created(url: str, new: bool) -> None:
     if new:
-        _log.info("created a new store: %s", url)
+        # DEBUG: a worker's or a bridge's ready line says it (a first line others read)
+        _log.debug("created a new store: %s", url)
 
 
 def _postgres() -> Any:

@@ -102,6 +102,17 @@ def test_inspect_given_a_url_refuses_a_missing_path(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_worker_says_once_that_it_created_the_store(tmp_path: Path) -> None:
+    argv = ["worker", "--agents", "nbdurable.cli.demo_agent:janitor", "--exit-when-idle"]
+    argv += ["--store", "sqlite:///new/runs.db", "--poll-interval", "0.05"]
+    first = _cli(tmp_path, *argv)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.count("(a new store, created now)") == 1
+    assert (tmp_path / "new" / "runs.db").is_file()
+    again = _cli(tmp_path, *argv)
+    assert again.returncode == 0 and "a new store" not in again.stdout + again.stderr
+
+
 def test_open_store_reads_without_creating_and_says_when_it_creates(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -111,7 +122,7 @@ def test_open_store_reads_without_creating_and_says_when_it_creates(
     with pytest.raises(nd.ConfigurationError, match="nothing was created"):
         nd.open_store(f"jsonl:///{tmp_path / 'dir'}", create=False)
     assert list(tmp_path.iterdir()) == []
-    caplog.set_level("INFO", "nbdurable.stores")
+    caplog.set_level("DEBUG", "nbdurable.stores")
     nd.open_store(url).close()  # type: ignore[attr-defined]
     nd.open_store(url).close()  # type: ignore[attr-defined]
     created = [r.getMessage() for r in caplog.records if "created a new store" in r.getMessage()]
