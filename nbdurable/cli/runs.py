@@ -159,7 +159,7 @@ def _list_nodes(args: argparse.Namespace) -> int:
     if not rows:
         raise RunNotFoundError(
             args.graph,
-            f"no graph {args.graph!r} in the store ('nbdurable runs graphs' lists its graphs)",
+            f"no graph {args.graph!r} in {args.store} ('nbdurable runs graphs' lists its graphs)",
         )
     if args.status is not None:
         rows = [r for r in rows if r["status"] == args.status]

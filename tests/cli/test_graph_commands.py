@@ -134,5 +134,6 @@ def test_an_unknown_graph_is_one_line_and_status_2(cli, graphs_store: str) -> No
     status, out, err = cli("runs", "list", "--graph", "monthly", "--store", graphs_store)
     assert status == 2 and out == ""
     assert err == (
-        "nbdurable: no graph 'monthly' in the store ('nbdurable runs graphs' lists its graphs)\n"
+        f"nbdurable: no graph 'monthly' in {graphs_store} "
+        "('nbdurable runs graphs' lists its graphs)\n"
     )

@@ -128,3 +128,11 @@ def test_open_store_reads_without_creating_and_says_when_it_creates(
     created = [r.getMessage() for r in caplog.records if "created a new store" in r.getMessage()]
     assert created == [f"created a new store: {url}"]
     nd.open_store(url, create=False).close()  # type: ignore[attr-defined]
+
+
+def test_an_unknown_run_names_the_store_it_was_looked_up_in(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    nd.open_store(url).close()  # type: ignore[attr-defined]
+    for action in ("show", "history", "explain"):
+        done = _cli(tmp_path, "runs", action, "nope", "--store", url)
+        assert done.returncode == 2 and done.stderr == f"nbdurable: Run 'nope' not found in {url}\n"
