@@ -52,3 +52,23 @@ def test_readme_has_the_two_setup_commands_and_ci_runs_the_test_one() -> None:
     assert shlex.split(test_command) == ["bash", ".ci/run"]
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert ci[-1] == "python -m pytest -q"  # the suite itself, after the set-up
+
+
+def test_docs_site_builds_strictly(tmp_path: Path) -> None:
+    """The docs/ pages and the API reference from the docstrings build with no warning
+    (a broken link or a stale API reference fails; the `docs` dependency group)."""
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("mkdocstrings_handlers.python")
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    api = (tmp_path / "site" / "api" / "index.html").read_text()
+    assert "DurableRuntime" in api and "open_store" in api

@@ -7,6 +7,7 @@
 - ``nbdurable demo``: a durable run in the terminal: crash, recovery, approvals.
 - ``nbdurable serve --store URL --agents module:attr``: the HTTP bridge (``server`` extra).
 - ``nbdurable store check [URL]``: what is damaged in a store (exit 1 when something is).
+- ``nbdurable store prune [URL] --older-than AGE``: delete finished runs.
 
 Errors print one line, ``nbdurable: ...``, and exit with status 2.
 """
@@ -30,14 +31,21 @@ __all__ = ["load_agents", "main"]
 DESCRIPTION = """\
 Durable, inspectable LLM agent runs, from a shell.
 
-  nbdurable demo                                                a durable run: crash, recovery, ...
-  nbdurable runs [list|graphs|show|history|explain|rewind] ...  inspect a store
-  nbdurable runs approvals [--all] [--run RUN]                  what waits for a verdict
-  nbdurable runs approve|deny|resume|cancel|retry RUN ...       steer a run
-  nbdurable worker --store URL --agents module:attr             execute queued and recovered runs
-  nbdurable serve --store URL --agents module:attr              the HTTP bridge (runs, SSE, links)
-  nbdurable store check [URL]                                   what is damaged, and where
+  nbdurable demo                         crash, recovery, approval: offline
+  nbdurable runs [list|graphs|approvals] what is in a store, what waits
+  nbdurable runs show|history|explain RUN
+                                         one run: summary, steps, in words
+  nbdurable runs approve|deny|resume|cancel|retry|rewind|move RUN ...
+                                         steer a run
+  nbdurable worker --store URL --agents MODULE:ATTR
+                                         execute queued and recovered runs
+  nbdurable serve --store URL --agents MODULE:ATTR
+                                         the HTTP bridge (runs, SSE, links)
+  nbdurable store check [URL]            what is damaged, and where
+  nbdurable store prune [URL] --older-than AGE
+                                         delete finished runs
 
+Store: --store URL, else $NBDURABLE_STORE, else sqlite:///.nbdurable/runs.db.
 Errors print one line, "nbdurable: ...", and exit with status 2."""
 
 

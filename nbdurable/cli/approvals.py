@@ -14,8 +14,9 @@ from ..inspect import _compact, _records
 from ..inspect._approvals import approval_rows
 from .runs import Column, render_columns
 from .store import opened_store
+from .tables import terminal_width, text_width
 
-__all__ = ["APPROVAL_LIST_COLUMNS", "list_approvals"]
+__all__ = ["APPROVAL_LIST_COLUMNS", "list_approvals", "short_ids"]
 
 _WAITING = ("pending", "expired")
 """What "pending" means in the inbox: no verdict yet (an expired token is still decidable)."""
@@ -88,8 +89,34 @@ def list_approvals(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2, ensure_ascii=False, default=str))
         return 0
     if not rows:
-        where = f" in run {args.run}" if args.run else ""
-        print(("no approval requests" if args.all else "no pending approvals") + where)
+        what = "no approval requests" if args.all else "no pending approvals"
+        where = f" in run {args.run} ({args.store})" if args.run else f" in {args.store}"
+        print(what + where)
         return 0
-    print(render_columns(APPROVAL_LIST_COLUMNS, rows))
+    table = render_columns(APPROVAL_LIST_COLUMNS, rows)
+    if max(map(text_width, table.splitlines())) >= terminal_width():
+        # Too narrow for whole ids: a unique prefix (which approve and deny accept)
+        # leaves the call readable, where a cut call (`drop_…`) tells nothing.
+        short = short_ids([row["approval_id"] for row in rows])
+        table = render_columns(
+            APPROVAL_LIST_COLUMNS,
+            [{**row, "approval_id": short[row["approval_id"]]} for row in rows],
+        )
+    print(table)
     return 0
+
+
+def short_ids(ids: list[str], *, least: int = 8) -> dict[str, str]:
+    """Each id cut to its shortest prefix that no other id of ``ids`` starts with.
+
+    The prefix keeps ``least`` characters after the id's ``_`` at least.
+    """
+    short = {}
+    for approval_id in ids:
+        prefix = approval_id
+        for end in range(approval_id.find("_") + 1 + least, len(approval_id)):
+            if not any(o != approval_id and o.startswith(approval_id[:end]) for o in ids):
+                prefix = approval_id[:end]
+                break
+        short[approval_id] = prefix
+    return short

@@ -104,6 +104,10 @@ def _latest_verdict(run: Run, record: RuntimeRun) -> ApprovalNotPendingError:
     return ApprovalNotPendingError(run.run_id, latest, verdict=verdict, state=record.state)
 
 
+_SHORTEST_PREFIX = 12
+"""The fewest characters of an approval id that name it (a unique prefix)."""
+
+
 async def _pick(run: Run, approval_id: str | None) -> ToolApprovalRequest | None:
     """The approval to answer: the named one, or the only one still open.
 
@@ -124,6 +128,10 @@ async def _pick(run: Run, approval_id: str | None) -> ToolApprovalRequest | None
         for request in pending:
             if request.approval_id == approval_id:
                 return request
+        # `runs approvals` in a narrow terminal shows unique prefixes of the ids
+        starting = [r for r in open_ if r.approval_id.startswith(approval_id)]
+        if len(starting) == 1 and len(approval_id) >= _SHORTEST_PREFIX:
+            return starting[0]
         if approval_id in record.decided or record.state != "waiting_approval":
             return None
         raise ConfigurationError(

@@ -64,7 +64,7 @@ def _check_shared(url: str) -> None:
     from .._errors import ConfigurationError
     from ..durable.store import PERSISTENT, RUNTIME, supports
 
-    with opened_store(url) as store:
+    with opened_store(url, create=True) as store:
         if not (supports(store, RUNTIME) and supports(store, PERSISTENT)):
             raise ConfigurationError(
                 f"the demo needs a store two processes share, with run records "

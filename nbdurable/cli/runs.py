@@ -131,7 +131,9 @@ def list_runs(args: argparse.Namespace) -> int:
         _print_json(_json_rows(rows, _records.RUN_COLUMNS, _RUN_TIMES))
         return 0
     if not rows:
-        print("no runs" + (f" in status {args.status}" if args.status else ""))
+        print(
+            "no runs" + (f" in status {args.status}" if args.status else "") + f" in {args.store}"
+        )
         return 0
     print(render_columns(RUN_LIST_COLUMNS, rows))
     _print_waiting(rows)
@@ -158,7 +160,7 @@ def _list_nodes(args: argparse.Namespace) -> int:
     if not rows:
         raise RunNotFoundError(
             args.graph,
-            f"no graph {args.graph!r} in the store ('nbdurable runs graphs' lists its graphs)",
+            f"no graph {args.graph!r} in {args.store} ('nbdurable runs graphs' lists its graphs)",
         )
     if args.status is not None:
         rows = [r for r in rows if r["status"] == args.status]
@@ -211,7 +213,7 @@ def graphs(args: argparse.Namespace) -> int:
         _print_json(_json_rows(rows, _records.GRAPH_COLUMNS, times))
         return 0
     if not rows:
-        print("no graphs")
+        print(f"no graphs in {args.store}")
         return 0
     # "done" reads as progress (completed of all nodes); the other counts are left
     # blank at zero, so a narrow terminal drops the states no graph is in.
@@ -394,7 +396,10 @@ def history(args: argparse.Namespace) -> int:
         ]
         for h in steps
     ]
-    print(render(headers, table, right=right, keep=[0, 1]))
+    # At 80 columns the total message count goes first (new messages stays), and the
+    # tool names claim the most room: "tool c…" tells nothing.
+    weights = [1.0, 1.0, 1.0, 1.0, 1.0, 4.0, 1.0, 1.0, 1.0, 1.0]
+    print(render(headers, table, right=right, keep=[0, 1], drop=[3], weights=weights))
     return 0
 
 

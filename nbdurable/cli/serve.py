@@ -111,16 +111,20 @@ def add_parser(commands: Any) -> None:
 
 async def serve(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM; in-flight steps are abandoned cleanly on the way out."""
+    from .extras import require
+
+    require("server", "nbdurable serve", "fastapi", "uvicorn")
     from ..runtime.runtime import DurableRuntime
     from ..server.principals import read_token_file
     from ..server.serving import bound_url, build_server
-    from ..stores import open_store
+    from ..stores import missing_path, open_store
 
     log_format = getattr(args, "log_format", "text")
     configure_logging(args.log_level, log_format, also=("uvicorn",))
     agents = load_all(args.agents)
     notifier = notifier_from_args(args)
     tokens = read_token_file(args.token_file) if args.token_file else None
+    new = " (a new store, created now)" if missing_path(args.store) is not None else ""
     store = open_store(args.store)
     probes = None
     try:
@@ -164,7 +168,8 @@ async def serve(args: argparse.Namespace) -> int:
             if server.started:
                 url = bound_url(server)
                 announce(
-                    f"nbdurable serve: {url} serving {len(agents)} agent(s) from {args.store}",
+                    f"nbdurable serve: {url} serving {len(agents)} agent(s) "
+                    f"from {args.store}{new}",
                     url=url,
                 )
             await task

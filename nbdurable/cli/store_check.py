@@ -51,9 +51,12 @@ def add_parser(commands: Any) -> None:
 
 def check(args: argparse.Namespace) -> int:
     """Check the store and print the report; returns the exit status."""
+    from ..stores import missing_path, open_store
     from ..stores.check import check_store
 
     url = args.url or (args.store if getattr(args, "store", None) else default_store())
+    if missing_path(url) is not None:
+        open_store(url, create=False)  # raises the error every reading command gives
     report = check_store(url)
     if args.json:
         print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
@@ -68,7 +71,14 @@ def check(args: argparse.Namespace) -> int:
         print("OK: no damage found.")
         return 0
     affected = report.affected_runs
-    print(f"DAMAGED: {len(report.damage)} problem(s), {len(affected)} run(s) affected.")
+    # Damage outside any one run's rows (a table that cannot be read) says nothing
+    # of which runs it hides: "0 run(s) affected" would read as "none".
+    unknown = any(d.run_id is None for d in report.damage)
+    if unknown:
+        which = f"{len(affected)} run(s) named, others may be" if affected else "any run may be"
+        print(f"DAMAGED: {len(report.damage)} problem(s), {which} affected.")
+    else:
+        print(f"DAMAGED: {len(report.damage)} problem(s), {len(affected)} run(s) affected.")
     lines = report.lines()
     for line in lines[:_SHOWN]:
         print(f"  {line}")
@@ -76,9 +86,9 @@ def check(args: argparse.Namespace) -> int:
         print(f"  ... and {len(lines) - _SHOWN} more (--json lists all)")
     if affected:
         print(f"Affected runs: {', '.join(affected)}")
+    after = "" if unknown else "; runs not listed read as before"
     print(
         "What to do: stop the processes using the store, keep a copy of it as it is, and "
-        "restore it from a backup; runs not listed read as before. See 'Broken store files' "
-        "in docs/stores.md."
+        f"restore it from a backup{after}. See 'Broken store files' in docs/stores.md."
     )
     return DAMAGED

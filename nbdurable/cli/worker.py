@@ -135,11 +135,16 @@ async def worker(args: argparse.Namespace) -> int:
     """Serve the agents until SIGTERM or SIGINT (or idleness with ``--exit-when-idle``)."""
     from ..runtime.engine import EmbeddedEngine
     from ..runtime.runtime import DurableRuntime
-    from ..stores import open_store
+    from ..stores import missing_path, open_store
 
+    if getattr(args, "engine", "embedded") == "temporal":
+        from .extras import require
+
+        require("temporal", "nbdurable worker --engine temporal", "temporalio")
     configure_logging(getattr(args, "log_level", "info"), getattr(args, "log_format", "text"))
     agents = load_all(args.agents)
     notifier = notifier_from_args(args)
+    new = " (a new store, created now)" if missing_path(args.store) is not None else ""
     store = open_store(args.store)
     limits = _limits(args)
     probes = await start_probes(args, store)
@@ -158,7 +163,7 @@ async def worker(args: argparse.Namespace) -> int:
             limits=limits,
             drain_seconds=getattr(args, "drain_seconds", DEFAULT_DRAIN_SECONDS),
             notify=notifier,
-            ready=f"nbdurable worker (temporal) polling {args.task_queue} at {args.address}",
+            ready=f"nbdurable worker (temporal) polling {args.task_queue} at {args.address}{new}",
             say=announce,
         )
         # The worker has shut down and the store is closed. Skip interpreter
@@ -194,6 +199,7 @@ async def worker(args: argparse.Namespace) -> int:
     )
     announce(
         f"nbdurable worker {runtime.owner_id} serving {len(agents)} agent(s) from {args.store}"
+        f"{new}"
     )
     hurried = asyncio.get_running_loop().create_task(_give_up_on(hurry, runtime.store_retry))
     try:

@@ -390,7 +390,7 @@ def _explain_record(
             actions=(
                 "run it where the definition it was submitted with is registered (its "
                 "notebook, or a worker importing that definition)",
-                "await run.cancel()  (then submit it again under a new version)",
+                steps.cancel("then submit it again under a new version"),
             ),
         )
     if state == "pending":

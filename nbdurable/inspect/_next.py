@@ -127,6 +127,14 @@ class NextSteps:
             stop = "await run.cancel() stops it"
         return (f"a runtime serving its agent retries it then; {stop}",)
 
+    def cancel(self, then: str) -> str:
+        """Cancel the run (``then``: what to do after, in words)."""
+        if self.context == "notebook":
+            return f"%durable cancel {self.run_id}  ({then})"
+        if self.context == "terminal":
+            return f"nbdurable runs cancel {self.run_id}  ({then})"
+        return f"await run.cancel()  ({then})"
+
     def execute(self, record: RuntimeRun) -> tuple[str, ...]:
         """A run that needs a runtime serving its agent (pending, or its owner is gone)."""
         agent = f"agent {record.agent_id!r} version {record.agent_version!r}"

@@ -20,12 +20,13 @@ def opened(store: StoreLike) -> Iterator[HistoryStore]:
     """The store itself, or a store opened from a URL and closed afterwards.
 
     Raises:
-        ConfigurationError: The store keeps no history (inspection needs every checkpoint).
+        ConfigurationError: The store keeps no history (inspection needs every
+            checkpoint), or the URL names a file or directory that does not exist.
     """
     if isinstance(store, str):
         from ..stores import open_store
 
-        owned: Any = open_store(store)
+        owned: Any = open_store(store, create=False)  # reading makes no new store
         try:
             yield _checked(owned)
         finally:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._needs import needs, temporal_binary
 from ._session import DEFAULT_STORE, NotebookSession, session, set_session
 
 __all__ = [
@@ -25,8 +26,10 @@ __all__ = [
     "RunWidget",
     "RunsDashboard",
     "load_ipython_extension",
+    "needs",
     "session",
     "set_session",
+    "temporal_binary",
 ]
 
 _WIDGETS = ("HistoryBrowser", "RunWidget", "RunsDashboard")

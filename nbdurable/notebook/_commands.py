@@ -42,21 +42,26 @@ Namespace = Mapping[str, Any]
 
 
 def _store(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
+    from ..stores import missing_path
+
     if args.url is not None:
         nb.use_store(args.url)
-    print(f"store: {nb.url}")
+    new = missing_path(nb.url)
+    print(f"store: {nb.url}" + (" (new: the first run submitted here creates it)" if new else ""))
 
 
 def _runs(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any:
     from .. import inspect
 
-    return inspect.runs(nb.store, status=args.status, graph=args.graph, all_columns=args.all)
+    return inspect.runs(
+        nb.reading_store, status=args.status, graph=args.graph, all_columns=args.all
+    )
 
 
 def _graphs(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any:
     from .. import inspect
 
-    return inspect.graphs(nb.store)
+    return inspect.graphs(nb.reading_store)
 
 
 def _show(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
@@ -76,7 +81,7 @@ def _show(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
 def _history(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any:
     from .. import inspect
 
-    frame = inspect.history(nb.store, args.run)
+    frame = inspect.history(nb.reading_store, args.run)
     if not args.browse:
         return frame
     _views.show(_views.history_view(nb.runtime, args.run))
@@ -86,14 +91,14 @@ def _history(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> An
 def _explain(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any:
     from .. import inspect
 
-    return inspect.explain(nb.store, args.run, context="notebook")
+    return inspect.explain(nb.reading_store, args.run, context="notebook")
 
 
 def _approvals(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any:
     from .. import inspect
 
     return inspect.approvals(
-        nb.store,
+        nb.reading_store,
         run_id=args.run,
         status=None if args.all else ("pending", "expired"),
         max_age_ms=nb.runtime.approval_max_age_ms,

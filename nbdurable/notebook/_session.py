@@ -138,6 +138,20 @@ class NotebookSession:
         return self._store
 
     @property
+    def reading_store(self) -> HistoryStore:
+        """The store, for a command that only reads: one that does not exist is not created.
+
+        Raises:
+            ConfigurationError: The store's file or directory does not exist (a
+                mistyped ``%durable store`` URL, or nothing has run here yet).
+        """
+        if self._store is None:
+            from ..stores import open_store
+
+            self._store = open_store(self._url, create=False)
+        return self._store
+
+    @property
     def started(self) -> bool:
         """Whether the runtime is open (it executes runs of registered agents)."""
         return self._runtime is not None
@@ -170,10 +184,11 @@ class NotebookSession:
         Raises:
             ConfigurationError: The URL cannot be opened (the session is unchanged).
         """
-        from ..stores import open_store
+        from ..stores import missing_path, open_store
 
-        _make_folder(url)
-        store = open_store(url)
+        # A new store is created by the first run submitted here (``store``), not
+        # by naming it: a mistyped URL read by `%durable runs` must stay an error.
+        store = open_store(url) if missing_path(url) is None else None
         old_store, old_runtime, old_loop = self._store, self._runtime, self._loop
         self._url, self._store, self._runtime, self._loop = url, store, None, None
         try:
@@ -290,7 +305,7 @@ def check_exists(notebook: NotebookSession, run_id: str) -> None:
     Raises:
         RunNotFoundError: It does not.
     """
-    records = getattr(notebook.store, "rt_get", None)  # stores with runtime records
+    records = getattr(notebook.reading_store, "rt_get", None)  # stores with runtime records
     if records is not None and records(run_id) is not None:
         return
     if not notebook.has_checkpoints(run_id):

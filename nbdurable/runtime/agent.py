@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -297,6 +298,16 @@ class Registry:
     def ids(self) -> list[str]:
         """Registered agent ids."""
         return sorted(self._latest)
+
+    def unknown(self, agent_id: object, where: str = "") -> ConfigurationError:
+        """The error for an agent id not registered here: it names the registered ones."""
+        known = self.ids()
+        close = difflib.get_close_matches(agent_id, known, n=1) if isinstance(agent_id, str) else []
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        listed = ", ".join(map(repr, known)) if known else "none yet (register one first)"
+        return ConfigurationError(
+            f"{where}no agent {agent_id!r} is registered{hint} (registered: {listed})"
+        )
 
     def remove(self, agent_id: str) -> bool:
         """Forget every version of ``agent_id``; whether any existed."""

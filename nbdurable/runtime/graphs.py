@@ -103,7 +103,7 @@ def validate_graph(nodes: Iterable[Any], registry: Registry) -> list[GraphNode]:
         if node.id in by_id:
             raise ConfigurationError(f"node id {node.id!r} appears twice in the graph")
         if not isinstance(node.agent, str) or registry.get(node.agent) is None:
-            raise ConfigurationError(f"node {node.id!r}: no agent {node.agent!r} is registered")
+            raise registry.unknown(node.agent, f"node {node.id!r}: ")
         if node.on_dependency_failure not in DEPENDENCY_POLICIES:
             raise ConfigurationError(
                 f"node {node.id!r}: on_dependency_failure must be 'fail' or 'pause', "

@@ -61,7 +61,7 @@ def agent_record(
     """
     agent = registry.get(agent_id)
     if agent is None:
-        raise ConfigurationError(f"no agent {agent_id!r} is registered")
+        raise registry.unknown(agent_id)
     if max_steps is not None and (
         isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
     ):

@@ -8,6 +8,7 @@ optional.
 from __future__ import annotations
 
 import importlib
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -26,6 +27,7 @@ __all__ = [
     "JsonlSessionStore",
     "PostgresSessionStore",
     "SqliteSessionStore",
+    "missing_path",
     "open_store",
 ]
 
@@ -37,6 +39,7 @@ _LAZY = {
     "PostgresSessionStore": ".postgres",
 }
 _POSTGRES_EXTRA = "nbdurable[postgres]"
+_log = logging.getLogger("nbdurable.stores")
 
 
 def __getattr__(name: str) -> Any:
@@ -49,7 +52,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-def open_store(url: str) -> HistoryStore:
+def open_store(url: str, *, create: bool = True) -> HistoryStore:
     """Open a store from a URL; only the backend the URL names is imported.
 
     - ``memory://``: a new :class:`InMemorySessionStore`.
@@ -63,9 +66,18 @@ def open_store(url: str) -> HistoryStore:
 
     Paths are percent-decoded and ``~`` expands to the home directory.
 
+    Args:
+        url: The store's URL.
+        create: Whether a SQLite file or JSONL directory that does not exist is
+            created (logged at DEBUG on ``nbdurable.stores``; ``nbdurable worker``
+            and ``nbdurable serve`` say so on their ready line). Code that only
+            reads (``nbdurable runs``, ``store check``, :mod:`nbdurable.inspect`)
+            passes False, so a mistyped path is an error instead of a new empty store.
+
     Raises:
-        ConfigurationError: The URL is malformed, its scheme unknown, or its
-            backend's extra not installed.
+        ConfigurationError: The URL is malformed, its scheme unknown, its
+            backend's extra not installed, or (``create=False``) its file or
+            directory does not exist; nothing is created then.
     """
     if not isinstance(url, str):
         raise ConfigurationError(f"store URL must be a string, not {url!r}")
@@ -81,11 +93,20 @@ def open_store(url: str) -> HistoryStore:
         from .sqlite import SqliteSessionStore
 
         path = local_path(url, rest)
-        return SqliteSessionStore(path if path == ":memory:" else Path(path))
+        if path == ":memory:":
+            return SqliteSessionStore(path)
+        new = _missing(url, Path(path), "SQLite store file", create)
+        sqlite_store = SqliteSessionStore(Path(path))
+        _created(url, new)
+        return sqlite_store
     if scheme == "jsonl":
         from .jsonl import JsonlSessionStore
 
-        return JsonlSessionStore(Path(local_path(url, rest)))
+        directory = Path(local_path(url, rest))
+        new = _missing(url, directory, "JSONL store directory", create)
+        jsonl_store = JsonlSessionStore(directory)
+        _created(url, new)
+        return jsonl_store
     if scheme in ("postgresql", "postgres"):
         store: HistoryStore = _postgres().PostgresSessionStore(url)
         return store
@@ -93,6 +114,22 @@ def open_store(url: str) -> HistoryStore:
 
 
 _SUPPORTED = "expected memory://, sqlite:///path, jsonl:///dir or postgresql://..."
+
+
+def missing_path(url: str) -> Path | None:
+    """The file or directory of a ``sqlite:///`` or ``jsonl:///`` URL when it does not exist.
+
+    None for a store that exists, ``:memory:`` and the other kinds (a server
+    holds them).
+
+    Raises:
+        ConfigurationError: A file store's URL without a path.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("sqlite", "jsonl"):
+        return None
+    path = local_path(url, rest)
+    return None if path == ":memory:" or Path(path).exists() else Path(path)
 
 
 def local_path(url: str, rest: str) -> str:
@@ -105,6 +142,33 @@ def local_path(url: str, rest: str) -> str:
         )
     path = unquote(rest[1:].split("?", 1)[0])
     return path if path == ":memory:" else str(Path(path).expanduser())
+
+
+def _missing(url: str, path: Path, what: str, create: bool) -> bool:
+    """Whether the store at ``path`` is new; with ``create=False`` a new one is refused."""
+    if path.exists():
+        return False
+    if create:
+        return True
+    from .default import STORE_ENV_VAR, default_store
+
+    default = default_store()
+    if url == default:
+        hint = (
+            "it is the default store, which the first run submitted from a notebook, a worker "
+            f"or `nbdurable serve` creates; or name another (--store URL, {STORE_ENV_VAR})"
+        )
+    else:
+        hint = f"check the path (the default store is {default})"
+    raise ConfigurationError(
+        f"no {what} at {str(path.absolute())!r} ({url}): nothing was created; {hint}"
+    )
+
+
+def _created(url: str, new: bool) -> None:
+    if new:
+        # DEBUG: a worker's or a bridge's ready line says it (a first line others read)
+        _log.debug("created a new store: %s", url)
 
 
 def _postgres() -> Any:

@@ -40,6 +40,6 @@ def test_decided_ones_show_with_all_and_json_gives_every_field(cli, runs_store: 
 
 def test_an_empty_inbox_and_an_unknown_run(cli, runs_store: str) -> None:
     _, out, _ = cli("runs", "approvals", "--run", "run-done", "--store", runs_store)
-    assert out == "no pending approvals in run run-done\n"
+    assert out == f"no pending approvals in run run-done ({runs_store})\n"
     status, _, err = cli("runs", "approvals", "--run", "nope", "--store", runs_store)
     assert status == 2 and err.startswith("nbdurable: ") and "nope" in err

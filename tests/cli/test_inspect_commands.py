@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+import nbdurable as nd
+
 from .conftest import AGENTS, fits, state
 
 
@@ -44,8 +46,10 @@ def test_list_filters_by_status_and_prints_json(cli, runs_store: str) -> None:
     assert [r["run_id"] for r in json.loads(out)] == ["run-flaky"]
 
 
-def test_list_of_an_empty_store_says_so(cli, tmp_path) -> None:
-    assert cli("runs", "--store", f"sqlite:///{tmp_path / 'empty.db'}") == (0, "no runs\n", "")
+def test_list_of_an_empty_store_says_which_store(cli, tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    nd.open_store(url).close()  # type: ignore[attr-defined]
+    assert cli("runs", "--store", url) == (0, f"no runs in {url}\n", "")
 
 
 def test_list_fits_a_narrow_terminal(cli, runs_store: str, monkeypatch) -> None:

@@ -18,6 +18,8 @@ async def test_the_pending_approvals_of_every_run_then_every_one_with_all(
     ip: Any, nb: NotebookSession, magic: Any, views: list[Shown]
 ) -> None:
     ip.user_ns["janitor"] = janitor()
+    assert "default store" in magic("durable", "approvals").stderr  # reading creates nothing
+    nb.register(janitor())
     assert magic("durable", "approvals").value.empty
     magic("agent", "janitor --run-id r1", "Clean up.")
     magic("agent", "janitor --run-id r2 --session s2", "Clean up.")

@@ -24,18 +24,21 @@ async def waiting(ip: Any, nb: NotebookSession, magic: Any, run_id: str) -> None
 async def test_store_shows_and_switches_the_store(
     tmp_path: Any, ip: Any, nb: NotebookSession, magic: Any, views: list[Shown]
 ) -> None:
-    assert magic("durable", "store").stdout == "store: sqlite:///.nbdurable/runs.db\n"
+    new = " (new: the first run submitted here creates it)"
+    assert magic("durable", "store").stdout == f"store: sqlite:///.nbdurable/runs.db{new}\n"
     ip.user_ns["greet"] = greeter()
     magic("agent", "greet --run-id first", "Hi")
     assert (tmp_path / ".nbdurable" / "runs.db").exists()
     await nb.run("first").result()
     out = magic("durable", "store sqlite:///other/runs.db")
-    assert out.stdout == "store: sqlite:///other/runs.db\n"
-    assert (tmp_path / "other").is_dir()
-    assert magic("durable", "runs").value.empty
+    assert out.stdout == f"store: sqlite:///other/runs.db{new}\n"
+    read = magic("durable", "runs")  # reading a new URL creates nothing (issue 36)
+    assert read.stderr.startswith("nbdurable: no SQLite store file at ")
+    assert "other/runs.db" in read.stderr and not (tmp_path / "other").exists()
     magic("agent", "greet --run-id second", "Hi")
     assert (await nb.run("second").result()).text == "Hello!"
     assert list(magic("durable", "runs").value.index) == ["second"]
+    assert magic("durable", "store").stdout == "store: sqlite:///other/runs.db\n"
     bad = magic("durable", "store nowhere")
     assert bad.stderr.startswith("nbdurable: store URL 'nowhere' has no scheme")
     assert nb.url == "sqlite:///other/runs.db"
@@ -304,9 +307,10 @@ async def test_through_run_cell_a_mistake_is_no_traceback(
 async def test_graphs_is_the_graphs_dataframe_and_runs_takes_a_graph(
     ip: Any, nb: NotebookSession, magic: Any, views: list[Shown]
 ) -> None:
-    assert magic("durable", "graphs").value.empty
+    assert "default store" in magic("durable", "graphs").stderr  # not created by reading
     nb.register(greeter())
     nb.register(janitor())
+    assert magic("durable", "graphs").value.empty
     nightly = await nb.runtime.submit_graph(
         [
             nd.GraphNode("fetch", "greeter", "Fetch."),

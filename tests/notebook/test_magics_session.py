@@ -77,6 +77,7 @@ def test_session_is_one_per_kernel() -> None:
 async def test_a_jsonl_store_inspects_but_cannot_run(
     ip: Any, nb: NotebookSession, magic: Any, views: list[Shown]
 ) -> None:
+    nd.open_store("jsonl:///runs").close()  # type: ignore[attr-defined]
     magic("durable", "store jsonl:///runs")
     assert magic("durable", "runs").value.empty
     ip.user_ns["greet"] = greeter()

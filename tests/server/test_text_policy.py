@@ -51,10 +51,8 @@ def test_submit_with_lone_surrogate_escapes_runs_with_replacement_characters(
 
 def test_unknown_agent_with_lone_surrogate_is_a_typed_error(server: Server) -> None:
     status, body = _post(server, "/runs", b'{"agent": "x\\udcff", "prompt": "hi"}')
-    assert status == 422
-    assert body == {
-        "error": {"type": "ConfigurationError", "message": "no agent 'x\ufffd' is registered"}
-    }
+    assert status == 422 and body["error"]["type"] == "ConfigurationError"
+    assert body["error"]["message"].startswith("no agent 'x\ufffd' is registered")
 
 
 def test_deny_reason_with_lone_surrogates_reaches_the_model(server: Server) -> None:
