@@ -168,8 +168,7 @@ async def serve(args: argparse.Namespace) -> int:
             if server.started:
                 url = bound_url(server)
                 announce(
-                    f"nbdurable serve: {url} serving {len(agents)} agent(s) "
-                    f"from {args.store}{new}",
+                    f"nbdurable serve: {url} serving {len(agents)} agent(s) from {args.store}{new}",
                     url=url,
                 )
             await task

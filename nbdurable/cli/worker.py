@@ -198,8 +198,7 @@ async def worker(args: argparse.Namespace) -> int:
         notify=notifier,
     )
     announce(
-        f"nbdurable worker {runtime.owner_id} serving {len(agents)} agent(s) from {args.store}"
-        f"{new}"
+        f"nbdurable worker {runtime.owner_id} serving {len(agents)} agent(s) from {args.store}{new}"
     )
     hurried = asyncio.get_running_loop().create_task(_give_up_on(hurry, runtime.store_retry))
     try:

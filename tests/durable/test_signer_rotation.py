@@ -237,11 +237,14 @@ async def test_a_token_of_a_retired_key_is_a_denial(tmp_path: Path) -> None:
             store=store, agents=[_gated(ran)], approval_signer=retired
         ) as rt:
             run = await rt.get_run(run.run_id)
-            await run.approve(request.approval_id, token=request.token)
+            with pytest.raises(nd.ConfigurationError, match="retired"):
+                await run.approve(request.approval_id, token=request.token)
+            assert run.record().decided == {}  # nothing recorded: it can only be denied
+            await run.deny(request.approval_id, reason="k1 was retired")
             await run.result()
     finally:
         store.close()
-    assert ran == []  # the verdict became a denial: the tool never ran
+    assert ran == []  # the tool never ran
 
 
 def test_a_single_secret_in_the_environment_is_taken_as_it_is(

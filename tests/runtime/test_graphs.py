@@ -451,4 +451,4 @@ async def test_runs_list_filters_one_graph(
     lines = capsys.readouterr().out.splitlines()[1:]
     assert [line.split()[0] for line in lines] == ["weekly:fetch"]
     assert main(["runs", "--graph", "monthly", "--store", url]) == 2
-    assert "no graph 'monthly' in the store" in capsys.readouterr().err
+    assert "no graph 'monthly' in sqlite:///" in capsys.readouterr().err

@@ -141,7 +141,8 @@ async def pause_trial(
             # could claim the retried run itself (a fresh, legitimate claim).
             paused.send_signal(signal.SIGTERM)
             paused.wait(timeout=60)
-        await run.retry()
+        # the human retries knowing any late result (explain above shows it): run it again
+        await run.retry(rerun=True)
         retried = worker(url, log, "--exit-when-idle")
         trial.retried_pid = retried.pid
         if wake == "during":
