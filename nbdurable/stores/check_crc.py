@@ -20,30 +20,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from .check import CheckReport
-from .rows import COLUMNS
-from .sqlite_crc import row_crc
+from .sqlite_crc import CHECKSUMMED, row_crc
 
 __all__ = ["check_checksums"]
 
-_COLUMNS: dict[str, tuple[str, ...]] = {
-    "runs": ("run_id", "created_at", "updated_at", "last_seq"),
-    "checkpoints": ("run_id", "seq", "head", *COLUMNS),
-    "event_batches": ("run_id", "position", "first", "events"),
-    "rt_runs": (
-        "run_id",
-        "seq",
-        "session_id",
-        "state",
-        "request_id",
-        "fence",
-        "kind",
-        "graph_id",
-        "record",
-    ),
-    "rt_intents": ("run_id", "tool_call_id", "intent"),
-    "rt_journal": ("run_id", "step_index", "response"),
-    "run_heads": ("run_id", "events", "intents", "journal", "record"),
-}
 _LABELS = {
     "runs": "its run row",
     "checkpoints": "checkpoint (save {})",
@@ -65,7 +45,7 @@ def _name(value: Any) -> str:
 
 
 def _scan(conn: sqlite3.Connection, table: str) -> list[tuple[Any, ...]]:
-    columns = ", ".join((*_COLUMNS[table], "crc"))
+    columns = ", ".join((*CHECKSUMMED[table], "crc"))
     return conn.execute(f"SELECT {columns} FROM {table} NOT INDEXED").fetchall()
 
 
@@ -81,7 +61,7 @@ def check_checksums(conn: sqlite3.Connection, report: CheckReport) -> None:
         report.add(f"cannot read whether rows older than checksums may be there ({exc})")
         legacy = False
     scanned: dict[str, list[tuple[Any, ...]]] = {}
-    for table in _COLUMNS:
+    for table in CHECKSUMMED:
         try:
             scanned[table] = _scan(conn, table)
         except sqlite3.DatabaseError as exc:

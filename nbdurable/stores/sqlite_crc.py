@@ -22,8 +22,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import StoreCorruptionError
+from .rows import COLUMNS
 
 __all__ = [
+    "CHECKSUMMED",
     "latest_row",
     "pick_at_step",
     "row_crc",
@@ -33,6 +35,27 @@ __all__ = [
 ]
 
 _NULL = b"\x00"
+
+CHECKSUMMED: dict[str, tuple[str, ...]] = {
+    "runs": ("run_id", "created_at", "updated_at", "last_seq"),
+    "checkpoints": ("run_id", "seq", "head", *COLUMNS),
+    "event_batches": ("run_id", "position", "first", "events"),
+    "rt_runs": (
+        "run_id",
+        "seq",
+        "session_id",
+        "state",
+        "request_id",
+        "fence",
+        "kind",
+        "graph_id",
+        "record",
+    ),
+    "rt_intents": ("run_id", "tool_call_id", "intent"),
+    "rt_journal": ("run_id", "step_index", "response"),
+    "run_heads": ("run_id", "events", "intents", "journal", "record"),
+}
+"""Each checksummed table's columns in the order :func:`row_crc` takes them (keys first)."""
 
 
 def row_crc(table: str, values: Sequence[object]) -> int:

@@ -11,32 +11,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from nbdurable.stores.rows import COLUMNS
-from nbdurable.stores.sqlite_crc import row_crc
-
-_KEYS: dict[str, tuple[str, ...]] = {
-    "runs": ("run_id", "created_at", "updated_at", "last_seq"),
-    "checkpoints": ("run_id", "seq", "head", *COLUMNS),
-    "event_batches": ("run_id", "position", "first", "events"),
-    "rt_runs": (
-        "run_id",
-        "seq",
-        "session_id",
-        "state",
-        "request_id",
-        "fence",
-        "kind",
-        "graph_id",
-        "record",
-    ),
-    "rt_intents": ("run_id", "tool_call_id", "intent"),
-    "rt_journal": ("run_id", "step_index", "response"),
-    "run_heads": ("run_id", "events", "intents", "journal", "record"),
-}
-
+from nbdurable.stores.sqlite_crc import CHECKSUMMED, row_crc
 
 _PRIMARY = {"checkpoints": 2, "event_batches": 2, "rt_intents": 2, "rt_journal": 2}
-"""How many leading columns of :data:`_KEYS` make each table's key (1 when not listed)."""
+"""How many leading columns of :data:`CHECKSUMMED` make each table's key (1 when not listed)."""
 
 
 def reseal(path: str | Path) -> None:
@@ -44,7 +22,7 @@ def reseal(path: str | Path) -> None:
     conn = sqlite3.connect(path)
     conn.text_factory = bytes
     try:
-        for table, columns in _KEYS.items():
+        for table, columns in CHECKSUMMED.items():
             keys = columns[: _PRIMARY.get(table, 1)]
             where = " AND ".join(f"{key} = ?" for key in keys)
             for values in conn.execute(f"SELECT {', '.join(columns)} FROM {table}").fetchall():
