@@ -2,15 +2,16 @@
 
 A run record is kept whole as JSON (``record``), with the columns the scheduler
 queries beside it. Every change of a run by its owner checks the fencing token
-inside the same ``BEGIN IMMEDIATE`` transaction, so an owner that lost its
-lease cannot write.
+inside the same ``BEGIN IMMEDIATE`` transaction, so an owner that lost its lease
+cannot write.
 """
 
 from __future__ import annotations
 
 import builtins
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from pydantic import ValidationError
@@ -167,6 +168,17 @@ def _verified(
     return _record(row[-2])
 
 
+@contextmanager
+def _one_snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    # one read transaction: a commit between rows and their count reads as damage
+    begun = not conn.in_transaction and conn.execute("BEGIN") is not None
+    try:
+        yield
+    finally:
+        if begun and conn.in_transaction:
+            conn.execute("COMMIT")
+
+
 def _same_count(found: int, counted: int, by: str) -> None:
     if found != counted:
         raise StoreCorruptionError(
@@ -283,7 +295,7 @@ class SqliteRuntimeTables:
 
     def rt_graph(self, graph_id: str) -> builtins.list[RuntimeRun]:
         """The runs of a graph, in submission order."""
-        with self._lock:
+        with self._lock, _one_snapshot(self._conn):
             rows = self._conn.execute(
                 f"SELECT {_RT} FROM rt_runs WHERE graph_id = ? ORDER BY seq", (graph_id,)
             ).fetchall()
@@ -296,7 +308,7 @@ class SqliteRuntimeTables:
 
     def rt_get(self, run_id: str) -> RuntimeRun | None:
         """The record of a run, or None."""
-        with self._lock:
+        with self._lock, _one_snapshot(self._conn):
             found = self._conn.execute(
                 f"SELECT {_RT} FROM rt_runs WHERE run_id = ?", (run_id,)
             ).fetchone()
@@ -309,7 +321,7 @@ class SqliteRuntimeTables:
 
     def rt_list(self, states: Sequence[str] | None = None) -> builtins.list[RuntimeRun]:
         """Records in submission order, optionally filtered by state."""
-        with self._lock:
+        with self._lock, _one_snapshot(self._conn):
             if states is None:
                 rows = self._conn.execute(f"SELECT {_RT} FROM rt_runs ORDER BY seq").fetchall()
             else:
@@ -335,7 +347,7 @@ class SqliteRuntimeTables:
     def rt_session(self, session_id: str, states: Sequence[str]) -> builtins.list[RuntimeRun]:
         """One session's records in ``states``, in submission order (one index range)."""
         marks = ", ".join("?" * len(states))
-        with self._lock:
+        with self._lock, _one_snapshot(self._conn):
             rows = self._conn.execute(
                 f"SELECT {_RT} FROM rt_runs INDEXED BY rt_runs_session "
                 f"WHERE session_id = ? AND state IN ({marks}) ORDER BY seq",
@@ -532,7 +544,7 @@ class SqliteRuntimeTables:
 
     def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
         """A run's tool intents."""
-        with self._lock:
+        with self._lock, _one_snapshot(self._conn):
             rows = self._conn.execute(
                 "SELECT tool_call_id, intent, crc FROM rt_intents WHERE run_id = ?", (run_id,)
             ).fetchall()
@@ -554,7 +566,7 @@ class SqliteRuntimeTables:
 
     def rt_journaled(self, run_id: str, step_index: int) -> str | None:
         """A step's journaled model response."""
-        with self._lock:
+        with self._lock, _one_snapshot(self._conn):
             found = self._conn.execute(
                 "SELECT response, crc FROM rt_journal WHERE run_id = ? AND step_index = ?",
                 (run_id, step_index),
