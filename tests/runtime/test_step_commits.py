@@ -99,13 +99,19 @@ async def test_a_steady_step_commits_three_times_on_sqlite(
     marks: list[int] = []
     connect = sqlite3.connect
 
-    def trace(statement: str) -> None:
-        nonlocal commits
-        if statement.lstrip()[:6].upper() == "COMMIT":
-            commits += 1
-
     def counting_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
         conn = connect(*args, **kwargs)
+        writing = False  # this connection's open transaction is a write (not a read snapshot)
+
+        def trace(statement: str) -> None:
+            nonlocal commits, writing
+            word = statement.lstrip().upper()
+            if word.startswith("BEGIN"):
+                writing = "IMMEDIATE" in word
+            elif word.startswith("COMMIT"):
+                commits += writing
+                writing = False
+
         conn.set_trace_callback(trace)
         return conn
 
