@@ -45,6 +45,7 @@ from ..durable.scheduling import (
 from ..durable.stored import validate_stored
 from ..durable.verdicts import decide
 from .postgres_connect import ping_pool
+from .rows import runtime_row
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -201,20 +202,6 @@ def _record(text: str) -> RuntimeRun:
     return validate_stored(RuntimeRun, text)
 
 
-def _row(run: RuntimeRun) -> tuple[object, ...]:
-    return (
-        run.run_id,
-        run.seq,
-        run.session_id,
-        run.state,
-        run.request_id,
-        run.fence,
-        run.kind,
-        run.graph_id,
-        run.model_dump_json(),
-    )
-
-
 class PostgresRuntimeTables:
     """Mixed into :class:`~nbdurable.stores.postgres.PostgresSessionStore`."""
 
@@ -246,7 +233,7 @@ class PostgresRuntimeTables:
         return result
 
     def _rt_put(self, conn: Connection[tuple[Any, ...]], run: RuntimeRun) -> None:
-        conn.execute(self._rq.put, _row(run))
+        conn.execute(self._rq.put, runtime_row(run))
 
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int

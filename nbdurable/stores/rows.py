@@ -18,10 +18,11 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create
 from .._errors import CheckpointVersionError, StoreCorruptionError
 from ..durable.checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
+from ..durable.runtime_run import RuntimeRun
 from ..messages import Message, ToolApprovalRequest, Usage
 from .sqlite_codec import unpack_json
 
-__all__ = ["COLUMNS", "CheckpointRow", "checkpoint_row", "run_record"]
+__all__ = ["COLUMNS", "CheckpointRow", "checkpoint_row", "run_record", "runtime_row"]
 
 COLUMNS = (
     "version",
@@ -222,3 +223,18 @@ _ExtraFields: type[BaseModel] = create_model(  # type: ignore[call-overload]
 def _decode_extra(text: str) -> dict[str, Any]:
     parsed = _ExtraFields.model_validate_json(text)
     return {name: getattr(parsed, name) for name in parsed.model_fields_set}
+
+
+def runtime_row(run: RuntimeRun) -> tuple[object, ...]:
+    """A run record as a row of ``rt_runs``: the columns the scheduler queries, then the JSON."""
+    return (
+        run.run_id,
+        run.seq,
+        run.session_id,
+        run.state,
+        run.request_id,
+        run.fence,
+        run.kind,
+        run.graph_id,
+        run.model_dump_json(),
+    )

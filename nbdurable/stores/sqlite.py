@@ -69,11 +69,12 @@ _INSERT_NODE = "INSERT OR IGNORE INTO nodes (id, parent, message) VALUES (?, ?, 
 # What a save reads before it writes, in one statement: the run's last
 # checkpoint number, whether the parent node is still there, the last event.
 _SAVE_STATE = (
-    "SELECT (SELECT last_seq FROM runs WHERE run_id = ?1), "
+    "SELECT r.last_seq, "
     "EXISTS (SELECT 1 FROM nodes WHERE id = ?2), "
     f"{LAST_EVENT_SUBQUERY}, "
     "(SELECT fence FROM rt_runs WHERE run_id = ?1), "  # what a runtime owner's save checks
-    "(SELECT created_at FROM runs WHERE run_id = ?1)"  # for the run row's checksum
+    "r.created_at, r.updated_at, r.crc "  # the run row, verified before it is sealed anew
+    "FROM (SELECT 1) LEFT JOIN runs r ON r.run_id = ?1"
 )
 _RUN_ROW = "SELECT created_at, updated_at, last_seq, crc FROM runs WHERE run_id = ?"
 _UPDATE_RUN = "UPDATE runs SET last_seq = ?, updated_at = ?, crc = ? WHERE run_id = ?"
@@ -308,9 +309,11 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
             new_ids, new_rows = extend_chain(parent, messages[known:])
             head = new_ids[-1] if new_ids else parent
             with self._write() as conn:
-                last_seq, has_parent, last_event, owner, created = conn.execute(
+                last_seq, has_parent, last_event, owner, created, updated, run_crc = conn.execute(
                     _SAVE_STATE, (run_id, parent)
                 ).fetchone()
+                if last_seq is not None:  # a damaged row is refused, not given a valid checksum
+                    verify_run(run_id, (created, updated, last_seq, run_crc), self._legacy)
                 if fence is not None:
                     check_fence(run_id, owner, fence)
                 if parent is not None and not has_parent:
@@ -532,13 +535,17 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
-        # One snapshot for the checkpoint row and its chain: a delete committed
-        # in between must not look like a broken chain.
-        self._conn.execute("BEGIN")
+        # One snapshot for rows and what checks them (a checkpoint row and its
+        # chain, records and the count of another index): a commit in between
+        # must not look like damage. Inside a transaction already: that one.
+        begun = not self._conn.in_transaction
+        if begun:
+            self._conn.execute("BEGIN")
         try:
             yield self._conn
         finally:
-            self._conn.execute("COMMIT")
+            if begun and self._conn.in_transaction:
+                self._conn.execute("COMMIT")
 
     def _retry_locked(self, action: Callable[[], T]) -> T:
         deadline = time.monotonic() + self._busy_timeout

@@ -92,18 +92,33 @@ def _batch_value(run_id: str, events: Sequence[NewEvent]) -> str | bytes:
 
 
 def append_events(
-    conn: sqlite3.Connection, run_id: str, events: Sequence[NewEvent], last: int | None = None
+    conn: sqlite3.Connection,
+    run_id: str,
+    events: Sequence[NewEvent],
+    last: int | None = None,
+    *,
+    intents: int = 0,
+    journal: int = 0,
 ) -> Sequence[Event]:
     """Write ``events`` as one batch after offset ``last`` (None: the run's last one).
 
-    Returns the events as numbered.
+    The run's head takes the new last offset, and ``intents`` / ``journal`` rows
+    the same write added (one head update for a commit). Returns the events as
+    numbered.
     """
     value = _batch_value(run_id, events)
+    head = read_head(conn, run_id)
     if last is None:
-        last = int(conn.execute(LAST_EVENT, (run_id,)).fetchone()[0] or 0)
+        last = (
+            head.events
+            if head is not None
+            else int(conn.execute(LAST_EVENT, (run_id,)).fetchone()[0] or 0)
+        )
     row = (run_id, last + len(events), last + 1, value)
     conn.execute(_INSERT, (*row, row_crc("event_batches", row)))
-    update_head(conn, run_id, events=last + len(events))
+    update_head(
+        conn, run_id, events=last + len(events), intents=intents, journal=journal, head=head
+    )
     return numbered(run_id, events, last)
 
 

@@ -99,9 +99,13 @@ def update_head(
     intents: int = 0,
     journal: int = 0,
     record: bool = False,
+    head: Head | None = None,
 ) -> None:
-    """Add to the run's head inside a write (``events``: the new last offset)."""
-    head = read_head(conn, run_id)
+    """Add to the run's head inside a write (``events``: the new last offset).
+
+    ``head``: the run's head as this write already read it (None: read it here).
+    """
+    head = head if head is not None else read_head(conn, run_id)
     if head is None:
         head = Head(*conn.execute(_COUNT, (run_id,)).fetchone())
         head.intents -= intents  # the rows just written are counted already

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import builtins
 import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, get_args
 
 from pydantic import ValidationError
 
@@ -27,7 +26,7 @@ from ..durable.grants import with_grant_change
 from ..durable.late_results import with_late_result
 from ..durable.notices import claim_notices
 from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
-from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
+from ..durable.runtime_run import LateResult, RunKind, RuntimeRun, ToolIntent
 from ..durable.scheduling import (
     Served,
     after_finish,
@@ -41,6 +40,7 @@ from ..durable.stored import validate_stored
 from ..durable.verdicts import decide
 from ..events.commit import check_commit
 from ..events.model import Event, NewEvent
+from .rows import runtime_row
 from .sqlite_crc import row_crc, verify_row
 from .sqlite_events import append_events
 from .sqlite_heads import graph_nodes, read_head, update_graph, update_head
@@ -62,14 +62,20 @@ WHERE r.state IN ({_UNFINISHED})
                WHERE s.session_id = r.session_id AND s.state IN ({_UNFINISHED}))
 ORDER BY r.seq
 """
+# A new row in one statement; a row with the key already there is replaced by a second.
 _INTENT_SQL = (
-    "INSERT OR REPLACE INTO rt_intents (run_id, tool_call_id, intent, crc) VALUES (?, ?, ?, ?)"
+    "INSERT OR IGNORE INTO rt_intents (run_id, tool_call_id, intent, crc) VALUES (?, ?, ?, ?)"
 )
 _JOURNAL_SQL = (
-    "INSERT OR REPLACE INTO rt_journal (run_id, step_index, response, crc) VALUES (?, ?, ?, ?)"
+    "INSERT OR IGNORE INTO rt_journal (run_id, step_index, response, crc) VALUES (?, ?, ?, ?)"
 )
-_HAS_INTENT = "SELECT 1 FROM rt_intents WHERE run_id = ? AND tool_call_id = ?"
-_HAS_JOURNAL = "SELECT 1 FROM rt_journal WHERE run_id = ? AND step_index = ?"
+_REPLACE_INTENT = (
+    "UPDATE rt_intents SET intent = ?3, crc = ?4 WHERE run_id = ?1 AND tool_call_id = ?2"
+)
+_REPLACE_JOURNAL = (
+    "UPDATE rt_journal SET response = ?3, crc = ?4 WHERE run_id = ?1 AND step_index = ?2"
+)
+_KINDS = ", ".join(f"'{kind}'" for kind in get_args(RunKind))  # every kind: the index's whole range
 _JOURNALED = "SELECT step_index, response, crc FROM rt_journal WHERE run_id = ?"
 _PUT = f"INSERT OR REPLACE INTO rt_runs ({_RT}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
@@ -137,17 +143,21 @@ def check_fence(run_id: str, current: int | None, fence: int) -> None:
 def _put_intent(conn: sqlite3.Connection, intent: ToolIntent) -> int:
     """Write an intent; 1 when it is a new one (the run's head counts them), else 0."""
     row = (intent.run_id, intent.tool_call_id, intent.model_dump_json())
-    new = conn.execute(_HAS_INTENT, row[:2]).fetchone() is None
-    conn.execute(_INTENT_SQL, (*row, row_crc("rt_intents", row)))
-    return int(new)
+    return _put_row(conn, _INTENT_SQL, _REPLACE_INTENT, (*row, row_crc("rt_intents", row)))
 
 
 def _put_journal(conn: sqlite3.Connection, run_id: str, step_index: int, response: str) -> int:
     """Journal a response; 1 when the step had none (the run's head counts them), else 0."""
     row = (run_id, step_index, response)
-    new = conn.execute(_HAS_JOURNAL, row[:2]).fetchone() is None
-    conn.execute(_JOURNAL_SQL, (*row, row_crc("rt_journal", row)))
-    return int(new)
+    return _put_row(conn, _JOURNAL_SQL, _REPLACE_JOURNAL, (*row, row_crc("rt_journal", row)))
+
+
+def _put_row(conn: sqlite3.Connection, insert: str, replace: str, values: tuple[Any, ...]) -> int:
+    """Insert the row or replace the one with its key; 1 when it is new, else 0."""
+    if conn.execute(insert, values).rowcount == 1:
+        return 1
+    conn.execute(replace, values)
+    return 0
 
 
 def _verified(
@@ -166,17 +176,6 @@ def _verified(
             run_id=run_id,
         )
     return _record(row[-2])
-
-
-@contextmanager
-def _one_snapshot(conn: sqlite3.Connection) -> Iterator[None]:
-    # one read transaction: a commit between rows and their count reads as damage
-    begun = not conn.in_transaction and conn.execute("BEGIN") is not None
-    try:
-        yield
-    finally:
-        if begun and conn.in_transaction:
-            conn.execute("COMMIT")
 
 
 def _same_count(found: int, counted: int, by: str) -> None:
@@ -210,19 +209,10 @@ class SqliteRuntimeTables:
     _legacy: bool  # the file holds rows older than checksums (see sqlite_crc.verify_row)
     _lock: Any
     _write: Any
+    _read: Any  # one snapshot for rows and the count that checks them
 
     def _put(self, conn: sqlite3.Connection, run: RuntimeRun) -> None:
-        row = (
-            run.run_id,
-            run.seq,
-            run.session_id,
-            run.state,
-            run.request_id,
-            run.fence,
-            run.kind,
-            run.graph_id,
-            run.model_dump_json(),
-        )
+        row = runtime_row(run)
         conn.execute(_PUT, (*row, row_crc("rt_runs", row)))
 
     def rt_insert(
@@ -295,7 +285,7 @@ class SqliteRuntimeTables:
 
     def rt_graph(self, graph_id: str) -> builtins.list[RuntimeRun]:
         """The runs of a graph, in submission order."""
-        with self._lock, _one_snapshot(self._conn):
+        with self._lock, self._read():
             rows = self._conn.execute(
                 f"SELECT {_RT} FROM rt_runs WHERE graph_id = ? ORDER BY seq", (graph_id,)
             ).fetchall()
@@ -308,7 +298,7 @@ class SqliteRuntimeTables:
 
     def rt_get(self, run_id: str) -> RuntimeRun | None:
         """The record of a run, or None."""
-        with self._lock, _one_snapshot(self._conn):
+        with self._lock, self._read():
             found = self._conn.execute(
                 f"SELECT {_RT} FROM rt_runs WHERE run_id = ?", (run_id,)
             ).fetchone()
@@ -321,7 +311,7 @@ class SqliteRuntimeTables:
 
     def rt_list(self, states: Sequence[str] | None = None) -> builtins.list[RuntimeRun]:
         """Records in submission order, optionally filtered by state."""
-        with self._lock, _one_snapshot(self._conn):
+        with self._lock, self._read():
             if states is None:
                 rows = self._conn.execute(f"SELECT {_RT} FROM rt_runs ORDER BY seq").fetchall()
             else:
@@ -335,7 +325,7 @@ class SqliteRuntimeTables:
                 # hides from one is a different count, not a shorter answer.
                 (count,) = self._conn.execute(
                     f"SELECT count(*) FROM rt_runs INDEXED BY rt_runs_kind "
-                    f"WHERE kind IN ('agent', 'task') AND state IN ({marks})",
+                    f"WHERE kind IN ({_KINDS}) AND state IN ({marks})",
                     tuple(states),
                 ).fetchone()
                 _same_count(len(rows), count, "state")
@@ -347,7 +337,7 @@ class SqliteRuntimeTables:
     def rt_session(self, session_id: str, states: Sequence[str]) -> builtins.list[RuntimeRun]:
         """One session's records in ``states``, in submission order (one index range)."""
         marks = ", ".join("?" * len(states))
-        with self._lock, _one_snapshot(self._conn):
+        with self._lock, self._read():
             rows = self._conn.execute(
                 f"SELECT {_RT} FROM rt_runs INDEXED BY rt_runs_session "
                 f"WHERE session_id = ? AND state IN ({marks}) ORDER BY seq",
@@ -434,9 +424,10 @@ class SqliteRuntimeTables:
     def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
         """Add a late result (not fenced: only ``late_results`` changes): ``BEGIN IMMEDIATE``."""
         with self._lock, self._write() as conn:
-            updated = with_late_result(self._locked_get(conn, run_id), late, now=now)
+            current = self._locked_get(conn, run_id)
+            updated = with_late_result(current, late, now=now)
             if updated is None:
-                return self._locked_get(conn, run_id)
+                return current
             self._put(conn, updated)
             return updated
 
@@ -533,18 +524,20 @@ class SqliteRuntimeTables:
             added_intents = {intent.run_id: 0 for intent in intents}
             for intent in intents:
                 added_intents[intent.run_id] += _put_intent(conn, intent)
-            if added_journal or run_id in added_intents:
-                update_head(
-                    conn, run_id, intents=added_intents.pop(run_id, 0), journal=added_journal
-                )
+            own = added_intents.pop(run_id, 0)
             for other, count in added_intents.items():
                 update_head(conn, other, intents=count)
-            added = append_events(conn, run_id, events) if events else []
+            if events:  # the run's head is written once, with its events
+                added = append_events(conn, run_id, events, intents=own, journal=added_journal)
+            else:
+                added = []
+                if own or added_journal:
+                    update_head(conn, run_id, intents=own, journal=added_journal)
         return added, record
 
     def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
         """A run's tool intents."""
-        with self._lock, _one_snapshot(self._conn):
+        with self._lock, self._read():
             rows = self._conn.execute(
                 "SELECT tool_call_id, intent, crc FROM rt_intents WHERE run_id = ?", (run_id,)
             ).fetchall()
@@ -566,7 +559,7 @@ class SqliteRuntimeTables:
 
     def rt_journaled(self, run_id: str, step_index: int) -> str | None:
         """A step's journaled model response."""
-        with self._lock, _one_snapshot(self._conn):
+        with self._lock, self._read():
             found = self._conn.execute(
                 "SELECT response, crc FROM rt_journal WHERE run_id = ? AND step_index = ?",
                 (run_id, step_index),

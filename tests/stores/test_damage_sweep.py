@@ -201,3 +201,27 @@ def test_deleting_runs_keeps_heads_and_graph_counts_true(
         store.close()
     report = check_store(f"sqlite:///{path}")
     assert report.clean, report.lines()
+
+
+def test_a_save_does_not_seal_a_damaged_run_row_anew(
+    built: tuple[Path, harness.Reads], tmp_path: Path
+) -> None:
+    base, _ = built
+    path = _copy(base, tmp_path)
+    conn = sqlite3.connect(path)
+    # a damaged created_at (the checksum no longer matches): a save that re-sealed
+    # the row with it would make the damage read as sound from then on
+    conn.execute("UPDATE runs SET created_at = created_at + 1 WHERE run_id = 'loop-1'")
+    conn.commit()
+    conn.close()
+    store = nd.open_store(f"sqlite:///{path}")
+    try:
+        latest = store.load("loop-0")
+        assert latest is not None
+        with pytest.raises(nd.StoreCorruptionError) as caught:
+            store.save(latest.model_copy(update={"run_id": "loop-1"}))
+        assert caught.value.run_id == "loop-1"
+    finally:
+        store.close()
+    report = check_store(f"sqlite:///{path}")
+    assert "loop-1" in report.affected_runs, report.lines()
