@@ -78,8 +78,15 @@ def _redact_value(value: Any) -> Any:
     return value if masked == shown else masked
 
 
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+"""A log record's own attributes: anything else came through ``extra=``."""
+
+
 def redact_record(record: logging.LogRecord) -> None:
-    """Mask the secrets of ``record`` in place: message, arguments, exception and stack."""
+    """Mask the secrets of ``record`` in place: message, args, extra fields, exception, stack."""
+    for key, value in list(vars(record).items()):
+        if key not in _STANDARD and isinstance(value, str):  # extra={...}: JSON lines show them
+            setattr(record, key, redact(value))
     if record.args:
         if isinstance(record.args, dict):
             record.args = {key: _redact_value(value) for key, value in record.args.items()}

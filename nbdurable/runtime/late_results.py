@@ -167,7 +167,14 @@ def record_late_results(context: RunContext) -> list[LateResult]:
             logger.error("nbdurable: keeping a late result of %s failed: %r", run_id, exc)
             continue
         kept.append(entry)
-        logger.warning("nbdurable: run %s was lost: %s", run_id, late_result_line(entry))
+        # the tool's output stays in the record and the event, out of the log
+        logger.warning(
+            "nbdurable: run %s was lost; tool %r (call %s) kept as a late result (%s)",
+            run_id,
+            entry.tool_name,
+            entry.tool_call_id,
+            entry.outcome,
+        )
     if kept:
         notify(runtime.store, run_id)
     return kept

@@ -109,7 +109,6 @@ def create_app(
     if probe_routes:
         app.include_router(probes_router(runtime_probe(runtime)))
     app.openapi = truthful_openapi(app)  # type: ignore[method-assign]
-    app.add_middleware(BodyLimit, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
     if cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -117,6 +116,9 @@ def create_app(
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
         )
+    # Added last, so outermost: every request's body is bounded in size and time,
+    # a CORS preflight's too (CORS answers one without reading its body).
+    app.add_middleware(BodyLimit, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
     app.state.bridge = bridge
     return app
 

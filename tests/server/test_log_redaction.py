@@ -84,6 +84,22 @@ def test_the_filter_masks_arguments_messages_and_tracebacks_keeping_argument_typ
     assert SECRET not in JsonFormatter().format(failed)
 
 
+def test_the_filter_masks_extra_fields_that_json_lines_show() -> None:
+    from nbdurable.cli.logs import JsonFormatter
+
+    failed = _record("run %s failed", ("run-1",))
+    failed.reason = f"the webhook http://h/approve/r/a?token={SECRET} refused"  # extra={...}
+    failed.run_id = "run-1"
+    line = json.loads(JsonFormatter().format(_redacted(failed)))
+    assert SECRET not in json.dumps(line) and "token=[redacted]" in line["reason"]
+    assert line["run_id"] == "run-1"
+
+
+def _redacted(record: logging.LogRecord) -> logging.LogRecord:
+    RedactSecrets().filter(record)
+    return record
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])

@@ -9,6 +9,7 @@ of a request came), and a normal client is served promptly all the while.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -35,13 +36,19 @@ GIVE_UP_S = max(HEADER_S, BODY_S) + SLACK_S + 3
 
 @pytest.fixture
 def bridge(tmp_path: Path) -> Iterator[str]:
+    with _serving(tmp_path) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _serving(tmp_path: Path, *extra: str) -> Iterator[str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
     env["NBDURABLE_SERVER_TOKEN"] = TOKEN
     command = [
         sys.executable, "-m", "nbdurable.cli", "serve", "--store", f"sqlite:///{tmp_path}/r.db",
         "--agents", "server.agents:agents", "--port", "0",
-        "--header-timeout", str(HEADER_S), "--body-timeout", str(BODY_S),
+        "--header-timeout", str(HEADER_S), "--body-timeout", str(BODY_S), *extra,
     ]  # fmt: skip
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
@@ -76,6 +83,12 @@ async def _slow_client(url: str, kind: str) -> tuple[str, float, bytes]:
         head = (
             b"POST /runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: 10000\r\n\r\n"
+        )
+        dribble = b" " * 10_000
+    elif kind == "preflight":  # CORS answers a preflight without reading its body
+        head = (
+            b"OPTIONS /runs HTTP/1.1\r\nHost: x\r\nOrigin: http://notebook.test\r\n"
+            b"Access-Control-Request-Method: POST\r\nContent-Length: 10000\r\n\r\n"
         )
         dribble = b" " * 10_000
     else:  # silent: connects and sends nothing
@@ -169,3 +182,10 @@ def test_the_deadlines_must_be_positive(tmp_path: Path) -> None:
     for flag in ("--header-timeout", "--body-timeout"):
         argv = ["serve", "--store", store, "--agents", "server.agents:agents", flag, "0"]
         assert main(argv) == 2
+
+
+async def test_a_cors_preflight_body_has_the_same_deadline(tmp_path: Path) -> None:
+    with _serving(tmp_path, "--cors-origin", "http://notebook.test") as url:
+        kind, closed, answer = await _slow_client(url, "preflight")
+    assert closed <= BODY_S + SLACK_S, (kind, closed)
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:300]
