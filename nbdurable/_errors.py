@@ -3,6 +3,7 @@
 ```
 NbdurableError                     root: catch this to catch everything of ours
 ├── ConfigurationError (ValueError) invalid options, tools, scripts or registrations
+│   └── LateResultUndecidedError   a retry that would run again a call that already ran late
 ├── CheckpointNotFoundError        resume of a run id the store does not know
 ├── CheckpointVersionError         a checkpoint or store schema written by a newer version
 ├── StoreCorruptionError           stored bytes that do not decode as a checkpoint
@@ -35,6 +36,7 @@ they become ``is_error`` tool results the model can react to.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
@@ -54,6 +56,7 @@ __all__ = [
     "RunNotFoundError",
     "AuthenticationError",
     "InvalidRequestError",
+    "LateResultUndecidedError",
     "OutputValidationError",
     "ProviderError",
     "ProviderTimeoutError",
@@ -73,6 +76,23 @@ class NbdurableError(Exception):
 
 class ConfigurationError(NbdurableError, ValueError):
     """Invalid options, tool definitions, scripts or registrations."""
+
+
+class LateResultUndecidedError(ConfigurationError):
+    """A retry refused: an interrupted call already ran on an owner that had lost the run.
+
+    Retrying would run the call again; its late result can settle it instead
+    (``run.use_late_result()``), or ``run.retry(rerun=True)`` runs it again anyway.
+
+    Attributes:
+        run_id: The run.
+        late: The late results of the interrupted calls (``LateResult`` records).
+    """
+
+    def __init__(self, run_id: str, late: Sequence[Any], message: str) -> None:
+        self.run_id = run_id
+        self.late = tuple(late)
+        super().__init__(message)
 
 
 class CheckpointNotFoundError(NbdurableError):

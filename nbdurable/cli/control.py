@@ -20,6 +20,7 @@ from .._errors import (
     ApprovalNotPendingError,
     ApproverNotAllowedError,
     ConfigurationError,
+    LateResultUndecidedError,
     RunNotFoundError,
 )
 from ..durable.late_results import late_result_line
@@ -28,7 +29,7 @@ from ..durable.runtime_run import EMBEDDED, TEMPORAL, RuntimeRun
 from ..durable.scheduling import definition_matches, mismatch_reason, of_engine
 from ..durable.store import maybe_await
 from ..messages import ToolApprovalRequest
-from ..runtime.late_results import blind_retry_error, late_results_to_decide, use_late_result
+from ..runtime.late_results import blind_retry_error
 from ..runtime.run import Run, approval_expired
 from .agents import load_all
 from .follow import call_text, follow, last_offset
@@ -310,22 +311,20 @@ async def retry(args: argparse.Namespace) -> int:
             if args.agents:
                 _served(runtime, run.record())
             after = await last_offset(store, run.run_id)
-            late = await late_results_to_decide(run)
             if args.use_late_result:
-                used = await use_late_result(run)
+                used = await run.use_late_result()
                 print(f"{run.run_id}: settled with its late result: {late_result_line(used)}")
-            elif late and not args.rerun:
-                command = f"nbdurable runs retry {run.run_id}"
-                raise blind_retry_error(
-                    run.run_id,
-                    late,
-                    use=f"{command} --use-late-result",
-                    rerun=f"{command} --rerun",
-                )
             else:
+                command = f"nbdurable runs retry {run.run_id}"
+                try:
+                    late = await run.retry(rerun=args.rerun)
+                except LateResultUndecidedError as refused:  # said in this front end's words
+                    use, rerun = f"{command} --use-late-result", f"{command} --rerun"
+                    raise blind_retry_error(
+                        run.run_id, refused.late, use=use, rerun=rerun
+                    ) from None
                 for entry in late:  # --rerun: said all the same
                     print(f"{run.run_id}: running it again: {late_result_line(entry)}")
-                await run.retry(rerun=True)
             record = await _execute(run, after, args.timeout) if args.agents else run.record()
             return await _outcome(run, record)
 

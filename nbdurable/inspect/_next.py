@@ -98,11 +98,11 @@ class NextSteps:
                 f'nbdurable runs deny {run} --reason "..."  (settles it as an error the '
                 "model sees)",
             )
-        use = "await nd.runtime.use_late_result(run)  (settles it with the late result)"
+        use = "await run.use_late_result()  (settles it with the late result)"
         return (
             *self._handle(),
             *((use,) if usable else ()),
-            f"await run.retry()  ({again})",
+            f"await run.retry({'rerun=True' if ran_late else ''})  ({again})",
             "await run.deny(reason=...)  (settles it as an error the model sees)",
         )
 

@@ -19,6 +19,7 @@ from .._errors import (
     ApprovalNotPendingError,
     ConfigurationError,
     DurableConflictError,
+    LateResultUndecidedError,
 )
 from .._sync import run_sync
 from ..durable.late_results import late_result_line
@@ -27,7 +28,7 @@ from ..durable.runtime_run import RuntimeRun
 from ..durable.scheduling import definition_matches, mismatch_reason, of_engine
 from ..messages import ToolApprovalRequest
 from ..runtime.grants import DEFAULT_GRANT_MINUTES
-from ..runtime.late_results import blind_retry_error, late_results_to_decide, use_late_result
+from ..runtime.late_results import blind_retry_error
 from ..runtime.run import Run, approval_expired
 from . import _views
 from ._agents import agents_in, register, run_agent
@@ -297,19 +298,18 @@ def _cancel(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Non
 
 def _retry(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
     run = check_run(nb, args.run)
-    late = run_sync(late_results_to_decide(run))
     if args.use_late_result:
-        used = run_sync(use_late_result(run))
+        used = run_sync(run.use_late_result())
         print(f"{run.run_id}: settled with its late result: {late_result_line(used)}")
-    elif late and not args.rerun:
-        command = f"%durable retry {run.run_id}"
-        raise blind_retry_error(
-            run.run_id, late, use=f"{command} --use-late-result", rerun=f"{command} --rerun"
-        )
     else:
+        command = f"%durable retry {run.run_id}"
+        try:
+            late = run_sync(run.retry(rerun=args.rerun))
+        except LateResultUndecidedError as refused:  # said in the notebook's words
+            use, rerun = f"{command} --use-late-result", f"{command} --rerun"
+            raise blind_retry_error(run.run_id, refused.late, use=use, rerun=rerun) from None
         for entry in late:  # --rerun: said all the same
             print(f"{run.run_id}: running it again: {late_result_line(entry)}")
-        run_sync(run.retry(rerun=True))
     _goes_on(nb, run, ns)
 
 

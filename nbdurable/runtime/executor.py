@@ -536,17 +536,19 @@ class RuntimeDriver(Driver):
                 # Stopped mid-call by the lease keeper: this owner was alive and running it.
                 context.unrecorded.cut_off(intent, context.runtime.now())
             raise
-        if outcome.result is not None and not lost_lease_result(outcome.result):
-            # Until a write makes it durable: a late result if the run turns out lost.
-            context.unrecorded.produced(completed(intent, outcome.result), context.runtime.now())
+        done = None
+        if outcome.result is not None:
+            done = completed(intent, outcome.result)
+            if not lost_lease_result(outcome.result):
+                # Until a write makes it durable: a late result if the run turns out lost.
+                context.unrecorded.produced(done, context.runtime.now())
         if context.lease_lost:
             # The tool (or a sub-agent's) learned from ensure_owner() that another
             # owner has the run: its outcome is void and this execution stops.
             raise FencedOutError(f"run {context.record.run_id!r} is owned by another runtime now")
-        if outcome.result is not None:
+        if done is not None:
             # Fenced: refused in the write's own transaction when another owner
             # took the run over meanwhile, so a stale result is never recorded.
-            done = completed(intent, outcome.result)
             if self.riders is not None and not context.draining:
                 # The step's checkpoint holds the result: the intent rides the next
                 # commit. A crash before that checkpoint leaves the call started, as

@@ -18,12 +18,12 @@ late result instead of running the tool again.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, LeaseLostError
+from .._errors import ConfigurationError, LateResultUndecidedError, LeaseLostError
 from ..durable.checkpoint import AgentCheckpoint
-from ..durable.late_results import late_result_line, late_results_of, undecided_late_results
+from ..durable.late_results import late_result_line, late_results_of
 from ..durable.offload import offload
 from ..durable.runtime_run import LateResult, ToolIntent
 from ..events.log import notify
@@ -38,7 +38,6 @@ __all__ = [
     "Unrecorded",
     "blind_retry_error",
     "completed",
-    "late_results_to_decide",
     "lost_lease_result",
     "record_late_results",
     "use_late_result",
@@ -180,33 +179,28 @@ def record_late_results(context: RunContext) -> list[LateResult]:
     return kept
 
 
-async def late_results_to_decide(run: Run) -> list[LateResult]:
-    """The late results of the interrupted calls ``retry()`` would run again (none: no risk)."""
-    runtime = run.runtime
-    record = await offload(runtime.runtime_store.rt_get, run.run_id)
-    if record is None or record.state != "needs_attention" or not record.late_results:
-        return []
-    intents = await offload(runtime.runtime_store.rt_intents, run.run_id)
-    return undecided_late_results(record, intents)
-
-
 def blind_retry_error(
-    run_id: str, late: list[LateResult], *, use: str, rerun: str
-) -> ConfigurationError:
-    """The refusal of a front end's retry that did not say what to do with a late result.
+    run_id: str, late: Sequence[LateResult], *, use: str, rerun: str
+) -> LateResultUndecidedError:
+    """The refusal of a retry that did not say what to do with a late result.
+
+    ``Run.retry()`` raises it in the API's words; a front end that catches it
+    says it again in its own (``refused.late`` is what to pass here).
 
     Args:
         run_id: The run.
-        late: Its late results to decide (:func:`late_results_to_decide`).
+        late: Its late results to decide.
         use: How to settle the call with the late result, in the front end's words.
         rerun: How to run the call again anyway.
     """
     lines = "; ".join(late_result_line(entry) for entry in late)
     usable = any(entry.outcome == "result" for entry in late)
     choice = f"settle it with that result ({use}), or " if usable else ""
-    return ConfigurationError(
+    return LateResultUndecidedError(
+        run_id,
+        late,
         f"run {run_id!r} was not retried: {lines}. Retrying runs the call again: "
-        f"{choice}run it again anyway ({rerun})"
+        f"{choice}run it again anyway ({rerun})",
     )
 
 
@@ -259,7 +253,7 @@ async def use_late_result(run: Run, tool_call_id: str | None = None) -> LateResu
         )
     chosen = usable[-1]  # the newest, if two lost owners both finished it
     intent = started[chosen.tool_call_id]
-    done = intent.model_copy(update={"state": "completed", "result": chosen.result})
+    done = completed(intent, ToolResultPart.model_validate(chosen.result))
     await offload(runtime.runtime_store.rt_intent, done, fence=record.fence)
     await offload(runtime.set_state, run.run_id, record.fence, state="pending", reason=None)
     runtime.wake()

@@ -17,6 +17,7 @@ from .._errors import (
 from .._sync import run_here, run_sync
 from ..durable.deciders import check_decider
 from ..durable.grants import Grant
+from ..durable.late_results import undecided_late_results
 from ..durable.offload import offload
 from ..durable.run_states import ACTIVE_STATES, HUMAN_STATES, RETRYABLE_STATES, RUN_STATES
 from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
@@ -29,7 +30,7 @@ from ..loop.output import OutputSpec
 from ..messages import ToolApprovalRequest, ToolApprovalResponse, Usage, VerdictSource
 from . import lifecycle
 from .in_flight import landed
-from .late_results import blind_retry_error, late_results_to_decide, use_late_result
+from .late_results import blind_retry_error, completed, use_late_result
 from .record_mirror import read_record
 from .run_result import RunFailedError, RunResult
 from .verdict_sources import VIAS, approval_expired, claimed_source
@@ -406,36 +407,39 @@ class Run:
             return
         await offload(runtime.set_state, self.run_id, state="cancelled", reason="cancelled")
 
-    async def retry(self, *, rerun: bool = False) -> None:
+    async def retry(self, *, rerun: bool = False) -> list[LateResult]:
         """Let a failed or needs_attention run go on.
 
         The model gets a fresh attempt budget, and an interrupted ``manual``
-        tool runs again. A graph node whose dependencies have not all completed
-        goes back to ``queued`` and starts once they have. The new leg's
-        ``run_started`` event says ``retried: true``; it follows the failed
-        run's terminal ``run_error`` in the log.
-
-        An interrupted call with a late result (it ran on an owner that had lost
-        the run) is not run again blind: refused unless ``rerun=True``, or see
-        :meth:`use_late_result`.
+        tool runs again (not blind: one with a late result, run on an owner that
+        had lost the run, only with ``rerun=True``; or :meth:`use_late_result`).
+        A graph node whose dependencies have not all completed goes back to
+        ``queued`` and starts once they have. The new leg's ``run_started``
+        event says ``retried: true``; it follows the failed run's terminal
+        ``run_error`` in the log.
 
         Args:
             rerun: Run an interrupted call again even when it has a late result.
 
+        Returns:
+            The late results of the calls it runs again (``rerun=True``).
+
         Raises:
-            ConfigurationError: The run is not failed or needs_attention, or a
-                late result is left to decide and ``rerun`` is False.
+            ConfigurationError: The run is not failed or needs_attention.
+            LateResultUndecidedError: A late result is left to decide and
+                ``rerun`` is False.
         """
         record = await self._fetch()
         if record.state not in RETRYABLE_STATES:
             raise ConfigurationError(
                 f"only failed or needs_attention runs retry, not {record.state}"
             )
-        late = [] if rerun else await late_results_to_decide(self)
-        if late:
+        interrupted = await offload(self._interrupted)
+        late = undecided_late_results(record, interrupted)
+        if late and not rerun:
             use, again = "await run.use_late_result()", "await run.retry(rerun=True)"
             raise blind_retry_error(self.run_id, late, use=use, rerun=again)
-        started = [i.tool_call_id for i in await offload(self._interrupted)]
+        started = [i.tool_call_id for i in interrupted]
         ready = await offload(self._dependencies_completed, record)
         await offload(
             self.runtime.set_state,
@@ -456,6 +460,7 @@ class Run:
                 await offload(
                     self.runtime.set_state, self.run_id, current.fence, state="pending", error=None
                 )
+        return late
 
     async def use_late_result(self, tool_call_id: str | None = None) -> LateResult:
         """Settle an interrupted call with its late result (:func:`.use_late_result`)."""
@@ -587,11 +592,5 @@ class Run:
                 result=reason,
                 is_error=True,
             )
-            await offload(
-                store.rt_intent,
-                intent.model_copy(
-                    update={"state": "completed", "result": result.model_dump(mode="json")}
-                ),
-                fence=record.fence,
-            )
+            await offload(store.rt_intent, completed(intent, result), fence=record.fence)
         await offload(self.runtime.set_state, self.run_id, state="pending", reason=None)

@@ -6,10 +6,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
 
+from .._errors import LateResultUndecidedError
 from ..durable.offload import offload
 from ..durable.run_states import RETRYABLE_STATES, RunState
 from ..durable.runtime_run import RuntimeRun
-from ..runtime.late_results import blind_retry_error, late_results_to_decide
+from ..runtime.late_results import blind_retry_error
 from ..runtime.run import Run
 from ..tracing import incoming_trace_context
 from .auth import principal_of
@@ -130,19 +131,13 @@ def runs_router(bridge: Bridge) -> APIRouter:
         if use_late_result:
             await run.use_late_result()
             return RunOut.of(await offload(run.record))
-        late = [] if rerun else await late_results_to_decide(run)
-        if late:
-            raise RunStateError(
-                str(
-                    blind_retry_error(
-                        run_id,
-                        late,
-                        use=f"POST /runs/{run_id}/retry?use_late_result=true",
-                        rerun=f"POST /runs/{run_id}/retry?rerun=true",
-                    )
-                )
-            )
-        await run.retry(rerun=True)
+        try:
+            await run.retry(rerun=rerun)
+        except LateResultUndecidedError as refused:  # 409, said in HTTP's words
+            use = f"POST /runs/{run_id}/retry?use_late_result=true"
+            again = f"POST /runs/{run_id}/retry?rerun=true"
+            said = blind_retry_error(run_id, refused.late, use=use, rerun=again)
+            raise RunStateError(str(said)) from None
         return RunOut.of(await offload(run.record))
 
     return router

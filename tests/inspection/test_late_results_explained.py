@@ -36,8 +36,8 @@ def test_the_late_result_comes_first_and_each_reader_may_use_it() -> None:
     _parked(store)
     api = ins.explain(store, "r", now=NOW)
     assert api.details[1].startswith("late: tool 'pay' (call c1) already ran once")
-    assert "await nd.runtime.use_late_result(run)" in api.actions[1]
-    assert "a second time" in api.actions[2] and "run.retry()" in api.actions[2]
+    assert "await run.use_late_result()" in api.actions[1]
+    assert "a second time" in api.actions[2] and "run.retry(rerun=True)" in api.actions[2]
     notebook = ins.explain(store, "r", now=NOW, context="notebook")
     assert notebook.actions[0].startswith("%durable retry r --use-late-result")
     terminal = ins.explain(store, "r", now=NOW, context="terminal")
