@@ -58,6 +58,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_display",
         "_version",
         "_redact",
+        "_extras",
     ),
     ("durable",),
     ("models", "tools", "events", "interop", "mcp"),

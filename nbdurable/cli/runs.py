@@ -333,17 +333,10 @@ def show(args: argparse.Namespace) -> int:
         call = call_text(approval["tool_name"], approval["input"])
         note = "  (answered)" if approval["answered"] else ""
         pairs.append(("approval", f"{approval['approval_id']}  {call}{note}"))
-    print(key_values(pairs, wrap={"waiting"}))
     for late in record.late_results if record is not None else []:
-        # whole, not cut to the terminal: the call may already have run (late)
-        print(
-            textwrap.fill(
-                late_result_line(late),
-                terminal_width(),
-                initial_indent="late result  ",
-                subsequent_indent=" " * 13,
-            )
-        )
+        pairs.append(("late result", late_result_line(late)))
+    # whole, not cut to the terminal: what it waits for, and a call that already ran (late)
+    print(key_values(pairs, wrap={"waiting", "late result"}))
     rows = messages or []
     if rows:
         print()

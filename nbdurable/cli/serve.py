@@ -111,9 +111,9 @@ def add_parser(commands: Any) -> None:
 
 async def serve(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM; in-flight steps are abandoned cleanly on the way out."""
-    from .extras import require
+    from .._extras import require
 
-    require("server", "nbdurable serve", "fastapi", "uvicorn")
+    require("server", "nbdurable serve")
     from ..runtime.runtime import DurableRuntime
     from ..server.principals import read_token_file
     from ..server.serving import bound_url, build_server

@@ -138,9 +138,9 @@ async def worker(args: argparse.Namespace) -> int:
     from ..stores import missing_path, open_store
 
     if getattr(args, "engine", "embedded") == "temporal":
-        from .extras import require
+        from .._extras import require
 
-        require("temporal", "nbdurable worker --engine temporal", "temporalio")
+        require("temporal", "nbdurable worker --engine temporal")
     configure_logging(getattr(args, "log_level", "info"), getattr(args, "log_format", "text"))
     agents = load_all(args.agents)
     notifier = notifier_from_args(args)

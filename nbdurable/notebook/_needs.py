@@ -9,32 +9,13 @@ needs (``nbdurable[demos]``).
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
-import sys
-from pathlib import Path
-
 from .._errors import ConfigurationError
+from .._extras import EXTRA_MODULES, installed, temporal_binary
 
 __all__ = ["DEMOS_INSTALL", "EXTRA_MODULES", "MissingExtraError", "needs", "temporal_binary"]
 
 DEMOS_INSTALL = "pip install 'nbdurable[demos]'"
 """The one install that brings what every demo notebook needs."""
-
-EXTRA_MODULES: dict[str, tuple[str, ...]] = {
-    "notebook": ("ipywidgets", "anywidget", "pandas", "matplotlib"),
-    "inspect": ("pandas", "matplotlib"),
-    "server": ("fastapi", "uvicorn"),
-    "mcp": ("mcp",),
-    "langchain": ("langchain_core",),
-    "pydantic-ai": ("pydantic_ai",),
-    "temporal": ("temporalio",),
-    "temporal-dev": ("temporalio",),
-    "postgres": ("psycopg", "psycopg_pool"),
-    "metrics": ("prometheus_client",),
-    "otel": ("opentelemetry",),
-}
-"""The modules each extra of ``pyproject.toml`` installs (one per distribution)."""
 
 
 class MissingExtraError(ConfigurationError):
@@ -43,19 +24,6 @@ class MissingExtraError(ConfigurationError):
     def _render_traceback_(self) -> list[str]:
         # IPython prints this instead of a traceback: the message is the whole story.
         return [f"nbdurable: {self}"]
-
-
-def temporal_binary() -> str | None:
-    """The ``temporal`` CLI: beside this Python (the ``temporal-dev`` extra), else on PATH."""
-    beside = Path(sys.executable).parent / "temporal"
-    return str(beside) if beside.exists() else shutil.which("temporal")
-
-
-def _installed(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a parent package missing, or a None in sys.modules
-        return False
 
 
 def needs(*extras: str) -> None:
@@ -73,7 +41,7 @@ def needs(*extras: str) -> None:
         raise ConfigurationError(
             f"unknown extra(s) {', '.join(unknown)}: expected some of {', '.join(EXTRA_MODULES)}"
         )
-    missing = [m for extra in extras for m in EXTRA_MODULES[extra] if not _installed(m)]
+    missing = [m for extra in extras for m in EXTRA_MODULES[extra] if not installed(m)]
     if "temporal-dev" in extras and temporal_binary() is None:
         missing.append("the `temporal` binary (its dev server, which the notebook starts)")
     if missing:

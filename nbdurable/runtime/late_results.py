@@ -67,10 +67,6 @@ class Unrecorded:
         self._results: dict[str, tuple[ToolIntent, int]] = {}
         self._cut: dict[str, tuple[ToolIntent, int]] = {}
 
-    def __bool__(self) -> bool:
-        with self._lock:
-            return bool(self._results or self._cut)
-
     def produced(self, intent: ToolIntent, at: int) -> None:
         """A call finished with ``intent``'s result (``completed``) at ``at``."""
         with self._lock:

