@@ -28,9 +28,9 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from .._aio import wait_event
 from .._errors import NbdurableError
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["Connection", "MCPConnectionError"]
 
 _log = logging.getLogger("nbdurable")
+T = TypeVar("T")
 _CLOSE_TIMEOUT = 10.0  # seconds; the SDK stops a stdio server within a few
 _SUBSCRIBE_TIMEOUT = 10.0
 _HTTP_TIMEOUT = 30.0
@@ -130,29 +131,19 @@ class Connection:
 
     async def list_tools(self) -> list[mcp_types.Tool]:
         """The server's tools, listed again after ``tools/list_changed`` or a reconnect."""
-        for resend in (False, True):
-            client, session = await self._open()
+
+        async def listed(client: Client) -> list[mcp_types.Tool]:
             if self._listing is not None and not self._listing_stale:
                 return self._listing
             self._listing_stale = False  # a change announced from here on marks it again
-            attempt = _Attempt()
-            token = _attempt.set(attempt)
             try:
-                with session.request():
-                    tools = await _list_all(client)
-            except BaseException as exc:
+                self._listing = await _list_all(client)
+            except BaseException:
                 self._listing_stale = True
-                if self._reopen(exc, attempt, resend):
-                    continue
-                failure = self._failure(exc, "listing its tools", attempt, session)
-                if failure is exc:
-                    raise
-                raise failure from exc
-            finally:
-                _attempt.reset(token)
-            self._listing = tools
-            return tools
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+                raise
+            return self._listing
+
+        return await self._request("listing its tools", listed)
 
     async def call(
         self,
@@ -171,23 +162,11 @@ class Connection:
                 broke during the call (the next call reconnects).
             mcp.MCPError: The server refused the request (a protocol error).
         """
-        for resend in (False, True):
-            client, session = await self._open()
-            attempt = _Attempt()
-            token = _attempt.set(attempt)
-            try:
-                with session.request():
-                    return await client.call_tool(name, arguments, meta=dict(meta))  # type: ignore[arg-type]
-            except BaseException as exc:
-                if self._reopen(exc, attempt, resend):
-                    continue
-                failure = self._failure(exc, f"calling {name!r}", attempt, session)
-                if failure is exc:
-                    raise
-                raise failure from exc
-            finally:
-                _attempt.reset(token)
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+        async def called(client: Client) -> mcp_types.CallToolResult:
+            return await client.call_tool(name, arguments, meta=dict(meta))  # type: ignore[arg-type]
+
+        return await self._request(f"calling {name!r}", called)
 
     async def client(self) -> Client:
         """The open session; opened now if there is none or the last one broke.
@@ -197,6 +176,30 @@ class Connection:
         """
         client, _session = await self._open()
         return client
+
+    async def _request(self, doing: str, send: Callable[[Client], Awaitable[T]]) -> T:
+        """``send`` on the open session, and once more on a new one when refused unrun.
+
+        Only a refusal because the server no longer knows the session (it
+        restarted) is sent again: the server did not run it. Nothing else is.
+        """
+        for resend in (False, True):
+            client, session = await self._open()
+            attempt = _Attempt()
+            token = _attempt.set(attempt)
+            try:
+                with session.request():
+                    return await send(client)
+            except BaseException as exc:
+                if self._reopen(exc, attempt, resend):
+                    continue
+                failure = self._failure(exc, doing, attempt, session)
+                if failure is exc:
+                    raise
+                raise failure from exc
+            finally:
+                _attempt.reset(token)
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     async def aclose(self) -> None:
         """Leave the session (a stdio server is stopped and reaped); reopened on next use."""
