@@ -3,8 +3,8 @@
 The order, lowest first (architecture issue; it supersedes the layer tree in DESIGN.md)::
 
     _errors, _deps, messages, history, parts
-      → durable (checkpoints, codec, signer, session store, run records, fork core)
-      → models, tools, events
+      → durable (checkpoints, codec, signer, session store, run records)
+      → models, tools, events (event log, fork core)
       → loop
       → stores
       → inspect | runtime      (peers: neither imports the other)
