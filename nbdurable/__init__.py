@@ -6,7 +6,6 @@ HMAC-signed verdicts. ``import nbdurable`` loads no Jupyter or pandas code, and
 no store backend until it is used.
 """
 
-import importlib as _importlib
 import typing as _typing
 
 from . import inspect as inspect  # the module; pandas loads only when a frame is built
@@ -40,6 +39,7 @@ from ._errors import (
     StoreWriteError,
     WaitingForHumanError,
 )
+from ._lazy import lazy_attributes as _lazy_attributes
 from ._sync import run_sync
 from ._version import __version__
 from .durable import (
@@ -113,22 +113,17 @@ if _typing.TYPE_CHECKING:
     from .stores.postgres import PostgresSessionStore
     from .stores.sqlite import SqliteSessionStore
 
-_LAZY = {
-    "AnthropicModel": "nbdurable.models.anthropic",
-    "OpenAIChatModel": "nbdurable.models.openai",
-    "JsonlSessionStore": "nbdurable.stores.jsonl",
-    "PostgresSessionStore": "nbdurable.stores.postgres",
-    "SqliteSessionStore": "nbdurable.stores.sqlite",
-}
-
-
-def __getattr__(name: str) -> _typing.Any:
-    # Store backends and model adapters load on first use, so `import nbdurable` stays light.
-    if name in _LAZY:
-        value = getattr(_importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Store backends and model adapters load on first use, so `import nbdurable` stays light.
+__getattr__ = _lazy_attributes(
+    __name__,
+    {
+        "AnthropicModel": ".models.anthropic",
+        "OpenAIChatModel": ".models.openai",
+        "JsonlSessionStore": ".stores.jsonl",
+        "PostgresSessionStore": ".stores.postgres",
+        "SqliteSessionStore": ".stores.sqlite",
+    },
+)
 
 
 def load_ipython_extension(ipython: _typing.Any) -> None:
@@ -142,7 +137,7 @@ def load_ipython_extension(ipython: _typing.Any) -> None:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(__all__))
 
 
 __all__ = [

@@ -23,10 +23,7 @@ from typing import Any
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import PydanticSerializationError, core_schema, to_json
 
-__all__ = ["REPLACEMENT", "InPython", "valid_data", "valid_text"]
-
-REPLACEMENT = "\ufffd"
-"""What a lone surrogate becomes."""
+__all__ = ["InPython", "valid_data", "valid_text"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

@@ -59,6 +59,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_version",
         "_redact",
         "_extras",
+        "_lazy",
     ),
     ("durable",),
     ("models", "tools", "events", "interop", "mcp"),

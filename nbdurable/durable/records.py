@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from pydantic import BaseModel, ConfigDict
 
 from ..messages import Usage
@@ -60,8 +58,3 @@ class RunRecord(BaseModel):
             finish_reason=latest.finish_reason,
             forked_from=latest.forked_from,
         )
-
-    @classmethod
-    def from_history(cls, history: Sequence[CheckpointInfo]) -> RunRecord:
-        """Build a record from a run's whole (non-empty) history, oldest first."""
-        return cls.from_infos(history[0], history[-1], len(history))

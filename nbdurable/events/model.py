@@ -31,7 +31,6 @@ __all__ = [
     "STEP_FINISH",
     "STEP_START",
     "TERMINAL_EVENTS",
-    "TERMINAL_RUN_STATES",
     "TOOL_APPROVAL_REQUEST",
     "TOOL_CALL",
     "TOOL_LATE_RESULT",
@@ -99,8 +98,6 @@ and in the same append; a model attempt that will be retried writes
 ``model_attempt_failed`` and a ``retry_wait`` state, never ``run_error``. Nothing
 follows until the run is retried or resumed: the new leg's ``run_started`` comes
 after the old terminal event."""
-TERMINAL_RUN_STATES: Final = TERMINAL_STATES
-"""The final run states (:data:`nbdurable.durable.run_states.TERMINAL_STATES`)."""
 
 # Stream part type -> event type, for parts that map one to one.
 PART_EVENTS: Final[dict[str, str]] = {

@@ -16,7 +16,7 @@ from .._errors import RunNotFoundError
 from ..durable.lookup import checkpoint_at
 from ..durable.runtime_run import RuntimeRun
 from ..durable.store import RUNTIME, supports
-from . import _compact, _graph_rows, _rows
+from . import _graph_rows, _rows
 from ._source import StoreLike, opened
 
 __all__ = [
@@ -24,7 +24,6 @@ __all__ = [
     "HISTORY_COLUMNS",
     "MESSAGE_COLUMNS",
     "RUN_COLUMNS",
-    "compact_run_rows",
     "graph_rows",
     "history_rows",
     "iso",
@@ -128,14 +127,6 @@ def run_rows(
         wanted = {status} if isinstance(status, str) else set(status)
         rows = [row for row in rows if row["status"] in wanted]
     return rows, runtime
-
-
-def compact_run_rows(
-    store: StoreLike, status: str | Sequence[str] | None = None, graph: str | None = None
-) -> list[dict[str, Any]]:
-    """The compact view's rows (see :func:`nbdurable.inspect.runs`)."""
-    rows, runtime = run_rows(store, status, graph)
-    return _compact.compact_rows(rows, runtime)
 
 
 def graph_rows(store: StoreLike) -> list[dict[str, Any]]:

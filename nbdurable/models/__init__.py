@@ -5,9 +5,9 @@ The provider and framework adapters load on first use
 that importing this package never imports a provider SDK or another framework.
 """
 
-import importlib as _importlib
 import typing as _typing
 
+from .._lazy import lazy_attributes as _lazy_attributes
 from .base import (
     FinishReason,
     Model,
@@ -29,20 +29,15 @@ if _typing.TYPE_CHECKING:
     from .openai import OpenAIChatModel
     from .pydantic_ai import PydanticAIModel
 
-_LAZY = {
-    "AnthropicModel": "nbdurable.models.anthropic",
-    "LangChainModel": "nbdurable.models.langchain",
-    "OpenAIChatModel": "nbdurable.models.openai",
-    "PydanticAIModel": "nbdurable.models.pydantic_ai",
-}
-
-
-def __getattr__(name: str) -> _typing.Any:
-    if name in _LAZY:
-        value = getattr(_importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = _lazy_attributes(
+    __name__,
+    {
+        "AnthropicModel": ".anthropic",
+        "LangChainModel": ".langchain",
+        "OpenAIChatModel": ".openai",
+        "PydanticAIModel": ".pydantic_ai",
+    },
+)
 
 
 __all__ = [

@@ -9,8 +9,9 @@ helpers are used.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_attributes
 from .errors import (
     ApprovalExpiredError,
     ApprovalNotPendingError,
@@ -39,13 +40,6 @@ __all__ = [
     "serve",
 ]
 
-_LAZY = {"create_app": "app", "build_server": "serving", "serve": "serving"}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    return getattr(import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_attributes(
+    __name__, {"create_app": ".app", "build_server": ".serving", "serve": ".serving"}
+)
