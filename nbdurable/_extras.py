@@ -11,10 +11,11 @@ import importlib.util
 import shutil
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from ._errors import ConfigurationError
 
-__all__ = ["EXTRA_MODULES", "installed", "require", "temporal_binary"]
+__all__ = ["EXTRA_MODULES", "import_for", "installed", "require", "temporal_binary"]
 
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "notebook": ("ipywidgets", "anywidget", "pandas", "matplotlib"),
@@ -40,20 +41,29 @@ def installed(module: str) -> bool:
         return False
 
 
+def import_for(extra: str, what: str, module: str) -> ModuleType:
+    """Import ``module``, which ``nbdurable[extra]`` installs, for ``what``.
+
+    Raises:
+        ConfigurationError: It is not installed; the message gives the
+            ``pip install 'nbdurable[extra]'`` line.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"{what} needs the {extra} extra: pip install 'nbdurable[{extra}]' ({exc})"
+        ) from exc
+
+
 def require(extra: str, command: str) -> None:
     """Import the modules of ``nbdurable[extra]`` before ``command`` does any work.
 
     Raises:
-        ConfigurationError: One of them is not installed; the message gives the
-            ``pip install 'nbdurable[extra]'`` line.
+        ConfigurationError: One of them is not installed (see :func:`import_for`).
     """
     for name in EXTRA_MODULES[extra]:
-        try:
-            importlib.import_module(name)
-        except ImportError as exc:
-            raise ConfigurationError(
-                f"{command} needs the {extra} extra: pip install 'nbdurable[{extra}]' ({exc})"
-            ) from None
+        import_for(extra, command, name)
 
 
 def temporal_binary() -> str | None:

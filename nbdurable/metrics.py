@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, cast
 
+from ._extras import import_for
 from .durable import transient as _transient
 from .durable.run_states import HUMAN_STATES, RUN_STATES, TERMINAL_STATES
 from .durable.store import HistoryStore
@@ -84,14 +85,7 @@ def enable_metrics(
             (``pip install 'nbdurable[metrics]'``).
     """
     global HOOKS
-    try:
-        import prometheus_client  # noqa: F401
-    except ImportError as exc:
-        from ._errors import ConfigurationError
-
-        raise ConfigurationError(
-            "metrics need prometheus-client: pip install 'nbdurable[metrics]'"
-        ) from exc
+    import_for("metrics", "metrics", "prometheus_client")
     HOOKS = MetricsHooks(registry=registry, store=store, store_name=store_name)
     _transient.STORE_ERROR_HOOK = HOOKS.store_error
     return HOOKS

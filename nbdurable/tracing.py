@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from ._extras import import_for
+
 if TYPE_CHECKING:
     from .loop.driver import Driver
     from .loop.effects import CallModel, ToolInvocation, ToolOutcome
@@ -67,14 +69,7 @@ def instrument(tracer_provider: Any = None, *, capture_content: bool = False) ->
         ConfigurationError: OpenTelemetry is not installed (``pip install 'nbdurable[otel]'``).
     """
     global HOOKS
-    try:
-        from opentelemetry import trace
-    except ImportError as exc:
-        from ._errors import ConfigurationError
-
-        raise ConfigurationError(
-            "tracing needs OpenTelemetry: pip install 'nbdurable[otel]'"
-        ) from exc
+    trace: Any = import_for("otel", "tracing", "opentelemetry.trace")
     provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
     tracer = provider.get_tracer(
         "nbdurable", schema_url=f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._errors import ConfigurationError
+from .._extras import import_for
 from ._source import StoreLike
 
 __all__ = ["plot_timeline", "plot_usage"]
@@ -30,12 +31,7 @@ def _history(history: Any, run_id: str | None) -> Any:
 
 
 def _figure(title: str) -> tuple[Any, Any]:
-    try:
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise ConfigurationError(
-            "nbdurable.inspect's plots need matplotlib: pip install 'nbdurable[inspect]'"
-        ) from exc
+    plt: Any = import_for("inspect", "nbdurable.inspect's plots", "matplotlib.pyplot")
     figure, axes = plt.subplots(figsize=(9, 3.6), layout="constrained")
     plt.close(figure)  # returned, not left in pyplot's list (a notebook shows it once)
     axes.set_title(title)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, RunNotFoundError
+from .._extras import import_for
 from ..durable.lookup import runtime_record
 from ..durable.store import supports
 from ..events.log import EVENTS
@@ -44,13 +45,7 @@ _ROLES = ("system", "user", "assistant", "tool")
 
 def frame_module() -> Any:
     """The pandas-backed frame module, or a clear error naming the ``inspect`` extra."""
-    try:
-        from . import _frame
-    except ImportError as exc:  # pandas is an optional dependency
-        raise ConfigurationError(
-            "nbdurable.inspect's DataFrames need pandas: pip install 'nbdurable[inspect]'"
-        ) from exc
-    return _frame
+    return import_for("inspect", "nbdurable.inspect's DataFrames", f"{__package__}._frame")
 
 
 def runs(

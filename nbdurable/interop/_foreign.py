@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +11,7 @@ from pydantic import ValidationError
 from .._errors import ConfigurationError
 from ..tools import Tool, ToolArgumentsError, ToolContext, describe_validation, to_jsonable
 
-__all__ = ["ForeignTool", "Runner", "Validator", "require"]
+__all__ = ["ForeignTool", "Runner", "Validator"]
 
 Validator = Callable[[dict[str, Any]], dict[str, Any]]
 """Checks a call's arguments; returns what the runner gets (raises pydantic's
@@ -57,17 +56,3 @@ class ForeignTool(Tool):
         if self.execute is None:
             raise ConfigurationError(f"tool {self.name!r} is a client tool and cannot run here")
         return to_jsonable(await self.execute(kwargs, context))
-
-
-def require(module: str, extra: str, package: str) -> Any:
-    """Import an optional framework, or say which extra installs it.
-
-    Raises:
-        ConfigurationError: The module is not installed.
-    """
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"this needs {package}: pip install 'nbdurable[{extra}]' ({exc})"
-        ) from exc

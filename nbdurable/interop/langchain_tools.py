@@ -22,8 +22,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._errors import ConfigurationError
+from .._extras import import_for
 from ..tools import NeedsApproval, Tool, ToolContext
-from ._foreign import ForeignTool, require
+from ._foreign import ForeignTool
 
 __all__ = ["LangChainToolError", "from_langchain"]
 
@@ -57,7 +58,7 @@ def from_langchain(
         ConfigurationError: ``langchain-core`` is missing, ``tool`` is not a
             LangChain tool, or it injects an argument nbdurable cannot supply.
     """
-    lc_tools = require("langchain_core.tools", "langchain", "langchain-core")
+    lc_tools: Any = import_for("langchain", "Tool.from_langchain", "langchain_core.tools")
     if not isinstance(tool, lc_tools.BaseTool):
         hint = (
             " (decorate the function with langchain_core.tools.tool, or use nbdurable.tool)"

@@ -20,8 +20,9 @@ import inspect
 from typing import Any
 
 from .._errors import ConfigurationError
+from .._extras import import_for
 from ..tools import NOT_GIVEN, NeedsApproval, Tool, ToolContext
-from ._foreign import ForeignTool, require
+from ._foreign import ForeignTool
 
 __all__ = ["PydanticAIToolError", "from_pydantic_ai"]
 
@@ -60,7 +61,7 @@ def from_pydantic_ai(
             Pydantic AI tool nor a function, or the tool takes a ``RunContext``
             and no ``deps=`` was given.
     """
-    pai = require("pydantic_ai", "pydantic-ai", "pydantic-ai-slim")
+    pai: Any = import_for("pydantic-ai", "Tool.from_pydantic_ai", "pydantic_ai")
     if isinstance(tool, pai.Tool):
         source = tool
     elif inspect.isfunction(tool) or inspect.ismethod(tool):

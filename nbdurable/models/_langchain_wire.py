@@ -7,12 +7,11 @@ so this file imports without the extra.
 from __future__ import annotations
 
 import base64
-import importlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import ConfigurationError
+from .._extras import import_for
 from .._media import sniff_media_type
 from .._openai_chat import INVALID_ARGS_KEY, parse_arguments
 from ..messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart, Usage
@@ -28,7 +27,6 @@ from .base import (
 from .pricing import Price, cost_of
 
 __all__ = [
-    "EXTRA",
     "LangChain",
     "StreamState",
     "load",
@@ -38,8 +36,6 @@ __all__ = [
     "tools_of",
     "usage_of",
 ]
-
-EXTRA = "nbdurable[langchain]"
 
 _OUTPUT_DESCRIPTION = "Give the final answer: call this with the answer as its arguments."
 
@@ -71,16 +67,11 @@ class LangChain:
 
 def load(what: str) -> LangChain:
     """Import langchain_core, or raise :class:`ConfigurationError` naming the extra."""
-    try:
-        return LangChain(
-            messages=importlib.import_module("langchain_core.messages"),
-            chat_models=importlib.import_module("langchain_core.language_models.chat_models"),
-            exceptions=importlib.import_module("langchain_core.exceptions"),
-        )
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"{what} needs langchain-core: pip install '{EXTRA}' ({exc})"
-        ) from exc
+    return LangChain(
+        messages=import_for("langchain", what, "langchain_core.messages"),
+        chat_models=import_for("langchain", what, "langchain_core.language_models.chat_models"),
+        exceptions=import_for("langchain", what, "langchain_core.exceptions"),
+    )
 
 
 # -- requests ---------------------------------------------------------------------------------

@@ -7,12 +7,11 @@ type annotations.
 
 from __future__ import annotations
 
-import importlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._errors import ConfigurationError
+from .._extras import import_for
 from .._media import sniff_media_type
 from .._openai_chat import INVALID_ARGS_KEY, parse_arguments
 from ..messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart, Usage
@@ -27,7 +26,6 @@ from .base import (
 from .pricing import Price, cost_of
 
 __all__ = [
-    "EXTRA",
     "PydanticAI",
     "StreamState",
     "StructuredMode",
@@ -37,8 +35,6 @@ __all__ = [
     "response_of",
     "usage_of",
 ]
-
-EXTRA = "nbdurable[pydantic-ai]"
 
 StructuredMode = Literal["tool", "native", "prompted"]
 
@@ -67,16 +63,8 @@ class PydanticAI:
 
 def load(what: str) -> PydanticAI:
     """Import Pydantic AI, or raise :class:`ConfigurationError` naming the extra."""
-    try:
-        modules = {
-            name: importlib.import_module(f"pydantic_ai.{name}")
-            for name in ("messages", "models", "tools", "output", "exceptions", "direct")
-        }
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"{what} needs Pydantic AI: pip install '{EXTRA}' ({exc})"
-        ) from exc
-    return PydanticAI(**modules)
+    names = ("messages", "models", "tools", "output", "exceptions", "direct")
+    return PydanticAI(**{n: import_for("pydantic-ai", what, f"pydantic_ai.{n}") for n in names})
 
 
 # -- requests ---------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from typing import NoReturn
 
 from .._errors import (
     AuthenticationError,
@@ -20,6 +21,7 @@ __all__ = [
     "error_for_status",
     "is_transport_failure",
     "quota_exhausted",
+    "reraise",
     "status_of",
 ]
 
@@ -106,6 +108,14 @@ def is_transport_failure(exc: BaseException) -> bool:
         if http is not None and isinstance(exc, (http.TimeoutException, http.TransportError)):
             return True
     return any(cls.__name__ in _TRANSPORT_NAMES for cls in type(exc).__mro__)
+
+
+def reraise(exc: Exception, mapped: ProviderError | None, model: str) -> NoReturn:
+    """Raise what ``exc`` means: a closed loop's error, else ``mapped``, else ``exc`` itself."""
+    error = closed_loop_error(exc, model) or mapped
+    if error is None:
+        raise exc
+    raise error from exc
 
 
 def closed_loop_error(exc: BaseException, model: str) -> ConfigurationError | None:

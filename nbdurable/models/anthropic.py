@@ -17,6 +17,7 @@ from typing import Any
 from .._errors import ConfigurationError, ModelError
 from .._errors import ProviderTimeoutError as _Timeout
 from .._errors import ProviderUnavailableError as _Unavailable
+from .._extras import import_for
 from ._anthropic_errors import PROVIDER, map_exception
 from ._anthropic_wire import StructuredMode, build_params, response_from_blocks, usage_of
 from .base import (
@@ -31,16 +32,9 @@ from .pricing import Price, price_for
 
 __all__ = ["AnthropicModel"]
 
-_EXTRA = "nbdurable[anthropic]"
-
 
 def _import_sdk() -> tuple[Any, Any]:
-    try:
-        sdk = importlib.import_module("anthropic")
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"AnthropicModel needs the anthropic SDK: pip install '{_EXTRA}'"
-        ) from exc
+    sdk = import_for("anthropic", "AnthropicModel", "anthropic")
     http: Any = None
     for name in ("httpx2", "httpx"):  # the SDK's HTTP client, for errors while streaming
         try:

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 from .._errors import ConfigurationError, ModelError
 from ._langchain_errors import map_exception
 from ._langchain_wire import StreamState, load, messages_of, response_of, tools_of
-from ._status import closed_loop_error
+from ._status import reraise
 from .base import ModelRequest, ModelResponse, ModelStreamEvent, ResponseEvent
 from .pricing import Price, price_for
 
@@ -126,13 +126,7 @@ class LangChainModel:
         yield ResponseEvent(response=state.response(price=self.price, model_id=self.model_id))
 
     def _raise(self, exc: Exception) -> NoReturn:
-        closed = closed_loop_error(exc, repr(self))
-        if closed is not None:
-            raise closed from exc
-        mapped = map_exception(exc, self._lc.exceptions, self.provider)
-        if mapped is None:
-            raise exc
-        raise mapped from exc
+        reraise(exc, map_exception(exc, self._lc.exceptions, self.provider), repr(self))
 
 
 def _identity(chat_model: Any) -> tuple[str, str]:

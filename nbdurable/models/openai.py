@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._errors import ConfigurationError, ProviderUnavailableError
+from .._extras import import_for
 from ..messages import Part, ToolCallPart
 from ._openai_errors import PROVIDER, map_error
 from ._openai_stream import StreamAccumulator
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = ["OpenAIChatModel"]
 
-_EXTRA = "nbdurable[openai]"
 _RESERVED = frozenset({"model", "messages", "tools", "stream", "stream_options", "response_format"})
 LOCAL_API_KEY = "not-needed"
 """The key sent to a ``base_url`` server when no ``api_key`` is given."""
@@ -191,12 +191,9 @@ def _client(
     timeout: float | None,
     headers: Mapping[str, str] | None,
 ) -> AsyncOpenAI:
-    try:
-        import openai
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"OpenAIChatModel needs the {_EXTRA} extra (pip install '{_EXTRA}'): {exc}"
-        ) from exc
+    import_for("openai", "OpenAIChatModel", "openai")
+    import openai  # typed, where import_for is not
+
     if client is not None:
         if base_url is not None or api_key is not None or headers is not None:
             raise ConfigurationError(

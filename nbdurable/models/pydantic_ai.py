@@ -26,7 +26,7 @@ from ._pydantic_ai_wire import (
     parameters,
     response_of,
 )
-from ._status import closed_loop_error
+from ._status import reraise
 from .base import ModelRequest, ModelResponse, ModelStreamEvent, ResponseEvent
 from .pricing import Price, price_for
 
@@ -174,10 +174,4 @@ class PydanticAIModel:
         )
 
     def _raise(self, exc: Exception) -> NoReturn:
-        closed = closed_loop_error(exc, repr(self))
-        if closed is not None:
-            raise closed from exc
-        mapped = map_exception(exc, self._pai.exceptions, self.provider)
-        if mapped is None:
-            raise exc
-        raise mapped from exc
+        reraise(exc, map_exception(exc, self._pai.exceptions, self.provider), repr(self))
