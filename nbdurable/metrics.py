@@ -22,6 +22,7 @@ is never a label.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 import time
@@ -115,87 +116,72 @@ class MetricsHooks:
         from prometheus_client import CollectorRegistry, Counter, Histogram
 
         self.registry = registry if registry is not None else CollectorRegistry()
-        reg = self.registry
-        self.runs_started = Counter(
+        count = functools.partial(Counter, registry=self.registry)
+        time_it = functools.partial(Histogram, registry=self.registry, buckets=_LATENCY_BUCKETS)
+        self.runs_started = count(
             "nbdurable_runs_started",
             "Run legs this process started (claimed), by agent.",
             ["agent"],
-            registry=reg,
         )
-        self.runs_finished = Counter(
+        self.runs_finished = count(
             "nbdurable_runs_finished",
             "Runs this process brought to a final state, by agent and state.",
             ["agent", "state"],
-            registry=reg,
         )
-        self.runs_failed = Counter(
+        self.runs_failed = count(
             "nbdurable_runs_failed",
             "Runs this process ended as failed, by agent and reason.",
             ["agent", "reason"],
-            registry=reg,
         )
-        self.runs_suspended = Counter(
+        self.runs_suspended = count(
             "nbdurable_runs_suspended",
             "Run legs this process ended waiting (approval, client tool), by agent and state.",
             ["agent", "state"],
-            registry=reg,
         )
-        self.model_retries = Counter(
+        self.model_retries = count(
             "nbdurable_model_retries",
             "Runs this process put in retry_wait after a model error, by agent.",
             ["agent"],
-            registry=reg,
         )
-        self.takeovers = Counter(
+        self.takeovers = count(
             "nbdurable_takeovers",
             "Runs this process took over from another owner, by agent and cause.",
             ["agent", "cause"],
-            registry=reg,
         )
-        self.lease_renewals = Counter(
-            "nbdurable_lease_renewals", "Lease renewals this process made.", registry=reg
-        )
-        self.leases_lost = Counter(
+        self.lease_renewals = count("nbdurable_lease_renewals", "Lease renewals this process made.")
+        self.leases_lost = count(
             "nbdurable_leases_lost",
             "Leases this process found taken by another owner while it ran the run.",
-            registry=reg,
         )
-        self.store_errors = Counter(
+        self.store_errors = count(
             "nbdurable_store_errors",
             "Store calls that failed transiently (and were retried), by operation.",
             ["operation"],
-            registry=reg,
         )
-        self.step_seconds = Histogram(
+        self.step_seconds = time_it(
             "nbdurable_step_seconds",
             "Duration of one agent step (model call and its tool calls), by agent.",
             ["agent"],
-            buckets=_LATENCY_BUCKETS,
-            registry=reg,
         )
-        self.model_seconds = Histogram(
+        self.model_seconds = time_it(
             "nbdurable_model_call_seconds",
             "Duration of model calls, by agent and outcome (ok, error).",
             ["agent", "outcome"],
-            buckets=_LATENCY_BUCKETS,
-            registry=reg,
         )
-        self.tool_seconds = Histogram(
+        self.tool_seconds = time_it(
             "nbdurable_tool_call_seconds",
             "Duration of tool calls, by tool and outcome (ok, error).",
             ["tool", "outcome"],
-            buckets=_LATENCY_BUCKETS,
-            registry=reg,
         )
         self.decision_seconds = Histogram(
             "nbdurable_approval_decision_seconds",
             "Time from a run's suspension for approval to a verdict, by verdict.",
             ["verdict"],
             buckets=_DECISION_BUCKETS,
-            registry=reg,
+            registry=self.registry,
         )
         if store is not None:
-            reg.register(_StoreGauges(store, store_name))
+            self.registry.register(_StoreGauges(store, store_name))
 
     # --- the calls the runtime makes ------------------------------------------------
 
