@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
+from .._media import sniff_media_type
 from ..messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart, Usage
 from .base import FinishReason, ModelRequest, ModelResponse
 from .pricing import Price, cost_of
@@ -27,13 +28,6 @@ _STOP_REASONS: dict[str, FinishReason] = {
     "model_context_window_exceeded": "length",
     "refusal": "content_filter",
 }
-
-_MAGIC = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
 
 _OUTPUT_TOOL_DESCRIPTION = (
     "Give your final answer by calling this tool; its input is the answer, "
@@ -137,18 +131,9 @@ def _result_text(result: Any) -> str:
 def _image_source(part: ImagePart) -> dict[str, Any]:
     if part.data is None:
         return {"type": "url", "url": part.url}
-    media_type = part.media_type or _sniff(part.data)
+    media_type = part.media_type or sniff_media_type(part.data)
     data = base64.b64encode(part.data).decode("ascii")
     return {"type": "base64", "media_type": media_type, "data": data}
-
-
-def _sniff(data: bytes) -> str:
-    for magic, media_type in _MAGIC:
-        if data.startswith(magic):
-            return media_type
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return "image/png"
 
 
 def finish_reason(stop_reason: str | None) -> FinishReason:

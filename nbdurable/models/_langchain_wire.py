@@ -15,6 +15,7 @@ from .._extras import import_for
 from .._media import sniff_media_type
 from .._openai_chat import INVALID_ARGS_KEY, parse_arguments
 from ..messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart, Usage
+from ._openai_stream import StreamedCall
 from ._openai_wire import new_call_id
 from .base import (
     FinishReason,
@@ -301,14 +302,6 @@ def _calls_of(message: Any) -> list[_Call]:
 
 
 @dataclass
-class _Streaming:
-    tool_call_id: str
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
-    pending: list[str] = field(default_factory=list)  # fragments before the name arrived
-
-
-@dataclass
 class StreamState:
     """Folds ``astream`` chunks into deltas, and at the end into one response.
 
@@ -321,7 +314,7 @@ class StreamState:
     total: Any = None
     whole: Any = None
     whole_calls: list[_Call] = field(default_factory=list)
-    calls: dict[Any, _Streaming] = field(default_factory=dict)
+    calls: dict[Any, StreamedCall] = field(default_factory=dict)
 
     def feed(self, chunk: Any) -> list[ModelStreamEvent]:
         """Take one chunk; return its deltas."""
@@ -353,20 +346,9 @@ class StreamState:
         index = position if index is None else index
         call = self.calls.get(index)
         if call is None:
-            call = self.calls[index] = _Streaming(piece.get("id") or new_call_id())
-        if piece.get("name") and not call.name:
-            call.name = piece["name"]
-        fragment = piece.get("args") or ""
-        if not call.name:
-            call.pending.append(fragment)
-            return []
-        fragments, call.pending = [*call.pending, fragment], []
-        events: list[ModelStreamEvent] = []
-        for text in fragments:
-            if text:
-                call.arguments.append(text)
-                events.append(self._event(call.tool_call_id, call.name, text))
-        return events
+            call = self.calls[index] = StreamedCall(piece.get("id") or new_call_id())
+        fragments = call.take(piece.get("name"), piece.get("args") or "")
+        return [self._event(call.tool_call_id, call.name, text) for text in fragments]
 
     def _event(self, call_id: str, name: str, fragment: str) -> ModelStreamEvent:
         if self.output_tool is not None and name == self.output_tool:
@@ -384,8 +366,7 @@ class StreamState:
                 model_id=model_id,
             )
         calls = [
-            _Call(c.tool_call_id, c.name, parse_arguments("".join([*c.arguments, *c.pending])))
-            for c in self.calls.values()
+            _Call(c.tool_call_id, c.name, parse_arguments(c.text)) for c in self.calls.values()
         ]
         return response_of(
             self.total, calls=calls, output_tool=self.output_tool, price=price, model_id=model_id

@@ -9,16 +9,35 @@ from ..messages import Part, TextPart, ToolCallPart
 from ._openai_wire import new_call_id, parse_arguments
 from .base import ModelStreamEvent, TextDeltaEvent, ToolCallDeltaEvent
 
-__all__ = ["StreamAccumulator"]
+__all__ = ["StreamAccumulator", "StreamedCall"]
 
 
 @dataclass
-class _Call:
+class StreamedCall:
+    """A tool call assembled from streamed fragments, announced once its name is known."""
+
     tool_call_id: str
-    from_server: bool
+    from_server: bool = False
     name: str = ""
     arguments: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)  # fragments before the name arrived
+
+    def take(self, name: str | None, fragment: str) -> list[str]:
+        """Add a fragment (and the name, when it first comes); return the fragments to announce."""
+        if name and not self.name:
+            self.name = name
+        if not self.name:
+            self.pending.append(fragment)
+            return []
+        fragments = [piece for piece in (*self.pending, fragment) if piece]
+        self.pending.clear()
+        self.arguments.extend(fragments)
+        return fragments
+
+    @property
+    def text(self) -> str:
+        """The arguments so far, fragments waiting for the name included."""
+        return "".join([*self.arguments, *self.pending])
 
 
 @dataclass
@@ -32,8 +51,8 @@ class StreamAccumulator:
 
     text: list[str] = field(default_factory=list)
     refusal: list[str] = field(default_factory=list)
-    calls: list[_Call] = field(default_factory=list)
-    by_index: dict[int, _Call] = field(default_factory=dict)
+    calls: list[StreamedCall] = field(default_factory=list)
+    by_index: dict[int, StreamedCall] = field(default_factory=dict)
     reason: str | None = None
     usage: Any = None
     model: str | None = None
@@ -65,30 +84,20 @@ class StreamAccumulator:
         call = self.by_index.get(index)
         new_id = getattr(delta, "id", None)
         if call is None or (new_id and call.from_server and new_id != call.tool_call_id):
-            call = _Call(tool_call_id=new_id or new_call_id(), from_server=bool(new_id))
+            call = StreamedCall(new_id or new_call_id(), from_server=bool(new_id))
             self.by_index[index] = call
             self.calls.append(call)
         elif new_id and not call.from_server and not call.arguments:
             call.tool_call_id, call.from_server = new_id, True
         function = getattr(delta, "function", None)
-        if function is not None and function.name and not call.name:
-            call.name = function.name
-        fragment = (function.arguments if function is not None else None) or ""
-        if not call.name:
-            call.pending.append(fragment)
-            return []
-        fragments = [*call.pending, fragment]
-        call.pending.clear()
-        events: list[ModelStreamEvent] = []
-        for piece in fragments:
-            if piece:
-                call.arguments.append(piece)
-                events.append(
-                    ToolCallDeltaEvent(
-                        tool_call_id=call.tool_call_id, tool_name=call.name, args_delta=piece
-                    )
-                )
-        return events
+        name = function.name if function is not None else None
+        fragments = call.take(name, (function.arguments if function is not None else None) or "")
+        return [
+            ToolCallDeltaEvent(
+                tool_call_id=call.tool_call_id, tool_name=call.name, args_delta=piece
+            )
+            for piece in fragments
+        ]
 
     def content(self) -> tuple[tuple[Part, ...], bool]:
         """The complete turn's parts and whether it was a refusal."""
@@ -97,12 +106,11 @@ class StreamAccumulator:
         if text or refusal:
             parts.append(TextPart(text=text or refusal))
         for call in self.calls:
-            arguments = "".join([*call.arguments, *call.pending])
             parts.append(
                 ToolCallPart(
                     tool_call_id=call.tool_call_id,
                     tool_name=call.name,
-                    args=parse_arguments(arguments),
+                    args=parse_arguments(call.text),
                 )
             )
         return tuple(parts), bool(refusal and not text)
