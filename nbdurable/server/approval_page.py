@@ -27,7 +27,7 @@ from ..messages import ToolApprovalRequest
 from ..runtime.run import Run
 from .context import Bridge
 from .errors import status_of
-from .handlers import ErrorBody
+from .handlers import error_responses
 from .links import check_link_token, link_source, open_request, precheck_token
 from .schemas import VerdictIn
 from .verdicts import answer
@@ -163,14 +163,14 @@ def approval_page_router(bridge: Bridge) -> APIRouter:
         response_class=HTMLResponse,
         summary="The approval page of a link",
         responses={
-            200: {"content": {"text/html": {}}, "description": "The page"},
-            403: {
-                "content": {"text/html": {}},
-                "description": "A bad token, or a link that may not decide this call",
-            },
-            404: {"content": {"text/html": {}}, "description": "No such run"},
-            409: {"content": {"text/html": {}}, "description": "No longer pending"},
-            410: {"content": {"text/html": {}}, "description": "An expired link"},
+            status: {"content": {"text/html": {}}, "description": text}
+            for status, text in {
+                200: "The page",
+                403: "A bad token, or a link that may not decide this call",
+                404: "No such run",
+                409: "No longer pending",
+                410: "An expired link",
+            }.items()
         },
     )
     async def page(
@@ -200,15 +200,14 @@ def approval_page_router(bridge: Bridge) -> APIRouter:
         "/approve/{run_id}/{approval_id}",
         response_model=LinkVerdictOut,
         summary="The verdict of an approval link",
-        responses={
-            403: {
-                "model": ErrorBody,
-                "description": "A bad token, or a link not addressed to an allowed approver",
-            },
-            404: {"model": ErrorBody, "description": "No such run"},
-            409: {"model": ErrorBody, "description": "No longer pending (`verdict`: the winner)"},
-            410: {"model": ErrorBody, "description": "An expired link: ask for a new one"},
-        },
+        responses=error_responses(
+            {
+                403: "A bad token, or a link not addressed to an allowed approver",
+                404: "No such run",
+                409: "No longer pending (`verdict`: the winner)",
+                410: "An expired link: ask for a new one",
+            }
+        ),
     )
     async def verdict(run_id: str, approval_id: str, body: VerdictIn) -> LinkVerdictOut:
         """Approve or deny the link's call; the link's token is required for either.

@@ -22,6 +22,7 @@ __all__ = [
     "ErrorBody",
     "ErrorDetail",
     "error_response",
+    "error_responses",
     "install_error_handlers",
 ]
 
@@ -43,6 +44,11 @@ class ErrorBody(BaseModel):
     """The body of every error answer."""
 
     error: ErrorDetail
+
+
+def error_responses(described: Mapping[int, str]) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for error answers: each status, its description, :class:`ErrorBody`."""
+    return {status: {"model": ErrorBody, "description": text} for status, text in described.items()}
 
 
 def error_response(
@@ -112,14 +118,12 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, unexpected)
 
 
-def _described(description: str) -> dict[str, Any]:
-    return {"model": ErrorBody, "description": description}
-
-
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    401: _described("Missing or wrong bearer token"),
-    408: _described("Request body not received within body_timeout (the connection is closed)"),
-    413: _described("Request body over max_body_bytes, or a prompt over max_payload_bytes"),
-    422: _described("The request does not validate"),
-}
+ERROR_RESPONSES = error_responses(
+    {
+        401: "Missing or wrong bearer token",
+        408: "Request body not received within body_timeout (the connection is closed)",
+        413: "Request body over max_body_bytes, or a prompt over max_payload_bytes",
+        422: "The request does not validate",
+    }
+)
 """Error answers every API route may give (documented in the OpenAPI schema)."""

@@ -18,7 +18,7 @@ from ..runtime.run import Run
 from .auth import principal_of
 from .context import Bridge
 from .errors import ApprovalTokenError
-from .handlers import ErrorBody
+from .handlers import error_responses
 from .links import mint_link
 from .schemas import ApprovalOut, InboxApprovalOut, RunOut, VerdictIn, VerdictOut
 from .verdicts import answer
@@ -35,10 +35,7 @@ def approvals_router(bridge: Bridge) -> APIRouter:
         "/approvals",
         response_model=list[InboxApprovalOut],
         summary="Approval requests of every run (the inbox)",
-        responses={
-            404: {"model": ErrorBody, "description": "No such run (`run_id`)"},
-            422: {"model": ErrorBody, "description": "An unknown status"},
-        },
+        responses=error_responses({404: "No such run (`run_id`)", 422: "An unknown status"}),
     )
     async def inbox(
         request: Request,
@@ -84,14 +81,13 @@ def approvals_router(bridge: Bridge) -> APIRouter:
         "/runs/{run_id}/approvals",
         response_model=list[ApprovalOut],
         summary="Pending approvals of a run",
-        responses={
-            403: {
-                "model": ErrorBody,
-                "description": "`to` given, and a link to that name may not be minted by this "
+        responses=error_responses(
+            {
+                403: "`to` given, and a link to that name may not be minted by this "
                 "principal for a call `approvers` reserve (ApproverNotAllowedError)",
-            },
-            404: {"model": ErrorBody, "description": "No such run"},
-        },
+                404: "No such run",
+            }
+        ),
     )
     async def pending(
         run_id: str,
@@ -135,19 +131,15 @@ def approvals_router(bridge: Bridge) -> APIRouter:
         "/runs/{run_id}/approvals/{approval_id}",
         response_model=VerdictOut,
         summary="Approve or deny a pending call",
-        responses={
-            403: {
-                "model": ErrorBody,
-                "description": "Token forged, altered or bound elsewhere, or the "
+        responses=error_responses(
+            {
+                403: "Token forged, altered or bound elsewhere, or the "
                 "principal may not decide the call (ApproverNotAllowedError)",
-            },
-            404: {"model": ErrorBody, "description": "No such run"},
-            409: {
-                "model": ErrorBody,
-                "description": "The approval no longer waits: another verdict won (`verdict`)",
-            },
-            410: {"model": ErrorBody, "description": "Token past the max age: get a fresh one"},
-        },
+                404: "No such run",
+                409: "The approval no longer waits: another verdict won (`verdict`)",
+                410: "Token past the max age: get a fresh one",
+            }
+        ),
     )
     async def verdict(
         run_id: str, approval_id: str, body: VerdictIn, request: Request

@@ -25,7 +25,7 @@ from ..durable.runtime_run import RuntimeRun
 from ..events.model import RUN_STATE, RUN_SUSPENDED, Event
 from ..events.subscribe import read_events, wait_for_run
 from .context import Bridge
-from .handlers import ErrorBody
+from .handlers import error_responses
 
 __all__ = ["SSE_MESSAGE", "STOP_STATES", "events_router", "sse_frame"]
 
@@ -157,7 +157,7 @@ def events_router(bridge: Bridge) -> APIRouter:
                 "the schema describes one message (`: keep-alive` comments aside)",
                 "content": {"text/event-stream": {"schema": SSE_MESSAGE}},
             },
-            404: {"model": ErrorBody, "description": "No such run"},
+            **error_responses({404: "No such run"}),
         },
     )
     async def events(

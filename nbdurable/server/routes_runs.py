@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request
 
@@ -16,17 +16,13 @@ from ..tracing import incoming_trace_context
 from .auth import principal_of
 from .context import Bridge
 from .errors import RunStateError
-from .handlers import ErrorBody
+from .handlers import error_responses
 from .schemas import RunList, RunOut, SubmitIn
 
 __all__ = ["runs_router"]
 
-_NOT_FOUND: dict[int | str, dict[str, Any]] = {
-    404: {"model": ErrorBody, "description": "No such run"}
-}
-_CONFLICT: dict[int | str, dict[str, Any]] = {
-    409: {"model": ErrorBody, "description": "Conflicts with the run's state"}
-}
+_NOT_FOUND = error_responses({404: "No such run"})
+_CONFLICT = error_responses({409: "Conflicts with the run's state"})
 
 
 def runs_router(bridge: Bridge) -> APIRouter:
@@ -42,10 +38,9 @@ def runs_router(bridge: Bridge) -> APIRouter:
         status_code=201,
         response_model=RunOut,
         summary="Submit a run",
-        responses={
-            **_CONFLICT,
-            429: {"model": ErrorBody, "description": "Too many unfinished runs"},
-        },
+        responses=error_responses(
+            {409: "Conflicts with the run's state", 429: "Too many unfinished runs"}
+        ),
     )
     async def submit(
         body: SubmitIn,
