@@ -46,6 +46,7 @@ __all__ = [
     "to_openai",
     "tool_message",
     "user",
+    "without_none",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -57,6 +58,20 @@ JsonData = Annotated[Any, InPython(valid_data)]
 """JSON-like data whose strings (keys too) follow the same policy."""
 JsonObject = Annotated[dict[str, Any], InPython(valid_data)]
 """A JSON object whose strings (keys too) follow the same policy."""
+
+
+def without_none(data: Any, *keys: str) -> Any:
+    """Serialized ``data`` without those of ``keys`` whose value is None.
+
+    A field added later is left out while unset, so what was stored before it
+    existed keeps its bytes (and hashes).
+    """
+    if isinstance(data, dict):
+        for key in keys:
+            if data.get(key) is None:
+                data.pop(key, None)
+    return data
+
 
 _FROZEN = ConfigDict(
     frozen=True,
@@ -172,14 +187,7 @@ class VerdictSource(BaseModel):
 
     @model_serializer(mode="wrap")
     def _without_unminted(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # A source that is not a minted link's serializes as before links
-        # recorded their minter: stored verdicts keep their bytes.
-        data = handler(self)
-        if isinstance(data, dict):
-            for key in ("minted_by", "minted_via"):
-                if data.get(key) is None:
-                    data.pop(key, None)
-        return data
+        return without_none(handler(self), "minted_by", "minted_via")
 
 
 class ToolApprovalResponse(BaseModel):
@@ -203,12 +211,7 @@ class ToolApprovalResponse(BaseModel):
 
     @model_serializer(mode="wrap")
     def _without_unrecorded_source(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # A verdict without a source serializes as before sources existed: the
-        # bytes (and hashes) of stored checkpoints stay what they were.
-        data = handler(self)
-        if isinstance(data, dict) and data.get("source") is None:
-            data.pop("source", None)
-        return data
+        return without_none(handler(self), "source")
 
 
 class ApprovalRequestPart(BaseModel):

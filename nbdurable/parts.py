@@ -9,7 +9,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-from .messages import Text, ToolApprovalRequest, ToolCallPart, ToolResultPart, Usage, VerdictSource
+from .messages import (
+    Text,
+    ToolApprovalRequest,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+    VerdictSource,
+    without_none,
+)
 
 __all__ = [
     "ApprovalRequestStreamPart",
@@ -77,10 +85,7 @@ class ApprovalResolvedStreamPart(BaseModel):
 
     @model_serializer(mode="wrap")
     def _without_unrecorded_source(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict) and data.get("source") is None:
-            data.pop("source", None)  # events written before sources existed look the same
-        return data
+        return without_none(handler(self), "source")
 
 
 class ToolResultStreamPart(BaseModel):
