@@ -23,6 +23,7 @@ from .effects import (
 from .generate import generate_text, resume_from_checkpoint
 from .machine import AgentMachine
 from .options import (
+    AgentOptions,
     GenerateTextResult,
     PrepareStepResult,
     StepContext,
@@ -49,6 +50,7 @@ from .subagent import AgentTool, agent_tool
 
 __all__ = [
     "AgentMachine",
+    "AgentOptions",
     "AgentTool",
     "ApprovalRequestStreamPart",
     "ApprovalResolvedStreamPart",
