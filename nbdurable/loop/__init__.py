@@ -5,6 +5,18 @@ them. Every engine drives the same machine through a ``Driver`` subclass that
 overrides its per-effect hooks (see :class:`Driver` and docs/core.md).
 """
 
+from ..parts import (
+    ApprovalRequestStreamPart,
+    ApprovalResolvedStreamPart,
+    ErrorPart,
+    FinishPart,
+    StepFinishPart,
+    StepStartPart,
+    StreamPart,
+    TextDeltaPart,
+    ToolCallStreamPart,
+    ToolResultStreamPart,
+)
 from .blocking import generate_text_sync
 from .driver import Driver
 from .effects import (
@@ -31,18 +43,6 @@ from .options import (
     cost_exceeds,
     step_count_is,
     total_tokens_exceed,
-)
-from .parts import (
-    ApprovalRequestStreamPart,
-    ApprovalResolvedStreamPart,
-    ErrorPart,
-    FinishPart,
-    StepFinishPart,
-    StepStartPart,
-    StreamPart,
-    TextDeltaPart,
-    ToolCallStreamPart,
-    ToolResultStreamPart,
 )
 from .start import LegStart, leg_start_from_checkpoint
 from .stream import StreamChatResult, resume_stream_from_checkpoint, stream_chat

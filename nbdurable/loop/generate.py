@@ -12,9 +12,9 @@ from typing import Unpack
 from ..durable.store import DurableSession, SessionStore
 from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry
 from ..messages import Message
+from ..parts import StreamPart
 from .driver import Driver, EmitFn
 from .options import AgentOptions, GenerateTextResult, build_options, takes_options
-from .parts import StreamPart
 from .start import call_start, coerce_messages, resume_start, session_retry, session_run_id
 
 __all__ = ["Runner", "generate_text", "new_call", "resume_from_checkpoint", "resumed"]

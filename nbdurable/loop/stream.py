@@ -14,9 +14,9 @@ from typing import Any, Generic, TypeVar, Unpack, overload
 from ..durable.store import DurableSession, SessionStore
 from ..history import History
 from ..messages import Message, ToolApprovalRequest, Usage
+from ..parts import ErrorPart, StreamPart, TextDeltaPart
 from .generate import Runner, new_call, resumed
 from .options import AgentOptions, GenerateTextResult, StepResult, takes_options
-from .parts import ErrorPart, StreamPart, TextDeltaPart
 
 __all__ = ["StreamChatResult", "resume_stream_from_checkpoint", "stream_chat"]
 
