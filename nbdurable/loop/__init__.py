@@ -5,6 +5,18 @@ them. Every engine drives the same machine through a ``Driver`` subclass that
 overrides its per-effect hooks (see :class:`Driver` and docs/core.md).
 """
 
+from ..parts import (
+    ApprovalRequestStreamPart,
+    ApprovalResolvedStreamPart,
+    ErrorPart,
+    FinishPart,
+    StepFinishPart,
+    StepStartPart,
+    StreamPart,
+    TextDeltaPart,
+    ToolCallStreamPart,
+    ToolResultStreamPart,
+)
 from .blocking import generate_text_sync
 from .driver import Driver
 from .effects import (
@@ -23,6 +35,7 @@ from .effects import (
 from .generate import generate_text, resume_from_checkpoint
 from .machine import AgentMachine
 from .options import (
+    AgentOptions,
     GenerateTextResult,
     PrepareStepResult,
     StepContext,
@@ -31,24 +44,13 @@ from .options import (
     step_count_is,
     total_tokens_exceed,
 )
-from .parts import (
-    ApprovalRequestStreamPart,
-    ApprovalResolvedStreamPart,
-    ErrorPart,
-    FinishPart,
-    StepFinishPart,
-    StepStartPart,
-    StreamPart,
-    TextDeltaPart,
-    ToolCallStreamPart,
-    ToolResultStreamPart,
-)
 from .start import LegStart, leg_start_from_checkpoint
 from .stream import StreamChatResult, resume_stream_from_checkpoint, stream_chat
 from .subagent import AgentTool, agent_tool
 
 __all__ = [
     "AgentMachine",
+    "AgentOptions",
     "AgentTool",
     "ApprovalRequestStreamPart",
     "ApprovalResolvedStreamPart",

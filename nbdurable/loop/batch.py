@@ -15,6 +15,7 @@ from ..messages import (
     Usage,
     VerdictSource,
 )
+from ..parts import ApprovalResolvedStreamPart
 from ..tools import Tool, ToolArgumentsError
 from .approvals import DEFAULT_DENIAL_REASON, Approvals
 from .effects import (
@@ -28,7 +29,6 @@ from .effects import (
 )
 from .history import recorded_requests
 from .options import LoopOptions
-from .parts import ApprovalResolvedStreamPart
 
 __all__ = ["CLIENT_TOOL_PLACEHOLDER", "Batch", "BatchRunner"]
 

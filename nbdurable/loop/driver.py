@@ -19,6 +19,7 @@ from ..events.model import CHECKPOINT_SAVED, MODEL_COMPLETED
 from ..events.writer import DEFAULT_FLUSH_INTERVAL, MAX_BUFFERED, EventWriter
 from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, ToolResultPart
 from ..models.base import ModelResponse, ResponseEvent, TextDeltaEvent
+from ..parts import StreamPart, TextDeltaPart
 from ..tools import ToolContext
 from .effects import (
     AskApprover,
@@ -35,7 +36,6 @@ from .effects import (
 )
 from .machine import AgentMachine
 from .options import MAX_AGENT_DEPTH, GenerateTextResult, LoopOptions
-from .parts import StreamPart, TextDeltaPart
 from .start import LegStart
 from .stats import StepTimer
 from .subagent import (

@@ -15,9 +15,9 @@ from typing import Any, Union
 from ..durable.checkpoint import AgentCheckpoint
 from ..messages import Message, ToolApprovalRequest, ToolCallPart, ToolResultPart, Usage
 from ..models.base import Model, ModelRequest
+from ..parts import StreamPart
 from ..tools import Tool
 from .options import StepContext
-from .parts import StreamPart
 
 __all__ = [
     "AskApprover",

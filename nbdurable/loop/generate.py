@@ -1,165 +1,124 @@
-"""``generate_text`` and ``resume_from_checkpoint``: one leg of the loop, awaited to its end."""
+"""``generate_text`` and ``resume_from_checkpoint``: one leg of the loop, awaited to its end.
+
+Here too the one path both loop calls and both resumes take, buffered or
+streaming (:func:`new_call`, :func:`resumed`): ``stream_chat`` runs the same leg.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Unpack
 
-from .._deps import Deps
-from ..durable.signer import ApprovalSigner
 from ..durable.store import DurableSession, SessionStore
 from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry
-from ..messages import Message, ToolApprovalResponse
-from ..models.base import Model
-from ..tools import Tool
+from ..messages import Message
+from ..parts import StreamPart
 from .driver import Driver, EmitFn
-from .options import (
-    DEFAULT_MAX_STEPS,
-    ApproveToolCall,
-    GenerateTextResult,
-    LoopOptions,
-    PrepareStep,
-    StopCondition,
-    build_options,
-)
-from .parts import StreamPart
+from .options import AgentOptions, GenerateTextResult, build_options, takes_options
 from .start import call_start, coerce_messages, resume_start, session_retry, session_run_id
 
-__all__ = ["generate_text", "resume_from_checkpoint", "run_resumed"]
+__all__ = ["Runner", "generate_text", "new_call", "resume_from_checkpoint", "resumed"]
+
+Runner = Callable[[EmitFn], Awaitable[GenerateTextResult]]
+"""A leg ready to run: give it where its stream parts go, await its result."""
 
 
 def _ignore(_: StreamPart) -> None:
     return None
 
 
-async def run_resumed(
-    store: SessionStore,
-    run_id: str,
-    options: Callable[[tuple[str, ...]], LoopOptions],
+def new_call(
+    messages: str | Message | Sequence[Message | str],
+    session: DurableSession | None,
+    options: AgentOptions,
     *,
-    emit: EmitFn = _ignore,
-    streaming: bool = False,
-) -> GenerateTextResult:
-    """A resume leg of ``run_id``: both resume functions, buffered and streaming.
+    streaming: bool,
+) -> tuple[str | None, Runner]:
+    """A loop call, validated now: its run id (None unless durable) and its leg.
 
     Args:
-        store: The run's store.
-        run_id: The run to continue.
-        options: The caller's options for the agent path the checkpoint was saved
-            under (built after the checkpoint is found).
-        emit: Receives every stream part.
+        messages: The call's messages.
+        session: Its durable session, if any.
+        options: Its agent spec.
         streaming: Call models with ``stream()`` when they have it.
 
     Raises:
-        CheckpointNotFoundError: The store has no checkpoint for ``run_id``.
+        ConfigurationError: Invalid options or messages.
     """
-    start, agent_path = await resume_start(store, run_id)
-    loop_options = options(agent_path)
-    retry = StoreRetry.for_store(store, DEFAULT_STORE_RETRY_MS, loop_options.deps.logger)
-    driver = Driver(
-        loop_options,
-        start,
-        store=store,
-        emit=emit,
-        streaming=streaming,
-        reuse_responses=True,
-        store_retry=retry,
-    )
-    return await driver.run()
+    loop_options = build_options(**options)
+    history = coerce_messages(messages)
+    run_id = session_run_id(session, loop_options)
+
+    async def leg(emit: EmitFn) -> GenerateTextResult:
+        retry = session_retry(session, loop_options)
+        start = await call_start(history, session, run_id, loop_options, retry)
+        store = session.store if (session is not None and run_id is not None) else None
+        driver = Driver(
+            loop_options, start, store=store, emit=emit, streaming=streaming, store_retry=retry
+        )
+        return await driver.run()
+
+    return run_id, leg
 
 
+def resumed(store: SessionStore, run_id: str, options: AgentOptions, *, streaming: bool) -> Runner:
+    """A resume leg of ``run_id``: its options are built once its checkpoint is found.
+
+    The checkpoint says which agent path (a sub-agent's) the options are for.
+    The leg raises :class:`~nbdurable.CheckpointNotFoundError` when the store
+    has no checkpoint for ``run_id``.
+    """
+
+    async def leg(emit: EmitFn) -> GenerateTextResult:
+        start, agent_path = await resume_start(store, run_id)
+        loop_options = build_options(agent_path=agent_path, **options)
+        retry = StoreRetry.for_store(store, DEFAULT_STORE_RETRY_MS, loop_options.deps.logger)
+        driver = Driver(
+            loop_options,
+            start,
+            store=store,
+            emit=emit,
+            streaming=streaming,
+            reuse_responses=True,
+            store_retry=retry,
+        )
+        return await driver.run()
+
+    return leg
+
+
+@takes_options
 async def generate_text(
     *,
-    model: Model,
     messages: str | Message | Sequence[Message | str],
-    tools: Iterable[Tool] | Mapping[str, Tool] | None = None,
-    instructions: str | None = None,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    stop_when: StopCondition | Sequence[StopCondition] | None = None,
-    prepare_step: PrepareStep | None = None,
-    max_tool_concurrency: int | None = None,
-    approve_tool_call: ApproveToolCall | None = None,
-    approval_responses: Sequence[ToolApprovalResponse] | None = None,
-    approval_signer: ApprovalSigner | None = None,
-    approval_max_age_ms: int | None = None,
-    output_type: type[Any] | None = None,
     session: DurableSession | None = None,
-    deps: Deps | None = None,
+    **options: Unpack[AgentOptions],
 ) -> GenerateTextResult:
     """Run the agent loop to completion or suspension.
 
     Args:
-        model: The model (see :class:`~nbdurable.models.Model`).
         messages: The conversation so far; a string is one user message.
-        tools: Tools the model may call (a list or a name -> tool mapping).
-        instructions: System instructions sent with every model call.
-        max_steps: Runaway guard: the run ends (``finish_reason="max_steps"``)
-            once it has this many steps, counted across legs.
-        stop_when: Stop conditions checked after each tool step, e.g.
-            ``total_tokens_exceed(10_000)``; they see the whole run's usage.
-        prepare_step: Called before each step; may return a
-            :class:`PrepareStepResult` overriding model, tools, messages or
-            instructions for that step.
-        max_tool_concurrency: How many calls of one batch run at once (None: all).
-        approve_tool_call: Server-mode approver for gated calls; without it
-            gated calls suspend the run (client mode).
-        approval_responses: Verdicts for calls awaiting approval in ``messages``.
-        approval_signer: Signs approval requests and verifies returned tokens.
-        approval_max_age_ms: Tokens this old or older are refused.
-        output_type: Structured output: the final answer must be JSON of this type
-            (a pydantic model, dataclass or TypedDict); the result's ``output``
-            holds it validated. A failed validation is an ``OutputValidationError``.
         session: ``DurableSession(store, run_id)`` to checkpoint every step
             (only calls with tools checkpoint).
-        deps: Clock, id generator and logger.
+        **options: The agent spec: ``model`` and any other key of
+            :class:`~nbdurable.loop.AgentOptions` (``tools``, ``instructions``,
+            ``max_steps``, ``stop_when``, ``output_type``, ...), each documented there.
 
     Returns:
         The leg's :class:`GenerateTextResult`.
 
     Raises:
         ConfigurationError: Invalid options.
+        TypeError: An unknown keyword, or no ``model``.
         Exception: Whatever the model raised (tool errors never raise).
     """
-    options = build_options(
-        model=model,
-        tools=tools,
-        instructions=instructions,
-        max_steps=max_steps,
-        stop_when=stop_when,
-        prepare_step=prepare_step,
-        max_tool_concurrency=max_tool_concurrency,
-        approve_tool_call=approve_tool_call,
-        approval_responses=approval_responses,
-        approval_signer=approval_signer,
-        approval_max_age_ms=approval_max_age_ms,
-        deps=deps,
-        output_type=output_type,
-    )
-    history = coerce_messages(messages)
-    run_id = session_run_id(session, options)
-    retry = session_retry(session, options)
-    start = await call_start(history, session, run_id, options, retry)
-    store = session.store if (session is not None and run_id is not None) else None
-    return await Driver(options, start, store=store, store_retry=retry).run()
+    _, leg = new_call(messages, session, options, streaming=False)
+    return await leg(_ignore)
 
 
+@takes_options
 async def resume_from_checkpoint(
-    store: SessionStore,
-    run_id: str,
-    *,
-    model: Model,
-    tools: Iterable[Tool] | Mapping[str, Tool] | None = None,
-    instructions: str | None = None,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    stop_when: StopCondition | Sequence[StopCondition] | None = None,
-    prepare_step: PrepareStep | None = None,
-    max_tool_concurrency: int | None = None,
-    approve_tool_call: ApproveToolCall | None = None,
-    approval_responses: Sequence[ToolApprovalResponse] | None = None,
-    approval_signer: ApprovalSigner | None = None,
-    approval_max_age_ms: int | None = None,
-    output_type: type[Any] | None = None,
-    deps: Deps | None = None,
+    store: SessionStore, run_id: str, **options: Unpack[AgentOptions]
 ) -> GenerateTextResult:
     """Continue a durable run from its latest checkpoint.
 
@@ -173,23 +132,4 @@ async def resume_from_checkpoint(
     Raises:
         CheckpointNotFoundError: The store has no checkpoint for ``run_id``.
     """
-
-    def options(agent_path: tuple[str, ...]) -> LoopOptions:
-        return build_options(
-            model=model,
-            tools=tools,
-            instructions=instructions,
-            max_steps=max_steps,
-            stop_when=stop_when,
-            prepare_step=prepare_step,
-            max_tool_concurrency=max_tool_concurrency,
-            approve_tool_call=approve_tool_call,
-            approval_responses=approval_responses,
-            approval_signer=approval_signer,
-            approval_max_age_ms=approval_max_age_ms,
-            deps=deps,
-            output_type=output_type,
-            agent_path=agent_path,
-        )
-
-    return await run_resumed(store, run_id, options)
+    return await resumed(store, run_id, options, streaming=False)(_ignore)

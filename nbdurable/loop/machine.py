@@ -29,20 +29,24 @@ from ..messages import (
     Usage,
 )
 from ..models.base import Model, ModelRequest, ModelResponse
+from ..parts import (
+    ApprovalRequestStreamPart,
+    ApprovalResolvedStreamPart,
+    FinishPart,
+    StepFinishPart,
+    StepStartPart,
+    ToolCallStreamPart,
+    ToolResultStreamPart,
+)
 from ..tools import Tool
-from .approvals import NO_VERDICT_REASON, Approvals
-from .batch import CLIENT_TOOL_PLACEHOLDER, Batch, BatchRunner
+from .approvals import Approvals
+from .batch import Batch, BatchRunner
 from .effects import (
-    AskApprover,
     CallModel,
     Effect,
     Emit,
-    EvaluateGates,
-    ExecuteTools,
     PrepareStepCall,
     SaveCheckpoint,
-    ToolInvocation,
-    ToolOutcome,
 )
 from .history import (
     final_text,
@@ -58,36 +62,10 @@ from .options import (
     StepContext,
     StepResult,
 )
-from .parts import (
-    ApprovalRequestStreamPart,
-    ApprovalResolvedStreamPart,
-    FinishPart,
-    StepFinishPart,
-    StepStartPart,
-    ToolCallStreamPart,
-    ToolResultStreamPart,
-)
 from .start import LegStart, leg_start_from_checkpoint
 
-# The effects and the leg start are defined beside the machine; importing them
-# from here keeps working.
-__all__ = [
-    "CLIENT_TOOL_PLACEHOLDER",
-    "NO_VERDICT_REASON",
-    "AgentMachine",
-    "AskApprover",
-    "CallModel",
-    "Effect",
-    "Emit",
-    "EvaluateGates",
-    "ExecuteTools",
-    "LegStart",
-    "PrepareStepCall",
-    "SaveCheckpoint",
-    "ToolInvocation",
-    "ToolOutcome",
-    "leg_start_from_checkpoint",
-]
+# The leg start is defined beside the machine; importing it from here keeps working.
+__all__ = ["AgentMachine", "LegStart", "leg_start_from_checkpoint"]
 
 Status = Literal["completed", "suspended"]
 

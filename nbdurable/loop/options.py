@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, TypeVar, Unpack, cast
 
 from .._deps import Deps
 from .._errors import ConfigurationError
@@ -26,6 +28,7 @@ from .output import OutputSpec
 __all__ = [
     "DEFAULT_MAX_STEPS",
     "MAX_AGENT_DEPTH",
+    "AgentOptions",
     "ApproveToolCall",
     "GenerateTextResult",
     "LoopOptions",
@@ -37,6 +40,7 @@ __all__ = [
     "build_options",
     "cost_exceeds",
     "step_count_is",
+    "takes_options",
     "text_head",
     "total_tokens_exceed",
     "usage_line",
@@ -255,53 +259,141 @@ def usage_line(usage: Usage) -> str:
     return repr(line)
 
 
-def build_options(
-    *,
-    model: Model,
-    tools: Iterable[Tool] | Mapping[str, Tool] | None,
-    instructions: str | None,
-    max_steps: int,
-    stop_when: StopCondition | Sequence[StopCondition] | None,
-    prepare_step: PrepareStep | None,
-    max_tool_concurrency: int | None,
-    approve_tool_call: ApproveToolCall | None,
-    approval_responses: Sequence[ToolApprovalResponse] | None,
-    approval_signer: ApprovalSigner | None,
-    approval_max_age_ms: int | None,
-    deps: Deps | None,
-    agent_path: tuple[str, ...] = (),
-    output_type: type[Any] | None = None,
-) -> LoopOptions:
-    """Validate and normalize the options every loop entry point takes.
+class _Model(TypedDict):
+    model: Model  # the one required option (a base, so it holds at run time too)
 
-    Each entry point (``generate_text``, ``stream_chat`` and the resumes)
-    passes its own parameters here by name, so the type checker sees a
-    renamed or retyped parameter.
+
+class AgentOptions(_Model, total=False):
+    """The agent spec: the options of one agent loop, written once.
+
+    ``generate_text``, ``stream_chat`` and both resumes take them as keywords
+    (``**options: Unpack[AgentOptions]``, so a type checker checks each one, and
+    :func:`takes_options` gives those functions their named signature); an
+    :class:`~nbdurable.Agent` builds them (``agent.loop_options()``). A dict of
+    them may be kept and passed again: ``generate_text(messages=..., **options)``.
+
+    Attributes:
+        model: The model (see :class:`~nbdurable.models.Model`); required.
+        tools: Tools the model may call (a list or a name -> tool mapping).
+        instructions: System instructions sent with every model call.
+        max_steps: Runaway guard (default :data:`DEFAULT_MAX_STEPS`): the run
+            ends (``finish_reason="max_steps"``) once it has this many steps,
+            counted across legs.
+        stop_when: Stop conditions checked after each tool step, e.g.
+            ``total_tokens_exceed(10_000)``; they see the whole run's usage.
+        prepare_step: Called before each step; may return a
+            :class:`PrepareStepResult` overriding model, tools, messages or
+            instructions for that step.
+        max_tool_concurrency: How many calls of one batch run at once (None: all).
+        approve_tool_call: Server-mode approver for gated calls; without it
+            gated calls suspend the run (client mode).
+        approval_responses: Verdicts for calls awaiting approval (in the
+            messages, or in the checkpoint a resume continues).
+        approval_signer: Signs approval requests and verifies returned tokens.
+        approval_max_age_ms: Tokens this old or older are refused.
+        output_type: Structured output: the final answer must be JSON of this type
+            (a pydantic model, dataclass or TypedDict); the result's ``output``
+            holds it validated. A failed validation is an ``OutputValidationError``.
+        deps: Clock, id generator and logger.
+    """
+
+    tools: Iterable[Tool] | Mapping[str, Tool] | None
+    instructions: str | None
+    max_steps: int
+    stop_when: StopCondition | Sequence[StopCondition] | None
+    prepare_step: PrepareStep | None
+    max_tool_concurrency: int | None
+    approve_tool_call: ApproveToolCall | None
+    approval_responses: Sequence[ToolApprovalResponse] | None
+    approval_signer: ApprovalSigner | None
+    approval_max_age_ms: int | None
+    output_type: type[Any] | None
+    deps: Deps | None
+
+
+_DEFAULTS: dict[str, Any] = {"max_steps": DEFAULT_MAX_STEPS}
+"""The options whose default is not None (``model`` has none: it is required)."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def takes_options(function: F) -> F:
+    """Give an entry point that takes ``**options: Unpack[AgentOptions]`` the options by name.
+
+    Its signature (``inspect.signature``, ``help()``, a notebook's tooltip)
+    lists every option with its default, and a call is bound to it at once: an
+    unknown or missing keyword raises ``TypeError`` when called, as a plain
+    signature would, also for a coroutine function (before anything awaits it).
+    """
+    own = [
+        p for p in inspect.signature(function).parameters.values() if p.kind is not p.VAR_KEYWORD
+    ]
+    kw = inspect.Parameter.KEYWORD_ONLY
+    # as written (``StopCondition``, not its expansion), like the function's own hints
+    hints = {n: getattr(t, "__forward_arg__", t) for n, t in AgentOptions.__annotations__.items()}
+    options = [
+        inspect.Parameter(
+            name,
+            kw,
+            default=inspect.Parameter.empty
+            if name in AgentOptions.__required_keys__
+            else _DEFAULTS.get(name),
+            annotation=hints[name],
+        )
+        for name in hints
+    ]
+    # model first, then the function's own keywords (messages, session), then the rest
+    positional = [p for p in own if p.kind is not kw]
+    keywords = [p for p in own if p.kind is kw]
+    signature = inspect.Signature([*positional, options[0], *keywords, *options[1:]])
+
+    @functools.wraps(function)
+    def bound(*args: Any, **kwargs: Any) -> Any:
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:  # worded as the interpreter words it
+            raise TypeError(f"{function.__name__}() {exc}") from None
+        return function(*args, **kwargs)
+
+    bound.__signature__ = signature  # type: ignore[attr-defined]
+    return cast(F, bound)
+
+
+def build_options(
+    *, agent_path: tuple[str, ...] = (), **options: Unpack[AgentOptions]
+) -> LoopOptions:
+    """Validate and normalize an agent's options (:class:`AgentOptions`) for the loop.
+
+    Args:
+        agent_path: Where the loop runs (a sub-agent's, for a resumed checkpoint).
+        **options: The agent spec.
 
     Raises:
         ConfigurationError: An invalid option.
     """
+    stop_when = options.get("stop_when")
     if stop_when is None:
         conditions: tuple[StopCondition, ...] = ()
     elif callable(stop_when):
         conditions = (stop_when,)
     else:
         conditions = tuple(stop_when)
-    if approval_signer is not None and not isinstance(approval_signer, ApprovalSigner):
+    signer = options.get("approval_signer")
+    if signer is not None and not isinstance(signer, ApprovalSigner):
         raise ConfigurationError("approval_signer must be an ApprovalSigner")
     return LoopOptions(
-        model=model,
-        tools=normalize_tools(tools),
-        instructions=instructions,
-        max_steps=max_steps,
+        model=options["model"],
+        tools=normalize_tools(options.get("tools")),
+        instructions=options.get("instructions"),
+        max_steps=options.get("max_steps", DEFAULT_MAX_STEPS),
         stop_when=conditions,
-        prepare_step=prepare_step,
-        max_tool_concurrency=max_tool_concurrency,
-        approve_tool_call=approve_tool_call,
-        approval_responses=tuple(approval_responses or ()),
-        approval_signer=approval_signer,
-        approval_max_age_ms=approval_max_age_ms,
-        deps=deps or Deps(),
+        prepare_step=options.get("prepare_step"),
+        max_tool_concurrency=options.get("max_tool_concurrency"),
+        approve_tool_call=options.get("approve_tool_call"),
+        approval_responses=tuple(options.get("approval_responses") or ()),
+        approval_signer=signer,
+        approval_max_age_ms=options.get("approval_max_age_ms"),
+        deps=options.get("deps") or Deps(),
         agent_path=agent_path,
-        output=OutputSpec.of(output_type),
+        output=OutputSpec.of(options.get("output_type")),
     )

@@ -5,53 +5,53 @@ from __future__ import annotations
 import asyncio
 from collections.abc import (
     AsyncIterator,
-    Awaitable,
     Callable,
     Generator,
-    Iterable,
-    Mapping,
     Sequence,
 )
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, Unpack, overload
 
-from .._deps import Deps
-from ..durable.signer import ApprovalSigner
 from ..durable.store import DurableSession, SessionStore
 from ..history import History
-from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, Usage
-from ..models.base import Model
-from ..tools import Tool
-from .driver import Driver
-from .generate import run_resumed
-from .options import (
-    DEFAULT_MAX_STEPS,
-    ApproveToolCall,
-    GenerateTextResult,
-    LoopOptions,
-    PrepareStep,
-    StepResult,
-    StopCondition,
-    build_options,
-)
-from .parts import ErrorPart, StreamPart, TextDeltaPart
-from .start import call_start, coerce_messages, session_retry, session_run_id
+from ..messages import Message, ToolApprovalRequest, Usage
+from ..parts import ErrorPart, StreamPart, TextDeltaPart
+from .generate import Runner, new_call, resumed
+from .options import AgentOptions, GenerateTextResult, StepResult, takes_options
 
 __all__ = ["StreamChatResult", "resume_stream_from_checkpoint", "stream_chat"]
 
 T = TypeVar("T")
-Runner = Callable[[Callable[[StreamPart], None]], Awaitable[GenerateTextResult]]
 
 
 class _Deferred(Generic[T]):
     """An awaitable view of one field of the final result (never warns when not awaited)."""
 
-    def __init__(self, owner: StreamChatResult, read: Callable[[GenerateTextResult], T]) -> None:
+    def __init__(self, owner: StreamChatResult, name: str) -> None:
         self._owner = owner
-        self._read = read
+        self._name = name
 
     def __await__(self) -> Generator[Any, None, T]:
         result = yield from self._owner.result().__await__()
-        return self._read(result)
+        value: T = getattr(result, self._name)
+        return value
+
+
+class _Field(Generic[T]):
+    """A field of :class:`GenerateTextResult` of the same name, read as an awaitable."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+        self._name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, stream: None, owner: type) -> _Field[T]: ...
+    @overload
+    def __get__(self, stream: StreamChatResult, owner: type) -> _Deferred[T]: ...
+    def __get__(self, stream: StreamChatResult | None, owner: type) -> _Field[T] | _Deferred[T]:
+        return self if stream is None else _Deferred(stream, self._name)
 
 
 class StreamChatResult:
@@ -177,50 +177,19 @@ class StreamChatResult:
     def __await__(self) -> Generator[Any, None, GenerateTextResult]:
         return self.result().__await__()
 
-    @property
-    def text(self) -> _Deferred[str]:
-        """Awaitable: the final text."""
-        return _Deferred(self, lambda r: r.text)
-
-    @property
-    def output(self) -> _Deferred[Any]:
-        """Awaitable: with ``output_type``, the validated final answer (else None)."""
-        return _Deferred(self, lambda r: r.output)
-
-    @property
-    def usage(self) -> _Deferred[Usage]:
-        """Awaitable: this leg's usage."""
-        return _Deferred(self, lambda r: r.usage)
-
-    @property
-    def total_usage(self) -> _Deferred[Usage]:
-        """Awaitable: the whole run's cumulative usage."""
-        return _Deferred(self, lambda r: r.total_usage)
-
-    @property
-    def finish_reason(self) -> _Deferred[str]:
-        """Awaitable: why the call ended."""
-        return _Deferred(self, lambda r: r.finish_reason)
-
-    @property
-    def status(self) -> _Deferred[str]:
-        """Awaitable: ``completed`` or ``suspended``."""
-        return _Deferred(self, lambda r: r.status)
-
-    @property
-    def messages(self) -> _Deferred[History]:
-        """Awaitable: the full history at the end of the call."""
-        return _Deferred(self, lambda r: r.messages)
-
-    @property
-    def steps(self) -> _Deferred[tuple[StepResult, ...]]:
-        """Awaitable: the steps of this call."""
-        return _Deferred(self, lambda r: r.steps)
-
-    @property
-    def pending_approvals(self) -> _Deferred[tuple[ToolApprovalRequest, ...]]:
-        """Awaitable: gated calls awaiting a verdict."""
-        return _Deferred(self, lambda r: r.pending_approvals)
+    text: _Field[str] = _Field("Awaitable: the final text.")
+    output: _Field[Any] = _Field(
+        "Awaitable: with ``output_type``, the validated final answer (else None)."
+    )
+    usage: _Field[Usage] = _Field("Awaitable: this leg's usage.")
+    total_usage: _Field[Usage] = _Field("Awaitable: the whole run's cumulative usage.")
+    finish_reason: _Field[str] = _Field("Awaitable: why the call ended.")
+    status: _Field[str] = _Field("Awaitable: ``completed`` or ``suspended``.")
+    messages: _Field[History] = _Field("Awaitable: the full history at the end of the call.")
+    steps: _Field[tuple[StepResult, ...]] = _Field("Awaitable: the steps of this call.")
+    pending_approvals: _Field[tuple[ToolApprovalRequest, ...]] = _Field(
+        "Awaitable: gated calls awaiting a verdict."
+    )
 
 
 def _mark_retrieved(future: asyncio.Future[Any]) -> None:
@@ -230,78 +199,30 @@ def _mark_retrieved(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
+@takes_options
 def stream_chat(
     *,
-    model: Model,
     messages: str | Message | Sequence[Message | str],
-    tools: Iterable[Tool] | Mapping[str, Tool] | None = None,
-    instructions: str | None = None,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    stop_when: StopCondition | Sequence[StopCondition] | None = None,
-    prepare_step: PrepareStep | None = None,
-    max_tool_concurrency: int | None = None,
-    approve_tool_call: ApproveToolCall | None = None,
-    approval_responses: Sequence[ToolApprovalResponse] | None = None,
-    approval_signer: ApprovalSigner | None = None,
-    approval_max_age_ms: int | None = None,
-    output_type: type[Any] | None = None,
     session: DurableSession | None = None,
-    deps: Deps | None = None,
+    **options: Unpack[AgentOptions],
 ) -> StreamChatResult:
     """Start the agent loop and return a :class:`StreamChatResult` at once.
 
     Takes the same options as :func:`~nbdurable.generate_text`. Text streams
-    token by token when the model can stream. Never raises: every failure
-    arrives as an ``error`` part and on the awaitables.
+    token by token when the model can stream. Never raises for a bad value:
+    every failure arrives as an ``error`` part and on the awaitables (an unknown
+    keyword is a ``TypeError`` at once).
     """
     try:
-        options = build_options(
-            model=model,
-            tools=tools,
-            instructions=instructions,
-            max_steps=max_steps,
-            stop_when=stop_when,
-            prepare_step=prepare_step,
-            max_tool_concurrency=max_tool_concurrency,
-            approve_tool_call=approve_tool_call,
-            approval_responses=approval_responses,
-            approval_signer=approval_signer,
-            approval_max_age_ms=approval_max_age_ms,
-            deps=deps,
-            output_type=output_type,
-        )
-        history = coerce_messages(messages)
-        run_id = session_run_id(session, options)
+        run_id, leg = new_call(messages, session, options, streaming=True)
     except Exception as exc:
         return StreamChatResult(_failing(exc), None)
-
-    async def runner(emit: Callable[[StreamPart], None]) -> GenerateTextResult:
-        retry = session_retry(session, options)
-        start = await call_start(history, session, run_id, options, retry)
-        store = session.store if (session is not None and run_id is not None) else None
-        driver = Driver(options, start, store=store, emit=emit, streaming=True, store_retry=retry)
-        return await driver.run()
-
-    return StreamChatResult(runner, run_id)
+    return StreamChatResult(leg, run_id)
 
 
+@takes_options
 def resume_stream_from_checkpoint(
-    store: SessionStore,
-    run_id: str,
-    *,
-    model: Model,
-    tools: Iterable[Tool] | Mapping[str, Tool] | None = None,
-    instructions: str | None = None,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    stop_when: StopCondition | Sequence[StopCondition] | None = None,
-    prepare_step: PrepareStep | None = None,
-    max_tool_concurrency: int | None = None,
-    approve_tool_call: ApproveToolCall | None = None,
-    approval_responses: Sequence[ToolApprovalResponse] | None = None,
-    approval_signer: ApprovalSigner | None = None,
-    approval_max_age_ms: int | None = None,
-    output_type: type[Any] | None = None,
-    deps: Deps | None = None,
+    store: SessionStore, run_id: str, **options: Unpack[AgentOptions]
 ) -> StreamChatResult:
     """Streaming twin of :func:`~nbdurable.resume_from_checkpoint`; returns at once.
 
@@ -310,29 +231,7 @@ def resume_stream_from_checkpoint(
     The settled approvals' tool-result parts stream before the new leg's first
     step-start.
     """
-
-    def options(agent_path: tuple[str, ...]) -> LoopOptions:
-        return build_options(
-            model=model,
-            tools=tools,
-            instructions=instructions,
-            max_steps=max_steps,
-            stop_when=stop_when,
-            prepare_step=prepare_step,
-            max_tool_concurrency=max_tool_concurrency,
-            approve_tool_call=approve_tool_call,
-            approval_responses=approval_responses,
-            approval_signer=approval_signer,
-            approval_max_age_ms=approval_max_age_ms,
-            deps=deps,
-            output_type=output_type,
-            agent_path=agent_path,
-        )
-
-    async def runner(emit: Callable[[StreamPart], None]) -> GenerateTextResult:
-        return await run_resumed(store, run_id, options, emit=emit, streaming=True)
-
-    return StreamChatResult(runner, run_id)
+    return StreamChatResult(resumed(store, run_id, options, streaming=True), run_id)
 
 
 def _failing(exc: Exception) -> Runner:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._errors import ConfigurationError, DurableConflictError
-from ..loop.options import DEFAULT_MAX_STEPS
+from ..loop.options import DEFAULT_MAX_STEPS, AgentOptions
 from ..loop.output import OutputSpec
 from ..models.base import Model
 from ..tools import Tool, normalize_tools
@@ -92,6 +92,20 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent({self.id!r}, version={self.version!r})"
+
+    def loop_options(self) -> AgentOptions:
+        """The agent spec this agent defines (a run's leg adds the rest).
+
+        ``nd.generate_text(messages=..., **agent.loop_options())`` runs it with the loop API.
+        """
+        return AgentOptions(
+            model=self.model,
+            tools=self.tools,
+            instructions=self.instructions,
+            max_steps=self.max_steps,
+            max_tool_concurrency=self.max_tool_concurrency,
+            output_type=self.output_type,
+        )
 
     @property
     def tool_map(self) -> dict[str, Tool]:

@@ -77,20 +77,10 @@ def leg_options(
     function, lets an owner that rereads the record apply a grant or a
     revocation made during the leg from the next gated call on.
     """
-    options = build_options(
-        model=agent.model,
-        tools=agent.tool_map,
-        instructions=agent.instructions,
-        max_steps=record.max_steps,
-        stop_when=None,
-        prepare_step=None,
-        max_tool_concurrency=agent.max_tool_concurrency,
-        approve_tool_call=None,
-        approval_responses=approval_responses,
-        approval_signer=approval_signer,
-        approval_max_age_ms=None,
-        deps=deps,
-        output_type=agent.output_type,
+    spec = agent.loop_options()
+    spec.update(
+        {"approval_responses": approval_responses, "approval_signer": approval_signer, "deps": deps}
     )
+    options = build_options(**spec)
     grants = approval_grants or RunGrants.of(record.grants)
-    return dataclasses.replace(options, approval_grants=grants)
+    return dataclasses.replace(options, max_steps=record.max_steps, approval_grants=grants)

@@ -21,7 +21,7 @@ from support.checkpointing import (
 )
 
 import nbdurable as nd
-from nbdurable.loop.parts import ErrorPart, FinishPart, StepStartPart
+from nbdurable.parts import ErrorPart, FinishPart, StepStartPart
 
 # --- helpers --------------------------------------------------------------------------
 

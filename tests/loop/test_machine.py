@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.loop.machine import (
+from nbdurable.loop import (
     AgentMachine,
     AskApprover,
     CallModel,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.loop.parts import ErrorPart, StepStartPart, TextDeltaPart, ToolResultStreamPart
+from nbdurable.parts import ErrorPart, StepStartPart, TextDeltaPart, ToolResultStreamPart
 
 PLACEHOLDER = "No result provided for this client tool."
 

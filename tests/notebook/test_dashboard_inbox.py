@@ -88,7 +88,7 @@ async def test_the_dashboard_shows_the_inboxs_pending_rows_and_decides_them(
         front_end_sends(
             dashboard.view,
             {
-                "action": "deny",
+                "type": "deny",
                 "run_id": "two",
                 "approval_id": first["approval_id"],
                 "reason": "no",
@@ -96,7 +96,7 @@ async def test_the_dashboard_shows_the_inboxs_pending_rows_and_decides_them(
         )
         front_end_sends(
             dashboard.view,
-            {"action": "approve", "run_id": "sub", "approval_id": sub["approval_id"]},
+            {"type": "approve", "run_id": "sub", "approval_id": sub["approval_id"]},
         )
         await dashboard.settled()
         outcomes = {a["approval_id"]: a["state"] for a in dashboard.view.approvals}
@@ -134,7 +134,7 @@ async def test_a_request_past_the_max_age_is_marked_and_approve_signs_a_fresh_to
         assert inbox["status"] == "expired"
         front_end_sends(
             dashboard.view,
-            {"action": "approve", "run_id": "old", "approval_id": row["approval_id"]},
+            {"type": "approve", "run_id": "old", "approval_id": row["approval_id"]},
         )
         await dashboard.settled()
         await eventually(lambda: dashboard.view.approvals[0]["state"] == "approved")

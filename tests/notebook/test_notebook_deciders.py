@@ -90,7 +90,7 @@ async def test_a_card_click_records_via_widget_and_the_card_says_who(
     card = widget.approvals[0]
     front_end_sends(
         widget,
-        {"action": "approve", "approval_id": card["approval_id"], "token": card["token"]},
+        {"type": "approve", "approval_id": card["approval_id"], "token": card["token"]},
     )
     await widget.settled()
     await run.result()

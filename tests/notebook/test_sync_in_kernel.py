@@ -195,7 +195,7 @@ def test_a_run_waiting_for_approval_stops_the_blocking_wait_and_a_card_click_the
     kernel.comm_msg(
         card_widget,
         {
-            "action": "approve",
+            "type": "approve",
             "approval_id": card["approval_id"],
             "token": card["token"],
             "reason": None,

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def click(widget: RunWidget, action: str, token: str | None = None) -> None:
     card = widget.approvals[0]
-    content = {"action": action, "approval_id": card["approval_id"], "reason": None}
+    content = {"type": action, "approval_id": card["approval_id"], "reason": None}
     front_end_sends(widget, {**content, "token": card["token"] if token is None else token})
 
 

@@ -37,7 +37,7 @@ async def waiting_view(runtime: Any) -> tuple[nd.runtime.Run, RunWidget, dict[st
 
 
 def click(widget: RunWidget, card: dict[str, Any], action: str, **changes: Any) -> None:
-    content = {"action": action, "approval_id": card["approval_id"], "token": card["token"]}
+    content = {"type": action, "approval_id": card["approval_id"], "token": card["token"]}
     front_end_sends(widget, {**content, "reason": None, **changes})
 
 
@@ -222,7 +222,7 @@ def custom_messages(log: list[Any], widget: RunWidget) -> list[dict[str, Any]]:
         for _t, comm_id, data in log
         if comm_id == widget.comm.comm_id
         and data.get("method") == "custom"
-        and "kind" not in data["content"]  # the steps deltas and snapshots
+        and data["content"]["type"] not in ("steps", "snapshot")
     ]
 
 
@@ -231,7 +231,7 @@ async def test_the_kernel_answers_a_probe_and_acknowledges_every_click_at_once(
 ) -> None:
     async with runtime_for(tmp_path, janitor()) as runtime:
         run, widget, card = await waiting_view(runtime)
-        front_end_sends(widget, {"action": "ping", "nonce": 7})
+        front_end_sends(widget, {"type": "ping", "nonce": 7})
         assert custom_messages(comms, widget) == [{"type": "pong", "nonce": 7}]
         click(widget, card, "approve")
         # acknowledged before the verdict is checked: the front-end knows a kernel got it

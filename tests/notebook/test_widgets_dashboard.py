@@ -49,7 +49,7 @@ def ids(dashboard: RunsDashboard) -> list[str]:
 
 
 def ask(dashboard: RunsDashboard, **query: Any) -> None:
-    front_end_sends(dashboard.view, {"action": "query", **query})
+    front_end_sends(dashboard.view, {"type": "query", **query})
 
 
 async def test_the_kernel_sends_one_page_and_pages_sorts_and_filters_many_runs(
@@ -130,7 +130,7 @@ async def test_approve_in_a_row_resumes_the_run_and_the_table_follows(tmp_path: 
         assert row["agent"] == "janitor" and row["state"] == "pending" and row["requested_at"]
         front_end_sends(
             dashboard.view,
-            {"action": "approve", "run_id": "run-1", "approval_id": row["approval_id"]},
+            {"type": "approve", "run_id": "run-1", "approval_id": row["approval_id"]},
         )
         await dashboard.settled()
         [answered] = dashboard.view.approvals
@@ -142,7 +142,7 @@ async def test_approve_in_a_row_resumes_the_run_and_the_table_follows(tmp_path: 
         assert dashboard.view.rows[0]["cells"]["steps"] == "3"
         # the answered line stays (no buttons) until dismissed
         assert [a["state"] for a in dashboard.view.approvals] == ["approved"]
-        front_end_sends(dashboard.view, {"action": "dismiss", "approval_id": row["approval_id"]})
+        front_end_sends(dashboard.view, {"type": "dismiss", "approval_id": row["approval_id"]})
         assert dashboard.view.approvals == []
         dashboard.close()
 
@@ -156,7 +156,7 @@ async def test_deny_in_a_row_passes_the_reason_to_the_model(tmp_path: Path) -> N
         front_end_sends(
             dashboard.view,
             {
-                "action": "deny",
+                "type": "deny",
                 "run_id": "run-1",
                 "approval_id": row["approval_id"],
                 "reason": "keep it for the audit",
@@ -182,7 +182,7 @@ async def test_a_request_answered_elsewhere_or_clicked_twice_is_answered_once(
         dashboard = RunsDashboard(runtime)
         [row] = dashboard.view.approvals
         await first.deny(reason="answered in the CLI")  # while the dashboard still lists it
-        click_approve = {"action": "approve", "run_id": "run-1", "approval_id": row["approval_id"]}
+        click_approve = {"type": "approve", "run_id": "run-1", "approval_id": row["approval_id"]}
         front_end_sends(dashboard.view, click_approve)
         await dashboard.settled()
         [answered] = dashboard.view.approvals
@@ -195,13 +195,13 @@ async def test_a_request_answered_elsewhere_or_clicked_twice_is_answered_once(
         await dashboard.refreshed()
         pending = [a for a in dashboard.view.approvals if a["run_id"] == "run-2"]
         click_two = {
-            "action": "approve",
+            "type": "approve",
             "run_id": "run-2",
             "approval_id": pending[0]["approval_id"],
         }
         front_end_sends(dashboard.view, click_two)
         front_end_sends(dashboard.view, click_two)  # a double click
-        front_end_sends(dashboard.view, {**click_two, "action": "deny"})
+        front_end_sends(dashboard.view, {**click_two, "type": "deny"})
         await dashboard.settled()
         [answered] = [a for a in dashboard.view.approvals if a["run_id"] == "run-2"]
         assert answered["state"] == "approved"
@@ -223,10 +223,10 @@ async def test_no_token_and_no_secret_ever_reach_the_view(
         [request] = await run.pending_approvals()
         assert request.token and request.token.startswith("v1.")
         dashboard = RunsDashboard(runtime, refresh_interval=0.05)
-        front_end_sends(dashboard.view, {"action": "ping", "nonce": 1})
+        front_end_sends(dashboard.view, {"type": "ping", "nonce": 1})
         front_end_sends(
             dashboard.view,
-            {"action": "approve", "run_id": "run-1", "approval_id": request.approval_id},
+            {"type": "approve", "run_id": "run-1", "approval_id": request.approval_id},
         )
         await dashboard.settled()
         await run.result()
@@ -253,29 +253,29 @@ async def test_a_click_on_a_run_shows_its_widget_or_history_below(tmp_path: Path
             session=nd.DurableSession(loop_store, run_id="loop-1"),
         )
         dashboard = RunsDashboard(runtime)
-        front_end_sends(dashboard.view, {"action": "open", "run_id": "run-1", "view": "run"})
+        front_end_sends(dashboard.view, {"type": "open", "run_id": "run-1", "view": "run"})
         await dashboard.settled()
         [shown] = dashboard.detail.children
         assert isinstance(shown, RunWidget) and shown.run_id == "run-1"
         assert (dashboard.view.selected, dashboard.view.detail) == ("run-1", "run")
         await eventually(lambda: shown.status == "waiting_approval")
 
-        front_end_sends(dashboard.view, {"action": "open", "run_id": "run-1", "view": "history"})
+        front_end_sends(dashboard.view, {"type": "open", "run_id": "run-1", "view": "history"})
         await dashboard.settled()
         [browser] = dashboard.detail.children
         assert isinstance(browser, HistoryBrowser) and shown.comm is None  # the old one closed
         assert dashboard.view.detail == "history"
 
-        front_end_sends(dashboard.view, {"action": "open", "run_id": "loop-1", "view": "run"})
+        front_end_sends(dashboard.view, {"type": "open", "run_id": "loop-1", "view": "run"})
         await dashboard.settled()
         [loop_view] = dashboard.detail.children
         assert isinstance(loop_view, HistoryBrowser) and loop_view.run_id == "loop-1"
         loop_row = next(r for r in dashboard.view.rows if r["id"] == "loop-1")
         assert loop_row["live"] is False and loop_row["status"] == "completed"
 
-        front_end_sends(dashboard.view, {"action": "close"})
+        front_end_sends(dashboard.view, {"type": "close"})
         assert dashboard.detail.children == () and dashboard.view.selected == ""
-        front_end_sends(dashboard.view, {"action": "open", "run_id": "no-such-run"})
+        front_end_sends(dashboard.view, {"type": "open", "run_id": "no-such-run"})
         await dashboard.settled()
         assert dashboard.view.message_error and "no-such-run" in dashboard.view.message
         dashboard.close()
@@ -305,13 +305,13 @@ async def test_reads_pause_when_no_view_is_heard_of_and_a_ping_resumes_them(
 ) -> None:
     async with runtime_for(tmp_path, greeter()) as runtime:
         dashboard = RunsDashboard(runtime, refresh_interval=0.02, pause_after=0.1)
-        front_end_sends(dashboard.view, {"action": "ping", "nonce": 1})
+        front_end_sends(dashboard.view, {"type": "ping", "nonce": 1})
         await eventually(lambda: dashboard.view.paused)
         await (await runtime.submit("greeter", "Hi.", run_id="run-1")).result()
         for _ in range(5):
             await dashboard_turn(dashboard)
         assert dashboard.view.rows == []  # paused: the store is not read
-        front_end_sends(dashboard.view, {"action": "ping", "nonce": 2})
+        front_end_sends(dashboard.view, {"type": "ping", "nonce": 2})
         await eventually(lambda: [r["id"] for r in dashboard.view.rows] == ["run-1"])
         assert not dashboard.view.paused
         dashboard.close()
@@ -327,11 +327,11 @@ async def test_messages_that_make_no_sense_change_nothing(tmp_path: Path) -> Non
         dashboard = RunsDashboard(runtime)
         before = dashboard.view.get_state()
         for content in (
-            {"action": "launch-missiles"},
-            {"action": "query", "sort_by": "secret", "page": -3, "page_size": True},
-            {"action": "query", "descending": "yes", "search": 7},
+            {"type": "launch-missiles"},
+            {"type": "query", "sort_by": "secret", "page": -3, "page_size": True},
+            {"type": "query", "descending": "yes", "search": 7},
             {"no": "action"},
-            {"action": "dismiss", "approval_id": "nothing"},
+            {"type": "dismiss", "approval_id": "nothing"},
         ):
             front_end_sends(dashboard.view, content)
         front_end_sends(dashboard.view, ["not", "a", "dict"])  # type: ignore[arg-type]
@@ -431,7 +431,7 @@ async def test_a_request_parked_past_the_token_age_is_approved_with_a_fresh_toke
         await asyncio.sleep(0.3)  # the stored token is past the maximum age now
         front_end_sends(
             dashboard.view,
-            {"action": "approve", "run_id": "run-1", "approval_id": row["approval_id"]},
+            {"type": "approve", "run_id": "run-1", "approval_id": row["approval_id"]},
         )
         await dashboard.settled()
         [answered] = dashboard.view.approvals
@@ -460,7 +460,7 @@ async def test_a_dashboard_on_postgresql_reads_in_a_thread_and_approves_in_a_row
         [row] = dashboard.view.approvals
         front_end_sends(
             dashboard.view,
-            {"action": "approve", "run_id": "run-1", "approval_id": row["approval_id"]},
+            {"type": "approve", "run_id": "run-1", "approval_id": row["approval_id"]},
         )
         await dashboard.settled()
         assert dashboard.view.approvals[0]["state"] == "approved"

@@ -132,7 +132,7 @@ async def test_after_a_restart_a_fresh_view_from_show_moves_the_run_on(
     card = fresh.approvals[0]
     front_end_sends(
         fresh,
-        {"action": "approve", "approval_id": card["approval_id"], "token": card["token"]},
+        {"type": "approve", "approval_id": card["approval_id"], "token": card["token"]},
     )
     await fresh.settled()
     # this kernel serves the agent again, so the approval lets the run finish here

@@ -114,7 +114,7 @@ def step_messages(log: list[Any], widget: Any) -> list[tuple[float, dict[str, An
         for t, comm_id, data in log
         if comm_id == widget.comm.comm_id
         and data.get("method") == "custom"
-        and data["content"].get("kind") in ("steps", "snapshot")
+        and data["content"].get("type") in ("steps", "snapshot")
     ]
 
 
@@ -133,7 +133,7 @@ class FrontEndSteps:
 
     def receive(self, message: dict[str, Any]) -> None:
         """Apply one steps delta or snapshot."""
-        if message["kind"] == "snapshot":
+        if message["type"] == "snapshot":
             if message["seq"] >= self.seq:
                 self.seq = message["seq"]
                 self.steps = {step["index"]: step for step in message["steps"]}

@@ -18,6 +18,7 @@ from ...messages import VerdictSource
 from ...runtime.run import Run
 from ...runtime.verdicts import Outcome, submit_verdict
 from .._session import deciding_user
+from ._messages import Ack, Pong, received
 from .assets import frontend_file, view_module
 from .dashboard_rows import (
     COLUMNS,
@@ -52,8 +53,8 @@ class DashboardView(anywidget.AnyWidget):
     """The front end of :class:`RunsDashboard` (``static/dashboard_view.js``).
 
     Every trait is written by the kernel; the view sends custom messages
-    (``{"action": ...}``, see :class:`RunsDashboard`). No trait ever holds an
-    approval token or the secret.
+    (:mod:`._messages`, listed in docs/notebook.md, "Widget messages"). No trait
+    ever holds an approval token or the secret.
     """
 
     _esm = view_module("dashboard_view.js")
@@ -115,12 +116,9 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
     and the kernel looks the request's signed token up and calls
     :func:`~nbdurable.runtime.verdicts.submit_verdict`; tokens never reach the view.
 
-    Messages from the view: ``{"action": "query", ...}`` (any of ``status``,
-    ``search``, ``sort_by``, ``descending``, ``page``, ``page_size``), ``"approve"``
-    / ``"deny"`` (``run_id``, ``approval_id``, ``reason``), ``"open"`` (``run_id``,
-    ``view``: ``run`` or ``history``), ``"close"``, ``"dismiss"`` (``approval_id``),
-    ``"refresh"`` and ``"ping"`` (``nonce``; answered ``{"type": "pong"}``, the
-    liveness probe: a view whose kernel is gone disables its buttons).
+    The view's messages (:mod:`._messages`) are listed in docs/notebook.md,
+    "Widget messages"; its ping is the liveness probe: a view whose kernel is
+    gone disables its buttons.
 
     Args:
         runtime: The runtime whose store is shown and which takes the verdicts.
@@ -280,49 +278,47 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
     # -- messages from the view --------------------------------------------------------
 
     def _on_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if not isinstance(content, dict):
+        message = received(content)
+        if message is None:
             return
         self._contacted = True
         was_paused = self.view.paused
         self._last_contact = time.monotonic()
-        action = content.get("action")
-        if action == "ping":
-            self.view.send({"type": "pong", "nonce": content.get("nonce")})
+        if message["type"] == "ping":
+            self.view.send(Pong(type="pong", nonce=message.get("nonce")))
             if was_paused:
                 self.view.paused = False
                 self.poke()
-        elif action == "query":
-            self.query = self.query.updated(content, self.columns)
+        elif message["type"] == "query":
+            self.query = self.query.updated(message, self.columns)
             self._render()
-        elif action in ("approve", "deny"):
-            run_id, approval_id = (
-                str(content.get("run_id", "")),
-                str(content.get("approval_id", "")),
-            )
-            self.view.send({"type": "ack", "approval_id": approval_id})
+        elif message["type"] in ("approve", "deny"):
+            run_id = str(message.get("run_id", ""))
+            approval_id = str(message.get("approval_id", ""))
+            self.view.send(Ack(type="ack", approval_id=approval_id))
             answer = self._answers.get(approval_id)
             if answer is not None and answer.state in ("sending", *ANSWERED):
                 return  # a second click: this row answered already (or is answering)
-            reason = content.get("reason")
+            reason = message.get("reason")
             approval = self._sending(run_id, approval_id)  # now: a second click sees it
             self._start(
                 self._verdict(
                     approval,
-                    approve=action == "approve",
+                    approve=message["type"] == "approve",
                     reason=str(reason) if reason else None,
                 )
             )
-        elif action == "open":
-            run_id = str(content.get("run_id", ""))
+        elif message["type"] == "open":
+            run_id = str(message.get("run_id", ""))
             self._start(
-                self.history(run_id) if content.get("view") == "history" else self.show(run_id)
+                self.history(run_id) if message.get("view") == "history" else self.show(run_id)
             )
-        elif action == "close":
+        elif message["type"] == "close":
             self._show(None, "", "")
-        elif action == "dismiss":
-            self._answers.pop(str(content.get("approval_id", "")), None)
+        elif message["type"] == "dismiss":
+            self._answers.pop(str(message.get("approval_id", "")), None)
             self._render()
-        elif action == "refresh":
+        elif message["type"] == "refresh":
             self.poke()
 
     def _start(self, coroutine: Any) -> asyncio.Task[Any]:

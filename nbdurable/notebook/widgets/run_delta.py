@@ -1,24 +1,17 @@
 """What changed in a run view's steps since the front-end last heard: the run widget's deltas.
 
 The kernel sends a view appended text and changed steps only, as custom messages
-numbered in sequence; a view that renders (late, again, or a second view of the
-same widget) asks for a complete snapshot and is answered with one. A run's
-text grows by appends, so a long stream costs about its own size once, not once
-per update.
-
-Messages (kernel to front-end):
-
-- ``{"kind": "steps", "seq", "changed": [...], "removed": [...]}``: ``changed``
-  holds a new step whole, or a patch of one already sent: ``{"index"}`` plus the
-  fields that changed, its text as ``"append"`` when the text only grew;
-  ``removed`` (omitted when empty) the indexes of steps that are gone.
-- ``{"kind": "snapshot", "seq", "steps": [...]}``: every step, the answer to a
-  view's ``{"action": "snapshot"}``.
+numbered in sequence (:class:`~._messages.StepsDelta`); a view that renders
+(late, again, or a second view of the same widget) asks for a complete snapshot
+and is answered with one. A run's text grows by appends, so a long stream costs
+about its own size once, not once per update.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from ._messages import StepsDelta, StepsState
 
 __all__ = ["StepDeltas", "step_patch"]
 
@@ -49,7 +42,7 @@ class StepDeltas:
         self.seq = 0
         self.steps: dict[int, dict[str, Any]] = {}
 
-    def delta(self, steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    def delta(self, steps: list[dict[str, Any]]) -> StepsDelta | None:
         """The message that takes the front-end to ``steps``, or None when nothing changed."""
         current = {step["index"]: step for step in steps}
         changed = []
@@ -64,11 +57,11 @@ class StepDeltas:
         if not changed and not removed:
             return None
         self.seq += 1
-        message: dict[str, Any] = {"kind": "steps", "seq": self.seq, "changed": changed}
+        message = StepsDelta(type="steps", seq=self.seq, changed=changed)
         if removed:
             message["removed"] = removed
         return message
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> StepsState:
         """Every step as of the last delta, with its sequence number."""
-        return {"seq": self.seq, "steps": [self.steps[i] for i in sorted(self.steps)]}
+        return StepsState(seq=self.seq, steps=[self.steps[i] for i in sorted(self.steps)])

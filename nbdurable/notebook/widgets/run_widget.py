@@ -23,6 +23,7 @@ from ...runtime.run import Run
 from ...runtime.verdicts import Outcome, submit_verdict
 from .._lease import LeaseWait, lease_wait
 from .._session import deciding_user
+from ._messages import Ack, Pong, Snapshot, Verdict, received
 from .assets import frontend_file, view_module
 from .run_delta import StepDeltas
 from .run_state import Cards, Clock, run_state
@@ -48,28 +49,26 @@ class RunWidget(anywidget.AnyWidget):
     the token rate: the small traits (status, usage, cards, ...) by trait
     changes, the steps by deltas (appended text and changed steps only, custom
     messages numbered in sequence, see :mod:`.run_delta`). A view that renders
-    asks ``{"action": "snapshot"}`` and gets every step. ``text``, ``steps`` and
+    asks for a snapshot and gets every step. ``text``, ``steps`` and
     ``last_offset`` are kernel-side traits (not synced); the synced ``snapshot`` trait holds
     every step whenever the run is not busy (it waits, or it ended) and when
     following stops, so the widget state a notebook saves shows the whole run.
     Closing the widget stops the task; a new ``RunWidget`` for the same run
     replays the log, then follows it.
 
-    Approval cards carry the request's signed token, never the secret. The
-    front-end answers with a custom message ``{"action": "approve" | "deny" |
-    "grant", "approval_id", "token", "reason"}`` (``grant``: a standing approval
-    of the card's tool in this run for :data:`CARD_GRANT_MINUTES`, which approves
-    this call and covers the run's next ones); the kernel acknowledges it at once
-    (``{"type": "ack", "approval_id"}``) and verifies the token with the
-    runtime's signer before approving (see :func:`submit_verdict`). An answered
-    card collapses to one line ("approved at 12:03").
+    Approval cards carry the request's signed token, never the secret. A click
+    sends a verdict (``grant``: a standing approval of the card's tool in this
+    run for :data:`CARD_GRANT_MINUTES`, which approves this call and covers the
+    run's next ones); the kernel acknowledges it at once and verifies the token
+    with the runtime's signer before approving (see :func:`submit_verdict`). An
+    answered card collapses to one line ("approved at 12:03").
 
-    The front-end also asks ``{"action": "ping", "nonce"}`` when it renders and
-    whenever the widget manager says the kernel connection changed; the kernel
-    answers ``{"type": "pong", "nonce"}``. A view that gets no answer (the kernel
+    The front-end also pings the kernel when it renders and whenever the widget
+    manager says the kernel connection changed. A view that gets no answer (the kernel
     was restarted, or the notebook was reopened from its saved widget state
     without this kernel) says "disconnected" and disables its buttons; a fresh
     view (re-run the cell, or ``%durable show RUN``) follows the run again.
+    The messages (:mod:`._messages`) are listed in docs/notebook.md, "Widget messages".
 
     Args:
         runtime: The runtime that owns the run (its store, signer and handles).
@@ -219,24 +218,24 @@ class RunWidget(anywidget.AnyWidget):
             quiet = not self.following or state["status"] not in BUSY_STATES
             if quiet and self.snapshot.get("seq") != self._deltas.seq:
                 # once per pause or end: what a saved notebook shows, never per token
-                self.snapshot = self._deltas.snapshot()
+                self.snapshot = dict(self._deltas.snapshot())
 
     # -- verdicts from the cards ---------------------------------------------------------
 
     def _on_front_end_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if not isinstance(content, dict):
+        message = received(content)
+        if message is None:
             return
-        if content.get("action") == "ping":
-            self.send({"type": "pong", "nonce": content.get("nonce")})
-            return
-        if content.get("action") == "snapshot":  # a view rendered: it gets every step
-            self.send({"kind": "snapshot", **self._deltas.snapshot()})
-            return
-        action = content.get("action")
-        if action not in ("approve", "deny", "grant"):
-            return
-        approval_id = str(content.get("approval_id", ""))
-        self.send({"type": "ack", "approval_id": approval_id})  # this kernel got the click
+        if message["type"] == "ping":
+            self.send(Pong(type="pong", nonce=message.get("nonce")))
+        elif message["type"] == "snapshot":  # a view rendered: it gets every step
+            self.send(Snapshot(type="snapshot", **self._deltas.snapshot()))
+        elif message["type"] in ("approve", "deny", "grant"):
+            self._on_verdict(message)
+
+    def _on_verdict(self, verdict: Verdict) -> None:
+        approval_id = str(verdict.get("approval_id", ""))
+        self.send(Ack(type="ack", approval_id=approval_id))  # this kernel got the click
         if approval_id not in self._cards.requests:
             return  # not a card of this view
         current = self._cards.outcomes.get(approval_id)
@@ -244,14 +243,14 @@ class RunWidget(anywidget.AnyWidget):
             return  # a second click: this card already answered (or is answering)
         self._cards.outcomes[approval_id] = ("sending", "checking...")
         self.flush()
-        reason = content.get("reason")
+        action, reason = verdict["type"], verdict.get("reason")
         coroutine = (
             self._grant(approval_id)
             if action == "grant"
             else self._answer(
                 approval_id,
                 approve=action == "approve",
-                token=content.get("token"),
+                token=verdict.get("token"),
                 reason=str(reason) if reason else None,
             )
         )

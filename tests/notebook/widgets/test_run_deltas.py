@@ -88,9 +88,9 @@ async def test_a_view_rendered_mid_stream_asks_for_a_snapshot_and_then_follows(
         await eventually(lambda: len(step_messages(comms, widget)) >= 3)
         assert widget.status == "running"
         before = len(step_messages(comms, widget))
-        front_end_sends(widget, {"action": "snapshot"})  # a second view renders
+        front_end_sends(widget, {"type": "snapshot"})  # a second view renders
         answer = step_messages(comms, widget)[before][1]
-        assert answer["kind"] == "snapshot" and answer["seq"] == before
+        assert answer["type"] == "snapshot" and answer["seq"] == before
         assert answer["steps"] == widget.steps and answer["steps"][0]["streaming"]
         await run.result()
         await eventually(lambda: not widget.following)
@@ -112,9 +112,9 @@ async def test_a_view_that_missed_a_delta_skips_it_until_a_snapshot(
         await run.approve()
         await run.result()
         await eventually(lambda: not widget.following)
-        front_end_sends(widget, {"action": "snapshot"})
+        front_end_sends(widget, {"type": "snapshot"})
     messages = [m for _t, m in step_messages(comms, widget)]
-    deltas = [m for m in messages if m["kind"] == "steps"]
+    deltas = [m for m in messages if m["type"] == "steps"]
     assert len(deltas) >= 2
     view = FrontEndSteps()
     for message in messages[1:]:  # the first delta never arrived
@@ -170,11 +170,11 @@ async def test_the_synced_state_holds_every_step_once_the_run_stops(tmp_path: Pa
 def test_a_patch_carries_appended_text_changed_fields_and_replaced_text() -> None:
     deltas = StepDeltas()
     step = {"index": 0, "text": "Hel", "streaming": True, "tool_calls": []}
-    assert deltas.delta([step]) == {"kind": "steps", "seq": 1, "changed": [step]}
+    assert deltas.delta([step]) == {"type": "steps", "seq": 1, "changed": [step]}
     assert deltas.delta([dict(step)]) is None  # nothing changed: nothing sent
     grown = {**step, "text": "Hello", "streaming": False}
     assert deltas.delta([grown]) == {
-        "kind": "steps",
+        "type": "steps",
         "seq": 2,
         "changed": [{"index": 0, "append": "lo", "streaming": False}],
     }
@@ -184,5 +184,5 @@ def test_a_patch_carries_appended_text_changed_fields_and_replaced_text() -> Non
         {"index": 0, "text": "Other"},
         next_step,
     ]
-    assert deltas.delta([next_step]) == {"kind": "steps", "seq": 4, "changed": [], "removed": [0]}
+    assert deltas.delta([next_step]) == {"type": "steps", "seq": 4, "changed": [], "removed": [0]}
     assert deltas.snapshot() == {"seq": 4, "steps": [next_step]}

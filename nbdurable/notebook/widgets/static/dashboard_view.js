@@ -1,13 +1,9 @@
 // nbdurable runs dashboard (anywidget ESM): pending approvals, then a paged table of runs.
 // Every trait is written by the kernel (columns, rows, total, page, pages, page_size,
 // sort_by, descending, status, search, counts, statuses, filters, approvals, selected,
-// detail, message, updated_at, paused). The view sends custom messages:
-//   {action: "query", status?, search?, sort_by?, descending?, page?, page_size?}
-//   {action: "approve" | "deny", run_id, approval_id, reason}
-//   {action: "open", run_id, view: "run" | "history"}, {action: "close"},
-//   {action: "dismiss", approval_id}, {action: "refresh"}, {action: "ping", nonce}.
-// The kernel answers {type: "pong"} and {type: "ack"}. No approval token ever comes
-// here: the kernel looks the token up when a verdict arrives.
+// detail, message, updated_at, paused). The view sends custom messages (query, approve,
+// deny, open, close, dismiss, refresh, ping: docs/notebook.md, "Widget messages").
+// No approval token ever comes here: the kernel looks the token up when a verdict arrives.
 //
 // A view whose kernel is gone (restarted, or a notebook reopened from its saved widget
 // state) says "disconnected" and disables its buttons: it never looks live.
@@ -106,17 +102,16 @@ function render({ model, el }) {
   const undelivered = new Set(); // rows clicked here whose click reached no kernel
 
   // -- is the kernel there? (kernelLink, from kernel_link.js) -----------------------------
-  const link = kernelLink(model, { onState: (state) => setConn(state), onLive: () => live_() });
+  const link = kernelLink(model, {
+    onState: (state) => setConn(state),
+    onLive: () => live_(),
+    onAck: (id) => undelivered.delete(id),
+  });
   const ask = (content) => {
     if (link.state !== "live") return false;
     if (!link.send(content)) return false;
     link.expectAnswer();
     return true;
-  };
-  const onMessage = (msg) => {
-    if (!msg || (msg.type !== "pong" && msg.type !== "ack")) return;
-    if (msg.type === "ack") undelivered.delete(msg.approval_id);
-    link.alive();
   };
   function setConn(next) {
     if (next === "disconnected") {
@@ -165,7 +160,7 @@ function render({ model, el }) {
     runLink.href = "#";
     runLink.addEventListener("click", (event) => {
       event.preventDefault();
-      ask({ action: "open", run_id: row.dataset.runId, view: "run" });
+      ask({ type: "open", run_id: row.dataset.runId, view: "run" });
     });
     const agent = h("span", "nbd-dash-agent");
     const asked = h("span", "nbd-dash-asked");
@@ -187,7 +182,7 @@ function render({ model, el }) {
     const verdict = (action) => {
       const id = row.dataset.approvalId;
       const content = {
-        action,
+        type: action,
         run_id: row.dataset.runId,
         approval_id: id,
         reason: action === "deny" ? reason.value || null : null,
@@ -214,7 +209,7 @@ function render({ model, el }) {
       denying.delete(row.dataset.approvalId);
       approvals_();
     });
-    dismiss.addEventListener("click", () => ask({ action: "dismiss", approval_id: row.dataset.approvalId }));
+    dismiss.addEventListener("click", () => ask({ type: "dismiss", approval_id: row.dataset.approvalId }));
 
     row.update = (data) => {
       const id = data.approval_id;
@@ -340,7 +335,7 @@ function render({ model, el }) {
         th.title = `sort by ${column.label}`;
         if (column.key === sortBy) th.append(h("span", "nbd-dash-arrow", descending ? " ▼" : " ▲"));
         th.addEventListener("click", () => ask({
-          action: "query",
+          type: "query",
           sort_by: column.key,
           descending: column.key === sortBy ? !descending : false,
         }));
@@ -380,11 +375,11 @@ function render({ model, el }) {
       history.disabled = off;
       history.addEventListener("click", (event) => {
         event.stopPropagation();
-        ask({ action: "open", run_id: row.id, view: "history" });
+        ask({ type: "open", run_id: row.id, view: "history" });
       });
       actions.append(history);
       tr.append(actions);
-      tr.addEventListener("click", () => ask({ action: "open", run_id: row.id, view: row.live ? "run" : "history" }));
+      tr.addEventListener("click", () => ask({ type: "open", run_id: row.id, view: row.live ? "run" : "history" }));
       return tr;
     }));
     table.classList.toggle("nbd-dash-off", off);
@@ -415,17 +410,17 @@ function render({ model, el }) {
   };
 
   // -- wiring ------------------------------------------------------------------------------
-  refresh.addEventListener("click", () => ask({ action: "refresh" }));
-  statusSelect.addEventListener("change", () => ask({ action: "query", status: statusSelect.value }));
+  refresh.addEventListener("click", () => ask({ type: "refresh" }));
+  statusSelect.addEventListener("change", () => ask({ type: "query", status: statusSelect.value }));
   let typing = null;
   search.addEventListener("input", () => {
     clearTimeout(typing);
-    typing = setTimeout(() => ask({ action: "query", search: search.value }), 250);
+    typing = setTimeout(() => ask({ type: "query", search: search.value }), 250);
   });
-  sizeSelect.addEventListener("change", () => ask({ action: "query", page_size: Number(sizeSelect.value) }));
-  prev.addEventListener("click", () => ask({ action: "query", page: model.get("page") - 1 }));
-  next.addEventListener("click", () => ask({ action: "query", page: model.get("page") + 1 }));
-  closeDetail.addEventListener("click", () => ask({ action: "close" }));
+  sizeSelect.addEventListener("change", () => ask({ type: "query", page_size: Number(sizeSelect.value) }));
+  prev.addEventListener("click", () => ask({ type: "query", page: model.get("page") - 1 }));
+  next.addEventListener("click", () => ask({ type: "query", page: model.get("page") + 1 }));
+  closeDetail.addEventListener("click", () => ask({ type: "close" }));
 
   headers_(); rows_(); approvals_(); live_(); message_();
   const traits = [
@@ -440,7 +435,6 @@ function render({ model, el }) {
   ];
   for (const [name, handler] of traits) model.on(name, handler);
   model.on("change", link.alive); // the kernel is sending updates: it is there
-  model.on("msg:custom", onMessage);
   link.probe();
 
   const clock = setInterval(tick, 1000);
@@ -452,7 +446,6 @@ function render({ model, el }) {
     clearTimeout(typing);
     for (const [name, handler] of traits) model.off(name, handler);
     model.off("change", link.alive);
-    model.off("msg:custom", onMessage);
   };
 }
 

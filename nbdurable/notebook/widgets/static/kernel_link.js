@@ -5,17 +5,19 @@
 // link.state is "checking" until the kernel answers the first probe, "live" once it
 // has, and "disconnected" when a send fails (the comm is gone for good) or nothing
 // answers while the kernel is not busy. link.busy is true while a running cell holds
-// the kernel (messages wait their turn). The view sends {action: "ping", nonce}; the
-// kernel answers {type: "pong"} (and {type: "ack"} to a click), and the view calls
-// link.alive() on any answer.
+// the kernel (messages wait their turn). The link sends {type: "ping", nonce} and reads
+// the kernel's {type: "pong"} and {type: "ack"} (a click reached it) itself; the view
+// calls link.alive() on any other answer. Every message, either way, is tagged by
+// `type`: docs/notebook.md, "Widget messages", lists them (kernel side: _messages.py).
 
 const ANSWER_MS = 5000; // a probe or a click unanswered this long: the kernel is gone
 const BUSY_RECHECK_MS = 1000; // while the kernel runs a cell, messages wait their turn
 const REPROBE_MS = 10000; // after an unanswered probe, ask again now and then
 
-function kernelLink(model, { onState, onLive }) {
+function kernelLink(model, { onState, onLive, onAck }) {
   // onState(state): the state changed; onLive(): what the view says of the link may
-  // have changed (busy or not) while the state stayed the same.
+  // have changed (busy or not) while the state stayed the same; onAck(approval_id):
+  // the kernel got the click on that approval.
   const link = { state: "checking", busy: false };
   let gone = false;
   let timer = null;
@@ -68,7 +70,7 @@ function kernelLink(model, { onState, onLive }) {
   };
   link.probe = () => {
     nonce += 1;
-    if (link.send({ action: "ping", nonce })) link.expectAnswer();
+    if (link.send({ type: "ping", nonce })) link.expectAnswer();
   };
   link.alive = () => {
     if (gone) return;
@@ -78,6 +80,13 @@ function kernelLink(model, { onState, onLive }) {
     if (link.state !== "live") set("live");
     else onLive();
   };
+
+  const onAnswer = (msg) => {
+    if (!msg || (msg.type !== "pong" && msg.type !== "ack")) return;
+    if (msg.type === "ack") onAck(msg.approval_id);
+    link.alive();
+  };
+  model.on("msg:custom", onAnswer);
 
   // the widget manager lost (or found) the kernel, or the kernel restarts: ask again
   let kernel = null;
@@ -98,6 +107,7 @@ function kernelLink(model, { onState, onLive }) {
   link.dispose = () => {
     clearTimeout(timer);
     model.off("comm_live_update", link.probe);
+    model.off("msg:custom", onAnswer);
     if (kernel) {
       try {
         kernel.statusChanged.disconnect(onKernelStatus);

@@ -1,16 +1,14 @@
 // nbdurable run view (anywidget ESM): the live view of one run.
 // Reads the synced traits the kernel sets (status, step, usage, approvals, error,
 // started_at, ended_at, max_steps, progress, summary, lease_until, lease_owner,
-// following, snapshot) and sends custom messages: one per card click,
-// {action: "approve" | "deny" | "grant", approval_id, token, reason}, a liveness probe,
-// {action: "ping", nonce}, and {action: "snapshot"} when it renders. The kernel
-// answers {type: "ack"} / {type: "pong"} / {kind: "snapshot", seq, steps}.
-// The card's token is the request's signed token; the secret never reaches here.
+// following, snapshot) and sends custom messages (docs/notebook.md, "Widget messages"):
+// a verdict per card click, a ping (kernel_link.js), and a snapshot request when it
+// renders. The card's token is the request's signed token; the secret never reaches here.
 //
-// Steps arrive as deltas, numbered in sequence: {kind: "steps", seq, changed,
-// removed}, where a changed step is whole when new, else {index, ...fields that
-// changed}, its grown text as {append}. A view applies the delta that follows the
-// one it has and asks for a snapshot when one is missing. The `snapshot` trait
+// Steps arrive as deltas numbered in sequence (type "steps"), where a changed step is
+// whole when new, else {index, ...fields that changed}, its grown text as {append}. A
+// view applies the delta that follows the one it has and asks for a snapshot when one
+// is missing. The `snapshot` trait
 // (every step, synced by the kernel when the run is not busy, and kept current
 // here) is what a view renders first and what a saved notebook holds.
 //
@@ -169,18 +167,15 @@ function render({ model, el }) {
       header_();
     },
     onLive: () => live_(),
+    onAck: (id) => undelivered.delete(id),
   });
   const onMessage = (msg) => {
-    if (msg && msg.kind === "steps") return onDelta(msg);
-    if (msg && msg.kind === "snapshot") {
+    if (msg && msg.type === "steps") return onDelta(msg);
+    if (msg && msg.type === "snapshot") {
       link.alive();
       asked = false;
       if (msg.seq >= seq) load(msg);
-      return;
     }
-    if (!msg || (msg.type !== "pong" && msg.type !== "ack")) return;
-    if (msg.type === "ack") undelivered.delete(msg.approval_id);
-    link.alive();
   };
 
   // -- rendering ---------------------------------------------------------------------------
@@ -261,7 +256,7 @@ function render({ model, el }) {
       grant.disabled = true;
       clicked.add(card.approval_id);
       undelivered.delete(card.approval_id);
-      const content = { action, approval_id: card.approval_id, token: card.token, reason: reason.value || null };
+      const content = { type: action, approval_id: card.approval_id, token: card.token, reason: reason.value || null };
       if (link.send(content)) link.expectAnswer();
     };
     approve.addEventListener("click", () => click("approve"));
@@ -341,7 +336,7 @@ function render({ model, el }) {
   const askSnapshot = () => {
     if (asked) return;
     asked = true;
-    link.send({ action: "snapshot" });
+    link.send({ type: "snapshot" });
   };
   const onDelta = (msg) => {
     link.alive();

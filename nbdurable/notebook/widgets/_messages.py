@@ -1,0 +1,145 @@
+"""The custom messages between the kernel and the widgets' views, typed.
+
+Every message, either way, is a JSON object tagged by one key, ``type``; the
+views (``static/*.js``) send and read the same tags. docs/notebook.md, "Widget
+messages", lists each one, its fields and who sends it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict, cast
+
+__all__ = [
+    "Ack",
+    "AskSnapshot",
+    "Bare",
+    "Dismiss",
+    "KernelMessage",
+    "Open",
+    "Ping",
+    "Pong",
+    "QueryChange",
+    "Snapshot",
+    "StepsDelta",
+    "StepsState",
+    "Verdict",
+    "ViewMessage",
+    "received",
+]
+
+# -- from a view to the kernel -----------------------------------------------------------
+
+
+class Ping(TypedDict):
+    """Is the kernel there? Answered by :class:`Pong` (both views)."""
+
+    type: Literal["ping"]
+    nonce: int
+
+
+class AskSnapshot(TypedDict):
+    """Every step, please: a run view that renders. Answered by :class:`Snapshot`."""
+
+    type: Literal["snapshot"]
+
+
+class Verdict(TypedDict):
+    """A click on Approve, Deny or a card's grant; answered by :class:`Ack` at once."""
+
+    type: Literal["approve", "deny", "grant"]
+    approval_id: str
+    reason: str | None
+    token: NotRequired[str | None]
+    """A run view's card: the request's signed token."""
+    run_id: NotRequired[str]
+    """A dashboard row: the run that asks (the kernel looks its token up)."""
+
+
+class QueryChange(TypedDict, total=False):
+    """The dashboard's filter, search, order or page changed (any of the fields)."""
+
+    type: Literal["query"]
+    status: str
+    search: str
+    sort_by: str
+    descending: bool
+    page: int
+    page_size: int
+
+
+class Open(TypedDict):
+    """Show a run below the dashboard: its live view (``run``) or its history browser."""
+
+    type: Literal["open"]
+    run_id: str
+    view: NotRequired[Literal["run", "history"]]
+
+
+class Dismiss(TypedDict):
+    """Remove an answered approval's line from the dashboard."""
+
+    type: Literal["dismiss"]
+    approval_id: str
+
+
+class Bare(TypedDict):
+    """The dashboard's **close** (the run below) and **Refresh** (read the store now)."""
+
+    type: Literal["close", "refresh"]
+
+
+ViewMessage = Ping | AskSnapshot | Verdict | QueryChange | Open | Dismiss | Bare
+
+# -- from the kernel to a view -----------------------------------------------------------
+
+
+class Pong(TypedDict):
+    """The answer to a :class:`Ping`, with its nonce."""
+
+    type: Literal["pong"]
+    nonce: int | None
+
+
+class Ack(TypedDict):
+    """A :class:`Verdict` reached this kernel (its outcome comes by the traits)."""
+
+    type: Literal["ack"]
+    approval_id: str
+
+
+class StepsDelta(TypedDict):
+    """A run view's steps since the previous delta, numbered in sequence."""
+
+    type: Literal["steps"]
+    seq: int
+    changed: list[dict[str, Any]]
+    """A new step whole; a known one as ``{"index", ...changed fields}`` (new text: ``append``)."""
+    removed: NotRequired[list[int]]
+    """The indexes of steps that are gone (omitted when none)."""
+
+
+class StepsState(TypedDict):
+    """Every step, with the number of the last delta: the ``snapshot`` trait's value."""
+
+    seq: int
+    steps: list[dict[str, Any]]
+
+
+class Snapshot(StepsState):
+    """The answer to :class:`AskSnapshot`."""
+
+    type: Literal["snapshot"]
+
+
+KernelMessage = Pong | Ack | StepsDelta | Snapshot
+
+
+def received(content: object) -> ViewMessage | None:
+    """A view's message, or None for anything that is not one.
+
+    Only the tag is checked: a view's fields are untrusted, so handlers read
+    them with ``.get`` and check each value they use.
+    """
+    if isinstance(content, dict) and isinstance(content.get("type"), str):
+        return cast(ViewMessage, content)
+    return None
