@@ -3,7 +3,7 @@
 The order, lowest first (architecture issue; it supersedes the layer tree in DESIGN.md)::
 
     _errors, _deps, messages, history, parts
-      → durable (checkpoints, codec, signer, session store, run records, fork core)
+      → durable (checkpoints, codec, signer, session store, fork core), runs (run records)
       → models, tools, events
       → loop
       → stores
@@ -60,7 +60,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_redact",
         "_extras",
     ),
-    ("durable",),
+    ("durable", "runs"),
     ("models", "tools", "events", "interop", "mcp"),
     ("loop", "tracing", "metrics", "health"),
     ("stores",),

@@ -23,12 +23,21 @@ from .._errors import (
     LateResultUndecidedError,
     RunNotFoundError,
 )
-from ..durable.late_results import late_result_line
-from ..durable.run_states import ACTIVE_STATES, BUSY_STATES, STOP_STATES, UNSUCCESSFUL_STATES
-from ..durable.runtime_run import EMBEDDED, TEMPORAL, RuntimeRun
-from ..durable.scheduling import definition_matches, mismatch_reason, of_engine
 from ..durable.store import maybe_await
 from ..messages import ToolApprovalRequest
+from ..runs import (
+    ACTIVE_STATES,
+    BUSY_STATES,
+    EMBEDDED,
+    STOP_STATES,
+    TEMPORAL,
+    UNSUCCESSFUL_STATES,
+    RuntimeRun,
+    definition_matches,
+    late_result_line,
+    mismatch_reason,
+    of_engine,
+)
 from ..runtime.late_results import blind_retry_error
 from ..runtime.run import Run, approval_expired
 from .agents import load_all

@@ -16,10 +16,9 @@ from typing import Any
 from .._deps import new_id
 from .._errors import ConfigurationError, DurableConflictError
 from ..messages import Message, ToolApprovalRequest
+from ..runs import RunState, RuntimeRun
 from .checkpoint import AgentCheckpoint, CheckpointStatus, ForkPoint
 from .lookup import checkpoint_at, runtime_record
-from .run_states import RunState
-from .runtime_run import RuntimeRun
 from .signer import ApprovalSigner, store_signer
 from .store import HistoryStore
 

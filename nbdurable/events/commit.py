@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from .._errors import ConfigurationError
-from ..durable.runtime_run import RuntimeRun, ToolIntent
+from ..runs import RuntimeRun, ToolIntent
 from .model import Event, NewEvent
 
 __all__ = ["COMMIT_CHANGES", "RuntimeCommit", "check_commit", "commits_together"]

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, RunNotFoundError
 from ..durable.records import RunRecord
-from ..durable.runtime_run import RuntimeRun
 from ..durable.signer import token_issued_at
 from ..durable.store import RUNTIME, HistoryStore, supports
 from ..events.log import EVENTS
 from ..events.model import APPROVAL_RESOLVED, TOOL_APPROVAL_REQUEST, TOOL_CALL
 from ..messages import ToolApprovalRequest
+from ..runs import RuntimeRun
 from ._source import StoreLike, opened
 
 if TYPE_CHECKING:

@@ -10,16 +10,22 @@ from typing import Any
 
 from .._errors import RunNotFoundError
 from ..durable.checkpoint import AgentCheckpoint
-from ..durable.deciders import verdict_line
-from ..durable.late_results import late_result_line, undecided_late_results
-from ..durable.lease_holder import describe_holder, process_gone
 from ..durable.lookup import runtime_record
-from ..durable.run_states import ACTIVE_STATES, UNFINISHED_STATES, UNSUCCESSFUL_STATES
-from ..durable.runtime_run import RuntimeRun
 from ..durable.signer import token_issued_at
 from ..durable.store import RUNTIME, HistoryStore, supports
 from ..events.log import EVENTS
 from ..events.model import RUN_TAKEN_OVER, TOOL_APPROVAL_REQUEST
+from ..runs import (
+    ACTIVE_STATES,
+    UNFINISHED_STATES,
+    UNSUCCESSFUL_STATES,
+    RuntimeRun,
+    describe_holder,
+    late_result_line,
+    process_gone,
+    undecided_late_results,
+    verdict_line,
+)
 from ._next import Context, NextSteps, check_context
 from ._rows import preview
 from ._source import StoreLike, opened

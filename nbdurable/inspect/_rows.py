@@ -10,9 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
-from ..durable.deciders import who_decided
 from ..durable.records import RunRecord
-from ..durable.runtime_run import RuntimeRun
 from ..events.model import Event
 from ..messages import (
     ApprovalRequestPart,
@@ -23,6 +21,7 @@ from ..messages import (
     ToolResultPart,
     Usage,
 )
+from ..runs import RuntimeRun, who_decided
 
 __all__ = [
     "PREVIEW_CHARS",
@@ -96,7 +95,7 @@ def _seq(run: RuntimeRun | None) -> int:
 
 
 def _graph_statuses(runs: Iterable[RuntimeRun]) -> dict[str, str]:
-    from ..durable.graph_status import graph_status
+    from ..runs import graph_status
 
     nodes: dict[str, list[RuntimeRun]] = {}
     for run in runs:

@@ -22,11 +22,16 @@ from .._errors import (
     LateResultUndecidedError,
 )
 from .._sync import run_sync
-from ..durable.late_results import late_result_line
-from ..durable.run_states import BUSY_STATES, UNFINISHED_STATES
-from ..durable.runtime_run import RuntimeRun
-from ..durable.scheduling import definition_matches, mismatch_reason, of_engine
 from ..messages import ToolApprovalRequest
+from ..runs import (
+    BUSY_STATES,
+    UNFINISHED_STATES,
+    RuntimeRun,
+    definition_matches,
+    late_result_line,
+    mismatch_reason,
+    of_engine,
+)
 from ..runtime.grants import DEFAULT_GRANT_MINUTES
 from ..runtime.late_results import blind_retry_error
 from ..runtime.run import Run, approval_expired

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import FencedOutError
 from ..durable.offload import offload
-from ..durable.runtime_run import RuntimeRun
+from ..runs import RuntimeRun
 from .outcome import LegOutcome, record_changes
 
 if TYPE_CHECKING:

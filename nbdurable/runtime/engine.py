@@ -17,17 +17,22 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._aio import wait_event
 from .._errors import FencedOutError, LeaseLostError, RunNotFoundError, StoreWriteError
-from ..durable.grants import RunGrants
-from ..durable.lease_holder import lease_holder, process_gone
 from ..durable.offload import offload
-from ..durable.run_states import ACTIVE_STATES, CLAIMABLE_STATES
-from ..durable.runtime_run import EMBEDDED, RuntimeRun
-from ..durable.scheduling import of_engine
 from ..durable.store import maybe_await
 from ..durable.transient import StoreUnavailableError, is_transient
 from ..events.log import notify
 from ..events.model import NewEvent
 from ..loop.machine import LegStart, leg_start_from_checkpoint
+from ..runs import (
+    ACTIVE_STATES,
+    CLAIMABLE_STATES,
+    EMBEDDED,
+    RunGrants,
+    RuntimeRun,
+    lease_holder,
+    of_engine,
+    process_gone,
+)
 from . import lifecycle
 from .claims import claim_next
 from .executor import RunContext, RuntimeDriver
@@ -304,7 +309,7 @@ class EmbeddedEngine:
 
         A restarted kernel or a killed worker leaves its runs ``running`` under a
         lease nobody renews. When the holder's process provably no longer exists
-        (:func:`~nbdurable.durable.lease_holder.process_gone`), its lease is ended now
+        (:func:`~nbdurable.runs.process_gone`), its lease is ended now
         (a fenced write, so a run someone claimed meanwhile is left alone) and the
         next claim takes the run over at once instead of after the lease.
         Runs of another engine are left alone (claims never take them either).

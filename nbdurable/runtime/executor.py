@@ -12,9 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from .._errors import FencedOutError, LeaseLostError, LimitExceededError, ModelError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.checkpoint_size import CheckpointSize
-from ..durable.lease_holder import describe_holder, process_gone
 from ..durable.offload import NowaitDelegate, offload
-from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.runtime_store import RuntimeStore
 from ..durable.store import SessionStore
 from ..events.commit import commits_together
@@ -26,6 +24,7 @@ from ..loop.start import LegStart
 from ..messages import ToolResultPart
 from ..models.base import ModelResponse
 from ..parts import TextDeltaPart
+from ..runs import RuntimeRun, ToolIntent, describe_holder, process_gone
 from ..tracing import LEG_KEY
 from .agent import Agent
 from .late_results import Unrecorded, completed, lost_lease_result, record_late_results

@@ -39,11 +39,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
 from ..durable.offload import offload
-from ..durable.run_states import UNFINISHED_STATES
-from ..durable.runtime_run import LateResult, RuntimeRun
 from ..durable.runtime_store import RuntimeStore
 from ..durable.store import REMOTE, supports
 from ..events.log import watch
+from ..runs import UNFINISHED_STATES, LateResult, RuntimeRun
 
 __all__ = ["MirroredRuntimeStore", "RecordMirror", "mirror_for", "read_graph", "read_list"]
 

@@ -15,12 +15,7 @@ from .._errors import (
     WaitingForHumanError,
 )
 from .._sync import run_here, run_sync
-from ..durable.deciders import check_decider
-from ..durable.grants import Grant
-from ..durable.late_results import undecided_late_results
 from ..durable.offload import offload
-from ..durable.run_states import ACTIVE_STATES, HUMAN_STATES, RETRYABLE_STATES, RUN_STATES
-from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
 from ..durable.signer import expired_age, request_still_signed, resign_if_expired
 from ..events.log import Armed
 from ..events.model import Event
@@ -28,12 +23,26 @@ from ..events.subscribe import subscribe, wait_for_run
 from ..history import History
 from ..loop.output import OutputSpec
 from ..messages import ToolApprovalRequest, ToolApprovalResponse, Usage, VerdictSource
+from ..runs import (
+    ACTIVE_STATES,
+    HUMAN_STATES,
+    RETRYABLE_STATES,
+    RUN_STATES,
+    VIAS,
+    Grant,
+    LateResult,
+    RuntimeRun,
+    ToolIntent,
+    approval_expired,
+    check_decider,
+    claimed_source,
+    undecided_late_results,
+)
 from . import lifecycle
 from .in_flight import landed
 from .late_results import blind_retry_error, completed, use_late_result
 from .record_mirror import read_record
 from .run_result import RunFailedError, RunResult
-from .verdict_sources import VIAS, approval_expired, claimed_source
 from .waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:
@@ -355,7 +364,7 @@ class Run:
             seconds: The duration in seconds instead.
             match: Argument rules every covered call must satisfy, e.g.
                 ``{"name": "stg_*"}`` (a glob), ``{"name": {"prefix": "stg_"}}``,
-                ``{"name": {"equals": "x"}}`` (see :mod:`nbdurable.durable.grants`).
+                ``{"name": {"equals": "x"}}`` (see :mod:`nbdurable.runs`).
             agent_path: The sub-agent whose calls it covers (empty: the run's own
                 agent's calls only; a sub-agent's only when named).
             by: Who grants it (default ``NBDURABLE_USER``, else the OS user);
@@ -508,7 +517,7 @@ class Run:
             reason: Why, shown to the model with a denial.
             max_age_ms: Tokens older than this are refused when the verdict is recorded.
             source: Who gave the verdict and how; checked against the run's
-                rule on who may decide (:func:`~nbdurable.durable.deciders.check_decider`).
+                rule on who may decide (:func:`~nbdurable.runs.check_decider`).
 
         Raises:
             ApprovalNotPendingError: Another verdict won, or the request is not pending.

@@ -14,10 +14,7 @@ from .._errors import (
     RunNotFoundError,
 )
 from .._resources import ResourceScope
-from ..durable.deciders import claimed_user, valid_name
 from ..durable.offload import offload
-from ..durable.run_states import HUMAN_STATES, TERMINAL_STATES, UNFINISHED_STATES
-from ..durable.runtime_run import RuntimeRun
 from ..durable.runtime_store import RuntimeStore
 from ..durable.signer import ApprovalSigner, store_signer
 from ..durable.store import RUNTIME, HistoryStore, supports
@@ -25,6 +22,14 @@ from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry
 from ..events.fork import fork_run
 from ..events.log import FencedEventStore, notify
 from ..messages import Message
+from ..runs import (
+    HUMAN_STATES,
+    TERMINAL_STATES,
+    UNFINISHED_STATES,
+    RuntimeRun,
+    claimed_user,
+    valid_name,
+)
 from ..tracing import current_trace_context
 from .agent import Agent, Registry
 from .engine import EmbeddedEngine, Engine
@@ -72,7 +77,7 @@ class DurableRuntime:
         limits: The runtime's limits.
         owner_id: This runtime's name in leases (held as
             ``f"{owner_id}@{host}:{pid}#{boot id}/{pid namespace}/{start time}"``,
-            see :mod:`nbdurable.durable.lease_holder`).
+            see :mod:`nbdurable.runs`).
         approval_max_age_ms: Approval tokens this old or older are refused when
             a verdict comes in (``Run.approve``, a widget card, ``%durable
             approve``, the CLI, the HTTP bridge): the request stays pending and

@@ -7,9 +7,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import FencedOutError
-from ..durable.run_states import GRAPH_SETTLED_STATES
-from ..durable.runtime_run import RuntimeRun
 from ..events.model import RUN_ERROR, RUN_FINISHED, RUN_STATE, Event, NewEvent
+from ..runs import GRAPH_SETTLED_STATES, RuntimeRun
 from .run import RunFailedError
 
 if TYPE_CHECKING:

@@ -31,11 +31,11 @@ from typing import Any
 
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.offload import NowaitDelegate
-from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.transient import StoreRetry
 from ..events.commit import RuntimeCommit
 from ..events.log import channel_of
 from ..events.model import Event, NewEvent
+from ..runs import RuntimeRun, ToolIntent
 
 __all__ = ["StepRiders"]
 

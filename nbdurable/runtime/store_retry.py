@@ -20,9 +20,9 @@ from typing import Any
 
 from .._errors import DurableConflictError
 from ..durable.offload import NowaitDelegate
-from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
 from ..durable.runtime_store import RuntimeStore
 from ..durable.transient import StoreRetry, StoreUnavailableError, is_transient
+from ..runs import LateResult, RuntimeRun, ToolIntent
 
 __all__ = ["RetryingRuntimeStore", "StoreUnavailableError"]
 

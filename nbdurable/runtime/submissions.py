@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 from .._deps import new_id
 from .._errors import ConfigurationError, DurableConflictError, LimitExceededError
 from .._text import valid_text
-from ..durable.deciders import claimed_user
 from ..durable.offload import offload
-from ..durable.runtime_run import RuntimeRun
+from ..runs import RuntimeRun, claimed_user
 from .agent import Registry
 from .graphs import Graph, GraphNode, validate_graph
 from .limits import Limits, payload_bytes

@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, LimitExceededError
 from ..durable.offload import offload
-from ..durable.run_states import ACTIVE_STATES
-from ..durable.runtime_run import RuntimeRun
 from ..durable.runtime_store import RuntimeStore
 from ..durable.store import maybe_await
 from ..events.model import NewEvent
+from ..runs import ACTIVE_STATES, RuntimeRun
 from .limits import payload_bytes
 from .outcome import LegOutcome, RunTimedOut
 from .prompts import Prompt, validate_prompt

@@ -10,11 +10,11 @@ from typing import Any, ClassVar
 from .._errors import RunNotFoundError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
-from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.store import HISTORY, RUNTIME
 from ..events.commit import check_commit
 from ..events.log import EVENTS
 from ..events.model import Event, NewEvent, numbered
+from ..runs import RuntimeRun, ToolIntent
 from .memory_runtime import MemoryRuntimeTables
 from .prune import PruneReport, prune_runs
 

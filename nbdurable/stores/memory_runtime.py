@@ -9,21 +9,24 @@ from typing import Any
 
 from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
 from .._text import valid_data
-from ..durable.grants import with_grant_change
-from ..durable.late_results import with_late_result
-from ..durable.notices import claim_notices
-from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
-from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
-from ..durable.scheduling import (
+from ..runs import (
+    TERMINAL_STATES,
+    UNFINISHED_STATES,
+    LateResult,
+    RuntimeRun,
     Served,
+    ToolIntent,
     after_finish,
     claim,
+    claim_notices,
     claimable,
+    decide,
     next_state,
     served,
     unclaimable_by_definition,
+    with_grant_change,
+    with_late_result,
 )
-from ..durable.verdicts import decide
 
 __all__ = ["MemoryRuntimeTables"]
 

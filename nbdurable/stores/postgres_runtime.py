@@ -28,22 +28,26 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
-from ..durable.grants import with_grant_change
-from ..durable.late_results import with_late_result
-from ..durable.notices import claim_notices
-from ..durable.run_states import ACTIVE_STATES, TERMINAL_STATES, UNFINISHED_STATES
-from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
-from ..durable.scheduling import (
+from ..durable.stored import validate_stored
+from ..runs import (
+    ACTIVE_STATES,
+    TERMINAL_STATES,
+    UNFINISHED_STATES,
+    LateResult,
+    RuntimeRun,
     Served,
+    ToolIntent,
     after_finish,
     claim,
+    claim_notices,
     claimable,
+    decide,
     next_state,
     served,
     unclaimable_by_definition,
+    with_grant_change,
+    with_late_result,
 )
-from ..durable.stored import validate_stored
-from ..durable.verdicts import decide
 from .postgres_connect import ping_pool
 from .rows import runtime_row
 

@@ -22,24 +22,28 @@ from .._errors import (
     RunNotFoundError,
     StoreCorruptionError,
 )
-from ..durable.grants import with_grant_change
-from ..durable.late_results import with_late_result
-from ..durable.notices import claim_notices
-from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
-from ..durable.runtime_run import LateResult, RunKind, RuntimeRun, ToolIntent
-from ..durable.scheduling import (
+from ..durable.stored import validate_stored
+from ..events.commit import check_commit
+from ..events.model import Event, NewEvent
+from ..runs import (
+    TERMINAL_STATES,
+    UNFINISHED_STATES,
+    LateResult,
+    RunKind,
+    RuntimeRun,
     Served,
+    ToolIntent,
     after_finish,
     claim,
+    claim_notices,
     claimable,
+    decide,
     next_state,
     served,
     unclaimable_by_definition,
+    with_grant_change,
+    with_late_result,
 )
-from ..durable.stored import validate_stored
-from ..durable.verdicts import decide
-from ..events.commit import check_commit
-from ..events.model import Event, NewEvent
 from .rows import runtime_row
 from .sqlite_crc import row_crc, verify_row
 from .sqlite_events import append_events

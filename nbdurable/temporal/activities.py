@@ -24,14 +24,6 @@ from .. import tracing as _tracing
 from .._errors import FencedOutError, LimitExceededError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.offload import offload
-from ..durable.runtime_run import TEMPORAL, RuntimeRun
-from ..durable.scheduling import (
-    definition_matches,
-    mismatch_reason,
-    of_engine,
-    unclaimable_by_definition,
-    unserved_reason,
-)
 from ..events.writer import EventWriter
 from ..loop.driver import Driver
 from ..loop.effects import CallModel, ToolInvocation, ToolOutcome
@@ -41,6 +33,15 @@ from ..loop.subagent import AgentTool
 from ..messages import ToolCallPart, ToolResultPart
 from ..models.base import ModelRequest, ModelResponse
 from ..parts import StreamPart
+from ..runs import (
+    TEMPORAL,
+    RuntimeRun,
+    definition_matches,
+    mismatch_reason,
+    of_engine,
+    unclaimable_by_definition,
+    unserved_reason,
+)
 from ..runtime import lifecycle
 from ..runtime.agent import Agent
 from ..runtime.executor import RunContext, RuntimeDriver

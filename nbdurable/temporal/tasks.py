@@ -25,9 +25,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 from .._errors import FencedOutError, LimitExceededError
 from ..durable.offload import offload
-from ..durable.run_states import TERMINAL_STATES
-from ..durable.runtime_run import TEMPORAL, RuntimeRun
-from ..durable.scheduling import unclaimable_by_definition, unserved_reason
+from ..runs import TEMPORAL, TERMINAL_STATES, RuntimeRun, unclaimable_by_definition, unserved_reason
 from ..runtime import lifecycle
 from ..runtime.outcome import RunTimedOut
 from ..runtime.run import Run

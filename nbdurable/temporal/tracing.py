@@ -25,8 +25,8 @@ from typing import Any
 
 from .. import tracing as _tracing
 from ..durable.checkpoint import AgentCheckpoint
-from ..durable.runtime_run import RuntimeRun
 from ..messages import Usage
+from ..runs import RuntimeRun
 from ..runtime.agent import Agent
 from ..tracing import LEG_KEY
 

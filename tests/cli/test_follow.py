@@ -11,8 +11,8 @@ import pytest
 import nbdurable as nd
 from nbdurable.cli.follow import EventPrinter, call_text, follow
 from nbdurable.cli.tables import text_width
-from nbdurable.durable.runtime_run import RuntimeRun
 from nbdurable.events import Event, NewEvent
+from nbdurable.runs import RuntimeRun
 from nbdurable.runtime import DurableRuntime
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun
+from nbdurable.runs import RuntimeRun
 
 ROOT = Path(__file__).resolve().parents[2]
 WIDTH = 80

@@ -6,7 +6,7 @@ from typing import Any
 
 import nbdurable as nd
 from nbdurable import inspect as ins
-from nbdurable.durable.runtime_run import LateResult, RuntimeRun, ToolIntent
+from nbdurable.runs import LateResult, RuntimeRun, ToolIntent
 
 NOW = 1_800_000_000_000
 

@@ -17,11 +17,11 @@ import pytest
 from support.gated_janitor import gated
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun
 from nbdurable.messages import VerdictSource
+from nbdurable.runs import RuntimeRun
 from nbdurable.runtime import DurableRuntime
+from nbdurable.runtime.checked_verdicts import submit_verdict
 from nbdurable.runtime.run import Run
-from nbdurable.runtime.verdicts import submit_verdict
 
 
 async def parked(rt: DurableRuntime, **submit: Any) -> tuple[Run, nd.ToolApprovalRequest]:
@@ -163,7 +163,7 @@ def _reserved(approvers: dict[str, list[str]] | None) -> RuntimeRun:
 
 
 def test_only_an_approver_mints_a_link_for_a_reserved_call() -> None:
-    from nbdurable.durable.deciders import check_minter
+    from nbdurable.runs import check_minter
 
     record = _reserved({"drop_table": ["ana", "lee"]})
 
@@ -190,7 +190,7 @@ def test_only_an_approver_mints_a_link_for_a_reserved_call() -> None:
 
 
 def test_a_link_verdict_on_a_reserved_call_needs_an_approver_as_its_minter() -> None:
-    from nbdurable.durable.deciders import check_decider
+    from nbdurable.runs import check_decider
 
     record = _reserved({"drop_table": ["ana"]})
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.grants import sign_grant
 from nbdurable.messages import VerdictSource
 from nbdurable.models.base import ModelRequest
+from nbdurable.runs import sign_grant
 from nbdurable.runtime import Agent, DurableRuntime
 
 from .conftest import FakeClock, GatedModel

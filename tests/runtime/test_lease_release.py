@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun
+from nbdurable.runs import RuntimeRun
 from nbdurable.runtime import DurableRuntime
 from nbdurable.runtime.leases import LeaseKeeper
 from nbdurable.runtime.outcome import LegOutcome

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from nbdurable.durable.runtime_run import RuntimeRun
 from nbdurable.events.model import RUN_STATE, NewEvent
+from nbdurable.runs import RuntimeRun
 from nbdurable.runtime import DurableRuntime
 from nbdurable.runtime.state_events import claim_event
 

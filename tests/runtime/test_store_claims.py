@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun, ToolIntent
 from nbdurable.events.model import NewEvent
+from nbdurable.runs import RuntimeRun, ToolIntent
 
 NOW = 1_800_000_000_000
 AGENTS = [("a", "1")]

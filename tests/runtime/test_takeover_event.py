@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.lease_holder import this_process
-from nbdurable.durable.runtime_run import ToolIntent
 from nbdurable.notebook.widgets.run_state import Cards, Clock, run_state
+from nbdurable.runs import ToolIntent, this_process
 from nbdurable.runtime import Agent, DurableRuntime
 
 LEASE = 30_000

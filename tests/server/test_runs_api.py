@@ -149,7 +149,7 @@ def test_limits_map_to_413_and_429(make_server: Any) -> None:
 
 
 def test_a_runs_late_results_are_in_its_json(server: Server) -> None:
-    from nbdurable.durable.runtime_run import LateResult
+    from nbdurable.runs import LateResult
 
     run = _submit(server, agent="helper", prompt="What is the answer?")
     assert run["late_results"] == []
@@ -165,7 +165,7 @@ def test_a_runs_late_results_are_in_its_json(server: Server) -> None:
 
 
 def test_retry_of_a_call_with_a_late_result_is_refused_unless_asked(server: Server) -> None:
-    from nbdurable.durable.runtime_run import LateResult, ToolIntent
+    from nbdurable.runs import LateResult, ToolIntent
 
     run = _submit(server, agent="helper", prompt="What is the answer?")
     run_id = run["run_id"]

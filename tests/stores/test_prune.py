@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun
 from nbdurable.durable.store import RUNTIME, supports
 from nbdurable.events.model import NewEvent
+from nbdurable.runs import RuntimeRun
 
 from .conftest import StoreCase
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun, ToolIntent
 from nbdurable.events.commit import commits_together
 from nbdurable.events.model import NewEvent
+from nbdurable.runs import RuntimeRun, ToolIntent
 
 from .conftest import StoreCase
 from .test_runtime_verdicts import NOW

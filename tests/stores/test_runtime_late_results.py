@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.late_results import MAX_LATE_RESULTS
-from nbdurable.durable.runtime_run import LateResult, ToolIntent
+from nbdurable.runs import MAX_LATE_RESULTS, LateResult, ToolIntent
 
 from .conftest import StoreCase
 from .test_runtime_verdicts import NOW, waiting

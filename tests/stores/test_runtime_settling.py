@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from nbdurable.durable.runtime_run import RuntimeRun
+from nbdurable.runs import RuntimeRun
 from nbdurable.runtime.state_events import settled_nodes
 
 NOW = 1_800_000_000_000

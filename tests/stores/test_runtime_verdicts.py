@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun
+from nbdurable.runs import RuntimeRun
 
 from .conftest import StoreCase
 

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun, ToolIntent
 from nbdurable.events.model import NewEvent
 from nbdurable.messages import TextPart
 from nbdurable.models.base import ModelResponse
+from nbdurable.runs import RuntimeRun, ToolIntent
 from nbdurable.stores.check import check_store
 
 LOOP_RUNS = tuple(f"loop-{i}" for i in range(6))

@@ -13,14 +13,14 @@ import traitlets
 
 from ..._errors import ApproverNotAllowedError, NbdurableError
 from ...durable.offload import offload
-from ...durable.run_states import BUSY_STATES
 from ...events.fold import RunView
 from ...events.model import RUN_STARTED, RUN_STATE, Event
 from ...events.subscribe import subscribe
 from ...messages import VerdictSource
+from ...runs import BUSY_STATES
+from ...runtime.checked_verdicts import Outcome, submit_verdict
 from ...runtime.in_flight import verdict_in_flight
 from ...runtime.run import Run
-from ...runtime.verdicts import Outcome, submit_verdict
 from .._lease import LeaseWait, lease_wait
 from .._session import deciding_user
 from .assets import frontend_file, view_module

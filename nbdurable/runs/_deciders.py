@@ -26,7 +26,7 @@ from typing import Any
 
 from .._errors import ApproverNotAllowedError, ConfigurationError
 from ..messages import VerdictSource
-from .runtime_run import RuntimeRun
+from ._record import RuntimeRun
 
 __all__ = [
     "MINT_VIAS",

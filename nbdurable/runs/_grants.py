@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ConfigurationError
-from .runtime_run import RuntimeRun
-from .signer import ApprovalSigner
+from ..durable.signer import ApprovalSigner
+from ._record import RuntimeRun
 
 __all__ = [
     "GRANT_KIND",

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from .._text import valid_data
 from ..messages import Message, ToolApprovalResponse
-from .run_states import TERMINAL_STATES, RunState
+from ._states import TERMINAL_STATES, RunState
 
 __all__ = [
     "EMBEDDED",
@@ -121,7 +121,7 @@ class RuntimeRun(BaseModel):
         decided: Every verdict recorded on the run, by approval id, kept after
             the leg that applied it: ``approved``, ``reason``, ``token_sha256``
             (of the approving token), ``at`` (epoch ms). One verdict per
-            approval: see :func:`~nbdurable.durable.verdicts.decide`.
+            approval: see :func:`~nbdurable.runs.decide`.
         retried: ``retry()`` let the failed or needs_attention run go on: its
             next leg's ``run_started`` event says ``retried: true`` (cleared then).
         previous_owner: The lease holder the current owner took the run over
@@ -133,7 +133,7 @@ class RuntimeRun(BaseModel):
             (any engine may take them, as then).
         notified: Keys of the notifications claimed for the run (an approval
             id, or ``needs_attention@<fence>``): each is sent by the one process
-            that claimed it (see :func:`~nbdurable.durable.notices.claim_notices`).
+            that claimed it (see :func:`~nbdurable.runs.claim_notices`).
         submitted_by: Who submitted the run: the claimed name of the submitting
             process (``NBDURABLE_USER``, else its OS user) or the HTTP bridge's
             authenticated principal; None for runs recorded before it was.
@@ -142,7 +142,7 @@ class RuntimeRun(BaseModel):
             process enforces it without the agent); None: anyone may.
         submitter_may_approve: False when ``submitted_by`` may not approve the
             run's calls (``Agent(submitter_may_approve=False)``).
-        grants: Standing approvals (:mod:`nbdurable.durable.grants`):
+        grants: Standing approvals (:mod:`nbdurable.runs`):
             ``{"tokens": [...], "revoked": [...]}``, the signed grant tokens and
             the ids of revoked grants; None while the run has none.
         settled_by: The graph node whose finish last settled this node
@@ -152,7 +152,7 @@ class RuntimeRun(BaseModel):
             past its lease, then woken) finished or was still running when it
             learned it; its fenced writes were refused, so they are kept here
             (append-only, never the run's state, results or history) for the
-            human who decides the call (:mod:`nbdurable.durable.late_results`).
+            human who decides the call (:mod:`nbdurable.runs`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .runtime_run import RuntimeRun
+from ._record import RuntimeRun
 
 __all__ = ["claim_notices"]
 

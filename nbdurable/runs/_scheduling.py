@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from .definitions import ServedDefinition, difference, parts_of
-from .run_states import ACTIVE_STATES, DEPENDENCY_FAILED, UNSUCCESSFUL_STATES, RunState
-from .runtime_run import EMBEDDED, RuntimeRun
+from ..durable.definitions import ServedDefinition, difference, parts_of
+from ._record import EMBEDDED, RuntimeRun
+from ._states import ACTIVE_STATES, DEPENDENCY_FAILED, UNSUCCESSFUL_STATES, RunState
 
 __all__ = [
     "Served",

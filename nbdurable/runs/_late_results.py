@@ -9,7 +9,7 @@ the stale owner is refused, so the call's result is never recorded. Without a
 trace the human would retry blind, and the effect would happen twice.
 
 So a fenced-out owner keeps what it knows, append-only: the run record's
-``late_results`` (:class:`~nbdurable.durable.runtime_run.LateResult`) and a
+``late_results`` (:class:`~nbdurable.runs.LateResult`) and a
 ``tool_late_result`` event. That write is not fenced, by design: it never
 changes the run's state, fence, lease, intents, checkpoints or history, only
 adds a note, so a stale owner may make it. Stores apply :func:`with_late_result`
@@ -23,8 +23,8 @@ import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from .lease_holder import describe_holder
-from .runtime_run import LateResult, RuntimeRun, ToolIntent
+from ._leases import describe_holder
+from ._record import LateResult, RuntimeRun, ToolIntent
 
 __all__ = [
     "MAX_LATE_RESULTS",
