@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from .._deps import new_id
 from .._errors import ConfigurationError, DurableConflictError
 from ..messages import Message, ToolApprovalRequest
-from ..runs import RunState, RuntimeRun
+from ..runs import RunPatch, RunState, RuntimeRun
 from .checkpoint import AgentCheckpoint, CheckpointStatus, ForkPoint
 from .lookup import checkpoint_at, runtime_record
 from .signer import ApprovalSigner, store_signer
@@ -40,7 +39,7 @@ class Fork:
     checkpoint: AgentCheckpoint
     record: RuntimeRun | None = None
     state: RunState = "pending"
-    changes: dict[str, Any] = field(default_factory=dict)
+    changes: RunPatch = RunPatch()
 
 
 def plan_fork(
@@ -149,17 +148,17 @@ def fork_record(parent: RuntimeRun, checkpoint: AgentCheckpoint, now: int) -> Fo
     it), else ``completed``, ``waiting_approval`` or ``needs_attention``.
     """
     state: RunState
-    changes: dict[str, Any] = {}
+    changes = RunPatch()
     if checkpoint.status == "running":
         state = "pending"
     elif checkpoint.status == "completed":
         state = "completed"
-        changes["result_text"] = checkpoint.messages[-1].text if checkpoint.messages else ""
+        changes = RunPatch(result_text=checkpoint.messages[-1].text if checkpoint.messages else "")
     elif checkpoint.pending_approvals:
         state = "waiting_approval"
     else:
         state = "needs_attention"
-        changes["reason"] = "the run waits for a client tool's result"
+        changes = RunPatch(reason="the run waits for a client tool's result")
     record = RuntimeRun(
         run_id=checkpoint.run_id,
         agent_id=parent.agent_id,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from ..runs import LateResult, RuntimeRun, Served, ToolIntent
+from ..runs import LateResult, RunPatch, RuntimeRun, Served, ToolIntent, Verdict
 
 __all__ = ["RuntimeStore"]
 
@@ -65,10 +65,8 @@ class RuntimeStore(Protocol):
         """One session's records in ``states``, in submission order."""
         ...
 
-    def rt_update(
-        self, run_id: str, changes: dict[str, Any], *, fence: int | None = None
-    ) -> RuntimeRun:
-        """Apply ``changes`` to a run record.
+    def rt_update(self, run_id: str, patch: RunPatch, *, fence: int | None = None) -> RuntimeRun:
+        """Apply ``patch`` (the fields it sets) to a run record.
 
         A run reaching a terminal state promotes the next queued run of its
         session to pending, and settles its graph's waiting nodes
@@ -131,21 +129,12 @@ class RuntimeStore(Protocol):
         """The journaled model response of a step, if any."""
         ...
 
-    def rt_verdict(
-        self,
-        run_id: str,
-        approval_id: str,
-        response: dict[str, Any],
-        pending_ids: Sequence[str],
-        *,
-        now: int,
-    ) -> tuple[RuntimeRun, bool]:
+    def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
         """Record one verdict, conditionally, in one transaction.
 
-        The store applies :func:`~nbdurable.runs.decide` inside it.
-
-        ``response`` is the :class:`~nbdurable.messages.ToolApprovalResponse`'s
-        JSON; ``pending_ids`` the approvals the run's checkpoint waits for.
+        The store applies :meth:`~nbdurable.runs.Verdict.decide` (the one
+        rule: what may be decided, which verdict wins, the record it leaves)
+        inside it, around the read and the write; nothing else.
         Returns ``(run, True)`` when the verdict was recorded, ``(run, False)``
         when that same verdict was recorded before (a retry: nothing changes).
 

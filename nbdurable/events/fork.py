@@ -14,6 +14,7 @@ from ..durable.fork import Fork, plan_fork
 from ..durable.signer import ApprovalSigner
 from ..durable.store import HistoryStore, supports
 from ..messages import Message
+from ..runs import RunPatch
 from .log import EVENTS, notify
 from .model import CHECKPOINT_SAVED, RUN_FORKED, RUN_STATE, NewEvent
 
@@ -83,7 +84,7 @@ def _insert_record(store: HistoryStore, fork: Fork) -> None:
     if fork.state == "pending" and not fork.changes:
         stored, _ = runtime.rt_insert(fork.record, enqueue=True, max_pending=2**62)
     else:  # inserted as it is: a pending record in between would be claimed by a worker
-        changed = fork.record.model_copy(update={"state": fork.state, **fork.changes})
+        changed = (RunPatch(state=fork.state) | fork.changes).apply(fork.record)
         [stored] = runtime.rt_insert_many([changed], max_pending=2**62)
     event = NewEvent(
         type=RUN_STATE,

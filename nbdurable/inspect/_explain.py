@@ -206,10 +206,10 @@ def _verdict_lines(store: HistoryStore, record: RuntimeRun) -> list[str]:
                 issued = token_issued_at(request.get("token"))
                 requested[str(request.get("approval_id"))] = issued or event.created_at
     lines = []
-    for approval_id, entry in sorted(record.decided.items(), key=lambda i: i[1].get("at", 0)):
+    for approval_id, entry in sorted(record.decided.items(), key=lambda i: i[1].at):
         asked = requested.get(approval_id)
-        waited = int(entry["at"]) - asked if asked and entry.get("at") else None
-        line = verdict_line(bool(entry.get("approved")), entry.get("source"), waited)
+        waited = entry.at - asked if asked and entry.at else None
+        line = verdict_line(entry.approved, entry.source, waited)
         lines.append(f"approval {approval_id}: {line}")
     return lines
 

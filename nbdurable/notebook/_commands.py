@@ -128,7 +128,7 @@ def _pick(run: Run, approval_id: str | None) -> ToolApprovalRequest:
     if approval_id is not None:
         decided = run.record().decided.get(approval_id)
         if decided is not None:  # answered in an earlier round of this run
-            verdict = "approved" if decided.get("approved") else "denied"
+            verdict = "approved" if decided.approved else "denied"
             raise ApprovalNotPendingError(run.run_id, approval_id, verdict=verdict)
         raise ConfigurationError(
             f"run {run.run_id!r} has no approval {approval_id!r}; it waits for: {_requests(open_)}"

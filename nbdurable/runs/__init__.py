@@ -52,9 +52,11 @@ from ._leases import (
 from ._notices import (
     claim_notices,
 )
+from ._patch import UNSET, RunPatch
 from ._record import (
     EMBEDDED,
     TEMPORAL,
+    Decision,
     DependencyPolicy,
     LateResult,
     RunKind,
@@ -97,13 +99,17 @@ from ._states import (
 )
 from ._verdicts import (
     VIAS,
+    Verdict,
     approval_expired,
     claimed_source,
-    decide,
-    verdict_entry,
+    decision,
+    latest_verdict,
 )
 
 __all__ = [
+    "Decision",
+    "UNSET",
+    "RunPatch",
     "ACTIVE_STATES",
     "BUSY_STATES",
     "CLAIMABLE_STATES",
@@ -137,6 +143,7 @@ __all__ = [
     "UNSUCCESSFUL_STATES",
     "USER_ENV_VAR",
     "VIAS",
+    "Verdict",
     "after_finish",
     "approval_expired",
     "check_decider",
@@ -146,7 +153,8 @@ __all__ = [
     "claimable",
     "claimed_source",
     "claimed_user",
-    "decide",
+    "decision",
+    "latest_verdict",
     "decided_phrase",
     "definition_matches",
     "describe_holder",
@@ -169,7 +177,6 @@ __all__ = [
     "undecided_late_results",
     "unserved_reason",
     "valid_name",
-    "verdict_entry",
     "verdict_line",
     "verify_grant",
     "who_decided",

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from ._leases import describe_holder
+from ._patch import RunPatch
 from ._record import LateResult, RuntimeRun, ToolIntent
 
 __all__ = [
@@ -52,7 +53,7 @@ def with_late_result(run: RuntimeRun, late: LateResult, *, now: int) -> RuntimeR
     ):
         return None
     kept = [*run.late_results, late][-MAX_LATE_RESULTS:]
-    return run.model_copy(update={"late_results": kept, "updated_at": max(now, run.updated_at)})
+    return RunPatch(late_results=kept, updated_at=max(now, run.updated_at)).apply(run)
 
 
 def late_results_of(run: RuntimeRun, tool_call_id: str | None = None) -> list[LateResult]:

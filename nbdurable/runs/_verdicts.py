@@ -1,17 +1,33 @@
-"""Recording an approval verdict on a run record: one verdict per approval, from any process."""
+"""Verdicts on a run's approvals: where they come from, and recording one, once.
+
+A verdict is recorded on the run record in one rule (:meth:`Verdict.decide`),
+which every store applies inside its own transaction
+(:meth:`~nbdurable.durable.runtime_store.RuntimeStore.rt_verdict`): of two
+verdicts on one approval, from any processes, exactly one wins. The record keeps
+each as a :class:`~nbdurable.runs.Decision`. Who may decide is the run's rule
+(:mod:`._deciders`); the checked path from a front end (a token to verify) is
+:func:`~nbdurable.runtime.checked_verdicts.submit_verdict`.
+"""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
 
 from .._errors import ApprovalExpiredError, ApprovalNotPendingError, ConfigurationError
-from ..messages import VerdictSource
+from ..messages import ToolApprovalResponse, VerdictSource
 from ._deciders import claimed_user, valid_name
-from ._record import RuntimeRun
+from ._patch import RunPatch
+from ._record import Decision, RuntimeRun
 
-__all__ = ["VIAS", "approval_expired", "claimed_source", "decide", "verdict_entry"]
+__all__ = [
+    "VIAS",
+    "Verdict",
+    "approval_expired",
+    "claimed_source",
+    "decision",
+    "latest_verdict",
+]
 
 VIAS = frozenset({"widget", "magic", "cli", "http", "link", "api", "grant"})
 """How a verdict may be given (``VerdictSource.via``)."""
@@ -53,62 +69,84 @@ def approval_expired(
     )
 
 
-def verdict_entry(response: dict[str, Any], now: int) -> dict[str, Any]:
-    """What :attr:`RuntimeRun.decided` keeps of a verdict (the token only as a digest)."""
-    token = response.get("token")
-    entry = {
-        "approved": bool(response.get("approved")),
-        "reason": response.get("reason"),
-        "token_sha256": hashlib.sha256(token.encode()).hexdigest() if token else None,
-        "at": now,
-    }
-    if response.get("source"):
-        entry["source"] = response["source"]
-    return entry
+@dataclass(frozen=True)
+class Verdict:
+    """A verdict to record on a run: the response, and the approvals the run waits for.
 
+    What a store's :meth:`~nbdurable.durable.runtime_store.RuntimeStore.rt_verdict`
+    takes; :meth:`decide` is the rule it applies inside its transaction.
 
-def decide(
-    run: RuntimeRun,
-    approval_id: str,
-    response: dict[str, Any],
-    pending_ids: Sequence[str],
-    now: int,
-) -> RuntimeRun | None:
-    """``run`` with one more verdict, or None when that same verdict is recorded already.
-
-    A pure function; stores call it inside the transaction that writes its
-    result, so of two verdicts on one approval, from any processes, exactly one
-    is recorded. It applies only while the run is ``waiting_approval`` on
-    ``approval_id`` and no verdict on it was recorded. The same verdict again
-    (approved both times with the same token, or denied both times) is a
-    repeat, not a conflict: the caller reports the original success. The run
-    becomes ``pending`` once every approval in ``pending_ids`` has a verdict.
-
-    Raises:
-        ApprovalNotPendingError: Another verdict was recorded (``verdict`` names
-            it), or the run does not wait for the approval (``state``).
+    Attributes:
+        response: The verdict on one approval (its token, reason and source).
+        pending_ids: The approvals the run's checkpoint waits for.
     """
-    entry = verdict_entry(response, now)
-    earlier = run.decided.get(approval_id)
-    if earlier is None and approval_id in run.verdicts:  # recorded before ``decided`` existed
-        earlier = verdict_entry(run.verdicts[approval_id], run.updated_at)
-    if earlier is not None:
-        same = earlier.get("approved") == entry["approved"] and (
-            not entry["approved"] or earlier.get("token_sha256") == entry["token_sha256"]
-        )
-        if same:
-            return None
-        winner = "approved" if earlier.get("approved") else "denied"
-        raise ApprovalNotPendingError(run.run_id, approval_id, verdict=winner, state=run.state)
-    if run.state != "waiting_approval" or approval_id not in pending_ids:
-        raise ApprovalNotPendingError(run.run_id, approval_id, state=run.state)
-    verdicts = {**run.verdicts, approval_id: response}
-    answered = all(pending in verdicts for pending in pending_ids)
-    return run.model_copy(
-        update={
-            "state": "pending" if answered else "waiting_approval",
-            "verdicts": verdicts,
-            "decided": {**run.decided, approval_id: entry},
-            "updated_at": now,
-        }
+
+    response: ToolApprovalResponse
+    pending_ids: tuple[str, ...]
+
+    @property
+    def approval_id(self) -> str:
+        """The approval decided."""
+        return self.response.approval_id
+
+    def decide(self, run: RuntimeRun, now: int) -> RuntimeRun | None:
+        """``run`` with this verdict recorded, or None when it is recorded already.
+
+        A pure function; stores call it inside the transaction that writes its
+        result, so of two verdicts on one approval, from any processes, exactly one
+        is recorded. It applies only while the run is ``waiting_approval`` on the
+        approval and no verdict on it was recorded. The same verdict again
+        (approved both times with the same token, or denied both times) is a
+        repeat, not a conflict: the caller reports the original success. The run
+        becomes ``pending`` once every approval in ``pending_ids`` has a verdict.
+
+        Raises:
+            ApprovalNotPendingError: Another verdict was recorded (``verdict`` names
+                it), or the run does not wait for the approval (``state``).
+        """
+        approval_id, entry = self.approval_id, decision(self.response, now)
+        earlier = run.decided.get(approval_id)
+        if earlier is None and approval_id in run.verdicts:  # recorded before ``decided`` existed
+            earlier = decision(run.verdicts[approval_id], run.updated_at)
+        if earlier is not None:
+            if earlier.approved == entry.approved and (
+                not entry.approved or earlier.token_sha256 == entry.token_sha256
+            ):
+                return None
+            winner = "approved" if earlier.approved else "denied"
+            raise ApprovalNotPendingError(run.run_id, approval_id, verdict=winner, state=run.state)
+        if run.state != "waiting_approval" or approval_id not in self.pending_ids:
+            raise ApprovalNotPendingError(run.run_id, approval_id, state=run.state)
+        verdicts = {**run.verdicts, approval_id: self.response}
+        answered = all(pending in verdicts for pending in self.pending_ids)
+        return RunPatch(
+            state="pending" if answered else "waiting_approval",
+            verdicts=verdicts,
+            decided={**run.decided, approval_id: entry},
+            updated_at=now,
+        ).apply(run)
+
+
+def decision(response: ToolApprovalResponse, now: int) -> Decision:
+    """What :attr:`RuntimeRun.decided` keeps of a verdict (the token only as a digest)."""
+    token = response.token
+    return Decision(
+        approved=response.approved,
+        reason=response.reason,
+        token_sha256=hashlib.sha256(token.encode()).hexdigest() if token else None,
+        at=now,
+        source=response.source,
     )
+
+
+def latest_verdict(run: RuntimeRun) -> ApprovalNotPendingError | None:
+    """The conflict naming the verdict recorded last on ``run`` (None: it has none).
+
+    What a caller answering "the" open approval of a run that has none left
+    raises: someone decided it meanwhile, and this says which verdict won.
+    """
+    if not run.decided:
+        return None
+    latest = max(run.decided, key=lambda approval_id: run.decided[approval_id].at)
+    verdict = "approved" if run.decided[latest].approved else "denied"
+    return ApprovalNotPendingError(run.run_id, latest, verdict=verdict, state=run.state)

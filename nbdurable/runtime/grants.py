@@ -23,7 +23,7 @@ from .._errors import ApprovalNotPendingError, ConfigurationError
 from ..durable.offload import offload
 from ..events.model import GRANT_ADDED, GRANT_REVOKED, NewEvent
 from ..messages import ToolApprovalResponse, VerdictSource
-from ..runs import Grant, RunGrants, check_decider, claimed_user, sign_grant
+from ..runs import Grant, RunGrants, Verdict, check_decider, claimed_user, sign_grant
 from . import lifecycle
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ async def _settle_waiting(run: Run, grant: Grant) -> None:
     requests = await run.pending_approvals()
     if not requests:
         return
-    pending_ids = [r.approval_id for r in requests]
+    pending_ids = tuple(r.approval_id for r in requests)
     source = VerdictSource(by=grant.granted_by, via="grant", grant_id=grant.grant_id)
     for request in requests:
         now = runtime.now()
@@ -159,13 +159,9 @@ async def _settle_waiting(run: Run, grant: Grant) -> None:
         )
         before = await offload(run.record)
         try:
+            verdict = Verdict(response, pending_ids)
             stored, recorded = await offload(
-                runtime.runtime_store.rt_verdict,
-                run.run_id,
-                request.approval_id,
-                response.model_dump(mode="json"),
-                pending_ids,
-                now=now,
+                runtime.runtime_store.rt_verdict, run.run_id, verdict, now=now
             )
         except ApprovalNotPendingError:
             continue  # decided meanwhile

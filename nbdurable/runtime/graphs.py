@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import ConfigurationError, RunEndedError, RunNotFoundError
 from ..durable.offload import offload
 from ..messages import Message, TextPart
-from ..runs import GRAPH_STATUSES, TERMINAL_STATES, RuntimeRun, graph_status
+from ..runs import GRAPH_STATUSES, TERMINAL_STATES, DependencyPolicy, RuntimeRun, graph_status
 from .agent import Registry
 from .prompts import Prompt, prompt_message, validate_prompt
 from .record_mirror import read_graph
@@ -64,7 +64,7 @@ class GraphNode:
     agent: str
     prompt: Prompt
     depends_on: Sequence[str] = ()
-    on_dependency_failure: str = "fail"
+    on_dependency_failure: DependencyPolicy = "fail"
     timeout: float | None = None
     max_steps: int | None = None
 

@@ -27,7 +27,7 @@ from ..durable.offload import offload
 from ..events.log import notify
 from ..events.model import TOOL_LATE_RESULT, NewEvent
 from ..messages import ToolResultPart
-from ..runs import LateResult, ToolIntent, late_result_line, late_results_of
+from ..runs import LateResult, RunPatch, ToolIntent, late_result_line, late_results_of
 
 if TYPE_CHECKING:
     from .executor import RunContext
@@ -250,7 +250,8 @@ async def use_late_result(run: Run, tool_call_id: str | None = None) -> LateResu
     intent = started[chosen.tool_call_id]
     done = completed(intent, ToolResultPart.model_validate(chosen.result))
     await offload(runtime.runtime_store.rt_intent, done, fence=record.fence)
-    await offload(runtime.set_state, run.run_id, record.fence, state="pending", reason=None)
+    pending = RunPatch(state="pending", reason=None)
+    await offload(runtime.set_state, run.run_id, pending, fence=record.fence)
     runtime.wake()
     return chosen
 

@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import (
-    ApprovalNotPendingError,
     ConfigurationError,
     OutputValidationError,
     RunEndedError,
@@ -31,11 +30,14 @@ from ..runs import (
     VIAS,
     Grant,
     LateResult,
+    RunPatch,
     RuntimeRun,
     ToolIntent,
+    Verdict,
     approval_expired,
     check_decider,
     claimed_source,
+    latest_verdict,
     undecided_late_results,
 )
 from . import lifecycle
@@ -411,10 +413,12 @@ class Run:
         if record.finished:
             return
         if record.state in ACTIVE_STATES:
-            await offload(runtime.set_state, self.run_id, state="cancelling")
+            await offload(runtime.set_state, self.run_id, RunPatch(state="cancelling"))
             runtime.cancel_local(self.run_id)
             return
-        await offload(runtime.set_state, self.run_id, state="cancelled", reason="cancelled")
+        await offload(
+            runtime.set_state, self.run_id, RunPatch(state="cancelled", reason="cancelled")
+        )
 
     async def retry(self, *, rerun: bool = False) -> list[LateResult]:
         """Let a failed or needs_attention run go on.
@@ -453,22 +457,23 @@ class Run:
         await offload(
             self.runtime.set_state,
             self.run_id,
-            state="pending" if ready else "queued",
-            reason=None,
-            error=None if ready else record.error,
-            model_attempts=0,
-            next_attempt_at=None,
-            rerun_tool_calls=started,
-            retried=True,
+            RunPatch(
+                state="pending" if ready else "queued",
+                reason=None,
+                error=None if ready else record.error,
+                model_attempts=0,
+                next_attempt_at=None,
+                rerun_tool_calls=started,
+                retried=True,
+            ),
         )
         if not ready and await offload(self._dependencies_completed, record):
             # the last dependency completed meanwhile (the store settled the graph
             # before this node was queued again): let it go on now
             current = await self._fetch()
             if current.state == "queued":
-                await offload(
-                    self.runtime.set_state, self.run_id, current.fence, state="pending", error=None
-                )
+                pending = RunPatch(state="pending", error=None)
+                await offload(self.runtime.set_state, self.run_id, pending, fence=current.fence)
         return late
 
     async def use_late_result(self, tool_call_id: str | None = None) -> LateResult:
@@ -531,12 +536,9 @@ class Run:
         if approval_id is None:
             open_ = [r for r in pending if r.approval_id not in record.verdicts]
             if len(open_) != 1:
-                if not open_ and record.decided:  # answered meanwhile, or before
-                    latest = max(record.decided, key=lambda a: record.decided[a].get("at", 0))
-                    verdict = "approved" if record.decided[latest].get("approved") else "denied"
-                    raise ApprovalNotPendingError(
-                        self.run_id, latest, verdict=verdict, state=record.state
-                    )
+                answered = latest_verdict(record) if not open_ else None
+                if answered is not None:  # answered meanwhile, or before
+                    raise answered
                 if not pending:
                     raise ConfigurationError(f"run {self.run_id!r} waits for no approval")
                 raise ConfigurationError(
@@ -577,13 +579,9 @@ class Run:
             token=token if approved else None,
             source=source,
         )
+        verdict = Verdict(response, tuple(r.approval_id for r in pending))
         stored, recorded = await offload(
-            self.runtime.runtime_store.rt_verdict,
-            self.run_id,
-            approval_id,
-            response.model_dump(mode="json"),
-            [r.approval_id for r in pending],
-            now=self.runtime.now(),
+            self.runtime.runtime_store.rt_verdict, self.run_id, verdict, now=self.runtime.now()
         )
         if recorded:
             await offload(self.runtime.state_event, stored)
@@ -602,4 +600,4 @@ class Run:
                 is_error=True,
             )
             await offload(store.rt_intent, completed(intent, result), fence=record.fence)
-        await offload(self.runtime.set_state, self.run_id, state="pending", reason=None)
+        await offload(self.runtime.set_state, self.run_id, RunPatch(state="pending", reason=None))

@@ -160,7 +160,7 @@ async def open_request(
     record = await offload(Run(runtime, run_id).record)
     decided = record.decided.get(approval_id) or record.verdicts.get(approval_id)
     if decided is not None:
-        verdict = "approved" if decided.get("approved") else "denied"
+        verdict = "approved" if decided.approved else "denied"
         raise ApprovalNotPendingError(run_id, approval_id, verdict=verdict, state=record.state)
     raise ApprovalNotPendingError(
         run_id,

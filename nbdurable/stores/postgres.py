@@ -44,7 +44,7 @@ from ..events.log import EVENTS, notify, notify_all
 from ..events.log import wait_for_events as wait_locally
 from ..events.model import Event, NewEvent
 from ..messages import Message
-from ..runs import RuntimeRun, ToolIntent
+from ..runs import RunPatch, RuntimeRun, ToolIntent
 from .chain import (
     Chain,
     ChainCache,
@@ -270,7 +270,7 @@ class PostgresSessionStore(PostgresRuntimeTables):
         fence: int,
         events: Sequence[NewEvent] = (),
         journal: tuple[int, str] | None = None,
-        changes: dict[str, Any] | None = None,
+        changes: RunPatch | None = None,
         intents: Sequence[ToolIntent] = (),
     ) -> tuple[builtins.list[Event], RuntimeRun | None]:
         """Several writes of a run's owner in one fenced transaction (see ``RuntimeCommit``)."""

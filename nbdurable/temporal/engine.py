@@ -57,7 +57,9 @@ async def start_run(
             id=record.run_id,
             task_queue=task_queue,
             start_signal="resume",
-            start_signal_args=[record.verdicts],
+            start_signal_args=[
+                {key: v.model_dump(mode="json") for key, v in record.verdicts.items()}
+            ],
         )
 
 

@@ -138,8 +138,8 @@ def begin_leg_span(
         span.add_event(
             "nbdurable.approval.answered",
             {
-                "nbdurable.approval.id": str(verdict.get("approval_id")),
-                "nbdurable.approval.approved": bool(verdict.get("approved")),
+                "nbdurable.approval.id": verdict.approval_id,
+                "nbdurable.approval.approved": verdict.approved,
             },
         )
     previous = _OPEN.pop(record.run_id, None)

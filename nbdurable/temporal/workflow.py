@@ -125,7 +125,7 @@ class AgentRunWorkflow:
         second run from overwriting what happened to the run since.
         """
         entries, self._outbox[:] = list(self._outbox), []
-        changes = record_changes(outcome)
+        changes = record_changes(outcome).changes()  # JSON for the activity
         args: list[Any] = [config.run_id, entries, changes]
         if fence is not None:
             args.append(fence)

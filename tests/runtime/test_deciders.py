@@ -50,8 +50,8 @@ async def test_an_api_verdict_records_the_claimed_user(
         assert (await run.result()).text == "done"
         entry = run.record().decided[request.approval_id]
     expected = {"by": "ana", "authenticated": False, "via": "api"}
-    assert {k: entry["source"][k] for k in expected} == expected
-    assert resolved_source(store, run.run_id) == {**entry["source"]}
+    assert {k: entry.source.model_dump(mode="json")[k] for k in expected} == expected
+    assert resolved_source(store, run.run_id) == {**entry.source.model_dump(mode="json")}
     assert ran == ["stg"]
 
 
@@ -63,7 +63,7 @@ async def test_without_a_name_set_the_os_user_is_claimed(
         run, request = await parked(rt)
         await run.deny(reason="not today", via="magic")
         await run.result()
-        source = run.record().decided[request.approval_id]["source"]
+        source = run.record().decided[request.approval_id].source.model_dump(mode="json")
     assert source["by"] == getpass.getuser() and source["via"] == "magic"
     assert run.record().submitted_by == getpass.getuser()
 
@@ -100,7 +100,7 @@ async def test_a_name_outside_the_approvers_is_refused_and_nothing_is_recorded(
         async with await DurableRuntime.open(store=reopen(store), agents=[]) as other:
             await Run(other, run.run_id).approve(by="lee", via="cli")
         assert (await run.result()).text == "done"
-        source = run.record().decided[request.approval_id]["source"]
+        source = run.record().decided[request.approval_id].source.model_dump(mode="json")
     assert (source["by"], source["via"], source["authenticated"]) == ("lee", "cli", False)
     assert ran == ["stg"]
 
@@ -118,7 +118,7 @@ async def test_the_submitter_may_deny_but_not_approve_when_the_agent_says_so(
         second, request = await parked(rt, submitted_by="ana")
         await second.deny(by="ana", reason="changed my mind")
         await second.result()
-        assert second.record().decided[request.approval_id]["approved"] is False
+        assert second.record().decided[request.approval_id].approved is False
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nbdurable.runs import RunPatch
+
 from . import agents as test_agents
 from .harness import Server
 
@@ -187,7 +189,7 @@ def test_retry_of_a_call_with_a_late_result_is_refused_unless_asked(server: Serv
     )
     server.run(lambda: store.rt_intent(intent, fence=fence))
     server.run(lambda: store.rt_late_result(run_id, late, now=2))
-    server.run(lambda: runtime.set_state(run_id, state="needs_attention", reason="pay"))
+    server.run(lambda: runtime.set_state(run_id, RunPatch(state="needs_attention", reason="pay")))
     with server.client() as http:
         refused = http.post(f"/runs/{run_id}/retry")
         assert refused.status_code == 409, refused.text

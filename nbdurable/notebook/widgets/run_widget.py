@@ -297,10 +297,10 @@ class RunWidget(anywidget.AnyWidget):
         except NbdurableError as exc:  # the run finished meanwhile, ...
             return Outcome("error", f"{type(exc).__name__}: {exc}")
         record = await offload(run.record)
-        entry = record.decided.get(approval_id) or {}
-        if (entry.get("source") or {}).get("grant_id") != grant.grant_id:
+        entry = record.decided.get(approval_id)
+        if entry is None or entry.source is None or entry.source.grant_id != grant.grant_id:
             # another verdict on this call was recorded first: it stands
-            winner = "approved" if entry.get("approved") else "denied"
+            winner = "approved" if entry is not None and entry.approved else "denied"
             return Outcome("stale", f"decided already ({winner})", winner=winner)
         message = (
             f"approved by grant {grant.grant_id}: every {request.tool_name} call for "
