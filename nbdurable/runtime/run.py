@@ -416,9 +416,8 @@ class Run:
             await offload(runtime.set_state, self.run_id, RunPatch(state="cancelling"))
             runtime.cancel_local(self.run_id)
             return
-        await offload(
-            runtime.set_state, self.run_id, RunPatch(state="cancelled", reason="cancelled")
-        )
+        cancelled = RunPatch(state="cancelled", reason="cancelled")
+        await offload(runtime.set_state, self.run_id, cancelled)
 
     async def retry(self, *, rerun: bool = False) -> list[LateResult]:
         """Let a failed or needs_attention run go on.
@@ -454,19 +453,16 @@ class Run:
             raise blind_retry_error(self.run_id, late, use=use, rerun=again)
         started = [i.tool_call_id for i in interrupted]
         ready = await offload(self._dependencies_completed, record)
-        await offload(
-            self.runtime.set_state,
-            self.run_id,
-            RunPatch(
-                state="pending" if ready else "queued",
-                reason=None,
-                error=None if ready else record.error,
-                model_attempts=0,
-                next_attempt_at=None,
-                rerun_tool_calls=started,
-                retried=True,
-            ),
+        again = RunPatch(
+            state="pending" if ready else "queued",
+            reason=None,
+            error=None if ready else record.error,
+            model_attempts=0,
+            next_attempt_at=None,
+            rerun_tool_calls=started,
+            retried=True,
         )
+        await offload(self.runtime.set_state, self.run_id, again)
         if not ready and await offload(self._dependencies_completed, record):
             # the last dependency completed meanwhile (the store settled the graph
             # before this node was queued again): let it go on now
