@@ -37,7 +37,7 @@ WORK = r"""
 import asyncio, json, sys, time, tempfile
 from pathlib import Path
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun, ToolIntent
+from nbdurable.runs import RuntimeRun, ToolIntent
 from nbdurable.events.model import NewEvent
 
 steps, commits = int(sys.argv[1]), int(sys.argv[2])

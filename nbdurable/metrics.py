@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ._extras import import_for
 from .durable import transient as _transient
-from .durable.run_states import HUMAN_STATES, RUN_STATES, TERMINAL_STATES
 from .durable.store import HistoryStore
 from .durable.transient import bounded_wait
+from .runs import HUMAN_STATES, RUN_STATES, TERMINAL_STATES
 
 if TYPE_CHECKING:
-    from .durable.runtime_run import RuntimeRun
     from .durable.runtime_store import RuntimeStore
+    from .runs import RuntimeRun
 
 __all__ = [
     "CONTENT_TYPE",

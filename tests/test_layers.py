@@ -3,7 +3,7 @@
 The order, lowest first (architecture issue; it supersedes the layer tree in DESIGN.md)::
 
     _errors, _deps, messages, history, parts
-      → durable (checkpoints, codec, signer, session store, run records)
+      → durable (checkpoints, codec, signer, session store), runs (run records)
       → models, tools, events (event log, fork core)
       → loop
       → stores
@@ -61,7 +61,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_extras",
         "_lazy",
     ),
-    ("durable",),
+    ("durable", "runs"),
     ("models", "tools", "events", "interop", "mcp"),
     ("loop", "tracing", "metrics", "health"),
     ("stores",),

@@ -11,7 +11,7 @@ import pytest
 from support.scraping import samples, value
 
 from nbdurable import metrics
-from nbdurable.durable.runtime_run import RuntimeRun
+from nbdurable.runs import RuntimeRun
 
 
 class HangingStore:

@@ -23,12 +23,23 @@ from .._errors import (
     LateResultUndecidedError,
     RunNotFoundError,
 )
-from ..durable.late_results import late_result_line
-from ..durable.run_states import ACTIVE_STATES, BUSY_STATES, STOP_STATES, UNSUCCESSFUL_STATES
-from ..durable.runtime_run import EMBEDDED, TEMPORAL, RuntimeRun
-from ..durable.scheduling import definition_matches, mismatch_reason, of_engine
 from ..durable.store import maybe_await
 from ..messages import ToolApprovalRequest
+from ..runs import (
+    ACTIVE_STATES,
+    BUSY_STATES,
+    EMBEDDED,
+    STOP_STATES,
+    TEMPORAL,
+    UNSUCCESSFUL_STATES,
+    RunPatch,
+    RuntimeRun,
+    definition_matches,
+    late_result_line,
+    latest_verdict,
+    mismatch_reason,
+    of_engine,
+)
 from ..runtime.late_results import blind_retry_error
 from ..runtime.run import Run, approval_expired
 from .agents import load_all
@@ -98,13 +109,6 @@ def _requests_text(requests: Sequence[ToolApprovalRequest]) -> str:
     return "; ".join(f"{r.approval_id} {call_text(r.tool_name, r.input)}" for r in requests)
 
 
-def _latest_verdict(run: Run, record: RuntimeRun) -> ApprovalNotPendingError:
-    """The conflict naming the verdict recorded last on the run."""
-    latest = max(record.decided, key=lambda a: record.decided[a].get("at", 0))
-    verdict = "approved" if record.decided[latest].get("approved") else "denied"
-    return ApprovalNotPendingError(run.run_id, latest, verdict=verdict, state=record.state)
-
-
 _SHORTEST_PREFIX = 12
 """The fewest characters of an approval id that name it (a unique prefix)."""
 
@@ -119,8 +123,9 @@ async def _pick(run: Run, approval_id: str | None) -> ToolApprovalRequest | None
     if record.state != "waiting_approval":
         if approval_id is not None:
             return None
-        if record.decided:  # answered meanwhile: say which verdict won
-            raise _latest_verdict(run, record)
+        answered = latest_verdict(record)
+        if answered is not None:  # answered meanwhile: say which verdict won
+            raise answered
         raise ConfigurationError(f"run {run.run_id!r} waits for no approval (it is {record.state})")
     pending = await run.pending_approvals()
     record = run.record()  # read after: a verdict that emptied ``pending`` shows here
@@ -140,8 +145,9 @@ async def _pick(run: Run, approval_id: str | None) -> ToolApprovalRequest | None
             f"it waits for: {_requests_text(open_)}"
         )
     if len(open_) != 1:
-        if not open_ and record.decided:
-            raise _latest_verdict(run, record)
+        answered = latest_verdict(record) if not open_ else None
+        if answered is not None:
+            raise answered
         raise ConfigurationError(
             f"run {run.run_id!r} waits for {len(open_)} approvals; name one of: "
             f"{_requests_text(open_)}"
@@ -354,7 +360,7 @@ async def move(args: argparse.Namespace) -> int:
                     continue
                 runtime.runtime_store.rt_update(
                     run_id,
-                    {"engine": args.engine, "waiting_reason": None, "updated_at": runtime.now()},
+                    RunPatch(engine=args.engine, waiting_reason=None, updated_at=runtime.now()),
                     fence=record.fence,  # a claim that came first wins: nothing moves under it
                 )
                 settled += 1

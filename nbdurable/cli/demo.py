@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from .._deps import new_id
-from ..durable.runtime_run import RuntimeRun
 from ..messages import ToolApprovalRequest
+from ..runs import RuntimeRun
 from ..runtime.run import Run
 from .demo_agent import AGENT_ID, LEASE_MS, janitor
 from .follow import call_text, follow, last_offset

@@ -9,8 +9,6 @@ from typing import TextIO
 
 from .._display import call_text
 from ..durable.offload import offload
-from ..durable.run_states import HUMAN_STATES, STOP_STATES
-from ..durable.runtime_run import RuntimeRun
 from ..events.log import EventStore
 from ..events.model import (
     APPROVAL_RESOLVED,
@@ -27,6 +25,7 @@ from ..events.model import (
     Event,
 )
 from ..events.subscribe import read_events as _read
+from ..runs import HUMAN_STATES, STOP_STATES, RuntimeRun
 from ..runtime.run import Run
 from .tables import cell, clip, terminal_width, text_width
 

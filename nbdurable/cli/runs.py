@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import CheckpointNotFoundError, ConfigurationError, RunNotFoundError
-from ..durable.late_results import late_result_line
 from ..durable.store import RUNTIME, maybe_await, supports
 from ..inspect import _compact, _records
 from ..messages import Message, ToolResultPart, tool_message, user
+from ..runs import late_result_line
 from .follow import call_text
 from .store import opened_store
 from .tables import cell, key_values, render, terminal_width

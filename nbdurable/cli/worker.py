@@ -11,8 +11,8 @@ from typing import Any
 
 from .._aio import wait_event
 from ..durable.offload import offload
-from ..durable.run_states import BUSY_STATES
 from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry, StoreUnavailableError
+from ..runs import BUSY_STATES
 from ..runtime.limits import Limits
 from .agents import load_all, load_tasks
 from .env import read_env

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote, unquote
 
 if TYPE_CHECKING:
-    from .runtime_run import RuntimeRun
+    from ..runs import RuntimeRun
 
 __all__ = [
     "FORMAT",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from .._errors import CheckpointNotFoundError, RunNotFoundError
+from ..runs import RuntimeRun
 from .checkpoint import AgentCheckpoint
-from .runtime_run import RuntimeRun
 from .store import RUNTIME, HistoryStore, supports
 
 __all__ = ["checkpoint_at", "runtime_record"]

@@ -14,7 +14,7 @@ class RunRecord(BaseModel):
     """A run as the store sees it: its latest checkpoint's metadata plus timestamps.
 
     A runtime run's state is not here: it lives in the runtime's run record
-    (:class:`~nbdurable.durable.runtime_run.RuntimeRun`). Fields are added as
+    (:class:`~nbdurable.runs.RuntimeRun`). Fields are added as
     optional with defaults, so records of older stores still load.
     """
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from .runtime_run import LateResult, RuntimeRun, ToolIntent
-from .scheduling import Served
+from ..runs import LateResult, RunPatch, RuntimeRun, Served, ToolIntent, Verdict
 
 __all__ = ["RuntimeStore"]
 
@@ -66,14 +65,12 @@ class RuntimeStore(Protocol):
         """One session's records in ``states``, in submission order."""
         ...
 
-    def rt_update(
-        self, run_id: str, changes: dict[str, Any], *, fence: int | None = None
-    ) -> RuntimeRun:
-        """Apply ``changes`` to a run record.
+    def rt_update(self, run_id: str, patch: RunPatch, *, fence: int | None = None) -> RuntimeRun:
+        """Apply ``patch`` (the fields it sets) to a run record.
 
         A run reaching a terminal state promotes the next queued run of its
         session to pending, and settles its graph's waiting nodes
-        (:func:`~nbdurable.durable.scheduling.settle_graph`), in the same write.
+        (:func:`~nbdurable.runs.settle_graph`), in the same write.
 
         Raises:
             FencedOutError: ``fence`` is not the run's current fence.
@@ -100,9 +97,9 @@ class RuntimeStore(Protocol):
         its definition: a run submitted under another fingerprint, or of an
         ``(agent, version)`` not served, is never taken, and gets its
         ``waiting_reason`` recorded instead, once
-        (:func:`~nbdurable.durable.scheduling.unclaimable_by_definition`).
+        (:func:`~nbdurable.runs.unclaimable_by_definition`).
         Claims are the embedded engine's: a run submitted to another engine
-        is never taken (:func:`~nbdurable.durable.scheduling.of_engine`).
+        is never taken (:func:`~nbdurable.runs.of_engine`).
         """
         ...
 
@@ -132,21 +129,12 @@ class RuntimeStore(Protocol):
         """The journaled model response of a step, if any."""
         ...
 
-    def rt_verdict(
-        self,
-        run_id: str,
-        approval_id: str,
-        response: dict[str, Any],
-        pending_ids: Sequence[str],
-        *,
-        now: int,
-    ) -> tuple[RuntimeRun, bool]:
+    def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
         """Record one verdict, conditionally, in one transaction.
 
-        The store applies :func:`~nbdurable.durable.verdicts.decide` inside it.
-
-        ``response`` is the :class:`~nbdurable.messages.ToolApprovalResponse`'s
-        JSON; ``pending_ids`` the approvals the run's checkpoint waits for.
+        The store applies :meth:`~nbdurable.runs.Verdict.decide` (the one
+        rule: what may be decided, which verdict wins, the record it leaves)
+        inside it, around the read and the write; nothing else.
         Returns ``(run, True)`` when the verdict was recorded, ``(run, False)``
         when that same verdict was recorded before (a retry: nothing changes).
 
@@ -159,7 +147,7 @@ class RuntimeStore(Protocol):
     def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> list[str]:
         """Claim notifications of a run, conditionally, in one transaction.
 
-        The store applies :func:`~nbdurable.durable.notices.claim_notices`
+        The store applies :func:`~nbdurable.runs.claim_notices`
         inside it. Returns the keys this call claimed (those no one claimed
         before); the caller, and no other process, sends them.
 
@@ -173,7 +161,7 @@ class RuntimeStore(Protocol):
     ) -> RuntimeRun:
         """Add a grant token or revoke a grant id, in one transaction.
 
-        The store applies :func:`~nbdurable.durable.grants.with_grant_change`
+        The store applies :func:`~nbdurable.runs.with_grant_change`
         inside it, so concurrent grants and revocations all land. Not fenced:
         any process may grant or revoke while another owns the run.
 
@@ -185,7 +173,7 @@ class RuntimeStore(Protocol):
     def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
         """Add a late result to the run's record, in one transaction.
 
-        The store applies :func:`~nbdurable.durable.late_results.with_late_result`
+        The store applies :func:`~nbdurable.runs.with_late_result`
         inside it. Not fenced, by design: the owner that lost the run writes it,
         and nothing but ``late_results`` (and ``updated_at``) changes. Adding the
         same one again (same call, same fence) is a no-op.

@@ -304,7 +304,7 @@ def link_token(
     Whom the link is addressed to (``to``) and who minted it, how
     (``minted_by``, ``minted_via``), are signed into it: its verdict records
     them. It does not check who may mint (see
-    :func:`~nbdurable.durable.deciders.check_minter`).
+    :func:`~nbdurable.runs.check_minter`).
     """
     payload: dict[str, Any] = request.model_dump(mode="json", exclude={"token"})
     payload["run_id"] = run_id

@@ -12,10 +12,10 @@ separate calls (``rt_journal``, ``rt_update``, ``rt_intent``,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from .._errors import ConfigurationError
-from ..durable.runtime_run import RuntimeRun, ToolIntent
+from ..runs import RunPatch, RuntimeRun, ToolIntent
 from .model import Event, NewEvent
 
 __all__ = ["COMMIT_CHANGES", "RuntimeCommit", "check_commit", "commits_together"]
@@ -35,7 +35,7 @@ class RuntimeCommit(Protocol):
         fence: int,
         events: Sequence[NewEvent] = (),
         journal: tuple[int, str] | None = None,
-        changes: dict[str, Any] | None = None,
+        changes: RunPatch | None = None,
         intents: Sequence[ToolIntent] = (),
     ) -> tuple[Sequence[Event], RuntimeRun | None]:
         """Write everything given, all or nothing, if ``fence`` is still the run's.
@@ -60,13 +60,13 @@ class RuntimeCommit(Protocol):
         ...
 
 
-def check_commit(changes: dict[str, Any] | None) -> None:
+def check_commit(changes: RunPatch | None) -> None:
     """Refuse record changes a combined write may not make.
 
     Raises:
         ConfigurationError: A field outside :data:`COMMIT_CHANGES`.
     """
-    extra = sorted(set(changes or ()) - COMMIT_CHANGES)
+    extra = sorted((changes.fields_set if changes else frozenset()) - COMMIT_CHANGES)
     if extra:
         raise ConfigurationError(f"rt_commit cannot change {', '.join(extra)}")
 

@@ -6,10 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..durable.late_results import late_result_line
-from ..durable.run_states import REASON_STATES
-from ..durable.runtime_run import LateResult
 from ..messages import ToolApprovalRequest, Usage
+from ..runs import REASON_STATES, LateResult, late_result_line
 from .model import (
     APPROVAL_RESOLVED,
     MODEL_ATTEMPT_FAILED,

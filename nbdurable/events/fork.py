@@ -15,11 +15,10 @@ from .._deps import new_id
 from .._errors import ConfigurationError, DurableConflictError
 from ..durable.checkpoint import AgentCheckpoint, ForkPoint
 from ..durable.lookup import checkpoint_at, runtime_record
-from ..durable.run_states import RunState
-from ..durable.runtime_run import RuntimeRun
 from ..durable.signer import ApprovalSigner, store_signer
 from ..durable.store import HistoryStore, supports
 from ..messages import Message
+from ..runs import RunPatch, RunState, RuntimeRun
 from .log import EVENTS, notify
 from .model import CHECKPOINT_SAVED, RUN_FORKED, RUN_STATE, NewEvent
 
@@ -155,15 +154,15 @@ def _insert_record(store: HistoryStore, parent: RuntimeRun, checkpoint: AgentChe
     it), else ``completed``, ``waiting_approval`` or ``needs_attention``.
     """
     state: RunState = "pending"
-    changes: dict[str, Any] = {}
+    changes = RunPatch()
     if checkpoint.status == "completed":
         state = "completed"
-        changes["result_text"] = checkpoint.messages[-1].text if checkpoint.messages else ""
+        changes = RunPatch(result_text=checkpoint.messages[-1].text if checkpoint.messages else "")
     elif checkpoint.status != "running" and checkpoint.pending_approvals:
         state = "waiting_approval"
     elif checkpoint.status != "running":
         state = "needs_attention"
-        changes["reason"] = "the run waits for a client tool's result"
+        changes = RunPatch(reason="the run waits for a client tool's result")
     now = checkpoint.created_at
     record = RuntimeRun(
         run_id=checkpoint.run_id,
@@ -174,10 +173,10 @@ def _insert_record(store: HistoryStore, parent: RuntimeRun, checkpoint: AgentChe
         **{name: getattr(parent, name) for name in _INHERITED},
     )
     runtime: Any = store
-    if state == "pending":
+    if state == "pending" and not changes:
         stored, _ = runtime.rt_insert(record, enqueue=True, max_pending=2**62)
     else:  # inserted as it is: a pending record in between would be claimed by a worker
-        changed = record.model_copy(update={"state": state, **changes})
+        changed = (RunPatch(state=state) | changes).apply(record)
         [stored] = runtime.rt_insert_many([changed], max_pending=2**62)
     event = NewEvent(
         type=RUN_STATE,

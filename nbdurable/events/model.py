@@ -7,9 +7,9 @@ from typing import Any, Final, overload
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from ..durable.run_states import TERMINAL_STATES
 from ..messages import JsonObject
 from ..parts import FinishPart, StreamPart
+from ..runs import TERMINAL_STATES
 
 __all__ = [
     "APPROVAL_RESOLVED",
@@ -77,10 +77,10 @@ RUN_TAKEN_OVER: Final = "run_taken_over"
 
 TOOL_LATE_RESULT: Final = "tool_late_result"
 """An owner that had lost the run finished a tool call anyway, or was still running it
-(payload: a :class:`~nbdurable.durable.runtime_run.LateResult`: ``tool_call_id``,
+(payload: a :class:`~nbdurable.runs.LateResult`: ``tool_call_id``,
 ``tool_name``, ``step_index``, ``fence``, ``owner``, ``at``, ``outcome``, ``result``).
 Appended without a fence by the fenced-out owner; it changes nothing else (see
-:mod:`nbdurable.durable.late_results`). Stored as its text in SQLite's packed
+:mod:`nbdurable.runs`). Stored as its text in SQLite's packed
 batches (no type code: a code would change the format)."""
 
 GRANT_ADDED: Final = "grant_added"

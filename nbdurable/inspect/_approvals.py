@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, RunNotFoundError
 from ..durable.records import RunRecord
-from ..durable.runtime_run import RuntimeRun
 from ..durable.signer import token_issued_at
 from ..durable.store import RUNTIME, HistoryStore, supports
 from ..events.log import EVENTS
 from ..events.model import APPROVAL_RESOLVED, TOOL_APPROVAL_REQUEST, TOOL_CALL
-from ..messages import ToolApprovalRequest
+from ..messages import ToolApprovalRequest, VerdictSource
+from ..runs import RuntimeRun
 from ._source import StoreLike, opened
 
 if TYPE_CHECKING:
@@ -292,17 +292,14 @@ def _recorded_verdicts(record: RuntimeRun | None) -> dict[str, _Verdict]:
     found: dict[str, _Verdict] = {}
     for approval_id, response in record.verdicts.items():  # applied entries may predate ``decided``
         found[approval_id] = _Verdict(
-            approved=bool(response.get("approved")),
-            reason=response.get("reason"),
+            approved=response.approved,
+            reason=response.reason,
             at=None,
-            source=_dict(response.get("source")),
+            source=_json(response.source),
         )
     for approval_id, entry in record.decided.items():
         found[approval_id] = _Verdict(
-            approved=bool(entry.get("approved")),
-            reason=entry.get("reason"),
-            at=entry.get("at"),
-            source=_dict(entry.get("source")),
+            approved=entry.approved, reason=entry.reason, at=entry.at, source=_json(entry.source)
         )
     return found
 
@@ -406,6 +403,10 @@ def _row(
         "waited": max(0, until - start) if until is not None and start is not None else None,
         "tool_call_id": request.tool_call_id,
     }
+
+
+def _json(source: VerdictSource | None) -> dict[str, Any] | None:
+    return None if source is None else source.model_dump(mode="json")
 
 
 def _dict(value: Any) -> dict[str, Any] | None:

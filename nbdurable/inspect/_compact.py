@@ -11,8 +11,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..durable.run_states import REASON_STATES
-from ..durable.runtime_run import RuntimeRun
+from ..runs import REASON_STATES, RuntimeRun
 
 __all__ = ["COMPACT_COLUMNS", "age", "compact_rows", "cost_text", "why"]
 

@@ -10,16 +10,22 @@ from typing import Any
 
 from .._errors import RunNotFoundError
 from ..durable.checkpoint import AgentCheckpoint
-from ..durable.deciders import verdict_line
-from ..durable.late_results import late_result_line, undecided_late_results
-from ..durable.lease_holder import describe_holder, process_gone
 from ..durable.lookup import runtime_record
-from ..durable.run_states import ACTIVE_STATES, UNFINISHED_STATES, UNSUCCESSFUL_STATES
-from ..durable.runtime_run import RuntimeRun
 from ..durable.signer import token_issued_at
 from ..durable.store import RUNTIME, HistoryStore, supports
 from ..events.log import EVENTS
 from ..events.model import RUN_TAKEN_OVER, TOOL_APPROVAL_REQUEST
+from ..runs import (
+    ACTIVE_STATES,
+    UNFINISHED_STATES,
+    UNSUCCESSFUL_STATES,
+    RuntimeRun,
+    describe_holder,
+    late_result_line,
+    process_gone,
+    undecided_late_results,
+    verdict_line,
+)
 from ._next import Context, NextSteps, check_context
 from ._rows import preview
 from ._source import StoreLike, opened
@@ -200,10 +206,10 @@ def _verdict_lines(store: HistoryStore, record: RuntimeRun) -> list[str]:
                 issued = token_issued_at(request.get("token"))
                 requested[str(request.get("approval_id"))] = issued or event.created_at
     lines = []
-    for approval_id, entry in sorted(record.decided.items(), key=lambda i: i[1].get("at", 0)):
+    for approval_id, entry in sorted(record.decided.items(), key=lambda i: i[1].at):
         asked = requested.get(approval_id)
-        waited = int(entry["at"]) - asked if asked and entry.get("at") else None
-        line = verdict_line(bool(entry.get("approved")), entry.get("source"), waited)
+        waited = entry.at - asked if asked and entry.at else None
+        line = verdict_line(entry.approved, entry.source, waited)
         lines.append(f"approval {approval_id}: {line}")
     return lines
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..durable.run_states import RUN_STATES
+from ..runs import RUN_STATES
 
 __all__ = ["InspectFrame", "STATUSES", "frame"]
 

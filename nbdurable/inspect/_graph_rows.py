@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..durable.graph_status import GRAPH_STATUSES
-from ..durable.run_states import (
+from ..runs import (
     ACTIVE_STATES,
     CLAIMABLE_STATES,
+    GRAPH_STATUSES,
     HUMAN_STATES,
     RUN_STATES,
     TERMINAL_STATES,
+    RuntimeRun,
 )
-from ..durable.runtime_run import RuntimeRun
 
 __all__ = ["GRAPH_STATUSES", "NODE_COUNTS", "graph_rows", "node_rows"]
 

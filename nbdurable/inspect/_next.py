@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 from .._errors import ConfigurationError
-from ..durable.runtime_run import RuntimeRun
+from ..runs import RuntimeRun
 
 __all__ = ["CONTEXTS", "Context", "NextSteps", "check_context"]
 
@@ -71,7 +71,7 @@ class NextSteps:
         """Run an interrupted ``manual`` tool call again, or settle it as an error.
 
         ``ran_late``: the call already ran (or was still running) on an owner
-        that had lost the run (see :mod:`nbdurable.durable.late_results`): the
+        that had lost the run (see :mod:`nbdurable.runs`): the
         front ends then run it again only with ``--rerun``. ``usable``: one of
         those finished with a result, and settling the call with it comes first.
         """

@@ -14,8 +14,8 @@ from typing import Any
 
 from .._errors import RunNotFoundError
 from ..durable.lookup import checkpoint_at
-from ..durable.runtime_run import RuntimeRun
 from ..durable.store import RUNTIME, supports
+from ..runs import RuntimeRun
 from . import _graph_rows, _rows
 from ._source import StoreLike, opened
 

@@ -10,9 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
-from ..durable.deciders import who_decided
 from ..durable.records import RunRecord
-from ..durable.runtime_run import RuntimeRun
 from ..events.model import Event
 from ..messages import (
     ApprovalRequestPart,
@@ -23,6 +21,7 @@ from ..messages import (
     ToolResultPart,
     Usage,
 )
+from ..runs import Decision, RuntimeRun, who_decided
 
 __all__ = [
     "PREVIEW_CHARS",
@@ -96,7 +95,7 @@ def _seq(run: RuntimeRun | None) -> int:
 
 
 def _graph_statuses(runs: Iterable[RuntimeRun]) -> dict[str, str]:
-    from ..durable.graph_status import graph_status
+    from ..runs import graph_status
 
     nodes: dict[str, list[RuntimeRun]] = {}
     for run in runs:
@@ -206,7 +205,7 @@ def needs_messages(history: Sequence[CheckpointInfo]) -> bool:
 def history_rows(
     history: Sequence[CheckpointInfo],
     latest: AgentCheckpoint | None,
-    decided: Mapping[str, Mapping[str, Any]] | None = None,
+    decided: Mapping[str, Decision] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per checkpoint of a run, in save order.
 
@@ -257,17 +256,15 @@ def history_rows(
     return rows
 
 
-def _deciders(
-    info: CheckpointInfo, decided: Mapping[str, Mapping[str, Any]]
-) -> dict[str, str | None]:
+def _deciders(info: CheckpointInfo, decided: Mapping[str, Decision]) -> dict[str, str | None]:
     """``decided_by`` and ``via`` of the verdicts on the approvals a step waited for."""
     sources = [
-        decided[r.approval_id].get("source") or {}
+        source
         for r in info.pending_approvals
-        if r.approval_id in decided
+        if r.approval_id in decided and (source := decided[r.approval_id].source) is not None
     ]
     who = [who_decided(source) for source in sources if who_decided(source)]
-    via = [str(source["via"]) for source in sources if source.get("via")]
+    via = [source.via for source in sources if source.via]
     return {
         "decided_by": ", ".join(dict.fromkeys(who)) or None,
         "via": ", ".join(dict.fromkeys(via)) or None,

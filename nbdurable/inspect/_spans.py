@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, RunNotFoundError
 from ..durable.lookup import runtime_record
-from ..durable.run_states import QUEUED_STATES, SETTLED_OK_STATES, STOP_STATES
 from ..durable.store import supports
 from ..events.log import EVENTS
 from ..events.model import (
@@ -35,6 +34,7 @@ from ..events.model import (
     TOOL_RESULT,
     Event,
 )
+from ..runs import QUEUED_STATES, SETTLED_OK_STATES, STOP_STATES
 from ._source import StoreLike, opened
 
 if TYPE_CHECKING:

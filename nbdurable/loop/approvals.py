@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..durable.grants import Grant
 from ..durable.signer import TOKEN_DENIAL_REASON, token_matches
 from ..messages import ToolApprovalRequest, ToolApprovalResponse
+from ..runs import Grant
 from .effects import ToolInvocation
 from .options import LoopOptions
 from .start import LegStart

@@ -10,7 +10,6 @@ from typing import Any, Literal, TypedDict, TypeVar, Unpack, cast
 
 from .._deps import Deps
 from .._errors import ConfigurationError
-from ..durable.grants import RunGrants
 from ..durable.signer import ApprovalSigner
 from ..history import History
 from ..messages import (
@@ -22,6 +21,7 @@ from ..messages import (
     Usage,
 )
 from ..models.base import Model
+from ..runs import RunGrants
 from ..tools import Tool, normalize_tools
 from .output import OutputSpec
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._errors import ConfigurationError, DurableConflictError
-from ..durable.runtime_run import RuntimeRun
+from ..runs import RuntimeRun
 from ..runtime.agent import Agent
 
 __all__ = ["agent_named", "agents_in", "next_version", "register", "run_agent"]

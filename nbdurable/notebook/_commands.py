@@ -22,11 +22,16 @@ from .._errors import (
     LateResultUndecidedError,
 )
 from .._sync import run_sync
-from ..durable.late_results import late_result_line
-from ..durable.run_states import BUSY_STATES, UNFINISHED_STATES
-from ..durable.runtime_run import RuntimeRun
-from ..durable.scheduling import definition_matches, mismatch_reason, of_engine
 from ..messages import ToolApprovalRequest
+from ..runs import (
+    BUSY_STATES,
+    UNFINISHED_STATES,
+    RuntimeRun,
+    definition_matches,
+    late_result_line,
+    mismatch_reason,
+    of_engine,
+)
 from ..runtime.grants import DEFAULT_GRANT_MINUTES
 from ..runtime.late_results import blind_retry_error
 from ..runtime.run import Run, approval_expired
@@ -123,7 +128,7 @@ def _pick(run: Run, approval_id: str | None) -> ToolApprovalRequest:
     if approval_id is not None:
         decided = run.record().decided.get(approval_id)
         if decided is not None:  # answered in an earlier round of this run
-            verdict = "approved" if decided.get("approved") else "denied"
+            verdict = "approved" if decided.approved else "denied"
             raise ApprovalNotPendingError(run.run_id, approval_id, verdict=verdict)
         raise ConfigurationError(
             f"run {run.run_id!r} has no approval {approval_id!r}; it waits for: {_requests(open_)}"

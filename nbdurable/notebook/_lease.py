@@ -5,9 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..durable.lease_holder import lease_holder
-from ..durable.run_states import ACTIVE_STATES
-from ..durable.runtime_run import RuntimeRun
+from ..runs import ACTIVE_STATES, RuntimeRun, lease_holder
 
 __all__ = ["HELD_STATES", "LeaseWait", "lease_wait"]
 

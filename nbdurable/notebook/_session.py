@@ -17,9 +17,9 @@ from typing import Any
 
 from .._errors import ConfigurationError, NbdurableError, RunNotFoundError
 from .._sync import run_sync
-from ..durable.deciders import claimed_user, valid_name
 from ..durable.store import HistoryStore
 from ..messages import Message
+from ..runs import claimed_user, valid_name
 from ..runtime.agent import Agent
 from ..runtime.run import Run
 from ..runtime.runtime import DurableRuntime

@@ -1,6 +1,6 @@
 """The managed runtime: agents, limits, the scheduler, tasks and graphs."""
 
-from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
+from ..runs import LateResult, RuntimeRun, ToolIntent
 from .agent import TOOL_RECOVERY, Agent, Registry, ToolRecovery
 from .engine import EmbeddedEngine, Engine
 from .graphs import Graph, GraphNode

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import FencedOutError
 from ..durable.offload import offload
-from ..durable.runtime_run import RuntimeRun
+from ..runs import RunPatch, RuntimeRun
 from .outcome import LegOutcome, record_changes
 
 if TYPE_CHECKING:
@@ -44,7 +44,8 @@ async def claim_next(
 
 def hand_back(runtime: DurableRuntime, record: RuntimeRun) -> None:
     """Release a claimed run that never started (fenced: not one another owner has now)."""
-    changes = record_changes(LegOutcome.released())
-    changes.update(lease_owner=None, lease_expires_at=None)
+    patch = record_changes(LegOutcome.released()) | RunPatch(
+        lease_owner=None, lease_expires_at=None
+    )
     with contextlib.suppress(FencedOutError):
-        runtime.set_state(record.run_id, record.fence, **changes)
+        runtime.set_state(record.run_id, patch, fence=record.fence)

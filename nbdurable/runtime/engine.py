@@ -17,17 +17,23 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._aio import wait_event
 from .._errors import FencedOutError, LeaseLostError, RunNotFoundError, StoreWriteError
-from ..durable.grants import RunGrants
-from ..durable.lease_holder import lease_holder, process_gone
 from ..durable.offload import offload
-from ..durable.run_states import ACTIVE_STATES, CLAIMABLE_STATES
-from ..durable.runtime_run import EMBEDDED, RuntimeRun
-from ..durable.scheduling import of_engine
 from ..durable.store import maybe_await
 from ..durable.transient import StoreUnavailableError, is_transient
 from ..events.log import notify
 from ..events.model import NewEvent
 from ..loop.machine import LegStart, leg_start_from_checkpoint
+from ..runs import (
+    ACTIVE_STATES,
+    CLAIMABLE_STATES,
+    EMBEDDED,
+    RunGrants,
+    RunPatch,
+    RuntimeRun,
+    lease_holder,
+    of_engine,
+    process_gone,
+)
 from . import lifecycle
 from .claims import claim_next
 from .executor import RunContext, RuntimeDriver
@@ -304,7 +310,7 @@ class EmbeddedEngine:
 
         A restarted kernel or a killed worker leaves its runs ``running`` under a
         lease nobody renews. When the holder's process provably no longer exists
-        (:func:`~nbdurable.durable.lease_holder.process_gone`), its lease is ended now
+        (:func:`~nbdurable.runs.process_gone`), its lease is ended now
         (a fenced write, so a run someone claimed meanwhile is left alone) and the
         next claim takes the run over at once instead of after the lease.
         Runs of another engine are left alone (claims never take them either).
@@ -323,7 +329,9 @@ class EmbeddedEngine:
                 if expires is None or expires <= now or not process_gone(record.lease_owner):
                     continue
                 with contextlib.suppress(FencedOutError, RunNotFoundError):
-                    store.rt_update(record.run_id, {"lease_expires_at": now}, fence=record.fence)
+                    store.rt_update(
+                        record.run_id, RunPatch(lease_expires_at=now), fence=record.fence
+                    )
         except Exception as exc:  # only an early takeover is lost: the lease still lapses
             self.runtime.deps.logger.error("nbdurable: looking for dead owners failed: %r", exc)
         if moment >= self._next_foreign_scan:
@@ -398,8 +406,8 @@ class EmbeddedEngine:
             outcome = LegOutcome.timed_out()
         else:
             return False
-        changes = record_changes(outcome)
-        self.runtime.set_state(record.run_id, record.fence, lease_owner=None, **changes)
+        patch = record_changes(outcome) | RunPatch(lease_owner=None)
+        self.runtime.set_state(record.run_id, patch, fence=record.fence)
         with self._ended_lock:
             self._ended.add((record.run_id, record.fence))
         return True
@@ -536,19 +544,18 @@ class EmbeddedEngine:
         self, context: Execution, outcome: LegOutcome, *, finish: dict[str, Any] | None = None
     ) -> None:
         """Write ``outcome`` (fenced) and release the lease; nothing when superseded."""
-        changes = record_changes(outcome)
-        if not changes:
+        patch = record_changes(outcome)
+        if not patch:
             return
-        if finish is not None:
-            changes["finish"] = finish
-        changes.setdefault("lease_owner", None)
-        changes.setdefault("lease_expires_at", None)
+        patch = RunPatch(lease_owner=None, lease_expires_at=None) | patch
         try:
             with contextlib.suppress(FencedOutError):  # another owner decides now
                 if isinstance(context, RunContext) and context.riders is not None:
                     context.riders.flush()  # the results that waited for a shared commit
-                self.runtime.set_state(context.record.run_id, context.fence, **changes)
-                lifecycle.left(context.record, changes["state"], changes.get("reason"))
+                record = self.runtime.set_state(
+                    context.record.run_id, patch, fence=context.fence, finish=finish
+                )
+                lifecycle.left(context.record, record.state, patch.reason or None)
             with self._ended_lock:  # written on a store thread
                 self._ended.add((context.record.run_id, context.fence))
         except StoreWriteError as exc:  # the run stays as stored, to be claimed again

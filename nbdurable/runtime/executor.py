@@ -12,9 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from .._errors import FencedOutError, LeaseLostError, LimitExceededError, ModelError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.checkpoint_size import CheckpointSize
-from ..durable.lease_holder import describe_holder, process_gone
 from ..durable.offload import NowaitDelegate, offload
-from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.runtime_store import RuntimeStore
 from ..durable.store import SessionStore
 from ..events.commit import commits_together
@@ -26,6 +24,7 @@ from ..loop.start import LegStart
 from ..messages import ToolResultPart
 from ..models.base import ModelResponse
 from ..parts import TextDeltaPart
+from ..runs import RunPatch, RuntimeRun, ToolIntent, describe_holder, process_gone
 from ..tracing import LEG_KEY
 from .agent import Agent
 from .late_results import Unrecorded, completed, lost_lease_result, record_late_results
@@ -124,7 +123,7 @@ class RunContext(NowaitDelegate):
             until = self.runtime.now() + self.runtime.lease_ms
             held = self.store.rt_renew(run_id, self.lease_owner, self.fence, until)
             if held:
-                self.record = self.record.model_copy(update={"lease_expires_at": until})
+                self.record = RunPatch(lease_expires_at=until).apply(self.record)
         if not held:
             self.lease_lost = True
             raise LeaseLostError(run_id)
@@ -167,10 +166,10 @@ class RunContext(NowaitDelegate):
         finally:
             self.calls.pop(key, None)
 
-    def update(self, **changes: Any) -> RuntimeRun:
+    def update(self, patch: RunPatch) -> RuntimeRun:
         """A fenced write of the run record."""
-        changes.setdefault("updated_at", self.runtime.now())
-        self.record = self.store.rt_update(self.record.run_id, changes, fence=self.fence)
+        patch = RunPatch(updated_at=self.runtime.now()) | patch
+        self.record = self.store.rt_update(self.record.run_id, patch, fence=self.fence)
         return self.record
 
     def check_deadline(self) -> None:
@@ -179,11 +178,11 @@ class RunContext(NowaitDelegate):
         if deadline is not None and self.runtime.now() >= deadline:
             raise RunTimedOut("the run's timeout passed")
 
-    def count_operation(self, **changes: Any) -> None:
+    def count_operation(self, also: RunPatch | None = None) -> None:
         """Count one model or tool call (``max_operations``), persisted before it starts."""
-        self.update(**self.operation_changes(**changes))
+        self.update(self.operation_changes(also))
 
-    def operation_changes(self, **changes: Any) -> dict[str, Any]:
+    def operation_changes(self, also: RunPatch | None = None) -> RunPatch:
         """The record changes that count one more call, checked against the deadline and limit.
 
         Raises:
@@ -195,7 +194,7 @@ class RunContext(NowaitDelegate):
         limit = self.runtime.limits.max_operations
         if used > limit:
             raise LimitExceededError("max_operations", used, limit)
-        return {"operations": used, "updated_at": self.runtime.now(), **changes}
+        return RunPatch(operations=used, updated_at=self.runtime.now()) | (also or RunPatch())
 
     def settle(self, record: RuntimeRun) -> None:
         """Take the record a combined write returned (this owner's copy and the mirror)."""
@@ -279,17 +278,15 @@ class RuntimeDriver(Driver):
             self.context.riders = self.riders  # the leg's end writes what still waits
         retried = retried or self.context.record.retried
         await super().leg_started(events, retried=retried)
-        changes: dict[str, Any] = {}
-        if retried:
-            changes["retried"] = False
+        changes = RunPatch(retried=False) if retried else RunPatch()
         if self._trace_context is not None:
-            changes["trace_context"] = self._trace_context
+            changes |= RunPatch(trace_context=self._trace_context)
             self._trace_context = None
         if changes:
             try:
-                await offload(self.context.update, **changes)
+                await offload(self.context.update, changes)
             except Exception:
-                if "retried" in changes:
+                if retried:
                     raise
                 # A trace is never worth a run: the leg goes on untracked.
                 self.options.deps.logger.warning(
@@ -390,10 +387,10 @@ class RuntimeDriver(Driver):
         # Counted before it starts: a crash uses the attempt up.
         if self.riders is not None:
             # With the previous step's completed intents, which wait for this write.
-            changes = context.operation_changes(model_attempts=attempts + 1)
+            changes = context.operation_changes(RunPatch(model_attempts=attempts + 1))
             await offload(self.riders.commit_retried, changes=changes)
         else:
-            await offload(context.count_operation, model_attempts=attempts + 1)
+            await offload(context.count_operation, RunPatch(model_attempts=attempts + 1))
         try:
             with context.in_flight(
                 f"model {effect.step_index}", f"model call of step {effect.step_index}"
@@ -409,7 +406,7 @@ class RuntimeDriver(Driver):
             self.riders.journal(
                 effect.step_index,
                 response.model_dump_json(),
-                {"model_attempts": 0, "updated_at": context.runtime.now()},
+                RunPatch(model_attempts=0, updated_at=context.runtime.now()),
             )
             return response
         await offload(
@@ -419,7 +416,7 @@ class RuntimeDriver(Driver):
             response.model_dump_json(),
             fence=context.fence,
         )
-        await offload(context.update, model_attempts=0)
+        await offload(context.update, RunPatch(model_attempts=0))
         return response
 
     async def handle(self, effect: Effect) -> Any:
@@ -501,7 +498,7 @@ class RuntimeDriver(Driver):
                 # The permission covers one execution: used up before the tool starts,
                 # so a crash during this run of it asks the human again.
                 remaining = [c for c in context.record.rerun_tool_calls if c != call.tool_call_id]
-                await offload(context.update, rerun_tool_calls=remaining)
+                await offload(context.update, RunPatch(rerun_tool_calls=remaining))
             if policy == "manual" and not rerun:
                 raise NeedsAttention(interrupted_reason(call.tool_name, call.tool_call_id, context))
         intent = self._intent(call.tool_call_id, call.tool_name, step_index)

@@ -41,10 +41,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..durable.definitions import compose, parts_of, tool_part
-from ..durable.runtime_run import RuntimeRun
 from ..loop.output import OutputSpec
 from ..loop.subagent import AgentTool
 from ..models.scripted import ScriptedModel
+from ..runs import RuntimeRun
 from ..tools import Tool, normalize_tools
 from .canonical import callable_identity, canonical
 

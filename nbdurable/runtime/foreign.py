@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .._deps import Logger
-from ..durable.runtime_run import RuntimeRun
+from ..runs import RuntimeRun
 
 __all__ = ["ForeignRuns"]
 

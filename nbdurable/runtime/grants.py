@@ -4,7 +4,7 @@ A grant is signed by the runtime's approval signer, kept in the run record
 (any process, either engine, reads it there) and announced by a
 ``grant_added`` event; ``revoke`` records the grant's id as revoked and writes
 ``grant_revoked``. Each leg hands the record's grants to the loop, which
-verifies them at every gated call (:mod:`nbdurable.durable.grants`).
+verifies them at every gated call (:mod:`nbdurable.runs`).
 
 A grant made while the run waits on calls it covers approves those calls too
 (their verdicts carry the grant's id, as a covered call's do). A grant made
@@ -20,11 +20,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ApprovalNotPendingError, ConfigurationError
-from ..durable.deciders import check_decider, claimed_user
-from ..durable.grants import Grant, RunGrants, sign_grant
 from ..durable.offload import offload
 from ..events.model import GRANT_ADDED, GRANT_REVOKED, NewEvent
 from ..messages import ToolApprovalResponse, VerdictSource
+from ..runs import Grant, RunGrants, Verdict, check_decider, claimed_user, sign_grant
 from . import lifecycle
 
 if TYPE_CHECKING:
@@ -149,7 +148,7 @@ async def _settle_waiting(run: Run, grant: Grant) -> None:
     requests = await run.pending_approvals()
     if not requests:
         return
-    pending_ids = [r.approval_id for r in requests]
+    pending_ids = tuple(r.approval_id for r in requests)
     source = VerdictSource(by=grant.granted_by, via="grant", grant_id=grant.grant_id)
     for request in requests:
         now = runtime.now()
@@ -160,13 +159,9 @@ async def _settle_waiting(run: Run, grant: Grant) -> None:
         )
         before = await offload(run.record)
         try:
+            verdict = Verdict(response, pending_ids)
             stored, recorded = await offload(
-                runtime.runtime_store.rt_verdict,
-                run.run_id,
-                request.approval_id,
-                response.model_dump(mode="json"),
-                pending_ids,
-                now=now,
+                runtime.runtime_store.rt_verdict, run.run_id, verdict, now=now
             )
         except ApprovalNotPendingError:
             continue  # decided meanwhile

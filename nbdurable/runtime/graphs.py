@@ -4,7 +4,7 @@ Every node of a graph IS a runtime run (a :class:`RuntimeRun` with ``graph_id``,
 ``node_id`` and ``depends_on``), so approvals, model retry, ``stream`` and
 limits apply to it as to any run. A node with dependencies is ``queued`` until
 they all complete; the store promotes it to ``pending`` in the same write that
-completes its last dependency (:func:`~nbdurable.durable.scheduling.settle_graph`).
+completes its last dependency (:func:`~nbdurable.runs.settle_graph`).
 When it starts, its dependencies' results are appended to its prompt as one
 text part; media parts and user metadata are kept.
 """
@@ -17,11 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, RunEndedError, RunNotFoundError
-from ..durable.graph_status import GRAPH_STATUSES, graph_status
 from ..durable.offload import offload
-from ..durable.run_states import TERMINAL_STATES
-from ..durable.runtime_run import RuntimeRun
 from ..messages import Message, TextPart
+from ..runs import GRAPH_STATUSES, TERMINAL_STATES, DependencyPolicy, RuntimeRun, graph_status
 from .agent import Registry
 from .prompts import Prompt, prompt_message, validate_prompt
 from .record_mirror import read_graph
@@ -66,7 +64,7 @@ class GraphNode:
     agent: str
     prompt: Prompt
     depends_on: Sequence[str] = ()
-    on_dependency_failure: str = "fail"
+    on_dependency_failure: DependencyPolicy = "fail"
     timeout: float | None = None
     max_steps: int | None = None
 

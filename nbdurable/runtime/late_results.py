@@ -4,7 +4,7 @@ An owner executing a run tracks the results its tools produced until a write
 makes them durable (the call's completed intent, or the step's checkpoint).
 When it learns that another owner has the run (a refused fenced write, a lease
 renewal that failed), what is still unrecorded went nowhere: it is kept on the
-run as late results (:mod:`nbdurable.durable.late_results`: the record's
+run as late results (:mod:`nbdurable.runs`: the record's
 ``late_results`` and a ``tool_late_result`` event, neither fenced), so the
 human deciding the interrupted call sees that it already ran, where, when, and
 with what result. A call the owner was still running when it learned it is
@@ -23,12 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, LateResultUndecidedError, LeaseLostError
 from ..durable.checkpoint import AgentCheckpoint
-from ..durable.late_results import late_result_line, late_results_of
 from ..durable.offload import offload
-from ..durable.runtime_run import LateResult, ToolIntent
 from ..events.log import notify
 from ..events.model import TOOL_LATE_RESULT, NewEvent
 from ..messages import ToolResultPart
+from ..runs import LateResult, RunPatch, ToolIntent, late_result_line, late_results_of
 
 if TYPE_CHECKING:
     from .executor import RunContext
@@ -205,7 +204,7 @@ async def use_late_result(run: Run, tool_call_id: str | None = None) -> LateResu
 
     For a run in ``needs_attention`` whose interrupted call already ran on an
     owner that had lost the run (its late result, see
-    :attr:`~nbdurable.durable.runtime_run.RuntimeRun.late_results`): that result
+    :attr:`~nbdurable.runs.RuntimeRun.late_results`): that result
     becomes the call's result (its intent is completed with it, fenced by the
     run's current token), and the run goes on from there, as after ``deny()``
     but with the tool's own result. The tool does not run again.
@@ -251,7 +250,8 @@ async def use_late_result(run: Run, tool_call_id: str | None = None) -> LateResu
     intent = started[chosen.tool_call_id]
     done = completed(intent, ToolResultPart.model_validate(chosen.result))
     await offload(runtime.runtime_store.rt_intent, done, fence=record.fence)
-    await offload(runtime.set_state, run.run_id, record.fence, state="pending", reason=None)
+    pending = RunPatch(state="pending", reason=None)
+    await offload(runtime.set_state, run.run_id, pending, fence=record.fence)
     runtime.wake()
     return chosen
 

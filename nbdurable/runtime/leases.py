@@ -12,9 +12,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from ..durable.offload import offload
-from ..durable.run_states import ACTIVE_STATES
-from ..durable.runtime_run import RuntimeRun
 from ..durable.transient import StoreUnavailableError
+from ..runs import ACTIVE_STATES, RuntimeRun
 from . import lifecycle
 from .outcome import LegOutcome
 

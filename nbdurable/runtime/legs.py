@@ -13,12 +13,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from .._deps import Deps
-from ..durable.grants import RunGrants
 from ..durable.offload import offload
-from ..durable.runtime_run import RuntimeRun
 from ..durable.signer import ApprovalSigner
 from ..loop.options import LoopOptions, build_options
 from ..messages import Message, ToolApprovalResponse
+from ..runs import RunGrants, RuntimeRun
 from .agent import Agent
 from .graphs import prompt_with_results
 from .prompts import prompt_message

@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from .. import metrics as _metrics
-from ..durable.runtime_run import RuntimeRun
+from ..runs import RuntimeRun
 
 __all__ = ["claimed", "cut", "decided", "lease_renewed", "left", "logger", "taken_over"]
 

@@ -35,11 +35,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from .._errors import ConfigurationError
-from ..durable.deciders import check_minter
-from ..durable.run_states import HUMAN_STATES
-from ..durable.runtime_run import RuntimeRun
 from ..durable.signer import link_token, request_still_signed
 from ..messages import ToolApprovalRequest
+from ..runs import HUMAN_STATES, RuntimeRun, check_minter
 
 if TYPE_CHECKING:
     from .runtime import DurableRuntime

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from .._errors import LimitExceededError
 from ..loop.options import GenerateTextResult
+from ..runs import RunPatch
 from .limits import ModelRetry
 
 __all__ = [
@@ -135,45 +136,40 @@ class LegOutcome:
         return _STATES[self.kind]
 
 
-def record_changes(outcome: LegOutcome) -> dict[str, Any]:
+def record_changes(outcome: LegOutcome) -> RunPatch:
     """The run record's changes for ``outcome`` (empty: nothing to write).
 
     The leg's verdicts are used up when it gets past its gated calls (completed
     or stopped again); a completed run's attempt count and last error are reset.
     Lease fields are the engine's to clear.
     """
-    state = outcome.state
     match outcome.kind:
         case "completed":
-            return {
-                "state": state,
-                "result_text": outcome.result_text,
-                "verdicts": {},
-                "rerun_tool_calls": [],
-                "model_attempts": 0,
-                "error": None,
-            }
+            return RunPatch(
+                state="completed",
+                result_text=outcome.result_text,
+                verdicts={},
+                rerun_tool_calls=[],
+                model_attempts=0,
+                error=None,
+            )
         case "waiting_approval":
-            return {"state": state, "verdicts": {}, "rerun_tool_calls": []}
+            return RunPatch(state="waiting_approval", verdicts={}, rerun_tool_calls=[])
         case "waiting_client_tool":
-            return {"state": state, "verdicts": {}, "reason": outcome.reason}
+            return RunPatch(state="needs_attention", verdicts={}, reason=outcome.reason)
         case "retry_wait":
-            return {
-                "state": state,
-                "error": outcome.error,
-                "next_attempt_at": outcome.next_attempt_at,
-            }
+            return RunPatch(
+                state="retry_wait", error=outcome.error, next_attempt_at=outcome.next_attempt_at
+            )
         case "failed":
-            changes: dict[str, Any] = {"state": state, "reason": outcome.reason}
-            if outcome.error is not None:
-                changes["error"] = outcome.error
-            return changes
+            error = RunPatch() if outcome.error is None else RunPatch(error=outcome.error)
+            return RunPatch(state="failed", reason=outcome.reason) | error
         case "needs_attention" | "cancelled":
-            return {"state": state, "reason": outcome.reason}
+            return RunPatch(state=outcome.kind, reason=outcome.reason)
         case "released":
-            return {"state": state}
+            return RunPatch(state="pending")
         case "superseded":
-            return {}
+            return RunPatch()
 
 
 def leg_result(result: GenerateTextResult) -> LegOutcome:

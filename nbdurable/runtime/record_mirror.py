@@ -39,11 +39,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
 from ..durable.offload import offload
-from ..durable.run_states import UNFINISHED_STATES
-from ..durable.runtime_run import LateResult, RuntimeRun
 from ..durable.runtime_store import RuntimeStore
 from ..durable.store import REMOTE, supports
 from ..events.log import watch
+from ..runs import UNFINISHED_STATES, LateResult, RunPatch, RuntimeRun, Verdict
 
 __all__ = ["MirroredRuntimeStore", "RecordMirror", "mirror_for", "read_graph", "read_list"]
 
@@ -404,11 +403,9 @@ class MirroredRuntimeStore:
         """One session's records in ``states``, in submission order."""
         return self._many(self.inner.rt_session(session_id, states))
 
-    def rt_update(
-        self, run_id: str, changes: dict[str, Any], *, fence: int | None = None
-    ) -> RuntimeRun:
-        """Apply changes to a run record (fenced)."""
-        record = self.inner.rt_update(run_id, changes, fence=fence)
+    def rt_update(self, run_id: str, patch: RunPatch, *, fence: int | None = None) -> RuntimeRun:
+        """Apply ``patch`` to a run record (fenced)."""
+        record = self.inner.rt_update(run_id, patch, fence=fence)
         self.mirror.put(record)
         return record
 
@@ -423,17 +420,9 @@ class MirroredRuntimeStore:
         """Take the next eligible run."""
         return self._one(self.inner.rt_claim(owner, now, lease_ms, agents, kind))
 
-    def rt_verdict(
-        self,
-        run_id: str,
-        approval_id: str,
-        response: dict[str, Any],
-        pending_ids: Sequence[str],
-        *,
-        now: int,
-    ) -> tuple[RuntimeRun, bool]:
+    def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
         """Record a verdict."""
-        record, fresh = self.inner.rt_verdict(run_id, approval_id, response, pending_ids, now=now)
+        record, fresh = self.inner.rt_verdict(run_id, verdict, now=now)
         self.mirror.put(record)
         return record, fresh
 

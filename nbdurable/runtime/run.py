@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import (
-    ApprovalNotPendingError,
     ConfigurationError,
     OutputValidationError,
     RunEndedError,
@@ -15,12 +14,7 @@ from .._errors import (
     WaitingForHumanError,
 )
 from .._sync import run_here, run_sync
-from ..durable.deciders import check_decider
-from ..durable.grants import Grant
-from ..durable.late_results import undecided_late_results
 from ..durable.offload import offload
-from ..durable.run_states import ACTIVE_STATES, HUMAN_STATES, RETRYABLE_STATES, RUN_STATES
-from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
 from ..durable.signer import expired_age, request_still_signed, resign_if_expired
 from ..events.log import Armed
 from ..events.model import Event
@@ -28,12 +22,29 @@ from ..events.subscribe import subscribe, wait_for_run
 from ..history import History
 from ..loop.output import OutputSpec
 from ..messages import ToolApprovalRequest, ToolApprovalResponse, Usage, VerdictSource
+from ..runs import (
+    ACTIVE_STATES,
+    HUMAN_STATES,
+    RETRYABLE_STATES,
+    RUN_STATES,
+    VIAS,
+    Grant,
+    LateResult,
+    RunPatch,
+    RuntimeRun,
+    ToolIntent,
+    Verdict,
+    approval_expired,
+    check_decider,
+    claimed_source,
+    latest_verdict,
+    undecided_late_results,
+)
 from . import lifecycle
 from .in_flight import landed
 from .late_results import blind_retry_error, completed, use_late_result
 from .record_mirror import read_record
 from .run_result import RunFailedError, RunResult
-from .verdict_sources import VIAS, approval_expired, claimed_source
 from .waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:
@@ -355,7 +366,7 @@ class Run:
             seconds: The duration in seconds instead.
             match: Argument rules every covered call must satisfy, e.g.
                 ``{"name": "stg_*"}`` (a glob), ``{"name": {"prefix": "stg_"}}``,
-                ``{"name": {"equals": "x"}}`` (see :mod:`nbdurable.durable.grants`).
+                ``{"name": {"equals": "x"}}`` (see :mod:`nbdurable.runs`).
             agent_path: The sub-agent whose calls it covers (empty: the run's own
                 agent's calls only; a sub-agent's only when named).
             by: Who grants it (default ``NBDURABLE_USER``, else the OS user);
@@ -402,10 +413,11 @@ class Run:
         if record.finished:
             return
         if record.state in ACTIVE_STATES:
-            await offload(runtime.set_state, self.run_id, state="cancelling")
+            await offload(runtime.set_state, self.run_id, RunPatch(state="cancelling"))
             runtime.cancel_local(self.run_id)
             return
-        await offload(runtime.set_state, self.run_id, state="cancelled", reason="cancelled")
+        cancelled = RunPatch(state="cancelled", reason="cancelled")
+        await offload(runtime.set_state, self.run_id, cancelled)
 
     async def retry(self, *, rerun: bool = False) -> list[LateResult]:
         """Let a failed or needs_attention run go on.
@@ -441,9 +453,7 @@ class Run:
             raise blind_retry_error(self.run_id, late, use=use, rerun=again)
         started = [i.tool_call_id for i in interrupted]
         ready = await offload(self._dependencies_completed, record)
-        await offload(
-            self.runtime.set_state,
-            self.run_id,
+        again = RunPatch(
             state="pending" if ready else "queued",
             reason=None,
             error=None if ready else record.error,
@@ -452,14 +462,14 @@ class Run:
             rerun_tool_calls=started,
             retried=True,
         )
+        await offload(self.runtime.set_state, self.run_id, again)
         if not ready and await offload(self._dependencies_completed, record):
             # the last dependency completed meanwhile (the store settled the graph
             # before this node was queued again): let it go on now
             current = await self._fetch()
             if current.state == "queued":
-                await offload(
-                    self.runtime.set_state, self.run_id, current.fence, state="pending", error=None
-                )
+                pending = RunPatch(state="pending", error=None)
+                await offload(self.runtime.set_state, self.run_id, pending, fence=current.fence)
         return late
 
     async def use_late_result(self, tool_call_id: str | None = None) -> LateResult:
@@ -508,7 +518,7 @@ class Run:
             reason: Why, shown to the model with a denial.
             max_age_ms: Tokens older than this are refused when the verdict is recorded.
             source: Who gave the verdict and how; checked against the run's
-                rule on who may decide (:func:`~nbdurable.durable.deciders.check_decider`).
+                rule on who may decide (:func:`~nbdurable.runs.check_decider`).
 
         Raises:
             ApprovalNotPendingError: Another verdict won, or the request is not pending.
@@ -522,12 +532,9 @@ class Run:
         if approval_id is None:
             open_ = [r for r in pending if r.approval_id not in record.verdicts]
             if len(open_) != 1:
-                if not open_ and record.decided:  # answered meanwhile, or before
-                    latest = max(record.decided, key=lambda a: record.decided[a].get("at", 0))
-                    verdict = "approved" if record.decided[latest].get("approved") else "denied"
-                    raise ApprovalNotPendingError(
-                        self.run_id, latest, verdict=verdict, state=record.state
-                    )
+                answered = latest_verdict(record) if not open_ else None
+                if answered is not None:  # answered meanwhile, or before
+                    raise answered
                 if not pending:
                     raise ConfigurationError(f"run {self.run_id!r} waits for no approval")
                 raise ConfigurationError(
@@ -568,13 +575,9 @@ class Run:
             token=token if approved else None,
             source=source,
         )
+        verdict = Verdict(response, tuple(r.approval_id for r in pending))
         stored, recorded = await offload(
-            self.runtime.runtime_store.rt_verdict,
-            self.run_id,
-            approval_id,
-            response.model_dump(mode="json"),
-            [r.approval_id for r in pending],
-            now=self.runtime.now(),
+            self.runtime.runtime_store.rt_verdict, self.run_id, verdict, now=self.runtime.now()
         )
         if recorded:
             await offload(self.runtime.state_event, stored)
@@ -593,4 +596,4 @@ class Run:
                 is_error=True,
             )
             await offload(store.rt_intent, completed(intent, result), fence=record.fence)
-        await offload(self.runtime.set_state, self.run_id, state="pending", reason=None)
+        await offload(self.runtime.set_state, self.run_id, RunPatch(state="pending", reason=None))

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import NbdurableError
-from ..durable.runtime_run import RuntimeRun
 from ..history import History
 from ..loop.options import text_head, usage_line
 from ..messages import Usage
+from ..runs import RuntimeRun
 
 __all__ = ["RunFailedError", "RunResult"]
 

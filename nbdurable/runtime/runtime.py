@@ -14,10 +14,7 @@ from .._errors import (
     RunNotFoundError,
 )
 from .._resources import ResourceScope
-from ..durable.deciders import claimed_user, valid_name
 from ..durable.offload import offload
-from ..durable.run_states import HUMAN_STATES, TERMINAL_STATES, UNFINISHED_STATES
-from ..durable.runtime_run import RuntimeRun
 from ..durable.runtime_store import RuntimeStore
 from ..durable.signer import ApprovalSigner, store_signer
 from ..durable.store import RUNTIME, HistoryStore, supports
@@ -25,6 +22,16 @@ from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry
 from ..events.fork import fork_run
 from ..events.log import FencedEventStore, notify
 from ..messages import Message
+from ..runs import (
+    HUMAN_STATES,
+    TERMINAL_STATES,
+    UNFINISHED_STATES,
+    UNSET,
+    RunPatch,
+    RuntimeRun,
+    claimed_user,
+    valid_name,
+)
 from ..tracing import current_trace_context
 from .agent import Agent, Registry
 from .engine import EmbeddedEngine, Engine
@@ -72,7 +79,7 @@ class DurableRuntime:
         limits: The runtime's limits.
         owner_id: This runtime's name in leases (held as
             ``f"{owner_id}@{host}:{pid}#{boot id}/{pid namespace}/{start time}"``,
-            see :mod:`nbdurable.durable.lease_holder`).
+            see :mod:`nbdurable.runs`).
         approval_max_age_ms: Approval tokens this old or older are refused when
             a verdict comes in (``Run.approve``, a widget card, ``%durable
             approve``, the CLI, the HTTP bridge): the request stays pending and
@@ -349,21 +356,13 @@ class DurableRuntime:
             timeout=timeout,
             max_steps=max_steps,
         )
-        record = record.model_copy(
-            update={
-                "engine": self.engine.name,
-                "submitted_by": (
-                    claimed_user()
-                    if submitted_by is None
-                    else valid_name(submitted_by, "submitted_by")
-                ),
-            }
-        )
+        by = claimed_user() if submitted_by is None else valid_name(submitted_by, "submitted_by")
+        record = RunPatch(engine=self.engine.name, submitted_by=by).apply(record)
         if _owner_run_id is not None:
-            record = record.model_copy(update={"owner_run_id": _owner_run_id})
+            record = RunPatch(owner_run_id=_owner_run_id).apply(record)
         trace_context = current_trace_context()  # the caller's span becomes the run's parent
         if trace_context is not None:
-            record = record.model_copy(update={"trace_context": trace_context})
+            record = RunPatch(trace_context=trace_context).apply(record)
         stored, created = await offload(
             self.runtime_store.rt_insert,
             record,
@@ -536,10 +535,10 @@ class DurableRuntime:
     def set_state(
         self,
         run_id: str,
-        fence: int | None = None,
+        patch: RunPatch,
         *,
+        fence: int | None = None,
         finish: dict[str, Any] | None = None,
-        **changes: Any,
     ) -> RuntimeRun:
         """Write a run-state change (and its event).
 
@@ -549,24 +548,24 @@ class DurableRuntime:
         run whose log lacks its terminal event. ``finish`` is the
         ``run_finished`` payload of the leg that completed the run.
         """
-        changes.setdefault("updated_at", self.now())
-        moves = "state" in changes
-        if changes.get("state") in TERMINAL_STATES:
-            changes.setdefault("retried", False)  # a retry that ended before its leg began
+        patch = RunPatch(updated_at=self.now()) | patch
+        moves = patch.state is not UNSET
+        if patch.state in TERMINAL_STATES:
+            patch = RunPatch(retried=False) | patch  # a retry that ended before its leg began
         if moves:
             current = self.runtime_store.rt_get(run_id)
             if current is None:
                 raise RunNotFoundError(run_id)
-            self.state_event(current.model_copy(update=changes), finish=finish, fence=fence)
-        record = self.runtime_store.rt_update(run_id, changes, fence=fence)
-        if self.notify is not None and changes.get("state") in HUMAN_STATES:
+            self.state_event(patch.apply(current), finish=finish, fence=fence)
+        record = self.runtime_store.rt_update(run_id, patch, fence=fence)
+        if self.notify is not None and patch.state in HUMAN_STATES:
             # before waking anyone: who sees the state finds its message in flight (drain)
             self.notify.schedule(self, record)
         if moves:
             notify(self.store, run_id)  # waiters woken by the events now see the record too
         else:
             self.state_event(record)
-        if record.finished and "state" in changes:  # the store promoted the session's next run
+        if record.finished and moves:  # the store promoted the session's next run
             waiting = self.runtime_store.rt_session(record.session_id, sorted(UNFINISHED_STATES))
             if waiting and waiting[0].state == "pending":
                 unclaimed_event(self, waiting[0])

@@ -7,9 +7,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import FencedOutError
-from ..durable.run_states import GRAPH_SETTLED_STATES
-from ..durable.runtime_run import RuntimeRun
 from ..events.model import RUN_ERROR, RUN_FINISHED, RUN_STATE, Event, NewEvent
+from ..runs import GRAPH_SETTLED_STATES, RunPatch, RuntimeRun
 from .run import RunFailedError
 
 if TYPE_CHECKING:
@@ -112,7 +111,7 @@ def claim_event(runtime: DurableRuntime, record: RuntimeRun) -> None:
     # claimed in one millisecond too: the finisher then leaves its pending here.
     may_lack_pending = record.fence == 1 or record.graph_id is not None
     if may_lack_pending and _last_state(runtime, record.run_id) in (None, "queued"):
-        unclaimed_event(runtime, record.model_copy(update={"state": "pending", "reason": None}))
+        unclaimed_event(runtime, RunPatch(state="pending", reason=None).apply(record))
     runtime.state_event(record)
 
 

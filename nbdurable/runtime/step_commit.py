@@ -31,15 +31,15 @@ from typing import Any
 
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.offload import NowaitDelegate
-from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.transient import StoreRetry
 from ..events.commit import RuntimeCommit
 from ..events.log import channel_of
 from ..events.model import Event, NewEvent
+from ..runs import RunPatch, RuntimeRun, ToolIntent
 
 __all__ = ["StepRiders"]
 
-_Staged = tuple[dict[str, Any], ToolIntent]
+_Staged = tuple[RunPatch, ToolIntent]
 
 
 class StepRiders(NowaitDelegate):
@@ -86,7 +86,7 @@ class StepRiders(NowaitDelegate):
         self.retry = retry
         self._lock = threading.Lock()
         self._journal: tuple[int, str] | None = None
-        self._changes: dict[str, Any] = {}
+        self._changes = RunPatch()
         self._staged: _Staged | None = None
         self._completed: dict[str, ToolIntent] = {}
 
@@ -123,13 +123,13 @@ class StepRiders(NowaitDelegate):
         with self._lock:
             self._completed[intent.tool_call_id] = intent
 
-    def journal(self, step_index: int, response: str, changes: dict[str, Any]) -> None:
+    def journal(self, step_index: int, response: str, changes: RunPatch) -> None:
         """Hold a step's model response and record changes for the next commit."""
         with self._lock:
             self._journal = (step_index, response)
-            self._changes.update(changes)
+            self._changes |= changes
 
-    def stage(self, changes: dict[str, Any], intent: ToolIntent) -> None:
+    def stage(self, changes: RunPatch, intent: ToolIntent) -> None:
         """Hold a tool call's count and its ``started`` intent for the next commit."""
         with self._lock:
             self._staged = (changes, intent)
@@ -141,14 +141,14 @@ class StepRiders(NowaitDelegate):
 
     def _take(
         self,
-    ) -> tuple[tuple[int, str] | None, dict[str, Any], _Staged | None, list[ToolIntent]]:
+    ) -> tuple[tuple[int, str] | None, RunPatch, _Staged | None, list[ToolIntent]]:
         with self._lock:
-            return self._journal, dict(self._changes), self._staged, [*self._completed.values()]
+            return self._journal, self._changes, self._staged, [*self._completed.values()]
 
     def _done(
         self,
         journal: tuple[int, str] | None,
-        changes: dict[str, Any],
+        changes: RunPatch,
         staged: _Staged | None,
         completed: list[ToolIntent],
     ) -> None:
@@ -156,9 +156,7 @@ class StepRiders(NowaitDelegate):
         with self._lock:
             if self._journal == journal:
                 self._journal = None
-            for key, value in changes.items():
-                if self._changes.get(key) == value:
-                    del self._changes[key]
+            self._changes = self._changes.without(changes)
             if self._staged is staged:
                 self._staged = None
             for intent in completed:
@@ -169,7 +167,7 @@ class StepRiders(NowaitDelegate):
         self,
         events: Sequence[NewEvent] = (),
         *,
-        changes: dict[str, Any] | None = None,
+        changes: RunPatch | None = None,
         intents: Sequence[ToolIntent] = (),
     ) -> Sequence[Event]:
         """One fenced transaction: what waits, plus ``events``, ``changes`` and ``intents``.
@@ -178,7 +176,7 @@ class StepRiders(NowaitDelegate):
         absolute values), like the separate writes it replaces.
         """
         journal, waiting, staged, completed = self._take()
-        merged = {**waiting, **(staged[0] if staged else {}), **(changes or {})}
+        merged = waiting | (staged[0] if staged else RunPatch()) | (changes or RunPatch())
         added, record = self.committer.rt_commit(
             self.run_id,
             fence=self.fence,
@@ -195,7 +193,7 @@ class StepRiders(NowaitDelegate):
         return added
 
     def commit_retried(
-        self, *, changes: dict[str, Any] | None = None, intents: Sequence[ToolIntent] = ()
+        self, *, changes: RunPatch | None = None, intents: Sequence[ToolIntent] = ()
     ) -> None:
         """:meth:`commit` through the runtime's store retry (a write outside the event writer)."""
         if self.retry is None:

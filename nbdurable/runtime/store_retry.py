@@ -20,9 +20,9 @@ from typing import Any
 
 from .._errors import DurableConflictError
 from ..durable.offload import NowaitDelegate
-from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
 from ..durable.runtime_store import RuntimeStore
 from ..durable.transient import StoreRetry, StoreUnavailableError, is_transient
+from ..runs import LateResult, RunPatch, RuntimeRun, ToolIntent, Verdict
 
 __all__ = ["RetryingRuntimeStore", "StoreUnavailableError"]
 
@@ -110,11 +110,9 @@ class RetryingRuntimeStore(NowaitDelegate):
         """One session's records in ``states``, in submission order."""
         return self.retry.call("read a session", self.inner.rt_session, session_id, states)
 
-    def rt_update(
-        self, run_id: str, changes: dict[str, Any], *, fence: int | None = None
-    ) -> RuntimeRun:
-        """Apply changes to a run record (fenced)."""
-        return self.retry.call("update a run", self.inner.rt_update, run_id, changes, fence=fence)
+    def rt_update(self, run_id: str, patch: RunPatch, *, fence: int | None = None) -> RuntimeRun:
+        """Apply ``patch`` to a run record (fenced)."""
+        return self.retry.call("update a run", self.inner.rt_update, run_id, patch, fence=fence)
 
     def rt_claim(
         self,
@@ -164,25 +162,9 @@ class RetryingRuntimeStore(NowaitDelegate):
         """A step's journaled model response."""
         return self.retry.call("read the journal", self.inner.rt_journaled, run_id, step_index)
 
-    def rt_verdict(
-        self,
-        run_id: str,
-        approval_id: str,
-        response: dict[str, Any],
-        pending_ids: Sequence[str],
-        *,
-        now: int,
-    ) -> tuple[RuntimeRun, bool]:
+    def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
         """Record a verdict; a verdict sent again is recognised as its own repeat."""
-        return self.retry.call(
-            "record a verdict",
-            self.inner.rt_verdict,
-            run_id,
-            approval_id,
-            response,
-            pending_ids,
-            now=now,
-        )
+        return self.retry.call("record a verdict", self.inner.rt_verdict, run_id, verdict, now=now)
 
     def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> list[str]:
         """Claim notifications (a claim whose reply was lost is not claimed twice)."""

@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 from .._deps import new_id
 from .._errors import ConfigurationError, DurableConflictError, LimitExceededError
 from .._text import valid_text
-from ..durable.deciders import claimed_user
 from ..durable.offload import offload
-from ..durable.runtime_run import RuntimeRun
+from ..runs import RunPatch, RuntimeRun, claimed_user
 from .agent import Registry
 from .graphs import Graph, GraphNode, validate_graph
 from .limits import Limits, payload_bytes
@@ -118,15 +117,13 @@ def graph_records(
             max_steps=node.max_steps,
         )
         records.append(
-            record.model_copy(
-                update={
-                    "graph_id": graph_id,
-                    "node_id": node.id,
-                    "depends_on": [f"{graph_id}:{dep}" for dep in node.depends_on],
-                    "on_dependency_failure": node.on_dependency_failure,
-                    "state": "queued" if node.depends_on else "pending",
-                }
-            )
+            RunPatch(
+                graph_id=graph_id,
+                node_id=node.id,
+                depends_on=[f"{graph_id}:{dep}" for dep in node.depends_on],
+                on_dependency_failure=node.on_dependency_failure,
+                state="queued" if node.depends_on else "pending",
+            ).apply(record)
         )
     return records
 
@@ -209,7 +206,7 @@ async def submit_graph(
         check_same_graph(gid, existing, ordered)
         return Graph(runtime, gid)
     records = [
-        record.model_copy(update={"engine": runtime.engine.name, "submitted_by": claimed_user()})
+        RunPatch(engine=runtime.engine.name, submitted_by=claimed_user()).apply(record)
         for record in graph_records(runtime.registry, runtime.limits, runtime.now, gid, ordered)
     ]
     try:
@@ -254,7 +251,8 @@ async def submit_task(
         request_id=request_id,
         run_id=run_id,
         timeout=timeout,
-    ).model_copy(update={"engine": runtime.engine.name})
+    )
+    record = RunPatch(engine=runtime.engine.name).apply(record)
     stored, created = await offload(
         runtime.runtime_store.rt_insert,
         record,

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ..durable.lease_holder import describe_holder, process_gone
-from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..events.model import RUN_TAKEN_OVER, NewEvent
 from ..messages import Message
+from ..runs import RuntimeRun, ToolIntent, describe_holder, process_gone
 
 __all__ = ["OWNER_GONE", "LEASE_LAPSED", "interrupted_calls", "takeover_event"]
 

@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, LimitExceededError
 from ..durable.offload import offload
-from ..durable.run_states import ACTIVE_STATES
-from ..durable.runtime_run import RuntimeRun
 from ..durable.runtime_store import RuntimeStore
 from ..durable.store import maybe_await
 from ..events.model import NewEvent
+from ..runs import ACTIVE_STATES, RunPatch, RuntimeRun
 from .limits import payload_bytes
 from .outcome import LegOutcome, RunTimedOut
 from .prompts import Prompt, validate_prompt
@@ -270,10 +269,10 @@ class TaskExecution:
         """The fencing token this owner holds for the run."""
         return self.record.fence
 
-    def update(self, **changes: Any) -> RuntimeRun:
+    def update(self, patch: RunPatch) -> RuntimeRun:
         """A fenced write of the run record."""
-        changes.setdefault("updated_at", self.runtime.now())
-        self.record = self.store.rt_update(self.record.run_id, changes, fence=self.fence)
+        patch = RunPatch(updated_at=self.runtime.now()) | patch
+        self.record = self.store.rt_update(self.record.run_id, patch, fence=self.fence)
         return self.record
 
 
@@ -342,7 +341,7 @@ async def run_phase(
     if size > limit:
         raise LimitExceededError("max_payload_bytes", size, limit)
     await offload(execution.store.rt_journal, run_id, index, text, fence=execution.fence)
-    await offload(execution.update, phase=index + 1)
+    await offload(execution.update, RunPatch(phase=index + 1))
     event = NewEvent(
         type=TASK_PHASE,
         created_at=runtime.now(),

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Iterable
 
 from .._errors import ConfigurationError
-from ..durable.run_states import TERMINAL_STATES
+from ..runs import TERMINAL_STATES
 
 __all__ = ["Deadline", "wanted_states"]
 

@@ -20,17 +20,16 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel
 
 from .._errors import NbdurableError
-from ..durable.deciders import check_decider
 from ..durable.offload import offload
 from ..durable.signer import token_issued_at
 from ..messages import ToolApprovalRequest
+from ..runs import check_decider
 from ..runtime.run import Run
 from .context import Bridge
 from .errors import status_of
 from .handlers import error_responses
-from .links import check_link_token, link_source, open_request, precheck_token
+from .links import answer, check_link_token, link_source, open_request, precheck_token
 from .schemas import VerdictIn
-from .verdicts import answer
 
 __all__ = ["LinkVerdictOut", "approval_page_router", "render_page"]
 

@@ -6,11 +6,15 @@ signed freshly by the runtime's signer for the run and the pinned call, so a
 ``max_age`` counts from when the link was made; it approves or denies that one
 call once, and nothing else.
 
-Who may mint one is the run's rule (:func:`~nbdurable.durable.deciders.check_minter`):
+Who may mint one is the run's rule (:func:`~nbdurable.runs.check_minter`):
 for a call its approvers reserve, only one of them, addressed to one of them.
 Every link records who minted it and how, signed into its token, and its
 verdict records that too. No link is minted for a request whose own token no
 longer verifies (signed with a retired key): it can only be denied.
+
+Every verdict that arrives over HTTP, by link or through the API, takes one path
+(:func:`answer`): its token checked here, then
+:func:`~nbdurable.runtime.checked_verdicts.submit_verdict`.
 """
 
 from __future__ import annotations
@@ -18,9 +22,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from ..durable.deciders import check_minter, claimed_user, valid_name
+from .._errors import ApprovalExpiredError, DurableConflictError
 from ..durable.offload import offload
-from ..durable.runtime_run import RuntimeRun
 from ..durable.signer import (
     ApprovalSigner,
     bound_to_run,
@@ -31,13 +34,18 @@ from ..durable.signer import (
     token_matches,
 )
 from ..messages import ToolApprovalRequest, VerdictSource
+from ..runs import RuntimeRun, check_minter, claimed_user, valid_name
+from ..runtime.checked_verdicts import Outcome, submit_verdict
 from ..runtime.run import Run, approval_expired
+from .context import Bridge
 from .errors import ApprovalNotPendingError, ApprovalTokenError
 
 if TYPE_CHECKING:
     from ..runtime.runtime import DurableRuntime
 
 __all__ = [
+    "VerdictError",
+    "answer",
     "addressed_to",
     "approval_link",
     "check_link_token",
@@ -152,7 +160,7 @@ async def open_request(
     record = await offload(Run(runtime, run_id).record)
     decided = record.decided.get(approval_id) or record.verdicts.get(approval_id)
     if decided is not None:
-        verdict = "approved" if decided.get("approved") else "denied"
+        verdict = "approved" if decided.approved else "denied"
         raise ApprovalNotPendingError(run_id, approval_id, verdict=verdict, state=record.state)
     raise ApprovalNotPendingError(
         run_id,
@@ -279,3 +287,79 @@ def precheck_token(
     ):
         raise ApprovalTokenError(_REFUSED)
     _refuse_expired(signer, token, run_id=run_id, approval_id=approval_id, max_age_ms=max_age_ms)
+
+
+class VerdictError(DurableConflictError):
+    """The verdict could not be recorded; the run is left as it was."""
+
+
+async def answer(
+    bridge: Bridge,
+    run_id: str,
+    approval_id: str,
+    *,
+    approve: bool,
+    token: str | None,
+    reason: str | None,
+    token_required: bool,
+    source: VerdictSource | None = None,
+) -> Outcome:
+    """Record a verdict, or raise a typed error and change nothing.
+
+    While the request is pending, the token (needed to approve, and for any
+    verdict when ``token_required``, as on an approval link) must verify with
+    the runtime's signer, be younger than the bridge's max age, and name this
+    run, this approval and this call. ``submit_verdict`` then checks it again
+    and the store's conditional write records it, unless another verdict won
+    meanwhile. The same verdict sent again (a client retrying after a timeout)
+    answers as the first time did. ``source`` (who decides, and how) is
+    recorded with it, once the run's rule on who may decide allows it.
+
+    Raises:
+        RunNotFoundError: No such run.
+        ApprovalNotPendingError: Another verdict won (``verdict`` names it), or
+            the run does not wait for this approval.
+        ApprovalTokenError: The token is forged, altered or bound elsewhere.
+        ApprovalExpiredError: A genuine token past the max age: ask for a new link.
+        ApproverNotAllowedError: ``source`` may not decide this call (403).
+        VerdictError: The runtime refused the verdict.
+    """
+    runtime = bridge.runtime
+    max_age = bridge.approval_max_age_ms
+    if token_required:
+        precheck_token(
+            runtime.signer, token, run_id=run_id, approval_id=approval_id, max_age_ms=max_age
+        )
+    request = await pending_request(runtime, run_id, approval_id)
+    if request is not None and (approve or token_required):
+        check_link_token(runtime.signer, token, request, run_id=run_id, max_age_ms=max_age)
+    outcome = await submit_verdict(
+        runtime,
+        run_id,
+        approval_id,
+        approve=approve,
+        token=token,
+        reason=reason,
+        max_age_ms=max_age,
+        source=source,
+    )
+    if outcome.refusal is not None:
+        raise outcome.refusal
+    if outcome.state == "invalid token":
+        raise ApprovalTokenError(outcome.message)
+    if outcome.state == "expired":
+        # the token aged past the limit between the checks: the same answer as theirs
+        raise ApprovalExpiredError(
+            approval_id, max_age_ms=max_age, message=f"{outcome.message}: ask for a new link"
+        )
+    if outcome.state == "stale":
+        record = await offload(runtime.runtime_store.rt_get, run_id)
+        raise ApprovalNotPendingError(
+            run_id,
+            approval_id,
+            verdict=outcome.winner,
+            state=record.state if record is not None else None,
+        )
+    if outcome.state == "error":
+        raise VerdictError(outcome.message)
+    return outcome

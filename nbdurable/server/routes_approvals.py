@@ -9,19 +9,18 @@ from fastapi import APIRouter, Query, Request
 
 from .._errors import ApproverNotAllowedError
 from ..durable.offload import offload
-from ..durable.runtime_run import RuntimeRun
 from ..durable.signer import request_still_signed, resign_if_expired
 from ..durable.store import maybe_await
 from ..inspect._approvals import APPROVAL_STATUSES, approval_rows
 from ..messages import ToolApprovalRequest, VerdictSource
+from ..runs import RuntimeRun
 from ..runtime.run import Run
 from .auth import principal_of
 from .context import Bridge
 from .errors import ApprovalTokenError
 from .handlers import error_responses
-from .links import mint_link
+from .links import answer, mint_link
 from .schemas import ApprovalOut, InboxApprovalOut, RunOut, VerdictIn, VerdictOut
-from .verdicts import answer
 
 __all__ = ["approvals_router"]
 

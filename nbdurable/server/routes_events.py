@@ -20,10 +20,9 @@ from fastapi.responses import StreamingResponse
 
 from .._errors import ConfigurationError
 from ..durable.offload import offload
-from ..durable.run_states import STOP_STATES
-from ..durable.runtime_run import RuntimeRun
 from ..events.model import RUN_STATE, RUN_SUSPENDED, Event
 from ..events.subscribe import read_events, wait_for_run
+from ..runs import STOP_STATES, RuntimeRun
 from .context import Bridge
 from .handlers import error_responses
 

@@ -8,8 +8,7 @@ from fastapi import APIRouter, Header, Query, Request
 
 from .._errors import LateResultUndecidedError
 from ..durable.offload import offload
-from ..durable.run_states import RETRYABLE_STATES, RunState
-from ..durable.runtime_run import RuntimeRun
+from ..runs import RETRYABLE_STATES, RunState, RuntimeRun
 from ..runtime.late_results import blind_retry_error
 from ..runtime.run import Run
 from ..tracing import incoming_trace_context

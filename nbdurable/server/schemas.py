@@ -7,10 +7,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .._text import valid_data
-from ..durable.run_states import RunState
-from ..durable.runtime_run import LateResult, RuntimeRun
 from ..durable.signer import token_issued_at
 from ..messages import Message, ToolApprovalRequest
+from ..runs import LateResult, RunState, RuntimeRun
 
 __all__ = [
     "ApprovalOut",

@@ -475,9 +475,9 @@ class _SqlCheck:
         return list(self.source.runtime_rows(table))
 
     def runtime(self) -> None:
-        from ..durable.runtime_run import RuntimeRun, ToolIntent
         from ..durable.stored import validate_stored
         from ..models.base import ModelResponse
+        from ..runs import RuntimeRun, ToolIntent
 
         models: dict[str, Callable[[str], Any]] = {
             "rt_runs": functools.partial(validate_stored, RuntimeRun),

@@ -5,16 +5,16 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from .._errors import RunNotFoundError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
-from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.store import HISTORY, RUNTIME
 from ..events.commit import check_commit
 from ..events.log import EVENTS
 from ..events.model import Event, NewEvent, numbered
+from ..runs import RunPatch, RuntimeRun, ToolIntent
 from .memory_runtime import MemoryRuntimeTables
 from .prune import PruneReport, prune_runs
 
@@ -71,7 +71,7 @@ class InMemorySessionStore(MemoryRuntimeTables):
         fence: int,
         events: Sequence[NewEvent] = (),
         journal: tuple[int, str] | None = None,
-        changes: dict[str, Any] | None = None,
+        changes: RunPatch | None = None,
         intents: Sequence[ToolIntent] = (),
     ) -> tuple[builtins.list[Event], RuntimeRun | None]:
         """Several writes of a run's owner at once (see ``RuntimeCommit``)."""

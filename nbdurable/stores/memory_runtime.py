@@ -5,25 +5,27 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Sequence
-from typing import Any
 
 from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
-from .._text import valid_data
-from ..durable.grants import with_grant_change
-from ..durable.late_results import with_late_result
-from ..durable.notices import claim_notices
-from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
-from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
-from ..durable.scheduling import (
+from ..runs import (
+    TERMINAL_STATES,
+    UNFINISHED_STATES,
+    LateResult,
+    RunPatch,
+    RuntimeRun,
     Served,
+    ToolIntent,
+    Verdict,
     after_finish,
     claim,
+    claim_notices,
     claimable,
     next_state,
     served,
     unclaimable_by_definition,
+    with_grant_change,
+    with_late_result,
 )
-from ..durable.verdicts import decide
 
 __all__ = ["MemoryRuntimeTables"]
 
@@ -65,7 +67,7 @@ class MemoryRuntimeTables:
             if run.run_id in self._rt_runs:
                 raise DurableConflictError(f"run id {run.run_id!r} exists already")
             self._rt_seq += 1
-            stored = run.model_copy(update={"seq": self._rt_seq, "state": next_state(busy)})
+            stored = RunPatch(seq=self._rt_seq, state=next_state(busy)).apply(run)
             self._rt_runs[run.run_id] = stored
             if run.request_id is not None:
                 self._rt_requests[run.request_id] = run.run_id
@@ -87,7 +89,7 @@ class MemoryRuntimeTables:
             stored = []
             for run in runs:
                 self._rt_seq += 1
-                stored.append(run.model_copy(update={"seq": self._rt_seq}))
+                stored.append(RunPatch(seq=self._rt_seq).apply(run))
             for run in stored:
                 self._rt_runs[run.run_id] = run
             return stored
@@ -119,10 +121,8 @@ class MemoryRuntimeTables:
             ]
         return sorted(runs, key=lambda r: r.seq)
 
-    def rt_update(
-        self, run_id: str, changes: dict[str, Any], *, fence: int | None = None
-    ) -> RuntimeRun:
-        """Apply changes to a run record, fenced; promote the session's next run on finish."""
+    def rt_update(self, run_id: str, patch: RunPatch, *, fence: int | None = None) -> RuntimeRun:
+        """Apply ``patch`` to a run record, fenced; promote the session's next run on finish."""
         with self._rt_lock:
             current = self._rt_runs.get(run_id)
             if current is None:
@@ -130,7 +130,7 @@ class MemoryRuntimeTables:
             if fence is not None and current.fence != fence:
                 raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
             # the text policy the other stores apply when they serialize the record
-            updated = current.model_copy(update=valid_data(changes))
+            updated = patch.apply(current)
             self._rt_runs[run_id] = updated
             if updated.state in TERMINAL_STATES and current.state not in TERMINAL_STATES:
                 waiting = [
@@ -148,21 +148,13 @@ class MemoryRuntimeTables:
                     self._rt_runs[run.run_id] = run
             return updated
 
-    def rt_verdict(
-        self,
-        run_id: str,
-        approval_id: str,
-        response: dict[str, Any],
-        pending_ids: Sequence[str],
-        *,
-        now: int,
-    ) -> tuple[RuntimeRun, bool]:
-        """Record one verdict if the run still waits for it (see :func:`decide`)."""
+    def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
+        """Record one verdict if the run still waits for it (see :meth:`Verdict.decide`)."""
         with self._rt_lock:
             current = self._rt_runs.get(run_id)
             if current is None:
                 raise RunNotFoundError(run_id)
-            updated = decide(current, approval_id, response, pending_ids, now)
+            updated = verdict.decide(current, now)
             if updated is None:
                 return current, False
             self._rt_runs[run_id] = updated
@@ -241,7 +233,7 @@ class MemoryRuntimeTables:
             run = self._rt_runs.get(run_id)
             if run is None or run.fence != fence or run.lease_owner != owner:
                 return False
-            self._rt_runs[run_id] = run.model_copy(update={"lease_expires_at": until})
+            self._rt_runs[run_id] = RunPatch(lease_expires_at=until).apply(run)
             return True
 
     def rt_check_fence(self, run_id: str, fence: int) -> None:

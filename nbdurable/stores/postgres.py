@@ -30,7 +30,6 @@ from .._errors import ConfigurationError, RunNotFoundError, StoreCorruptionError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.offload import offload
 from ..durable.records import RunRecord
-from ..durable.runtime_run import RuntimeRun, ToolIntent
 from ..durable.store import (
     HISTORY,
     INCREMENTAL,
@@ -45,6 +44,7 @@ from ..events.log import EVENTS, notify, notify_all
 from ..events.log import wait_for_events as wait_locally
 from ..events.model import Event, NewEvent
 from ..messages import Message
+from ..runs import RunPatch, RuntimeRun, ToolIntent
 from .chain import (
     Chain,
     ChainCache,
@@ -270,7 +270,7 @@ class PostgresSessionStore(PostgresRuntimeTables):
         fence: int,
         events: Sequence[NewEvent] = (),
         journal: tuple[int, str] | None = None,
-        changes: dict[str, Any] | None = None,
+        changes: RunPatch | None = None,
         intents: Sequence[ToolIntent] = (),
     ) -> tuple[builtins.list[Event], RuntimeRun | None]:
         """Several writes of a run's owner in one fenced transaction (see ``RuntimeCommit``)."""

@@ -28,22 +28,27 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
-from ..durable.grants import with_grant_change
-from ..durable.late_results import with_late_result
-from ..durable.notices import claim_notices
-from ..durable.run_states import ACTIVE_STATES, TERMINAL_STATES, UNFINISHED_STATES
-from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
-from ..durable.scheduling import (
+from ..durable.stored import validate_stored
+from ..runs import (
+    ACTIVE_STATES,
+    TERMINAL_STATES,
+    UNFINISHED_STATES,
+    LateResult,
+    RunPatch,
+    RuntimeRun,
     Served,
+    ToolIntent,
+    Verdict,
     after_finish,
     claim,
+    claim_notices,
     claimable,
     next_state,
     served,
     unclaimable_by_definition,
+    with_grant_change,
+    with_late_result,
 )
-from ..durable.stored import validate_stored
-from ..durable.verdicts import decide
 from .postgres_connect import ping_pool
 from .rows import runtime_row
 
@@ -269,7 +274,7 @@ class PostgresRuntimeTables:
                 )
             if taken:
                 raise DurableConflictError(f"run id {run.run_id!r} exists already")
-            stored = run.model_copy(update={"seq": int(last_seq) + 1, "state": next_state(busy)})
+            stored = RunPatch(seq=int(last_seq) + 1, state=next_state(busy)).apply(run)
             self._rt_put(conn, stored)
             return stored, True
 
@@ -293,7 +298,7 @@ class PostgresRuntimeTables:
             stored = []
             for run in runs:
                 seq += 1
-                stored.append(run.model_copy(update={"seq": seq}))
+                stored.append(RunPatch(seq=seq).apply(run))
                 self._rt_put(conn, stored[-1])
             return stored
 
@@ -340,10 +345,8 @@ class PostgresRuntimeTables:
             ).fetchall()
         return [_record(text) for (text,) in rows]
 
-    def rt_update(
-        self, run_id: str, changes: dict[str, Any], *, fence: int | None = None
-    ) -> RuntimeRun:
-        """Apply changes, fenced; promote the session's next run when this one finishes."""
+    def rt_update(self, run_id: str, patch: RunPatch, *, fence: int | None = None) -> RuntimeRun:
+        """Apply ``patch``, fenced; promote the session's next run when this one finishes."""
 
         def update(conn: Connection[tuple[Any, ...]]) -> RuntimeRun:
             found = conn.execute(self._rq.get_for_update, (run_id,)).fetchone()
@@ -352,7 +355,7 @@ class PostgresRuntimeTables:
             current = _record(found[0])
             if fence is not None and current.fence != fence:
                 raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
-            updated = current.model_copy(update=changes)
+            updated = patch.apply(current)
             self._rt_put(conn, updated)
             if updated.state in TERMINAL_STATES and current.state not in TERMINAL_STATES:
                 head = conn.execute(self._rq.session_head, (updated.session_id,)).fetchone()
@@ -372,15 +375,7 @@ class PostgresRuntimeTables:
 
         return self._rt_write(update, exclusive=True)
 
-    def rt_verdict(
-        self,
-        run_id: str,
-        approval_id: str,
-        response: dict[str, Any],
-        pending_ids: Sequence[str],
-        *,
-        now: int,
-    ) -> tuple[RuntimeRun, bool]:
+    def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
         """Record one verdict if the run still waits for it: the row read ``FOR UPDATE``."""
 
         def record(conn: Connection[tuple[Any, ...]]) -> tuple[RuntimeRun, bool]:
@@ -388,7 +383,7 @@ class PostgresRuntimeTables:
             if found is None:
                 raise RunNotFoundError(run_id)
             current = _record(found[0])
-            updated = decide(current, approval_id, response, pending_ids, now)
+            updated = verdict.decide(current, now)
             if updated is None:
                 return current, False
             self._rt_put(conn, updated)
@@ -463,7 +458,7 @@ class PostgresRuntimeTables:
                 run = _record(text)
                 if claimable(run, db_now if run.state in ACTIVE_STATES else now, allowed, kind):
                     claimed = claim(run, owner, now, lease_ms)
-                    claimed = claimed.model_copy(update={"lease_expires_at": db_now + lease_ms})
+                    claimed = RunPatch(lease_expires_at=db_now + lease_ms).apply(claimed)
                     self._rt_put(conn, claimed)
                     return claimed
                 if (waiting := unclaimable_by_definition(run, now, allowed, kind)) is not None:
@@ -489,7 +484,7 @@ class PostgresRuntimeTables:
             if run.lease_owner != owner:
                 return False
             expires = until if lease_ms is None else self._rt_db_now(conn) + lease_ms
-            self._rt_put(conn, run.model_copy(update={"lease_expires_at": expires}))
+            self._rt_put(conn, RunPatch(lease_expires_at=expires).apply(run))
             return True
 
         return self._rt_write(renew, exclusive=True)
@@ -534,7 +529,7 @@ class PostgresRuntimeTables:
         run_id: str,
         fence: int,
         journal: tuple[int, str] | None,
-        changes: dict[str, Any] | None,
+        changes: RunPatch | None,
         intents: Sequence[ToolIntent],
     ) -> RuntimeRun | None:
         """The run-record part of ``rt_commit``, inside its transaction."""
@@ -547,7 +542,7 @@ class PostgresRuntimeTables:
             current = _record(found[0])
             if current.fence != fence:
                 raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
-            record = current.model_copy(update=changes)
+            record = changes.apply(current)
             self._rt_put(conn, record)
         else:
             self.rt_check_fence(run_id, fence, conn)

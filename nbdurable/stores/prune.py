@@ -14,9 +14,8 @@ import builtins
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ..durable.run_states import TERMINAL_STATES
-from ..durable.runtime_run import RuntimeRun
 from ..durable.store import HistoryStore
+from ..runs import TERMINAL_STATES, RuntimeRun
 
 __all__ = ["PruneReport", "PrunedRun", "prune_runs", "prunable_runs", "top_run_id"]
 

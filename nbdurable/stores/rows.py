@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create
 from .._errors import CheckpointVersionError, StoreCorruptionError
 from ..durable.checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
-from ..durable.runtime_run import RuntimeRun
 from ..messages import Message, ToolApprovalRequest, Usage
+from ..runs import RuntimeRun
 from .sqlite_codec import unpack_json
 
 __all__ = ["COLUMNS", "CheckpointRow", "checkpoint_row", "run_record", "runtime_row"]

@@ -22,24 +22,29 @@ from .._errors import (
     RunNotFoundError,
     StoreCorruptionError,
 )
-from ..durable.grants import with_grant_change
-from ..durable.late_results import with_late_result
-from ..durable.notices import claim_notices
-from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
-from ..durable.runtime_run import LateResult, RunKind, RuntimeRun, ToolIntent
-from ..durable.scheduling import (
+from ..durable.stored import validate_stored
+from ..events.commit import check_commit
+from ..events.model import Event, NewEvent
+from ..runs import (
+    TERMINAL_STATES,
+    UNFINISHED_STATES,
+    LateResult,
+    RunKind,
+    RunPatch,
+    RuntimeRun,
     Served,
+    ToolIntent,
+    Verdict,
     after_finish,
     claim,
+    claim_notices,
     claimable,
     next_state,
     served,
     unclaimable_by_definition,
+    with_grant_change,
+    with_late_result,
 )
-from ..durable.stored import validate_stored
-from ..durable.verdicts import decide
-from ..events.commit import check_commit
-from ..events.model import Event, NewEvent
 from .rows import runtime_row
 from .sqlite_crc import row_crc, verify_row
 from .sqlite_events import append_events
@@ -253,7 +258,7 @@ class SqliteRuntimeTables:
             if conn.execute("SELECT 1 FROM rt_runs WHERE run_id = ?", (run.run_id,)).fetchone():
                 raise DurableConflictError(f"run id {run.run_id!r} exists already")
             seq = (conn.execute("SELECT max(seq) FROM rt_runs").fetchone()[0] or 0) + 1
-            stored = run.model_copy(update={"seq": seq, "state": next_state(busy)})
+            stored = RunPatch(seq=seq, state=next_state(busy)).apply(run)
             self._put(conn, stored)
             update_head(conn, run.run_id, record=True)
             if run.graph_id is not None:
@@ -276,7 +281,7 @@ class SqliteRuntimeTables:
                 if conn.execute("SELECT 1 FROM rt_runs WHERE run_id = ?", (run.run_id,)).fetchone():
                     raise DurableConflictError(f"run id {run.run_id!r} exists already")
                 seq += 1
-                stored.append(run.model_copy(update={"seq": seq}))
+                stored.append(RunPatch(seq=seq).apply(run))
                 self._put(conn, stored[-1])
                 update_head(conn, run.run_id, record=True)
             for graph_id in {run.graph_id for run in runs if run.graph_id is not None}:
@@ -355,13 +360,11 @@ class SqliteRuntimeTables:
             raise StoreCorruptionError("an index of rt_runs leads to records of other states")
         return found
 
-    def rt_update(
-        self, run_id: str, changes: dict[str, Any], *, fence: int | None = None
-    ) -> RuntimeRun:
-        """Apply changes, fenced; promote the session's next run when this one finishes."""
+    def rt_update(self, run_id: str, patch: RunPatch, *, fence: int | None = None) -> RuntimeRun:
+        """Apply ``patch``, fenced; promote the session's next run when this one finishes."""
         with self._lock, self._write() as conn:
             current = self._locked_get(conn, run_id, fence)
-            updated = current.model_copy(update=changes)
+            updated = patch.apply(current)
             self._put(conn, updated)
             if updated.state in TERMINAL_STATES and current.state not in TERMINAL_STATES:
                 head = conn.execute(
@@ -383,19 +386,11 @@ class SqliteRuntimeTables:
                     self._put(conn, run)
             return updated
 
-    def rt_verdict(
-        self,
-        run_id: str,
-        approval_id: str,
-        response: dict[str, Any],
-        pending_ids: Sequence[str],
-        *,
-        now: int,
-    ) -> tuple[RuntimeRun, bool]:
+    def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
         """Record one verdict if the run still waits for it, in one ``BEGIN IMMEDIATE``."""
         with self._lock, self._write() as conn:
             current = self._locked_get(conn, run_id)
-            updated = decide(current, approval_id, response, pending_ids, now)
+            updated = verdict.decide(current, now)
             if updated is None:
                 return current, False
             self._put(conn, updated)
@@ -481,7 +476,7 @@ class SqliteRuntimeTables:
             run = _verified(found, self._legacy, 0, run_id)
             if run.lease_owner != owner:
                 return False
-            self._put(conn, run.model_copy(update={"lease_expires_at": until}))
+            self._put(conn, RunPatch(lease_expires_at=until).apply(run))
             return True
 
     def rt_check_fence(
@@ -508,7 +503,7 @@ class SqliteRuntimeTables:
         fence: int,
         events: Sequence[NewEvent] = (),
         journal: tuple[int, str] | None = None,
-        changes: dict[str, Any] | None = None,
+        changes: RunPatch | None = None,
         intents: Sequence[ToolIntent] = (),
     ) -> tuple[Sequence[Event], RuntimeRun | None]:
         """Several writes of a run's owner in one fenced transaction (see ``RuntimeCommit``)."""
@@ -516,7 +511,7 @@ class SqliteRuntimeTables:
         with self._lock, self._write() as conn:
             record = None
             if changes:
-                record = self._locked_get(conn, run_id, fence).model_copy(update=changes)
+                record = changes.apply(self._locked_get(conn, run_id, fence))
                 self._put(conn, record)
             else:
                 self.rt_check_fence(run_id, fence, conn)

@@ -24,14 +24,6 @@ from .. import tracing as _tracing
 from .._errors import FencedOutError, LimitExceededError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.offload import offload
-from ..durable.runtime_run import TEMPORAL, RuntimeRun
-from ..durable.scheduling import (
-    definition_matches,
-    mismatch_reason,
-    of_engine,
-    unclaimable_by_definition,
-    unserved_reason,
-)
 from ..events.writer import EventWriter
 from ..loop.driver import Driver
 from ..loop.effects import CallModel, ToolInvocation, ToolOutcome
@@ -41,6 +33,16 @@ from ..loop.subagent import AgentTool
 from ..messages import ToolCallPart, ToolResultPart
 from ..models.base import ModelRequest, ModelResponse
 from ..parts import StreamPart
+from ..runs import (
+    TEMPORAL,
+    RunPatch,
+    RuntimeRun,
+    definition_matches,
+    mismatch_reason,
+    of_engine,
+    unclaimable_by_definition,
+    unserved_reason,
+)
 from ..runtime import lifecycle
 from ..runtime.agent import Agent
 from ..runtime.executor import RunContext, RuntimeDriver
@@ -175,7 +177,9 @@ class RunActivities(BoundActivities):
         if waiting is not None:
             with contextlib.suppress(FencedOutError):  # another worker took it meanwhile
                 self.runtime.runtime_store.rt_update(
-                    record.run_id, {"waiting_reason": waiting.waiting_reason}, fence=record.fence
+                    record.run_id,
+                    RunPatch(waiting_reason=waiting.waiting_reason),
+                    fence=record.fence,
                 )
         if definition_matches(record, definitions) is None:
             return {"elsewhere": unserved_reason(record)}
@@ -272,22 +276,21 @@ class RunActivities(BoundActivities):
         retried = record.retried
         if record.state == "pending":
             if record.deadline_at is not None and runtime.now() >= record.deadline_at:
-                await offload(
-                    runtime.set_state, run_id, state="failed", reason="timeout", lease_owner=None
-                )
+                timed_out = RunPatch(state="failed", reason="timeout", lease_owner=None)
+                await offload(runtime.set_state, run_id, timed_out)
                 lifecycle.left(record, "failed", "timeout")
                 return {"final": "failed"}
             record = await offload(
                 runtime.runtime_store.rt_update,
                 run_id,
-                {
-                    "state": "running",
-                    "fence": record.fence + 1,
-                    "lease_owner": owner,
-                    "updated_at": runtime.now(),
-                    "retried": False,
-                    "waiting_reason": None,
-                },
+                RunPatch(
+                    state="running",
+                    fence=record.fence + 1,
+                    lease_owner=owner,
+                    updated_at=runtime.now(),
+                    retried=False,
+                    waiting_reason=None,
+                ),
                 fence=record.fence,
             )
             await offload(claim_event, runtime, record)
@@ -317,7 +320,7 @@ class RunActivities(BoundActivities):
             return
         try:
             self.runtime.runtime_store.rt_update(
-                record.run_id, {"trace_context": stored}, fence=record.fence
+                record.run_id, RunPatch(trace_context=stored), fence=record.fence
             )
         except Exception as exc:  # a trace is never worth a run: the leg goes on untracked
             self.runtime.deps.logger.warning(
@@ -438,9 +441,8 @@ class RunActivities(BoundActivities):
                     await driver.events.close()
             return response.model_dump_json()
         if record.state == "retry_wait":
-            record = await offload(
-                runtime.set_state, record.run_id, state="running", next_attempt_at=None
-            )
+            running = RunPatch(state="running", next_attempt_at=None)
+            record = await offload(runtime.set_state, record.run_id, running)
             lifecycle.claimed(record, resumed=False)  # the retried attempt starts a leg
         context = RunContext(runtime=runtime, agent=agent, record=record)
         driver = RuntimeDriver(
@@ -488,7 +490,7 @@ class RunActivities(BoundActivities):
             return ApplicationError(error, type=outcome.reason, non_retryable=True)
         assert outcome.next_attempt_at is not None
         delay = outcome.next_attempt_at - now
-        self.runtime.set_state(record.run_id, **record_changes(outcome))
+        self.runtime.set_state(record.run_id, record_changes(outcome))
         lifecycle.left(record, "retry_wait", outcome.reason)
         return ApplicationError(error, delay, type=MODEL_ATTEMPT_FAILED, non_retryable=True)
 
@@ -562,7 +564,7 @@ class RunActivities(BoundActivities):
         record = await offload(self._record, run_id)
         if record.finished:
             return
-        changes.setdefault("lease_owner", None)
-        await offload(self.runtime.set_state, run_id, finish=finish, **changes)
-        if "state" in changes:
-            lifecycle.left(record, changes["state"], changes.get("reason"))
+        patch = RunPatch(lease_owner=None) | RunPatch(**changes)  # a misspelt field: TypeError
+        await offload(self.runtime.set_state, run_id, patch, finish=finish)
+        if patch.state:
+            lifecycle.left(record, patch.state, patch.reason or None)

@@ -24,8 +24,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from .._aio import wait_event
-from ..durable.runtime_run import TEMPORAL
-from ..durable.scheduling import of_engine
+from ..runs import TEMPORAL, of_engine
 from ..runtime.foreign import ForeignRuns
 from .config import TemporalConfig
 from .connection import TemporalConnection
@@ -33,7 +32,7 @@ from .tracing import client_interceptors, started_under
 from .workflow import config_args
 
 if TYPE_CHECKING:
-    from ..durable.runtime_run import RuntimeRun
+    from ..runs import RuntimeRun
     from ..runtime.runtime import DurableRuntime
 
 __all__ = ["WORKFLOWS", "TemporalEngine", "start_run"]
@@ -58,7 +57,9 @@ async def start_run(
             id=record.run_id,
             task_queue=task_queue,
             start_signal="resume",
-            start_signal_args=[record.verdicts],
+            start_signal_args=[
+                {key: v.model_dump(mode="json") for key, v in record.verdicts.items()}
+            ],
         )
 
 

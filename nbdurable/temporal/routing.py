@@ -24,7 +24,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
-from ..durable.runtime_run import RuntimeRun
+from ..runs import RuntimeRun
 
 __all__ = [
     "DEFINITION_QUEUES",

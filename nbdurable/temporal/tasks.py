@@ -25,9 +25,14 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 from .._errors import FencedOutError, LimitExceededError
 from ..durable.offload import offload
-from ..durable.run_states import TERMINAL_STATES
-from ..durable.runtime_run import TEMPORAL, RuntimeRun
-from ..durable.scheduling import unclaimable_by_definition, unserved_reason
+from ..runs import (
+    TEMPORAL,
+    TERMINAL_STATES,
+    RunPatch,
+    RuntimeRun,
+    unclaimable_by_definition,
+    unserved_reason,
+)
 from ..runtime import lifecycle
 from ..runtime.outcome import RunTimedOut
 from ..runtime.run import Run
@@ -119,7 +124,9 @@ class TaskActivities(BoundActivities):
         if waiting is not None:
             with contextlib.suppress(FencedOutError):  # another worker took it meanwhile
                 runtime.runtime_store.rt_update(
-                    record.run_id, {"waiting_reason": waiting.waiting_reason}, fence=record.fence
+                    record.run_id,
+                    RunPatch(waiting_reason=waiting.waiting_reason),
+                    fence=record.fence,
                 )
 
     @activity.defn(name="nbdurable.task_begin")
@@ -138,19 +145,19 @@ class TaskActivities(BoundActivities):
         record = await offload(self._record, run_id)
         if record.state != "pending":
             return {"state": record.state}  # a duplicate resume: another decision stands
-        changes: dict[str, Any] = {"fence": record.fence + 1, "lease_owner": f"temporal:{run_id}"}
+        claim = RunPatch(fence=record.fence + 1, lease_owner=f"temporal:{run_id}")
         task: TaskDefinition | None = None
         if record.deadline_at is not None and runtime.now() >= record.deadline_at:
-            changes.update(state="failed", reason="timeout", lease_owner=None)
+            claim |= RunPatch(state="failed", reason="timeout", lease_owner=None)
         else:
             try:
                 task = self._served(record)
             except ApplicationError:
                 await offload(self._wait_elsewhere, record)
                 raise
-            changes.update(state="running", waiting_reason=None)
-        changes["updated_at"] = runtime.now()
-        record = await offload(runtime.runtime_store.rt_update, run_id, changes, fence=record.fence)
+            claim |= RunPatch(state="running", waiting_reason=None)
+        claim |= RunPatch(updated_at=runtime.now())
+        record = await offload(runtime.runtime_store.rt_update, run_id, claim, fence=record.fence)
         await offload(claim_event, runtime, record)
         if record.state == "running":
             lifecycle.claimed(record, resumed=record.phase > 0)
@@ -231,18 +238,19 @@ class TaskActivities(BoundActivities):
         """
         runtime = self.runtime
         record = await offload(self._record, run_id)
-        if record.finished or not changes:
+        patch = RunPatch(**changes)  # from the workflow's JSON: a misspelt field is a TypeError
+        if record.finished or not patch:
             return record.state
-        cancel = record.state == "cancelling" or changes.get("state") == "cancelled"
+        cancel = record.state == "cancelling" or patch.state == "cancelled"
         if cancel:
-            changes = {"state": "cancelled", "reason": "cancelled"}
-        elif changes.get("state") == "completed":
+            patch = RunPatch(state="cancelled", reason="cancelled")
+        elif patch.state == "completed":
             task = self._served(record)
             _, state = await offload(resume_point, TaskExecution(runtime, task, record))
-            changes["result_text"] = canonical_json(state)
+            patch |= RunPatch(result_text=canonical_json(state))
         try:
-            changes = {**changes, "lease_owner": None, "lease_expires_at": None}
-            record = await offload(runtime.set_state, run_id, fence, **changes)
+            patch |= RunPatch(lease_owner=None, lease_expires_at=None)
+            record = await offload(runtime.set_state, run_id, patch, fence=fence)
         except FencedOutError:
             return (await offload(self._record, run_id)).state
         lifecycle.left(record, record.state, record.reason)

@@ -25,8 +25,8 @@ from typing import Any
 
 from .. import tracing as _tracing
 from ..durable.checkpoint import AgentCheckpoint
-from ..durable.runtime_run import RuntimeRun
 from ..messages import Usage
+from ..runs import RuntimeRun
 from ..runtime.agent import Agent
 from ..tracing import LEG_KEY
 
@@ -138,8 +138,8 @@ def begin_leg_span(
         span.add_event(
             "nbdurable.approval.answered",
             {
-                "nbdurable.approval.id": str(verdict.get("approval_id")),
-                "nbdurable.approval.approved": bool(verdict.get("approved")),
+                "nbdurable.approval.id": verdict.approval_id,
+                "nbdurable.approval.approved": verdict.approved,
             },
         )
     previous = _OPEN.pop(record.run_id, None)

@@ -23,12 +23,10 @@ from temporalio import workflow
 from .._deps import Deps
 from .._errors import DurableConflictError, LimitExceededError
 from ..durable.checkpoint import AgentCheckpoint
-from ..durable.run_states import TERMINAL_STATES
-from ..durable.runtime_run import RuntimeRun
-from ..durable.scheduling import definition_matches, mismatch_reason
 from ..durable.stored import validate_stored
 from ..loop.machine import LegStart, leg_start_from_checkpoint
 from ..messages import Message, ToolApprovalResponse
+from ..runs import TERMINAL_STATES, RuntimeRun, definition_matches, mismatch_reason
 from ..runtime.legs import leg_options
 from ..runtime.outcome import LegEnded, LegOutcome, ended_by, leg_result, record_changes
 from .config import TemporalConfig
@@ -127,7 +125,7 @@ class AgentRunWorkflow:
         second run from overwriting what happened to the run since.
         """
         entries, self._outbox[:] = list(self._outbox), []
-        changes = record_changes(outcome)
+        changes = record_changes(outcome).changes()  # JSON for the activity
         args: list[Any] = [config.run_id, entries, changes]
         if fence is not None:
             args.append(fence)

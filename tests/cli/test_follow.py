@@ -11,8 +11,8 @@ import pytest
 import nbdurable as nd
 from nbdurable.cli.follow import EventPrinter, call_text, follow
 from nbdurable.cli.tables import text_width
-from nbdurable.durable.runtime_run import RuntimeRun
 from nbdurable.events import Event, NewEvent
+from nbdurable.runs import RunPatch, RuntimeRun
 from nbdurable.runtime import DurableRuntime
 
 
@@ -110,7 +110,7 @@ async def test_follow_stops_when_the_record_catches_up_with_a_waiting_event(
             following = asyncio.create_task(follow(await rt.get_run("r1"), 0, EventPrinter()))
             await asyncio.sleep(0.3)
             assert not following.done()  # the record still says running
-            store.rt_update("r1", {"state": "waiting_approval", "lease_owner": None}, fence=1)
+            store.rt_update("r1", RunPatch(state="waiting_approval", lease_owner=None), fence=1)
             done = await asyncio.wait_for(following, 10)
         assert done.state == "waiting_approval"
     finally:

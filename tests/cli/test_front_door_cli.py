@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun
+from nbdurable.runs import RunPatch, RuntimeRun
 
 ROOT = Path(__file__).resolve().parents[2]
 WIDTH = 80
@@ -116,7 +116,7 @@ def test_explain_in_a_terminal_suggests_commands_not_python(tmp_path: Path) -> N
     )
     store.rt_insert(record, enqueue=True, max_pending=10)  # type: ignore[attr-defined]
     reason = "waits for a runtime with this definition of janitor v1"
-    store.rt_update("r1", {"waiting_reason": reason})  # type: ignore[attr-defined]
+    store.rt_update("r1", RunPatch(waiting_reason=reason))  # type: ignore[attr-defined]
     store.close()  # type: ignore[attr-defined]
     done = _cli(tmp_path, "runs", "explain", "r1", "--store", url)
     assert done.returncode == 0 and "nbdurable runs cancel r1" in done.stdout, done.stdout

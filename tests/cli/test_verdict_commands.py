@@ -112,4 +112,4 @@ def test_approve_and_deny_commands_racing_record_one_verdict(tmp_path: Path) -> 
         store = nd.open_store(url)
         record = store.rt_get("run-x")  # type: ignore[attr-defined]
         store.close()
-        assert record.decided[approval_id]["approved"] == (winner == "approved")
+        assert record.decided[approval_id].approved == (winner == "approved")

@@ -61,7 +61,7 @@ def _decided(url: str, run_id: str) -> dict[str, Any]:
     store = nd.open_store(url)
     try:
         record = store.rt_get(run_id)  # type: ignore[attr-defined]
-        return dict(record.decided)
+        return {key: entry.model_dump(mode="json") for key, entry in record.decided.items()}
     finally:
         store.close()
 
@@ -74,11 +74,17 @@ def test_a_verdict_records_the_os_user_or_the_name_given_with_as(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     [entry] = _decided(url, "run-a").values()
     assert entry["source"]["by"] == getpass.getuser()
-    assert (entry["source"]["via"], entry["source"]["authenticated"]) == ("cli", False)
+    assert (
+        entry["source"]["via"],
+        entry["source"]["authenticated"],
+    ) == ("cli", False)
     done = _nbdurable("runs", "approve", "run-b", "--as", "lee", "--store", url)
     assert done.returncode == 0, done.stderr
     [entry] = _decided(url, "run-b").values()
-    assert (entry["source"]["by"], entry["source"]["via"]) == ("lee", "cli")
+    assert (
+        entry["source"]["by"],
+        entry["source"]["via"],
+    ) == ("lee", "cli")
 
 
 def test_a_name_the_agent_does_not_allow_exits_5_and_records_nothing(tmp_path: Path) -> None:

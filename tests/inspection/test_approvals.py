@@ -10,6 +10,8 @@ import pytest
 import nbdurable as nd
 from nbdurable import inspect as ins
 from nbdurable.inspect._approvals import APPROVAL_MAX_AGE_MS, approval_rows
+from nbdurable.messages import ToolApprovalResponse
+from nbdurable.runs import Verdict
 from nbdurable.runtime import Agent, DurableRuntime
 from nbdurable.runtime.runtime import APPROVAL_MAX_AGE_MS as RUNTIME_MAX_AGE_MS
 
@@ -129,7 +131,9 @@ async def test_who_decided_is_read_from_the_recorded_source(runs_store: Any) -> 
             "source": source,
         }
         runtime.runtime_store.rt_verdict(
-            run.run_id, request.approval_id, response, [request.approval_id], now=runtime.now()
+            run.run_id,
+            Verdict(ToolApprovalResponse.model_validate(response), (request.approval_id,)),
+            now=runtime.now(),
         )
         runtime.wake()
         await run.wait("completed")

@@ -42,7 +42,7 @@ async def test_explain_and_the_frames_say_who_decided_and_how(runs_store: Any) -
 
 
 def test_a_verdict_line_for_every_kind_of_source() -> None:
-    from nbdurable.durable.deciders import verdict_line
+    from nbdurable.runs import verdict_line
 
     lee = {"by": "lee", "authenticated": True, "via": "http"}
     assert verdict_line(True, lee, 125_000) == "approved by lee, 2 min after the request"

@@ -6,7 +6,7 @@ from typing import Any
 
 import nbdurable as nd
 from nbdurable import inspect as ins
-from nbdurable.durable.runtime_run import LateResult, RuntimeRun, ToolIntent
+from nbdurable.runs import LateResult, RunPatch, RuntimeRun, ToolIntent
 
 NOW = 1_800_000_000_000
 
@@ -21,7 +21,7 @@ def _parked(store: Any, outcome: str = "result") -> None:
         run_id="r", tool_call_id="c1", tool_name="pay", step_index=0, state="started"
     )
     store.rt_intent(intent, fence=0)
-    store.rt_update("r", {"state": "needs_attention", "reason": "tool 'pay' was interrupted"})
+    store.rt_update("r", RunPatch(state="needs_attention", reason="tool 'pay' was interrupted"))
     result = {"tool_call_id": "c1", "tool_name": "pay", "result": "paid 5", "is_error": False}
     late = LateResult(
         tool_call_id="c1", tool_name="pay", step_index=0, fence=1, at=NOW,

@@ -10,6 +10,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable import inspect as ins
+from nbdurable.runs import RunPatch
 from nbdurable.runtime import Agent, DurableRuntime, ModelRetry
 
 from .conftest import TOOLS, make_run, script
@@ -148,18 +149,18 @@ async def test_explain_a_run_whose_owner_is_gone_and_one_needing_attention(
     now = idle.now()
     # What a SIGKILLed worker leaves behind: running, with a lease nobody renews.
     idle.runtime_store.rt_update(
-        run.run_id, {"state": "running", "lease_owner": "worker-7", "lease_expires_at": now - 5000}
+        run.run_id, RunPatch(state="running", lease_owner="worker-7", lease_expires_at=now - 5000)
     )
     why = ins.explain(runs_store, run.run_id, now=now)
     assert why.summary == (
         "Marked running, but its owner worker-7 is gone: the lease expired 5.0 s ago."
     )
-    idle.runtime_store.rt_update(run.run_id, {"lease_expires_at": now + 20_000})
+    idle.runtime_store.rt_update(run.run_id, RunPatch(lease_expires_at=now + 20_000))
     assert ins.explain(runs_store, run.run_id, now=now).summary == (
         "Executing in worker-7; lease valid for 20.0 s."
     )
     reason = "tool 'drop_table' (call c1) was interrupted and its recovery is manual"
-    idle.runtime_store.rt_update(run.run_id, {"state": "needs_attention", "reason": reason})
+    idle.runtime_store.rt_update(run.run_id, RunPatch(state="needs_attention", reason=reason))
     why = ins.explain(runs_store, run.run_id)
     assert why.summary == f"Needs a human: {reason}."
     assert any("run.retry()" in action for action in why.actions)
@@ -203,7 +204,7 @@ async def test_next_steps_fit_where_the_reader_is(runs_store: Any) -> None:
     idle = DurableRuntime(store=runs_store, agents=[janitor()])
     run = await idle.submit("janitor", "later")
     reason = "tool 'drop_table' (call c1) was interrupted and its recovery is manual"
-    idle.runtime_store.rt_update(run.run_id, {"state": "needs_attention", "reason": reason})
+    idle.runtime_store.rt_update(run.run_id, RunPatch(state="needs_attention", reason=reason))
     rid = run.run_id
     api = ins.explain(runs_store, rid)
     assert api.context == "api" and api.actions[0] == f"run = await runtime.get_run({rid!r})"

@@ -15,11 +15,10 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.lease_holder import lease_holder
-from nbdurable.durable.runtime_run import LateResult
 from nbdurable.events.model import TOOL_LATE_RESULT
 from nbdurable.notebook import NotebookSession
 from nbdurable.notebook.widgets import RunWidget
+from nbdurable.runs import LateResult, lease_holder
 
 from . import interrupted
 from .conftest import eventually, state

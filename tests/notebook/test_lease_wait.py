@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from nbdurable.durable.lease_holder import lease_holder
-from nbdurable.durable.runtime_run import RuntimeRun
 from nbdurable.notebook._lease import lease_wait
+from nbdurable.runs import RuntimeRun, lease_holder
 
 NOW = 1_800_000_000_000
 

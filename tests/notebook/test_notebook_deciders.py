@@ -24,7 +24,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 def _source(nb: NotebookSession, run_id: str) -> dict[str, Any]:
     [entry] = nb.run(run_id).record().decided.values()
-    source: dict[str, Any] = entry["source"]
+    source: dict[str, Any] = entry.source.model_dump(mode="json")
     return source
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import ToolIntent
 from nbdurable.notebook.widgets import RunWidget
+from nbdurable.runs import ToolIntent
 
 from .widget_fixtures import comms_fixture, eventually, runtime_for  # noqa: F401
 

@@ -21,6 +21,7 @@ from ipywidgets import Widget
 import nbdurable as nd
 from nbdurable.notebook import NotebookSession
 from nbdurable.notebook.widgets import RunWidget
+from nbdurable.runs import RunPatch
 
 from . import interrupted
 from .conftest import eventually, janitor, state
@@ -97,7 +98,7 @@ async def test_resume_says_it_waits_for_the_previous_owners_lease_and_for_how_lo
     await idle.submit("janitor", "Clean up.", run_id="held")
     until = idle.now() + 2500
     idle.runtime_store.rt_update(
-        "held", {"state": "running", "lease_owner": "runtime-gone", "lease_expires_at": until}
+        "held", RunPatch(state="running", lease_owner="runtime-gone", lease_expires_at=until)
     )
     out = magic("durable", "resume held")
     line = out.stdout.splitlines()[0]

@@ -17,11 +17,11 @@ import pytest
 from support.gated_janitor import gated
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun
 from nbdurable.messages import VerdictSource
+from nbdurable.runs import RuntimeRun
 from nbdurable.runtime import DurableRuntime
+from nbdurable.runtime.checked_verdicts import submit_verdict
 from nbdurable.runtime.run import Run
-from nbdurable.runtime.verdicts import submit_verdict
 
 
 async def parked(rt: DurableRuntime, **submit: Any) -> tuple[Run, nd.ToolApprovalRequest]:
@@ -50,8 +50,8 @@ async def test_an_api_verdict_records_the_claimed_user(
         assert (await run.result()).text == "done"
         entry = run.record().decided[request.approval_id]
     expected = {"by": "ana", "authenticated": False, "via": "api"}
-    assert {k: entry["source"][k] for k in expected} == expected
-    assert resolved_source(store, run.run_id) == {**entry["source"]}
+    assert {k: entry.source.model_dump(mode="json")[k] for k in expected} == expected
+    assert resolved_source(store, run.run_id) == {**entry.source.model_dump(mode="json")}
     assert ran == ["stg"]
 
 
@@ -63,7 +63,7 @@ async def test_without_a_name_set_the_os_user_is_claimed(
         run, request = await parked(rt)
         await run.deny(reason="not today", via="magic")
         await run.result()
-        source = run.record().decided[request.approval_id]["source"]
+        source = run.record().decided[request.approval_id].source.model_dump(mode="json")
     assert source["by"] == getpass.getuser() and source["via"] == "magic"
     assert run.record().submitted_by == getpass.getuser()
 
@@ -100,7 +100,7 @@ async def test_a_name_outside_the_approvers_is_refused_and_nothing_is_recorded(
         async with await DurableRuntime.open(store=reopen(store), agents=[]) as other:
             await Run(other, run.run_id).approve(by="lee", via="cli")
         assert (await run.result()).text == "done"
-        source = run.record().decided[request.approval_id]["source"]
+        source = run.record().decided[request.approval_id].source.model_dump(mode="json")
     assert (source["by"], source["via"], source["authenticated"]) == ("lee", "cli", False)
     assert ran == ["stg"]
 
@@ -118,7 +118,7 @@ async def test_the_submitter_may_deny_but_not_approve_when_the_agent_says_so(
         second, request = await parked(rt, submitted_by="ana")
         await second.deny(by="ana", reason="changed my mind")
         await second.result()
-        assert second.record().decided[request.approval_id]["approved"] is False
+        assert second.record().decided[request.approval_id].approved is False
 
 
 @pytest.mark.parametrize(
@@ -163,7 +163,7 @@ def _reserved(approvers: dict[str, list[str]] | None) -> RuntimeRun:
 
 
 def test_only_an_approver_mints_a_link_for_a_reserved_call() -> None:
-    from nbdurable.durable.deciders import check_minter
+    from nbdurable.runs import check_minter
 
     record = _reserved({"drop_table": ["ana", "lee"]})
 
@@ -190,7 +190,7 @@ def test_only_an_approver_mints_a_link_for_a_reserved_call() -> None:
 
 
 def test_a_link_verdict_on_a_reserved_call_needs_an_approver_as_its_minter() -> None:
-    from nbdurable.durable.deciders import check_decider
+    from nbdurable.runs import check_decider
 
     record = _reserved({"drop_table": ["ana"]})
 

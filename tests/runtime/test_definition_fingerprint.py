@@ -20,8 +20,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.durable.definitions import parts_of
-from nbdurable.durable.runtime_run import RuntimeRun
-from nbdurable.durable.scheduling import mismatch_reason, unclaimable_by_definition
+from nbdurable.runs import RuntimeRun, mismatch_reason, unclaimable_by_definition
 from nbdurable.runtime import Agent, DurableRuntime
 
 from .conftest import eventually

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
+from nbdurable.runs import RunPatch
 from nbdurable.runtime import Agent, DurableRuntime
 
 from .conftest import GatedModel, eventually
@@ -27,7 +28,7 @@ def take_over(store: Any, runtime: DurableRuntime, run_id: str) -> Any:
     """Claim the run as another worker would once its lease lapsed."""
     # the lease lapses (PostgreSQL judges leases by its own clock, so a later
     # ``now`` passed to the claim would not do)
-    store.rt_update(run_id, {"lease_expires_at": runtime.now() - 1})
+    store.rt_update(run_id, RunPatch(lease_expires_at=runtime.now() - 1))
     claimed = store.rt_claim("other-worker", runtime.now(), LONG_LEASE, runtime.registry.keys())
     assert claimed is not None and claimed.run_id == run_id
     return claimed

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.grants import sign_grant
 from nbdurable.messages import VerdictSource
 from nbdurable.models.base import ModelRequest
+from nbdurable.runs import sign_grant
 from nbdurable.runtime import Agent, DurableRuntime
 
 from .conftest import FakeClock, GatedModel
@@ -265,7 +265,7 @@ async def test_a_grant_approves_the_calls_the_run_waits_on(tmp_path: Any) -> Non
         result = await asyncio.wait_for(run.result(), TIMEOUT)
     assert result.text == "done" and dropped == ["stg_a"]
     source = _source("lee", grant.grant_id)
-    assert run.record().decided[request.approval_id]["source"] == source
+    assert run.record().decided[request.approval_id].source.model_dump(mode="json") == source
     [resolved] = await _events(store, run.run_id, "approval_resolved")
     assert resolved["approval_id"] == request.approval_id
     assert resolved["source"] == source

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun
+from nbdurable.runs import RunPatch, RunState, RuntimeRun
 from nbdurable.runtime import DurableRuntime
 from nbdurable.runtime.leases import LeaseKeeper
 from nbdurable.runtime.outcome import LegOutcome
@@ -39,9 +39,9 @@ class _Execution:
 class _EndsAfterRead:
     """The runtime's store; the run's end is written right after the keeper's first read."""
 
-    def __init__(self, inner: Any, end: dict[str, Any]) -> None:
+    def __init__(self, inner: Any, end: RunPatch) -> None:
         self.inner = inner
-        self.end: dict[str, Any] | None = end
+        self.end: RunPatch | None = end
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -77,14 +77,14 @@ def _store_with_a_running_run(tmp_path: Path) -> tuple[Any, RuntimeRun]:
 
 @pytest.mark.parametrize("state", ["waiting_approval", "completed"])
 async def test_a_lease_released_by_the_leg_s_own_end_is_not_lost(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, state: str
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, state: RunState
 ) -> None:
     store, record = _store_with_a_running_run(tmp_path)
     try:
         async with await DurableRuntime.open(
             store=store, agents=[], poll_interval=0.02, lease_ms=3000
         ) as runtime:
-            end = {"state": state, "lease_owner": None, "lease_expires_at": None}
+            end = RunPatch(state=state, lease_owner=None, lease_expires_at=None)
             runtime.runtime_store = _EndsAfterRead(runtime.runtime_store, end)
             lost: list[BaseException] = []
             keeper = LeaseKeeper(runtime, HOLDER, lost.append)
@@ -110,7 +110,7 @@ async def test_a_lease_taken_by_another_owner_still_stops_the_execution(
         async with await DurableRuntime.open(
             store=store, agents=[], poll_interval=0.02, lease_ms=3000
         ) as runtime:
-            taken = {"fence": 2, "lease_owner": "another-worker"}
+            taken = RunPatch(fence=2, lease_owner="another-worker")
             runtime.runtime_store = _EndsAfterRead(runtime.runtime_store, taken)
             keeper = LeaseKeeper(runtime, HOLDER, lambda exc: None)
             execution = _Execution(record)

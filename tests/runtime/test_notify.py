@@ -26,6 +26,7 @@ from support.notify_receiver import receiver
 
 import nbdurable as nd
 from nbdurable.durable.signer import token_matches
+from nbdurable.runs import RunPatch
 from nbdurable.runtime import Agent, DurableRuntime, Notifier, verify_notification
 
 from .conftest import eventually
@@ -192,8 +193,8 @@ async def test_two_runtimes_on_one_store_send_one_message(store: Any, reopen: An
             run, request = await parked(one)
             # the leg's end written again by the other runtime (as a Temporal
             # local activity re-run does): the message is not sent again
-            two.set_state(run.run_id, state="waiting_approval")
-            one.set_state(run.run_id, state="waiting_approval")
+            two.set_state(run.run_id, RunPatch(state="waiting_approval"))
+            one.set_state(run.run_id, RunPatch(state="waiting_approval"))
             assert first.drain(timeout=30) and second.drain(timeout=30)
             assert len(hook.all()) == 1
             await run.approve(request.approval_id)
@@ -269,8 +270,10 @@ async def test_a_run_needing_attention_posts_one_message_with_the_reason(store: 
             # the waiting state's hook runs just after the record shows it
             await eventually(lambda: len(hook.all()) == 1, timeout=30)
             reason = "a manual tool was interrupted: decide whether to run it again"
-            rt.set_state(run.run_id, state="needs_attention", reason=reason)
-            rt.set_state(run.run_id, state="needs_attention", reason=reason)  # written again
+            rt.set_state(run.run_id, RunPatch(state="needs_attention", reason=reason))
+            rt.set_state(
+                run.run_id, RunPatch(state="needs_attention", reason=reason)
+            )  # written again
             assert notifier.drain(timeout=30)
             messages = [r.payload for r in hook.all()]
             assert [m["event"] for m in messages] == ["waiting_approval", "needs_attention"]

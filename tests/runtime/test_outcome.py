@@ -60,7 +60,7 @@ CASES: list[tuple[LegOutcome, dict[str, Any]]] = [
 @pytest.mark.parametrize(("outcome", "changes"), CASES, ids=[c[0].kind for c in CASES])
 def test_record_changes(outcome: LegOutcome, changes: dict[str, Any]) -> None:
     written = record_changes(outcome)
-    assert list(written.items()) == list(changes.items())
+    assert written.changes() == changes
     assert outcome.state == changes.get("state")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nbdurable.durable.lease_holder import (
+from nbdurable.runs import (
     describe_holder,
     holder_process,
     lease_holder,

@@ -13,8 +13,8 @@ import time
 from typing import Any
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun
 from nbdurable.events.log import notify, notify_all
+from nbdurable.runs import RunPatch, RuntimeRun
 from nbdurable.runtime.record_mirror import MirroredRuntimeStore, RecordMirror, mirror_for
 
 NOW = 1_800_000_000_000
@@ -56,7 +56,7 @@ async def test_the_mirror_loads_follows_notifications_and_keeps_the_newer_record
         assert await asyncio.to_thread(mirror.active) is False  # no loop there: the store
         assert [r.run_id for r in mirror.runs()] == ["r1"]
         # Written behind the mirror's back: unseen until notified.
-        store.rt_update("r1", {"state": "running", "updated_at": NOW + 1})
+        store.rt_update("r1", RunPatch(state="running", updated_at=NOW + 1))
         store.rt_insert(submitted("r2"), enqueue=False, max_pending=100)
         assert mirror.get("r1").state == "pending"  # type: ignore[union-attr]
         assert mirror.get("r2") is None
@@ -89,7 +89,7 @@ async def test_the_wrapped_store_hands_every_returned_record_to_the_mirror() -> 
         wrapped: Any = MirroredRuntimeStore(store, mirror)
         stored, _ = wrapped.rt_insert(submitted("w1"), enqueue=False, max_pending=10)
         assert mirror.get("w1") == stored
-        wrapped.rt_update("w1", {"state": "running", "updated_at": NOW + 5})
+        wrapped.rt_update("w1", RunPatch(state="running", updated_at=NOW + 5))
         assert mirror.get("w1").state == "running"  # type: ignore[union-attr]
         task = submitted("t1").model_copy(update={"kind": "task"})
         wrapped.rt_insert(task, enqueue=False, max_pending=10)

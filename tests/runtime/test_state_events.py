@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from nbdurable.durable.runtime_run import RuntimeRun
 from nbdurable.events.model import RUN_STATE, NewEvent
+from nbdurable.runs import RunPatch, RuntimeRun
 from nbdurable.runtime import DurableRuntime
 from nbdurable.runtime.state_events import claim_event
 
@@ -50,6 +50,6 @@ async def test_a_claim_writes_the_pending_a_graph_node_promotion_left_to_it(
     queued = {"state": "queued", "reason": None, "next_attempt_at": None}
     store.append_events("g:join", [NewEvent(type=RUN_STATE, created_at=NOW, payload=queued)])
     async with await DurableRuntime.open(store=store) as rt:
-        claim = {"state": "running", "fence": fence, "lease_owner": rt.owner_id}
+        claim = RunPatch(state="running", fence=fence, lease_owner=rt.owner_id)
         claim_event(rt, store.rt_update("g:join", claim))  # as the claim left it
     assert await states_of(store, "g:join") == expected

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun, ToolIntent
 from nbdurable.events.model import NewEvent
+from nbdurable.runs import RunPatch, RuntimeRun, ToolIntent
 
 NOW = 1_800_000_000_000
 AGENTS = [("a", "1")]
@@ -44,7 +44,7 @@ def test_concurrent_claims_take_every_run_once_in_session_order(store: Any, reop
                 with guard:
                     taken.append((run.session_id, run.run_id))
                 handle.rt_update(
-                    run.run_id, {"state": "completed", "lease_owner": None}, fence=run.fence
+                    run.run_id, RunPatch(state="completed", lease_owner=None), fence=run.fence
                 )
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
@@ -86,7 +86,7 @@ def test_a_stale_owner_cannot_write_after_a_takeover(store: Any, reopen: Any) ->
     with pytest.raises(nd.FencedOutError):
         store.rt_intent(intent, fence=1)
     with pytest.raises(nd.FencedOutError):
-        store.rt_update(first.run_id, {"state": "completed"}, fence=1)
+        store.rt_update(first.run_id, RunPatch(state="completed"), fence=1)
     checkpoint = nd.AgentCheckpoint(
         run_id=first.run_id,
         step_id=f"{first.run_id}#0",

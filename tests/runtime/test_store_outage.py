@@ -354,7 +354,7 @@ async def test_a_host_clock_an_hour_off_does_not_steal_or_lose_a_live_lease_on_p
 def test_postgres_sets_and_judges_leases_by_its_own_clock(pg_database: str) -> None:
     """rt_claim and rt_renew on PostgreSQL: the lease runs from the database's clock, whatever
     ``now`` the caller passes; a caller an hour ahead does not see a live lease as expired."""
-    from nbdurable.durable.runtime_run import RuntimeRun
+    from nbdurable.runs import RuntimeRun
 
     store = nd.open_store(pg_database)
     try:

@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.lease_holder import this_process
-from nbdurable.durable.runtime_run import ToolIntent
 from nbdurable.notebook.widgets.run_state import Cards, Clock, run_state
+from nbdurable.runs import RunPatch, ToolIntent, this_process
 from nbdurable.runtime import Agent, DurableRuntime
 
 LEASE = 30_000
@@ -59,7 +58,7 @@ async def _interrupted_by(store: Any, client: DurableRuntime, holder: str, *, ex
     assert record is not None
     if expired:  # set, not claimed in the past: PostgreSQL dates leases by its own clock
         record = store.rt_update(
-            run.run_id, {"lease_expires_at": client.now() - LEASE}, fence=record.fence
+            run.run_id, RunPatch(lease_expires_at=client.now() - LEASE), fence=record.fence
         )
     intent = ToolIntent(
         run_id=run.run_id,

@@ -17,7 +17,7 @@ from support.gated_janitor import gated, parked
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
-from nbdurable.runtime.verdicts import submit_verdict
+from nbdurable.runtime.checked_verdicts import submit_verdict
 
 from .conftest import FakeClock
 
@@ -223,5 +223,5 @@ async def test_a_request_signed_with_a_retired_key_can_only_be_denied(store: Any
         assert run.record().decided == {} and run.record().state == "waiting_approval"
         await run.deny(request.approval_id, reason="k1 retired")
         assert (await run.result()).text == "done"
-        assert run.record().decided[request.approval_id]["approved"] is False
+        assert run.record().decided[request.approval_id].approved is False
     assert ran == []

@@ -20,8 +20,7 @@ from support.runtime_harness import worker
 from support.versioned_agents import steps_v1
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun
-from nbdurable.durable.scheduling import claimable, unclaimable_by_definition
+from nbdurable.runs import RuntimeRun, claimable, unclaimable_by_definition
 from nbdurable.runtime import DurableRuntime
 
 from .conftest import eventually

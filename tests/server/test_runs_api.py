@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nbdurable.runs import RunPatch
+
 from . import agents as test_agents
 from .harness import Server
 
@@ -149,7 +151,7 @@ def test_limits_map_to_413_and_429(make_server: Any) -> None:
 
 
 def test_a_runs_late_results_are_in_its_json(server: Server) -> None:
-    from nbdurable.durable.runtime_run import LateResult
+    from nbdurable.runs import LateResult
 
     run = _submit(server, agent="helper", prompt="What is the answer?")
     assert run["late_results"] == []
@@ -165,7 +167,7 @@ def test_a_runs_late_results_are_in_its_json(server: Server) -> None:
 
 
 def test_retry_of_a_call_with_a_late_result_is_refused_unless_asked(server: Server) -> None:
-    from nbdurable.durable.runtime_run import LateResult, ToolIntent
+    from nbdurable.runs import LateResult, ToolIntent
 
     run = _submit(server, agent="helper", prompt="What is the answer?")
     run_id = run["run_id"]
@@ -187,7 +189,7 @@ def test_retry_of_a_call_with_a_late_result_is_refused_unless_asked(server: Serv
     )
     server.run(lambda: store.rt_intent(intent, fence=fence))
     server.run(lambda: store.rt_late_result(run_id, late, now=2))
-    server.run(lambda: runtime.set_state(run_id, state="needs_attention", reason="pay"))
+    server.run(lambda: runtime.set_state(run_id, RunPatch(state="needs_attention", reason="pay")))
     with server.client() as http:
         refused = http.post(f"/runs/{run_id}/retry")
         assert refused.status_code == 409, refused.text

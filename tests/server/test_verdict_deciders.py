@@ -54,7 +54,9 @@ def _waiting(server: Server, agent: str, by: str | None) -> tuple[str, dict[str,
 
 
 def _source(server: Server, run_id: str, approval_id: str) -> dict[str, Any]:
-    source: dict[str, Any] = server.record(run_id).decided[approval_id]["source"]
+    source: dict[str, Any] = (
+        server.record(run_id).decided[approval_id].source.model_dump(mode="json")
+    )
     return source
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun
 from nbdurable.durable.store import RUNTIME, supports
 from nbdurable.events.model import NewEvent
+from nbdurable.runs import RunPatch, RuntimeRun
 
 from .conftest import StoreCase
 
@@ -59,7 +59,7 @@ def record(store: Any, run_id: str, state: str, at: int, **fields: Any) -> Runti
     store.rt_insert(run, enqueue=False, max_pending=1000)
     if state == "pending":
         return run
-    return store.rt_update(run_id, {"state": state, "updated_at": at})  # type: ignore[no-any-return]
+    return store.rt_update(run_id, RunPatch(state=state, updated_at=at))  # type: ignore[no-any-return]
 
 
 def no_events(store: Any, run_id: str) -> bool:

@@ -27,8 +27,8 @@ import pytest
 from support.reseal import reseal
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun
 from nbdurable.durable.stored import validate_stored
+from nbdurable.runs import RuntimeRun
 from nbdurable.runtime import DurableRuntime
 from nbdurable.stores.check import check_store
 from nbdurable.stores.jsonl_format import FORMAT_FILE, FORMAT_VERSION

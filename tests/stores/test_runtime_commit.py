@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun, ToolIntent
 from nbdurable.events.commit import commits_together
 from nbdurable.events.model import NewEvent
+from nbdurable.runs import RunPatch, RuntimeRun, ToolIntent
 
 from .conftest import StoreCase
 from .test_runtime_verdicts import NOW
@@ -62,7 +62,7 @@ def test_everything_given_lands_together(committing: Any) -> None:
         fence=run.fence,
         events=[event(0), event(1)],
         journal=(0, '{"text": "hi"}'),
-        changes={"operations": 2, "model_attempts": 0, "updated_at": NOW + 5},
+        changes=RunPatch(operations=2, model_attempts=0, updated_at=NOW + 5),
         intents=[intent("c1"), intent("c2")],
     )
     assert [e.offset for e in added] == [1, 2]
@@ -88,7 +88,7 @@ def test_a_stale_fence_writes_nothing(committing: Any) -> None:
             fence=run.fence + 1,
             events=[event(0)],
             journal=(0, "{}"),
-            changes={"operations": 9},
+            changes=RunPatch(operations=9),
             intents=[intent("c1")],
         )
     with pytest.raises(nd.FencedOutError):  # without record changes too
@@ -102,7 +102,9 @@ def test_a_stale_fence_writes_nothing(committing: Any) -> None:
 def test_a_change_of_state_is_refused_before_anything_is_written(committing: Any) -> None:
     run = owned(committing)
     with pytest.raises(nd.ConfigurationError, match="state"):
-        committing.rt_commit("r1", fence=run.fence, events=[event(0)], changes={"state": "failed"})
+        committing.rt_commit(
+            "r1", fence=run.fence, events=[event(0)], changes=RunPatch(state="failed")
+        )
     assert committing.rt_get("r1") == run
     with pytest.raises(nd.RunNotFoundError):
-        committing.rt_commit("gone", fence=1, changes={"operations": 1})
+        committing.rt_commit("gone", fence=1, changes=RunPatch(operations=1))

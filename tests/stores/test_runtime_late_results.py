@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.late_results import MAX_LATE_RESULTS
-from nbdurable.durable.runtime_run import LateResult, ToolIntent
+from nbdurable.runs import MAX_LATE_RESULTS, LateResult, RunPatch, ToolIntent
 
 from .conftest import StoreCase
 from .test_runtime_verdicts import NOW, waiting
@@ -38,13 +37,13 @@ def _late(call: str = "call_1_0", fence: int = 1, at: int = NOW + 10) -> LateRes
 def _taken_over(store: Any, run_id: str = "r1") -> Any:
     """A run that a second owner took over (fence 2) with a call left started by the first."""
     waiting(store, run_id)
-    store.rt_update(run_id, {"state": "running", "fence": 1, "lease_owner": "old"})
+    store.rt_update(run_id, RunPatch(state="running", fence=1, lease_owner="old"))
     intent = ToolIntent(
         run_id=run_id, tool_call_id="call_1_0", tool_name="pay", step_index=0, state="started"
     )
     store.rt_intent(intent, fence=1)
     return store.rt_update(
-        run_id, {"state": "needs_attention", "fence": 2, "lease_owner": None, "reason": "x"}
+        run_id, RunPatch(state="needs_attention", fence=2, lease_owner=None, reason="x")
     )
 
 
@@ -53,7 +52,7 @@ def test_a_stale_owner_adds_a_late_result_and_changes_nothing_else(
 ) -> None:
     before = _taken_over(runtime_store)
     with pytest.raises(nd.FencedOutError):
-        runtime_store.rt_update("r1", {"reason": "stale"}, fence=1)  # what it may not do
+        runtime_store.rt_update("r1", RunPatch(reason="stale"), fence=1)  # what it may not do
     stored = runtime_store.rt_late_result("r1", _late(), now=NOW + 20)
     assert stored.late_results == [_late()]
     unchanged = ("state", "fence", "lease_owner", "reason", "verdicts", "operations")
@@ -64,7 +63,7 @@ def test_a_stale_owner_adds_a_late_result_and_changes_nothing_else(
     again = runtime_store.rt_late_result("r1", _late(at=NOW + 99), now=NOW + 30)  # a retried write
     assert again.late_results == [_late()] and again.updated_at == NOW + 20
     # the owner's later fenced writes keep it; another handle reads it
-    runtime_store.rt_update("r1", {"state": "pending", "reason": None}, fence=2)
+    runtime_store.rt_update("r1", RunPatch(state="pending", reason=None), fence=2)
     other = store_case.open() if store_case.backend.name != "memory" else runtime_store
     try:
         assert other.rt_get("r1").late_results == [_late()]

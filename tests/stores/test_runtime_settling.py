@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from nbdurable.durable.runtime_run import RuntimeRun
+from nbdurable.runs import RunPatch, RuntimeRun
 from nbdurable.runtime.state_events import settled_nodes
 
 NOW = 1_800_000_000_000
@@ -53,8 +53,8 @@ def test_only_the_last_dependency_to_finish_settles_a_node_in_the_same_milliseco
     diamond(runtime_store)
     first = "right" if last == "left" else "left"
     at = NOW + 7
-    done_first = runtime_store.rt_update(f"g:{first}", {"state": "completed", "updated_at": at})
-    done_last = runtime_store.rt_update(f"g:{last}", {"state": "completed", "updated_at": at})
+    done_first = runtime_store.rt_update(f"g:{first}", RunPatch(state="completed", updated_at=at))
+    done_last = runtime_store.rt_update(f"g:{last}", RunPatch(state="completed", updated_at=at))
     graph = runtime_store.rt_graph("g")
     join = next(run for run in graph if run.node_id == "join")
     assert join.state == "pending" and join.updated_at == at
@@ -71,9 +71,9 @@ def test_a_node_claimed_in_the_same_millisecond_is_left_to_its_claimer(
     node's state is the claim's now, and its claim writes the missing ``pending``."""
     diamond(runtime_store)
     at = NOW + 5
-    runtime_store.rt_update("g:left", {"state": "completed", "updated_at": at})
-    done = runtime_store.rt_update("g:right", {"state": "completed", "updated_at": at})
-    claim = {"state": "running", "lease_owner": "w", "fence": 1, "updated_at": at}
+    runtime_store.rt_update("g:left", RunPatch(state="completed", updated_at=at))
+    done = runtime_store.rt_update("g:right", RunPatch(state="completed", updated_at=at))
+    claim = RunPatch(state="running", lease_owner="w", fence=1, updated_at=at)
     runtime_store.rt_update("g:join", claim)
     graph = runtime_store.rt_graph("g")
     assert next(run for run in graph if run.node_id == "join").settled_by == "g:right"
@@ -83,8 +83,8 @@ def test_a_node_claimed_in_the_same_millisecond_is_left_to_its_claimer(
 def test_a_failure_cascade_is_settled_by_the_node_that_failed(runtime_store: Any) -> None:
     diamond(runtime_store)
     at = NOW + 9
-    ok = runtime_store.rt_update("g:left", {"state": "completed", "updated_at": at})
-    failed = runtime_store.rt_update("g:right", {"state": "failed", "updated_at": at})
+    ok = runtime_store.rt_update("g:left", RunPatch(state="completed", updated_at=at))
+    failed = runtime_store.rt_update("g:right", RunPatch(state="failed", updated_at=at))
     graph = runtime_store.rt_graph("g")
     states = {run.node_id: (run.state, run.settled_by) for run in graph}
     assert states["join"] == ("failed", "g:right") and states["after"] == ("failed", "g:right")

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import nbdurable as nd
-from nbdurable.durable.runtime_run import RuntimeRun, ToolIntent
 from nbdurable.events.model import NewEvent
-from nbdurable.messages import TextPart
+from nbdurable.messages import TextPart, ToolApprovalResponse
 from nbdurable.models.base import ModelResponse
+from nbdurable.runs import RunPatch, RuntimeRun, ToolIntent, Verdict
 from nbdurable.stores.check import check_store
 
 LOOP_RUNS = tuple(f"loop-{i}" for i in range(6))
@@ -127,10 +127,14 @@ def build(path: Path) -> None:
                     journal=(step, _response(f"response {step} of {run_id}")),
                     intents=intents,
                 )
-            store.rt_update(run_id, {"state": "waiting_approval"})
+            store.rt_update(run_id, RunPatch(state="waiting_approval"))
         for run_id in RT_RUNS:
             response = {"approval_id": "ap1", "approved": True, "reason": None, "token": "t.o.k"}
-            store.rt_verdict(run_id, "ap1", response, ["ap1"], now=NOW + 5)
+            store.rt_verdict(
+                run_id,
+                Verdict(ToolApprovalResponse.model_validate(response), ("ap1",)),
+                now=NOW + 5,
+            )
         store.rt_insert_many(
             [
                 _record(GRAPH_RUNS[0], graph_id="g", node_id="left", session_id="s-g"),

@@ -13,6 +13,7 @@ import sys
 import time
 
 import nbdurable as nd
+from nbdurable.runs import RunPatch
 from nbdurable.runtime import DurableRuntime, Notifier
 
 
@@ -22,7 +23,7 @@ async def main(store_url: str, run_id: str, notify_url: str, start_at: float) ->
         notifier = Notifier(notify_url, backoff=0.05)
         async with await DurableRuntime.open(store=store, notify=notifier) as runtime:
             await asyncio.sleep(max(0.0, start_at - time.time()))
-            runtime.set_state(run_id, state="waiting_approval")
+            runtime.set_state(run_id, RunPatch(state="waiting_approval"))
             assert notifier.drain(timeout=60)
     finally:
         store.close()

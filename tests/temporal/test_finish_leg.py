@@ -14,6 +14,7 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 import nbdurable as nd
+from nbdurable.runs import RunPatch
 from nbdurable.runtime import Agent, DurableRuntime
 from nbdurable.temporal.activities import RunActivities
 
@@ -34,7 +35,7 @@ async def _leg(
     owner = f"temporal:{run.run_id}"
     record = rt.runtime_store.rt_update(
         run.run_id,
-        {"state": "running", "fence": record.fence + 1, "lease_owner": owner},
+        RunPatch(state="running", fence=record.fence + 1, lease_owner=owner),
         fence=record.fence,
     )
     env = ActivityEnvironment()
@@ -67,7 +68,7 @@ async def test_a_leg_end_run_again_after_the_next_claim_leaves_that_leg_alone(
     # decided, and the next leg claimed it under the same workflow id
     rt.runtime_store.rt_update(
         run_id,
-        {"state": "running", "fence": fence + 1, "lease_owner": f"temporal:{run_id}"},
+        RunPatch(state="running", fence=fence + 1, lease_owner=f"temporal:{run_id}"),
         fence=fence,
     )
 

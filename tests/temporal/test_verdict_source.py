@@ -19,7 +19,7 @@ async def test_a_verdicts_source_is_recorded_on_the_temporal_engine(cluster: Clu
         assert result.text == "Done: dropped stg_2023."
         record = run.record()
     assert record.submitted_by == "ana"
-    source = record.decided[request.approval_id]["source"]
+    source = record.decided[request.approval_id].source.model_dump(mode="json")
     assert (source["by"], source["via"], source["authenticated"]) == ("lee", "cli", False)
     [resolved] = [e for e in store.read_events(run.run_id) if e.type == "approval_resolved"]
     assert resolved.payload["source"] == source

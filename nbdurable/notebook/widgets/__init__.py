@@ -11,7 +11,7 @@
 Each is displayed like any widget: ``IPython.display.display(RunWidget(runtime, run_id))``.
 """
 
-from ...runtime.verdicts import Outcome, submit_verdict
+from ...runtime.checked_verdicts import Outcome, submit_verdict
 from .dashboard import RunsDashboard
 from .history import HistoryBrowser
 from .run_widget import FLUSH_INTERVAL, RunWidget

@@ -13,10 +13,10 @@ import ipywidgets
 import traitlets
 
 from ..._aio import wait_event
-from ...durable.run_states import ACTIVE_STATES, BUSY_STATES, RETRYABLE_STATES, RUN_STATES
 from ...messages import VerdictSource
+from ...runs import ACTIVE_STATES, BUSY_STATES, RETRYABLE_STATES, RUN_STATES
+from ...runtime.checked_verdicts import Outcome, submit_verdict
 from ...runtime.run import Run
-from ...runtime.verdicts import Outcome, submit_verdict
 from .._session import deciding_user
 from ._messages import Ack, Pong, received
 from .assets import frontend_file, view_module
@@ -114,7 +114,7 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
     PostgreSQL) and only what changed is sent. A verdict is checked like an
     approval card's: the view sends ``(run_id, approval_id, approve, reason)``
     and the kernel looks the request's signed token up and calls
-    :func:`~nbdurable.runtime.verdicts.submit_verdict`; tokens never reach the view.
+    :func:`~nbdurable.runtime.checked_verdicts.submit_verdict`; tokens never reach the view.
 
     The view's messages (:mod:`._messages`) are listed in docs/notebook.md,
     "Widget messages"; its ping is the liveness probe: a view whose kernel is

@@ -15,9 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ...durable.run_states import HUMAN_STATES, RETRYABLE_STATES, UNFINISHED_STATES
-from ...durable.runtime_run import RuntimeRun
 from ...inspect._compact import age, cost_text, why
+from ...runs import HUMAN_STATES, RETRYABLE_STATES, UNFINISHED_STATES, RuntimeRun
 
 __all__ = [
     "COLUMNS",

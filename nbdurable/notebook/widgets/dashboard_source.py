@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..._errors import RunNotFoundError
-from ...durable.runtime_run import RuntimeRun
 from ...durable.signer import token_issued_at
 from ...durable.store import MULTIPROCESS, HistoryStore, supports
 from ...inspect import _records
 from ...inspect._approvals import approval_rows
 from ...messages import ToolApprovalRequest
+from ...runs import RuntimeRun
 from ...stores.sqlite import SqliteSessionStore
 from .dashboard_rows import COLUMNS, Column, PendingApproval, RowCache, RunRow, run_rows
 

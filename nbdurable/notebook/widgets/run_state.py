@@ -9,17 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...durable.deciders import decided_phrase
-from ...durable.run_states import (
-    BUSY_STATES,
-    QUEUED_STATES,
-    TERMINAL_STATES,
-    UNSUCCESSFUL_STATES,
-)
 from ...durable.signer import token_issued_at
 from ...events.fold import RunView, StepView
 from ...events.model import APPROVAL_RESOLVED, RUN_STATE, Event
 from ...messages import ToolApprovalRequest, Usage
+from ...runs import (
+    BUSY_STATES,
+    QUEUED_STATES,
+    TERMINAL_STATES,
+    UNSUCCESSFUL_STATES,
+    decided_phrase,
+)
 from .._lease import LeaseWait
 
 __all__ = ["ENDED_STATES", "Cards", "Clock", "progress", "run_state", "summary"]

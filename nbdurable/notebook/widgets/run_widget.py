@@ -13,14 +13,14 @@ import traitlets
 
 from ..._errors import ApproverNotAllowedError, NbdurableError
 from ...durable.offload import offload
-from ...durable.run_states import BUSY_STATES
 from ...events.fold import RunView
 from ...events.model import RUN_STARTED, RUN_STATE, Event
 from ...events.subscribe import subscribe
 from ...messages import VerdictSource
+from ...runs import BUSY_STATES
+from ...runtime.checked_verdicts import Outcome, submit_verdict
 from ...runtime.in_flight import verdict_in_flight
 from ...runtime.run import Run
-from ...runtime.verdicts import Outcome, submit_verdict
 from .._lease import LeaseWait, lease_wait
 from .._session import deciding_user
 from ._messages import Ack, Pong, Snapshot, Verdict, received
@@ -296,10 +296,10 @@ class RunWidget(anywidget.AnyWidget):
         except NbdurableError as exc:  # the run finished meanwhile, ...
             return Outcome("error", f"{type(exc).__name__}: {exc}")
         record = await offload(run.record)
-        entry = record.decided.get(approval_id) or {}
-        if (entry.get("source") or {}).get("grant_id") != grant.grant_id:
+        entry = record.decided.get(approval_id)
+        if entry is None or entry.source is None or entry.source.grant_id != grant.grant_id:
             # another verdict on this call was recorded first: it stands
-            winner = "approved" if entry.get("approved") else "denied"
+            winner = "approved" if entry is not None and entry.approved else "denied"
             return Outcome("stale", f"decided already ({winner})", winner=winner)
         message = (
             f"approved by grant {grant.grant_id}: every {request.tool_name} call for "

@@ -9,7 +9,7 @@ the stale owner is refused, so the call's result is never recorded. Without a
 trace the human would retry blind, and the effect would happen twice.
 
 So a fenced-out owner keeps what it knows, append-only: the run record's
-``late_results`` (:class:`~nbdurable.durable.runtime_run.LateResult`) and a
+``late_results`` (:class:`~nbdurable.runs.LateResult`) and a
 ``tool_late_result`` event. That write is not fenced, by design: it never
 changes the run's state, fence, lease, intents, checkpoints or history, only
 adds a note, so a stale owner may make it. Stores apply :func:`with_late_result`
@@ -23,8 +23,9 @@ import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from .lease_holder import describe_holder
-from .runtime_run import LateResult, RuntimeRun, ToolIntent
+from ._leases import describe_holder
+from ._patch import RunPatch
+from ._record import LateResult, RuntimeRun, ToolIntent
 
 __all__ = [
     "MAX_LATE_RESULTS",
@@ -52,7 +53,7 @@ def with_late_result(run: RuntimeRun, late: LateResult, *, now: int) -> RuntimeR
     ):
         return None
     kept = [*run.late_results, late][-MAX_LATE_RESULTS:]
-    return run.model_copy(update={"late_results": kept, "updated_at": max(now, run.updated_at)})
+    return RunPatch(late_results=kept, updated_at=max(now, run.updated_at)).apply(run)
 
 
 def late_results_of(run: RuntimeRun, tool_call_id: str | None = None) -> list[LateResult]:

@@ -1,4 +1,4 @@
-"""Every set of run states is defined once, in ``nbdurable/durable/run_states.py``.
+"""Every set of run states is defined once, in ``nbdurable/runs/_states.py``.
 
 A module that asks "is this run over?" or "does it wait for a human?" imports the
 named set; a literal set, tuple or list of two or more run states (and nothing else)
@@ -13,14 +13,15 @@ import ast
 from pathlib import Path
 
 import nbdurable
-from nbdurable.durable.run_states import RUN_STATES
+from nbdurable.runs import RUN_STATES
 
 PACKAGE = Path(nbdurable.__file__).parent
-CANONICAL = PACKAGE / "durable" / "run_states.py"
+CANONICAL = PACKAGE / "runs" / "_states.py"
 
-# A graph's statuses: a vocabulary of their own (what graph_status() answers) whose
-# words happen to be run-state names; not a set that membership is tested in.
-OTHER_VOCABULARIES = {("nbdurable/durable/graph_status.py", "GRAPH_STATUSES")}
+# A graph's statuses (beside the run states they derive from) are a vocabulary of
+# their own (what graph_status() answers) whose words happen to be run-state names;
+# not a set that membership is tested in.
+OTHER_VOCABULARIES: set[tuple[str, str]] = set()
 
 
 def _is_state_set(node: ast.AST) -> bool:
@@ -63,7 +64,7 @@ def test_run_state_sets_are_defined_only_beside_the_run_states() -> None:
             path.read_text(encoding="utf-8"), path.relative_to(PACKAGE.parent).as_posix()
         )
     ]
-    assert found == [], "run-state sets defined outside durable/run_states.py:\n" + "\n".join(found)
+    assert found == [], "run-state sets defined outside runs/_states.py:\n" + "\n".join(found)
 
 
 def test_the_check_sees_each_shape_of_a_state_set() -> None:

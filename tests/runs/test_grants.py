@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.grants import (
+from nbdurable.runs import (
     RunGrants,
+    RuntimeRun,
     normalize_match,
     rule_matches,
     sign_grant,
     verify_grant,
     with_grant_change,
 )
-from nbdurable.durable.runtime_run import RuntimeRun
 
 SECRET = "grant-test-secret"
 NOW = 1_800_000_000_000

@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ConfigurationError
-from .runtime_run import RuntimeRun
-from .signer import ApprovalSigner
+from ..durable.signer import ApprovalSigner
+from ._patch import RunPatch
+from ._record import RuntimeRun
 
 __all__ = [
     "GRANT_KIND",
@@ -332,4 +333,4 @@ def with_grant_change(
     changed = RunGrants(tokens, revoked)
     if changed == current:
         return None
-    return run.model_copy(update={"grants": changed.stored(), "updated_at": now})
+    return RunPatch(grants=changed.stored(), updated_at=now).apply(run)

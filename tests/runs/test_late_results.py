@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from nbdurable.durable.late_results import (
+from nbdurable.runs import (
     MAX_LATE_RESULTS,
+    LateResult,
+    RuntimeRun,
+    ToolIntent,
     late_result_line,
+    lease_holder,
     undecided_late_results,
     with_late_result,
 )
-from nbdurable.durable.lease_holder import lease_holder
-from nbdurable.durable.runtime_run import LateResult, RuntimeRun, ToolIntent
 
 NOW = 1_800_000_000_000
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .runtime_run import RuntimeRun
+from ._patch import RunPatch
+from ._record import RuntimeRun
 
 __all__ = ["claim_notices"]
 
@@ -19,4 +20,4 @@ def claim_notices(run: RuntimeRun, keys: Sequence[str]) -> tuple[RuntimeRun | No
     fresh = [key for key in dict.fromkeys(keys) if key not in run.notified]
     if not fresh:
         return None, []
-    return run.model_copy(update={"notified": [*run.notified, *fresh]}), fresh
+    return RunPatch(notified=[*run.notified, *fresh]).apply(run), fresh

@@ -26,7 +26,7 @@ from typing import Any
 
 from .._errors import ApproverNotAllowedError, ConfigurationError
 from ..messages import VerdictSource
-from .runtime_run import RuntimeRun
+from ._record import RuntimeRun
 
 __all__ = [
     "MINT_VIAS",
@@ -247,11 +247,14 @@ def _waited(ms: int) -> str:
     return f"{seconds} s"
 
 
-def who_decided(source: Mapping[str, Any] | None) -> str:
+def who_decided(source: VerdictSource | Mapping[str, Any] | None) -> str:
     """How a verdict's source reads: ``by ana (claimed)``, ``via link addressed to lee``, ...
 
-    Empty when nothing was recorded (verdicts from before sources were).
+    Empty when nothing was recorded (verdicts from before sources were). A
+    mapping is a source's JSON (an event's payload).
     """
+    if isinstance(source, VerdictSource):
+        source = source.model_dump(mode="json")
     if not source:
         return ""
     via, by = source.get("via"), source.get("by")
@@ -275,7 +278,9 @@ def who_decided(source: Mapping[str, Any] | None) -> str:
     return f"via {via}" if via else ""
 
 
-def decided_phrase(source: Mapping[str, Any] | None, waited_ms: int | None = None) -> str:
+def decided_phrase(
+    source: VerdictSource | Mapping[str, Any] | None, waited_ms: int | None = None
+) -> str:
     """Who decided and when: ``by ana (claimed), 2 min after the request`` (may be empty)."""
     phrase = who_decided(source)
     if waited_ms is not None and waited_ms >= 0:
@@ -285,7 +290,7 @@ def decided_phrase(source: Mapping[str, Any] | None, waited_ms: int | None = Non
 
 
 def verdict_line(
-    approved: bool, source: Mapping[str, Any] | None, waited_ms: int | None = None
+    approved: bool, source: VerdictSource | Mapping[str, Any] | None, waited_ms: int | None = None
 ) -> str:
     """One line on a verdict: ``approved by ana (claimed), 2 min after the request``."""
     verdict = "approved" if approved else "denied"

@@ -8,13 +8,19 @@ it?" uses the sets below, so a new state is added in one place.
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal, get_args
+
+if TYPE_CHECKING:
+    from ._record import RuntimeRun
 
 __all__ = [
     "ACTIVE_STATES",
     "BUSY_STATES",
     "CLAIMABLE_STATES",
     "DEPENDENCY_FAILED",
+    "GRAPH_SETTLED_STATES",
+    "GRAPH_STATUSES",
     "HUMAN_STATES",
     "QUEUED_STATES",
     "REASON_STATES",
@@ -26,6 +32,7 @@ __all__ = [
     "UNFINISHED_STATES",
     "UNSUCCESSFUL_STATES",
     "RunState",
+    "graph_status",
 ]
 
 RunState = Literal[
@@ -72,3 +79,34 @@ GRAPH_SETTLED_STATES: frozenset[str] = RETRYABLE_STATES | {"pending"}
 
 DEPENDENCY_FAILED = "dependency_failed"
 """The reason of a graph node failed or paused because a dependency failed or was cancelled."""
+
+GRAPH_STATUSES: tuple[str, ...] = (
+    "running",
+    "waiting_approval",
+    "needs_attention",
+    "completed",
+    "failed",
+    "cancelled",
+)
+"""Every status :func:`graph_status` gives, in lifecycle order."""
+
+
+def graph_status(records: Sequence[RuntimeRun]) -> str:
+    """A graph's status, derived from its nodes' states.
+
+    ``completed`` when every node completed; ``failed`` when every node is
+    finished and some failed (``cancelled`` when the unsuccessful ones were all
+    cancelled); otherwise ``needs_attention`` or ``waiting_approval`` when some
+    node waits for a human, else ``running``.
+    """
+    states = [r.state for r in records]
+    if states and all(s == "completed" for s in states):
+        return "completed"
+    if all(s in TERMINAL_STATES for s in states):
+        unsuccessful = [s for s in states if s != "completed"]
+        return "cancelled" if all(s == "cancelled" for s in unsuccessful) else "failed"
+    if "needs_attention" in states:
+        return "needs_attention"
+    if "waiting_approval" in states:
+        return "waiting_approval"
+    return "running"

@@ -10,11 +10,11 @@ which run a claim may take (:func:`claimable`), the lease it takes
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
 
-from .definitions import ServedDefinition, difference, parts_of
-from .run_states import ACTIVE_STATES, DEPENDENCY_FAILED, UNSUCCESSFUL_STATES, RunState
-from .runtime_run import EMBEDDED, RuntimeRun
+from ..durable.definitions import ServedDefinition, difference, parts_of
+from ._patch import RunPatch
+from ._record import EMBEDDED, RuntimeRun
+from ._states import ACTIVE_STATES, DEPENDENCY_FAILED, UNSUCCESSFUL_STATES, RunState
 
 __all__ = [
     "Served",
@@ -154,7 +154,7 @@ def unclaimable_by_definition(
         if run.waiting_reason is not None and run.waiting_reason.startswith(_mismatch_prefix(run)):
             return None
         reason = mismatch_reason(run, agents)
-    return run.model_copy(update={"waiting_reason": reason})
+    return RunPatch(waiting_reason=reason).apply(run)
 
 
 def _eligible(run: RuntimeRun, now: int, kind: str, engine: str) -> bool:
@@ -171,18 +171,16 @@ def _eligible(run: RuntimeRun, now: int, kind: str, engine: str) -> bool:
 
 def claim(run: RuntimeRun, owner: str, now: int, lease_ms: int) -> RuntimeRun:
     """``run`` as ``owner`` holds it: a lease until ``now + lease_ms`` and the next fence."""
-    return run.model_copy(
-        update={
-            "state": "cancelling" if run.state == "cancelling" else "running",
-            "lease_owner": owner,
-            "lease_expires_at": now + lease_ms,
-            "fence": run.fence + 1,
-            "next_attempt_at": None,
-            "updated_at": now,
-            "previous_owner": run.lease_owner if run.state in ACTIVE_STATES else None,
-            "waiting_reason": None,
-        }
-    )
+    return RunPatch(
+        state="cancelling" if run.state == "cancelling" else "running",
+        lease_owner=owner,
+        lease_expires_at=now + lease_ms,
+        fence=run.fence + 1,
+        next_attempt_at=None,
+        updated_at=now,
+        previous_owner=run.lease_owner if run.state in ACTIVE_STATES else None,
+        waiting_reason=None,
+    ).apply(run)
 
 
 def _waits_for_dependencies(run: RuntimeRun) -> bool:
@@ -207,7 +205,7 @@ def after_finish(
     changed: list[RuntimeRun] = []
     if session_head is not None and session_head.state == "queued":
         changed.append(
-            session_head.model_copy(update={"state": "pending", "updated_at": finished.updated_at})
+            RunPatch(state="pending", updated_at=finished.updated_at).apply(session_head)
         )
     if graph:
         changed.extend(settle_graph(graph, finished.updated_at, by=finished.run_id))
@@ -243,21 +241,19 @@ def settle_graph(runs: Sequence[RuntimeRun], now: int, by: str | None = None) ->
             if not run.depends_on or not _waits_for_dependencies(run):
                 continue
             deps = [by_id.get(dep) for dep in run.depends_on]
-            update: dict[str, Any]
             if all(dep is not None and dep.state == "completed" for dep in deps):
-                update = {"state": "pending", "reason": None, "error": None}
+                update = RunPatch(state="pending", reason=None, error=None)
             else:
                 broken = [d for d in deps if d is not None and d.state in UNSUCCESSFUL_STATES]
                 if not broken or run.state != "queued":
                     continue
                 first = broken[0]
-                update = {
-                    "state": "failed" if run.on_dependency_failure == "fail" else "needs_attention",
-                    "reason": DEPENDENCY_FAILED,
-                    "error": f"dependency {first.node_id or first.run_id!r} {first.state}",
-                }
-            by_id[run.run_id] = changed[run.run_id] = run.model_copy(
-                update={**update, "updated_at": now, "settled_by": by}
-            )
+                update = RunPatch(
+                    state="failed" if run.on_dependency_failure == "fail" else "needs_attention",
+                    reason=DEPENDENCY_FAILED,
+                    error=f"dependency {first.node_id or first.run_id!r} {first.state}",
+                )
+            settled = update | RunPatch(updated_at=now, settled_by=by)
+            by_id[run.run_id] = changed[run.run_id] = settled.apply(run)
             progress = True
     return sorted(changed.values(), key=lambda r: r.seq)

@@ -8,15 +8,17 @@ change is a copy (``model_copy``) that a store writes.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from .._text import valid_data
-from ..messages import Message, ToolApprovalResponse
-from .run_states import TERMINAL_STATES, RunState
+from ..messages import Message, ToolApprovalResponse, VerdictSource
+from ._states import TERMINAL_STATES, RunState
 
 __all__ = [
+    "Decision",
     "EMBEDDED",
     "TEMPORAL",
     "DependencyPolicy",
@@ -71,6 +73,39 @@ class LateResult(BaseModel):
     result: dict[str, Any] | None = None
 
 
+class Decision(BaseModel):
+    """A verdict as the run record keeps it (:attr:`RuntimeRun.decided`), for good.
+
+    Its leg's copy (:attr:`RuntimeRun.verdicts`) is used up when the run goes
+    on; this one stays, so anyone can tell who decided an approval, how and when.
+    Stored as it was when records kept plain dicts: ``source`` is absent, not
+    null, where none was recorded.
+
+    Attributes:
+        approved: The verdict.
+        reason: Why (a denial's reason, shown to the model).
+        token_sha256: The SHA-256 of the approving token (the token itself is
+            never kept here); None for a denial or a tokenless approval.
+        at: When it was recorded (epoch ms).
+        source: Who gave it, and how; None for verdicts from before sources.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    approved: bool
+    reason: str | None = None
+    token_sha256: str | None = None
+    at: int = 0
+    source: VerdictSource | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unrecorded_source(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("source") is None:
+            data.pop("source", None)
+        return data
+
+
 class RuntimeRun(BaseModel):
     """A run as the runtime persists it (the store's run record).
 
@@ -119,9 +154,8 @@ class RuntimeRun(BaseModel):
             (a runtime with a matching definition, a worker serving its
             version, ...); None when it waits for nothing external.
         decided: Every verdict recorded on the run, by approval id, kept after
-            the leg that applied it: ``approved``, ``reason``, ``token_sha256``
-            (of the approving token), ``at`` (epoch ms). One verdict per
-            approval: see :func:`~nbdurable.durable.verdicts.decide`.
+            the leg that applied it (:class:`Decision`). One verdict per
+            approval: see :func:`~nbdurable.runs.decide`.
         retried: ``retry()`` let the failed or needs_attention run go on: its
             next leg's ``run_started`` event says ``retried: true`` (cleared then).
         previous_owner: The lease holder the current owner took the run over
@@ -133,7 +167,7 @@ class RuntimeRun(BaseModel):
             (any engine may take them, as then).
         notified: Keys of the notifications claimed for the run (an approval
             id, or ``needs_attention@<fence>``): each is sent by the one process
-            that claimed it (see :func:`~nbdurable.durable.notices.claim_notices`).
+            that claimed it (see :func:`~nbdurable.runs.claim_notices`).
         submitted_by: Who submitted the run: the claimed name of the submitting
             process (``NBDURABLE_USER``, else its OS user) or the HTTP bridge's
             authenticated principal; None for runs recorded before it was.
@@ -142,7 +176,7 @@ class RuntimeRun(BaseModel):
             process enforces it without the agent); None: anyone may.
         submitter_may_approve: False when ``submitted_by`` may not approve the
             run's calls (``Agent(submitter_may_approve=False)``).
-        grants: Standing approvals (:mod:`nbdurable.durable.grants`):
+        grants: Standing approvals (:mod:`nbdurable.runs`):
             ``{"tokens": [...], "revoked": [...]}``, the signed grant tokens and
             the ids of revoked grants; None while the run has none.
         settled_by: The graph node whose finish last settled this node
@@ -152,7 +186,7 @@ class RuntimeRun(BaseModel):
             past its lease, then woken) finished or was still running when it
             learned it; its fenced writes were refused, so they are kept here
             (append-only, never the run's state, results or history) for the
-            human who decides the call (:mod:`nbdurable.durable.late_results`).
+            human who decides the call (:mod:`nbdurable.runs`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -179,7 +213,7 @@ class RuntimeRun(BaseModel):
     lease_owner: str | None = None
     lease_expires_at: int | None = None
     fence: int = 0
-    verdicts: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    verdicts: dict[str, ToolApprovalResponse] = Field(default_factory=dict)
     result_text: str | None = None
     rerun_tool_calls: list[str] = Field(default_factory=list)
     kind: RunKind = "agent"
@@ -191,7 +225,7 @@ class RuntimeRun(BaseModel):
     phase: int = 0
     fingerprint: str | None = None
     waiting_reason: str | None = None
-    decided: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    decided: dict[str, Decision] = Field(default_factory=dict)
     retried: bool = False
     previous_owner: str | None = None
     engine: str | None = None
@@ -218,7 +252,18 @@ class RuntimeRun(BaseModel):
 
     def approval_responses(self) -> list[ToolApprovalResponse]:
         """The collected verdicts as responses for the next leg."""
-        return [ToolApprovalResponse.model_validate(v) for v in self.verdicts.values()]
+        return list(self.verdicts.values())
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with ``update`` set; a name that is no field is a ``TypeError``, never kept.
+
+        Records are changed with :class:`~nbdurable.runs.RunPatch`, whose fields
+        are typed; this catches a misspelt name on any other path too.
+        """
+        unknown = sorted(set(update or ()) - set(type(self).model_fields))
+        if unknown:
+            raise TypeError(f"a run record has no field {', '.join(map(repr, unknown))}")
+        return super().model_copy(update=update, deep=deep)
 
     @model_serializer(mode="wrap")
     def _valid_text(self, handler: SerializerFunctionWrapHandler) -> Any:

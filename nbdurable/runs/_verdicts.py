@@ -1,0 +1,152 @@
+"""Verdicts on a run's approvals: where they come from, and recording one, once.
+
+A verdict is recorded on the run record in one rule (:meth:`Verdict.decide`),
+which every store applies inside its own transaction
+(:meth:`~nbdurable.durable.runtime_store.RuntimeStore.rt_verdict`): of two
+verdicts on one approval, from any processes, exactly one wins. The record keeps
+each as a :class:`~nbdurable.runs.Decision`. Who may decide is the run's rule
+(:mod:`._deciders`); the checked path from a front end (a token to verify) is
+:func:`~nbdurable.runtime.checked_verdicts.submit_verdict`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from .._errors import ApprovalExpiredError, ApprovalNotPendingError, ConfigurationError
+from ..messages import ToolApprovalResponse, VerdictSource
+from ._deciders import claimed_user, valid_name
+from ._patch import RunPatch
+from ._record import Decision, RuntimeRun
+
+__all__ = [
+    "VIAS",
+    "Verdict",
+    "approval_expired",
+    "claimed_source",
+    "decision",
+    "latest_verdict",
+]
+
+VIAS = frozenset({"widget", "magic", "cli", "http", "link", "api", "grant"})
+"""How a verdict may be given (``VerdictSource.via``)."""
+
+
+def claimed_source(by: str | None, via: str) -> VerdictSource:
+    """The source of a verdict from an unauthenticated path: ``by`` or the claimed user.
+
+    Raises:
+        ConfigurationError: A blank ``by``, or ``via`` not one of :data:`VIAS`.
+    """
+    if via not in VIAS:
+        raise ConfigurationError(f"via must be one of {', '.join(sorted(VIAS))}, not {via!r}")
+    name = claimed_user() if by is None else valid_name(by, "by")
+    return VerdictSource(by=name, authenticated=False, via=via)
+
+
+def _duration(ms: int) -> str:
+    seconds = max(0, ms // 1000)
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if seconds >= size:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def approval_expired(
+    run_id: str, approval_id: str, age_ms: int, max_age_ms: int, advice: str
+) -> ApprovalExpiredError:
+    """The error for a verdict whose token is too old (nothing was recorded)."""
+    return ApprovalExpiredError(
+        approval_id,
+        age_ms=age_ms,
+        max_age_ms=max_age_ms,
+        message=(
+            f"the token of approval {approval_id!r} of run {run_id!r} expired "
+            f"({_duration(age_ms)} old, the maximum is {_duration(max_age_ms)}): nothing was "
+            f"recorded and the request still waits; {advice}"
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A verdict to record on a run: the response, and the approvals the run waits for.
+
+    What a store's :meth:`~nbdurable.durable.runtime_store.RuntimeStore.rt_verdict`
+    takes; :meth:`decide` is the rule it applies inside its transaction.
+
+    Attributes:
+        response: The verdict on one approval (its token, reason and source).
+        pending_ids: The approvals the run's checkpoint waits for.
+    """
+
+    response: ToolApprovalResponse
+    pending_ids: tuple[str, ...]
+
+    @property
+    def approval_id(self) -> str:
+        """The approval decided."""
+        return self.response.approval_id
+
+    def decide(self, run: RuntimeRun, now: int) -> RuntimeRun | None:
+        """``run`` with this verdict recorded, or None when it is recorded already.
+
+        A pure function; stores call it inside the transaction that writes its
+        result, so of two verdicts on one approval, from any processes, exactly one
+        is recorded. It applies only while the run is ``waiting_approval`` on the
+        approval and no verdict on it was recorded. The same verdict again
+        (approved both times with the same token, or denied both times) is a
+        repeat, not a conflict: the caller reports the original success. The run
+        becomes ``pending`` once every approval in ``pending_ids`` has a verdict.
+
+        Raises:
+            ApprovalNotPendingError: Another verdict was recorded (``verdict`` names
+                it), or the run does not wait for the approval (``state``).
+        """
+        approval_id, entry = self.approval_id, decision(self.response, now)
+        earlier = run.decided.get(approval_id)
+        if earlier is None and approval_id in run.verdicts:  # recorded before ``decided`` existed
+            earlier = decision(run.verdicts[approval_id], run.updated_at)
+        if earlier is not None:
+            if earlier.approved == entry.approved and (
+                not entry.approved or earlier.token_sha256 == entry.token_sha256
+            ):
+                return None
+            winner = "approved" if earlier.approved else "denied"
+            raise ApprovalNotPendingError(run.run_id, approval_id, verdict=winner, state=run.state)
+        if run.state != "waiting_approval" or approval_id not in self.pending_ids:
+            raise ApprovalNotPendingError(run.run_id, approval_id, state=run.state)
+        verdicts = {**run.verdicts, approval_id: self.response}
+        answered = all(pending in verdicts for pending in self.pending_ids)
+        return RunPatch(
+            state="pending" if answered else "waiting_approval",
+            verdicts=verdicts,
+            decided={**run.decided, approval_id: entry},
+            updated_at=now,
+        ).apply(run)
+
+
+def decision(response: ToolApprovalResponse, now: int) -> Decision:
+    """What :attr:`RuntimeRun.decided` keeps of a verdict (the token only as a digest)."""
+    token = response.token
+    return Decision(
+        approved=response.approved,
+        reason=response.reason,
+        token_sha256=hashlib.sha256(token.encode()).hexdigest() if token else None,
+        at=now,
+        source=response.source,
+    )
+
+
+def latest_verdict(run: RuntimeRun) -> ApprovalNotPendingError | None:
+    """The conflict naming the verdict recorded last on ``run`` (None: it has none).
+
+    What a caller answering "the" open approval of a run that has none left
+    raises: someone decided it meanwhile, and this says which verdict won.
+    """
+    if not run.decided:
+        return None
+    latest = max(run.decided, key=lambda approval_id: run.decided[approval_id].at)
+    verdict = "approved" if run.decided[latest].approved else "denied"
+    return ApprovalNotPendingError(run.run_id, latest, verdict=verdict, state=run.state)
