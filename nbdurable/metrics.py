@@ -26,16 +26,16 @@ import hashlib
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
+from ._errors import ConfigurationError
 from .durable import transient as _transient
 from .durable.run_states import HUMAN_STATES, RUN_STATES, TERMINAL_STATES
-from .durable.store import HistoryStore
+from .durable.store import HistoryStore, RunStore
 from .durable.transient import bounded_wait
 
 if TYPE_CHECKING:
     from .durable.runtime_run import RuntimeRun
-    from .durable.runtime_store import RuntimeStore
 
 __all__ = [
     "CONTENT_TYPE",
@@ -375,5 +375,6 @@ class _StoreGauges:
 
 
 def _list_runs(store: HistoryStore) -> list[RuntimeRun]:
-    # A store without run records fails here, and the scrape says the store is down.
-    return list(cast("RuntimeStore", store).rt_list())
+    if not isinstance(store, RunStore):  # the scrape says the store is down
+        raise ConfigurationError(f"{type(store).__name__} keeps no run records")
+    return list(store.rt_list())

@@ -12,9 +12,8 @@ from typing import Any
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.fork import Fork, plan_fork
 from ..durable.signer import ApprovalSigner
-from ..durable.store import HistoryStore, supports
+from ..durable.store import EventLog, HistoryStore, notify
 from ..messages import Message
-from .log import EVENTS, notify
 from .model import CHECKPOINT_SAVED, RUN_FORKED, RUN_STATE, NewEvent
 
 __all__ = ["fork_run", "write_fork"]
@@ -49,7 +48,7 @@ def write_fork(store: HistoryStore, fork: Fork) -> None:
 
 
 def _save(store: HistoryStore, checkpoint: AgentCheckpoint) -> None:
-    if not supports(store, EVENTS):
+    if not isinstance(store, EventLog):
         store.save(checkpoint)
         return
     origin = checkpoint.forked_from

@@ -23,9 +23,8 @@ from ..durable.offload import offload
 from ..durable.run_states import ACTIVE_STATES, CLAIMABLE_STATES
 from ..durable.runtime_run import EMBEDDED, RuntimeRun
 from ..durable.scheduling import of_engine
-from ..durable.store import maybe_await
+from ..durable.store import maybe_await, notify
 from ..durable.transient import StoreUnavailableError, is_transient
-from ..events.log import notify
 from ..events.model import NewEvent
 from ..loop.machine import LegStart, leg_start_from_checkpoint
 from . import lifecycle

@@ -26,7 +26,7 @@ from ..durable.checkpoint import AgentCheckpoint
 from ..durable.late_results import late_result_line, late_results_of
 from ..durable.offload import offload
 from ..durable.runtime_run import LateResult, ToolIntent
-from ..events.log import notify
+from ..durable.store import notify
 from ..events.model import TOOL_LATE_RESULT, NewEvent
 from ..messages import ToolResultPart
 

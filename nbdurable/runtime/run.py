@@ -22,7 +22,7 @@ from ..durable.offload import offload
 from ..durable.run_states import ACTIVE_STATES, HUMAN_STATES, RETRYABLE_STATES, RUN_STATES
 from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
 from ..durable.signer import expired_age, request_still_signed, resign_if_expired
-from ..events.log import Armed
+from ..durable.store import Armed
 from ..events.model import Event
 from ..events.subscribe import subscribe, wait_for_run
 from ..history import History

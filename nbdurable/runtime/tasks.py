@@ -20,8 +20,7 @@ from .._errors import ConfigurationError, LimitExceededError
 from ..durable.offload import offload
 from ..durable.run_states import ACTIVE_STATES
 from ..durable.runtime_run import RuntimeRun
-from ..durable.runtime_store import RuntimeStore
-from ..durable.store import maybe_await
+from ..durable.store import RuntimeStore, maybe_await
 from ..events.model import NewEvent
 from .limits import payload_bytes
 from .outcome import LegOutcome, RunTimedOut

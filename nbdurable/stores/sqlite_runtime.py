@@ -36,9 +36,9 @@ from ..durable.scheduling import (
     served,
     unclaimable_by_definition,
 )
+from ..durable.store import check_commit
 from ..durable.stored import validate_stored
 from ..durable.verdicts import decide
-from ..events.commit import check_commit
 from ..events.model import Event, NewEvent
 from .rows import runtime_row
 from .sqlite_crc import row_crc, verify_row
@@ -511,7 +511,7 @@ class SqliteRuntimeTables:
         changes: dict[str, Any] | None = None,
         intents: Sequence[ToolIntent] = (),
     ) -> tuple[Sequence[Event], RuntimeRun | None]:
-        """Several writes of a run's owner in one fenced transaction (see ``RuntimeCommit``)."""
+        """Several writes of a run's owner in one fenced transaction (``RunStore.rt_commit``)."""
         check_commit(changes)
         with self._lock, self._write() as conn:
             record = None

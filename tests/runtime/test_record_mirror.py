@@ -14,7 +14,7 @@ from typing import Any
 
 import nbdurable as nd
 from nbdurable.durable.runtime_run import RuntimeRun
-from nbdurable.events.log import notify, notify_all
+from nbdurable.durable.store import notify, notify_all
 from nbdurable.runtime.record_mirror import MirroredRuntimeStore, RecordMirror, mirror_for
 
 NOW = 1_800_000_000_000

@@ -13,10 +13,13 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..durable.run_states import TERMINAL_STATES
-from ..durable.runtime_run import RuntimeRun
-from ..durable.store import HistoryStore
+from ..run_states import TERMINAL_STATES
+from ..runtime_run import RuntimeRun
+
+if TYPE_CHECKING:
+    from ._checkpoints import HistoryStore
 
 __all__ = ["PruneReport", "PrunedRun", "prune_runs", "prunable_runs", "top_run_id"]
 
@@ -59,8 +62,9 @@ def top_run_id(run_id: str) -> str:
 
 
 def _records(store: HistoryStore) -> builtins.list[RuntimeRun]:
-    rt_list = getattr(store, "rt_list", None)
-    return builtins.list(rt_list()) if rt_list is not None else []
+    from ._runs import RunStore  # a run store is a history store too: the import goes one way
+
+    return builtins.list(store.rt_list()) if isinstance(store, RunStore) else []
 
 
 def _protected(records: Iterable[RuntimeRun]) -> set[str]:
