@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import nbdurable as nd
+from nbdurable.durable.offload import NowaitCapable
 from nbdurable.events import NewEvent
 from nbdurable.stores.memory import InMemorySessionStore
 from nbdurable.stores.sqlite_codec import pack_json
@@ -61,7 +62,7 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 FILLER = "lorem ipsum dolor sit amet, consectetur adipiscing elit; "
 
 
-class DiscardingStore(InMemorySessionStore):
+class DiscardingStore(InMemorySessionStore, NowaitCapable):
     """Takes every write and keeps nothing; its writes run on the loop's thread."""
 
     local_nonblocking_writes = True

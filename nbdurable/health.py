@@ -16,8 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from . import metrics as _metrics
-from .durable.runtime_store import RuntimeStore
-from .durable.transient import bounded_wait
+from .durable.store import RuntimeStore
 
 __all__ = [
     "Check",
@@ -40,24 +39,18 @@ CHECK_TIMEOUT_S = 3.0
 def store_check(store: RuntimeStore) -> Check:
     """A check that the store answers, bounded and independent of the runtime's store calls.
 
-    A store with a ``ping(timeout)`` method (PostgreSQL) is asked on a
-    connection of its own, so the probe never queues behind the calls waiting
-    for one of the pool's connections (during an outage, the runtime's
-    retries); another store reads a run record, its waits inside the store
-    bounded (:func:`~nbdurable.durable.transient.bounded_wait`). Either way the
-    check runs on a thread of its own, one at a time: a probe arriving while
-    the previous one still runs shares its answer.
+    The store's :meth:`~nbdurable.durable.store.RunStore.ping` answers:
+    PostgreSQL's on a connection of its own, so the probe never queues behind
+    the calls waiting for one of the pool's connections (during an outage, the
+    runtime's retries); another store reads a run record, its waits inside the
+    store bounded. The check runs on a thread of its own, one at a time: a
+    probe arriving while the previous one still runs shares its answer.
     """
-    ping = getattr(store, "ping", None)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbdurable-readyz")
     busy: list[asyncio.Future[Any]] = []
 
     def probe() -> None:
-        if callable(ping):
-            ping(CHECK_TIMEOUT_S)
-            return
-        with bounded_wait(CHECK_TIMEOUT_S):
-            store.rt_get("nbdurable-readyz")
+        store.ping(CHECK_TIMEOUT_S)
 
     async def check() -> None:
         if not busy or busy[0].done():

@@ -27,16 +27,16 @@ import hashlib
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
+from ._errors import ConfigurationError
 from ._extras import import_for
 from .durable import transient as _transient
-from .durable.store import HistoryStore
+from .durable.store import HistoryStore, RunStore
 from .durable.transient import bounded_wait
 from .runs import HUMAN_STATES, RUN_STATES, TERMINAL_STATES
 
 if TYPE_CHECKING:
-    from .durable.runtime_store import RuntimeStore
     from .runs import RuntimeRun
 
 __all__ = [
@@ -355,5 +355,6 @@ class _StoreGauges:
 
 
 def _list_runs(store: HistoryStore) -> list[RuntimeRun]:
-    # A store without run records fails here, and the scrape says the store is down.
-    return list(cast("RuntimeStore", store).rt_list())
+    if not isinstance(store, RunStore):  # the scrape says the store is down
+        raise ConfigurationError(f"{type(store).__name__} keeps no run records")
+    return list(store.rt_list())

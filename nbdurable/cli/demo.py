@@ -62,10 +62,10 @@ async def _answer(prompt: str, assume_yes: bool) -> bool:
 def _check_shared(url: str) -> None:
     """The demo's two processes need one store: persistent, with run records."""
     from .._errors import ConfigurationError
-    from ..durable.store import PERSISTENT, RUNTIME, supports
+    from ..durable.store import PERSISTENT, RunStore, supports
 
     with opened_store(url, create=True) as store:
-        if not (supports(store, RUNTIME) and supports(store, PERSISTENT)):
+        if not (isinstance(store, RunStore) and supports(store, PERSISTENT)):
             raise ConfigurationError(
                 f"the demo needs a store two processes share, with run records "
                 f"(sqlite:///... or postgresql://...), not {url!r}"

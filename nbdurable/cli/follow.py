@@ -9,7 +9,7 @@ from typing import TextIO
 
 from .._display import call_text
 from ..durable.offload import offload
-from ..events.log import EventStore
+from ..durable.store import EventLog
 from ..events.model import (
     APPROVAL_RESOLVED,
     CHECKPOINT_SAVED,
@@ -35,7 +35,7 @@ INDENT = "  "
 _WORDS = re.compile(r"\n|[^\S\n]+|[^\s]+")
 
 
-async def last_offset(store: EventStore, run_id: str) -> int:
+async def last_offset(store: EventLog, run_id: str) -> int:
     """The offset of the run's latest event (0 when it has none yet)."""
     from .._errors import RunNotFoundError
 

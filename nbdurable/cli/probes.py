@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
+
+from ..durable.store import RunStore
 
 if TYPE_CHECKING:
-    from ..durable.runtime_store import RuntimeStore
     from ..durable.store import HistoryStore
 
 __all__ = ["Probes", "add_probe_options", "enable_process_metrics", "start_probes"]
@@ -66,7 +67,8 @@ async def start_probes(args: argparse.Namespace, store: HistoryStore) -> Probes 
     if metrics.HOOKS is None:
         enable_process_metrics(args, store)
     # The CLI's runtime refuses a store without run records, so this one has them.
-    probe = ReadinessProbe([("store", store_check(cast("RuntimeStore", store)))])
+    assert isinstance(store, RunStore)
+    probe = ReadinessProbe([("store", store_check(store))])
     server = start_probe_server(probe, host=args.metrics_host, port=port)
     host = args.metrics_host
     shown = f"[{host}]" if ":" in host else host

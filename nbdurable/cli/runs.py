@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import CheckpointNotFoundError, ConfigurationError, RunNotFoundError
-from ..durable.store import RUNTIME, maybe_await, supports
+from ..durable.store import RunStore, maybe_await
 from ..inspect import _compact, _records
 from ..messages import Message, ToolResultPart, tool_message, user
 from ..runs import late_result_line
@@ -285,7 +285,7 @@ def _no_checkpoint_yet(store: Any, run_id: str, read: Callable[[], Any]) -> Any:
     try:
         return read()
     except (RunNotFoundError, CheckpointNotFoundError):
-        if supports(store, RUNTIME) and store.rt_get(run_id) is not None:
+        if isinstance(store, RunStore) and store.rt_get(run_id) is not None:
             return None
         raise
 
@@ -294,7 +294,7 @@ def show(args: argparse.Namespace) -> int:
     """A run's summary, its pending approvals and the messages of its latest checkpoint."""
     with opened_store(args.store) as store:
         row = _run_row(store, args.run)
-        record = store.rt_get(args.run) if supports(store, RUNTIME) else None
+        record = store.rt_get(args.run) if isinstance(store, RunStore) else None
         approvals = _approvals(store, args.run, record.verdicts if record is not None else {})
         messages = _no_checkpoint_yet(
             store, args.run, lambda: _records.message_rows(store, args.run)
@@ -333,8 +333,8 @@ def show(args: argparse.Namespace) -> int:
         call = call_text(approval["tool_name"], approval["input"])
         note = "  (answered)" if approval["answered"] else ""
         pairs.append(("approval", f"{approval['approval_id']}  {call}{note}"))
-    for late in record.late_results if record is not None else []:
-        pairs.append(("late result", late_result_line(late)))
+    for late_result in record.late_results if record is not None else []:
+        pairs.append(("late result", late_result_line(late_result)))
     # whole, not cut to the terminal: what it waits for, and a call that already ran (late)
     print(key_values(pairs, wrap={"waiting", "late result"}))
     rows = messages or []

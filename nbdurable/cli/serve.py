@@ -178,6 +178,4 @@ async def serve(args: argparse.Namespace) -> int:
     finally:
         if probes is not None:
             await probes.close()
-        close = getattr(store, "close", None)
-        if close is not None:
-            close()
+        store.close()

@@ -30,6 +30,4 @@ def opened_store(url: str, *, create: bool = False) -> Iterator[Any]:
             raise
         raise RunNotFoundError(exc.run_id, f"{str(exc).rstrip('.')} in {url}") from None
     finally:
-        close = getattr(store, "close", None)
-        if close is not None:
-            close()
+        store.close()

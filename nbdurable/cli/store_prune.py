@@ -86,10 +86,7 @@ def prune(args: argparse.Namespace) -> int:
     url = args.url or (args.store if getattr(args, "store", None) else default_store())
     before = cutoff_ms(args)
     with opened_store(url) as store:
-        method = getattr(store, "prune", None)
-        if method is None:
-            raise ConfigurationError(f"the store {url} cannot prune runs")
-        report = method(before, dry_run=args.dry_run)
+        report = store.prune(before, dry_run=args.dry_run)
     if args.json:
         print(
             json.dumps(

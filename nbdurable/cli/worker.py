@@ -224,9 +224,7 @@ async def worker(args: argparse.Namespace) -> int:
             runtime.store_retry.give_up_within(CLOSE_STORE_SECONDS)
         await runtime.close()  # what is still in flight is abandoned cleanly, leases released
         hurried.cancel()
-        close = getattr(store, "close", None)
-        if close is not None:
-            close()
+        store.close()
     if fatal:
         raise fatal[0]  # one line on stderr, exit status 2; its runs wait for another worker
     return 0

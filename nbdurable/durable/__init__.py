@@ -1,10 +1,11 @@
 """The durability primitive: checkpoints, their codec, the store seam and the approval signer.
 
 Beside them, what every layer above reads and the stores write: the runtime's run
-records and run states (:mod:`.runtime_run`, :mod:`.run_states`), their store seam
-(:mod:`.runtime_store`), the pure rules a store applies when it schedules
-(:mod:`.scheduling`, :mod:`.verdicts`, :mod:`.graph_status`), lease holders
-(:mod:`.lease_holder`) and the fork core (:mod:`.fork`).
+records and run states (:mod:`.runtime_run`, :mod:`.run_states`), the store seam
+(:mod:`.store`: checkpoints, run records, event log), the pure rules a store
+applies when it schedules (:mod:`.scheduling`, :mod:`.verdicts`,
+:mod:`.graph_status`), lease holders (:mod:`.lease_holder`) and the fork core
+(:mod:`.fork`).
 
 Standard library and pydantic only: no file or database code lives here.
 """
@@ -26,8 +27,11 @@ from .store import (
     MULTIPROCESS,
     PERSISTENT,
     VERSIONED_SCHEMA,
+    Capability,
     DurableSession,
+    EventLog,
     HistoryStore,
+    RunStore,
     SessionStore,
     maybe_await,
     supports,
@@ -46,9 +50,12 @@ __all__ = [
     "ApprovalSigner",
     "CheckpointInfo",
     "CheckpointStatus",
+    "Capability",
     "DurableSession",
+    "EventLog",
     "ForkPoint",
     "HistoryStore",
+    "RunStore",
     "RunRecord",
     "SessionStore",
     "StepStats",

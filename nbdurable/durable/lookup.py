@@ -5,17 +5,14 @@ from __future__ import annotations
 from .._errors import CheckpointNotFoundError, RunNotFoundError
 from ..runs import RuntimeRun
 from .checkpoint import AgentCheckpoint
-from .store import RUNTIME, HistoryStore, supports
+from .store import HistoryStore, RunStore
 
 __all__ = ["checkpoint_at", "runtime_record"]
 
 
 def runtime_record(store: HistoryStore, run_id: str) -> RuntimeRun | None:
     """The runtime's record of a run, when the store keeps run records and has one."""
-    if not supports(store, RUNTIME):
-        return None
-    record: RuntimeRun | None = store.rt_get(run_id)  # type: ignore[attr-defined]
-    return record
+    return store.rt_get(run_id) if isinstance(store, RunStore) else None
 
 
 def checkpoint_at(store: HistoryStore, run_id: str, step_index: int | None) -> AgentCheckpoint:

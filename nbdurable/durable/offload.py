@@ -10,8 +10,8 @@ simply awaited).
 
 A thread round trip costs a few hundred microseconds (two thread wake-ups),
 more than a local SQLite commit. A store whose writes are local and can be
-made never to wait declares ``local_nonblocking_writes`` and a method
-``try_without_waiting(fn, *args, **kwargs)``: :func:`offload` hands it a call of
+made never to wait subclasses :class:`NowaitCapable` (``local_nonblocking_writes``,
+``try_without_waiting(fn, *args, **kwargs)``): :func:`offload` hands it a call of
 one of its own methods first, on the loop's thread, and the store either runs
 the call in a mode that cannot wait (its lock taken without blocking, SQLite's
 busy timeout at zero, no fsync, no checkpoint) or returns :data:`WOULD_WAIT`
@@ -42,6 +42,7 @@ from typing import Any, ClassVar, TypeVar, cast
 __all__ = [
     "STORE_THREADS",
     "WOULD_WAIT",
+    "NowaitCapable",
     "NowaitDelegate",
     "WouldWait",
     "in_background",
@@ -85,13 +86,33 @@ def run_without_waiting(store: object, fn: Callable[..., T], /, *args: Any, **kw
     runs it on a store thread, and calls it made before the one that would
     have waited may have committed.
     """
-    runner = getattr(store, "run_without_waiting", None)
-    if runner is None or not getattr(store, "local_nonblocking_writes", False):
+    if not (isinstance(store, NowaitCapable) and store.local_nonblocking_writes):
         return WOULD_WAIT  # type: ignore[no-any-return]
-    return cast(T, runner(fn, *args, **kwargs))
+    return store.run_without_waiting(fn, *args, **kwargs)
 
 
-class NowaitDelegate:
+class NowaitCapable:
+    """An object whose calls :func:`offload` may run on the event loop's thread.
+
+    The defaults say no: a subclass that can run calls without waiting
+    overrides all three.
+    """
+
+    @property
+    def local_nonblocking_writes(self) -> bool:
+        """Whether calls may run on the loop's thread. Default: False."""
+        return False
+
+    def try_without_waiting(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` here when it need not wait; else (the default) ``WOULD_WAIT``."""
+        return WOULD_WAIT  # type: ignore[no-any-return]
+
+    def run_without_waiting(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``fn`` here, none of its store calls able to wait; else (the default) ``WOULD_WAIT``."""
+        return WOULD_WAIT  # type: ignore[no-any-return]
+
+
+class NowaitDelegate(NowaitCapable):
     """Mixin for an object standing in front of a store: its listed methods may run here.
 
     :func:`offload` offers each call of one of the methods named in
@@ -111,7 +132,8 @@ class NowaitDelegate:
     @property
     def local_nonblocking_writes(self) -> bool:
         """Whether the store behind can run calls on the loop's thread."""
-        return bool(getattr(self.nowait_store(), "local_nonblocking_writes", False))
+        store = self.nowait_store()
+        return isinstance(store, NowaitCapable) and store.local_nonblocking_writes
 
     def try_without_waiting(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """A listed method of this object, run here when it need not wait; else ``WOULD_WAIT``."""
@@ -161,7 +183,7 @@ async def offload(fn: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: 
     A sync ``fn`` runs on a store thread, in a copy of the caller's context
     (context variables such as the store retry's deadline and the current
     trace come along); an async one is awaited here. A method of a store that
-    declares ``local_nonblocking_writes`` is first offered to the store's
+    is a :class:`NowaitCapable` with ``local_nonblocking_writes`` is first offered to its
     ``try_without_waiting``, which runs it here when it can do so without
     waiting for anything (see the module's docstring). A call that has started
     runs to its end even when the caller is cancelled meanwhile, as a
@@ -172,8 +194,8 @@ async def offload(fn: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: 
         Exception: Whatever ``fn`` raised.
         asyncio.CancelledError: The caller was cancelled during the call.
     """
-    owner = getattr(fn, "__self__", None)
-    if owner is not None and getattr(owner, "local_nonblocking_writes", False):
+    owner = getattr(fn, "__self__", None)  # the object of a bound method
+    if isinstance(owner, NowaitCapable) and owner.local_nonblocking_writes:
         done = owner.try_without_waiting(fn, *args, **kwargs)
         if done is not WOULD_WAIT:
             return cast(T, done)

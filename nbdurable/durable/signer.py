@@ -24,6 +24,8 @@ import hmac
 import json
 import os
 import secrets
+import threading
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -391,20 +393,24 @@ def store_signer(store: object) -> ApprovalSigner:
     PostgreSQL store (workers on several machines need the environment
     variable); for an in-memory store one secret per store object.
     """
-    from .store import PERSISTENT, supports
+    from .store import PERSISTENT, HistoryStore, supports  # deferred: an import cycle
 
-    path = getattr(store, "path", None) or getattr(store, "directory", None)
     if os.environ.get(SECRET_ENV_VAR):
         return ApprovalSigner()
-    if path and str(path) != ":memory:":
-        return ApprovalSigner.from_file(Path(str(path)).parent / "approval.key")
+    path = store.location if isinstance(store, HistoryStore) else None
+    if path is not None:
+        return ApprovalSigner.from_file(path.parent / "approval.key")
     if supports(store, PERSISTENT):  # a server store: one file per machine
         return ApprovalSigner.from_file(_HOME_KEY)
-    secret = getattr(store, "_nbdurable_approval_secret", None)
-    if secret is None:  # in memory: every runtime on this store object shares one secret
-        secret = secrets.token_urlsafe(32)
-        store._nbdurable_approval_secret = secret  # type: ignore[attr-defined]
+    with _memory_lock:  # in memory: every runtime on this store object shares one secret
+        secret = _memory_secrets.get(store)
+        if secret is None:
+            secret = _memory_secrets[store] = secrets.token_urlsafe(32)
     return ApprovalSigner(secret)
+
+
+_memory_secrets: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
+_memory_lock = threading.Lock()
 
 
 def token_issued_at(token: object) -> int | None:

@@ -198,9 +198,11 @@ class StoreRetry:
     def for_store(
         cls, store: object, budget_ms: int = DEFAULT_STORE_RETRY_MS, logger: Logger | None = None
     ) -> StoreRetry:
-        """A retry of ``store``'s calls, with its ``recover_connections`` hook if it has one."""
-        recover = getattr(store, "recover_connections", None)
-        return cls(budget_ms, logger=logger, on_failure=recover if callable(recover) else None)
+        """A retry of ``store``'s calls, with a history store's ``recover_connections`` hook."""
+        from .store import HistoryStore  # deferred: the seam's run store imports this module
+
+        recover = store.recover_connections if isinstance(store, HistoryStore) else None
+        return cls(budget_ms, logger=logger, on_failure=recover)
 
     @property
     def failing(self) -> bool:

@@ -1,7 +1,7 @@
 """The persisted event log: every run's events with per-run offsets, replay and live tail."""
 
+from ..durable.store import EVENTS, EventStore
 from .fold import RunView, StepView, fold_events
-from .log import EVENTS, EventStore
 from .model import (
     APPROVAL_RESOLVED,
     CHECKPOINT_SAVED,

@@ -16,10 +16,9 @@ from .._errors import ConfigurationError, DurableConflictError
 from ..durable.checkpoint import AgentCheckpoint, ForkPoint
 from ..durable.lookup import checkpoint_at, runtime_record
 from ..durable.signer import ApprovalSigner, store_signer
-from ..durable.store import HistoryStore, supports
+from ..durable.store import EventLog, HistoryStore, notify
 from ..messages import Message
 from ..runs import RunPatch, RunState, RuntimeRun
-from .log import EVENTS, notify
 from .model import CHECKPOINT_SAVED, RUN_FORKED, RUN_STATE, NewEvent
 
 __all__ = ["fork_run"]
@@ -119,7 +118,7 @@ _KEPT = (
 
 def _save(store: HistoryStore, checkpoint: AgentCheckpoint) -> None:
     """Save the fork's checkpoint, with ``run_forked`` first in its log."""
-    if not supports(store, EVENTS):
+    if not isinstance(store, EventLog):
         store.save(checkpoint)
         return
     origin = checkpoint.forked_from

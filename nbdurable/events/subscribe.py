@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, cast
+from collections.abc import AsyncIterator, Awaitable, Sequence
 
 from .._errors import ConfigurationError, RunNotFoundError
 from ..durable.offload import offload
-from ..durable.store import RUNTIME, supports
-from .log import EVENTS, Armed, EventStore, wait_for_events
+from ..durable.store import Armed, EventLog, RunStore
 from .model import RUN_SUSPENDED, Event
-
-if TYPE_CHECKING:
-    from ..durable.runtime_store import RuntimeStore
 
 __all__ = ["DEFAULT_POLL_INTERVAL", "read_events", "subscribe", "wait_for_run"]
 
@@ -20,9 +15,9 @@ DEFAULT_POLL_INTERVAL = 0.02
 """Seconds between reads when no in-process writer wakes the subscriber."""
 
 
-def _event_store(store: EventStore) -> EventStore:
+def _event_store(store: object) -> EventLog:
     """``store``, checked at run time: a store of another library may lack the log."""
-    if not supports(store, EVENTS):
+    if not isinstance(store, EventLog):
         raise ConfigurationError(
             f"{type(store).__name__} keeps no event log; use a bundled store "
             "(memory://, sqlite:///, jsonl:///, postgresql://)"
@@ -31,7 +26,7 @@ def _event_store(store: EventStore) -> EventStore:
 
 
 async def read_events(
-    store: EventStore, run_id: str, after: int = 0, limit: int | None = None
+    store: EventLog, run_id: str, after: int = 0, limit: int | None = None
 ) -> Sequence[Event]:
     """Exactly the events of ``run_id`` with offset > ``after``, in order.
 
@@ -45,7 +40,7 @@ async def read_events(
 
 
 async def subscribe(
-    store: EventStore,
+    store: EventLog,
     run_id: str,
     after: int = 0,
     *,
@@ -110,7 +105,7 @@ async def subscribe(
 
 
 def wait_for_run(
-    store: EventStore,
+    store: EventLog,
     run_id: str,
     timeout: float,
     after: int | None = None,
@@ -122,20 +117,12 @@ def wait_for_run(
     the log already goes further (an append between the read and the wait).
     ``armed``: the hub's wake-up, registered before that read (see :class:`Armed`).
     """
-    # An optional method of the EventStore seam: stores notified across processes have it.
-    own: Callable[..., Awaitable[None]] | None = getattr(store, "wait_for_events", None)
-    if own is not None:
-        if armed is not None:
-            armed.disarm()
-        return own(run_id, timeout, after=after)
-    if armed is not None:
-        return armed.wait(timeout)
-    return wait_for_events(store, run_id, timeout)
+    return store.wait_for_events(run_id, timeout, after=after, armed=armed)
 
 
-def _settled(store: EventStore, run_id: str) -> bool:
+def _settled(store: EventLog, run_id: str) -> bool:
     """A runtime run may go on after a leg's end (a retry, a resume): ask its record."""
-    if not supports(store, RUNTIME):
+    if not isinstance(store, RunStore):
         return True
-    record = cast("RuntimeStore", store).rt_get(run_id)
+    record = store.rt_get(run_id)
     return record is None or record.finished

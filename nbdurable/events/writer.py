@@ -10,11 +10,11 @@ from .._deps import Deps
 from .._errors import FencedOutError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.offload import offload
+from ..durable.store import EventLog, notify
 from ..durable.transient import StoreRetry, StoreUnavailableError
 from ..messages import Message
 from ..models.base import ModelResponse
 from ..parts import ErrorPart, FinishPart, StreamPart, TextDeltaPart
-from .log import EventStore, notify
 from .model import (
     CHECKPOINT_SAVED,
     MODEL_ATTEMPT_FAILED,
@@ -78,7 +78,7 @@ class EventWriter:
 
     def __init__(
         self,
-        store: EventStore,
+        store: EventLog,
         run_id: str,
         *,
         deps: Deps,
@@ -304,7 +304,7 @@ class EventWriter:
             options: dict[str, Any] = {} if self.fence is None else {"fence": self.fence}
             try:
                 if checkpoint is not None:
-                    if extends is not None and getattr(self.store, "saves_extensions", False):
+                    if extends is not None and self.store.saves_extensions:
                         options["extends"] = extends
                     await self._call(
                         "save a checkpoint",

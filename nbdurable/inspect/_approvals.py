@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import ConfigurationError, RunNotFoundError
 from ..durable.records import RunRecord
 from ..durable.signer import token_issued_at
-from ..durable.store import RUNTIME, HistoryStore, supports
-from ..events.log import EVENTS
+from ..durable.store import EventLog, HistoryStore, RunStore
 from ..events.model import APPROVAL_RESOLVED, TOOL_APPROVAL_REQUEST, TOOL_CALL
 from ..messages import ToolApprovalRequest, VerdictSource
 from ..runs import RuntimeRun
@@ -205,7 +204,7 @@ def _candidates(
     source: HistoryStore, run_id: str | None, *, waiting_only: bool
 ) -> list[tuple[str, RuntimeRun | None]]:
     """The runs that may hold approval requests, with their run records."""
-    runtime: Any = source if supports(source, RUNTIME) else None
+    runtime: Any = source if isinstance(source, RunStore) else None
     if run_id is not None:
         record = runtime.rt_get(run_id) if runtime is not None else None
         if record is None and not source.history(run_id):
@@ -263,7 +262,7 @@ def _run_rows(
     unexplained = set(verdicts) - set(requests) or (set(requests) - latest - set(verdicts))
     # calls a standing grant covered were never requested: only the log names them
     granted = record is not None and bool(record.grants)
-    if (unexplained or granted) and supports(source, EVENTS):
+    if (unexplained or granted) and isinstance(source, EventLog):
         _read_events(source, run_id, requests, verdicts)
     ended = record.updated_at if record is not None and record.finished else None
     rows = []
@@ -305,14 +304,14 @@ def _recorded_verdicts(record: RuntimeRun | None) -> dict[str, _Verdict]:
 
 
 def _read_events(
-    source: HistoryStore,
+    source: EventLog,
     run_id: str,
     requests: dict[str, _Request],
     verdicts: dict[str, _Verdict],
 ) -> None:
     """Fill in requests and verdicts from the run's event log (records win where both say)."""
     try:
-        events = source.read_events(run_id)  # type: ignore[attr-defined]
+        events = source.read_events(run_id)
     except RunNotFoundError:
         return
     if not isinstance(events, list | tuple):

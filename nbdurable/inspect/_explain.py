@@ -12,8 +12,7 @@ from .._errors import RunNotFoundError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.lookup import runtime_record
 from ..durable.signer import token_issued_at
-from ..durable.store import RUNTIME, HistoryStore, supports
-from ..events.log import EVENTS
+from ..durable.store import EventLog, HistoryStore, RunStore
 from ..events.model import RUN_TAKEN_OVER, TOOL_APPROVAL_REQUEST
 from ..runs import (
     ACTIVE_STATES,
@@ -158,8 +157,8 @@ def explain(
         deps = [runtime_record(source, d) for d in record.depends_on] if record else []
         takeover = _takeover(source, record) if record is not None else None
         verdicts = _verdict_lines(source, record) if record is not None else []
-        late = record is not None and bool(record.late_results) and supports(source, RUNTIME)
-        intents = source.rt_intents(run_id) if late else []  # type: ignore[attr-defined]
+        late = record is not None and bool(record.late_results)
+        intents = source.rt_intents(run_id) if late and isinstance(source, RunStore) else []
     approvals = _approvals(checkpoint, clock)
     if record is None:
         assert checkpoint is not None
@@ -198,7 +197,7 @@ def _verdict_lines(store: HistoryStore, record: RuntimeRun) -> list[str]:
     if not record.decided:
         return []
     requested: dict[str, int] = {}
-    events = store.read_events(record.run_id) if supports(store, EVENTS) else ()  # type: ignore[attr-defined]
+    events = store.read_events(record.run_id) if isinstance(store, EventLog) else ()
     if isinstance(events, list | tuple):  # an async store: explain reads synchronously
         for event in events:
             request = event.payload.get("request") if event.type == TOOL_APPROVAL_REQUEST else None
@@ -216,9 +215,9 @@ def _verdict_lines(store: HistoryStore, record: RuntimeRun) -> list[str]:
 
 def _takeover(store: HistoryStore, record: RuntimeRun) -> str | None:
     """The ``run_taken_over`` message of the run's current claim, if it was a takeover."""
-    if record.previous_owner is None or not supports(store, EVENTS):
+    if record.previous_owner is None or not isinstance(store, EventLog):
         return None
-    events = store.read_events(record.run_id)  # type: ignore[attr-defined]
+    events = store.read_events(record.run_id)
     if not isinstance(events, list | tuple):
         return None  # an async store: explain reads synchronously
     for event in reversed(events):
@@ -462,7 +461,7 @@ def _explain_owned(record: RuntimeRun, facts: list[str], now: int, steps: NextSt
 
 
 def _ahead_in_session(store: HistoryStore, record: RuntimeRun) -> RuntimeRun | None:
-    if record.state != "queued" or not supports(store, RUNTIME):
+    if record.state != "queued" or not isinstance(store, RunStore):
         return None
     runtime: Any = store
     unfinished = sorted(UNFINISHED_STATES)

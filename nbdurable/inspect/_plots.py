@@ -75,13 +75,12 @@ def _spans(frame: Any, run_id: str | None) -> Any:
     if run_id is None:
         has_columns = hasattr(frame, "columns")
         return frame if has_columns and {"kind", "start", "end"} <= set(frame.columns) else None
-    from ..durable.store import supports
-    from ..events.log import EVENTS
+    from ..durable.store import EventLog
     from ._source import opened
     from ._spans import spans
 
     with opened(frame) as source:
-        if not supports(source, EVENTS):
+        if not isinstance(source, EventLog):
             return None
         return spans(source, run_id)
 

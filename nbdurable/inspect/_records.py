@@ -14,7 +14,7 @@ from typing import Any
 
 from .._errors import RunNotFoundError
 from ..durable.lookup import checkpoint_at
-from ..durable.store import RUNTIME, supports
+from ..durable.store import RunStore
 from ..runs import RuntimeRun
 from . import _graph_rows, _rows
 from ._source import StoreLike, opened
@@ -115,11 +115,7 @@ def run_rows(
     """
     with opened(store) as source:
         records = source.list_runs()
-        runtime: list[RuntimeRun] = (
-            source.rt_list()  # type: ignore[attr-defined]
-            if supports(source, RUNTIME)
-            else []
-        )
+        runtime: list[RuntimeRun] = source.rt_list() if isinstance(source, RunStore) else []
     rows = _rows.run_rows(records, runtime)
     if graph is not None:
         rows = _graph_rows.node_rows(rows, runtime, graph)
@@ -146,7 +142,7 @@ def history_rows(store: StoreLike, run_id: str) -> list[dict[str, Any]]:
         if not infos:
             raise RunNotFoundError(run_id)
         latest = source.load(run_id) if _rows.needs_messages(infos) else None
-        record = source.rt_get(run_id) if supports(source, RUNTIME) else None  # type: ignore[attr-defined]
+        record = source.rt_get(run_id) if isinstance(source, RunStore) else None
     return _rows.history_rows(infos, latest, record.decided if record is not None else None)
 
 

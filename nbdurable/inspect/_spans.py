@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, RunNotFoundError
 from ..durable.lookup import runtime_record
-from ..durable.store import supports
-from ..events.log import EVENTS
+from ..durable.store import EventLog
 from ..events.model import (
     APPROVAL_RESOLVED,
     MODEL_ATTEMPT_FAILED,
@@ -186,9 +185,9 @@ def spans(store: StoreLike, run_id: str) -> InspectFrame:
     from ._views import frame_module
 
     with opened(store) as source:
-        if not supports(source, EVENTS):
+        if not isinstance(source, EventLog):
             raise ConfigurationError(f"{type(source).__name__} keeps no event log")
-        logged = source.read_events(run_id)  # type: ignore[attr-defined]
+        logged = source.read_events(run_id)
         record = runtime_record(source, run_id)
         if not logged and not source.history(run_id) and record is None:
             raise RunNotFoundError(run_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from .. import metrics as _metrics
 from .. import tracing as _tracing
@@ -12,9 +12,8 @@ from .._deps import new_id
 from .._errors import LimitExceededError, ModelError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.offload import offload
-from ..durable.store import SessionStore, maybe_await, supports
+from ..durable.store import EventLog, SessionStore, maybe_await
 from ..durable.transient import StoreRetry
-from ..events.log import EVENTS, EventStore
 from ..events.model import CHECKPOINT_SAVED, MODEL_COMPLETED
 from ..events.writer import DEFAULT_FLUSH_INTERVAL, MAX_BUFFERED, EventWriter
 from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, ToolResultPart
@@ -122,9 +121,9 @@ class Driver(TraceHooks):
         self._step = StepTimer(options.deps.clock)
         # (the history a SaveCheckpoint carries, the one it extends) while it is handled.
         self._save_hint: tuple[Sequence[Message], Sequence[Message] | None] | None = None
-        if store is not None and start.run_id is not None and supports(store, EVENTS):
+        if isinstance(store, EventLog) and start.run_id is not None:
             self.events = EventWriter(
-                cast(EventStore, store),  # EVENTS declares the EventStore methods
+                store,
                 start.run_id,
                 deps=options.deps,
                 publish=emit,
@@ -298,13 +297,14 @@ class Driver(TraceHooks):
 
     def _extends(self, checkpoint: AgentCheckpoint) -> Sequence[Message] | None:
         """The append-only hint for the store, when it takes one."""
-        if not getattr(self.store, "saves_extensions", False):
+        if not (isinstance(self.store, EventLog) and self.store.saves_extensions):
             return None
         return self.history_extends(checkpoint)
 
     async def _load_committed_responses(self) -> None:
-        # Only called when self.events is set: the store has the events capability.
-        events = cast(EventStore, self.store)
+        # Only called when self.events is set: the store is an event log.
+        assert self.events is not None
+        events = self.events.store
         assert self.start.run_id is not None
         logged = await offload(events.read_events, self.start.run_id)
         step = self.start.next_step_index

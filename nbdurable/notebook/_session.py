@@ -17,7 +17,7 @@ from typing import Any
 
 from .._errors import ConfigurationError, NbdurableError, RunNotFoundError
 from .._sync import run_sync
-from ..durable.store import HistoryStore
+from ..durable.store import HistoryStore, RunStore
 from ..messages import Message
 from ..runs import claimed_user, valid_name
 from ..runtime.agent import Agent
@@ -64,10 +64,8 @@ def _make_folder(url: str) -> None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
 
 
-def _close_store(store: Any) -> None:
-    close = getattr(store, "close", None)
-    if close is not None:
-        close()
+def _close_store(store: HistoryStore) -> None:
+    store.close()
 
 
 class NotebookSession:
@@ -305,8 +303,8 @@ def check_exists(notebook: NotebookSession, run_id: str) -> None:
     Raises:
         RunNotFoundError: It does not.
     """
-    records = getattr(notebook.reading_store, "rt_get", None)  # stores with runtime records
-    if records is not None and records(run_id) is not None:
+    records = notebook.reading_store
+    if isinstance(records, RunStore) and records.rt_get(run_id) is not None:
         return
     if not notebook.has_checkpoints(run_id):
         raise RunNotFoundError(run_id)

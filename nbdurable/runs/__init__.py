@@ -6,7 +6,7 @@ the sets of them the package tests membership in; who holds a lease; who runs ne
 (scheduling); verdicts and who may decide them; standing approvals (grants);
 late results; notification claims. Every rule here is a pure function over
 records: stores apply them inside the transaction that writes their result
-(:class:`~nbdurable.durable.runtime_store.RuntimeStore`), so each rule is the same
+(:class:`~nbdurable.durable.store.RunStore`), so each rule is the same
 for every store.
 
 Standard library and pydantic only, like :mod:`nbdurable.durable` (the layer it

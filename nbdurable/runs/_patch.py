@@ -4,7 +4,7 @@ Every write that changes a run record names its fields here, as keyword
 arguments, so a misspelt field is a type error (mypy) and a ``TypeError`` when
 the patch is built, never a silent no-op. Stores apply a patch with
 :meth:`RunPatch.apply` inside the transaction that writes it
-(:meth:`~nbdurable.durable.runtime_store.RuntimeStore.rt_update`); the pure rules
+(:meth:`~nbdurable.durable.store.RunStore.rt_update`); the pure rules
 of this package build their changed records with it too.
 """
 

@@ -1,6 +1,6 @@
 """The runtime's persisted records: a run (:class:`RuntimeRun`) and a tool call's intent.
 
-The runtime writes them through :class:`~nbdurable.durable.runtime_store.RuntimeStore`;
+The runtime writes them through :class:`~nbdurable.durable.store.RunStore`;
 inspection, the CLI, the server and the notebook read them. Both are frozen: a
 change is a copy (``model_copy``) that a store writes.
 """

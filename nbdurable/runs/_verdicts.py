@@ -2,7 +2,7 @@
 
 A verdict is recorded on the run record in one rule (:meth:`Verdict.decide`),
 which every store applies inside its own transaction
-(:meth:`~nbdurable.durable.runtime_store.RuntimeStore.rt_verdict`): of two
+(:meth:`~nbdurable.durable.store.RunStore.rt_verdict`): of two
 verdicts on one approval, from any processes, exactly one wins. The record keeps
 each as a :class:`~nbdurable.runs.Decision`. Who may decide is the run's rule
 (:mod:`._deciders`); the checked path from a front end (a token to verify) is
@@ -73,7 +73,7 @@ def approval_expired(
 class Verdict:
     """A verdict to record on a run: the response, and the approvals the run waits for.
 
-    What a store's :meth:`~nbdurable.durable.runtime_store.RuntimeStore.rt_verdict`
+    What a store's :meth:`~nbdurable.durable.store.RunStore.rt_verdict`
     takes; :meth:`decide` is the rule it applies inside its transaction.
 
     Attributes:

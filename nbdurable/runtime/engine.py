@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._aio import wait_event
 from .._errors import FencedOutError, LeaseLostError, RunNotFoundError, StoreWriteError
 from ..durable.offload import offload
-from ..durable.store import maybe_await
+from ..durable.store import maybe_await, notify
 from ..durable.transient import StoreUnavailableError, is_transient
-from ..events.log import notify
 from ..events.model import NewEvent
 from ..loop.machine import LegStart, leg_start_from_checkpoint
 from ..runs import (

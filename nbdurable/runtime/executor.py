@@ -13,9 +13,7 @@ from .._errors import FencedOutError, LeaseLostError, LimitExceededError, ModelE
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.checkpoint_size import CheckpointSize
 from ..durable.offload import NowaitDelegate, offload
-from ..durable.runtime_store import RuntimeStore
-from ..durable.store import SessionStore
-from ..events.commit import commits_together
+from ..durable.store import Capability, RunStore, RuntimeStore, SessionStore, supports
 from ..events.writer import DEFAULT_FLUSH_INTERVAL, EventWriter
 from ..loop.driver import Driver
 from ..loop.effects import CallModel, Effect, ExecuteTools, ToolInvocation, ToolOutcome
@@ -245,7 +243,10 @@ class RuntimeDriver(Driver):
         # Set when the leg starts (leg_started): its writes then share commits.
         self.riders: StepRiders | None = None
         self._leg_riders: StepRiders | None = None
-        committer = commits_together(context.runtime.store)
+        store = context.runtime.store
+        committer = (
+            store if isinstance(store, RunStore) and supports(store, Capability.COMMIT) else None
+        )
         if (
             self.events is not None
             and committer is not None

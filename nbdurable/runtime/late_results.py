@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import ConfigurationError, LateResultUndecidedError, LeaseLostError
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.offload import offload
-from ..events.log import notify
+from ..durable.store import notify
 from ..events.model import TOOL_LATE_RESULT, NewEvent
 from ..messages import ToolResultPart
 from ..runs import LateResult, RunPatch, ToolIntent, late_result_line, late_results_of

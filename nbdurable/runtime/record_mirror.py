@@ -17,7 +17,7 @@ current by
   (:class:`MirroredRuntimeStore` sees each call's result), and
 - other processes' changes: every run-state change appends a ``run_state``
   event, and the store notifies each append (PostgreSQL's ``LISTEN/NOTIFY``,
-  delivered to :func:`~nbdurable.events.log.watch`). A background thread reads
+  delivered to :func:`~nbdurable.durable.store.watch`). A background thread reads
   each notified run's record again (one query per run, however many events
   arrived meanwhile), a run it has not seen before included. A lost ``LISTEN``
   connection, once back, has the whole mirror read again, and every
@@ -36,13 +36,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, cast
+from typing import Protocol
 
 from ..durable.offload import offload
-from ..durable.runtime_store import RuntimeStore
-from ..durable.store import REMOTE, supports
-from ..events.log import watch
-from ..runs import UNFINISHED_STATES, LateResult, RunPatch, RuntimeRun, Verdict
+from ..durable.store import REMOTE, EventLog, RunStore, RuntimeStore, supports, watch
+from ..runs import UNFINISHED_STATES, LateResult, RunPatch, RuntimeRun, Served, ToolIntent, Verdict
 
 __all__ = ["MirroredRuntimeStore", "RecordMirror", "mirror_for", "read_graph", "read_list"]
 
@@ -89,9 +87,8 @@ class RecordMirror:
         await offload(self._load)
 
     def _load(self) -> None:
-        listen = getattr(self._store, "listen", None)
-        if callable(listen):  # LISTEN in place before the snapshot: no change falls between
-            listen(10.0)
+        if isinstance(self._store, EventLog):  # notifications in place before the snapshot:
+            self._store.listen(10.0)  # no change falls between
         self._unwatch = watch(self._store, self._notified)
         try:
             self._read_all()
@@ -301,7 +298,7 @@ def mirror_for(store: object, records: RuntimeStore) -> RecordMirror | None:
 
 def with_mirror(records: RuntimeStore, mirror: RecordMirror | None) -> RuntimeStore:
     """``records`` with every record it returns kept in ``mirror`` (unchanged without one)."""
-    return records if mirror is None else cast(RuntimeStore, MirroredRuntimeStore(records, mirror))
+    return records if mirror is None else MirroredRuntimeStore(records, mirror)
 
 
 class _Reader(Protocol):
@@ -353,7 +350,7 @@ def read_task_state(runtime: _Reader, record: RuntimeRun) -> str | None:
     return None
 
 
-class MirroredRuntimeStore:
+class MirroredRuntimeStore(RunStore):
     """The runtime's run records, every record a call returns also given to the mirror.
 
     Args:
@@ -414,7 +411,7 @@ class MirroredRuntimeStore:
         owner: str,
         now: int,
         lease_ms: int,
-        agents: Sequence[tuple[str, str]],
+        agents: Served,
         kind: str = "agent",
     ) -> RuntimeRun | None:
         """Take the next eligible run."""
@@ -446,6 +443,26 @@ class MirroredRuntimeStore:
         if self.mirror.is_task(run_id):
             self.mirror.put_task_state(run_id, step_index, response)
 
-    def __getattr__(self, name: str) -> Any:
-        # Calls that return no record (renewals, intents, the journal's reads) pass through.
-        return getattr(self.inner, name)
+    # Calls that return no record pass through.
+
+    def rt_renew(
+        self, run_id: str, owner: str, fence: int, until: int, *, lease_ms: int | None = None
+    ) -> bool:
+        """Extend a held lease."""
+        return self.inner.rt_renew(run_id, owner, fence, until, lease_ms=lease_ms)
+
+    def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:
+        """Write (or complete) a tool intent, fenced."""
+        self.inner.rt_intent(intent, fence=fence)
+
+    def rt_intents(self, run_id: str) -> list[ToolIntent]:
+        """A run's tool intents."""
+        return self.inner.rt_intents(run_id)
+
+    def rt_journaled(self, run_id: str, step_index: int) -> str | None:
+        """The journaled model response of a step, if any."""
+        return self.inner.rt_journaled(run_id, step_index)
+
+    def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> list[str]:
+        """Claim notifications of a run."""
+        return self.inner.rt_claim_notices(run_id, keys)

@@ -16,7 +16,7 @@ from .._errors import (
 from .._sync import run_here, run_sync
 from ..durable.offload import offload
 from ..durable.signer import expired_age, request_still_signed, resign_if_expired
-from ..events.log import Armed
+from ..durable.store import Armed
 from ..events.model import Event
 from ..events.subscribe import subscribe, wait_for_run
 from ..history import History
@@ -453,7 +453,7 @@ class Run:
             raise blind_retry_error(self.run_id, late, use=use, rerun=again)
         started = [i.tool_call_id for i in interrupted]
         ready = await offload(self._dependencies_completed, record)
-        again = RunPatch(
+        patch = RunPatch(
             state="pending" if ready else "queued",
             reason=None,
             error=None if ready else record.error,
@@ -462,7 +462,7 @@ class Run:
             rerun_tool_calls=started,
             retried=True,
         )
-        await offload(self.runtime.set_state, self.run_id, again)
+        await offload(self.runtime.set_state, self.run_id, patch)
         if not ready and await offload(self._dependencies_completed, record):
             # the last dependency completed meanwhile (the store settled the graph
             # before this node was queued again): let it go on now

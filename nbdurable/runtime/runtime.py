@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from .._deps import Deps, new_id
 from .._errors import (
@@ -15,12 +15,10 @@ from .._errors import (
 )
 from .._resources import ResourceScope
 from ..durable.offload import offload
-from ..durable.runtime_store import RuntimeStore
 from ..durable.signer import ApprovalSigner, store_signer
-from ..durable.store import RUNTIME, HistoryStore, supports
+from ..durable.store import EventLog, HistoryStore, RunStore, notify
 from ..durable.transient import DEFAULT_STORE_RETRY_MS, StoreRetry
 from ..events.fork import fork_run
-from ..events.log import FencedEventStore, notify
 from ..messages import Message
 from ..runs import (
     HUMAN_STATES,
@@ -116,17 +114,20 @@ class DurableRuntime:
         notify: Notifier | None = None,
         record_mirror: bool = True,
     ) -> None:
-        if store is None or not supports(store, RUNTIME):
+        if not (
+            isinstance(store, HistoryStore)
+            and isinstance(store, RunStore)
+            and isinstance(store, EventLog)
+        ):
             raise ConfigurationError(
                 "DurableRuntime needs a store that keeps run records: "
                 "open_store('sqlite:///...'), 'postgresql://...' or 'memory://'"
             )
         self.tasks: dict[str, TaskDefinition] = task_table(tasks)
         self.store: HistoryStore = store
-        # Views of the capability checked above (run records, fenced events),
-        # which no one protocol names.
-        records = cast(RuntimeStore, store)
-        self.event_store = cast(FencedEventStore, store)
+        # The store as each of the bases checked above: run records, fenced events.
+        records: RunStore = store
+        self.event_store: EventLog = store
         self.max_concurrent_runs = check_concurrency("max_concurrent_runs", max_concurrent_runs)
         self.max_concurrent_tasks = check_concurrency("max_concurrent_tasks", max_concurrent_tasks)
         self.limits = limits if limits is not None else Limits()
@@ -142,9 +143,7 @@ class DurableRuntime:
         # to store_retry_ms (one budget per outage, shared by every call); past
         # it the engine stops (on_fatal_error) and leaves its runs as they are.
         self.store_retry = StoreRetry.for_store(store, store_retry_ms, self.deps.logger)
-        # A cast, not a declaration: the wrapper passes methods it does not
-        # retry through to the store unchanged.
-        self.runtime_store = cast(RuntimeStore, RetryingRuntimeStore(records, self.store_retry))
+        self.runtime_store: RunStore = RetryingRuntimeStore(records, self.store_retry)
         # Over a remote store, synchronous reads on the loop read a mirror of the records.
         self.mirror = mirror_for(store, records) if record_mirror else None
         self.runtime_store = with_mirror(self.runtime_store, self.mirror)

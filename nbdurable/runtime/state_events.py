@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import FencedOutError
-from ..events.model import RUN_ERROR, RUN_FINISHED, RUN_STATE, Event, NewEvent
+from ..events.model import RUN_ERROR, RUN_FINISHED, RUN_STATE, NewEvent
 from ..runs import GRAPH_SETTLED_STATES, RunPatch, RuntimeRun
 from .run import RunFailedError
 
@@ -118,7 +117,7 @@ def claim_event(runtime: DurableRuntime, record: RuntimeRun) -> None:
 def _last_state(runtime: DurableRuntime, run_id: str) -> str | None:
     """The state of the run's last ``run_state`` event (None without one)."""
     log = runtime.event_store
-    events = cast(Sequence[Event], runtime.store_retry.call("read events", log.read_events, run_id))
+    events = runtime.store_retry.call("read events", log.read_events, run_id)
     for event in reversed(events):
         if event.type == RUN_STATE:
             return cast(str | None, event.payload.get("state"))

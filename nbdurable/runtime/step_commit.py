@@ -3,7 +3,7 @@
 A runtime step counts its model call, journals the model's response, resets its
 model attempts, logs the model's events and the step's tool calls, counts each
 tool call and writes its intent, records each tool's result, and saves its
-checkpoint. On a store with :class:`~nbdurable.events.commit.RuntimeCommit`
+checkpoint. On a store with :class:`~nbdurable.durable.store.RunStore.rt_commit`
 these share three transactions on a steady step:
 
 1. before the model call: its count (``operations``, ``model_attempts``: a
@@ -31,9 +31,8 @@ from typing import Any
 
 from ..durable.checkpoint import AgentCheckpoint
 from ..durable.offload import NowaitDelegate
+from ..durable.store import Armed, EventLog, RunStore, channel_of
 from ..durable.transient import StoreRetry
-from ..events.commit import RuntimeCommit
-from ..events.log import channel_of
 from ..events.model import Event, NewEvent
 from ..runs import RunPatch, RuntimeRun, ToolIntent
 
@@ -42,7 +41,7 @@ __all__ = ["StepRiders"]
 _Staged = tuple[RunPatch, ToolIntent]
 
 
-class StepRiders(NowaitDelegate):
+class StepRiders(NowaitDelegate, EventLog):
     """A run owner's pending writes, and the event store that takes them along.
 
     Stands where the leg's event writer expects its store: ``append_events``
@@ -69,7 +68,7 @@ class StepRiders(NowaitDelegate):
     def __init__(
         self,
         store: Any,
-        committer: RuntimeCommit,
+        committer: RunStore,
         run_id: str,
         fence: int,
         settled: Callable[[RuntimeRun], None],
@@ -102,6 +101,25 @@ class StepRiders(NowaitDelegate):
     def event_channel(self) -> object:
         """The store's channel: subscribers of the store are woken by these writes."""
         return channel_of(self.inner)
+
+    @property
+    def saves_extensions(self) -> bool:
+        """As the store's."""
+        return bool(self.inner.saves_extensions)
+
+    def read_events(self, run_id: str, after: int = 0, limit: int | None = None) -> Sequence[Event]:
+        """The store's events (reads never wait for the pending writes)."""
+        return self.inner.read_events(run_id, after, limit)  # type: ignore[no-any-return]
+
+    async def wait_for_events(
+        self, run_id: str, timeout: float, *, after: int | None = None, armed: Armed | None = None
+    ) -> None:
+        """As the store's."""
+        await self.inner.wait_for_events(run_id, timeout, after=after, armed=armed)
+
+    def listen(self, timeout: float = 10.0) -> bool:
+        """As the store's."""
+        return bool(self.inner.listen(timeout))
 
     @property
     def pending(self) -> bool:

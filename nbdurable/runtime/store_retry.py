@@ -16,19 +16,18 @@ run id taken: :meth:`RetryingRuntimeStore.rt_insert` recognises its own run.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from .._errors import DurableConflictError
 from ..durable.offload import NowaitDelegate
-from ..durable.runtime_store import RuntimeStore
+from ..durable.store import RunStore
 from ..durable.transient import StoreRetry, StoreUnavailableError, is_transient
-from ..runs import LateResult, RunPatch, RuntimeRun, ToolIntent, Verdict
+from ..runs import LateResult, RunPatch, RuntimeRun, Served, ToolIntent, Verdict
 
 __all__ = ["RetryingRuntimeStore", "StoreUnavailableError"]
 
 
-class RetryingRuntimeStore(NowaitDelegate):
-    """A :class:`~nbdurable.durable.runtime_store.RuntimeStore` whose calls are retried.
+class RetryingRuntimeStore(NowaitDelegate, RunStore):
+    """A :class:`~nbdurable.durable.store.RunStore` whose calls are retried.
 
     On a store that runs calls on the event loop's thread (SQLite), the calls
     listed in ``nowait_methods`` run there as well when they need not wait: a
@@ -58,7 +57,7 @@ class RetryingRuntimeStore(NowaitDelegate):
         }
     )
 
-    def __init__(self, store: RuntimeStore, retry: StoreRetry) -> None:
+    def __init__(self, store: RunStore, retry: StoreRetry) -> None:
         self.inner = store
         self.retry = retry
 
@@ -119,7 +118,7 @@ class RetryingRuntimeStore(NowaitDelegate):
         owner: str,
         now: int,
         lease_ms: int,
-        agents: Sequence[tuple[str, str]],
+        agents: Served,
         kind: str = "agent",
     ) -> RuntimeRun | None:
         """Take the next eligible run.
@@ -183,10 +182,6 @@ class RetryingRuntimeStore(NowaitDelegate):
         return self.retry.call(
             "record a late result", self.inner.rt_late_result, run_id, late, now=now
         )
-
-    def __getattr__(self, name: str) -> Any:
-        # Store methods outside the protocol (rt_check_fence, ...) are passed through as they are.
-        return getattr(self.inner, name)
 
 
 def _same_submission(found: RuntimeRun, run: RuntimeRun) -> bool:

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, LimitExceededError
 from ..durable.offload import offload
-from ..durable.runtime_store import RuntimeStore
-from ..durable.store import maybe_await
+from ..durable.store import RuntimeStore, maybe_await
 from ..events.model import NewEvent
 from ..runs import ACTIVE_STATES, RunPatch, RuntimeRun
 from .limits import payload_bytes

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter
 from fastapi.responses import Response
 
+from ..durable.store import RunStore
 from ..health import ReadinessProbe, respond, store_check
 
 if TYPE_CHECKING:
@@ -45,5 +46,6 @@ def probes_router(probe: ReadinessProbe) -> APIRouter:
 
 def runtime_probe(runtime: DurableRuntime) -> ReadinessProbe:
     """A readiness probe checking that the runtime's store answers."""
-    store = getattr(runtime.runtime_store, "inner", runtime.runtime_store)
+    store = runtime.store  # the store itself: the probe makes no retried or mirrored call
+    assert isinstance(store, RunStore)  # DurableRuntime takes nothing else
     return ReadinessProbe([("store", store_check(store))])

@@ -23,13 +23,11 @@ from typing import ClassVar
 from .._errors import RunNotFoundError, StoreCorruptionError, StoreWriteError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
-from ..durable.store import HISTORY, INCREMENTAL, PERSISTENT, VERSIONED_SCHEMA
+from ..durable.store import Capability, EventLog, HistoryStore, refuse_fence
 from ..durable.stored import validate_stored
-from ..events.log import EVENTS
 from ..events.model import Event, NewEvent, numbered
 from ..messages import Message
 from .jsonl_format import Line, RunFile, check_format, extends, run_file_name
-from .prune import PruneReport, prune_runs
 
 __all__ = ["JsonlSessionStore"]
 
@@ -47,7 +45,7 @@ class _Tail:
     last_offset: int = 0
 
 
-class JsonlSessionStore:
+class JsonlSessionStore(HistoryStore, EventLog):
     """Checkpoints as JSON lines, one file per run, in ``directory``.
 
     A line written by an interrupted save (a crash, a SIGKILL) is ignored with
@@ -63,8 +61,14 @@ class JsonlSessionStore:
         CheckpointVersionError: The directory was written by a newer nbdurable.
     """
 
-    capabilities: ClassVar[frozenset[str]] = frozenset(
-        {HISTORY, PERSISTENT, INCREMENTAL, VERSIONED_SCHEMA, EVENTS}
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {
+            Capability.HISTORY,
+            Capability.PERSISTENT,
+            Capability.INCREMENTAL,
+            Capability.VERSIONED_SCHEMA,
+            Capability.EVENTS,
+        }
     )
 
     def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = False) -> None:
@@ -76,6 +80,11 @@ class JsonlSessionStore:
         self._tails: dict[str, _Tail] = {}
         self._files: OrderedDict[Path, tuple[tuple[int, int], RunFile]] = OrderedDict()
         self._last_written_at = 0
+
+    @property
+    def location(self) -> Path:
+        """The store's directory."""
+        return self.directory
 
     def path_for(self, run_id: str) -> Path:
         """The file that holds a run's checkpoints."""
@@ -91,13 +100,25 @@ class JsonlSessionStore:
         self._save(checkpoint, ())
 
     def save_with_events(
-        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent]
+        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent], *, fence: int | None = None
     ) -> builtins.list[Event]:
-        """Append the checkpoint's line with the events in it: one write, both or neither."""
+        """Append the checkpoint's line with the events in it: one write, both or neither.
+
+        Raises:
+            ConfigurationError: A ``fence`` (this store keeps no run records).
+        """
+        refuse_fence(fence)
         return self._save(checkpoint, events)
 
-    def append_events(self, run_id: str, events: Sequence[NewEvent]) -> builtins.list[Event]:
-        """Append one event-only line; offsets continue from the run's last event."""
+    def append_events(
+        self, run_id: str, events: Sequence[NewEvent], *, fence: int | None = None
+    ) -> builtins.list[Event]:
+        """Append one event-only line; offsets continue from the run's last event.
+
+        Raises:
+            ConfigurationError: A ``fence`` (this store keeps no run records).
+        """
+        refuse_fence(fence)
         if not events:
             return []
         with self._lock:
@@ -219,14 +240,6 @@ class JsonlSessionStore:
             self._tails.pop(run_id, None)
             self._files.pop(self.path_for(run_id), None)
             self.path_for(run_id).unlink(missing_ok=True)
-
-    def prune(self, finished_before: int, *, dry_run: bool = False) -> PruneReport:
-        """Delete the runs that finished before ``finished_before`` (epoch ms).
-
-        Each goes with its checkpoints, events and run record; an unfinished run
-        (or one tied to an unfinished run) never goes. See :func:`prune_runs`.
-        """
-        return prune_runs(self, finished_before, dry_run=dry_run, reclaim=None)
 
     def close(self) -> None:
         """Forget cached state; files are opened per operation, so nothing else is held."""

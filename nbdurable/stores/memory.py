@@ -10,18 +10,21 @@ from typing import ClassVar
 from .._errors import RunNotFoundError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
-from ..durable.store import HISTORY, RUNTIME
-from ..events.commit import check_commit
-from ..events.log import EVENTS
+from ..durable.store import (
+    Capability,
+    EventLog,
+    HistoryStore,
+    RunStore,
+    check_commit,
+)
 from ..events.model import Event, NewEvent, numbered
 from ..runs import RunPatch, RuntimeRun, ToolIntent
 from .memory_runtime import MemoryRuntimeTables
-from .prune import PruneReport, prune_runs
 
 __all__ = ["InMemorySessionStore"]
 
 
-class InMemorySessionStore(MemoryRuntimeTables):
+class InMemorySessionStore(MemoryRuntimeTables, HistoryStore, RunStore, EventLog):
     """Keeps every checkpoint of every run in process memory.
 
     ``load(run_id)`` returns the latest save (the reference semantics);
@@ -30,7 +33,9 @@ class InMemorySessionStore(MemoryRuntimeTables):
     Thread-safe; nothing survives the process.
     """
 
-    capabilities: ClassVar[frozenset[str]] = frozenset({HISTORY, EVENTS, RUNTIME})
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {Capability.HISTORY, Capability.EVENTS, Capability.RUNTIME, Capability.COMMIT}
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -74,7 +79,7 @@ class InMemorySessionStore(MemoryRuntimeTables):
         changes: RunPatch | None = None,
         intents: Sequence[ToolIntent] = (),
     ) -> tuple[builtins.list[Event], RuntimeRun | None]:
-        """Several writes of a run's owner at once (see ``RuntimeCommit``)."""
+        """Several writes of a run's owner at once (see :meth:`RunStore.rt_commit`)."""
         check_commit(changes)
         with self._rt_lock, self._lock:
             self.rt_check_fence(run_id, fence)
@@ -144,14 +149,6 @@ class InMemorySessionStore(MemoryRuntimeTables):
             self._runs.pop(run_id, None)
             self._events.pop(run_id, None)
         self._rt_forget(run_id)
-
-    def prune(self, finished_before: int, *, dry_run: bool = False) -> PruneReport:
-        """Delete the runs that finished before ``finished_before`` (epoch ms).
-
-        Each goes with its checkpoints, events and run record; an unfinished run
-        (or one tied to an unfinished run) never goes. See :func:`prune_runs`.
-        """
-        return prune_runs(self, finished_before, dry_run=dry_run, reclaim=None)
 
     def close(self) -> None:
         """Nothing to release; present so every bundled store can be closed alike."""

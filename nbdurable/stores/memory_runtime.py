@@ -44,7 +44,7 @@ class MemoryRuntimeTables:
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int
     ) -> tuple[RuntimeRun, bool]:
-        """Insert a submitted run (see :class:`~nbdurable.durable.runtime_store.RuntimeStore`)."""
+        """Insert a submitted run (see :class:`~nbdurable.durable.store.RunStore`)."""
         with self._rt_lock:
             if run.request_id is not None and run.request_id in self._rt_requests:
                 original = self._rt_runs[self._rt_requests[run.request_id]]

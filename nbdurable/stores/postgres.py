@@ -31,17 +31,16 @@ from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.offload import offload
 from ..durable.records import RunRecord
 from ..durable.store import (
-    HISTORY,
-    INCREMENTAL,
-    MULTIPROCESS,
-    PERSISTENT,
-    REMOTE,
-    RUNTIME,
-    VERSIONED_SCHEMA,
+    Armed,
+    Capability,
+    EventLog,
+    HistoryStore,
+    RunStore,
+    check_commit,
+    notify,
+    notify_all,
 )
-from ..events.commit import check_commit
-from ..events.log import EVENTS, notify, notify_all
-from ..events.log import wait_for_events as wait_locally
+from ..durable.store import wait_for_events as wait_locally
 from ..events.model import Event, NewEvent
 from ..messages import Message
 from ..runs import RunPatch, RuntimeRun, ToolIntent
@@ -69,7 +68,6 @@ from .postgres_listen import Listener
 from .postgres_runtime import PostgresRuntimeTables
 from .postgres_schema import SCHEMA_VERSION, advisory_key, migrate
 from .postgres_sql import Statements, added_events, event_from_row, event_params
-from .prune import PruneReport, prune_runs
 from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
 
 if TYPE_CHECKING:
@@ -81,7 +79,7 @@ __all__ = ["PostgresSessionStore"]
 T = TypeVar("T")
 
 
-class PostgresSessionStore(PostgresRuntimeTables):
+class PostgresSessionStore(PostgresRuntimeTables, HistoryStore, RunStore, EventLog):
     """Checkpoints in PostgreSQL: every checkpoint kept, only what is new written.
 
     Connections come from a ``psycopg_pool.ConnectionPool``; the store is
@@ -124,8 +122,18 @@ class PostgresSessionStore(PostgresRuntimeTables):
         psycopg.OperationalError: The server cannot be reached.
     """
 
-    capabilities: ClassVar[frozenset[str]] = frozenset(
-        {HISTORY, PERSISTENT, INCREMENTAL, MULTIPROCESS, VERSIONED_SCHEMA, EVENTS, RUNTIME, REMOTE}
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {
+            Capability.HISTORY,
+            Capability.PERSISTENT,
+            Capability.INCREMENTAL,
+            Capability.MULTIPROCESS,
+            Capability.VERSIONED_SCHEMA,
+            Capability.EVENTS,
+            Capability.RUNTIME,
+            Capability.COMMIT,
+            Capability.REMOTE,
+        }
     )
 
     def __init__(
@@ -209,8 +217,10 @@ class PostgresSessionStore(PostgresRuntimeTables):
         """Identifies this database and schema's event log for in-process subscribers."""
         return f"{self._where}?schema={self.schema}"
 
-    saves_extensions = True
-    """``save`` and ``save_with_events`` take ``extends`` (see :meth:`save`)."""
+    @property
+    def saves_extensions(self) -> bool:
+        """``save`` and ``save_with_events`` take ``extends`` (see :meth:`save`)."""
+        return True
 
     def save(
         self, checkpoint: AgentCheckpoint, *, extends: Sequence[Message] | None = None
@@ -273,7 +283,7 @@ class PostgresSessionStore(PostgresRuntimeTables):
         changes: RunPatch | None = None,
         intents: Sequence[ToolIntent] = (),
     ) -> tuple[builtins.list[Event], RuntimeRun | None]:
-        """Several writes of a run's owner in one fenced transaction (see ``RuntimeCommit``)."""
+        """Several writes of a run's owner in one fenced transaction (``RunStore.rt_commit``)."""
         check_commit(changes)
         batch = self._batch(run_id, events) if events else None
 
@@ -317,7 +327,7 @@ class PostgresSessionStore(PostgresRuntimeTables):
             ) from exc
 
     async def wait_for_events(
-        self, run_id: str, timeout: float, *, after: int | None = None
+        self, run_id: str, timeout: float, *, after: int | None = None, armed: Armed | None = None
     ) -> None:
         """Sleep until events of ``run_id`` are committed, or ``timeout`` seconds pass.
 
@@ -334,7 +344,10 @@ class PostgresSessionStore(PostgresRuntimeTables):
                 last offset (one query) and returns at once when it is past
                 ``after``, so an append committed between the caller's read and
                 this wait is not left to the timeout.
+            armed: The hub's wake-up the caller registered; this wait registers its own.
         """
+        if armed is not None:
+            armed.disarm()
         self._listen()
         with self._lock:
             self._waiting[run_id] += 1
@@ -488,14 +501,6 @@ class PostgresSessionStore(PostgresRuntimeTables):
         self._transact(sweep)
         with self._lock:
             self._chains.drop(run_id)
-
-    def prune(self, finished_before: int, *, dry_run: bool = False) -> PruneReport:
-        """Delete the runs that finished before ``finished_before`` (epoch ms).
-
-        Each goes with its checkpoints, events and run record; an unfinished run
-        (or one tied to an unfinished run) never goes. See :func:`prune_runs`.
-        """
-        return prune_runs(self, finished_before, dry_run=dry_run, reclaim=self.reclaim_space)
 
     def reclaim_space(self) -> str:
         """What happens to the deleted rows' space (nothing to run here)."""

@@ -243,7 +243,7 @@ class PostgresRuntimeTables:
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int
     ) -> tuple[RuntimeRun, bool]:
-        """Insert a submitted run (see :class:`~nbdurable.durable.runtime_store.RuntimeStore`)."""
+        """Insert a submitted run (see :class:`~nbdurable.durable.store.RunStore`)."""
 
         def insert(conn: Connection[tuple[Any, ...]]) -> tuple[RuntimeRun, bool]:
             facts = conn.execute(

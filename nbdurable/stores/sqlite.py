@@ -22,15 +22,7 @@ from typing import Any, ClassVar, TypeVar
 from .._errors import RunNotFoundError, StoreCorruptionError
 from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable.records import RunRecord
-from ..durable.store import (
-    HISTORY,
-    INCREMENTAL,
-    MULTIPROCESS,
-    PERSISTENT,
-    RUNTIME,
-    VERSIONED_SCHEMA,
-)
-from ..events.log import EVENTS
+from ..durable.store import Capability, EventLog, HistoryStore, RunStore
 from ..events.model import Event, NewEvent
 from ..messages import Message
 from .chain import (
@@ -42,7 +34,6 @@ from .chain import (
     known_prefix,
     verify_chain,
 )
-from .prune import PruneReport, prune_runs
 from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
 from .sqlite_codec import unpack_json
 from .sqlite_crc import latest_row, pick_at_step, row_crc, verify_checkpoint, verify_run
@@ -142,7 +133,7 @@ _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _PAGE_SIZE = 2048
 
 
-class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
+class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites, HistoryStore, RunStore, EventLog):
     """Checkpoints in one SQLite file: every checkpoint kept, only what is new written.
 
     Several processes may write different runs to the same file: WAL mode, a
@@ -169,8 +160,17 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
         StoreWriteError: A new or older file cannot be written (read-only, full).
     """
 
-    capabilities: ClassVar[frozenset[str]] = frozenset(
-        {HISTORY, PERSISTENT, INCREMENTAL, MULTIPROCESS, VERSIONED_SCHEMA, EVENTS, RUNTIME}
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {
+            Capability.HISTORY,
+            Capability.PERSISTENT,
+            Capability.INCREMENTAL,
+            Capability.MULTIPROCESS,
+            Capability.VERSIONED_SCHEMA,
+            Capability.EVENTS,
+            Capability.RUNTIME,
+            Capability.COMMIT,
+        }
     )
 
     def __init__(
@@ -228,12 +228,19 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
         return SCHEMA_VERSION
 
     @property
+    def location(self) -> Path | None:
+        """The database file (None for ``:memory:``)."""
+        return None if self.path == ":memory:" else Path(self.path)
+
+    @property
     def event_channel(self) -> str | None:
         """Identifies this file's event log for in-process subscribers (None for ``:memory:``)."""
         return self._channel
 
-    saves_extensions = True
-    """``save`` and ``save_with_events`` take ``extends`` (see :meth:`save`)."""
+    @property
+    def saves_extensions(self) -> bool:
+        """``save`` and ``save_with_events`` take ``extends`` (see :meth:`save`)."""
+        return True
 
     def save(
         self, checkpoint: AgentCheckpoint, *, extends: Sequence[Message] | None = None
@@ -451,14 +458,6 @@ class SqliteSessionStore(SqliteRuntimeTables, SqliteNowaitWrites):
                 conn.execute(_GC_SWEEP)
                 conn.execute("DELETE FROM temp.nbdurable_gc")
             self._chains.drop(run_id)
-
-    def prune(self, finished_before: int, *, dry_run: bool = False) -> PruneReport:
-        """Delete the runs that finished before ``finished_before`` (epoch ms).
-
-        Each goes with its checkpoints, events and run record; an unfinished run
-        (or one tied to an unfinished run) never goes. See :func:`prune_runs`.
-        """
-        return prune_runs(self, finished_before, dry_run=dry_run, reclaim=self.reclaim_space)
 
     def reclaim_space(self) -> str:
         """``VACUUM``: rewrite the database without its free pages; says how it shrank."""

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
-from ..durable.offload import WOULD_WAIT, WouldWait, in_background
+from ..durable.offload import WOULD_WAIT, NowaitCapable, WouldWait, in_background
 
 __all__ = ["SqliteNowaitWrites"]
 
@@ -43,7 +43,7 @@ _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
 
 
-class SqliteNowaitWrites:
+class SqliteNowaitWrites(NowaitCapable):
     """The SQLite store's calls on the loop's thread, and its WAL checkpoints."""
 
     path: str
@@ -55,7 +55,7 @@ class SqliteNowaitWrites:
     def _init_nowait(self, on_file: bool, synchronous: str) -> None:
         # Without fsync a commit is local memory-speed work: it may run on the
         # event loop's thread when nothing makes it wait.
-        self.local_nonblocking_writes = on_file and synchronous in ("OFF", "NORMAL")
+        self._nonblocking = on_file and synchronous in ("OFF", "NORMAL")
         self._synchronous = synchronous
         self._nowait = False
         self.nowait_thread: int | None = None
@@ -75,6 +75,11 @@ class SqliteNowaitWrites:
         self._checkpoint_lock = threading.Lock()
         self._flag_lock = threading.Lock()
         self._empty_next = False
+
+    @property
+    def local_nonblocking_writes(self) -> bool:
+        """Whether writes may run on the loop's thread (a file, and no fsync per commit)."""
+        return self._nonblocking
 
     def try_without_waiting(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Run ``fn`` (a method of this store) now if it needs no wait; else ``WOULD_WAIT``.

@@ -22,8 +22,8 @@ from .._errors import (
     RunNotFoundError,
     StoreCorruptionError,
 )
+from ..durable.store import check_commit
 from ..durable.stored import validate_stored
-from ..events.commit import check_commit
 from ..events.model import Event, NewEvent
 from ..runs import (
     TERMINAL_STATES,
@@ -223,7 +223,7 @@ class SqliteRuntimeTables:
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int
     ) -> tuple[RuntimeRun, bool]:
-        """Insert a submitted run (see :class:`~nbdurable.durable.runtime_store.RuntimeStore`)."""
+        """Insert a submitted run (see :class:`~nbdurable.durable.store.RunStore`)."""
         with self._lock, self._write() as conn:
             if run.request_id is not None:
                 found = conn.execute(
@@ -506,7 +506,7 @@ class SqliteRuntimeTables:
         changes: RunPatch | None = None,
         intents: Sequence[ToolIntent] = (),
     ) -> tuple[Sequence[Event], RuntimeRun | None]:
-        """Several writes of a run's owner in one fenced transaction (see ``RuntimeCommit``)."""
+        """Several writes of a run's owner in one fenced transaction (``RunStore.rt_commit``)."""
         check_commit(changes)
         with self._lock, self._write() as conn:
             record = None

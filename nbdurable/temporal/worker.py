@@ -234,7 +234,5 @@ async def serve(
         return 0
     running.result()
     with contextlib.suppress(Exception):
-        close = getattr(store, "close", None)
-        if close is not None:
-            close()
+        store.close()
     return 0

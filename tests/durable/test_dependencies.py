@@ -61,6 +61,12 @@ def _module_imports(path: Path, package: str) -> set[str]:
     return names
 
 
+def _module_name(path: Path) -> str:
+    """``nbdurable.durable.a.b`` for ``durable/a/b.py`` (a package by its ``__init__``)."""
+    parts = ["nbdurable", "durable", *path.relative_to(DURABLE_DIR).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def _nbdurable_module_path(name: str) -> Path | None:
     root = Path(nd.__file__).parent.parent
     candidate = root.joinpath(*name.split("."))
@@ -75,12 +81,10 @@ def _nbdurable_module_path(name: str) -> Path | None:
 def test_durable_package_imports_only_stdlib_pydantic_and_nbdurable() -> None:
     """nbdurable.durable and every nbdurable module it reaches import only the
     standard library, pydantic and nbdurable; no file/SQLite store or database driver."""
-    files = sorted(DURABLE_DIR.glob("*.py"))
-    assert {f.name for f in files} >= {"signer.py", "checkpoint.py", "codec.py", "store.py"}
-    queue = [
-        (f, "nbdurable.durable" if f.name == "__init__.py" else f"nbdurable.durable.{f.stem}")
-        for f in files
-    ]
+    files = sorted(DURABLE_DIR.rglob("*.py"))
+    names = {f.relative_to(DURABLE_DIR).as_posix() for f in files}
+    assert names >= {"signer.py", "checkpoint.py", "codec.py", "store/__init__.py"}
+    queue = [(f, _module_name(f)) for f in files]
     seen: set[str] = set()
     reached: set[str] = set()
     while queue:

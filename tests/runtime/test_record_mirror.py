@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import nbdurable as nd
-from nbdurable.events.log import notify, notify_all
+from nbdurable.durable.store import notify, notify_all
 from nbdurable.runs import RunPatch, RuntimeRun
 from nbdurable.runtime.record_mirror import MirroredRuntimeStore, RecordMirror, mirror_for
 

@@ -1,6 +1,6 @@
 """Conformance: ``rt_commit``, a run owner's writes in one fenced transaction.
 
-An optional capability (:class:`~nbdurable.events.commit.RuntimeCommit`): every
+An optional capability (``Capability.COMMIT``, :meth:`RunStore.rt_commit`): every
 bundled store with run records has it; a store without it is skipped here (the
 runtime then makes the writes one by one). Everything given lands, or nothing does.
 """
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.events.commit import commits_together
+from nbdurable.durable.store import Capability, supports
 from nbdurable.events.model import NewEvent
 from nbdurable.runs import RunPatch, RuntimeRun, ToolIntent
 
@@ -22,7 +22,7 @@ from .test_runtime_verdicts import NOW
 
 @pytest.fixture
 def committing(runtime_store: Any, store_case: StoreCase) -> Any:
-    if commits_together(runtime_store) is None:
+    if not supports(runtime_store, Capability.COMMIT):
         pytest.skip(f"{store_case.backend.name} writes a run owner's changes one by one")
     return runtime_store
 

@@ -13,6 +13,7 @@ import traitlets
 
 from ..._errors import ApproverNotAllowedError, NbdurableError
 from ...durable.offload import offload
+from ...durable.store import RunStore
 from ...events.fold import RunView
 from ...events.model import RUN_STARTED, RUN_STATE, Event
 from ...events.subscribe import subscribe
@@ -135,8 +136,8 @@ class RunWidget(anywidget.AnyWidget):
 
     def _read_record(self) -> None:
         """Note the run's step budget, and whether another runtime's lease still holds it."""
-        get = getattr(self.runtime.store, "rt_get", None)  # loop-API runs have no record
-        record = get(self.run_id) if get is not None else None
+        store = self.runtime.store  # loop-API runs have no record
+        record = store.rt_get(self.run_id) if isinstance(store, RunStore) else None
         if record is None:
             self._lease = None
             return

@@ -13,9 +13,12 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..durable.store import HistoryStore
-from ..runs import TERMINAL_STATES, RuntimeRun
+from ...runs import TERMINAL_STATES, RuntimeRun
+
+if TYPE_CHECKING:
+    from ._checkpoints import HistoryStore
 
 __all__ = ["PruneReport", "PrunedRun", "prune_runs", "prunable_runs", "top_run_id"]
 
@@ -58,8 +61,9 @@ def top_run_id(run_id: str) -> str:
 
 
 def _records(store: HistoryStore) -> builtins.list[RuntimeRun]:
-    rt_list = getattr(store, "rt_list", None)
-    return builtins.list(rt_list()) if rt_list is not None else []
+    from ._runs import RunStore  # a run store is a history store too: the import goes one way
+
+    return builtins.list(store.rt_list()) if isinstance(store, RunStore) else []
 
 
 def _protected(records: Iterable[RuntimeRun]) -> set[str]:

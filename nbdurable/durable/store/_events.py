@@ -1,71 +1,116 @@
-"""The event-log seam stores implement, and the in-process wake-up hub."""
+"""The event-log half of the store seam, and the in-process wake-up hub."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol, runtime_checkable
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from ..durable.checkpoint import AgentCheckpoint
-from .model import Event, NewEvent
+from ..._errors import ConfigurationError
+from ..checkpoint import AgentCheckpoint
+from ._capability import Capability
+
+if TYPE_CHECKING:
+    from ...events.model import Event, NewEvent
 
 __all__ = [
     "EVENTS",
     "Armed",
+    "EventLog",
     "EventStore",
     "FencedEventStore",
     "channel_of",
     "notify",
     "notify_all",
+    "refuse_fence",
     "wait_for_events",
     "watch",
 ]
 
-EVENTS = "events"
-"""Capability: the store keeps a per-run event log (``append_events``, ``read_events``...)."""
+EVENTS = Capability.EVENTS
+"""The ``events`` capability by its former name."""
 
 
-@runtime_checkable
-class EventStore(Protocol):
-    """A store with the ``events`` capability.
+class EventLog(ABC):
+    """A store with the ``events`` capability: a per-run event log.
 
     Offsets are per run, start at 1 and have no holes; the store assigns them
-    inside the transaction that writes the events. Methods may be sync or async.
+    inside the transaction that writes the events. A store that also keeps run
+    records (:class:`RunStore`) checks a runtime owner's ``fence`` on every
+    write: a stale one raises :class:`~nbdurable.FencedOutError` and writes nothing.
     """
 
-    def append_events(
-        self, run_id: str, events: Sequence[NewEvent]
-    ) -> Sequence[Event] | Awaitable[Sequence[Event]]:
-        """Append events to a run's log in one transaction; return them with offsets."""
-        ...
-
-    def save_with_events(
-        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent]
-    ) -> Sequence[Event] | Awaitable[Sequence[Event]]:
-        """Save a checkpoint and append events in the same transaction."""
-        ...
-
-    def read_events(
-        self, run_id: str, after: int = 0, limit: int | None = None
-    ) -> Sequence[Event] | Awaitable[Sequence[Event]]:
-        """Events with offset > ``after`` in order; raises RunNotFoundError for an unknown run."""
-        ...
-
-
-@runtime_checkable
-class FencedEventStore(EventStore, Protocol):
-    """An event log whose appends take a runtime owner's fencing token.
-
-    The stores with the ``runtime`` capability: an append with a stale
-    ``fence`` raises :class:`~nbdurable.FencedOutError` and writes nothing.
-    """
-
+    @abstractmethod
     def append_events(
         self, run_id: str, events: Sequence[NewEvent], *, fence: int | None = None
-    ) -> Sequence[Event] | Awaitable[Sequence[Event]]:
-        """Append events to a run's log in one transaction, unless ``fence`` is stale."""
-        ...
+    ) -> Sequence[Event]:
+        """Append events to a run's log in one transaction; return them with offsets."""
+
+    @abstractmethod
+    def save_with_events(
+        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent], *, fence: int | None = None
+    ) -> Sequence[Event]:
+        """Save a checkpoint and append events in the same transaction."""
+
+    @abstractmethod
+    def read_events(self, run_id: str, after: int = 0, limit: int | None = None) -> Sequence[Event]:
+        """Events with offset > ``after`` in order; raises RunNotFoundError for an unknown run."""
+
+    @property
+    def saves_extensions(self) -> bool:
+        """Whether ``save``/``save_with_events`` take ``extends`` (default: no).
+
+        ``extends``: the history the new checkpoint's messages begin with, a
+        hint to write only the tail.
+        """
+        return False
+
+    @property
+    def event_channel(self) -> object:
+        """What identifies this log across store objects in this process.
+
+        Two store objects on one SQLite file share a channel, so a subscriber on
+        one is woken by a writer on the other. Default: None (this object alone).
+        """
+        return None
+
+    async def wait_for_events(
+        self, run_id: str, timeout: float, *, after: int | None = None, armed: Armed | None = None
+    ) -> None:
+        """Sleep until ``run_id``'s log may go further than ``after``, or ``timeout`` passes.
+
+        The default wakes on this process's writers (``armed``: the hub's wake-up
+        registered before the caller's read) and polls by ``timeout`` for the
+        others; a store notified across processes (PostgreSQL's ``LISTEN``)
+        overrides it.
+        """
+        await (armed or Armed(self, run_id)).wait(timeout)
+
+    def listen(self, timeout: float = 10.0) -> bool:
+        """Have notifications from other processes in place before the first wait.
+
+        Returns whether they are; the default has none to start (False).
+        """
+        return False
+
+
+EventStore = EventLog
+"""The former name of :class:`EventLog` (sync and async stores alike are one now)."""
+
+FencedEventStore = EventLog
+"""The former name of an :class:`EventLog` whose appends take a fence."""
+
+
+def refuse_fence(fence: int | None) -> None:
+    """For a log without run records: a fence cannot be checked, so none may be given.
+
+    Raises:
+        ConfigurationError: ``fence`` is not None.
+    """
+    if fence is not None:
+        raise ConfigurationError("this store keeps no run records: an append cannot be fenced")
 
 
 def channel_of(store: object) -> object:
@@ -74,7 +119,7 @@ def channel_of(store: object) -> object:
     Two store objects on one SQLite file share a channel, so a subscriber on one
     is woken by a writer on the other.
     """
-    channel = getattr(store, "event_channel", None)
+    channel = store.event_channel if isinstance(store, EventLog) else None
     return channel if channel is not None else id(store)
 
 

@@ -1,24 +1,34 @@
-"""The store seam of the runtime: what a store with the ``runtime`` capability provides."""
+"""The run-record half of the store seam: what a store with the ``runtime`` capability provides."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
-from ..runs import LateResult, RunPatch, RuntimeRun, Served, ToolIntent, Verdict
+from ..._errors import ConfigurationError
+from ...runs import LateResult, RunPatch, RuntimeRun, Served, ToolIntent, Verdict
+from ..transient import bounded_wait
 
-__all__ = ["RuntimeStore"]
+if TYPE_CHECKING:
+    from ...events.model import Event, NewEvent
+
+__all__ = ["COMMIT_CHANGES", "RunStore", "RuntimeStore", "check_commit"]
+
+COMMIT_CHANGES = frozenset({"operations", "model_attempts", "updated_at"})
+"""The record fields :meth:`RunStore.rt_commit` may change: counters, never the run's state."""
 
 
-@runtime_checkable
-class RuntimeStore(Protocol):
-    """What the runtime needs from a store (the ``runtime`` capability).
+class RunStore(ABC):
+    """What the runtime needs from a store (the ``runtime`` capability): run records.
 
     Every method that changes a run takes the caller's ``fence`` when the caller
     executes the run; a stale fence raises :class:`~nbdurable.FencedOutError` and changes
     nothing. All methods are synchronous (the SQL stores are quick, local).
+    :meth:`rt_commit` and :meth:`ping` are optional, with defaults.
     """
 
+    @abstractmethod
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int
     ) -> tuple[RuntimeRun, bool]:
@@ -37,6 +47,7 @@ class RuntimeStore(Protocol):
         """
         ...
 
+    @abstractmethod
     def rt_insert_many(self, runs: Sequence[RuntimeRun], *, max_pending: int) -> list[RuntimeRun]:
         """Insert a batch of new runs at once (a graph's nodes), each in its own session.
 
@@ -49,22 +60,27 @@ class RuntimeStore(Protocol):
         """
         ...
 
+    @abstractmethod
     def rt_get(self, run_id: str) -> RuntimeRun | None:
         """The record of a run, or None."""
         ...
 
+    @abstractmethod
     def rt_graph(self, graph_id: str) -> list[RuntimeRun]:
         """The runs of a graph, in submission order."""
         ...
 
+    @abstractmethod
     def rt_list(self, states: Sequence[str] | None = None) -> list[RuntimeRun]:
         """Records in submission order, optionally only those in ``states``."""
         ...
 
+    @abstractmethod
     def rt_session(self, session_id: str, states: Sequence[str]) -> list[RuntimeRun]:
         """One session's records in ``states``, in submission order."""
         ...
 
+    @abstractmethod
     def rt_update(self, run_id: str, patch: RunPatch, *, fence: int | None = None) -> RuntimeRun:
         """Apply ``patch`` (the fields it sets) to a run record.
 
@@ -78,6 +94,7 @@ class RuntimeStore(Protocol):
         """
         ...
 
+    @abstractmethod
     def rt_claim(
         self,
         owner: str,
@@ -103,6 +120,7 @@ class RuntimeStore(Protocol):
         """
         ...
 
+    @abstractmethod
     def rt_renew(
         self, run_id: str, owner: str, fence: int, until: int, *, lease_ms: int | None = None
     ) -> bool:
@@ -113,22 +131,27 @@ class RuntimeStore(Protocol):
         """
         ...
 
+    @abstractmethod
     def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:
         """Write (or complete) a tool intent, fenced."""
         ...
 
+    @abstractmethod
     def rt_intents(self, run_id: str) -> list[ToolIntent]:
         """A run's tool intents."""
         ...
 
+    @abstractmethod
     def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
         """Record a completed model response of a step, fenced."""
         ...
 
+    @abstractmethod
     def rt_journaled(self, run_id: str, step_index: int) -> str | None:
         """The journaled model response of a step, if any."""
         ...
 
+    @abstractmethod
     def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
         """Record one verdict, conditionally, in one transaction.
 
@@ -144,6 +167,7 @@ class RuntimeStore(Protocol):
         """
         ...
 
+    @abstractmethod
     def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> list[str]:
         """Claim notifications of a run, conditionally, in one transaction.
 
@@ -156,6 +180,7 @@ class RuntimeStore(Protocol):
         """
         ...
 
+    @abstractmethod
     def rt_grants(
         self, run_id: str, *, add: str | None = None, revoke: str | None = None, now: int
     ) -> RuntimeRun:
@@ -170,6 +195,7 @@ class RuntimeStore(Protocol):
         """
         ...
 
+    @abstractmethod
     def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
         """Add a late result to the run's record, in one transaction.
 
@@ -182,3 +208,67 @@ class RuntimeStore(Protocol):
             RunNotFoundError: No such run.
         """
         ...
+
+    def rt_commit(
+        self,
+        run_id: str,
+        *,
+        fence: int,
+        events: Sequence[NewEvent] = (),
+        journal: tuple[int, str] | None = None,
+        changes: RunPatch | None = None,
+        intents: Sequence[ToolIntent] = (),
+    ) -> tuple[Sequence[Event], RuntimeRun | None]:
+        """Write several of a run owner's changes, all or nothing, if ``fence`` is still the run's.
+
+        Optional: a store declaring :attr:`~nbdurable.durable.store.Capability.COMMIT`
+        implements it; the runtime makes the separate calls (``rt_journal``,
+        ``rt_update``, ``rt_intent``, ``append_events``) on any other. Written
+        together they commit at once (one fsync on SQLite, one round trip on a
+        remote store) and are fenced once.
+
+        Args:
+            run_id: The run written to.
+            fence: The owner's fencing token.
+            events: Appended to the run's log, offsets continuing from its last one.
+            journal: ``(step_index, response JSON)``: as ``rt_journal``.
+            changes: Applied to the run record, as ``rt_update`` (only
+                :data:`COMMIT_CHANGES`: a change of state has its own write).
+            intents: Written or completed, as ``rt_intent``.
+
+        Returns:
+            The events as stored, and the updated record (None without ``changes``).
+
+        Raises:
+            FencedOutError: ``fence`` is not the run's current fence; nothing is written.
+            RunNotFoundError: ``changes`` for a run that has no record.
+            ConfigurationError: ``changes`` names a field outside :data:`COMMIT_CHANGES`,
+                or the store does not declare the ``commit`` capability (the default).
+        """
+        raise ConfigurationError(f"{type(self).__name__} does not write changes together")
+
+    def ping(self, timeout: float) -> None:
+        """Raise unless the store answers within ``timeout`` seconds (a readiness check).
+
+        The default reads a run record, its waits inside the store bounded
+        (:func:`~nbdurable.durable.transient.bounded_wait`); a pooled store
+        asks on a connection of its own, so the check never queues behind calls
+        waiting for the pool.
+        """
+        with bounded_wait(timeout):
+            self.rt_get("nbdurable-readyz")
+
+
+RuntimeStore = RunStore
+"""The former name of :class:`RunStore`."""
+
+
+def check_commit(changes: RunPatch | None) -> None:
+    """Refuse record changes :meth:`RunStore.rt_commit` may not make.
+
+    Raises:
+        ConfigurationError: A field outside :data:`COMMIT_CHANGES`.
+    """
+    extra = sorted((changes.fields_set if changes else frozenset()) - COMMIT_CHANGES)
+    if extra:
+        raise ConfigurationError(f"rt_commit cannot change {', '.join(extra)}")
