@@ -48,7 +48,7 @@ from .takeover import interrupted_calls, takeover_event
 from .tasks import TaskExecution, canonical_json, run_phases
 
 if TYPE_CHECKING:
-    from .runtime import DurableRuntime
+    from .services import RunServices
 
 __all__ = ["DEAD_OWNER_SCAN_SECONDS", "FOREIGN_SCAN_SECONDS", "EmbeddedEngine", "Engine"]
 
@@ -68,7 +68,7 @@ class Engine(Protocol):
 
     name: str
 
-    def start(self, runtime: DurableRuntime) -> None:
+    def start(self, runtime: RunServices) -> None:
         """Begin claiming and executing the runtime's eligible runs."""
         ...
 
@@ -104,7 +104,7 @@ class EmbeddedEngine:
     name = EMBEDDED
 
     def __init__(self) -> None:
-        self.runtime: DurableRuntime
+        self.runtime: RunServices
         self._executions: dict[str, asyncio.Task[None]] = {}
         self._contexts: dict[str, Execution] = {}
         self._ended: set[tuple[str, int]] = set()  # legs whose end is written: (run, fence)
@@ -127,7 +127,7 @@ class EmbeddedEngine:
         """Whether :meth:`start` was called."""
         return self._scheduler is not None
 
-    def start(self, runtime: DurableRuntime) -> None:
+    def start(self, runtime: RunServices) -> None:
         """Start the scheduler task on the running loop."""
         self.runtime = runtime
         self._leases = LeaseKeeper(runtime, self.holder, self._stop_fatally)

@@ -19,7 +19,7 @@ from . import lifecycle
 from .outcome import LegOutcome
 
 if TYPE_CHECKING:
-    from .runtime import DurableRuntime
+    from .services import RunRecords
 
 __all__ = ["Execution", "LeaseKeeper"]
 
@@ -48,7 +48,7 @@ class LeaseKeeper:
 
     def __init__(
         self,
-        runtime: DurableRuntime,
+        runtime: RunRecords,
         holder: str,
         on_store_lost: Callable[[BaseException], None],
     ) -> None:

@@ -37,7 +37,7 @@ from .verdict_sources import VIAS, approval_expired, claimed_source
 from .waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:
-    from .runtime import DurableRuntime
+    from .services import RunServices
 
 __all__ = [
     "HUMAN_STATES",
@@ -59,7 +59,7 @@ class Run:
     that awaits them drops only that watcher. ``cancel()`` cancels the run.
     """
 
-    def __init__(self, runtime: DurableRuntime, run_id: str) -> None:
+    def __init__(self, runtime: RunServices, run_id: str) -> None:
         self.runtime = runtime
         self.run_id = run_id
 

@@ -25,7 +25,7 @@ from .state_events import unclaimed_event
 from .tasks import TaskDefinition, TaskRun, canonical_json
 
 if TYPE_CHECKING:
-    from .runtime import DurableRuntime
+    from .services import RunServices
 
 __all__ = [
     "agent_record",
@@ -197,7 +197,7 @@ def _valid_id(value: Any) -> Any:
 
 
 async def submit_graph(
-    runtime: DurableRuntime,
+    runtime: RunServices,
     nodes: Iterable[GraphNode | Mapping[str, Any]],
     graph_id: str | None,
 ) -> Graph:
@@ -231,7 +231,7 @@ async def submit_graph(
 
 
 async def submit_task(
-    runtime: DurableRuntime,
+    runtime: RunServices,
     name: str,
     input: Any,
     *,

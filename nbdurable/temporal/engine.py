@@ -34,7 +34,7 @@ from .workflow import config_args
 
 if TYPE_CHECKING:
     from ..durable.runtime_run import RuntimeRun
-    from ..runtime.runtime import DurableRuntime
+    from ..runtime.services import RunServices
 
 __all__ = ["WORKFLOWS", "TemporalEngine", "start_run"]
 
@@ -109,7 +109,7 @@ class TemporalEngine:
             "heartbeat_timeout": heartbeat_timeout,
             "tool_retries": tool_retries,
         }
-        self.runtime: DurableRuntime
+        self.runtime: RunServices
         self._client = client
         self.adopt_after = adopt_after
         self._wake = asyncio.Event()
@@ -132,7 +132,7 @@ class TemporalEngine:
             )
         return self._client
 
-    def start(self, runtime: DurableRuntime) -> None:
+    def start(self, runtime: RunServices) -> None:
         """Start dispatching the runtime's pending runs to Temporal."""
         self.runtime = runtime
         self._since = runtime.now()

@@ -31,7 +31,7 @@ from ..durable.scheduling import unclaimable_by_definition, unserved_reason
 from ..runtime import lifecycle
 from ..runtime.outcome import RunTimedOut
 from ..runtime.run import Run
-from ..runtime.runtime import DurableRuntime
+from ..runtime.services import RunServices
 from ..runtime.state_events import claim_event
 from ..runtime.tasks import (
     TaskContext,
@@ -69,7 +69,7 @@ class PhaseContext(TaskContext):
 
     def __init__(
         self,
-        runtime: DurableRuntime,
+        runtime: RunServices,
         run_id: str,
         task: TaskDefinition,
         phase_index: int,
@@ -198,7 +198,7 @@ class TaskActivities(BoundActivities):
         client, queue = activity.client(), activity.info().task_queue
         settings = TemporalConfig(**config)
 
-        def context(rt: DurableRuntime, rid: str, t: TaskDefinition, i: int) -> TaskContext:
+        def context(rt: RunServices, rid: str, t: TaskDefinition, i: int) -> TaskContext:
             return PhaseContext(rt, rid, t, i, client=client, task_queue=queue, config=settings)
 
         deadline = record.deadline_at
