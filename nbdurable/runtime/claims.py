@@ -12,7 +12,7 @@ from ..durable.runtime_run import RuntimeRun
 from .outcome import LegOutcome, record_changes
 
 if TYPE_CHECKING:
-    from .services import RunRecords
+    from .seam import RunRecords
 
 __all__ = ["claim_next", "hand_back"]
 

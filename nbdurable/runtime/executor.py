@@ -34,7 +34,7 @@ from .outcome import LegOutcome, ModelAttemptFailed, NeedsAttention, RunTimedOut
 from .step_commit import StepRiders
 
 if TYPE_CHECKING:
-    from .services import RunServices
+    from .seam import RunServices
 
 __all__ = ["ModelAttemptFailed", "NeedsAttention", "RunContext", "RunTimedOut", "RuntimeDriver"]
 

@@ -29,7 +29,7 @@ from .run import Run, RunFailedError, RunResult
 from .waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:
-    from .services import RunServices
+    from .seam import RunServices
 
 __all__ = [
     "DEPENDENCY_POLICIES",

@@ -19,7 +19,7 @@ from . import lifecycle
 from .outcome import LegOutcome
 
 if TYPE_CHECKING:
-    from .services import RunRecords
+    from .seam import RunRecords
 
 __all__ = ["Execution", "LeaseKeeper"]
 

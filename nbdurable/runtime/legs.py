@@ -24,7 +24,7 @@ from .graphs import prompt_with_results
 from .prompts import prompt_message
 
 if TYPE_CHECKING:
-    from .services import RunRecords
+    from .seam import RunRecords
 
 __all__ = ["first_messages", "leg_options"]
 

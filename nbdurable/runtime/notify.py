@@ -42,7 +42,7 @@ from ..durable.signer import link_token, request_still_signed
 from ..messages import ToolApprovalRequest
 
 if TYPE_CHECKING:
-    from .services import RunServices
+    from .seam import RunServices
 
 __all__ = [
     "NOTIFY_SECRET_ENV_VAR",

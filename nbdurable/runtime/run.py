@@ -37,7 +37,7 @@ from .verdict_sources import VIAS, approval_expired, claimed_source
 from .waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:
-    from .services import RunServices
+    from .seam import RunServices
 
 __all__ = [
     "HUMAN_STATES",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Unpack, cast
+from typing import Any, Required, TypedDict, Unpack, cast
 
 from .._deps import Deps, new_id
 from .._errors import (
@@ -27,23 +27,72 @@ from ..events.log import FencedEventStore, notify
 from ..messages import Message
 from ..tracing import current_trace_context
 from .agent import Agent, Registry
-from .engine import EmbeddedEngine, Engine
+from .engine import EmbeddedEngine
 from .graphs import Graph, GraphNode
 from .limits import Limits, check_concurrency, check_max_age_ms, check_retry_ms
 from .notify import Notifier
 from .prompts import Prompt
 from .record_mirror import mirror_for, read_graph, read_list, with_mirror
 from .run import Run
-from .services import RuntimeOptions
+from .seam import Engine, FatalHandler
 from .state_events import settled_nodes, state_events, unclaimed_event
 from .store_retry import RetryingRuntimeStore
 from .submissions import agent_record, submit_graph, submit_task
 from .tasks import TaskDefinition, TaskRun, task_table
 
-__all__ = ["DurableRuntime"]
+__all__ = ["DurableRuntime", "RuntimeOptions"]
 
 APPROVAL_MAX_AGE_MS = 7 * 24 * 3600 * 1000
 """The default maximum age of an approval token a verdict may carry: 7 days."""
+
+
+class RuntimeOptions(TypedDict, total=False):
+    """The options of ``DurableRuntime(...)`` and ``DurableRuntime.open(...)``.
+
+    Attributes:
+        store: A store that keeps run records (``open_store('sqlite:///...')``,
+            ``'postgresql://...'``, ``'memory://'``). Required.
+        agents: The agents this runtime executes (more: ``register_agents``).
+        tasks: The custom tasks it executes (:func:`~nbdurable.runtime.tasks.task`).
+        max_concurrent_runs: Agent runs executing at once (default 4).
+        max_concurrent_tasks: Custom-task phases executing at once, apart from runs (4).
+        limits: The runtime's :class:`~nbdurable.runtime.limits.Limits`.
+        on_fatal_error: Called once when the store stays away past ``store_retry_ms``
+            (default: log it); the runtime stops taking work.
+        approval_signer: Signs approval tokens (default: from the store, see
+            ``DurableRuntime.signer``).
+        lease_ms: How long a claim holds a run without renewal (30 s).
+        poll_interval: Seconds between looks for work and between waits' polls (0.05).
+        flush_interval: Seconds between flushes of streamed deltas to the event log (0.05).
+        deps: Clock, ids and logger (default: the real ones).
+        owner_id: This runtime's name in leases (default: generated).
+        engine: Where runs execute (default: :class:`~nbdurable.runtime.engine.EmbeddedEngine`).
+        store_retry_ms: How long a store call failing for a connection-level
+            reason is sent again (60 s).
+        approval_max_age_ms: Approval tokens this old are refused (7 days; None: no limit).
+        notify: Posts a signed message when a run starts waiting on a human.
+        record_mirror: Over a remote store, keep an in-memory mirror of the run
+            records for synchronous reads on the loop (True).
+    """
+
+    store: Required[HistoryStore]
+    agents: Iterable[Agent]
+    tasks: Sequence[TaskDefinition]
+    max_concurrent_runs: int
+    max_concurrent_tasks: int
+    limits: Limits | None
+    on_fatal_error: FatalHandler | None
+    approval_signer: ApprovalSigner | None
+    lease_ms: int
+    poll_interval: float
+    flush_interval: float
+    deps: Deps | None
+    owner_id: str | None
+    engine: Engine | None
+    store_retry_ms: int
+    approval_max_age_ms: int | None
+    notify: Notifier | None
+    record_mirror: bool
 
 
 class DurableRuntime:
@@ -155,7 +204,7 @@ class DurableRuntime:
     async def open(cls, **options: Unpack[RuntimeOptions]) -> DurableRuntime:
         """Open a runtime and start its scheduler on the running event loop.
 
-        The options are those of the class (:class:`~nbdurable.runtime.services.RuntimeOptions`).
+        The options are those of the class (:class:`RuntimeOptions`).
         Validation is eager: invalid options and registrations raise here.
         """
         return await cls(**options).__aenter__()

@@ -13,7 +13,7 @@ from ..events.model import RUN_ERROR, RUN_FINISHED, RUN_STATE, Event, NewEvent
 from .run import RunFailedError
 
 if TYPE_CHECKING:
-    from .services import RunRecords
+    from .seam import RunRecords
 
 __all__ = ["claim_event", "unclaimed_event", "settled_nodes", "state_events", "terminal_event"]
 

@@ -25,7 +25,7 @@ from .state_events import unclaimed_event
 from .tasks import TaskDefinition, TaskRun, canonical_json
 
 if TYPE_CHECKING:
-    from .services import RunServices
+    from .seam import RunServices
 
 __all__ = [
     "agent_record",

@@ -30,7 +30,7 @@ from .record_mirror import read_list, read_task_state
 from .run import Run, RunResult
 
 if TYPE_CHECKING:
-    from .services import RunServices
+    from .seam import RunServices
 
 __all__ = [
     "TASK_PHASE",

@@ -23,7 +23,7 @@ from .in_flight import verdict_in_flight
 from .run import Run
 
 if TYPE_CHECKING:
-    from .services import RunServices
+    from .seam import RunServices
 
 __all__ = ["RETIRED_KEY_MESSAGE", "Outcome", "OutcomeState", "submit_verdict"]
 

@@ -52,7 +52,7 @@ from ..runtime.outcome import (
     after_model_error,
     record_changes,
 )
-from ..runtime.services import RunServices
+from ..runtime.seam import RunServices
 from ..runtime.state_events import claim_event
 from .driver import (
     DEFINITION_MISMATCH,

@@ -27,6 +27,7 @@ from .._aio import wait_event
 from ..durable.runtime_run import TEMPORAL
 from ..durable.scheduling import of_engine
 from ..runtime.foreign import ForeignRuns
+from ..runtime.seam import Engine
 from .config import TemporalConfig
 from .connection import TemporalConnection
 from .tracing import client_interceptors, started_under
@@ -34,7 +35,7 @@ from .workflow import config_args
 
 if TYPE_CHECKING:
     from ..durable.runtime_run import RuntimeRun
-    from ..runtime.services import RunServices
+    from ..runtime.seam import RunServices
 
 __all__ = ["WORKFLOWS", "TemporalEngine", "start_run"]
 
@@ -62,7 +63,7 @@ async def start_run(
         )
 
 
-class TemporalEngine:
+class TemporalEngine(Engine):
     """Execute a runtime's agent runs on Temporal.
 
     Args:

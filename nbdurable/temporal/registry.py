@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..runtime.services import RunServices
+    from ..runtime.seam import RunServices
 
 __all__ = ["set_worker_runtime", "worker_runtime"]
 

@@ -31,7 +31,7 @@ from ..durable.scheduling import unclaimable_by_definition, unserved_reason
 from ..runtime import lifecycle
 from ..runtime.outcome import RunTimedOut
 from ..runtime.run import Run
-from ..runtime.services import RunServices
+from ..runtime.seam import RunServices
 from ..runtime.state_events import claim_event
 from ..runtime.tasks import (
     TaskContext,

@@ -25,7 +25,7 @@ from ..runtime.agent import Agent
 from ..runtime.limits import Limits
 from ..runtime.notify import Notifier
 from ..runtime.runtime import DurableRuntime
-from ..runtime.services import RunServices
+from ..runtime.seam import RunServices
 from ..runtime.tasks import TaskDefinition
 from .activities import RunActivities, calls_in_flight
 from .connection import TemporalConnection

@@ -1,7 +1,12 @@
-"""What engines, run handles and the executor use of a runtime: two typed bundles.
+"""The engine seam: what an engine implements (:class:`Engine`) and what it is given.
 
-:class:`~nbdurable.runtime.runtime.DurableRuntime` is the front door users hold;
-the parts that execute and handle runs do not import it. They take
+Every engine (the embedded one in :mod:`nbdurable.runtime.engine`, Temporal in
+:mod:`nbdurable.temporal`, the next one in a package of its own) subclasses
+:class:`Engine`. The runtime hands it a :class:`RunServices`: the store's run
+records and events, the writes that keep them in step, the clock, the
+definitions, the limits and the signer. Engines, run handles and the executor
+take these protocols, never :class:`~nbdurable.runtime.runtime.DurableRuntime`
+(the front door users hold, which satisfies them):
 
 - :class:`RunRecords`: the store (run records, events, checkpoints), its retry,
   the clock, ``deps``, and the record writes that keep records and events in
@@ -11,15 +16,16 @@ the parts that execute and handle runs do not import it. They take
   the approval signer and the timings: what an engine, a :class:`~nbdurable.Run`
   handle and the executor's :class:`~nbdurable.runtime.executor.RunContext` use.
 
-Both are protocols: the runtime satisfies them, and so can a test's or another
-host's object. :class:`RuntimeOptions` is the one list of the runtime's
-constructor options, shared by ``DurableRuntime(...)`` and ``DurableRuntime.open(...)``.
+An engine joins the engine conformance suite (``tests/engines``) by one
+parameter of its ``engine`` fixture; docs/architecture.md, "Where a new part goes".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, Required, TypedDict
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from .._deps import Deps
@@ -29,8 +35,7 @@ if TYPE_CHECKING:
     from ..durable.store import HistoryStore
     from ..durable.transient import StoreRetry
     from ..events.log import FencedEventStore
-    from .agent import Agent, Registry
-    from .engine import Engine
+    from .agent import Registry
     from .limits import Limits
     from .notify import Notifier
     from .prompts import Prompt
@@ -38,59 +43,10 @@ if TYPE_CHECKING:
     from .run import Run
     from .tasks import TaskDefinition
 
-__all__ = ["FatalHandler", "RunRecords", "RunServices", "RuntimeOptions"]
+__all__ = ["Engine", "FatalHandler", "RunRecords", "RunServices"]
 
 FatalHandler = Callable[[BaseException], Any]
 """Called once when the store stays unavailable past ``store_retry_ms``."""
-
-
-class RuntimeOptions(TypedDict, total=False):
-    """The options of ``DurableRuntime(...)`` and ``DurableRuntime.open(...)``.
-
-    Attributes:
-        store: A store that keeps run records (``open_store('sqlite:///...')``,
-            ``'postgresql://...'``, ``'memory://'``). Required.
-        agents: The agents this runtime executes (more: ``register_agents``).
-        tasks: The custom tasks it executes (:func:`~nbdurable.runtime.tasks.task`).
-        max_concurrent_runs: Agent runs executing at once (default 4).
-        max_concurrent_tasks: Custom-task phases executing at once, apart from runs (4).
-        limits: The runtime's :class:`~nbdurable.runtime.limits.Limits`.
-        on_fatal_error: Called once when the store stays away past ``store_retry_ms``
-            (default: log it); the runtime stops taking work.
-        approval_signer: Signs approval tokens (default: from the store, see
-            ``DurableRuntime.signer``).
-        lease_ms: How long a claim holds a run without renewal (30 s).
-        poll_interval: Seconds between looks for work and between waits' polls (0.05).
-        flush_interval: Seconds between flushes of streamed deltas to the event log (0.05).
-        deps: Clock, ids and logger (default: the real ones).
-        owner_id: This runtime's name in leases (default: generated).
-        engine: Where runs execute (default: :class:`~nbdurable.runtime.engine.EmbeddedEngine`).
-        store_retry_ms: How long a store call failing for a connection-level
-            reason is sent again (60 s).
-        approval_max_age_ms: Approval tokens this old are refused (7 days; None: no limit).
-        notify: Posts a signed message when a run starts waiting on a human.
-        record_mirror: Over a remote store, keep an in-memory mirror of the run
-            records for synchronous reads on the loop (True).
-    """
-
-    store: Required[HistoryStore]
-    agents: Iterable[Agent]
-    tasks: Sequence[TaskDefinition]
-    max_concurrent_runs: int
-    max_concurrent_tasks: int
-    limits: Limits | None
-    on_fatal_error: FatalHandler | None
-    approval_signer: ApprovalSigner | None
-    lease_ms: int
-    poll_interval: float
-    flush_interval: float
-    deps: Deps | None
-    owner_id: str | None
-    engine: Engine | None
-    store_retry_ms: int
-    approval_max_age_ms: int | None
-    notify: Notifier | None
-    record_mirror: bool
 
 
 class RunRecords(Protocol):
@@ -208,3 +164,84 @@ class RunServices(RunRecords, Protocol):
     ) -> Run:
         """Submit a run of a registered agent (a task phase's spawned runs)."""
         ...
+
+
+class Engine(ABC):
+    """Where a runtime's runs execute: the one seam every engine implements.
+
+    What users do is not the engine's: the runtime and the run handle write it
+    to the store (a submission inserts a ``pending`` record whose ``engine`` is
+    this engine's :attr:`name`; an approval, a denial, a retry or a cancel
+    changes the record) and then call :meth:`wake`. An engine executes records:
+
+    - **Runs**: every claimable record of its name (``pending``, or ``running``
+      under a lapsed lease) whose agent definition (id, version, fingerprint)
+      or task the executing process has registered; a run recorded under
+      another definition waits, never runs under this one (versions).
+    - **States and events**: every change of state through
+      :meth:`RunServices.set_state` (the events first, then the record), so
+      any reader reconnects by offset (``read_events(after=N)``) the same way
+      whatever engine executed the run; a finished run's terminal event is its
+      last.
+    - **Approvals**: a gated call parks the run (``waiting_for_approval``); the
+      verdicts in the record decide it when the run executes again.
+    - **Retries**: model attempts as the agent's ``model_retry`` says
+      (``retry_wait`` between them), failures as ``failed`` with a reason.
+    - **Tool recovery**: a tool call's intent is journaled before it runs; a
+      call found interrupted by a takeover is run again (``safe``, and
+      ``idempotent`` with the same idempotency key) or leaves the run in
+      ``needs_attention`` (``manual``).
+    - **Sub-agents, graphs, tasks**: a sub-agent's run is journaled with its
+      parent; graph nodes are records the store promotes; a task's phases run
+      from its last checkpoint.
+    - **Drain** (:meth:`drain`) and **close** (:meth:`close`): stop taking work
+      and hand runs back as they are; nothing is marked failed that was not.
+
+    Attributes:
+        name: What the runtime records as the ``engine`` of the runs it submits
+            (``embedded``, ``temporal``): only engines of that name execute them.
+    """
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def start(self, runtime: RunServices) -> None:
+        """Begin executing (or dispatching) the runtime's eligible runs, on the running loop."""
+
+    @abstractmethod
+    def wake(self) -> None:
+        """Look for work now (a submission, a verdict, a retry, a new registration)."""
+
+    @abstractmethod
+    def cancel_local(self, run_id: str) -> bool:
+        """Cancel this engine's execution of a run; False when it is not executing it.
+
+        The record says ``cancelling`` already: an engine that executes runs
+        elsewhere passes the cancellation on (and returns True).
+        """
+
+    def home_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop this engine executes runs on, if it executes them in this process.
+
+        A blocking wait from another thread (``Run.wait_sync``) schedules its
+        store polls on this loop; ``None`` (the default) when runs execute
+        elsewhere (Temporal workers) or the engine has not started.
+        """
+        return None
+
+    async def drain(self, seconds: float, interrupt: asyncio.Event | None = None) -> list[str]:
+        """Stop taking work; let calls in flight finish for up to ``seconds``.
+
+        Then (or once ``interrupt`` is set) the runs still executing are handed
+        back as :meth:`close` does. The default suits an engine that executes
+        nothing in this process (a client dispatching to workers, whose own
+        shutdown drains them): nothing to wait for.
+
+        Returns:
+            The calls that were cut, as log labels (``run <id>: tool 'x' (call c)``).
+        """
+        return []
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Stop taking work; abandon in-flight steps cleanly, releasing their leases."""
