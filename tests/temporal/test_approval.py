@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from support.executions import tool_counts
+
 from .conftest import Cluster
-from .executions import tool_counts
 
 
 async def test_multi_step_run_with_approval(cluster: Cluster) -> None:

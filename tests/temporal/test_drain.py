@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from support import drain_agents
 from support.drain_agents import lines
+from support.executions import run_states
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
 from nbdurable.temporal import TemporalEngine
 
 from .conftest import Worker
-from .executions import run_states
 
 SERVED = ["--agents", "support.drain_agents:agents"]
 

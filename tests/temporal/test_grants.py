@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
+from support.executions import tool_counts
+
 from .conftest import Cluster
-from .executions import tool_counts
 
 
 async def test_a_grant_covers_calls_on_temporal(cluster: Cluster) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
+from support.executions import run_states
 from support.temporal_tasks import counted
 
 import nbdurable as nd
 from nbdurable.runtime import GraphNode
 
 from .conftest import Cluster
-from .executions import run_states
 
 
 async def test_a_dag_appends_dependency_results_and_goes_on_without_a_client(

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from support.executions import started, tool_rows
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
 import nbdurable as nd
 
 from .conftest import Cluster
-from .executions import started, tool_rows
 
 
 async def test_cancel_mid_tool_ends_cancelled(cluster: Cluster) -> None:

@@ -6,11 +6,12 @@ import asyncio
 import sys
 from subprocess import PIPE, STDOUT
 
+from support.executions import started, tool_rows
+
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime, Run
 
 from .conftest import Cluster
-from .executions import started, tool_rows
 
 
 async def _interrupted(cluster: Cluster, rt: DurableRuntime) -> Run:

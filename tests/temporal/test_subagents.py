@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 from support import temporal_agents
+from support.executions import started, tool_counts, tool_rows
 
 import nbdurable as nd
 from nbdurable.loop.subagent import child_run_id
 from nbdurable.runtime import DurableRuntime
 
 from .conftest import Cluster
-from .executions import started, tool_counts, tool_rows
 
 
 async def _delegate(rt: DurableRuntime, store: Any) -> dict[str, Any]:

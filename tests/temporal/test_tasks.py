@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from support.executions import run_states
 from support.temporal_tasks import counted
 from support.waiting import eventually
 from temporalio.client import WorkflowFailureError
@@ -15,7 +16,6 @@ from nbdurable.runtime import TaskRun
 from nbdurable.runtime.tasks import TASK_PHASE
 
 from .conftest import Cluster
-from .executions import run_states
 
 
 async def test_a_two_phase_task_with_owned_runs_completes_without_a_client(

@@ -13,10 +13,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from support.executions import tool_counts
 from support.verdict_race_harness import race
 
 from .conftest import Cluster
-from .executions import tool_counts
 
 RACES = 6
 

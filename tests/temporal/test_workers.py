@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from support.executions import started, tool_counts, tool_rows
+
 from .conftest import Cluster
-from .executions import started, tool_counts, tool_rows
 
 
 async def test_sigkill_mid_run_then_a_second_worker_finishes(cluster: Cluster) -> None:
