@@ -11,6 +11,7 @@ test can SIGKILL or SIGTERM them. A new engine joins by one entry in
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
@@ -98,6 +99,25 @@ class EngineCase:
             engine=engine,
         ) as runtime:
             yield runtime
+
+    async def assert_execution_cancelled(self, runtime: DurableRuntime, run_id: str) -> None:
+        """The engine's own execution of a cancelled run ended cancelled.
+
+        Embedded: no worker holds the run any more. Temporal: the workflow itself
+        ended cancelled.
+        """
+        if self.address is None:
+            record = self.store.rt_get(run_id)
+            assert record.state == "cancelled" and record.lease_owner is None, record
+            return
+        from temporalio.client import WorkflowFailureError
+        from temporalio.exceptions import CancelledError
+
+        engine: Any = runtime.engine
+        handle = (await engine.client()).get_workflow_handle(run_id)
+        with pytest.raises(WorkflowFailureError) as failure:
+            await asyncio.wait_for(handle.result(), 30)
+        assert isinstance(failure.value.cause, CancelledError)
 
 
 @pytest.fixture(params=ENGINES)

@@ -85,6 +85,7 @@ async def test_cancel_mid_tool_ends_cancelled(engine: EngineCase) -> None:
         assert record.state == "cancelled"
         with pytest.raises(nd.RunFailedError):
             await run.result()
+        await engine.assert_execution_cancelled(rt, run.run_id)
     assert [tool for tool, _ in tool_rows(engine.tools)] == ["step", "slow_step"]
 
 
