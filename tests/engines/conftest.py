@@ -24,7 +24,7 @@ from support import temporal_tasks
 from support.workers import Worker
 
 import nbdurable as nd
-from nbdurable.runtime import DurableRuntime
+from nbdurable.runtime import Agent, DurableRuntime, EmbeddedEngine, Engine
 
 ENGINES = ["embedded", "temporal"]
 """The engines every test of the suite runs against."""
@@ -69,21 +69,33 @@ class EngineCase:
         self.workers.append(worker)
         return worker
 
-    def reader(self) -> DurableRuntime:
+    def reader(self, agents: Sequence[Agent] | None = None) -> DurableRuntime:
         """A runtime on this store, never opened: it submits, decides and reads, executes nothing."""
         return DurableRuntime(
-            store=self.store, agents=temporal_tasks.agents, tasks=temporal_tasks.tasks
+            store=self.store,
+            agents=temporal_tasks.agents if agents is None else agents,
+            tasks=temporal_tasks.tasks,
         )
 
+    def other_engine(self) -> Engine:
+        """An engine of another name, to submit runs this engine must leave alone."""
+        if self.address is not None:
+            return EmbeddedEngine()
+        pytest.importorskip("temporalio", reason="the temporal extra is not installed")
+        from nbdurable.temporal import TemporalEngine
+
+        return TemporalEngine()  # never started: no server needed to submit
+
     @asynccontextmanager
-    async def client(self) -> AsyncIterator[DurableRuntime]:
+    async def client(self, agents: Sequence[Agent] | None = None) -> AsyncIterator[DurableRuntime]:
         """The client runtime: submits, decides and waits; this engine's workers execute.
 
         Embedded: a runtime never opened (an opened one would execute runs in this
         process). Temporal: one whose engine dispatches records to this queue.
+        ``agents``: what it submits (default: the test agents).
         """
         if self.address is None:
-            runtime = self.reader()
+            runtime = self.reader(agents)
             try:
                 yield runtime
             finally:
@@ -94,7 +106,7 @@ class EngineCase:
         engine = TemporalEngine(address=self.address, task_queue=self.queue, heartbeat_timeout=2)
         async with DurableRuntime(
             store=self.store,
-            agents=temporal_tasks.agents,
+            agents=temporal_tasks.agents if agents is None else agents,
             tasks=temporal_tasks.tasks,
             engine=engine,
         ) as runtime:
