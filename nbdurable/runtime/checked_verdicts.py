@@ -23,7 +23,7 @@ from .in_flight import verdict_in_flight
 from .run import Run
 
 if TYPE_CHECKING:
-    from .runtime import DurableRuntime
+    from .seam import RunServices
 
 __all__ = ["RETIRED_KEY_MESSAGE", "Outcome", "OutcomeState", "submit_verdict"]
 
@@ -84,7 +84,7 @@ _EXPIRED = Outcome(
 )
 
 
-def _lock(runtime: DurableRuntime, run_id: str) -> asyncio.Lock:
+def _lock(runtime: RunServices, run_id: str) -> asyncio.Lock:
     # views of one run in this process take turns (the store decides across processes)
     return _LOCKS.setdefault((id(runtime.store), run_id), asyncio.Lock())
 
@@ -114,7 +114,7 @@ def _recorded(approve: bool, reason: str | None) -> Outcome:
 
 
 async def submit_verdict(
-    runtime: DurableRuntime,
+    runtime: RunServices,
     run_id: str,
     approval_id: str,
     *,

@@ -12,13 +12,13 @@ from ..runs import RunPatch, RuntimeRun
 from .outcome import LegOutcome, record_changes
 
 if TYPE_CHECKING:
-    from .runtime import DurableRuntime
+    from .seam import RunRecords
 
 __all__ = ["claim_next", "hand_back"]
 
 
 async def claim_next(
-    runtime: DurableRuntime, holder: str, keys: Any, kind: str = "agent"
+    runtime: RunRecords, holder: str, keys: Any, kind: str = "agent"
 ) -> RuntimeRun | None:
     """The next eligible run, claimed for ``holder``; handed back if the caller is cancelled.
 
@@ -42,7 +42,7 @@ async def claim_next(
         raise
 
 
-def hand_back(runtime: DurableRuntime, record: RuntimeRun) -> None:
+def hand_back(runtime: RunRecords, record: RuntimeRun) -> None:
     """Release a claimed run that never started (fenced: not one another owner has now)."""
     patch = record_changes(LegOutcome.released()) | RunPatch(
         lease_owner=None, lease_expires_at=None

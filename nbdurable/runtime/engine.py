@@ -13,7 +13,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from .._aio import wait_event
 from .._errors import FencedOutError, LeaseLostError, RunNotFoundError, StoreWriteError
@@ -48,12 +48,13 @@ from .outcome import (
     leg_result,
     record_changes,
 )
+from .seam import Engine
 from .state_events import claim_event
 from .takeover import interrupted_calls, takeover_event
 from .tasks import TaskExecution, canonical_json, run_phases
 
 if TYPE_CHECKING:
-    from .runtime import DurableRuntime
+    from .seam import RunServices
 
 __all__ = ["DEAD_OWNER_SCAN_SECONDS", "FOREIGN_SCAN_SECONDS", "EmbeddedEngine", "Engine"]
 
@@ -63,43 +64,7 @@ FOREIGN_SCAN_SECONDS = 10.0
 """How often a runtime looks for waiting runs of another engine, to say once that it leaves them."""
 
 
-class Engine(Protocol):
-    """Where a runtime's runs execute.
-
-    Attributes:
-        name: What the runtime records as the ``engine`` of the runs it submits
-            (``embedded``, ``temporal``): only engines of that name execute them.
-    """
-
-    name: str
-
-    def start(self, runtime: DurableRuntime) -> None:
-        """Begin claiming and executing the runtime's eligible runs."""
-        ...
-
-    def wake(self) -> None:
-        """Look for work now (a submission, a verdict, a new registration)."""
-        ...
-
-    def cancel_local(self, run_id: str) -> bool:
-        """Cancel this engine's execution of a run; False when it is not executing it."""
-        ...
-
-    def home_loop(self) -> asyncio.AbstractEventLoop | None:
-        """The event loop this engine executes runs on, if it executes them in this process.
-
-        A blocking wait from another thread (``Run.wait_sync``) schedules its
-        store polls on this loop; ``None`` when runs execute elsewhere (Temporal
-        workers) or the engine has not started.
-        """
-        ...
-
-    async def close(self) -> None:
-        """Stop taking work; abandon in-flight steps cleanly, releasing their leases."""
-        ...
-
-
-class EmbeddedEngine:
+class EmbeddedEngine(Engine):
     """Executes runs as tasks on the running event loop.
 
     At most ``max_concurrent_runs`` agent runs and, apart from them,
@@ -109,7 +74,7 @@ class EmbeddedEngine:
     name = EMBEDDED
 
     def __init__(self) -> None:
-        self.runtime: DurableRuntime
+        self.runtime: RunServices
         self._executions: dict[str, asyncio.Task[None]] = {}
         self._contexts: dict[str, Execution] = {}
         self._ended: set[tuple[str, int]] = set()  # legs whose end is written: (run, fence)
@@ -132,7 +97,7 @@ class EmbeddedEngine:
         """Whether :meth:`start` was called."""
         return self._scheduler is not None
 
-    def start(self, runtime: DurableRuntime) -> None:
+    def start(self, runtime: RunServices) -> None:
         """Start the scheduler task on the running loop."""
         self.runtime = runtime
         self._leases = LeaseKeeper(runtime, self.holder, self._stop_fatally)

@@ -31,7 +31,7 @@ from .outcome import LegOutcome, ModelAttemptFailed, NeedsAttention, RunTimedOut
 from .step_commit import StepRiders
 
 if TYPE_CHECKING:
-    from .runtime import DurableRuntime
+    from .seam import RunServices
 
 __all__ = ["ModelAttemptFailed", "NeedsAttention", "RunContext", "RunTimedOut", "RuntimeDriver"]
 
@@ -61,7 +61,7 @@ class RunContext(NowaitDelegate):
             results if this execution turns out to have lost the run.
     """
 
-    runtime: DurableRuntime
+    runtime: RunServices
     agent: Agent
     record: RuntimeRun
     intents: dict[str, ToolIntent] = field(default_factory=dict)

@@ -27,7 +27,7 @@ from .run import Run, RunFailedError, RunResult
 from .waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:
-    from .runtime import DurableRuntime
+    from .seam import RunServices
 
 __all__ = [
     "DEPENDENCY_POLICIES",
@@ -167,7 +167,7 @@ def prompt_with_results(prompt: Prompt, results: Sequence[tuple[str, str]]) -> M
 class Graph:
     """A handle on a graph of runs. Cheap: it holds only the runtime and the graph id."""
 
-    def __init__(self, runtime: DurableRuntime, graph_id: str) -> None:
+    def __init__(self, runtime: RunServices, graph_id: str) -> None:
         self.runtime = runtime
         self.graph_id = graph_id
 

@@ -18,7 +18,7 @@ from . import lifecycle
 from .outcome import LegOutcome
 
 if TYPE_CHECKING:
-    from .runtime import DurableRuntime
+    from .seam import RunRecords
 
 __all__ = ["Execution", "LeaseKeeper"]
 
@@ -47,7 +47,7 @@ class LeaseKeeper:
 
     def __init__(
         self,
-        runtime: DurableRuntime,
+        runtime: RunRecords,
         holder: str,
         on_store_lost: Callable[[BaseException], None],
     ) -> None:

@@ -23,12 +23,12 @@ from .graphs import prompt_with_results
 from .prompts import prompt_message
 
 if TYPE_CHECKING:
-    from .runtime import DurableRuntime
+    from .seam import RunRecords
 
 __all__ = ["first_messages", "leg_options"]
 
 
-async def first_messages(runtime: DurableRuntime, record: RuntimeRun) -> tuple[Message, ...]:
+async def first_messages(runtime: RunRecords, record: RuntimeRun) -> tuple[Message, ...]:
     """A first leg's messages: the session's latest completed history, then the prompt.
 
     A graph node's prompt carries its dependencies' results; failed runs of the
@@ -38,7 +38,7 @@ async def first_messages(runtime: DurableRuntime, record: RuntimeRun) -> tuple[M
     return (*history, await offload(_first_message, runtime, record))
 
 
-def _first_message(runtime: DurableRuntime, record: RuntimeRun) -> Message:
+def _first_message(runtime: RunRecords, record: RuntimeRun) -> Message:
     if not record.depends_on:
         return prompt_message(record.prompt_value)
     results = []
@@ -49,7 +49,7 @@ def _first_message(runtime: DurableRuntime, record: RuntimeRun) -> Message:
     return prompt_with_results(record.prompt_value, results)
 
 
-async def _session_history(runtime: DurableRuntime, record: RuntimeRun) -> Sequence[Message]:
+async def _session_history(runtime: RunRecords, record: RuntimeRun) -> Sequence[Message]:
     completed = await offload(runtime.runtime_store.rt_session, record.session_id, ["completed"])
     before = [r for r in completed if r.seq < record.seq]
     if not before:

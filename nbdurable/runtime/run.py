@@ -48,7 +48,7 @@ from .run_result import RunFailedError, RunResult
 from .waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:
-    from .runtime import DurableRuntime
+    from .seam import RunServices
 
 __all__ = [
     "HUMAN_STATES",
@@ -70,7 +70,7 @@ class Run:
     that awaits them drops only that watcher. ``cancel()`` cancels the run.
     """
 
-    def __init__(self, runtime: DurableRuntime, run_id: str) -> None:
+    def __init__(self, runtime: RunServices, run_id: str) -> None:
         self.runtime = runtime
         self.run_id = run_id
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Required, TypedDict, Unpack
 
 from .._deps import Deps, new_id
 from .._errors import (
@@ -32,24 +32,72 @@ from ..runs import (
 )
 from ..tracing import current_trace_context
 from .agent import Agent, Registry
-from .engine import EmbeddedEngine, Engine
+from .engine import EmbeddedEngine
 from .graphs import Graph, GraphNode
 from .limits import Limits, check_concurrency, check_max_age_ms, check_retry_ms
 from .notify import Notifier
 from .prompts import Prompt
 from .record_mirror import mirror_for, read_graph, read_list, with_mirror
 from .run import Run
+from .seam import Engine, FatalHandler
 from .state_events import settled_nodes, state_events, unclaimed_event
 from .store_retry import RetryingRuntimeStore
 from .submissions import agent_record, submit_graph, submit_task
 from .tasks import TaskDefinition, TaskRun, task_table
 
-__all__ = ["DurableRuntime"]
-
-FatalHandler = Callable[[BaseException], Any]
+__all__ = ["DurableRuntime", "RuntimeOptions"]
 
 APPROVAL_MAX_AGE_MS = 7 * 24 * 3600 * 1000
 """The default maximum age of an approval token a verdict may carry: 7 days."""
+
+
+class RuntimeOptions(TypedDict, total=False):
+    """The options of ``DurableRuntime(...)`` and ``DurableRuntime.open(...)``.
+
+    Attributes:
+        store: A store that keeps run records (``open_store('sqlite:///...')``,
+            ``'postgresql://...'``, ``'memory://'``). Required.
+        agents: The agents this runtime executes (more: ``register_agents``).
+        tasks: The custom tasks it executes (:func:`~nbdurable.runtime.tasks.task`).
+        max_concurrent_runs: Agent runs executing at once (default 4).
+        max_concurrent_tasks: Custom-task phases executing at once, apart from runs (4).
+        limits: The runtime's :class:`~nbdurable.runtime.limits.Limits`.
+        on_fatal_error: Called once when the store stays away past ``store_retry_ms``
+            (default: log it); the runtime stops taking work.
+        approval_signer: Signs approval tokens (default: from the store, see
+            ``DurableRuntime.signer``).
+        lease_ms: How long a claim holds a run without renewal (30 s).
+        poll_interval: Seconds between looks for work and between waits' polls (0.05).
+        flush_interval: Seconds between flushes of streamed deltas to the event log (0.05).
+        deps: Clock, ids and logger (default: the real ones).
+        owner_id: This runtime's name in leases (default: generated).
+        engine: Where runs execute (default: :class:`~nbdurable.runtime.engine.EmbeddedEngine`).
+        store_retry_ms: How long a store call failing for a connection-level
+            reason is sent again (60 s).
+        approval_max_age_ms: Approval tokens this old are refused (7 days; None: no limit).
+        notify: Posts a signed message when a run starts waiting on a human.
+        record_mirror: Over a remote store, keep an in-memory mirror of the run
+            records for synchronous reads on the loop (True).
+    """
+
+    store: Required[HistoryStore]
+    agents: Iterable[Agent]
+    tasks: Sequence[TaskDefinition]
+    max_concurrent_runs: int
+    max_concurrent_tasks: int
+    limits: Limits | None
+    on_fatal_error: FatalHandler | None
+    approval_signer: ApprovalSigner | None
+    lease_ms: int
+    poll_interval: float
+    flush_interval: float
+    deps: Deps | None
+    owner_id: str | None
+    engine: Engine | None
+    store_retry_ms: int
+    approval_max_age_ms: int | None
+    notify: Notifier | None
+    record_mirror: bool
 
 
 class DurableRuntime:
@@ -92,28 +140,14 @@ class DurableRuntime:
             (a worker, which makes no synchronous reads).
     """
 
-    def __init__(
-        self,
-        *,
-        store: HistoryStore,
-        agents: Iterable[Agent] = (),
-        tasks: Sequence[TaskDefinition] = (),
-        max_concurrent_runs: int = 4,
-        max_concurrent_tasks: int = 4,
-        limits: Limits | None = None,
-        on_fatal_error: FatalHandler | None = None,
-        approval_signer: ApprovalSigner | None = None,
-        lease_ms: int = 30_000,
-        poll_interval: float = 0.05,
-        flush_interval: float = 0.05,
-        deps: Deps | None = None,
-        owner_id: str | None = None,
-        engine: Engine | None = None,
-        store_retry_ms: int = DEFAULT_STORE_RETRY_MS,
-        approval_max_age_ms: int | None = APPROVAL_MAX_AGE_MS,
-        notify: Notifier | None = None,
-        record_mirror: bool = True,
-    ) -> None:
+    def __init__(self, **options: Unpack[RuntimeOptions]) -> None:
+        unknown = sorted(set(options) - set(RuntimeOptions.__annotations__))
+        if unknown:
+            # what Python says of an unknown keyword, as when these were parameters
+            raise TypeError(f"DurableRuntime got unexpected options: {', '.join(unknown)}")
+        if "store" not in options:
+            raise TypeError("DurableRuntime needs store= (there is no default store)")
+        store = options["store"]
         if not (
             isinstance(store, HistoryStore)
             and isinstance(store, RunStore)
@@ -123,38 +157,47 @@ class DurableRuntime:
                 "DurableRuntime needs a store that keeps run records: "
                 "open_store('sqlite:///...'), 'postgresql://...' or 'memory://'"
             )
-        self.tasks: dict[str, TaskDefinition] = task_table(tasks)
+        self.tasks: dict[str, TaskDefinition] = task_table(options.get("tasks", ()))
         self.store: HistoryStore = store
         # The store as each of the bases checked above: run records, fenced events.
         records: RunStore = store
         self.event_store: EventLog = store
-        self.max_concurrent_runs = check_concurrency("max_concurrent_runs", max_concurrent_runs)
-        self.max_concurrent_tasks = check_concurrency("max_concurrent_tasks", max_concurrent_tasks)
+        self.max_concurrent_runs = check_concurrency(
+            "max_concurrent_runs", options.get("max_concurrent_runs", 4)
+        )
+        self.max_concurrent_tasks = check_concurrency(
+            "max_concurrent_tasks", options.get("max_concurrent_tasks", 4)
+        )
+        limits = options.get("limits")
         self.limits = limits if limits is not None else Limits()
         if not isinstance(self.limits, Limits):
             raise ConfigurationError("limits must be a Limits")
-        self.on_fatal_error = on_fatal_error
-        self.lease_ms = lease_ms
-        self.poll_interval = poll_interval
-        self.flush_interval = flush_interval
-        self.deps = deps or Deps()
-        check_retry_ms(store_retry_ms)
+        self.on_fatal_error = options.get("on_fatal_error")
+        self.lease_ms = options.get("lease_ms", 30_000)
+        self.poll_interval = options.get("poll_interval", 0.05)
+        self.flush_interval = options.get("flush_interval", 0.05)
+        self.deps = options.get("deps") or Deps()
+        store_retry_ms = check_retry_ms(options.get("store_retry_ms", DEFAULT_STORE_RETRY_MS))
         # Store calls that fail for connection-level reasons are sent again for up
         # to store_retry_ms (one budget per outage, shared by every call); past
         # it the engine stops (on_fatal_error) and leaves its runs as they are.
         self.store_retry = StoreRetry.for_store(store, store_retry_ms, self.deps.logger)
         self.runtime_store: RunStore = RetryingRuntimeStore(records, self.store_retry)
         # Over a remote store, synchronous reads on the loop read a mirror of the records.
-        self.mirror = mirror_for(store, records) if record_mirror else None
+        self.mirror = mirror_for(store, records) if options.get("record_mirror", True) else None
         self.runtime_store = with_mirror(self.runtime_store, self.mirror)
-        self.owner_id = owner_id or f"runtime-{new_id()[:12]}"
-        self._signer = approval_signer
-        self.approval_max_age_ms = check_max_age_ms(approval_max_age_ms)
+        self.owner_id = options.get("owner_id") or f"runtime-{new_id()[:12]}"
+        self._signer = options.get("approval_signer")
+        self.approval_max_age_ms = check_max_age_ms(
+            options.get("approval_max_age_ms", APPROVAL_MAX_AGE_MS)
+        )
+        notify = options.get("notify")
         if notify is not None and not isinstance(notify, Notifier):
             raise ConfigurationError("notify must be a Notifier")
         self.notify = notify
         self.registry = Registry()
-        self.registry.register(agents)
+        self.registry.register(options.get("agents", ()))
+        engine = options.get("engine")
         self.engine: Engine = engine if engine is not None else EmbeddedEngine()
         # Connections its tools open lazily (MCP sessions): one per server, closed by close().
         self.resources = ResourceScope()
@@ -164,54 +207,13 @@ class DurableRuntime:
     # -- lifecycle -----------------------------------------------------------------
 
     @classmethod
-    async def open(
-        cls,
-        *,
-        store: HistoryStore,
-        agents: Iterable[Agent] = (),
-        tasks: Sequence[TaskDefinition] = (),
-        max_concurrent_runs: int = 4,
-        max_concurrent_tasks: int = 4,
-        limits: Limits | None = None,
-        on_fatal_error: FatalHandler | None = None,
-        approval_signer: ApprovalSigner | None = None,
-        lease_ms: int = 30_000,
-        poll_interval: float = 0.05,
-        flush_interval: float = 0.05,
-        deps: Deps | None = None,
-        owner_id: str | None = None,
-        engine: Engine | None = None,
-        store_retry_ms: int = DEFAULT_STORE_RETRY_MS,
-        approval_max_age_ms: int | None = APPROVAL_MAX_AGE_MS,
-        notify: Notifier | None = None,
-        record_mirror: bool = True,
-    ) -> DurableRuntime:
+    async def open(cls, **options: Unpack[RuntimeOptions]) -> DurableRuntime:
         """Open a runtime and start its scheduler on the running event loop.
 
-        The arguments are those of the class. Validation is eager: invalid
-        options and registrations raise here.
+        The options are those of the class (:class:`RuntimeOptions`).
+        Validation is eager: invalid options and registrations raise here.
         """
-        runtime = cls(
-            store=store,
-            agents=agents,
-            tasks=tasks,
-            max_concurrent_runs=max_concurrent_runs,
-            max_concurrent_tasks=max_concurrent_tasks,
-            limits=limits,
-            on_fatal_error=on_fatal_error,
-            approval_signer=approval_signer,
-            lease_ms=lease_ms,
-            poll_interval=poll_interval,
-            flush_interval=flush_interval,
-            deps=deps,
-            owner_id=owner_id,
-            engine=engine,
-            store_retry_ms=store_retry_ms,
-            approval_max_age_ms=approval_max_age_ms,
-            notify=notify,
-            record_mirror=record_mirror,
-        )
-        return await runtime.__aenter__()
+        return await cls(**options).__aenter__()
 
     async def __aenter__(self) -> DurableRuntime:
         if not self._started:

@@ -11,7 +11,7 @@ from ..runs import GRAPH_SETTLED_STATES, RunPatch, RuntimeRun
 from .run import RunFailedError
 
 if TYPE_CHECKING:
-    from .runtime import DurableRuntime
+    from .seam import RunRecords
 
 __all__ = ["claim_event", "unclaimed_event", "settled_nodes", "state_events", "terminal_event"]
 
@@ -87,7 +87,7 @@ def terminal_event(record: RuntimeRun, now: int, finish: dict[str, Any] | None =
     )
 
 
-def unclaimed_event(runtime: DurableRuntime, record: RuntimeRun) -> None:
+def unclaimed_event(runtime: RunRecords, record: RuntimeRun) -> None:
     """The state event of a run made claimable (submitted, promoted, settled), unless claimed since.
 
     The append is fenced by the record's fence as read: once a worker has
@@ -98,7 +98,7 @@ def unclaimed_event(runtime: DurableRuntime, record: RuntimeRun) -> None:
         runtime.state_event(record, fence=record.fence)
 
 
-def claim_event(runtime: DurableRuntime, record: RuntimeRun) -> None:
+def claim_event(runtime: RunRecords, record: RuntimeRun) -> None:
     """The state event of a run its owner just claimed.
 
     A run's first claim (any claim of a graph node, which a retry can put back to
@@ -114,7 +114,7 @@ def claim_event(runtime: DurableRuntime, record: RuntimeRun) -> None:
     runtime.state_event(record)
 
 
-def _last_state(runtime: DurableRuntime, run_id: str) -> str | None:
+def _last_state(runtime: RunRecords, run_id: str) -> str | None:
     """The state of the run's last ``run_state`` event (None without one)."""
     log = runtime.event_store
     events = runtime.store_retry.call("read events", log.read_events, run_id)

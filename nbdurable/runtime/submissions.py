@@ -24,7 +24,7 @@ from .state_events import unclaimed_event
 from .tasks import TaskDefinition, TaskRun, canonical_json
 
 if TYPE_CHECKING:
-    from .runtime import DurableRuntime
+    from .seam import RunServices
 
 __all__ = [
     "agent_record",
@@ -194,7 +194,7 @@ def _valid_id(value: Any) -> Any:
 
 
 async def submit_graph(
-    runtime: DurableRuntime,
+    runtime: RunServices,
     nodes: Iterable[GraphNode | Mapping[str, Any]],
     graph_id: str | None,
 ) -> Graph:
@@ -228,7 +228,7 @@ async def submit_graph(
 
 
 async def submit_task(
-    runtime: DurableRuntime,
+    runtime: RunServices,
     name: str,
     input: Any,
     *,

@@ -28,7 +28,7 @@ from .record_mirror import read_list, read_task_state
 from .run import Run, RunResult
 
 if TYPE_CHECKING:
-    from .runtime import DurableRuntime
+    from .seam import RunServices
 
 __all__ = [
     "TASK_PHASE",
@@ -163,7 +163,7 @@ class TaskContext:
 
     def __init__(
         self,
-        runtime: DurableRuntime,
+        runtime: RunServices,
         run_id: str,
         task: TaskDefinition,
         phase_index: int,
@@ -253,7 +253,7 @@ class TaskExecution:
         stop: How the owner decided to end the execution it stops.
     """
 
-    runtime: DurableRuntime
+    runtime: RunServices
     task: TaskDefinition
     record: RuntimeRun
     stop: LegOutcome | None = None
@@ -296,7 +296,7 @@ def _json_state(task: TaskDefinition, phase: str, state: Any) -> str:
         ) from None
 
 
-ContextFactory = Callable[["DurableRuntime", str, TaskDefinition, int], TaskContext]
+ContextFactory = Callable[["RunServices", str, TaskDefinition, int], TaskContext]
 """Makes a phase's :class:`TaskContext` (an engine may hand phases its own subclass)."""
 
 

@@ -54,7 +54,7 @@ from ..runtime.outcome import (
     after_model_error,
     record_changes,
 )
-from ..runtime.runtime import DurableRuntime
+from ..runtime.seam import RunServices
 from ..runtime.state_events import claim_event
 from .driver import (
     DEFINITION_MISMATCH,
@@ -120,7 +120,7 @@ def _final(error: Exception) -> ApplicationError:
 class BoundActivities:
     """Activities bound to one worker's runtime (store, agents, tasks, signer)."""
 
-    def __init__(self, runtime: DurableRuntime) -> None:
+    def __init__(self, runtime: RunServices) -> None:
         self.runtime = runtime
 
     def all(self) -> list[Callable[..., Any]]:

@@ -26,6 +26,7 @@ from temporalio.service import RPCError
 from .._aio import wait_event
 from ..runs import TEMPORAL, of_engine
 from ..runtime.foreign import ForeignRuns
+from ..runtime.seam import Engine
 from .config import TemporalConfig
 from .connection import TemporalConnection
 from .tracing import client_interceptors, started_under
@@ -33,7 +34,7 @@ from .workflow import config_args
 
 if TYPE_CHECKING:
     from ..runs import RuntimeRun
-    from ..runtime.runtime import DurableRuntime
+    from ..runtime.seam import RunServices
 
 __all__ = ["WORKFLOWS", "TemporalEngine", "start_run"]
 
@@ -63,7 +64,7 @@ async def start_run(
         )
 
 
-class TemporalEngine:
+class TemporalEngine(Engine):
     """Execute a runtime's agent runs on Temporal.
 
     Args:
@@ -110,7 +111,7 @@ class TemporalEngine:
             "heartbeat_timeout": heartbeat_timeout,
             "tool_retries": tool_retries,
         }
-        self.runtime: DurableRuntime
+        self.runtime: RunServices
         self._client = client
         self.adopt_after = adopt_after
         self._wake = asyncio.Event()
@@ -133,7 +134,7 @@ class TemporalEngine:
             )
         return self._client
 
-    def start(self, runtime: DurableRuntime) -> None:
+    def start(self, runtime: RunServices) -> None:
         """Start dispatching the runtime's pending runs to Temporal."""
         self.runtime = runtime
         self._since = runtime.now()

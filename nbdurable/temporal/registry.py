@@ -6,19 +6,22 @@ tools and models are plain Python objects of that process.
 
 from __future__ import annotations
 
-from ..runtime.runtime import DurableRuntime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..runtime.seam import RunServices
 
 __all__ = ["set_worker_runtime", "worker_runtime"]
 
-_RUNTIME: list[DurableRuntime] = []
+_RUNTIME: list[RunServices] = []
 
 
-def set_worker_runtime(runtime: DurableRuntime) -> None:
+def set_worker_runtime(runtime: RunServices) -> None:
     """Make ``runtime`` the one this process's workflows run under."""
     _RUNTIME[:] = [runtime]
 
 
-def worker_runtime() -> DurableRuntime:
+def worker_runtime() -> RunServices:
     """The runtime this process's workflows run under.
 
     Raises:

@@ -36,7 +36,7 @@ from ..runs import (
 from ..runtime import lifecycle
 from ..runtime.outcome import RunTimedOut
 from ..runtime.run import Run
-from ..runtime.runtime import DurableRuntime
+from ..runtime.seam import RunServices
 from ..runtime.state_events import claim_event
 from ..runtime.tasks import (
     TaskContext,
@@ -74,7 +74,7 @@ class PhaseContext(TaskContext):
 
     def __init__(
         self,
-        runtime: DurableRuntime,
+        runtime: RunServices,
         run_id: str,
         task: TaskDefinition,
         phase_index: int,
@@ -205,7 +205,7 @@ class TaskActivities(BoundActivities):
         client, queue = activity.client(), activity.info().task_queue
         settings = TemporalConfig(**config)
 
-        def context(rt: DurableRuntime, rid: str, t: TaskDefinition, i: int) -> TaskContext:
+        def context(rt: RunServices, rid: str, t: TaskDefinition, i: int) -> TaskContext:
             return PhaseContext(rt, rid, t, i, client=client, task_queue=queue, config=settings)
 
         deadline = record.deadline_at

@@ -25,6 +25,7 @@ from ..runtime.agent import Agent
 from ..runtime.limits import Limits
 from ..runtime.notify import Notifier
 from ..runtime.runtime import DurableRuntime
+from ..runtime.seam import RunServices
 from ..runtime.tasks import TaskDefinition
 from .activities import RunActivities, calls_in_flight
 from .connection import TemporalConnection
@@ -104,7 +105,7 @@ def build_definition_workers(
     client: Client,
     *,
     task_queue: str,
-    runtime: DurableRuntime,
+    runtime: RunServices,
     max_concurrent_activities: int = 100,
     drain_seconds: float = 0.0,
 ) -> list[Worker]:
@@ -193,6 +194,7 @@ async def serve(
 
         probe.add("temporal", temporal_check(client))
     runtime = worker_runtime()
+    assert isinstance(runtime, DurableRuntime)  # build_worker's: serve opens and closes it
     definitions = build_definition_workers(
         client, task_queue=task_queue, runtime=runtime, drain_seconds=drain_seconds
     )

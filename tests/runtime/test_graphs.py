@@ -11,7 +11,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.models.base import ModelRequest
-from nbdurable.runtime import Agent, DurableRuntime, GraphNode, Limits, RunFailedError
+from nbdurable.runtime import Agent, DurableRuntime, GraphNode, Limits
 
 from .conftest import states_of
 
@@ -159,72 +159,6 @@ async def test_a_graph_id_is_idempotent_and_a_different_graph_under_it_conflicts
         assert rt.graph("same").status == "completed"
         with pytest.raises(nd.RunNotFoundError):
             rt.graph("unknown")
-
-
-async def test_a_failed_node_fails_its_dependents_in_cascade(store: Any) -> None:
-    """on_dependency_failure='fail' (the default): a failed node fails its dependents
-    and theirs (reason dependency_failed); independent nodes go on; the graph is failed."""
-    rec = Recorder(store, "a")
-    rec.fail.add("broken")
-    async with await DurableRuntime.open(store=store, agents=[rec.agent()]) as rt:
-        graph = await rt.submit_graph(
-            [
-                GraphNode("root", "a", "broken"),
-                GraphNode("child", "a", "child", depends_on=["root"]),
-                GraphNode("grandchild", "a", "grandchild", depends_on=["child"]),
-                GraphNode("other", "a", "other"),
-            ],
-            graph_id="g",
-        )
-        assert await graph.wait() == "failed"
-        with pytest.raises(RunFailedError) as failed:
-            await graph.result()
-        assert failed.value.run_id == "g:root"
-        records = {r.node_id: r for r in graph.records()}
-    assert records["root"].reason == "model_error"
-    for node in ("child", "grandchild"):
-        assert records[node].state == "failed"
-        assert records[node].reason == "dependency_failed"
-    assert records["child"].error == "dependency 'root' failed"
-    assert records["other"].state == "completed"
-    assert not [m for m, _ in rec.seen if m.text.startswith(("child", "grandchild"))]
-    assert await states_of(store, "g:child") == ["queued", "failed"]
-
-
-async def test_a_paused_dependent_goes_on_once_the_failed_dependency_is_retried(
-    store: Any,
-) -> None:
-    """on_dependency_failure='pause': the dependent waits in needs_attention (the
-    graph too); retrying the failed dependency lets it complete, then the dependent
-    starts with its result."""
-    rec = Recorder(store, "a")
-    rec.fail.add("flaky")
-    async with await DurableRuntime.open(store=store, agents=[rec.agent()]) as rt:
-        graph = await rt.submit_graph(
-            [
-                GraphNode("flaky", "a", "flaky"),
-                GraphNode(
-                    "after", "a", "after", depends_on=["flaky"], on_dependency_failure="pause"
-                ),
-                GraphNode("last", "a", "last", depends_on=["after"]),
-            ],
-            graph_id="g",
-        )
-        await graph.wait("needs_attention")
-        after = graph.node("after").record()
-        assert after.state == "needs_attention" and after.reason == "dependency_failed"
-        assert graph.node("last").status == "queued"
-        paused = nd.inspect.explain(store, "g:after")
-        assert paused.summary.startswith("Paused") and "g:flaky" in paused.actions[0]
-        queued = nd.inspect.explain(store, "g:last")
-        assert queued.summary == "Queued in graph g: waiting for after."
-        rec.fail.clear()
-        await graph.node("flaky").retry()
-        results = await graph.result()
-    assert results["after"].text == "a(after)"
-    [first] = [m for m, _ in rec.seen if m.text.startswith("after")]
-    assert "Result of flaky:\na(flaky)" in first.text
-    assert graph.status == "completed"
 
 
 async def test_retrying_a_failed_dependent_waits_for_its_dependencies_again(store: Any) -> None:

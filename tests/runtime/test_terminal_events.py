@@ -13,7 +13,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from support.seed_consumer import ConsumerCrash, SeedConsumer, assert_read_the_whole_log, polling
+from support.seed_consumer import SeedConsumer, assert_read_the_whole_log, polling
 
 import nbdurable as nd
 from nbdurable.runtime import Agent, DurableRuntime, ModelRetry
@@ -25,86 +25,6 @@ FAST = ModelRetry(max_attempts=3, initial_delay_ms=10, max_delay_ms=20)
 
 async def _log(store: Any, run_id: str) -> list[nd.Event]:
     return list(await nd.read_events(store, run_id))
-
-
-@pytest.mark.spec("S004-19", "S004-20")
-async def test_a_retried_model_error_is_not_the_end_of_the_stream(
-    store: Any,
-) -> None:
-    """A model error the policy retries writes model_attempt_failed and
-    the retry_wait state, never run_error: the seed consumer (crashing once and
-    reconnecting by offset) reads through to run_finished, the log's last event."""
-    model = nd.ScriptedModel(["Answered on a later attempt."], fail_on=[1], stream_delay=0.002)
-    agent = Agent("flaky", model, version="1", model_retry=FAST, stream=True)
-    async with await DurableRuntime.open(store=store, agents=[agent]) as rt:
-        run = await rt.submit("flaky", "Answer.")
-        consumer = SeedConsumer()
-        consumer.save_run_id(run.run_id)
-        with pytest.raises(ConsumerCrash):
-            await consumer.consume(polling(store), crash_after=3)
-        await consumer.consume(polling(store))  # the restarted consumer
-        record = await run.wait()
-        log = await _log(store, run.run_id)
-    assert record.state == "completed"
-    assert_read_the_whole_log(consumer, log)
-    types = [e.type for e in log]
-    assert "run_error" not in types
-    assert types.count("model_attempt_failed") == 1
-    assert "retry_wait" in [e.payload["state"] for e in log if e.type == "run_state"]
-    assert log[-1].type == "run_finished" and log[-1].payload["state"] == "completed"
-    assert log[-1].payload["finish_reason"] == "stop"
-    assert (log[-2].type, log[-2].payload["state"]) == ("run_state", "completed")
-    assert log[-1].to_part() == nd.parts.FinishPart.model_validate(
-        {k: v for k, v in log[-1].payload.items() if k != "state"}
-    )
-
-
-@pytest.mark.spec("S004-19")
-async def test_a_failed_run_ends_with_run_error_and_retry_starts_a_new_leg_after_it(
-    store: Any, reopen: Any
-) -> None:
-    """A run that fails writes run_error last (state failed, the reason);
-    retry() appends a leg whose run_started says retried: true, after the old
-    terminal event; a consumer that kept its offset reads the new leg to its end."""
-    model = nd.ScriptedModel(["Back up."], fail_on=[1])
-    agent = Agent("fragile", model, version="1")
-    async with await DurableRuntime.open(store=store, agents=[agent]) as rt:
-        run = await rt.submit("fragile", "Answer once.")
-        first = SeedConsumer()
-        first.save_run_id(run.run_id)
-        await first.consume(polling(store))
-        record = await run.wait()
-        log = await _log(store, run.run_id)
-        assert record.state == "failed" and record.reason == "model_error"
-        assert_read_the_whole_log(first, log)
-        end = log[-1]
-        assert end.type == "run_error"
-        assert end.payload["state"] == "failed" and end.payload["reason"] == "model_error"
-        assert end.payload["error_type"] == "RunFailedError"
-        assert "scripted failure" in end.payload["message"]
-        assert [e.type for e in log].count("run_error") == 1
-
-        # a viewer that kept the offset of the end (another process) reconnects after retry()
-        second = SeedConsumer(saved={"run_id": run.run_id, "offset": end.offset})
-        watching = asyncio.get_running_loop().create_task(second.consume(polling(reopen(store))))
-        await asyncio.sleep(0.05)
-        await run.retry()
-        await watching
-        assert (await run.result()).text == "Back up."
-        log = await _log(store, run.run_id)
-    assert second.handled == [e.offset for e in log if e.offset > end.offset]
-    assert second.cleared_at == [log[-1].offset] and log[-1].type == "run_finished"
-    starts = second.payloads_of("run_started")
-    assert starts == [{"resumed": False, "next_step_index": 0, "retried": True}]
-    retried = second.payloads_of("run_state")
-    assert retried[0] == {
-        "state": "pending",
-        "reason": None,
-        "next_attempt_at": None,
-        "retried": True,
-    }
-    assert "retried" not in retried[-1]  # the mark is cleared once the leg starts
-    assert not run.record().retried
 
 
 @pytest.mark.spec("S004-19")

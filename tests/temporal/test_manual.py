@@ -1,4 +1,7 @@
-"""A manual tool interrupted by a SIGKILLed worker: needs_attention, then retry() or deny()."""
+"""A manual tool interrupted by a SIGKILLed worker, retried from the CLI with no client open.
+
+Retry and deny from a client, on every engine: tests/engines/test_recovery.py.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +9,11 @@ import asyncio
 import sys
 from subprocess import PIPE, STDOUT
 
-import nbdurable as nd
+from support.executions import started, tool_rows
+
 from nbdurable.runtime import DurableRuntime, Run
 
 from .conftest import Cluster
-from .executions import started, tool_rows
 
 
 async def _interrupted(cluster: Cluster, rt: DurableRuntime) -> Run:
@@ -26,35 +29,6 @@ async def _interrupted(cluster: Cluster, rt: DurableRuntime) -> Run:
     assert record.reason is not None and "slow_manual" in record.reason
     assert len(tool_rows(tools)) == 1  # a manual tool is not re-run on its own
     return run
-
-
-async def test_manual_tool_interrupted_then_retry_runs_it_once(cluster: Cluster) -> None:
-    tools, _store = cluster.tools, cluster.store
-    async with cluster.runtime(heartbeat_timeout=1.5) as rt:
-        run = await _interrupted(cluster, rt)
-        await run.retry()
-        result = await asyncio.wait_for(run.result(), 30)
-        assert result.text == "Manual step settled."
-    assert [tool for tool, _ in tool_rows(tools)] == ["slow_manual", "slow_manual"]
-    assert run.record().rerun_tool_calls == []
-
-
-async def test_manual_tool_interrupted_then_deny_settles_it(cluster: Cluster) -> None:
-    tools, _store = cluster.tools, cluster.store
-    async with cluster.runtime(heartbeat_timeout=1.5) as rt:
-        run = await _interrupted(cluster, rt)
-        await run.deny(reason="An operator checked: not done, do not redo.")
-        result = await asyncio.wait_for(run.result(), 30)
-        assert result.text == "Manual step settled."
-        denied = [
-            part
-            for message in result.messages
-            for part in message.content
-            if isinstance(part, nd.ToolResultPart)
-        ]
-        assert len(denied) == 1 and denied[0].is_error
-        assert denied[0].result == "An operator checked: not done, do not redo."
-    assert len(tool_rows(tools)) == 1  # deny never re-runs the tool
 
 
 async def test_retry_from_the_cli_with_no_client_connected(cluster: Cluster) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
+from support.executions import started, tool_counts, tool_rows
+
 from .conftest import Cluster
-from .executions import started, tool_counts, tool_rows
 
 
 async def _activities(rt: object, run_id: str) -> Counter[str]:

@@ -1,33 +1,35 @@
-"""Graphs on the real Temporal dev server: nodes are agent runs, the store settles them."""
+"""Every engine: graph nodes are agent runs the store settles; a node starts with its
+dependencies' results, a failed node fails or pauses its dependents."""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
+from support.executions import run_states
 from support.temporal_tasks import counted
 
 import nbdurable as nd
-from nbdurable.runtime import GraphNode
+from nbdurable.runtime import GraphNode, RunFailedError
 
-from .conftest import Cluster
-from .executions import run_states
+from .conftest import EngineCase
 
 
 async def test_a_dag_appends_dependency_results_and_goes_on_without_a_client(
-    cluster: Cluster,
+    engine: EngineCase,
 ) -> None:
     """Two roots and a node depending on both: the client submits and goes away; the
-    worker starts the promoted node, whose prompt carries its dependencies' results."""
-    calls, store = cluster.tools, cluster.store
-    cluster.worker(tasks=True)
+    workers start the promoted node, whose prompt carries its dependencies' results."""
+    store = engine.store
+    engine.worker()
     nodes = [
         GraphNode("a", "echo", "alpha"),
         GraphNode("b", "echo", "beta"),
         GraphNode("c", "echo", "gamma", depends_on=["a", "b"]),
     ]
-    async with cluster.runtime(tasks=True) as client:
+    async with engine.client() as client:
         await client.submit_graph(nodes, graph_id="g1")
-    watcher = cluster.reader(tasks=True)  # never opened: it only reads the store
+    watcher = engine.reader()  # never opened: it only reads the store
     graph = watcher.graph("g1")
     results = await asyncio.wait_for(graph.result(), 60)
     assert results["a"].text == "echo(alpha)"
@@ -35,18 +37,20 @@ async def test_a_dag_appends_dependency_results_and_goes_on_without_a_client(
     assert "Result of a:\necho(alpha)" in results["c"].text
     assert "Result of b:\necho(beta)" in results["c"].text
     assert run_states(store, "g1:c") == ["queued", "pending", "running", "completed"]
-    assert set(counted(calls, "model").values()) == {1}
+    assert set(counted(engine.tools, "model").values()) == {1}
     frame = nd.inspect.runs(store, all_columns=True)
     assert frame.loc["g1:c", "graph_status"] == "completed"
     assert frame.loc["g1:c", "depends_on"] == "a, b"
     assert {r.state for r in watcher.list_runs()} == {"completed"}
 
 
-async def test_a_failed_node_fails_its_dependents_in_cascade(cluster: Cluster) -> None:
-    store, broken = cluster.store, cluster.tools.parent / "broken.txt"
+async def test_a_failed_node_fails_its_dependents_in_cascade(engine: EngineCase) -> None:
+    """on_dependency_failure='fail' (the default): a failed node fails its dependents
+    and theirs (reason dependency_failed); independent nodes go on; the graph is failed."""
+    store, broken = engine.store, engine.tools.parent / "broken.txt"
     broken.write_text("root\n")
-    cluster.worker(tasks=True, NBDURABLE_TEST_BROKEN=str(broken))
-    async with cluster.runtime(tasks=True) as rt:
+    engine.worker(NBDURABLE_TEST_BROKEN=str(broken))
+    async with engine.client() as rt:
         graph = await rt.submit_graph(
             [
                 GraphNode("root", "echo", "root"),
@@ -57,22 +61,29 @@ async def test_a_failed_node_fails_its_dependents_in_cascade(cluster: Cluster) -
             graph_id="g2",
         )
         assert await asyncio.wait_for(graph.wait(), 60) == "failed"
+        with pytest.raises(RunFailedError) as failed:
+            await graph.result()
+        assert failed.value.run_id == "g2:root"
         records = {r.node_id: r for r in graph.records()}
     assert (records["root"].state, records["root"].reason) == ("failed", "model_error")
     for node in ("child", "grandchild"):
         assert (records[node].state, records[node].reason) == ("failed", "dependency_failed")
     assert records["child"].error == "dependency 'root' failed"
     assert records["other"].state == "completed"
+    assert not [k for k in counted(engine.tools, "model") if k.startswith(("child", "grand"))]
     assert run_states(store, "g2:child") == ["queued", "failed"]
 
 
 async def test_a_paused_dependent_goes_on_once_the_failed_dependency_is_retried(
-    cluster: Cluster,
+    engine: EngineCase,
 ) -> None:
-    store, broken = cluster.store, cluster.tools.parent / "broken.txt"
+    """on_dependency_failure='pause': the dependent waits in needs_attention (the
+    graph too); retrying the failed dependency lets it complete, then the dependent
+    starts with its result."""
+    store, broken = engine.store, engine.tools.parent / "broken.txt"
     broken.write_text("flaky\n")
-    cluster.worker(tasks=True, NBDURABLE_TEST_BROKEN=str(broken))
-    async with cluster.runtime(tasks=True) as rt:
+    engine.worker(NBDURABLE_TEST_BROKEN=str(broken))
+    async with engine.client() as rt:
         graph = await rt.submit_graph(
             [
                 GraphNode("flaky", "echo", "flaky"),
@@ -87,6 +98,10 @@ async def test_a_paused_dependent_goes_on_once_the_failed_dependency_is_retried(
         after = graph.node("after").record()
         assert (after.state, after.reason) == ("needs_attention", "dependency_failed")
         assert graph.node("last").status == "queued"
+        paused = nd.inspect.explain(store, "g3:after")
+        assert paused.summary.startswith("Paused") and "g3:flaky" in paused.actions[0]
+        queued = nd.inspect.explain(store, "g3:last")
+        assert queued.summary == "Queued in graph g3: waiting for after."
         broken.unlink()
         await graph.node("flaky").retry()
         results = await asyncio.wait_for(graph.result(), 60)

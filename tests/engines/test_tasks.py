@@ -1,33 +1,32 @@
-"""Custom tasks on the real Temporal dev server: the embedded engine's states."""
+"""Every engine: custom tasks run their phases from the last checkpoint, own agent runs,
+are cancelled with them, retried from the failed phase and failed at their deadline."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
+from support.executions import run_states
 from support.temporal_tasks import counted
 from support.waiting import eventually
-from temporalio.client import WorkflowFailureError
-from temporalio.exceptions import CancelledError
 
 import nbdurable as nd
 from nbdurable.runtime import TaskRun
 from nbdurable.runtime.tasks import TASK_PHASE
 
-from .conftest import Cluster
-from .executions import run_states
+from .conftest import EngineCase
 
 
 async def test_a_two_phase_task_with_owned_runs_completes_without_a_client(
-    cluster: Cluster,
+    engine: EngineCase,
 ) -> None:
-    """The client submits and goes away: the worker starts the owned runs' workflows
-    itself; the task's state, children, phase events and inspection read as embedded."""
-    calls, store = cluster.tools, cluster.store
-    cluster.worker(tasks=True)
-    async with cluster.runtime(tasks=True) as client:
+    """The client submits and goes away: the workers start the owned runs
+    themselves; the task's state, children, phase events and inspection read as embedded."""
+    calls, store = engine.tools, engine.store
+    engine.worker()
+    async with engine.client() as client:
         await client.submit_task("digest", {"topic": "tables"}, run_id="t1")
-    watcher = cluster.reader(tasks=True)  # never opened: it only reads the store
+    watcher = engine.reader()  # never opened: it only reads the store
     run = await watcher.get_run("t1")
     assert isinstance(run, TaskRun)
     state = await asyncio.wait_for(run.result(), 60)
@@ -50,16 +49,16 @@ async def test_a_two_phase_task_with_owned_runs_completes_without_a_client(
     assert [r.state for r in watcher.list_runs()] == ["completed"] * 4
 
 
-async def test_sigkill_mid_phase_then_a_second_worker_finishes(cluster: Cluster) -> None:
+async def test_sigkill_mid_phase_then_a_second_worker_finishes(engine: EngineCase) -> None:
     """A worker SIGKILLed in the second phase: another worker re-runs that phase from
     the first phase's journaled state; no completed phase or owned run runs again."""
-    calls, store = cluster.tools, cluster.store
-    first = cluster.worker(tasks=True, slow=30)
-    async with cluster.runtime(tasks=True, heartbeat_timeout=1.5) as rt:
+    calls, store = engine.tools, engine.store
+    first = engine.worker(slow=30)
+    async with engine.client() as rt:
         run = await rt.submit_task("digest", {"topic": "logs"}, run_id="t2")
         await eventually(lambda: bool(counted(calls, "paused")), timeout=30)
         first.kill()  # SIGKILL in the second phase, its owned run completed
-        cluster.worker(tasks=True, slow=0)
+        engine.worker(slow=0)
         state = await asyncio.wait_for(run.result(), 60)
     assert state["summary"] == "echo(combine echo(part one of logs) + echo(part two of logs))"
     assert counted(calls, "phase") == {"t2:split": 1, "t2:combine": 2}
@@ -68,10 +67,10 @@ async def test_sigkill_mid_phase_then_a_second_worker_finishes(cluster: Cluster)
     assert store.rt_get("t2").state == "completed"
 
 
-async def test_cancelling_a_task_cancels_its_owned_runs(cluster: Cluster) -> None:
-    store = cluster.store
-    cluster.worker(tasks=True)
-    async with cluster.runtime(tasks=True, heartbeat_timeout=2) as rt:
+async def test_cancelling_a_task_cancels_its_owned_runs(engine: EngineCase) -> None:
+    store = engine.store
+    engine.worker()
+    async with engine.client() as rt:
         task = await rt.submit_task("waiter", None, run_id="t3")
         await eventually(lambda: store.rt_get("t3:wait_for_approval:0") is not None, timeout=30)
         child = await rt.get_run("t3:wait_for_approval:0")
@@ -83,23 +82,19 @@ async def test_cancelling_a_task_cancels_its_owned_runs(cluster: Cluster) -> Non
         assert child_record.state == "cancelled"
         with pytest.raises(nd.RunFailedError):
             await task.result()
-        handle = (await rt.engine.client()).get_workflow_handle("t3")
-        with pytest.raises(WorkflowFailureError) as failure:
-            await asyncio.wait_for(handle.result(), 30)  # the workflow itself ends cancelled
-        assert isinstance(failure.value.cause, CancelledError)
+        await engine.assert_execution_cancelled(rt, "t3")
     assert run_states(store, "t3")[-2:] == ["cancelling", "cancelled"]
 
 
 async def test_a_failed_phase_retries_from_its_checkpoint_and_a_timeout_fails_the_task(
-    cluster: Cluster,
+    engine: EngineCase,
 ) -> None:
-    """A phase that raises fails the task (error); retry() runs a new workflow that
-    re-runs that phase only. A phase still running at the deadline fails it (timeout)."""
-    calls, store = cluster.tools, cluster.store
+    """A phase that raises fails the task (error); retry() re-runs that phase only. A phase still running at the deadline fails it (timeout)."""
+    calls, store = engine.tools, engine.store
     broken = calls.parent / "broken.txt"
     broken.write_text("second\n")
-    cluster.worker(tasks=True, NBDURABLE_TEST_BROKEN=str(broken))
-    async with cluster.runtime(tasks=True) as rt:
+    engine.worker(NBDURABLE_TEST_BROKEN=str(broken))
+    async with engine.client() as rt:
         two = await rt.submit_task("two", 0, run_id="t4")
         sleepy = await rt.submit_task("sleepy", 1, timeout=1.5)
         failed = await asyncio.wait_for(two.wait(), 30)

@@ -1,4 +1,4 @@
-"""Tool executions the worker subprocesses recorded (temporal_agents' side table)."""
+"""Tool executions worker subprocesses recorded (temporal_agents' side table), and run states."""
 
 from __future__ import annotations
 
