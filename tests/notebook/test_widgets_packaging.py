@@ -14,6 +14,7 @@ from nbdurable.notebook.widgets.assets import frontend_file
 ROOT = Path(__file__).resolve().parents[2]
 FILES = [
     "kernel_link.js",
+    "theme.css",
     "run_view.js",
     "run_view.css",
     "dashboard_view.js",
@@ -27,6 +28,7 @@ def test_the_package_serves_its_static_folder() -> None:
     assert "export default" in str(RunWidget._esm)
     assert "function kernelLink(" in str(RunWidget._esm)  # the shared link comes first
     assert ".nbd-card" in str(RunWidget._css)
+    assert "--nbd-fg:" in str(RunWidget._css)  # the shared palette comes first
 
 
 def test_a_wheel_carries_the_front_end_and_the_installed_package_finds_it(

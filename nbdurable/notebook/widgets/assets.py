@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["STATIC", "frontend_file", "view_module"]
+__all__ = ["STATIC", "frontend_file", "view_module", "view_style"]
 
 STATIC = Path(__file__).resolve().parent / "static"
 """The folder of the front-end files."""
@@ -34,3 +34,9 @@ def view_module(name: str) -> str:
     """
     link = frontend_file("kernel_link.js").read_text(encoding="utf-8")
     return link + "\n" + frontend_file(name).read_text(encoding="utf-8")
+
+
+def view_style(name: str) -> str:
+    """The stylesheet of view ``name`` with the shared palette (``theme.css``) before it."""
+    theme = frontend_file("theme.css").read_text(encoding="utf-8")
+    return theme + "\n" + frontend_file(name).read_text(encoding="utf-8")

@@ -19,7 +19,7 @@ from ...runtime.checked_verdicts import Outcome, submit_verdict
 from ...runtime.run import Run
 from .._session import deciding_user
 from ._messages import Ack, Pong, received
-from .assets import frontend_file, view_module
+from .assets import view_module, view_style
 from .dashboard_rows import (
     COLUMNS,
     FILTERS,
@@ -58,7 +58,7 @@ class DashboardView(anywidget.AnyWidget):
     """
 
     _esm = view_module("dashboard_view.js")
-    _css = frontend_file("dashboard_view.css")
+    _css = view_style("dashboard_view.css")
 
     columns = traitlets.List(traitlets.Dict()).tag(sync=True)
     rows = traitlets.List(traitlets.Dict()).tag(sync=True)

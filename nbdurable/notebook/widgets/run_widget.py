@@ -25,7 +25,7 @@ from ...runtime.run import Run
 from .._lease import LeaseWait, lease_wait
 from .._session import deciding_user
 from ._messages import Ack, Pong, Snapshot, Verdict, received
-from .assets import frontend_file, view_module
+from .assets import view_module, view_style
 from .run_delta import StepDeltas
 from .run_state import Cards, Clock, run_state
 
@@ -80,7 +80,7 @@ class RunWidget(anywidget.AnyWidget):
     """
 
     _esm = view_module("run_view.js")
-    _css = frontend_file("run_view.css")
+    _css = view_style("run_view.css")
 
     run_id = traitlets.Unicode("").tag(sync=True)
     status = traitlets.Unicode("unknown").tag(sync=True)
