@@ -23,9 +23,9 @@ import os
 import re
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
