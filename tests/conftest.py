@@ -2,8 +2,8 @@
 PostgreSQL server (one per test session) with a fresh database per test; the test tiers.
 
 Tiers: every test that needs more than this interpreter gets a marker here, centrally
-(by its directory, the fixtures it uses, its parameters and what its module starts), so
-a test keeps its tier when it moves: ``postgres`` (the PostgreSQL server), ``temporal``
+(``support/tiers.py``: by its directory, the fixtures it uses, its parameters and what
+its code reaches), so a test keeps its tier when it moves: ``postgres`` (the PostgreSQL server), ``temporal``
 (the Temporal dev server), ``browser`` (Chromium and a Jupyter server), ``notebook`` (a
 real kernel), ``process`` (starts other processes: the CLI, workers, harnesses),
 ``slow`` (in-process but seconds long) and ``serial`` (must not share the machine: it
@@ -16,20 +16,18 @@ get it (``.ci/run`` installs it); ``NBDURABLE_SKIP_POSTGRES=1`` skips them on pu
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import logging
 import os
-import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
 from support.pgserver import PgServer, find_pg_bin, start_server
+from support.tiers import TIERS as TIERS
+from support.tiers import tiers_of
 
 import nbdurable as nd
 
@@ -131,98 +129,12 @@ def pg_database(pg_server: PgServer) -> Iterator[str]:
         conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
-# -- tiers -----------------------------------------------------------------------------
-
-TIERS = ("postgres", "temporal", "browser", "notebook", "process", "slow", "serial")
-"""The markers a plain ``pytest`` deselects (pyproject.toml's ``addopts``)."""
-
-_TESTS = Path(__file__).resolve().parent
-
-_BY_DIRECTORY = {"temporal": "temporal", "browser": "browser"}
-"""A directory under tests/ whose every test needs one service."""
-
-_BY_FIXTURE = {
-    "pg_server": "postgres",
-    "pg_database": "postgres",
-    "temporal_server": "temporal",
-    "browser": "browser",
-    "page": "browser",
-    "jupyter": "browser",
-    "voila_server": "browser",
-    "stdio_server": "process",
-    "http_server": "process",
-}
-"""Fixtures (direct or through other fixtures) that start a server or a process."""
-
-_BY_PARAMETER = {"postgres": "postgres"}
-"""A parameter id (``test_x[postgres]``) that picks a service at run time
-(``request.getfixturevalue("pg_database")``)."""
-
-_BY_SOURCE = {
-    # a PostgreSQL server of the test's own (outages: stopped and restarted)
-    "postgres": re.compile(r"from support\.pgserver import [^\n]*\bstart_server\b"),
-    # a real kernel: nbclient, jupyter_client, or the shared demo-notebook runner
-    "notebook": re.compile(r"\bnbclient\b|\bjupyter_client\b|KernelManager|\bexecute_twice\b"),
-    # a child process: the CLI, a worker, a harness, a server in its own interpreter
-    "process": re.compile(
-        r"\bsubprocess\b|\bmultiprocessing\b|\bPopen\b|create_subprocess_exec|"
-        r"sys\.executable|os\.fork\b|support\.(?:crash|lease|broken|damage|pg_restart|"
-        r"tracing|verdict_race|runtime)_harness"
-    ),
-}
-"""What a test module's source says it starts (read once per module)."""
-
-_BY_FUNCTION_SOURCE = {"browser": re.compile(r"\bplaywright\b")}
-"""What one test function's own source says it starts (a module of fast tests with one
-browser test)."""
-
-
-@cache
-def _source_tiers(path: Path) -> frozenset[str]:
-    try:
-        text = path.read_text()
-    except OSError:
-        return frozenset()
-    return frozenset(tier for tier, pattern in _BY_SOURCE.items() if pattern.search(text))
-
-
-def tiers_of(item: pytest.Item) -> set[str]:
-    """The tiers one collected test belongs to (empty: the fast tier)."""
-    found: set[str] = {m.name for m in item.iter_markers() if m.name in TIERS}
-    path = Path(str(item.path))
-    try:
-        parts = path.relative_to(_TESTS).parts
-    except ValueError:
-        parts = ()
-    if parts and parts[0] in _BY_DIRECTORY:
-        found.add(_BY_DIRECTORY[parts[0]])
-    for name in getattr(item, "fixturenames", ()):
-        if name in _BY_FIXTURE:
-            found.add(_BY_FIXTURE[name])
-    callspec = getattr(item, "callspec", None)
-    if callspec is not None:
-        for part in re.split(r"[-\[\]]", callspec.id):
-            if part in _BY_PARAMETER:
-                found.add(_BY_PARAMETER[part])
-    found |= _source_tiers(path)
-    function = getattr(item, "function", None)
-    if function is not None:
-        found |= _function_tiers(function)
-    return found
-
-
-@cache
-def _function_tiers(function: Any) -> frozenset[str]:
-    try:
-        text = inspect.getsource(function)
-    except (OSError, TypeError):
-        return frozenset()
-    return frozenset(tier for tier, pattern in _BY_FUNCTION_SOURCE.items() if pattern.search(text))
+# -- tiers: support/tiers.py decides them --------------------------------------------
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by these marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test with its tiers, so ``-m`` selects them (see the module docstring)."""
+    """Mark every test with its tiers, so that ``-m`` selects them."""
     for item in items:
         for tier in tiers_of(item):
             item.add_marker(tier)
