@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from support.pgserver import PgServer, find_pg_bin, start_server
 from support.tiers import TIERS as TIERS
-from support.tiers import tiers_of
+from support.tiers import missing_extra, tiers_of
 
 import nbdurable as nd
 
@@ -136,5 +136,9 @@ def pg_database(pg_server: PgServer) -> Iterator[str]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test with its tiers, so that ``-m`` selects them."""
     for item in items:
-        for tier in tiers_of(item):
+        tiers = tiers_of(item)
+        for tier in tiers:
             item.add_marker(tier)
+        missing = missing_extra(tiers)
+        if missing is not None:  # skips cleanly where its extra is absent
+            item.add_marker(pytest.mark.skip(reason=missing))

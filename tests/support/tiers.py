@@ -17,6 +17,7 @@ once written, so a test keeps its tier when it moves to another file:
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 import types
@@ -59,6 +60,8 @@ BY_NAME = {
         "fork",
         "executable",  # sys.executable: a command line of this interpreter
     },
+    # the postgres extra (its tests need the server or at least the driver)
+    "postgres": {"psycopg", "psycopg_pool"},
     # a real kernel
     "notebook": {"nbclient", "NotebookClient", "KernelManager", "jupyter_client"},
     # Chromium through Playwright
@@ -66,11 +69,33 @@ BY_NAME = {
 }
 """Names (globals, attributes or imports) whose use in reached code gives a tier."""
 
+EXTRA_OF = {
+    "postgres": ("psycopg", "the postgres extra"),
+    "temporal": ("temporalio", "the temporal extra"),
+    "browser": ("playwright", "playwright (the test dependency group)"),
+    "notebook": ("nbclient", "nbclient (the test dependency group)"),
+}
+"""The module each tier's tests need: without it they skip, saying which to install."""
+
 BY_HELPER = {("support.pgserver", "start_server"): "postgres"}
 """Helpers under tests/ that start a service of the test's own."""
 
 BY_STRING = {"browser": re.compile(r"^playwright\b"), "notebook": re.compile(r"^nbclient\b")}
 """Modules named in strings (``pytest.importorskip("playwright.sync_api")``)."""
+
+
+def missing_extra(tiers: set[str]) -> str | None:
+    """Why a test of ``tiers`` cannot run here (a package it needs is absent), or None."""
+    for tier in sorted(tiers & EXTRA_OF.keys()):
+        module, extra = EXTRA_OF[tier]
+        if not _importable(module):
+            return f"{extra} is not installed ({module})"
+    return None
+
+
+@cache
+def _importable(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 def tiers_of(item: pytest.Item) -> set[str]:
