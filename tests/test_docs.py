@@ -6,9 +6,11 @@ import ast
 import asyncio
 import re
 import shlex
+import tomllib
 from pathlib import Path
 
 import pytest
+from conftest import TIERS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -44,14 +46,44 @@ def _readme_commands() -> list[str]:
     return re.findall(r"^```bash\n(.*?)\n```", text, re.S | re.M)
 
 
-def test_readme_has_the_two_setup_commands_and_ci_runs_the_test_one() -> None:
+def _ci_pytest_commands() -> list[list[str]]:
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    return [
+        shlex.split(line.split("||")[0]) for line in lines if line.startswith("python -m pytest")
+    ]
+
+
+def _selects(command: list[str], marks: set[str]) -> bool:
+    """Whether a pytest command line selects a test carrying ``marks`` (its last
+    ``-m`` wins, pyproject.toml's ``addopts`` first)."""
+    from _pytest.mark.expression import Expression
+
+    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]
+    words = shlex.split(addopts["ini_options"]["addopts"]) + command
+    expressions = [words[i + 1] for i, word in enumerate(words[:-1]) if word == "-m"]
+    expression = expressions[-1] if expressions else ""
+    if not expression:
+        return True
+    return Expression.compile(expression).evaluate(lambda name, **_: name in marks)
+
+
+def test_readme_has_the_setup_commands_and_ci_runs_every_tier() -> None:
     commands = _readme_commands()
-    assert len(commands) >= 2
-    main_job, test_command = commands[0], commands[1]
+    assert len(commands) >= 3
+    main_job, suite, fast = commands[0], commands[1], commands[2]
     assert "examples/quickstart.py" in main_job or "jupyter" in main_job
-    assert shlex.split(test_command) == ["bash", ".ci/run"]
-    ci = (ROOT / ".ci" / "run").read_text().splitlines()
-    assert ci[-1] == "python -m pytest -q"  # the suite itself, after the set-up
+    assert shlex.split(suite) == ["bash", ".ci/run"]
+    assert shlex.split(fast) == ["python", "-m", "pytest"]
+    # the contributor's command is the fast tier: no test of any other tier
+    for tier in TIERS:
+        assert not _selects(["-q"], {tier}), f"a plain pytest runs the {tier} tier"
+    assert _selects(["-q"], set())
+    # .ci/run runs every tier: a test with any one tier, or none, or serial with
+    # another, is selected by one of its pytest commands
+    ci = _ci_pytest_commands()
+    assert ci, ".ci/run runs no pytest command"
+    for marks in [set(), *({tier} for tier in TIERS), *({tier, "serial"} for tier in TIERS)]:
+        assert any(_selects(command[3:], marks) for command in ci), f".ci/run skips {marks}"
 
 
 def test_docs_site_builds_strictly(tmp_path: Path) -> None:

@@ -10,9 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from psycopg import errors as pg_errors
 
 from nbdurable import FencedOutError, StoreCorruptionError
 from nbdurable.durable.transient import (
@@ -51,6 +49,15 @@ def _sqlite_busy(tmp_path: Path) -> sqlite3.OperationalError:
 # -- classification -------------------------------------------------------------------
 
 
+def _psycopg() -> tuple[Any, Any]:
+    """psycopg and its errors module (the postgres extra: imported by its tests only, so
+    that the SQLite tests here run without it)."""
+    psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    from psycopg import errors
+
+    return psycopg, errors
+
+
 def test_sqlite_busy_and_locked_are_transient(tmp_path: Path) -> None:
     busy = _sqlite_busy(tmp_path)
     assert busy.sqlite_errorcode & 0xFF == 5  # SQLITE_BUSY
@@ -70,6 +77,7 @@ def test_sqlite_errors_that_do_not_heal_are_not_transient(tmp_path: Path) -> Non
 
 
 def test_postgres_admin_shutdown_and_a_closed_connection_are_transient(pg_database: str) -> None:
+    psycopg, pg_errors = _psycopg()
     victim = psycopg.connect(pg_database, autocommit=True)
     row = victim.execute("SELECT pg_backend_pid()").fetchone()
     assert row is not None
@@ -84,6 +92,7 @@ def test_postgres_admin_shutdown_and_a_closed_connection_are_transient(pg_databa
 
 
 def test_postgres_connection_refused_is_transient() -> None:
+    psycopg, _ = _psycopg()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -95,6 +104,7 @@ def test_postgres_connection_refused_is_transient() -> None:
 
 
 def test_postgres_serialization_failure_and_deadlock_are_transient(pg_database: str) -> None:
+    psycopg, pg_errors = _psycopg()
     with psycopg.connect(pg_database, autocommit=True) as setup:
         setup.execute("CREATE TABLE t (id int PRIMARY KEY, v int)")
         setup.execute("INSERT INTO t VALUES (1, 0), (2, 0)")
@@ -139,6 +149,7 @@ def test_postgres_serialization_failure_and_deadlock_are_transient(pg_database: 
 
 
 def test_postgres_errors_that_do_not_heal_are_not_transient(pg_database: str) -> None:
+    psycopg, pg_errors = _psycopg()
     from psycopg_pool import ConnectionPool
 
     with psycopg.connect(pg_database, autocommit=True) as conn:

@@ -15,6 +15,7 @@ import os
 import signal
 
 from support.executions import started, tool_rows
+from support.waiting import eventually
 
 import nbdurable as nd
 
@@ -38,9 +39,11 @@ async def test_woken_before_the_retry_its_result_is_the_calls(cluster: Cluster) 
     async with cluster.runtime(heartbeat_timeout=1.5) as rt:
         run, paused = await _parked(cluster, rt)
         os.kill(paused, signal.SIGCONT)
-        await asyncio.sleep(6)  # its tool finishes and records its result (same token)
-        [intent] = store.rt_intents(run.run_id)
-        assert intent.state == "completed" and store.rt_get(run.run_id).late_results == []
+        # its tool finishes and records its result (same token): not a late one
+        await eventually(
+            lambda: [i.state for i in store.rt_intents(run.run_id)] == ["completed"], 30
+        )
+        assert store.rt_get(run.run_id).late_results == []
         await run.retry()
         result = await asyncio.wait_for(run.result(), 60)
     assert result.text == "Manual step settled."
