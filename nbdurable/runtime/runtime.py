@@ -74,8 +74,13 @@ class RuntimeOptions(TypedDict, total=False):
         engine: Where runs execute (default: :class:`~nbdurable.runtime.engine.EmbeddedEngine`).
         store_retry_ms: How long a store call failing for a connection-level
             reason is sent again (60 s).
-        approval_max_age_ms: Approval tokens this old are refused (7 days; None: no limit).
-        notify: Posts a signed message when a run starts waiting on a human.
+        approval_max_age_ms: Approval tokens this old or older are refused when a
+            verdict comes in (``Run.approve``, a card, ``%durable approve``, the CLI,
+            the bridge): the request stays pending and ``Run.pending_approvals``
+            shows it again with a fresh token. 7 days; None: no limit.
+        notify: Posts a signed message when a run this runtime executes starts
+            waiting on a human (:class:`~nbdurable.runtime.notify.Notifier`): one
+            per approval across every runtime on the store. None: no messages.
         record_mirror: Over a remote store, keep an in-memory mirror of the run
             records for synchronous reads on the loop (True).
     """
@@ -126,18 +131,10 @@ class DurableRuntime:
         owner_id: This runtime's name in leases (held as
             ``f"{owner_id}@{host}:{pid}#{boot id}/{pid namespace}/{start time}"``,
             see :mod:`nbdurable.runs`).
-        approval_max_age_ms: Approval tokens this old or older are refused when
-            a verdict comes in (``Run.approve``, a widget card, ``%durable
-            approve``, the CLI, the HTTP bridge): the request stays pending and
-            :meth:`Run.pending_approvals` shows it again with a fresh token.
-            Default 7 days; None: no limit.
-        notify: Posts a signed message when a run this runtime executes starts
-            waiting on a human (:class:`~nbdurable.runtime.notify.Notifier`):
-            one per approval across every runtime on the store. None: no messages.
+        approval_max_age_ms, notify: As given (:class:`RuntimeOptions`).
         mirror: Over a remote store (PostgreSQL), the in-memory copy of the run
-            records that synchronous reads on the loop use (docs/runtime.md,
-            "What blocks"); None on local stores and with ``record_mirror=False``
-            (a worker, which makes no synchronous reads).
+            records synchronous reads on the loop use (docs/runtime.md, "What
+            blocks"); None on local stores and with ``record_mirror=False``.
     """
 
     def __init__(self, **options: Unpack[RuntimeOptions]) -> None:

@@ -48,34 +48,22 @@ FatalHandler = Callable[[BaseException], Any]
 
 
 class RunRecords(Protocol):
-    """A store's run records and events, with the writes that keep them in step.
+    """A store's run records and events, with the writes that keep them in step."""
 
-    Attributes:
-        runtime_store: The run records (calls retried through an outage).
-        event_store: The event log (fenced appends).
-        store_retry: The retry budget every store call shares.
-        mirror: Over a remote store, the in-memory copy synchronous reads use.
-        deps: Clock, ids and logger.
-        lease_ms: How long a claim holds a run without renewal.
-        poll_interval: Seconds between polls.
-    """
-
-    runtime_store: RunStore
-    event_store: EventLog
-    store_retry: StoreRetry
-    mirror: RecordMirror | None
-    deps: Deps
+    runtime_store: RunStore  # the run records, calls retried through an outage
+    event_store: EventLog  # the event log, fenced appends
+    store_retry: StoreRetry  # the retry budget every store call shares
+    mirror: RecordMirror | None  # over a remote store, what synchronous reads read
+    deps: Deps  # clock, ids, logger
     lease_ms: int
     poll_interval: float
 
     @property
     def store(self) -> HistoryStore:
         """The bundled store (checkpoints, notifications, capabilities)."""
-        ...
 
     def now(self) -> int:
         """The clock, epoch ms."""
-        ...
 
     def set_state(
         self,
@@ -86,7 +74,6 @@ class RunRecords(Protocol):
         finish: dict[str, Any] | None = None,
     ) -> RuntimeRun:
         """Write a run-state change and its events (events first, fenced by ``fence``)."""
-        ...
 
     def state_event(
         self,
@@ -96,28 +83,15 @@ class RunRecords(Protocol):
         fence: int | None = None,
     ) -> None:
         """Append a ``run_state`` event for the record's current state."""
-        ...
 
     def wake(self) -> None:
         """Make the engine look for work now; safe from any thread."""
-        ...
 
 
 class RunServices(RunRecords, Protocol):
     """What an engine, a run handle and the executor use: records and definitions.
 
-    Attributes:
-        registry: The registered agents, by id and version.
-        tasks: The custom tasks, by name.
-        limits: The runtime's limits.
-        engine: Where runs execute (its ``name`` is recorded on submitted runs).
-        owner_id: The name this runtime's leases are held under.
-        flush_interval: Seconds between flushes of streamed deltas.
-        max_concurrent_runs: Agent runs an engine executes at once.
-        max_concurrent_tasks: Custom-task phases an engine executes at once.
-        approval_max_age_ms: Approval tokens this old are refused (None: no limit).
-        notify: Posts a message when a run starts waiting on a human (None: none).
-        on_fatal_error: Called once when the store stays away past its retry budget.
+    Its options are those of ``DurableRuntime`` (``RuntimeOptions``).
     """
 
     registry: Registry
@@ -135,19 +109,15 @@ class RunServices(RunRecords, Protocol):
     @property
     def signer(self) -> ApprovalSigner:
         """The approval signer."""
-        ...
 
     def task_keys(self) -> list[tuple[str, str]]:
         """``(name, version)`` of the tasks executed now (their agents registered)."""
-        ...
 
     def cancel_local(self, run_id: str) -> bool:
         """Cancel this process's execution of a run, if it has one."""
-        ...
 
     async def cancel_owned(self, run_id: str) -> None:
         """Cancel the unfinished agent runs a task run spawned."""
-        ...
 
     async def submit(
         self,
@@ -161,7 +131,6 @@ class RunServices(RunRecords, Protocol):
         _owner_run_id: str | None = None,
     ) -> Run:
         """Submit a run of a registered agent (a task phase's spawned runs)."""
-        ...
 
 
 class Engine(ABC):

@@ -144,10 +144,6 @@ class TemporalEngine(Engine):
         """Dispatch now (a submission, a verdict, a retry, a cancel)."""
         self._wake.set()
 
-    def home_loop(self) -> asyncio.AbstractEventLoop | None:
-        """``None``: runs execute on Temporal workers, not on a loop of this process."""
-        return None
-
     def cancel_local(self, run_id: str) -> bool:
         """Cancellation goes through Temporal: the dispatcher cancels the workflow."""
         self._wake.set()

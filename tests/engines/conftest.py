@@ -56,16 +56,19 @@ class EngineCase:
         *,
         slow: float | None = None,
         args: Sequence[str] = (),
+        tasks: bool = True,
         **env: str,
     ) -> Worker:
-        """A worker process of this engine serving the test agents and tasks.
+        """A worker process of this engine serving the test agents (and tasks).
 
-        ``slow``: seconds the slow tools and phases take; ``env``: more variables.
+        ``slow``: seconds the slow tools and phases take; ``args``: more options
+        (``--agents`` adds agents); ``tasks``: serve the test tasks too; ``env``:
+        more variables.
         """
         env = {"NBDURABLE_TEST_TOOLS": str(self.tools), **env}
         if slow is not None:
             env["NBDURABLE_TEST_SLOW"] = str(slow)
-        worker = Worker(self.address, self.queue, self.url, env, tasks=True, args=args)
+        worker = Worker(self.address, self.queue, self.url, env, tasks=tasks, args=args)
         self.workers.append(worker)
         return worker
 

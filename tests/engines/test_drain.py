@@ -25,7 +25,7 @@ SERVED = ["--agents", "support.drain_agents:agents"]
 
 
 def _worker(engine: EngineCase, *args: str) -> Worker:
-    return engine.worker(args=[*SERVED, *args], NBDURABLE_TEST_LOG=str(_log(engine)))
+    return engine.worker(args=[*SERVED, *args], tasks=False, NBDURABLE_TEST_LOG=str(_log(engine)))
 
 
 def _log(engine: EngineCase) -> os.PathLike[str]:

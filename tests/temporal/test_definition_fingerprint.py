@@ -2,20 +2,19 @@
 
 Workers of one task queue that disagree about ``cleaner`` v1: the one whose
 definition differs neither runs the workflow's leg nor any of its activities (it
-hands them back untouched); the run waits, with its waiting reason, for a worker
-with the submitted definition, and never fails for it.
+hands them back untouched, to the definition's own queue). That the run waits,
+with its waiting reason, for a worker with the submitted definition, on every
+engine: tests/engines/test_versions.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import pytest
 from support import temporal_definitions
 from support.executions import tool_rows
 from temporalio.api.enums.v1 import TimeoutType
@@ -34,65 +33,14 @@ from nbdurable.temporal.workflow import AgentRunWorkflow
 
 from .conftest import Cluster, Worker
 
-REASON = (
-    "waits for a runtime whose cleaner v1 matches the submitted definition; a runtime that "
-    "saw it differs in its model, tool recovery and tools (sweep missing, vacuum added)"
-)
 X = ["--agents", "support.temporal_definitions:cleaner_x"]
 Y = ["--agents", "support.temporal_definitions:cleaner_y"]
-X_UNSTREAMED = ["--agents", "support.temporal_definitions:cleaner_x_unstreamed"]
 
 
 def client(cluster: Cluster) -> DurableRuntime:
     """A notebook's runtime: it defines cleaner X and dispatches to the cluster's queue."""
     engine = TemporalEngine(address=cluster.address, task_queue=cluster.queue)
     return DurableRuntime(store=cluster.store, agents=temporal_definitions.cleaner_x, engine=engine)
-
-
-async def until(check: object, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not met"
-        await asyncio.sleep(0.1)
-
-
-async def test_a_worker_with_another_definition_leaves_the_run_pending(cluster: Cluster) -> None:
-    other = cluster.worker(args=Y)
-    async with client(cluster) as rt:
-        run = await rt.submit("cleaner", "Clean up.", run_id="run-x")
-        store = cluster.store
-        await until(lambda: store.rt_get("run-x").waiting_reason == REASON, 30)
-        await asyncio.sleep(3)  # the workflow keeps coming back to the only worker
-        record = store.rt_get("run-x")
-        assert record.state == "pending" and record.fence == 0
-        assert store.load("run-x") is None and tool_rows(cluster.tools) == []
-        assert REASON in " ".join(str(nd.inspect.explain(store, "run-x")).split())
-
-        matching = cluster.worker(args=X)
-        result = await asyncio.wait_for(run.result(), 90)
-        assert result.text == "Cleaner X swept stg_a."
-        done = store.rt_get("run-x")
-        assert done.state == "completed" and done.waiting_reason is None
-    pids = {pid for _tool, pid in tool_rows(cluster.tools)}
-    assert tool_rows(cluster.tools) == [("sweep", matching.proc.pid)] and pids != {other.proc.pid}
-
-
-@pytest.mark.spec("S003-32")
-async def test_a_worker_registered_without_streaming_runs_a_streamed_submission(
-    cluster: Cluster,
-) -> None:
-    cluster.worker(args=X_UNSTREAMED)
-    async with client(cluster) as rt:
-        run = await rt.submit("cleaner", "Clean up.", run_id="run-streamed")
-        assert run.record().stream is True
-        try:
-            result = await asyncio.wait_for(run.result(), 90)
-        except TimeoutError:
-            reason = cluster.store.rt_get("run-streamed").waiting_reason
-            raise AssertionError(f"no worker ran it: {reason}") from None
-        assert result.text == "Cleaner X swept stg_a."
-        events = cluster.store.read_events("run-streamed")
-        assert any(e.type == "model_delta" for e in events)  # streamed, as captured
 
 
 async def test_activities_a_mismatched_worker_picks_up_go_to_the_definitions_queue(
