@@ -356,6 +356,9 @@ def takes_options(function: F) -> F:
         return function(*args, **kwargs)
 
     bound.__signature__ = signature  # type: ignore[attr-defined]
+    mark = getattr(inspect, "markcoroutinefunction", None)  # Python 3.12+
+    if mark is not None and inspect.iscoroutinefunction(function):
+        mark(bound)  # still a coroutine function to inspect, as it is to await
     return cast(F, bound)
 
 

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import (
-    AsyncIterator,
-    Callable,
-    Generator,
-    Sequence,
-)
+from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from typing import Any, Generic, TypeVar, Unpack, overload
 
 from ..durable.store import DurableSession, SessionStore

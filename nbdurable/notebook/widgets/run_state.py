@@ -206,26 +206,25 @@ def summary(
         return "completed" if finish in (None, "stop") else f"completed ({finish})"
     if status in UNSUCCESSFUL_STATES:
         return f"{status}: {reason}" if reason else status
-    if status == "error":
-        return f"stopped by an error: {reason}" if reason else "stopped by an error"
-    if status == "needs_attention":
-        return f"needs attention: {reason}" if reason else "needs attention"
+    if status in _WITH_REASON:
+        said = _WITH_REASON[status]
+        return f"{said}: {reason}" if reason else said
     if status == "waiting_approval":
         open_ = [c["tool_name"] for c in approvals if c["state"] not in ("resolved", *_ANSWERED)]
         return f"waiting for approval: {', '.join(open_)}" if open_ else "waiting for approval"
-    if status == "suspended":
-        return "suspended: waiting for approvals or client tool results"
-    if status == "retry_wait":
-        return "the model call failed: retrying after a pause"
-    if status == "queued":
-        return "queued behind an unfinished run of its session"
-    if status == "pending":
-        return "waiting for a runtime serving its agent to take it"
-    if status == "cancelling":
-        return "cancelling"
-    if status == "running":
-        return "running"
-    return ""
+    return _WAITING.get(status, "")
+
+
+_WITH_REASON = {"error": "stopped by an error", "needs_attention": "needs attention"}
+_WAITING = {
+    "suspended": "suspended: waiting for approvals or client tool results",
+    "retry_wait": "the model call failed: retrying after a pause",
+    "queued": "queued behind an unfinished run of its session",
+    "pending": "waiting for a runtime serving its agent to take it",
+    "cancelling": "cancelling",
+    "running": "running",
+}
+"""What a run in each of these states waits for (or does), in one line."""
 
 
 def _call_state(result: dict[str, Any] | None, status: str) -> str:
