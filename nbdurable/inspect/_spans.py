@@ -15,11 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, RunNotFoundError
-from ..durable.lookup import runtime_record
 from ..durable.run_states import QUEUED_STATES, SETTLED_OK_STATES, STOP_STATES
-from ..durable.store import supports
-from ..events.log import EVENTS
 from ..events.model import (
     APPROVAL_RESOLVED,
     MODEL_ATTEMPT_FAILED,
@@ -35,7 +31,7 @@ from ..events.model import (
     TOOL_RESULT,
     Event,
 )
-from ._source import StoreLike, opened
+from ._source import StoreLike, opened, run_events
 
 if TYPE_CHECKING:
     from ._frame import InspectFrame
@@ -186,12 +182,7 @@ def spans(store: StoreLike, run_id: str) -> InspectFrame:
     from ._views import frame_module
 
     with opened(store) as source:
-        if not supports(source, EVENTS):
-            raise ConfigurationError(f"{type(source).__name__} keeps no event log")
-        logged = source.read_events(run_id)  # type: ignore[attr-defined]
-        record = runtime_record(source, run_id)
-        if not logged and not source.history(run_id) and record is None:
-            raise RunNotFoundError(run_id)
+        logged, record = run_events(source, run_id)
     module = frame_module()
     return module.frame(  # type: ignore[no-any-return]
         span_rows(logged, record.agent_id if record is not None else None),
