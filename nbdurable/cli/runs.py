@@ -170,26 +170,23 @@ def _list_nodes(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no node of graph {args.graph} in status {args.status}")
         return 0
-    # No steps or times: `runs list` and `runs history` have them, and without them
-    # the dependencies and the reasons a node failed or waits fit 100 columns.
-    headers = ["run", "node", "agent", "status", "tokens", "cost", "after", "pending", "reason"]
-    right = [False, False, False, False, True, True, False, True, False]
-    table = [
-        [
-            r["run_id"],
-            r.get("node_id"),
-            r.get("agent"),
-            r.get("status"),
-            r.get("total_tokens"),
-            _cost(r.get("cost")),
-            r.get("depends_on"),
-            _count(r.get("pending_approvals")),
-            r.get("reason"),
-        ]
-        for r in rows
-    ]
-    print(render(headers, table, right=right, keep=[0, 1, 3]))
+    print(render_columns(_NODE_COLUMNS, rows))
     return 0
+
+
+# No steps or times: `runs list` and `runs history` have them, and without them
+# the dependencies and the reasons a node failed or waits fit 100 columns.
+_NODE_COLUMNS = (
+    Column("run", lambda r: r["run_id"], keep=True),
+    Column("node", lambda r: r.get("node_id"), keep=True),
+    Column("agent", lambda r: r.get("agent")),
+    Column("status", lambda r: r.get("status"), keep=True),
+    Column("tokens", lambda r: r.get("total_tokens"), right=True),
+    Column("cost", lambda r: _cost(r.get("cost")), right=True),
+    Column("after", lambda r: r.get("depends_on")),
+    Column("pending", lambda r: _count(r.get("pending_approvals")), right=True),
+    Column("reason", lambda r: r.get("reason")),
+)
 
 
 def _took(start: int | None, end: int | None) -> str:
