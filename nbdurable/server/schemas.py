@@ -91,26 +91,8 @@ class RunOut(BaseModel):
 
     @classmethod
     def of(cls, record: RuntimeRun) -> RunOut:
-        """The public view of a run record."""
-        return cls(
-            run_id=record.run_id,
-            agent_id=record.agent_id,
-            agent_version=record.agent_version,
-            session_id=record.session_id,
-            request_id=record.request_id,
-            state=record.state,
-            reason=record.reason,
-            error=record.error,
-            created_at=record.created_at,
-            updated_at=record.updated_at,
-            next_attempt_at=record.next_attempt_at,
-            deadline_at=record.deadline_at,
-            operations=record.operations,
-            max_steps=record.max_steps,
-            result_text=record.result_text,
-            finished=record.finished,
-            late_results=record.late_results,
-        )
+        """The public view of a run record (its fields of the same names)."""
+        return cls.model_validate(record, from_attributes=True)
 
 
 class RunList(BaseModel):
