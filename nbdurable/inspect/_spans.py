@@ -372,16 +372,7 @@ def _tool_called(fold: _Fold, event: Event) -> None:
     earlier = fold.tools.pop(call_id, None)
     if earlier is not None:  # the call runs again (a takeover re-ran its step)
         earlier.close(event.created_at, "error", "interrupted: the call ran again")
-    fold.tools[call_id] = fold.open(
-        _Span(
-            "tool_call",
-            event.created_at,
-            event.offset,
-            name=call.get("tool_name"),
-            step_index=event.step_index,
-            tool_call_id=call_id,
-        )
-    )
+    fold.tools[call_id] = fold.open(_call_span("tool_call", event, call))
 
 
 def _approval_requested(fold: _Fold, event: Event) -> None:
@@ -389,14 +380,19 @@ def _approval_requested(fold: _Fold, event: Event) -> None:
     call_id = str(request.get("tool_call_id"))
     fold.gated.add(call_id)
     fold.approvals[str(request.get("approval_id"))] = fold.open(
-        _Span(
-            "approval_wait",
-            event.created_at,
-            event.offset,
-            name=request.get("tool_name"),
-            step_index=event.step_index,
-            tool_call_id=call_id,
-        )
+        _call_span("approval_wait", event, request)
+    )
+
+
+def _call_span(kind: str, event: Event, call: dict[str, Any]) -> _Span:
+    """A span of one tool call that ``event`` opens (``call``: its call or approval request)."""
+    return _Span(
+        kind,
+        event.created_at,
+        event.offset,
+        name=call.get("tool_name"),
+        step_index=event.step_index,
+        tool_call_id=str(call.get("tool_call_id")),
     )
 
 
