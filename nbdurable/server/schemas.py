@@ -169,27 +169,9 @@ class InboxApprovalOut(BaseModel):
     @classmethod
     def of(cls, row: dict[str, Any], link: str | None) -> InboxApprovalOut:
         """The public view of a row of ``nbdurable.inspect.approvals``."""
-        return cls(
-            run_id=row["run_id"],
-            approval_id=row["approval_id"],
-            tool_call_id=row["tool_call_id"],
-            tool_name=row["tool"],
-            input=row["arguments"],
-            agent_path=list(row["agent_path"]),
-            status=row["status"],
-            requested_at=row["requested_at"],
-            decided_at=row["decided_at"],
-            decided_by=row["decided_by"],
-            authenticated=row["authenticated"],
-            via=row["via"],
-            addressed_to=row["addressed_to"],
-            minted_by=row["minted_by"],
-            minted_via=row["minted_via"],
-            grant_id=row["grant_id"],
-            reason=row["reason"],
-            waited_ms=row["waited"],
-            link=link,
-        )
+        renamed = {"tool_name": "tool", "input": "arguments", "waited_ms": "waited"}
+        fields = {name: row[renamed.get(name, name)] for name in cls.model_fields if name != "link"}
+        return cls(**{**fields, "agent_path": list(row["agent_path"])}, link=link)
 
 
 class VerdictIn(_TextIn):
