@@ -29,6 +29,7 @@ from ._text import InPython, valid_data, valid_text
 
 __all__ = [
     "ApprovalRequestPart",
+    "FrozenModel",
     "ImagePart",
     "Message",
     "Part",
@@ -73,29 +74,30 @@ def without_none(data: Any, *keys: str) -> Any:
     return data
 
 
-_FROZEN = ConfigDict(
-    frozen=True,
-    extra="forbid",
-    ser_json_bytes="base64",
-    val_json_bytes="base64",
-)
+class FrozenModel(BaseModel):
+    """The base of the records the library stores or streams.
+
+    Immutable, with no unknown field, and bytes as base64 in JSON.
+    """
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64"
+    )
 
 
-class TextPart(BaseModel):
+class TextPart(FrozenModel):
     """Plain text."""
 
-    model_config = _FROZEN
     type: Literal["text"] = "text"
     text: Text
 
 
-class ImagePart(BaseModel):
+class ImagePart(FrozenModel):
     """An image, either inline bytes or an external URL (exactly one of them).
 
     URL images stay references: nbdurable never fetches or transforms media.
     """
 
-    model_config = _FROZEN
     type: Literal["image"] = "image"
     data: bytes | None = None
     url: Text | None = None
@@ -108,20 +110,18 @@ class ImagePart(BaseModel):
         return self
 
 
-class ToolCallPart(BaseModel):
+class ToolCallPart(FrozenModel):
     """A tool call the model asked for."""
 
-    model_config = _FROZEN
     type: Literal["tool_call"] = "tool_call"
     tool_call_id: Text
     tool_name: Text
     args: JsonObject = Field(default_factory=dict)
 
 
-class ToolResultPart(BaseModel):
+class ToolResultPart(FrozenModel):
     """The result of one tool call; ``is_error`` marks a failure the model should react to."""
 
-    model_config = _FROZEN
     type: Literal["tool_result"] = "tool_result"
     tool_call_id: Text
     tool_name: Text
@@ -129,7 +129,7 @@ class ToolResultPart(BaseModel):
     is_error: bool = False
 
 
-class ToolApprovalRequest(BaseModel):
+class ToolApprovalRequest(FrozenModel):
     """A gated tool call waiting for a human verdict.
 
     Attributes:
@@ -143,7 +143,6 @@ class ToolApprovalRequest(BaseModel):
             had an approval signer; echo it back on the response.
     """
 
-    model_config = _FROZEN
     approval_id: Text
     tool_call_id: Text
     tool_name: Text
@@ -152,7 +151,7 @@ class ToolApprovalRequest(BaseModel):
     token: Text | None = None
 
 
-class VerdictSource(BaseModel):
+class VerdictSource(FrozenModel):
     """Who gave a verdict, and how.
 
     Attributes:
@@ -176,7 +175,6 @@ class VerdictSource(BaseModel):
             notification addressed to an approver); None before links recorded it.
     """
 
-    model_config = _FROZEN
     by: Text | None = None
     authenticated: bool = False
     via: Text | None = None
@@ -190,7 +188,7 @@ class VerdictSource(BaseModel):
         return without_none(handler(self), "minted_by", "minted_via")
 
 
-class ToolApprovalResponse(BaseModel):
+class ToolApprovalResponse(FrozenModel):
     """A verdict on one approval request.
 
     Attributes:
@@ -202,7 +200,6 @@ class ToolApprovalResponse(BaseModel):
         source: Who gave the verdict and how (None: not recorded).
     """
 
-    model_config = _FROZEN
     approval_id: Text
     approved: bool
     reason: Text | None = None
@@ -214,7 +211,7 @@ class ToolApprovalResponse(BaseModel):
         return without_none(handler(self), "source")
 
 
-class ApprovalRequestPart(BaseModel):
+class ApprovalRequestPart(FrozenModel):
     """Records, inside the assistant message, that one of its calls awaits approval.
 
     ``verdict`` is set when a resume settled the request but the step suspended
@@ -222,7 +219,6 @@ class ApprovalRequestPart(BaseModel):
     then holds for the next leg, so the caller is not asked twice.
     """
 
-    model_config = _FROZEN
     type: Literal["tool_approval_request"] = "tool_approval_request"
     request: ToolApprovalRequest
     verdict: ToolApprovalResponse | None = None
@@ -234,13 +230,12 @@ Part = Annotated[
 ]
 
 
-class Message(BaseModel):
+class Message(FrozenModel):
     """One message of a conversation.
 
     ``content`` accepts a plain string (one text part) or a sequence of parts.
     """
 
-    model_config = _FROZEN
     role: Role
     content: tuple[Part, ...]
     metadata: JsonObject | None = None
@@ -275,10 +270,9 @@ class Message(BaseModel):
         return tuple(p.request for p in self.content if isinstance(p, ApprovalRequestPart))
 
 
-class Usage(BaseModel):
+class Usage(FrozenModel):
     """Token usage, and cost in US dollars when known. Adding two usages sums them."""
 
-    model_config = _FROZEN
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0

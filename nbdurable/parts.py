@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from .messages import (
+    FrozenModel,
     Text,
     ToolApprovalRequest,
     ToolCallPart,
@@ -32,48 +33,41 @@ __all__ = [
     "ToolResultStreamPart",
 ]
 
-_CONFIG = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
 
-
-class StepStartPart(BaseModel):
+class StepStartPart(FrozenModel):
     """A step (one model call and its tools) begins."""
 
-    model_config = _CONFIG
     type: Literal["step-start"] = "step-start"
     step_index: int
 
 
-class TextDeltaPart(BaseModel):
+class TextDeltaPart(FrozenModel):
     """A piece of the model's text, as it streams."""
 
-    model_config = _CONFIG
     type: Literal["text-delta"] = "text-delta"
     step_index: int
     delta: Text
 
 
-class ToolCallStreamPart(BaseModel):
+class ToolCallStreamPart(FrozenModel):
     """The model called a tool."""
 
-    model_config = _CONFIG
     type: Literal["tool-call"] = "tool-call"
     step_index: int
     tool_call: ToolCallPart
 
 
-class ApprovalRequestStreamPart(BaseModel):
+class ApprovalRequestStreamPart(FrozenModel):
     """A gated call waits for a verdict; ``request.agent_path`` names the asking sub-agent."""
 
-    model_config = _CONFIG
     type: Literal["tool-approval-request"] = "tool-approval-request"
     step_index: int
     request: ToolApprovalRequest
 
 
-class ApprovalResolvedStreamPart(BaseModel):
+class ApprovalResolvedStreamPart(FrozenModel):
     """A pending approval got its verdict while a resumed leg settled it."""
 
-    model_config = _CONFIG
     type: Literal["tool-approval-resolved"] = "tool-approval-resolved"
     step_index: int
     approval_id: Text
@@ -88,29 +82,26 @@ class ApprovalResolvedStreamPart(BaseModel):
         return without_none(handler(self), "source")
 
 
-class ToolResultStreamPart(BaseModel):
+class ToolResultStreamPart(FrozenModel):
     """A tool call finished (or was denied: ``result.is_error``)."""
 
-    model_config = _CONFIG
     type: Literal["tool-result"] = "tool-result"
     step_index: int
     result: ToolResultPart
 
 
-class StepFinishPart(BaseModel):
+class StepFinishPart(FrozenModel):
     """A step finished; ``usage`` is the step's own usage."""
 
-    model_config = _CONFIG
     type: Literal["step-finish"] = "step-finish"
     step_index: int
     usage: Usage
     finish_reason: Text
 
 
-class FinishPart(BaseModel):
+class FinishPart(FrozenModel):
     """The call finished: ``usage`` is this leg's, ``total_usage`` the whole run's."""
 
-    model_config = _CONFIG
     type: Literal["finish"] = "finish"
     finish_reason: Text
     status: Literal["completed", "suspended"]
@@ -118,10 +109,9 @@ class FinishPart(BaseModel):
     total_usage: Usage
 
 
-class ErrorPart(BaseModel):
+class ErrorPart(FrozenModel):
     """The call failed; the stream ends after this part."""
 
-    model_config = _CONFIG
     type: Literal["error"] = "error"
     error_type: Text
     message: Text

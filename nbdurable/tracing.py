@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -40,6 +40,7 @@ __all__ = [
     "current_trace_context",
     "incoming_trace_context",
     "instrument",
+    "mark_approval_waits",
     "uninstrument",
 ]
 
@@ -326,17 +327,7 @@ class LegSpan:
         span.set_attribute("nbdurable.status", result.status)
         span.set_attribute("nbdurable.finish_reason", result.finish_reason)
         span.set_attribute("nbdurable.last_step_index", result.step_index)
-        if result.pending_approvals:
-            span.set_attribute("nbdurable.approval.pending", len(result.pending_approvals))
-        for request in result.pending_approvals:
-            span.add_event(
-                "nbdurable.approval.wait",
-                {
-                    "nbdurable.approval.id": request.approval_id,
-                    "gen_ai.tool.name": request.tool_name,
-                    "gen_ai.tool.call.id": request.tool_call_id,
-                },
-            )
+        mark_approval_waits(span, result.pending_approvals)
         if self.hooks.capture_content and result.status == "completed":
             span.set_attribute(
                 "gen_ai.output.messages",
@@ -372,6 +363,21 @@ class ChatSpan:
                     ]
                 ),
             )
+
+
+def mark_approval_waits(span: Any, pending: Sequence[ToolApprovalRequest]) -> None:
+    """On a leg's span, the approvals it ends waiting for: a count and an event each."""
+    if pending:
+        span.set_attribute("nbdurable.approval.pending", len(pending))
+    for request in pending:
+        span.add_event(
+            "nbdurable.approval.wait",
+            {
+                "nbdurable.approval.id": request.approval_id,
+                "gen_ai.tool.name": request.tool_name,
+                "gen_ai.tool.call.id": request.tool_call_id,
+            },
+        )
 
 
 def provider_name(model: Any) -> str:

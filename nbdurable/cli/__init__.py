@@ -24,7 +24,7 @@ from typing import Any
 from .._errors import NbdurableError
 from .agents import load_agents
 from .logs import report_error
-from .store import DEFAULT_STORE, default_store
+from .store import STORE_HELP, default_store
 
 __all__ = ["load_agents", "main"]
 
@@ -56,9 +56,7 @@ def _option(flag: str, **options: Any) -> argparse.ArgumentParser:
     return parent
 
 
-STORE = _option(
-    "--store", metavar="URL", help=f"store URL (default: $NBDURABLE_STORE, else {DEFAULT_STORE})"
-)
+STORE = _option("--store", metavar="URL", help=STORE_HELP)
 JSON = _option("--json", action="store_true", help="print JSON instead of a table")
 AGENTS_HELP = "module:attribute holding an Agent (or a list) to execute the run here (repeatable)"
 AGENTS = _option("--agents", action="append", metavar="MODULE:ATTR", help=AGENTS_HELP)

@@ -87,6 +87,8 @@ class Column:
     drop: int | None = None
     """When the table is too wide, columns with a drop rank are left out, lowest rank
     first, before any column is shrunk; None: never left out (only shrunk)."""
+    weight: float = 1.0
+    """How much room it claims when columns shrink."""
 
 
 RUN_LIST_COLUMNS: tuple[Column, ...] = (
@@ -118,6 +120,7 @@ def render_columns(columns: Sequence[Column], rows: Sequence[dict[str, Any]]) ->
         keep=[i for i, c in enumerate(columns) if c.keep],
         drop=[i for _, i in ranked],
         whole=[i for i, c in enumerate(columns) if c.whole],
+        weights=[c.weight for c in columns],
     )
 
 
@@ -170,26 +173,23 @@ def _list_nodes(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no node of graph {args.graph} in status {args.status}")
         return 0
-    # No steps or times: `runs list` and `runs history` have them, and without them
-    # the dependencies and the reasons a node failed or waits fit 100 columns.
-    headers = ["run", "node", "agent", "status", "tokens", "cost", "after", "pending", "reason"]
-    right = [False, False, False, False, True, True, False, True, False]
-    table = [
-        [
-            r["run_id"],
-            r.get("node_id"),
-            r.get("agent"),
-            r.get("status"),
-            r.get("total_tokens"),
-            _cost(r.get("cost")),
-            r.get("depends_on"),
-            _count(r.get("pending_approvals")),
-            r.get("reason"),
-        ]
-        for r in rows
-    ]
-    print(render(headers, table, right=right, keep=[0, 1, 3]))
+    print(render_columns(_NODE_COLUMNS, rows))
     return 0
+
+
+# No steps or times: `runs list` and `runs history` have them, and without them
+# the dependencies and the reasons a node failed or waits fit 100 columns.
+_NODE_COLUMNS = (
+    Column("run", lambda r: r["run_id"], keep=True),
+    Column("node", lambda r: r.get("node_id"), keep=True),
+    Column("agent", lambda r: r.get("agent")),
+    Column("status", lambda r: r.get("status"), keep=True),
+    Column("tokens", lambda r: r.get("total_tokens"), right=True),
+    Column("cost", lambda r: _cost(r.get("cost")), right=True),
+    Column("after", lambda r: r.get("depends_on")),
+    Column("pending", lambda r: _count(r.get("pending_approvals")), right=True),
+    Column("reason", lambda r: r.get("reason")),
+)
 
 
 def _took(start: int | None, end: int | None) -> str:
@@ -215,28 +215,27 @@ def graphs(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no graphs in {args.store}")
         return 0
-    # "done" reads as progress (completed of all nodes); the other counts are left
-    # blank at zero, so a narrow terminal drops the states no graph is in.
-    headers = ["graph", "status", "done", "running", "queued", "waiting", "failed", "cancelled"]
-    headers += ["tokens", "cost", "submitted", "took", "failed nodes"]
-    right = [False, False, *[True] * 8, False, True, False]
-    counts = ("running", "queued", "waiting", "failed", "cancelled")
-    table = [
-        [
-            r["graph_id"],
-            r.get("status"),
-            f"{r.get('completed')}/{r.get('nodes')}",
-            *[_count(r.get(column)) for column in counts],
-            r.get("total_tokens"),
-            _cost(r.get("cost")),
-            _when(r.get("submitted_at")),
-            _took(r.get("submitted_at"), r.get("finished_at")),
-            r.get("failed_nodes"),
-        ]
-        for r in rows
-    ]
-    print(render(headers, table, right=right, keep=[0, 1, 2, 10]))
+    print(render_columns(_GRAPH_COLUMNS, rows))
     return 0
+
+
+def _counted(state: str) -> Column:
+    return Column(state, lambda r: _count(r.get(state)), right=True)
+
+
+# "done" reads as progress (completed of all nodes); the other counts are left
+# blank at zero, so a narrow terminal drops the states no graph is in.
+_GRAPH_COLUMNS = (
+    Column("graph", lambda r: r["graph_id"], keep=True),
+    Column("status", lambda r: r.get("status"), keep=True),
+    Column("done", lambda r: f"{r.get('completed')}/{r.get('nodes')}", right=True, keep=True),
+    *[_counted(state) for state in ("running", "queued", "waiting", "failed", "cancelled")],
+    Column("tokens", lambda r: r.get("total_tokens"), right=True),
+    Column("cost", lambda r: _cost(r.get("cost")), right=True),
+    Column("submitted", lambda r: _when(r.get("submitted_at")), keep=True),
+    Column("took", lambda r: _took(r.get("submitted_at"), r.get("finished_at")), right=True),
+    Column("failed nodes", lambda r: r.get("failed_nodes")),
+)
 
 
 def _run_row(store: Any, run_id: str) -> dict[str, Any]:
@@ -371,29 +370,24 @@ def history(args: argparse.Namespace) -> int:
     if steps is None:
         print(f"run {args.run} has no checkpoint yet")
         return 0
-    headers = ["step", "status", "finish", "msgs", "new", "tool calls", "+tokens", "tokens"]
-    headers += ["duration", "pending"]
-    right = [True, False, False, True, True, False, True, True, True, True]
-    table = [
-        [
-            h["step"],
-            h.get("status"),
-            h.get("finish_reason"),
-            h.get("messages"),
-            h.get("new_messages"),
-            h.get("tool_calls"),
-            h.get("tokens_delta"),
-            h.get("total_tokens"),
-            _ms(h.get("duration_ms")),
-            _count(h.get("pending_approvals")),
-        ]
-        for h in steps
-    ]
-    # At 80 columns the total message count goes first (new messages stays), and the
-    # tool names claim the most room: "tool c…" tells nothing.
-    weights = [1.0, 1.0, 1.0, 1.0, 1.0, 4.0, 1.0, 1.0, 1.0, 1.0]
-    print(render(headers, table, right=right, keep=[0, 1], drop=[3], weights=weights))
+    print(render_columns(_HISTORY_COLUMNS, steps))
     return 0
+
+
+# At 80 columns the total message count goes first (new messages stays), and the
+# tool names claim the most room: "tool c…" tells nothing.
+_HISTORY_COLUMNS = (
+    Column("step", lambda h: h["step"], right=True, keep=True),
+    Column("status", lambda h: h.get("status"), keep=True),
+    Column("finish", lambda h: h.get("finish_reason")),
+    Column("msgs", lambda h: h.get("messages"), right=True, drop=0),
+    Column("new", lambda h: h.get("new_messages"), right=True),
+    Column("tool calls", lambda h: h.get("tool_calls"), weight=4.0),
+    Column("+tokens", lambda h: h.get("tokens_delta"), right=True),
+    Column("tokens", lambda h: h.get("total_tokens"), right=True),
+    Column("duration", lambda h: _ms(h.get("duration_ms")), right=True),
+    Column("pending", lambda h: _count(h.get("pending_approvals")), right=True),
+)
 
 
 def explain(args: argparse.Namespace) -> int:

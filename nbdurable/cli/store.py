@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -9,7 +10,14 @@ from typing import Any
 from .._errors import RunNotFoundError
 from ..stores.default import DEFAULT_STORE, default_store
 
-__all__ = ["DEFAULT_STORE", "default_store", "opened_store"]
+__all__ = ["DEFAULT_STORE", "STORE_HELP", "add_store_url", "default_store", "opened_store"]
+
+STORE_HELP = f"store URL (default: $NBDURABLE_STORE, else {DEFAULT_STORE})"
+
+
+def add_store_url(parser: argparse.ArgumentParser) -> None:
+    """The store URL as an optional positional argument (the ``store`` commands)."""
+    parser.add_argument("url", nargs="?", default=None, metavar="URL", help=STORE_HELP)
 
 
 @contextmanager

@@ -13,7 +13,7 @@ import textwrap
 from typing import Any
 
 from . import store_prune
-from .store import DEFAULT_STORE, default_store
+from .store import add_store_url, default_store
 
 __all__ = ["DAMAGED", "add_parser", "check"]
 
@@ -37,13 +37,7 @@ def add_parser(commands: Any) -> None:
             "2 when the check could not run."
         ),
     )
-    sub.add_argument(
-        "url",
-        nargs="?",
-        default=None,
-        metavar="URL",
-        help=f"store URL (default: $NBDURABLE_STORE, else {DEFAULT_STORE})",
-    )
+    add_store_url(sub)
     sub.add_argument("--json", action="store_true", help="print the report as JSON")
     sub.set_defaults(handler=check)
     store_prune.add_parser(actions)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._errors import ConfigurationError
-from .store import DEFAULT_STORE, default_store, opened_store
+from .store import add_store_url, default_store, opened_store
 
 __all__ = ["add_parser", "cutoff_ms", "parse_age", "prune"]
 
@@ -58,13 +58,7 @@ def add_parser(actions: Any) -> None:
             "(its graph, its task), is never deleted."
         ),
     )
-    sub.add_argument(
-        "url",
-        nargs="?",
-        default=None,
-        metavar="URL",
-        help=f"store URL (default: $NBDURABLE_STORE, else {DEFAULT_STORE})",
-    )
+    add_store_url(sub)
     when = sub.add_mutually_exclusive_group(required=True)
     when.add_argument(
         "--finished-before",

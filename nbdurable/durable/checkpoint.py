@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import model_validator
 
 from ..history import History
-from ..messages import ToolApprovalRequest, Usage
+from ..messages import FrozenModel, ToolApprovalRequest, Usage
 
 __all__ = [
     "CHECKPOINT_VERSION",
@@ -22,13 +22,9 @@ CHECKPOINT_VERSION = 1
 
 CheckpointStatus = Literal["running", "suspended", "completed"]
 
-_CONFIG = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
 
-
-class ForkPoint(BaseModel):
+class ForkPoint(FrozenModel):
     """Where a forked run branched off: a checkpoint of another run."""
-
-    model_config = _CONFIG
 
     run_id: str
     """The run it was forked from."""
@@ -38,10 +34,8 @@ class ForkPoint(BaseModel):
     """Whether the fork replaced the last message of that checkpoint."""
 
 
-class StepStats(BaseModel):
+class StepStats(FrozenModel):
     """What one step did and where its time went, as the driver that ran it saw it."""
-
-    model_config = _CONFIG
 
     started_at: int
     """Epoch ms when the step's first operation began."""
@@ -53,14 +47,12 @@ class StepStats(BaseModel):
     """Names of the tool calls the model made in this step, in order."""
 
 
-class AgentCheckpoint(BaseModel):
+class AgentCheckpoint(FrozenModel):
     """A full logical snapshot of a run at one step boundary.
 
     Optional fields may be added without a version bump; a change of meaning
     bumps ``version``.
     """
-
-    model_config = _CONFIG
 
     version: Literal[1] = 1
     """Schema version; readers refuse versions they do not know."""
@@ -123,10 +115,8 @@ class AgentCheckpoint(BaseModel):
         )
 
 
-class CheckpointInfo(BaseModel):
+class CheckpointInfo(FrozenModel):
     """A checkpoint's metadata, as ``history(run_id)`` lists it (no messages)."""
-
-    model_config = _CONFIG
 
     run_id: str
     step_id: str

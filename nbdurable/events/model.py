@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final, overload
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 
 from ..messages import JsonObject
+from ..messages import FrozenModel, JsonObject
 from ..parts import FinishPart, StreamPart
 from ..runs import TERMINAL_STATES
 
@@ -42,7 +43,6 @@ __all__ = [
     "position",
 ]
 
-_CONFIG = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
 
 RUN_STARTED: Final = "run_started"
 """A leg of the run started (payload: ``resumed``, ``next_step_index``; ``retried: true``
@@ -114,14 +114,12 @@ _FINISH_FIELDS = frozenset(FinishPart.model_fields) - {"type"}
 """What a ``run_finished`` payload shares with the finish part (a runtime run adds ``state``)."""
 
 
-class NewEvent(BaseModel):
+class NewEvent(FrozenModel):
     """An event before the log has given it an offset.
 
     Its payload's strings follow the lone-surrogate policy of
     :mod:`nbdurable.messages` (U+FFFD), so every store can encode it.
     """
-
-    model_config = _CONFIG
 
     type: str
     step_index: int | None = None

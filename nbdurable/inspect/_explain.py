@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import time
@@ -293,33 +294,26 @@ def _explain_checkpoint(
         else []
     )
     resume = "resume_from_checkpoint(store, run_id, model=..., tools=...)"
+    say = functools.partial(Explanation, run_id, status)
     if status == "completed":
-        return Explanation(
-            run_id,
-            status,
+        return say(
             f"Completed at {step} (finish reason: {checkpoint.finish_reason or 'stop'}).",
             details=(*lineage, f"{len(checkpoint.messages)} messages, {_usage(checkpoint)}"),
         )
     if approvals:
-        return Explanation(
-            run_id,
-            status,
+        return say(
             f"Suspended at {step}, waiting for {len(approvals)} approval(s).",
             details=(*lineage, *_approval_lines(approvals)),
             actions=(f"{resume} with approval_responses=[...]",),
             approvals=approvals,
         )
     if status == "suspended":
-        return Explanation(
-            run_id,
-            status,
+        return say(
             f"Suspended at {step}, waiting for client tool results.",
             details=(*lineage,),
             actions=(f"{resume} with the tool results as messages",),
         )
-    return Explanation(
-        run_id,
-        status,
+    return say(
         f"Stopped after {step} with a next step to take: the process running it "
         "ended (or it still runs elsewhere).",
         details=(*lineage, f"last checkpoint written {_ts(checkpoint.created_at)}"),
@@ -349,49 +343,36 @@ def _explain_record(
         facts.append(f"last error: {record.error}")
     if record.waiting_reason and not record.finished:
         facts.append(f"it {record.waiting_reason}")
+    say = functools.partial(Explanation, run_id, state, details=tuple(facts))
     if state == "waiting_approval":
-        return Explanation(
-            run_id,
-            state,
+        return say(
             f"Waiting for {len(approvals)} approval(s) at {step}.",
             details=(*facts, *_approval_lines(approvals)),
             actions=steps.answer_approvals(),
             approvals=approvals,
         )
     if state == "needs_attention":
-        return Explanation(
-            run_id,
-            state,
+        return say(
             f"Needs a human: {record.reason or 'see the details'}.",
-            details=tuple(facts),
             actions=steps.interrupted_tool(),
         )
     if state == "retry_wait":
         at = record.next_attempt_at
         when = f"at {_ts(at)} (in {_duration(max(0, at - now) / 1000)})" if at else "soon"
-        return Explanation(
-            run_id,
-            state,
+        return say(
             f"The model call failed; attempt {record.model_attempts + 1} starts {when}.",
-            details=tuple(facts),
             actions=steps.retries_by_itself(),
         )
     if state in ACTIVE_STATES:
         return _explain_owned(record, facts, now, steps)
     if state == "queued":
         behind = f"behind {ahead.run_id} ({ahead.state})" if ahead is not None else "in its session"
-        return Explanation(
-            run_id,
-            state,
+        return say(
             f"Queued {behind}: runs of a session execute one after another.",
-            details=tuple(facts),
         )
     if state == "pending" and record.waiting_reason:
-        return Explanation(
-            run_id,
-            state,
+        return say(
             f"Pending: it {record.waiting_reason}.",
-            details=tuple(facts),
             actions=(
                 "run it where the definition it was submitted with is registered (its "
                 "notebook, or a worker importing that definition)",
@@ -399,27 +380,19 @@ def _explain_record(
             ),
         )
     if state == "pending":
-        return Explanation(
-            run_id,
-            state,
+        return say(
             "Eligible and waiting for a runtime serving its agent to take it "
             "(a free slot in a notebook's runtime or an `nbdurable worker`).",
-            details=tuple(facts),
             actions=steps.execute(record),
         )
     if state == "completed":
         reason = checkpoint.finish_reason if checkpoint is not None else None
-        return Explanation(
-            run_id,
-            state,
+        return say(
             f"Completed at {step} (finish reason: {reason or 'stop'}).",
             details=(*facts, _usage(checkpoint)) if checkpoint is not None else tuple(facts),
         )
-    return Explanation(  # failed, cancelled
-        run_id,
-        state,
+    return say(  # failed, cancelled
         f"{state.capitalize()}: {record.reason or 'no reason recorded'}.",
-        details=tuple(facts),
         actions=steps.retry() if state == "failed" else (),
     )
 
@@ -427,36 +400,28 @@ def _explain_record(
 def _explain_owned(record: RuntimeRun, facts: list[str], now: int, steps: NextSteps) -> Explanation:
     expires = record.lease_expires_at
     owner = describe_holder(record.lease_owner)
+    say = functools.partial(Explanation, record.run_id, record.state, details=tuple(facts))
     if process_gone(record.lease_owner):
-        return Explanation(
-            record.run_id,
-            record.state,
+        return say(
             f"Marked {record.state}, but its owner {owner} is gone: its process no longer "
             "exists on this host.",
-            details=tuple(facts),
             actions=(
                 "any runtime serving its agent on this host takes it over at once and "
                 "resumes from the last step",
             ),
         )
     if expires is not None and expires < now:
-        return Explanation(
-            record.run_id,
-            record.state,
+        return say(
             f"Marked {record.state}, but its owner {owner} is gone: the lease expired "
             f"{_duration((now - expires) / 1000)} ago.",
-            details=tuple(facts),
             actions=(
                 "any runtime serving its agent claims it and resumes from the last step",
                 *steps.execute(record),
             ),
         )
     left = f"; lease valid for {_duration((expires - now) / 1000)}" if expires is not None else ""
-    return Explanation(
-        record.run_id,
-        record.state,
+    return say(
         f"Executing in {owner}{left}.",
-        details=tuple(facts),
     )
 
 

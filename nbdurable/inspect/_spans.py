@@ -35,6 +35,7 @@ from ..events.model import (
 )
 from ..runs import QUEUED_STATES, SETTLED_OK_STATES, STOP_STATES
 from ._source import StoreLike, opened
+from ._source import StoreLike, opened, run_events
 
 if TYPE_CHECKING:
     from ._frame import InspectFrame
@@ -185,12 +186,7 @@ def spans(store: StoreLike, run_id: str) -> InspectFrame:
     from ._views import frame_module
 
     with opened(store) as source:
-        if not isinstance(source, EventLog):
-            raise ConfigurationError(f"{type(source).__name__} keeps no event log")
-        logged = source.read_events(run_id)
-        record = runtime_record(source, run_id)
-        if not logged and not source.history(run_id) and record is None:
-            raise RunNotFoundError(run_id)
+        logged, record = run_events(source, run_id)
     module = frame_module()
     return module.frame(  # type: ignore[no-any-return]
         span_rows(logged, record.agent_id if record is not None else None),
@@ -380,16 +376,7 @@ def _tool_called(fold: _Fold, event: Event) -> None:
     earlier = fold.tools.pop(call_id, None)
     if earlier is not None:  # the call runs again (a takeover re-ran its step)
         earlier.close(event.created_at, "error", "interrupted: the call ran again")
-    fold.tools[call_id] = fold.open(
-        _Span(
-            "tool_call",
-            event.created_at,
-            event.offset,
-            name=call.get("tool_name"),
-            step_index=event.step_index,
-            tool_call_id=call_id,
-        )
-    )
+    fold.tools[call_id] = fold.open(_call_span("tool_call", event, call))
 
 
 def _approval_requested(fold: _Fold, event: Event) -> None:
@@ -397,14 +384,19 @@ def _approval_requested(fold: _Fold, event: Event) -> None:
     call_id = str(request.get("tool_call_id"))
     fold.gated.add(call_id)
     fold.approvals[str(request.get("approval_id"))] = fold.open(
-        _Span(
-            "approval_wait",
-            event.created_at,
-            event.offset,
-            name=request.get("tool_name"),
-            step_index=event.step_index,
-            tool_call_id=call_id,
-        )
+        _call_span("approval_wait", event, request)
+    )
+
+
+def _call_span(kind: str, event: Event, call: dict[str, Any]) -> _Span:
+    """A span of one tool call that ``event`` opens (``call``: its call or approval request)."""
+    return _Span(
+        kind,
+        event.created_at,
+        event.offset,
+        name=call.get("tool_name"),
+        step_index=event.step_index,
+        tool_call_id=str(call.get("tool_call_id")),
     )
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, RunNotFoundError
+from .._errors import RunNotFoundError
 from .._extras import import_for
 from ..durable.lookup import runtime_record
 from ..durable.store import EventLog
 from . import _compact, _graph_rows, _records, _rows
-from ._source import StoreLike, opened
+from ._source import StoreLike, opened, run_events
 
 if TYPE_CHECKING:
     from ._frame import InspectFrame
@@ -196,12 +196,7 @@ def events(store: StoreLike, run_id: str, after: int = 0) -> InspectFrame:
         RunNotFoundError: Neither an event nor a checkpoint of the run exists.
     """
     with opened(store) as source:
-        if not isinstance(source, EventLog):
-            raise ConfigurationError(f"{type(source).__name__} keeps no event log")
-        logged = source.read_events(run_id, after=after)
-        unknown = not logged and after == 0 and not source.history(run_id)
-        if unknown and runtime_record(source, run_id) is None:
-            raise RunNotFoundError(run_id)
+        logged, _ = run_events(source, run_id, after)
     module = frame_module()
     frame = module.frame(
         _rows.event_rows(logged),

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ..history import History
-from ..messages import Part, TextPart, ToolCallPart, Usage
+from ..messages import FrozenModel, Part, TextPart, ToolCallPart, Usage
 
 __all__ = [
     "FinishReason",
@@ -25,19 +25,16 @@ __all__ = [
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "other"]
 
-_CONFIG = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
 
-
-class ToolSpec(BaseModel):
+class ToolSpec(FrozenModel):
     """A tool as the model sees it: name, description and JSON schema of its arguments."""
 
-    model_config = _CONFIG
     name: str
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
 
 
-class ModelRequest(BaseModel):
+class ModelRequest(FrozenModel):
     """One model call: the history, the tools on offer and the system instructions.
 
     When ``output_schema`` is set (structured output), the model must answer with
@@ -46,7 +43,6 @@ class ModelRequest(BaseModel):
     as the response text). The loop validates the text into the caller's type.
     """
 
-    model_config = _CONFIG
     messages: History
     """The history the model is sent (a tuple or list is accepted)."""
     tools: tuple[ToolSpec, ...] = ()
@@ -57,10 +53,9 @@ class ModelRequest(BaseModel):
     """A name for the schema (providers ask for one; ``[A-Za-z0-9_-]``)."""
 
 
-class ModelResponse(BaseModel):
+class ModelResponse(FrozenModel):
     """A complete model turn: text and/or tool calls, usage and why it ended."""
 
-    model_config = _CONFIG
     content: tuple[Part, ...] = ()
     usage: Usage = Usage()
     finish_reason: FinishReason = "stop"
@@ -77,28 +72,25 @@ class ModelResponse(BaseModel):
         return tuple(p for p in self.content if isinstance(p, ToolCallPart))
 
 
-class TextDeltaEvent(BaseModel):
+class TextDeltaEvent(FrozenModel):
     """A piece of streamed text."""
 
-    model_config = _CONFIG
     type: Literal["text_delta"] = "text_delta"
     delta: str
 
 
-class ToolCallDeltaEvent(BaseModel):
+class ToolCallDeltaEvent(FrozenModel):
     """A fragment of a streamed tool call's JSON arguments."""
 
-    model_config = _CONFIG
     type: Literal["tool_call_delta"] = "tool_call_delta"
     tool_call_id: str
     tool_name: str
     args_delta: str
 
 
-class ResponseEvent(BaseModel):
+class ResponseEvent(FrozenModel):
     """The last event of a stream: the complete, validated response."""
 
-    model_config = _CONFIG
     type: Literal["response"] = "response"
     response: ModelResponse
 

@@ -90,26 +90,8 @@ class RunOut(BaseModel):
 
     @classmethod
     def of(cls, record: RuntimeRun) -> RunOut:
-        """The public view of a run record."""
-        return cls(
-            run_id=record.run_id,
-            agent_id=record.agent_id,
-            agent_version=record.agent_version,
-            session_id=record.session_id,
-            request_id=record.request_id,
-            state=record.state,
-            reason=record.reason,
-            error=record.error,
-            created_at=record.created_at,
-            updated_at=record.updated_at,
-            next_attempt_at=record.next_attempt_at,
-            deadline_at=record.deadline_at,
-            operations=record.operations,
-            max_steps=record.max_steps,
-            result_text=record.result_text,
-            finished=record.finished,
-            late_results=record.late_results,
-        )
+        """The public view of a run record (its fields of the same names)."""
+        return cls.model_validate(record, from_attributes=True)
 
 
 class RunList(BaseModel):
@@ -186,27 +168,9 @@ class InboxApprovalOut(BaseModel):
     @classmethod
     def of(cls, row: dict[str, Any], link: str | None) -> InboxApprovalOut:
         """The public view of a row of ``nbdurable.inspect.approvals``."""
-        return cls(
-            run_id=row["run_id"],
-            approval_id=row["approval_id"],
-            tool_call_id=row["tool_call_id"],
-            tool_name=row["tool"],
-            input=row["arguments"],
-            agent_path=list(row["agent_path"]),
-            status=row["status"],
-            requested_at=row["requested_at"],
-            decided_at=row["decided_at"],
-            decided_by=row["decided_by"],
-            authenticated=row["authenticated"],
-            via=row["via"],
-            addressed_to=row["addressed_to"],
-            minted_by=row["minted_by"],
-            minted_via=row["minted_via"],
-            grant_id=row["grant_id"],
-            reason=row["reason"],
-            waited_ms=row["waited"],
-            link=link,
-        )
+        renamed = {"tool_name": "tool", "input": "arguments", "waited_ms": "waited"}
+        fields = {name: row[renamed.get(name, name)] for name in cls.model_fields if name != "link"}
+        return cls(**{**fields, "agent_path": list(row["agent_path"])}, link=link)
 
 
 class VerdictIn(_TextIn):

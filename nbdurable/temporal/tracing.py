@@ -176,16 +176,7 @@ def end_leg_span(run_id: str, changes: dict[str, Any], checkpoint: AgentCheckpoi
         span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens - before.output_tokens)
         span.set_attribute("nbdurable.last_step_index", checkpoint.step_index)
         if state == "waiting_approval":
-            span.set_attribute("nbdurable.approval.pending", len(checkpoint.pending_approvals))
-            for request in checkpoint.pending_approvals:
-                span.add_event(
-                    "nbdurable.approval.wait",
-                    {
-                        "nbdurable.approval.id": request.approval_id,
-                        "gen_ai.tool.name": request.tool_name,
-                        "gen_ai.tool.call.id": request.tool_call_id,
-                    },
-                )
+            _tracing.mark_approval_waits(span, checkpoint.pending_approvals)
     if state == "failed":
         span.set_attribute("error.type", str(changes.get("reason") or "error"))
         span.set_status(trace.Status(trace.StatusCode.ERROR, str(changes.get("error") or "")))
