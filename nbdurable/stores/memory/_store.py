@@ -7,13 +7,13 @@ import threading
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from .._errors import RunNotFoundError
-from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
-from ..durable.records import RunRecord
-from ..durable.runtime_run import RuntimeRun, ToolIntent
-from ..durable.store import Capability, EventLog, HistoryStore, RunStore, check_commit
-from ..events.model import Event, NewEvent, numbered
-from .memory_runtime import MemoryRuntimeTables
+from ..._errors import RunNotFoundError
+from ...durable.checkpoint import AgentCheckpoint, CheckpointInfo
+from ...durable.records import RunRecord
+from ...durable.runtime_run import RuntimeRun, ToolIntent
+from ...durable.store import Capability, EventLog, HistoryStore, RunStore, check_commit
+from ...events.model import Event, NewEvent, numbered
+from ._runs import MemoryRuntimeTables
 
 __all__ = ["InMemorySessionStore"]
 

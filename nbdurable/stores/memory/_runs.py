@@ -7,14 +7,14 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
-from .._text import valid_data
-from ..durable.grants import with_grant_change
-from ..durable.late_results import with_late_result
-from ..durable.notices import claim_notices
-from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
-from ..durable.runtime_run import LateResult, RuntimeRun, ToolIntent
-from ..durable.scheduling import (
+from ..._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
+from ..._text import valid_data
+from ...durable.grants import with_grant_change
+from ...durable.late_results import with_late_result
+from ...durable.notices import claim_notices
+from ...durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
+from ...durable.runtime_run import LateResult, RuntimeRun, ToolIntent
+from ...durable.scheduling import (
     Served,
     after_finish,
     claim,
@@ -23,7 +23,7 @@ from ..durable.scheduling import (
     served,
     unclaimable_by_definition,
 )
-from ..durable.verdicts import decide
+from ...durable.verdicts import decide
 
 __all__ = ["MemoryRuntimeTables"]
 

@@ -15,19 +15,19 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
-from .._errors import (
+from ..._errors import (
     DurableConflictError,
     FencedOutError,
     LimitExceededError,
     RunNotFoundError,
     StoreCorruptionError,
 )
-from ..durable.grants import with_grant_change
-from ..durable.late_results import with_late_result
-from ..durable.notices import claim_notices
-from ..durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
-from ..durable.runtime_run import LateResult, RunKind, RuntimeRun, ToolIntent
-from ..durable.scheduling import (
+from ...durable.grants import with_grant_change
+from ...durable.late_results import with_late_result
+from ...durable.notices import claim_notices
+from ...durable.run_states import TERMINAL_STATES, UNFINISHED_STATES
+from ...durable.runtime_run import LateResult, RunKind, RuntimeRun, ToolIntent
+from ...durable.scheduling import (
     Served,
     after_finish,
     claim,
@@ -36,14 +36,14 @@ from ..durable.scheduling import (
     served,
     unclaimable_by_definition,
 )
-from ..durable.store import check_commit
-from ..durable.stored import validate_stored
-from ..durable.verdicts import decide
-from ..events.model import Event, NewEvent
-from .rows import runtime_row
-from .sqlite_crc import row_crc, verify_row
-from .sqlite_events import append_events
-from .sqlite_heads import graph_nodes, read_head, update_graph, update_head
+from ...durable.store import check_commit
+from ...durable.stored import validate_stored
+from ...durable.verdicts import decide
+from ...events.model import Event, NewEvent
+from ..rows import runtime_row
+from ._crc import row_crc, verify_row
+from ._events import append_events
+from ._heads import graph_nodes, read_head, update_graph, update_head
 
 __all__ = [
     "SqliteRuntimeTables",
@@ -206,7 +206,7 @@ class SqliteRuntimeTables:
     # Provided by the store: its connection, its lock, its write transaction and
     # its event append inside one.
     _conn: sqlite3.Connection
-    _legacy: bool  # the file holds rows older than checksums (see sqlite_crc.verify_row)
+    _legacy: bool  # the file holds rows older than checksums (see _crc.verify_row)
     _lock: Any
     _write: Any
     _read: Any  # one snapshot for rows and the count that checks them
