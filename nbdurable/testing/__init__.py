@@ -28,8 +28,8 @@ data, for the tests of persistence and racing handles)::
         return lambda: MyStore(tmp_path / "db")
 
 Each test skips a store that does not declare what it tests (run records:
-``runtime``; writes together: ``commit``), and fails when a store declares a
-capability without honouring it. The bundled stores run the same suite
+``runtime``; the event log: ``events``; writes together: ``commit``), and fails
+when a store declares a capability without honouring it. The bundled stores run the same suite
 (``tests/stores/test_suite.py``).
 """
 
@@ -50,11 +50,23 @@ from ._checkpoints import (
     test_the_store_declares_history,
     test_unknown_run_is_empty,
 )
+from ._claims import (
+    test_a_stale_owner_cannot_write_after_a_takeover,
+    test_a_submitted_run_has_an_empty_log_until_deleted,
+    test_concurrent_claims_take_every_run_once_in_session_order,
+)
 from ._commit import (
     committing,
     test_a_change_of_state_is_refused_before_anything_is_written,
     test_a_stale_fence_writes_nothing,
     test_everything_given_lands_together,
+)
+from ._events import (
+    test_concurrent_appends_from_threads_keep_offsets_gap_free,
+    test_delete_removes_the_log,
+    test_offsets_start_at_one_have_no_holes_and_continue,
+    test_the_log_survives_reopening,
+    test_unknown_runs_raise_run_not_found,
 )
 from ._fixtures import (
     Reopen,
@@ -108,9 +120,14 @@ __all__ = [
     "test_a_second_verdict_loses_and_is_told_the_winner",
     "test_a_stale_fence_writes_nothing",
     "test_a_stale_owner_adds_a_late_result_and_changes_nothing_else",
+    "test_a_stale_owner_cannot_write_after_a_takeover",
+    "test_a_submitted_run_has_an_empty_log_until_deleted",
     "test_a_verdict_is_recorded_while_the_run_waits",
     "test_bytes_round_trip",
+    "test_concurrent_appends_from_threads_keep_offsets_gap_free",
+    "test_concurrent_claims_take_every_run_once_in_session_order",
     "test_concurrent_runs_on_one_event_loop",
+    "test_delete_removes_the_log",
     "test_empty_history_round_trips",
     "test_everything_given_lands_together",
     "test_history_lists_every_save_in_order_without_messages",
@@ -118,6 +135,7 @@ __all__ = [
     "test_list_orders_runs_by_creation",
     "test_list_runs_summarises_each_run",
     "test_load_by_step_returns_the_latest_save_at_that_step",
+    "test_offsets_start_at_one_have_no_holes_and_continue",
     "test_only_the_last_dependency_to_finish_settles_a_node_in_the_same_millisecond",
     "test_racing_handles_claim_each_key_exactly_once",
     "test_racing_handles_record_exactly_one_verdict",
@@ -125,10 +143,12 @@ __all__ = [
     "test_several_store_instances_in_threads",
     "test_store_calls_from_worker_threads",
     "test_sync_use_from_plain_threads",
+    "test_the_log_survives_reopening",
     "test_the_loop_checkpoints_into_the_store_and_resumes",
     "test_the_run_waits_until_every_pending_approval_has_a_verdict",
     "test_the_same_verdict_again_is_a_repeat_not_a_conflict",
     "test_the_store_declares_history",
     "test_the_winner_is_remembered_after_the_run_moved_on",
     "test_unknown_run_is_empty",
+    "test_unknown_runs_raise_run_not_found",
 ]

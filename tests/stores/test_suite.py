@@ -5,7 +5,7 @@ one import, and this module defines ``store`` (one fresh store per backend of
 the registry in ``conftest.py``, PostgreSQL on a real server) and ``reopen``.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -21,7 +21,18 @@ def store(any_store: nd.HistoryStore) -> nd.HistoryStore:
 
 
 @pytest.fixture
-def reopen(store_case: StoreCase, any_store: nd.HistoryStore) -> Callable[[], nd.HistoryStore]:
+def reopen(
+    store_case: StoreCase, any_store: nd.HistoryStore
+) -> Iterator[Callable[[], nd.HistoryStore]]:
     if store_case.backend.name == "memory":  # one process: the same object
-        return lambda: any_store
-    return store_case.open
+        yield lambda: any_store
+        return
+    opened: list[nd.HistoryStore] = []
+
+    def another() -> nd.HistoryStore:
+        opened.append(store_case.open())
+        return opened[-1]
+
+    yield another
+    for handle in opened:  # closing twice is harmless: a test may close its own
+        handle.close()
