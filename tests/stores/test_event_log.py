@@ -24,7 +24,7 @@ def _store(case: StoreCase, *needs: str) -> nd.HistoryStore:
     for capability in (EVENTS, *needs):
         if not supports(store, capability):
             store.close()  # before skipping: a pool left to the garbage collector complains
-            pytest.skip(f"{case.backend.name} does not declare {capability!r}")
+            pytest.skip(f"{case.backend.name} does not declare {str(capability)!r}")
     return store
 
 
