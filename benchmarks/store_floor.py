@@ -12,7 +12,7 @@ CPU time), with:
   chain, no hashes, no checks, no index but the key), in the same two commits a
   step as the real store;
 - the minimal store with each commit's row packed as the real store packs its
-  values (deflate with its preset dictionary, ``sqlite_codec.pack_json``): the
+  values (deflate with its preset dictionary, ``packing.pack_json``): the
   floor of a store that also keeps its bytes down (the bytes goal);
 - the same minimal store with its commits on a writer thread that the loop never
   waits for: not a durable design (a step is not committed when the loop goes
@@ -56,7 +56,7 @@ import nbdurable as nd
 from nbdurable.durable.offload import NowaitCapable
 from nbdurable.events import NewEvent
 from nbdurable.stores.memory import InMemorySessionStore
-from nbdurable.stores.sqlite_codec import pack_json
+from nbdurable.stores.packing import pack_json
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 FILLER = "lorem ipsum dolor sit amet, consectetur adipiscing elit; "

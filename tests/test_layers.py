@@ -9,7 +9,7 @@ The order, lowest first (architecture issue; it supersedes the layer tree in DES
       → stores
       → inspect | runtime      (peers: neither imports the other)
       → temporal
-      → notebook, server, cli
+      → notebook, server, cli, testing (the store conformance suite)
 
 Modules the issue does not name are placed as follows:
 
@@ -71,7 +71,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("stores",),
     ("inspect", "runtime"),
     ("temporal",),
-    ("notebook", "server", "cli", ""),
+    ("notebook", "server", "cli", "testing", ""),
 )
 """Components by layer, lowest first; a component is a top-level module or
 subpackage of ``nbdurable`` (``""``: the package's ``__init__``)."""

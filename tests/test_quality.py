@@ -37,9 +37,9 @@ MAX_MODULE_LINES = 600
 """A module holds one concept; past this it is two, and is split by concept."""
 # Modules allowed a few lines more, each with its own ceiling and a reason.
 # loop/driver.py: the effect handlers of one driver (its tracing hooks live in
-# loop/trace_hooks.py); stores/postgres.py: the session store's transactions, its
-# runtime tables live in stores/postgres_runtime.py. Neither may grow.
-OVERSIZED = {"nbdurable/loop/driver.py": 608, "nbdurable/stores/postgres.py": 611}
+# loop/trace_hooks.py); stores/postgres/_store.py: the session store's transactions, its
+# runtime tables live in stores/postgres/_runs.py. Neither may grow.
+OVERSIZED = {"nbdurable/loop/driver.py": 608, "nbdurable/stores/postgres/_store.py": 605}
 
 
 def test_no_library_module_is_over_600_lines() -> None:

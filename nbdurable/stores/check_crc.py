@@ -3,8 +3,8 @@
 Every check here reads tables by full scan (``NOT INDEXED``), so it sees the rows
 as they are on their pages, then compares:
 
-- each row's ``crc`` with the checksum of its values (:mod:`.sqlite_crc`);
-- each run's head (:mod:`.sqlite_heads`) with the rows the run has;
+- each row's ``crc`` with the checksum of its values (:mod:`.sqlite._crc`);
+- each run's head (:mod:`.sqlite._heads`) with the rows the run has;
 - how many rows of each run a lookup by run id finds (through the table's
   index, as the store reads them) with how many the scan found.
 
@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .check import CheckReport
-from .sqlite_crc import CHECKSUMMED, row_crc
+from .sqlite._crc import CHECKSUMMED, row_crc
 
 __all__ = ["check_checksums"]
 
@@ -35,7 +35,7 @@ _LABELS = {
 }
 
 
-_GRAPH = "\x00graph\x00"  # a graph's head in run_heads (see sqlite_heads)
+_GRAPH = "\x00graph\x00"  # a graph's head in run_heads (see sqlite._heads)
 
 
 def _name(value: Any) -> str:

@@ -22,7 +22,7 @@ from ..durable.stored import validate_stored
 from ..events.model import Event
 from ..messages import Message
 from .check import CheckReport
-from .jsonl_format import FORMAT_FILE, FORMAT_VERSION, Line
+from .jsonl._format import FORMAT_FILE, FORMAT_VERSION, Line
 
 __all__ = ["check_jsonl"]
 

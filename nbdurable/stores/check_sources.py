@@ -3,7 +3,7 @@
 SQLite is opened read-only (``mode=ro``) with text read as bytes, so one row
 that is not UTF-8 is reported instead of stopping the scan; checkpoints and
 events are read by full scans (``NOT INDEXED``), so a damaged index does not
-hide rows. Packed values (:mod:`.sqlite_codec`) are unpacked to the UTF-8 text
+hide rows. Packed values (:mod:`.packing`) are unpacked to the UTF-8 text
 they stand for; one that does not unpack reaches the check as the error saying
 why. PostgreSQL is read in one read-only, repeatable-read transaction.
 """
@@ -21,10 +21,10 @@ from urllib.parse import quote
 
 from .._errors import ConfigurationError, StoreCorruptionError
 from .check import CheckReport, check_sql, iter_batches
+from .packing import unpack_attempt, unpack_json, unpack_operation, unpack_type
 from .rows import COLUMNS
-from .sqlite_codec import unpack_attempt, unpack_json, unpack_operation, unpack_type
-from .sqlite_events import LAST_EVENT, batch_events
-from .sqlite_schema import SCHEMA_VERSION, schema_damage, versions_sound
+from .sqlite._events import LAST_EVENT, batch_events
+from .sqlite._schema import SCHEMA_VERSION, schema_damage, versions_sound
 
 __all__ = ["check_postgres", "check_sqlite"]
 
@@ -277,8 +277,8 @@ def check_postgres(url: str) -> CheckReport:
     Raises:
         ConfigurationError: The ``postgres`` extra is not installed.
     """
-    from .postgres_connect import driver, split_schema
-    from .postgres_schema import quote_ident
+    from .postgres._connect import driver, split_schema
+    from .postgres._schema import quote_ident
 
     psycopg, _ = driver()
     conninfo, schema = split_schema(url)
@@ -326,7 +326,7 @@ class _PostgresSource:
         return problems
 
     def schema_version(self) -> int:
-        from .postgres_schema import schema_version
+        from .postgres._schema import schema_version
 
         return schema_version(self.conn, self.schema)
 

@@ -4,7 +4,7 @@ The row holds every field of :class:`AgentCheckpoint` except the messages, which
 live in the message chain. Fields a later version adds (optional by the
 checkpoint contract) need no migration: they travel in the ``extra`` JSON column.
 The SQLite store may pack ``usage`` and ``extra`` (a BLOB, see
-:mod:`.sqlite_codec`); a row reads either form.
+:mod:`.packing`); a row reads either form.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ..durable.checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, Checkpoint
 from ..durable.records import RunRecord
 from ..messages import Message, ToolApprovalRequest, Usage
 from ..runs import RuntimeRun
-from .sqlite_codec import unpack_json
+from .packing import unpack_json
 
 __all__ = ["COLUMNS", "CheckpointRow", "checkpoint_row", "run_record", "runtime_row"]
 

@@ -26,7 +26,7 @@ from support.pgserver import PgServer  # noqa: F401  (re-exported: test_postgres
 from support.reseal import reseal
 
 import nbdurable as nd
-from nbdurable.stores.jsonl_format import FORMAT_FILE, run_file_name
+from nbdurable.stores.jsonl._format import FORMAT_FILE, run_file_name
 
 Damage = Literal["message", "chain", "metadata", "future_version"]
 """How ``corrupt`` damages the checkpoint of (run, step): a message's stored bytes,

@@ -18,7 +18,7 @@ from support import broken_harness as harness
 
 import nbdurable as nd
 from nbdurable.stores.check import check_store
-from nbdurable.stores.sqlite_codec import unpack_json
+from nbdurable.stores.packing import unpack_json
 
 
 @pytest.fixture(scope="module")

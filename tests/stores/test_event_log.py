@@ -1,11 +1,13 @@
-"""Event-log conformance: every store that declares ``events`` passes the same tests."""
+"""Event-log tests that need the registry: several processes, a second store object following live.
+
+The event log's conformance tests ship in :mod:`nbdurable.testing` (``test_suite.py``).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ def _store(case: StoreCase, *needs: str) -> nd.HistoryStore:
     for capability in (EVENTS, *needs):
         if not supports(store, capability):
             store.close()  # before skipping: a pool left to the garbage collector complains
-            pytest.skip(f"{case.backend.name} does not declare {capability!r}")
+            pytest.skip(f"{case.backend.name} does not declare {str(capability)!r}")
     return store
 
 
@@ -44,70 +46,6 @@ def checkpoint(run_id: str, step: int) -> nd.AgentCheckpoint:
 def lookup(key: str) -> str:
     """Look a key up."""
     return f"value of {key}"
-
-
-def test_offsets_start_at_one_have_no_holes_and_continue(store_case: StoreCase) -> None:
-    store = _store(store_case)
-    first = store.append_events("r", [new("a", 0), new("b", 1)])  # type: ignore[attr-defined]
-    assert [e.offset for e in first] == [1, 2]
-    with_checkpoint = store.save_with_events(checkpoint("r", 0), [new("c", 2)])  # type: ignore[attr-defined]
-    assert [e.offset for e in with_checkpoint] == [3]
-    assert [e.offset for e in store.append_events("r", [new("d", 3)])] == [4]  # type: ignore[attr-defined]
-    assert [e.offset for e in store.append_events("other", [new("x")])] == [1]  # type: ignore[attr-defined]
-    events = store.read_events("r")  # type: ignore[attr-defined]
-    assert [(e.offset, e.type) for e in events] == [(1, "a"), (2, "b"), (3, "c"), (4, "d")]
-    assert events[0].payload == {"n": 0, "text": "é ✓"} and events[0].created_at == 1000
-    assert store.read_events("r", after=2) == events[2:]  # type: ignore[attr-defined]
-    assert store.read_events("r", after=1, limit=2) == events[1:3]  # type: ignore[attr-defined]
-    assert store.read_events("r", after=4) == []  # type: ignore[attr-defined]
-    assert store.load("r") == checkpoint("r", 0)
-    store.close()
-
-
-def test_unknown_runs_raise_run_not_found(store_case: StoreCase) -> None:
-    store = _store(store_case)
-    with pytest.raises(nd.RunNotFoundError):
-        store.read_events("nope")  # type: ignore[attr-defined]
-    store.save(checkpoint("quiet", 0))  # a run with checkpoints but no events yet
-    assert store.read_events("quiet") == []  # type: ignore[attr-defined]
-    store.close()
-
-
-def test_delete_removes_the_log(store_case: StoreCase) -> None:
-    store = _store(store_case)
-    store.save_with_events(checkpoint("r", 0), [new("a")])  # type: ignore[attr-defined]
-    store.delete("r")
-    with pytest.raises(nd.RunNotFoundError):
-        store.read_events("r")  # type: ignore[attr-defined]
-    store.close()
-
-
-def test_the_log_survives_reopening(store_case: StoreCase) -> None:
-    store = _store(store_case, PERSISTENT)
-    store.append_events("r", [new("a")])  # type: ignore[attr-defined]
-    store.save_with_events(checkpoint("r", 0), [new("b")])  # type: ignore[attr-defined]
-    store.close()
-    again = store_case.open()
-    assert [e.offset for e in again.append_events("r", [new("c")])] == [3]  # type: ignore[attr-defined]
-    assert [e.type for e in again.read_events("r")] == ["a", "b", "c"]  # type: ignore[attr-defined]
-    again.close()
-
-
-def test_concurrent_appends_from_threads_keep_offsets_gap_free(store_case: StoreCase) -> None:
-    store = _store(store_case)
-
-    def writer(n: int) -> None:
-        for i in range(20):
-            store.append_events("r", [new(f"w{n}", i), new(f"w{n}", i)])  # type: ignore[attr-defined]
-
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    events = store.read_events("r")  # type: ignore[attr-defined]
-    assert [e.offset for e in events] == list(range(1, 161))
-    store.close()
 
 
 def test_processes_appending_to_one_run_keep_offsets_gap_free(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import nbdurable as nd
-from nbdurable.stores.jsonl_format import run_file_name
+from nbdurable.stores.jsonl._format import run_file_name
 
 from .test_conformance import checkpoint, histories, step_pair
 

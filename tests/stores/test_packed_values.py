@@ -25,14 +25,14 @@ import nbdurable as nd
 from nbdurable.events import model as event_model
 from nbdurable.events.model import NewEvent
 from nbdurable.stores.check import check_store
-from nbdurable.stores.sqlite_codec import (
+from nbdurable.stores.packing import (
     DICTIONARIES,
     EVENT_TYPES,
     MESSAGES_DICTIONARY,
     pack_json,
     unpack_json,
 )
-from nbdurable.stores.sqlite_rows import compact_json
+from nbdurable.stores.sqlite._rows import compact_json
 
 from .v5_rows import as_version_5
 

@@ -21,7 +21,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.stores.chain import encode_message, node_id
-from nbdurable.stores.postgres_schema import SCHEMA_VERSION
+from nbdurable.stores.postgres._schema import SCHEMA_VERSION
 
 from .conftest import PG_SCHEMA, PgServer
 from .test_conformance import checkpoint, histories, step_pair

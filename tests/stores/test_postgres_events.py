@@ -20,7 +20,7 @@ from support.pgserver import PgServer
 
 import nbdurable as nd
 from nbdurable.events import NewEvent
-from nbdurable.stores.postgres_schema import SCHEMA_VERSION
+from nbdurable.stores.postgres._schema import SCHEMA_VERSION
 
 from .conftest import PG_SCHEMA
 from .test_conformance import checkpoint, histories

@@ -31,9 +31,9 @@ from nbdurable.durable.stored import validate_stored
 from nbdurable.runs import RuntimeRun
 from nbdurable.runtime import DurableRuntime
 from nbdurable.stores.check import check_store
-from nbdurable.stores.jsonl_format import FORMAT_FILE, FORMAT_VERSION
-from nbdurable.stores.postgres_schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
-from nbdurable.stores.sqlite_schema import SCHEMA_VERSION
+from nbdurable.stores.jsonl._format import FORMAT_FILE, FORMAT_VERSION
+from nbdurable.stores.postgres._schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
+from nbdurable.stores.sqlite._schema import SCHEMA_VERSION
 
 from .conftest import PG_SCHEMA, StoreCase
 from .fixtures import store_agents as sa

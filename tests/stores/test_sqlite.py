@@ -12,8 +12,8 @@ from support.reseal import reseal
 
 import nbdurable as nd
 from nbdurable.stores.chain import encode_message, node_id
-from nbdurable.stores.sqlite_codec import unpack_json
-from nbdurable.stores.sqlite_schema import SCHEMA_VERSION
+from nbdurable.stores.packing import unpack_json
+from nbdurable.stores.sqlite._schema import SCHEMA_VERSION
 
 from .test_conformance import checkpoint, histories, step_pair
 

@@ -18,7 +18,7 @@ import pytest
 import nbdurable as nd
 from nbdurable.events.model import NewEvent
 from nbdurable.stores.check import check_store
-from nbdurable.stores.sqlite_codec import EVENT_TYPES, pack_json, unpack_json
+from nbdurable.stores.packing import EVENT_TYPES, pack_json, unpack_json
 
 from .v5_rows import as_version_5
 

@@ -27,8 +27,8 @@ import nbdurable as nd
 from nbdurable.durable.offload import offload
 from nbdurable.durable.transient import StoreRetry
 from nbdurable.events import TOOL_CALL
-from nbdurable.stores import sqlite_nowait
 from nbdurable.stores.check import check_store
+from nbdurable.stores.sqlite import _nowait as sqlite_nowait
 
 from . import loop_crash
 

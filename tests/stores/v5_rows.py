@@ -1,6 +1,6 @@
 """Event logs as schema version 5 wrote them (one packed row per event), for tests.
 
-Version 6 writes a commit's events as one batch (:mod:`nbdurable.stores.sqlite_events`)
+Version 6 writes a commit's events as one batch (:mod:`nbdurable.stores.sqlite._events`)
 and still reads the rows of files written before it: these helpers make such rows.
 """
 
@@ -10,8 +10,8 @@ import sqlite3
 from pathlib import Path
 
 import nbdurable as nd
-from nbdurable.stores.sqlite_codec import pack_attempt, pack_json, pack_operation, pack_type
-from nbdurable.stores.sqlite_rows import compact_json
+from nbdurable.stores.packing import pack_attempt, pack_json, pack_operation, pack_type
+from nbdurable.stores.sqlite._rows import compact_json
 
 
 def _v5_row(event: nd.Event) -> tuple[object, ...]:

@@ -61,7 +61,7 @@ def store_write_blocked(url: str) -> bool:
             conn.close()
     import psycopg
 
-    from nbdurable.stores.postgres_runtime import _runtime_key
+    from nbdurable.stores.postgres._runs import _runtime_key
 
     with psycopg.connect(url) as conn:
         row = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (_runtime_key("nbdurable"),))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from nbdurable.stores.sqlite_crc import CHECKSUMMED, row_crc
+from nbdurable.stores.sqlite._crc import CHECKSUMMED, row_crc
 
 _PRIMARY = {"checkpoints": 2, "event_batches": 2, "rt_intents": 2, "rt_journal": 2}
 """How many leading columns of :data:`CHECKSUMMED` make each table's key (1 when not listed)."""

@@ -10,7 +10,10 @@ members in ``capabilities``; each optional method is declared on its base with
 a default, so callers never probe a store for an attribute. The conformance
 suite in :mod:`nbdurable.testing` proves a store against what it declares.
 :class:`SessionStore` is the loop's minimum (``save`` and ``load``, sync or
-async): any object with those two methods checkpoints a loop run.
+async): any object with those two methods checkpoints a loop run. A class that
+cannot subclass a base (a proxy) may be registered as its virtual subclass
+(``RunStore.register(Proxy)``); it then inherits no default and answers every
+method itself.
 """
 
 from ._capability import Capability

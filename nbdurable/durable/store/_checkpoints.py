@@ -139,8 +139,9 @@ def supports(store: object, capability: Capability | str) -> bool:
     ``store`` may be a store or a store class. Any other object (a store with
     only ``save`` and ``load``) declares none.
     """
-    kind = store if isinstance(store, type) else type(store)
-    return issubclass(kind, HistoryStore) and capability in kind.capabilities
+    if isinstance(store, type):
+        return issubclass(store, HistoryStore) and capability in store.capabilities
+    return isinstance(store, HistoryStore) and capability in store.capabilities
 
 
 async def maybe_await(value: T | Awaitable[T]) -> T:

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .postgres_schema import quote_ident
+from ._schema import quote_ident
 
 if TYPE_CHECKING:
     from psycopg import Connection

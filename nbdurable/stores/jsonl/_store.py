@@ -1,7 +1,7 @@
 """The simple, greppable store: one append-only JSONL file per run.
 
 Each save appends one line holding only the messages new since the previous
-line (see :mod:`.jsonl_format`), so the files grow linearly with the run. Meant
+line (see :mod:`._format`), so the files grow linearly with the run. Meant
 for one process: the store caches each run's latest checkpoint and file size,
 and notices another writer only when a file's size changes under it.
 """
@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from .._errors import RunNotFoundError, StoreCorruptionError, StoreWriteError
-from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
-from ..durable.records import RunRecord
-from ..durable.store import Capability, EventLog, HistoryStore, refuse_fence
-from ..durable.stored import validate_stored
-from ..events.model import Event, NewEvent, numbered
-from ..messages import Message
-from .jsonl_format import Line, RunFile, check_format, extends, run_file_name
+from ..._errors import RunNotFoundError, StoreCorruptionError, StoreWriteError
+from ...durable.checkpoint import AgentCheckpoint, CheckpointInfo
+from ...durable.records import RunRecord
+from ...durable.store import Capability, EventLog, HistoryStore, refuse_fence
+from ...durable.stored import validate_stored
+from ...events.model import Event, NewEvent, numbered
+from ...messages import Message
+from ._format import Line, RunFile, check_format, extends, run_file_name
 
 __all__ = ["JsonlSessionStore"]
 

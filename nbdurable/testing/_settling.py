@@ -34,7 +34,7 @@ def node(run_id: str, state: str = "pending", **fields: Any) -> RuntimeRun:
 
 
 def diamond(store: Any) -> None:
-    """left and right, pending; join waits for both; after waits for join."""
+    """Left and right, pending; join waits for both; after waits for join."""
     store.rt_insert_many(
         [
             node("left"),
@@ -67,8 +67,10 @@ def test_only_the_last_dependency_to_finish_settles_a_node_in_the_same_milliseco
 def test_a_node_claimed_in_the_same_millisecond_is_left_to_its_claimer(
     runtime_store: Any,
 ) -> None:
-    """The finisher reads the graph after a worker claimed the node it settled: the
-    node's state is the claim's now, and its claim writes the missing ``pending``."""
+    """The finisher reads the graph after a worker claimed the node it settled.
+
+    The node's state is the claim's now, and its claim writes the missing ``pending``.
+    """
     diamond(runtime_store)
     at = NOW + 5
     runtime_store.rt_update("g:left", RunPatch(state="completed", updated_at=at))

@@ -14,8 +14,8 @@ import pytest
 
 import nbdurable as nd
 
-from .conftest import StoreCase
-from .test_runtime_verdicts import waiting
+from ._fixtures import Reopen
+from ._verdicts import waiting
 
 
 def test_a_key_is_claimed_once_and_kept_on_the_record(runtime_store: Any) -> None:
@@ -31,12 +31,8 @@ def test_a_key_is_claimed_once_and_kept_on_the_record(runtime_store: Any) -> Non
         runtime_store.rt_claim_notices("nope", ["ap1"])
 
 
-def test_racing_handles_claim_each_key_exactly_once(
-    runtime_store: Any, store_case: StoreCase
-) -> None:
-    handles = [runtime_store] + [store_case.open() for _ in range(3)]
-    if store_case.backend.name == "memory":  # one process: the same object
-        handles = [runtime_store] * 4
+def test_racing_handles_claim_each_key_exactly_once(runtime_store: Any, reopen: Reopen) -> None:
+    handles = [runtime_store] + [reopen() for _ in range(3)]
     try:
         for round_ in range(10):
             run_id = f"race{round_}"

@@ -1,16 +1,16 @@
 """A PostgreSQL store: the SQLite store's model on a shared server, through a connection pool.
 
-Messages are stored once, as a content-addressed chain (see :mod:`.chain`, the
+Messages are stored once, as a content-addressed chain (see :mod:`..chain`, the
 same node ids as the SQLite store); a checkpoint row holds only metadata and the
 id of its last message node. A save writes the nodes it adds plus one row, in
 one transaction, so its cost does not grow with the history. The schema lives
-in :mod:`.postgres_schema`, the statements in :mod:`.postgres_sql`, the
-connection handling (driver, DSN, pool, transactions) in :mod:`.postgres_connect`.
+in :mod:`._schema`, the statements in :mod:`._sql`, the
+connection handling (driver, DSN, pool, transactions) in :mod:`._connect`.
 
 The store keeps each run's event log too: an append takes its offsets from a
 per-run counter row in the writing transaction and sends ``NOTIFY`` on the
 store's channel before it commits, so a subscriber in another process is woken
-at once (:meth:`PostgresSessionStore.wait_for_events`, see :mod:`.postgres_listen`).
+at once (:meth:`PostgresSessionStore.wait_for_events`, see :mod:`._listen`).
 
 psycopg is imported when a store is created, not when this module is: the
 class can be named (``from nbdurable import *``) without the extra installed.
@@ -26,11 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from .._errors import ConfigurationError, RunNotFoundError, StoreCorruptionError
-from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
-from ..durable.offload import offload
-from ..durable.records import RunRecord
-from ..durable.store import (
+from ..._errors import ConfigurationError, RunNotFoundError, StoreCorruptionError
+from ...durable.checkpoint import AgentCheckpoint, CheckpointInfo
+from ...durable.offload import offload
+from ...durable.records import RunRecord
+from ...durable.store import (
     Armed,
     Capability,
     EventLog,
@@ -40,11 +40,11 @@ from ..durable.store import (
     notify,
     notify_all,
 )
-from ..durable.store import wait_for_events as wait_locally
-from ..events.model import Event, NewEvent
-from ..messages import Message
-from ..runs import RunPatch, RuntimeRun, ToolIntent
-from .chain import (
+from ...durable.store import wait_for_events as wait_locally
+from ...events.model import Event, NewEvent
+from ...messages import Message
+from ...runs import RunPatch, RuntimeRun, ToolIntent
+from ..chain import (
     Chain,
     ChainCache,
     NodeRow,
@@ -53,7 +53,8 @@ from .chain import (
     known_prefix,
     verify_chain,
 )
-from .postgres_connect import (
+from ..rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
+from ._connect import (
     DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
     describe,
     driver,
@@ -64,11 +65,10 @@ from .postgres_connect import (
     transact,
     transaction,
 )
-from .postgres_listen import Listener
-from .postgres_runtime import PostgresRuntimeTables
-from .postgres_schema import SCHEMA_VERSION, advisory_key, migrate
-from .postgres_sql import Statements, added_events, event_from_row, event_params
-from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
+from ._listen import Listener
+from ._runs import PostgresRuntimeTables
+from ._schema import SCHEMA_VERSION, advisory_key, migrate
+from ._sql import Statements, added_events, event_from_row, event_params
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -98,7 +98,7 @@ class PostgresSessionStore(PostgresRuntimeTables, HistoryStore, RunStore, EventL
     on the first wait.
 
     It keeps the runtime's run records too (the ``runtime`` capability, see
-    :mod:`.postgres_runtime`): several runtimes or workers, in any process or
+    :mod:`._runs`): several runtimes or workers, in any process or
     host, may share one database; ``fence=`` on :meth:`save_with_events` and
     :meth:`append_events` is checked in the write's transaction.
 
@@ -122,19 +122,8 @@ class PostgresSessionStore(PostgresRuntimeTables, HistoryStore, RunStore, EventL
         psycopg.OperationalError: The server cannot be reached.
     """
 
-    capabilities: ClassVar[frozenset[Capability]] = frozenset(
-        {
-            Capability.HISTORY,
-            Capability.PERSISTENT,
-            Capability.INCREMENTAL,
-            Capability.MULTIPROCESS,
-            Capability.VERSIONED_SCHEMA,
-            Capability.EVENTS,
-            Capability.RUNTIME,
-            Capability.COMMIT,
-            Capability.REMOTE,
-        }
-    )
+    # Every capability there is (a new one must be proven here before it is added).
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(Capability)
 
     def __init__(
         self,

@@ -16,14 +16,14 @@ from nbdurable.durable.store import Capability, supports
 from nbdurable.events.model import NewEvent
 from nbdurable.runs import RunPatch, RuntimeRun, ToolIntent
 
-from .conftest import StoreCase
-from .test_runtime_verdicts import NOW
+from ._verdicts import NOW
 
 
 @pytest.fixture
-def committing(runtime_store: Any, store_case: StoreCase) -> Any:
+def committing(runtime_store: Any) -> Any:
+    """``runtime_store`` when it declares the ``commit`` capability; else the test skips."""
     if not supports(runtime_store, Capability.COMMIT):
-        pytest.skip(f"{store_case.backend.name} writes a run owner's changes one by one")
+        pytest.skip(f"{type(runtime_store).__name__} writes a run owner's changes one by one")
     return runtime_store
 
 

@@ -1,7 +1,7 @@
 """The SQLite store's rows as stored: message nodes, checkpoints, events of version 5.
 
 The packing itself (preset-dictionary deflate, type codes, raw attempt ids) is in
-:mod:`.sqlite_codec`; this module applies it to whole rows, and reads events back.
+:mod:`._codec`; this module applies it to whole rows, and reads events back.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_json
 
-from ..events.model import Event
-from .chain import NodeRow
-from .rows import COLUMNS, CheckpointRow
-from .sqlite_codec import (
+from ...events.model import Event
+from ..chain import NodeRow
+from ..packing import (
     MESSAGES_DICTIONARY,
     pack_json,
     unpack_attempt,
@@ -24,6 +23,7 @@ from .sqlite_codec import (
     unpack_operation,
     unpack_type,
 )
+from ..rows import COLUMNS, CheckpointRow
 
 __all__ = ["checkpoint_values", "compact_json", "event_from_row", "node_rows"]
 
@@ -64,7 +64,7 @@ def event_from_row(run_id: str, row: tuple[object, ...]) -> Event:
     """The event in an ``events`` row (one per event, as schema version 5 and before wrote them).
 
     ``row`` is read from its position on. Version 6 writes batches instead
-    (:mod:`.sqlite_events`).
+    (:mod:`._events`).
     """
     position, type_, step_index, operation_id, attempt_id, payload, created_at = row
     return Event(

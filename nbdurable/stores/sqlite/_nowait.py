@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
-from ..durable.offload import WOULD_WAIT, NowaitCapable, WouldWait, in_background
+from ...durable.offload import WOULD_WAIT, NowaitCapable, WouldWait, in_background
 
 __all__ = ["SqliteNowaitWrites"]
 

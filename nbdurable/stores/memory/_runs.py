@@ -6,8 +6,8 @@ import builtins
 import threading
 from collections.abc import Sequence
 
-from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
-from ..runs import (
+from ..._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
+from ...runs import (
     TERMINAL_STATES,
     UNFINISHED_STATES,
     LateResult,

@@ -1,4 +1,4 @@
-"""The runtime store seam under concurrency: claims from several handles, fenced writes."""
+"""Run records under concurrency: claims from several handles, leases, fenced writes."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import pytest
 import nbdurable as nd
 from nbdurable.events.model import NewEvent
 from nbdurable.runs import RunPatch, RuntimeRun, ToolIntent
+
+from ._fixtures import Reopen
 
 NOW = 1_800_000_000_000
 AGENTS = [("a", "1")]
@@ -30,10 +32,13 @@ def submitted(i: int, session: str) -> RuntimeRun:
     )
 
 
-def test_concurrent_claims_take_every_run_once_in_session_order(store: Any, reopen: Any) -> None:
+def test_concurrent_claims_take_every_run_once_in_session_order(
+    runtime_store: Any, reopen: Reopen
+) -> None:
+    store = runtime_store
     for i in range(60):
         store.rt_insert(submitted(i, f"s{i % 6}"), enqueue=True, max_pending=1000)
-    handles = [store, *(reopen(store) for _ in range(3))]
+    handles = [store, *(reopen() for _ in range(3))]
     taken: list[tuple[str, str]] = []
     guard = threading.Lock()
     errors: list[BaseException] = []
@@ -64,14 +69,15 @@ def test_concurrent_claims_take_every_run_once_in_session_order(store: Any, reop
     assert {r.state for r in store.rt_list()} == {"completed"}
 
 
-def test_a_stale_owner_cannot_write_after_a_takeover(store: Any, reopen: Any) -> None:
+def test_a_stale_owner_cannot_write_after_a_takeover(runtime_store: Any, reopen: Reopen) -> None:
+    store = runtime_store
     store.rt_insert(submitted(1, "s"), enqueue=False, max_pending=10)
     # A 1 ms lease: it lapses by the caller's clock (NOW + 5 s) and, on PostgreSQL,
     # whose leases run by the database's clock, by the time of the next claim.
     first = store.rt_claim("old", NOW, 1, AGENTS)
     assert first is not None and first.fence == 1
     store.append_events(first.run_id, [NewEvent(type="x", payload={}, created_at=NOW)], fence=1)
-    other = reopen(store)
+    other = reopen()
     time.sleep(0.01)
     second = other.rt_claim("new", NOW + 5_000, 1_000, AGENTS)  # the old lease lapsed
     assert second is not None and second.run_id == first.run_id and second.fence == 2
@@ -107,7 +113,8 @@ def test_a_stale_owner_cannot_write_after_a_takeover(store: Any, reopen: Any) ->
     assert store.rt_get(first.run_id).lease_owner == "new"
 
 
-def test_a_submitted_run_has_an_empty_log_until_deleted(store: Any) -> None:
+def test_a_submitted_run_has_an_empty_log_until_deleted(runtime_store: Any) -> None:
+    store = runtime_store
     store.rt_insert(submitted(1, "s"), enqueue=False, max_pending=10)
     assert store.read_events("r001") == []  # known to the runtime, no event yet
     store.delete("r001")

@@ -14,15 +14,16 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
+from nbdurable.durable.store import RunStore
 from nbdurable.messages import ToolApprovalResponse
 from nbdurable.runs import RunPatch, RuntimeRun, Verdict
 
-from .conftest import StoreCase
+from ._fixtures import Reopen
 
 NOW = 1_800_000_000_000
 
 
-def waiting(store: Any, run_id: str = "r1") -> RuntimeRun:
+def waiting(store: RunStore, run_id: str = "r1") -> RuntimeRun:
     """A run record parked in ``waiting_approval``."""
     run = RuntimeRun(
         run_id=run_id,
@@ -126,12 +127,8 @@ def test_a_run_that_no_longer_waits_takes_no_verdict(runtime_store: Any) -> None
         runtime_store.rt_verdict("nope", verdict(approve(), ["ap1"]), now=NOW)
 
 
-def test_racing_handles_record_exactly_one_verdict(
-    runtime_store: Any, store_case: StoreCase
-) -> None:
-    handles = [runtime_store] + [store_case.open() for _ in range(3)]
-    if store_case.backend.name == "memory":  # one process: the same object
-        handles = [runtime_store] * 4
+def test_racing_handles_record_exactly_one_verdict(runtime_store: Any, reopen: Reopen) -> None:
+    handles = [runtime_store] + [reopen() for _ in range(3)]
     try:
         for round_ in range(10):
             run_id = f"race{round_}"

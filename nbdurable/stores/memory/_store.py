@@ -7,19 +7,19 @@ import threading
 from collections.abc import Sequence
 from typing import ClassVar
 
-from .._errors import RunNotFoundError
-from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
-from ..durable.records import RunRecord
-from ..durable.store import (
+from ..._errors import RunNotFoundError
+from ...durable.checkpoint import AgentCheckpoint, CheckpointInfo
+from ...durable.records import RunRecord
+from ...durable.store import (
     Capability,
     EventLog,
     HistoryStore,
     RunStore,
     check_commit,
 )
-from ..events.model import Event, NewEvent, numbered
-from ..runs import RunPatch, RuntimeRun, ToolIntent
-from .memory_runtime import MemoryRuntimeTables
+from ...events.model import Event, NewEvent, numbered
+from ...runs import RunPatch, RuntimeRun, ToolIntent
+from ._runs import MemoryRuntimeTables
 
 __all__ = ["InMemorySessionStore"]
 

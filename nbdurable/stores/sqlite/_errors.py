@@ -22,9 +22,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .._errors import NbdurableError, StoreCorruptionError, StoreWriteError
-from ..durable.offload import WouldWait
-from ..durable.transient import is_transient
+from ..._errors import NbdurableError, StoreCorruptionError, StoreWriteError
+from ...durable.offload import WouldWait
+from ...durable.transient import is_transient
 
 __all__ = ["guard_methods", "store_url", "typed_error"]
 

@@ -1,6 +1,6 @@
 """Per-run counts that make a missing row an error (schema version 7).
 
-A checksum (:mod:`.sqlite_crc`) catches a damaged row, not a row that is gone:
+A checksum (:mod:`._crc`) catches a damaged row, not a row that is gone:
 a zeroed page, two swapped pages or a damaged index entry can hide rows without
 SQLite noticing, and a read would return fewer. So each run has one row in
 ``run_heads`` that says what the run has, written in the transaction that adds
@@ -20,8 +20,8 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from .._errors import StoreCorruptionError
-from .sqlite_crc import row_crc, verify_row
+from ..._errors import StoreCorruptionError
+from ._crc import row_crc, verify_row
 
 __all__ = [
     "CREATE_HEADS",

@@ -15,8 +15,8 @@ from contextlib import contextmanager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .._errors import ConfigurationError
-from ..durable.transient import retry_deadline
+from ..._errors import ConfigurationError
+from ...durable.transient import retry_deadline
 
 if TYPE_CHECKING:
     from psycopg import Connection

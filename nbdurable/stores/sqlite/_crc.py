@@ -8,7 +8,7 @@ the values it got, with the keys it asked for, so a damaged value, a row of
 another run or another table (a swapped page, a damaged index pointing at the
 wrong row) is a :class:`~nbdurable.StoreCorruptionError` naming the run instead
 of different data. Message nodes need none: their id is the sha256 of their
-content (:mod:`.chain`).
+content (:mod:`..chain`).
 
 Rows written before version 7 have no checksum (``crc`` is NULL) and are read
 as they were. A checksum is not a signature: it catches damage, not a writer
@@ -21,8 +21,8 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from .._errors import StoreCorruptionError
-from .rows import COLUMNS
+from ..._errors import StoreCorruptionError
+from ..rows import COLUMNS
 
 __all__ = [
     "CHECKSUMMED",

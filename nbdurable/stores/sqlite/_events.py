@@ -2,14 +2,14 @@
 
 A commit's events are one ``event_batches`` row: its key is the run and the
 offset of the commit's last event, ``first`` the offset of its first, and
-``events`` the events as one JSON array packed once (:mod:`.sqlite_codec`).
+``events`` the events as one JSON array packed once (:mod:`._codec`).
 Each element is ``[type, step_index, operation, attempt_id, payload,
 created_at]``: ``type`` the event type's code (its text for a type this
 version does not know), ``operation`` ``true`` for the loop's usual operation
 id of the step (``"<run>:model:<step>"``), else the id or ``null``.
 
 A file written before version 6 keeps its ``events`` rows, one per event (see
-:mod:`.sqlite_rows`): they are read as they are, before the batches, and a run
+:mod:`._rows`): they are read as they are, before the batches, and a run
 continues its offsets from the higher of the two.
 """
 
@@ -21,18 +21,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import StoreCorruptionError
-from ..events.model import Event, NewEvent, numbered
-from .sqlite_codec import (
+from ..._errors import StoreCorruptionError
+from ...events.model import Event, NewEvent, numbered
+from ..packing import (
     EVENT_TYPE_CODES,
     EVENT_TYPES,
     pack_json,
     unpack_json,
     usual_operation,
 )
-from .sqlite_crc import row_crc, verify_row
-from .sqlite_heads import forget_head, read_head, update_head
-from .sqlite_rows import compact_json, event_from_row
+from ._crc import row_crc, verify_row
+from ._heads import forget_head, read_head, update_head
+from ._rows import compact_json, event_from_row
 
 __all__ = [
     "KNOWN_RUN",

@@ -34,12 +34,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .._errors import CheckpointVersionError, StoreCorruptionError
-from .._version import __version__
-from ..durable.checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo
-from ..durable.stored import validate_stored
-from ..history import History
-from ..messages import Message
+from ..._errors import CheckpointVersionError, StoreCorruptionError
+from ..._version import __version__
+from ...durable.checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo
+from ...durable.stored import validate_stored
+from ...history import History
+from ...messages import Message
 
 __all__ = [
     "FORMAT_FILE",

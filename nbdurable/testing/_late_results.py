@@ -17,8 +17,8 @@ import pytest
 import nbdurable as nd
 from nbdurable.runs import MAX_LATE_RESULTS, LateResult, RunPatch, ToolIntent
 
-from .conftest import StoreCase
-from .test_runtime_verdicts import NOW, waiting
+from ._fixtures import Reopen
+from ._verdicts import NOW, waiting
 
 
 def _late(call: str = "call_1_0", fence: int = 1, at: int = NOW + 10) -> LateResult:
@@ -48,7 +48,7 @@ def _taken_over(store: Any, run_id: str = "r1") -> Any:
 
 
 def test_a_stale_owner_adds_a_late_result_and_changes_nothing_else(
-    runtime_store: Any, store_case: StoreCase
+    runtime_store: Any, reopen: Reopen
 ) -> None:
     before = _taken_over(runtime_store)
     with pytest.raises(nd.FencedOutError):
@@ -64,7 +64,7 @@ def test_a_stale_owner_adds_a_late_result_and_changes_nothing_else(
     assert again.late_results == [_late()] and again.updated_at == NOW + 20
     # the owner's later fenced writes keep it; another handle reads it
     runtime_store.rt_update("r1", RunPatch(state="pending", reason=None), fence=2)
-    other = store_case.open() if store_case.backend.name != "memory" else runtime_store
+    other = reopen()
     try:
         assert other.rt_get("r1").late_results == [_late()]
     finally:
@@ -86,10 +86,8 @@ def test_a_record_keeps_the_newest_late_results(runtime_store: Any) -> None:
     assert [r.fence for r in runtime_store.rt_get("r1").late_results[-2:]] == [1, 2]
 
 
-def test_racing_late_results_all_land(runtime_store: Any, store_case: StoreCase) -> None:
-    handles = [runtime_store] + [store_case.open() for _ in range(3)]
-    if store_case.backend.name == "memory":  # one process: the same object
-        handles = [runtime_store] * 4
+def test_racing_late_results_all_land(runtime_store: Any, reopen: Reopen) -> None:
+    handles = [runtime_store] + [reopen() for _ in range(3)]
     try:
         _taken_over(runtime_store)
         barrier = threading.Barrier(len(handles))

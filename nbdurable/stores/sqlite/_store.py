@@ -1,10 +1,10 @@
 """The embedded default store: one SQLite file, full history, linear storage.
 
-Messages are stored once, as a content-addressed chain (see :mod:`.chain`); a
+Messages are stored once, as a content-addressed chain (see :mod:`..chain`); a
 checkpoint row holds only metadata and the id of its last message node. A save
 writes the nodes it adds plus one row, in one ``BEGIN IMMEDIATE`` transaction,
 so its cost does not grow with the history. The schema lives in
-:mod:`.sqlite_schema`.
+:mod:`._schema`.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from .._errors import RunNotFoundError, StoreCorruptionError
-from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
-from ..durable.records import RunRecord
-from ..durable.store import Capability, EventLog, HistoryStore, RunStore
-from ..events.model import Event, NewEvent
-from ..messages import Message
-from .chain import (
+from ..._errors import RunNotFoundError, StoreCorruptionError
+from ...durable.checkpoint import AgentCheckpoint, CheckpointInfo
+from ...durable.records import RunRecord
+from ...durable.store import Capability, EventLog, HistoryStore, RunStore
+from ...events.model import Event, NewEvent
+from ...messages import Message
+from ..chain import (
     Chain,
     ChainCache,
     NodeRow,
@@ -34,11 +34,11 @@ from .chain import (
     known_prefix,
     verify_chain,
 )
-from .rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
-from .sqlite_codec import unpack_json
-from .sqlite_crc import latest_row, pick_at_step, row_crc, verify_checkpoint, verify_run
-from .sqlite_errors import guard_methods, typed_error
-from .sqlite_events import (
+from ..packing import unpack_json
+from ..rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
+from ._crc import latest_row, pick_at_step, row_crc, verify_checkpoint, verify_run
+from ._errors import guard_methods, typed_error
+from ._events import (
     KNOWN_RUN,
     LAST_EVENT_SUBQUERY,
     append_events,
@@ -46,10 +46,10 @@ from .sqlite_events import (
     delete_events,
     fetch_events,
 )
-from .sqlite_nowait import SqliteNowaitWrites
-from .sqlite_rows import checkpoint_values, node_rows
-from .sqlite_runtime import SqliteRuntimeTables, check_fence
-from .sqlite_schema import SCHEMA_VERSION, legacy_rows, migrate, verify_schema
+from ._nowait import SqliteNowaitWrites
+from ._rows import checkpoint_values, node_rows
+from ._runs import SqliteRuntimeTables, check_fence
+from ._schema import SCHEMA_VERSION, legacy_rows, migrate, verify_schema
 
 __all__ = ["SqliteSessionStore"]
 

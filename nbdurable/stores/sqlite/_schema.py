@@ -23,7 +23,7 @@ Version 2 adds the event log::
         the event's offset: per run, from 1, no holes (assigned in the writing
         transaction); payload is JSON text
 
-Version 3 adds the runtime's tables (see :mod:`.sqlite_runtime`)::
+Version 3 adds the runtime's tables (see :mod:`._runs`)::
 
     rt_runs(run_id PK, seq UNIQUE, session_id, state, request_id UNIQUE, fence, record)
         one row per runtime run; record is the RuntimeRun JSON
@@ -35,7 +35,7 @@ Version 4 adds two columns of rt_runs for tasks and graphs::
     kind TEXT NOT NULL DEFAULT 'agent'   'agent' or 'task'; index (kind, state)
     graph_id TEXT                        the graph a node belongs to; index (graph_id, seq)
 
-Version 5 packs values (see :mod:`.sqlite_codec`); it adds no column. Event
+Version 5 packs values (see :mod:`._codec`); it adds no column. Event
 payloads, message nodes and a checkpoint's ``usage`` and ``extra`` may be a BLOB
 (a dictionary byte, then deflated JSON) instead of JSON text; an event's
 ``type`` a one-byte code, its ``attempt_id`` 16 bytes, its ``operation_id`` an
@@ -44,7 +44,7 @@ version reads both forms), and the version row has no ``readable_by``: an
 nbdurable of version 4 or earlier cannot read packed values, so it refuses the
 file by name (``CheckpointVersionError``) instead of misreading it.
 
-Version 6 writes the event log one row per commit (see :mod:`.sqlite_events`)::
+Version 6 writes the event log one row per commit (see :mod:`._events`)::
 
     event_batches(run_id, position, first, events)
         one row per commit that appends events, UNIQUE (run_id, position) (a
@@ -54,7 +54,7 @@ Version 6 writes the event log one row per commit (see :mod:`.sqlite_events`)::
         an nbdurable of version 5 or earlier would not see the batches, so it
         refuses the file (no ``readable_by``).
 
-Version 7 adds a checksum to every row but message nodes (see :mod:`.sqlite_crc`)::
+Version 7 adds a checksum to every row but message nodes (see :mod:`._crc`)::
 
     crc INTEGER   in runs, checkpoints, event_batches, rt_runs, rt_intents, rt_journal
         the CRC-32 of the table's name and the row's values, keys included;
@@ -80,8 +80,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .._errors import CheckpointVersionError, StoreCorruptionError
-from .._version import __version__
+from ..._errors import CheckpointVersionError, StoreCorruptionError
+from ..._version import __version__
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -173,13 +173,13 @@ def _v2(db: Database) -> None:
 
 
 def _v3(db: Database) -> None:
-    from .sqlite_runtime import migrate_runtime
+    from ._runs import migrate_runtime
 
     migrate_runtime(db)
 
 
 def _v4(db: Database) -> None:
-    from .sqlite_runtime import migrate_runtime_v4
+    from ._runs import migrate_runtime_v4
 
     migrate_runtime_v4(db)
 
@@ -208,7 +208,7 @@ def _v6(db: Database) -> None:
 
 
 CHECKSUMMED = ("runs", "checkpoints", "event_batches", "rt_runs", "rt_intents", "rt_journal")
-"""The tables whose rows carry a checksum from version 7 on (see :mod:`.sqlite_crc`)."""
+"""The tables whose rows carry a checksum from version 7 on (see :mod:`._crc`)."""
 
 
 def _v7(db: Database) -> None:
@@ -220,7 +220,7 @@ def _v7(db: Database) -> None:
     # Whether rows without a checksum may be there: only in a file that had rows
     # before this migration. A file created at version 7 never has one.
     db.execute("CREATE TABLE IF NOT EXISTS nbdurable_checksums (legacy_rows INTEGER NOT NULL)")
-    from .sqlite_heads import CREATE_HEADS
+    from ._heads import CREATE_HEADS
 
     db.execute(CREATE_HEADS)
     if db.execute("SELECT count(*) FROM nbdurable_checksums").fetchone()[0] == 0:

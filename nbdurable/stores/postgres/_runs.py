@@ -1,6 +1,6 @@
 """The runtime's tables in the PostgreSQL store: run records, intents, the model journal.
 
-The same layout as the SQLite store's (:mod:`.sqlite_runtime`): a run record is
+The same layout as the SQLite store's (:mod:`..sqlite._runs`): a run record is
 kept whole as JSON text (``record``), with the columns the scheduler queries
 beside it. Schema version 3 adds the tables (:data:`RUNTIME_MIGRATION`).
 
@@ -27,9 +27,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
-from ..durable.stored import validate_stored
-from ..runs import (
+from ..._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
+from ...durable.stored import validate_stored
+from ...runs import (
     ACTIVE_STATES,
     TERMINAL_STATES,
     UNFINISHED_STATES,
@@ -49,8 +49,8 @@ from ..runs import (
     with_grant_change,
     with_late_result,
 )
-from .postgres_connect import ping_pool
-from .rows import runtime_row
+from ._connect import ping_pool
+from ..rows import runtime_row
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -130,7 +130,7 @@ class _Statements:
 
 @functools.lru_cache(maxsize=64)
 def _statements(schema: str) -> _Statements:
-    # The store validated the name (postgres_schema.quote_ident) before this runs.
+    # The store validated the name (_schema.quote_ident) before this runs.
     s = '"' + schema.replace('"', '""') + '"'
     unfinished = f"state IN ({_UNFINISHED})"
     return _Statements(

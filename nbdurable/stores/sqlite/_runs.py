@@ -15,17 +15,17 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
-from .._errors import (
+from ..._errors import (
     DurableConflictError,
     FencedOutError,
     LimitExceededError,
     RunNotFoundError,
     StoreCorruptionError,
 )
-from ..durable.store import check_commit
-from ..durable.stored import validate_stored
-from ..events.model import Event, NewEvent
-from ..runs import (
+from ...durable.store import check_commit
+from ...durable.stored import validate_stored
+from ...events.model import Event, NewEvent
+from ...runs import (
     TERMINAL_STATES,
     UNFINISHED_STATES,
     LateResult,
@@ -45,10 +45,10 @@ from ..runs import (
     with_grant_change,
     with_late_result,
 )
-from .rows import runtime_row
-from .sqlite_crc import row_crc, verify_row
-from .sqlite_events import append_events
-from .sqlite_heads import graph_nodes, read_head, update_graph, update_head
+from ..rows import runtime_row
+from ._crc import row_crc, verify_row
+from ._events import append_events
+from ._heads import graph_nodes, read_head, update_graph, update_head
 
 __all__ = [
     "SqliteRuntimeTables",
@@ -211,7 +211,7 @@ class SqliteRuntimeTables:
     # Provided by the store: its connection, its lock, its write transaction and
     # its event append inside one.
     _conn: sqlite3.Connection
-    _legacy: bool  # the file holds rows older than checksums (see sqlite_crc.verify_row)
+    _legacy: bool  # the file holds rows older than checksums (see _crc.verify_row)
     _lock: Any
     _write: Any
     _read: Any  # one snapshot for rows and the count that checks them

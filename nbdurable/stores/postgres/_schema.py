@@ -31,7 +31,7 @@ Version 2 adds the event log::
         from the result; the row stays locked until commit, so appenders of
         one run, from any process, queue there and never leave a hole
 
-Version 3 adds the runtime's tables (:mod:`.postgres_runtime`, the same as
+Version 3 adds the runtime's tables (:mod:`._runs`, the same as
 the SQLite store's)::
 
     rt_runs(run_id text PRIMARY KEY, seq bigint UNIQUE, session_id, state,
@@ -65,9 +65,9 @@ import hashlib
 import time
 from typing import TYPE_CHECKING, Any
 
-from .._errors import CheckpointVersionError, ConfigurationError
-from .._version import __version__
-from .postgres_runtime import RUNTIME_MIGRATION, RUNTIME_MIGRATION_V4
+from ..._errors import CheckpointVersionError, ConfigurationError
+from ..._version import __version__
+from ._runs import RUNTIME_MIGRATION, RUNTIME_MIGRATION_V4
 
 if TYPE_CHECKING:
     from psycopg import Connection
