@@ -19,10 +19,7 @@ from ._deciders import (
     check_decider,
     check_minter,
     claimed_user,
-    decided_phrase,
     valid_name,
-    verdict_line,
-    who_decided,
 )
 from ._grants import (
     GRANT_KIND,
@@ -102,8 +99,11 @@ from ._verdicts import (
     Verdict,
     approval_expired,
     claimed_source,
+    decided_phrase,
     decision,
     latest_verdict,
+    verdict_line,
+    who_decided,
 )
 
 __all__ = [
