@@ -27,8 +27,6 @@ from ..messages import VerdictSource
 from ._record import RuntimeRun
 
 __all__ = [
-    "MINT_VIAS",
-    "USER_ENV_VAR",
     "check_decider",
     "check_minter",
     "claimed_user",
