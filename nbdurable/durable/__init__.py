@@ -1,11 +1,7 @@
 """The durability primitive: checkpoints, their codec, the store seam and the approval signer.
 
-Beside them, what every layer above reads and the stores write: the runtime's run
-records and run states (:mod:`.runtime_run`, :mod:`.run_states`), the store seam
-(:mod:`.store`: checkpoints, run records, event log), the pure rules a store
-applies when it schedules (:mod:`.scheduling`, :mod:`.verdicts`,
-:mod:`.graph_status`), lease holders (:mod:`.lease_holder`) and the fork core
-(:mod:`.fork`).
+Beside them, the store seam (:mod:`.store`: checkpoints, run records, event log;
+the records and their rules are :mod:`nbdurable.runs`, in this layer too).
 
 Standard library and pydantic only: no file or database code lives here.
 """

@@ -14,18 +14,12 @@ belongs to): no file or database code lives here.
 """
 
 from ._deciders import (
-    MINT_VIAS,
-    USER_ENV_VAR,
     check_decider,
     check_minter,
     claimed_user,
-    decided_phrase,
     valid_name,
-    verdict_line,
-    who_decided,
 )
 from ._grants import (
-    GRANT_KIND,
     Grant,
     RunGrants,
     normalize_match,
@@ -42,7 +36,6 @@ from ._late_results import (
     with_late_result,
 )
 from ._leases import (
-    ProcessIdentity,
     describe_holder,
     holder_process,
     lease_holder,
@@ -81,7 +74,6 @@ from ._states import (
     ACTIVE_STATES,
     BUSY_STATES,
     CLAIMABLE_STATES,
-    DEPENDENCY_FAILED,
     GRAPH_SETTLED_STATES,
     GRAPH_STATUSES,
     HUMAN_STATES,
@@ -102,8 +94,11 @@ from ._verdicts import (
     Verdict,
     approval_expired,
     claimed_source,
+    decided_phrase,
     decision,
     latest_verdict,
+    verdict_line,
+    who_decided,
 )
 
 __all__ = [
@@ -113,18 +108,14 @@ __all__ = [
     "ACTIVE_STATES",
     "BUSY_STATES",
     "CLAIMABLE_STATES",
-    "DEPENDENCY_FAILED",
     "GRAPH_SETTLED_STATES",
     "DependencyPolicy",
     "EMBEDDED",
-    "GRANT_KIND",
     "GRAPH_STATUSES",
     "Grant",
     "HUMAN_STATES",
     "LateResult",
     "MAX_LATE_RESULTS",
-    "MINT_VIAS",
-    "ProcessIdentity",
     "QUEUED_STATES",
     "REASON_STATES",
     "RETRYABLE_STATES",
@@ -141,7 +132,6 @@ __all__ = [
     "ToolIntent",
     "UNFINISHED_STATES",
     "UNSUCCESSFUL_STATES",
-    "USER_ENV_VAR",
     "VIAS",
     "Verdict",
     "after_finish",

@@ -21,23 +21,16 @@ from __future__ import annotations
 
 import getpass
 import os
-from collections.abc import Mapping
-from typing import Any
 
 from .._errors import ApproverNotAllowedError, ConfigurationError
 from ..messages import VerdictSource
 from ._record import RuntimeRun
 
 __all__ = [
-    "MINT_VIAS",
-    "USER_ENV_VAR",
     "check_decider",
     "check_minter",
     "claimed_user",
-    "decided_phrase",
     "valid_name",
-    "verdict_line",
-    "who_decided",
 ]
 
 USER_ENV_VAR = "NBDURABLE_USER"
@@ -237,64 +230,3 @@ def _minter(by: str | None, via: str | None) -> str:
     if by is None:
         return "the unnamed token" if via == "http" else "an unnamed principal"
     return f"{by!r}" if via == "http" else f"{by!r} (claimed)"
-
-
-def _waited(ms: int) -> str:
-    seconds = max(0, ms // 1000)
-    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
-        if seconds >= size:
-            return f"{seconds // size} {unit}"
-    return f"{seconds} s"
-
-
-def who_decided(source: VerdictSource | Mapping[str, Any] | None) -> str:
-    """How a verdict's source reads: ``by ana (claimed)``, ``via link addressed to lee``, ...
-
-    Empty when nothing was recorded (verdicts from before sources were). A
-    mapping is a source's JSON (an event's payload).
-    """
-    if isinstance(source, VerdictSource):
-        source = source.model_dump(mode="json")
-    if not source:
-        return ""
-    via, by = source.get("via"), source.get("by")
-    if via == "grant":
-        grant = source.get("grant_id")
-        return f"by standing grant {grant}" if grant else "by a standing grant"
-    if via == "link":
-        to = source.get("addressed_to")
-        phrase = f"via link addressed to {to}" if to else "via link"
-        minted_via, minted_by = source.get("minted_via"), source.get("minted_by")
-        if minted_via == "notify":
-            return f"{phrase}, sent by notification"
-        if minted_by:
-            claimed = "" if minted_via == "http" else " (claimed)"
-            return f"{phrase}, minted by {minted_by}{claimed}"
-        if minted_via == "http":
-            return f"{phrase}, minted with the unnamed token"
-        return phrase
-    if by:
-        return f"by {by}" if source.get("authenticated") else f"by {by} (claimed)"
-    return f"via {via}" if via else ""
-
-
-def decided_phrase(
-    source: VerdictSource | Mapping[str, Any] | None, waited_ms: int | None = None
-) -> str:
-    """Who decided and when: ``by ana (claimed), 2 min after the request`` (may be empty)."""
-    phrase = who_decided(source)
-    if waited_ms is not None and waited_ms >= 0:
-        after = f"{_waited(waited_ms)} after the request"
-        phrase = f"{phrase}, {after}" if phrase else after
-    return phrase
-
-
-def verdict_line(
-    approved: bool, source: VerdictSource | Mapping[str, Any] | None, waited_ms: int | None = None
-) -> str:
-    """One line on a verdict: ``approved by ana (claimed), 2 min after the request``."""
-    verdict = "approved" if approved else "denied"
-    phrase = decided_phrase(source, waited_ms)
-    if not phrase:
-        return verdict
-    return f"{verdict}{',' if phrase[0].isdigit() else ''} {phrase}"

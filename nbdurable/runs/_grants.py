@@ -38,7 +38,6 @@ from ._patch import RunPatch
 from ._record import RuntimeRun
 
 __all__ = [
-    "GRANT_KIND",
     "Grant",
     "RunGrants",
     "normalize_match",

@@ -22,7 +22,6 @@ import socket
 from dataclasses import dataclass
 
 __all__ = [
-    "ProcessIdentity",
     "describe_holder",
     "holder_process",
     "lease_holder",

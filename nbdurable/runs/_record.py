@@ -99,11 +99,9 @@ class Decision(BaseModel):
     source: VerdictSource | None = None
 
     @model_serializer(mode="wrap")
-    def _without_unrecorded_source(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict) and data.get("source") is None:
-            data.pop("source", None)
-        return data
+    def _stored_form(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # no ``source`` key where none was recorded: the form records were stored in
+        return {k: v for k, v in handler(self).items() if k != "source" or v is not None}
 
 
 class RuntimeRun(BaseModel):

@@ -12,7 +12,9 @@ each as a :class:`~nbdurable.runs.Decision`. Who may decide is the run's rule
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .._errors import ApprovalExpiredError, ApprovalNotPendingError, ConfigurationError
 from ..messages import ToolApprovalResponse, VerdictSource
@@ -26,7 +28,10 @@ __all__ = [
     "approval_expired",
     "claimed_source",
     "decision",
+    "decided_phrase",
     "latest_verdict",
+    "verdict_line",
+    "who_decided",
 ]
 
 VIAS = frozenset({"widget", "magic", "cli", "http", "link", "api", "grant"})
@@ -45,14 +50,6 @@ def claimed_source(by: str | None, via: str) -> VerdictSource:
     return VerdictSource(by=name, authenticated=False, via=via)
 
 
-def _duration(ms: int) -> str:
-    seconds = max(0, ms // 1000)
-    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
-        if seconds >= size:
-            return f"{seconds // size} {unit}"
-    return f"{seconds} s"
-
-
 def approval_expired(
     run_id: str, approval_id: str, age_ms: int, max_age_ms: int, advice: str
 ) -> ApprovalExpiredError:
@@ -63,7 +60,7 @@ def approval_expired(
         max_age_ms=max_age_ms,
         message=(
             f"the token of approval {approval_id!r} of run {run_id!r} expired "
-            f"({_duration(age_ms)} old, the maximum is {_duration(max_age_ms)}): nothing was "
+            f"({_waited(age_ms)} old, the maximum is {_waited(max_age_ms)}): nothing was "
             f"recorded and the request still waits; {advice}"
         ),
     )
@@ -150,3 +147,64 @@ def latest_verdict(run: RuntimeRun) -> ApprovalNotPendingError | None:
     latest = max(run.decided, key=lambda approval_id: run.decided[approval_id].at)
     verdict = "approved" if run.decided[latest].approved else "denied"
     return ApprovalNotPendingError(run.run_id, latest, verdict=verdict, state=run.state)
+
+
+def _waited(ms: int) -> str:
+    seconds = max(0, ms // 1000)
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if seconds >= size:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def who_decided(source: VerdictSource | Mapping[str, Any] | None) -> str:
+    """How a verdict's source reads: ``by ana (claimed)``, ``via link addressed to lee``, ...
+
+    Empty when nothing was recorded (verdicts from before sources were). A
+    mapping is a source's JSON (an event's payload).
+    """
+    if isinstance(source, VerdictSource):
+        source = source.model_dump(mode="json")
+    if not source:
+        return ""
+    via, by = source.get("via"), source.get("by")
+    if via == "grant":
+        grant = source.get("grant_id")
+        return f"by standing grant {grant}" if grant else "by a standing grant"
+    if via == "link":
+        to = source.get("addressed_to")
+        phrase = f"via link addressed to {to}" if to else "via link"
+        minted_via, minted_by = source.get("minted_via"), source.get("minted_by")
+        if minted_via == "notify":
+            return f"{phrase}, sent by notification"
+        if minted_by:
+            claimed = "" if minted_via == "http" else " (claimed)"
+            return f"{phrase}, minted by {minted_by}{claimed}"
+        if minted_via == "http":
+            return f"{phrase}, minted with the unnamed token"
+        return phrase
+    if by:
+        return f"by {by}" if source.get("authenticated") else f"by {by} (claimed)"
+    return f"via {via}" if via else ""
+
+
+def decided_phrase(
+    source: VerdictSource | Mapping[str, Any] | None, waited_ms: int | None = None
+) -> str:
+    """Who decided and when: ``by ana (claimed), 2 min after the request`` (may be empty)."""
+    phrase = who_decided(source)
+    if waited_ms is not None and waited_ms >= 0:
+        after = f"{_waited(waited_ms)} after the request"
+        phrase = f"{phrase}, {after}" if phrase else after
+    return phrase
+
+
+def verdict_line(
+    approved: bool, source: VerdictSource | Mapping[str, Any] | None, waited_ms: int | None = None
+) -> str:
+    """One line on a verdict: ``approved by ana (claimed), 2 min after the request``."""
+    verdict = "approved" if approved else "denied"
+    phrase = decided_phrase(source, waited_ms)
+    if not phrase:
+        return verdict
+    return f"{verdict}{',' if phrase[0].isdigit() else ''} {phrase}"

@@ -453,7 +453,7 @@ class Run:
             raise blind_retry_error(self.run_id, late, use=use, rerun=again)
         started = [i.tool_call_id for i in interrupted]
         ready = await offload(self._dependencies_completed, record)
-        patch = RunPatch(
+        going_on = RunPatch(
             state="pending" if ready else "queued",
             reason=None,
             error=None if ready else record.error,
@@ -462,7 +462,7 @@ class Run:
             rerun_tool_calls=started,
             retried=True,
         )
-        await offload(self.runtime.set_state, self.run_id, patch)
+        await offload(self.runtime.set_state, self.run_id, going_on)
         if not ready and await offload(self._dependencies_completed, record):
             # the last dependency completed meanwhile (the store settled the graph
             # before this node was queued again): let it go on now

@@ -79,12 +79,17 @@ def _nbdurable_module_path(name: str) -> Path | None:
 
 @pytest.mark.spec("S000-64")
 def test_durable_package_imports_only_stdlib_pydantic_and_nbdurable() -> None:
-    """nbdurable.durable and every nbdurable module it reaches import only the
+    """nbdurable.durable, nbdurable.runs and every nbdurable module they reach import only the
     standard library, pydantic and nbdurable; no file/SQLite store or database driver."""
     files = sorted(DURABLE_DIR.rglob("*.py"))
     names = {f.relative_to(DURABLE_DIR).as_posix() for f in files}
     assert names >= {"signer.py", "checkpoint.py", "codec.py", "store/__init__.py"}
     queue = [(f, _module_name(f)) for f in files]
+    # the run records (nbdurable.runs) share the durable layer and its dependencies
+    queue += [
+        (f, "nbdurable.runs" if f.name == "__init__.py" else f"nbdurable.runs.{f.stem}")
+        for f in sorted((DURABLE_DIR.parent / "runs").glob("*.py"))
+    ]
     seen: set[str] = set()
     reached: set[str] = set()
     while queue:

@@ -15,6 +15,7 @@ from typing import Any
 from support.gated_janitor import gated
 
 import nbdurable as nd
+from nbdurable.runs import RunPatch
 from nbdurable.runtime import DurableRuntime
 
 
@@ -23,8 +24,8 @@ async def test_a_run_that_reached_waiting_approval_stays_there_after_close(tmp_p
     writing, proceed = threading.Event(), threading.Event()
     update = store.rt_update  # type: ignore[attr-defined]
 
-    def held_update(run_id: str, changes: dict[str, Any], **kwargs: Any) -> Any:
-        if changes.get("state") == "waiting_approval":
+    def held_update(run_id: str, changes: RunPatch, **kwargs: Any) -> Any:
+        if changes.state == "waiting_approval":
             writing.set()
             proceed.wait(30)
         return update(run_id, changes, **kwargs)

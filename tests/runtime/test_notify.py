@@ -235,7 +235,9 @@ def test_processes_racing_on_one_waiting_run_send_one_message(
     try:
         run, request_ = asyncio.run(_park_without_notifier(store))
         with receiver() as hook:
-            env = {**os.environ, "NBDURABLE_NOTIFY_SECRET": SECRET}
+            root = str(CLAIMER.parents[2])  # the checkout under test, not an installed copy
+            path = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])
+            env = {**os.environ, "NBDURABLE_NOTIFY_SECRET": SECRET, "PYTHONPATH": path}
             start_at = time.time() + 3.0
             procs = [
                 subprocess.Popen(

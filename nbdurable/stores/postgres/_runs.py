@@ -49,8 +49,8 @@ from ...runs import (
     with_grant_change,
     with_late_result,
 )
-from ._connect import ping_pool
 from ..rows import runtime_row
+from ._connect import ping_pool
 
 if TYPE_CHECKING:
     from psycopg import Connection
