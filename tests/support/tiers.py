@@ -86,7 +86,7 @@ OPTIONAL_MODULES = frozenset(
         "openai", "anthropic", "httpx", "mcp_types", "starlette", "anyio",
         # the test dependency group
         "httpx_sse", "schemathesis", "nbclient", "nbformat", "playwright", "voila",
-        "notebook", "jupyterlab", "langchain_openai", "ipykernel", "IPython",
+        "notebook", "jupyterlab", "langchain_openai", "ipykernel", "IPython", "nest_asyncio2",
     }
 )  # fmt: skip
 """Modules a test module may import that a plain ``pip install nbdurable`` lacks: a
@@ -111,8 +111,14 @@ def skipped_for_a_missing_module(report: pytest.CollectReport) -> bool:
 BY_HELPER = {("support.pgserver", "start_server"): "postgres"}
 """Helpers under tests/ that start a service of the test's own."""
 
-BY_STRING = {"browser": re.compile(r"^playwright\b"), "notebook": re.compile(r"^nbclient\b")}
-"""Modules named in strings (``pytest.importorskip("playwright.sync_api")``)."""
+BY_STRING = {
+    "browser": re.compile(r"^playwright\b"),
+    "notebook": re.compile(r"^nbclient\b"),
+    "postgres": re.compile(r"^pg_(?:database|server)$"),
+    "temporal": re.compile(r"^temporal_server$"),
+}
+"""Modules and fixtures named in strings (``pytest.importorskip("playwright.sync_api")``,
+``request.getfixturevalue("pg_database")``)."""
 
 
 def missing_extra(tiers: set[str]) -> str | None:
