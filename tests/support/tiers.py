@@ -66,6 +66,8 @@ BY_NAME = {
     "postgres": {"psycopg", "psycopg_pool"},
     # a real kernel
     "notebook": {"nbclient", "NotebookClient", "KernelManager", "jupyter_client"},
+    # latency through a delaying proxy: the test times round trips
+    "serial": {"delaying_proxy"},
     # Chromium through Playwright
     "browser": {"playwright", "sync_playwright", "async_playwright"},
 }
