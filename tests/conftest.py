@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from support.pgserver import PgServer, find_pg_bin, start_server
 from support.tiers import TIERS as TIERS
-from support.tiers import missing_extra, tiers_of
+from support.tiers import missing_extra, skipped_for_a_missing_module, tiers_of
 
 import nbdurable as nd
 
@@ -145,6 +145,14 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 # -- tiers: support/tiers.py decides them --------------------------------------------
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[pytest.CollectReport]:
+    """A test module that imports an optional extra's module skips where it is absent."""
+    report: pytest.CollectReport = yield
+    skipped_for_a_missing_module(report)
+    return report
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by these marks

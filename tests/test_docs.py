@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 from conftest import TIERS
+from support.tiers import OPTIONAL_MODULES
+
+from nbdurable import ConfigurationError
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -31,9 +34,18 @@ def test_python_blocks_run(doc: Path, tmp_path: Path, monkeypatch: pytest.Monkey
         for i, match in enumerate(BLOCK.finditer(doc.read_text())):
             where = f"{doc.name} block {i + 1}"
             code = compile(match.group(1), where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-            outcome = eval(code, namespace)
-            if asyncio.iscoroutine(outcome):
-                loop.run_until_complete(outcome)
+            try:
+                outcome = eval(code, namespace)
+                if asyncio.iscoroutine(outcome):
+                    loop.run_until_complete(outcome)
+            except ModuleNotFoundError as missing:
+                if (missing.name or "").split(".")[0] not in OPTIONAL_MODULES:
+                    raise
+                pytest.skip(f"{where} needs {missing.name}, which is not installed")
+            except ConfigurationError as error:  # a missing package's "pip install" line
+                if "pip install" not in str(error):
+                    raise
+                pytest.skip(f"{where}: {error}")
         loop.run_until_complete(asyncio.sleep(0.05))  # let what was closed settle
         pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
         assert not pending, f"{doc.name} leaves tasks pending: {pending}"

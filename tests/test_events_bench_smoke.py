@@ -11,7 +11,11 @@ import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "events_bench.py"
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX only, like the benchmark")
+# serial: a benchmark: it measures
+pytestmark = [
+    pytest.mark.skipif(sys.platform == "win32", reason="POSIX only, like the benchmark"),
+    pytest.mark.serial,
+]
 
 
 def test_events_bench_quick_runs_and_reports_every_target(tmp_path: Path) -> None:

@@ -49,6 +49,7 @@ def _scrape() -> tuple[float, float]:
     return value(samples(text), "nbdurable_store_up"), time.monotonic() - began
 
 
+@pytest.mark.serial
 def test_a_hanging_store_reads_as_down_within_the_bounded_wait(
     store: HangingStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -68,6 +69,7 @@ def test_a_hanging_store_reads_as_down_within_the_bounded_wait(
         assert time.monotonic() < deadline
 
 
+@pytest.mark.serial
 def test_a_store_that_never_answered_is_down_at_the_first_scrape(store: HangingStore) -> None:
     store.hang.set()
     up, seconds = _scrape()

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
 from .harness import (
@@ -115,6 +114,8 @@ def voila_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server | 
     The first quickstart test asks for it too, so it starts then and is warm by
     the time its own test runs.
     """
+    import nbformat
+
     _need_chromium()
     if importlib.util.find_spec("voila") is None:
         yield None

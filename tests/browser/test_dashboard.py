@@ -21,7 +21,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
 from .harness import Server
@@ -94,6 +93,8 @@ SETUP = "%load_ext nbdurable\nfrom dashboard_demo import fill\n\nawait fill()"
 
 def write_notebook(folder: Path, *extra: str) -> str:
     """The dashboard notebook (and its module) in ``folder``; its path under the root."""
+    import nbformat
+
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_code_cell(source) for source in (SETUP, "%durable dashboard", *extra)
@@ -245,6 +246,8 @@ await asyncio.sleep(0.5)  # the dashboard's last update arrives while a cell run
 def test_a_saved_notebook_reopened_without_its_kernel_shows_the_dashboard_disabled(
     jupyter: Server, page: Any, folder: Path
 ) -> None:
+    import nbformat
+
     pytest.importorskip("nbclient")
     import nbclient
 

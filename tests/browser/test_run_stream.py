@@ -11,8 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import nbformat
-
 from .harness import Server
 from .pages import LAB, cells, diagnosed, run_cell, shot
 
@@ -36,6 +34,8 @@ EXPECTED = " ".join(f"w{i}" for i in range(WORDS))
 
 
 def notebook(*sources: str) -> Any:
+    import nbformat
+
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source) for source in sources]
     nb.metadata["kernelspec"] = {
@@ -53,6 +53,8 @@ def shown_text(view: Any) -> str:
 def test_a_long_streamed_answer_shows_whole_in_two_views_of_one_widget(
     jupyter: Server, page: Any, folder: Path
 ) -> None:
+    import nbformat
+
     nbformat.write(notebook(SETUP, START, AGAIN), folder / "stream.ipynb")
     path = f"{folder.name}/stream.ipynb"
     with diagnosed(page, jupyter, "jupyterlab-stream"):

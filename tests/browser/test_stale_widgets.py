@@ -15,7 +15,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
 from .harness import Server
@@ -54,6 +53,8 @@ DISCONNECTED = "disconnected: re-run the cell or %durable show r1"
 
 
 def notebook(*sources: str) -> Any:
+    import nbformat
+
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source) for source in sources]
     nb.metadata["kernelspec"] = {
@@ -77,6 +78,8 @@ def assert_dead(view: Any) -> None:
 def test_after_a_kernel_restart_the_old_view_says_disconnected_and_a_fresh_one_takes_over(
     jupyter: Server, page: Any, folder: Path
 ) -> None:
+    import nbformat
+
     clock = Clock()
     nbformat.write(notebook(SETUP, AGENT, "%durable show r1"), folder / "restart.ipynb")
     path = f"{folder.name}/restart.ipynb"
@@ -126,6 +129,8 @@ await asyncio.sleep(0.5)  # the widget's last update arrives while a cell runs""
 def test_a_saved_notebook_reopened_without_its_kernel_shows_its_widget_disabled(
     jupyter: Server, page: Any, folder: Path
 ) -> None:
+    import nbformat
+
     pytest.importorskip("nbclient")
     import nbclient
 

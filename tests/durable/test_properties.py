@@ -138,6 +138,7 @@ def _image_data(checkpoint: nd.AgentCheckpoint) -> list[Any]:
 @pytest.mark.spec("S000-11")
 @settings(max_examples=60, deadline=None)
 @given(checkpoint=checkpoints)
+@pytest.mark.slow
 def test_codec_round_trips_any_checkpoint_exactly(
     checkpoint: nd.AgentCheckpoint,
 ) -> None:

@@ -6,13 +6,21 @@ makes that loop reentrant (nest_asyncio2), which must not leak into other tests.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+
+NEEDS_NEST_ASYNCIO = pytest.mark.skipif(
+    importlib.util.find_spec("nest_asyncio2") is None,
+    reason="a sync call inside a running loop needs nest-asyncio2 (ipykernel installs it)",
+)
 
 AGENTS = """
 import asyncio, sys
@@ -86,6 +94,7 @@ def test_a_script_without_a_loop_submits_waits_stops_on_approval_and_resumes(
     ]
 
 
+@NEEDS_NEST_ASYNCIO
 def test_sync_code_inside_a_running_loop_waits_while_the_loops_tasks_progress(
     tmp_path: Path,
 ) -> None:
@@ -128,6 +137,7 @@ def test_sync_code_inside_a_running_loop_waits_while_the_loops_tasks_progress(
     assert out.splitlines() == ["hello waiting_approval done", "True"]
 
 
+@NEEDS_NEST_ASYNCIO
 def test_a_running_loop_is_left_unpatched_until_a_sync_call_needs_it(tmp_path: Path) -> None:
     out = _python(
         """
@@ -144,6 +154,7 @@ def test_a_running_loop_is_left_unpatched_until_a_sync_call_needs_it(tmp_path: P
     assert out.splitlines() == ["False", "slept", "True"]
 
 
+@NEEDS_NEST_ASYNCIO
 def test_the_first_sync_call_leaves_the_loops_current_batch_of_callbacks_whole(
     tmp_path: Path,
 ) -> None:
@@ -173,6 +184,7 @@ def test_the_first_sync_call_leaves_the_loops_current_batch_of_callbacks_whole(
     assert out.splitlines() == ["['a', 'b', 'before', 'c', 'cell']"]
 
 
+@NEEDS_NEST_ASYNCIO
 def test_a_blocking_wait_runs_on_the_loop_the_runtime_was_opened_on(tmp_path: Path) -> None:
     # a runtime opened on a loop of the caller's own (not the thread's sync loop):
     # the blocking wait must drive that loop, or the run never moves

@@ -16,6 +16,8 @@ from nbdurable.models.anthropic import AnthropicModel
 
 from .anthropic_server import AnthropicServer, message, text, tool_use
 
+pytest.importorskip("anthropic", reason="the anthropic extra is not installed")
+
 MODEL = "claude-haiku-4-5"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 WEATHER = Spec(

@@ -19,6 +19,8 @@ from nbdurable.models.anthropic import AnthropicModel
 
 from .anthropic_server import AnthropicServer, message, text, tool_use
 
+pytest.importorskip("anthropic", reason="the anthropic extra is not installed")
+
 MODEL = "claude-haiku-4-5"
 PARIS, LONDON = "toolu_01A09q90qw90lq917835lq9", "toolu_01B7hdq2Fv8rVx2b1yQ9kKxF"
 DROP = "toolu_01D7FLrfh4GYq7yT1ULFeyMV"

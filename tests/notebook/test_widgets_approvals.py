@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 from ipywidgets import Widget
 
@@ -178,6 +177,8 @@ async def test_deny_with_a_reason_reaches_the_model(tmp_path: Path) -> None:
 
 
 async def test_the_secret_never_reaches_widget_state_or_a_saved_notebook(tmp_path: Path) -> None:
+    import nbformat
+
     async with runtime_for(tmp_path, janitor()) as runtime:
         run, widget, card = await waiting_view(runtime)
         dashboard = RunsDashboard(runtime)

@@ -56,6 +56,7 @@ async def test_streamed_text_arrives_live_and_the_full_text_trait_is_complete(
     assert widget.ended_at >= widget.started_at
 
 
+@pytest.mark.serial
 async def test_a_5000_token_stream_sends_about_30_updates_per_second(
     tmp_path: Path, comms: list[Any]
 ) -> None:

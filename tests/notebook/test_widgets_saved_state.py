@@ -11,11 +11,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("nbclient")
-
-import nbclient
-import nbformat
-
 SETUP = '''\
 %load_ext nbdurable
 import nbdurable as nd
@@ -40,6 +35,9 @@ await asyncio.sleep(0.5)  # the widget's update after the run stopped, while thi
 
 def saved_notebook(folder: Path) -> Any:
     """Execute setup, ``%%agent`` (a run that waits for approval) and a waiting cell."""
+    nbclient = pytest.importorskip("nbclient")
+    import nbformat
+
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_code_cell(SETUP),
@@ -61,6 +59,8 @@ def run_widget_states(notebook: Any) -> list[dict[str, Any]]:
 def test_an_executed_notebook_saves_the_run_widget_as_the_run_last_looked(
     tmp_path: Path,
 ) -> None:
+    import nbformat
+
     notebook = saved_notebook(tmp_path)
     (state,) = run_widget_states(notebook)
     assert state["status"] == "waiting_approval"

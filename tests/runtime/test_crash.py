@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from support import runtime_agents
 from support.runtime_harness import check_histories, executions, torture, worker
+from support.waiting import eventually
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
@@ -85,7 +86,8 @@ async def test_a_paused_owner_is_fenced_out_when_it_wakes(tmp_path: Path, url: s
     second.wait(timeout=60)
     assert run.status == "completed" and run.record().fence == 2
     first.send_signal(signal.SIGCONT)  # wakes, finishes its tool, tries to write
-    await asyncio.sleep(2.5)
+    # its refused write leaves the outcome as a late result: it has tried by then
+    await eventually(lambda: bool(run.record().late_results), 30)
     first.send_signal(signal.SIGTERM)
     first.wait(timeout=30)
     record = run.record()

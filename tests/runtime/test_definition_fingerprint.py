@@ -409,6 +409,7 @@ async def test_runs_resume_refuses_agents_with_another_definition(
 
 
 async def test_a_cancelled_run_no_longer_shows_what_it_waited_for() -> None:
+    pytest.importorskip("pandas", reason="the inspect extra is not installed")
     store = nd.open_store("memory://")
     client = DurableRuntime(store=store, agents=[_janitor(["X"])])  # never opened
     run = await client.submit("janitor", "go")

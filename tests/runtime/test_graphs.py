@@ -336,6 +336,7 @@ async def test_graph_nodes_in_the_runs_frame_the_cli_and_per_node_history(
     """inspect.runs() has each node's run with graph_id, node_id, depends_on and the
     graph's derived status; `nbdurable runs list` shows them; inspect.history works
     per node."""
+    pytest.importorskip("pandas", reason="the inspect extra is not installed")
     from nbdurable.cli import main
 
     url = f"sqlite:///{tmp_path}/runs.db"

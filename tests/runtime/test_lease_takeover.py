@@ -24,6 +24,8 @@ from support.lease_harness import kill_trial, pause_trial, wait_for, worker
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
 
+pytestmark = pytest.mark.serial  # it times a takeover against the lease
+
 DEFAULT_LEASE = 30_000
 
 

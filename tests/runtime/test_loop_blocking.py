@@ -36,6 +36,8 @@ from nbdurable.events.model import NewEvent
 from nbdurable.runtime import Agent, DurableRuntime, TaskRun, record_mirror
 from nbdurable.stores import open_store
 
+pytestmark = pytest.mark.serial  # it measures how long the event loop is held
+
 DELAY = 0.1
 SECRET = "loop blocking test secret"
 WRITER = Path(__file__).resolve().parents[1] / "support" / "remote_writer.py"

@@ -63,6 +63,7 @@ async def test_tasks_are_defined_with_define_task_and_fixed_at_open(
 async def test_phases_run_in_order_and_each_state_is_checkpointed(store: Any) -> None:
     """Each phase gets the previous phase's state; the returned JSON state is
     checkpointed (the run's journal) and logged before the next phase starts."""
+    pytest.importorskip("pandas", reason="the inspect extra is not installed")
     seen: list[tuple[str, Any]] = []
 
     async def fetch(ctx: nd.TaskContext, state: Any) -> Any:
@@ -116,6 +117,7 @@ async def test_spawn_agent_runs_owned_agents_and_a_rerun_phase_reattaches_to_the
     ctx.spawn_agent submits an owned run with id f"{task}:{phase}:{n}" and awaits its
     result; when the phase runs again (its owner went away mid-phase), the same calls
     re-attach to the same runs: nothing is spawned or executed twice."""
+    pytest.importorskip("pandas", reason="the inspect extra is not installed")
     model = GatedModel(["summary"] * 10, mode="sequential")
     summarizer = Agent("summarizer", model, version="1")
     release = asyncio.Event()

@@ -99,6 +99,7 @@ def test_any_last_event_id_is_answered_below_500(server: Server, value: bytes) -
 @given(value=NUMBERISH)
 @example(value="²".encode())
 @example(value=b"9" * 4_400)
+@pytest.mark.slow
 def test_any_numeric_query_parameter_is_answered_below_500(server: Server, value: bytes) -> None:
     text = value.decode("latin-1")
     with server.client() as http:

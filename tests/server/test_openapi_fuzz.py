@@ -83,6 +83,7 @@ def _operations(server: Server) -> dict[tuple[str, str], Any]:
     return found
 
 
+@pytest.mark.slow
 def test_generated_requests_get_answers_that_conform_to_the_schema(fuzzed_server: Server) -> None:
     """Every operation, ~12 generated requests each (schemathesis' Python API driving
     hypothesis directly: no dependence on its pytest plugin); every answer conforms."""

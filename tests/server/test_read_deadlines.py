@@ -22,6 +22,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+pytestmark = pytest.mark.serial  # it times 100 slow connections against their deadlines
+
 TESTS = Path(__file__).resolve().parents[1]
 TOKEN = "deadline-token"
 HEADER_S = 2.0

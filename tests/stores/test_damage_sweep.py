@@ -171,6 +171,7 @@ def test_rows_written_before_checksums_read_as_they_are(tmp_path: Path) -> None:
         store.close()
 
 
+@pytest.mark.slow
 def test_a_small_sweep_reads_as_the_sound_file_or_refuses(
     built: tuple[Path, harness.Reads], tmp_path: Path
 ) -> None:

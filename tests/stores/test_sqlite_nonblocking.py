@@ -175,6 +175,7 @@ def _small_log(monkeypatch: pytest.MonkeyPatch) -> int:
     return 1024 * 1024
 
 
+@pytest.mark.serial  # the store's checkpoint thread must keep pace: load makes it lag
 async def test_wal_checkpoints_run_off_the_loop_and_keep_the_log_bounded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -356,6 +357,7 @@ async def test_a_log_that_passive_checkpoints_cannot_restart_is_emptied_off_the_
     store.close()
 
 
+@pytest.mark.serial  # the store's checkpoint thread must keep pace: load makes it lag
 async def test_a_fold_that_commits_outran_is_not_repeated_at_every_few_commits(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

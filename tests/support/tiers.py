@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from nbdurable._extras import EXTRA_MODULES
+
 TIERS = ("postgres", "temporal", "browser", "notebook", "process", "slow", "serial")
 """The markers a plain ``pytest`` deselects."""
 
@@ -64,6 +66,8 @@ BY_NAME = {
     "postgres": {"psycopg", "psycopg_pool"},
     # a real kernel
     "notebook": {"nbclient", "NotebookClient", "KernelManager", "jupyter_client"},
+    # latency through a delaying proxy: the test times round trips
+    "serial": {"delaying_proxy"},
     # Chromium through Playwright
     "browser": {"playwright", "sync_playwright", "async_playwright"},
 }
@@ -77,11 +81,46 @@ EXTRA_OF = {
 }
 """The module each tier's tests need: without it they skip, saying which to install."""
 
+OPTIONAL_MODULES = frozenset(
+    {module for modules in EXTRA_MODULES.values() for module in modules}
+    | {
+        # extras whose SDKs _extras does not list, and what they bring
+        "openai", "anthropic", "httpx", "mcp_types", "starlette", "anyio",
+        # the test dependency group
+        "httpx_sse", "schemathesis", "nbclient", "nbformat", "playwright", "voila",
+        "notebook", "jupyterlab", "langchain_openai", "ipykernel", "IPython", "nest_asyncio2",
+    }
+)  # fmt: skip
+"""Modules a test module may import that a plain ``pip install nbdurable`` lacks: a
+module (or directory) whose import stops at one of them is skipped, not an error."""
+
+_NOT_FOUND = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
+
+
+def skipped_for_a_missing_module(report: pytest.CollectReport) -> bool:
+    """Turn a failed collection that only lacks an optional module into a skip."""
+    if not report.failed:
+        return False
+    found = _NOT_FOUND.search(str(report.longrepr))
+    if found is None or found.group(1).split(".")[0] not in OPTIONAL_MODULES:
+        return False
+    module = found.group(1).split(".")[0]
+    report.outcome = "skipped"
+    report.longrepr = (str(report.fspath), 0, f"Skipped: {module} is not installed")
+    return True
+
+
 BY_HELPER = {("support.pgserver", "start_server"): "postgres"}
 """Helpers under tests/ that start a service of the test's own."""
 
-BY_STRING = {"browser": re.compile(r"^playwright\b"), "notebook": re.compile(r"^nbclient\b")}
-"""Modules named in strings (``pytest.importorskip("playwright.sync_api")``)."""
+BY_STRING = {
+    "browser": re.compile(r"^playwright\b"),
+    "notebook": re.compile(r"^nbclient\b"),
+    "postgres": re.compile(r"^pg_(?:database|server)$"),
+    "temporal": re.compile(r"^temporal_server$"),
+}
+"""Modules and fixtures named in strings (``pytest.importorskip("playwright.sync_api")``,
+``request.getfixturevalue("pg_database")``)."""
 
 
 def missing_extra(tiers: set[str]) -> str | None:

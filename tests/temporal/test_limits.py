@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 from support.executions import tool_rows
 
 from .conftest import Cluster
 
 
+# serial: the 3-s run timeout starts at submit, before the worker process is up; under
+# load the timer can fire before the slow step starts
+@pytest.mark.serial
 async def test_timeout_fails_the_run_mid_tool(cluster: Cluster) -> None:
     tools = cluster.tools
     cluster.worker(slow=60)

@@ -79,6 +79,7 @@ async def test_a_streamed_answer_goes_out_as_appends_and_the_snapshot_once(
     assert total <= 2 * len(text.encode()) + 200 * flushes, (total, len(text), flushes)
 
 
+@pytest.mark.slow
 async def test_a_view_rendered_mid_stream_asks_for_a_snapshot_and_then_follows(
     tmp_path: Path, comms: list[Any]
 ) -> None:
@@ -123,6 +124,7 @@ async def test_a_view_that_missed_a_delta_skips_it_until_a_snapshot(
     assert view.ordered() == widget.steps  # ...and the snapshot made the view whole
 
 
+@pytest.mark.slow
 async def test_an_update_of_a_long_run_does_not_grow_with_its_steps(
     tmp_path: Path, comms: list[Any]
 ) -> None:
