@@ -7,7 +7,6 @@ from typing import Any, Final, overload
 
 from pydantic import Field, TypeAdapter
 
-from ..messages import JsonObject
 from ..messages import FrozenModel, JsonObject
 from ..parts import FinishPart, StreamPart
 from ..runs import TERMINAL_STATES

@@ -15,9 +15,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, RunNotFoundError
-from ..durable.lookup import runtime_record
-from ..durable.store import EventLog
 from ..events.model import (
     APPROVAL_RESOLVED,
     MODEL_ATTEMPT_FAILED,
@@ -34,7 +31,6 @@ from ..events.model import (
     Event,
 )
 from ..runs import QUEUED_STATES, SETTLED_OK_STATES, STOP_STATES
-from ._source import StoreLike, opened
 from ._source import StoreLike, opened, run_events
 
 if TYPE_CHECKING:

@@ -7,8 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import RunNotFoundError
 from .._extras import import_for
-from ..durable.lookup import runtime_record
-from ..durable.store import EventLog
 from . import _compact, _graph_rows, _records, _rows
 from ._source import StoreLike, opened, run_events
 
