@@ -79,7 +79,7 @@ def test_quickstart_runs_twice_on_the_default_store_and_streams_at_a_watchable_p
         assert "application/vnd.jupyter.widget-view+json" in agent_cell.outputs[0]["data"]
     store = nd.open_store(f"sqlite:///{folder}/.nbdurable/runs.db")
     try:
-        runs = ins.runs(store, all_columns=True)
+        runs = ins.runs(store)
         assert runs["status"].tolist() == ["completed", "completed"]
         for run_id in runs.index:
             assert ins.history(store, run_id)["status"].tolist() == [
