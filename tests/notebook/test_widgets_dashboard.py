@@ -506,3 +506,23 @@ async def test_a_dashboard_on_postgresql_reads_in_a_thread_and_approves_in_a_row
     finally:
         await runtime.close()
         store.close()
+
+
+async def test_a_dashboard_and_a_history_browser_write_static_summaries(tmp_path: Path) -> None:
+    async with runtime_for(tmp_path, janitor()) as runtime:
+        run = await runtime.submit("janitor", "Clean up.", run_id="run-1")
+        await run.wait("waiting_approval")
+        dashboard = RunsDashboard(runtime)
+        await dashboard.refreshed()
+        data, _ = dashboard._repr_mimebundle_()
+        # a saved notebook reopened without a kernel shows these, not the widget's repr
+        assert "application/vnd.jupyter.widget-view+json" in data
+        assert data["text/plain"].startswith("nbdurable runs: 1 (1 waiting_approval)")
+        assert 'run-1: drop_table(name="stg_2023")' in data["text/plain"]
+        assert "<td>run-1</td>" in data["text/html"] and "object at 0x" not in str(data)
+        browser = HistoryBrowser(runtime, "run-1")
+        data, _ = browser._repr_mimebundle_()
+        assert data["text/plain"].startswith("nbdurable history of run-1: 2 checkpoint(s)")
+        assert "object at 0x" not in str(data)
+        browser.close()
+        dashboard.close()

@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-__all__ = ["ANSWER_CHARS", "FallbackDisplay", "run_summary", "with_summary"]
+__all__ = ["ANSWER_CHARS", "FallbackDisplay", "dashboard_summary", "run_summary", "with_summary"]
 
 ANSWER_CHARS = 2000
 """Longest answer a summary quotes; the full text stays in the store."""
@@ -90,6 +90,44 @@ def run_summary(
         f"padding: 6px 8px; border: 1px solid #d0d7de; border-radius: 6px'>{''.join(lines)}</div>"
     )
     return {_PLAIN: "\n".join(plain), _HTML: page}
+
+
+def dashboard_summary(
+    counts: Mapping[str, int],
+    rows: Sequence[Mapping[str, Any]],
+    approvals: Sequence[Mapping[str, Any]],
+) -> dict[str, str]:
+    """The runs dashboard's ``text/plain`` and ``text/html`` summaries.
+
+    Args:
+        counts: Runs per status.
+        rows: The page of runs shown (each with its display ``cells``).
+        approvals: The calls waiting for a verdict.
+    """
+    total = sum(counts.values())
+    by_status = ", ".join(f"{n} {status}" for status, n in counts.items())
+    plain = [f"nbdurable runs: {total}" + (f" ({by_status})" if by_status else "")]
+    waiting = [a for a in approvals if a.get("state") == "pending"]
+    if waiting:
+        plain.append(f"  {len(waiting)} call(s) waiting for approval:")
+        plain += [f"    {a.get('run_id')}: {a.get('call')}" for a in waiting]
+    keys = ("run_id", "status", "agent", "steps", "tokens", "cost", "age", "reason")
+    table = [[str(row.get("cells", {}).get(k, "")) for k in keys] for row in rows]
+    plain += ["  " + "  ".join(cells).rstrip() for cells in table]
+    esc = html.escape
+    head = "".join(f"<th>{esc(k)}</th>" for k in keys)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>" for cells in table
+    )
+    calls = "".join(
+        f"<li>{esc(str(a.get('run_id')))}: <code>{esc(str(a.get('call')))}</code></li>"
+        for a in waiting
+    )
+    page = f"<b>{esc(plain[0])}</b>"
+    if waiting:
+        page += f"<div>waiting for approval:</div><ul>{calls}</ul>"
+    page += f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return {_PLAIN: "\n".join(plain), _HTML: f"<div class='nbdurable-fallback'>{page}</div>"}
 
 
 def with_summary(shown: Any, summary: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
