@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets
@@ -149,7 +150,7 @@ def _full_text(message: Message) -> str:
     return "\n\n".join(texts)
 
 
-def messages_table(frame: Any, messages: tuple[Message, ...]) -> str:
+def messages_table(frame: Any, messages: Sequence[Message]) -> str:
     """A checkpoint's messages as one HTML table a person reads.
 
     One header row (the position is a column, not a second header); columns
