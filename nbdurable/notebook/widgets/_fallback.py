@@ -70,7 +70,7 @@ def run_summary(
     plain = [head]
     plain += [f"  {line}" for line in (summary, progress) if line and line != status]
     if pending:
-        plain.append("  waiting for approval:")
+        plain.append("  pending approvals:")
         plain += [f"    {call}" for call in pending]
     if answer:
         plain += ["", answer]
@@ -79,7 +79,7 @@ def run_summary(
     lines += [f"<div>{esc(line)}</div>" for line in (summary, progress) if line and line != status]
     if pending:
         calls = "".join(f"<li><code>{esc(call)}</code></li>" for call in pending)
-        lines.append(f"<div>waiting for approval:</div><ul>{calls}</ul>")
+        lines.append(f"<div>pending approvals:</div><ul>{calls}</ul>")
     if answer:
         lines.append(
             "<div style='white-space: pre-wrap; border-left: 3px solid #1a7f37; "
