@@ -26,7 +26,7 @@ from ..runs import (
     undecided_late_results,
     verdict_line,
 )
-from ._next import Context, NextSteps, check_context
+from ._next import Context, NextSteps, check_context, here, magics_loaded
 from ._rows import preview
 from ._source import StoreLike, opened
 
@@ -97,7 +97,10 @@ class Explanation:
         first, *rest = self.lines()
         body = "\n".join(html.escape(line) for line in rest)
         return (
-            "<pre class='nbdurable-explain' style='white-space: pre-wrap'>"
+            # JupyterLab breaks output <pre> text anywhere (word-break: break-all):
+            # wrap at spaces, and cut a word only when it alone is wider than the cell
+            "<pre class='nbdurable-explain' style='white-space: pre-wrap; "
+            "word-break: normal; overflow-wrap: break-word'>"
             f"<b>{html.escape(first)}</b>\n{body}</pre>"
         )
 
@@ -124,7 +127,7 @@ class Explanation:
 
 
 def explain(
-    store: StoreLike, run_id: str, *, now: int | None = None, context: Context = "api"
+    store: StoreLike, run_id: str, *, now: int | None = None, context: Context | None = None
 ) -> Explanation:
     """Why ``run_id`` is where it is: what it waits for, what failed, who owns it.
 
@@ -138,16 +141,18 @@ def explain(
         run_id: The run.
         now: The time to measure ages against, epoch ms (default: the wall clock).
         context: Where the reader is, which decides how the next steps are
-            phrased: ``"api"`` (Python calls, the default), ``"notebook"``
-            (``%durable`` magics, what ``%durable explain`` passes) or
-            ``"terminal"`` (``nbdurable`` commands, what ``nbdurable runs
-            explain`` passes).
+            phrased: ``"api"`` (Python calls), ``"notebook"`` (``%durable``
+            magics and the widget's buttons, what ``%durable explain`` passes)
+            or ``"terminal"`` (``nbdurable`` commands, what ``nbdurable runs
+            explain`` passes). By default ``"notebook"`` in a Jupyter kernel
+            (with ``%load_ext nbdurable`` first among the next steps when the
+            magics are not loaded yet), else ``"api"``.
 
     Raises:
         RunNotFoundError: The store has neither a checkpoint nor a runtime record of the run.
         ConfigurationError: An unknown ``context``.
     """
-    steps = NextSteps(check_context(context), run_id)
+    steps = NextSteps(check_context(context) if context is not None else here(), run_id)
     clock = int(time.time() * 1000) if now is None else now
     with opened(store) as source:
         record = runtime_record(source, run_id)
@@ -175,6 +180,10 @@ def explain(
         explanation = replace(explanation, details=(*explanation.details, *verdicts))
     if record is not None and record.late_results:
         explanation = _with_late_results(explanation, record, intents, steps)
+    notebook = context is None and steps.context == "notebook"
+    if notebook and explanation.actions and not magics_loaded():
+        load = "%load_ext nbdurable  (once per kernel: the %durable commands below)"
+        explanation = replace(explanation, actions=(load, *explanation.actions))
     return replace(explanation, context=steps.context)
 
 

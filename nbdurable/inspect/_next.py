@@ -6,12 +6,13 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+import sys
+from typing import Any, Literal, get_args
 
 from .._errors import ConfigurationError
 from ..runs import RuntimeRun
 
-__all__ = ["CONTEXTS", "Context", "NextSteps", "check_context"]
+__all__ = ["CONTEXTS", "Context", "NextSteps", "check_context", "here", "magics_loaded"]
 
 Context = Literal["api", "notebook", "terminal"]
 """Where the reader is: ``api`` (Python code), ``notebook`` (magics), ``terminal`` (the CLI)."""
@@ -30,6 +31,29 @@ def check_context(context: str) -> Context:
             f"context must be one of {', '.join(map(repr, CONTEXTS))}, not {context!r}"
         )
     return context  # type: ignore[return-value]
+
+
+def _kernel_shell() -> Any:
+    """The IPython shell of a Jupyter kernel this process is, or None.
+
+    Looked up without importing IPython: a process that never imported it is
+    no notebook.
+    """
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    # a kernel's shell (ipykernel's ZMQInteractiveShell), not a terminal IPython
+    return shell if shell is not None and "IPKernelApp" in shell.config else None
+
+
+def here() -> Context:
+    """Where this process reads an explanation: ``notebook`` in a Jupyter kernel, else ``api``."""
+    return "notebook" if _kernel_shell() is not None else "api"
+
+
+def magics_loaded() -> bool:
+    """Whether ``%durable`` exists in this kernel (``%load_ext nbdurable`` ran)."""
+    shell = _kernel_shell()
+    return shell is not None and "durable" in shell.magics_manager.magics.get("line", {})
 
 
 class NextSteps:

@@ -106,6 +106,9 @@ def _step_bars(frame: Any) -> Any:
 def plot_usage(history: Any | StoreLike, run_id: str | None = None) -> Any:
     """Cumulative tokens over the run (line), tokens per step (bars), and cost when known.
 
+    Cost, when the model has a price, gets its own panel under the tokens (same
+    steps), so the two lines never cross each other; both axes start at 0.
+
     Args:
         history: The DataFrame of :func:`~nbdurable.inspect.history` (or
             :func:`~nbdurable.inspect.usage`), or a store when ``run_id`` is given.
@@ -120,20 +123,29 @@ def plot_usage(history: Any | StoreLike, run_id: str | None = None) -> Any:
     elif "total_tokens" not in history.columns:
         raise ConfigurationError("the frame has no total_tokens column")
     steps = [str(step) for step in frame.index]
-    figure, axes = _figure("Tokens and cost")
+    cost = frame["cost"]
+    priced = bool(cost.notna().any())
+    figure, axes = _figure("Tokens and cost" if priced else "Tokens")
     axes.bar(steps, frame["tokens_delta"].astype(float), color="#d0d7de", label="tokens per step")
     axes.plot(steps, frame["total_tokens"].astype(float), color="#0969da", label="total tokens")
-    axes.set_xlabel("step")
     axes.set_ylabel("tokens")
-    handles, labels = axes.get_legend_handles_labels()
-    cost = frame["cost"]
-    if cost.notna().any():
-        twin = axes.twinx()
-        twin.plot(steps, cost.astype(float), color="#1a7f37", linestyle="--", label="cost ($)")
-        twin.set_ylabel("US$")
-        more_handles, more_labels = twin.get_legend_handles_labels()
-        handles, labels = handles + more_handles, labels + more_labels
-    axes.legend(handles, labels, loc="upper left")
+    axes.set_ylim(bottom=0)
+    axes.legend(loc="upper left")
+    bottom = axes
+    if priced:
+        # A panel of its own below, sharing the steps: a twin axis drew the cost
+        # line on top of the tokens line (both grow with every step).
+        figure.set_size_inches(9, 5.4)
+        spec = axes.get_subplotspec().get_gridspec()
+        grid = spec.figure.add_gridspec(3, 1) if spec.nrows == 1 else spec
+        axes.set_subplotspec(grid[0:2, 0])
+        bottom = figure.add_subplot(grid[2, 0], sharex=axes)
+        bottom.plot(steps, cost.astype(float), color="#1a7f37", marker=".", label="cost ($)")
+        bottom.set_ylabel("US$")
+        bottom.set_ylim(bottom=0)
+        bottom.legend(loc="upper left")
+        axes.tick_params(labelbottom=False)
+    bottom.set_xlabel("step")
     if len(steps) > 30:
-        axes.set_xticks(steps[:: max(1, len(steps) // 20)])
+        bottom.set_xticks(steps[:: max(1, len(steps) // 20)])
     return figure

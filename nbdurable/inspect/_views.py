@@ -50,41 +50,46 @@ def runs(
     status: str | Sequence[str] | None = None,
     graph: str | None = None,
     *,
-    all_columns: bool = False,
+    compact: bool = False,
+    all_columns: bool | None = None,
 ) -> InspectFrame:
     """Every run of a store, oldest first, one row per run (index ``run_id``).
 
-    By default a compact view, for reading: ``status``, ``agent``, ``steps``
-    (checkpoints stored), ``tokens`` (total), ``cost`` (formatted, ``$0.0012``;
-    blank when the model has no price), ``age`` (since submission, ``3m 05s``)
-    and ``reason`` (what a waiting run waits for: approvals, the run it is
-    queued behind, the next model attempt; or why a run failed, was cancelled
-    or needs attention; blank for a run that is moving or completed).
+    Every column, typed for analysis: ``agent`` (the runtime's agent id, or
+    the sub-agent path), ``status`` (the runtime state when the runtime ran it,
+    else the latest checkpoint's status), ``steps``, ``step_index`` (of the
+    latest), ``input_tokens``, ``output_tokens``, ``total_tokens``, ``cost``
+    (cumulative, a float; missing when the model has no price), ``created_at``,
+    ``updated_at`` (UTC datetimes), ``parent_run`` and ``fork_step`` (set on a
+    fork), ``pending_approvals``, ``finish_reason``, ``session_id`` and ``reason``
+    (runtime runs); ``kind`` (``agent`` or ``task``: a task's ``agent`` is the
+    task's name and its ``steps`` its checkpointed phases), ``graph_id``,
+    ``node_id``, ``depends_on`` (node ids) and ``graph_status`` (derived from the
+    graph's nodes) for graph nodes, ``owner_run`` for agent runs a task spawned,
+    ``waiting_reason`` (what a runtime run waits for outside itself, e.g. a
+    runtime with the definition it was submitted under).
 
-    With ``all_columns=True``, every column, typed for analysis: ``agent`` (the
-    runtime's agent id, or the sub-agent path), ``status`` (the runtime state when
-    the runtime ran it, else the latest checkpoint's status), ``steps``,
-    ``step_index`` (of the latest), ``input_tokens``, ``output_tokens``,
-    ``total_tokens``, ``cost`` (cumulative, a float), ``created_at``,
-    ``updated_at`` (UTC datetimes), ``parent_run`` and ``fork_step`` (set on a fork),
-    ``pending_approvals``, ``finish_reason``, ``session_id`` and ``reason`` (runtime runs);
-    ``kind`` (``agent`` or ``task``: a task's ``agent`` is the task's name and its
-    ``steps`` its checkpointed phases), ``graph_id``, ``node_id``, ``depends_on``
-    (node ids) and ``graph_status`` (derived from the graph's nodes) for graph
-    nodes, ``owner_run`` for agent runs a task spawned, ``waiting_reason`` (what a
-    runtime run waits for outside itself, e.g. a runtime with the definition it was
-    submitted under).
+    With ``compact=True``, a display view for reading instead (what ``%durable
+    runs`` shows): ``status``, ``agent``, ``steps``, ``tokens`` (total), ``cost``
+    (as text, ``$0.0012``; blank when the model has no price), ``age`` (since
+    submission, ``3m 05s``) and ``reason`` (what a waiting run waits for, or why
+    a run failed, was cancelled or needs attention). Its texts are for people:
+    compute on the default frame.
 
     Args:
         store: A store, or a store URL.
         status: Only runs in this status (or these statuses).
         graph: Only the nodes of this graph, in submission (topological) order
             instead; no row when the store has no such graph.
-        all_columns: Every column instead of the compact view.
+        compact: The display view instead of the data.
+        all_columns: Kept for code written while the compact view was the
+            default: ``all_columns=False`` is ``compact=True``.
     """
+    if all_columns is not None:
+        compact = not all_columns
     rows, runtime = _records.run_rows(store, status, graph)
     module = frame_module()
-    if not all_columns:
+    if compact:
         return module.frame(  # type: ignore[no-any-return]
             _compact.compact_rows(rows, runtime),
             columns=_compact.COMPACT_COLUMNS,
@@ -100,6 +105,31 @@ def runs(
         datetimes=("created_at", "updated_at"),
         integers=("step_index", "fork_step"),
         floats=("cost",),
+    )
+
+
+def runs_every_column(
+    store: StoreLike, status: str | Sequence[str] | None = None, graph: str | None = None
+) -> InspectFrame:
+    """The compact view's columns, then every other column of :func:`runs` (``--all``).
+
+    One read of the store: the display columns (``tokens``, ``cost`` as text,
+    ``age``, ``reason``) first, the typed data after them.
+    """
+    rows, runtime = _records.run_rows(store, status, graph)
+    compact = _compact.compact_rows(rows, runtime)
+    rest = [c for c in _records.RUN_COLUMNS if c not in _compact.COMPACT_COLUMNS]
+    merged = [
+        {**short, **{c: row[c] for c in rest}} for short, row in zip(compact, rows, strict=True)
+    ]
+    module = frame_module()
+    return module.frame(  # type: ignore[no-any-return]
+        merged,
+        columns=(*_compact.COMPACT_COLUMNS, *rest),
+        index="run_id",
+        categories={"status": module.STATUSES},
+        datetimes=("created_at", "updated_at"),
+        integers=("steps", "tokens", "step_index", "fork_step"),
     )
 
 

@@ -45,7 +45,13 @@ def __getattr__(name: str) -> Any:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Add ``%%agent`` and ``%durable`` to an IPython shell (``%load_ext nbdurable``)."""
+    """Add ``%%agent`` and ``%durable`` to an IPython shell (``%load_ext nbdurable``).
+
+    In a Jupyter kernel, nbdurable's background log lines go to
+    ``.nbdurable/notebook.log`` instead of whichever cell runs at the time.
+    """
     from ._magics import DurableMagics
+    from ._notices import keep_notices_out_of_cells
 
     ipython.register_magics(DurableMagics)
+    keep_notices_out_of_cells(ipython)

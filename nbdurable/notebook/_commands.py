@@ -59,9 +59,11 @@ def _store(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None
 def _runs(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any:
     from .. import inspect
 
-    return inspect.runs(
-        nb.reading_store, status=args.status, graph=args.graph, all_columns=args.all
-    )
+    if args.all:
+        from ..inspect._views import runs_every_column
+
+        return runs_every_column(nb.reading_store, status=args.status, graph=args.graph)
+    return inspect.runs(nb.reading_store, status=args.status, graph=args.graph, compact=True)
 
 
 def _graphs(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Any:

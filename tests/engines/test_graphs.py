@@ -38,7 +38,7 @@ async def test_a_dag_appends_dependency_results_and_goes_on_without_a_client(
     assert "Result of b:\necho(beta)" in results["c"].text
     assert run_states(store, "g1:c") == ["queued", "pending", "running", "completed"]
     assert set(counted(engine.tools, "model").values()) == {1}
-    frame = nd.inspect.runs(store, all_columns=True)
+    frame = nd.inspect.runs(store)
     assert frame.loc["g1:c", "graph_status"] == "completed"
     assert frame.loc["g1:c", "depends_on"] == "a, b"
     assert {r.state for r in watcher.list_runs()} == {"completed"}

@@ -43,7 +43,7 @@ async def test_a_two_phase_task_with_owned_runs_completes_without_a_client(
     assert run_states(store, "t1") == ["pending", "running", "completed"]
     assert set(counted(calls, "phase").values()) == {1}
     assert set(counted(calls, "model").values()) == {1}
-    frame = nd.inspect.runs(store, all_columns=True)
+    frame = nd.inspect.runs(store)
     assert frame.loc["t1", "kind"] == "task" and frame.loc["t1", "status"] == "completed"
     assert frame.loc["t1:combine:0", "owner_run"] == "t1"
     assert [r.state for r in watcher.list_runs()] == ["completed"] * 4

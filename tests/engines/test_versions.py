@@ -50,7 +50,7 @@ async def test_a_run_of_an_unserved_version_waits_for_a_worker_serving_it(
         assert record.state == "pending" and record.fence == 0 and record.lease_owner is None
         assert store.load("run-v1") is None
         assert REASON in str(nd.inspect.explain(store, "run-v1"))
-        assert nd.inspect.runs(store, all_columns=True).loc["run-v1", "waiting_reason"] == REASON
+        assert nd.inspect.runs(store).loc["run-v1", "waiting_reason"] == REASON
         assert main(["runs", "list", "--store", engine.url]) == 0
         assert REASON in " ".join(capsys.readouterr().out.split())
 

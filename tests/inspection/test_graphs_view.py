@@ -90,7 +90,7 @@ async def build(store: Any) -> None:
 async def test_one_typed_row_per_graph_folded_from_the_runs_view(runs_store: Any) -> None:
     await build(runs_store)
     frame = ins.graphs(runs_store)
-    runs = ins.runs(runs_store, all_columns=True)
+    runs = ins.runs(runs_store)
 
     assert frame.index.name == "graph_id"
     assert list(frame.index) == ["done", "broken", "gated"]
@@ -148,7 +148,7 @@ async def test_one_typed_row_per_graph_folded_from_the_runs_view(runs_store: Any
 
 async def test_runs_of_one_graph_come_in_topological_order(runs_store: Any) -> None:
     await build(runs_store)
-    nodes = ins.runs(runs_store, graph="broken", all_columns=True)
+    nodes = ins.runs(runs_store, graph="broken")
     # The order submit_graph wrote them in: each wave of ready nodes in the given order.
     assert nodes["node_id"].tolist() == ["root", "other", "child", "grandchild"]
     assert list(nodes.index) == [f"broken:{node}" for node in nodes["node_id"]]

@@ -38,6 +38,11 @@ async def test_usage_plot_has_tokens_and_cost() -> None:
     assert len(axes) == 2  # tokens and a cost axis
     line = axes[0].get_lines()[0]
     assert list(line.get_ydata()) == ins.history(store, "r")["total_tokens"].astype(float).tolist()
+    figure.savefig(__import__("io").BytesIO(), format="png")  # lay it out as shown
+    tokens, cost = axes
+    assert cost.get_ylabel() == "US$" and cost.get_ylim()[0] == 0 and tokens.get_ylim()[0] == 0
+    # cost and tokens do not overlap: the cost panel lies wholly below the tokens one
+    assert cost.get_position().y1 < tokens.get_position().y0
     free = nd.InMemorySessionStore()
     await make_run(free, "r", price=None)
     assert len(ins.plot_usage(free, "r").axes) == 1  # no cost known: no cost axis

@@ -31,7 +31,7 @@ async def test_rewind_forks_without_touching_the_original(any_store: Any) -> Non
     assert fork.status == "running"
     assert fork.forked_from == nd.ForkPoint(run_id="orig", step_index=1)
     assert any_store.load("fork") == fork
-    runs = ins.runs(any_store, all_columns=True)
+    runs = ins.runs(any_store)
     assert runs.loc["fork", "parent_run"] == "orig"
     assert runs.loc["fork", "fork_step"] == 1
 
@@ -48,7 +48,7 @@ async def test_a_fork_resumes_like_any_run_and_keeps_its_lineage(any_store: Any)
     frame = ins.history(any_store, "fork")
     assert list(frame.index) == [1, 2]
     assert frame["total_tokens"].iloc[-1] > any_store.load("orig", step_index=1).usage.total_tokens
-    assert ins.runs(any_store, all_columns=True).loc["fork", "parent_run"] == "orig"
+    assert ins.runs(any_store).loc["fork", "parent_run"] == "orig"
 
 
 async def test_rewind_to_step_zero_and_to_the_last_step(any_store: Any) -> None:
@@ -115,7 +115,7 @@ async def test_forks_of_forks(any_store: Any) -> None:
     grand = ins.rewind(any_store, "f1", 3, new_run_id="f2")
     assert grand.forked_from == nd.ForkPoint(run_id="f1", step_index=3)
     assert grand.messages[:2] == any_store.load("orig").messages[:2]
-    runs = ins.runs(any_store, all_columns=True)
+    runs = ins.runs(any_store)
     assert runs.loc["f2", "parent_run"] == "f1" and runs.loc["f1", "parent_run"] == "orig"
 
 

@@ -32,7 +32,7 @@ async def test_a_fork_of_a_runtime_run_runs_under_the_parents_agent(runs_store: 
         await fork.deny(reason="not this time")
         result = await fork.result()
         assert result.text == "Done: dropped stg_2023."
-        frame = ins.runs(runs_store, all_columns=True)
+        frame = ins.runs(runs_store)
         assert frame.loc["fork-1", "parent_run"] == run.run_id
         assert frame.loc["fork-1", "status"] == "completed"
         assert frame.loc["fork-1", "agent"] == "janitor"

@@ -108,7 +108,7 @@ async def test_long_texts_stay_one_readable_line(any_store: Any) -> None:
 async def test_runs_lists_every_run_with_usage_and_status(any_store: Any) -> None:
     await make_run(any_store, "a")
     await make_run(any_store, "b", approve=None)
-    frame = ins.runs(any_store, all_columns=True)
+    frame = ins.runs(any_store)
     assert list(frame.index) == ["a", "b"]
     assert frame.loc["a", "status"] == "completed"
     assert frame.loc["b", "status"] == "suspended"
@@ -121,20 +121,37 @@ async def test_runs_lists_every_run_with_usage_and_status(any_store: Any) -> Non
     assert str(frame["updated_at"].dtype).startswith("datetime64")
 
 
-async def test_runs_is_compact_by_default_cost_formatted_and_what_a_run_waits_for(
+async def test_runs_is_data_by_default_every_column_typed(any_store: Any) -> None:
+    await make_run(any_store, "a")
+    await make_run(any_store, "b", approve=None)
+    frame = ins.runs(any_store)
+    assert list(frame.columns) == list(ins._records.RUN_COLUMNS[1:])
+    for column in ("created_at", "parent_run", "session_id", "total_tokens", "pending_approvals"):
+        assert column in frame.columns
+    assert str(frame["cost"].dtype) == "Float64"
+    assert frame["cost"].sum() == pytest.approx(frame.loc["a", "cost"] + frame.loc["b", "cost"])
+    assert str(frame["created_at"].dtype).startswith("datetime64")
+    # code written while the compact view was the default keeps working
+    assert ins.runs(any_store, all_columns=True).equals(frame)
+    assert list(ins.runs(any_store, all_columns=False).columns) == list(
+        ins.runs(any_store, compact=True).columns
+    )
+
+
+async def test_runs_compact_is_a_display_view_cost_formatted_and_what_a_run_waits_for(
     any_store: Any,
 ) -> None:
     await make_run(any_store, "a")
     await make_run(any_store, "b", approve=None)
-    frame = ins.runs(any_store)
+    frame = ins.runs(any_store, compact=True)
     assert list(frame.columns) == ["status", "agent", "steps", "tokens", "cost", "age", "reason"]
-    full = ins.runs(any_store, all_columns=True)
+    full = ins.runs(any_store)
     assert frame.loc["a", "tokens"] == full.loc["a", "total_tokens"]
     assert frame.loc["a", "cost"] == _compact.cost_text(full.loc["a", "cost"])
     assert frame.loc["a", "cost"].startswith("$")
     assert frame.loc["b", "reason"] == "1 approval" and frame.loc["a", "reason"] == ""
     assert frame.loc["a", "age"].endswith("s")
-    assert list(ins.runs(any_store, status="suspended").index) == ["b"]
+    assert list(ins.runs(any_store, status="suspended", compact=True).index) == ["b"]
 
 
 @pytest.mark.parametrize(
@@ -273,4 +290,4 @@ async def test_runs_created_in_the_same_millisecond_keep_their_submission_order(
     for run_id in ("waits", "busy", "done"):
         await client.submit("a", "Hi.", run_id=run_id)
     assert list(ins.runs(runs_store).index) == ["waits", "busy", "done"]
-    assert list(ins.runs(runs_store, all_columns=True).index) == ["waits", "busy", "done"]
+    assert list(ins.runs(runs_store).index) == ["waits", "busy", "done"]

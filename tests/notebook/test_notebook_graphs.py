@@ -45,7 +45,7 @@ def test_graphs_and_tasks_notebook_runs_headless_twice_on_its_own_store(tmp_path
     assert not (tmp_path / ".nbdurable" / "runs.db").exists()  # its own store only
     store = nd.open_store(f"sqlite:///{tmp_path / '.nbdurable' / '07-graphs.db'}")
     try:
-        runs = nd.inspect.runs(store, all_columns=True)
+        runs = nd.inspect.runs(store)
         memos = sorted(g for g in set(runs["graph_id"].dropna()) if g.startswith("memo-"))
         assert len(memos) == 2
         for graph_id in memos:

@@ -79,7 +79,7 @@ def test_quickstart_runs_twice_on_the_default_store_and_streams_at_a_watchable_p
         assert "application/vnd.jupyter.widget-view+json" in agent_cell.outputs[0]["data"]
     store = nd.open_store(f"sqlite:///{folder}/.nbdurable/runs.db")
     try:
-        runs = ins.runs(store, all_columns=True)
+        runs = ins.runs(store)
         assert runs["status"].tolist() == ["completed", "completed"]
         for run_id in runs.index:
             assert ins.history(store, run_id)["status"].tolist() == [
@@ -170,6 +170,17 @@ def test_crash_and_resume_survives_a_restart_and_a_killed_worker(folder: Path) -
         assert "worker killed during step 1 | run state: running" in out
         # a dead worker on this host is seen at once; elsewhere its lease expires
         assert "is gone: the lease expired" in out or "is gone: its process no longer" in out
+        # explain in a notebook speaks notebook: magics and buttons, not Python awaits
+        assert "await run." not in out and "await runtime." not in out
+        assert "%durable approve" in out and "Approve / Deny on its card" in out
+        pages = [
+            o["data"]["text/html"]
+            for cell in notebook.cells
+            for o in cell.get("outputs", [])
+            if "nbdurable-explain" in o.get("data", {}).get("text/html", "")
+        ]
+        # JupyterLab breaks <pre> text mid-word unless told otherwise
+        assert len(pages) == 6 and all("word-break: normal" in page for page in pages)
         assert out.count("Done: dropped stg_2023 and kept stg_2024") == 2
     assert not (folder / ".nbdurable" / "runs.db").exists()  # its own store only
     store = nd.open_store(f"sqlite:///{folder}/.nbdurable/03-crash.db")
@@ -205,6 +216,17 @@ def test_debug_a_stuck_run_explains_and_unsticks_every_kind(folder: Path) -> Non
         ):
             assert said in out
         assert "is gone: the lease expired" in out or "is gone: its process no longer" in out
+        # explain in a notebook speaks notebook: magics and buttons, not Python awaits
+        assert "await run." not in out and "await runtime." not in out
+        assert "%durable approve" in out and "Approve / Deny on its card" in out
+        pages = [
+            o["data"]["text/html"]
+            for cell in notebook.cells
+            for o in cell.get("outputs", [])
+            if "nbdurable-explain" in o.get("data", {}).get("text/html", "")
+        ]
+        # JupyterLab breaks <pre> text mid-word unless told otherwise
+        assert len(pages) == 6 and all("word-break: normal" in page for page in pages)
     store = nd.open_store(f"sqlite:///{folder}/.nbdurable/05-debug.db")
     try:
         runs = ins.runs(store)

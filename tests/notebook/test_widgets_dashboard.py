@@ -8,6 +8,7 @@ and, where it matters, from every message a recording comm saw.
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 from pathlib import Path
 from typing import Any
@@ -398,6 +399,33 @@ async def test_history_browser_shows_each_step_and_rewinds_from_it(tmp_path: Pat
         await fork.wait("waiting_approval", "completed")
         await eventually(lambda: view.status in ("waiting_approval", "completed"))
         assert run.status == "completed"  # the original run is never modified
+        # a fork's browser says which run and step it came from
+        forked = HistoryBrowser(runtime, fork.run_id)
+        assert "forked from run-1 at step 0" in forked.children[0].value
+        assert forked.summary.value.startswith("step 0 (forked from run-1 at step 0)")
+        forked.close()
+
+
+async def test_history_browser_reads_as_a_table_with_rewind_by_the_slider(tmp_path: Path) -> None:
+    long = "Clean up the stale staging tables, carefully. " * 10
+    async with runtime_for(tmp_path, janitor()) as runtime:
+        run = await runtime.submit("janitor", long, run_id="run-1")
+        await run.wait("waiting_approval")
+        await run.approve()
+        await run.result()
+        browser = HistoryBrowser(runtime, "run-1")
+        # "Rewind from here" sits by the slider it acts on
+        (controls,) = [c for c in browser.children if browser.slider in getattr(c, "children", ())]
+        assert browser.rewind_button in controls.children
+        table = browser.messages.value
+        assert table.count("<thead>") == 1 and table.count("<tr>") == 1 + len(
+            nd.inspect.messages(runtime.store, "run-1")
+        )  # one header row: no second row for the index name
+        assert "<th>is_error</th>" not in table and "<th>images</th>" not in table
+        assert "<th>role</th>" in table and "<th>text</th>" in table
+        # the cut preview opens to the whole message
+        assert "<details><summary>" in table and html.escape(long.strip()) in table
+        browser.close()
 
 
 async def test_a_dashboard_on_the_in_memory_store_reads_on_the_loop() -> None:
@@ -478,3 +506,23 @@ async def test_a_dashboard_on_postgresql_reads_in_a_thread_and_approves_in_a_row
     finally:
         await runtime.close()
         store.close()
+
+
+async def test_a_dashboard_and_a_history_browser_write_static_summaries(tmp_path: Path) -> None:
+    async with runtime_for(tmp_path, janitor()) as runtime:
+        run = await runtime.submit("janitor", "Clean up.", run_id="run-1")
+        await run.wait("waiting_approval")
+        dashboard = RunsDashboard(runtime)
+        await dashboard.refreshed()
+        data, _ = dashboard._repr_mimebundle_()
+        # a saved notebook reopened without a kernel shows these, not the widget's repr
+        assert "application/vnd.jupyter.widget-view+json" in data
+        assert data["text/plain"].startswith("nbdurable runs: 1 (1 waiting_approval)")
+        assert 'run-1: drop_table(name="stg_2023")' in data["text/plain"]
+        assert "<td>run-1</td>" in data["text/html"] and "object at 0x" not in str(data)
+        browser = HistoryBrowser(runtime, "run-1")
+        data, _ = browser._repr_mimebundle_()
+        assert data["text/plain"].startswith("nbdurable history of run-1: 2 checkpoint(s)")
+        assert "object at 0x" not in str(data)
+        browser.close()
+        dashboard.close()

@@ -75,3 +75,46 @@ def test_an_executed_notebook_saves_the_run_widget_as_the_run_last_looked(
     assert "text" not in state and "steps" not in state
     secret = (tmp_path / ".nbdurable" / "approval.key").read_text().strip()
     assert secret not in nbformat.writes(notebook)
+
+
+def widget_output(cell: Any) -> dict[str, Any]:
+    (output,) = [o for o in cell.outputs if "application/vnd.jupyter.widget-view+json" in o.data]
+    return dict(output.data)
+
+
+def test_a_saved_run_widget_output_says_what_the_run_is_without_a_kernel(tmp_path: Path) -> None:
+    notebook = nbformat.reads(nbformat.writes(saved_notebook(tmp_path)), as_version=4)
+    data = widget_output(notebook.cells[1])
+    # GitHub, nbviewer or a kernel-less JupyterLab show these instead of the widget
+    plain, page = data["text/plain"], data["text/html"]
+    assert "object at 0x" not in plain and "RunWidget" not in plain
+    assert plain.startswith("nbdurable run r1: waiting_approval")
+    assert "waiting for approval: drop_table" in plain
+    assert "drop_table(name='stg_2023')" in plain and "Dropping stg_2023." in plain
+    assert "<b>nbdurable run <code>r1</code>: waiting_approval</b>" in page
+    assert "<code>drop_table(name=&#x27;stg_2023&#x27;)</code>" in page
+
+
+def test_a_saved_completed_run_shows_its_answer(tmp_path: Path) -> None:
+    notebook = nbformat.v4.new_notebook()
+    greeter = 'greeter = nd.Agent("greeter", nd.ScriptedModel(["Hello, <world>!"]), version="1")'
+    wait = WAIT.replace('"waiting_approval"', '"completed"').replace("r1", "r2")
+    notebook.cells = [
+        nbformat.v4.new_code_cell(SETUP + "\n" + greeter),
+        nbformat.v4.new_code_cell("%%agent greeter --run-id r2\nSay hello."),
+        nbformat.v4.new_code_cell(wait),
+    ]
+    client = nbclient.NotebookClient(
+        notebook,
+        kernel_name="python3",
+        timeout=120,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    client.execute()
+    data = widget_output(nbformat.reads(nbformat.writes(notebook), as_version=4).cells[1])
+    assert data["text/plain"].startswith("nbdurable run r2: completed")
+    assert data["text/plain"].endswith("Hello, <world>!")
+    assert (
+        "Hello, &lt;world&gt;!" in data["text/html"]
+        and "waiting for approval" not in data["text/html"]
+    )

@@ -92,7 +92,7 @@ async def test_a_runtime_with_another_definition_never_claims_the_run(tmp_path: 
             assert store.load(run_id) is None  # no step ran anywhere
             shown = " ".join(str(nd.inspect.explain(store, run_id)).split())
             assert record.waiting_reason in shown and "pending" in shown
-            frame = nd.inspect.runs(store, all_columns=True)
+            frame = nd.inspect.runs(store)
             assert frame.loc[run_id, "waiting_reason"] == record.waiting_reason
             compact = nd.inspect.runs(store).loc[run_id, "reason"]  # the compact view
             assert compact == record.waiting_reason
@@ -417,4 +417,4 @@ async def test_a_cancelled_run_no_longer_shows_what_it_waited_for() -> None:
     assert REASON in str(nd.inspect.explain(store, run.run_id))
     await run.cancel()
     assert REASON not in str(nd.inspect.explain(store, run.run_id))
-    assert nd.inspect.runs(store, all_columns=True).loc[run.run_id, "waiting_reason"] is None
+    assert nd.inspect.runs(store).loc[run.run_id, "waiting_reason"] is None

@@ -351,7 +351,7 @@ async def test_graph_nodes_in_the_runs_frame_the_cli_and_per_node_history(
             graph_id="nightly",
         )
         await graph.result()
-    frame = nd.inspect.runs(store, all_columns=True)
+    frame = nd.inspect.runs(store)
     assert list(frame.index) == ["nightly:fetch", "nightly:report"]
     row = frame.loc["nightly:report"]
     assert (row["graph_id"], row["node_id"], row["depends_on"]) == ("nightly", "report", "fetch")

@@ -100,7 +100,7 @@ async def test_phases_run_in_order_and_each_state_is_checkpointed(store: Any) ->
     phases = [e.payload["phase"] for e in events if e.type == "task_phase"]
     assert phases == ["fetch", "total", "report"]
     assert run.state() == "total is 6"
-    row = nd.inspect.runs(store, all_columns=True).loc[run.run_id]
+    row = nd.inspect.runs(store).loc[run.run_id]
     assert (row["kind"], row["agent"], row["steps"], row["status"]) == (
         "task",
         "etl",
@@ -153,7 +153,7 @@ async def test_spawn_agent_runs_owned_agents_and_a_rerun_phase_reattaches_to_the
     assert sorted(c.run_id for c in children) == ["task-1:summarize:0", "task-1:summarize:1"]
     owned = second_store.rt_get("task-1:summarize:0")
     assert owned.owner_run_id == "task-1" and owned.kind == "agent"
-    frame = nd.inspect.runs(second_store, all_columns=True)
+    frame = nd.inspect.runs(second_store)
     assert frame.loc["task-1:summarize:1", "owner_run"] == "task-1"
 
 

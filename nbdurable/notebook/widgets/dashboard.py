@@ -18,6 +18,7 @@ from ...runs import ACTIVE_STATES, BUSY_STATES, RETRYABLE_STATES, RUN_STATES
 from ...runtime.checked_verdicts import Outcome, submit_verdict
 from ...runtime.run import Run
 from .._session import deciding_user
+from ._fallback import dashboard_summary, with_summary
 from ._messages import Ack, Pong, received
 from .assets import view_module, view_style
 from .dashboard_rows import (
@@ -242,6 +243,11 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
             self.view.approvals = self._approval_rows()
             if updated:
                 self.view.updated_at = int(time.time() * 1000)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        # what a saved notebook opened without a kernel shows instead of the widget
+        summary = dashboard_summary(self.view.counts, self.view.rows, self.view.approvals)
+        return with_summary(super()._repr_mimebundle_(**kwargs), summary)
 
     def _approval_rows(self) -> list[dict[str, Any]]:
         now = time.monotonic()

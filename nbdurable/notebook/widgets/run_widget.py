@@ -24,6 +24,7 @@ from ...runtime.in_flight import verdict_in_flight
 from ...runtime.run import Run
 from .._lease import LeaseWait, lease_wait
 from .._session import deciding_user
+from ._fallback import FallbackDisplay, run_summary, with_summary
 from ._messages import Ack, Pong, Snapshot, Verdict, received
 from .assets import view_module, view_style
 from .run_delta import StepDeltas
@@ -129,6 +130,7 @@ class RunWidget(anywidget.AnyWidget):
         self._max_steps = 0
         self._lease: LeaseWait | None = None
         self._lease_check: asyncio.TimerHandle | None = None
+        self._fallback = FallbackDisplay(self._repr_mimebundle_)
         self._read_record()
         self.on_msg(self._on_front_end_message)
         self.following = True
@@ -220,6 +222,23 @@ class RunWidget(anywidget.AnyWidget):
             if quiet and self.snapshot.get("seq") != self._deltas.seq:
                 # once per pause or end: what a saved notebook shows, never per token
                 self.snapshot = dict(self._deltas.snapshot())
+                self._fallback.refresh()  # the saved output says where the run is now
+
+    # -- what a saved notebook shows without a kernel ---------------------------------------
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        summary = run_summary(
+            self.run_id,
+            self.status,
+            summary=self.summary,
+            progress=self.progress,
+            text=self.text,
+            approvals=self.approvals,
+        )
+        return with_summary(super()._repr_mimebundle_(**kwargs), summary)
+
+    def _ipython_display_(self) -> None:
+        self._fallback.show()  # with a display id: updated in place when the run pauses or ends
 
     # -- verdicts from the cards ---------------------------------------------------------
 
