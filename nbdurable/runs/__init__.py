@@ -77,6 +77,7 @@ from ._scheduling import (
     unclaimable_by_definition,
     unserved_reason,
 )
+from ._stalled import STALLED, Stalled, stalled
 from ._states import (
     ACTIVE_STATES,
     BUSY_STATES,
@@ -111,6 +112,8 @@ __all__ = [
     "UNSET",
     "RunPatch",
     "ACTIVE_STATES",
+    "STALLED",
+    "Stalled",
     "BUSY_STATES",
     "CLAIMABLE_STATES",
     "DEPENDENCY_FAILED",
@@ -170,6 +173,7 @@ __all__ = [
     "process_gone",
     "rule_matches",
     "served",
+    "stalled",
     "settle_graph",
     "sign_grant",
     "this_process",

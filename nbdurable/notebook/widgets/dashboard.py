@@ -14,7 +14,7 @@ import traitlets
 
 from ..._aio import wait_event
 from ...messages import VerdictSource
-from ...runs import ACTIVE_STATES, BUSY_STATES, RETRYABLE_STATES, RUN_STATES
+from ...runs import ACTIVE_STATES, BUSY_STATES, RETRYABLE_STATES, RUN_STATES, STALLED
 from ...runtime.checked_verdicts import Outcome, submit_verdict
 from ...runtime.run import Run
 from .._session import deciding_user
@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 
 __all__ = ["STATUSES", "DashboardView", "RunsDashboard"]
 
-STATUSES: tuple[str, ...] = (*RUN_STATES, "suspended")
-"""Statuses a run can have: the runtime's run states, and ``suspended`` for loop runs."""
+STATUSES: tuple[str, ...] = (*RUN_STATES, "suspended", STALLED)
+"""Statuses a run can have: the runtime's run states, ``suspended`` for loop runs, and
+``stalled`` for a running run whose owner stopped."""
 
 ANSWER_KEPT_S = 600.0
 """How long an approval answered from the dashboard stays listed with its outcome."""
