@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import anywidget
@@ -17,6 +17,7 @@ from ...messages import VerdictSource
 from ...runs import ACTIVE_STATES, BUSY_STATES, RETRYABLE_STATES, RUN_STATES, STALLED
 from ...runtime.checked_verdicts import Outcome, submit_verdict
 from ...runtime.run import Run
+from .._next_step import confirmed
 from .._session import deciding_user
 from ._messages import Ack, Pong, received
 from .assets import view_module, view_style
@@ -387,6 +388,9 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
                     reason=reason,
                     source=VerdictSource(by=deciding_user(), via="widget"),
                 )
+                if outcome.recorded:  # what happens next: here, on a worker, or it waits
+                    said = await confirmed(self.runtime, run_id, outcome.message)
+                    outcome = replace(outcome, message=said)
         except Exception as exc:  # shown in the row; the run is left as it was
             outcome = Outcome("error", f"error: {type(exc).__name__}: {exc}")
         self._answer(approval, outcome.state, outcome.message)

@@ -6,6 +6,7 @@ import asyncio
 import contextvars
 import sys
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anywidget
@@ -23,6 +24,7 @@ from ...runtime.checked_verdicts import Outcome, submit_verdict
 from ...runtime.in_flight import verdict_in_flight
 from ...runtime.run import Run
 from .._lease import LeaseWait, lease_wait
+from .._next_step import confirmed
 from .._session import deciding_user
 from ._messages import Ack, Pong, Snapshot, Verdict, received
 from .assets import view_module, view_style
@@ -288,6 +290,9 @@ class RunWidget(anywidget.AnyWidget):
             reason=reason,
             source=VerdictSource(by=deciding_user(), via="widget"),
         )
+        if outcome.recorded:  # say what happens next: here, on a worker, or it waits
+            said = await confirmed(self.runtime, self.run_id, outcome.message)
+            outcome = replace(outcome, message=said)
         if outcome.state == "expired":
             # this kernel holds the secret: show the request again with a fresh token
             for request in await Run(self.runtime, self.run_id).pending_approvals():
@@ -322,7 +327,7 @@ class RunWidget(anywidget.AnyWidget):
             f"approved by grant {grant.grant_id}: every {request.tool_name} call for "
             f"{CARD_GRANT_MINUTES:g} min"
         )
-        return Outcome("approved", message)
+        return Outcome("approved", await confirmed(self.runtime, self.run_id, message))
 
     def _verdict_done(
         self, approval_id: str, task: asyncio.Task[Outcome], reason: str | None
