@@ -45,7 +45,7 @@ def serves_here(runtime: DurableRuntime, record: RuntimeRun) -> bool:
     It does when it serves the run's agent and version with the definition the run
     was submitted under, on the run's engine.
     """
-    if not of_engine(record, runtime.engine.name) or not runtime.engine.started:
+    if not of_engine(record, runtime.engine.name) or runtime.engine.home_loop() is None:
         return False
     return definition_matches(record, runtime.registry.definitions()) is True
 

@@ -224,6 +224,7 @@ class NotebookSession:
         session_id: str | None = None,
         max_steps: int | None = None,
         enqueue: bool = False,
+        request_id: str | None = None,
     ) -> Run:
         """Register ``agent`` and submit a run of it; returns the handle at once.
 
@@ -241,6 +242,7 @@ class NotebookSession:
                 max_steps=max_steps,
                 enqueue=enqueue,
                 submitted_by=self.user,
+                request_id=request_id,
             )
         )
 

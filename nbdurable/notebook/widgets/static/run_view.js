@@ -220,7 +220,11 @@ function render({ model, el }) {
   const live_ = () => {
     let text = "";
     if (link.state === "disconnected") {
-      text = `disconnected: re-run the cell or %durable show ${model.get("run_id")}`;
+      // re-running a %%agent cell re-attaches to its run only while it is unfinished
+      const show = `%durable show ${model.get("run_id")}`;
+      text = FINISHED.has(model.get("status"))
+        ? `disconnected: ${show} shows this run again`
+        : `disconnected: re-run the cell to follow this run again, or ${show}`;
     } else if (link.busy) {
       text = "the kernel is busy: this view goes on when the running cell ends";
     }
