@@ -73,8 +73,8 @@ async def next_step(
 
     ``the run resumes here``, ``the run resumes on worker runtime-… (pid 42 on
     host)``, or ``the run waits for a worker serving janitor v1: …`` (with the
-    command or the import that provides one). Empty for a run that does not go on
-    by itself (it still waits for another approval, or it ended).
+    command or the import that provides one), or that it still waits for its other
+    approvals. Empty for a run that ended.
 
     Args:
         runtime: The kernel's runtime.
@@ -86,6 +86,8 @@ async def next_step(
     if not isinstance(store, RunStore):
         return ""
     record = await offload(store.rt_get, run_id)
+    if record is not None and record.state == "waiting_approval":
+        return "the run goes on once its other approvals are answered"
     if record is None or record.state not in BUSY_STATES:
         return ""
     agent = f"{record.agent_id} v{record.agent_version}"

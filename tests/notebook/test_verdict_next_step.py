@@ -16,6 +16,7 @@ import pytest
 from support import gated_agents
 from support.runtime_harness import worker
 
+import nbdurable as nd
 from nbdurable.notebook import NotebookSession
 from nbdurable.notebook.widgets import RunsDashboard, RunWidget
 from nbdurable.runtime import DurableRuntime
@@ -31,7 +32,7 @@ URL = "sqlite:///.nbdurable/runs.db"
 async def _approve_on_card(runtime: Any, run_id: str) -> str:
     """Click Approve on the run widget's card (the front end's message); its confirmation."""
     widget = RunWidget(runtime, run_id)
-    await eventually(lambda: [c["state"] for c in widget.approvals] == ["pending"])
+    await eventually(lambda: bool(widget.approvals) and widget.approvals[0]["state"] == "pending")
     card = widget.approvals[0]
     content = {"type": "approve", "approval_id": card["approval_id"], "token": card["token"]}
     front_end_sends(widget, {**content, "reason": None})
@@ -112,3 +113,25 @@ async def test_resumes_on_the_worker_that_serves_the_agent(
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+async def test_a_verdict_with_other_approvals_open_says_the_run_still_waits(
+    ip: Any, nb: NotebookSession, magic: Any, views: list[Shown]
+) -> None:
+    two = nd.Turn(
+        text="", tool_calls=[("drop_table", {"name": "a"}), ("drop_table", {"name": "b"})]
+    )
+    tools = janitor().tools
+    ip.user_ns["janitor"] = nd.Agent(
+        "janitor", nd.ScriptedModel([two, "Both."]), tools, version="2"
+    )
+    submitted = magic("agent", "janitor --run-id t1", "Drop both.")
+    assert submitted.stderr == ""
+    await eventually(lambda: state(nb, "t1") == "waiting_approval")
+    first = await _approve_on_card(nb.runtime, "t1")
+    assert first == "approved; the run goes on once its other approvals are answered"
+    out = magic("durable", "approve t1").stdout.splitlines()
+    assert out[1] == "t1: pending; the run resumes here (this kernel serves janitor v2)" or (
+        out[1] == "t1: running; the run resumes here (this kernel serves janitor v2)"
+    )
+    assert (await nb.run("t1").result()).text == "Both."
