@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..runs import REASON_STATES, RuntimeRun
+from ..runs import REASON_STATES, RuntimeRun, stalled
 
 __all__ = ["COMPACT_COLUMNS", "age", "compact_rows", "cost_text", "why"]
 
@@ -55,9 +55,13 @@ def age(created_ms: int | None, now_ms: int | None = None) -> str:
 def why(row: dict[str, Any], run: RuntimeRun | None) -> str:
     """In a few words: what a waiting run waits for, or why a run ended as it did.
 
-    Blank for a run that is moving (pending, running) or completed. The
-    runtime's own ``waiting_reason`` wins when it has one.
+    Blank for a run that is moving (pending, running) or completed. A running
+    run whose owner stopped (:func:`~nbdurable.runs.stalled`) says so; otherwise
+    the runtime's own ``waiting_reason`` wins when it has one.
     """
+    stopped = stalled(run) if run is not None else None
+    if stopped is not None:
+        return stopped.text()
     if run is not None and run.waiting_reason:
         return run.waiting_reason
     status = row.get("status")

@@ -38,6 +38,7 @@ from ..runtime.run import Run, approval_expired
 from . import _views
 from ._agents import agents_in, register, run_agent
 from ._lease import lease_wait
+from ._next_step import next_step, serves_here
 from ._session import NotebookSession, check_exists, check_run
 
 __all__ = ["HANDLERS"]
@@ -143,23 +144,22 @@ def _pick(run: Run, approval_id: str | None) -> ToolApprovalRequest:
 
 
 def _goes_on(nb: NotebookSession, run: Run, ns: Namespace) -> None:
-    """Say where the run goes from here; execute it in this kernel when its agent is here."""
+    """Say truthfully where the run goes from here.
+
+    It resumes in this kernel (its agent is here, registered from the notebook when
+    needed), on another live worker, or it waits for a worker serving its agent
+    (and the line says how to provide one).
+    """
     record = run.record()
     line = f"{run.run_id}: {record.state}"
     if record.state in BUSY_STATES:
-        agent = run_agent(nb.runtime, record, ns)
+        run_agent(nb.runtime, record, ns)  # registers the notebook's agent, when it has it
+        then = run_sync(next_step(nb.runtime, run.run_id, store_url=nb.url))
+        if then:
+            line += f"; {then}"
         wait = lease_wait(record, nb.runtime.owner_id)
-        if agent is not None:
-            nb.runtime.wake()
-            line += f" (agent {agent.id!r} version {agent.version!r} executes it in this kernel)"
-            if wait is not None:
-                line += f"; {wait.text()}"
-        else:
-            line += (
-                f"; run the cell defining agent {record.agent_id!r} version "
-                f"{record.agent_version!r}, then %durable resume {run.run_id} "
-                "(or serve it with nbdurable worker)"
-            )
+        if wait is not None and serves_here(nb.runtime, record):
+            line += f"; {wait.text()}"
     print(line)
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "NotebookSession",
     "check_exists",
     "check_run",
+    "current_url",
     "deciding_user",
     "running_loop",
     "session",
@@ -223,6 +224,7 @@ class NotebookSession:
         session_id: str | None = None,
         max_steps: int | None = None,
         enqueue: bool = False,
+        request_id: str | None = None,
     ) -> Run:
         """Register ``agent`` and submit a run of it; returns the handle at once.
 
@@ -240,6 +242,7 @@ class NotebookSession:
                 max_steps=max_steps,
                 enqueue=enqueue,
                 submitted_by=self.user,
+                request_id=request_id,
             )
         )
 
@@ -288,6 +291,11 @@ def session() -> NotebookSession:
 def deciding_user() -> str | None:
     """The name a verdict given in this kernel records: the session's user, else the claimed one."""
     return _current.user if _current is not None else claimed_user()
+
+
+def current_url() -> str | None:
+    """The store URL of this kernel's session, if it has one (None before the first magic)."""
+    return _current.url if _current is not None else None
 
 
 def set_session(new: NotebookSession | None) -> NotebookSession | None:

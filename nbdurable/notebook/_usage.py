@@ -84,6 +84,12 @@ def _agent_parser() -> _Parser:
         action="store_true",
         help="queue behind an unfinished run of the session instead of refusing",
     )
+    parser.add_argument(
+        "--new",
+        action="store_true",
+        help="start a fresh run even when this cell's earlier run is unfinished "
+        "(by default re-running the cell re-attaches to that run)",
+    )
     return parser
 
 

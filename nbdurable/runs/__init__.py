@@ -70,6 +70,7 @@ from ._scheduling import (
     unclaimable_by_definition,
     unserved_reason,
 )
+from ._stalled import STALLED, Stalled, stalled
 from ._states import (
     ACTIVE_STATES,
     BUSY_STATES,
@@ -106,6 +107,8 @@ __all__ = [
     "UNSET",
     "RunPatch",
     "ACTIVE_STATES",
+    "STALLED",
+    "Stalled",
     "BUSY_STATES",
     "CLAIMABLE_STATES",
     "GRAPH_SETTLED_STATES",
@@ -160,6 +163,7 @@ __all__ = [
     "process_gone",
     "rule_matches",
     "served",
+    "stalled",
     "settle_graph",
     "sign_grant",
     "this_process",

@@ -53,7 +53,7 @@ class Outcome:
 
     Attributes:
         state: ``approved`` / ``denied`` (recorded, now or by this same verdict
-            before; the run resumes), ``invalid token`` (nothing recorded: the
+            before), ``invalid token`` (nothing recorded: the
             run still waits), ``expired`` (a genuine token past the maximum age:
             nothing recorded, the request still waits for a decision with a
             fresh token), ``stale`` (the request no longer waits: another verdict
@@ -109,7 +109,9 @@ def _stale(error: ApprovalNotPendingError) -> Outcome:
 
 def _recorded(approve: bool, reason: str | None) -> Outcome:
     if approve:
-        return Outcome("approved", "approved: the run resumes")
+        # what happens next depends on who serves the agent: the notebook says it
+        # (nbdurable.notebook's next_step), the bridge's page its own way
+        return Outcome("approved", "approved")
     return Outcome("denied", f"denied: {reason}" if reason else "denied")
 
 

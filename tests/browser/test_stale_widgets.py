@@ -1,7 +1,8 @@
 """Widgets whose kernel is gone never look live: after a restart, and in a reopened notebook.
 
 - JupyterLab, dark theme: a run waits for approval; the kernel is restarted; the
-  old view says "disconnected: re-run the cell or %durable show RUN" and its
+  old view says "disconnected: re-run the cell to follow this run again, or %durable
+  show RUN" and its
   buttons are disabled; ``%durable show`` in the new kernel gives a live view
   whose Approve finishes the run. Screenshots ``jupyterlab-dark.png``,
   ``jupyterlab-restarted.png``.
@@ -49,7 +50,7 @@ model = nd.ScriptedModel(
 janitor = nd.Agent("janitor", model, [drop_table], version="1")'''
 
 AGENT = "%%agent janitor --run-id r1\nDrop the stale staging table."
-DISCONNECTED = "disconnected: re-run the cell or %durable show r1"
+DISCONNECTED = "disconnected: re-run the cell to follow this run again, or %durable show r1"
 
 
 def notebook(*sources: str) -> Any:
@@ -152,3 +153,43 @@ def test_a_saved_notebook_reopened_without_its_kernel_shows_its_widget_disabled(
         age = view.locator(".nbd-age").inner_text()
         assert matches(f"asked at {CLOCK_TIME}", age), age  # not a clock still counting
         shot(page, "notebook7-saved-widget.png")
+
+
+CELL = "%%agent janitor --as run\nDrop the stale staging table."
+WAITING = "%durable runs --status waiting_approval"
+
+
+def test_after_a_restart_rerunning_the_agent_cell_reattaches_to_its_run(
+    jupyter: Server, page: Any, folder: Path
+) -> None:
+    """What the stale view advises is what happens: re-running the cell finds its run."""
+    nbformat.write(notebook(SETUP, CELL, WAITING), folder / "reattach.ipynb")
+    path = f"{folder.name}/reattach.ipynb"
+    with diagnosed(page, jupyter, "jupyterlab-reattach"):
+        LAB.open(page, jupyter, path)
+        run_cell(page, 0)
+        old = run_cell(page, 1).locator(".nbd-run")
+        enabled(old.locator("button.nbd-approve"), timeout=60)
+        run_id = old.locator(".nbd-run-id").inner_text()
+        restart_kernel(page)
+        old.locator(".nbd-live.nbd-disconnected").wait_for()
+        advice = old.locator(".nbd-live").inner_text()
+        assert (
+            advice
+            == f"disconnected: re-run the cell to follow this run again, or %durable show {run_id}"
+        )
+
+        LAB.wait_idle(page, jupyter, path)
+        run_cell(page, 0)
+        cell = run_cell(page, 1)
+        fresh = cell.locator(".nbd-run")
+        enabled(fresh.locator("button.nbd-approve"))
+        assert fresh.locator(".nbd-run-id").inner_text() == run_id  # the same run
+        said = cell.locator(".jp-OutputArea-output").first.inner_text()
+        assert said.startswith(f"re-attached to {run_id} (waiting_approval)"), said
+        listed = run_cell(page, 2).locator(".jp-RenderedHTMLCommon table.dataframe tbody tr")
+        listed.first.wait_for()
+        assert listed.count() == 1  # one waiting run, not two
+        shot(page, "jupyterlab-reattached.png")
+        fresh.locator("button.nbd-approve").click()
+        fresh.locator(".nbd-badge.nbd-status-completed").wait_for()

@@ -31,18 +31,25 @@ async def test_agent_cell_submits_returns_at_once_and_the_run_completes_in_the_b
 async def test_rerunning_an_agent_cell_starts_a_new_run_kept_in_the_as_variable(
     ip: Any, nb: NotebookSession, magic: Any, views: list[Shown]
 ) -> None:
-    """Without --run-id each execution of the cell is a new run (no "exists
-    already"); --as keeps the latest one's handle for the cells below."""
+    """Without --run-id, running the cell again once its run finished is a new run (no
+    "exists already"); --new starts one even while it is unfinished; --as keeps the
+    latest one's handle for the cells below."""
     ip.user_ns["greet"] = greeter()
     assert magic("agent", "greet --as run", "Hi").text == ""
     first = ip.user_ns["run"]
     assert isinstance(first, nd.Run)
+    await first.result()
     assert magic("agent", "greet --as run", "Hi").text == ""
     second = ip.user_ns["run"]
     assert second.run_id != first.run_id
-    assert views == [Shown("run", first.run_id), Shown("run", second.run_id)]
+    assert magic("agent", "greet --as run --new", "Hi").text == ""
+    third = ip.user_ns["run"]
+    assert third.run_id not in (first.run_id, second.run_id)
+    assert views == [Shown("run", r.run_id) for r in (first, second, third)]
     assert (await second.result()).text == "Hello!"
-    assert [r.run_id for r in nb.runtime.list_runs()] == [first.run_id, second.run_id]
+    assert (await third.result()).text == "Hello!"
+    listed = [r.run_id for r in nb.runtime.list_runs()]
+    assert listed == [first.run_id, second.run_id, third.run_id]
 
 
 async def test_the_kernel_stays_free_while_a_run_streams(

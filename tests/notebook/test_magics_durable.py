@@ -115,7 +115,7 @@ async def test_approve_resumes_the_run_in_this_kernel(
     assert approved == f"approved drop_table(name='stg_2023') ({request.approval_id})"
     # this kernel's runtime may claim it before the line is printed: its own lease is no wait
     assert re.fullmatch(
-        r"r1: (pending|running) \(agent 'janitor' version '1' executes it in this kernel\)",
+        r"r1: (pending|running); the run resumes here \(this kernel serves janitor v1\)",
         goes_on,
     ), goes_on
     assert (await nb.run("r1").result()).text == "Done: dropped stg_2023."
@@ -151,8 +151,9 @@ async def test_verdict_for_a_run_whose_agent_is_not_in_this_kernel(
     del ip.user_ns["janitor"]  # ... and the agent cell has not run again yet
     out = magic("durable", "approve r1")
     assert out.stdout.splitlines()[1] == (
-        "r1: pending; run the cell defining agent 'janitor' version '1', "
-        "then %durable resume r1 (or serve it with nbdurable worker)"
+        "r1: pending; the run waits for a worker serving janitor v1: run the cell defining "
+        "agent 'janitor' version '1', then %durable resume r1, or start "
+        "`nbdurable worker --store sqlite:///.nbdurable/runs.db --agents MODULE:AGENTS`"
     )
     ip.user_ns["janitor"] = janitor()
     magic("durable", "resume r1")
@@ -189,7 +190,7 @@ async def test_retry_lets_a_failed_run_go_on(
     out = magic("durable", "retry f1")
     # this kernel's runtime may claim it before the line is printed: its own lease is no wait
     assert re.fullmatch(
-        r"f1: (pending|running) \(agent 'flaky' version '1' executes it in this kernel\)\n",
+        r"f1: (pending|running); the run resumes here \(this kernel serves flaky v1\)\n",
         out.stdout,
     ), out.stdout
     assert (await nb.run("f1").result()).text == "Recovered."

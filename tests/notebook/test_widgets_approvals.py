@@ -167,7 +167,9 @@ async def test_deny_with_a_reason_reaches_the_model(tmp_path: Path) -> None:
         click(widget, card, "deny", token=None, reason="not on a Friday")
         await widget.settled()
         assert widget.approvals[0]["state"] == "denied"
-        assert widget.approvals[0]["message"] == "denied: not on a Friday"
+        assert widget.approvals[0]["message"] == (
+            "denied: not on a Friday; the run resumes here (this kernel serves janitor v1)"
+        )
         result = await run.result()
         await eventually(lambda: widget.status == "completed" and not widget.following)
     results = [p for m in result.messages if m.role == "tool" for p in m.content if p.is_error]

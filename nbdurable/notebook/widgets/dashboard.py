@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import anywidget
@@ -14,9 +14,10 @@ import traitlets
 
 from ..._aio import wait_event
 from ...messages import VerdictSource
-from ...runs import ACTIVE_STATES, BUSY_STATES, RETRYABLE_STATES, RUN_STATES
+from ...runs import ACTIVE_STATES, BUSY_STATES, RETRYABLE_STATES, RUN_STATES, STALLED
 from ...runtime.checked_verdicts import Outcome, submit_verdict
 from ...runtime.run import Run
+from .._next_step import confirmed
 from .._session import deciding_user
 from ._fallback import dashboard_summary, with_summary
 from ._messages import Ack, Pong, received
@@ -40,8 +41,9 @@ if TYPE_CHECKING:
 
 __all__ = ["STATUSES", "DashboardView", "RunsDashboard"]
 
-STATUSES: tuple[str, ...] = (*RUN_STATES, "suspended")
-"""Statuses a run can have: the runtime's run states, and ``suspended`` for loop runs."""
+STATUSES: tuple[str, ...] = (*RUN_STATES, "suspended", STALLED)
+"""Statuses a run can have: the runtime's run states, ``suspended`` for loop runs, and
+``stalled`` for a running run whose owner stopped."""
 
 ANSWER_KEPT_S = 600.0
 """How long an approval answered from the dashboard stays listed with its outcome."""
@@ -392,6 +394,9 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
                     reason=reason,
                     source=VerdictSource(by=deciding_user(), via="widget"),
                 )
+                if outcome.recorded:  # what happens next: here, on a worker, or it waits
+                    said = await confirmed(self.runtime, run_id, outcome.message)
+                    outcome = replace(outcome, message=said)
         except Exception as exc:  # shown in the row; the run is left as it was
             outcome = Outcome("error", f"error: {type(exc).__name__}: {exc}")
         self._answer(approval, outcome.state, outcome.message)

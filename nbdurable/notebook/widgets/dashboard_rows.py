@@ -16,7 +16,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ...inspect._compact import age, cost_text, why
-from ...runs import HUMAN_STATES, RETRYABLE_STATES, UNFINISHED_STATES, RuntimeRun
+from ...runs import (
+    ACTIVE_STATES,
+    HUMAN_STATES,
+    RETRYABLE_STATES,
+    STALLED,
+    UNFINISHED_STATES,
+    RuntimeRun,
+    stalled,
+)
 
 __all__ = [
     "COLUMNS",
@@ -45,10 +53,14 @@ PAGE_SIZES = (10, 25, 50, 100)
 """Page sizes the view offers (a query may ask for any size from 1 to the largest)."""
 
 FILTERS: dict[str, frozenset[str]] = {
-    "unfinished": frozenset({*UNFINISHED_STATES, "suspended"}),
-    "attention": frozenset({*HUMAN_STATES, "failed", "suspended"}),
+    "unfinished": frozenset({*UNFINISHED_STATES, "suspended", STALLED}),
+    "attention": frozenset({*HUMAN_STATES, "failed", "suspended", STALLED}),
 }
-"""Status filters beyond single statuses: runs not finished; runs a person should look at."""
+"""Status filters beyond single statuses: runs not finished; runs a person should look at.
+
+``stalled`` is the status a row shows for a ``running`` run whose owner stopped
+(:func:`~nbdurable.runs.stalled`): it needs a look, not patience.
+"""
 
 
 def one_line(text: str, limit: int = CELL_CHARS) -> str:
@@ -114,6 +126,8 @@ COLUMNS: tuple[Column, ...] = (
 
 
 STOPPED_ON_ERROR = RETRYABLE_STATES | {"retry_wait"}
+_TIMED = ACTIVE_STATES | {"retry_wait"}
+"""States whose row depends on the time: a retry's countdown, a lease that may run out."""
 
 
 def _why(row: dict[str, Any], record: RuntimeRun | None) -> str:
@@ -195,8 +209,8 @@ def run_rows(
         source = (order, tuple(row.values()), record)
         if cache is not None:
             cached = cache.get(row["run_id"])
-            # a retry's countdown is worded again at every read
-            if cached is not None and cached[0] == source and row["status"] != "retry_wait":
+            # a retry's countdown and a running run's lease are read again at every read
+            if cached is not None and cached[0] == source and row["status"] not in _TIMED:
                 built.append(cached[1])
                 continue
         made = _run_row(row, record, order, columns, now)
@@ -218,6 +232,8 @@ def _run_row(
     now_ms: int,
 ) -> RunRow:
     full = dict(row)
+    if record is not None and stalled(record, now_ms) is not None:
+        full["status"] = STALLED  # the record says running; nobody runs it
     full["order"] = order
     full["why"] = _why(full, record)
     full["age"] = age(row.get("created_at"), now_ms)
@@ -228,10 +244,10 @@ def _run_row(
         cells[column.key] = one_line(text)
         if cells[column.key] != text:
             titles[column.key] = text[:TITLE_CHARS]
-    search = (row["run_id"], row.get("agent"), row["status"], full["why"], row.get("session_id"))
+    search = (row["run_id"], row.get("agent"), full["status"], full["why"], row.get("session_id"))
     return RunRow(
         run_id=row["run_id"],
-        status=str(row["status"]),
+        status=str(full["status"]),
         created_at=int(row.get("created_at") or 0),
         runtime=record is not None,
         order=order,

@@ -18,6 +18,7 @@ from ...runs import (
     QUEUED_STATES,
     TERMINAL_STATES,
     UNSUCCESSFUL_STATES,
+    Stalled,
     decided_phrase,
 )
 from .._lease import LeaseWait
@@ -138,6 +139,7 @@ def run_state(
     *,
     max_steps: int = 0,
     lease: LeaseWait | None = None,
+    stalled: Stalled | None = None,
     now: int | None = None,
 ) -> dict[str, Any]:
     """The synced state of a run view: status, steps, full text, usage, cards, times.
@@ -148,6 +150,7 @@ def run_state(
         clock: The run's first and latest event times.
         max_steps: The run's step budget (0 when unknown, e.g. a loop-API run).
         lease: Another runtime's lease the run waits for, if any.
+        stalled: The run's stopped owner, when nobody executes the running run.
         now: The time (epoch ms) to count the lease's time left from (default: now).
     """
     # a gated call's result arrives in the leg that resumes the run, under a later step
@@ -171,7 +174,8 @@ def run_state(
         "last_offset": view.last_offset,
         "max_steps": max_steps,
         "progress": progress(len(view.steps), max_steps, usage),
-        "summary": summary(view, approvals, lease, now),
+        "summary": summary(view, approvals, lease, now, stalled),
+        "stalled": stalled is not None and view.status not in ENDED_STATES,
         "lease_until": lease.until if lease is not None else 0,
         "lease_owner": lease.owner if lease is not None else "",
     }
@@ -196,9 +200,12 @@ def summary(
     approvals: list[dict[str, Any]],
     lease: LeaseWait | None = None,
     now: int | None = None,
+    stalled: Stalled | None = None,
 ) -> str:
     """Why the run stopped, or what it waits for, in one line."""
     status, reason = view.status, view.error or ""
+    if stalled is not None and status not in ENDED_STATES:
+        return stalled.text(now)  # the record says running; its owner stopped
     if lease is not None and status not in ENDED_STATES:
         return lease.text(now)  # the record says another runtime holds the run
     if status == "completed":

@@ -6,6 +6,7 @@ import asyncio
 import contextvars
 import sys
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anywidget
@@ -18,11 +19,12 @@ from ...events.fold import RunView
 from ...events.model import RUN_STARTED, RUN_STATE, Event
 from ...events.subscribe import subscribe
 from ...messages import VerdictSource
-from ...runs import BUSY_STATES
+from ...runs import BUSY_STATES, Stalled, stalled
 from ...runtime.checked_verdicts import Outcome, submit_verdict
 from ...runtime.in_flight import verdict_in_flight
 from ...runtime.run import Run
 from .._lease import LeaseWait, lease_wait
+from .._next_step import confirmed
 from .._session import deciding_user
 from ._fallback import FallbackDisplay, run_summary, with_summary
 from ._messages import Ack, Pong, Snapshot, Verdict, received
@@ -108,6 +110,7 @@ class RunWidget(anywidget.AnyWidget):
     summary = traitlets.Unicode("").tag(sync=True)
     lease_until = traitlets.Int(0).tag(sync=True)
     lease_owner = traitlets.Unicode("").tag(sync=True)
+    stalled = traitlets.Bool(False).tag(sync=True)
 
     def __init__(self, runtime: DurableRuntime, run_id: str, **kwargs: Any) -> None:
         try:
@@ -129,6 +132,7 @@ class RunWidget(anywidget.AnyWidget):
         self._opened_at = _now_ms()
         self._max_steps = 0
         self._lease: LeaseWait | None = None
+        self._stalled: Stalled | None = None
         self._lease_check: asyncio.TimerHandle | None = None
         self._fallback = FallbackDisplay(self._repr_mimebundle_)
         self._read_record()
@@ -144,7 +148,10 @@ class RunWidget(anywidget.AnyWidget):
             self._lease = None
             return
         self._max_steps = record.max_steps
-        self._lease = lease_wait(record, self.runtime.owner_id)
+        self._stalled = stalled(record)
+        self._lease = (
+            None if self._stalled is not None else lease_wait(record, self.runtime.owner_id)
+        )
         if self._lease is not None and self._lease_check is None:
             # look again once it lapsed: taken over (an event says so) or still held
             delay = max(0.0, (self._lease.until - _now_ms()) / 1000) + 0.5
@@ -181,6 +188,12 @@ class RunWidget(anywidget.AnyWidget):
             and event.created_at >= self._opened_at
         ):
             self._lease = None  # a runtime took the run over (or it moved on)
+        if (
+            self._stalled is not None
+            and event.type in (RUN_STARTED, RUN_STATE)
+            and event.created_at >= self._opened_at
+        ):
+            self._stalled = None  # someone took it over (or it moved on)
         self._cards.observe(self.view, event)
         self._clock.observe(event)
         self._schedule_flush()
@@ -200,7 +213,12 @@ class RunWidget(anywidget.AnyWidget):
         if self.comm is None:
             return  # closed
         state = run_state(
-            self.view, self._cards, self._clock, max_steps=self._max_steps, lease=self._lease
+            self.view,
+            self._cards,
+            self._clock,
+            max_steps=self._max_steps,
+            lease=self._lease,
+            stalled=self._stalled,
         )
         context = _latest_request_context()
         if context is None:
@@ -291,6 +309,9 @@ class RunWidget(anywidget.AnyWidget):
             reason=reason,
             source=VerdictSource(by=deciding_user(), via="widget"),
         )
+        if outcome.recorded:  # say what happens next: here, on a worker, or it waits
+            said = await confirmed(self.runtime, self.run_id, outcome.message)
+            outcome = replace(outcome, message=said)
         if outcome.state == "expired":
             # this kernel holds the secret: show the request again with a fresh token
             for request in await Run(self.runtime, self.run_id).pending_approvals():
@@ -325,7 +346,7 @@ class RunWidget(anywidget.AnyWidget):
             f"approved by grant {grant.grant_id}: every {request.tool_name} call for "
             f"{CARD_GRANT_MINUTES:g} min"
         )
-        return Outcome("approved", message)
+        return Outcome("approved", await confirmed(self.runtime, self.run_id, message))
 
     def _verdict_done(
         self, approval_id: str, task: asyncio.Task[Outcome], reason: str | None

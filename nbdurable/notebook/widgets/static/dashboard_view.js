@@ -279,8 +279,8 @@ function render({ model, el }) {
     const options = [["", `all runs (${number(total)})`]];
     for (const key of model.get("filters") || []) {
       const members = key === "unfinished"
-        ? ["queued", "pending", "running", "retry_wait", "waiting_approval", "needs_attention", "cancelling", "suspended"]
-        : ["waiting_approval", "needs_attention", "failed", "suspended"];
+        ? ["queued", "pending", "running", "retry_wait", "waiting_approval", "needs_attention", "cancelling", "suspended", "stalled"]
+        : ["waiting_approval", "needs_attention", "failed", "suspended", "stalled"];
       const n = members.reduce((sum, s) => sum + (counts[s] || 0), 0);
       options.push([key, `${FILTER_LABELS[key] || key} (${number(n)})`]);
     }

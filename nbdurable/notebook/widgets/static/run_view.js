@@ -1,6 +1,6 @@
 // nbdurable run view (anywidget ESM): the live view of one run.
 // Reads the synced traits the kernel sets (status, step, usage, approvals, error,
-// started_at, ended_at, max_steps, progress, summary, lease_until, lease_owner,
+// started_at, ended_at, max_steps, progress, summary, lease_until, lease_owner, stalled,
 // following, snapshot) and sends custom messages (docs/notebook.md, "Widget messages"):
 // a verdict per card click, a ping (kernel_link.js), and a snapshot request when it
 // renders. The card's token is the request's signed token; the secret never reaches here.
@@ -196,7 +196,8 @@ function render({ model, el }) {
     if (model.get("lease_until") && !FINISHED.has(model.get("status"))) summary_();
   };
   const header_ = () => {
-    const status = model.get("status");
+    // a running run whose owner stopped shows as stalled (the summary says why)
+    const status = model.get("stalled") ? "stalled" : model.get("status");
     badge.textContent = status;
     badge.className = `nbd-badge nbd-status-${status}`;
     runId.textContent = model.get("run_id");
@@ -212,13 +213,18 @@ function render({ model, el }) {
       text = leaseLine(model.get("lease_owner"), until);
     }
     summary.textContent = text;
-    summary.className = `nbd-summary${TROUBLE.has(status) ? " nbd-summary-trouble" : ""}`;
+    const trouble = TROUBLE.has(status) || model.get("stalled");
+    summary.className = `nbd-summary${trouble ? " nbd-summary-trouble" : ""}`;
     summary.style.display = text && text !== status ? "" : "none"; // the badge says it already
   };
   const live_ = () => {
     let text = "";
     if (link.state === "disconnected") {
-      text = `disconnected: re-run the cell or %durable show ${model.get("run_id")}`;
+      // re-running a %%agent cell re-attaches to its run only while it is unfinished
+      const show = `%durable show ${model.get("run_id")}`;
+      text = FINISHED.has(model.get("status"))
+        ? `disconnected: ${show} shows this run again`
+        : `disconnected: re-run the cell to follow this run again, or ${show}`;
     } else if (link.busy) {
       text = "the kernel is busy: this view goes on when the running cell ends";
     }
@@ -364,7 +370,7 @@ function render({ model, el }) {
   const status_ = () => { header_(); summary_(); };
   const approvals_ = () => { cards_(); steps_(); summary_(); };
   const traits = [
-    ["change:status", status_], ["change:step", header_], ["change:progress", header_],
+    ["change:status", status_], ["change:stalled", status_], ["change:step", header_], ["change:progress", header_],
     ["change:started_at", header_], ["change:ended_at", header_], ["change:usage", header_],
     ["change:summary", summary_], ["change:lease_until", summary_], ["change:approvals", approvals_],
     ["change:snapshot", snapshotTrait], ["change:takeover", takeover_],

@@ -1,0 +1,122 @@
+"""What happens to a run after a verdict, said truthfully in one phrase.
+
+An approval, a denial, a retry or a settle only records a decision: whether the
+run then goes on depends on who serves its agent. A confirmation that says "the
+run resumes" when no runtime serves the agent is a promise the product breaks, so
+every confirmation (a run widget's card, the dashboard, ``%durable approve``,
+``%durable retry``) ends with :func:`next_step`: it resumes here (this kernel's
+runtime serves the agent), it resumes on worker X (another live runtime took it),
+or it waits for a worker serving the agent, and how to provide one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+from ..durable.offload import offload
+from ..durable.store import RunStore
+from ..runs import (
+    ACTIVE_STATES,
+    BUSY_STATES,
+    RuntimeRun,
+    definition_matches,
+    describe_holder,
+    lease_holder,
+    of_engine,
+    process_gone,
+)
+from ._session import current_url
+
+if TYPE_CHECKING:
+    from ..runtime.runtime import DurableRuntime
+
+__all__ = ["SETTLE_S", "confirmed", "next_step", "serves_here"]
+
+SETTLE_S = 1.5
+"""How long :func:`next_step` watches for another runtime's claim before saying the
+run waits (a worker polling the store takes a pending run within its poll interval)."""
+
+
+def serves_here(runtime: DurableRuntime, record: RuntimeRun) -> bool:
+    """Whether this runtime's engine executes ``record``.
+
+    It does when it serves the run's agent and version with the definition the run
+    was submitted under, on the run's engine.
+    """
+    if not of_engine(record, runtime.engine.name) or runtime.engine.home_loop() is None:
+        return False
+    return definition_matches(record, runtime.registry.definitions()) is True
+
+
+def _held_elsewhere(runtime: DurableRuntime, record: RuntimeRun, now: int) -> str | None:
+    """The live runtime holding ``record`` that is not this one, if any."""
+    owner = record.lease_owner
+    if record.state not in ACTIVE_STATES or not owner:
+        return None
+    if owner in (runtime.owner_id, lease_holder(runtime.owner_id)):
+        return None
+    if (record.lease_expires_at or 0) <= now or process_gone(owner):
+        return None
+    return describe_holder(owner)
+
+
+async def next_step(
+    runtime: DurableRuntime,
+    run_id: str,
+    *,
+    store_url: str | None = None,
+    settle_s: float = SETTLE_S,
+) -> str:
+    """What happens to ``run_id`` next, as the tail of a confirmation.
+
+    ``the run resumes here``, ``the run resumes on worker runtime-… (pid 42 on
+    host)``, or ``the run waits for a worker serving janitor v1: …`` (with the
+    command or the import that provides one), or that it still waits for its other
+    approvals. Empty for a run that ended.
+
+    Args:
+        runtime: The kernel's runtime.
+        run_id: The run a verdict was just recorded on.
+        store_url: The store's URL, for the ``nbdurable worker`` command it suggests.
+        settle_s: How long to watch for another runtime's claim of a pending run.
+    """
+    store = runtime.store
+    if not isinstance(store, RunStore):
+        return ""
+    record = await offload(store.rt_get, run_id)
+    if record is not None and record.state == "waiting_approval":
+        return "the run goes on once its other approvals are answered"
+    if record is None or record.state not in BUSY_STATES:
+        return ""
+    agent = f"{record.agent_id} v{record.agent_version}"
+    if serves_here(runtime, record):
+        runtime.wake()
+        return f"the run resumes here (this kernel serves {agent})"
+    deadline = time.monotonic() + settle_s
+    while True:
+        held = _held_elsewhere(runtime, record, int(time.time() * 1000))
+        if held is not None:
+            return f"the run resumes on worker {held}"
+        if record.state not in BUSY_STATES or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(0.05)
+        fresh = await offload(store.rt_get, run_id)
+        if fresh is None:
+            return ""
+        record = fresh
+    if record.state not in BUSY_STATES:
+        return f"the run is {record.state}"
+    url = store_url or "STORE_URL"
+    return (
+        f"the run waits for a worker serving {agent}: run the cell defining agent "
+        f"{record.agent_id!r} version {record.agent_version!r}, then %durable resume "
+        f"{run_id}, or start `nbdurable worker --store {url} --agents MODULE:AGENTS`"
+    )
+
+
+async def confirmed(runtime: DurableRuntime, run_id: str, said: str) -> str:
+    """``said`` (a recorded verdict's line) followed by what happens next, when anything does."""
+    then = await next_step(runtime, run_id, store_url=current_url())
+    return f"{said}; {then}" if then else said
