@@ -163,6 +163,8 @@ def test_after_a_restart_rerunning_the_agent_cell_reattaches_to_its_run(
     jupyter: Server, page: Any, folder: Path
 ) -> None:
     """What the stale view advises is what happens: re-running the cell finds its run."""
+    import nbformat
+
     nbformat.write(notebook(SETUP, CELL, WAITING), folder / "reattach.ipynb")
     path = f"{folder.name}/reattach.ipynb"
     with diagnosed(page, jupyter, "jupyterlab-reattach"):

@@ -83,6 +83,8 @@ def widget_output(cell: Any) -> dict[str, Any]:
 
 
 def test_a_saved_run_widget_output_says_what_the_run_is_without_a_kernel(tmp_path: Path) -> None:
+    import nbformat
+
     notebook = nbformat.reads(nbformat.writes(saved_notebook(tmp_path)), as_version=4)
     data = widget_output(notebook.cells[1])
     # GitHub, nbviewer or a kernel-less JupyterLab show these instead of the widget
@@ -96,6 +98,9 @@ def test_a_saved_run_widget_output_says_what_the_run_is_without_a_kernel(tmp_pat
 
 
 def test_a_saved_completed_run_shows_its_answer(tmp_path: Path) -> None:
+    import nbclient
+    import nbformat
+
     notebook = nbformat.v4.new_notebook()
     greeter = 'greeter = nd.Agent("greeter", nd.ScriptedModel(["Hello, <world>!"]), version="1")'
     wait = WAIT.replace('"waiting_approval"', '"completed"').replace("r1", "r2")
