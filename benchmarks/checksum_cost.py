@@ -38,7 +38,7 @@ import asyncio, json, sys, time, tempfile
 from pathlib import Path
 import nbdurable as nd
 from nbdurable.runs import RuntimeRun, ToolIntent
-from nbdurable.events.model import NewEvent
+from nbdurable.events._model import NewEvent
 
 steps, commits = int(sys.argv[1]), int(sys.argv[2])
 root = Path(tempfile.mkdtemp())

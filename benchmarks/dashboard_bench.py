@@ -41,8 +41,8 @@ from machine_info import describe, machine, table
 
 import nbdurable as nd
 from nbdurable.notebook.widgets import RunsDashboard
-from nbdurable.notebook.widgets.dashboard_rows import Query, page_of
-from nbdurable.notebook.widgets.dashboard_source import DashboardSource
+from nbdurable.notebook.widgets._dashboard_rows import Query, page_of
+from nbdurable.notebook.widgets._dashboard_source import DashboardSource
 
 SECRET = "dashboard-bench-secret-0b1c"
 LONG_ERROR = "The warehouse refused the connection: " + "credentials expired for etl; " * 12

@@ -52,7 +52,7 @@ from machine_info import describe, machine, table
 import nbdurable as nd
 from nbdurable import events as ev
 from nbdurable.messages import Part, TextPart, ToolCallPart
-from nbdurable.models.base import ModelRequest, ModelResponse, ResponseEvent, TextDeltaEvent
+from nbdurable.models._base import ModelRequest, ModelResponse, ResponseEvent, TextDeltaEvent
 
 DELTAS_TARGET = 20_000
 """Persisted deltas per second, at least."""

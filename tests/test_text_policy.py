@@ -20,7 +20,7 @@ import nbdurable as nd
 from nbdurable._text import valid_data, valid_text
 from nbdurable.messages import ToolCallPart, ToolResultPart
 from nbdurable.parts import ErrorPart, TextDeltaPart
-from nbdurable.stores.packing import unpack_json
+from nbdurable.stores._packing import unpack_json
 
 BAD = "a\udcffb"  # what os.fsdecode(b"a\xffb") gives
 GOOD = "a\ufffdb"
@@ -129,7 +129,7 @@ def _open(kind: str, tmp_path: Path) -> Any:
     return nd.open_store(f"jsonl:///{tmp_path}/runs")
 
 
-# Columns whose BLOBs are packed JSON text (nbdurable.stores.packing).
+# Columns whose BLOBs are packed JSON text (nbdurable.stores._packing).
 _PACKED = {
     ("events", "payload"),
     ("nodes", "message"),

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import NbdurableError
-from .agents import load_agents
-from .logs import report_error
-from .store import STORE_HELP, default_store
+from ._agents import load_agents
+from ._logs import report_error
+from ._store import STORE_HELP, default_store
 
 __all__ = ["load_agents", "main"]
 
@@ -68,7 +68,9 @@ def _sync(handler: Any) -> Any:
 
 
 def _add_runs(commands: Any) -> None:
-    from . import approvals, control, runs
+    from . import _approvals as approvals
+    from . import _control as control
+    from . import _runs as runs
 
     status = _option("--status", metavar="S", help="only runs in this status")
     graph = _option("--graph", metavar="ID", help="only the nodes of this graph")
@@ -154,7 +156,7 @@ def _add_runs(commands: Any) -> None:
 
 
 def _add_demo(commands: Any) -> None:
-    from .demo import demo
+    from ._demo import demo
 
     parser = commands.add_parser(
         "demo", help="a durable run in the terminal: crash, recovery, approval, denial"
@@ -165,7 +167,9 @@ def _add_demo(commands: Any) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from . import serve, store_check, worker
+    from . import _serve as serve
+    from . import _store_check as store_check
+    from . import _worker as worker
 
     parser = argparse.ArgumentParser(
         prog="nbdurable",

@@ -13,9 +13,9 @@ import sys
 from typing import Any
 
 from ..messages import ToolResultPart
-from ..models.base import ModelRequest
-from ..models.scripted import ScriptedModel, Turn
-from ..runtime.agent import Agent
+from ..models._base import ModelRequest
+from ..models._scripted import ScriptedModel, Turn
+from ..runtime._agent import Agent
 from ..tools import tool
 
 __all__ = ["AGENT_ID", "CRASH_AFTER_DELTAS", "LEASE_MS", "PROMPT", "crash_leg", "janitor"]
@@ -101,10 +101,10 @@ def _die() -> None:
 
 
 async def _leg(url: str, run_id: str) -> None:
-    from ..events.model import MODEL_DELTA
-    from ..runtime.runtime import DurableRuntime
+    from ..events._model import MODEL_DELTA
+    from ..runtime._runtime import DurableRuntime
     from ..stores import open_store
-    from .follow import EventPrinter
+    from ._follow import EventPrinter
 
     store: Any = open_store(url)
     runtime = await DurableRuntime.open(

@@ -6,7 +6,7 @@ the records and their rules are :mod:`nbdurable.runs`, in this layer too).
 Standard library and pydantic only: no file or database code lives here.
 """
 
-from .checkpoint import (
+from ._checkpoint import (
     CHECKPOINT_VERSION,
     AgentCheckpoint,
     CheckpointInfo,
@@ -14,9 +14,9 @@ from .checkpoint import (
     ForkPoint,
     StepStats,
 )
-from .codec import deserialize_checkpoint, serialize_checkpoint
-from .records import RunRecord
-from .signer import SECRET_ENV_VAR, TOKEN_DENIAL_REASON, ApprovalSigner
+from ._codec import deserialize_checkpoint, serialize_checkpoint
+from ._records import RunRecord
+from ._signer import SECRET_ENV_VAR, TOKEN_DENIAL_REASON, ApprovalSigner
 from .store import (
     HISTORY,
     INCREMENTAL,

@@ -1,8 +1,8 @@
 """The persisted event log: every run's events with per-run offsets, replay and live tail."""
 
 from ..durable.store import EVENTS, EventStore
-from .fold import RunView, StepView, fold_events
-from .model import (
+from ._fold import RunView, StepView, fold_events
+from ._model import (
     APPROVAL_RESOLVED,
     CHECKPOINT_SAVED,
     GRANT_ADDED,
@@ -27,8 +27,8 @@ from .model import (
     NewEvent,
     position,
 )
-from .subscribe import read_events, subscribe
-from .writer import EventWriter
+from ._subscribe import read_events, subscribe
+from ._writer import EventWriter
 
 __all__ = [
     "APPROVAL_RESOLVED",

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, RunNotFoundError
-from ..durable.records import RunRecord
-from ..durable.signer import token_issued_at
+from ..durable._records import RunRecord
+from ..durable._signer import token_issued_at
 from ..durable.store import EventLog, HistoryStore, RunStore
-from ..events.model import APPROVAL_RESOLVED, TOOL_APPROVAL_REQUEST, TOOL_CALL
+from ..events._model import APPROVAL_RESOLVED, TOOL_APPROVAL_REQUEST, TOOL_CALL
 from ..messages import ToolApprovalRequest, VerdictSource
 from ..runs import RuntimeRun
 from ._source import StoreLike, opened

@@ -7,8 +7,8 @@ import html
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..durable.checkpoint import AgentCheckpoint
-from ..durable.lookup import checkpoint_at
+from ..durable._checkpoint import AgentCheckpoint
+from ..durable._lookup import checkpoint_at
 from ..messages import Message
 from ._rows import preview
 from ._source import StoreLike, opened

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._errors import RunNotFoundError
-from ..durable.checkpoint import AgentCheckpoint
-from ..durable.lookup import runtime_record
-from ..durable.signer import token_issued_at
+from ..durable._checkpoint import AgentCheckpoint
+from ..durable._lookup import runtime_record
+from ..durable._signer import token_issued_at
 from ..durable.store import EventLog, HistoryStore, RunStore
-from ..events.model import RUN_TAKEN_OVER, TOOL_APPROVAL_REQUEST
+from ..events._model import RUN_TAKEN_OVER, TOOL_APPROVAL_REQUEST
 from ..runs import (
     ACTIVE_STATES,
     UNFINISHED_STATES,

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._errors import RunNotFoundError
-from ..durable.lookup import checkpoint_at
+from ..durable._lookup import checkpoint_at
 from ..durable.store import RunStore
 from ..runs import RuntimeRun
 from . import _graph_rows, _rows

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..durable.checkpoint import AgentCheckpoint
-from ..durable.signer import ApprovalSigner
-from ..events.fork import fork_run
-from ..events.model import RUN_FORKED
+from ..durable._checkpoint import AgentCheckpoint
+from ..durable._signer import ApprovalSigner
+from ..events._fork import fork_run
+from ..events._model import RUN_FORKED
 from ..messages import Message
 from ._source import StoreLike, opened
 

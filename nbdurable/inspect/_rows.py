@@ -9,9 +9,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..durable.checkpoint import AgentCheckpoint, CheckpointInfo
-from ..durable.records import RunRecord
-from ..events.model import Event
+from ..durable._checkpoint import AgentCheckpoint, CheckpointInfo
+from ..durable._records import RunRecord
+from ..events._model import Event
 from ..messages import (
     ApprovalRequestPart,
     ImagePart,

@@ -7,9 +7,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Union
 
 from .._errors import ConfigurationError, RunNotFoundError
-from ..durable.lookup import runtime_record
+from ..durable._lookup import runtime_record
 from ..durable.store import HISTORY, EventLog, HistoryStore, supports
-from ..events.model import Event
+from ..events._model import Event
 from ..runs import RuntimeRun
 
 __all__ = ["StoreLike", "opened", "run_events"]

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..events.model import (
+from ..events._model import (
     APPROVAL_RESOLVED,
     MODEL_ATTEMPT_FAILED,
     MODEL_ATTEMPT_STARTED,

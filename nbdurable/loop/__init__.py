@@ -17,9 +17,9 @@ from ..parts import (
     ToolCallStreamPart,
     ToolResultStreamPart,
 )
-from .blocking import generate_text_sync
-from .driver import Driver
-from .effects import (
+from ._blocking import generate_text_sync
+from ._driver import Driver
+from ._effects import (
     AskApprover,
     CallModel,
     Effect,
@@ -32,9 +32,9 @@ from .effects import (
     ToolOutcome,
     error_result,
 )
-from .generate import generate_text, resume_from_checkpoint
-from .machine import AgentMachine
-from .options import (
+from ._generate import generate_text, resume_from_checkpoint
+from ._machine import AgentMachine
+from ._options import (
     AgentOptions,
     GenerateTextResult,
     PrepareStepResult,
@@ -44,9 +44,9 @@ from .options import (
     step_count_is,
     total_tokens_exceed,
 )
-from .start import LegStart, leg_start_from_checkpoint
-from .stream import StreamChatResult, resume_stream_from_checkpoint, stream_chat
-from .subagent import AgentTool, agent_tool
+from ._start import LegStart, leg_start_from_checkpoint
+from ._stream import StreamChatResult, resume_stream_from_checkpoint, stream_chat
+from ._subagent import AgentTool, agent_tool
 
 __all__ = [
     "AgentMachine",

@@ -8,7 +8,7 @@ that importing this package never imports a provider SDK or another framework.
 import typing as _typing
 
 from .._lazy import lazy_attributes as _lazy_attributes
-from .base import (
+from ._base import (
     FinishReason,
     Model,
     ModelRequest,
@@ -20,22 +20,22 @@ from .base import (
     ToolCallDeltaEvent,
     ToolSpec,
 )
-from .pricing import PRICES, Price, cost_of, price_for, set_price
-from .scripted import ScriptedModel, Turn
+from ._pricing import PRICES, Price, cost_of, price_for, set_price
+from ._scripted import ScriptedModel, Turn
 
 if _typing.TYPE_CHECKING:
-    from .anthropic import AnthropicModel
-    from .langchain import LangChainModel
-    from .openai import OpenAIChatModel
-    from .pydantic_ai import PydanticAIModel
+    from ._anthropic import AnthropicModel
+    from ._langchain import LangChainModel
+    from ._openai import OpenAIChatModel
+    from ._pydantic_ai import PydanticAIModel
 
 __getattr__ = _lazy_attributes(
     __name__,
     {
-        "AnthropicModel": ".anthropic",
-        "LangChainModel": ".langchain",
-        "OpenAIChatModel": ".openai",
-        "PydanticAIModel": ".pydantic_ai",
+        "AnthropicModel": "._anthropic",
+        "LangChainModel": "._langchain",
+        "OpenAIChatModel": "._openai",
+        "PydanticAIModel": "._pydantic_ai",
     },
 )
 

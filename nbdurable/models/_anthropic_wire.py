@@ -1,7 +1,7 @@
 """Anthropic Messages API wire format: requests from our history, responses into our parts.
 
 Pure data mapping (no SDK import), shared by ``generate`` and ``stream`` of
-:class:`~nbdurable.models.anthropic.AnthropicModel`.
+:class:`~nbdurable.models._anthropic.AnthropicModel`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from .._media import sniff_media_type
 from ..messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart, Usage
-from .base import FinishReason, ModelRequest, ModelResponse
-from .pricing import Price, cost_of
+from ._base import FinishReason, ModelRequest, ModelResponse
+from ._pricing import Price, cost_of
 
 __all__ = ["StructuredMode", "build_params", "finish_reason", "response_from_blocks", "usage_of"]
 

@@ -15,9 +15,7 @@ from .._extras import import_for
 from .._media import sniff_media_type
 from .._openai_chat import INVALID_ARGS_KEY, parse_arguments
 from ..messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart, Usage
-from ._openai_stream import StreamedCall
-from ._openai_wire import new_call_id
-from .base import (
+from ._base import (
     FinishReason,
     ModelRequest,
     ModelResponse,
@@ -25,7 +23,9 @@ from .base import (
     TextDeltaEvent,
     ToolCallDeltaEvent,
 )
-from .pricing import Price, cost_of
+from ._openai_stream import StreamedCall
+from ._openai_wire import new_call_id
+from ._pricing import Price, cost_of
 
 __all__ = [
     "LangChain",

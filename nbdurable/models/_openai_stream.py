@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..messages import Part, TextPart, ToolCallPart
+from ._base import ModelStreamEvent, TextDeltaEvent, ToolCallDeltaEvent
 from ._openai_wire import new_call_id, parse_arguments
-from .base import ModelStreamEvent, TextDeltaEvent, ToolCallDeltaEvent
 
 __all__ = ["StreamAccumulator", "StreamedCall"]
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from .._openai_chat import parse_arguments, to_openai
 from ..messages import Part, TextPart, ToolCallPart, Usage
+from ._base import FinishReason, ModelRequest
 from ._openai_schema import strict_schema
-from .base import FinishReason, ModelRequest
-from .pricing import Price, cost_of
+from ._pricing import Price, cost_of
 
 __all__ = [
     "finish_reason",

@@ -7,7 +7,7 @@ from typing import Any
 
 from .._errors import ConfigurationError, DurableConflictError
 from ..runs import RuntimeRun
-from ..runtime.agent import Agent
+from ..runtime._agent import Agent
 
 __all__ = ["agent_named", "agents_in", "next_version", "register", "run_agent"]
 

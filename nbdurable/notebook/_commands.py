@@ -32,9 +32,9 @@ from ..runs import (
     mismatch_reason,
     of_engine,
 )
-from ..runtime.grants import DEFAULT_GRANT_MINUTES
-from ..runtime.late_results import blind_retry_error
-from ..runtime.run import Run, approval_expired
+from ..runtime._grants import DEFAULT_GRANT_MINUTES
+from ..runtime._late_results import blind_retry_error
+from ..runtime._run import Run, approval_expired
 from . import _views
 from ._agents import agents_in, register, run_agent
 from ._lease import lease_wait

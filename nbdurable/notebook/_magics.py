@@ -15,7 +15,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from .._errors import ConfigurationError, NbdurableError
 from ..durable.store import RunStore
 from ..runs import UNFINISHED_STATES
-from ..runtime.run import Run
+from ..runtime._run import Run
 from . import _views
 from ._agents import agent_named
 from ._cell_runs import cell_key, cell_request_id, front_end_cell_id, unfinished_run_of

@@ -15,7 +15,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
-from ..durable.offload import offload
+from ..durable._offload import offload
 from ..durable.store import RunStore
 from ..runs import (
     ACTIVE_STATES,
@@ -30,7 +30,7 @@ from ..runs import (
 from ._session import current_url
 
 if TYPE_CHECKING:
-    from ..runtime.runtime import DurableRuntime
+    from ..runtime._runtime import DurableRuntime
 
 __all__ = ["SETTLE_S", "confirmed", "next_step", "serves_here"]
 

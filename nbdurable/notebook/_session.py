@@ -20,10 +20,10 @@ from .._sync import run_sync
 from ..durable.store import HistoryStore, RunStore
 from ..messages import Message
 from ..runs import claimed_user, valid_name
-from ..runtime.agent import Agent
-from ..runtime.run import Run
-from ..runtime.runtime import DurableRuntime
-from ..stores.default import DEFAULT_STORE, default_store
+from ..runtime._agent import Agent
+from ..runtime._run import Run
+from ..runtime._runtime import DurableRuntime
+from ..stores._default import DEFAULT_STORE, default_store
 from ._agents import register
 
 __all__ = [

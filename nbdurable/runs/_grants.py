@@ -4,7 +4,7 @@ A grant approves every gated call of one tool in one run until it expires,
 optionally only when the call's arguments match a rule, and only for the calls
 of one agent path (the top-level agent's by default; a sub-agent's calls only
 when the grant names that sub-agent's path). It is a token signed with
-:meth:`~nbdurable.durable.signer.ApprovalSigner.sign_payload` (``kind:
+:meth:`~nbdurable.durable._signer.ApprovalSigner.sign_payload` (``kind:
 "grant"``, so it can never pass for an approval request's token), bound to the
 run, the tool, the rule, the agent path and the expiry. The run record keeps
 the tokens and the ids of revoked grants (:attr:`RuntimeRun.grants`); every
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ConfigurationError
-from ..durable.signer import ApprovalSigner
+from ..durable._signer import ApprovalSigner
 from ._patch import RunPatch
 from ._record import RuntimeRun
 

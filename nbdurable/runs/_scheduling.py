@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from ..durable.definitions import ServedDefinition, difference, parts_of
+from ..durable._definitions import ServedDefinition, difference, parts_of
 from ._patch import RunPatch
 from ._record import EMBEDDED, RuntimeRun
 from ._states import ACTIVE_STATES, DEPENDENCY_FAILED, UNSUCCESSFUL_STATES, RunState
@@ -39,7 +39,7 @@ def next_state(session_busy: bool) -> RunState:
 
 Definition = str | ServedDefinition | None
 """A served ``(id, version)``'s definition: its fingerprint, a registration that compares
-itself with runs (:class:`~nbdurable.durable.definitions.ServedDefinition`), or None (any)."""
+itself with runs (:class:`~nbdurable.durable._definitions.ServedDefinition`), or None (any)."""
 
 Served = Mapping[tuple[str, str], Definition] | Collection[tuple[str, str]]
 """What a runtime executes: ``(id, version) -> definition`` (None: any definition), or the keys."""
@@ -79,7 +79,7 @@ def definition_matches(run: RuntimeRun, agents: Served) -> bool | None:
     they serve it under another fingerprint. A run recorded without a
     fingerprint, or a runtime that names no fingerprint, matches any definition.
     A served fingerprint matches only an equal one; a served registration
-    (:class:`~nbdurable.durable.definitions.ServedDefinition`) decides itself,
+    (:class:`~nbdurable.durable._definitions.ServedDefinition`) decides itself,
     so it can also accept a run fingerprinted under the previous scheme.
     """
     table = served(agents)
@@ -100,7 +100,7 @@ def mismatch_reason(run: RuntimeRun, agents: Served | None = None) -> str:
     With ``agents`` (what the runtime that saw the run serves), the reason also
     says what that runtime's definition differs in (``...; a runtime that saw it
     differs in its tools (sweep changed)``), part by part
-    (:func:`~nbdurable.durable.definitions.difference`).
+    (:func:`~nbdurable.durable._definitions.difference`).
     """
     reason = _mismatch_prefix(run)
     mine = served(agents).get((run.agent_id, run.agent_version)) if agents is not None else None

@@ -6,7 +6,7 @@ which every store applies inside its own transaction
 verdicts on one approval, from any processes, exactly one wins. The record keeps
 each as a :class:`~nbdurable.runs.Decision`. Who may decide is the run's rule
 (:mod:`._deciders`); the checked path from a front end (a token to verify) is
-:func:`~nbdurable.runtime.checked_verdicts.submit_verdict`.
+:func:`~nbdurable.runtime._checked_verdicts.submit_verdict`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
 """The managed runtime: agents, limits, the scheduler, tasks and graphs."""
 
 from ..runs import LateResult, RuntimeRun, ToolIntent
-from .agent import TOOL_RECOVERY, Agent, Registry, ToolRecovery
-from .engine import EmbeddedEngine, Engine
-from .graphs import Graph, GraphNode
-from .late_results import use_late_result
-from .limits import Limits, ModelRetry, is_retryable
-from .notify import Notifier, verify_notification
-from .prompts import Prompt, canonical_prompt, prompt_message, validate_prompt
-from .run import Run, RunFailedError, RunResult
-from .runtime import DurableRuntime
-from .tasks import TaskContext, TaskDefinition, TaskRun, define_task
+from ._agent import TOOL_RECOVERY, Agent, Registry, ToolRecovery
+from ._engine import EmbeddedEngine, Engine
+from ._graphs import Graph, GraphNode
+from ._late_results import use_late_result
+from ._limits import Limits, ModelRetry, is_retryable
+from ._notify import Notifier, verify_notification
+from ._prompts import Prompt, canonical_prompt, prompt_message, validate_prompt
+from ._run import Run, RunFailedError, RunResult
+from ._runtime import DurableRuntime
+from ._tasks import TaskContext, TaskDefinition, TaskRun, define_task
 
 __all__ = [
     "TOOL_RECOVERY",

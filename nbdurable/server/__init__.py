@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_attributes
-from .errors import (
+from ._errors import (
     ApprovalExpiredError,
     ApprovalNotPendingError,
     ApprovalTokenError,
@@ -20,11 +20,11 @@ from .errors import (
     RunStateError,
     ServerError,
 )
-from .links import approval_link, link_for
+from ._links import approval_link, link_for
 
 if TYPE_CHECKING:
-    from .app import create_app
-    from .serving import build_server, serve
+    from ._app import create_app
+    from ._serving import build_server, serve
 
 __all__ = [
     "ApprovalExpiredError",
@@ -41,5 +41,5 @@ __all__ = [
 ]
 
 __getattr__ = lazy_attributes(
-    __name__, {"create_app": ".app", "build_server": ".serving", "serve": ".serving"}
+    __name__, {"create_app": "._app", "build_server": "._serving", "serve": "._serving"}
 )

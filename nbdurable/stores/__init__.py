@@ -150,7 +150,7 @@ def _missing(url: str, path: Path, what: str, create: bool) -> bool:
         return False
     if create:
         return True
-    from .default import STORE_ENV_VAR, default_store
+    from ._default import STORE_ENV_VAR, default_store
 
     default = default_store()
     if url == default:

@@ -11,10 +11,10 @@ unchanged. Importing ``nbdurable`` never imports this package (nor temporalio).
 
 from __future__ import annotations
 
-from .config import TemporalConfig
-from .connection import TemporalConnection, TemporalConnectionError
-from .engine import TemporalEngine
-from .worker import (
+from ._config import TemporalConfig
+from ._connection import TemporalConnection, TemporalConnectionError
+from ._engine import TemporalEngine
+from ._worker import (
     TASK_WORKFLOW_NAME,
     WORKFLOW_NAME,
     build_definition_workers,

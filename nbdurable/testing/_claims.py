@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.events.model import NewEvent
+from nbdurable.events._model import NewEvent
 from nbdurable.runs import RunPatch, RuntimeRun, ToolIntent
 
 from ._fixtures import Reopen

@@ -13,7 +13,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.durable.store import Capability, supports
-from nbdurable.events.model import NewEvent
+from nbdurable.events._model import NewEvent
 from nbdurable.runs import RunPatch, RuntimeRun, ToolIntent
 
 from ._verdicts import NOW

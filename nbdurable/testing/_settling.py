@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from nbdurable.runs import RunPatch, RuntimeRun
-from nbdurable.runtime.state_events import settled_nodes
+from nbdurable.runtime._state_events import settled_nodes
 
 NOW = 1_800_000_000_000
 

@@ -84,7 +84,7 @@ def cli(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
 
 def fits(text: str, width: int = WIDTH) -> bool:
     """Every line of ``text`` fits ``width`` columns."""
-    from nbdurable.cli.tables import text_width
+    from nbdurable.cli._tables import text_width
 
     return all(text_width(line) <= width for line in text.splitlines())
 

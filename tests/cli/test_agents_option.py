@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import nbdurable as nd
-from nbdurable.cli.agents import load_agents
+from nbdurable.cli._agents import load_agents
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ import pytest
 
 from nbdurable._errors import ConfigurationError
 from nbdurable.cli import main, serve, worker
-from nbdurable.cli.env import env_variables, resolve_env
+from nbdurable.cli._env import env_variables, resolve_env
 from nbdurable.notebook import NotebookSession
 
 from .conftest import AGENTS

@@ -9,8 +9,8 @@ import time
 import pytest
 
 import nbdurable as nd
-from nbdurable.cli.follow import EventPrinter, call_text, follow
-from nbdurable.cli.tables import text_width
+from nbdurable.cli._follow import EventPrinter, call_text, follow
+from nbdurable.cli._tables import text_width
 from nbdurable.events import Event, NewEvent
 from nbdurable.runs import RunPatch, RuntimeRun
 from nbdurable.runtime import DurableRuntime

@@ -31,7 +31,7 @@ from support.scraping import get
 from support.waiting import wait_until
 
 import nbdurable as nd
-from nbdurable.cli.serve import STOP_STORE_SECONDS
+from nbdurable.cli._serve import STOP_STORE_SECONDS
 from nbdurable.runtime import DurableRuntime
 
 TESTS = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-from nbdurable.cli.logs import announce, configure_logging, report_error, reset_logging
+from nbdurable.cli._logs import announce, configure_logging, report_error, reset_logging
 
 
 class _Noisy:

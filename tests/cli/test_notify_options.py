@@ -14,8 +14,9 @@ from support import cli_agents as test_agents
 from support.notify_receiver import receiver
 
 import nbdurable as nd
-from nbdurable.cli import serve, worker
-from nbdurable.cli.env import resolve_env
+from nbdurable.cli import _serve as serve
+from nbdurable.cli import worker
+from nbdurable.cli._env import resolve_env
 
 from .conftest import AGENTS
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.cli.tables import text_width
+from nbdurable.cli._tables import text_width
 
 from .conftest import fits
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import nbdurable as nd
-from nbdurable.stores.default import DEFAULT_STORE
+from nbdurable.stores._default import DEFAULT_STORE
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.cli import main
-from nbdurable.cli.store_prune import cutoff_ms, parse_age
+from nbdurable.cli._store_prune import cutoff_ms, parse_age
 
 
 def _ids(url: str) -> set[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from nbdurable.cli.tables import cell, clip, key_values, render, text_width
+from nbdurable.cli._tables import cell, clip, key_values, render, text_width
 
 
 def test_a_table_that_fits_keeps_natural_widths_and_right_aligns_numbers() -> None:

@@ -11,7 +11,7 @@ from support.runtime_harness import worker
 
 import nbdurable as nd
 from nbdurable import tracing
-from nbdurable.cli.logs import JsonFormatter, TextFormatter
+from nbdurable.cli._logs import JsonFormatter, TextFormatter
 from nbdurable.runtime import DurableRuntime
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.checkpoint_size import CheckpointSize
+from nbdurable.durable._checkpoint_size import CheckpointSize
 
 
 def _history() -> tuple[nd.Message, ...]:

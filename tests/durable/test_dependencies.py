@@ -154,4 +154,4 @@ print(json.dumps(sorted(set(sys.modules) - baseline)))
         and not t.startswith("_")
     }
     assert third_party == set()
-    assert "nbdurable.durable.signer" in loaded
+    assert "nbdurable.durable._signer" in loaded

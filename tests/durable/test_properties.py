@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nbdurable as nd
-from nbdurable.durable.signer import TOKEN_DENIAL_REASON
+from nbdurable.durable._signer import TOKEN_DENIAL_REASON
 from nbdurable.messages import ApprovalRequestPart
 
 B64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.signer import SECRET_ENV_VAR
+from nbdurable.durable._signer import SECRET_ENV_VAR
 
 SECRET = "s3cret-server-side-only"
 

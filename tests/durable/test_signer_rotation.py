@@ -19,7 +19,7 @@ import pytest
 from support.gated_janitor import gated as _gated
 
 import nbdurable as nd
-from nbdurable.durable.signer import SECRET_ENV_VAR
+from nbdurable.durable._signer import SECRET_ENV_VAR
 from nbdurable.runtime import DurableRuntime
 
 OLD = "the secret from before the rotation"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.transient import StoreRetry, StoreUnavailableError, retry_deadline
+from nbdurable.durable._transient import StoreRetry, StoreUnavailableError, retry_deadline
 
 
 def _sqlite_busy(tmp_path: Path) -> sqlite3.OperationalError:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from nbdurable import FencedOutError, StoreCorruptionError
-from nbdurable.durable.transient import (
+from nbdurable.durable._transient import (
     StoreRetry,
     StoreUnavailableError,
     is_transient,

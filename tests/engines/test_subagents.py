@@ -7,7 +7,7 @@ import asyncio
 
 from support.executions import started, tool_counts, tool_rows
 
-from nbdurable.loop.subagent import child_run_id
+from nbdurable.loop._subagent import child_run_id
 
 from .conftest import EngineCase
 

@@ -12,7 +12,7 @@ from support.waiting import eventually
 
 import nbdurable as nd
 from nbdurable.runtime import TaskRun
-from nbdurable.runtime.tasks import TASK_PHASE
+from nbdurable.runtime._tasks import TASK_PHASE
 
 from .conftest import EngineCase
 

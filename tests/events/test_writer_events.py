@@ -8,10 +8,10 @@ from typing import Any
 import nbdurable as nd
 from nbdurable import events as ev
 from nbdurable._deps import Deps
-from nbdurable.durable.checkpoint import AgentCheckpoint
-from nbdurable.events.writer import EventWriter
+from nbdurable.durable._checkpoint import AgentCheckpoint
+from nbdurable.events._writer import EventWriter
 from nbdurable.messages import ToolApprovalRequest, ToolCallPart, ToolResultPart, VerdictSource
-from nbdurable.models.base import ModelResponse
+from nbdurable.models._base import ModelResponse
 from nbdurable.parts import (
     ApprovalRequestStreamPart,
     ApprovalResolvedStreamPart,

@@ -15,7 +15,7 @@ import pytest
 import nbdurable as nd
 from nbdurable import inspect as ins
 from nbdurable.inspect._frame import InspectFrame
-from nbdurable.models.base import ModelRequest
+from nbdurable.models._base import ModelRequest
 
 from .conftest import drop_table, make_run
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.signer import TOKEN_DENIAL_REASON
+from nbdurable.durable._signer import TOKEN_DENIAL_REASON
 
 SECRET = "s3cret-server-side-only"
 

@@ -18,7 +18,7 @@ from nbdurable.loop import (
     SaveCheckpoint,
     ToolOutcome,
 )
-from nbdurable.loop.options import LoopOptions
+from nbdurable.loop._options import LoopOptions
 from nbdurable.models import ModelResponse
 
 
@@ -220,7 +220,7 @@ def test_settling_a_suspended_step_before_the_next_model_call(deps: nd.Deps) -> 
     checkpoint = first.saved()[-1]
     approval = suspended.pending_approvals[0]
 
-    from nbdurable.loop.machine import leg_start_from_checkpoint
+    from nbdurable.loop._machine import leg_start_from_checkpoint
 
     verdicts = (nd.ToolApprovalResponse(approval_id=approval.approval_id, approved=True),)
     s = Stepper(
@@ -278,7 +278,7 @@ def test_resuming_a_completed_checkpoint_runs_no_step(deps: nd.Deps) -> None:
         created_at=1,
         finish_reason="stop",
     )
-    from nbdurable.loop.machine import leg_start_from_checkpoint
+    from nbdurable.loop._machine import leg_start_from_checkpoint
 
     s = Stepper(AgentMachine(options(deps), leg_start_from_checkpoint(checkpoint)))
     result = s.finish()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import nbdurable as nd
-from nbdurable.runtime.run import RunResult
+from nbdurable.runtime._run import RunResult
 
 
 @nd.tool

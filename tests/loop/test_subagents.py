@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.signer import TOKEN_DENIAL_REASON
-from nbdurable.loop.subagent import AgentTool
+from nbdurable.durable._signer import TOKEN_DENIAL_REASON
+from nbdurable.loop._subagent import AgentTool
 
 # --- shared pieces --------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import pytest
 import nbdurable as nd
 from nbdurable.models import ModelRequest, ResponseEvent, TextDeltaEvent, ToolCallDeltaEvent
 from nbdurable.models import ToolSpec as Spec
-from nbdurable.models.anthropic import AnthropicModel
+from nbdurable.models._anthropic import AnthropicModel
 
 from .anthropic_server import AnthropicServer, message, text, tool_use
 

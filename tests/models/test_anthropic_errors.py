@@ -14,7 +14,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.models import ModelRequest, TextDeltaEvent
-from nbdurable.models.anthropic import AnthropicModel
+from nbdurable.models._anthropic import AnthropicModel
 
 from .anthropic_server import (
     AnthropicServer,
@@ -178,7 +178,7 @@ def test_without_the_sdk_the_class_is_named_and_creating_one_says_which_extra() 
         "import sys\n"
         "sys.modules['anthropic'] = None\n"  # as if the extra were not installed
         "import nbdurable as nd\n"
-        "from nbdurable.models.anthropic import AnthropicModel\n"
+        "from nbdurable.models._anthropic import AnthropicModel\n"
         "try:\n"
         "    AnthropicModel('claude-haiku-4-5')\n"
         "except nd.ConfigurationError as exc:\n"

@@ -15,7 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 import nbdurable as nd
-from nbdurable.models.anthropic import AnthropicModel
+from nbdurable.models._anthropic import AnthropicModel
 
 from .anthropic_server import AnthropicServer, message, text, tool_use
 

@@ -28,7 +28,7 @@ from langchain_core.messages import (
 
 import nbdurable as nd
 from nbdurable.models import LangChainModel, Price, price_for
-from nbdurable.models.base import (
+from nbdurable.models._base import (
     ModelRequest,
     ResponseEvent,
     TextDeltaEvent,

@@ -19,7 +19,7 @@ from langchain_core.outputs import ChatResult
 
 import nbdurable as nd
 from nbdurable.models import LangChainModel
-from nbdurable.models.base import ModelRequest
+from nbdurable.models._base import ModelRequest
 
 from .openai_server import ErrorReply, OpenAIServer, Stall, text_reply
 

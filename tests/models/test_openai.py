@@ -11,7 +11,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.models import OpenAIChatModel, price_for
-from nbdurable.models.base import (
+from nbdurable.models._base import (
     ModelRequest,
     ResponseEvent,
     TextDeltaEvent,

@@ -9,7 +9,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.models import OpenAIChatModel
-from nbdurable.models.base import ModelRequest, TextDeltaEvent
+from nbdurable.models._base import ModelRequest, TextDeltaEvent
 
 from .openai_server import ErrorReply, OpenAIServer, Stall, StreamError, chunk, text_reply
 

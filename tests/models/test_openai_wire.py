@@ -8,7 +8,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.models import OpenAIChatModel, price_for
-from nbdurable.models.base import ModelRequest, ResponseEvent
+from nbdurable.models._base import ModelRequest, ResponseEvent
 
 from .openai_server import OpenAIServer, Reply, chunk, completion, text_reply, usage
 from .test_openai import PNG, ask_weather, get_weather, model_for

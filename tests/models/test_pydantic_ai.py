@@ -31,10 +31,10 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 import nbdurable as nd
 from nbdurable.models import Price, PydanticAIModel, price_for
-from nbdurable.models.base import (
+from nbdurable.models._base import (
     ModelRequest as NdRequest,
 )
-from nbdurable.models.base import (
+from nbdurable.models._base import (
     ResponseEvent,
     TextDeltaEvent,
     ToolCallDeltaEvent,

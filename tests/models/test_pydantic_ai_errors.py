@@ -19,7 +19,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 import nbdurable as nd
 from nbdurable.models import PydanticAIModel
-from nbdurable.models.base import ModelRequest
+from nbdurable.models._base import ModelRequest
 
 from .openai_server import ErrorReply, OpenAIServer, Stall, text_reply
 

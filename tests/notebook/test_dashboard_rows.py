@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nbdurable.notebook.widgets.dashboard_rows import (
+from nbdurable.notebook.widgets._dashboard_rows import (
     COLUMNS,
     Column,
     PendingApproval,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.events.model import TOOL_LATE_RESULT
+from nbdurable.events._model import TOOL_LATE_RESULT
 from nbdurable.notebook import NotebookSession
 from nbdurable.notebook.widgets import RunWidget
 from nbdurable.runs import LateResult, lease_holder

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.models.base import ModelRequest, ModelResponse
+from nbdurable.models._base import ModelRequest, ModelResponse
 from nbdurable.notebook import NotebookSession
 
 from .conftest import Shown, eventually, greeter, janitor, state

@@ -22,7 +22,7 @@ pytest.importorskip("pandas")
 pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
 import nbdurable as nd  # noqa: E402
-from nbdurable.temporal.devserver import temporal_binary  # noqa: E402
+from nbdurable.temporal._devserver import temporal_binary  # noqa: E402
 
 NAME = "06-scale-out-on-temporal"
 

@@ -21,7 +21,7 @@ import nbdurable as nd
 from nbdurable.inspect import _records
 from nbdurable.notebook import NotebookSession
 from nbdurable.notebook.widgets import RunWidget
-from nbdurable.notebook.widgets.dashboard_rows import Query, page_of, run_rows
+from nbdurable.notebook.widgets._dashboard_rows import Query, page_of, run_rows
 from nbdurable.runs import STALLED, stalled
 from nbdurable.runtime import DurableRuntime
 

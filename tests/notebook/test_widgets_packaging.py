@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 from nbdurable.notebook.widgets import RunWidget
-from nbdurable.notebook.widgets.assets import frontend_file
+from nbdurable.notebook.widgets._assets import frontend_file
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = [
@@ -58,7 +58,7 @@ def test_a_wheel_carries_the_front_end_and_the_installed_package_finds_it(
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)
     probe = (
-        "from nbdurable.notebook.widgets.assets import frontend_file;"
+        "from nbdurable.notebook.widgets._assets import frontend_file;"
         "print(frontend_file('run_view.js'))"
     )
     found = subprocess.run(

@@ -19,7 +19,7 @@ import pytest
 from support.waiting import eventually as eventually  # re-exported for the tests here
 
 import nbdurable as nd
-from nbdurable.models.base import ModelRequest, ModelResponse
+from nbdurable.models._base import ModelRequest, ModelResponse
 
 STORE_KINDS = ["memory", "sqlite", "postgres"]
 

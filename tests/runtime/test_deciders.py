@@ -20,8 +20,8 @@ import nbdurable as nd
 from nbdurable.messages import VerdictSource
 from nbdurable.runs import RuntimeRun
 from nbdurable.runtime import DurableRuntime
-from nbdurable.runtime.checked_verdicts import submit_verdict
-from nbdurable.runtime.run import Run
+from nbdurable.runtime._checked_verdicts import submit_verdict
+from nbdurable.runtime._run import Run
 
 
 async def parked(rt: DurableRuntime, **submit: Any) -> tuple[Run, nd.ToolApprovalRequest]:

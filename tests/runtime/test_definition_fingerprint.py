@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.definitions import parts_of
+from nbdurable.durable._definitions import parts_of
 from nbdurable.runs import RuntimeRun, mismatch_reason, unclaimable_by_definition
 from nbdurable.runtime import Agent, DurableRuntime
 
@@ -254,7 +254,7 @@ def test_a_closure_value_counts_but_not_the_scripted_pace_or_fault_injection() -
 
 
 def test_host_settings_and_secrets_do_not_change_the_fingerprint() -> None:
-    openai = pytest.importorskip("nbdurable.models.openai")
+    openai = pytest.importorskip("nbdurable.models._openai")
     pytest.importorskip("openai")
 
     def agent(**options: Any) -> Agent:

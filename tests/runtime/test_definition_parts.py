@@ -27,10 +27,10 @@ import pytest
 from support import definition_agents as da
 
 import nbdurable as nd
-from nbdurable.durable.definitions import parts_of
-from nbdurable.models.base import ModelRequest
+from nbdurable.durable._definitions import parts_of
+from nbdurable.models._base import ModelRequest
 from nbdurable.runtime import Agent, DurableRuntime
-from nbdurable.runtime.fingerprint import legacy_fingerprint
+from nbdurable.runtime._fingerprint import legacy_fingerprint
 
 from .conftest import eventually
 
@@ -248,7 +248,7 @@ async def test_a_waiting_run_says_which_part_of_the_definition_differs(
 
 
 def test_the_difference_names_models_tools_added_and_missing() -> None:
-    from nbdurable.durable.definitions import difference
+    from nbdurable.durable._definitions import difference
 
     base = da.janitor(stream=False)
     other = Agent(
@@ -326,7 +326,7 @@ async def test_an_old_run_of_another_definition_still_waits_and_says_so(tmp_path
 
 
 def test_a_tool_part_is_named_by_the_tool() -> None:
-    from nbdurable.durable.definitions import difference
+    from nbdurable.durable._definitions import difference
 
     def agent(description: str) -> Agent:
         odd = nd.tool(lambda path: path, name="fs.read-file", description=description)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
-from nbdurable.runtime.engine import EmbeddedEngine
+from nbdurable.runtime._engine import EmbeddedEngine
 
 
 async def test_a_drain_begun_with_a_wake_up_pending_ends(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.messages import VerdictSource
-from nbdurable.models.base import ModelRequest
+from nbdurable.models._base import ModelRequest
 from nbdurable.runs import sign_grant
 from nbdurable.runtime import Agent, DurableRuntime
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.models.base import ModelRequest
+from nbdurable.models._base import ModelRequest
 from nbdurable.runtime import Agent, DurableRuntime, GraphNode, Limits
 
 from .conftest import states_of

@@ -20,8 +20,8 @@ import pytest
 import nbdurable as nd
 from nbdurable.runs import RunPatch, RunState, RuntimeRun
 from nbdurable.runtime import DurableRuntime
-from nbdurable.runtime.leases import LeaseKeeper
-from nbdurable.runtime.outcome import LegOutcome
+from nbdurable.runtime._leases import LeaseKeeper
+from nbdurable.runtime._outcome import LegOutcome
 
 HOLDER = "this-worker"
 

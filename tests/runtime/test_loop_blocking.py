@@ -31,8 +31,8 @@ from support.latency_proxy import LatencyProxy, latency_proxy
 from support.pgserver import PgServer
 
 import nbdurable as nd
-from nbdurable.durable.offload import offload
-from nbdurable.events.model import NewEvent
+from nbdurable.durable._offload import offload
+from nbdurable.events._model import NewEvent
 from nbdurable.runtime import Agent, DurableRuntime, TaskRun, record_mirror
 from nbdurable.stores import open_store
 

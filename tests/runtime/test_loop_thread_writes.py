@@ -20,10 +20,10 @@ from support.sqlite_locker import LockAtCall, hold_write_lock
 from support.ticker import Ticker
 
 import nbdurable as nd
-from nbdurable.durable.offload import WOULD_WAIT, NowaitDelegate, offload, run_without_waiting
+from nbdurable.durable._offload import WOULD_WAIT, NowaitDelegate, offload, run_without_waiting
 from nbdurable.events import TOOL_CALL
 from nbdurable.runtime import Agent, DurableRuntime
-from nbdurable.stores.check import check_store
+from nbdurable.stores._check import check_store
 
 HOLD = 2.0
 

@@ -25,7 +25,7 @@ from support.gated_janitor import parked
 from support.notify_receiver import receiver
 
 import nbdurable as nd
-from nbdurable.durable.signer import token_matches
+from nbdurable.durable._signer import token_matches
 from nbdurable.runs import RunPatch
 from nbdurable.runtime import Agent, DurableRuntime, Notifier, verify_notification
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from nbdurable._errors import LimitExceededError, ModelError
-from nbdurable.runtime.limits import ModelRetry
-from nbdurable.runtime.outcome import (
+from nbdurable.runtime._limits import ModelRetry
+from nbdurable.runtime._outcome import (
     CLIENT_TOOL_REASON,
     LegFailed,
     LegOutcome,

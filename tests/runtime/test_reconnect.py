@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.signer import TOKEN_DENIAL_REASON
+from nbdurable.durable._signer import TOKEN_DENIAL_REASON
 from nbdurable.runtime import Agent, DurableRuntime, RunFailedError
 
 from .conftest import GatedModel, eventually

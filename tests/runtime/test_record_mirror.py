@@ -1,4 +1,4 @@
-"""The runtime's mirror of run records (nbdurable.runtime.record_mirror), on a memory store.
+"""The runtime's mirror of run records (nbdurable.runtime._record_mirror), on a memory store.
 
 Over PostgreSQL it is exercised end to end by tests/runtime/test_loop_blocking.py;
 here its rules are checked directly: what it loads, what a notification makes it
@@ -15,7 +15,7 @@ from typing import Any
 import nbdurable as nd
 from nbdurable.durable.store import notify, notify_all
 from nbdurable.runs import RunPatch, RuntimeRun
-from nbdurable.runtime.record_mirror import MirroredRuntimeStore, RecordMirror, mirror_for
+from nbdurable.runtime._record_mirror import MirroredRuntimeStore, RecordMirror, mirror_for
 
 NOW = 1_800_000_000_000
 

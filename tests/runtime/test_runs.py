@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.models.base import ModelRequest
+from nbdurable.models._base import ModelRequest
 from nbdurable.runtime import Agent, DurableRuntime, Limits, RunFailedError
 
 from .conftest import eventually, states_of

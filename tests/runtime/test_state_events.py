@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from nbdurable.events.model import RUN_STATE, NewEvent
+from nbdurable.events._model import RUN_STATE, NewEvent
 from nbdurable.runs import RunPatch, RuntimeRun
 from nbdurable.runtime import DurableRuntime
-from nbdurable.runtime.state_events import claim_event
+from nbdurable.runtime._state_events import claim_event
 
 from .conftest import states_of
 

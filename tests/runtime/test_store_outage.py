@@ -21,7 +21,7 @@ from support.runtime_harness import check_histories
 from support.sqlite_locker import hold_write_lock
 
 import nbdurable as nd
-from nbdurable.durable.transient import StoreUnavailableError
+from nbdurable.durable._transient import StoreUnavailableError
 from nbdurable.runtime import Agent, DurableRuntime
 
 from .conftest import eventually

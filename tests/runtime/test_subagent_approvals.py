@@ -14,7 +14,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.runtime import Agent, DurableRuntime
-from nbdurable.runtime.checked_verdicts import submit_verdict
+from nbdurable.runtime._checked_verdicts import submit_verdict
 
 
 def _agents(ran: list[str]) -> list[Agent]:

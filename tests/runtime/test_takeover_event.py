@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.notebook.widgets.run_state import Cards, Clock, run_state
+from nbdurable.notebook.widgets._run_state import Cards, Clock, run_state
 from nbdurable.runs import RunPatch, ToolIntent, this_process
 from nbdurable.runtime import Agent, DurableRuntime
 

@@ -17,7 +17,7 @@ from support.gated_janitor import gated, parked
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
-from nbdurable.runtime.checked_verdicts import submit_verdict
+from nbdurable.runtime._checked_verdicts import submit_verdict
 
 from .conftest import FakeClock
 

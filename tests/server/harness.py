@@ -18,7 +18,7 @@ import httpx
 
 import nbdurable as nd
 from nbdurable.server import build_server
-from nbdurable.server.serving import bound_url
+from nbdurable.server._serving import bound_url
 
 from . import agents as test_agents
 

@@ -130,7 +130,7 @@ def test_the_page_escapes_what_it_shows(server: Server) -> None:
     with server.client(auth=False) as http:
         text = http.get(link).text
     assert "<script nonce=" in text and text.count("<script") == 1
-    from nbdurable.server.approval_page import render_page
+    from nbdurable.server._approval_page import render_page
 
     evil = nd.ToolApprovalRequest(
         approval_id="a<b>",

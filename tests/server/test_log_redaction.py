@@ -79,13 +79,13 @@ def test_the_filter_masks_arguments_messages_and_tracebacks_keeping_argument_typ
     failed = _record("a request failed", exc=True)
     shown = _formatted(failed)
     assert "ConnectionError" in shown and SECRET not in shown
-    from nbdurable.cli.logs import JsonFormatter
+    from nbdurable.cli._logs import JsonFormatter
 
     assert SECRET not in JsonFormatter().format(failed)
 
 
 def test_the_filter_masks_extra_fields_that_json_lines_show() -> None:
-    from nbdurable.cli.logs import JsonFormatter
+    from nbdurable.cli._logs import JsonFormatter
 
     failed = _record("run %s failed", ("run-1",))
     failed.reason = f"the webhook http://h/approve/r/a?token={SECRET} refused"  # extra={...}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from nbdurable.stores.packing import unpack_json
+from nbdurable.stores._packing import unpack_json
 
 from .harness import Server
 

@@ -22,7 +22,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.server import approval_link, link_for
-from nbdurable.server.principals import TokenFileError, read_token_file
+from nbdurable.server._principals import TokenFileError, read_token_file
 
 from .agents import guarded_agents
 from .harness import TOKEN, Server

@@ -17,8 +17,8 @@ import pytest
 from support import broken_harness as harness
 
 import nbdurable as nd
-from nbdurable.stores.check import check_store
-from nbdurable.stores.packing import unpack_json
+from nbdurable.stores._check import check_store
+from nbdurable.stores._packing import unpack_json
 
 
 @pytest.fixture(scope="module")

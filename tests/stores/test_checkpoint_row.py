@@ -7,9 +7,9 @@ import json
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable.checkpoint import AgentCheckpoint, ForkPoint, StepStats
+from nbdurable.durable._checkpoint import AgentCheckpoint, ForkPoint, StepStats
 from nbdurable.messages import ToolApprovalRequest
-from nbdurable.stores.rows import COLUMNS, CheckpointRow, checkpoint_row
+from nbdurable.stores._rows import COLUMNS, CheckpointRow, checkpoint_row
 
 
 def checkpoints() -> list[AgentCheckpoint]:

@@ -17,7 +17,7 @@ import pytest
 from support import damage_harness as harness
 
 import nbdurable as nd
-from nbdurable.stores.check import check_store
+from nbdurable.stores._check import check_store
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
-from nbdurable.stores.check import check_store
+from nbdurable.stores._check import check_store
 
 from .fixtures import store_agents as sa
 

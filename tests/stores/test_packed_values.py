@@ -23,9 +23,9 @@ from support.reseal import reseal
 
 import nbdurable as nd
 from nbdurable.events import model as event_model
-from nbdurable.events.model import NewEvent
-from nbdurable.stores.check import check_store
-from nbdurable.stores.packing import (
+from nbdurable.events._model import NewEvent
+from nbdurable.stores._check import check_store
+from nbdurable.stores._packing import (
     DICTIONARIES,
     EVENT_TYPES,
     MESSAGES_DICTIONARY,

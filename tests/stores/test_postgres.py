@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.stores.chain import encode_message, node_id
+from nbdurable.stores._chain import encode_message, node_id
 from nbdurable.stores.postgres._schema import SCHEMA_VERSION
 
 from .conftest import PG_SCHEMA, PgServer

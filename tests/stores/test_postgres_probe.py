@@ -16,7 +16,7 @@ import pytest
 from psycopg_pool import PoolTimeout
 from support.pgserver import PgServer, find_pg_bin, start_server
 
-from nbdurable.durable.transient import bounded_wait
+from nbdurable.durable._transient import bounded_wait
 from nbdurable.stores.postgres import PostgresSessionStore
 
 

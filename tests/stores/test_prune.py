@@ -9,7 +9,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.durable.store import RUNTIME, supports
-from nbdurable.events.model import NewEvent
+from nbdurable.events._model import NewEvent
 from nbdurable.runs import RunPatch, RuntimeRun
 
 from .conftest import StoreCase

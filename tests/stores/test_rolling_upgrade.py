@@ -27,10 +27,10 @@ import pytest
 from support.reseal import reseal
 
 import nbdurable as nd
-from nbdurable.durable.stored import validate_stored
+from nbdurable.durable._stored import validate_stored
 from nbdurable.runs import RuntimeRun
 from nbdurable.runtime import DurableRuntime
-from nbdurable.stores.check import check_store
+from nbdurable.stores._check import check_store
 from nbdurable.stores.jsonl._format import FORMAT_FILE, FORMAT_VERSION
 from nbdurable.stores.postgres._schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from nbdurable.stores.sqlite._schema import SCHEMA_VERSION
@@ -105,7 +105,7 @@ READER = textwrap.dedent(
     from pydantic import ValidationError
 
     assert nd.__file__.startswith(sys.argv[1]), nd.__file__
-    from nbdurable.stores.check import check_store
+    from nbdurable.stores._check import check_store
     RuntimeRun = nd.runtime.RuntimeRun
     out = {"fields": sorted(RuntimeRun.model_fields), "runs": {}, "records": {}}
     for url in sys.argv[2:4]:

@@ -11,8 +11,8 @@ import pytest
 from support.reseal import reseal
 
 import nbdurable as nd
-from nbdurable.stores.chain import encode_message, node_id
-from nbdurable.stores.packing import unpack_json
+from nbdurable.stores._chain import encode_message, node_id
+from nbdurable.stores._packing import unpack_json
 from nbdurable.stores.sqlite._schema import SCHEMA_VERSION
 
 from .test_conformance import checkpoint, histories, step_pair

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 import nbdurable as nd
-from nbdurable.events.model import NewEvent
-from nbdurable.stores.check import check_store
-from nbdurable.stores.packing import EVENT_TYPES, pack_json, unpack_json
+from nbdurable.events._model import NewEvent
+from nbdurable.stores._check import check_store
+from nbdurable.stores._packing import EVENT_TYPES, pack_json, unpack_json
 
 from .v5_rows import as_version_5
 

@@ -24,10 +24,10 @@ from support.ticker import Ticker
 from support.waiting import eventually
 
 import nbdurable as nd
-from nbdurable.durable.offload import offload
-from nbdurable.durable.transient import StoreRetry
+from nbdurable.durable._offload import offload
+from nbdurable.durable._transient import StoreRetry
 from nbdurable.events import TOOL_CALL
-from nbdurable.stores.check import check_store
+from nbdurable.stores._check import check_store
 from nbdurable.stores.sqlite import _nowait as sqlite_nowait
 
 from . import loop_crash

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.stores.check import check_store
+from nbdurable.stores._check import check_store
 
 STEPS = 40
 # Incompressible (the SQLite store packs JSON): each result costs its size on disk.

@@ -9,8 +9,8 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.messages import ApprovalRequestPart, ImagePart, TextPart, ToolApprovalRequest
-from nbdurable.stores.chain import decode_messages, encode_message
-from nbdurable.stores.trusted import trusted_messages
+from nbdurable.stores._chain import decode_messages, encode_message
+from nbdurable.stores._trusted import trusted_messages
 
 HISTORY = (
     nd.system("Be brief."),

@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 
 import nbdurable as nd
-from nbdurable.stores.packing import pack_attempt, pack_json, pack_operation, pack_type
+from nbdurable.stores._packing import pack_attempt, pack_json, pack_operation, pack_type
 from nbdurable.stores.sqlite._rows import compact_json
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import nbdurable as nd
-from nbdurable.stores.check import CheckReport, check_store
+from nbdurable.stores._check import CheckReport, check_store
 
 RUNS = ("run-0", "run-1", "run-2")
 STEPS = 4

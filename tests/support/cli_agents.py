@@ -7,7 +7,7 @@ instances of the same definitions.
 from __future__ import annotations
 
 import nbdurable as nd
-from nbdurable.models.base import ModelRequest
+from nbdurable.models._base import ModelRequest
 
 FLAKY = {"fail": True}
 """While true, the ``flaky`` agent's model raises (a test flips it before ``retry``)."""

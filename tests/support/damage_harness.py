@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import nbdurable as nd
-from nbdurable.events.model import NewEvent
+from nbdurable.events._model import NewEvent
 from nbdurable.messages import TextPart, ToolApprovalResponse
-from nbdurable.models.base import ModelResponse
+from nbdurable.models._base import ModelResponse
 from nbdurable.runs import RunPatch, RuntimeRun, ToolIntent, Verdict
-from nbdurable.stores.check import check_store
+from nbdurable.stores._check import check_store
 
 LOOP_RUNS = tuple(f"loop-{i}" for i in range(6))
 RT_RUNS = tuple(f"rt-{i}" for i in range(3))

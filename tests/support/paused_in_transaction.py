@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nbdurable.durable.transient import is_transient
+from nbdurable.durable._transient import is_transient
 from nbdurable.stores.postgres import PostgresSessionStore
 
 

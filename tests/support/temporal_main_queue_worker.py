@@ -21,10 +21,10 @@ import sys
 
 from temporalio.client import Client
 
-from nbdurable.cli.agents import load_all
+from nbdurable.cli._agents import load_all
 from nbdurable.stores import open_store
 from nbdurable.temporal import build_worker
-from nbdurable.temporal.registry import worker_runtime
+from nbdurable.temporal._registry import worker_runtime
 
 
 async def main(address: str, queue: str, store_url: str, agents: list[str]) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import nbdurable as nd
-from nbdurable.models.base import ModelRequest
+from nbdurable.models._base import ModelRequest
 from nbdurable.runtime import Agent
 from support import temporal_agents
 

@@ -57,7 +57,7 @@ async def _answer(
     runtime: DurableRuntime, verb: str, run_id: str, approval_id: str, api: str
 ) -> str:
     """One verdict; ``ok``, ``conflict <winner>``, or ``refused <Type>: <message>``."""
-    from nbdurable.runtime.checked_verdicts import submit_verdict
+    from nbdurable.runtime._checked_verdicts import submit_verdict
 
     run = Run(runtime, run_id)
     if api == "submit":

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from nbdurable.temporal.devserver import stop_process
+from nbdurable.temporal._devserver import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 

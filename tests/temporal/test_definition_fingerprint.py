@@ -24,12 +24,12 @@ from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime, RunResult
 from nbdurable.temporal import TemporalEngine
-from nbdurable.temporal.devserver import DevServer
-from nbdurable.temporal.driver import DEFINITION_MISMATCH
-from nbdurable.temporal.registry import set_worker_runtime
-from nbdurable.temporal.routing import definition_queue
-from nbdurable.temporal.tasks import TaskRunWorkflow
-from nbdurable.temporal.workflow import AgentRunWorkflow
+from nbdurable.temporal._devserver import DevServer
+from nbdurable.temporal._driver import DEFINITION_MISMATCH
+from nbdurable.temporal._registry import set_worker_runtime
+from nbdurable.temporal._routing import definition_queue
+from nbdurable.temporal._tasks import TaskRunWorkflow
+from nbdurable.temporal._workflow import AgentRunWorkflow
 
 from .conftest import Cluster, Worker
 

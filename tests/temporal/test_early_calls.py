@@ -10,12 +10,12 @@ import pytest
 pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
 import nbdurable as nd
-from nbdurable.loop.effects import ToolInvocation, ToolOutcome
-from nbdurable.loop.options import LoopOptions, build_options
+from nbdurable.loop._effects import ToolInvocation, ToolOutcome
+from nbdurable.loop._options import LoopOptions, build_options
 from nbdurable.messages import ToolCallPart, ToolResultPart
-from nbdurable.models.base import ModelResponse
+from nbdurable.models._base import ModelResponse
 from nbdurable.runtime import Agent
-from nbdurable.temporal.prefetch import early_calls, run_early
+from nbdurable.temporal._prefetch import early_calls, run_early
 
 
 @nd.tool

@@ -16,7 +16,7 @@ from temporalio.testing import ActivityEnvironment
 import nbdurable as nd
 from nbdurable.runs import RunPatch
 from nbdurable.runtime import Agent, DurableRuntime
-from nbdurable.temporal.activities import RunActivities
+from nbdurable.temporal._activities import RunActivities
 
 FAILED = {"state": "failed", "reason": "model_error", "error": "RuntimeError: 503"}
 

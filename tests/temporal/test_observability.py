@@ -21,7 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from nbdurable.temporal import TemporalEngine
-from nbdurable.temporal.devserver import DevServer, stop_process, temporal_binary
+from nbdurable.temporal._devserver import DevServer, stop_process, temporal_binary
 
 from .conftest import ROOT, Cluster
 

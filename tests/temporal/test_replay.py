@@ -25,12 +25,12 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Interceptor, Replayer, UnsandboxedWorkflowRunner
 
 import nbdurable as nd
-from nbdurable.durable.signer import ApprovalSigner
+from nbdurable.durable._signer import ApprovalSigner
 from nbdurable.runtime import DurableRuntime
-from nbdurable.temporal.registry import set_worker_runtime
-from nbdurable.temporal.tasks import TaskRunWorkflow
-from nbdurable.temporal.tracing import client_interceptors
-from nbdurable.temporal.workflow import AgentRunWorkflow
+from nbdurable.temporal._registry import set_worker_runtime
+from nbdurable.temporal._tasks import TaskRunWorkflow
+from nbdurable.temporal._tracing import client_interceptors
+from nbdurable.temporal._workflow import AgentRunWorkflow
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 
@@ -56,7 +56,7 @@ INDEX: dict[str, dict[str, str]] = json.loads((HISTORIES / "index.json").read_te
 
 
 def replayer() -> Replayer:
-    """A replayer configured as ``nbdurable.temporal.worker.build_worker`` configures a worker.
+    """A replayer configured as ``nbdurable.temporal._worker.build_worker`` configures a worker.
 
     The worker registers both workflows, runs them unsandboxed and keeps the
     default data converter; its interceptors are the client's (tracing, when on).

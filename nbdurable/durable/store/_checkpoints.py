@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol, TypeVar, runtime_checkable
 
-from ..checkpoint import AgentCheckpoint, CheckpointInfo
-from ..records import RunRecord
+from .._checkpoint import AgentCheckpoint, CheckpointInfo
+from .._records import RunRecord
 from ._capability import Capability
 from ._prune import PruneReport, prune_runs
 

@@ -9,11 +9,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..._errors import ConfigurationError
-from ..checkpoint import AgentCheckpoint
+from .._checkpoint import AgentCheckpoint
 from ._capability import Capability
 
 if TYPE_CHECKING:
-    from ...events.model import Event, NewEvent
+    from ...events._model import Event, NewEvent
 
 __all__ = [
     "EVENTS",

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 from ..._errors import ConfigurationError
 from ...runs import LateResult, RunPatch, RuntimeRun, Served, ToolIntent, Verdict
-from ..transient import bounded_wait
+from .._transient import bounded_wait
 
 if TYPE_CHECKING:
-    from ...events.model import Event, NewEvent
+    from ...events._model import Event, NewEvent
 
 __all__ = ["COMMIT_CHANGES", "RunStore", "RuntimeStore", "check_commit"]
 
@@ -251,7 +251,7 @@ class RunStore(ABC):
         """Raise unless the store answers within ``timeout`` seconds (a readiness check).
 
         The default reads a run record, its waits inside the store bounded
-        (:func:`~nbdurable.durable.transient.bounded_wait`); a pooled store
+        (:func:`~nbdurable.durable._transient.bounded_wait`); a pooled store
         asks on a connection of its own, so the check never queues behind calls
         waiting for the pool.
         """

@@ -11,10 +11,10 @@
 Each is displayed like any widget: ``IPython.display.display(RunWidget(runtime, run_id))``.
 """
 
-from ...runtime.checked_verdicts import Outcome, submit_verdict
-from .dashboard import RunsDashboard
-from .history import HistoryBrowser
-from .run_widget import FLUSH_INTERVAL, RunWidget
+from ...runtime._checked_verdicts import Outcome, submit_verdict
+from ._dashboard import RunsDashboard
+from ._history import HistoryBrowser
+from ._run_widget import FLUSH_INTERVAL, RunWidget
 
 __all__ = [
     "FLUSH_INTERVAL",

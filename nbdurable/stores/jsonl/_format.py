@@ -36,8 +36,8 @@ from pydantic import ValidationError
 
 from ..._errors import CheckpointVersionError, StoreCorruptionError
 from ..._version import __version__
-from ...durable.checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo
-from ...durable.stored import validate_stored
+from ...durable._checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo
+from ...durable._stored import validate_stored
 from ...history import History
 from ...messages import Message
 

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import ClassVar
 
 from ..._errors import RunNotFoundError, StoreCorruptionError, StoreWriteError
-from ...durable.checkpoint import AgentCheckpoint, CheckpointInfo
-from ...durable.records import RunRecord
+from ...durable._checkpoint import AgentCheckpoint, CheckpointInfo
+from ...durable._records import RunRecord
+from ...durable._stored import validate_stored
 from ...durable.store import Capability, EventLog, HistoryStore, refuse_fence
-from ...durable.stored import validate_stored
-from ...events.model import Event, NewEvent, numbered
+from ...events._model import Event, NewEvent, numbered
 from ...messages import Message
 from ._format import Line, RunFile, check_format, extends, run_file_name
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from ..._errors import RunNotFoundError
-from ...durable.checkpoint import AgentCheckpoint, CheckpointInfo
-from ...durable.records import RunRecord
+from ...durable._checkpoint import AgentCheckpoint, CheckpointInfo
+from ...durable._records import RunRecord
 from ...durable.store import (
     Capability,
     EventLog,
@@ -17,7 +17,7 @@ from ...durable.store import (
     RunStore,
     check_commit,
 )
-from ...events.model import Event, NewEvent, numbered
+from ...events._model import Event, NewEvent, numbered
 from ...runs import RunPatch, RuntimeRun, ToolIntent
 from ._runs import MemoryRuntimeTables
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..._errors import ConfigurationError
-from ...durable.transient import retry_deadline
+from ...durable._transient import retry_deadline
 
 if TYPE_CHECKING:
     from psycopg import Connection

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
-from ...durable.stored import validate_stored
+from ...durable._stored import validate_stored
 from ...runs import (
     ACTIVE_STATES,
     TERMINAL_STATES,
@@ -49,7 +49,7 @@ from ...runs import (
     with_grant_change,
     with_late_result,
 )
-from ..rows import runtime_row
+from .._rows import runtime_row
 from ._connect import ping_pool
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...events.model import Event, NewEvent
-from ..rows import COLUMNS
+from ...events._model import Event, NewEvent
+from .._rows import COLUMNS
 from ._schema import quote_ident
 
 __all__ = ["Statements", "added_events", "event_from_row", "event_params"]

@@ -27,9 +27,9 @@ from contextlib import AbstractContextManager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..._errors import ConfigurationError, RunNotFoundError, StoreCorruptionError
-from ...durable.checkpoint import AgentCheckpoint, CheckpointInfo
-from ...durable.offload import offload
-from ...durable.records import RunRecord
+from ...durable._checkpoint import AgentCheckpoint, CheckpointInfo
+from ...durable._offload import offload
+from ...durable._records import RunRecord
 from ...durable.store import (
     Armed,
     Capability,
@@ -41,10 +41,10 @@ from ...durable.store import (
     notify_all,
 )
 from ...durable.store import wait_for_events as wait_locally
-from ...events.model import Event, NewEvent
+from ...events._model import Event, NewEvent
 from ...messages import Message
 from ...runs import RunPatch, RuntimeRun, ToolIntent
-from ..chain import (
+from .._chain import (
     Chain,
     ChainCache,
     NodeRow,
@@ -53,7 +53,7 @@ from ..chain import (
     known_prefix,
     verify_chain,
 )
-from ..rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
+from .._rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
 from ._connect import (
     DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
     describe,
@@ -185,7 +185,7 @@ class PostgresSessionStore(PostgresRuntimeTables, HistoryStore, RunStore, EventL
 
         After a server restart every idle connection in the pool is dead, and
         each would fail one call before the pool noticed. Retries
-        (:class:`~nbdurable.durable.transient.StoreRetry`) call this after a
+        (:class:`~nbdurable.durable._transient.StoreRetry`) call this after a
         connection-level failure: the idle connections are checked at once
         (one round trip each), the broken ones are replaced in the background.
         A serialization failure or deadlock (``error`` with SQLSTATE class 40)

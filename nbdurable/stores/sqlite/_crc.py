@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..._errors import StoreCorruptionError
-from ..rows import COLUMNS
+from .._rows import COLUMNS
 
 __all__ = [
     "CHECKSUMMED",

@@ -10,7 +10,7 @@
 Everything else (busy, locked, constraint violations the store handles itself)
 stays as SQLite raised it, except inside the store's ``run_without_waiting``
 scope, where a busy or other transient failure raises
-:class:`~nbdurable.durable.offload.WouldWait` (the call then runs on a store thread).
+:class:`~nbdurable.durable._offload.WouldWait` (the call then runs on a store thread).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..._errors import NbdurableError, StoreCorruptionError, StoreWriteError
-from ...durable.offload import WouldWait
-from ...durable.transient import is_transient
+from ...durable._offload import WouldWait
+from ...durable._transient import is_transient
 
 __all__ = ["guard_methods", "store_url", "typed_error"]
 

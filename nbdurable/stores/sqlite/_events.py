@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..._errors import StoreCorruptionError
-from ...events.model import Event, NewEvent, numbered
-from ..packing import (
+from ...events._model import Event, NewEvent, numbered
+from .._packing import (
     EVENT_TYPE_CODES,
     EVENT_TYPES,
     pack_json,

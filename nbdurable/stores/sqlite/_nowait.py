@@ -1,7 +1,7 @@
 """SQLite writes that run on the event loop's thread when nothing can make them wait.
 
 A thread round trip costs more than a local SQLite commit, so
-:func:`~nbdurable.durable.offload.offload` offers a store that declares
+:func:`~nbdurable.durable._offload.offload` offers a store that declares
 ``local_nonblocking_writes`` each call of its own write methods first, on the
 loop's thread (docs/stores.md, "Stores and the event loop"). The call runs only
 in a mode that cannot wait: the store's lock taken without blocking, a second
@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
-from ...durable.offload import WOULD_WAIT, NowaitCapable, WouldWait, in_background
+from ...durable._offload import WOULD_WAIT, NowaitCapable, WouldWait, in_background
 
 __all__ = ["SqliteNowaitWrites"]
 
@@ -84,7 +84,7 @@ class SqliteNowaitWrites(NowaitCapable):
     def try_without_waiting(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Run ``fn`` (a method of this store) now if it needs no wait; else ``WOULD_WAIT``.
 
-        :func:`~nbdurable.durable.offload.offload` offers each call of a store
+        :func:`~nbdurable.durable._offload.offload` offers each call of a store
         declaring ``local_nonblocking_writes`` here first, on the event loop's
         thread. Only the methods in ``nowait_methods`` (``save``,
         ``save_with_events``, ``append_events`` and a runtime owner's record
@@ -111,11 +111,11 @@ class SqliteNowaitWrites(NowaitCapable):
         this store's calls in ``fn`` run on the connection that never waits,
         and no other thread uses the store meanwhile). A call in ``fn`` that
         meets a busy or other transient failure rolls back what it began and
-        raises :class:`~nbdurable.durable.offload.WouldWait` out of ``fn``
+        raises :class:`~nbdurable.durable._offload.WouldWait` out of ``fn``
         (past any retry loop in it): the result is then ``WOULD_WAIT``, and
         the caller runs ``fn`` again on a store thread. ``fn`` must therefore
         make only this store's calls and be safe to run again from the start
-        (see :func:`~nbdurable.durable.offload.run_without_waiting`).
+        (see :func:`~nbdurable.durable._offload.run_without_waiting`).
         """
         if (
             not self.local_nonblocking_writes

@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_json
 
-from ...events.model import Event
-from ..chain import NodeRow
-from ..packing import (
+from ...events._model import Event
+from .._chain import NodeRow
+from .._packing import (
     MESSAGES_DICTIONARY,
     pack_json,
     unpack_attempt,
@@ -23,7 +23,7 @@ from ..packing import (
     unpack_operation,
     unpack_type,
 )
-from ..rows import COLUMNS, CheckpointRow
+from .._rows import COLUMNS, CheckpointRow
 
 __all__ = ["checkpoint_values", "compact_json", "event_from_row", "node_rows"]
 

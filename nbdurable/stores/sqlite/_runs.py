@@ -22,9 +22,9 @@ from ..._errors import (
     RunNotFoundError,
     StoreCorruptionError,
 )
+from ...durable._stored import validate_stored
 from ...durable.store import check_commit
-from ...durable.stored import validate_stored
-from ...events.model import Event, NewEvent
+from ...events._model import Event, NewEvent
 from ...runs import (
     TERMINAL_STATES,
     UNFINISHED_STATES,
@@ -45,7 +45,7 @@ from ...runs import (
     with_grant_change,
     with_late_result,
 )
-from ..rows import runtime_row
+from .._rows import runtime_row
 from ._crc import row_crc, verify_row
 from ._events import append_events
 from ._heads import graph_nodes, read_head, update_graph, update_head

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from ..._errors import RunNotFoundError, StoreCorruptionError
-from ...durable.checkpoint import AgentCheckpoint, CheckpointInfo
-from ...durable.records import RunRecord
+from ...durable._checkpoint import AgentCheckpoint, CheckpointInfo
+from ...durable._records import RunRecord
 from ...durable.store import Capability, EventLog, HistoryStore, RunStore
-from ...events.model import Event, NewEvent
+from ...events._model import Event, NewEvent
 from ...messages import Message
-from ..chain import (
+from .._chain import (
     Chain,
     ChainCache,
     NodeRow,
@@ -34,8 +34,8 @@ from ..chain import (
     known_prefix,
     verify_chain,
 )
-from ..packing import unpack_json
-from ..rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
+from .._packing import unpack_json
+from .._rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
 from ._crc import latest_row, pick_at_step, row_crc, verify_checkpoint, verify_run
 from ._errors import guard_methods, typed_error
 from ._events import (

@@ -14,7 +14,7 @@ import pytest
 
 import nbdurable as nd
 from nbdurable.notebook.widgets import RunWidget
-from nbdurable.notebook.widgets.run_delta import StepDeltas
+from nbdurable.notebook.widgets._run_delta import StepDeltas
 
 from ..widget_fixtures import (  # noqa: F401
     FrontEndSteps,

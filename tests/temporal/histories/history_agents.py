@@ -16,7 +16,7 @@ import asyncio
 from typing import Any
 
 import nbdurable as nd
-from nbdurable.models.base import ModelRequest
+from nbdurable.models._base import ModelRequest
 from nbdurable.runtime import Agent
 
 SECRET = "nbdurable-recorded-histories"

@@ -34,10 +34,10 @@ import history_agents  # noqa: E402
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle  # noqa: E402
 
 import nbdurable as nd  # noqa: E402
-from nbdurable.durable.signer import ApprovalSigner  # noqa: E402
+from nbdurable.durable._signer import ApprovalSigner  # noqa: E402
 from nbdurable.runtime import DurableRuntime, GraphNode  # noqa: E402
 from nbdurable.temporal import TemporalEngine  # noqa: E402
-from nbdurable.temporal.devserver import DevServer, stop_process  # noqa: E402
+from nbdurable.temporal._devserver import DevServer, stop_process  # noqa: E402
 
 WAIT = 60.0
 Scenario = Callable[[DurableRuntime], Awaitable[dict[str, str]]]

@@ -1,0 +1,553 @@
+"""The embedded engine: claims eligible runs and executes them as asyncio tasks.
+
+The runtime owns records, registrations and run handles; an engine decides where
+runs execute. :class:`EmbeddedEngine` runs them on the current event loop (a
+notebook kernel's, or a ``nbdurable worker`` process's); the Temporal engine
+(:mod:`nbdurable.temporal`) implements the same :class:`Engine` seam with the same states.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from .._aio import wait_event
+from .._errors import FencedOutError, LeaseLostError, RunNotFoundError, StoreWriteError
+from ..durable._offload import offload
+from ..durable._transient import StoreUnavailableError, is_transient
+from ..durable.store import maybe_await, notify
+from ..events._model import NewEvent
+from ..loop._machine import LegStart, leg_start_from_checkpoint
+from ..runs import (
+    ACTIVE_STATES,
+    CLAIMABLE_STATES,
+    EMBEDDED,
+    RunGrants,
+    RunPatch,
+    RuntimeRun,
+    lease_holder,
+    of_engine,
+    process_gone,
+)
+from . import _lifecycle as lifecycle
+from ._claims import claim_next
+from ._executor import RunContext, RuntimeDriver
+from ._foreign import ForeignRuns
+from ._late_results import record_late_results
+from ._leases import Execution, LeaseKeeper
+from ._legs import first_messages, leg_options
+from ._outcome import (
+    LegOutcome,
+    ModelAttemptFailed,
+    after_model_error,
+    ended_by,
+    leg_result,
+    record_changes,
+)
+from ._seam import Engine
+from ._state_events import claim_event
+from ._takeover import interrupted_calls, takeover_event
+from ._tasks import TaskExecution, canonical_json, run_phases
+
+if TYPE_CHECKING:
+    from ._seam import RunServices
+
+__all__ = ["DEAD_OWNER_SCAN_SECONDS", "FOREIGN_SCAN_SECONDS", "EmbeddedEngine", "Engine"]
+
+DEAD_OWNER_SCAN_SECONDS = 1.0
+"""How often a runtime looks for running runs whose owner's process is gone on this host."""
+FOREIGN_SCAN_SECONDS = 10.0
+"""How often a runtime looks for waiting runs of another engine, to say once that it leaves them."""
+
+
+class EmbeddedEngine(Engine):
+    """Executes runs as tasks on the running event loop.
+
+    At most ``max_concurrent_runs`` agent runs and, apart from them,
+    ``max_concurrent_tasks`` custom-task phases execute at once.
+    """
+
+    name = EMBEDDED
+
+    def __init__(self) -> None:
+        self.runtime: RunServices
+        self._executions: dict[str, asyncio.Task[None]] = {}
+        self._contexts: dict[str, Execution] = {}
+        self._ended: set[tuple[str, int]] = set()  # legs whose end is written: (run, fence)
+        self._ended_lock = threading.Lock()
+        self._task_runs: set[str] = set()
+        self._wake = asyncio.Event()
+        self._scheduler: asyncio.Task[None] | None = None
+        self._closed = False
+        self._draining = False
+        self._fatal = False
+        self._fatal_report: asyncio.Task[None] | None = None
+        self._next_dead_owner_scan = 0.0
+        self._write_refused = False
+        self._foreign = ForeignRuns(EMBEDDED)
+        self._next_foreign_scan = 0.0
+        self._leases: LeaseKeeper
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` was called."""
+        return self._scheduler is not None
+
+    def start(self, runtime: RunServices) -> None:
+        """Start the scheduler task on the running loop."""
+        self.runtime = runtime
+        self._leases = LeaseKeeper(runtime, self.holder, self._stop_fatally)
+        self._scheduler = asyncio.get_running_loop().create_task(self._schedule())
+
+    def home_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop the scheduler runs on; ``None`` before :meth:`start`."""
+        return self._scheduler.get_loop() if self._scheduler is not None else None
+
+    def wake(self) -> None:
+        """Make the scheduler look for work now."""
+        self._wake.set()
+
+    def cancel_local(self, run_id: str) -> bool:
+        """Cancel this engine's execution of a run, if it has one."""
+        task = self._executions.get(run_id)
+        context = self._contexts.get(run_id)
+        if task is None or context is None:
+            return False
+        context.stop = LegOutcome.cancelled()
+        task.cancel()
+        return True
+
+    async def close(self) -> None:
+        """Stop taking work; abandon in-flight steps cleanly and release their leases."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._scheduler is not None:
+            self._scheduler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scheduler
+        for run_id, task in list(self._executions.items()):
+            context = self._contexts.get(run_id)
+            if context is not None and context.stop is None:
+                context.stop = LegOutcome.released()
+            task.cancel()
+        if self._executions:
+            await asyncio.gather(*self._executions.values(), return_exceptions=True)
+        if self._fatal_report is not None:
+            await asyncio.gather(self._fatal_report, return_exceptions=True)
+
+    async def drain(self, seconds: float, interrupt: asyncio.Event | None = None) -> list[str]:
+        """Stop claiming; let the calls in flight finish, then hand every run back.
+
+        No new model or tool call starts: a run whose calls in flight finished
+        (their results journaled) is released at once, ``pending`` for the next
+        owner. After ``seconds``, or once ``interrupt`` is set, the runs still
+        executing are released as :meth:`close` does: a call still running is
+        cut, and the next owner finds it interrupted, as after a crash (its
+        tool's recovery policy decides). Custom-task phases run on until then.
+        Call :meth:`close` after it.
+
+        Returns:
+            The calls that were cut, as log labels (``run <id>: tool 'x' (call c)``).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds  # counted from now: a claim in flight is waited for first
+        # From here the scheduler claims nothing more (its loop checks the flag each turn).
+        self._draining = True
+        for context in self._contexts.values():  # held from now, not once that claim returned
+            if isinstance(context, RunContext):
+                context.draining = True
+        if self._scheduler is not None and not self._scheduler.done():
+            self._scheduler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scheduler
+        while self._executions and loop.time() < deadline:
+            if interrupt is not None and interrupt.is_set():
+                break
+            for run_id, context in list(self._contexts.items()):
+                if not isinstance(context, RunContext):
+                    continue
+                context.draining = True
+                if context.held and not context.calls and context.stop is None:
+                    context.stop = LegOutcome.released()
+                    self._executions[run_id].cancel()
+            # A short poll: a held call or a finished one is noticed within it.
+            await asyncio.wait(
+                list(self._executions.values()),
+                timeout=min(0.05, max(deadline - loop.time(), 0)),
+            )
+        cut = [
+            (run_id, label)
+            for run_id, context in self._contexts.items()
+            if isinstance(context, RunContext)
+            for label in context.calls.values()
+        ]
+        cut += [(run_id, "a task phase") for run_id in self._task_runs]
+        for run_id, label in cut:
+            lifecycle.cut(run_id, label)
+        return [f"run {run_id}: {label}" for run_id, label in cut]
+
+    async def _schedule(self) -> None:
+        try:
+            while not (self._closed or self._fatal or self._draining):
+                self._wake.clear()
+                try:
+                    await self._claim_work()
+                except StoreWriteError as exc:
+                    # A claim is a write: a full or read-only store refuses it until
+                    # space is freed; claims resume then, the engine does not stop.
+                    if not self._write_refused:
+                        self.runtime.deps.logger.error(
+                            "nbdurable: claiming runs failed, trying again: %r", exc
+                        )
+                    self._write_refused = True
+                else:
+                    self._write_refused = False
+                await wait_event(self._wake, self.runtime.poll_interval)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a storage or scheduler failure the runtime cannot pass
+            self._stop_fatally(exc)
+
+    async def _claim_work(self) -> None:
+        """Claim and start eligible runs and task phases while slots are free."""
+        runtime = self.runtime
+        await offload(self._expire_dead_owners)
+        while len(self._executions) - len(self._task_runs) < runtime.max_concurrent_runs:
+            agents = runtime.registry.definitions()  # a changed definition never claims
+            record = await self._claim(agents)
+            if record is None:
+                break
+            self._start(record)
+        while runtime.tasks and len(self._task_runs) < runtime.max_concurrent_tasks:
+            record = await self._claim(runtime.task_keys(), kind="task")
+            if record is None:
+                break
+            self._start_task(record)
+
+    async def _claim(self, keys: Any, kind: str = "agent") -> RuntimeRun | None:
+        return await claim_next(self.runtime, self.holder, keys, kind)
+
+    def _stop_fatally(self, exc: BaseException) -> None:
+        """Stop taking work after a failure the runtime cannot pass; the first one only.
+
+        The store stayed unavailable past ``store_retry_ms`` (or the scheduler
+        broke): ``on_fatal_error`` is called once and no run is claimed any
+        more. A run in flight goes on until its next store call: a store that
+        is still away ends it there without a write (:meth:`_guarded`), as it
+        is in the store; its lease lapses and another worker, or the next
+        open, claims it. ``close()`` abandons the others as usual.
+        """
+        if self._fatal:
+            return
+        self._fatal = True
+        if self._scheduler is not None and self._scheduler is not asyncio.current_task():
+            self._scheduler.cancel()
+        # Its own task: the caller may be a lease keeper that is about to be cancelled.
+        self._fatal_report = asyncio.get_running_loop().create_task(self._report_fatal(exc))
+
+    async def _report_fatal(self, exc: BaseException) -> None:
+        if self.runtime.on_fatal_error is not None:
+            with contextlib.suppress(Exception):
+                await maybe_await(self.runtime.on_fatal_error(exc))
+        else:
+            self.runtime.deps.logger.error("nbdurable: the runtime stopped: %r", exc)
+
+    async def _guarded(self, execution: Coroutine[Any, Any, None]) -> None:
+        """Run an execution; a store unavailable past its retry budget stops the engine."""
+        try:
+            await execution
+        except StoreUnavailableError as exc:  # the run stays as it is in the store
+            self._stop_fatally(exc)
+
+    @property
+    def holder(self) -> str:
+        """The name this engine's leases are held under: the runtime's owner id and this process."""
+        return lease_holder(self.runtime.owner_id)
+
+    def _expire_dead_owners(self) -> None:
+        """Expire the leases of running runs whose owner's process is gone on this host.
+
+        A restarted kernel or a killed worker leaves its runs ``running`` under a
+        lease nobody renews. When the holder's process provably no longer exists
+        (:func:`~nbdurable.runs.process_gone`), its lease is ended now
+        (a fenced write, so a run someone claimed meanwhile is left alone) and the
+        next claim takes the run over at once instead of after the lease.
+        Runs of another engine are left alone (claims never take them either).
+        """
+        moment = time.monotonic()
+        if moment < self._next_dead_owner_scan:
+            return
+        self._next_dead_owner_scan = moment + DEAD_OWNER_SCAN_SECONDS
+        store = self.runtime.runtime_store
+        try:
+            now = self.runtime.now()
+            for record in store.rt_list(sorted(ACTIVE_STATES)):
+                expires = record.lease_expires_at
+                if not of_engine(record, EMBEDDED):
+                    continue
+                if expires is None or expires <= now or not process_gone(record.lease_owner):
+                    continue
+                with contextlib.suppress(FencedOutError, RunNotFoundError):
+                    store.rt_update(
+                        record.run_id, RunPatch(lease_expires_at=now), fence=record.fence
+                    )
+        except Exception as exc:  # only an early takeover is lost: the lease still lapses
+            self.runtime.deps.logger.error("nbdurable: looking for dead owners failed: %r", exc)
+        if moment >= self._next_foreign_scan:
+            self._next_foreign_scan = moment + FOREIGN_SCAN_SECONDS
+            self._note_foreign()
+
+    def _note_foreign(self) -> None:
+        """Say once per run, in the log, which waiting runs belong to another engine."""
+        try:
+            records = self.runtime.runtime_store.rt_list(sorted(CLAIMABLE_STATES))
+        except Exception:  # only a log line is lost: the next scan says it
+            return
+        foreign = [r for r in records if not of_engine(r, EMBEDDED)]
+        for record in foreign:
+            self._foreign.leave(record, self.runtime.deps.logger)
+        self._foreign.keep_only(r.run_id for r in foreign)
+
+    def _taken_over(self, context: Execution, event: NewEvent | None) -> None:
+        """Append the ``run_taken_over`` event of a takeover claim (fenced)."""
+        if event is None:
+            return
+        run_id = context.record.run_id
+        lifecycle.taken_over(context.record, str(event.payload.get("cause")))
+        try:
+            self.runtime.event_store.append_events(run_id, [event], fence=context.fence)
+        except FencedOutError:
+            raise
+        except Exception as exc:  # the record is the authority; the event is for viewers
+            self.runtime.deps.logger.error(
+                "nbdurable: takeover event of %s failed: %r", run_id, exc
+            )
+        notify(self.runtime.store, run_id)
+
+    def _start(self, record: RuntimeRun) -> None:
+        agent = self.runtime.registry.get(record.agent_id, record.agent_version)
+        assert agent is not None  # claims only take registered agents
+        context = RunContext(
+            runtime=self.runtime, agent=agent, record=record, lease_owner=record.lease_owner
+        )
+        self._contexts[record.run_id] = context
+        lifecycle.claimed(record, resumed=bool(record.verdicts or record.decided))
+        task = asyncio.get_running_loop().create_task(self._guarded(self._execute(context)))
+        self._executions[record.run_id] = task
+        task.add_done_callback(lambda _: self._finished(record.run_id))
+
+    def _start_task(self, record: RuntimeRun) -> None:
+        execution = TaskExecution(self.runtime, self.runtime.tasks[record.agent_id], record)
+        self._contexts[record.run_id] = execution
+        self._task_runs.add(record.run_id)
+        lifecycle.claimed(record, resumed=record.phase > 0)
+        task = asyncio.get_running_loop().create_task(self._guarded(self._execute_task(execution)))
+        self._executions[record.run_id] = task
+        task.add_done_callback(lambda _: self._finished(record.run_id))
+
+    def _finished(self, run_id: str) -> None:
+        self._executions.pop(run_id, None)
+        self._contexts.pop(run_id, None)
+        with self._ended_lock:
+            self._ended = {ended for ended in self._ended if ended[0] != run_id}
+        self._task_runs.discard(run_id)
+        self._wake.set()
+
+    def _settled_at_claim(self, record: RuntimeRun) -> bool:
+        """Settle a claimed run that must not start; whether it was one.
+
+        It was cancelled while its previous owner ran it (now ``cancelled``), or
+        its deadline passed (now ``failed``, ``timeout``).
+        """
+        if record.state == "cancelling":
+            outcome = LegOutcome.cancelled()
+        elif record.deadline_at is not None and self.runtime.now() >= record.deadline_at:
+            outcome = LegOutcome.timed_out()
+        else:
+            return False
+        patch = record_changes(outcome) | RunPatch(lease_owner=None)
+        self.runtime.set_state(record.run_id, patch, fence=record.fence)
+        with self._ended_lock:
+            self._ended.add((record.run_id, record.fence))
+        return True
+
+    async def _execute_task(self, execution: TaskExecution) -> None:
+        """Run a claimed task's phases from its last checkpoint, under its lease."""
+        record = execution.record
+        keeper: asyncio.Task[None] | None = None
+        # inside the try: close() may cancel while a claim's first writes run on a store thread
+        try:
+            if await offload(self._settled_at_claim, record):
+                if record.state == "cancelling":
+                    await self.runtime.cancel_owned(record.run_id)
+                return
+            await offload(claim_event, self.runtime, record)
+            keeper = asyncio.get_running_loop().create_task(
+                self._leases.keep(execution, self._executions.get(record.run_id))
+            )
+            event = takeover_event(record, now=self.runtime.now(), phase=record.phase)
+            await offload(self._taken_over, execution, event)
+            state = await run_phases(execution)
+            await offload(self._end, execution, LegOutcome.completed(canonical_json(state)))
+        except (FencedOutError, LeaseLostError):
+            pass  # another owner has the task: it decides from here
+        except asyncio.CancelledError:
+            stop = await offload(self._after_cancel, execution)
+            if stop.kind == "cancelled":
+                await self.runtime.cancel_owned(record.run_id)
+        except StoreUnavailableError:
+            raise  # not the task's failure: the engine stops (_guarded)
+        except Exception as exc:
+            await offload(self._after_error, execution, exc)
+        finally:
+            if keeper is not None:
+                keeper.cancel()
+
+    async def _execute(self, context: RunContext) -> None:
+        record = context.record
+        keeper: asyncio.Task[None] | None = None
+        # inside the try: close() may cancel while a claim's first writes run on a store thread
+        try:
+            if await offload(self._settled_at_claim, record):
+                return
+            await offload(claim_event, self.runtime, record)
+            keeper = asyncio.get_running_loop().create_task(
+                self._leases.keep(context, self._executions.get(record.run_id))
+            )
+            await self._leg(context)
+        except (FencedOutError, LeaseLostError):
+            # Another owner has the run and decides from here; what this one's tools
+            # did meanwhile is kept as late results, for the human deciding the call.
+            await offload(record_late_results, context)
+        except asyncio.CancelledError:
+            await offload(self._after_cancel, context)
+        except ModelAttemptFailed as failed:
+            await offload(self._after_model_error, context, failed)
+        except StoreUnavailableError:
+            raise  # not the run's failure: the engine stops (_guarded)
+        except Exception as exc:
+            await offload(self._after_error, context, exc)
+        finally:
+            if keeper is not None:
+                keeper.cancel()
+
+    def _after_error(self, context: Execution, exc: Exception) -> None:
+        """End the leg as ``exc`` decides; any other error fails the run (not a store's)."""
+        outcome = ended_by(exc)
+        if outcome is None:
+            if self._store_accident(context, exc):
+                return
+            outcome = LegOutcome.failed("error", f"{type(exc).__name__}: {exc}")
+        self._end(context, outcome)
+
+    def _store_accident(self, context: Execution, exc: Exception) -> bool:
+        """Whether ``exc`` is a store failure, not the run's own error.
+
+        A transient failure (store calls are retried where they are made; one
+        that was not and failed transiently), or a write the disk refused
+        (:class:`StoreWriteError`: full, read-only), leaves the run as it is in
+        the store: its lease lapses and a claim (this runtime's or another's)
+        runs it again.
+        """
+        if not (is_transient(exc) or isinstance(exc, StoreWriteError)):
+            return False
+        self.runtime.deps.logger.error(
+            "nbdurable: run %s left to be claimed again after a store failure: %r",
+            context.record.run_id,
+            exc,
+        )
+        return True
+
+    async def _leg(self, context: RunContext) -> None:
+        record = context.record
+        agent = context.agent
+        intents = await offload(self.runtime.runtime_store.rt_intents, record.run_id)
+        context.intents = {i.tool_call_id: i for i in intents}
+        checkpoint = await self.runtime.store_retry.acall(
+            "load a checkpoint", self.runtime.store.load, record.run_id
+        )
+        if checkpoint is not None:
+            start = leg_start_from_checkpoint(checkpoint)
+        else:
+            messages = await first_messages(self.runtime, record)
+            start = LegStart(messages=messages, run_id=record.run_id, durable=True)
+        event = takeover_event(
+            record,
+            now=self.runtime.now(),
+            step_index=start.next_step_index,
+            interrupted=interrupted_calls(context.intents.values(), start.messages),
+            recovery_of=agent.recovery_of,
+        )
+        await offload(self._taken_over, context, event)
+        options = leg_options(
+            agent,
+            record,
+            approval_responses=record.approval_responses(),
+            approval_signer=self.runtime.signer,
+            deps=self.runtime.deps,
+            approval_grants=lambda: RunGrants.of(context.record.grants),
+        )
+        driver = RuntimeDriver(
+            options,
+            start,
+            store=self.runtime.store,
+            streaming=record.stream,
+            flush_interval=self.runtime.flush_interval,
+            context=context,
+        )
+        result = await driver.run()
+        finish = driver.events.finish if driver.events is not None else None
+        await offload(self._end, context, leg_result(result), finish=finish)
+
+    def _end(
+        self, context: Execution, outcome: LegOutcome, *, finish: dict[str, Any] | None = None
+    ) -> None:
+        """Write ``outcome`` (fenced) and release the lease; nothing when superseded."""
+        patch = record_changes(outcome)
+        if not patch:
+            return
+        patch = RunPatch(lease_owner=None, lease_expires_at=None) | patch
+        try:
+            with contextlib.suppress(FencedOutError):  # another owner decides now
+                if isinstance(context, RunContext) and context.riders is not None:
+                    context.riders.flush()  # the results that waited for a shared commit
+                record = self.runtime.set_state(
+                    context.record.run_id, patch, fence=context.fence, finish=finish
+                )
+                lifecycle.left(context.record, record.state, patch.reason or None)
+            with self._ended_lock:  # written on a store thread
+                self._ended.add((context.record.run_id, context.fence))
+        except StoreWriteError as exc:  # the run stays as stored, to be claimed again
+            self._store_accident(context, exc)
+
+    def _after_cancel(self, context: Execution) -> LegOutcome:
+        """End a cancelled leg as its owner decided; at shutdown, hand it back untouched.
+
+        A leg whose end was written already (the cancellation arrived while that
+        write ran on a store thread) keeps it: the run waits, or ended, as written.
+        """
+        stop = context.stop or LegOutcome.released()
+        if stop.kind == "superseded" and isinstance(context, RunContext):
+            record_late_results(context)  # the lease keeper found the run lost
+        with self._ended_lock:
+            ended = (context.record.run_id, context.fence) in self._ended
+        if ended:
+            return stop
+        self._end(context, stop)
+        return stop
+
+    def _after_model_error(self, context: RunContext, failed: ModelAttemptFailed) -> None:
+        record = self.runtime.runtime_store.rt_get(context.record.run_id) or context.record
+        outcome = after_model_error(
+            failed.error,
+            policy=context.retry_policy,
+            retry_if=context.agent.retry_if,
+            used=record.model_attempts,
+            now=self.runtime.now(),
+        )
+        self._end(context, outcome)

@@ -1,0 +1,124 @@
+"""The events a run-state change writes: ``run_state``, then the terminal event."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any, cast
+
+from .._errors import FencedOutError
+from ..events._model import RUN_ERROR, RUN_FINISHED, RUN_STATE, NewEvent
+from ..runs import GRAPH_SETTLED_STATES, RunPatch, RuntimeRun
+from ._run import RunFailedError
+
+if TYPE_CHECKING:
+    from ._seam import RunRecords
+
+__all__ = ["claim_event", "unclaimed_event", "settled_nodes", "state_events", "terminal_event"]
+
+
+def state_events(
+    record: RuntimeRun, now: int, finish: dict[str, Any] | None = None
+) -> list[NewEvent]:
+    """The ``run_state`` event of the record's state, and its terminal event when final.
+
+    Both go in one append, so the terminal event is the last one a final run writes.
+    """
+    payload: dict[str, Any] = {
+        "state": record.state,
+        "reason": record.reason,
+        "next_attempt_at": record.next_attempt_at,
+    }
+    if record.retried:
+        payload["retried"] = True
+    events = [NewEvent(type=RUN_STATE, created_at=now, payload=payload)]
+    if record.finished:
+        events.append(terminal_event(record, now, finish))
+    return events
+
+
+def settled_nodes(nodes: list[RuntimeRun], finished: RuntimeRun) -> list[RuntimeRun]:
+    """The graph nodes the store settled when ``finished`` finished (they need events).
+
+    ``nodes`` is the graph in topological order, as the store lists it. A node
+    claimed since (``running`` already, possibly in the same millisecond) is left
+    to its claimer, which writes the ``pending`` it skipped (:func:`claim_event`). A node
+    is attributed by ``settled_by``, which the settling write stamps: two
+    dependencies finishing in the same millisecond cannot both claim it. Records
+    settled without it (a store that settles its own way) fall back to the time.
+    """
+    downstream = {finished.run_id}
+    for node in nodes:  # dependents come after their dependencies
+        if downstream.intersection(node.depends_on):
+            downstream.add(node.run_id)
+    return [
+        node
+        for node in nodes
+        if node.run_id != finished.run_id
+        and node.run_id in downstream
+        and node.state in GRAPH_SETTLED_STATES
+        and node.updated_at == finished.updated_at
+        and node.settled_by in (None, finished.run_id)
+    ]
+
+
+def terminal_event(record: RuntimeRun, now: int, finish: dict[str, Any] | None = None) -> NewEvent:
+    """The terminal event of a finished run (``run_finished`` or ``run_error``).
+
+    ``run_finished`` for a completed run (the completing leg's finish payload,
+    when there was a leg); ``run_error`` for a failed or cancelled one, with the
+    error :meth:`Run.result` raises. Both carry ``state``; ``run_error`` also
+    ``reason`` and the run's last ``error``.
+    """
+    if record.state == "completed":
+        return NewEvent(
+            type=RUN_FINISHED, created_at=now, payload={**(finish or {}), "state": "completed"}
+        )
+    failure = RunFailedError(record)
+    return NewEvent(
+        type=RUN_ERROR,
+        created_at=now,
+        payload={
+            "error_type": type(failure).__name__,
+            "message": str(failure),
+            "state": record.state,
+            "reason": record.reason,
+            "error": record.error,
+        },
+    )
+
+
+def unclaimed_event(runtime: RunRecords, record: RuntimeRun) -> None:
+    """The state event of a run made claimable (submitted, promoted, settled), unless claimed since.
+
+    The append is fenced by the record's fence as read: once a worker has
+    claimed the run, its claim writes the missing ``pending`` itself
+    (:func:`claim_event`), so the log never shows ``running`` before ``pending``.
+    """
+    with contextlib.suppress(FencedOutError):
+        runtime.state_event(record, fence=record.fence)
+
+
+def claim_event(runtime: RunRecords, record: RuntimeRun) -> None:
+    """The state event of a run its owner just claimed.
+
+    A run's first claim (any claim of a graph node, which a retry can put back to
+    ``queued``) may overtake the ``pending`` event of the process that submitted
+    it or promoted it from ``queued`` (that append is fenced and now refused, or
+    left to the claim): the claim then writes ``pending`` first.
+    """
+    # A graph node run again (retried back to ``queued``) can be promoted and
+    # claimed in one millisecond too: the finisher then leaves its pending here.
+    may_lack_pending = record.fence == 1 or record.graph_id is not None
+    if may_lack_pending and _last_state(runtime, record.run_id) in (None, "queued"):
+        unclaimed_event(runtime, RunPatch(state="pending", reason=None).apply(record))
+    runtime.state_event(record)
+
+
+def _last_state(runtime: RunRecords, run_id: str) -> str | None:
+    """The state of the run's last ``run_state`` event (None without one)."""
+    log = runtime.event_store
+    events = runtime.store_retry.call("read events", log.read_events, run_id)
+    for event in reversed(events):
+        if event.type == RUN_STATE:
+            return cast(str | None, event.payload.get("state"))
+    return None

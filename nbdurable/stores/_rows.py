@@ -1,0 +1,240 @@
+"""A checkpoint's metadata as SQL column values and back, shared by the SQL stores.
+
+The row holds every field of :class:`AgentCheckpoint` except the messages, which
+live in the message chain. Fields a later version adds (optional by the
+checkpoint contract) need no migration: they travel in the ``extra`` JSON column.
+The SQLite store may pack ``usage`` and ``extra`` (a BLOB, see
+:mod:`.packing`); a row reads either form.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
+
+from .._errors import CheckpointVersionError, StoreCorruptionError
+from ..durable._checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo
+from ..durable._records import RunRecord
+from ..messages import Message, ToolApprovalRequest, Usage
+from ..runs import RuntimeRun
+from ._packing import unpack_json
+
+__all__ = ["COLUMNS", "CheckpointRow", "checkpoint_row", "run_record", "runtime_row"]
+
+COLUMNS = (
+    "version",
+    "step_index",
+    "status",
+    "message_count",
+    "usage",
+    "pending_approvals",
+    "agent_path",
+    "created_at",
+    "finish_reason",
+    "extra",
+)
+"""Metadata columns of a checkpoint row, in the order :class:`CheckpointRow` holds them."""
+
+# Fields with a column of their own (or derived: step_id, messages); any other
+# field of AgentCheckpoint is an optional later addition and goes to ``extra``.
+_OWN = frozenset(
+    {
+        "version",
+        "run_id",
+        "step_id",
+        "step_index",
+        "status",
+        "messages",
+        "usage",
+        "pending_approvals",
+        "agent_path",
+        "created_at",
+        "finish_reason",
+    }
+)
+_EXTRA = frozenset(AgentCheckpoint.model_fields) - _OWN
+_EXTRA_INCLUDE = set(_EXTRA)
+_EXTRA_DEFAULTS = tuple((name, AgentCheckpoint.model_fields[name].default) for name in _EXTRA)
+_INFO_FIELDS = frozenset(CheckpointInfo.model_fields)
+_APPROVALS: TypeAdapter[tuple[ToolApprovalRequest, ...]] = TypeAdapter(
+    tuple[ToolApprovalRequest, ...]
+)
+_PATH: TypeAdapter[tuple[str, ...]] = TypeAdapter(tuple[str, ...])
+
+
+@dataclass(frozen=True)
+class CheckpointRow:
+    """One checkpoint's metadata as stored: scalars plus JSON columns (text, or packed)."""
+
+    run_id: str
+    version: int
+    step_index: int
+    status: str
+    message_count: int
+    usage: str | bytes
+    pending_approvals: str
+    agent_path: str
+    created_at: int
+    finish_reason: str | None
+    extra: str | bytes | None
+
+    @classmethod
+    def from_values(cls, run_id: str, values: Any) -> CheckpointRow:
+        """Build from a database row holding :data:`COLUMNS` in order."""
+        return cls(run_id, *values)
+
+    def values(self) -> tuple[Any, ...]:
+        """The :data:`COLUMNS` values, in order."""
+        return (
+            self.version,
+            self.step_index,
+            self.status,
+            self.message_count,
+            self.usage,
+            self.pending_approvals,
+            self.agent_path,
+            self.created_at,
+            self.finish_reason,
+            self.extra,
+        )
+
+    def fields(self) -> dict[str, Any]:
+        """The checkpoint's fields except messages, validated.
+
+        Raises:
+            CheckpointVersionError: The row was written with a newer checkpoint version.
+            StoreCorruptionError: A column does not decode (names the run and step).
+        """
+        version = self.version
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise self.corruption(f"its version {version!r} is not a version")
+        if version != CHECKPOINT_VERSION:
+            raise CheckpointVersionError(version, CHECKPOINT_VERSION)
+        try:
+            # "[]" is by far the most common value: skip the parser for it.
+            approvals = self.pending_approvals
+            path = self.agent_path
+            fields: dict[str, Any] = {
+                "run_id": self.run_id,
+                "step_index": self.step_index,
+                "status": self.status,
+                "usage": Usage.model_validate_json(unpack_json(self.usage)),
+                "pending_approvals": ()
+                if approvals == "[]"
+                else _APPROVALS.validate_json(approvals),
+                "agent_path": () if path == "[]" else _PATH.validate_json(path),
+                "created_at": self.created_at,
+                "finish_reason": self.finish_reason,
+            }
+            if self.extra is not None:
+                fields.update(_decode_extra(unpack_json(self.extra)))
+        except (ValidationError, ValueError, TypeError, StoreCorruptionError) as exc:
+            raise self.corruption(f"its metadata does not decode: {exc}") from exc
+        return fields
+
+    def info(self) -> CheckpointInfo:
+        """The checkpoint's metadata without loading a message."""
+        fields = {k: v for k, v in self.fields().items() if k in _INFO_FIELDS}
+        try:
+            return CheckpointInfo(
+                step_id=f"{self.run_id}#{self.step_index}",
+                message_count=self.message_count,
+                **fields,
+            )
+        except ValidationError as exc:
+            raise self.corruption(f"its metadata is invalid: {exc}") from exc
+
+    def checkpoint(self, messages: tuple[Message, ...]) -> AgentCheckpoint:
+        """The full checkpoint, given its messages."""
+        try:
+            return AgentCheckpoint(messages=messages, **self.fields())
+        except ValidationError as exc:
+            raise self.corruption(f"it is not a valid checkpoint: {exc}") from exc
+
+    def corruption(self, what: str) -> StoreCorruptionError:
+        """A corruption error naming this row's run and step."""
+        return StoreCorruptionError(
+            f"checkpoint of run {self.run_id!r} step {self.step_index} is corrupt: {what}",
+            run_id=self.run_id,
+            step_index=self.step_index,
+        )
+
+
+def checkpoint_row(checkpoint: AgentCheckpoint) -> CheckpointRow:
+    """The row that stores ``checkpoint``'s metadata."""
+    extra = None
+    # All optional fields at their defaults (the usual case for most of them) dump as "{}".
+    if any(getattr(checkpoint, name) != default for name, default in _EXTRA_DEFAULTS):
+        dumped = checkpoint.model_dump_json(include=_EXTRA_INCLUDE, exclude_defaults=True)
+        extra = None if dumped == "{}" else dumped
+    approvals = checkpoint.pending_approvals
+    path = checkpoint.agent_path
+    return CheckpointRow(
+        run_id=checkpoint.run_id,
+        version=checkpoint.version,
+        step_index=checkpoint.step_index,
+        status=checkpoint.status,
+        message_count=len(checkpoint.messages),
+        usage=checkpoint.usage.model_dump_json(),
+        # "[]" is by far the most common value of both (and what their encoders write).
+        pending_approvals=_APPROVALS.dump_json(approvals).decode() if approvals else "[]",
+        agent_path=json.dumps(list(path)) if path else "[]",
+        created_at=checkpoint.created_at,
+        finish_reason=checkpoint.finish_reason,
+        extra=extra,
+    )
+
+
+def run_record(run_id: str, last_seq: int, created_at: int, values: Any) -> RunRecord:
+    """A run record from a run row and its latest checkpoint's metadata columns.
+
+    Both SQL stores' ``list_runs`` read rows of (run id, saves so far, creation
+    time, metadata columns...).
+    """
+    latest = CheckpointRow.from_values(run_id, values).info()
+    return RunRecord(
+        run_id=run_id,
+        status=latest.status,
+        step_index=latest.step_index,
+        step_count=last_seq,
+        usage=latest.usage,
+        created_at=created_at,
+        updated_at=latest.created_at,
+        agent_path=latest.agent_path,
+        pending_approval_count=len(latest.pending_approvals),
+        finish_reason=latest.finish_reason,
+        forked_from=latest.forked_from,
+    )
+
+
+# The optional fields as a model of their own: one JSON validation per row (in
+# JSON mode, so bytes-valued fields come back as bytes, not as base64 text), and
+# fields of a newer version this one does not know are ignored.
+_ExtraFields: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    "_ExtraFields",
+    __config__=ConfigDict(extra="ignore", val_json_bytes="base64"),
+    **{name: (AgentCheckpoint.model_fields[name].annotation, None) for name in _EXTRA},
+)
+
+
+def _decode_extra(text: str) -> dict[str, Any]:
+    parsed = _ExtraFields.model_validate_json(text)
+    return {name: getattr(parsed, name) for name in parsed.model_fields_set}
+
+
+def runtime_row(run: RuntimeRun) -> tuple[object, ...]:
+    """A run record as a row of ``rt_runs``: the columns the scheduler queries, then the JSON."""
+    return (
+        run.run_id,
+        run.seq,
+        run.session_id,
+        run.state,
+        run.request_id,
+        run.fence,
+        run.kind,
+        run.graph_id,
+        run.model_dump_json(),
+    )

@@ -1,0 +1,220 @@
+"""TemporalEngine: a runtime's runs execute as Temporal workflows (workflow id = run id).
+
+The client side of the engine seam. The runtime keeps writing run records
+(submit, approve, deny, retry, cancel) to the store; the engine turns every
+record that became ``pending`` into a signal-with-start of the run's workflow
+(``resume``, carrying the verdicts), and every cancelled run into a workflow
+cancellation. Workers (``nbdurable worker --engine temporal``) execute them.
+Agent runs (graph nodes and a task's owned runs included) run as
+``nbdurable.AgentRun`` workflows, custom tasks as ``nbdurable.TaskRun``.
+
+Each worker runs an engine of its own too, with ``adopt_after``: it resumes the
+records that stayed pending that long (a graph node promoted while no client is
+connected, a run retried from the CLI, a run whose client went away before
+dispatching), starting their workflows when they have none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from .._aio import wait_event
+from ..runs import TEMPORAL, of_engine
+from ..runtime._foreign import ForeignRuns
+from ..runtime._seam import Engine
+from ._config import TemporalConfig
+from ._connection import TemporalConnection
+from ._tracing import client_interceptors, started_under
+from ._workflow import config_args
+
+if TYPE_CHECKING:
+    from ..runs import RuntimeRun
+    from ..runtime._seam import RunServices
+
+__all__ = ["WORKFLOWS", "TemporalEngine", "start_run"]
+
+WORKFLOWS: dict[str, str] = {"agent": "nbdurable.AgentRun", "task": "nbdurable.TaskRun"}
+"""The workflow type of each record kind."""
+CANCEL_SCAN_MS = 1000
+"""How often (ms) a dispatcher looks for runs cancelled by another process while parked."""
+
+
+async def start_run(
+    client: Client, record: RuntimeRun, config: TemporalConfig, task_queue: str
+) -> None:
+    """Signal-with-start the workflow of a pending run: ``resume``, carrying its verdicts.
+
+    With tracing on, under the run's stored trace context: the SDK's spans join the run's trace.
+    """
+    with started_under(record):
+        await client.start_workflow(
+            WORKFLOWS[record.kind],
+            config_args(config),
+            id=record.run_id,
+            task_queue=task_queue,
+            start_signal="resume",
+            start_signal_args=[
+                {key: v.model_dump(mode="json") for key, v in record.verdicts.items()}
+            ],
+        )
+
+
+class TemporalEngine(Engine):
+    """Execute a runtime's agent runs on Temporal.
+
+    Args:
+        address: The Temporal frontend, ``host:port``.
+        task_queue: The queue the workers poll.
+        namespace: The Temporal namespace.
+        model_timeout: Seconds one model attempt may take.
+        tool_timeout: Seconds one tool call may take.
+        heartbeat_timeout: Seconds of worker silence before an activity is retried
+            elsewhere (a SIGKILLed worker is noticed after this).
+        tool_retries: Attempts of a ``safe``/``idempotent`` tool after a worker loss.
+        client: An already connected client (default: connect to ``address``).
+        connection: TLS and API key of the connection to ``address`` (a secured
+            cluster, Temporal Cloud); default: plain, as to a dev server.
+        adopt_after: For a worker's engine: leave pending runs to clients for this
+            many seconds, then resume those still pending (starting the workflow
+            of those that have none, with this engine's timeouts; a duplicate
+            resume is a no-op). None (a client): dispatch at once.
+    """
+
+    name = TEMPORAL
+
+    def __init__(
+        self,
+        address: str = "127.0.0.1:7233",
+        task_queue: str = "nbdurable",
+        namespace: str = "default",
+        *,
+        model_timeout: float = 300.0,
+        tool_timeout: float = 600.0,
+        heartbeat_timeout: float = 10.0,
+        tool_retries: int = 5,
+        client: Client | None = None,
+        adopt_after: float | None = None,
+        connection: TemporalConnection | None = None,
+    ) -> None:
+        self.address = address
+        self.connection = connection or TemporalConnection()
+        self.task_queue = task_queue
+        self.namespace = namespace
+        self._timeouts: dict[str, Any] = {
+            "model_timeout": model_timeout,
+            "tool_timeout": tool_timeout,
+            "heartbeat_timeout": heartbeat_timeout,
+            "tool_retries": tool_retries,
+        }
+        self.runtime: RunServices
+        self._client = client
+        self.adopt_after = adopt_after
+        self._wake = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._closing = False  # ends the dispatcher should it swallow its cancellation
+        self._sent: set[tuple[str, int, str]] = set()
+        self._since = 0
+        self._cancel_scan = 0
+        self._foreign = ForeignRuns(TEMPORAL)
+
+    def config(self, run_id: str) -> TemporalConfig:
+        """The workflow settings of ``run_id``."""
+        return TemporalConfig(run_id=run_id, **self._timeouts)
+
+    async def client(self) -> Client:
+        """The connected Temporal client (with the SDK's tracing interceptor when tracing is on)."""
+        if self._client is None:
+            self._client = await self.connection.connect(
+                self.address, self.namespace, client_interceptors()
+            )
+        return self._client
+
+    def start(self, runtime: RunServices) -> None:
+        """Start dispatching the runtime's pending runs to Temporal."""
+        self.runtime = runtime
+        self._since = runtime.now()
+        self._loop_task = asyncio.get_running_loop().create_task(self._dispatch())
+
+    def wake(self) -> None:
+        """Dispatch now (a submission, a verdict, a retry, a cancel)."""
+        self._wake.set()
+
+    def cancel_local(self, run_id: str) -> bool:
+        """Cancellation goes through Temporal: the dispatcher cancels the workflow."""
+        self._wake.set()
+        return True
+
+    async def close(self) -> None:
+        """Stop dispatching (workflows go on: workers own them)."""
+        if self._loop_task is not None:
+            with contextlib.suppress(Exception):
+                await self.dispatch_once()  # what was decided just now still reaches Temporal
+            self._closing = True  # Python 3.11's wait_for may swallow the cancel below
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+            self._loop_task = None
+
+    async def _dispatch(self) -> None:
+        while not self._closing:
+            woken = self._wake.is_set()
+            self._wake.clear()
+            try:
+                await self.dispatch_once(woken)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the server is away: try again next period
+                self.runtime.deps.logger.error("nbdurable: Temporal dispatch failed: %r", exc)
+            await wait_event(self._wake, max(self.runtime.poll_interval, 0.05))
+
+    async def dispatch_once(self, woken: bool = True) -> None:
+        """Signal-with-start every newly pending run; cancel every newly cancelled one."""
+        store = self.runtime.runtime_store
+        client = await self.client()
+        pending: set[tuple[str, int, str]] = set()
+        for record in store.rt_list(["pending"]):
+            key = (record.run_id, record.updated_at, "resume")
+            pending.add(key)
+            if record.kind not in WORKFLOWS or key in self._sent or not self._due(record):
+                continue
+            if not of_engine(record, TEMPORAL):
+                self._foreign.leave(record, self.runtime.deps.logger)
+                continue
+            # Sending is slow next to workflows: one that took the record meanwhile
+            # may have closed already, and a resume now would start a workflow for nothing.
+            current = store.rt_get(record.run_id)
+            if current is None or (current.state, current.updated_at) != ("pending", key[1]):
+                continue
+            await start_run(client, current, self.config(record.run_id), self.task_queue)
+            self._sent.add(key)
+        # Finished runs pile up: the ones cancelled while parked are looked for
+        # when a client's user decided something, else about once a second (a
+        # worker's runtime is woken by every state change its activities write).
+        now = self.runtime.now()
+        states = ["cancelling"]
+        if (woken and self.adopt_after is None) or now - self._cancel_scan >= CANCEL_SCAN_MS:
+            states.append("cancelled")
+            self._cancel_scan = now
+        for record in store.rt_list(states):
+            key = (record.run_id, record.updated_at, "cancel")
+            if record.kind not in WORKFLOWS or key in self._sent or not of_engine(record, TEMPORAL):
+                continue
+            if record.state == "cancelled" and record.updated_at < self._since:
+                continue
+            self._sent.add(key)
+            with contextlib.suppress(RPCError):  # no such workflow, or it closed already
+                await client.get_workflow_handle(record.run_id).cancel()
+        # Keys of records that changed since can never match again.
+        self._sent = {k for k in self._sent if k[2] == "cancel" or k in pending}
+        self._foreign.keep_only(k[0] for k in pending)
+
+    def _due(self, record: RuntimeRun) -> bool:
+        """Whether this engine dispatches the pending record now (a worker's waits)."""
+        if self.adopt_after is None:
+            return True
+        return self.runtime.now() - record.updated_at >= self.adopt_after * 1000

@@ -1,0 +1,364 @@
+"""Custom tasks on Temporal: one workflow per task run, one activity per phase.
+
+``TaskRunWorkflow`` (workflow id = run id) takes the pending task run (a fenced
+compare-and-set to ``running``), runs each phase not yet checkpointed as an
+activity, then writes the final state. The phase activity runs the embedded
+engine's :func:`~nbdurable.runtime._tasks.run_phase`: the state it returns is
+journaled before the activity completes, so a phase whose worker died (noticed
+by the heartbeat timeout) runs again elsewhere from the last journaled state,
+and a journaled phase never runs again. Owned runs a phase spawns are agent
+runs; the phase's worker starts their workflows itself, with the task's settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import asdict, replace
+from datetime import timedelta
+from typing import Any
+
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+
+from .._errors import FencedOutError, LimitExceededError
+from ..durable._offload import offload
+from ..runs import (
+    TEMPORAL,
+    TERMINAL_STATES,
+    RunPatch,
+    RuntimeRun,
+    unclaimable_by_definition,
+    unserved_reason,
+)
+from ..runtime import _lifecycle as lifecycle
+from ..runtime._outcome import RunTimedOut
+from ..runtime._run import Run
+from ..runtime._seam import RunServices
+from ..runtime._state_events import claim_event
+from ..runtime._tasks import (
+    TaskContext,
+    TaskDefinition,
+    TaskExecution,
+    canonical_json,
+    resume_point,
+    run_phase,
+)
+from ._activities import BoundActivities, heartbeats
+from ._config import TemporalConfig
+from ._driver import DEFINITION_MISMATCH
+from ._engine import start_run
+from ._routing import handed_back_delay
+
+__all__ = ["PHASE_TIMEOUT", "TaskActivities", "TaskRunWorkflow"]
+
+PHASE_TIMEOUT = timedelta(days=365)
+"""How long one phase may run: it may await owned runs that wait for a human, so a
+lost worker is noticed by the heartbeat timeout, not by this."""
+
+TASK_HAND_BACK = "nbdurable-task-hand-back"
+"""Patch: ``task_begin`` is retried within 10 s (not up to 100 s) when a worker handed it back."""
+FAILURES = ("timeout", "limit_exceeded", "error")
+"""ApplicationError types of a phase that fail the task (the failure's reason)."""
+
+
+class PhaseContext(TaskContext):
+    """A phase's context on a worker: owned runs' workflows start from the phase.
+
+    No scheduler runs in a worker's runtime, and no client may be connected:
+    the phase starts the workflow of each owned run it finds pending, with the
+    task's timeouts, on the task's queue.
+    """
+
+    def __init__(
+        self,
+        runtime: RunServices,
+        run_id: str,
+        task: TaskDefinition,
+        phase_index: int,
+        *,
+        client: Client,
+        task_queue: str,
+        config: TemporalConfig,
+    ) -> None:
+        super().__init__(runtime, run_id, task, phase_index, on_submitted=self._start_workflow)
+        self._client = client
+        self._task_queue = task_queue
+        self._config = config
+
+    async def _start_workflow(self, run: Run) -> None:
+        record = run.record()
+        if record.state == "pending":
+            config = replace(self._config, run_id=run.run_id)
+            await start_run(self._client, record, config, self._task_queue)
+
+
+class TaskActivities(BoundActivities):
+    """The task workflow's activities."""
+
+    def _task(self, record: RuntimeRun) -> TaskDefinition | None:
+        task = self.runtime.tasks.get(record.agent_id)
+        return task if task is not None and task.version == record.agent_version else None
+
+    def _served(self, record: RuntimeRun) -> TaskDefinition:
+        """The run's task; a hand-back when this worker does not execute it.
+
+        Any worker of the queue may pick a task's activity up: one that does not
+        serve the run's ``(task, version)`` (or not all the agents it declares)
+        hands it back untouched, a retryable error, and the server schedules it
+        again for whichever worker polls next.
+        """
+        task = self._task(record)
+        if task is not None and (record.agent_id, record.agent_version) in self.runtime.task_keys():
+            return task
+        raise ApplicationError(unserved_reason(record), type=DEFINITION_MISMATCH)
+
+    def _wait_elsewhere(self, record: RuntimeRun) -> None:
+        """Record why a pending task run waits (once, fenced: a worker that took it keeps it)."""
+        runtime = self.runtime
+        waiting = unclaimable_by_definition(
+            record, runtime.now(), runtime.task_keys(), kind="task", engine=TEMPORAL
+        )
+        if waiting is not None:
+            with contextlib.suppress(FencedOutError):  # another worker took it meanwhile
+                runtime.runtime_store.rt_update(
+                    record.run_id,
+                    RunPatch(waiting_reason=waiting.waiting_reason),
+                    fence=record.fence,
+                )
+
+    @activity.defn(name="nbdurable.task_begin")
+    async def begin(self, run_id: str) -> dict[str, Any]:
+        """Take a pending task run (a fenced compare-and-set to running).
+
+        Returns the run's state (only ``running`` when taken now) and, when
+        taken, its new fence, its number of phases and the first phase to run.
+        A run past its deadline fails (``timeout``). A worker that does not
+        serve the run's task version (or one of its declared agents) records
+        the run's waiting reason (``waits for a worker serving digest v1``) and
+        hands the activity back: the run stays pending until a worker serving
+        it polls the queue.
+        """
+        runtime = self.runtime
+        record = await offload(self._record, run_id)
+        if record.state != "pending":
+            return {"state": record.state}  # a duplicate resume: another decision stands
+        claim = RunPatch(fence=record.fence + 1, lease_owner=f"temporal:{run_id}")
+        task: TaskDefinition | None = None
+        if record.deadline_at is not None and runtime.now() >= record.deadline_at:
+            claim |= RunPatch(state="failed", reason="timeout", lease_owner=None)
+        else:
+            try:
+                task = self._served(record)
+            except ApplicationError:
+                await offload(self._wait_elsewhere, record)
+                raise
+            claim |= RunPatch(state="running", waiting_reason=None)
+        claim |= RunPatch(updated_at=runtime.now())
+        record = await offload(runtime.runtime_store.rt_update, run_id, claim, fence=record.fence)
+        await offload(claim_event, runtime, record)
+        if record.state == "running":
+            lifecycle.claimed(record, resumed=record.phase > 0)
+        else:
+            lifecycle.left(record, record.state, record.reason)
+        if task is None or record.state != "running":
+            return {"state": record.state}
+        start, _ = await offload(resume_point, TaskExecution(runtime, task, record))
+        phases = len(task.phases)
+        return {"state": "running", "fence": record.fence, "start": start, "phases": phases}
+
+    @activity.defn(name="nbdurable.task_phase")
+    async def phase(self, run_id: str, index: int, fence: int, config: dict[str, Any]) -> None:
+        """Run phase ``index`` and journal its state, heartbeating meanwhile.
+
+        A phase journaled already (its worker died before reporting) is not run
+        again. The phase is cut at the task's deadline. Failures are final
+        (non-retryable) with the reason as type: ``timeout``, ``limit_exceeded``,
+        ``error``; ``cancelled`` when the run is being cancelled, ``fenced`` when
+        it is no longer this execution's.
+        """
+        runtime = self.runtime
+        record = await offload(self._record, run_id)
+        task = self._served(record)  # a running task reached a worker that lacks it: hand back
+        if record.state == "cancelling":
+            raise ApplicationError(
+                "the task is being cancelled", type="cancelled", non_retryable=True
+            )
+        if record.fence != fence or record.state != "running":
+            raise ApplicationError(
+                f"task run {run_id!r} is {record.state} (fence {record.fence})",
+                type="fenced",
+                non_retryable=True,
+            )
+        execution = TaskExecution(runtime, task, record)
+        start, state = await offload(resume_point, execution)
+        if start > index:
+            return
+        if start < index:
+            raise ApplicationError(
+                f"phase {index} of {run_id!r} cannot run before phase {start}",
+                type="error",
+                non_retryable=True,
+            )
+        client, queue = activity.client(), activity.info().task_queue
+        settings = TemporalConfig(**config)
+
+        def context(rt: RunServices, rid: str, t: TaskDefinition, i: int) -> TaskContext:
+            return PhaseContext(rt, rid, t, i, client=client, task_queue=queue, config=settings)
+
+        deadline = record.deadline_at
+        delay = None if deadline is None else max(deadline - runtime.now(), 0) / 1000
+        cut = asyncio.timeout(delay)
+        try:
+            async with heartbeats(run_id=run_id, call=f"task phase {index}"), cut:
+                await run_phase(execution, index, state, context=context)
+        except RunTimedOut as exc:
+            raise ApplicationError(str(exc), type="timeout", non_retryable=True) from None
+        except LimitExceededError as exc:
+            raise ApplicationError(str(exc), type="limit_exceeded", non_retryable=True) from None
+        except FencedOutError as exc:
+            raise ApplicationError(str(exc), type="fenced", non_retryable=True) from None
+        except Exception as exc:
+            if cut.expired():
+                error = "the task's timeout passed"
+                raise ApplicationError(error, type="timeout", non_retryable=True) from None
+            error = f"{type(exc).__name__}: {exc}"
+            raise ApplicationError(error, type="error", non_retryable=True) from None
+
+    @activity.defn(name="nbdurable.task_finish")
+    async def finish(self, run_id: str, fence: int | None, changes: dict[str, Any]) -> str:
+        """Write the task run's final state; the state it ends in.
+
+        ``completed`` gets the last journaled state as its result. A run being
+        cancelled ends ``cancelled`` whatever the phases did, and its unfinished
+        owned runs are cancelled. A finished run, or one another execution took
+        (fenced), keeps its state.
+        """
+        runtime = self.runtime
+        record = await offload(self._record, run_id)
+        patch = RunPatch(**changes)  # from the workflow's JSON: a misspelt field is a TypeError
+        if record.finished or not patch:
+            return record.state
+        cancel = record.state == "cancelling" or patch.state == "cancelled"
+        if cancel:
+            patch = RunPatch(state="cancelled", reason="cancelled")
+        elif patch.state == "completed":
+            task = self._served(record)
+            _, state = await offload(resume_point, TaskExecution(runtime, task, record))
+            patch |= RunPatch(result_text=canonical_json(state))
+        try:
+            patch |= RunPatch(lease_owner=None, lease_expires_at=None)
+            record = await offload(runtime.set_state, run_id, patch, fence=fence)
+        except FencedOutError:
+            return (await offload(self._record, run_id)).state
+        lifecycle.left(record, record.state, record.reason)
+        if cancel:
+            await runtime.cancel_owned(run_id)
+        return record.state
+
+
+@workflow.defn(name="nbdurable.TaskRun")
+class TaskRunWorkflow:
+    """One custom task run: its phases as activities, from the last journaled one."""
+
+    def __init__(self) -> None:
+        self._resumes = 0
+
+    @workflow.signal(name="resume")
+    def resume(self, verdicts: dict[str, dict[str, Any]]) -> None:
+        """The run is pending (submitted, retried): take it (a task has no verdicts)."""
+        self._resumes += 1
+
+    @workflow.run
+    async def run(self, config: dict[str, Any]) -> str:
+        """Run the phases until the task completes, fails or is cancelled; its final state."""
+        settings = TemporalConfig(**config)
+        fence: int | None = None
+        try:
+            while True:
+                await workflow.wait_condition(lambda: self._resumes > 0)
+                self._resumes = 0
+                begun = await workflow.execute_activity(
+                    "nbdurable.task_begin",
+                    args=[settings.run_id],
+                    result_type=dict,
+                    start_to_close_timeout=timedelta(seconds=60),
+                    **self._begin_retries(),
+                )
+                if begun["state"] in TERMINAL_STATES:
+                    return str(begun["state"])
+                if begun["state"] != "running":
+                    continue  # not pending: a duplicate resume
+                fence = int(begun["fence"])
+                outcome = await self._phases(settings, fence, begun["start"], begun["phases"])
+                state = await self._finish(settings, fence, outcome)
+                if state in TERMINAL_STATES:
+                    return state
+        except asyncio.CancelledError:
+            await self._finish(settings, fence, {"state": "cancelled"})
+            raise
+
+    @staticmethod
+    def _begin_retries() -> dict[str, Any]:
+        """How ``task_begin`` is retried: a worker that lacks the task hands it back.
+
+        The server's default policy waits up to 100 s between attempts; a run
+        waiting for a worker with its task version is taken within 10 s of one
+        polling.
+        """
+        if not workflow.patched(TASK_HAND_BACK):
+            return {}
+        policy = RetryPolicy(
+            initial_interval=handed_back_delay(0), maximum_interval=handed_back_delay(6)
+        )
+        return {"retry_policy": policy}
+
+    async def _finish(
+        self, config: TemporalConfig, fence: int | None, changes: dict[str, Any]
+    ) -> str:
+        state = await workflow.execute_activity(
+            "nbdurable.task_finish",
+            args=[config.run_id, fence, changes],
+            result_type=str,
+            start_to_close_timeout=timedelta(seconds=60),
+        )
+        return str(state)
+
+    async def _phases(
+        self, config: TemporalConfig, fence: int, start: int, phases: int
+    ) -> dict[str, Any]:
+        """Run the phases from ``start``; the final state change (empty when fenced out)."""
+        for index in range(start, phases):
+            try:
+                await workflow.execute_activity(
+                    "nbdurable.task_phase",
+                    args=[config.run_id, index, fence, asdict(config)],
+                    start_to_close_timeout=PHASE_TIMEOUT,
+                    heartbeat_timeout=timedelta(seconds=config.heartbeat_timeout),
+                    # Only a lost worker is retried (phases fail non-retryably): a
+                    # phase runs again as long as workers keep dying under it.
+                    retry_policy=RetryPolicy(
+                        initial_interval=timedelta(milliseconds=200),
+                        maximum_interval=timedelta(seconds=10),
+                    ),
+                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                )
+            except ActivityError as exc:
+                cause = exc.cause
+                if isinstance(cause, CancelledError):
+                    raise asyncio.CancelledError() from None
+                if isinstance(cause, ApplicationError) and cause.type == "fenced":
+                    return {}
+                if isinstance(cause, ApplicationError) and cause.type == "cancelled":
+                    return {"state": "cancelled"}
+                kind: str | None = None
+                error: str | None = str(cause or exc)
+                if isinstance(cause, ApplicationError):
+                    kind, error = cause.type, cause.message
+                reason = kind if kind in FAILURES else "error"
+                if reason == "timeout":
+                    error = None
+                return {"state": "failed", "reason": reason, "error": error}
+        return {"state": "completed"}
