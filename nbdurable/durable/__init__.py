@@ -15,6 +15,7 @@ from ._checkpoint import (
     StepStats,
 )
 from ._codec import deserialize_checkpoint, serialize_checkpoint
+from ._definitions import parts_of
 from ._records import RunRecord
 from ._signer import SECRET_ENV_VAR, TOKEN_DENIAL_REASON, ApprovalSigner
 from .store import (
@@ -57,6 +58,7 @@ __all__ = [
     "StepStats",
     "deserialize_checkpoint",
     "maybe_await",
+    "parts_of",
     "serialize_checkpoint",
     "supports",
 ]

@@ -9,7 +9,7 @@ from ._limits import Limits, ModelRetry, is_retryable
 from ._notify import Notifier, verify_notification
 from ._prompts import Prompt, canonical_prompt, prompt_message, validate_prompt
 from ._run import Run, RunFailedError, RunResult
-from ._runtime import DurableRuntime
+from ._runtime import DurableRuntime, RuntimeOptions
 from ._tasks import TaskContext, TaskDefinition, TaskRun, define_task
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "Run",
     "RunFailedError",
     "RunResult",
+    "RuntimeOptions",
     "RuntimeRun",
     "TaskContext",
     "TaskDefinition",

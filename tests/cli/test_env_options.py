@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from nbdurable._errors import ConfigurationError
-from nbdurable.cli import main, serve, worker
+from nbdurable.cli import _serve as serve
+from nbdurable.cli import _worker as worker
+from nbdurable.cli import main
 from nbdurable.cli._env import env_variables, resolve_env
 from nbdurable.notebook import NotebookSession
 

@@ -15,7 +15,7 @@ from support.notify_receiver import receiver
 
 import nbdurable as nd
 from nbdurable.cli import _serve as serve
-from nbdurable.cli import worker
+from nbdurable.cli import _worker as worker
 from nbdurable.cli._env import resolve_env
 
 from .conftest import AGENTS

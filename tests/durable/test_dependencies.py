@@ -83,7 +83,7 @@ def test_durable_package_imports_only_stdlib_pydantic_and_nbdurable() -> None:
     standard library, pydantic and nbdurable; no file/SQLite store or database driver."""
     files = sorted(DURABLE_DIR.rglob("*.py"))
     names = {f.relative_to(DURABLE_DIR).as_posix() for f in files}
-    assert names >= {"signer.py", "checkpoint.py", "codec.py", "store/__init__.py"}
+    assert names >= {"_signer.py", "_checkpoint.py", "_codec.py", "store/__init__.py"}
     queue = [(f, _module_name(f)) for f in files]
     # the run records (nbdurable.runs) share the durable layer and its dependencies
     queue += [

@@ -33,7 +33,8 @@ from support.pgserver import PgServer
 import nbdurable as nd
 from nbdurable.durable._offload import offload
 from nbdurable.events._model import NewEvent
-from nbdurable.runtime import Agent, DurableRuntime, TaskRun, record_mirror
+from nbdurable.runtime import Agent, DurableRuntime, TaskRun
+from nbdurable.runtime import _record_mirror as record_mirror
 from nbdurable.stores import open_store
 
 pytestmark = pytest.mark.serial  # it measures how long the event loop is held

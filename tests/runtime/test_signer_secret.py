@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import nbdurable as nd
-from nbdurable.durable import signer as signer_module
+from nbdurable.durable import _signer as signer_module
 
 
 def test_runtimes_on_one_store_share_the_secret(

@@ -22,7 +22,7 @@ import pytest
 from support.reseal import reseal
 
 import nbdurable as nd
-from nbdurable.events import model as event_model
+from nbdurable.events import _model as event_model
 from nbdurable.events._model import NewEvent
 from nbdurable.stores._check import check_store
 from nbdurable.stores._packing import (
