@@ -116,7 +116,7 @@ def test_durable_package_imports_only_stdlib_pydantic_and_nbdurable() -> None:
                 f"{module} imports third-party {name}"
             )
     # the signer really is built on the standard library's HMAC
-    signer_imports = _module_imports(DURABLE_DIR / "signer.py", "nbdurable.durable")
+    signer_imports = _module_imports(DURABLE_DIR / "_signer.py", "nbdurable.durable")
     assert {"hmac", "hashlib", "base64", "json"} <= signer_imports
 
 
