@@ -37,11 +37,11 @@ from ..messages import ToolApprovalRequest, VerdictSource
 from ..runs import RuntimeRun, check_minter, claimed_user, valid_name
 from ..runtime._checked_verdicts import Outcome, submit_verdict
 from ..runtime._run import Run, approval_expired
-from ._context import Bridge
 from ._errors import ApprovalNotPendingError, ApprovalTokenError
 
 if TYPE_CHECKING:
     from ..runtime._runtime import DurableRuntime
+    from ._context import Bridge  # starlette: only the bridge itself imports it
 
 __all__ = [
     "VerdictError",

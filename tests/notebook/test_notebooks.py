@@ -170,17 +170,8 @@ def test_crash_and_resume_survives_a_restart_and_a_killed_worker(folder: Path) -
         assert "worker killed during step 1 | run state: running" in out
         # a dead worker on this host is seen at once; elsewhere its lease expires
         assert "is gone: the lease expired" in out or "is gone: its process no longer" in out
-        # explain in a notebook speaks notebook: magics and buttons, not Python awaits
+        # explain in a notebook speaks notebook, not Python awaits
         assert "await run." not in out and "await runtime." not in out
-        assert "%durable approve" in out and "Approve / Deny on its card" in out
-        pages = [
-            o["data"]["text/html"]
-            for cell in notebook.cells
-            for o in cell.get("outputs", [])
-            if "nbdurable-explain" in o.get("data", {}).get("text/html", "")
-        ]
-        # JupyterLab breaks <pre> text mid-word unless told otherwise
-        assert len(pages) == 6 and all("word-break: normal" in page for page in pages)
         assert out.count("Done: dropped stg_2023 and kept stg_2024") == 2
     assert not (folder / ".nbdurable" / "runs.db").exists()  # its own store only
     store = nd.open_store(f"sqlite:///{folder}/.nbdurable/03-crash.db")

@@ -402,6 +402,7 @@ async def test_history_browser_shows_each_step_and_rewinds_from_it(tmp_path: Pat
         # a fork's browser says which run and step it came from
         forked = HistoryBrowser(runtime, fork.run_id)
         assert "forked from run-1 at step 0" in forked.children[0].value
+        forked.slider.value = 0  # the browser opens at the fork's last step
         assert forked.summary.value.startswith("step 0 (forked from run-1 at step 0)")
         forked.close()
 

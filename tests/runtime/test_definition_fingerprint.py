@@ -94,7 +94,7 @@ async def test_a_runtime_with_another_definition_never_claims_the_run(tmp_path: 
             assert record.waiting_reason in shown and "pending" in shown
             frame = nd.inspect.runs(store)
             assert frame.loc[run_id, "waiting_reason"] == record.waiting_reason
-            compact = nd.inspect.runs(store).loc[run_id, "reason"]  # the compact view
+            compact = nd.inspect.runs(store, compact=True).loc[run_id, "reason"]  # the compact view
             assert compact == record.waiting_reason
 
             # A (its definition again, in a new process) executes it: A's text

@@ -105,7 +105,7 @@ READER = textwrap.dedent(
     from pydantic import ValidationError
 
     assert nd.__file__.startswith(sys.argv[1]), nd.__file__
-    from nbdurable.stores._check import check_store
+    from nbdurable.stores.check import check_store
     RuntimeRun = nd.runtime.RuntimeRun
     out = {"fields": sorted(RuntimeRun.model_fields), "runs": {}, "records": {}}
     for url in sys.argv[2:4]:
