@@ -314,6 +314,7 @@ async def test_a_wal_checkpoint_in_progress_does_not_send_writes_off_the_loop(
     assert _size(f"{db}-wal") == 0
 
 
+@pytest.mark.serial  # the store's checkpoint thread must keep pace: load makes it lag
 async def test_a_log_that_passive_checkpoints_cannot_restart_is_emptied_off_the_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
