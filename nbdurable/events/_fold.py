@@ -92,6 +92,9 @@ class RunView:
     last_offset: int = 0
     takeover: str = ""
     late_results: list[str] = field(default_factory=list)
+    # Set by the first run_state: a runtime run's status comes from its states, and
+    # its run_suspended is only the leg's end (the state that follows names why).
+    managed: bool = field(default=False, repr=False)
 
     @property
     def text(self) -> str:
@@ -212,7 +215,13 @@ def _step_finish(view: RunView, event: Event) -> None:
 
 
 def _ended(view: RunView, event: Event) -> None:
-    view.status = "suspended" if event.type == RUN_SUSPENDED else "completed"
+    if event.type == RUN_SUSPENDED and view.managed:
+        # The run_state after this names the state; until it lands, a leg that
+        # stopped on approvals is already waiting for them (never a bare "suspended").
+        if view.pending_approvals:
+            view.status = "waiting_approval"
+    else:
+        view.status = "suspended" if event.type == RUN_SUSPENDED else "completed"
     if "finish_reason" in event.payload:  # a task run's run_finished has no leg's finish
         view.finish_reason = event.payload.get("finish_reason")
         view.usage = Usage.model_validate(event.payload.get("total_usage", {}))
@@ -233,6 +242,7 @@ def _error(view: RunView, event: Event) -> None:
 def _state(view: RunView, event: Event) -> None:
     # A runtime run's state is the authority: retry_wait, needs_attention, ...
     view.status = str(event.payload.get("state", view.status))
+    view.managed = True
     if view.status == "running":
         view.takeover = ""  # a new claim: a takeover event follows when it is one
     if view.status == "completed":

@@ -93,3 +93,26 @@ async def test_run_stream_and_subscribe_end_at_the_terminal_event(store: Any) ->
             assert log[-1].type == end
             streamed = [e async for e in run.stream()]
             assert streamed == log
+
+
+async def test_a_run_stopped_on_approval_never_reads_as_a_bare_suspended(store: Any) -> None:
+    """A widget folds the log as it arrives: between a leg's run_suspended and the
+    run_state that follows, a run that stopped on an approval already reads as
+    waiting_approval (seen in JupyterLab: the card was up, the badge said suspended)."""
+
+    @nd.tool(needs_approval=True)
+    def drop(name: str) -> str:
+        """Drop a table."""
+        return f"dropped {name}"
+
+    model = nd.ScriptedModel([nd.Turn.call("drop", "Dropping.", name="t"), "over"])
+    async with await DurableRuntime.open(
+        store=store, agents=[Agent("dba", model, [drop], version="1")]
+    ) as rt:
+        run = await rt.submit("dba", "Drop t.")
+        await run.wait("waiting_approval")
+        log = await _log(store, run.run_id)
+    ended = [i for i, e in enumerate(log) if e.type == "run_suspended"]
+    assert ended, [e.type for e in log]
+    seen = {nd.fold_events(log[: i + 1]).status for i in range(ended[0], len(log))}
+    assert seen == {"waiting_approval"}
