@@ -108,8 +108,14 @@ def claim_event(runtime: RunRecords, record: RuntimeRun) -> None:
     """
     # A graph node run again (retried back to ``queued``) can be promoted and
     # claimed in one millisecond too: the finisher then leaves its pending here.
+    # A run is never claimed out of queued or needs_attention, so a log that still ends
+    # in one of them (a paused node the settle made pending) lacks its pending.
     may_lack_pending = record.fence == 1 or record.graph_id is not None
-    if may_lack_pending and _last_state(runtime, record.run_id) in (None, "queued"):
+    if may_lack_pending and _last_state(runtime, record.run_id) in (
+        None,
+        "queued",
+        "needs_attention",
+    ):
         unclaimed_event(runtime, RunPatch(state="pending", reason=None).apply(record))
     runtime.state_event(record)
 

@@ -109,14 +109,12 @@ async def test_a_paused_dependent_goes_on_once_the_failed_dependency_is_retried(
     assert results["flaky"].text == "echo(flaky)"
     assert "Result of flaky:\necho(flaky)" in results["after"].text
     assert "Result of after:\necho(after" in results["last"].text
-    # Its pending state is written after the graph settles; a worker in another process
-    # may claim the node first, so "pending" is not always logged before "running"
-    # (seen once in CI on the embedded engine; to look into: the settle's own event).
-    states = run_states(store, "g3:after")
-    assert [s for s in states if s != "pending"] == [
+    # Its pending state is written after the graph settles, by the finisher or, when a
+    # worker in another process claims the node first, by the claim (seen once in CI).
+    assert run_states(store, "g3:after") == [
         "queued",
         "needs_attention",
+        "pending",
         "running",
         "completed",
     ]
-    assert states.count("pending") <= 1
