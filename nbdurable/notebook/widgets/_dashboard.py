@@ -13,8 +13,11 @@ import ipywidgets
 import traitlets
 
 from ..._aio import wait_event
+from ..._errors import LateResultUndecidedError
 from ...messages import VerdictSource
 from ...runs import ACTIVE_STATES, BUSY_STATES, RETRYABLE_STATES, RUN_STATES, STALLED
+from ...runs._attention import ACTIONS, AttentionAction
+from ...runtime._attention import attention_token, decide_attention
 from ...runtime._checked_verdicts import Outcome, submit_verdict
 from ...runtime._run import Run
 from .._next_step import confirmed
@@ -316,6 +319,12 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
                     reason=str(reason) if reason else None,
                 )
             )
+        elif message["type"] in ACTIONS:
+            self.view.send(Ack(type="ack", approval_id="attention"))
+            action: AttentionAction = "retry" if message["type"] == "retry" else "settle"
+            reason = message.get("reason")
+            run_id = str(message.get("run_id", ""))
+            self._start(self.attend(run_id, action, reason=str(reason) if reason else None))
         elif message["type"] == "open":
             run_id = str(message.get("run_id", ""))
             self._start(
@@ -433,6 +442,41 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
             for i in ids
         ]
 
+    async def attend(
+        self, run_id: str, action: AttentionAction, *, reason: str | None = None
+    ) -> Outcome:
+        """Retry or settle a needs_attention run as its row's buttons do; the outcome is said.
+
+        The kernel signs the action's token for the run's current stop (the view
+        never holds one) and :func:`~nbdurable.runtime._attention.decide_attention`
+        verifies it, acts once and records who decided, via ``widget``.
+        """
+        record = self.runtime.runtime_store.rt_get(run_id)
+        if record is None:
+            outcome = Outcome("error", f"{run_id} is not a run of this runtime")
+        else:
+            command = f"%durable retry {run_id}"
+            try:
+                outcome = await decide_attention(
+                    self.runtime,
+                    run_id,
+                    action,
+                    token=attention_token(self.runtime, record, action),
+                    source=VerdictSource(by=deciding_user(), via="widget"),
+                    reason=reason,
+                    use_hint=f"{command} --use-late-result",
+                    rerun_hint=f"{command} --rerun",
+                )
+            except LateResultUndecidedError as refused:  # the magic decides a late result
+                outcome = Outcome("error", str(refused))
+            if outcome.recorded:  # what happens next: here, on a worker, or it waits
+                outcome = replace(
+                    outcome, message=await confirmed(self.runtime, run_id, outcome.message)
+                )
+        self._say(f"{run_id}: {outcome.message}", error=not outcome.recorded)
+        self.poke()
+        return outcome
+
     # -- a run's widget below ---------------------------------------------------------------
 
     def _show(self, widget: ipywidgets.Widget | None, run_id: str, kind: str) -> None:
@@ -462,6 +506,8 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         record = self.runtime.runtime_store.rt_get(run_id)
         if record is None:
             said = f"{run_id} is not a runtime run: resume it with resume_from_checkpoint"
+        elif record.state == "needs_attention":
+            return (await self.attend(run_id, "retry")).message
         elif record.state in RETRYABLE_STATES:
             await Run(self.runtime, run_id).retry()
             said = f"{run_id}: retried"

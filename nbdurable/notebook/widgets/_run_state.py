@@ -23,7 +23,15 @@ from ...runs import (
 )
 from .._lease import LeaseWait
 
-__all__ = ["ENDED_STATES", "Cards", "Clock", "progress", "run_state", "summary"]
+__all__ = [
+    "ENDED_STATES",
+    "Cards",
+    "Clock",
+    "button_words",
+    "progress",
+    "run_state",
+    "summary",
+]
 
 ENDED_STATES = frozenset({*TERMINAL_STATES, "error"})
 """View statuses after which the elapsed-time clock stops."""
@@ -215,11 +223,28 @@ def summary(
         return f"{status}: {reason}" if reason else status
     if status in _WITH_REASON:
         said = _WITH_REASON[status]
-        return f"{said}: {reason}" if reason else said
+        return f"{said}: {button_words(reason)}" if reason else said
     if status == "waiting_approval":
         open_ = [c["tool_name"] for c in approvals if c["state"] not in ("resolved", *_ANSWERED)]
         return f"waiting for approval: {', '.join(open_)}" if open_ else "waiting for approval"
     return _WAITING.get(status, "")
+
+
+_API_WORDS = (
+    ("retry() runs it again, deny() settles it", "Retry runs it again, Settle denies it"),
+    ("before retry()", "before you Retry"),
+)
+
+
+def button_words(reason: str) -> str:
+    """A run's reason in the words of the views' buttons, not the Python API's.
+
+    The runtime says ``retry() runs it again, deny() settles it``; a view that
+    shows **Retry** and **Settle** says that instead.
+    """
+    for api, buttons in _API_WORDS:
+        reason = reason.replace(api, buttons)
+    return reason
 
 
 _WITH_REASON = {"error": "stopped by an error", "needs_attention": "needs attention"}

@@ -98,6 +98,7 @@ function render({ model, el }) {
   el.append(root);
 
   const denying = new Map(); // approval id -> the reason being typed (Deny asked for it)
+  const settling = new Map(); // run id -> the reason being typed (Settle asked for it)
   const clicked = new Set(); // rows clicked here whose answer has not come back yet
   const undelivered = new Set(); // rows clicked here whose click reached no kernel
 
@@ -344,6 +345,44 @@ function render({ model, el }) {
     }), h("th", "nbd-k-actions"));
   }
 
+  function attentionButtons(runId, off) {
+    // a needs_attention run: Retry, or Settle (a reason, then "Settle as denied"); the
+    // kernel signs the action's token for the run's current stop and records who decided
+    const stop = (event) => event.stopPropagation();
+    if (!settling.has(runId)) {
+      const retry = h("button", "nbd-dash-btn nbd-dash-retry", "Retry");
+      retry.title = "run the interrupted call again";
+      const settle = h("button", "nbd-dash-btn nbd-dash-settle", "Settle…");
+      settle.title = "record the interrupted call as denied and let the run go on";
+      retry.disabled = off;
+      settle.disabled = off;
+      retry.addEventListener("click", (event) => {
+        stop(event);
+        if (ask({ type: "retry", run_id: runId })) retry.disabled = true;
+      });
+      settle.addEventListener("click", (event) => { stop(event); settling.set(runId, ""); rows_(); });
+      return [retry, settle];
+    }
+    const reason = h("input", "nbd-dash-reason nbd-dash-settle-reason");
+    reason.type = "text";
+    reason.placeholder = "reason the model reads (optional)";
+    reason.value = settling.get(runId) || "";
+    reason.addEventListener("click", stop);
+    reason.addEventListener("input", () => settling.set(runId, reason.value));
+    const send = h("button", "nbd-dash-btn nbd-dash-deny-send nbd-dash-settle-send", "Settle as denied");
+    const cancel = h("button", "nbd-dash-btn nbd-dash-cancel", "Cancel");
+    send.disabled = off;
+    send.addEventListener("click", (event) => {
+      stop(event);
+      if (ask({ type: "settle", run_id: runId, reason: reason.value || null })) settling.delete(runId);
+      rows_();
+    });
+    reason.addEventListener("keydown", (event) => { if (event.key === "Enter") send.click(); });
+    cancel.addEventListener("click", (event) => { stop(event); settling.delete(runId); rows_(); });
+    setTimeout(() => reason.focus(), 0);
+    return [reason, send, cancel];
+  }
+
   function rows_() {
     const columns = model.get("columns") || [];
     const rows = model.get("rows") || [];
@@ -377,12 +416,21 @@ function render({ model, el }) {
         event.stopPropagation();
         ask({ type: "open", run_id: row.id, view: "history" });
       });
+      if ((row.cells || {}).status === "needs_attention") actions.prepend(...attentionButtons(row.id, off));
       actions.append(history);
       tr.append(actions);
       tr.addEventListener("click", () => ask({ type: "open", run_id: row.id, view: row.live ? "run" : "history" }));
       return tr;
     }));
     table.classList.toggle("nbd-dash-off", off);
+    // the actions column widens for a needs_attention row's Retry / Settle
+    const attn = rows.some((row) => (row.cells || {}).status === "needs_attention");
+    table.classList.toggle("nbd-dash-attn", attn);
+    table.classList.toggle("nbd-dash-attn-settling", attn && rows.some((row) => settling.has(row.id)));
+    // run ids are never cut: the id column is as wide as this page's longest id
+    const longest = Math.max(8, ...rows.map((row) => String(row.id).length));
+    const idHead = headRow.querySelector("th.nbd-k-id");
+    if (idHead) idHead.style.width = `calc(${Math.min(longest, 48)}ch + 14px)`;
     const total = model.get("total");
     empty.hidden = rows.length > 0;
     empty.textContent = model.get("runs_total")

@@ -147,6 +147,10 @@ function render({ model, el }) {
   // above the cards and steps, before anyone retries the call
   const late = h("div", "nbd-late");
   takeover.after(late);
+  // a needs_attention stop: Retry or Settle (deny with a reason), signed like a verdict
+  const attention = h("div", "nbd-attention");
+  late.after(attention);
+  let settling = null; // the reason being typed once Settle was clicked (null: not asked)
   el.append(root);
   const reasons = new Map();
   let seq = -1; // the number of the last steps delta (or snapshot) this view has
@@ -165,6 +169,7 @@ function render({ model, el }) {
       live_();
       cards_();
       header_();
+      attention_();
     },
     onLive: () => live_(),
     onAck: (id) => undelivered.delete(id),
@@ -293,6 +298,51 @@ function render({ model, el }) {
     late.replaceChildren(...lines.map((line) => h("div", "nbd-late-line", line)));
     late.style.display = lines.length ? "" : "none";
   };
+  const attention_ = () => {
+    const offer = model.get("attention") || {};
+    const state = offer.state || "";
+    attention.replaceChildren();
+    attention.style.display = state ? "" : "none";
+    attention.className = `nbd-attention nbd-attention-${state.replace(/ /g, "-")}`;
+    if (!state) return;
+    const open = state === "open" && offer.retry && offer.settle;
+    if (open || state === "sending") {
+      attention.append(h("div", "nbd-card-title", "An interrupted tool call waits for you"));
+      const retry = h("button", "nbd-retry", "Retry");
+      retry.title = "run the interrupted call again";
+      const settle = h("button", "nbd-settle", "Settle…");
+      settle.title = "record the call as denied (with a reason the model reads) and go on";
+      const actions = h("div", "nbd-card-actions");
+      const usable = open && link.state === "live";
+      const send = (content) => {
+        if (link.send(content)) link.expectAnswer();
+        settling = null;
+      };
+      if (settling === null) {
+        retry.disabled = !usable;
+        settle.disabled = !usable;
+        retry.addEventListener("click", () => { retry.disabled = true; send({ type: "retry", token: offer.retry }); });
+        settle.addEventListener("click", () => { settling = ""; attention_(); });
+        actions.append(retry, settle);
+      } else {
+        const reason = h("input", "nbd-reason nbd-settle-reason");
+        reason.type = "text";
+        reason.placeholder = "reason the model reads (optional)";
+        reason.value = settling;
+        reason.addEventListener("input", () => { settling = reason.value; });
+        const confirm = h("button", "nbd-deny nbd-settle-send", "Settle as denied");
+        const cancel = h("button", "nbd-secondary nbd-settle-cancel", "Cancel");
+        confirm.disabled = !usable;
+        confirm.addEventListener("click", () => send({ type: "settle", token: offer.settle, reason: reason.value || null }));
+        reason.addEventListener("keydown", (event) => { if (event.key === "Enter") confirm.click(); });
+        cancel.addEventListener("click", () => { settling = null; attention_(); });
+        actions.append(reason, confirm, cancel);
+        setTimeout(() => reason.focus(), 0);
+      }
+      attention.append(actions);
+    }
+    if (offer.message) attention.append(h("div", "nbd-card-outcome", offer.message));
+  };
   const cards_ = () => {
     const all = model.get("approvals") || [];
     for (const card of all) if (card.state !== "pending") clicked.delete(card.approval_id);
@@ -366,7 +416,7 @@ function render({ model, el }) {
     if (snapshot && typeof snapshot.seq === "number" && snapshot.seq > seq) load(snapshot);
   };
 
-  header_(); summary_(); live_(); cards_(); snapshotTrait(); takeover_(); late_();
+  header_(); summary_(); live_(); cards_(); snapshotTrait(); takeover_(); late_(); attention_();
   const status_ = () => { header_(); summary_(); };
   const approvals_ = () => { cards_(); steps_(); summary_(); };
   const traits = [
@@ -374,7 +424,7 @@ function render({ model, el }) {
     ["change:started_at", header_], ["change:ended_at", header_], ["change:usage", header_],
     ["change:summary", summary_], ["change:lease_until", summary_], ["change:approvals", approvals_],
     ["change:snapshot", snapshotTrait], ["change:takeover", takeover_],
-    ["change:late_results", late_],
+    ["change:late_results", late_], ["change:attention", attention_],
   ];
   for (const [name, handler] of traits) model.on(name, handler);
   model.on("change", link.alive); // the kernel is sending updates: it is there
