@@ -123,8 +123,13 @@ def test_three_stuck_runs_are_solved_from_the_dashboard_by_clicking(
     with diagnosed(page, jupyter, "stuck-runs"):
         LAB.open(page, jupyter, path)
         dash = run_cell(page, 0).locator(".nbd-dash")
-        row = lambda run_id: dash.locator(f"tr.nbd-dash-row[data-run-id='{run_id}']")  # noqa: E731
-        badge = lambda run_id: row(run_id).locator(".nbd-dash-badge")  # noqa: E731
+
+        def row(run_id: str) -> Any:
+            return dash.locator(f"tr.nbd-dash-row[data-run-id='{run_id}']")
+
+        def badge(run_id: str) -> Any:
+            return row(run_id).locator(".nbd-dash-badge")
+
         badge("g1").and_(dash.locator(".nbd-s-stalled")).wait_for(timeout=60_000)
         assert badge("b1").inner_text() == "stalled"
         assert "owner" in row("g1").locator(".nbd-c-reason").inner_text()
@@ -145,7 +150,7 @@ def test_three_stuck_runs_are_solved_from_the_dashboard_by_clicking(
         badge("w1").and_(dash.locator(".nbd-s-completed")).wait_for(timeout=60_000)
         said = dash.locator(".nbd-dash-approval .nbd-dash-outcome").first.inner_text()
         assert "the run resumes here" in said, said
-        retry = row("b1").locator("button.nbd-dash-retry")
+        retry = dash.locator("tr.nbd-dash-subrow[data-run-id='b1'] button.nbd-dash-retry")
         enabled(retry)
         retry.click()
         badge("b1").and_(dash.locator(".nbd-s-completed")).wait_for(timeout=60_000)

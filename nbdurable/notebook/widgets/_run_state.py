@@ -104,12 +104,16 @@ class Cards:
     def _decided_by(
         self, approval_id: str, state: str, source: dict[str, Any] | None, decided_at: int
     ) -> str:
-        """``by ana (claimed), 2 min after the request`` for an answered card, else empty."""
+        """``by ana, 2 min after the request`` for an answered card, else empty.
+
+        The card drops the records' ``(claimed)``: in a notebook every name is the
+        one the kernel claims (its user), so the word says nothing to its reader.
+        """
         if state not in _ANSWERED:
             return ""
         requested_at = self.requested_at.get(approval_id, 0)
         waited = decided_at - requested_at if decided_at and requested_at else None
-        return decided_phrase(source, waited)
+        return decided_phrase(source, waited).replace(" (claimed)", "", 1)
 
     def _state(self, view: RunView, approval_id: str) -> tuple[str, str]:
         outcome = self.outcomes.get(approval_id)
@@ -190,12 +194,15 @@ def run_state(
 
 
 def progress(steps: int, max_steps: int, usage: Usage) -> str:
-    """How far a run got: ``3 of 12 steps · 1,234 tokens · $0.0012``.
+    """How far a run got: ``3 steps (budget 12) · 1,234 tokens · $0.0012``.
 
-    ``3 steps`` without a budget; the cost when the model has a price.
+    The budget is a limit, not a goal: said in brackets, never as ``3 of 12``
+    (which reads as progress towards 12). ``3 steps`` without a budget; the cost
+    when the model has a price.
     """
-    unit = "step" if (max_steps or steps) == 1 else "steps"
-    line = f"{steps} of {max_steps} {unit}" if max_steps else f"{steps} {unit}"
+    line = f"{steps} step{'' if steps == 1 else 's'}"
+    if max_steps:
+        line += f" (budget {max_steps})"
     if usage.total_tokens:
         line += f" · {usage.total_tokens:,} tokens"
     if usage.cost is not None:

@@ -416,17 +416,21 @@ function render({ model, el }) {
         event.stopPropagation();
         ask({ type: "open", run_id: row.id, view: "history" });
       });
-      if ((row.cells || {}).status === "needs_attention") actions.prepend(...attentionButtons(row.id, off));
       actions.append(history);
       tr.append(actions);
       tr.addEventListener("click", () => ask({ type: "open", run_id: row.id, view: row.live ? "run" : "history" }));
-      return tr;
-    }));
+      if ((row.cells || {}).status !== "needs_attention") return [tr];
+      // a needs_attention run: a line of its own under its row, the way out beside the why
+      const sub = h("tr", "nbd-dash-subrow");
+      sub.dataset.runId = row.id;
+      const cell = h("td", "nbd-dash-attn-cell");
+      cell.colSpan = columns.length + 1;
+      const why = h("span", "nbd-dash-attn-why", (row.titles || {}).reason || row.cells.reason || "");
+      cell.append(...attentionButtons(row.id, off), why);
+      sub.append(cell);
+      return [tr, sub];
+    }).flat());
     table.classList.toggle("nbd-dash-off", off);
-    // the actions column widens for a needs_attention row's Retry / Settle
-    const attn = rows.some((row) => (row.cells || {}).status === "needs_attention");
-    table.classList.toggle("nbd-dash-attn", attn);
-    table.classList.toggle("nbd-dash-attn-settling", attn && rows.some((row) => settling.has(row.id)));
     // run ids are never cut: the id column is as wide as this page's longest id
     const longest = Math.max(8, ...rows.map((row) => String(row.id).length));
     const idHead = headRow.querySelector("th.nbd-k-id");

@@ -69,12 +69,14 @@ function leaseLine(owner, until) {
   return `waits for the lease of its previous owner (${owner}) to lapse (up to ${left} s), then goes on`;
 }
 
-function renderToolCall(call, awaiting) {
+function renderToolCall(call, awaiting, denied) {
   const box = h("details", "nbd-tool");
   const summary = h("summary", "nbd-tool-summary");
   summary.append(h("code", "", argsLine(call.tool_name, call.args)));
   let mark = call.state || (call.done ? (call.is_error ? "error" : "done") : "running");
   if (!call.done && awaiting.has(call.tool_call_id)) mark = "awaiting approval";
+  const refused = call.done && call.is_error && denied.has(call.tool_call_id);
+  if (refused) mark = "denied"; // a person said no: not an error of the tool
   summary.append(h("span", `nbd-tool-state nbd-state-${mark.replace(/ /g, "-")}`, mark));
   box.append(summary);
   box.append(h("div", "nbd-label", "arguments"));
@@ -82,12 +84,13 @@ function renderToolCall(call, awaiting) {
   if (call.done) {
     box.append(h("div", "nbd-label", "result"));
     const result = typeof call.result === "string" ? call.result : JSON.stringify(call.result, null, 2);
-    box.append(h("pre", call.is_error ? "nbd-pre nbd-error-text" : "nbd-pre", result));
+    const tone = refused ? " nbd-denied-text" : call.is_error ? " nbd-error-text" : "";
+    box.append(h("pre", `nbd-pre${tone}`, result));
   }
   return box;
 }
 
-function renderStep(step, awaiting) {
+function renderStep(step, awaiting, denied) {
   const block = h("div", "nbd-step");
   block.dataset.index = String(step.index);
   const head = h("div", "nbd-step-head", `step ${step.index}`);
@@ -97,7 +100,7 @@ function renderStep(step, awaiting) {
     const text = h("div", step.streaming ? "nbd-text nbd-streaming" : "nbd-text", step.text);
     block.append(text);
   }
-  for (const call of step.tool_calls || []) block.append(renderToolCall(call, awaiting));
+  for (const call of step.tool_calls || []) block.append(renderToolCall(call, awaiting, denied));
   return block;
 }
 
@@ -134,7 +137,8 @@ function render({ model, el }) {
   const runId = h("span", "nbd-run-id");
   const progress = h("span", "nbd-progress");
   const elapsed = h("span", "nbd-elapsed");
-  header.append(badge, runId, progress, elapsed);
+  const tokens = h("span", "nbd-live-tokens");
+  header.append(badge, runId, progress, tokens, elapsed);
   const summary = h("div", "nbd-summary");
   const live = h("div", "nbd-live");
   const cards = h("div", "nbd-cards");
@@ -153,6 +157,7 @@ function render({ model, el }) {
   let settling = null; // the reason being typed once Settle was clicked (null: not asked)
   el.append(root);
   const reasons = new Map();
+  const askingCards = new Map(); // approval id -> "deny" (its reason asked) or "grant" (confirm)
   let seq = -1; // the number of the last steps delta (or snapshot) this view has
   let known = new Map(); // index -> step, as of seq
   let asked = false; // a snapshot was asked for and has not come yet
@@ -252,34 +257,47 @@ function render({ model, el }) {
     age.dataset.requestedAt = String(card.requested_at || 0);
     meta.append(age);
     box.append(meta);
+    // Deny asks for its reason (revealed by the click); the standing grant is secondary
+    // and asks for a confirmation, so neither is taken for Approve
+    const asking = askingCards.get(card.approval_id) || "";
     const reason = h("input", "nbd-reason");
     reason.type = "text";
-    reason.placeholder = "reason (optional, for a denial)";
+    reason.placeholder = "reason the model reads (optional)";
     reason.value = reasons.get(card.approval_id) || "";
     reason.addEventListener("input", () => reasons.set(card.approval_id, reason.value));
     const approve = h("button", "nbd-approve", "Approve");
     const deny = h("button", "nbd-deny", "Deny");
-    // a standing approval: this call and the run's next calls of the tool, for 30 minutes
-    const grant = h("button", "nbd-grant", `Approve all ${card.tool_name} for 30 min`);
+    const denySend = h("button", "nbd-deny nbd-deny-send", "Deny");
+    const grant = h("button", "nbd-grant", `Approve all ${card.tool_name} for 30 min…`);
+    grant.title = "a standing approval: this call and the run's next calls of the tool, for 30 minutes";
+    const grantSend = h("button", "nbd-approve nbd-grant-send", `Approve every ${card.tool_name} call for 30 min`);
+    const cancel = h("button", "nbd-secondary nbd-cancel", "Cancel");
+    const all = [approve, deny, denySend, grant, grantSend];
     const click = (action) => {
-      approve.disabled = true;
-      deny.disabled = true;
-      grant.disabled = true;
+      for (const b of all) b.disabled = true;
+      askingCards.delete(card.approval_id);
       clicked.add(card.approval_id);
       undelivered.delete(card.approval_id);
-      const content = { type: action, approval_id: card.approval_id, token: card.token, reason: reason.value || null };
+      const content = { type: action, approval_id: card.approval_id, token: card.token, reason: action === "deny" ? reason.value || null : null };
       if (link.send(content)) link.expectAnswer();
     };
+    const ask = (what) => { askingCards.set(card.approval_id, what); cards_(); };
     approve.addEventListener("click", () => click("approve"));
-    deny.addEventListener("click", () => click("deny"));
-    grant.addEventListener("click", () => click("grant"));
+    deny.addEventListener("click", () => ask("deny"));
+    denySend.addEventListener("click", () => click("deny"));
+    reason.addEventListener("keydown", (event) => { if (event.key === "Enter") click("deny"); });
+    grant.addEventListener("click", () => ask("grant"));
+    grantSend.addEventListener("click", () => click("grant"));
+    cancel.addEventListener("click", () => ask(""));
     const usable = link.state === "live" && ANSWERABLE.has(card.state) && !clicked.has(card.approval_id);
-    approve.disabled = !usable;
-    deny.disabled = !usable;
-    grant.disabled = !usable;
-    reason.disabled = link.state === "disconnected" || card.state === "stale";
+    for (const b of all) b.disabled = !usable;
+    reason.disabled = !usable;
     const actions = h("div", "nbd-card-actions");
-    actions.append(reason, approve, deny, grant);
+    if (asking === "deny" && usable) {
+      actions.append(reason, denySend, cancel);
+      setTimeout(() => reason.focus(), 0);
+    } else if (asking === "grant" && usable) actions.append(grantSend, cancel);
+    else actions.append(approve, deny, grant);
     box.append(actions);
     if (undelivered.has(card.approval_id)) {
       box.append(h("div", "nbd-card-outcome nbd-undelivered", "not sent: no kernel answered, nothing was decided"));
@@ -364,20 +382,50 @@ function render({ model, el }) {
     before.append(...steps.children);
     const waiting = awaiting();
     const ordered = [...known.values()].sort((a, b) => a.index - b.index);
-    steps.replaceChildren(...ordered.map((step) => renderStep(step, waiting)));
+    const denied = deniedCalls();
+    const follow = atBottom();
+    steps.replaceChildren(...ordered.map((step) => renderStep(step, waiting, denied)));
     keepOpen(before, steps);
+    steps_changed(follow);
+  };
+  const deniedCalls = () => new Set(
+    (model.get("approvals") || []).filter((c) => c.state === "denied").map((c) => c.tool_call_id),
+  );
+  // the steps scroll inside a capped box; a reader at the bottom keeps following
+  const atBottom = () => steps.scrollHeight - steps.scrollTop - steps.clientHeight < 24;
+  const steps_changed = (follow) => {
+    if (follow) steps.scrollTop = steps.scrollHeight;
+    answer_();
+    streaming_();
+  };
+  const answer_ = () => {
+    // the final answer, set apart from the steps' intermediate text
+    for (const node of steps.querySelectorAll(".nbd-final")) node.classList.remove("nbd-final");
+    if (model.get("status") !== "completed") return;
+    const ordered = [...known.values()].sort((a, b) => a.index - b.index);
+    const last = ordered[ordered.length - 1];
+    if (!last || !last.text || (last.tool_calls || []).length) return;
+    const block = stepBlock(last.index);
+    if (block) block.classList.add("nbd-final");
+  };
+  const streaming_ = () => {
+    // a live count while tokens stream (about 4 characters a token): usage comes per step
+    const text = [...known.values()].filter((step) => step.streaming).map((step) => step.text || "").join("");
+    tokens.textContent = text ? `streaming · ~${Math.max(1, Math.round(text.length / 4)).toLocaleString()} tokens` : "";
   };
   const stepBlock = (index) => steps.querySelector(`:scope > .nbd-step[data-index="${index}"]`);
   const step_ = (step) => {
-    const block = renderStep(step, awaiting());
+    const block = renderStep(step, awaiting(), deniedCalls());
+    const follow = atBottom();
     const old = stepBlock(step.index);
     if (old) {
       keepOpen(old, block);
       old.replaceWith(block);
-      return;
+    } else {
+      const after = [...steps.children].find((b) => Number(b.dataset.index) > step.index);
+      steps.insertBefore(block, after || null);
     }
-    const after = [...steps.children].find((b) => Number(b.dataset.index) > step.index);
-    steps.insertBefore(block, after || null);
+    steps_changed(follow);
   };
   const remember = () => {
     // the model's snapshot stays current, so a front end that saves widget state saves it all
@@ -417,7 +465,7 @@ function render({ model, el }) {
   };
 
   header_(); summary_(); live_(); cards_(); snapshotTrait(); takeover_(); late_(); attention_();
-  const status_ = () => { header_(); summary_(); };
+  const status_ = () => { header_(); summary_(); answer_(); };
   const approvals_ = () => { cards_(); steps_(); summary_(); };
   const traits = [
     ["change:status", status_], ["change:stalled", status_], ["change:step", header_], ["change:progress", header_],
