@@ -101,7 +101,7 @@ def test_quickstart_streams_approves_then_denies(
         assert "(" in card.locator(".nbd-card-call").inner_text()  # tool(args...)
         assert widget.locator(".nbd-summary").inner_text() == "waiting for approval: drop_table"
         progress = widget.locator(".nbd-progress").inner_text()
-        assert matches(r"\d+ of \d+ steps · [\d,]+ tokens.*", progress), progress
+        assert matches(r"\d+ steps? \(budget \d+\) · [\d,]+ tokens.*", progress), progress
         assert "(this agent)" not in widget.inner_text()
         assert widget.get_attribute("data-kernel") == "live"
         assert not widget.locator(".nbd-live").is_visible()  # live: no connection note

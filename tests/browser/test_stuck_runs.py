@@ -3,16 +3,18 @@
 Another process (a kernel that died) left three runs in the notebook's store:
 
 - ``w1`` waits for an approval, and no process serves its agent any more;
-- ``b1`` was in a ``manual`` tool call when its process was SIGKILLed;
+- ``b1`` and ``b2`` were in a ``manual`` tool call when their process was SIGKILLed;
 - ``g1`` was in a retry-safe tool call when its process was SIGKILLed (its owner
   is gone, its record still says ``running``).
 
 The notebook shows ``%durable dashboard``: ``b1`` and ``g1`` show as stalled (owner
 gone), ``w1`` in the approvals. The agents' cell and ``%durable worker`` make this
-kernel serve them: ``g1`` is taken over and completes, ``b1`` stops in
-needs_attention (its call may have had an effect). **Approve** on ``w1`` resumes it
-here; **Retry** on ``b1``'s row runs the call again: all three complete. Screenshots
-``stuck-dashboard.png``, ``stuck-attention.png``, ``stuck-solved.png``.
+kernel serve them: ``g1`` is taken over and completes, ``b1`` and ``b2`` stop in
+needs_attention (their call may have had an effect). **Approve** on ``w1`` resumes
+it here; **Retry** on ``b1``'s line runs the call again; ``b2``'s run widget (a click
+on its row) settles it with a reason: every run completes. Screenshots
+``stuck-dashboard.png``, ``stuck-attention.png``, ``stuck-settle.png``,
+``stuck-solved.png``.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ async def die_stuck(url: str) -> None:
     await runtime.submit("janitor", "Drop stg.", run_id="w1")
     await (await runtime.get_run("w1")).wait("waiting_approval")
     await runtime.submit("biller", "Charge 5.", run_id="b1")
+    await runtime.submit("biller", "Charge 5.", run_id="b2")
     await runtime.submit("reporter", "Count t.", run_id="g1")
     await asyncio.Event().wait()  # SIGKILLed inside both tool calls
 '''
@@ -98,8 +101,8 @@ def die_with_stuck_runs(folder: Path) -> None:
     )
     try:
         assert proc.stdout is not None
-        seen = {proc.stdout.readline().strip(), proc.stdout.readline().strip()}
-        assert seen == {b"in charge", b"in fetch"}, seen
+        seen = sorted(proc.stdout.readline().strip() for _ in range(3))
+        assert seen == [b"in charge", b"in charge", b"in fetch"], seen
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
@@ -131,7 +134,7 @@ def test_three_stuck_runs_are_solved_from_the_dashboard_by_clicking(
             return row(run_id).locator(".nbd-dash-badge")
 
         badge("g1").and_(dash.locator(".nbd-s-stalled")).wait_for(timeout=60_000)
-        assert badge("b1").inner_text() == "stalled"
+        assert badge("b1").inner_text() == badge("b2").inner_text() == "stalled"
         assert "owner" in row("g1").locator(".nbd-c-reason").inner_text()
         approve = dash.locator(".nbd-dash-approval[data-approval-id] button.nbd-dash-approve")
         enabled(approve)
@@ -140,10 +143,11 @@ def test_three_stuck_runs_are_solved_from_the_dashboard_by_clicking(
 
         run_cell(page, 1)  # this kernel serves the agents now
         badge("g1").and_(dash.locator(".nbd-s-completed")).wait_for(timeout=60_000)
-        badge("b1").and_(dash.locator(".nbd-s-needs_attention")).wait_for(timeout=60_000)
+        for run_id in ("b1", "b2"):
+            badge(run_id).and_(dash.locator(".nbd-s-needs_attention")).wait_for(timeout=60_000)
         reason = row("b1").locator(".nbd-c-reason").inner_text()
         assert "Retry runs it again, Settle denies it" in reason, reason
-        clock("g1 taken over and completed; b1 needs attention")
+        clock("g1 taken over and completed; b1 and b2 need attention")
         shot(page, "stuck-attention.png")
 
         approve.click()
@@ -156,5 +160,20 @@ def test_three_stuck_runs_are_solved_from_the_dashboard_by_clicking(
         badge("b1").and_(dash.locator(".nbd-s-completed")).wait_for(timeout=60_000)
         message = dash.locator(".nbd-dash-message").inner_text()
         assert message.startswith("b1: retried; the run resumes here"), message
-        clock("w1 approved, b1 retried: all three completed")
+        clock("w1 approved, b1 retried from its row")
+
+        # b2 from its run widget (a click on its row shows it below): Settle, with a reason
+        row("b2").locator(".nbd-c-run_id").click()
+        view = page.locator(".nbd-run").filter(has=page.locator(".nbd-run-id", has_text="b2"))
+        enabled(view.locator("button.nbd-settle"))
+        assert view.locator(".nbd-settle-reason").count() == 0  # asked for once Settle is clicked
+        view.locator("button.nbd-settle").click()
+        view.locator(".nbd-settle-reason").fill("charged by hand")
+        shot(page, "stuck-settle.png")
+        view.locator("button.nbd-settle-send").click()
+        view.locator(".nbd-badge.nbd-status-completed").wait_for(timeout=60_000)
+        said = view.locator(".nbd-attention .nbd-card-outcome").inner_text()
+        assert said.startswith("settled: charged by hand; the run resumes here"), said
+        badge("b2").and_(dash.locator(".nbd-s-completed")).wait_for(timeout=60_000)
+        clock("b2 settled from its widget: every stuck run completed")
         shot(page, "stuck-solved.png")

@@ -14,6 +14,7 @@ import traitlets
 
 from ..._aio import wait_event
 from ..._errors import LateResultUndecidedError
+from ...durable.store import watch
 from ...messages import VerdictSource
 from ...runs import ACTIVE_STATES, BUSY_STATES, RETRYABLE_STATES, RUN_STATES, STALLED
 from ...runs._attention import ACTIONS, AttentionAction
@@ -48,6 +49,8 @@ STATUSES: tuple[str, ...] = (*RUN_STATES, "suspended", STALLED)
 """Statuses a run can have: the runtime's run states, ``suspended`` for loop runs, and
 ``stalled`` for a running run whose owner stopped."""
 
+IDLE_INTERVAL_S = 15.0
+"""The longest pause between two reads of a store that did not change (from another process)."""
 ANSWER_KEPT_S = 600.0
 """How long an approval answered from the dashboard stays listed with its outcome."""
 ANSWERED = frozenset({"approved", "denied", "stale"})
@@ -117,7 +120,12 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
 
     The table follows the store: every ``refresh_interval`` seconds (longer for a
     store whose read takes long) it is read again in a worker thread (SQLite,
-    PostgreSQL) and only what changed is sent. A verdict is checked like an
+    PostgreSQL) and only what changed is sent. An idle kernel does not spin: a
+    read that found nothing new doubles the pause before the next, up to
+    :data:`IDLE_INTERVAL_S`, while a write of this process (its runtime's)
+    brings the next read back to ``refresh_interval``; a view scrolled out of
+    sight or in a hidden tab says so, and nothing is read until it is seen
+    again (or a click asks). A verdict is checked like an
     approval card's: the view sends ``(run_id, approval_id, approve, reason)``
     and the kernel looks the request's signed token up and calls
     :func:`~nbdurable.runtime._checked_verdicts.submit_verdict`; tokens never reach the view.
@@ -132,8 +140,9 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         page_size: Runs per page.
         columns: The runs table's columns (:data:`~.dashboard_rows.COLUMNS`).
         pause_after: Seconds without a message from any view after which the
-            background reads pause (a dashboard whose output was cleared);
-            the next message from a view resumes them.
+            background reads pause (a dashboard whose output was cleared, a
+            closed tab: a live view pings every 15 s); the next message from a
+            view resumes them.
 
     Attributes:
         view: The anywidget showing approvals and runs.
@@ -150,7 +159,7 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         refresh_interval: float = 2.0,
         page_size: int = 25,
         columns: Sequence[Column] = COLUMNS,
-        pause_after: float = 300.0,
+        pause_after: float = 60.0,
         **kwargs: Any,
     ) -> None:
         self.runtime = runtime
@@ -168,6 +177,9 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         self._contacted = False
         self._last_contact = time.monotonic()
         self._reading = asyncio.Lock()
+        self._quiet = 0  # reads in a row that found nothing new
+        self._changed = False  # this process wrote to the store since the last read
+        self._hidden = False  # the view says nobody can see it
         self.view.on_msg(self._on_message)
         super().__init__(children=[self.view, self.detail], **kwargs)
         self.refresh()
@@ -176,6 +188,7 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         except RuntimeError:
             loop = None  # a script without a loop: refresh() by hand
         self._wakeup = asyncio.Event()
+        self._unwatch = watch(runtime.store, self._store_written)
         self.task: asyncio.Task[None] | None = (
             loop.create_task(self._follow()) if loop is not None else None
         )
@@ -204,6 +217,15 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         # a store whose read takes long is read less often: at most a tenth of the time
         return max(self.refresh_interval, 10 * self.snapshot.read_ms / 1000)
 
+    def _idle_interval(self) -> float:
+        """The pause before the next read when nothing is known to have changed."""
+        base = self._interval()
+        return min(base * 2**self._quiet, max(base, IDLE_INTERVAL_S))
+
+    def _store_written(self, _run_id: str | None) -> None:
+        # on the writing thread (watch): note it only; the next turn reads at the base pace
+        self._changed = True
+
     @property
     def paused(self) -> bool:
         """Whether the background reads wait for a view (none was heard of for a while)."""
@@ -211,16 +233,25 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         return self._contacted and idle > self.pause_after
 
     async def _follow(self) -> None:
+        last_read = time.monotonic()
         while not self._closed:
-            await wait_event(self._wakeup, self._interval())
+            poked = await wait_event(self._wakeup, self._interval())
             self._wakeup.clear()
             if self._closed:
                 return
             self.view.paused = self.paused
-            if self.view.paused:
+            if self.view.paused or (self._hidden and not poked):
                 continue
+            waited = time.monotonic() - last_read
+            if not (poked or self._changed or waited >= self._idle_interval()):
+                continue  # nothing new is known of, and the idle pause is not over
+            self._changed = False
+            last_read = time.monotonic()
             try:
+                before = self.snapshot
                 await self.refreshed()
+                same = self.snapshot.rows == before.rows
+                self._quiet = self._quiet + 1 if same and not poked else 0
             except Exception as exc:  # the store is away: say so, try again next turn
                 self._say(f"reading the store failed: {type(exc).__name__}: {exc}", error=True)
 
@@ -337,6 +368,12 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
             self._render()
         elif message["type"] == "refresh":
             self.poke()
+        elif message["type"] == "visibility":
+            hidden = message.get("visible") is False
+            if self._hidden and not hidden:
+                self._quiet = 0
+                self.poke()  # seen again: show what changed meanwhile now
+            self._hidden = hidden
 
     def _start(self, coroutine: Any) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(self._report(coroutine))
@@ -535,6 +572,9 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
     def close(self) -> None:
         """Stop following the store, close the run shown below and the view."""
         self._closed = True
+        unwatch = getattr(self, "_unwatch", None)
+        if unwatch is not None:
+            unwatch()
         task = getattr(self, "task", None)
         if task is not None and not task.done():
             task.cancel()

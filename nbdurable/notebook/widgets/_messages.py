@@ -25,6 +25,7 @@ __all__ = [
     "StepsState",
     "Verdict",
     "ViewMessage",
+    "Visibility",
     "received",
 ]
 
@@ -95,13 +96,22 @@ class Dismiss(TypedDict):
     approval_id: str
 
 
+class Visibility(TypedDict):
+    """The dashboard's view came into sight or left it (scrolled away, a hidden tab)."""
+
+    type: Literal["visibility"]
+    visible: bool
+
+
 class Bare(TypedDict):
     """The dashboard's **close** (the run below) and **Refresh** (read the store now)."""
 
     type: Literal["close", "refresh"]
 
 
-ViewMessage = Ping | AskSnapshot | Verdict | Attend | QueryChange | Open | Dismiss | Bare
+ViewMessage = (
+    Ping | AskSnapshot | Verdict | Attend | QueryChange | Open | Dismiss | Visibility | Bare
+)
 
 # -- from the kernel to a view -----------------------------------------------------------
 

@@ -2,7 +2,8 @@
 // Every trait is written by the kernel (columns, rows, total, page, pages, page_size,
 // sort_by, descending, status, search, counts, statuses, filters, approvals, selected,
 // detail, message, updated_at, paused). The view sends custom messages (query, approve,
-// deny, open, close, dismiss, refresh, ping: docs/notebook.md, "Widget messages").
+// deny, retry, settle, open, close, dismiss, refresh, visibility, ping: docs/notebook.md,
+// "Widget messages").
 // No approval token ever comes here: the kernel looks the token up when a verdict arrives.
 //
 // A view whose kernel is gone (restarted, or a notebook reopened from its saved widget
@@ -489,9 +490,30 @@ function render({ model, el }) {
   model.on("change", link.alive); // the kernel is sending updates: it is there
   link.probe();
 
-  const clock = setInterval(tick, 1000);
+  // nobody sees the view (scrolled away, a hidden tab): the kernel stops reading the
+  // store until it is seen again, so an idle kernel with a dashboard stays idle
+  let onScreen = true;
+  let shown = true;
+  const visibility = () => {
+    const now = onScreen && !document.hidden;
+    if (now === shown) return;
+    shown = now;
+    if (link.state === "live") link.send({ type: "visibility", visible: now });
+  };
+  const observer = typeof IntersectionObserver === "function"
+    ? new IntersectionObserver((entries) => {
+      onScreen = entries.some((entry) => entry.isIntersecting);
+      visibility();
+    })
+    : null;
+  if (observer) observer.observe(root);
+  document.addEventListener("visibilitychange", visibility);
+
+  const clock = setInterval(() => { if (shown) tick(); }, 1000);
   const pings = setInterval(() => { if (link.state === "live") link.probe(); }, PING_MS);
   return () => {
+    if (observer) observer.disconnect();
+    document.removeEventListener("visibilitychange", visibility);
     clearInterval(clock);
     clearInterval(pings);
     link.dispose();
