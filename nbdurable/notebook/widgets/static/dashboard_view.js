@@ -11,6 +11,7 @@
 
 const PING_MS = 15000; // a live view says it is there (the kernel pauses reads without views)
 const OPEN = new Set(["pending", "invalid token", "expired", "error"]); // rows that take a verdict
+const GROUP_MIN = 3; // this many identical waiting calls share one line (two stay apart)
 const FILTER_LABELS = { unfinished: "unfinished", attention: "needs a look" };
 
 function h(tag, className, text) {
@@ -33,11 +34,12 @@ function duration(ms) {
 }
 
 function clockTime(ms) {
-  try {
-    return new Date(ms).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-  } catch (_err) {
-    return "";
-  }
+  // "12:03" (24-hour, like the run view) today, "2024-05-02 12:03" another day
+  const at = new Date(ms);
+  const pad = (n) => String(n).padStart(2, "0");
+  const time = `${pad(at.getHours())}:${pad(at.getMinutes())}`;
+  if (at.toDateString() === new Date().toDateString()) return time;
+  return `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())} ${time}`;
 }
 
 function number(n) {
@@ -263,15 +265,92 @@ function render({ model, el }) {
     const existing = new Map();
     for (const node of approvalList.children) existing.set(node.dataset.approvalId, node);
     let at = 0;
-    for (const item of items) {
-      let node = existing.get(item.approval_id);
-      existing.delete(item.approval_id);
-      if (!node) node = approvalRow(item);
-      node.update(item);
+    const place = (key, make, data) => {
+      let node = existing.get(key);
+      existing.delete(key);
+      if (!node) node = make(data);
+      node.update(data);
       if (approvalList.children[at] !== node) approvalList.insertBefore(node, approvalList.children[at] || null);
       at += 1;
+    };
+    for (const group of grouped(items)) {
+      if (group.items.length < GROUP_MIN || expanded.has(group.key)) {
+        for (const item of group.items) place(item.approval_id, approvalRow, item);
+      } else {
+        place(`group:${group.key}`, groupRow, group);
+      }
     }
     for (const node of existing.values()) node.remove();
+  }
+
+  // identical calls (same tool and arguments, same state) waiting in several runs: one
+  // line with a count and a bulk action, confirmed; each verdict is still checked alone
+  const expanded = new Set(); // group keys shown one line per call
+  function grouped(items) {
+    const groups = new Map();
+    for (const item of items) {
+      const busy = clicked.has(item.approval_id) || denying.has(item.approval_id) || item.state === "sending";
+      const key = busy ? `one:${item.approval_id}` : `${item.state}\u0000${item.call_full}`;
+      if (!groups.has(key)) groups.set(key, { key, items: [] });
+      groups.get(key).items.push(item);
+    }
+    return [...groups.values()];
+  }
+
+  function groupRow(first) {
+    const row = h("div", "nbd-dash-approval nbd-dash-group");
+    row.dataset.approvalId = `group:${first.key}`;
+    const call = h("code", "nbd-dash-call");
+    const count = h("span", "nbd-dash-count");
+    const where = h("span", "nbd-dash-where");
+    const actions = h("span", "nbd-dash-actions");
+    const outcome = h("span", "nbd-dash-outcome");
+    const show = h("button", "nbd-dash-btn nbd-dash-expand", "show each");
+    row.append(call, count, where, actions, outcome, show);
+    let confirming = "";
+    let group = first;
+    show.addEventListener("click", () => { expanded.add(group.key); approvals_(); });
+    const bulk = (action) => {
+      for (const item of group.items) {
+        if (!ask({ type: action, run_id: item.run_id, approval_id: item.approval_id, reason: null })) return;
+        clicked.add(item.approval_id);
+        undelivered.delete(item.approval_id);
+      }
+      confirming = "";
+      approvals_();
+    };
+    row.update = (data) => {
+      group = data;
+      const lead = data.items[0];
+      const n = data.items.length;
+      row.className = `nbd-dash-approval nbd-dash-group nbd-dash-a-${lead.state.replace(/ /g, "-")}`;
+      call.textContent = lead.call;
+      call.title = lead.call_full;
+      count.textContent = `× ${n}`;
+      const runs = new Set(data.items.map((item) => item.run_id)).size;
+      where.textContent = `${runs} run${runs === 1 ? "" : "s"} · ${lead.agent}`;
+      const open = OPEN.has(lead.state);
+      const off = link.state !== "live";
+      const buttons = [];
+      if (open && !confirming) {
+        const approve = h("button", "nbd-dash-btn nbd-dash-approve nbd-dash-approve-all", `Approve all ${n}…`);
+        const deny = h("button", "nbd-dash-btn nbd-dash-deny nbd-dash-deny-all", `Deny all ${n}…`);
+        approve.addEventListener("click", () => { confirming = "approve"; row.update(group); });
+        deny.addEventListener("click", () => { confirming = "deny"; row.update(group); });
+        buttons.push(approve, deny);
+      } else if (open) {
+        const verb = confirming === "approve" ? "Approve" : "Deny";
+        const yes = h("button", `nbd-dash-btn nbd-dash-${confirming} nbd-dash-confirm`, `${verb} these ${n} calls`);
+        const no = h("button", "nbd-dash-btn nbd-dash-cancel", "Cancel");
+        yes.addEventListener("click", () => bulk(confirming));
+        no.addEventListener("click", () => { confirming = ""; row.update(group); });
+        buttons.push(yes, no);
+      }
+      for (const b of buttons) b.disabled = off;
+      actions.replaceChildren(...buttons);
+      outcome.textContent = open ? "" : `${lead.message || lead.state} (× ${n})`;
+    };
+    return row;
   }
 
   function controls_() {
@@ -451,13 +530,16 @@ function render({ model, el }) {
   }
 
   const tick = () => {
+    // only a text that changed is written: a write forces a layout, and a page of
+    // 100 rows rewritten every second makes scrolling stutter
+    const put = (node, text) => { if (node.textContent !== text) node.textContent = text; };
     for (const td of tbody.querySelectorAll("td[data-created-at]")) {
       const at = Number(td.dataset.createdAt);
-      if (at) td.textContent = duration(Date.now() - at);
+      if (at) put(td, duration(Date.now() - at));
     }
     for (const node of approvalList.querySelectorAll(".nbd-dash-asked")) {
       const at = Number(node.dataset.at);
-      if (at && link.state !== "disconnected") node.textContent = `asked ${ago(at)}`;
+      if (at && link.state !== "disconnected") put(node, `asked ${ago(at)}`);
     }
     if (link.state === "live") live_();
   };
