@@ -177,7 +177,7 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         self._contacted = False
         self._last_contact = time.monotonic()
         self._reading = asyncio.Lock()
-        self._quiet = 0  # reads in a row that found nothing new
+        self._quiet: int = 0  # reads in a row that found nothing new
         self._changed = False  # this process wrote to the store since the last read
         self._hidden = False  # the view says nobody can see it
         self.view.on_msg(self._on_message)
@@ -220,7 +220,7 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
     def _idle_interval(self) -> float:
         """The pause before the next read when nothing is known to have changed."""
         base = self._interval()
-        return min(base * 2**self._quiet, max(base, IDLE_INTERVAL_S))
+        return min(base * float(2 ** min(self._quiet, 10)), max(base, IDLE_INTERVAL_S))
 
     def _store_written(self, _run_id: str | None) -> None:
         # on the writing thread (watch): note it only; the next turn reads at the base pace
