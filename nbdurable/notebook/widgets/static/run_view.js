@@ -142,8 +142,12 @@ function render({ model, el }) {
   const summary = h("div", "nbd-summary");
   const live = h("div", "nbd-live");
   const cards = h("div", "nbd-cards");
-  const steps = h("div", "nbd-steps");
-  root.append(header, summary, live, cards, steps);
+  // the steps scroll inside a capped box that stays at the newest text (a flex column in
+  // reverse: the browser keeps its end in sight as text grows, unless the reader scrolls up)
+  const scroller = h("div", "nbd-steps");
+  const steps = h("div", "nbd-steps-inner");
+  scroller.append(steps);
+  root.append(header, summary, live, cards, scroller);
   // one line when another runtime took the run over (the run_taken_over event)
   const takeover = h("div", "nbd-takeover");
   summary.after(takeover);
@@ -383,18 +387,14 @@ function render({ model, el }) {
     const waiting = awaiting();
     const ordered = [...known.values()].sort((a, b) => a.index - b.index);
     const denied = deniedCalls();
-    const follow = atBottom();
     steps.replaceChildren(...ordered.map((step) => renderStep(step, waiting, denied)));
     keepOpen(before, steps);
-    steps_changed(follow);
+    steps_changed();
   };
   const deniedCalls = () => new Set(
     (model.get("approvals") || []).filter((c) => c.state === "denied").map((c) => c.tool_call_id),
   );
-  // the steps scroll inside a capped box; a reader at the bottom keeps following
-  const atBottom = () => steps.scrollHeight - steps.scrollTop - steps.clientHeight < 24;
-  const steps_changed = (follow) => {
-    if (follow) steps.scrollTop = steps.scrollHeight;
+  const steps_changed = () => {
     answer_();
     streaming_();
   };
@@ -416,7 +416,6 @@ function render({ model, el }) {
   const stepBlock = (index) => steps.querySelector(`:scope > .nbd-step[data-index="${index}"]`);
   const step_ = (step) => {
     const block = renderStep(step, awaiting(), deniedCalls());
-    const follow = atBottom();
     const old = stepBlock(step.index);
     if (old) {
       keepOpen(old, block);
@@ -425,7 +424,7 @@ function render({ model, el }) {
       const after = [...steps.children].find((b) => Number(b.dataset.index) > step.index);
       steps.insertBefore(block, after || null);
     }
-    steps_changed(follow);
+    steps_changed();
   };
   const remember = () => {
     // the model's snapshot stays current, so a front end that saves widget state saves it all
