@@ -33,7 +33,8 @@ from ..runs import (
     mismatch_reason,
     of_engine,
 )
-from ..runtime._attention import AttentionAction, attention_token, decide_attention
+from ..runs._attention import AttentionAction
+from ..runtime._attention import attention_token, decide_attention
 from ..runtime._grants import DEFAULT_GRANT_MINUTES
 from ..runtime._late_results import blind_retry_error
 from ..runtime._run import Run, approval_expired

@@ -24,7 +24,7 @@ from ..durable._offload import offload
 from ..durable._signer import expired_age
 from ..messages import VerdictSource
 from ..runs import Decision, RunPatch, RuntimeRun, check_decider, undecided_late_results
-from ..runs._attention import ACTIONS, AttentionAction, attention_key
+from ..runs._attention import AttentionAction, attention_key
 from ._checked_verdicts import Outcome
 from ._in_flight import verdict_in_flight
 from ._late_results import blind_retry_error
@@ -33,7 +33,7 @@ from ._run import Run
 if TYPE_CHECKING:
     from ._seam import RunServices
 
-__all__ = ["ACTIONS", "AttentionAction", "attention_token", "decide_attention"]
+__all__ = ["attention_token", "decide_attention"]
 
 _KIND = "attention"
 """The signed payload's ``kind``: such a token never passes for an approval's."""

@@ -1,4 +1,4 @@
-"""The stuck-run story, solved from the notebook by clicking (JupyterLab, real Chromium).
+"""The stuck-run story, solved from the notebook by clicking (JupyterLab and Notebook 7).
 
 Another process (a kernel that died) left three runs in the notebook's store:
 
@@ -13,8 +13,7 @@ kernel serve them: ``g1`` is taken over and completes, ``b1`` and ``b2`` stop in
 needs_attention (their call may have had an effect). **Approve** on ``w1`` resumes
 it here; **Retry** on ``b1``'s line runs the call again; ``b2``'s run widget (a click
 on its row) settles it with a reason: every run completes. Screenshots
-``stuck-dashboard.png``, ``stuck-attention.png``, ``stuck-settle.png``,
-``stuck-solved.png``.
+``{jupyterlab,notebook7}-stuck-{dashboard,attention,settle,solved}.png``.
 """
 
 from __future__ import annotations
@@ -26,8 +25,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .harness import Server
-from .pages import LAB, Clock, diagnosed, enabled, run_cell, shot
+from .pages import LAB, NOTEBOOK7, Clock, Frontend, diagnosed, enabled, run_cell, shot
 
 AGENTS = '''\
 """The agents of the stuck runs, importable by the process that dies and by the kernel."""
@@ -108,8 +109,9 @@ def die_with_stuck_runs(folder: Path) -> None:
         proc.wait(timeout=10)
 
 
-def test_three_stuck_runs_are_solved_from_the_dashboard_by_clicking(
-    jupyter: Server, page: Any, folder: Path
+@pytest.mark.parametrize("frontend", [LAB, NOTEBOOK7], ids=lambda f: f.name)
+def test_stuck_runs_are_solved_from_the_dashboard_by_clicking(
+    frontend: Frontend, jupyter: Server, page: Any, folder: Path
 ) -> None:
     import nbformat
 
@@ -123,8 +125,9 @@ def test_three_stuck_runs_are_solved_from_the_dashboard_by_clicking(
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)"}
     nbformat.write(nb, folder / "stuck.ipynb")
     path = f"{folder.name}/stuck.ipynb"
-    with diagnosed(page, jupyter, "stuck-runs"):
-        LAB.open(page, jupyter, path)
+    name = frontend.name
+    with diagnosed(page, jupyter, f"{name}-stuck-runs"):
+        frontend.open(page, jupyter, path)
         dash = run_cell(page, 0).locator(".nbd-dash")
 
         def row(run_id: str) -> Any:
@@ -139,7 +142,7 @@ def test_three_stuck_runs_are_solved_from_the_dashboard_by_clicking(
         approve = dash.locator(".nbd-dash-approval[data-approval-id] button.nbd-dash-approve")
         enabled(approve)
         clock("the dashboard shows the stuck runs")
-        shot(page, "stuck-dashboard.png")
+        shot(page, f"{name}-stuck-dashboard.png")
 
         run_cell(page, 1)  # this kernel serves the agents now
         badge("g1").and_(dash.locator(".nbd-s-completed")).wait_for(timeout=60_000)
@@ -148,7 +151,7 @@ def test_three_stuck_runs_are_solved_from_the_dashboard_by_clicking(
         reason = row("b1").locator(".nbd-c-reason").inner_text()
         assert "Retry runs it again, Settle denies it" in reason, reason
         clock("g1 taken over and completed; b1 and b2 need attention")
-        shot(page, "stuck-attention.png")
+        shot(page, f"{name}-stuck-attention.png")
 
         approve.click()
         badge("w1").and_(dash.locator(".nbd-s-completed")).wait_for(timeout=60_000)
@@ -169,11 +172,11 @@ def test_three_stuck_runs_are_solved_from_the_dashboard_by_clicking(
         assert view.locator(".nbd-settle-reason").count() == 0  # asked for once Settle is clicked
         view.locator("button.nbd-settle").click()
         view.locator(".nbd-settle-reason").fill("charged by hand")
-        shot(page, "stuck-settle.png")
+        shot(page, f"{name}-stuck-settle.png")
         view.locator("button.nbd-settle-send").click()
         view.locator(".nbd-badge.nbd-status-completed").wait_for(timeout=60_000)
         said = view.locator(".nbd-attention .nbd-card-outcome").inner_text()
         assert said.startswith("settled: charged by hand; the run resumes here"), said
         badge("b2").and_(dash.locator(".nbd-s-completed")).wait_for(timeout=60_000)
         clock("b2 settled from its widget: every stuck run completed")
-        shot(page, "stuck-solved.png")
+        shot(page, f"{name}-stuck-solved.png")

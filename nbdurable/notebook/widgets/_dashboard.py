@@ -13,15 +13,14 @@ import ipywidgets
 import traitlets
 
 from ..._aio import wait_event
-from ..._errors import LateResultUndecidedError
 from ...durable.store import watch
 from ...messages import VerdictSource
 from ...runs import ACTIVE_STATES, BUSY_STATES, RETRYABLE_STATES, RUN_STATES, STALLED
 from ...runs._attention import ACTIONS, AttentionAction
-from ...runtime._attention import attention_token, decide_attention
+from ...runtime._attention import attention_token
 from ...runtime._checked_verdicts import Outcome, submit_verdict
 from ...runtime._run import Run
-from .._next_step import confirmed
+from .._next_step import attended, confirmed
 from .._session import deciding_user
 from ._assets import view_module, view_style
 from ._dashboard_rows import (
@@ -492,24 +491,8 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         if record is None:
             outcome = Outcome("error", f"{run_id} is not a run of this runtime")
         else:
-            command = f"%durable retry {run_id}"
-            try:
-                outcome = await decide_attention(
-                    self.runtime,
-                    run_id,
-                    action,
-                    token=attention_token(self.runtime, record, action),
-                    source=VerdictSource(by=deciding_user(), via="widget"),
-                    reason=reason,
-                    use_hint=f"{command} --use-late-result",
-                    rerun_hint=f"{command} --rerun",
-                )
-            except LateResultUndecidedError as refused:  # the magic decides a late result
-                outcome = Outcome("error", str(refused))
-            if outcome.recorded:  # what happens next: here, on a worker, or it waits
-                outcome = replace(
-                    outcome, message=await confirmed(self.runtime, run_id, outcome.message)
-                )
+            token = attention_token(self.runtime, record, action)
+            outcome = await attended(self.runtime, run_id, action, token=token, reason=reason)
         self._say(f"{run_id}: {outcome.message}", error=not outcome.recorded)
         self.poke()
         return outcome

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import anywidget
 import traitlets
 
-from ..._errors import ApproverNotAllowedError, LateResultUndecidedError, NbdurableError
+from ..._errors import ApproverNotAllowedError, NbdurableError
 from ...durable._offload import offload
 from ...durable.store import RunStore
 from ...events._fold import RunView
@@ -20,13 +20,13 @@ from ...events._model import RUN_STARTED, RUN_STATE, Event
 from ...events._subscribe import subscribe
 from ...messages import VerdictSource
 from ...runs import BUSY_STATES, RuntimeRun, Stalled, stalled
-from ...runs._attention import ACTIONS
-from ...runtime._attention import AttentionAction, attention_token, decide_attention
+from ...runs._attention import ACTIONS, AttentionAction
+from ...runtime._attention import attention_token
 from ...runtime._checked_verdicts import Outcome, submit_verdict
 from ...runtime._in_flight import verdict_in_flight
 from ...runtime._run import Run
 from .._lease import LeaseWait, lease_wait
-from .._next_step import confirmed
+from .._next_step import attended, confirmed
 from .._session import deciding_user
 from ._assets import view_module, view_style
 from ._fallback import FallbackDisplay, run_summary, with_summary
@@ -316,30 +316,16 @@ class RunWidget(anywidget.AnyWidget):
         self._attention = {**self._attention, "state": "sending", "message": "checking..."}
         self.flush()
         task = self._loop.create_task(
-            self._attend(action, click.get("token"), str(reason) if reason else None)
-        )
-        self._verdicts.add(task)
-        task.add_done_callback(self._attended)
-
-    async def _attend(self, action: AttentionAction, token: object, reason: str | None) -> Outcome:
-        command = f"%durable retry {self.run_id}"
-        try:
-            outcome = await decide_attention(
+            attended(
                 self.runtime,
                 self.run_id,
                 action,
-                token=token,
-                source=VerdictSource(by=deciding_user(), via="widget"),
-                reason=reason,
-                use_hint=f"{command} --use-late-result",
-                rerun_hint=f"{command} --rerun",
+                token=click.get("token"),
+                reason=str(reason) if reason else None,
             )
-        except LateResultUndecidedError as refused:  # the magic decides a late result
-            return Outcome("error", str(refused))
-        if outcome.recorded:  # what happens next: here, on a worker, or it waits
-            said = await confirmed(self.runtime, self.run_id, outcome.message)
-            outcome = replace(outcome, message=said)
-        return outcome
+        )
+        self._verdicts.add(task)
+        task.add_done_callback(self._attended)
 
     def _attended(self, task: asyncio.Task[Outcome]) -> None:
         self._verdicts.discard(task)
