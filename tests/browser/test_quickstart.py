@@ -120,6 +120,14 @@ def test_quickstart_streams_approves_then_denies(
         if frontend is LAB:
             shot(agent_cell, "run-widget-approval.png")
 
+        # the standing grant is secondary and asks first: nothing is sent before the confirm
+        card.locator("button.nbd-grant").click()
+        confirm = card.locator("button.nbd-grant-send")
+        assert confirm.inner_text() == "Approve every drop_table call for 30 min"
+        assert card.locator("button.nbd-approve:not(.nbd-grant-send)").count() == 0
+        card.locator("button.nbd-cancel").click()
+        enabled(approve)
+
         approve.click()
 
         # the kernel verifies the signed token and resumes: the run completes
