@@ -17,6 +17,7 @@ import pytest
 from nbdurable.messages import VerdictSource
 from nbdurable.notebook import NotebookSession
 from nbdurable.notebook.widgets import RunsDashboard, RunWidget
+from nbdurable.runs import RunPatch
 from nbdurable.runtime._attention import attention_token, decide_attention
 
 from . import interrupted
@@ -43,6 +44,15 @@ async def test_the_widget_retries_with_its_signed_token_once_and_explain_says_wh
     await eventually(lambda: widget.attention.get("state") == "open")
     offer = dict(widget.attention)
     assert widget.summary.endswith("Retry runs it again, Settle denies it")
+
+    # the agent's rule on who may decide its tool's calls holds for a retry too
+    store = nb.runtime.runtime_store
+    store.rt_update("bill", RunPatch(approvers={"charge": ["nobody-here"]}))
+    front_end_sends(widget, {"type": "retry", "token": offer["retry"]})
+    await widget.settled()
+    assert widget.attention["message"].startswith("not allowed"), widget.attention
+    assert widget.attention["state"] == "open" and state(nb, "bill") == "needs_attention"
+    store.rt_update("bill", RunPatch(approvers=None))
 
     # a forged token, and the settle token sent as a retry: nothing changes
     front_end_sends(widget, {"type": "retry", "token": offer["retry"] + "x"})
