@@ -149,7 +149,7 @@ function render({ model, el }) {
     const counts = model.get("counts") || {};
     const total = Object.values(counts).reduce((n, c) => n + c, 0);
     const parts = [`${number(total)} run${total === 1 ? "" : "s"}`];
-    for (const status of ["waiting_approval", "needs_attention", "running", "pending", "failed"]) {
+    for (const status of ["waiting_approval", "needs_attention", "stalled", "running", "pending", "failed"]) {
       if (counts[status]) parts.push(`${number(counts[status])} ${status.replace("_", " ")}`);
     }
     summary.textContent = parts.join(" · ");
@@ -500,6 +500,7 @@ function render({ model, el }) {
       tr.append(actions);
       tr.addEventListener("click", () => ask({ type: "open", run_id: row.id, view: row.live ? "run" : "history" }));
       if ((row.cells || {}).status !== "needs_attention") return [tr];
+      tr.classList.add("nbd-dash-row-attn");
       // a needs_attention run: a line of its own under its row, the way out beside the why
       const sub = h("tr", "nbd-dash-subrow");
       sub.dataset.runId = row.id;
