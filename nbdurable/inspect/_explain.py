@@ -19,13 +19,16 @@ from ..runs import (
     ACTIVE_STATES,
     UNFINISHED_STATES,
     UNSUCCESSFUL_STATES,
+    Decision,
     RuntimeRun,
+    decided_phrase,
     describe_holder,
     late_result_line,
     process_gone,
     undecided_late_results,
     verdict_line,
 )
+from ..runs._attention import AttentionAction, decided_action
 from ._next import Context, NextSteps, check_context, here, magics_loaded
 from ._rows import preview
 from ._source import StoreLike, opened
@@ -216,11 +219,26 @@ def _verdict_lines(store: HistoryStore, record: RuntimeRun) -> list[str]:
                 requested[str(request.get("approval_id"))] = issued or event.created_at
     lines = []
     for approval_id, entry in sorted(record.decided.items(), key=lambda i: i[1].at):
+        action = decided_action(approval_id)
+        if action is not None:  # a retry or settle of a needs_attention stop
+            lines.append(_attention_line(action, entry))
+            continue
         asked = requested.get(approval_id)
         waited = entry.at - asked if asked and entry.at else None
         line = verdict_line(entry.approved, entry.source, waited)
         lines.append(f"approval {approval_id}: {line}")
     return lines
+
+
+def _attention_line(action: AttentionAction, entry: Decision) -> str:
+    """``retried by ana (claimed) via widget``, ``settled ...: reason``: a needs_attention stop."""
+    done = "retried" if action == "retry" else "settled as denied"
+    source = entry.source
+    who = decided_phrase(source)
+    if source is not None and source.via and f"via {source.via}" not in who:
+        who = f"{who} via {source.via}" if who else f"via {source.via}"
+    line = f"needs_attention: {done}" + (f" {who}" if who else "")
+    return f"{line}: {entry.reason}" if entry.reason else line
 
 
 def _takeover(store: HistoryStore, record: RuntimeRun) -> str | None:

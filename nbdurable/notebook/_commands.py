@@ -27,11 +27,14 @@ from ..runs import (
     BUSY_STATES,
     UNFINISHED_STATES,
     RuntimeRun,
+    claimed_source,
     definition_matches,
     late_result_line,
     mismatch_reason,
     of_engine,
 )
+from ..runs._attention import AttentionAction
+from ..runtime._attention import attention_token, decide_attention
 from ..runtime._grants import DEFAULT_GRANT_MINUTES
 from ..runtime._late_results import blind_retry_error
 from ..runtime._run import Run, approval_expired
@@ -168,8 +171,7 @@ def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> No
         raise ConfigurationError("--reason goes with --deny")
     run = check_run(nb, args.run)
     if args.deny and args.approval_id is None and run.record().state == "needs_attention":
-        run_sync(run.deny(reason=args.reason, by=nb.user, via="magic"))
-        print(f"settled the interrupted tool call(s) of {run.run_id} as errors")
+        _attend(nb, run, "settle", reason=args.reason)
     elif args.approval_id is not None and run.record().state != "waiting_approval":
         # answered already, or the run moved on: the runtime says which verdict won
         # (ApprovalNotPendingError), or that this very verdict was recorded before
@@ -271,7 +273,7 @@ def _resume(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Non
     hints = {
         "waiting_approval": f"answer it with %durable approve {run.run_id} [APPROVAL_ID] [--deny]",
         "needs_attention": f"an interrupted tool call waits: %durable retry {run.run_id}, or "
-        f"%durable approve {run.run_id} --deny",
+        f"%durable settle {run.run_id} --reason R",
         "failed": f"let it go on with %durable retry {run.run_id}",
     }
     line = f"{run.run_id}: {record.state}"
@@ -303,11 +305,56 @@ def _cancel(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Non
     print(f"{run.run_id}: {run.status}")
 
 
+def _attend(
+    nb: NotebookSession,
+    run: Run,
+    action: AttentionAction,
+    *,
+    reason: str | None = None,
+    rerun: bool = False,
+) -> None:
+    """Retry or settle a needs_attention run the way its buttons do: signed, checked, recorded."""
+    command = f"%durable retry {run.run_id}"
+    record = run.record()
+    outcome = run_sync(
+        decide_attention(
+            nb.runtime,
+            run.run_id,
+            action,
+            token=attention_token(nb.runtime, record, action),
+            source=claimed_source(nb.user, "magic"),
+            reason=reason,
+            rerun=rerun,
+            use_hint=f"{command} --use-late-result",
+            rerun_hint=f"{command} --rerun",
+        )
+    )
+    if not outcome.recorded:
+        raise ConfigurationError(f"run {run.run_id!r}: {outcome.message}")
+    if action == "retry":
+        print(f"{run.run_id}: retried: the interrupted call runs again")
+    else:
+        print(f"settled the interrupted tool call(s) of {run.run_id} as errors")
+
+
+def _settle(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
+    run = check_run(nb, args.run)
+    state = run.record().state
+    if state != "needs_attention":
+        raise ConfigurationError(
+            f"run {run.run_id!r} is {state}: only a needs_attention run is settled"
+        )
+    _attend(nb, run, "settle", reason=args.reason)
+    _goes_on(nb, run, ns)
+
+
 def _retry(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
     run = check_run(nb, args.run)
     if args.use_late_result:
         used = run_sync(run.use_late_result())
         print(f"{run.run_id}: settled with its late result: {late_result_line(used)}")
+    elif run.record().state == "needs_attention":
+        _attend(nb, run, "retry", rerun=args.rerun)
     else:
         command = f"%durable retry {run.run_id}"
         try:
@@ -371,6 +418,7 @@ HANDLERS = {
     "rewind": _rewind,
     "cancel": _cancel,
     "retry": _retry,
+    "settle": _settle,
     "worker": _worker,
     "dashboard": _dashboard,
 }

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from .._errors import LateResultUndecidedError
 from ..durable._offload import offload
 from ..durable.store import RunStore
+from ..messages import VerdictSource
 from ..runs import (
     ACTIVE_STATES,
     BUSY_STATES,
@@ -27,12 +30,15 @@ from ..runs import (
     of_engine,
     process_gone,
 )
-from ._session import current_url
+from ..runs._attention import AttentionAction
+from ..runtime._attention import decide_attention
+from ..runtime._checked_verdicts import Outcome
+from ._session import current_url, deciding_user
 
 if TYPE_CHECKING:
     from ..runtime._runtime import DurableRuntime
 
-__all__ = ["SETTLE_S", "confirmed", "next_step", "serves_here"]
+__all__ = ["SETTLE_S", "attended", "confirmed", "next_step", "serves_here"]
 
 SETTLE_S = 1.5
 """How long :func:`next_step` watches for another runtime's claim before saying the
@@ -120,3 +126,37 @@ async def confirmed(runtime: DurableRuntime, run_id: str, said: str) -> str:
     """``said`` (a recorded verdict's line) followed by what happens next, when anything does."""
     then = await next_step(runtime, run_id, store_url=current_url())
     return f"{said}; {then}" if then else said
+
+
+async def attended(
+    runtime: DurableRuntime,
+    run_id: str,
+    action: AttentionAction,
+    *,
+    token: object,
+    reason: str | None = None,
+) -> Outcome:
+    """A widget's Retry or Settle, decided and confirmed: what became of it, in one line.
+
+    Goes through :func:`~nbdurable.runtime._attention.decide_attention` as the
+    notebook's user, ``via="widget"``; a late result it will not run again blind
+    is said with the magics that decide it. A recorded decision's line says what
+    happens next (:func:`confirmed`).
+    """
+    command = f"%durable retry {run_id}"
+    try:
+        outcome = await decide_attention(
+            runtime,
+            run_id,
+            action,
+            token=token,
+            source=VerdictSource(by=deciding_user(), via="widget"),
+            reason=reason,
+            use_hint=f"{command} --use-late-result",
+            rerun_hint=f"{command} --rerun",
+        )
+    except LateResultUndecidedError as refused:  # the magic decides a late result
+        return Outcome("error", str(refused))
+    if not outcome.recorded:
+        return outcome
+    return replace(outcome, message=await confirmed(runtime, run_id, outcome.message))

@@ -164,6 +164,12 @@ _COMMANDS: list[tuple[str, str, list[tuple[tuple[str, ...], dict[str, Any]]]]] =
             (("--rerun",), {"action": "store_true"}),
         ],
     ),
+    (
+        "settle",
+        "settle a needs_attention run's interrupted call as denied (--reason R: what the "
+        "model sees) and let the run go on",
+        [(("--reason",), {"metavar": "R"})],
+    ),
     ("worker", "execute queued and recovered runs of the notebook's agents here", []),
     ("dashboard", "display the runs dashboard", []),
 ]

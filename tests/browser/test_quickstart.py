@@ -101,7 +101,7 @@ def test_quickstart_streams_approves_then_denies(
         assert "(" in card.locator(".nbd-card-call").inner_text()  # tool(args...)
         assert widget.locator(".nbd-summary").inner_text() == "waiting for approval: drop_table"
         progress = widget.locator(".nbd-progress").inner_text()
-        assert matches(r"\d+ of \d+ steps · [\d,]+ tokens.*", progress), progress
+        assert matches(r"\d+ steps? \(budget \d+\) · [\d,]+ tokens.*", progress), progress
         assert "(this agent)" not in widget.inner_text()
         assert widget.get_attribute("data-kernel") == "live"
         assert not widget.locator(".nbd-live").is_visible()  # live: no connection note
@@ -119,6 +119,14 @@ def test_quickstart_streams_approves_then_denies(
         shot(page, f"{name}-approval.png")
         if frontend is LAB:
             shot(agent_cell, "run-widget-approval.png")
+
+        # the standing grant is secondary and asks first: nothing is sent before the confirm
+        card.locator("button.nbd-grant").click()
+        confirm = card.locator("button.nbd-grant-send")
+        assert confirm.inner_text() == "Approve every drop_table call for 30 min"
+        assert card.locator("button.nbd-approve:not(.nbd-grant-send)").count() == 0
+        card.locator("button.nbd-cancel").click()
+        enabled(approve)
 
         approve.click()
 
@@ -149,15 +157,17 @@ def test_quickstart_streams_approves_then_denies(
         run_cell(page, agent_at)
         widget = cells(page).nth(agent_at).locator(".nbd-run")
         enabled(widget.locator("button.nbd-approve"), timeout=60)
-        widget.locator(".nbd-reason").fill(REASON)
+        assert widget.locator(".nbd-reason").count() == 0  # Deny asks for its reason
         widget.locator("button.nbd-deny").click()
+        widget.locator(".nbd-reason").fill(REASON)
+        widget.locator("button.nbd-deny-send").click()
         widget.locator(".nbd-badge.nbd-status-completed").wait_for()
         denied = widget.locator(".nbd-card.nbd-card-collapsed.nbd-card-denied")
         outcome = denied.locator(".nbd-card-outcome").inner_text()
         assert matches(f"denied at {CLOCK_TIME}: {REASON}", outcome), outcome
         drop = widget.locator(".nbd-tool", has_text="drop_table")
-        assert drop.locator(".nbd-tool-state").inner_text() == "error"
-        assert REASON in (drop.locator(".nbd-error-text").text_content() or "")
+        assert drop.locator(".nbd-tool-state").inner_text() == "denied"  # not a red "error"
+        assert REASON in (drop.locator(".nbd-denied-text").text_content() or "")
         said = widget.locator(".nbd-step .nbd-text").all_inner_texts()[-1]
         assert "kept stg_2023" in said, said  # the model read the denial
         clock("denied in the browser, run completed")

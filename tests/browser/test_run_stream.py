@@ -1,5 +1,9 @@
 """A long streamed answer in JupyterLab: the view is sent deltas and shows all of it.
 
+While it streams the header counts tokens (an estimate: usage comes per step);
+once done, the answer scrolls inside a capped box (the header, summary and cards
+stay in sight) and is set apart as the final answer.
+
 The run widget sends appended text, not the whole text, each update; a second
 view of the same widget, displayed while the answer streams, asks the kernel for
 a snapshot when it renders and then follows the deltas. At the end both views
@@ -62,6 +66,8 @@ def test_a_long_streamed_answer_shows_whole_in_two_views_of_one_widget(
         run_cell(page, 0)
         first = run_cell(page, 1).locator(".nbd-run")
         first.locator(".nbd-text.nbd-streaming").wait_for(timeout=60_000)  # text streams in
+        live = first.locator(".nbd-live-tokens")
+        live.filter(has_text="streaming · ~").wait_for()  # a live count, while usage is unknown
         second = run_cell(page, 2).locator(".nbd-run")
         second.locator(".nbd-text").first.wait_for(timeout=60_000)  # its snapshot came
         assert second.locator(".nbd-badge").inner_text() == "running"  # rendered mid-stream
@@ -74,6 +80,12 @@ def test_a_long_streamed_answer_shows_whole_in_two_views_of_one_widget(
         assert shown_text(first) == EXPECTED
         assert shown_text(second) == EXPECTED
         assert first.get_attribute("data-kernel") == "live"
+        assert live.inner_text() == ""  # the step ended: its usage is known
+        # the long answer scrolls inside a capped box, set apart as the answer
+        box = first.locator(".nbd-steps")
+        height, scrolled = box.evaluate("(b) => [b.clientHeight, b.scrollHeight]")
+        assert height <= 600 < scrolled, (height, scrolled)
+        assert first.locator(".nbd-step.nbd-final").count() == 1
         assert cells(page).count() == 3
         second.scroll_into_view_if_needed()
         shot(page, "jupyterlab-stream.png")

@@ -73,7 +73,8 @@ def assert_dead(view: Any) -> None:
     assert view.locator(".nbd-live").inner_text() == DISCONNECTED
     assert view.locator("button.nbd-approve").is_disabled()
     assert view.locator("button.nbd-deny").is_disabled()
-    assert view.locator("input.nbd-reason").is_disabled()
+    assert view.locator("button.nbd-grant").is_disabled()
+    assert view.locator("input.nbd-reason").count() == 0  # shown once Deny is clicked
 
 
 def test_after_a_kernel_restart_the_old_view_says_disconnected_and_a_fresh_one_takes_over(

@@ -318,6 +318,28 @@ async def test_reads_pause_when_no_view_is_heard_of_and_a_ping_resumes_them(
         dashboard.close()
 
 
+async def test_a_view_out_of_sight_stops_the_reads_and_quiet_reads_back_off(
+    tmp_path: Path,
+) -> None:
+    async with runtime_for(tmp_path, greeter()) as runtime:
+        dashboard = RunsDashboard(runtime, refresh_interval=0.02)
+        front_end_sends(dashboard.view, {"type": "visibility", "visible": False})
+        await (await runtime.submit("greeter", "Hi.", run_id="run-1")).result()
+        for _ in range(5):
+            await dashboard_turn(dashboard)
+        assert dashboard.view.rows == []  # nobody sees it: the store is not read
+        front_end_sends(dashboard.view, {"type": "visibility", "visible": True})
+        await eventually(lambda: [r["id"] for r in dashboard.view.rows] == ["run-1"])
+        # nothing changes: each quiet read doubles the pause before the next
+        read_at = dashboard.view.updated_at
+        await eventually(lambda: dashboard.view.updated_at != read_at)
+        await asyncio.sleep(0.5)
+        first = dashboard.view.updated_at
+        await eventually(lambda: dashboard.view.updated_at != first, timeout=5)
+        assert dashboard.view.updated_at - first > 100  # not every 20 ms any more
+        dashboard.close()
+
+
 async def dashboard_turn(dashboard: RunsDashboard) -> None:
     await asyncio.sleep(dashboard.refresh_interval * 2)
 

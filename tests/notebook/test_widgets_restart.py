@@ -71,7 +71,7 @@ async def test_a_tool_call_a_kernel_died_in_is_listed_once_and_explained_for_the
     calls = [c for step in widget.steps for c in step["tool_calls"]]
     assert [(c["tool_name"], c["state"]) for c in calls] == [("charge", "interrupted")]
     assert widget.summary.startswith("needs attention: tool 'charge'")
-    assert widget.progress == "1 of 20 steps"
+    assert widget.progress == "1 step (budget 20)"
 
     why = magic("durable", "explain bill").value
     assert why.actions[0] == "%durable retry bill  (runs the interrupted tool again)"

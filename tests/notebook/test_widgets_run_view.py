@@ -176,7 +176,7 @@ async def test_the_view_says_how_far_a_run_got_and_why_it_stopped(tmp_path: Path
         usage = widget.usage
         assert widget.max_steps == 12
         assert widget.progress == (
-            f"2 of 12 steps · {usage['total_tokens']:,} tokens · ${usage['cost']:.4f}"
+            f"2 steps (budget 12) · {usage['total_tokens']:,} tokens · ${usage['cost']:.4f}"
         )
         assert widget.summary == "waiting for approval: drop_table"
         drop = widget.steps[1]["tool_calls"][0]
@@ -184,7 +184,7 @@ async def test_the_view_says_how_far_a_run_got_and_why_it_stopped(tmp_path: Path
         await run.approve()
         await run.result()
         await eventually(lambda: widget.status == "completed" and not widget.following)
-        assert widget.progress.startswith("3 of 12 steps · ")
+        assert widget.progress.startswith("3 steps (budget 12) · ")
         assert widget.summary == "completed"
         assert widget.steps[1]["tool_calls"][0]["state"] == "done"
 
@@ -193,7 +193,7 @@ async def test_the_view_says_how_far_a_run_got_and_why_it_stopped(tmp_path: Path
         view = RunWidget(runtime, failed.run_id)
         await eventually(lambda: not view.following)
     assert view.status == "failed" and view.summary == "failed: model_error"
-    assert view.progress == "1 of 20 steps"
+    assert view.progress == "1 step (budget 20)"
 
 
 async def test_a_loop_api_run_shows_its_steps_without_a_budget(tmp_path: Path) -> None:

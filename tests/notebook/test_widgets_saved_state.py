@@ -65,7 +65,7 @@ def test_an_executed_notebook_saves_the_run_widget_as_the_run_last_looked(
     (state,) = run_widget_states(notebook)
     assert state["status"] == "waiting_approval"
     assert state["summary"] == "waiting for approval: drop_table"
-    assert state["progress"].startswith("1 of 20 steps")
+    assert state["progress"].startswith("1 step (budget 20)")
     (card,) = state["approvals"]
     assert (card["tool_name"], card["state"]) == ("drop_table", "pending")
     # the steps ride deltas live; the saved state holds them all in the snapshot trait

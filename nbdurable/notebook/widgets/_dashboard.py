@@ -13,11 +13,14 @@ import ipywidgets
 import traitlets
 
 from ..._aio import wait_event
+from ...durable.store import watch
 from ...messages import VerdictSource
 from ...runs import ACTIVE_STATES, BUSY_STATES, RETRYABLE_STATES, RUN_STATES, STALLED
+from ...runs._attention import ACTIONS, AttentionAction
+from ...runtime._attention import attention_token
 from ...runtime._checked_verdicts import Outcome, submit_verdict
 from ...runtime._run import Run
-from .._next_step import confirmed
+from .._next_step import attended, confirmed
 from .._session import deciding_user
 from ._assets import view_module, view_style
 from ._dashboard_rows import (
@@ -45,6 +48,8 @@ STATUSES: tuple[str, ...] = (*RUN_STATES, "suspended", STALLED)
 """Statuses a run can have: the runtime's run states, ``suspended`` for loop runs, and
 ``stalled`` for a running run whose owner stopped."""
 
+IDLE_INTERVAL_S = 15.0
+"""The longest pause between two reads of a store that did not change (from another process)."""
 ANSWER_KEPT_S = 600.0
 """How long an approval answered from the dashboard stays listed with its outcome."""
 ANSWERED = frozenset({"approved", "denied", "stale"})
@@ -114,7 +119,12 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
 
     The table follows the store: every ``refresh_interval`` seconds (longer for a
     store whose read takes long) it is read again in a worker thread (SQLite,
-    PostgreSQL) and only what changed is sent. A verdict is checked like an
+    PostgreSQL) and only what changed is sent. An idle kernel does not spin: a
+    read that found nothing new doubles the pause before the next, up to
+    :data:`IDLE_INTERVAL_S`, while a write of this process (its runtime's)
+    brings the next read back to ``refresh_interval``; a view scrolled out of
+    sight or in a hidden tab says so, and nothing is read until it is seen
+    again (or a click asks). A verdict is checked like an
     approval card's: the view sends ``(run_id, approval_id, approve, reason)``
     and the kernel looks the request's signed token up and calls
     :func:`~nbdurable.runtime._checked_verdicts.submit_verdict`; tokens never reach the view.
@@ -129,8 +139,9 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         page_size: Runs per page.
         columns: The runs table's columns (:data:`~.dashboard_rows.COLUMNS`).
         pause_after: Seconds without a message from any view after which the
-            background reads pause (a dashboard whose output was cleared);
-            the next message from a view resumes them.
+            background reads pause (a dashboard whose output was cleared, a
+            closed tab: a live view pings every 15 s); the next message from a
+            view resumes them.
 
     Attributes:
         view: The anywidget showing approvals and runs.
@@ -147,7 +158,7 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         refresh_interval: float = 2.0,
         page_size: int = 25,
         columns: Sequence[Column] = COLUMNS,
-        pause_after: float = 300.0,
+        pause_after: float = 60.0,
         **kwargs: Any,
     ) -> None:
         self.runtime = runtime
@@ -165,6 +176,9 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         self._contacted = False
         self._last_contact = time.monotonic()
         self._reading = asyncio.Lock()
+        self._quiet: int = 0  # reads in a row that found nothing new
+        self._changed = False  # this process wrote to the store since the last read
+        self._hidden = False  # the view says nobody can see it
         self.view.on_msg(self._on_message)
         super().__init__(children=[self.view, self.detail], **kwargs)
         self.refresh()
@@ -173,6 +187,7 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         except RuntimeError:
             loop = None  # a script without a loop: refresh() by hand
         self._wakeup = asyncio.Event()
+        self._unwatch = watch(runtime.store, self._store_written)
         self.task: asyncio.Task[None] | None = (
             loop.create_task(self._follow()) if loop is not None else None
         )
@@ -201,6 +216,15 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         # a store whose read takes long is read less often: at most a tenth of the time
         return max(self.refresh_interval, 10 * self.snapshot.read_ms / 1000)
 
+    def _idle_interval(self) -> float:
+        """The pause before the next read when nothing is known to have changed."""
+        base = self._interval()
+        return min(base * float(2 ** min(self._quiet, 10)), max(base, IDLE_INTERVAL_S))
+
+    def _store_written(self, _run_id: str | None) -> None:
+        # on the writing thread (watch): note it only; the next turn reads at the base pace
+        self._changed = True
+
     @property
     def paused(self) -> bool:
         """Whether the background reads wait for a view (none was heard of for a while)."""
@@ -208,16 +232,25 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         return self._contacted and idle > self.pause_after
 
     async def _follow(self) -> None:
+        last_read = time.monotonic()
         while not self._closed:
-            await wait_event(self._wakeup, self._interval())
+            poked = await wait_event(self._wakeup, self._interval())
             self._wakeup.clear()
             if self._closed:
                 return
             self.view.paused = self.paused
-            if self.view.paused:
+            if self.view.paused or (self._hidden and not poked):
                 continue
+            waited = time.monotonic() - last_read
+            if not (poked or self._changed or waited >= self._idle_interval()):
+                continue  # nothing new is known of, and the idle pause is not over
+            self._changed = False
+            last_read = time.monotonic()
             try:
+                before = self.snapshot
                 await self.refreshed()
+                same = self.snapshot.rows == before.rows
+                self._quiet = self._quiet + 1 if same and not poked else 0
             except Exception as exc:  # the store is away: say so, try again next turn
                 self._say(f"reading the store failed: {type(exc).__name__}: {exc}", error=True)
 
@@ -316,6 +349,12 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
                     reason=str(reason) if reason else None,
                 )
             )
+        elif message["type"] in ACTIONS:
+            self.view.send(Ack(type="ack", approval_id="attention"))
+            action: AttentionAction = "retry" if message["type"] == "retry" else "settle"
+            reason = message.get("reason")
+            run_id = str(message.get("run_id", ""))
+            self._start(self.attend(run_id, action, reason=str(reason) if reason else None))
         elif message["type"] == "open":
             run_id = str(message.get("run_id", ""))
             self._start(
@@ -328,6 +367,12 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
             self._render()
         elif message["type"] == "refresh":
             self.poke()
+        elif message["type"] == "visibility":
+            hidden = message.get("visible") is False
+            if self._hidden and not hidden:
+                self._quiet = 0
+                self.poke()  # seen again: show what changed meanwhile now
+            self._hidden = hidden
 
     def _start(self, coroutine: Any) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(self._report(coroutine))
@@ -433,6 +478,25 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
             for i in ids
         ]
 
+    async def attend(
+        self, run_id: str, action: AttentionAction, *, reason: str | None = None
+    ) -> Outcome:
+        """Retry or settle a needs_attention run as its row's buttons do; the outcome is said.
+
+        The kernel signs the action's token for the run's current stop (the view
+        never holds one) and :func:`~nbdurable.runtime._attention.decide_attention`
+        verifies it, acts once and records who decided, via ``widget``.
+        """
+        record = self.runtime.runtime_store.rt_get(run_id)
+        if record is None:
+            outcome = Outcome("error", f"{run_id} is not a run of this runtime")
+        else:
+            token = attention_token(self.runtime, record, action)
+            outcome = await attended(self.runtime, run_id, action, token=token, reason=reason)
+        self._say(f"{run_id}: {outcome.message}", error=not outcome.recorded)
+        self.poke()
+        return outcome
+
     # -- a run's widget below ---------------------------------------------------------------
 
     def _show(self, widget: ipywidgets.Widget | None, run_id: str, kind: str) -> None:
@@ -462,6 +526,8 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         record = self.runtime.runtime_store.rt_get(run_id)
         if record is None:
             said = f"{run_id} is not a runtime run: resume it with resume_from_checkpoint"
+        elif record.state == "needs_attention":
+            return (await self.attend(run_id, "retry")).message
         elif record.state in RETRYABLE_STATES:
             await Run(self.runtime, run_id).retry()
             said = f"{run_id}: retried"
@@ -489,6 +555,9 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
     def close(self) -> None:
         """Stop following the store, close the run shown below and the view."""
         self._closed = True
+        unwatch = getattr(self, "_unwatch", None)
+        if unwatch is not None:
+            unwatch()
         task = getattr(self, "task", None)
         if task is not None and not task.done():
             task.cancel()

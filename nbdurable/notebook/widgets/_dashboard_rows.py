@@ -25,6 +25,7 @@ from ...runs import (
     RuntimeRun,
     stalled,
 )
+from ._run_state import button_words
 
 __all__ = [
     "COLUMNS",
@@ -132,7 +133,7 @@ _TIMED = ACTIVE_STATES | {"retry_wait"}
 
 def _why(row: dict[str, Any], record: RuntimeRun | None) -> str:
     """What the run waits for or why it stopped: the words of ``%durable runs``, and the error."""
-    reason = why(row, record)
+    reason = button_words(why(row, record))
     error = record.error if record is not None else None
     if error and row.get("status") in STOPPED_ON_ERROR and error not in reason:
         return f"{reason}: {error}" if reason else error

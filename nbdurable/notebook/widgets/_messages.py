@@ -12,6 +12,7 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 __all__ = [
     "Ack",
     "AskSnapshot",
+    "Attend",
     "Bare",
     "Dismiss",
     "KernelMessage",
@@ -24,6 +25,7 @@ __all__ = [
     "StepsState",
     "Verdict",
     "ViewMessage",
+    "Visibility",
     "received",
 ]
 
@@ -55,6 +57,18 @@ class Verdict(TypedDict):
     """A dashboard row: the run that asks (the kernel looks its token up)."""
 
 
+class Attend(TypedDict):
+    """A click on Retry or Settle of a ``needs_attention`` run; answered by :class:`Ack` at once."""
+
+    type: Literal["retry", "settle"]
+    reason: NotRequired[str | None]
+    """Settle: what the model reads as the interrupted call's error result."""
+    token: NotRequired[str | None]
+    """A run view: the signed token of the action it was given."""
+    run_id: NotRequired[str]
+    """A dashboard row: the run (the kernel signs its token)."""
+
+
 class QueryChange(TypedDict, total=False):
     """The dashboard's filter, search, order or page changed (any of the fields)."""
 
@@ -82,13 +96,22 @@ class Dismiss(TypedDict):
     approval_id: str
 
 
+class Visibility(TypedDict):
+    """The dashboard's view came into sight or left it (scrolled away, a hidden tab)."""
+
+    type: Literal["visibility"]
+    visible: bool
+
+
 class Bare(TypedDict):
     """The dashboard's **close** (the run below) and **Refresh** (read the store now)."""
 
     type: Literal["close", "refresh"]
 
 
-ViewMessage = Ping | AskSnapshot | Verdict | QueryChange | Open | Dismiss | Bare
+ViewMessage = (
+    Ping | AskSnapshot | Verdict | Attend | QueryChange | Open | Dismiss | Visibility | Bare
+)
 
 # -- from the kernel to a view -----------------------------------------------------------
 

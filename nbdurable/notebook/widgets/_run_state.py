@@ -23,7 +23,15 @@ from ...runs import (
 )
 from .._lease import LeaseWait
 
-__all__ = ["ENDED_STATES", "Cards", "Clock", "progress", "run_state", "summary"]
+__all__ = [
+    "ENDED_STATES",
+    "Cards",
+    "Clock",
+    "button_words",
+    "progress",
+    "run_state",
+    "summary",
+]
 
 ENDED_STATES = frozenset({*TERMINAL_STATES, "error"})
 """View statuses after which the elapsed-time clock stops."""
@@ -96,12 +104,16 @@ class Cards:
     def _decided_by(
         self, approval_id: str, state: str, source: dict[str, Any] | None, decided_at: int
     ) -> str:
-        """``by ana (claimed), 2 min after the request`` for an answered card, else empty."""
+        """``by ana, 2 min after the request`` for an answered card, else empty.
+
+        The card drops the records' ``(claimed)``: in a notebook every name is the
+        one the kernel claims (its user), so the word says nothing to its reader.
+        """
         if state not in _ANSWERED:
             return ""
         requested_at = self.requested_at.get(approval_id, 0)
         waited = decided_at - requested_at if decided_at and requested_at else None
-        return decided_phrase(source, waited)
+        return decided_phrase(source, waited).replace(" (claimed)", "", 1)
 
     def _state(self, view: RunView, approval_id: str) -> tuple[str, str]:
         outcome = self.outcomes.get(approval_id)
@@ -182,12 +194,15 @@ def run_state(
 
 
 def progress(steps: int, max_steps: int, usage: Usage) -> str:
-    """How far a run got: ``3 of 12 steps · 1,234 tokens · $0.0012``.
+    """How far a run got: ``3 steps (budget 12) · 1,234 tokens · $0.0012``.
 
-    ``3 steps`` without a budget; the cost when the model has a price.
+    The budget is a limit, not a goal: said in brackets, never as ``3 of 12``
+    (which reads as progress towards 12). ``3 steps`` without a budget; the cost
+    when the model has a price.
     """
-    unit = "step" if (max_steps or steps) == 1 else "steps"
-    line = f"{steps} of {max_steps} {unit}" if max_steps else f"{steps} {unit}"
+    line = f"{steps} step{'' if steps == 1 else 's'}"
+    if max_steps:
+        line += f" (budget {max_steps})"
     if usage.total_tokens:
         line += f" · {usage.total_tokens:,} tokens"
     if usage.cost is not None:
@@ -215,11 +230,28 @@ def summary(
         return f"{status}: {reason}" if reason else status
     if status in _WITH_REASON:
         said = _WITH_REASON[status]
-        return f"{said}: {reason}" if reason else said
+        return f"{said}: {button_words(reason)}" if reason else said
     if status == "waiting_approval":
         open_ = [c["tool_name"] for c in approvals if c["state"] not in ("resolved", *_ANSWERED)]
         return f"waiting for approval: {', '.join(open_)}" if open_ else "waiting for approval"
     return _WAITING.get(status, "")
+
+
+_API_WORDS = (
+    ("retry() runs it again, deny() settles it", "Retry runs it again, Settle denies it"),
+    ("before retry()", "before you Retry"),
+)
+
+
+def button_words(reason: str) -> str:
+    """A run's reason in the words of the views' buttons, not the Python API's.
+
+    The runtime says ``retry() runs it again, deny() settles it``; a view that
+    shows **Retry** and **Settle** says that instead.
+    """
+    for api, buttons in _API_WORDS:
+        reason = reason.replace(api, buttons)
+    return reason
 
 
 _WITH_REASON = {"error": "stopped by an error", "needs_attention": "needs attention"}

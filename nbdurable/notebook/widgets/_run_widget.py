@@ -19,16 +19,18 @@ from ...events._fold import RunView
 from ...events._model import RUN_STARTED, RUN_STATE, Event
 from ...events._subscribe import subscribe
 from ...messages import VerdictSource
-from ...runs import BUSY_STATES, Stalled, stalled
+from ...runs import BUSY_STATES, RuntimeRun, Stalled, stalled
+from ...runs._attention import ACTIONS, AttentionAction
+from ...runtime._attention import attention_token
 from ...runtime._checked_verdicts import Outcome, submit_verdict
 from ...runtime._in_flight import verdict_in_flight
 from ...runtime._run import Run
 from .._lease import LeaseWait, lease_wait
-from .._next_step import confirmed
+from .._next_step import attended, confirmed
 from .._session import deciding_user
 from ._assets import view_module, view_style
 from ._fallback import FallbackDisplay, run_summary, with_summary
-from ._messages import Ack, Pong, Snapshot, Verdict, received
+from ._messages import Ack, Attend, Pong, Snapshot, Verdict, received
 from ._run_delta import StepDeltas
 from ._run_state import Cards, Clock, run_state
 
@@ -111,6 +113,12 @@ class RunWidget(anywidget.AnyWidget):
     lease_until = traitlets.Int(0).tag(sync=True)
     lease_owner = traitlets.Unicode("").tag(sync=True)
     stalled = traitlets.Bool(False).tag(sync=True)
+    attention = traitlets.Dict().tag(sync=True)
+    """A needs_attention stop's Retry / Settle: ``{"state", "message", "retry", "settle"}``.
+
+    ``retry`` and ``settle`` are the signed tokens of the two buttons (never the
+    secret); ``state`` is ``open``, ``sending``, ``retried``, ``settled``, or
+    what stopped a click (``stale``, ``invalid token``, ...). Empty: no stop."""
 
     def __init__(self, runtime: DurableRuntime, run_id: str, **kwargs: Any) -> None:
         try:
@@ -134,6 +142,7 @@ class RunWidget(anywidget.AnyWidget):
         self._lease: LeaseWait | None = None
         self._stalled: Stalled | None = None
         self._lease_check: asyncio.TimerHandle | None = None
+        self._attention: dict[str, Any] = {}
         self._fallback = FallbackDisplay(self._repr_mimebundle_)
         self._read_record()
         self.on_msg(self._on_front_end_message)
@@ -148,6 +157,7 @@ class RunWidget(anywidget.AnyWidget):
             self._lease = None
             return
         self._max_steps = record.max_steps
+        self._offer_attention(record)
         self._stalled = stalled(record)
         self._lease = (
             None if self._stalled is not None else lease_wait(record, self.runtime.owner_id)
@@ -156,6 +166,18 @@ class RunWidget(anywidget.AnyWidget):
             # look again once it lapsed: taken over (an event says so) or still held
             delay = max(0.0, (self._lease.until - _now_ms()) / 1000) + 0.5
             self._lease_check = self._loop.call_later(delay, self._lease_lapsed)
+
+    def _offer_attention(self, record: RuntimeRun | None = None) -> None:
+        """Sign the Retry and Settle tokens of the run's current needs_attention stop, if any."""
+        if record is None:
+            store = self.runtime.store
+            record = store.rt_get(self.run_id) if isinstance(store, RunStore) else None
+        if record is None or record.state != "needs_attention":
+            return
+        tokens = {a: attention_token(self.runtime, record, a) for a in ("retry", "settle")}
+        if self._attention.get("state") == "sending":
+            return  # a click is being handled: its outcome decides what shows next
+        self._attention = {"state": "open", "message": "", **tokens}
 
     def _lease_lapsed(self) -> None:
         self._lease_check = None
@@ -194,6 +216,8 @@ class RunWidget(anywidget.AnyWidget):
             and event.created_at >= self._opened_at
         ):
             self._stalled = None  # someone took it over (or it moved on)
+        if event.type == RUN_STATE and event.payload.get("state") == "needs_attention":
+            self._offer_attention()  # a new stop: its buttons get tokens for it
         self._cards.observe(self.view, event)
         self._clock.observe(event)
         self._schedule_flush()
@@ -220,6 +244,7 @@ class RunWidget(anywidget.AnyWidget):
             lease=self._lease,
             stalled=self._stalled,
         )
+        state["attention"] = self._attention_shown(state["status"])
         context = _latest_request_context()
         if context is None:
             self._publish(state)
@@ -241,6 +266,13 @@ class RunWidget(anywidget.AnyWidget):
                 # once per pause or end: what a saved notebook shows, never per token
                 self.snapshot = dict(self._deltas.snapshot())
                 self._fallback.refresh()  # the saved output says where the run is now
+
+    def _attention_shown(self, status: str) -> dict[str, Any]:
+        """What the Retry / Settle panel shows: the open stop, a click's outcome, or nothing."""
+        shown = self._attention
+        if shown.get("state") == "open" and status != "needs_attention":
+            return {}  # decided elsewhere (another view, a magic, a process): the run moved on
+        return {k: v for k, v in shown.items() if status == "needs_attention" or k not in ACTIONS}
 
     # -- what a saved notebook shows without a kernel ---------------------------------------
 
@@ -270,6 +302,44 @@ class RunWidget(anywidget.AnyWidget):
             self.send(Snapshot(type="snapshot", **self._deltas.snapshot()))
         elif message["type"] in ("approve", "deny", "grant"):
             self._on_verdict(message)
+        elif message["type"] in ACTIONS:
+            self._on_attention(message)
+
+    # -- Retry / Settle of a needs_attention stop -------------------------------------------
+
+    def _on_attention(self, click: Attend) -> None:
+        self.send(Ack(type="ack", approval_id="attention"))  # this kernel got the click
+        if self._attention.get("state") != "open":
+            return  # a second click, or no stop to decide
+        action: AttentionAction = "retry" if click["type"] == "retry" else "settle"
+        reason = click.get("reason")
+        self._attention = {**self._attention, "state": "sending", "message": "checking..."}
+        self.flush()
+        task = self._loop.create_task(
+            attended(
+                self.runtime,
+                self.run_id,
+                action,
+                token=click.get("token"),
+                reason=str(reason) if reason else None,
+            )
+        )
+        self._verdicts.add(task)
+        task.add_done_callback(self._attended)
+
+    def _attended(self, task: asyncio.Task[Outcome]) -> None:
+        self._verdicts.discard(task)
+        if task.cancelled():
+            self._attention = {**self._attention, "state": "open", "message": ""}
+        else:
+            outcome = task.result()
+            state = {"approved": "retried", "denied": "settled"}.get(outcome.state, outcome.state)
+            if outcome.state in ("error", "invalid token", "not allowed", "expired"):
+                state = "open"  # nothing changed: the stop still waits for a decision
+                self._attention = {**self._attention, "state": state}
+                self._offer_attention()  # with fresh tokens (an expired one, say)
+            self._attention = {**self._attention, "state": state, "message": outcome.message}
+        self.flush()
 
     def _on_verdict(self, verdict: Verdict) -> None:
         approval_id = str(verdict.get("approval_id", ""))

@@ -2,7 +2,8 @@
 // Every trait is written by the kernel (columns, rows, total, page, pages, page_size,
 // sort_by, descending, status, search, counts, statuses, filters, approvals, selected,
 // detail, message, updated_at, paused). The view sends custom messages (query, approve,
-// deny, open, close, dismiss, refresh, ping: docs/notebook.md, "Widget messages").
+// deny, retry, settle, open, close, dismiss, refresh, visibility, ping: docs/notebook.md,
+// "Widget messages").
 // No approval token ever comes here: the kernel looks the token up when a verdict arrives.
 //
 // A view whose kernel is gone (restarted, or a notebook reopened from its saved widget
@@ -10,6 +11,7 @@
 
 const PING_MS = 15000; // a live view says it is there (the kernel pauses reads without views)
 const OPEN = new Set(["pending", "invalid token", "expired", "error"]); // rows that take a verdict
+const GROUP_MIN = 3; // this many identical waiting calls share one line (two stay apart)
 const FILTER_LABELS = { unfinished: "unfinished", attention: "needs a look" };
 
 function h(tag, className, text) {
@@ -32,11 +34,12 @@ function duration(ms) {
 }
 
 function clockTime(ms) {
-  try {
-    return new Date(ms).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-  } catch (_err) {
-    return "";
-  }
+  // "12:03" (24-hour, like the run view) today, "2024-05-02 12:03" another day
+  const at = new Date(ms);
+  const pad = (n) => String(n).padStart(2, "0");
+  const time = `${pad(at.getHours())}:${pad(at.getMinutes())}`;
+  if (at.toDateString() === new Date().toDateString()) return time;
+  return `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())} ${time}`;
 }
 
 function number(n) {
@@ -98,6 +101,7 @@ function render({ model, el }) {
   el.append(root);
 
   const denying = new Map(); // approval id -> the reason being typed (Deny asked for it)
+  const settling = new Map(); // run id -> the reason being typed (Settle asked for it)
   const clicked = new Set(); // rows clicked here whose answer has not come back yet
   const undelivered = new Set(); // rows clicked here whose click reached no kernel
 
@@ -145,7 +149,7 @@ function render({ model, el }) {
     const counts = model.get("counts") || {};
     const total = Object.values(counts).reduce((n, c) => n + c, 0);
     const parts = [`${number(total)} run${total === 1 ? "" : "s"}`];
-    for (const status of ["waiting_approval", "needs_attention", "running", "pending", "failed"]) {
+    for (const status of ["waiting_approval", "needs_attention", "stalled", "running", "pending", "failed"]) {
       if (counts[status]) parts.push(`${number(counts[status])} ${status.replace("_", " ")}`);
     }
     summary.textContent = parts.join(" · ");
@@ -261,15 +265,92 @@ function render({ model, el }) {
     const existing = new Map();
     for (const node of approvalList.children) existing.set(node.dataset.approvalId, node);
     let at = 0;
-    for (const item of items) {
-      let node = existing.get(item.approval_id);
-      existing.delete(item.approval_id);
-      if (!node) node = approvalRow(item);
-      node.update(item);
+    const place = (key, make, data) => {
+      let node = existing.get(key);
+      existing.delete(key);
+      if (!node) node = make(data);
+      node.update(data);
       if (approvalList.children[at] !== node) approvalList.insertBefore(node, approvalList.children[at] || null);
       at += 1;
+    };
+    for (const group of grouped(items)) {
+      if (group.items.length < GROUP_MIN || expanded.has(group.key)) {
+        for (const item of group.items) place(item.approval_id, approvalRow, item);
+      } else {
+        place(`group:${group.key}`, groupRow, group);
+      }
     }
     for (const node of existing.values()) node.remove();
+  }
+
+  // identical calls (same tool and arguments, same state) waiting in several runs: one
+  // line with a count and a bulk action, confirmed; each verdict is still checked alone
+  const expanded = new Set(); // group keys shown one line per call
+  function grouped(items) {
+    const groups = new Map();
+    for (const item of items) {
+      const busy = clicked.has(item.approval_id) || denying.has(item.approval_id) || item.state === "sending";
+      const key = busy ? `one:${item.approval_id}` : `${item.state}\u0000${item.call_full}`;
+      if (!groups.has(key)) groups.set(key, { key, items: [] });
+      groups.get(key).items.push(item);
+    }
+    return [...groups.values()];
+  }
+
+  function groupRow(first) {
+    const row = h("div", "nbd-dash-approval nbd-dash-group");
+    row.dataset.approvalId = `group:${first.key}`;
+    const call = h("code", "nbd-dash-call");
+    const count = h("span", "nbd-dash-count");
+    const where = h("span", "nbd-dash-where");
+    const actions = h("span", "nbd-dash-actions");
+    const outcome = h("span", "nbd-dash-outcome");
+    const show = h("button", "nbd-dash-btn nbd-dash-expand", "show each");
+    row.append(call, count, where, actions, outcome, show);
+    let confirming = "";
+    let group = first;
+    show.addEventListener("click", () => { expanded.add(group.key); approvals_(); });
+    const bulk = (action) => {
+      for (const item of group.items) {
+        if (!ask({ type: action, run_id: item.run_id, approval_id: item.approval_id, reason: null })) return;
+        clicked.add(item.approval_id);
+        undelivered.delete(item.approval_id);
+      }
+      confirming = "";
+      approvals_();
+    };
+    row.update = (data) => {
+      group = data;
+      const lead = data.items[0];
+      const n = data.items.length;
+      row.className = `nbd-dash-approval nbd-dash-group nbd-dash-a-${lead.state.replace(/ /g, "-")}`;
+      call.textContent = lead.call;
+      call.title = lead.call_full;
+      count.textContent = `× ${n}`;
+      const runs = new Set(data.items.map((item) => item.run_id)).size;
+      where.textContent = `${runs} run${runs === 1 ? "" : "s"} · ${lead.agent}`;
+      const open = OPEN.has(lead.state);
+      const off = link.state !== "live";
+      const buttons = [];
+      if (open && !confirming) {
+        const approve = h("button", "nbd-dash-btn nbd-dash-approve nbd-dash-approve-all", `Approve all ${n}…`);
+        const deny = h("button", "nbd-dash-btn nbd-dash-deny nbd-dash-deny-all", `Deny all ${n}…`);
+        approve.addEventListener("click", () => { confirming = "approve"; row.update(group); });
+        deny.addEventListener("click", () => { confirming = "deny"; row.update(group); });
+        buttons.push(approve, deny);
+      } else if (open) {
+        const verb = confirming === "approve" ? "Approve" : "Deny";
+        const yes = h("button", `nbd-dash-btn nbd-dash-${confirming} nbd-dash-confirm`, `${verb} these ${n} calls`);
+        const no = h("button", "nbd-dash-btn nbd-dash-cancel", "Cancel");
+        yes.addEventListener("click", () => bulk(confirming));
+        no.addEventListener("click", () => { confirming = ""; row.update(group); });
+        buttons.push(yes, no);
+      }
+      for (const b of buttons) b.disabled = off;
+      actions.replaceChildren(...buttons);
+      outcome.textContent = open ? "" : `${lead.message || lead.state} (× ${n})`;
+    };
+    return row;
   }
 
   function controls_() {
@@ -344,6 +425,44 @@ function render({ model, el }) {
     }), h("th", "nbd-k-actions"));
   }
 
+  function attentionButtons(runId, off) {
+    // a needs_attention run: Retry, or Settle (a reason, then "Settle as denied"); the
+    // kernel signs the action's token for the run's current stop and records who decided
+    const stop = (event) => event.stopPropagation();
+    if (!settling.has(runId)) {
+      const retry = h("button", "nbd-dash-btn nbd-dash-retry", "Retry");
+      retry.title = "run the interrupted call again";
+      const settle = h("button", "nbd-dash-btn nbd-dash-settle", "Settle…");
+      settle.title = "record the interrupted call as denied and let the run go on";
+      retry.disabled = off;
+      settle.disabled = off;
+      retry.addEventListener("click", (event) => {
+        stop(event);
+        if (ask({ type: "retry", run_id: runId })) retry.disabled = true;
+      });
+      settle.addEventListener("click", (event) => { stop(event); settling.set(runId, ""); rows_(); });
+      return [retry, settle];
+    }
+    const reason = h("input", "nbd-dash-reason nbd-dash-settle-reason");
+    reason.type = "text";
+    reason.placeholder = "reason the model reads (optional)";
+    reason.value = settling.get(runId) || "";
+    reason.addEventListener("click", stop);
+    reason.addEventListener("input", () => settling.set(runId, reason.value));
+    const send = h("button", "nbd-dash-btn nbd-dash-deny-send nbd-dash-settle-send", "Settle as denied");
+    const cancel = h("button", "nbd-dash-btn nbd-dash-cancel", "Cancel");
+    send.disabled = off;
+    send.addEventListener("click", (event) => {
+      stop(event);
+      if (ask({ type: "settle", run_id: runId, reason: reason.value || null })) settling.delete(runId);
+      rows_();
+    });
+    reason.addEventListener("keydown", (event) => { if (event.key === "Enter") send.click(); });
+    cancel.addEventListener("click", (event) => { stop(event); settling.delete(runId); rows_(); });
+    setTimeout(() => reason.focus(), 0);
+    return [reason, send, cancel];
+  }
+
   function rows_() {
     const columns = model.get("columns") || [];
     const rows = model.get("rows") || [];
@@ -380,9 +499,23 @@ function render({ model, el }) {
       actions.append(history);
       tr.append(actions);
       tr.addEventListener("click", () => ask({ type: "open", run_id: row.id, view: row.live ? "run" : "history" }));
-      return tr;
-    }));
+      if ((row.cells || {}).status !== "needs_attention") return [tr];
+      tr.classList.add("nbd-dash-row-attn");
+      // a needs_attention run: a line of its own under its row, the way out beside the why
+      const sub = h("tr", "nbd-dash-subrow");
+      sub.dataset.runId = row.id;
+      const cell = h("td", "nbd-dash-attn-cell");
+      cell.colSpan = columns.length + 1;
+      const why = h("span", "nbd-dash-attn-why", (row.titles || {}).reason || row.cells.reason || "");
+      cell.append(...attentionButtons(row.id, off), why);
+      sub.append(cell);
+      return [tr, sub];
+    }).flat());
     table.classList.toggle("nbd-dash-off", off);
+    // run ids are never cut: the id column is as wide as this page's longest id
+    const longest = Math.max(8, ...rows.map((row) => String(row.id).length));
+    const idHead = headRow.querySelector("th.nbd-k-id");
+    if (idHead) idHead.style.width = `calc(${Math.min(longest, 48)}ch + 14px)`;
     const total = model.get("total");
     empty.hidden = rows.length > 0;
     empty.textContent = model.get("runs_total")
@@ -398,13 +531,16 @@ function render({ model, el }) {
   }
 
   const tick = () => {
+    // only a text that changed is written: a write forces a layout, and a page of
+    // 100 rows rewritten every second makes scrolling stutter
+    const put = (node, text) => { if (node.textContent !== text) node.textContent = text; };
     for (const td of tbody.querySelectorAll("td[data-created-at]")) {
       const at = Number(td.dataset.createdAt);
-      if (at) td.textContent = duration(Date.now() - at);
+      if (at) put(td, duration(Date.now() - at));
     }
     for (const node of approvalList.querySelectorAll(".nbd-dash-asked")) {
       const at = Number(node.dataset.at);
-      if (at && link.state !== "disconnected") node.textContent = `asked ${ago(at)}`;
+      if (at && link.state !== "disconnected") put(node, `asked ${ago(at)}`);
     }
     if (link.state === "live") live_();
   };
@@ -437,9 +573,30 @@ function render({ model, el }) {
   model.on("change", link.alive); // the kernel is sending updates: it is there
   link.probe();
 
-  const clock = setInterval(tick, 1000);
+  // nobody sees the view (scrolled away, a hidden tab): the kernel stops reading the
+  // store until it is seen again, so an idle kernel with a dashboard stays idle
+  let onScreen = true;
+  let shown = true;
+  const visibility = () => {
+    const now = onScreen && !document.hidden;
+    if (now === shown) return;
+    shown = now;
+    if (link.state === "live") link.send({ type: "visibility", visible: now });
+  };
+  const observer = typeof IntersectionObserver === "function"
+    ? new IntersectionObserver((entries) => {
+      onScreen = entries.some((entry) => entry.isIntersecting);
+      visibility();
+    })
+    : null;
+  if (observer) observer.observe(root);
+  document.addEventListener("visibilitychange", visibility);
+
+  const clock = setInterval(() => { if (shown) tick(); }, 1000);
   const pings = setInterval(() => { if (link.state === "live") link.probe(); }, PING_MS);
   return () => {
+    if (observer) observer.disconnect();
+    document.removeEventListener("visibilitychange", visibility);
     clearInterval(clock);
     clearInterval(pings);
     link.dispose();

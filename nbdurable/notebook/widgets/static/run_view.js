@@ -69,12 +69,14 @@ function leaseLine(owner, until) {
   return `waits for the lease of its previous owner (${owner}) to lapse (up to ${left} s), then goes on`;
 }
 
-function renderToolCall(call, awaiting) {
+function renderToolCall(call, awaiting, denied) {
   const box = h("details", "nbd-tool");
   const summary = h("summary", "nbd-tool-summary");
   summary.append(h("code", "", argsLine(call.tool_name, call.args)));
   let mark = call.state || (call.done ? (call.is_error ? "error" : "done") : "running");
   if (!call.done && awaiting.has(call.tool_call_id)) mark = "awaiting approval";
+  const refused = call.done && call.is_error && denied.has(call.tool_call_id);
+  if (refused) mark = "denied"; // a person said no: not an error of the tool
   summary.append(h("span", `nbd-tool-state nbd-state-${mark.replace(/ /g, "-")}`, mark));
   box.append(summary);
   box.append(h("div", "nbd-label", "arguments"));
@@ -82,12 +84,13 @@ function renderToolCall(call, awaiting) {
   if (call.done) {
     box.append(h("div", "nbd-label", "result"));
     const result = typeof call.result === "string" ? call.result : JSON.stringify(call.result, null, 2);
-    box.append(h("pre", call.is_error ? "nbd-pre nbd-error-text" : "nbd-pre", result));
+    const tone = refused ? " nbd-denied-text" : call.is_error ? " nbd-error-text" : "";
+    box.append(h("pre", `nbd-pre${tone}`, result));
   }
   return box;
 }
 
-function renderStep(step, awaiting) {
+function renderStep(step, awaiting, denied) {
   const block = h("div", "nbd-step");
   block.dataset.index = String(step.index);
   const head = h("div", "nbd-step-head", `step ${step.index}`);
@@ -97,7 +100,7 @@ function renderStep(step, awaiting) {
     const text = h("div", step.streaming ? "nbd-text nbd-streaming" : "nbd-text", step.text);
     block.append(text);
   }
-  for (const call of step.tool_calls || []) block.append(renderToolCall(call, awaiting));
+  for (const call of step.tool_calls || []) block.append(renderToolCall(call, awaiting, denied));
   return block;
 }
 
@@ -134,12 +137,17 @@ function render({ model, el }) {
   const runId = h("span", "nbd-run-id");
   const progress = h("span", "nbd-progress");
   const elapsed = h("span", "nbd-elapsed");
-  header.append(badge, runId, progress, elapsed);
+  const tokens = h("span", "nbd-live-tokens");
+  header.append(badge, runId, progress, tokens, elapsed);
   const summary = h("div", "nbd-summary");
   const live = h("div", "nbd-live");
   const cards = h("div", "nbd-cards");
-  const steps = h("div", "nbd-steps");
-  root.append(header, summary, live, cards, steps);
+  // the steps scroll inside a capped box that stays at the newest text (a flex column in
+  // reverse: the browser keeps its end in sight as text grows, unless the reader scrolls up)
+  const scroller = h("div", "nbd-steps");
+  const steps = h("div", "nbd-steps-inner");
+  scroller.append(steps);
+  root.append(header, summary, live, cards, scroller);
   // one line when another runtime took the run over (the run_taken_over event)
   const takeover = h("div", "nbd-takeover");
   summary.after(takeover);
@@ -147,8 +155,13 @@ function render({ model, el }) {
   // above the cards and steps, before anyone retries the call
   const late = h("div", "nbd-late");
   takeover.after(late);
+  // a needs_attention stop: Retry or Settle (deny with a reason), signed like a verdict
+  const attention = h("div", "nbd-attention");
+  late.after(attention);
+  let settling = null; // the reason being typed once Settle was clicked (null: not asked)
   el.append(root);
   const reasons = new Map();
+  const askingCards = new Map(); // approval id -> "deny" (its reason asked) or "grant" (confirm)
   let seq = -1; // the number of the last steps delta (or snapshot) this view has
   let known = new Map(); // index -> step, as of seq
   let asked = false; // a snapshot was asked for and has not come yet
@@ -165,6 +178,7 @@ function render({ model, el }) {
       live_();
       cards_();
       header_();
+      attention_();
     },
     onLive: () => live_(),
     onAck: (id) => undelivered.delete(id),
@@ -247,34 +261,47 @@ function render({ model, el }) {
     age.dataset.requestedAt = String(card.requested_at || 0);
     meta.append(age);
     box.append(meta);
+    // Deny asks for its reason (revealed by the click); the standing grant is secondary
+    // and asks for a confirmation, so neither is taken for Approve
+    const asking = askingCards.get(card.approval_id) || "";
     const reason = h("input", "nbd-reason");
     reason.type = "text";
-    reason.placeholder = "reason (optional, for a denial)";
+    reason.placeholder = "reason the model reads (optional)";
     reason.value = reasons.get(card.approval_id) || "";
     reason.addEventListener("input", () => reasons.set(card.approval_id, reason.value));
     const approve = h("button", "nbd-approve", "Approve");
     const deny = h("button", "nbd-deny", "Deny");
-    // a standing approval: this call and the run's next calls of the tool, for 30 minutes
-    const grant = h("button", "nbd-grant", `Approve all ${card.tool_name} for 30 min`);
+    const denySend = h("button", "nbd-deny nbd-deny-send", "Deny");
+    const grant = h("button", "nbd-grant", `Approve all ${card.tool_name} for 30 min…`);
+    grant.title = "a standing approval: this call and the run's next calls of the tool, for 30 minutes";
+    const grantSend = h("button", "nbd-approve nbd-grant-send", `Approve every ${card.tool_name} call for 30 min`);
+    const cancel = h("button", "nbd-secondary nbd-cancel", "Cancel");
+    const all = [approve, deny, denySend, grant, grantSend];
     const click = (action) => {
-      approve.disabled = true;
-      deny.disabled = true;
-      grant.disabled = true;
+      for (const b of all) b.disabled = true;
+      askingCards.delete(card.approval_id);
       clicked.add(card.approval_id);
       undelivered.delete(card.approval_id);
-      const content = { type: action, approval_id: card.approval_id, token: card.token, reason: reason.value || null };
+      const content = { type: action, approval_id: card.approval_id, token: card.token, reason: action === "deny" ? reason.value || null : null };
       if (link.send(content)) link.expectAnswer();
     };
+    const ask = (what) => { askingCards.set(card.approval_id, what); cards_(); };
     approve.addEventListener("click", () => click("approve"));
-    deny.addEventListener("click", () => click("deny"));
-    grant.addEventListener("click", () => click("grant"));
+    deny.addEventListener("click", () => ask("deny"));
+    denySend.addEventListener("click", () => click("deny"));
+    reason.addEventListener("keydown", (event) => { if (event.key === "Enter") click("deny"); });
+    grant.addEventListener("click", () => ask("grant"));
+    grantSend.addEventListener("click", () => click("grant"));
+    cancel.addEventListener("click", () => ask(""));
     const usable = link.state === "live" && ANSWERABLE.has(card.state) && !clicked.has(card.approval_id);
-    approve.disabled = !usable;
-    deny.disabled = !usable;
-    grant.disabled = !usable;
-    reason.disabled = link.state === "disconnected" || card.state === "stale";
+    for (const b of all) b.disabled = !usable;
+    reason.disabled = !usable;
     const actions = h("div", "nbd-card-actions");
-    actions.append(reason, approve, deny, grant);
+    if (asking === "deny" && usable) {
+      actions.append(reason, denySend, cancel);
+      setTimeout(() => reason.focus(), 0);
+    } else if (asking === "grant" && usable) actions.append(grantSend, cancel);
+    else actions.append(approve, deny, grant);
     box.append(actions);
     if (undelivered.has(card.approval_id)) {
       box.append(h("div", "nbd-card-outcome nbd-undelivered", "not sent: no kernel answered, nothing was decided"));
@@ -292,6 +319,51 @@ function render({ model, el }) {
     const lines = model.get("late_results") || [];
     late.replaceChildren(...lines.map((line) => h("div", "nbd-late-line", line)));
     late.style.display = lines.length ? "" : "none";
+  };
+  const attention_ = () => {
+    const offer = model.get("attention") || {};
+    const state = offer.state || "";
+    attention.replaceChildren();
+    attention.style.display = state ? "" : "none";
+    attention.className = `nbd-attention nbd-attention-${state.replace(/ /g, "-")}`;
+    if (!state) return;
+    const open = state === "open" && offer.retry && offer.settle;
+    if (open || state === "sending") {
+      attention.append(h("div", "nbd-card-title", "An interrupted tool call waits for you"));
+      const retry = h("button", "nbd-retry", "Retry");
+      retry.title = "run the interrupted call again";
+      const settle = h("button", "nbd-settle", "Settle…");
+      settle.title = "record the call as denied (with a reason the model reads) and go on";
+      const actions = h("div", "nbd-card-actions");
+      const usable = open && link.state === "live";
+      const send = (content) => {
+        if (link.send(content)) link.expectAnswer();
+        settling = null;
+      };
+      if (settling === null) {
+        retry.disabled = !usable;
+        settle.disabled = !usable;
+        retry.addEventListener("click", () => { retry.disabled = true; send({ type: "retry", token: offer.retry }); });
+        settle.addEventListener("click", () => { settling = ""; attention_(); });
+        actions.append(retry, settle);
+      } else {
+        const reason = h("input", "nbd-reason nbd-settle-reason");
+        reason.type = "text";
+        reason.placeholder = "reason the model reads (optional)";
+        reason.value = settling;
+        reason.addEventListener("input", () => { settling = reason.value; });
+        const confirm = h("button", "nbd-deny nbd-settle-send", "Settle as denied");
+        const cancel = h("button", "nbd-secondary nbd-settle-cancel", "Cancel");
+        confirm.disabled = !usable;
+        confirm.addEventListener("click", () => send({ type: "settle", token: offer.settle, reason: reason.value || null }));
+        reason.addEventListener("keydown", (event) => { if (event.key === "Enter") confirm.click(); });
+        cancel.addEventListener("click", () => { settling = null; attention_(); });
+        actions.append(reason, confirm, cancel);
+        setTimeout(() => reason.focus(), 0);
+      }
+      attention.append(actions);
+    }
+    if (offer.message) attention.append(h("div", "nbd-card-outcome", offer.message));
   };
   const cards_ = () => {
     const all = model.get("approvals") || [];
@@ -314,20 +386,45 @@ function render({ model, el }) {
     before.append(...steps.children);
     const waiting = awaiting();
     const ordered = [...known.values()].sort((a, b) => a.index - b.index);
-    steps.replaceChildren(...ordered.map((step) => renderStep(step, waiting)));
+    const denied = deniedCalls();
+    steps.replaceChildren(...ordered.map((step) => renderStep(step, waiting, denied)));
     keepOpen(before, steps);
+    steps_changed();
+  };
+  const deniedCalls = () => new Set(
+    (model.get("approvals") || []).filter((c) => c.state === "denied").map((c) => c.tool_call_id),
+  );
+  const steps_changed = () => {
+    answer_();
+    streaming_();
+  };
+  const answer_ = () => {
+    // the final answer, set apart from the steps' intermediate text
+    for (const node of steps.querySelectorAll(".nbd-final")) node.classList.remove("nbd-final");
+    if (model.get("status") !== "completed") return;
+    const ordered = [...known.values()].sort((a, b) => a.index - b.index);
+    const last = ordered[ordered.length - 1];
+    if (!last || !last.text || (last.tool_calls || []).length) return;
+    const block = stepBlock(last.index);
+    if (block) block.classList.add("nbd-final");
+  };
+  const streaming_ = () => {
+    // a live count while tokens stream (about 4 characters a token): usage comes per step
+    const text = [...known.values()].filter((step) => step.streaming).map((step) => step.text || "").join("");
+    tokens.textContent = text ? `streaming · ~${Math.max(1, Math.round(text.length / 4)).toLocaleString()} tokens` : "";
   };
   const stepBlock = (index) => steps.querySelector(`:scope > .nbd-step[data-index="${index}"]`);
   const step_ = (step) => {
-    const block = renderStep(step, awaiting());
+    const block = renderStep(step, awaiting(), deniedCalls());
     const old = stepBlock(step.index);
     if (old) {
       keepOpen(old, block);
       old.replaceWith(block);
-      return;
+    } else {
+      const after = [...steps.children].find((b) => Number(b.dataset.index) > step.index);
+      steps.insertBefore(block, after || null);
     }
-    const after = [...steps.children].find((b) => Number(b.dataset.index) > step.index);
-    steps.insertBefore(block, after || null);
+    steps_changed();
   };
   const remember = () => {
     // the model's snapshot stays current, so a front end that saves widget state saves it all
@@ -366,15 +463,15 @@ function render({ model, el }) {
     if (snapshot && typeof snapshot.seq === "number" && snapshot.seq > seq) load(snapshot);
   };
 
-  header_(); summary_(); live_(); cards_(); snapshotTrait(); takeover_(); late_();
-  const status_ = () => { header_(); summary_(); };
+  header_(); summary_(); live_(); cards_(); snapshotTrait(); takeover_(); late_(); attention_();
+  const status_ = () => { header_(); summary_(); answer_(); };
   const approvals_ = () => { cards_(); steps_(); summary_(); };
   const traits = [
     ["change:status", status_], ["change:stalled", status_], ["change:step", header_], ["change:progress", header_],
     ["change:started_at", header_], ["change:ended_at", header_], ["change:usage", header_],
     ["change:summary", summary_], ["change:lease_until", summary_], ["change:approvals", approvals_],
     ["change:snapshot", snapshotTrait], ["change:takeover", takeover_],
-    ["change:late_results", late_],
+    ["change:late_results", late_], ["change:attention", attention_],
   ];
   for (const [name, handler] of traits) model.on(name, handler);
   model.on("change", link.alive); // the kernel is sending updates: it is there
