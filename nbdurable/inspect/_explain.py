@@ -19,8 +19,10 @@ from ..runs import (
     ACTIVE_STATES,
     UNFINISHED_STATES,
     UNSUCCESSFUL_STATES,
+    AttentionAction,
     Decision,
     RuntimeRun,
+    decided_action,
     decided_phrase,
     describe_holder,
     late_result_line,
@@ -28,7 +30,6 @@ from ..runs import (
     undecided_late_results,
     verdict_line,
 )
-from ..runs._attention import AttentionAction, decided_action
 from ._next import Context, NextSteps, check_context, here, magics_loaded
 from ._rows import preview
 from ._source import StoreLike, opened

@@ -26,6 +26,7 @@ from ..messages import ToolApprovalRequest
 from ..runs import (
     BUSY_STATES,
     UNFINISHED_STATES,
+    AttentionAction,
     RuntimeRun,
     claimed_source,
     definition_matches,
@@ -33,7 +34,6 @@ from ..runs import (
     mismatch_reason,
     of_engine,
 )
-from ..runs._attention import AttentionAction
 from ..runtime._attention import attention_token, decide_attention
 from ..runtime._grants import DEFAULT_GRANT_MINUTES
 from ..runtime._late_results import blind_retry_error

@@ -23,6 +23,7 @@ from ..messages import VerdictSource
 from ..runs import (
     ACTIVE_STATES,
     BUSY_STATES,
+    AttentionAction,
     RuntimeRun,
     definition_matches,
     describe_holder,
@@ -30,7 +31,6 @@ from ..runs import (
     of_engine,
     process_gone,
 )
-from ..runs._attention import AttentionAction
 from ..runtime._attention import decide_attention
 from ..runtime._checked_verdicts import Outcome
 from ._session import current_url, deciding_user

@@ -13,6 +13,13 @@ Standard library and pydantic only, like :mod:`nbdurable.durable` (the layer it
 belongs to): no file or database code lives here.
 """
 
+from ._attention import (
+    ACTIONS,
+    AttentionAction,
+    attention_decisions,
+    attention_key,
+    decided_action,
+)
 from ._deciders import (
     check_decider,
     check_minter,
@@ -103,6 +110,11 @@ from ._verdicts import (
 )
 
 __all__ = [
+    "ACTIONS",
+    "AttentionAction",
+    "attention_decisions",
+    "attention_key",
+    "decided_action",
     "Decision",
     "UNSET",
     "RunPatch",

@@ -23,8 +23,15 @@ from .._errors import ApproverNotAllowedError
 from ..durable._offload import offload
 from ..durable._signer import expired_age
 from ..messages import VerdictSource
-from ..runs import Decision, RunPatch, RuntimeRun, check_decider, undecided_late_results
-from ..runs._attention import AttentionAction, attention_key
+from ..runs import (
+    AttentionAction,
+    Decision,
+    RunPatch,
+    RuntimeRun,
+    attention_key,
+    check_decider,
+    undecided_late_results,
+)
 from ._checked_verdicts import Outcome
 from ._in_flight import verdict_in_flight
 from ._late_results import blind_retry_error

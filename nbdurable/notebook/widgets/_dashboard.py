@@ -15,8 +15,15 @@ import traitlets
 from ..._aio import wait_event
 from ...durable.store import watch
 from ...messages import VerdictSource
-from ...runs import ACTIVE_STATES, BUSY_STATES, RETRYABLE_STATES, RUN_STATES, STALLED
-from ...runs._attention import ACTIONS, AttentionAction
+from ...runs import (
+    ACTIONS,
+    ACTIVE_STATES,
+    BUSY_STATES,
+    RETRYABLE_STATES,
+    RUN_STATES,
+    STALLED,
+    AttentionAction,
+)
 from ...runtime._attention import attention_token
 from ...runtime._checked_verdicts import Outcome, submit_verdict
 from ...runtime._run import Run

@@ -19,8 +19,7 @@ from ...events._fold import RunView
 from ...events._model import RUN_STARTED, RUN_STATE, Event
 from ...events._subscribe import subscribe
 from ...messages import VerdictSource
-from ...runs import BUSY_STATES, RuntimeRun, Stalled, stalled
-from ...runs._attention import ACTIONS, AttentionAction
+from ...runs import ACTIONS, BUSY_STATES, AttentionAction, RuntimeRun, Stalled, stalled
 from ...runtime._attention import attention_token
 from ...runtime._checked_verdicts import Outcome, submit_verdict
 from ...runtime._in_flight import verdict_in_flight
