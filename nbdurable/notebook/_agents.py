@@ -8,6 +8,7 @@ from typing import Any
 from .._errors import ConfigurationError, DurableConflictError
 from ..runs import RuntimeRun
 from ..runtime._agent import Agent
+from ..runtime._origin import import_agent
 
 __all__ = ["agent_named", "agents_in", "next_version", "register", "run_agent"]
 
@@ -64,14 +65,24 @@ def register(runtime: Any, agent: Agent) -> Agent:
     return agent
 
 
-def run_agent(runtime: Any, record: RuntimeRun, namespace: Mapping[str, Any]) -> Agent | None:
-    """The agent that executes ``record``: registered already, or found in the namespace.
+def run_agent(
+    runtime: Any, record: RuntimeRun, namespace: Mapping[str, Any], *, imports: bool = False
+) -> Agent | None:
+    """The agent that executes ``record``: registered, in the namespace, or imported.
 
+    With ``imports``, from the module its run records it was defined in
+    (``module:attribute``): ``%durable resume`` does, a verdict does not (the run
+    may belong to a worker that serves it).
     Runs resume under the version they were submitted under, so after a kernel
-    restart re-running the agent's defining cell is enough.
+    restart re-running the agent's defining cell (or nothing, for an agent defined
+    in a module) is enough.
 
     Returns:
-        The registered agent, or None when neither the runtime nor the notebook has it.
+        The registered agent, or None when neither the runtime, the notebook nor the
+        recorded module has it.
+
+    Raises:
+        ConfigurationError: The recorded module cannot be imported or lacks the attribute.
     """
     known: Agent | None = runtime.registry.get(record.agent_id, record.agent_version)
     if known is not None:
@@ -79,4 +90,8 @@ def run_agent(runtime: Any, record: RuntimeRun, namespace: Mapping[str, Any]) ->
     for agent in agents_in(namespace):
         if agent.id == record.agent_id and str(agent.version) == record.agent_version:
             return register(runtime, agent)
-    return None
+    # not in the notebook: the module its runs say it was defined in, when they name one
+    if not imports:
+        return None
+    imported = import_agent(record.agent_origin, record.agent_id, record.agent_version)
+    return None if imported is None else register(runtime, imported)

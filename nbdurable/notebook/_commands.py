@@ -263,10 +263,14 @@ def _revoke(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Non
 def _resume(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
     run = check_run(nb, args.run)
     record = run.record()
-    if record.state in UNFINISHED_STATES and run_agent(nb.runtime, record, ns) is None:
+    if (
+        record.state in UNFINISHED_STATES
+        and run_agent(nb.runtime, record, ns, imports=True) is None
+    ):
+        where = f" (defined at {record.agent_origin})" if record.agent_origin else ""
         raise ConfigurationError(
             f"run {run.run_id!r} needs agent {record.agent_id!r} version "
-            f"{record.agent_version!r}: run the cell that defines it, then "
+            f"{record.agent_version!r}{where}: run the cell that defines it, then "
             f"%durable resume {run.run_id}"
         )
     nb.runtime.wake()

@@ -33,12 +33,13 @@ from ..runs import (
 )
 from ..runtime._attention import decide_attention
 from ..runtime._checked_verdicts import Outcome
+from ..runtime._origin import importable
 from ._session import current_url, deciding_user
 
 if TYPE_CHECKING:
     from ..runtime._runtime import DurableRuntime
 
-__all__ = ["SETTLE_S", "attended", "confirmed", "next_step", "serves_here"]
+__all__ = ["SETTLE_S", "attended", "confirmed", "next_step", "provide", "serves_here"]
 
 SETTLE_S = 1.5
 """How long :func:`next_step` watches for another runtime's claim before saying the
@@ -114,11 +115,26 @@ async def next_step(
         record = fresh
     if record.state not in BUSY_STATES:
         return f"the run is {record.state}"
+    return f"the run waits for a worker serving {agent}: {provide(record, store_url)}"
+
+
+def provide(record: RuntimeRun, store_url: str | None) -> str:
+    """How to provide a run's agent, from where its definition lives (its recorded origin)."""
     url = store_url or "STORE_URL"
+    run_id, origin = record.run_id, record.agent_origin
+    found = importable(origin)
+    if found is not None:
+        module, attribute = found
+        return (
+            f"%durable resume {run_id} imports it from {origin} (`from {module} import "
+            f"{attribute.split('.')[0]}`), or start `nbdurable worker --store {url} "
+            f"--agents {origin}`"
+        )
+    where = f" ({origin})" if origin else ""
     return (
-        f"the run waits for a worker serving {agent}: run the cell defining agent "
-        f"{record.agent_id!r} version {record.agent_version!r}, then %durable resume "
-        f"{run_id}, or start `nbdurable worker --store {url} --agents MODULE:AGENTS`"
+        f"run the cell defining agent {record.agent_id!r} version {record.agent_version!r}"
+        f"{where}, then %durable resume {run_id}, or start "
+        f"`nbdurable worker --store {url} --agents MODULE:AGENTS`"
     )
 
 

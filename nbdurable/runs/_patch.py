@@ -91,6 +91,7 @@ class RunPatch:
     grants: dict[str, list[str]] | _Unset | None = UNSET
     settled_by: str | _Unset | None = UNSET
     late_results: list[LateResult] | _Unset = UNSET
+    agent_origin: str | _Unset | None = UNSET
 
     @property
     def fields_set(self) -> frozenset[str]:

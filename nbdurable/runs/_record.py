@@ -185,6 +185,9 @@ class RuntimeRun(BaseModel):
             learned it; its fenced writes were refused, so they are kept here
             (append-only, never the run's state, results or history) for the
             human who decides the call (:mod:`nbdurable.runs`).
+        agent_origin: Where the agent's definition lives, for whoever must provide
+            the agent to resume the run: ``module:attribute``, ``notebook
+            NAME.ipynb, cell [N]`` or ``PATH, line N`` (None: not known).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -236,6 +239,7 @@ class RuntimeRun(BaseModel):
     grants: dict[str, list[str]] | None = None
     settled_by: str | None = None
     late_results: list[LateResult] = Field(default_factory=list)
+    agent_origin: str | None = None
 
     @property
     def prompt_value(self) -> str | Message:

@@ -14,6 +14,7 @@ from ..models._base import Model
 from ..tools import Tool, normalize_tools
 from ._fingerprint import Definition, agent_fingerprint
 from ._limits import ModelRetry
+from ._origin import Birthplace, agent_origin, birthplace
 
 __all__ = ["TOOL_RECOVERY", "Agent", "Registry", "ToolRecovery"]
 
@@ -83,6 +84,8 @@ class Agent:
     submitter_may_approve: bool = True
 
     def __post_init__(self) -> None:
+        # where the user's code made it: its runs record the origin (see _origin)
+        object.__setattr__(self, "_birthplace", birthplace())
         if self.stream is None:
             # frozen: resolve the default once, so the fingerprint sees a concrete bool
             # a model that wraps another may have ``stream`` yet say it cannot (can_stream)
@@ -92,6 +95,17 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent({self.id!r}, version={self.version!r})"
+
+    @property
+    def origin(self) -> str | None:
+        """Where this definition lives, as its runs record it.
+
+        ``module:attribute`` for an agent importable from a module,
+        ``notebook NAME.ipynb, cell [N]`` for one defined in a notebook cell,
+        else ``PATH, line N``; None when unknown.
+        """
+        place: Birthplace | None = getattr(self, "_birthplace", None)
+        return agent_origin(self, place)
 
     def loop_options(self) -> AgentOptions:
         """The agent spec this agent defines (a run's leg adds the rest).

@@ -91,6 +91,7 @@ def agent_record(
         fingerprint=registry.fingerprint(agent.id, str(agent.version)),
         approvers=agent.approver_rule(),
         submitter_may_approve=agent.submitter_may_approve,
+        agent_origin=agent.origin,
     )
 
 

@@ -152,7 +152,7 @@ async def test_verdict_for_a_run_whose_agent_is_not_in_this_kernel(
     out = magic("durable", "approve r1")
     assert out.stdout.splitlines()[1] == (
         "r1: pending; the run waits for a worker serving janitor v1: run the cell defining "
-        "agent 'janitor' version '1', then %durable resume r1, or start "
+        f"agent 'janitor' version '1' ({janitor().origin}), then %durable resume r1, or start "
         "`nbdurable worker --store sqlite:///.nbdurable/runs.db --agents MODULE:AGENTS`"
     )
     ip.user_ns["janitor"] = janitor()

@@ -129,7 +129,8 @@ async def test_after_a_kernel_restart_runs_are_listed_shown_and_resumed(
 
         refused = magic("durable", "resume busy")
         assert refused.stderr == (
-            "nbdurable: run 'busy' needs agent 'exporter' version '1': run the cell that "
+            f"nbdurable: run 'busy' needs agent 'exporter' version '1' (defined at "
+            f"{exporter().origin}): run the cell that "
             "defines it, then %durable resume busy\n"
         )
         ip.user_ns["exporter"] = exporter()  # the agent's cell runs again

@@ -80,7 +80,7 @@ async def test_waits_for_a_worker_and_says_how_to_provide_one(
     del ip.user_ns["janitor"]  # ... and nothing defines the agent yet
     waits = (
         "the run waits for a worker serving janitor v1: run the cell defining agent "
-        "'janitor' version '1', then %durable resume {run}, or start "
+        f"'janitor' version '1' ({janitor().origin}), then %durable resume {{run}}, or start "
         f"`nbdurable worker --store {URL} --agents MODULE:AGENTS`"
     )
     assert await _approve_on_card(nb.runtime, "w1") == "approved; " + waits.format(run="w1")
