@@ -14,7 +14,7 @@ import contextlib
 import signal
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
@@ -34,6 +34,7 @@ from ._registry import set_worker_runtime, worker_runtime
 from ._routing import definition_queue
 from ._tasks import TaskActivities, TaskRunWorkflow
 from ._tracing import client_interceptors
+from ._versioning import deployment_config, known_builds, promote, worker_version
 from ._workflow import AgentRunWorkflow
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ def build_worker(
     max_concurrent_activities: int = 100,
     drain_seconds: float = 0.0,
     notify: Notifier | None = None,
+    deployment: str | None = None,
 ) -> Worker:
     """A worker for ``task_queue`` serving ``agents`` and ``tasks``, mirroring into ``store``.
 
@@ -77,6 +79,12 @@ def build_worker(
     down, the activities in flight have ``drain_seconds`` to finish before they
     are cancelled (the SDK's graceful shutdown timeout). ``notify`` posts a
     message when a run starts waiting on a human (:class:`Notifier`).
+
+    ``deployment``: the worker declares a version of this Worker Deployment, its
+    build id derived from the nbdurable code and the definitions it serves, and
+    its workflows are pinned to the version they started on
+    (:mod:`nbdurable.temporal._versioning`; :func:`serve` makes a new release's
+    version current).
     """
     engine = TemporalEngine(task_queue=task_queue, client=client, adopt_after=ADOPT_AFTER)
     runtime = DurableRuntime(
@@ -89,6 +97,10 @@ def build_worker(
         record_mirror=False,  # a worker makes no synchronous reads
     )
     set_worker_runtime(runtime)
+    versioning: dict[str, Any] = {}
+    if deployment is not None:
+        engine.version = worker_version(deployment, runtime)
+        versioning["deployment_config"] = deployment_config(engine.version)
     return Worker(
         client,
         task_queue=task_queue,
@@ -98,6 +110,7 @@ def build_worker(
         max_concurrent_activities=max_concurrent_activities,
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
         graceful_shutdown_timeout=timedelta(seconds=drain_seconds),
+        **versioning,
     )
 
 
@@ -163,6 +176,7 @@ async def serve(
     connection: TemporalConnection | None = None,
     notify: Notifier | None = None,
     say: Callable[[str], None] | None = None,
+    deployment: str | None = None,
 ) -> int:
     """Run a worker until SIGTERM or SIGINT; print ``ready`` once it polls.
 
@@ -173,7 +187,10 @@ async def serve(
     up to ``drain_seconds`` (then they are cancelled, and their retries find the
     calls interrupted); a second one returns at once, leaving them to their
     heartbeat timeout, as a crash would. ``connection`` holds the TLS and API key
-    options of a secured cluster.
+    options of a secured cluster. ``deployment``: the worker is versioned
+    (:func:`build_worker`); once it polls, its version becomes the deployment's
+    current one unless the deployment knew its build already (an earlier
+    release started again for its pinned runs).
     """
     # with tracing on (nbdurable.instrument() in the agents' module), the SDK's
     # interceptor on the client serves the worker too
@@ -188,13 +205,17 @@ async def serve(
         limits=limits,
         drain_seconds=drain_seconds,
         notify=notify,
+        deployment=deployment,
     )
+    known = await known_builds(client, deployment) if deployment is not None else None
     if probe is not None:  # /readyz checks the server too
         from ..health import temporal_check
 
         probe.add("temporal", temporal_check(client))
     runtime = worker_runtime()
     assert isinstance(runtime, DurableRuntime)  # build_worker's: serve opens and closes it
+    engine = runtime.engine
+    assert isinstance(engine, TemporalEngine)
     definitions = build_definition_workers(
         client, task_queue=task_queue, runtime=runtime, drain_seconds=drain_seconds
     )
@@ -211,8 +232,13 @@ async def serve(
                     await workers.enter_async_context(each)
                 await runtime.__aenter__()
                 try:
+                    line, version = ready, engine.version
+                    if version is not None:
+                        now = ", now current" if await promote(client, version, known) else ""
+                        build = f"{version.deployment_name} {version.build_id}{now}"
+                        line = f"{ready} (deployment {build})"
                     if ready:
-                        (say or _print)(ready)
+                        (say or _print)(line or ready)
                     await stop.wait()
                     (say or _print)(f"nbdurable worker draining (up to {drain_seconds:g} s)")
                 finally:
