@@ -27,7 +27,7 @@ from ..runtime._notify import Notifier
 from ..runtime._runtime import DurableRuntime
 from ..runtime._seam import RunServices
 from ..runtime._tasks import TaskDefinition
-from ._activities import RunActivities, calls_in_flight
+from ._activities import RunActivities, calls_in_flight, start_draining
 from ._connection import TemporalConnection
 from ._engine import TemporalEngine
 from ._registry import set_worker_runtime, worker_runtime
@@ -220,6 +220,7 @@ async def serve(
         client, task_queue=task_queue, runtime=runtime, drain_seconds=drain_seconds
     )
     stop, hurry = asyncio.Event(), asyncio.Event()
+    stopping: list[asyncio.Task[None]] = []
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, lambda: (hurry if stop.is_set() else stop).set())
@@ -240,6 +241,10 @@ async def serve(
                     if ready:
                         (say or _print)(line or ready)
                     await stop.wait()
+                    start_draining()  # before the SDK's shutdown: no call starts from now
+                    # Every worker stops polling now (leaving the stack waits for each in
+                    # turn, and one still polling would take tasks only to hand them back).
+                    stopping.extend(loop.create_task(w.shutdown()) for w in (worker, *definitions))
                     (say or _print)(f"nbdurable worker draining (up to {drain_seconds:g} s)")
                 finally:
                     with contextlib.suppress(Exception):  # no more adoptions

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from support import temporal_agents, temporal_definitions
-from temporalio.client import Client
+from support.temporal_histories import broken_workflow_tasks
 
 import nbdurable as nd
 from nbdurable.runtime import DurableRuntime
@@ -45,22 +45,6 @@ def served_by(agents: list[nd.Agent]) -> DurableRuntime:
     """A runtime serving what a test worker with ``agents`` serves (and no task)."""
     served = [*temporal_agents.agents, *agents]
     return DurableRuntime(store=nd.open_store("memory://"), agents=served)
-
-
-async def failed_workflow_tasks(address: str, queue: str) -> list[str]:
-    """The workflow tasks that failed in the histories of the queue's workflows."""
-    temporal = await Client.connect(address)
-    failed = []
-    async for execution in temporal.list_workflows(f"TaskQueue = '{queue}'"):
-        history = await temporal.get_workflow_handle(
-            execution.id, run_id=execution.run_id
-        ).fetch_history()
-        failed += [
-            f"{execution.id}: {event.workflow_task_failed_event_attributes.failure.message}"
-            for event in history.events
-            if event.HasField("workflow_task_failed_event_attributes")
-        ]
-    return failed
 
 
 async def test_runs_parked_across_a_rolling_upgrade_wait_for_their_release(
@@ -99,4 +83,4 @@ async def test_runs_parked_across_a_rolling_upgrade_wait_for_their_release(
         await run.approve()
         assert (await asyncio.wait_for(run.result(), 60)).text == "Released b1 (release two)."
     second.stop()
-    assert await failed_workflow_tasks(cluster.address, cluster.queue) == []
+    assert await broken_workflow_tasks(cluster.address, cluster.queue) == []
