@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from .. import metrics as _metrics
 from ..durable.store import HistoryStore
 from ..runtime import _lifecycle as lifecycle
 from ..runtime._agent import Agent
@@ -33,6 +34,7 @@ from ._engine import TemporalEngine
 from ._registry import set_worker_runtime, worker_runtime
 from ._routing import definition_queue
 from ._tasks import TaskActivities, TaskRunWorkflow
+from ._telemetry import SdkTelemetry
 from ._tracing import client_interceptors
 from ._versioning import deployment_config, known_builds, promote, worker_version
 from ._workflow import AgentRunWorkflow
@@ -157,6 +159,14 @@ def build_definition_workers(
     ]
 
 
+async def _drain_until(stop: asyncio.Event, sdk: SdkTelemetry) -> None:
+    """Fold the SDK's buffered metrics in once a second until ``stop`` (its buffer is bounded)."""
+    while not stop.is_set():
+        sdk.drain()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), 1.0)
+
+
 def _print(line: str) -> None:
     print(line, flush=True)
 
@@ -195,7 +205,11 @@ async def serve(
     # with tracing on (nbdurable.instrument() in the agents' module), the SDK's
     # interceptor on the client serves the worker too
     connection = connection or TemporalConnection()
-    client = await connection.connect(address, namespace, client_interceptors())
+    # the SDK's warnings go to this process's log format, its metrics to /metrics
+    sdk = SdkTelemetry(metrics=_metrics.HOOKS is not None)
+    if _metrics.HOOKS is not None:
+        _metrics.HOOKS.registry.register(sdk)
+    client = await connection.connect(address, namespace, client_interceptors(), sdk.runtime)
     worker = build_worker(
         client,
         task_queue=task_queue,
@@ -240,6 +254,7 @@ async def serve(
                         line = f"{ready} (deployment {build})"
                     if ready:
                         (say or _print)(line or ready)
+                    await _drain_until(stop, sdk)
                     await stop.wait()
                     start_draining()  # before the SDK's shutdown: no call starts from now
                     # Every worker stops polling now (leaving the stack waits for each in
