@@ -90,10 +90,9 @@ class _ProbedWorker:
         ]
 
     def stop(self) -> list[dict[str, Any]]:
-        """SIGTERM (SIGKILL after 10 s); the JSON lines it logged."""
+        """SIGTERM (SIGKILL after 10 s); the lines it logged, every one JSON (the SDK's too)."""
         stop_process(self.proc)
-        lines = self.log.read_text().splitlines()
-        return [json.loads(line) for line in lines if line.startswith("{")]
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
 
 
 @pytest.fixture
