@@ -24,9 +24,8 @@ from nbdurable.temporal._versioning import build_id, waiting_for, worker_version
 
 from .conftest import Cluster
 
-DEPLOYMENT = "rollout"
-RELEASE_ONE = ["--agents", "support.temporal_definitions:releaser_v1", "--deployment", DEPLOYMENT]
-RELEASE_TWO = ["--agents", "support.temporal_definitions:releaser_v2", "--deployment", DEPLOYMENT]
+RELEASE_ONE = ["--agents", "support.temporal_definitions:releaser_v1"]
+RELEASE_TWO = ["--agents", "support.temporal_definitions:releaser_v2"]
 
 
 async def until(check: Callable[[], bool], timeout: float) -> None:
@@ -53,17 +52,21 @@ async def test_runs_parked_across_a_rolling_upgrade_wait_for_their_release(
     one = served_by(temporal_definitions.releaser_v1)
     assert build_id(one) != build_id(served_by(temporal_definitions.releaser_v2))
     store = cluster.store
-    first = cluster.worker(args=RELEASE_ONE)
+    deployment = f"rollout-{cluster.queue}"  # a deployment of this test's own
+    release_one, release_two = (
+        [*r, "--deployment", deployment] for r in (RELEASE_ONE, RELEASE_TWO)
+    )
+    first = cluster.worker(args=release_one)
     async with client(cluster, temporal_definitions.releaser_v1) as rt:
         runs = [await rt.submit("releaser", f"Release {i}.") for i in range(3)]
         for run in runs:
             await asyncio.wait_for(run.wait("waiting_approval"), 60)
         first.stop()
-        second = cluster.worker(args=RELEASE_TWO)
+        second = cluster.worker(args=release_two)
         for run in runs:
             await run.approve()
         # release two's worker resumes them (2 s after the approval) and says what they wait for
-        reason = waiting_for(worker_version(DEPLOYMENT, one))
+        reason = waiting_for(worker_version(deployment, one))
         ids = [run.run_id for run in runs]
         await until(lambda: all(store.rt_get(i).waiting_reason == reason for i in ids), 60)
         await asyncio.sleep(3)  # nothing of them runs meanwhile
@@ -71,7 +74,7 @@ async def test_runs_parked_across_a_rolling_upgrade_wait_for_their_release(
         explained = nd.inspect.explain(store, ids[0], context="terminal")
         assert reason in str(explained) and "--deployment" in str(explained), explained
 
-        cluster.worker(args=RELEASE_ONE)  # release one's worker is back: they finish there
+        cluster.worker(args=release_one)  # release one's worker is back: they finish there
         done = await asyncio.wait_for(asyncio.gather(*(r.result() for r in runs)), 120)
         assert {r.text for r in done} == {"Released b1 (release one)."}
         assert all(store.rt_get(i).waiting_reason is None for i in ids)
@@ -84,3 +87,11 @@ async def test_runs_parked_across_a_rolling_upgrade_wait_for_their_release(
         assert (await asyncio.wait_for(run.result(), 60)).text == "Released b1 (release two)."
     second.stop()
     assert await broken_workflow_tasks(cluster.address, cluster.queue) == []
+
+
+def test_the_build_id_follows_the_definitions_served() -> None:
+    one = build_id(served_by(temporal_definitions.releaser_v1))
+    assert one == build_id(served_by(temporal_definitions.releaser_v1))  # any process, any time
+    assert one.startswith(f"{nd.__version__}-")
+    assert one != build_id(served_by(temporal_definitions.releaser_v2))  # another definition
+    assert one != build_id(served_by([]))  # one agent fewer
