@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import signal
 import sys
@@ -57,8 +58,17 @@ def add_parser(commands: Any) -> None:
         help="embedded (this process claims runs) or temporal (a Temporal worker)",
     )
     worker_.add_argument("--address", default="127.0.0.1:7233", help="Temporal frontend")
-    worker_.add_argument("--task-queue", default="nbdurable", help="Temporal task queue")
+    worker_.add_argument(
+        "--task-queue", type=task_queue, default="nbdurable", help="Temporal task queue"
+    )
     worker_.add_argument("--namespace", default="default", help="Temporal namespace")
+    worker_.add_argument(
+        "--deployment",
+        default=None,
+        help="Temporal Worker Deployment this worker declares a version of (its build id "
+        "derived from the nbdurable code and the definitions it serves): runs stay on the "
+        "release they started on, a new release's worker becomes the current version",
+    )
     add_connection_options(worker_)
     worker_.add_argument("--max-concurrent-runs", type=int, default=4)
     worker_.add_argument("--max-concurrent-tasks", type=int, default=4)
@@ -83,7 +93,7 @@ def add_parser(commands: Any) -> None:
     )
     worker_.add_argument(
         "--drain-seconds",
-        type=float,
+        type=seconds,
         default=DEFAULT_DRAIN_SECONDS,
         help="on SIGTERM or SIGINT, stop claiming and let the model and tool calls in flight "
         "finish for up to this long before handing the rest back; a second signal exits at "
@@ -94,6 +104,21 @@ def add_parser(commands: Any) -> None:
     add_log_options(worker_)
     worker_.set_defaults(handler=lambda args: asyncio.run(worker(args)))
     read_env(worker_)  # last: every flag above can come from NBDURABLE_<FLAG>
+
+
+def task_queue(text: str) -> str:
+    """A task queue's name: not empty (a worker would poll the queue ``""``)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("a task queue's name is not empty")
+    return text
+
+
+def seconds(text: str) -> float:
+    """A duration in seconds: a finite number, 0 or more."""
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds, 0 or more")
+    return value
 
 
 def _on_signals(stop: asyncio.Event, hurry: asyncio.Event) -> asyncio.Event:
@@ -162,6 +187,7 @@ async def worker(args: argparse.Namespace) -> int:
             limits=limits,
             drain_seconds=getattr(args, "drain_seconds", DEFAULT_DRAIN_SECONDS),
             notify=notifier,
+            deployment=getattr(args, "deployment", None),
             ready=f"nbdurable worker (temporal) polling {args.task_queue} at {args.address}{new}",
             say=announce,
         )

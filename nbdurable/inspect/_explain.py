@@ -17,6 +17,7 @@ from ..durable.store import EventLog, HistoryStore, RunStore
 from ..events._model import RUN_TAKEN_OVER, TOOL_APPROVAL_REQUEST
 from ..runs import (
     ACTIVE_STATES,
+    TEMPORAL,
     UNFINISHED_STATES,
     UNSUCCESSFUL_STATES,
     AttentionAction,
@@ -398,6 +399,11 @@ def _explain_record(
         return say(
             f"Queued {behind}: runs of a session execute one after another.",
         )
+    if state == "pending" and record.engine == TEMPORAL:
+        return say(
+            f"Pending: it {record.waiting_reason or 'waits for a Temporal worker to take it'}.",
+            actions=_temporal_workers(record, steps),
+        )
     if state == "pending" and record.waiting_reason:
         return say(
             f"Pending: it {record.waiting_reason}.",
@@ -423,6 +429,19 @@ def _explain_record(
         f"{state.capitalize()}: {record.reason or 'no reason recorded'}.",
         actions=steps.retry() if state == "failed" else (),
     )
+
+
+def _temporal_workers(record: RuntimeRun, steps: NextSteps) -> tuple[str, ...]:
+    """What to start for a pending Temporal run (runtimes and embedded workers leave it alone)."""
+    agent = f"agent {record.agent_id!r} version {record.agent_version!r}"
+    worker = "nbdurable worker --engine temporal --task-queue QUEUE --store URL --agents M:ATTR"
+    if not record.waiting_reason:
+        return (f"{worker}  (serving {agent})",)
+    if "Temporal worker of deployment" in record.waiting_reason:  # pinned to its release
+        start = f"{worker} --deployment NAME  (the release named above: same build)"
+    else:
+        start = f"{worker}  (serving {agent} with the definition it was submitted with)"
+    return (start, steps.cancel("then submit it again under a new version"))
 
 
 def _explain_owned(record: RuntimeRun, facts: list[str], now: int, steps: NextSteps) -> Explanation:

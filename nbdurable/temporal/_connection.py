@@ -16,6 +16,7 @@ from .._errors import ConfigurationError, NbdurableError
 
 if TYPE_CHECKING:
     from temporalio.client import Client, Interceptor
+    from temporalio.runtime import Runtime
     from temporalio.service import TLSConfig
 
 __all__ = ["TemporalConnection", "TemporalConnectionError"]
@@ -114,9 +115,13 @@ class TemporalConnection:
         return ", ".join(parts) or "no TLS"
 
     async def connect(
-        self, address: str, namespace: str = "default", interceptors: Sequence[Interceptor] = ()
+        self,
+        address: str,
+        namespace: str = "default",
+        interceptors: Sequence[Interceptor] = (),
+        runtime: Runtime | None = None,
     ) -> Client:
-        """A client connected to ``address`` with these options.
+        """A client connected to ``address`` with these options (on ``runtime``, if given).
 
         Raises:
             TemporalConnectionError: The frontend is unreachable, or the TLS handshake
@@ -126,6 +131,8 @@ class TemporalConnection:
         from temporalio.client import Client
 
         options = self.connect_options()
+        if runtime is not None:  # the SDK's metrics go where that runtime sends them
+            options["runtime"] = runtime
         try:
             return await Client.connect(
                 address, namespace=namespace, interceptors=list(interceptors), **options

@@ -141,6 +141,10 @@ class WorkflowDriver(Driver):
         if self.log is not None:
             self.outbox.append({"log": self.log, "part": part.model_dump(mode="json")})
 
+    def trace_agent_name(self) -> str | None:
+        """The run's loop is named after its agent (the step metric's label)."""
+        return super().trace_agent_name() if self.path else self.agent.id
+
     def observe_step(self, seconds: float) -> None:
         """Observe the step once: not again when a worker replays the workflow's history."""
         if not workflow.unsafe.is_replaying():

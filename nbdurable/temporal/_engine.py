@@ -21,15 +21,18 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
+from temporalio.common import WorkerDeploymentVersion
 from temporalio.service import RPCError
 
 from .._aio import wait_event
-from ..runs import TEMPORAL, of_engine
+from .._errors import FencedOutError
+from ..runs import TEMPORAL, RunPatch, of_engine
 from ..runtime._foreign import ForeignRuns
 from ..runtime._seam import Engine
 from ._config import TemporalConfig
 from ._connection import TemporalConnection
 from ._tracing import client_interceptors, started_under
+from ._versioning import pinned_version, waiting_for
 from ._workflow import config_args
 
 if TYPE_CHECKING:
@@ -83,6 +86,9 @@ class TemporalEngine(Engine):
             many seconds, then resume those still pending (starting the workflow
             of those that have none, with this engine's timeouts; a duplicate
             resume is a no-op). None (a client): dispatch at once.
+        version: For a versioned worker's engine (``--deployment``): the worker's
+            deployment version. A run it resumes whose workflow is pinned to
+            another version gets the waiting reason that names that version.
     """
 
     name = TEMPORAL
@@ -100,8 +106,10 @@ class TemporalEngine(Engine):
         client: Client | None = None,
         adopt_after: float | None = None,
         connection: TemporalConnection | None = None,
+        version: WorkerDeploymentVersion | None = None,
     ) -> None:
         self.address = address
+        self.version = version
         self.connection = connection or TemporalConnection()
         self.task_queue = task_queue
         self.namespace = namespace
@@ -192,6 +200,8 @@ class TemporalEngine(Engine):
                 continue
             await start_run(client, current, self.config(record.run_id), self.task_queue)
             self._sent.add(key)
+            if self.version is not None:
+                await self._say_pinned(client, current)
         # Finished runs pile up: the ones cancelled while parked are looked for
         # when a client's user decided something, else about once a second (a
         # worker's runtime is woken by every state change its activities write).
@@ -212,6 +222,22 @@ class TemporalEngine(Engine):
         # Keys of records that changed since can never match again.
         self._sent = {k for k in self._sent if k[2] == "cancel" or k in pending}
         self._foreign.keep_only(k[0] for k in pending)
+
+    async def _say_pinned(self, client: Client, record: RuntimeRun) -> None:
+        """Record on ``record`` the version it waits for, when it is pinned to another one.
+
+        Fenced: a worker of that version that took the run meanwhile keeps its claim.
+        """
+        pinned = await pinned_version(client, record.run_id)
+        if pinned is None or pinned == self.version:
+            return
+        reason = waiting_for(pinned)
+        if record.waiting_reason == reason:
+            return
+        with contextlib.suppress(FencedOutError):
+            self.runtime.runtime_store.rt_update(
+                record.run_id, RunPatch(waiting_reason=reason), fence=record.fence
+            )
 
     def _due(self, record: RuntimeRun) -> bool:
         """Whether this engine dispatches the pending record now (a worker's waits)."""

@@ -14,11 +14,12 @@ import contextlib
 import signal
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from .. import metrics as _metrics
 from ..durable.store import HistoryStore
 from ..runtime import _lifecycle as lifecycle
 from ..runtime._agent import Agent
@@ -27,13 +28,15 @@ from ..runtime._notify import Notifier
 from ..runtime._runtime import DurableRuntime
 from ..runtime._seam import RunServices
 from ..runtime._tasks import TaskDefinition
-from ._activities import RunActivities, calls_in_flight
+from ._activities import RunActivities, calls_in_flight, start_draining
 from ._connection import TemporalConnection
 from ._engine import TemporalEngine
 from ._registry import set_worker_runtime, worker_runtime
 from ._routing import definition_queue
 from ._tasks import TaskActivities, TaskRunWorkflow
+from ._telemetry import SdkTelemetry
 from ._tracing import client_interceptors
+from ._versioning import deployment_config, known_builds, promote, worker_version
 from ._workflow import AgentRunWorkflow
 
 if TYPE_CHECKING:
@@ -66,6 +69,7 @@ def build_worker(
     max_concurrent_activities: int = 100,
     drain_seconds: float = 0.0,
     notify: Notifier | None = None,
+    deployment: str | None = None,
 ) -> Worker:
     """A worker for ``task_queue`` serving ``agents`` and ``tasks``, mirroring into ``store``.
 
@@ -77,6 +81,12 @@ def build_worker(
     down, the activities in flight have ``drain_seconds`` to finish before they
     are cancelled (the SDK's graceful shutdown timeout). ``notify`` posts a
     message when a run starts waiting on a human (:class:`Notifier`).
+
+    ``deployment``: the worker declares a version of this Worker Deployment, its
+    build id derived from the nbdurable code and the definitions it serves, and
+    its workflows are pinned to the version they started on
+    (:mod:`nbdurable.temporal._versioning`; :func:`serve` makes a new release's
+    version current).
     """
     engine = TemporalEngine(task_queue=task_queue, client=client, adopt_after=ADOPT_AFTER)
     runtime = DurableRuntime(
@@ -89,6 +99,10 @@ def build_worker(
         record_mirror=False,  # a worker makes no synchronous reads
     )
     set_worker_runtime(runtime)
+    versioning: dict[str, Any] = {}
+    if deployment is not None:
+        engine.version = worker_version(deployment, runtime)
+        versioning["deployment_config"] = deployment_config(engine.version)
     return Worker(
         client,
         task_queue=task_queue,
@@ -98,6 +112,7 @@ def build_worker(
         max_concurrent_activities=max_concurrent_activities,
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
         graceful_shutdown_timeout=timedelta(seconds=drain_seconds),
+        **versioning,
     )
 
 
@@ -144,6 +159,14 @@ def build_definition_workers(
     ]
 
 
+async def _drain_until(stop: asyncio.Event, sdk: SdkTelemetry) -> None:
+    """Fold the SDK's buffered metrics in once a second until ``stop`` (its buffer is bounded)."""
+    while not stop.is_set():
+        sdk.drain()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), 1.0)
+
+
 def _print(line: str) -> None:
     print(line, flush=True)
 
@@ -163,6 +186,7 @@ async def serve(
     connection: TemporalConnection | None = None,
     notify: Notifier | None = None,
     say: Callable[[str], None] | None = None,
+    deployment: str | None = None,
 ) -> int:
     """Run a worker until SIGTERM or SIGINT; print ``ready`` once it polls.
 
@@ -173,12 +197,19 @@ async def serve(
     up to ``drain_seconds`` (then they are cancelled, and their retries find the
     calls interrupted); a second one returns at once, leaving them to their
     heartbeat timeout, as a crash would. ``connection`` holds the TLS and API key
-    options of a secured cluster.
+    options of a secured cluster. ``deployment``: the worker is versioned
+    (:func:`build_worker`); once it polls, its version becomes the deployment's
+    current one unless the deployment knew its build already (an earlier
+    release started again for its pinned runs).
     """
     # with tracing on (nbdurable.instrument() in the agents' module), the SDK's
     # interceptor on the client serves the worker too
     connection = connection or TemporalConnection()
-    client = await connection.connect(address, namespace, client_interceptors())
+    # the SDK's warnings go to this process's log format, its metrics to /metrics
+    sdk = SdkTelemetry(metrics=_metrics.HOOKS is not None)
+    if _metrics.HOOKS is not None:
+        _metrics.HOOKS.registry.register(sdk)
+    client = await connection.connect(address, namespace, client_interceptors(), sdk.runtime)
     worker = build_worker(
         client,
         task_queue=task_queue,
@@ -188,17 +219,22 @@ async def serve(
         limits=limits,
         drain_seconds=drain_seconds,
         notify=notify,
+        deployment=deployment,
     )
+    known = await known_builds(client, deployment) if deployment is not None else None
     if probe is not None:  # /readyz checks the server too
         from ..health import temporal_check
 
         probe.add("temporal", temporal_check(client))
     runtime = worker_runtime()
     assert isinstance(runtime, DurableRuntime)  # build_worker's: serve opens and closes it
+    engine = runtime.engine
+    assert isinstance(engine, TemporalEngine)
     definitions = build_definition_workers(
         client, task_queue=task_queue, runtime=runtime, drain_seconds=drain_seconds
     )
     stop, hurry = asyncio.Event(), asyncio.Event()
+    stopping: list[asyncio.Task[None]] = []
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, lambda: (hurry if stop.is_set() else stop).set())
@@ -211,9 +247,19 @@ async def serve(
                     await workers.enter_async_context(each)
                 await runtime.__aenter__()
                 try:
+                    line, version = ready, engine.version
+                    if version is not None:
+                        now = ", now current" if await promote(client, version, known) else ""
+                        build = f"{version.deployment_name} {version.build_id}{now}"
+                        line = f"{ready} (deployment {build})"
                     if ready:
-                        (say or _print)(ready)
+                        (say or _print)(line or ready)
+                    await _drain_until(stop, sdk)
                     await stop.wait()
+                    start_draining()  # before the SDK's shutdown: no call starts from now
+                    # Every worker stops polling now (leaving the stack waits for each in
+                    # turn, and one still polling would take tasks only to hand them back).
+                    stopping.extend(loop.create_task(w.shutdown()) for w in (worker, *definitions))
                     (say or _print)(f"nbdurable worker draining (up to {drain_seconds:g} s)")
                 finally:
                     with contextlib.suppress(Exception):  # no more adoptions

@@ -19,6 +19,7 @@ from dataclasses import asdict
 from typing import Any
 
 from temporalio import workflow
+from temporalio.workflow import ContinueAsNewVersioningBehavior
 
 from .._deps import Deps
 from .._errors import DurableConflictError, LimitExceededError
@@ -108,12 +109,17 @@ class AgentRunWorkflow:
         of a run continued as new goes to the task queue, where any worker may
         take it. The wait (1 s doubling to 10 s, cut short by a resume signal)
         bounds the churn while no worker with the definition polls the queue.
+        A versioned worker's run (pinned to its version) continues on the
+        deployment's current version: a new release's, once one polls.
         """
         delay = min(2**handed_back, 10)
         with contextlib.suppress(asyncio.TimeoutError):
             await workflow.wait_condition(lambda: self._resumes > 0, timeout=delay)
         carried = {"verdicts": self._verdicts, "handed_back": handed_back + 1}
-        workflow.continue_as_new(args=[config, carried])
+        upgrade: dict[str, Any] = {}
+        if getattr(worker_runtime().engine, "version", None) is not None:
+            upgrade["initial_versioning_behavior"] = ContinueAsNewVersioningBehavior.AUTO_UPGRADE
+        workflow.continue_as_new(args=[config, carried], **upgrade)
 
     async def _finish(
         self, config: TemporalConfig, outcome: LegOutcome, fence: int | None = None

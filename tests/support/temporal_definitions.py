@@ -4,6 +4,8 @@
 text); ``cleaner_y`` has the same id and version but another script and tool;
 ``cleaner_x_unstreamed`` is ``cleaner_x`` registered with ``stream=False``, the
 same definition (a run streams as captured at its submission). The tools record their executions in temporal_agents' side table (with the pid).
+``releaser_v1`` and ``releaser_v2`` are two releases of agent ``releaser`` v1 (a
+gated tool, then a text that differs), for rolling upgrades of versioned workers.
 """
 
 from __future__ import annotations
@@ -47,3 +49,25 @@ cleaner_y = [
     )
 ]
 cleaner_x_unstreamed = [replace(cleaner_x[0], stream=False)]
+
+
+@nd.tool(needs_approval=True)
+def release(name: str, ctx: nd.ToolContext) -> str:
+    """Release a build (a human approves it)."""
+    _count(ctx, "release")
+    return f"released {name}"
+
+
+def _releaser(text: str) -> Agent:
+    return Agent(
+        "releaser",
+        nd.ScriptedModel([nd.Turn.call("release", name="b1"), text]),
+        tools=[release],
+        version="1",
+    )
+
+
+releaser_v1 = [_releaser("Released b1 (release one).")]
+"""The releaser as the first release defines it: runs park on ``release``'s approval."""
+releaser_v2 = [_releaser("Released b1 (release two).")]
+"""The releaser of the next release: same id and version, another definition."""

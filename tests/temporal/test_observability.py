@@ -90,10 +90,9 @@ class _ProbedWorker:
         ]
 
     def stop(self) -> list[dict[str, Any]]:
-        """SIGTERM (SIGKILL after 10 s); the JSON lines it logged."""
+        """SIGTERM (SIGKILL after 10 s); the lines it logged, every one JSON (the SDK's too)."""
         stop_process(self.proc)
-        lines = self.log.read_text().splitlines()
-        return [json.loads(line) for line in lines if line.startswith("{")]
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
 
 
 @pytest.fixture
@@ -164,6 +163,15 @@ async def test_lifecycle_counters_histograms_and_log_lines_on_temporal(
     assert _value(done, "nbdurable_step_seconds_count") > _value(
         parked, "nbdurable_step_seconds_count"
     )
+    # steps are labelled with the run's agent (issue 39: they were agent="-")
+    assert _value(done, "nbdurable_step_seconds_count", agent="janitor") >= 3
+    assert _value(done, "nbdurable_step_seconds_count", agent="-") == 0
+    # the Temporal SDK's own metrics are served beside nbdurable's
+    assert _value(done, "temporal_worker_start_total", task_queue=cluster.queue) >= 1
+    assert (
+        _value(done, "temporal_workflow_completed_total", workflow_type="nbdurable.AgentRun") >= 1
+    )
+    assert _value(done, "temporal_workflow_task_execution_latency_count") >= 1
     run_ids = {run.run_id, flaky.run_id}
     assert not any(set(labels.values()) & run_ids for _, labels, _ in done)
     lines = worker.stop()

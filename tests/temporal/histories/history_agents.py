@@ -13,6 +13,7 @@ with a re-recording.
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 import nbdurable as nd
@@ -33,6 +34,33 @@ async def step(n: int, ctx: nd.ToolContext) -> str:
 def drop_table(name: str, ctx: nd.ToolContext) -> str:
     """Drop a warehouse table."""
     return f"dropped {name}"
+
+
+def _slow(ctx: nd.ToolContext) -> float:
+    """How long the slow tools take (the recorder's workers set it); says the call started.
+
+    The call's start is a file named by its run in ``NBDURABLE_HISTORY_MARKS``: a
+    call inside a ``model_step`` shows in the events only once it ran.
+    """
+    marks = os.environ.get("NBDURABLE_HISTORY_MARKS")
+    if marks:
+        with open(os.path.join(marks, ctx.run_id), "w"):
+            pass
+    return float(os.environ.get("NBDURABLE_HISTORY_SLOW", "5"))
+
+
+@nd.tool
+async def slow_step(n: int, ctx: nd.ToolContext) -> str:
+    """Do a slow step n (safe to re-run)."""
+    await asyncio.sleep(_slow(ctx))
+    return f"slow step {n} done"
+
+
+@nd.tool
+async def slow_manual(n: int, ctx: nd.ToolContext) -> str:
+    """Do a slow manual step n (not safe to re-run on its own)."""
+    await asyncio.sleep(_slow(ctx))
+    return f"manual step {n} done"
 
 
 def _results(request: nd.ModelRequest) -> str:
@@ -131,6 +159,21 @@ agents = [
         tool_recovery={"summarizer": "safe", "oracle": "safe", "researcher": "safe"},
     ),
     Agent("echo", nd.ScriptedModel([_echo] * 1000, mode="sequential"), version="1"),
+    # added with the needs_attention, timeout and drain recordings (issue 39)
+    Agent(
+        "careful",
+        model=nd.ScriptedModel([nd.Turn.call("slow_manual", n=1), "Manual step settled."]),
+        tools=[slow_manual],
+        version="1",
+        tool_recovery={"slow_manual": "manual"},
+    ),
+    Agent(
+        "sleeper",
+        model=nd.ScriptedModel([nd.Turn.call("slow_step", n=1), "Slept."]),
+        tools=[slow_step],
+        version="1",
+        tool_recovery={"slow_step": "safe"},
+    ),
 ]
 tasks = [
     nd.define_task("digest", split, combine, agents=["echo"]),

@@ -31,7 +31,7 @@ ROOT = HERE.parents[2]
 sys.path[:0] = [str(HERE), str(ROOT)]
 
 import history_agents  # noqa: E402
-from temporalio.client import WorkflowExecutionStatus, WorkflowHandle  # noqa: E402
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle  # noqa: E402
 
 import nbdurable as nd  # noqa: E402
 from nbdurable.durable._signer import ApprovalSigner  # noqa: E402
@@ -147,6 +147,94 @@ async def hand_back(rt: DurableRuntime) -> dict[str, str]:
     raise RuntimeError("no call was handed back in 20 runs")
 
 
+async def tool_started(rt: DurableRuntime, run_id: str) -> None:
+    """Wait until the run's slow tool call has started (history_agents' mark)."""
+    while not (Path(os.environ["NBDURABLE_HISTORY_MARKS"]) / run_id).exists():
+        await asyncio.sleep(0.05)
+
+
+def replace_worker(*, kill: bool) -> None:
+    """Stop the recording's worker (SIGKILL, or SIGTERM: a 1-s drain), then start another."""
+    first = WORKERS[-1]
+    if kill:
+        first.kill()
+        first.wait()
+    else:
+        stop_process(first)
+    WORKERS.append(start_worker(STORE["address"], STORE["queue"], STORE["url"]))
+
+
+async def needs_attention(rt: DurableRuntime) -> dict[str, str]:
+    runs = [await rt.submit("careful", "Do the manual step.", run_id=i) for i in ATTENTION]
+    for run in runs:
+        await asyncio.wait_for(tool_started(rt, run.run_id), WAIT)
+    replace_worker(kill=True)  # the manual calls are interrupted
+    for run in runs:
+        await asyncio.wait_for(run.wait("needs_attention"), WAIT)
+    retried, denied = runs
+    await retried.retry()
+    await denied.deny(reason="settled by hand")
+    assert (await asyncio.wait_for(retried.result(), WAIT)).text == "Manual step settled."
+    await asyncio.wait_for(denied.result(), WAIT)
+    return {
+        ATTENTION[0]: "a manual call interrupted by a killed worker (needs_attention), "
+        "retried, then completed",
+        ATTENTION[1]: "a manual call interrupted by a killed worker (needs_attention), "
+        "denied, then completed",
+    }
+
+
+async def continued(rt: DurableRuntime) -> dict[str, str]:
+    import history_agents_other
+
+    engine = rt.engine
+    assert isinstance(engine, TemporalEngine)
+    # a client with another definition of echo: the worker hands its run on
+    client = TemporalEngine(address=engine.address, task_queue=engine.task_queue)
+    async with DurableRuntime(
+        store=rt.store, agents=history_agents_other.agents, engine=client
+    ) as other:
+        run = await other.submit("echo", "moved on", run_id="moved")
+        while rt.store.rt_get("moved").waiting_reason is None:
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.5)  # the first hand-on's wait (1 s), then continue-as-new
+        WORKERS.append(
+            start_worker(STORE["address"], STORE["queue"], STORE["url"], "history_agents_other")
+        )
+        assert (await asyncio.wait_for(run.result(), WAIT)).text == "another echo"
+    # its last run ran under history_agents_other's echo: only the first one replays here
+    return {
+        "moved#continued": "a run a worker of another definition left: continued as new "
+        "after the hand-on wait (cut short by a resume)"
+    }
+
+
+async def timeout(rt: DurableRuntime) -> dict[str, str]:
+    run = await rt.submit("sleeper", "Sleep past the deadline.", run_id="timeout", timeout=2)
+    record = await asyncio.wait_for(run.wait("failed", "completed"), WAIT)
+    assert (record.state, record.reason) == ("failed", "timeout"), record
+    return {"timeout": "a run whose timeout fires during a slow tool: failed (timeout)"}
+
+
+async def cancel(rt: DurableRuntime) -> dict[str, str]:
+    run = await rt.submit("janitor", "Clean up stale staging tables.", run_id="cancel")
+    await asyncio.wait_for(run.wait("waiting_approval"), WAIT)
+    await run.cancel()
+    assert (await asyncio.wait_for(run.wait(), WAIT)).state == "cancelled"
+    return {"cancel": "a run parked on an approval, cancelled"}
+
+
+async def drain(rt: DurableRuntime) -> dict[str, str]:
+    run = await rt.submit("sleeper", "Sleep through a drain.", run_id="drain")
+    await asyncio.wait_for(tool_started(rt, "drain"), WAIT)
+    replace_worker(kill=False)  # SIGTERM: the call is cut after the 1-s drain
+    assert (await asyncio.wait_for(run.result(), WAIT)).text == "Slept."
+    return {
+        "drain": "a safe call cut by its worker's drain (SIGTERM), run again on another "
+        "worker, then completed"
+    }
+
+
 SCENARIOS: dict[str, Scenario] = {
     "approval": approval,
     "denial": denial,
@@ -156,9 +244,17 @@ SCENARIOS: dict[str, Scenario] = {
     "task": task,
     "task-cancelled": task_cancelled,
     "hand-back": hand_back,
+    "needs-attention": needs_attention,
+    "continue-as-new": continued,
+    "timeout": timeout,
+    "cancel": cancel,
+    "drain": drain,
 }
 STORE: dict[str, str] = {}
-"""The store's URL while recording (a second worker needs it)."""
+"""The store's URL, the server's address and the queue while recording (more workers need them)."""
+WORKERS: list[subprocess.Popen[str]] = []
+"""The recording's workers, the one polling last at the end."""
+ATTENTION = ("attention-retry", "attention-deny")
 
 
 def code_version() -> str:
@@ -182,7 +278,7 @@ def start_worker(
     env = {**os.environ, "PYTHONPATH": path, "NBDURABLE_APPROVAL_SECRET": history_agents.SECRET}
     command = [sys.executable, "-m", "nbdurable.cli", "worker", "--engine", "temporal"]
     command += ["--address", address, "--task-queue", queue, "--store", store_url]
-    command += ["--agents", f"{agents}:agents"]
+    command += ["--agents", f"{agents}:agents", "--drain-seconds", "1"]
     if agents == "history_agents":
         command += ["--tasks", "history_agents:tasks"]
     proc = subprocess.Popen(
@@ -201,6 +297,14 @@ def start_worker(
     return proc
 
 
+async def first_run(client: Client, workflow_id: str) -> WorkflowHandle[Any, Any]:
+    """The handle of the first run of ``workflow_id`` (it continued as new)."""
+    runs = [e async for e in client.list_workflows(f"WorkflowId = '{workflow_id}'")]
+    first = min(runs, key=lambda e: e.start_time)
+    assert first.status == WorkflowExecutionStatus.CONTINUED_AS_NEW, first.status
+    return client.get_workflow_handle(workflow_id, run_id=first.run_id)
+
+
 async def closed(handle: WorkflowHandle[Any, Any]) -> None:
     """Wait until the workflow has closed (its history is complete)."""
     while (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
@@ -214,9 +318,12 @@ async def record(names: list[str], out: Path, suffix: str = "") -> dict[str, dic
     # them: a second worker sees them too (the hand-back scenario needs it).
     eager_off = ["--dynamic-config-value", "system.enableActivityEagerExecution=false"]
     with tempfile.TemporaryDirectory() as tmp, DevServer(extra_args=eager_off) as server:
+        os.environ["NBDURABLE_HISTORY_MARKS"] = tmp  # the workers inherit it
+        os.environ.setdefault("NBDURABLE_HISTORY_SLOW", "8")
         url = STORE["url"] = f"sqlite:///{Path(tmp) / 'runs.db'}"
-        queue = f"histories-{uuid.uuid4().hex[:8]}"
-        worker = start_worker(server.address, queue, url)
+        queue = STORE["queue"] = f"histories-{uuid.uuid4().hex[:8]}"
+        STORE["address"] = server.address
+        WORKERS.append(start_worker(server.address, queue, url))
         try:
             engine = TemporalEngine(address=server.address, task_queue=queue, heartbeat_timeout=2)
             rt = DurableRuntime(
@@ -230,16 +337,19 @@ async def record(names: list[str], out: Path, suffix: str = "") -> dict[str, dic
                 client = await engine.client()
                 for name in names:
                     shown = await SCENARIOS[name](rt)
-                    for workflow_id, description in shown.items():
+                    for key, description in shown.items():
+                        workflow_id, _, which = key.partition("#")
                         handle = client.get_workflow_handle(workflow_id)
                         await asyncio.wait_for(closed(handle), WAIT)
+                        if which == "continued":  # the first run, not the last
+                            handle = await first_run(client, workflow_id)
                         history = await handle.fetch_history()
-                        path = out / file_name(workflow_id, suffix)
+                        path = out / file_name(key, suffix)
                         if path.exists():  # recorded histories are kept as they are
                             raise FileExistsError(f"{path} exists: pass another --suffix")
                         text = json.dumps(json.loads(history.to_json()), indent=1)
                         path.write_text(text + "\n")
-                        entries[file_name(workflow_id, suffix)] = {
+                        entries[file_name(key, suffix)] = {
                             "workflow_id": workflow_id,
                             "scenario": name,
                             "shows": description,
@@ -247,7 +357,8 @@ async def record(names: list[str], out: Path, suffix: str = "") -> dict[str, dic
                         }
                         print(f"recorded {workflow_id}: {len(history.events)} events")
         finally:
-            stop_process(worker)
+            for worker in WORKERS:
+                stop_process(worker)
     return entries
 
 
