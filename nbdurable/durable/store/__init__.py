@@ -10,7 +10,9 @@ members in ``capabilities``; each optional method is declared on its base with
 a default, so callers never probe a store for an attribute. The conformance
 suite in :mod:`nbdurable.testing` proves a store against what it declares.
 :class:`SessionStore` is the loop's minimum (``save`` and ``load``, sync or
-async): any object with those two methods checkpoints a loop run. A class that
+async): any object with those two methods checkpoints a loop run. A store
+composed from parts passes its run-record calls to one with
+:class:`DelegatingRunStore`. A class that
 cannot subclass a base (a proxy) may be registered as its virtual subclass
 (``RunStore.register(Proxy)``); it then inherits no default and answers every
 method itself.
@@ -31,6 +33,7 @@ from ._checkpoints import (
     maybe_await,
     supports,
 )
+from ._delegating import DelegatingRunStore
 from ._events import (
     EVENTS,
     Armed,
@@ -59,6 +62,7 @@ __all__ = [
     "VERSIONED_SCHEMA",
     "Armed",
     "Capability",
+    "DelegatingRunStore",
     "DurableSession",
     "EventLog",
     "EventStore",

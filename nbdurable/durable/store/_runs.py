@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..._errors import ConfigurationError
-from ...runs import LateResult, RunPatch, RuntimeRun, Served, ToolIntent, Verdict
+from ...runs import (
+    LateResult,
+    RunPatch,
+    RuntimeRun,
+    Served,
+    ToolIntent,
+    Verdict,
+    claim_notices,
+    with_grant_change,
+    with_late_result,
+)
 from .._transient import bounded_wait
 
 if TYPE_CHECKING:
@@ -25,7 +36,9 @@ class RunStore(ABC):
     Every method that changes a run takes the caller's ``fence`` when the caller
     executes the run; a stale fence raises :class:`~nbdurable.FencedOutError` and changes
     nothing. All methods are synchronous (the SQL stores are quick, local).
-    :meth:`rt_commit` and :meth:`ping` are optional, with defaults.
+    :meth:`rt_commit` and :meth:`ping` are optional, with defaults; the conditional
+    changes (verdicts, notices, grants, late results) are written through
+    :meth:`rt_change`.
     """
 
     @abstractmethod
@@ -151,13 +164,32 @@ class RunStore(ABC):
         """The journaled model response of a step, if any."""
         ...
 
-    @abstractmethod
+    def rt_change(
+        self, run_id: str, rule: Callable[[RuntimeRun], RuntimeRun | None]
+    ) -> tuple[RuntimeRun, bool]:
+        """Apply ``rule`` to a run's record in one transaction, around its read and write.
+
+        The one write behind :meth:`rt_verdict`, :meth:`rt_claim_notices`,
+        :meth:`rt_grants` and :meth:`rt_late_result`: ``rule`` is one of the pure
+        rules of :mod:`nbdurable.runs`, given the record as stored; the record it
+        returns is written, None leaves it as it is. Not fenced. A store
+        implements this, or those four methods (the default raises).
+
+        Returns:
+            The record as it is now, and whether ``rule`` changed it.
+
+        Raises:
+            RunNotFoundError: No such run.
+            Exception: Whatever ``rule`` raised (nothing is written then).
+        """
+        raise ConfigurationError(f"{type(self).__name__} does not change records by a rule")
+
     def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
         """Record one verdict, conditionally, in one transaction.
 
         The store applies :meth:`~nbdurable.runs.Verdict.decide` (the one
         rule: what may be decided, which verdict wins, the record it leaves)
-        inside it, around the read and the write; nothing else.
+        inside it, around the read and the write (:meth:`rt_change`); nothing else.
         Returns ``(run, True)`` when the verdict was recorded, ``(run, False)``
         when that same verdict was recorded before (a retry: nothing changes).
 
@@ -165,49 +197,54 @@ class RunStore(ABC):
             ApprovalNotPendingError: Another verdict won, or the run no longer waits.
             RunNotFoundError: No such run.
         """
-        ...
+        return self.rt_change(run_id, lambda run: verdict.decide(run, now))
 
-    @abstractmethod
     def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> list[str]:
         """Claim notifications of a run, conditionally, in one transaction.
 
-        The store applies :func:`~nbdurable.runs.claim_notices`
-        inside it. Returns the keys this call claimed (those no one claimed
-        before); the caller, and no other process, sends them.
+        The store applies :func:`~nbdurable.runs.claim_notices` inside it
+        (:meth:`rt_change`). Returns the keys this call claimed (those no one
+        claimed before); the caller, and no other process, sends them.
 
         Raises:
             RunNotFoundError: No such run.
         """
-        ...
+        claimed: list[str] = []
 
-    @abstractmethod
+        def rule(run: RuntimeRun) -> RuntimeRun | None:
+            updated, claimed[:] = claim_notices(run, keys)
+            return updated
+
+        self.rt_change(run_id, rule)
+        return claimed
+
     def rt_grants(
         self, run_id: str, *, add: str | None = None, revoke: str | None = None, now: int
     ) -> RuntimeRun:
         """Add a grant token or revoke a grant id, in one transaction.
 
-        The store applies :func:`~nbdurable.runs.with_grant_change`
-        inside it, so concurrent grants and revocations all land. Not fenced:
-        any process may grant or revoke while another owns the run.
+        The store applies :func:`~nbdurable.runs.with_grant_change` inside it
+        (:meth:`rt_change`), so concurrent grants and revocations all land. Not
+        fenced: any process may grant or revoke while another owns the run.
 
         Raises:
             RunNotFoundError: No such run.
         """
-        ...
+        change = functools.partial(with_grant_change, add=add, revoke=revoke, now=now)
+        return self.rt_change(run_id, change)[0]
 
-    @abstractmethod
     def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
         """Add a late result to the run's record, in one transaction.
 
-        The store applies :func:`~nbdurable.runs.with_late_result`
-        inside it. Not fenced, by design: the owner that lost the run writes it,
-        and nothing but ``late_results`` (and ``updated_at``) changes. Adding the
-        same one again (same call, same fence) is a no-op.
+        The store applies :func:`~nbdurable.runs.with_late_result` inside it
+        (:meth:`rt_change`). Not fenced, by design: the owner that lost the run
+        writes it, and nothing but ``late_results`` (and ``updated_at``)
+        changes. Adding the same one again (same call, same fence) is a no-op.
 
         Raises:
             RunNotFoundError: No such run.
         """
-        ...
+        return self.rt_change(run_id, lambda run: with_late_result(run, late, now=now))[0]
 
     def rt_commit(
         self,

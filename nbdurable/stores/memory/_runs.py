@@ -4,27 +4,22 @@ from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
 from ...runs import (
     TERMINAL_STATES,
     UNFINISHED_STATES,
-    LateResult,
     RunPatch,
     RuntimeRun,
     Served,
     ToolIntent,
-    Verdict,
     after_finish,
     claim,
-    claim_notices,
     claimable,
     next_state,
     served,
     unclaimable_by_definition,
-    with_grant_change,
-    with_late_result,
 )
 
 __all__ = ["MemoryRuntimeTables"]
@@ -148,54 +143,19 @@ class MemoryRuntimeTables:
                     self._rt_runs[run.run_id] = run
             return updated
 
-    def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
-        """Record one verdict if the run still waits for it (see :meth:`Verdict.decide`)."""
+    def rt_change(
+        self, run_id: str, rule: Callable[[RuntimeRun], RuntimeRun | None]
+    ) -> tuple[RuntimeRun, bool]:
+        """Apply ``rule`` to the record under the lock (``RunStore.rt_change``)."""
         with self._rt_lock:
             current = self._rt_runs.get(run_id)
             if current is None:
                 raise RunNotFoundError(run_id)
-            updated = verdict.decide(current, now)
+            updated = rule(current)
             if updated is None:
                 return current, False
             self._rt_runs[run_id] = updated
             return updated, True
-
-    def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> builtins.list[str]:
-        """Claim notifications of a run (see :func:`claim_notices`)."""
-        with self._rt_lock:
-            current = self._rt_runs.get(run_id)
-            if current is None:
-                raise RunNotFoundError(run_id)
-            updated, claimed = claim_notices(current, keys)
-            if updated is not None:
-                self._rt_runs[run_id] = updated
-            return claimed
-
-    def rt_grants(
-        self, run_id: str, *, add: str | None = None, revoke: str | None = None, now: int
-    ) -> RuntimeRun:
-        """Add a grant token or revoke a grant id, under the store's lock."""
-        with self._rt_lock:
-            current = self._rt_runs.get(run_id)
-            if current is None:
-                raise RunNotFoundError(run_id)
-            updated = with_grant_change(current, add=add, revoke=revoke, now=now)
-            if updated is None:
-                return current
-            self._rt_runs[run_id] = updated
-            return updated
-
-    def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
-        """Add a late result (not fenced: only ``late_results`` changes), under the lock."""
-        with self._rt_lock:
-            current = self._rt_runs.get(run_id)
-            if current is None:
-                raise RunNotFoundError(run_id)
-            updated = with_late_result(current, late, now=now)
-            if updated is None:
-                return current
-            self._rt_runs[run_id] = updated
-            return updated
 
     def rt_claim(
         self,

@@ -29,34 +29,31 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
 from ...durable._stored import validate_stored
+from ...durable.store import RunStore
 from ...runs import (
     ACTIVE_STATES,
     TERMINAL_STATES,
     UNFINISHED_STATES,
-    LateResult,
     RunPatch,
     RuntimeRun,
     Served,
     ToolIntent,
-    Verdict,
     after_finish,
     claim,
-    claim_notices,
     claimable,
     next_state,
     served,
     unclaimable_by_definition,
-    with_grant_change,
-    with_late_result,
 )
 from .._rows import runtime_row
 from ._connect import ping_pool
 
 if TYPE_CHECKING:
     from psycopg import Connection
-    from psycopg_pool import ConnectionPool
 
-__all__ = ["RUNTIME_MIGRATION", "RUNTIME_MIGRATION_V4", "PostgresRuntimeTables"]
+    from ._db import PostgresDb
+
+__all__ = ["RUNTIME_MIGRATION", "RUNTIME_MIGRATION_V4", "PostgresRunRecords"]
 
 T = TypeVar("T")
 
@@ -207,18 +204,17 @@ def _record(text: str) -> RuntimeRun:
     return validate_stored(RuntimeRun, text)
 
 
-class PostgresRuntimeTables:
-    """Mixed into :class:`~nbdurable.stores.postgres.PostgresSessionStore`."""
+class PostgresRunRecords(RunStore):
+    """The run-record part of :class:`~nbdurable.stores.postgres.PostgresSessionStore`.
 
-    # Provided by the store: its schema, its channel, its pool and its retrying transaction.
-    schema: str
-    notify_channel: str
-    _pool: ConnectionPool[Connection[tuple[Any, ...]]]
-    _transact: Any
+    Args:
+        db: The schema's connection, shared with the store's other parts.
+    """
 
-    @property
-    def _rq(self) -> _Statements:
-        return _statements(self.schema)
+    def __init__(self, db: PostgresDb) -> None:
+        self._db = db
+        self._rq = _statements(db.schema)
+        self._key = _runtime_key(db.schema)
 
     @contextmanager
     def _rt_transaction(
@@ -226,15 +222,17 @@ class PostgresRuntimeTables:
     ) -> Iterator[Connection[tuple[Any, ...]]]:
         with conn.transaction():
             if exclusive:
-                conn.execute(self._rq.lock, (_runtime_key(self.schema),))
+                conn.execute(self._rq.lock, (self._key,))
             yield conn
 
-    def _rt_write(self, work: Callable[[Connection[tuple[Any, ...]]], T], exclusive: bool) -> T:
+    def write(self, work: Callable[[Connection[tuple[Any, ...]]], T], exclusive: bool) -> T:
+        """``work`` in one transaction; ``exclusive``: under the schema's runtime advisory lock."""
+
         def run(conn: Connection[tuple[Any, ...]]) -> T:
             with self._rt_transaction(conn, exclusive=exclusive):
                 return work(conn)
 
-        result: T = self._transact(run)
+        result: T = self._db.transact(run)
         return result
 
     def _rt_put(self, conn: Connection[tuple[Any, ...]], run: RuntimeRun) -> None:
@@ -278,7 +276,7 @@ class PostgresRuntimeTables:
             self._rt_put(conn, stored)
             return stored, True
 
-        return self._rt_write(insert, exclusive=True)
+        return self.write(insert, exclusive=True)
 
     def rt_insert_many(
         self, runs: Sequence[RuntimeRun], *, max_pending: int
@@ -302,17 +300,17 @@ class PostgresRuntimeTables:
                 self._rt_put(conn, stored[-1])
             return stored
 
-        return self._rt_write(insert, exclusive=True)
+        return self.write(insert, exclusive=True)
 
     def rt_graph(self, graph_id: str) -> builtins.list[RuntimeRun]:
         """The runs of a graph, in submission order."""
-        with self._pool.connection() as conn:
+        with self._db.pool.connection() as conn:
             rows = conn.execute(self._rq.graph, (graph_id,)).fetchall()
         return [_record(text) for (text,) in rows]
 
     def rt_get(self, run_id: str) -> RuntimeRun | None:
         """The record of a run, or None."""
-        with self._pool.connection() as conn:
+        with self._db.pool.connection() as conn:
             found = conn.execute(self._rq.get, (run_id,)).fetchone()
         return None if found is None else _record(found[0])
 
@@ -326,11 +324,11 @@ class PostgresRuntimeTables:
             TimeoutError: The previous probe has not returned.
             psycopg.OperationalError: The server cannot be reached.
         """
-        ping_pool(self._pool, self._rq.get, ("nbdurable-readyz",), timeout)
+        ping_pool(self._db.pool, self._rq.get, ("nbdurable-readyz",), timeout)
 
     def rt_list(self, states: Sequence[str] | None = None) -> builtins.list[RuntimeRun]:
         """Records in submission order, optionally filtered by state."""
-        with self._pool.connection() as conn:
+        with self._db.pool.connection() as conn:
             if states is None:
                 rows = conn.execute(self._rq.list_all).fetchall()
             else:
@@ -339,7 +337,7 @@ class PostgresRuntimeTables:
 
     def rt_session(self, session_id: str, states: Sequence[str]) -> builtins.list[RuntimeRun]:
         """One session's records in ``states``, in submission order."""
-        with self._pool.connection() as conn:
+        with self._db.pool.connection() as conn:
             rows = conn.execute(
                 self._rq.session_states, (session_id, builtins.list(states))
             ).fetchall()
@@ -370,74 +368,28 @@ class PostgresRuntimeTables:
                 # A state change's events are appended before its record: this
                 # notification tells other processes' record mirrors to read it again.
                 notice = run_id if len(run_id.encode()) < 8000 else ""
-                conn.execute(self._rq.announce, (self.notify_channel, notice))
+                conn.execute(self._rq.announce, (self._db.notify_channel, notice))
             return updated
 
-        return self._rt_write(update, exclusive=True)
+        return self.write(update, exclusive=True)
 
-    def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
-        """Record one verdict if the run still waits for it: the row read ``FOR UPDATE``."""
+    def rt_change(
+        self, run_id: str, rule: Callable[[RuntimeRun], RuntimeRun | None]
+    ) -> tuple[RuntimeRun, bool]:
+        """Apply ``rule`` to the record, the row read ``FOR UPDATE`` (``RunStore.rt_change``)."""
 
-        def record(conn: Connection[tuple[Any, ...]]) -> tuple[RuntimeRun, bool]:
+        def change(conn: Connection[tuple[Any, ...]]) -> tuple[RuntimeRun, bool]:
             found = conn.execute(self._rq.get_for_update, (run_id,)).fetchone()
             if found is None:
                 raise RunNotFoundError(run_id)
             current = _record(found[0])
-            updated = verdict.decide(current, now)
+            updated = rule(current)
             if updated is None:
                 return current, False
             self._rt_put(conn, updated)
             return updated, True
 
-        return self._rt_write(record, exclusive=True)
-
-    def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> builtins.list[str]:
-        """Claim notifications of a run: the row read ``FOR UPDATE``."""
-
-        def record(conn: Connection[tuple[Any, ...]]) -> builtins.list[str]:
-            found = conn.execute(self._rq.get_for_update, (run_id,)).fetchone()
-            if found is None:
-                raise RunNotFoundError(run_id)
-            updated, claimed = claim_notices(_record(found[0]), keys)
-            if updated is not None:
-                self._rt_put(conn, updated)
-            return claimed
-
-        return self._rt_write(record, exclusive=True)
-
-    def rt_grants(
-        self, run_id: str, *, add: str | None = None, revoke: str | None = None, now: int
-    ) -> RuntimeRun:
-        """Add a grant token or revoke a grant id: the row read ``FOR UPDATE``."""
-
-        def change(conn: Connection[tuple[Any, ...]]) -> RuntimeRun:
-            found = conn.execute(self._rq.get_for_update, (run_id,)).fetchone()
-            if found is None:
-                raise RunNotFoundError(run_id)
-            current = _record(found[0])
-            updated = with_grant_change(current, add=add, revoke=revoke, now=now)
-            if updated is None:
-                return current
-            self._rt_put(conn, updated)
-            return updated
-
-        return self._rt_write(change, exclusive=True)
-
-    def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
-        """Add a late result (not fenced: only ``late_results`` changes): the row ``FOR UPDATE``."""
-
-        def change(conn: Connection[tuple[Any, ...]]) -> RuntimeRun:
-            found = conn.execute(self._rq.get_for_update, (run_id,)).fetchone()
-            if found is None:
-                raise RunNotFoundError(run_id)
-            current = _record(found[0])
-            updated = with_late_result(current, late, now=now)
-            if updated is None:
-                return current
-            self._rt_put(conn, updated)
-            return updated
-
-        return self._rt_write(change, exclusive=True)
+        return self.write(change, exclusive=True)
 
     def rt_claim(
         self,
@@ -465,7 +417,7 @@ class PostgresRuntimeTables:
                     self._rt_put(conn, waiting)  # once: the reason is then recorded
             return None
 
-        return self._rt_write(take, exclusive=True)
+        return self.write(take, exclusive=True)
 
     def rt_renew(
         self, run_id: str, owner: str, fence: int, until: int, *, lease_ms: int | None = None
@@ -487,7 +439,7 @@ class PostgresRuntimeTables:
             self._rt_put(conn, RunPatch(lease_expires_at=expires).apply(run))
             return True
 
-        return self._rt_write(renew, exclusive=True)
+        return self.write(renew, exclusive=True)
 
     def _rt_db_now(self, conn: Connection[tuple[Any, ...]]) -> int:
         """The database server's clock, epoch ms (the time of the call, not of the transaction)."""
@@ -504,7 +456,7 @@ class PostgresRuntimeTables:
         commit: a claim bumping the fence waits for the write it checked.
         """
         if conn is None:
-            with self._pool.connection() as own:
+            with self._db.pool.connection() as own:
                 found = own.execute(self._rq.fence_for_share, (run_id,)).fetchone()
         else:
             found = conn.execute(self._rq.fence_for_share, (run_id,)).fetchone()
@@ -521,9 +473,9 @@ class PostgresRuntimeTables:
                 (intent.run_id, intent.tool_call_id, intent.model_dump_json()),
             )
 
-        self._rt_write(write, exclusive=False)
+        self.write(write, exclusive=False)
 
-    def _rt_combined(
+    def combined(
         self,
         conn: Connection[tuple[Any, ...]],
         run_id: str,
@@ -556,7 +508,7 @@ class PostgresRuntimeTables:
 
     def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
         """A run's tool intents."""
-        with self._pool.connection() as conn:
+        with self._db.pool.connection() as conn:
             rows = conn.execute(self._rq.intents, (run_id,)).fetchall()
         return [validate_stored(ToolIntent, text) for (text,) in rows]
 
@@ -567,14 +519,14 @@ class PostgresRuntimeTables:
             self.rt_check_fence(run_id, fence, conn)
             conn.execute(self._rq.put_journal, (run_id, step_index, response))
 
-        self._rt_write(write, exclusive=False)
+        self.write(write, exclusive=False)
 
     def rt_journaled(self, run_id: str, step_index: int) -> str | None:
         """A step's journaled model response."""
-        with self._pool.connection() as conn:
+        with self._db.pool.connection() as conn:
             found = conn.execute(self._rq.journaled, (run_id, step_index)).fetchone()
         return None if found is None else str(found[0])
 
-    def _rt_forget(self, conn: Connection[tuple[Any, ...]], run_id: str) -> None:
+    def forget(self, conn: Connection[tuple[Any, ...]], run_id: str) -> None:
         for statement in self._rq.forget:
             conn.execute(statement, (run_id,))
