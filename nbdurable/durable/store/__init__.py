@@ -39,7 +39,6 @@ from ._events import (
     Armed,
     EventLog,
     EventStore,
-    FencedEventStore,
     channel_of,
     notify,
     notify_all,
@@ -47,7 +46,7 @@ from ._events import (
     wait_for_events,
     watch,
 )
-from ._prune import PrunedRun, PruneReport, prunable_runs, prune_runs, top_run_id
+from ._prune import PrunedRun, PruneReport, prune_runs
 from ._runs import COMMIT_CHANGES, RunStore, RuntimeStore, check_commit
 
 __all__ = [
@@ -66,7 +65,6 @@ __all__ = [
     "DurableSession",
     "EventLog",
     "EventStore",
-    "FencedEventStore",
     "HistoryStore",
     "PruneReport",
     "PrunedRun",
@@ -78,11 +76,9 @@ __all__ = [
     "maybe_await",
     "notify",
     "notify_all",
-    "prunable_runs",
     "prune_runs",
     "refuse_fence",
     "supports",
-    "top_run_id",
     "wait_for_events",
     "watch",
 ]

@@ -99,12 +99,7 @@ class PostgresCheckpoints:
         return added_events(run_id, events, last) if events else []
 
     def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
-        """Return the latest checkpoint, or the latest one saved at ``step_index``.
-
-        Raises:
-            StoreCorruptionError: The checkpoint's data is damaged (names the run and step).
-            CheckpointVersionError: The checkpoint was written with a newer version.
-        """
+        """The latest checkpoint, or the latest at ``step_index`` (``ComposedStore.load``)."""
         query = self._db.q.latest if step_index is None else self._db.q.at_step
         args: tuple[object, ...] = (run_id,) if step_index is None else (run_id, step_index)
         with self._db.pool.connection() as conn:

@@ -27,23 +27,18 @@ from contextlib import nullcontext, suppress
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..._errors import RunNotFoundError, StoreCorruptionError
-from ...durable._checkpoint import AgentCheckpoint, CheckpointInfo
 from ...durable._offload import offload
-from ...durable._records import RunRecord
 from ...durable.store import (
     Armed,
     Capability,
-    DelegatingRunStore,
-    EventLog,
-    HistoryStore,
     check_commit,
     notify,
     notify_all,
 )
 from ...durable.store import wait_for_events as wait_locally
 from ...events._model import Event, NewEvent
-from ...messages import Message
 from ...runs import RunPatch, RuntimeRun, ToolIntent
+from .._composed import ComposedStore
 from ._checkpoints import PostgresCheckpoints
 from ._connect import DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT
 from ._db import PostgresDb
@@ -59,7 +54,7 @@ if TYPE_CHECKING:
 __all__ = ["PostgresSessionStore"]
 
 
-class PostgresSessionStore(HistoryStore, DelegatingRunStore, EventLog):
+class PostgresSessionStore(ComposedStore):
     """Checkpoints in PostgreSQL: every checkpoint kept, only what is new written.
 
     Connections come from a ``psycopg_pool.ConnectionPool``; the store is
@@ -124,7 +119,7 @@ class PostgresSessionStore(HistoryStore, DelegatingRunStore, EventLog):
         self.notify_channel: str = db.notify_channel
         """The channel every append notifies (payload: the run id), per schema."""
         self.run_records: PostgresRunRecords = PostgresRunRecords(db)
-        self._checkpoints = PostgresCheckpoints(db, self.run_records)
+        self.checkpoints: PostgresCheckpoints = PostgresCheckpoints(db, self.run_records)
         self._lock = threading.Lock()
         self._listener: Listener | None = None
         self._waiting: Counter[str] = Counter()  # run ids subscribers wait on
@@ -160,68 +155,6 @@ class PostgresSessionStore(HistoryStore, DelegatingRunStore, EventLog):
     def event_channel(self) -> str:
         """Identifies this database and schema's event log for in-process subscribers."""
         return f"{self._db.where}?schema={self.schema}"
-
-    @property
-    def saves_extensions(self) -> bool:
-        """``save`` and ``save_with_events`` take ``extends`` (see :meth:`save`)."""
-        return True
-
-    def save(
-        self, checkpoint: AgentCheckpoint, *, extends: Sequence[Message] | None = None
-    ) -> None:
-        """Store a checkpoint in one transaction: its new message nodes and one row.
-
-        Args:
-            checkpoint: What to save.
-            extends: Optional promise that ``checkpoint.messages`` begins with the
-                very message objects of this history (the one saved last): the
-                store then writes the tail without comparing the whole history.
-        """
-        self._checkpoints.save(checkpoint, (), extends=extends)
-
-    def save_with_events(
-        self,
-        checkpoint: AgentCheckpoint,
-        events: Sequence[NewEvent],
-        *,
-        fence: int | None = None,
-        extends: Sequence[Message] | None = None,
-    ) -> builtins.list[Event]:
-        """Store a checkpoint and append events to its run's log in one transaction.
-
-        With ``fence`` (a runtime owner's token) the write is refused with
-        :class:`~nbdurable.FencedOutError` when another runtime owns the run now,
-        checked in the same transaction; ``extends`` is as in :meth:`save`.
-        """
-        return self._checkpoints.save(checkpoint, events, fence, extends=extends)
-
-    def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
-        """Return the latest checkpoint, or the latest one saved at ``step_index``.
-
-        Raises:
-            StoreCorruptionError: The checkpoint's data is damaged (names the run and step).
-            CheckpointVersionError: The checkpoint was written with a newer version.
-        """
-        return self._checkpoints.load(run_id, step_index)
-
-    def history(self, run_id: str) -> builtins.list[CheckpointInfo]:
-        """Metadata of every checkpoint of a run in save order; reads no message."""
-        return self._checkpoints.history(run_id)
-
-    def list(self) -> builtins.list[str]:
-        """Run ids, oldest run first."""
-        return self._checkpoints.list()
-
-    def list_runs(self) -> builtins.list[RunRecord]:
-        """One record per run (its latest checkpoint's metadata), oldest run first."""
-        return self._checkpoints.list_runs()
-
-    def delete(self, run_id: str) -> None:
-        """Delete a run: checkpoints, records, events, the message nodes no other run uses.
-
-        Holds an advisory lock that saves share, so saves wait while it runs.
-        """
-        self._checkpoints.delete(run_id)
 
     def append_events(
         self, run_id: str, events: Sequence[NewEvent], *, fence: int | None = None
@@ -371,12 +304,6 @@ class PostgresSessionStore(HistoryStore, DelegatingRunStore, EventLog):
         if listener is not None:  # 1 s: a daemon thread, one still connecting ends on its own
             listener.stop(timeout=1.0)
         self._db.pool.close(timeout=1.0)  # for each of its threads (daemons too)
-
-    def __enter__(self) -> PostgresSessionStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"PostgresSessionStore({self._db.where!r}, schema={self.schema!r})"

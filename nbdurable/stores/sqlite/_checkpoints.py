@@ -176,12 +176,7 @@ class SqliteCheckpoints:
         return added
 
     def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
-        """Return the latest checkpoint, or the latest one saved at ``step_index``.
-
-        Raises:
-            StoreCorruptionError: The checkpoint's data is damaged (names the run and step).
-            CheckpointVersionError: The checkpoint was written with a newer version.
-        """
+        """The latest checkpoint, or the latest at ``step_index`` (``ComposedStore.load``)."""
         with self._db.lock, self._db.read() as conn:
             if step_index is None:
                 found = self._latest(conn, run_id)

@@ -15,12 +15,10 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from ..._errors import RunNotFoundError
-from ...durable._checkpoint import AgentCheckpoint, CheckpointInfo
 from ...durable._offload import WOULD_WAIT, NowaitCapable
-from ...durable._records import RunRecord
-from ...durable.store import Capability, DelegatingRunStore, EventLog, HistoryStore
+from ...durable.store import Capability
 from ...events._model import Event, NewEvent
-from ...messages import Message
+from .._composed import ComposedStore
 from ._checkpoints import SqliteCheckpoints
 from ._db import SqliteDb
 from ._errors import guard_methods
@@ -37,7 +35,7 @@ _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _KEPT: dict[type, bool] = {}
 
 
-class SqliteSessionStore(NowaitCapable, HistoryStore, DelegatingRunStore, EventLog):
+class SqliteSessionStore(NowaitCapable, ComposedStore):
     """Checkpoints in one SQLite file: every checkpoint kept, only what is new written.
 
     Several processes may write different runs to the same file: WAL mode, a
@@ -93,7 +91,7 @@ class SqliteSessionStore(NowaitCapable, HistoryStore, DelegatingRunStore, EventL
         self._channel = None if self.path == ":memory:" else os.path.realpath(self.path)
         self._db = SqliteDb(self.path, busy_timeout, synchronous.upper())
         self.run_records: SqliteRunRecords = SqliteRunRecords(self._db)
-        self._checkpoints = SqliteCheckpoints(self._db, self.run_records)
+        self.checkpoints: SqliteCheckpoints = SqliteCheckpoints(self._db, self.run_records)
 
     nowait_methods: ClassVar[dict[str, Callable[..., Any]]] = {}
     """The methods ``try_without_waiting`` runs (set below, guarded as they are)."""
@@ -112,11 +110,6 @@ class SqliteSessionStore(NowaitCapable, HistoryStore, DelegatingRunStore, EventL
     def event_channel(self) -> str | None:
         """Identifies this file's event log for in-process subscribers (None for ``:memory:``)."""
         return self._channel
-
-    @property
-    def saves_extensions(self) -> bool:
-        """``save`` and ``save_with_events`` take ``extends`` (see :meth:`save`)."""
-        return True
 
     @property
     def local_nonblocking_writes(self) -> bool:
@@ -164,60 +157,6 @@ class SqliteSessionStore(NowaitCapable, HistoryStore, DelegatingRunStore, EventL
             return WOULD_WAIT  # type: ignore[no-any-return]
         return self._db.run_without_waiting(fn, *args, **kwargs)
 
-    def save(
-        self, checkpoint: AgentCheckpoint, *, extends: Sequence[Message] | None = None
-    ) -> None:
-        """Store a checkpoint in one transaction: its new message nodes and one row.
-
-        Args:
-            checkpoint: What to save.
-            extends: Optional promise that ``checkpoint.messages`` begins with the
-                very message objects of this history (the one saved last): the
-                store then writes the tail without comparing the whole history.
-        """
-        self._checkpoints.save(checkpoint, (), extends=extends)
-
-    def save_with_events(
-        self,
-        checkpoint: AgentCheckpoint,
-        events: Sequence[NewEvent],
-        *,
-        fence: int | None = None,
-        extends: Sequence[Message] | None = None,
-    ) -> Sequence[Event]:
-        """Store a checkpoint and append events to its run's log in one transaction.
-
-        With ``fence`` (a runtime owner's token) the write is refused with
-        :class:`~nbdurable.FencedOutError` when the run has another owner now;
-        ``extends`` is as in :meth:`save`.
-        """
-        return self._checkpoints.save(checkpoint, events, fence, extends=extends)
-
-    def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
-        """Return the latest checkpoint, or the latest one saved at ``step_index``.
-
-        Raises:
-            StoreCorruptionError: The checkpoint's data is damaged (names the run and step).
-            CheckpointVersionError: The checkpoint was written with a newer version.
-        """
-        return self._checkpoints.load(run_id, step_index)
-
-    def history(self, run_id: str) -> builtins.list[CheckpointInfo]:
-        """Metadata of every checkpoint of a run in save order; reads no message."""
-        return self._checkpoints.history(run_id)
-
-    def list(self) -> builtins.list[str]:
-        """Run ids, oldest run first."""
-        return self._checkpoints.list()
-
-    def list_runs(self) -> builtins.list[RunRecord]:
-        """One record per run (its latest checkpoint's metadata), oldest run first."""
-        return self._checkpoints.list_runs()
-
-    def delete(self, run_id: str) -> None:
-        """Delete a run: checkpoints, records, events, the message nodes no other run uses."""
-        self._checkpoints.delete(run_id)
-
     def append_events(
         self, run_id: str, events: Sequence[NewEvent], *, fence: int | None = None
     ) -> Sequence[Event]:
@@ -264,18 +203,13 @@ class SqliteSessionStore(NowaitCapable, HistoryStore, DelegatingRunStore, EventL
         """Close the connections."""
         self._db.close()
 
-    def __enter__(self) -> SqliteSessionStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"SqliteSessionStore({self.path!r})"
 
 
 guard_methods(SqliteSessionStore)
 guard_methods(SqliteRunRecords)
+guard_methods(SqliteCheckpoints)
 # A runtime owner's writes and one-row reads are short transactions too; bulk
 # reads (lists, loads that decode a history) stay on store threads.
 SqliteSessionStore.nowait_methods = {
