@@ -22,8 +22,7 @@ from __future__ import annotations
 import builtins
 import functools
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -216,24 +215,16 @@ class PostgresRunRecords(RunStore):
         self._rq = _statements(db.schema)
         self._key = _runtime_key(db.schema)
 
-    @contextmanager
-    def _rt_transaction(
-        self, conn: Connection[tuple[Any, ...]], *, exclusive: bool
-    ) -> Iterator[Connection[tuple[Any, ...]]]:
-        with conn.transaction():
-            if exclusive:
-                conn.execute(self._rq.lock, (self._key,))
-            yield conn
-
     def write(self, work: Callable[[Connection[tuple[Any, ...]]], T], exclusive: bool) -> T:
         """``work`` in one transaction; ``exclusive``: under the schema's runtime advisory lock."""
 
         def run(conn: Connection[tuple[Any, ...]]) -> T:
-            with self._rt_transaction(conn, exclusive=exclusive):
+            with conn.transaction():
+                if exclusive:
+                    conn.execute(self._rq.lock, (self._key,))
                 return work(conn)
 
-        result: T = self._db.transact(run)
-        return result
+        return self._db.transact(run)
 
     def _rt_put(self, conn: Connection[tuple[Any, ...]], run: RuntimeRun) -> None:
         conn.execute(self._rq.put, runtime_row(run))
