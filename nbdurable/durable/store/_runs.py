@@ -185,11 +185,8 @@ class RunStore(ABC):
         raise ConfigurationError(f"{type(self).__name__} does not change records by a rule")
 
     def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
-        """Record one verdict, conditionally, in one transaction.
+        """Record one verdict by :meth:`~nbdurable.runs.Verdict.decide` (:meth:`rt_change`).
 
-        The store applies :meth:`~nbdurable.runs.Verdict.decide` (the one
-        rule: what may be decided, which verdict wins, the record it leaves)
-        inside it, around the read and the write (:meth:`rt_change`); nothing else.
         Returns ``(run, True)`` when the verdict was recorded, ``(run, False)``
         when that same verdict was recorded before (a retry: nothing changes).
 
@@ -200,11 +197,10 @@ class RunStore(ABC):
         return self.rt_change(run_id, lambda run: verdict.decide(run, now))
 
     def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> list[str]:
-        """Claim notifications of a run, conditionally, in one transaction.
+        """Claim notifications by :func:`~nbdurable.runs.claim_notices` (:meth:`rt_change`).
 
-        The store applies :func:`~nbdurable.runs.claim_notices` inside it
-        (:meth:`rt_change`). Returns the keys this call claimed (those no one
-        claimed before); the caller, and no other process, sends them.
+        Returns the keys this call claimed (those no one claimed before); the
+        caller, and no other process, sends them.
 
         Raises:
             RunNotFoundError: No such run.
@@ -221,11 +217,10 @@ class RunStore(ABC):
     def rt_grants(
         self, run_id: str, *, add: str | None = None, revoke: str | None = None, now: int
     ) -> RuntimeRun:
-        """Add a grant token or revoke a grant id, in one transaction.
+        """Add or revoke a grant by :func:`~nbdurable.runs.with_grant_change` (:meth:`rt_change`).
 
-        The store applies :func:`~nbdurable.runs.with_grant_change` inside it
-        (:meth:`rt_change`), so concurrent grants and revocations all land. Not
-        fenced: any process may grant or revoke while another owns the run.
+        Concurrent grants and revocations all land. Not fenced: any process may
+        grant or revoke while another owns the run.
 
         Raises:
             RunNotFoundError: No such run.
@@ -234,12 +229,10 @@ class RunStore(ABC):
         return self.rt_change(run_id, change)[0]
 
     def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
-        """Add a late result to the run's record, in one transaction.
+        """Add a late result by :func:`~nbdurable.runs.with_late_result` (:meth:`rt_change`).
 
-        The store applies :func:`~nbdurable.runs.with_late_result` inside it
-        (:meth:`rt_change`). Not fenced, by design: the owner that lost the run
-        writes it, and nothing but ``late_results`` (and ``updated_at``)
-        changes. Adding the same one again (same call, same fence) is a no-op.
+        Not fenced, by design: the owner that lost the run writes it, and only
+        ``late_results`` (and ``updated_at``) change. The same one again is a no-op.
 
         Raises:
             RunNotFoundError: No such run.

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from ..._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
+from ...durable.store import RunStore
 from ...runs import (
     TERMINAL_STATES,
     UNFINISHED_STATES,
@@ -22,25 +23,25 @@ from ...runs import (
     unclaimable_by_definition,
 )
 
-__all__ = ["MemoryRuntimeTables"]
+__all__ = ["MemoryRunRecords"]
 
 
-class MemoryRuntimeTables:
-    """Run records, intents and the model journal, kept in process memory."""
+class MemoryRunRecords(RunStore):
+    """The run-record part of the in-memory store: records, intents, the model journal."""
 
     def __init__(self) -> None:
         self._rt_runs: dict[str, RuntimeRun] = {}
         self._rt_requests: dict[str, str] = {}
         self._rt_intents: dict[str, dict[str, ToolIntent]] = {}
         self._rt_journal: dict[tuple[str, int], str] = {}
-        self._rt_lock = threading.RLock()
+        self.lock = threading.RLock()
         self._rt_seq = 0
 
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int
     ) -> tuple[RuntimeRun, bool]:
         """Insert a submitted run (see :class:`~nbdurable.durable.store.RunStore`)."""
-        with self._rt_lock:
+        with self.lock:
             if run.request_id is not None and run.request_id in self._rt_requests:
                 original = self._rt_runs[self._rt_requests[run.request_id]]
                 if original.prompt != run.prompt or original.agent_id != run.agent_id:
@@ -72,7 +73,7 @@ class MemoryRuntimeTables:
         self, runs: Sequence[RuntimeRun], *, max_pending: int
     ) -> builtins.list[RuntimeRun]:
         """Insert a batch of new runs at once, states as given (a graph's nodes)."""
-        with self._rt_lock:
+        with self.lock:
             count = sum(
                 r.kind == "agent" and r.state in UNFINISHED_STATES for r in self._rt_runs.values()
             )
@@ -91,24 +92,24 @@ class MemoryRuntimeTables:
 
     def rt_get(self, run_id: str) -> RuntimeRun | None:
         """The record of a run, or None."""
-        with self._rt_lock:
+        with self.lock:
             return self._rt_runs.get(run_id)
 
     def rt_graph(self, graph_id: str) -> builtins.list[RuntimeRun]:
         """The runs of a graph, in submission order."""
-        with self._rt_lock:
+        with self.lock:
             runs = [r for r in self._rt_runs.values() if r.graph_id == graph_id]
         return sorted(runs, key=lambda r: r.seq)
 
     def rt_list(self, states: Sequence[str] | None = None) -> builtins.list[RuntimeRun]:
         """Records in submission order, optionally filtered by state."""
-        with self._rt_lock:
+        with self.lock:
             runs = sorted(self._rt_runs.values(), key=lambda r: r.seq)
         return [r for r in runs if states is None or r.state in states]
 
     def rt_session(self, session_id: str, states: Sequence[str]) -> builtins.list[RuntimeRun]:
         """One session's records in ``states``, in submission order."""
-        with self._rt_lock:
+        with self.lock:
             runs = [
                 r
                 for r in self._rt_runs.values()
@@ -118,7 +119,7 @@ class MemoryRuntimeTables:
 
     def rt_update(self, run_id: str, patch: RunPatch, *, fence: int | None = None) -> RuntimeRun:
         """Apply ``patch`` to a run record, fenced; promote the session's next run on finish."""
-        with self._rt_lock:
+        with self.lock:
             current = self._rt_runs.get(run_id)
             if current is None:
                 raise RunNotFoundError(run_id)
@@ -147,7 +148,7 @@ class MemoryRuntimeTables:
         self, run_id: str, rule: Callable[[RuntimeRun], RuntimeRun | None]
     ) -> tuple[RuntimeRun, bool]:
         """Apply ``rule`` to the record under the lock (``RunStore.rt_change``)."""
-        with self._rt_lock:
+        with self.lock:
             current = self._rt_runs.get(run_id)
             if current is None:
                 raise RunNotFoundError(run_id)
@@ -167,7 +168,7 @@ class MemoryRuntimeTables:
     ) -> RuntimeRun | None:
         """Take the next eligible run: the oldest unfinished of its session, agent known."""
         allowed = served(agents)
-        with self._rt_lock:
+        with self.lock:
             heads: dict[str, RuntimeRun] = {}
             for run in sorted(self._rt_runs.values(), key=lambda r: r.seq):
                 if run.state in UNFINISHED_STATES and run.session_id not in heads:
@@ -189,7 +190,7 @@ class MemoryRuntimeTables:
         ``lease_ms`` is not used: the store has no clock of its own, so ``until``
         (the caller's clock) holds.
         """
-        with self._rt_lock:
+        with self.lock:
             run = self._rt_runs.get(run_id)
             if run is None or run.fence != fence or run.lease_owner != owner:
                 return False
@@ -198,35 +199,35 @@ class MemoryRuntimeTables:
 
     def rt_check_fence(self, run_id: str, fence: int) -> None:
         """Raise :class:`FencedOutError` unless ``fence`` is the run's current one."""
-        with self._rt_lock:
+        with self.lock:
             run = self._rt_runs.get(run_id)
             if run is not None and run.fence != fence:
                 raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
 
     def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:
         """Write or complete a tool intent."""
-        with self._rt_lock:
+        with self.lock:
             self.rt_check_fence(intent.run_id, fence)
             self._rt_intents.setdefault(intent.run_id, {})[intent.tool_call_id] = intent
 
     def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
         """A run's tool intents."""
-        with self._rt_lock:
+        with self.lock:
             return builtins.list(self._rt_intents.get(run_id, {}).values())
 
     def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
         """Record a step's completed model response."""
-        with self._rt_lock:
+        with self.lock:
             self.rt_check_fence(run_id, fence)
             self._rt_journal[(run_id, step_index)] = response
 
     def rt_journaled(self, run_id: str, step_index: int) -> str | None:
         """A step's journaled model response."""
-        with self._rt_lock:
+        with self.lock:
             return self._rt_journal.get((run_id, step_index))
 
-    def _rt_forget(self, run_id: str) -> None:
-        with self._rt_lock:
+    def forget(self, run_id: str) -> None:
+        with self.lock:
             run = self._rt_runs.pop(run_id, None)
             if run is not None and run.request_id is not None:
                 self._rt_requests.pop(run.request_id, None)
