@@ -47,7 +47,14 @@ from ._events import (
     watch,
 )
 from ._prune import PrunedRun, PruneReport, prune_runs
-from ._runs import COMMIT_CHANGES, RunStore, RuntimeStore, check_commit
+from ._runs import (
+    COMMIT_CHANGES,
+    RunStore,
+    RuntimeStore,
+    admitted,
+    check_commit,
+    repeated_submission,
+)
 
 __all__ = [
     "COMMIT_CHANGES",
@@ -71,6 +78,7 @@ __all__ = [
     "RunStore",
     "RuntimeStore",
     "SessionStore",
+    "admitted",
     "channel_of",
     "check_commit",
     "maybe_await",
@@ -78,6 +86,7 @@ __all__ = [
     "notify_all",
     "prune_runs",
     "refuse_fence",
+    "repeated_submission",
     "supports",
     "wait_for_events",
     "watch",

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..._errors import ConfigurationError
+from ..._errors import ConfigurationError, DurableConflictError, LimitExceededError
 from ...runs import (
     LateResult,
     RunPatch,
@@ -16,6 +16,7 @@ from ...runs import (
     ToolIntent,
     Verdict,
     claim_notices,
+    next_state,
     with_grant_change,
     with_late_result,
 )
@@ -24,7 +25,14 @@ from .._transient import bounded_wait
 if TYPE_CHECKING:
     from ...events._model import Event, NewEvent
 
-__all__ = ["COMMIT_CHANGES", "RunStore", "RuntimeStore", "check_commit"]
+__all__ = [
+    "COMMIT_CHANGES",
+    "RunStore",
+    "RuntimeStore",
+    "admitted",
+    "check_commit",
+    "repeated_submission",
+]
 
 COMMIT_CHANGES = frozenset({"operations", "model_attempts", "updated_at"})
 """The record fields :meth:`RunStore.rt_commit` may change: counters, never the run's state."""
@@ -302,3 +310,48 @@ def check_commit(changes: RunPatch | None) -> None:
     extra = sorted((changes.fields_set if changes else frozenset()) - COMMIT_CHANGES)
     if extra:
         raise ConfigurationError(f"rt_commit cannot change {', '.join(extra)}")
+
+
+def repeated_submission(original: RuntimeRun, run: RuntimeRun) -> tuple[RuntimeRun, bool]:
+    """:meth:`RunStore.rt_insert`'s answer to a request id submitted again: ``(original, False)``.
+
+    Raises:
+        DurableConflictError: The request id was used for a different submission.
+    """
+    if original.prompt != run.prompt or original.agent_id != run.agent_id:
+        raise DurableConflictError(
+            f"request id {run.request_id!r} was used for a different submission"
+        )
+    return original, False
+
+
+def admitted(
+    run: RuntimeRun,
+    *,
+    seq: int,
+    pending: int,
+    max_pending: int,
+    busy: bool,
+    enqueue: bool,
+    taken: bool,
+) -> RuntimeRun:
+    """``run`` as :meth:`RunStore.rt_insert` stores it (``seq``; queued when ``busy``), if it may.
+
+    ``pending`` counts the unfinished runs of its kind, ``busy`` says its session
+    has one, ``taken`` that its run id exists: what the store read in its transaction.
+
+    Raises:
+        LimitExceededError: ``max_pending`` unfinished runs of its kind exist already.
+        DurableConflictError: The session is busy and not ``enqueue``, or the run id is taken.
+    """
+    if pending >= max_pending:
+        limit = "max_pending_tasks" if run.kind == "task" else "max_pending_runs"
+        raise LimitExceededError(limit, pending + 1, max_pending)
+    if busy and not enqueue:
+        raise DurableConflictError(
+            f"session {run.session_id!r} has an unfinished run; pass enqueue=True "
+            "to queue this one behind it"
+        )
+    if taken:
+        raise DurableConflictError(f"run id {run.run_id!r} exists already")
+    return RunPatch(seq=seq, state=next_state(busy)).apply(run)

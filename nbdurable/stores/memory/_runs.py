@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from ..._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
-from ...durable.store import RunStore
+from ...durable.store import RunStore, admitted, repeated_submission
 from ...runs import (
     TERMINAL_STATES,
     UNFINISHED_STATES,
@@ -18,7 +18,6 @@ from ...runs import (
     after_finish,
     claim,
     claimable,
-    next_state,
     served,
     unclaimable_by_definition,
 )
@@ -43,27 +42,18 @@ class MemoryRunRecords(RunStore):
         """Insert a submitted run (see :class:`~nbdurable.durable.store.RunStore`)."""
         with self.lock:
             if run.request_id is not None and run.request_id in self._rt_requests:
-                original = self._rt_runs[self._rt_requests[run.request_id]]
-                if original.prompt != run.prompt or original.agent_id != run.agent_id:
-                    raise DurableConflictError(
-                        f"request id {run.request_id!r} was used for a different submission"
-                    )
-                return original, False
+                return repeated_submission(self._rt_runs[self._rt_requests[run.request_id]], run)
             unfinished = [r for r in self._rt_runs.values() if r.state in UNFINISHED_STATES]
-            count = sum(r.kind == run.kind for r in unfinished)
-            if count >= max_pending:
-                limit = "max_pending_tasks" if run.kind == "task" else "max_pending_runs"
-                raise LimitExceededError(limit, count + 1, max_pending)
-            busy = any(r.session_id == run.session_id for r in unfinished)
-            if busy and not enqueue:
-                raise DurableConflictError(
-                    f"session {run.session_id!r} has an unfinished run; pass enqueue=True "
-                    "to queue this one behind it"
-                )
-            if run.run_id in self._rt_runs:
-                raise DurableConflictError(f"run id {run.run_id!r} exists already")
-            self._rt_seq += 1
-            stored = RunPatch(seq=self._rt_seq, state=next_state(busy)).apply(run)
+            stored = admitted(
+                run,
+                seq=self._rt_seq + 1,
+                pending=sum(r.kind == run.kind for r in unfinished),
+                max_pending=max_pending,
+                busy=any(r.session_id == run.session_id for r in unfinished),
+                enqueue=enqueue,
+                taken=run.run_id in self._rt_runs,
+            )
+            self._rt_seq = stored.seq
             self._rt_runs[run.run_id] = stored
             if run.request_id is not None:
                 self._rt_requests[run.request_id] = run.run_id

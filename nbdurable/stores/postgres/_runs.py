@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
 from ...durable._stored import validate_stored
-from ...durable.store import RunStore
+from ...durable.store import RunStore, admitted, repeated_submission
 from ...runs import (
     ACTIVE_STATES,
     TERMINAL_STATES,
@@ -40,7 +40,6 @@ from ...runs import (
     after_finish,
     claim,
     claimable,
-    next_state,
     served,
     unclaimable_by_definition,
 )
@@ -247,23 +246,16 @@ class PostgresRunRecords(RunStore):
             assert facts is not None  # a SELECT without FROM returns one row
             found, pending, busy, taken, last_seq = facts
             if run.request_id is not None and found is not None:
-                original = _record(found)
-                if original.prompt != run.prompt or original.agent_id != run.agent_id:
-                    raise DurableConflictError(
-                        f"request id {run.request_id!r} was used for a different submission"
-                    )
-                return original, False
-            if pending >= max_pending:
-                limit = "max_pending_tasks" if run.kind == "task" else "max_pending_runs"
-                raise LimitExceededError(limit, pending + 1, max_pending)
-            if busy and not enqueue:
-                raise DurableConflictError(
-                    f"session {run.session_id!r} has an unfinished run; pass enqueue=True "
-                    "to queue this one behind it"
-                )
-            if taken:
-                raise DurableConflictError(f"run id {run.run_id!r} exists already")
-            stored = RunPatch(seq=int(last_seq) + 1, state=next_state(busy)).apply(run)
+                return repeated_submission(_record(found), run)
+            stored = admitted(
+                run,
+                seq=int(last_seq) + 1,
+                pending=pending,
+                max_pending=max_pending,
+                busy=busy,
+                enqueue=enqueue,
+                taken=taken,
+            )
             self._rt_put(conn, stored)
             return stored, True
 

@@ -23,7 +23,7 @@ from ..._errors import (
     StoreCorruptionError,
 )
 from ...durable._stored import validate_stored
-from ...durable.store import RunStore, check_commit
+from ...durable.store import RunStore, admitted, check_commit, repeated_submission
 from ...events._model import Event, NewEvent
 from ...runs import (
     TERMINAL_STATES,
@@ -36,7 +36,6 @@ from ...runs import (
     after_finish,
     claim,
     claimable,
-    next_state,
     served,
     unclaimable_by_definition,
 )
@@ -226,34 +225,26 @@ class SqliteRunRecords(RunStore):
                 ).fetchone()
                 if found is not None:
                     original = _verified(found, self._db.legacy, 4, run.request_id)
-                    if original.prompt != run.prompt or original.agent_id != run.agent_id:
-                        raise DurableConflictError(
-                            f"request id {run.request_id!r} was used for a different submission"
-                        )
-                    return original, False
-            pending = conn.execute(
-                f"SELECT count(*) FROM rt_runs WHERE kind = ? AND state IN ({_UNFINISHED})",
-                (run.kind,),
-            ).fetchone()[0]
-            if pending >= max_pending:
-                limit = "max_pending_tasks" if run.kind == "task" else "max_pending_runs"
-                raise LimitExceededError(limit, pending + 1, max_pending)
-            busy = (
-                conn.execute(
+                    return repeated_submission(original, run)
+
+            def exists(query: str, *args: object) -> bool:
+                return conn.execute(query, args).fetchone() is not None
+
+            stored = admitted(
+                run,
+                seq=(conn.execute("SELECT max(seq) FROM rt_runs").fetchone()[0] or 0) + 1,
+                pending=conn.execute(
+                    f"SELECT count(*) FROM rt_runs WHERE kind = ? AND state IN ({_UNFINISHED})",
+                    (run.kind,),
+                ).fetchone()[0],
+                max_pending=max_pending,
+                busy=exists(
                     f"SELECT 1 FROM rt_runs WHERE session_id = ? AND state IN ({_UNFINISHED})",
-                    (run.session_id,),
-                ).fetchone()
-                is not None
+                    run.session_id,
+                ),
+                enqueue=enqueue,
+                taken=exists("SELECT 1 FROM rt_runs WHERE run_id = ?", run.run_id),
             )
-            if busy and not enqueue:
-                raise DurableConflictError(
-                    f"session {run.session_id!r} has an unfinished run; pass enqueue=True "
-                    "to queue this one behind it"
-                )
-            if conn.execute("SELECT 1 FROM rt_runs WHERE run_id = ?", (run.run_id,)).fetchone():
-                raise DurableConflictError(f"run id {run.run_id!r} exists already")
-            seq = (conn.execute("SELECT max(seq) FROM rt_runs").fetchone()[0] or 0) + 1
-            stored = RunPatch(seq=seq, state=next_state(busy)).apply(run)
             self._put(conn, stored)
             update_head(conn, run.run_id, record=True)
             if run.graph_id is not None:
