@@ -26,7 +26,7 @@ __all__ = ["MemoryRunRecords"]
 
 
 class MemoryRunRecords(RunStore):
-    """The run-record part of the in-memory store: records, intents, the model journal."""
+    """The in-memory store's run records (methods as :class:`~nbdurable.durable.store.RunStore`)."""
 
     def __init__(self) -> None:
         self._rt_runs: dict[str, RuntimeRun] = {}
@@ -39,7 +39,6 @@ class MemoryRunRecords(RunStore):
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int
     ) -> tuple[RuntimeRun, bool]:
-        """Insert a submitted run (see :class:`~nbdurable.durable.store.RunStore`)."""
         with self.lock:
             if run.request_id is not None and run.request_id in self._rt_requests:
                 return repeated_submission(self._rt_runs[self._rt_requests[run.request_id]], run)
@@ -62,7 +61,6 @@ class MemoryRunRecords(RunStore):
     def rt_insert_many(
         self, runs: Sequence[RuntimeRun], *, max_pending: int
     ) -> builtins.list[RuntimeRun]:
-        """Insert a batch of new runs at once, states as given (a graph's nodes)."""
         with self.lock:
             count = sum(
                 r.kind == "agent" and r.state in UNFINISHED_STATES for r in self._rt_runs.values()
@@ -81,24 +79,20 @@ class MemoryRunRecords(RunStore):
             return stored
 
     def rt_get(self, run_id: str) -> RuntimeRun | None:
-        """The record of a run, or None."""
         with self.lock:
             return self._rt_runs.get(run_id)
 
     def rt_graph(self, graph_id: str) -> builtins.list[RuntimeRun]:
-        """The runs of a graph, in submission order."""
         with self.lock:
             runs = [r for r in self._rt_runs.values() if r.graph_id == graph_id]
         return sorted(runs, key=lambda r: r.seq)
 
     def rt_list(self, states: Sequence[str] | None = None) -> builtins.list[RuntimeRun]:
-        """Records in submission order, optionally filtered by state."""
         with self.lock:
             runs = sorted(self._rt_runs.values(), key=lambda r: r.seq)
         return [r for r in runs if states is None or r.state in states]
 
     def rt_session(self, session_id: str, states: Sequence[str]) -> builtins.list[RuntimeRun]:
-        """One session's records in ``states``, in submission order."""
         with self.lock:
             runs = [
                 r
@@ -108,7 +102,6 @@ class MemoryRunRecords(RunStore):
         return sorted(runs, key=lambda r: r.seq)
 
     def rt_update(self, run_id: str, patch: RunPatch, *, fence: int | None = None) -> RuntimeRun:
-        """Apply ``patch`` to a run record, fenced; promote the session's next run on finish."""
         with self.lock:
             current = self._rt_runs.get(run_id)
             if current is None:
@@ -195,24 +188,20 @@ class MemoryRunRecords(RunStore):
                 raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
 
     def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:
-        """Write or complete a tool intent."""
         with self.lock:
             self.rt_check_fence(intent.run_id, fence)
             self._rt_intents.setdefault(intent.run_id, {})[intent.tool_call_id] = intent
 
     def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
-        """A run's tool intents."""
         with self.lock:
             return builtins.list(self._rt_intents.get(run_id, {}).values())
 
     def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
-        """Record a step's completed model response."""
         with self.lock:
             self.rt_check_fence(run_id, fence)
             self._rt_journal[(run_id, step_index)] = response
 
     def rt_journaled(self, run_id: str, step_index: int) -> str | None:
-        """A step's journaled model response."""
         with self.lock:
             return self._rt_journal.get((run_id, step_index))
 

@@ -41,6 +41,8 @@ __all__ = ["PostgresCheckpoints"]
 class PostgresCheckpoints:
     """Checkpoints of :class:`~nbdurable.stores.postgres.PostgresSessionStore`, and their deletion.
 
+    Its methods do what :class:`~nbdurable.stores._composed.ComposedStore` says.
+
     Args:
         db: The schema's connection, shared with the store's other parts.
         runs: The run records (a deleted run's records go with it; a fenced save checks them).
@@ -99,7 +101,6 @@ class PostgresCheckpoints:
         return added_events(run_id, events, last) if events else []
 
     def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
-        """The latest checkpoint, or the latest at ``step_index`` (``ComposedStore.load``)."""
         query = self._db.q.latest if step_index is None else self._db.q.at_step
         args: tuple[object, ...] = (run_id,) if step_index is None else (run_id, step_index)
         with self._db.pool.connection() as conn:
@@ -135,28 +136,22 @@ class PostgresCheckpoints:
         return row.checkpoint(messages)
 
     def history(self, run_id: str) -> builtins.list[CheckpointInfo]:
-        """Metadata of every checkpoint of a run in save order; reads no message."""
         with self._db.pool.connection() as conn:
             found = conn.execute(self._db.q.history, (run_id,)).fetchall()
         return [CheckpointRow.from_values(run_id, values[2:]).info() for values in found]
 
     def list(self) -> builtins.list[str]:
-        """Run ids, oldest run first."""
         with self._db.pool.connection() as conn:
             found = conn.execute(self._db.q.list).fetchall()
         return [run_id for (run_id,) in found]
 
     def list_runs(self) -> builtins.list[RunRecord]:
-        """One record per run (its latest checkpoint's metadata), oldest run first."""
         with self._db.pool.connection() as conn:
             found = conn.execute(self._db.q.runs).fetchall()
         return [run_record(run_id, seq, created, values) for run_id, seq, created, *values in found]
 
     def delete(self, run_id: str) -> None:
-        """Delete a run, its checkpoints and the message nodes no other run uses.
-
-        Holds an advisory lock that saves share, so saves wait while it runs.
-        """
+        """Under an advisory lock that saves share: saves wait while it runs."""
 
         def sweep(conn: Connection[tuple[Any, ...]]) -> None:
             with self._db.transaction(conn):

@@ -205,6 +205,8 @@ def _record(text: str) -> RuntimeRun:
 class PostgresRunRecords(RunStore):
     """The run-record part of :class:`~nbdurable.stores.postgres.PostgresSessionStore`.
 
+    Its methods do what :class:`~nbdurable.durable.store.RunStore` says.
+
     Args:
         db: The schema's connection, shared with the store's other parts.
     """
@@ -231,7 +233,6 @@ class PostgresRunRecords(RunStore):
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int
     ) -> tuple[RuntimeRun, bool]:
-        """Insert a submitted run (see :class:`~nbdurable.durable.store.RunStore`)."""
 
         def insert(conn: Connection[tuple[Any, ...]]) -> tuple[RuntimeRun, bool]:
             facts = conn.execute(
@@ -264,7 +265,6 @@ class PostgresRunRecords(RunStore):
     def rt_insert_many(
         self, runs: Sequence[RuntimeRun], *, max_pending: int
     ) -> builtins.list[RuntimeRun]:
-        """Insert a batch of new runs at once, states as given (a graph's nodes)."""
 
         def insert(conn: Connection[tuple[Any, ...]]) -> builtins.list[RuntimeRun]:
             found = conn.execute(self._rq.count_kind, ("agent",)).fetchone()
@@ -286,13 +286,11 @@ class PostgresRunRecords(RunStore):
         return self.write(insert, exclusive=True)
 
     def rt_graph(self, graph_id: str) -> builtins.list[RuntimeRun]:
-        """The runs of a graph, in submission order."""
         with self._db.pool.connection() as conn:
             rows = conn.execute(self._rq.graph, (graph_id,)).fetchall()
         return [_record(text) for (text,) in rows]
 
     def rt_get(self, run_id: str) -> RuntimeRun | None:
-        """The record of a run, or None."""
         with self._db.pool.connection() as conn:
             found = conn.execute(self._rq.get, (run_id,)).fetchone()
         return None if found is None else _record(found[0])
@@ -310,7 +308,6 @@ class PostgresRunRecords(RunStore):
         ping_pool(self._db.pool, self._rq.get, ("nbdurable-readyz",), timeout)
 
     def rt_list(self, states: Sequence[str] | None = None) -> builtins.list[RuntimeRun]:
-        """Records in submission order, optionally filtered by state."""
         with self._db.pool.connection() as conn:
             if states is None:
                 rows = conn.execute(self._rq.list_all).fetchall()
@@ -319,7 +316,6 @@ class PostgresRunRecords(RunStore):
         return [_record(text) for (text,) in rows]
 
     def rt_session(self, session_id: str, states: Sequence[str]) -> builtins.list[RuntimeRun]:
-        """One session's records in ``states``, in submission order."""
         with self._db.pool.connection() as conn:
             rows = conn.execute(
                 self._rq.session_states, (session_id, builtins.list(states))
@@ -327,7 +323,6 @@ class PostgresRunRecords(RunStore):
         return [_record(text) for (text,) in rows]
 
     def rt_update(self, run_id: str, patch: RunPatch, *, fence: int | None = None) -> RuntimeRun:
-        """Apply ``patch``, fenced; promote the session's next run when this one finishes."""
 
         def update(conn: Connection[tuple[Any, ...]]) -> RuntimeRun:
             found = conn.execute(self._rq.get_for_update, (run_id,)).fetchone()
@@ -447,7 +442,6 @@ class PostgresRunRecords(RunStore):
             raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
 
     def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:
-        """Write or complete a tool intent, fenced."""
 
         def write(conn: Connection[tuple[Any, ...]]) -> None:
             self.rt_check_fence(intent.run_id, fence, conn)
@@ -490,13 +484,11 @@ class PostgresRunRecords(RunStore):
         return record
 
     def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
-        """A run's tool intents."""
         with self._db.pool.connection() as conn:
             rows = conn.execute(self._rq.intents, (run_id,)).fetchall()
         return [validate_stored(ToolIntent, text) for (text,) in rows]
 
     def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
-        """Record a step's completed model response, fenced."""
 
         def write(conn: Connection[tuple[Any, ...]]) -> None:
             self.rt_check_fence(run_id, fence, conn)
@@ -505,7 +497,6 @@ class PostgresRunRecords(RunStore):
         self.write(write, exclusive=False)
 
     def rt_journaled(self, run_id: str, step_index: int) -> str | None:
-        """A step's journaled model response."""
         with self._db.pool.connection() as conn:
             found = conn.execute(self._rq.journaled, (run_id, step_index)).fetchone()
         return None if found is None else str(found[0])

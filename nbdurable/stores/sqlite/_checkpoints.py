@@ -115,6 +115,8 @@ WHERE id IN (SELECT id FROM temp.nbdurable_gc) AND id NOT IN (SELECT id FROM kee
 class SqliteCheckpoints:
     """Checkpoints of :class:`~nbdurable.stores.sqlite.SqliteSessionStore`, and their deletion.
 
+    Its methods do what :class:`~nbdurable.stores._composed.ComposedStore` says.
+
     Args:
         db: The file's connection, shared with the store's other parts.
         runs: The run records (a deleted run's records go with it).
@@ -176,7 +178,6 @@ class SqliteCheckpoints:
         return added
 
     def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
-        """The latest checkpoint, or the latest at ``step_index`` (``ComposedStore.load``)."""
         with self._db.lock, self._db.read() as conn:
             if step_index is None:
                 found = self._latest(conn, run_id)
@@ -206,14 +207,12 @@ class SqliteCheckpoints:
         return row.checkpoint(messages)
 
     def history(self, run_id: str) -> builtins.list[CheckpointInfo]:
-        """Metadata of every checkpoint of a run in save order; reads no message."""
         with self._db.lock, self._db.read() as conn:
             found = self._checkpoints(conn, run_id)
         end = 2 + len(COLUMNS)
         return [CheckpointRow.from_values(run_id, values[2:end]).info() for values in found]
 
     def list(self) -> builtins.list[str]:
-        """Run ids, oldest run first."""
         with self._db.lock:
             found = self._db.conn.execute(
                 "SELECT run_id, created_at, updated_at, last_seq, crc FROM runs ORDER BY id"
@@ -223,7 +222,6 @@ class SqliteCheckpoints:
         return [run_id for (run_id, *_) in found]
 
     def list_runs(self) -> builtins.list[RunRecord]:
-        """One record per run (its latest checkpoint's metadata), oldest run first."""
         with self._db.lock:
             found = self._db.conn.execute(_RUNS).fetchall()
         records = []
@@ -267,7 +265,6 @@ class SqliteCheckpoints:
         return found
 
     def delete(self, run_id: str) -> None:
-        """Delete a run, its checkpoints and the message nodes no other run uses."""
         with self._db.lock:
             self._db.conn.execute(
                 "CREATE TEMP TABLE IF NOT EXISTS nbdurable_gc (id BLOB PRIMARY KEY)"

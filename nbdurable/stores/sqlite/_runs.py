@@ -203,6 +203,8 @@ def _intent(text: str) -> ToolIntent:
 class SqliteRunRecords(RunStore):
     """The run-record part of :class:`~nbdurable.stores.sqlite.SqliteSessionStore`.
 
+    Its methods do what :class:`~nbdurable.durable.store.RunStore` says.
+
     Args:
         db: The file's connection, shared with the store's other parts.
     """
@@ -217,7 +219,6 @@ class SqliteRunRecords(RunStore):
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int
     ) -> tuple[RuntimeRun, bool]:
-        """Insert a submitted run (see :class:`~nbdurable.durable.store.RunStore`)."""
         with self._db.lock, self._db.write() as conn:
             if run.request_id is not None:
                 found = conn.execute(
@@ -254,7 +255,6 @@ class SqliteRunRecords(RunStore):
     def rt_insert_many(
         self, runs: Sequence[RuntimeRun], *, max_pending: int
     ) -> builtins.list[RuntimeRun]:
-        """Insert a batch of new runs at once, states as given (a graph's nodes)."""
         with self._db.lock, self._db.write() as conn:
             pending = conn.execute(
                 f"SELECT count(*) FROM rt_runs WHERE kind = 'agent' AND state IN ({_UNFINISHED})"
@@ -275,7 +275,6 @@ class SqliteRunRecords(RunStore):
             return stored
 
     def rt_graph(self, graph_id: str) -> builtins.list[RuntimeRun]:
-        """The runs of a graph, in submission order."""
         with self._db.lock, self._db.read():
             rows = self._db.conn.execute(
                 f"SELECT {_RT} FROM rt_runs WHERE graph_id = ? ORDER BY seq", (graph_id,)
@@ -288,7 +287,6 @@ class SqliteRunRecords(RunStore):
         return [_verified(row, self._db.legacy, 7, graph_id) for row in rows]
 
     def rt_get(self, run_id: str) -> RuntimeRun | None:
-        """The record of a run, or None."""
         with self._db.lock, self._db.read():
             found = self._db.conn.execute(
                 f"SELECT {_RT} FROM rt_runs WHERE run_id = ?", (run_id,)
@@ -301,7 +299,6 @@ class SqliteRunRecords(RunStore):
         return None if found is None else _verified(found, self._db.legacy, 0, run_id)
 
     def rt_list(self, states: Sequence[str] | None = None) -> builtins.list[RuntimeRun]:
-        """Records in submission order, optionally filtered by state."""
         with self._db.lock, self._db.read():
             if states is None:
                 rows = self._db.conn.execute(f"SELECT {_RT} FROM rt_runs ORDER BY seq").fetchall()
@@ -326,7 +323,6 @@ class SqliteRunRecords(RunStore):
         return found
 
     def rt_session(self, session_id: str, states: Sequence[str]) -> builtins.list[RuntimeRun]:
-        """One session's records in ``states``, in submission order (one index range)."""
         marks = ", ".join("?" * len(states))
         with self._db.lock, self._db.read():
             rows = self._db.conn.execute(
@@ -347,7 +343,6 @@ class SqliteRunRecords(RunStore):
         return found
 
     def rt_update(self, run_id: str, patch: RunPatch, *, fence: int | None = None) -> RuntimeRun:
-        """Apply ``patch``, fenced; promote the session's next run when this one finishes."""
         with self._db.lock, self._db.write() as conn:
             current = self._locked_get(conn, run_id, fence)
             updated = patch.apply(current)
@@ -449,7 +444,6 @@ class SqliteRunRecords(RunStore):
         check_fence(run_id, None if found is None else found[0], fence)
 
     def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:
-        """Write or complete a tool intent, fenced."""
         with self._db.lock, self._db.write() as conn:
             self.rt_check_fence(intent.run_id, fence, conn)
             update_head(conn, intent.run_id, intents=_put_intent(conn, intent))
@@ -489,7 +483,6 @@ class SqliteRunRecords(RunStore):
         return added, record
 
     def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
-        """A run's tool intents."""
         with self._db.lock, self._db.read():
             rows = self._db.conn.execute(
                 "SELECT tool_call_id, intent, crc FROM rt_intents WHERE run_id = ?", (run_id,)
@@ -505,13 +498,11 @@ class SqliteRunRecords(RunStore):
         return [_intent(text) for _, text, _ in rows]
 
     def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
-        """Record a step's completed model response, fenced."""
         with self._db.lock, self._db.write() as conn:
             self.rt_check_fence(run_id, fence, conn)
             update_head(conn, run_id, journal=_put_journal(conn, run_id, step_index, response))
 
     def rt_journaled(self, run_id: str, step_index: int) -> str | None:
-        """A step's journaled model response."""
         with self._db.lock, self._db.read():
             found = self._db.conn.execute(
                 "SELECT response, crc FROM rt_journal WHERE run_id = ? AND step_index = ?",
