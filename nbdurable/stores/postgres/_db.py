@@ -6,8 +6,9 @@ Every part of the store (checkpoints, run records, the event log) holds the one
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..._errors import ConfigurationError
@@ -18,8 +19,6 @@ from ._connect import (
     notify_channel,
     open_pool,
     split_schema,
-    transact,
-    transaction,
 )
 from ._schema import migrate
 from ._sql import Statements
@@ -82,12 +81,37 @@ class PostgresDb:
             pool_kwargs=pool_kwargs,
         )
 
+    @contextmanager
     def transaction(
         self, conn: Connection[tuple[Any, ...]], begin: str = "BEGIN"
-    ) -> AbstractContextManager[None]:
-        """One transaction on ``conn`` (see :func:`._connect.transaction`)."""
-        return transaction(conn, pipelined=self.pipelined, begin=begin)
+    ) -> Iterator[None]:
+        """One transaction on ``conn``, in one round trip when pipelined; rolled back on error."""
+        # BEGIN and COMMIT are sent as statements in the pipeline (psycopg's
+        # conn.transaction() waits for the server at both ends), so the whole
+        # transaction costs one round trip; results are read after it.
+        try:
+            with conn.pipeline() if self.pipelined else nullcontext():
+                conn.execute(begin)
+                yield
+                conn.execute("COMMIT")
+        except BaseException:
+            with suppress(Exception):  # a broken connection: the pool drops it
+                conn.rollback()
+            raise
 
     def transact(self, work: Callable[[Connection[tuple[Any, ...]]], T], attempts: int = 5) -> T:
-        """``work`` on a pooled connection, again after a rollback (:func:`._connect.transact`)."""
-        return transact(self.pool, work, attempts)
+        """Run ``work`` on a pooled connection; again after a deadlock or serialization failure."""
+        # Saves and deletes take their locks in one order, so a deadlock or a
+        # serialization failure should not happen; retry one anyway, since the
+        # transaction rolled back whole.
+        from psycopg.errors import TransactionRollback
+
+        for attempt in range(attempts):
+            try:
+                with self.pool.connection() as conn:
+                    return work(conn)
+            except TransactionRollback:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
