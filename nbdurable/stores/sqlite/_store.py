@@ -116,11 +116,6 @@ class SqliteSessionStore(NowaitCapable, ComposedStore):
         """Whether writes may run on the loop's thread (a file, and no fsync per commit)."""
         return self._db.nonblocking
 
-    @property
-    def nowait_thread(self) -> int | None:
-        """The thread inside :meth:`run_without_waiting` (its calls never wait), or None."""
-        return self._db.nowait_thread
-
     def try_without_waiting(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Run ``fn`` (a method of this store) now if it needs no wait; else ``WOULD_WAIT``.
 
