@@ -37,7 +37,7 @@ import inspect
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any, ClassVar, ParamSpec, TypeVar, cast
 
 __all__ = [
     "STORE_THREADS",
@@ -51,6 +51,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 STORE_THREADS = 16
 """Store calls that may run at once from one process's async code (more wait their turn)."""
@@ -177,7 +178,7 @@ def in_background(fn: Callable[[], object]) -> None:
     _store_executor().submit(fn)
 
 
-async def offload(fn: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
+async def offload(fn: Callable[P, T | Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
     """``fn(*args, **kwargs)`` without blocking the running event loop.
 
     A sync ``fn`` runs on a store thread, in a copy of the caller's context

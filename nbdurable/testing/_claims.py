@@ -13,23 +13,13 @@ import nbdurable as nd
 from nbdurable.events._model import NewEvent
 from nbdurable.runs import RunPatch, RuntimeRun, ToolIntent
 
-from ._fixtures import Reopen
+from ._fixtures import NOW, Reopen, new_run
 
-NOW = 1_800_000_000_000
 AGENTS = [("a", "1")]
 
 
 def submitted(i: int, session: str) -> RuntimeRun:
-    return RuntimeRun(
-        run_id=f"r{i:03d}",
-        agent_id="a",
-        agent_version="1",
-        session_id=session,
-        prompt='"hi"',
-        state="pending",
-        created_at=NOW,
-        updated_at=NOW,
-    )
+    return new_run(f"r{i:03d}", session_id=session)
 
 
 def test_concurrent_claims_take_every_run_once_in_session_order(

@@ -16,7 +16,7 @@ from nbdurable.durable.store import Capability, supports
 from nbdurable.events._model import NewEvent
 from nbdurable.runs import RunPatch, RuntimeRun, ToolIntent
 
-from ._verdicts import NOW
+from ._fixtures import NOW, new_run
 
 
 @pytest.fixture
@@ -29,17 +29,7 @@ def committing(runtime_store: Any) -> Any:
 
 def owned(store: Any, run_id: str = "r1") -> RuntimeRun:
     """A run claimed by an owner: its fence is 1."""
-    run = RuntimeRun(
-        run_id=run_id,
-        agent_id="a",
-        agent_version="1",
-        session_id=f"s-{run_id}",
-        prompt='"hi"',
-        state="pending",
-        created_at=NOW,
-        updated_at=NOW,
-    )
-    store.rt_insert(run, enqueue=False, max_pending=100)
+    store.rt_insert(new_run(run_id), enqueue=False, max_pending=100)
     claimed = store.rt_claim("me", NOW, 60_000, {("a", "1"): None})
     assert claimed is not None and claimed.run_id == run_id
     return claimed  # type: ignore[no-any-return]

@@ -14,11 +14,29 @@ from typing import Any
 import pytest
 
 from ..durable.store import Capability, EventLog, HistoryStore, RunStore, supports
+from ..runs import RuntimeRun
 
 __all__ = ["Reopen", "event_store", "reopen", "require", "runtime_store", "store"]
 
 Reopen = Callable[[], Any]
 """Opens another handle on the store under test."""
+
+NOW = 1_800_000_000_000
+"""The suite's clock (epoch ms)."""
+
+
+def new_run(run_id: str = "r1", **fields: Any) -> RuntimeRun:
+    """A pending run record of agent ``a`` 1 in session ``s-<run_id>``; ``fields`` override."""
+    values: dict[str, Any] = {
+        "agent_id": "a",
+        "agent_version": "1",
+        "session_id": f"s-{run_id}",
+        "prompt": '"hi"',
+        "state": "pending",
+        "created_at": NOW,
+        "updated_at": NOW,
+    }
+    return RuntimeRun(run_id=run_id, **{**values, **fields})
 
 
 @pytest.fixture

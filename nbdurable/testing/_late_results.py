@@ -17,8 +17,8 @@ import pytest
 import nbdurable as nd
 from nbdurable.runs import MAX_LATE_RESULTS, LateResult, RunPatch, ToolIntent
 
-from ._fixtures import Reopen
-from ._verdicts import NOW, waiting
+from ._fixtures import NOW, Reopen
+from ._verdicts import waiting
 
 
 def _late(call: str = "call_1_0", fence: int = 1, at: int = NOW + 10) -> LateResult:

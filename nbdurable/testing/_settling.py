@@ -15,21 +15,12 @@ import pytest
 from nbdurable.runs import RunPatch, RuntimeRun
 from nbdurable.runtime._state_events import settled_nodes
 
-NOW = 1_800_000_000_000
+from ._fixtures import NOW, new_run
 
 
 def node(run_id: str, state: str = "pending", **fields: Any) -> RuntimeRun:
-    defaults: dict[str, Any] = {"created_at": NOW, "updated_at": NOW}
-    return RuntimeRun(
-        run_id=f"g:{run_id}",
-        agent_id="a",
-        agent_version="1",
-        session_id=f"s-{run_id}",
-        prompt='"hi"',
-        state=state,
-        graph_id="g",
-        node_id=run_id,
-        **{**defaults, **fields},
+    return new_run(
+        f"g:{run_id}", session_id=f"s-{run_id}", state=state, graph_id="g", node_id=run_id, **fields
     )
 
 

@@ -18,24 +18,12 @@ from nbdurable.durable.store import RunStore
 from nbdurable.messages import ToolApprovalResponse
 from nbdurable.runs import RunPatch, RuntimeRun, Verdict
 
-from ._fixtures import Reopen
-
-NOW = 1_800_000_000_000
+from ._fixtures import NOW, Reopen, new_run
 
 
 def waiting(store: RunStore, run_id: str = "r1") -> RuntimeRun:
     """A run record parked in ``waiting_approval``."""
-    run = RuntimeRun(
-        run_id=run_id,
-        agent_id="a",
-        agent_version="1",
-        session_id=f"s-{run_id}",
-        prompt='"hi"',
-        state="pending",
-        created_at=NOW,
-        updated_at=NOW,
-    )
-    store.rt_insert(run, enqueue=False, max_pending=100)
+    store.rt_insert(new_run(run_id), enqueue=False, max_pending=100)
     return store.rt_update(run_id, RunPatch(state="waiting_approval"))
 
 

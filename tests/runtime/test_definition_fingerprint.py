@@ -132,9 +132,9 @@ async def test_the_waiting_reason_is_written_once_and_shown_by_runs_list(
             expected += "tools (sweep missing)"
             await eventually(lambda: store.rt_get("run-list").waiting_reason == expected)
             first = store.rt_get("run-list")
-            changes = store._conn.total_changes  # every row this connection wrote so far
+            changes = store._db.conn.total_changes  # every row this connection wrote so far
             await asyncio.sleep(0.5)  # ~50 polls
-            assert store._conn.total_changes == changes  # the reason is not written again
+            assert store._db.conn.total_changes == changes  # the reason is not written again
             assert store.rt_get("run-list") == first
         finally:
             await runtime.close()

@@ -37,11 +37,11 @@ def _threads(store: nd.SqliteSessionStore) -> dict[str, list[int]]:
     """The thread of every statement each of the store's two connections runs."""
     seen: dict[str, list[int]] = {"thread": [], "nowait": []}
     # BEGIN/COMMIT of a read snapshot are not store calls of their own: not counted
-    store._conn.set_trace_callback(
+    store._db.conn.set_trace_callback(
         lambda sql: sql in ("BEGIN", "COMMIT") or seen["thread"].append(threading.get_ident())
     )
-    assert store._nowait_conn is not None
-    store._nowait_conn.set_trace_callback(lambda _: seen["nowait"].append(threading.get_ident()))
+    assert store._db.nowait_conn is not None
+    store._db.nowait_conn.set_trace_callback(lambda _: seen["nowait"].append(threading.get_ident()))
     return seen
 
 

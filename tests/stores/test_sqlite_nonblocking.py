@@ -28,7 +28,7 @@ from nbdurable.durable._offload import offload
 from nbdurable.durable._transient import StoreRetry
 from nbdurable.events import TOOL_CALL
 from nbdurable.stores._check import check_store
-from nbdurable.stores.sqlite import _nowait as sqlite_nowait
+from nbdurable.stores.sqlite import _db as sqlite_nowait
 
 from . import loop_crash
 
@@ -45,9 +45,9 @@ def _size(path: str) -> int:
 def _trace(store: nd.SqliteSessionStore) -> dict[str, set[int]]:
     """Thread ids that ran statements on each of the store's two connections."""
     seen: dict[str, set[int]] = {"thread": set(), "nowait": set()}
-    store._conn.set_trace_callback(lambda _: seen["thread"].add(threading.get_ident()))
-    assert store._nowait_conn is not None
-    store._nowait_conn.set_trace_callback(lambda _: seen["nowait"].add(threading.get_ident()))
+    store._db.conn.set_trace_callback(lambda _: seen["thread"].add(threading.get_ident()))
+    assert store._db.nowait_conn is not None
+    store._db.nowait_conn.set_trace_callback(lambda _: seen["nowait"].add(threading.get_ident()))
     return seen
 
 
@@ -132,15 +132,15 @@ async def test_a_refused_write_on_the_loops_thread_is_the_same_typed_error(
     store.save(_checkpoint("before", 0))  # a running checkpoint: no WAL checkpoint follows
     copy = _checkpoint("after", 0)
     # only the connection that never waits refuses writes: the error can only come from it
-    assert store._nowait_conn is not None
-    store._nowait_conn.execute("PRAGMA query_only = 1")
+    assert store._db.nowait_conn is not None
+    store._db.nowait_conn.execute("PRAGMA query_only = 1")
     with pytest.raises(nd.StoreWriteError) as caught:
         await offload(store.save, copy)
     assert caught.value.reason == "readonly"
     with pytest.raises(nd.StoreWriteError):  # not transient: no retry, no fallback
         await StoreRetry(10_000).acall("save", store.save, copy)
     assert store.load("after") is None
-    store._nowait_conn.execute("PRAGMA query_only = 0")
+    store._db.nowait_conn.execute("PRAGMA query_only = 0")
     await offload(store.save, copy)
     loaded = store.load("after")
     assert loaded is not None and loaded.messages == copy.messages
@@ -182,8 +182,8 @@ async def test_wal_checkpoints_run_off_the_loop_and_keep_the_log_bounded(
     ceiling = _small_log(monkeypatch)
     db = tmp_path / "runs.db"
     store = nd.SqliteSessionStore(db)
-    assert store._nowait_conn is not None
-    for conn in (store._conn, store._nowait_conn):
+    assert store._db.nowait_conn is not None
+    for conn in (store._db.conn, store._db.nowait_conn):
         assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
     seen = _trace(store)
     big = "x" * 60_000
@@ -279,9 +279,9 @@ async def test_a_wal_checkpoint_in_progress_does_not_send_writes_off_the_loop(
     monkeypatch.setattr(sqlite_nowait, "_WAL_CEILING", 1 << 40)
     db = tmp_path / "runs.db"
     store = nd.SqliteSessionStore(db)
-    assert store._nowait_conn is not None
+    assert store._db.nowait_conn is not None
     writes: dict[str, list[int]] = {"thread": [], "nowait": []}
-    for name, conn in (("thread", store._conn), ("nowait", store._nowait_conn)):
+    for name, conn in (("thread", store._db.conn), ("nowait", store._db.nowait_conn)):
         conn.set_trace_callback(
             lambda sql, name=name: (
                 writes[name].append(threading.get_ident()) if sql.startswith("INSERT") else None
@@ -293,7 +293,7 @@ async def test_a_wal_checkpoint_in_progress_does_not_send_writes_off_the_loop(
     def checkpoints() -> None:
         nonlocal folded
         while not stop.is_set():
-            store._background_checkpoint()  # what a store thread runs, again and again
+            store._db.background_checkpoint()  # what a store thread runs, again and again
             folded += 1
 
     checkpointer = threading.Thread(target=checkpoints)
@@ -321,10 +321,10 @@ async def test_a_log_that_passive_checkpoints_cannot_restart_is_emptied_off_the_
     ceiling = _small_log(monkeypatch)
     db = tmp_path / "runs.db"
     store = nd.SqliteSessionStore(db)
-    assert store._nowait_conn is not None
+    assert store._db.nowait_conn is not None
     loop_thread = threading.get_ident()
     writes: dict[str, list[int]] = {"thread": [], "nowait": []}
-    for name, conn in (("thread", store._conn), ("nowait", store._nowait_conn)):
+    for name, conn in (("thread", store._db.conn), ("nowait", store._db.nowait_conn)):
         conn.set_trace_callback(
             lambda sql, name=name: (
                 writes[name].append(threading.get_ident()) if sql.startswith("INSERT") else None
@@ -334,7 +334,7 @@ async def test_a_log_that_passive_checkpoints_cannot_restart_is_emptied_off_the_
 
     def checkpoints() -> None:
         while not stop.is_set():
-            store._background_checkpoint()  # nearly always one in progress: no restart
+            store._db.background_checkpoint()  # nearly always one in progress: no restart
             time.sleep(0.001)
 
     checkpointer = threading.Thread(target=checkpoints)
@@ -370,22 +370,22 @@ async def test_a_fold_that_commits_outran_is_not_repeated_at_every_few_commits(
     db = tmp_path / "runs.db"
     store = nd.SqliteSessionStore(db)
     modes: list[str] = []
-    background = store._background_checkpoint
+    background = store._db.background_checkpoint
 
     def counted(empty: bool = False) -> None:
         modes.append("empty" if empty else "passive")
         time.sleep(0.005)  # a fold that takes a while, as a synced one does
         background(empty)
 
-    monkeypatch.setattr(store, "_background_checkpoint", counted)
-    truncate = store._truncate_checkpoint
+    monkeypatch.setattr(store._db, "background_checkpoint", counted)
+    truncate = store._db.truncate_checkpoint
     folds: list[int] = []
 
     def emptied() -> None:
         folds.append(1)
         truncate()
 
-    monkeypatch.setattr(store, "_truncate_checkpoint", emptied)
+    monkeypatch.setattr(store._db, "truncate_checkpoint", emptied)
     messages: tuple[nd.Message, ...] = (nd.user("start"),)
     for step in range(600):
         incompressible = os.urandom(4_000).hex()  # 8 KB
@@ -427,14 +427,14 @@ async def test_a_run_that_stops_during_a_fold_still_leaves_an_empty_log(
     db = tmp_path / "runs.db"
     store = nd.SqliteSessionStore(db)
     folding = threading.Event()
-    background = store._background_checkpoint
+    background = store._db.background_checkpoint
 
     def slow(empty: bool = False) -> None:
         folding.set()
         time.sleep(0.3)  # a fold that syncs a slow disk
         background(empty)
 
-    monkeypatch.setattr(store, "_background_checkpoint", slow)
+    monkeypatch.setattr(store._db, "background_checkpoint", slow)
     messages: tuple[nd.Message, ...] = (nd.user("start"),)
     step = 0
     while not folding.is_set():
@@ -485,13 +485,13 @@ async def test_a_run_that_stops_while_another_process_reads_keeps_its_log_and_ev
     try:
         assert reader.stdout.readline().strip() == "40"  # its read transaction is open
         folded = threading.Event()
-        background = store._background_checkpoint
+        background = store._db.background_checkpoint
 
         def watched(empty: bool = False) -> None:
             background(empty)
             folded.set()
 
-        monkeypatch.setattr(store, "_background_checkpoint", watched)
+        monkeypatch.setattr(store._db, "background_checkpoint", watched)
         done = _checkpoint("r", 40).model_copy(update={"status": "completed", "messages": messages})
         with Ticker() as ticker:
             await offload(store.save, done, extends=messages)

@@ -71,7 +71,7 @@ def _limit_pages(store: Any, pages: int) -> None:
     # SQLite's own limit on the file size, set on each of the store's connections
     # (the one for calls on a store thread, the one for calls that never wait):
     # the disk-full path (SQLITE_FULL) without needing a small file system.
-    for conn in (store._conn, store._nowait_conn):
+    for conn in (store._db.conn, store._db.nowait_conn):
         if conn is not None:
             conn.execute(f"PRAGMA max_page_count = {pages}")
 
@@ -81,7 +81,7 @@ async def test_sqlite_full_disk_is_a_typed_logged_error_and_the_run_resumes_afte
 ) -> None:
     url = f"sqlite:///{tmp_path}/runs.db"
     store = nd.open_store(url)
-    used = store._conn.execute("PRAGMA page_count").fetchone()[0]
+    used = store._db.conn.execute("PRAGMA page_count").fetchone()[0]
     _limit_pages(store, used + 12)
     ran: list[int] = []
     result = await _run(store, ran, deps)
@@ -106,7 +106,7 @@ async def test_sqlite_read_only_connection_is_a_typed_error(tmp_path: Path, deps
     url = f"sqlite:///{tmp_path}/runs.db"
     store = nd.open_store(url)
     await _run(store, [], deps, run_id="before")
-    store._conn.execute("PRAGMA query_only = 1")  # SQLite refuses every write: SQLITE_READONLY
+    store._db.conn.execute("PRAGMA query_only = 1")  # SQLite refuses every write: SQLITE_READONLY
     checkpoint = store.load("before")
     with pytest.raises(nd.StoreWriteError) as caught:
         store.save(checkpoint.model_copy(update={"run_id": "after", "step_id": "after#0"}))
@@ -136,10 +136,10 @@ async def test_runtime_on_a_full_store_refuses_submissions_and_leaves_runs_to_re
         store=store, agents=[agent], lease_ms=300, poll_interval=0.02
     ) as runtime:
         run = await runtime.submit("prober", "Probe everything.")
-        used = store._conn.execute("PRAGMA page_count").fetchone()[0]
+        used = store._db.conn.execute("PRAGMA page_count").fetchone()[0]
         _limit_pages(store, used + 12)
         deadline = asyncio.get_running_loop().time() + 20
-        while len(ran) < 3 or store._conn.execute("PRAGMA page_count").fetchone()[0] < used + 12:
+        while len(ran) < 3 or store._db.conn.execute("PRAGMA page_count").fetchone()[0] < used + 12:
             assert asyncio.get_running_loop().time() < deadline, "the store never filled up"
             await asyncio.sleep(0.02)
         with pytest.raises(nd.StoreWriteError):

@@ -51,7 +51,7 @@ def main() -> None:
         conn.execute("SELECT 1")  # the first statement after waking
 
     try:
-        store._rt_write(pause, exclusive=True)
+        store.run_records.write(pause, exclusive=True)
     except Exception as exc:
         print(f"woke to {type(exc).__name__} transient={is_transient(exc)}", flush=True)
     else:

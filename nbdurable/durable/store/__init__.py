@@ -10,7 +10,9 @@ members in ``capabilities``; each optional method is declared on its base with
 a default, so callers never probe a store for an attribute. The conformance
 suite in :mod:`nbdurable.testing` proves a store against what it declares.
 :class:`SessionStore` is the loop's minimum (``save`` and ``load``, sync or
-async): any object with those two methods checkpoints a loop run. A class that
+async): any object with those two methods checkpoints a loop run. A store
+composed from parts passes its run-record calls to one with
+:class:`DelegatingRunStore`. A class that
 cannot subclass a base (a proxy) may be registered as its virtual subclass
 (``RunStore.register(Proxy)``); it then inherits no default and answers every
 method itself.
@@ -31,12 +33,12 @@ from ._checkpoints import (
     maybe_await,
     supports,
 )
+from ._delegating import DelegatingRunStore
 from ._events import (
     EVENTS,
     Armed,
     EventLog,
     EventStore,
-    FencedEventStore,
     channel_of,
     notify,
     notify_all,
@@ -44,8 +46,15 @@ from ._events import (
     wait_for_events,
     watch,
 )
-from ._prune import PrunedRun, PruneReport, prunable_runs, prune_runs, top_run_id
-from ._runs import COMMIT_CHANGES, RunStore, RuntimeStore, check_commit
+from ._prune import PrunedRun, PruneReport, prune_runs
+from ._runs import (
+    COMMIT_CHANGES,
+    RunStore,
+    RuntimeStore,
+    admitted,
+    check_commit,
+    repeated_submission,
+)
 
 __all__ = [
     "COMMIT_CHANGES",
@@ -59,26 +68,26 @@ __all__ = [
     "VERSIONED_SCHEMA",
     "Armed",
     "Capability",
+    "DelegatingRunStore",
     "DurableSession",
     "EventLog",
     "EventStore",
-    "FencedEventStore",
     "HistoryStore",
     "PruneReport",
     "PrunedRun",
     "RunStore",
     "RuntimeStore",
     "SessionStore",
+    "admitted",
     "channel_of",
     "check_commit",
     "maybe_await",
     "notify",
     "notify_all",
-    "prunable_runs",
     "prune_runs",
     "refuse_fence",
+    "repeated_submission",
     "supports",
-    "top_run_id",
     "wait_for_events",
     "watch",
 ]

@@ -20,7 +20,6 @@ __all__ = [
     "Armed",
     "EventLog",
     "EventStore",
-    "FencedEventStore",
     "channel_of",
     "notify",
     "notify_all",
@@ -98,9 +97,6 @@ class EventLog(ABC):
 
 EventStore = EventLog
 """The former name of :class:`EventLog` (sync and async stores alike are one now)."""
-
-FencedEventStore = EventLog
-"""The former name of an :class:`EventLog` whose appends take a fence."""
 
 
 def refuse_fence(fence: int | None) -> None:

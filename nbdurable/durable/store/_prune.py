@@ -20,7 +20,7 @@ from ...runs import TERMINAL_STATES, RuntimeRun
 if TYPE_CHECKING:
     from ._checkpoints import HistoryStore
 
-__all__ = ["PruneReport", "PrunedRun", "prune_runs", "prunable_runs", "top_run_id"]
+__all__ = ["PruneReport", "PrunedRun", "prune_runs"]
 
 
 @dataclass(frozen=True)

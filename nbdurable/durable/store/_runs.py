@@ -2,18 +2,37 @@
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..._errors import ConfigurationError
-from ...runs import LateResult, RunPatch, RuntimeRun, Served, ToolIntent, Verdict
+from ..._errors import ConfigurationError, DurableConflictError, LimitExceededError
+from ...runs import (
+    LateResult,
+    RunPatch,
+    RuntimeRun,
+    Served,
+    ToolIntent,
+    Verdict,
+    claim_notices,
+    next_state,
+    with_grant_change,
+    with_late_result,
+)
 from .._transient import bounded_wait
 
 if TYPE_CHECKING:
     from ...events._model import Event, NewEvent
 
-__all__ = ["COMMIT_CHANGES", "RunStore", "RuntimeStore", "check_commit"]
+__all__ = [
+    "COMMIT_CHANGES",
+    "RunStore",
+    "RuntimeStore",
+    "admitted",
+    "check_commit",
+    "repeated_submission",
+]
 
 COMMIT_CHANGES = frozenset({"operations", "model_attempts", "updated_at"})
 """The record fields :meth:`RunStore.rt_commit` may change: counters, never the run's state."""
@@ -25,7 +44,9 @@ class RunStore(ABC):
     Every method that changes a run takes the caller's ``fence`` when the caller
     executes the run; a stale fence raises :class:`~nbdurable.FencedOutError` and changes
     nothing. All methods are synchronous (the SQL stores are quick, local).
-    :meth:`rt_commit` and :meth:`ping` are optional, with defaults.
+    :meth:`rt_commit` and :meth:`ping` are optional, with defaults; the conditional
+    changes (verdicts, notices, grants, late results) are written through
+    :meth:`rt_change`.
     """
 
     @abstractmethod
@@ -151,13 +172,29 @@ class RunStore(ABC):
         """The journaled model response of a step, if any."""
         ...
 
-    @abstractmethod
-    def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
-        """Record one verdict, conditionally, in one transaction.
+    def rt_change(
+        self, run_id: str, rule: Callable[[RuntimeRun], RuntimeRun | None]
+    ) -> tuple[RuntimeRun, bool]:
+        """Apply ``rule`` to a run's record in one transaction, around its read and write.
 
-        The store applies :meth:`~nbdurable.runs.Verdict.decide` (the one
-        rule: what may be decided, which verdict wins, the record it leaves)
-        inside it, around the read and the write; nothing else.
+        The one write behind :meth:`rt_verdict`, :meth:`rt_claim_notices`,
+        :meth:`rt_grants` and :meth:`rt_late_result`: ``rule`` is one of the pure
+        rules of :mod:`nbdurable.runs`, given the record as stored; the record it
+        returns is written, None leaves it as it is. Not fenced. A store
+        implements this, or those four methods (the default raises).
+
+        Returns:
+            The record as it is now, and whether ``rule`` changed it.
+
+        Raises:
+            RunNotFoundError: No such run.
+            Exception: Whatever ``rule`` raised (nothing is written then).
+        """
+        raise ConfigurationError(f"{type(self).__name__} does not change records by a rule")
+
+    def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
+        """Record one verdict by :meth:`~nbdurable.runs.Verdict.decide` (:meth:`rt_change`).
+
         Returns ``(run, True)`` when the verdict was recorded, ``(run, False)``
         when that same verdict was recorded before (a retry: nothing changes).
 
@@ -165,49 +202,50 @@ class RunStore(ABC):
             ApprovalNotPendingError: Another verdict won, or the run no longer waits.
             RunNotFoundError: No such run.
         """
-        ...
+        return self.rt_change(run_id, lambda run: verdict.decide(run, now))
 
-    @abstractmethod
     def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> list[str]:
-        """Claim notifications of a run, conditionally, in one transaction.
+        """Claim notifications by :func:`~nbdurable.runs.claim_notices` (:meth:`rt_change`).
 
-        The store applies :func:`~nbdurable.runs.claim_notices`
-        inside it. Returns the keys this call claimed (those no one claimed
-        before); the caller, and no other process, sends them.
+        Returns the keys this call claimed (those no one claimed before); the
+        caller, and no other process, sends them.
 
         Raises:
             RunNotFoundError: No such run.
         """
-        ...
+        claimed: list[str] = []
 
-    @abstractmethod
+        def rule(run: RuntimeRun) -> RuntimeRun | None:
+            updated, claimed[:] = claim_notices(run, keys)
+            return updated
+
+        self.rt_change(run_id, rule)
+        return claimed
+
     def rt_grants(
         self, run_id: str, *, add: str | None = None, revoke: str | None = None, now: int
     ) -> RuntimeRun:
-        """Add a grant token or revoke a grant id, in one transaction.
+        """Add or revoke a grant by :func:`~nbdurable.runs.with_grant_change` (:meth:`rt_change`).
 
-        The store applies :func:`~nbdurable.runs.with_grant_change`
-        inside it, so concurrent grants and revocations all land. Not fenced:
-        any process may grant or revoke while another owns the run.
+        Concurrent grants and revocations all land. Not fenced: any process may
+        grant or revoke while another owns the run.
 
         Raises:
             RunNotFoundError: No such run.
         """
-        ...
+        change = functools.partial(with_grant_change, add=add, revoke=revoke, now=now)
+        return self.rt_change(run_id, change)[0]
 
-    @abstractmethod
     def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
-        """Add a late result to the run's record, in one transaction.
+        """Add a late result by :func:`~nbdurable.runs.with_late_result` (:meth:`rt_change`).
 
-        The store applies :func:`~nbdurable.runs.with_late_result`
-        inside it. Not fenced, by design: the owner that lost the run writes it,
-        and nothing but ``late_results`` (and ``updated_at``) changes. Adding the
-        same one again (same call, same fence) is a no-op.
+        Not fenced, by design: the owner that lost the run writes it, and only
+        ``late_results`` (and ``updated_at``) change. The same one again is a no-op.
 
         Raises:
             RunNotFoundError: No such run.
         """
-        ...
+        return self.rt_change(run_id, lambda run: with_late_result(run, late, now=now))[0]
 
     def rt_commit(
         self,
@@ -272,3 +310,48 @@ def check_commit(changes: RunPatch | None) -> None:
     extra = sorted((changes.fields_set if changes else frozenset()) - COMMIT_CHANGES)
     if extra:
         raise ConfigurationError(f"rt_commit cannot change {', '.join(extra)}")
+
+
+def repeated_submission(original: RuntimeRun, run: RuntimeRun) -> tuple[RuntimeRun, bool]:
+    """:meth:`RunStore.rt_insert`'s answer to a request id submitted again: ``(original, False)``.
+
+    Raises:
+        DurableConflictError: The request id was used for a different submission.
+    """
+    if original.prompt != run.prompt or original.agent_id != run.agent_id:
+        raise DurableConflictError(
+            f"request id {run.request_id!r} was used for a different submission"
+        )
+    return original, False
+
+
+def admitted(
+    run: RuntimeRun,
+    *,
+    seq: int,
+    pending: int,
+    max_pending: int,
+    busy: bool,
+    enqueue: bool,
+    taken: bool,
+) -> RuntimeRun:
+    """``run`` as :meth:`RunStore.rt_insert` stores it (``seq``; queued when ``busy``), if it may.
+
+    ``pending`` counts the unfinished runs of its kind, ``busy`` says its session
+    has one, ``taken`` that its run id exists: what the store read in its transaction.
+
+    Raises:
+        LimitExceededError: ``max_pending`` unfinished runs of its kind exist already.
+        DurableConflictError: The session is busy and not ``enqueue``, or the run id is taken.
+    """
+    if pending >= max_pending:
+        limit = "max_pending_tasks" if run.kind == "task" else "max_pending_runs"
+        raise LimitExceededError(limit, pending + 1, max_pending)
+    if busy and not enqueue:
+        raise DurableConflictError(
+            f"session {run.session_id!r} has an unfinished run; pass enqueue=True "
+            "to queue this one behind it"
+        )
+    if taken:
+        raise DurableConflictError(f"run id {run.run_id!r} exists already")
+    return RunPatch(seq=seq, state=next_state(busy)).apply(run)

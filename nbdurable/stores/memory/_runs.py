@@ -4,70 +4,55 @@ from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
+from ...durable.store import RunStore, admitted, repeated_submission
 from ...runs import (
     TERMINAL_STATES,
     UNFINISHED_STATES,
-    LateResult,
     RunPatch,
     RuntimeRun,
     Served,
     ToolIntent,
-    Verdict,
     after_finish,
     claim,
-    claim_notices,
     claimable,
-    next_state,
     served,
     unclaimable_by_definition,
-    with_grant_change,
-    with_late_result,
 )
 
-__all__ = ["MemoryRuntimeTables"]
+__all__ = ["MemoryRunRecords"]
 
 
-class MemoryRuntimeTables:
-    """Run records, intents and the model journal, kept in process memory."""
+class MemoryRunRecords(RunStore):
+    """The in-memory store's run records (methods as :class:`~nbdurable.durable.store.RunStore`)."""
 
     def __init__(self) -> None:
         self._rt_runs: dict[str, RuntimeRun] = {}
         self._rt_requests: dict[str, str] = {}
         self._rt_intents: dict[str, dict[str, ToolIntent]] = {}
         self._rt_journal: dict[tuple[str, int], str] = {}
-        self._rt_lock = threading.RLock()
+        self.lock = threading.RLock()
         self._rt_seq = 0
 
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int
     ) -> tuple[RuntimeRun, bool]:
-        """Insert a submitted run (see :class:`~nbdurable.durable.store.RunStore`)."""
-        with self._rt_lock:
+        with self.lock:
             if run.request_id is not None and run.request_id in self._rt_requests:
-                original = self._rt_runs[self._rt_requests[run.request_id]]
-                if original.prompt != run.prompt or original.agent_id != run.agent_id:
-                    raise DurableConflictError(
-                        f"request id {run.request_id!r} was used for a different submission"
-                    )
-                return original, False
+                return repeated_submission(self._rt_runs[self._rt_requests[run.request_id]], run)
             unfinished = [r for r in self._rt_runs.values() if r.state in UNFINISHED_STATES]
-            count = sum(r.kind == run.kind for r in unfinished)
-            if count >= max_pending:
-                limit = "max_pending_tasks" if run.kind == "task" else "max_pending_runs"
-                raise LimitExceededError(limit, count + 1, max_pending)
-            busy = any(r.session_id == run.session_id for r in unfinished)
-            if busy and not enqueue:
-                raise DurableConflictError(
-                    f"session {run.session_id!r} has an unfinished run; pass enqueue=True "
-                    "to queue this one behind it"
-                )
-            if run.run_id in self._rt_runs:
-                raise DurableConflictError(f"run id {run.run_id!r} exists already")
-            self._rt_seq += 1
-            stored = RunPatch(seq=self._rt_seq, state=next_state(busy)).apply(run)
+            stored = admitted(
+                run,
+                seq=self._rt_seq + 1,
+                pending=sum(r.kind == run.kind for r in unfinished),
+                max_pending=max_pending,
+                busy=any(r.session_id == run.session_id for r in unfinished),
+                enqueue=enqueue,
+                taken=run.run_id in self._rt_runs,
+            )
+            self._rt_seq = stored.seq
             self._rt_runs[run.run_id] = stored
             if run.request_id is not None:
                 self._rt_requests[run.request_id] = run.run_id
@@ -76,8 +61,7 @@ class MemoryRuntimeTables:
     def rt_insert_many(
         self, runs: Sequence[RuntimeRun], *, max_pending: int
     ) -> builtins.list[RuntimeRun]:
-        """Insert a batch of new runs at once, states as given (a graph's nodes)."""
-        with self._rt_lock:
+        with self.lock:
             count = sum(
                 r.kind == "agent" and r.state in UNFINISHED_STATES for r in self._rt_runs.values()
             )
@@ -95,25 +79,21 @@ class MemoryRuntimeTables:
             return stored
 
     def rt_get(self, run_id: str) -> RuntimeRun | None:
-        """The record of a run, or None."""
-        with self._rt_lock:
+        with self.lock:
             return self._rt_runs.get(run_id)
 
     def rt_graph(self, graph_id: str) -> builtins.list[RuntimeRun]:
-        """The runs of a graph, in submission order."""
-        with self._rt_lock:
+        with self.lock:
             runs = [r for r in self._rt_runs.values() if r.graph_id == graph_id]
         return sorted(runs, key=lambda r: r.seq)
 
     def rt_list(self, states: Sequence[str] | None = None) -> builtins.list[RuntimeRun]:
-        """Records in submission order, optionally filtered by state."""
-        with self._rt_lock:
+        with self.lock:
             runs = sorted(self._rt_runs.values(), key=lambda r: r.seq)
         return [r for r in runs if states is None or r.state in states]
 
     def rt_session(self, session_id: str, states: Sequence[str]) -> builtins.list[RuntimeRun]:
-        """One session's records in ``states``, in submission order."""
-        with self._rt_lock:
+        with self.lock:
             runs = [
                 r
                 for r in self._rt_runs.values()
@@ -122,8 +102,7 @@ class MemoryRuntimeTables:
         return sorted(runs, key=lambda r: r.seq)
 
     def rt_update(self, run_id: str, patch: RunPatch, *, fence: int | None = None) -> RuntimeRun:
-        """Apply ``patch`` to a run record, fenced; promote the session's next run on finish."""
-        with self._rt_lock:
+        with self.lock:
             current = self._rt_runs.get(run_id)
             if current is None:
                 raise RunNotFoundError(run_id)
@@ -148,54 +127,19 @@ class MemoryRuntimeTables:
                     self._rt_runs[run.run_id] = run
             return updated
 
-    def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
-        """Record one verdict if the run still waits for it (see :meth:`Verdict.decide`)."""
-        with self._rt_lock:
+    def rt_change(
+        self, run_id: str, rule: Callable[[RuntimeRun], RuntimeRun | None]
+    ) -> tuple[RuntimeRun, bool]:
+        """Apply ``rule`` to the record under the lock (``RunStore.rt_change``)."""
+        with self.lock:
             current = self._rt_runs.get(run_id)
             if current is None:
                 raise RunNotFoundError(run_id)
-            updated = verdict.decide(current, now)
+            updated = rule(current)
             if updated is None:
                 return current, False
             self._rt_runs[run_id] = updated
             return updated, True
-
-    def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> builtins.list[str]:
-        """Claim notifications of a run (see :func:`claim_notices`)."""
-        with self._rt_lock:
-            current = self._rt_runs.get(run_id)
-            if current is None:
-                raise RunNotFoundError(run_id)
-            updated, claimed = claim_notices(current, keys)
-            if updated is not None:
-                self._rt_runs[run_id] = updated
-            return claimed
-
-    def rt_grants(
-        self, run_id: str, *, add: str | None = None, revoke: str | None = None, now: int
-    ) -> RuntimeRun:
-        """Add a grant token or revoke a grant id, under the store's lock."""
-        with self._rt_lock:
-            current = self._rt_runs.get(run_id)
-            if current is None:
-                raise RunNotFoundError(run_id)
-            updated = with_grant_change(current, add=add, revoke=revoke, now=now)
-            if updated is None:
-                return current
-            self._rt_runs[run_id] = updated
-            return updated
-
-    def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
-        """Add a late result (not fenced: only ``late_results`` changes), under the lock."""
-        with self._rt_lock:
-            current = self._rt_runs.get(run_id)
-            if current is None:
-                raise RunNotFoundError(run_id)
-            updated = with_late_result(current, late, now=now)
-            if updated is None:
-                return current
-            self._rt_runs[run_id] = updated
-            return updated
 
     def rt_claim(
         self,
@@ -207,7 +151,7 @@ class MemoryRuntimeTables:
     ) -> RuntimeRun | None:
         """Take the next eligible run: the oldest unfinished of its session, agent known."""
         allowed = served(agents)
-        with self._rt_lock:
+        with self.lock:
             heads: dict[str, RuntimeRun] = {}
             for run in sorted(self._rt_runs.values(), key=lambda r: r.seq):
                 if run.state in UNFINISHED_STATES and run.session_id not in heads:
@@ -229,7 +173,7 @@ class MemoryRuntimeTables:
         ``lease_ms`` is not used: the store has no clock of its own, so ``until``
         (the caller's clock) holds.
         """
-        with self._rt_lock:
+        with self.lock:
             run = self._rt_runs.get(run_id)
             if run is None or run.fence != fence or run.lease_owner != owner:
                 return False
@@ -238,35 +182,31 @@ class MemoryRuntimeTables:
 
     def rt_check_fence(self, run_id: str, fence: int) -> None:
         """Raise :class:`FencedOutError` unless ``fence`` is the run's current one."""
-        with self._rt_lock:
+        with self.lock:
             run = self._rt_runs.get(run_id)
             if run is not None and run.fence != fence:
                 raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
 
     def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:
-        """Write or complete a tool intent."""
-        with self._rt_lock:
+        with self.lock:
             self.rt_check_fence(intent.run_id, fence)
             self._rt_intents.setdefault(intent.run_id, {})[intent.tool_call_id] = intent
 
     def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
-        """A run's tool intents."""
-        with self._rt_lock:
+        with self.lock:
             return builtins.list(self._rt_intents.get(run_id, {}).values())
 
     def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
-        """Record a step's completed model response."""
-        with self._rt_lock:
+        with self.lock:
             self.rt_check_fence(run_id, fence)
             self._rt_journal[(run_id, step_index)] = response
 
     def rt_journaled(self, run_id: str, step_index: int) -> str | None:
-        """A step's journaled model response."""
-        with self._rt_lock:
+        with self.lock:
             return self._rt_journal.get((run_id, step_index))
 
-    def _rt_forget(self, run_id: str) -> None:
-        with self._rt_lock:
+    def forget(self, run_id: str) -> None:
+        with self.lock:
             run = self._rt_runs.pop(run_id, None)
             if run is not None and run.request_id is not None:
                 self._rt_requests.pop(run.request_id, None)

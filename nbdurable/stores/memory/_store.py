@@ -12,19 +12,19 @@ from ...durable._checkpoint import AgentCheckpoint, CheckpointInfo
 from ...durable._records import RunRecord
 from ...durable.store import (
     Capability,
+    DelegatingRunStore,
     EventLog,
     HistoryStore,
-    RunStore,
     check_commit,
 )
 from ...events._model import Event, NewEvent, numbered
 from ...runs import RunPatch, RuntimeRun, ToolIntent
-from ._runs import MemoryRuntimeTables
+from ._runs import MemoryRunRecords
 
 __all__ = ["InMemorySessionStore"]
 
 
-class InMemorySessionStore(MemoryRuntimeTables, HistoryStore, RunStore, EventLog):
+class InMemorySessionStore(HistoryStore, DelegatingRunStore, EventLog):
     """Keeps every checkpoint of every run in process memory.
 
     ``load(run_id)`` returns the latest save (the reference semantics);
@@ -38,7 +38,7 @@ class InMemorySessionStore(MemoryRuntimeTables, HistoryStore, RunStore, EventLog
     )
 
     def __init__(self) -> None:
-        super().__init__()
+        self.run_records: MemoryRunRecords = MemoryRunRecords()
         self._runs: dict[str, list[AgentCheckpoint]] = {}
         self._events: dict[str, list[Event]] = {}
         self._lock = threading.Lock()
@@ -54,9 +54,9 @@ class InMemorySessionStore(MemoryRuntimeTables, HistoryStore, RunStore, EventLog
         self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent], *, fence: int | None = None
     ) -> builtins.list[Event]:
         """Save a checkpoint and append events at once (fenced when ``fence`` is given)."""
-        with self._rt_lock, self._lock:
+        with self.run_records.lock, self._lock:
             if fence is not None:
-                self.rt_check_fence(checkpoint.run_id, fence)
+                self.run_records.rt_check_fence(checkpoint.run_id, fence)
             self._runs.setdefault(checkpoint.run_id, []).append(checkpoint)
             return self._append(checkpoint.run_id, events)
 
@@ -64,9 +64,9 @@ class InMemorySessionStore(MemoryRuntimeTables, HistoryStore, RunStore, EventLog
         self, run_id: str, events: Sequence[NewEvent], *, fence: int | None = None
     ) -> builtins.list[Event]:
         """Append events to a run's log; offsets continue from the last one."""
-        with self._rt_lock, self._lock:
+        with self.run_records.lock, self._lock:
             if fence is not None:
-                self.rt_check_fence(run_id, fence)
+                self.run_records.rt_check_fence(run_id, fence)
             return self._append(run_id, events)
 
     def rt_commit(
@@ -81,8 +81,8 @@ class InMemorySessionStore(MemoryRuntimeTables, HistoryStore, RunStore, EventLog
     ) -> tuple[builtins.list[Event], RuntimeRun | None]:
         """Several writes of a run's owner at once (see :meth:`RunStore.rt_commit`)."""
         check_commit(changes)
-        with self._rt_lock, self._lock:
-            self.rt_check_fence(run_id, fence)
+        with self.run_records.lock, self._lock:
+            self.run_records.rt_check_fence(run_id, fence)
             if changes and self.rt_get(run_id) is None:
                 raise RunNotFoundError(run_id)
             # Nothing below can fail now: the writes land together.
@@ -148,7 +148,7 @@ class InMemorySessionStore(MemoryRuntimeTables, HistoryStore, RunStore, EventLog
         with self._lock:
             self._runs.pop(run_id, None)
             self._events.pop(run_id, None)
-        self._rt_forget(run_id)
+        self.run_records.forget(run_id)
 
     def close(self) -> None:
         """Nothing to release; present so every bundled store can be closed alike."""

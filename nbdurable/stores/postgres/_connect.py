@@ -1,4 +1,4 @@
-"""Reaching the PostgreSQL server: the driver, the DSN, the pool, transactions.
+"""Reaching the PostgreSQL server: the driver, the DSN, the pool (transactions: :mod:`._db`).
 
 psycopg is imported when a store is created (:func:`driver`), not when this
 module is.
@@ -10,9 +10,9 @@ import functools
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, nullcontext, suppress
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Mapping
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..._errors import ConfigurationError
@@ -32,11 +32,8 @@ __all__ = [
     "ping_pool",
     "Prober",
     "split_schema",
-    "transact",
-    "transaction",
 ]
 
-T = TypeVar("T")
 
 _EXTRA = "nbdurable[postgres]"
 _CHANNEL_PREFIX = "nbdurable_events:"
@@ -297,44 +294,3 @@ def describe(psycopg: Any, conninfo: str) -> str:
     host = params.get("host") or "localhost"
     port = f":{params['port']}" if params.get("port") else ""
     return f"postgresql://{host}{port}/{params.get('dbname') or ''}"
-
-
-@contextmanager
-def transaction(
-    conn: Connection[tuple[Any, ...]], *, pipelined: bool, begin: str = "BEGIN"
-) -> Iterator[None]:
-    """One transaction on ``conn``, in one round trip when ``pipelined``; rolled back on error."""
-    # BEGIN and COMMIT are sent as statements in the pipeline (psycopg's
-    # conn.transaction() waits for the server at both ends), so the whole
-    # transaction costs one round trip; results are read after it.
-    try:
-        with conn.pipeline() if pipelined else nullcontext():
-            conn.execute(begin)
-            yield
-            conn.execute("COMMIT")
-    except BaseException:
-        with suppress(Exception):  # a broken connection: the pool drops it
-            conn.rollback()
-        raise
-
-
-def transact(
-    pool: ConnectionPool[Connection[tuple[Any, ...]]],
-    work: Callable[[Connection[tuple[Any, ...]]], T],
-    attempts: int = 5,
-) -> T:
-    """Run ``work`` on a pooled connection; again after a deadlock or serialization failure."""
-    # Saves and deletes take their locks in one order, so a deadlock or a
-    # serialization failure should not happen; retry one anyway, since the
-    # transaction rolled back whole.
-    from psycopg.errors import TransactionRollback
-
-    for attempt in range(attempts):
-        try:
-            with pool.connection() as conn:
-                return work(conn)
-        except TransactionRollback:
-            if attempt == attempts - 1:
-                raise
-            time.sleep(0.01 * (attempt + 1))
-    raise AssertionError("unreachable")  # pragma: no cover

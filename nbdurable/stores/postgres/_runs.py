@@ -22,41 +22,36 @@ from __future__ import annotations
 import builtins
 import functools
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..._errors import DurableConflictError, FencedOutError, LimitExceededError, RunNotFoundError
 from ...durable._stored import validate_stored
+from ...durable.store import RunStore, admitted, repeated_submission
 from ...runs import (
     ACTIVE_STATES,
     TERMINAL_STATES,
     UNFINISHED_STATES,
-    LateResult,
     RunPatch,
     RuntimeRun,
     Served,
     ToolIntent,
-    Verdict,
     after_finish,
     claim,
-    claim_notices,
     claimable,
-    next_state,
     served,
     unclaimable_by_definition,
-    with_grant_change,
-    with_late_result,
 )
 from .._rows import runtime_row
 from ._connect import ping_pool
 
 if TYPE_CHECKING:
     from psycopg import Connection
-    from psycopg_pool import ConnectionPool
 
-__all__ = ["RUNTIME_MIGRATION", "RUNTIME_MIGRATION_V4", "PostgresRuntimeTables"]
+    from ._db import PostgresDb
+
+__all__ = ["RUNTIME_MIGRATION", "RUNTIME_MIGRATION_V4", "PostgresRunRecords"]
 
 T = TypeVar("T")
 
@@ -207,35 +202,30 @@ def _record(text: str) -> RuntimeRun:
     return validate_stored(RuntimeRun, text)
 
 
-class PostgresRuntimeTables:
-    """Mixed into :class:`~nbdurable.stores.postgres.PostgresSessionStore`."""
+class PostgresRunRecords(RunStore):
+    """The run-record part of :class:`~nbdurable.stores.postgres.PostgresSessionStore`.
 
-    # Provided by the store: its schema, its channel, its pool and its retrying transaction.
-    schema: str
-    notify_channel: str
-    _pool: ConnectionPool[Connection[tuple[Any, ...]]]
-    _transact: Any
+    Its methods do what :class:`~nbdurable.durable.store.RunStore` says.
 
-    @property
-    def _rq(self) -> _Statements:
-        return _statements(self.schema)
+    Args:
+        db: The schema's connection, shared with the store's other parts.
+    """
 
-    @contextmanager
-    def _rt_transaction(
-        self, conn: Connection[tuple[Any, ...]], *, exclusive: bool
-    ) -> Iterator[Connection[tuple[Any, ...]]]:
-        with conn.transaction():
-            if exclusive:
-                conn.execute(self._rq.lock, (_runtime_key(self.schema),))
-            yield conn
+    def __init__(self, db: PostgresDb) -> None:
+        self._db = db
+        self._rq = _statements(db.schema)
+        self._key = _runtime_key(db.schema)
 
-    def _rt_write(self, work: Callable[[Connection[tuple[Any, ...]]], T], exclusive: bool) -> T:
+    def write(self, work: Callable[[Connection[tuple[Any, ...]]], T], exclusive: bool) -> T:
+        """``work`` in one transaction; ``exclusive``: under the schema's runtime advisory lock."""
+
         def run(conn: Connection[tuple[Any, ...]]) -> T:
-            with self._rt_transaction(conn, exclusive=exclusive):
+            with conn.transaction():
+                if exclusive:
+                    conn.execute(self._rq.lock, (self._key,))
                 return work(conn)
 
-        result: T = self._transact(run)
-        return result
+        return self._db.transact(run)
 
     def _rt_put(self, conn: Connection[tuple[Any, ...]], run: RuntimeRun) -> None:
         conn.execute(self._rq.put, runtime_row(run))
@@ -243,7 +233,6 @@ class PostgresRuntimeTables:
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int
     ) -> tuple[RuntimeRun, bool]:
-        """Insert a submitted run (see :class:`~nbdurable.durable.store.RunStore`)."""
 
         def insert(conn: Connection[tuple[Any, ...]]) -> tuple[RuntimeRun, bool]:
             facts = conn.execute(
@@ -258,32 +247,24 @@ class PostgresRuntimeTables:
             assert facts is not None  # a SELECT without FROM returns one row
             found, pending, busy, taken, last_seq = facts
             if run.request_id is not None and found is not None:
-                original = _record(found)
-                if original.prompt != run.prompt or original.agent_id != run.agent_id:
-                    raise DurableConflictError(
-                        f"request id {run.request_id!r} was used for a different submission"
-                    )
-                return original, False
-            if pending >= max_pending:
-                limit = "max_pending_tasks" if run.kind == "task" else "max_pending_runs"
-                raise LimitExceededError(limit, pending + 1, max_pending)
-            if busy and not enqueue:
-                raise DurableConflictError(
-                    f"session {run.session_id!r} has an unfinished run; pass enqueue=True "
-                    "to queue this one behind it"
-                )
-            if taken:
-                raise DurableConflictError(f"run id {run.run_id!r} exists already")
-            stored = RunPatch(seq=int(last_seq) + 1, state=next_state(busy)).apply(run)
+                return repeated_submission(_record(found), run)
+            stored = admitted(
+                run,
+                seq=int(last_seq) + 1,
+                pending=pending,
+                max_pending=max_pending,
+                busy=busy,
+                enqueue=enqueue,
+                taken=taken,
+            )
             self._rt_put(conn, stored)
             return stored, True
 
-        return self._rt_write(insert, exclusive=True)
+        return self.write(insert, exclusive=True)
 
     def rt_insert_many(
         self, runs: Sequence[RuntimeRun], *, max_pending: int
     ) -> builtins.list[RuntimeRun]:
-        """Insert a batch of new runs at once, states as given (a graph's nodes)."""
 
         def insert(conn: Connection[tuple[Any, ...]]) -> builtins.list[RuntimeRun]:
             found = conn.execute(self._rq.count_kind, ("agent",)).fetchone()
@@ -302,17 +283,15 @@ class PostgresRuntimeTables:
                 self._rt_put(conn, stored[-1])
             return stored
 
-        return self._rt_write(insert, exclusive=True)
+        return self.write(insert, exclusive=True)
 
     def rt_graph(self, graph_id: str) -> builtins.list[RuntimeRun]:
-        """The runs of a graph, in submission order."""
-        with self._pool.connection() as conn:
+        with self._db.pool.connection() as conn:
             rows = conn.execute(self._rq.graph, (graph_id,)).fetchall()
         return [_record(text) for (text,) in rows]
 
     def rt_get(self, run_id: str) -> RuntimeRun | None:
-        """The record of a run, or None."""
-        with self._pool.connection() as conn:
+        with self._db.pool.connection() as conn:
             found = conn.execute(self._rq.get, (run_id,)).fetchone()
         return None if found is None else _record(found[0])
 
@@ -326,11 +305,10 @@ class PostgresRuntimeTables:
             TimeoutError: The previous probe has not returned.
             psycopg.OperationalError: The server cannot be reached.
         """
-        ping_pool(self._pool, self._rq.get, ("nbdurable-readyz",), timeout)
+        ping_pool(self._db.pool, self._rq.get, ("nbdurable-readyz",), timeout)
 
     def rt_list(self, states: Sequence[str] | None = None) -> builtins.list[RuntimeRun]:
-        """Records in submission order, optionally filtered by state."""
-        with self._pool.connection() as conn:
+        with self._db.pool.connection() as conn:
             if states is None:
                 rows = conn.execute(self._rq.list_all).fetchall()
             else:
@@ -338,15 +316,13 @@ class PostgresRuntimeTables:
         return [_record(text) for (text,) in rows]
 
     def rt_session(self, session_id: str, states: Sequence[str]) -> builtins.list[RuntimeRun]:
-        """One session's records in ``states``, in submission order."""
-        with self._pool.connection() as conn:
+        with self._db.pool.connection() as conn:
             rows = conn.execute(
                 self._rq.session_states, (session_id, builtins.list(states))
             ).fetchall()
         return [_record(text) for (text,) in rows]
 
     def rt_update(self, run_id: str, patch: RunPatch, *, fence: int | None = None) -> RuntimeRun:
-        """Apply ``patch``, fenced; promote the session's next run when this one finishes."""
 
         def update(conn: Connection[tuple[Any, ...]]) -> RuntimeRun:
             found = conn.execute(self._rq.get_for_update, (run_id,)).fetchone()
@@ -370,74 +346,28 @@ class PostgresRuntimeTables:
                 # A state change's events are appended before its record: this
                 # notification tells other processes' record mirrors to read it again.
                 notice = run_id if len(run_id.encode()) < 8000 else ""
-                conn.execute(self._rq.announce, (self.notify_channel, notice))
+                conn.execute(self._rq.announce, (self._db.notify_channel, notice))
             return updated
 
-        return self._rt_write(update, exclusive=True)
+        return self.write(update, exclusive=True)
 
-    def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
-        """Record one verdict if the run still waits for it: the row read ``FOR UPDATE``."""
+    def rt_change(
+        self, run_id: str, rule: Callable[[RuntimeRun], RuntimeRun | None]
+    ) -> tuple[RuntimeRun, bool]:
+        """Apply ``rule`` to the record, the row read ``FOR UPDATE`` (``RunStore.rt_change``)."""
 
-        def record(conn: Connection[tuple[Any, ...]]) -> tuple[RuntimeRun, bool]:
+        def change(conn: Connection[tuple[Any, ...]]) -> tuple[RuntimeRun, bool]:
             found = conn.execute(self._rq.get_for_update, (run_id,)).fetchone()
             if found is None:
                 raise RunNotFoundError(run_id)
             current = _record(found[0])
-            updated = verdict.decide(current, now)
+            updated = rule(current)
             if updated is None:
                 return current, False
             self._rt_put(conn, updated)
             return updated, True
 
-        return self._rt_write(record, exclusive=True)
-
-    def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> builtins.list[str]:
-        """Claim notifications of a run: the row read ``FOR UPDATE``."""
-
-        def record(conn: Connection[tuple[Any, ...]]) -> builtins.list[str]:
-            found = conn.execute(self._rq.get_for_update, (run_id,)).fetchone()
-            if found is None:
-                raise RunNotFoundError(run_id)
-            updated, claimed = claim_notices(_record(found[0]), keys)
-            if updated is not None:
-                self._rt_put(conn, updated)
-            return claimed
-
-        return self._rt_write(record, exclusive=True)
-
-    def rt_grants(
-        self, run_id: str, *, add: str | None = None, revoke: str | None = None, now: int
-    ) -> RuntimeRun:
-        """Add a grant token or revoke a grant id: the row read ``FOR UPDATE``."""
-
-        def change(conn: Connection[tuple[Any, ...]]) -> RuntimeRun:
-            found = conn.execute(self._rq.get_for_update, (run_id,)).fetchone()
-            if found is None:
-                raise RunNotFoundError(run_id)
-            current = _record(found[0])
-            updated = with_grant_change(current, add=add, revoke=revoke, now=now)
-            if updated is None:
-                return current
-            self._rt_put(conn, updated)
-            return updated
-
-        return self._rt_write(change, exclusive=True)
-
-    def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
-        """Add a late result (not fenced: only ``late_results`` changes): the row ``FOR UPDATE``."""
-
-        def change(conn: Connection[tuple[Any, ...]]) -> RuntimeRun:
-            found = conn.execute(self._rq.get_for_update, (run_id,)).fetchone()
-            if found is None:
-                raise RunNotFoundError(run_id)
-            current = _record(found[0])
-            updated = with_late_result(current, late, now=now)
-            if updated is None:
-                return current
-            self._rt_put(conn, updated)
-            return updated
-
-        return self._rt_write(change, exclusive=True)
+        return self.write(change, exclusive=True)
 
     def rt_claim(
         self,
@@ -465,7 +395,7 @@ class PostgresRuntimeTables:
                     self._rt_put(conn, waiting)  # once: the reason is then recorded
             return None
 
-        return self._rt_write(take, exclusive=True)
+        return self.write(take, exclusive=True)
 
     def rt_renew(
         self, run_id: str, owner: str, fence: int, until: int, *, lease_ms: int | None = None
@@ -487,7 +417,7 @@ class PostgresRuntimeTables:
             self._rt_put(conn, RunPatch(lease_expires_at=expires).apply(run))
             return True
 
-        return self._rt_write(renew, exclusive=True)
+        return self.write(renew, exclusive=True)
 
     def _rt_db_now(self, conn: Connection[tuple[Any, ...]]) -> int:
         """The database server's clock, epoch ms (the time of the call, not of the transaction)."""
@@ -504,7 +434,7 @@ class PostgresRuntimeTables:
         commit: a claim bumping the fence waits for the write it checked.
         """
         if conn is None:
-            with self._pool.connection() as own:
+            with self._db.pool.connection() as own:
                 found = own.execute(self._rq.fence_for_share, (run_id,)).fetchone()
         else:
             found = conn.execute(self._rq.fence_for_share, (run_id,)).fetchone()
@@ -512,7 +442,6 @@ class PostgresRuntimeTables:
             raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
 
     def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:
-        """Write or complete a tool intent, fenced."""
 
         def write(conn: Connection[tuple[Any, ...]]) -> None:
             self.rt_check_fence(intent.run_id, fence, conn)
@@ -521,9 +450,9 @@ class PostgresRuntimeTables:
                 (intent.run_id, intent.tool_call_id, intent.model_dump_json()),
             )
 
-        self._rt_write(write, exclusive=False)
+        self.write(write, exclusive=False)
 
-    def _rt_combined(
+    def combined(
         self,
         conn: Connection[tuple[Any, ...]],
         run_id: str,
@@ -555,26 +484,23 @@ class PostgresRuntimeTables:
         return record
 
     def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
-        """A run's tool intents."""
-        with self._pool.connection() as conn:
+        with self._db.pool.connection() as conn:
             rows = conn.execute(self._rq.intents, (run_id,)).fetchall()
         return [validate_stored(ToolIntent, text) for (text,) in rows]
 
     def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
-        """Record a step's completed model response, fenced."""
 
         def write(conn: Connection[tuple[Any, ...]]) -> None:
             self.rt_check_fence(run_id, fence, conn)
             conn.execute(self._rq.put_journal, (run_id, step_index, response))
 
-        self._rt_write(write, exclusive=False)
+        self.write(write, exclusive=False)
 
     def rt_journaled(self, run_id: str, step_index: int) -> str | None:
-        """A step's journaled model response."""
-        with self._pool.connection() as conn:
+        with self._db.pool.connection() as conn:
             found = conn.execute(self._rq.journaled, (run_id, step_index)).fetchone()
         return None if found is None else str(found[0])
 
-    def _rt_forget(self, conn: Connection[tuple[Any, ...]], run_id: str) -> None:
+    def forget(self, conn: Connection[tuple[Any, ...]], run_id: str) -> None:
         for statement in self._rq.forget:
             conn.execute(statement, (run_id,))

@@ -130,7 +130,7 @@ def _corruption(detail: str, path: str) -> StoreCorruptionError:
 
 
 def guarded(method: F) -> F:
-    """``method`` of a store with a ``path``, raising typed errors for SQLite's failures."""
+    """``method`` of the store or one of its parts (its ``_db``), raising typed errors."""
     takes_run_id = list(inspect.signature(method).parameters)[1:2] == ["run_id"]
 
     @functools.wraps(method)
@@ -138,10 +138,11 @@ def guarded(method: F) -> F:
         try:
             return method(self, *args, **kwargs)
         except (sqlite3.Error, UnicodeDecodeError) as exc:
-            if getattr(self, "nowait_thread", None) == threading.get_ident() and is_transient(exc):
+            db = self._db
+            if db.nowait_thread == threading.get_ident() and is_transient(exc):
                 # On the loop's thread a retry would sleep there: a store thread retries.
                 raise WouldWait from exc
-            typed = typed_error(exc, self.path)
+            typed = typed_error(exc, db.path)
             if typed is None:
                 raise
             if isinstance(typed, StoreCorruptionError) and takes_run_id:
@@ -149,17 +150,16 @@ def guarded(method: F) -> F:
             raise typed from exc
         except StoreCorruptionError as exc:
             if exc.path is None:  # a row that does not decode: name the file and the remedy
-                exc.path = self.path
-                exc.args = (f"{exc} (in {self.path}; {_REMEDY.format(url=store_url(self.path))})",)
+                path = exc.path = self._db.path
+                exc.args = (f"{exc} (in {path}; {_REMEDY.format(url=store_url(path))})",)
             raise
 
     return wrapper  # type: ignore[return-value]
 
 
-def guard_methods(cls: type, *owners: type) -> None:
-    """Wrap the public methods ``owners`` define (``cls`` included) with :func:`guarded`."""
-    for owner in (cls, *owners):
-        for name, value in vars(owner).items():
-            if name.startswith("_") or not inspect.isfunction(value):
-                continue  # private helpers run inside a guarded method; properties need no guard
-            setattr(cls, name, guarded(value))
+def guard_methods(cls: type) -> None:
+    """Wrap the public methods ``cls`` defines with :func:`guarded`."""
+    for name, value in list(vars(cls).items()):
+        if name.startswith("_") or not inspect.isfunction(value):
+            continue  # private helpers run inside a guarded method; properties need no guard
+        setattr(cls, name, guarded(value))

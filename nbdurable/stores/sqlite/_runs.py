@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import builtins
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, get_args
 
 from pydantic import ValidationError
@@ -23,35 +23,30 @@ from ..._errors import (
     StoreCorruptionError,
 )
 from ...durable._stored import validate_stored
-from ...durable.store import check_commit
+from ...durable.store import RunStore, admitted, check_commit, repeated_submission
 from ...events._model import Event, NewEvent
 from ...runs import (
     TERMINAL_STATES,
     UNFINISHED_STATES,
-    LateResult,
     RunKind,
     RunPatch,
     RuntimeRun,
     Served,
     ToolIntent,
-    Verdict,
     after_finish,
     claim,
-    claim_notices,
     claimable,
-    next_state,
     served,
     unclaimable_by_definition,
-    with_grant_change,
-    with_late_result,
 )
 from .._rows import runtime_row
 from ._crc import row_crc, verify_row
+from ._db import SqliteDb
 from ._events import append_events
 from ._heads import graph_nodes, read_head, update_graph, update_head
 
 __all__ = [
-    "SqliteRuntimeTables",
+    "SqliteRunRecords",
     "check_fence",
     "migrate_runtime",
     "migrate_runtime_v4",
@@ -205,16 +200,17 @@ def _intent(text: str) -> ToolIntent:
         raise StoreCorruptionError(f"a tool intent does not decode: {exc}") from exc
 
 
-class SqliteRuntimeTables:
-    """Mixed into :class:`~nbdurable.stores.sqlite.SqliteSessionStore`."""
+class SqliteRunRecords(RunStore):
+    """The run-record part of :class:`~nbdurable.stores.sqlite.SqliteSessionStore`.
 
-    # Provided by the store: its connection, its lock, its write transaction and
-    # its event append inside one.
-    _conn: sqlite3.Connection
-    _legacy: bool  # the file holds rows older than checksums (see _crc.verify_row)
-    _lock: Any
-    _write: Any
-    _read: Any  # one snapshot for rows and the count that checks them
+    Its methods do what :class:`~nbdurable.durable.store.RunStore` says.
+
+    Args:
+        db: The file's connection, shared with the store's other parts.
+    """
+
+    def __init__(self, db: SqliteDb) -> None:
+        self._db = db
 
     def _put(self, conn: sqlite3.Connection, run: RuntimeRun) -> None:
         row = runtime_row(run)
@@ -223,42 +219,33 @@ class SqliteRuntimeTables:
     def rt_insert(
         self, run: RuntimeRun, *, enqueue: bool, max_pending: int
     ) -> tuple[RuntimeRun, bool]:
-        """Insert a submitted run (see :class:`~nbdurable.durable.store.RunStore`)."""
-        with self._lock, self._write() as conn:
+        with self._db.lock, self._db.write() as conn:
             if run.request_id is not None:
                 found = conn.execute(
                     f"SELECT {_RT} FROM rt_runs WHERE request_id = ?", (run.request_id,)
                 ).fetchone()
                 if found is not None:
-                    original = _verified(found, self._legacy, 4, run.request_id)
-                    if original.prompt != run.prompt or original.agent_id != run.agent_id:
-                        raise DurableConflictError(
-                            f"request id {run.request_id!r} was used for a different submission"
-                        )
-                    return original, False
-            pending = conn.execute(
-                f"SELECT count(*) FROM rt_runs WHERE kind = ? AND state IN ({_UNFINISHED})",
-                (run.kind,),
-            ).fetchone()[0]
-            if pending >= max_pending:
-                limit = "max_pending_tasks" if run.kind == "task" else "max_pending_runs"
-                raise LimitExceededError(limit, pending + 1, max_pending)
-            busy = (
-                conn.execute(
+                    original = _verified(found, self._db.legacy, 4, run.request_id)
+                    return repeated_submission(original, run)
+
+            def exists(query: str, *args: object) -> bool:
+                return conn.execute(query, args).fetchone() is not None
+
+            stored = admitted(
+                run,
+                seq=(conn.execute("SELECT max(seq) FROM rt_runs").fetchone()[0] or 0) + 1,
+                pending=conn.execute(
+                    f"SELECT count(*) FROM rt_runs WHERE kind = ? AND state IN ({_UNFINISHED})",
+                    (run.kind,),
+                ).fetchone()[0],
+                max_pending=max_pending,
+                busy=exists(
                     f"SELECT 1 FROM rt_runs WHERE session_id = ? AND state IN ({_UNFINISHED})",
-                    (run.session_id,),
-                ).fetchone()
-                is not None
+                    run.session_id,
+                ),
+                enqueue=enqueue,
+                taken=exists("SELECT 1 FROM rt_runs WHERE run_id = ?", run.run_id),
             )
-            if busy and not enqueue:
-                raise DurableConflictError(
-                    f"session {run.session_id!r} has an unfinished run; pass enqueue=True "
-                    "to queue this one behind it"
-                )
-            if conn.execute("SELECT 1 FROM rt_runs WHERE run_id = ?", (run.run_id,)).fetchone():
-                raise DurableConflictError(f"run id {run.run_id!r} exists already")
-            seq = (conn.execute("SELECT max(seq) FROM rt_runs").fetchone()[0] or 0) + 1
-            stored = RunPatch(seq=seq, state=next_state(busy)).apply(run)
             self._put(conn, stored)
             update_head(conn, run.run_id, record=True)
             if run.graph_id is not None:
@@ -268,8 +255,7 @@ class SqliteRuntimeTables:
     def rt_insert_many(
         self, runs: Sequence[RuntimeRun], *, max_pending: int
     ) -> builtins.list[RuntimeRun]:
-        """Insert a batch of new runs at once, states as given (a graph's nodes)."""
-        with self._lock, self._write() as conn:
+        with self._db.lock, self._db.write() as conn:
             pending = conn.execute(
                 f"SELECT count(*) FROM rt_runs WHERE kind = 'agent' AND state IN ({_UNFINISHED})"
             ).fetchone()[0]
@@ -289,80 +275,75 @@ class SqliteRuntimeTables:
             return stored
 
     def rt_graph(self, graph_id: str) -> builtins.list[RuntimeRun]:
-        """The runs of a graph, in submission order."""
-        with self._lock, self._read():
-            rows = self._conn.execute(
+        with self._db.lock, self._db.read():
+            rows = self._db.conn.execute(
                 f"SELECT {_RT} FROM rt_runs WHERE graph_id = ? ORDER BY seq", (graph_id,)
             ).fetchall()
-            count = graph_nodes(self._conn, graph_id)
+            count = graph_nodes(self._db.conn, graph_id)
         if count is not None:
             _same_count(len(rows), count, "graph (its head counts them)")
-        elif rows and not self._legacy:
+        elif rows and not self._db.legacy:
             raise StoreCorruptionError(f"the head row of graph {graph_id!r} is missing")
-        return [_verified(row, self._legacy, 7, graph_id) for row in rows]
+        return [_verified(row, self._db.legacy, 7, graph_id) for row in rows]
 
     def rt_get(self, run_id: str) -> RuntimeRun | None:
-        """The record of a run, or None."""
-        with self._lock, self._read():
-            found = self._conn.execute(
+        with self._db.lock, self._db.read():
+            found = self._db.conn.execute(
                 f"SELECT {_RT} FROM rt_runs WHERE run_id = ?", (run_id,)
             ).fetchone()
-            head = read_head(self._conn, run_id) if found is None else None
+            head = read_head(self._db.conn, run_id) if found is None else None
         if head is not None and head.record:
             raise StoreCorruptionError(
                 f"the runtime record of run {run_id!r} cannot be read", run_id=run_id
             )
-        return None if found is None else _verified(found, self._legacy, 0, run_id)
+        return None if found is None else _verified(found, self._db.legacy, 0, run_id)
 
     def rt_list(self, states: Sequence[str] | None = None) -> builtins.list[RuntimeRun]:
-        """Records in submission order, optionally filtered by state."""
-        with self._lock, self._read():
+        with self._db.lock, self._db.read():
             if states is None:
-                rows = self._conn.execute(f"SELECT {_RT} FROM rt_runs ORDER BY seq").fetchall()
+                rows = self._db.conn.execute(f"SELECT {_RT} FROM rt_runs ORDER BY seq").fetchall()
             else:
                 marks = ", ".join("?" * len(states))
-                rows = self._conn.execute(
+                rows = self._db.conn.execute(
                     f"SELECT {_RT} FROM rt_runs INDEXED BY rt_runs_state "
                     f"WHERE state IN ({marks}) ORDER BY seq",
                     tuple(states),
                 ).fetchall()
                 # A second index counts them: an entry a damaged page or key
                 # hides from one is a different count, not a shorter answer.
-                (count,) = self._conn.execute(
+                (count,) = self._db.conn.execute(
                     f"SELECT count(*) FROM rt_runs INDEXED BY rt_runs_kind "
                     f"WHERE kind IN ({_KINDS}) AND state IN ({marks})",
                     tuple(states),
                 ).fetchone()
                 _same_count(len(rows), count, "state")
-        found = [_verified(row, self._legacy) for row in rows]
+        found = [_verified(row, self._db.legacy) for row in rows]
         if states is not None and any(run.state not in states for run in found):
             raise StoreCorruptionError("an index of rt_runs leads to records of other states")
         return found
 
     def rt_session(self, session_id: str, states: Sequence[str]) -> builtins.list[RuntimeRun]:
-        """One session's records in ``states``, in submission order (one index range)."""
         marks = ", ".join("?" * len(states))
-        with self._lock, self._read():
-            rows = self._conn.execute(
+        with self._db.lock, self._db.read():
+            rows = self._db.conn.execute(
                 f"SELECT {_RT} FROM rt_runs INDEXED BY rt_runs_session "
                 f"WHERE session_id = ? AND state IN ({marks}) ORDER BY seq",
                 (session_id, *states),
             ).fetchall()
             # Counted again through the state index (as rt_list does with two).
-            (count,) = self._conn.execute(
+            (count,) = self._db.conn.execute(
                 f"SELECT count(*) FROM rt_runs INDEXED BY rt_runs_state "
                 f"WHERE state IN ({marks}) AND session_id = ?",
                 (*states, session_id),
             ).fetchone()
             _same_count(len(rows), count, "session")
-        found = [_verified(row, self._legacy, 2, session_id) for row in rows]
+        found = [_verified(row, self._db.legacy, 2, session_id) for row in rows]
         if any(run.state not in states for run in found):
             raise StoreCorruptionError("an index of rt_runs leads to records of other states")
         return found
 
     def rt_update(self, run_id: str, patch: RunPatch, *, fence: int | None = None) -> RuntimeRun:
-        """Apply ``patch``, fenced; promote the session's next run when this one finishes."""
-        with self._lock, self._write() as conn:
+        with self._db.lock, self._db.write() as conn:
             current = self._locked_get(conn, run_id, fence)
             updated = patch.apply(current)
             self._put(conn, updated)
@@ -379,52 +360,24 @@ class SqliteRuntimeTables:
                         (updated.graph_id,),
                     ).fetchall()
                 session_head = (
-                    _verified(head, self._legacy, 2, updated.session_id) if head else None
+                    _verified(head, self._db.legacy, 2, updated.session_id) if head else None
                 )
-                graph = [_verified(row, self._legacy, 7, updated.graph_id) for row in rows]
+                graph = [_verified(row, self._db.legacy, 7, updated.graph_id) for row in rows]
                 for run in after_finish(updated, session_head, graph):
                     self._put(conn, run)
             return updated
 
-    def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
-        """Record one verdict if the run still waits for it, in one ``BEGIN IMMEDIATE``."""
-        with self._lock, self._write() as conn:
+    def rt_change(
+        self, run_id: str, rule: Callable[[RuntimeRun], RuntimeRun | None]
+    ) -> tuple[RuntimeRun, bool]:
+        """Apply ``rule`` to the record in one ``BEGIN IMMEDIATE`` (``RunStore.rt_change``)."""
+        with self._db.lock, self._db.write() as conn:
             current = self._locked_get(conn, run_id)
-            updated = verdict.decide(current, now)
+            updated = rule(current)
             if updated is None:
                 return current, False
             self._put(conn, updated)
             return updated, True
-
-    def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> builtins.list[str]:
-        """Claim notifications of a run, in one ``BEGIN IMMEDIATE``."""
-        with self._lock, self._write() as conn:
-            updated, claimed = claim_notices(self._locked_get(conn, run_id), keys)
-            if updated is not None:
-                self._put(conn, updated)
-            return claimed
-
-    def rt_grants(
-        self, run_id: str, *, add: str | None = None, revoke: str | None = None, now: int
-    ) -> RuntimeRun:
-        """Add a grant token or revoke a grant id, in one ``BEGIN IMMEDIATE``."""
-        with self._lock, self._write() as conn:
-            current = self._locked_get(conn, run_id)
-            updated = with_grant_change(current, add=add, revoke=revoke, now=now)
-            if updated is None:
-                return current
-            self._put(conn, updated)
-            return updated
-
-    def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
-        """Add a late result (not fenced: only ``late_results`` changes): ``BEGIN IMMEDIATE``."""
-        with self._lock, self._write() as conn:
-            current = self._locked_get(conn, run_id)
-            updated = with_late_result(current, late, now=now)
-            if updated is None:
-                return current
-            self._put(conn, updated)
-            return updated
 
     def _locked_get(
         self, conn: sqlite3.Connection, run_id: str, fence: int | None = None
@@ -433,7 +386,7 @@ class SqliteRuntimeTables:
         found = conn.execute(f"SELECT {_RT} FROM rt_runs WHERE run_id = ?", (run_id,)).fetchone()
         if found is None:
             raise RunNotFoundError(run_id)
-        record = _verified(found, self._legacy, 0, run_id)
+        record = _verified(found, self._db.legacy, 0, run_id)
         if fence is not None:
             check_fence(run_id, record.fence, fence)  # _put writes the column from the record
         return record
@@ -448,9 +401,9 @@ class SqliteRuntimeTables:
     ) -> RuntimeRun | None:
         """Take the next eligible run of ``kind`` (the oldest unfinished of its session)."""
         allowed = served(agents)
-        with self._lock, self._write() as conn:
+        with self._db.lock, self._db.write() as conn:
             for row in conn.execute(_HEADS).fetchall():
-                run = _verified(row, self._legacy)
+                run = _verified(row, self._db.legacy)
                 if claimable(run, now, allowed, kind):
                     claimed = claim(run, owner, now, lease_ms)
                     self._put(conn, claimed)
@@ -467,13 +420,13 @@ class SqliteRuntimeTables:
         ``lease_ms`` is not used: the store has no clock of its own, so ``until``
         (the caller's clock) holds.
         """
-        with self._lock, self._write() as conn:
+        with self._db.lock, self._db.write() as conn:
             found = conn.execute(
                 f"SELECT {_RT} FROM rt_runs WHERE run_id = ? AND fence = ?", (run_id, fence)
             ).fetchone()
             if found is None:
                 return False
-            run = _verified(found, self._legacy, 0, run_id)
+            run = _verified(found, self._db.legacy, 0, run_id)
             if run.lease_owner != owner:
                 return False
             self._put(conn, RunPatch(lease_expires_at=until).apply(run))
@@ -484,15 +437,14 @@ class SqliteRuntimeTables:
     ) -> None:
         """Raise :class:`FencedOutError` unless ``fence`` is the run's current one."""
         found = (
-            (conn or self._conn)
+            (conn or self._db.conn)
             .execute("SELECT fence FROM rt_runs WHERE run_id = ?", (run_id,))
             .fetchone()
         )
         check_fence(run_id, None if found is None else found[0], fence)
 
     def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:
-        """Write or complete a tool intent, fenced."""
-        with self._lock, self._write() as conn:
+        with self._db.lock, self._db.write() as conn:
             self.rt_check_fence(intent.run_id, fence, conn)
             update_head(conn, intent.run_id, intents=_put_intent(conn, intent))
 
@@ -508,7 +460,7 @@ class SqliteRuntimeTables:
     ) -> tuple[Sequence[Event], RuntimeRun | None]:
         """Several writes of a run's owner in one fenced transaction (``RunStore.rt_commit``)."""
         check_commit(changes)
-        with self._lock, self._write() as conn:
+        with self._db.lock, self._db.write() as conn:
             record = None
             if changes:
                 record = changes.apply(self._locked_get(conn, run_id, fence))
@@ -531,44 +483,41 @@ class SqliteRuntimeTables:
         return added, record
 
     def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
-        """A run's tool intents."""
-        with self._lock, self._read():
-            rows = self._conn.execute(
+        with self._db.lock, self._db.read():
+            rows = self._db.conn.execute(
                 "SELECT tool_call_id, intent, crc FROM rt_intents WHERE run_id = ?", (run_id,)
             ).fetchall()
-            head = read_head(self._conn, run_id)
+            head = read_head(self._db.conn, run_id)
         for call, text, crc in rows:
             what = f"tool intent {call!r}"
-            verify_row("rt_intents", (run_id, call, text), crc, run_id, what, self._legacy)
-        if head is None and rows and not self._legacy:
+            verify_row("rt_intents", (run_id, call, text), crc, run_id, what, self._db.legacy)
+        if head is None and rows and not self._db.legacy:
             raise StoreCorruptionError(f"the head row of run {run_id!r} is missing", run_id=run_id)
         if head is not None and len(rows) != head.intents:
             raise head.short(run_id, "tool intents", len(rows), head.intents)
         return [_intent(text) for _, text, _ in rows]
 
     def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
-        """Record a step's completed model response, fenced."""
-        with self._lock, self._write() as conn:
+        with self._db.lock, self._db.write() as conn:
             self.rt_check_fence(run_id, fence, conn)
             update_head(conn, run_id, journal=_put_journal(conn, run_id, step_index, response))
 
     def rt_journaled(self, run_id: str, step_index: int) -> str | None:
-        """A step's journaled model response."""
-        with self._lock, self._read():
-            found = self._conn.execute(
+        with self._db.lock, self._db.read():
+            found = self._db.conn.execute(
                 "SELECT response, crc FROM rt_journal WHERE run_id = ? AND step_index = ?",
                 (run_id, step_index),
             ).fetchone()
             if found is None:
                 # Not journaled, or a row a damaged page hides: the head counts them.
-                head = read_head(self._conn, run_id)
+                head = read_head(self._db.conn, run_id)
                 if head is not None and head.journal:
                     # Every one of them, verified: a damaged step number hides its row.
-                    rows = self._conn.execute(_JOURNALED, (run_id,)).fetchall()
+                    rows = self._db.conn.execute(_JOURNALED, (run_id,)).fetchall()
                     for step, text, crc in rows:
                         what = f"the journaled response of step {step}"
                         row = (run_id, step, text)
-                        verify_row("rt_journal", row, crc, run_id, what, self._legacy)
+                        verify_row("rt_journal", row, crc, run_id, what, self._db.legacy)
                     if len(rows) != head.journal:
                         raise head.short(run_id, "journaled responses", len(rows), head.journal)
                     # A row the exact lookup missed (a damaged key) that verifies as this step's.
@@ -577,10 +526,10 @@ class SqliteRuntimeTables:
                     return None
         what = f"the journaled response of step {step_index}"
         row = (run_id, step_index, found[0])
-        verify_row("rt_journal", row, found[1], run_id, what, self._legacy)
+        verify_row("rt_journal", row, found[1], run_id, what, self._db.legacy)
         return str(found[0])
 
-    def _rt_forget(self, conn: sqlite3.Connection, run_id: str) -> None:
+    def forget(self, conn: sqlite3.Connection, run_id: str) -> None:
         graph = conn.execute("SELECT graph_id FROM rt_runs WHERE run_id = ?", (run_id,)).fetchone()
         for table in ("rt_runs", "rt_intents", "rt_journal"):
             conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))

@@ -1,0 +1,307 @@
+"""The checkpoint part of the SQLite store: checkpoint rows over one message chain.
+
+Messages are stored once, as a content-addressed chain (see :mod:`..chain`); a
+checkpoint row holds only metadata and the id of its last message node. A save
+writes the nodes it adds plus one row, in one ``BEGIN IMMEDIATE`` transaction,
+so its cost does not grow with the history.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from ..._errors import StoreCorruptionError
+from ...durable._checkpoint import AgentCheckpoint, CheckpointInfo
+from ...durable._records import RunRecord
+from ...events._model import Event, NewEvent
+from ...messages import Message
+from .._chain import (
+    Chain,
+    ChainCache,
+    NodeRow,
+    decode_messages,
+    extend_chain,
+    known_prefix,
+    verify_chain,
+)
+from .._packing import unpack_json
+from .._rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
+from ._crc import latest_row, pick_at_step, row_crc, verify_checkpoint, verify_run
+from ._db import SqliteDb
+from ._events import LAST_EVENT_SUBQUERY, append_events, delete_events
+from ._rows import checkpoint_values, node_rows
+from ._runs import SqliteRunRecords, check_fence
+
+__all__ = ["SqliteCheckpoints"]
+
+_META = ", ".join(f"c.{name}" for name in COLUMNS)
+_INSERT_NODE = "INSERT OR IGNORE INTO nodes (id, parent, message) VALUES (?, ?, ?)"
+# What a save reads before it writes, in one statement: the run's last
+# checkpoint number, whether the parent node is still there, the last event.
+_SAVE_STATE = (
+    "SELECT r.last_seq, "
+    "EXISTS (SELECT 1 FROM nodes WHERE id = ?2), "
+    f"{LAST_EVENT_SUBQUERY}, "
+    "(SELECT fence FROM rt_runs WHERE run_id = ?1), "  # what a runtime owner's save checks
+    "r.created_at, r.updated_at, r.crc "  # the run row, verified before it is sealed anew
+    "FROM (SELECT 1) LEFT JOIN runs r ON r.run_id = ?1"
+)
+_RUN_ROW = "SELECT created_at, updated_at, last_seq, crc FROM runs WHERE run_id = ?"
+_UPDATE_RUN = "UPDATE runs SET last_seq = ?, updated_at = ?, crc = ? WHERE run_id = ?"
+_INSERT_RUN = (
+    "INSERT INTO runs (run_id, created_at, updated_at, last_seq, crc) VALUES (?1, ?2, ?2, ?3, ?4)"
+)
+_INSERT_CHECKPOINT = (
+    f"INSERT INTO checkpoints (run_id, seq, head, {', '.join(COLUMNS)}, crc) "
+    f"VALUES ({', '.join('?' * (len(COLUMNS) + 4))})"
+)
+# Every read of a checkpoint row takes its run's row too (LEFT JOIN: a run row
+# without its checkpoint is damage, not "no checkpoint"), and both checksums.
+_RUN_COLUMNS = "r.created_at, r.updated_at, r.last_seq, r.crc"
+_LATEST = (
+    f"SELECT c.seq, c.head, {_META}, c.crc, {_RUN_COLUMNS} FROM runs r "
+    "LEFT JOIN checkpoints c ON c.run_id = r.run_id AND c.seq = r.last_seq WHERE r.run_id = ?"
+)
+_HISTORY = (
+    f"SELECT c.seq, c.head, {_META}, c.crc FROM checkpoints c WHERE c.run_id = ? ORDER BY c.seq"
+)
+_RUNS = (
+    f"SELECT r.run_id, c.seq, c.head, {_META}, c.crc, {_RUN_COLUMNS} FROM runs r "
+    "LEFT JOIN checkpoints c ON c.run_id = r.run_id AND c.seq = r.last_seq ORDER BY r.id"
+)
+_AT_STEP = "SELECT seq FROM checkpoints WHERE run_id = ? AND step_index = ?"
+_ORPHANS = "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE run_id = ?)"
+# One query walks the chain from the head up to the root; the depth bound stops
+# a corrupt cycle, and verify_chain notices a chain that is too short or too long.
+_CHAIN = """
+WITH RECURSIVE chain(id, parent, message, depth) AS (
+    SELECT id, parent, message, 1 FROM nodes WHERE id = ?
+    UNION ALL
+    SELECT n.id, n.parent, n.message, chain.depth + 1
+    FROM nodes n JOIN chain ON n.id = chain.parent
+    WHERE chain.depth < ?
+)
+SELECT id, parent, message FROM chain
+"""
+# Deleting a run: collect its nodes, drop its rows, then delete the collected
+# nodes except those another checkpoint still reaches (a head of another run,
+# or the parent of a node outside the set, and all their ancestors).
+_GC_COLLECT = """
+INSERT INTO temp.nbdurable_gc (id)
+WITH RECURSIVE mine(id) AS (
+    SELECT head FROM checkpoints WHERE run_id = ? AND head IS NOT NULL
+    UNION
+    SELECT n.parent FROM nodes n JOIN mine ON n.id = mine.id WHERE n.parent IS NOT NULL
+)
+SELECT id FROM mine
+"""
+_GC_SWEEP = """
+WITH RECURSIVE keep(id) AS (
+    SELECT g.id FROM temp.nbdurable_gc g
+    WHERE EXISTS (SELECT 1 FROM checkpoints c WHERE c.head = g.id)
+       OR EXISTS (SELECT 1 FROM nodes n WHERE n.parent = g.id
+                  AND n.id NOT IN (SELECT id FROM temp.nbdurable_gc))
+    UNION
+    SELECT n.parent FROM nodes n JOIN keep ON n.id = keep.id WHERE n.parent IS NOT NULL
+)
+DELETE FROM nodes
+WHERE id IN (SELECT id FROM temp.nbdurable_gc) AND id NOT IN (SELECT id FROM keep)
+"""
+
+
+class SqliteCheckpoints:
+    """Checkpoints of :class:`~nbdurable.stores.sqlite.SqliteSessionStore`, and their deletion.
+
+    Its methods do what :class:`~nbdurable.stores._composed.ComposedStore` says.
+
+    Args:
+        db: The file's connection, shared with the store's other parts.
+        runs: The run records (a deleted run's records go with it).
+    """
+
+    def __init__(self, db: SqliteDb, runs: SqliteRunRecords) -> None:
+        self._db = db
+        self._runs = runs
+        self._chains = ChainCache()
+
+    def save(
+        self,
+        checkpoint: AgentCheckpoint,
+        events: Sequence[NewEvent],
+        fence: int | None = None,
+        *,
+        extends: Sequence[Message] | None = None,
+    ) -> Sequence[Event]:
+        run_id = checkpoint.run_id
+        messages = checkpoint.messages
+        row = checkpoint_row(checkpoint)
+        with self._db.lock:
+            cached = self._chains.get(run_id)
+            known = known_prefix(cached, messages, extends)
+            parent = cached.ids[known - 1] if cached is not None and known else None
+            new_ids, new_rows = extend_chain(parent, messages[known:])
+            head = new_ids[-1] if new_ids else parent
+            with self._db.write() as conn:
+                last_seq, has_parent, last_event, owner, created, updated, run_crc = conn.execute(
+                    _SAVE_STATE, (run_id, parent)
+                ).fetchone()
+                if last_seq is not None:  # a damaged row is refused, not given a valid checksum
+                    verify_run(run_id, (created, updated, last_seq, run_crc), self._db.legacy)
+                if fence is not None:
+                    check_fence(run_id, owner, fence)
+                if parent is not None and not has_parent:
+                    # Another process deleted the nodes this process remembered.
+                    _, new_rows = extend_chain(None, messages)
+                conn.executemany(_INSERT_NODE, node_rows(new_rows))
+                seq = (last_seq or 0) + 1
+                values = checkpoint_values(row)
+                crc = row_crc("checkpoints", (run_id, seq, head, *values))
+                conn.execute(_INSERT_CHECKPOINT, (run_id, seq, head, *values, crc))
+                at = checkpoint.created_at
+                if last_seq is not None:
+                    crc = row_crc("runs", (run_id, created, at, seq))
+                    conn.execute(_UPDATE_RUN, (seq, at, crc, run_id))
+                else:
+                    conn.execute(
+                        _INSERT_RUN, (run_id, at, seq, row_crc("runs", (run_id, at, at, seq)))
+                    )
+                added = append_events(conn, run_id, events, last_event or 0) if events else []
+            chain = cached.grown(known, messages, new_ids) if cached is not None else None
+            self._chains.put(run_id, chain or Chain(messages, new_ids))
+            if checkpoint.status != "running":
+                # A run that stops or ends folds the write-ahead log back into the file
+                # (PASSIVE: never waits for readers), so an idle store stays small.
+                self._db.checkpoint_wal(force=True)
+        return added
+
+    def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
+        with self._db.lock, self._db.read() as conn:
+            if step_index is None:
+                found = self._latest(conn, run_id)
+            else:
+                # Every checkpoint row of the run, numbered without a hole (a row
+                # a damaged index or page hides is an error), and the step index's
+                # own answer: see pick_at_step.
+                rows = self._checkpoints(conn, run_id, verify=False)
+                indexed = conn.execute(_AT_STEP, (run_id, step_index)).fetchall()
+                found = pick_at_step(
+                    run_id, rows, [s for (s,) in indexed], step_index, self._db.legacy
+                )
+            if found is None:
+                return None
+            head: bytes | None = found[1]
+            row = CheckpointRow.from_values(run_id, found[2 : 2 + len(COLUMNS)])
+            messages = self._cached_messages(run_id, head, row.message_count)
+            if messages is None:
+                nodes = self._read_chain(conn, head, row)
+                messages = decode_messages(
+                    [text for _, _, text in nodes],
+                    run_id=run_id,
+                    step_index=row.step_index,
+                    verified=True,  # _read_chain checked every node's hash
+                )
+                self._chains.put(run_id, Chain(messages, [nid for nid, _, _ in nodes]))
+        return row.checkpoint(messages)
+
+    def history(self, run_id: str) -> builtins.list[CheckpointInfo]:
+        with self._db.lock, self._db.read() as conn:
+            found = self._checkpoints(conn, run_id)
+        end = 2 + len(COLUMNS)
+        return [CheckpointRow.from_values(run_id, values[2:end]).info() for values in found]
+
+    def list(self) -> builtins.list[str]:
+        with self._db.lock:
+            found = self._db.conn.execute(
+                "SELECT run_id, created_at, updated_at, last_seq, crc FROM runs ORDER BY id"
+            ).fetchall()
+        for run_id, *rest in found:
+            verify_run(str(run_id), rest, self._db.legacy)
+        return [run_id for (run_id, *_) in found]
+
+    def list_runs(self) -> builtins.list[RunRecord]:
+        with self._db.lock:
+            found = self._db.conn.execute(_RUNS).fetchall()
+        records = []
+        for run_id, *values in found:
+            row = latest_row(str(run_id), values, self._db.legacy)
+            created = row[-4]
+            records.append(run_record(run_id, row[0], created, row[2 : 2 + len(COLUMNS)]))
+        return records
+
+    def _latest(self, conn: sqlite3.Connection, run_id: str) -> Sequence[Any] | None:
+        """The run's latest checkpoint row, verified, with its run row's; None without a run."""
+        found = conn.execute(_LATEST, (run_id,)).fetchone()
+        if found is None:
+            if conn.execute(_ORPHANS, (run_id,)).fetchone()[0]:
+                raise StoreCorruptionError(
+                    f"the run row of run {run_id!r} cannot be read", run_id=run_id
+                )
+            return None
+        return latest_row(run_id, found, self._db.legacy)
+
+    def _checkpoints(
+        self, conn: sqlite3.Connection, run_id: str, *, verify: bool = True
+    ) -> builtins.list[tuple[Any, ...]]:
+        """Every checkpoint row of a run in save order: ``(seq, head, *columns, crc)``.
+
+        Numbered 1..last_seq (the run row verified); each row verified unless not ``verify``.
+        """
+        found = conn.execute(_HISTORY, (run_id,)).fetchall()
+        run = conn.execute(_RUN_ROW, (run_id,)).fetchone()
+        if run is not None:
+            verify_run(run_id, run, self._db.legacy)
+        # Saves are numbered 1..last_seq: anything else is rows a damaged page hides.
+        # (compared without building 1..last_seq: a damaged last_seq can be huge)
+        last = run[2] if run else 0
+        if len(found) != last or any(v[0] != i for i, v in enumerate(found, 1)):
+            raise StoreCorruptionError(
+                f"checkpoints of run {run_id!r} are missing or unreadable", run_id=run_id
+            )
+        for row in found if verify else ():
+            verify_checkpoint(run_id, row, self._db.legacy)
+        return found
+
+    def delete(self, run_id: str) -> None:
+        with self._db.lock:
+            self._db.conn.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS nbdurable_gc (id BLOB PRIMARY KEY)"
+            )
+            with self._db.write() as conn:
+                conn.execute("DELETE FROM temp.nbdurable_gc")
+                conn.execute(_GC_COLLECT, (run_id,))
+                conn.execute("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
+                conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+                delete_events(conn, run_id)
+                self._runs.forget(conn, run_id)
+                conn.execute(_GC_SWEEP)
+                conn.execute("DELETE FROM temp.nbdurable_gc")
+            self._chains.drop(run_id)
+
+    def _cached_messages(
+        self, run_id: str, head: bytes | None, count: int
+    ) -> tuple[Message, ...] | None:
+        own = self._chains.get(run_id)
+        found = own.prefix(head, count) if own is not None else None
+        return found if found is not None else self._chains.find(head, count)
+
+    def _read_chain(
+        self, conn: sqlite3.Connection, head: bytes | None, row: CheckpointRow
+    ) -> builtins.list[NodeRow]:
+        nodes: builtins.list[NodeRow] = []
+        if head is not None:
+            try:
+                found = conn.execute(_CHAIN, (head, row.message_count)).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "decode" not in str(exc):
+                    raise
+                raise row.corruption(f"a message is not valid text: {exc}") from exc
+            found.reverse()
+            try:
+                nodes = [(nid, parent, unpack_json(text)) for nid, parent, text in found]
+            except StoreCorruptionError as exc:
+                raise row.corruption(f"a message does not decode: {exc}") from exc
+        verify_chain(nodes, head, row.message_count, run_id=row.run_id, step_index=row.step_index)
+        return nodes
