@@ -56,6 +56,7 @@ from ..runtime._outcome import (
 )
 from ..runtime._seam import RunServices
 from ..runtime._state_events import claim_event
+from ._drain import Draining, draining, handed_back
 from ._driver import (
     DEFINITION_MISMATCH,
     LIMIT_EXCEEDED,
@@ -67,14 +68,7 @@ from ._prefetch import early_calls, run_early
 from ._routing import definition_key
 from ._tracing import begin_leg_span, end_leg_span, joined
 
-__all__ = [
-    "BoundActivities",
-    "RunActivities",
-    "calls_in_flight",
-    "draining",
-    "heartbeats",
-    "start_draining",
-]
+__all__ = ["BoundActivities", "RunActivities", "calls_in_flight", "heartbeats"]
 
 _PARTS: TypeAdapter[Any] = TypeAdapter(StreamPart)
 
@@ -116,37 +110,6 @@ _IN_FLIGHT: dict[object, tuple[str, str]] = {}
 def calls_in_flight() -> list[tuple[str, str]]:
     """The model and tool calls this process's activities are running, as (run id, label)."""
     return list(_IN_FLIGHT.values())
-
-
-_DRAINING: list[bool] = [False]
-
-
-def start_draining() -> None:
-    """Mark the worker of this process as draining (a SIGTERM): no new call starts."""
-    _DRAINING[0] = True
-
-
-def draining() -> bool:
-    """Whether the worker running this activity drains (:func:`start_draining`, or shut down)."""
-    return _DRAINING[0] or activity.is_worker_shutdown()
-
-
-class _Draining(Exception):
-    """A call not started because the worker drains (the workflow schedules it elsewhere)."""
-
-
-def _handed_back() -> ApplicationError:
-    """A model or tool activity a draining worker gives back untouched.
-
-    The workflow schedules it again, after a short backoff, on its task queue,
-    where another worker takes it (a definition mismatch's hand-back naming no
-    definition: the same workflow path, so no history changes).
-    """
-    return ApplicationError(
-        "this worker is draining: the call goes to another worker, untouched",
-        type=DEFINITION_MISMATCH,
-        non_retryable=True,
-    )
 
 
 def _final(error: Exception) -> ApplicationError:
@@ -441,7 +404,7 @@ class RunActivities(BoundActivities):
 
         async def run(invocation: ToolInvocation) -> ToolOutcome:
             if draining():  # the calls not started yet go to run_tool, on another worker
-                raise _Draining()
+                raise Draining()
             call = invocation.call
             with joined(record):
                 label = f"tool {call.tool_name!r} (call {call.tool_call_id})"
@@ -459,7 +422,7 @@ class RunActivities(BoundActivities):
 
     async def _model(self, scope: dict[str, Any], step_index: int, request: dict[str, Any]) -> str:
         if draining():  # taken as the worker began to drain: another worker asks the model
-            raise _handed_back()
+            raise handed_back()
         runtime = self.runtime
         record = await offload(self._record, scope["run_id"])
         agent = self._agent(record)
@@ -547,7 +510,7 @@ class RunActivities(BoundActivities):
         ``retry()`` allowed it; otherwise the run needs attention.
         """
         if draining():  # a manual call started now would be cut into needs_attention
-            raise _handed_back()
+            raise handed_back()
         record = await offload(self._record, scope["run_id"])
         agent = self._agent(record)
         options = self._options(agent, scope["path"], record)

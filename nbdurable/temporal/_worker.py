@@ -28,8 +28,9 @@ from ..runtime._notify import Notifier
 from ..runtime._runtime import DurableRuntime
 from ..runtime._seam import RunServices
 from ..runtime._tasks import TaskDefinition
-from ._activities import RunActivities, calls_in_flight, start_draining
+from ._activities import RunActivities, calls_in_flight
 from ._connection import TemporalConnection
+from ._drain import start_draining
 from ._engine import TemporalEngine
 from ._registry import set_worker_runtime, worker_runtime
 from ._routing import definition_queue
