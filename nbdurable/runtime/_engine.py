@@ -207,7 +207,7 @@ class EmbeddedEngine(Engine):
                     self._write_refused = True
                 else:
                     self._write_refused = False
-                await wait_event(self._wake, self.runtime.poll_interval)
+                await wait_event(self._wake, self.runtime.poll_interval, self.runtime.deps.sleep)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a storage or scheduler failure the runtime cannot pass
