@@ -31,7 +31,7 @@ from ._outcome import LegOutcome, ModelAttemptFailed, NeedsAttention, RunTimedOu
 from ._step_commit import StepRiders
 
 if TYPE_CHECKING:
-    from ._seam import RunServices
+    from ._seam import LegServices
 
 __all__ = ["ModelAttemptFailed", "NeedsAttention", "RunContext", "RunTimedOut", "RuntimeDriver"]
 
@@ -61,7 +61,7 @@ class RunContext(NowaitDelegate):
             results if this execution turns out to have lost the run.
     """
 
-    runtime: RunServices
+    runtime: LegServices
     agent: Agent
     record: RuntimeRun
     intents: dict[str, ToolIntent] = field(default_factory=dict)

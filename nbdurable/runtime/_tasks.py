@@ -378,6 +378,11 @@ async def run_phases(execution: TaskExecution) -> Any:
 class TaskRun(Run):
     """A handle on a task run: a :class:`Run` whose result is the task's final state."""
 
+    runtime: RunServices  # a task's cancel reaches the runs it spawned
+
+    def __init__(self, runtime: RunServices, run_id: str) -> None:
+        super().__init__(runtime, run_id)
+
     def __repr__(self) -> str:
         return f"TaskRun({self.run_id!r})"
 
