@@ -42,7 +42,7 @@ from ._run import Run
 from ._seam import Engine, FatalHandler
 from ._state_events import settled_nodes, state_events, unclaimed_event
 from ._store_retry import RetryingRuntimeStore
-from ._submissions import agent_record, submit_graph, submit_task
+from ._submissions import agent_record, insert, submit_graph, submit_task
 from ._tasks import TaskDefinition, TaskRun, task_table
 
 __all__ = ["DurableRuntime", "RuntimeOptions"]
@@ -374,16 +374,8 @@ class DurableRuntime:
         trace_context = current_trace_context()  # the caller's span becomes the run's parent
         if trace_context is not None:
             record = RunPatch(trace_context=trace_context).apply(record)
-        stored, created = await offload(
-            self.runtime_store.rt_insert,
-            record,
-            enqueue=enqueue,
-            max_pending=self.limits.max_pending_runs,
-        )
-        if created:
-            await offload(unclaimed_event, self, stored)
-            self.engine.wake()
-        return Run(self, stored.run_id)
+        limit = self.limits.max_pending_runs
+        return Run(self, (await insert(self, record, enqueue=enqueue, max_pending=limit)).run_id)
 
     async def submit_graph(
         self, nodes: Iterable[GraphNode | Mapping[str, Any]], *, graph_id: str | None = None

@@ -253,13 +253,24 @@ async def submit_task(
         timeout=timeout,
     )
     record = RunPatch(engine=runtime.engine.name).apply(record)
+    stored = await insert(
+        runtime, record, enqueue=False, max_pending=runtime.limits.max_pending_tasks
+    )
+    return TaskRun(runtime, stored.run_id)
+
+
+async def insert(
+    runtime: RunServices, record: RuntimeRun, *, enqueue: bool, max_pending: int
+) -> RuntimeRun:
+    """Insert a validated run record; a new one gets its first state event and wakes the engine.
+
+    Returns:
+        The stored record (the earlier run when ``request_id`` repeats a submission).
+    """
     stored, created = await offload(
-        runtime.runtime_store.rt_insert,
-        record,
-        enqueue=False,
-        max_pending=runtime.limits.max_pending_tasks,
+        runtime.runtime_store.rt_insert, record, enqueue=enqueue, max_pending=max_pending
     )
     if created:
         await offload(unclaimed_event, runtime, stored)
         runtime.engine.wake()
-    return TaskRun(runtime, stored.run_id)
+    return stored
