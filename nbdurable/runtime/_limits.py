@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, LimitExceededError
 
 __all__ = ["Limits", "ModelRetry", "check_concurrency", "is_retryable", "payload_bytes"]
 
@@ -48,6 +48,15 @@ class Limits(_PositiveInts):
     max_pending_tasks: int = 10_000
     max_payload_bytes: int = 1_048_576
     max_operations: int = 10_000
+
+    def check_payload(self, size: int) -> None:
+        """Refuse a persisted payload of ``size`` bytes (:func:`payload_bytes`) over the limit.
+
+        Raises:
+            LimitExceededError: ``size`` is over ``max_payload_bytes``.
+        """
+        if size > self.max_payload_bytes:
+            raise LimitExceededError("max_payload_bytes", size, self.max_payload_bytes)
 
 
 def is_retryable(error: BaseException) -> bool:
