@@ -1,4 +1,4 @@
-"""Injectable dependencies: the clock, the id generator and the logger.
+"""Injectable dependencies: the clock, the timer, the id generator and the logger.
 
 The agent loop never reads the wall clock or a random source directly; it asks
 these. Tests and the Temporal engine inject deterministic versions.
@@ -6,10 +6,11 @@ these. Tests and the Temporal engine inject deterministic versions.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -56,10 +57,15 @@ class Deps:
 
     Attributes:
         clock: Source of ``created_at`` and token ``issued_at`` times.
+        sleep: Waits a number of seconds of ``clock`` time: the embedded engine's
+            polls and lease renewals wait on it, so a test's controllable clock
+            (one whose ``sleep`` returns when the test moves it on) drives them
+            without waiting on the wall clock.
         generate_id: Source of run ids and approval ids.
         logger: Receives best-effort failures (a raising ``save``, a raising signer).
     """
 
     clock: Clock = field(default_factory=SystemClock)
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     generate_id: Callable[[], str] = new_id
     logger: Logger = field(default_factory=lambda: logging.getLogger("nbdurable"))

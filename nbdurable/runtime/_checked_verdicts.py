@@ -23,7 +23,7 @@ from ._in_flight import verdict_in_flight
 from ._run import Run
 
 if TYPE_CHECKING:
-    from ._seam import RunServices
+    from ._seam import RunControl
 
 __all__ = ["RETIRED_KEY_MESSAGE", "Outcome", "OutcomeState", "submit_verdict"]
 
@@ -84,7 +84,7 @@ _EXPIRED = Outcome(
 )
 
 
-def _lock(runtime: RunServices, run_id: str) -> asyncio.Lock:
+def _lock(runtime: RunControl, run_id: str) -> asyncio.Lock:
     # views of one run in this process take turns (the store decides across processes)
     return _LOCKS.setdefault((id(runtime.store), run_id), asyncio.Lock())
 
@@ -116,7 +116,7 @@ def _recorded(approve: bool, reason: str | None) -> Outcome:
 
 
 async def submit_verdict(
-    runtime: RunServices,
+    runtime: RunControl,
     run_id: str,
     approval_id: str,
     *,

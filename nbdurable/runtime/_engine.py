@@ -207,7 +207,7 @@ class EmbeddedEngine(Engine):
                     self._write_refused = True
                 else:
                     self._write_refused = False
-                await wait_event(self._wake, self.runtime.poll_interval)
+                await wait_event(self._wake, self.runtime.poll_interval, self.runtime.deps.sleep)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a storage or scheduler failure the runtime cannot pass
@@ -219,18 +219,15 @@ class EmbeddedEngine(Engine):
         await offload(self._expire_dead_owners)
         while len(self._executions) - len(self._task_runs) < runtime.max_concurrent_runs:
             agents = runtime.registry.definitions()  # a changed definition never claims
-            record = await self._claim(agents)
+            record = await claim_next(runtime, self.holder, agents)
             if record is None:
                 break
             self._start(record)
         while runtime.tasks and len(self._task_runs) < runtime.max_concurrent_tasks:
-            record = await self._claim(runtime.task_keys(), kind="task")
+            record = await claim_next(runtime, self.holder, runtime.task_keys(), "task")
             if record is None:
                 break
             self._start_task(record)
-
-    async def _claim(self, keys: Any, kind: str = "agent") -> RuntimeRun | None:
-        return await claim_next(self.runtime, self.holder, keys, kind)
 
     def _stop_fatally(self, exc: BaseException) -> None:
         """Stop taking work after a failure the runtime cannot pass; the first one only.

@@ -31,7 +31,7 @@ from ._outcome import LegOutcome, ModelAttemptFailed, NeedsAttention, RunTimedOu
 from ._step_commit import StepRiders
 
 if TYPE_CHECKING:
-    from ._seam import RunServices
+    from ._seam import LegServices
 
 __all__ = ["ModelAttemptFailed", "NeedsAttention", "RunContext", "RunTimedOut", "RuntimeDriver"]
 
@@ -61,7 +61,7 @@ class RunContext(NowaitDelegate):
             results if this execution turns out to have lost the run.
     """
 
-    runtime: RunServices
+    runtime: LegServices
     agent: Agent
     record: RuntimeRun
     intents: dict[str, ToolIntent] = field(default_factory=dict)
@@ -351,9 +351,7 @@ class RuntimeDriver(Driver):
         context = self.context
         context.check_deadline()
         size = self._checkpoint_size.measure(checkpoint, self.history_extends(checkpoint))
-        limit = context.runtime.limits.max_payload_bytes
-        if size > limit:
-            raise LimitExceededError("max_payload_bytes", size, limit)
+        context.runtime.limits.check_payload(size)
         await super().save_checkpoint(checkpoint)
         context.unrecorded.recorded_in(checkpoint)  # its tool results are durable now
 
@@ -464,9 +462,7 @@ class RuntimeDriver(Driver):
         """``max_payload_bytes`` applies to each persisted delta on its own."""
         payload = {"type": "text_delta", "turn": part.step_index, "delta": part.delta}
         size = payload_bytes(json.dumps(payload, separators=(",", ":"), ensure_ascii=False))
-        limit = self.context.runtime.limits.max_payload_bytes
-        if size > limit:
-            raise LimitExceededError("max_payload_bytes", size, limit)
+        self.context.runtime.limits.check_payload(size)
 
     async def run_tool(self, invocation: ToolInvocation, step_index: int) -> ToolOutcome:
         """Run one call under its intent record (fenced); a completed intent's result is reused.

@@ -27,7 +27,7 @@ from ._run import Run, RunFailedError, RunResult
 from ._waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:
-    from ._seam import RunServices
+    from ._seam import RunControl
 
 __all__ = [
     "DEPENDENCY_POLICIES",
@@ -167,7 +167,7 @@ def prompt_with_results(prompt: Prompt, results: Sequence[tuple[str, str]]) -> M
 class Graph:
     """A handle on a graph of runs. Cheap: it holds only the runtime and the graph id."""
 
-    def __init__(self, runtime: RunServices, graph_id: str) -> None:
+    def __init__(self, runtime: RunControl, graph_id: str) -> None:
         self.runtime = runtime
         self.graph_id = graph_id
 

@@ -104,30 +104,20 @@ class Unrecorded:
         with self._lock:
             results, cut = self._results, self._cut
             self._results, self._cut = {}, {}
-        late = [
-            LateResult(
+
+        def late_result(intent: ToolIntent, at: int, **outcome: Any) -> LateResult:
+            return LateResult(
                 tool_call_id=intent.tool_call_id,
                 tool_name=intent.tool_name,
                 step_index=intent.step_index,
                 fence=fence,
                 owner=owner,
                 at=at,
-                result=intent.result,
+                **outcome,
             )
-            for intent, at in results.values()
-        ]
-        late += [
-            LateResult(
-                tool_call_id=intent.tool_call_id,
-                tool_name=intent.tool_name,
-                step_index=intent.step_index,
-                fence=fence,
-                owner=owner,
-                at=at,
-                outcome="cut_off",
-            )
-            for intent, at in cut.values()
-        ]
+
+        late = [late_result(i, at, result=i.result) for i, at in results.values()]
+        late += [late_result(i, at, outcome="cut_off") for i, at in cut.values()]
         return late
 
 

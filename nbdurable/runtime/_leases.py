@@ -95,7 +95,7 @@ class LeaseKeeper:
         """Renew the lease until ``task`` must stop; then set ``context.stop`` and cancel it."""
         period = max(self.runtime.lease_ms / 3000, 0.01)
         while True:
-            await asyncio.sleep(min(period, self.runtime.poll_interval * 4))
+            await self.runtime.deps.sleep(min(period, self.runtime.poll_interval * 4))
             try:
                 record = await offload(self.runtime.runtime_store.rt_get, context.record.run_id)
             except StoreUnavailableError as exc:  # retried past the budget: the engine stops

@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, LimitExceededError
 
 __all__ = ["Limits", "ModelRetry", "check_concurrency", "is_retryable", "payload_bytes"]
 
-_CONFIG = ConfigDict(frozen=True, extra="forbid")
+
+class _PositiveInts(BaseModel):
+    """Frozen positive-integer settings; a bad one is a ``ConfigurationError`` naming ``_what``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    _what: ClassVar[str]
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _positive(cls, value: Any, info: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{info.field_name} must be a positive integer, not {value!r}")
+        return value
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigurationError(f"invalid {self._what}: {exc.errors()[0]['msg']}") from None
 
 
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, not {value!r}")
-    return value
-
-
-class Limits(BaseModel):
+class Limits(_PositiveInts):
     """Admission, payload and operation limits of a runtime.
 
     Attributes:
@@ -30,23 +42,21 @@ class Limits(BaseModel):
         max_operations: Model calls plus tool calls of one run, across legs.
     """
 
-    model_config = _CONFIG
+    _what = "limits"
 
     max_pending_runs: int = 10_000
     max_pending_tasks: int = 10_000
     max_payload_bytes: int = 1_048_576
     max_operations: int = 10_000
 
-    @field_validator("*", mode="before")
-    @classmethod
-    def _positive(cls, value: Any, info: Any) -> int:
-        return _positive_int(info.field_name, value)
+    def check_payload(self, size: int) -> None:
+        """Refuse a persisted payload of ``size`` bytes (:func:`payload_bytes`) over the limit.
 
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise ConfigurationError(f"invalid limits: {exc.errors()[0]['msg']}") from None
+        Raises:
+            LimitExceededError: ``size`` is over ``max_payload_bytes``.
+        """
+        if size > self.max_payload_bytes:
+            raise LimitExceededError("max_payload_bytes", size, self.max_payload_bytes)
 
 
 def is_retryable(error: BaseException) -> bool:
@@ -59,7 +69,7 @@ def is_retryable(error: BaseException) -> bool:
     return getattr(error, "retryable", None) is not False
 
 
-class ModelRetry(BaseModel):
+class ModelRetry(_PositiveInts):
     """Persisted retry of model errors: opt-in per registration.
 
     Every error raised inside a model attempt counts (no transient-error
@@ -68,28 +78,17 @@ class ModelRetry(BaseModel):
     capped at ``max_delay_ms``.
     """
 
-    model_config = _CONFIG
+    _what = "model_retry"
 
     max_attempts: int = 3
     initial_delay_ms: int = 1000
     max_delay_ms: int = 30_000
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _positive(cls, value: Any, info: Any) -> int:
-        return _positive_int(info.field_name, value)
 
     @model_validator(mode="after")
     def _ordered(self) -> ModelRetry:
         if self.max_delay_ms < self.initial_delay_ms:
             raise ValueError("max_delay_ms must be >= initial_delay_ms")
         return self
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise ConfigurationError(f"invalid model_retry: {exc.errors()[0]['msg']}") from None
 
     def delay_ms(self, retry: int) -> int:
         """Milliseconds to wait before retry number ``retry`` (1 = the first retry)."""

@@ -40,7 +40,7 @@ from ..messages import ToolApprovalRequest
 from ..runs import HUMAN_STATES, RuntimeRun, check_minter
 
 if TYPE_CHECKING:
-    from ._seam import RunServices
+    from ._seam import RunControl
 
 __all__ = [
     "NOTIFY_SECRET_ENV_VAR",
@@ -165,7 +165,7 @@ class Notifier:
         """Whether approval messages carry a signed link."""
         return self.include_links and self.public_url is not None
 
-    def schedule(self, runtime: RunServices, record: RuntimeRun) -> None:
+    def schedule(self, runtime: RunControl, record: RuntimeRun) -> None:
         """Send what ``record`` (just written) calls for, on a thread. Never raises."""
         if record.state not in HUMAN_STATES:
             return
@@ -202,7 +202,7 @@ class Notifier:
 
     # -- on the notifier's threads -----------------------------------------------------
 
-    def _deliver(self, runtime: RunServices, record: RuntimeRun) -> None:
+    def _deliver(self, runtime: RunControl, record: RuntimeRun) -> None:
         try:
             messages = self._messages(runtime, record)
         except Exception as exc:  # a notification never affects the run
@@ -212,7 +212,7 @@ class Notifier:
             self._post(record.run_id, key, payload)
 
     def _messages(
-        self, runtime: RunServices, record: RuntimeRun
+        self, runtime: RunControl, record: RuntimeRun
     ) -> list[tuple[str, dict[str, Any]]]:
         if record.state == "needs_attention":
             key = f"needs_attention@{record.fence}"
@@ -240,7 +240,7 @@ class Notifier:
         return messages
 
     def _links(
-        self, runtime: RunServices, record: RuntimeRun, request: ToolApprovalRequest
+        self, runtime: RunControl, record: RuntimeRun, request: ToolApprovalRequest
     ) -> dict[str | None, str]:
         """The links of a message: one unaddressed, or one addressed to each approver.
 

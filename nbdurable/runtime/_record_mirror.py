@@ -36,11 +36,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..durable._offload import offload
 from ..durable.store import REMOTE, EventLog, RunStore, RuntimeStore, supports, watch
-from ..runs import UNFINISHED_STATES, LateResult, RunPatch, RuntimeRun, Served, ToolIntent, Verdict
+from ..runs import UNFINISHED_STATES, RuntimeRun
 
 __all__ = ["MirroredRuntimeStore", "RecordMirror", "mirror_for", "read_graph", "read_list"]
 
@@ -350,6 +350,23 @@ def read_task_state(runtime: _Reader, record: RuntimeRun) -> str | None:
     return None
 
 
+def _mirrored(name: str) -> Any:
+    """The :class:`RunStore` method ``name``, the records its result holds given to the mirror."""
+
+    def call(self: MirroredRuntimeStore, *args: Any, **kwargs: Any) -> Any:
+        result = getattr(self.inner, name)(*args, **kwargs)
+        # a record, a list of them, or (record, fresh) from an insertion or a verdict
+        found = result[:1] if isinstance(result, tuple) else result
+        for record in found if isinstance(found, list | tuple) else [found]:
+            if isinstance(record, RuntimeRun):
+                self.mirror.put(record)
+        return result
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = getattr(RunStore, name).__doc__
+    return call
+
+
 class MirroredRuntimeStore(RunStore):
     """The runtime's run records, every record a call returns also given to the mirror.
 
@@ -362,107 +379,26 @@ class MirroredRuntimeStore(RunStore):
         self.inner = inner
         self.mirror = mirror
 
-    def _one(self, record: RuntimeRun | None) -> RuntimeRun | None:
-        if record is not None:
-            self.mirror.put(record)
-        return record
-
-    def _many(self, records: list[RuntimeRun]) -> list[RuntimeRun]:
-        for record in records:
-            self.mirror.put(record)
-        return records
-
-    def rt_insert(
-        self, run: RuntimeRun, *, enqueue: bool, max_pending: int
-    ) -> tuple[RuntimeRun, bool]:
-        """Insert a submitted run."""
-        stored, created = self.inner.rt_insert(run, enqueue=enqueue, max_pending=max_pending)
-        self.mirror.put(stored)
-        return stored, created
-
-    def rt_insert_many(self, runs: Sequence[RuntimeRun], *, max_pending: int) -> list[RuntimeRun]:
-        """Insert a graph's runs."""
-        return self._many(self.inner.rt_insert_many(runs, max_pending=max_pending))
-
-    def rt_get(self, run_id: str) -> RuntimeRun | None:
-        """The record of a run, or None."""
-        return self._one(self.inner.rt_get(run_id))
-
-    def rt_graph(self, graph_id: str) -> list[RuntimeRun]:
-        """The runs of a graph, in submission order."""
-        return self._many(self.inner.rt_graph(graph_id))
-
-    def rt_list(self, states: Sequence[str] | None = None) -> list[RuntimeRun]:
-        """Records in submission order, optionally only those in ``states``."""
-        return self._many(self.inner.rt_list(states))
-
-    def rt_session(self, session_id: str, states: Sequence[str]) -> list[RuntimeRun]:
-        """One session's records in ``states``, in submission order."""
-        return self._many(self.inner.rt_session(session_id, states))
-
-    def rt_update(self, run_id: str, patch: RunPatch, *, fence: int | None = None) -> RuntimeRun:
-        """Apply ``patch`` to a run record (fenced)."""
-        record = self.inner.rt_update(run_id, patch, fence=fence)
-        self.mirror.put(record)
-        return record
-
-    def rt_claim(
-        self,
-        owner: str,
-        now: int,
-        lease_ms: int,
-        agents: Served,
-        kind: str = "agent",
-    ) -> RuntimeRun | None:
-        """Take the next eligible run."""
-        return self._one(self.inner.rt_claim(owner, now, lease_ms, agents, kind))
-
-    def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
-        """Record a verdict."""
-        record, fresh = self.inner.rt_verdict(run_id, verdict, now=now)
-        self.mirror.put(record)
-        return record, fresh
-
-    def rt_grants(
-        self, run_id: str, *, add: str | None = None, revoke: str | None = None, now: int
-    ) -> RuntimeRun:
-        """Add a grant token or revoke a grant id."""
-        record = self.inner.rt_grants(run_id, add=add, revoke=revoke, now=now)
-        self.mirror.put(record)
-        return record
-
-    def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
-        """Add a late result."""
-        record = self.inner.rt_late_result(run_id, late, now=now)
-        self.mirror.put(record)
-        return record
-
     def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
         """Record a step's model response (or a task phase's state), fenced."""
         self.inner.rt_journal(run_id, step_index, response, fence=fence)
         if self.mirror.is_task(run_id):
             self.mirror.put_task_state(run_id, step_index, response)
 
-    # Calls that return no record pass through.
-
-    def rt_renew(
-        self, run_id: str, owner: str, fence: int, until: int, *, lease_ms: int | None = None
-    ) -> bool:
-        """Extend a held lease."""
-        return self.inner.rt_renew(run_id, owner, fence, until, lease_ms=lease_ms)
-
-    def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:
-        """Write (or complete) a tool intent, fenced."""
-        self.inner.rt_intent(intent, fence=fence)
-
-    def rt_intents(self, run_id: str) -> list[ToolIntent]:
-        """A run's tool intents."""
-        return self.inner.rt_intents(run_id)
-
-    def rt_journaled(self, run_id: str, step_index: int) -> str | None:
-        """The journaled model response of a step, if any."""
-        return self.inner.rt_journaled(run_id, step_index)
-
-    def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> list[str]:
-        """Claim notifications of a run."""
-        return self.inner.rt_claim_notices(run_id, keys)
+    rt_insert = _mirrored("rt_insert")
+    rt_insert_many = _mirrored("rt_insert_many")
+    rt_get = _mirrored("rt_get")
+    rt_graph = _mirrored("rt_graph")
+    rt_list = _mirrored("rt_list")
+    rt_session = _mirrored("rt_session")
+    rt_update = _mirrored("rt_update")
+    rt_claim = _mirrored("rt_claim")
+    rt_verdict = _mirrored("rt_verdict")
+    rt_grants = _mirrored("rt_grants")
+    rt_late_result = _mirrored("rt_late_result")
+    # calls that return no record pass through
+    rt_renew = _mirrored("rt_renew")
+    rt_intent = _mirrored("rt_intent")
+    rt_intents = _mirrored("rt_intents")
+    rt_journaled = _mirrored("rt_journaled")
+    rt_claim_notices = _mirrored("rt_claim_notices")

@@ -48,7 +48,7 @@ from ._run_result import RunFailedError, RunResult
 from ._waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:
-    from ._seam import RunServices
+    from ._seam import RunControl
 
 __all__ = [
     "HUMAN_STATES",
@@ -70,7 +70,7 @@ class Run:
     that awaits them drops only that watcher. ``cancel()`` cancels the run.
     """
 
-    def __init__(self, runtime: RunServices, run_id: str) -> None:
+    def __init__(self, runtime: RunControl, run_id: str) -> None:
         self.runtime = runtime
         self.run_id = run_id
 

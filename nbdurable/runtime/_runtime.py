@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Required, TypedDict, Unpack
+from typing import Any, Required, TypedDict, Unpack, cast
 
 from .._deps import Deps, new_id
 from .._errors import (
@@ -42,13 +42,27 @@ from ._run import Run
 from ._seam import Engine, FatalHandler
 from ._state_events import settled_nodes, state_events, unclaimed_event
 from ._store_retry import RetryingRuntimeStore
-from ._submissions import agent_record, submit_graph, submit_task
+from ._submissions import agent_record, insert, submit_graph, submit_task
 from ._tasks import TaskDefinition, TaskRun, task_table
 
 __all__ = ["DurableRuntime", "RuntimeOptions"]
 
 APPROVAL_MAX_AGE_MS = 7 * 24 * 3600 * 1000
 """The default maximum age of an approval token a verdict may carry: 7 days."""
+
+DEFAULTS: dict[str, Any] = {
+    "agents": (),
+    "tasks": (),
+    "max_concurrent_runs": 4,
+    "max_concurrent_tasks": 4,
+    "lease_ms": 30_000,
+    "poll_interval": 0.05,
+    "flush_interval": 0.05,
+    "store_retry_ms": DEFAULT_STORE_RETRY_MS,
+    "approval_max_age_ms": APPROVAL_MAX_AGE_MS,
+    "record_mirror": True,
+}
+"""The :class:`RuntimeOptions` a runtime is not given, in one place (the others default to None)."""
 
 
 class RuntimeOptions(TypedDict, total=False):
@@ -154,46 +168,45 @@ class DurableRuntime:
                 "DurableRuntime needs a store that keeps run records: "
                 "open_store('sqlite:///...'), 'postgresql://...' or 'memory://'"
             )
-        self.tasks: dict[str, TaskDefinition] = task_table(options.get("tasks", ()))
+        options = cast(RuntimeOptions, {**DEFAULTS, **options})
+        self.tasks: dict[str, TaskDefinition] = task_table(options["tasks"])
         self.store: HistoryStore = store
         # The store as each of the bases checked above: run records, fenced events.
         records: RunStore = store
         self.event_store: EventLog = store
         self.max_concurrent_runs = check_concurrency(
-            "max_concurrent_runs", options.get("max_concurrent_runs", 4)
+            "max_concurrent_runs", options["max_concurrent_runs"]
         )
         self.max_concurrent_tasks = check_concurrency(
-            "max_concurrent_tasks", options.get("max_concurrent_tasks", 4)
+            "max_concurrent_tasks", options["max_concurrent_tasks"]
         )
         limits = options.get("limits")
         self.limits = limits if limits is not None else Limits()
         if not isinstance(self.limits, Limits):
             raise ConfigurationError("limits must be a Limits")
         self.on_fatal_error = options.get("on_fatal_error")
-        self.lease_ms = options.get("lease_ms", 30_000)
-        self.poll_interval = options.get("poll_interval", 0.05)
-        self.flush_interval = options.get("flush_interval", 0.05)
+        self.lease_ms = options["lease_ms"]
+        self.poll_interval = options["poll_interval"]
+        self.flush_interval = options["flush_interval"]
         self.deps = options.get("deps") or Deps()
-        store_retry_ms = check_retry_ms(options.get("store_retry_ms", DEFAULT_STORE_RETRY_MS))
+        store_retry_ms = check_retry_ms(options["store_retry_ms"])
         # Store calls that fail for connection-level reasons are sent again for up
         # to store_retry_ms (one budget per outage, shared by every call); past
         # it the engine stops (on_fatal_error) and leaves its runs as they are.
         self.store_retry = StoreRetry.for_store(store, store_retry_ms, self.deps.logger)
         self.runtime_store: RunStore = RetryingRuntimeStore(records, self.store_retry)
         # Over a remote store, synchronous reads on the loop read a mirror of the records.
-        self.mirror = mirror_for(store, records) if options.get("record_mirror", True) else None
+        self.mirror = mirror_for(store, records) if options["record_mirror"] else None
         self.runtime_store = with_mirror(self.runtime_store, self.mirror)
         self.owner_id = options.get("owner_id") or f"runtime-{new_id()[:12]}"
         self._signer = options.get("approval_signer")
-        self.approval_max_age_ms = check_max_age_ms(
-            options.get("approval_max_age_ms", APPROVAL_MAX_AGE_MS)
-        )
+        self.approval_max_age_ms = check_max_age_ms(options["approval_max_age_ms"])
         notify = options.get("notify")
         if notify is not None and not isinstance(notify, Notifier):
             raise ConfigurationError("notify must be a Notifier")
         self.notify = notify
         self.registry = Registry()
-        self.registry.register(options.get("agents", ()))
+        self.registry.register(options["agents"])
         engine = options.get("engine")
         self.engine: Engine = engine if engine is not None else EmbeddedEngine()
         # Connections its tools open lazily (MCP sessions): one per server, closed by close().
@@ -361,16 +374,8 @@ class DurableRuntime:
         trace_context = current_trace_context()  # the caller's span becomes the run's parent
         if trace_context is not None:
             record = RunPatch(trace_context=trace_context).apply(record)
-        stored, created = await offload(
-            self.runtime_store.rt_insert,
-            record,
-            enqueue=enqueue,
-            max_pending=self.limits.max_pending_runs,
-        )
-        if created:
-            await offload(unclaimed_event, self, stored)
-            self.engine.wake()
-        return Run(self, stored.run_id)
+        limit = self.limits.max_pending_runs
+        return Run(self, (await insert(self, record, enqueue=enqueue, max_pending=limit)).run_id)
 
     async def submit_graph(
         self, nodes: Iterable[GraphNode | Mapping[str, Any]], *, graph_id: str | None = None

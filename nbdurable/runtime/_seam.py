@@ -12,9 +12,13 @@ take these protocols, never :class:`~nbdurable.runtime._runtime.DurableRuntime`
   the clock, ``deps``, and the record writes that keep records and events in
   step (``set_state``, ``state_event``, ``wake``); the helpers that only read
   and write records (claims, leases, state events, first messages) need no more;
-- :class:`RunServices`: that, plus the definitions (agents, tasks), the limits,
-  the approval signer and the timings: what an engine, a :class:`~nbdurable.Run`
-  handle and the executor's :class:`~nbdurable.runtime._executor.RunContext` use.
+- :class:`LegServices`: that, plus the limits: what the executor's
+  :class:`~nbdurable.runtime._executor.RunContext` uses for one leg;
+- :class:`RunControl`: the records, plus the definitions, the approval signer and
+  the engine: what a :class:`~nbdurable.Run` handle (and a verdict, a grant, a
+  graph) uses;
+- :class:`RunServices`: all of these, plus the tasks and the timings: what an
+  engine is given (:meth:`Engine.start`).
 
 An engine joins the engine conformance suite (``tests/engines``) by one
 parameter of its ``engine`` fixture; docs/architecture.md, "Where a new part goes".
@@ -41,7 +45,7 @@ if TYPE_CHECKING:
     from ._run import Run
     from ._tasks import TaskDefinition
 
-__all__ = ["Engine", "FatalHandler", "RunRecords", "RunServices"]
+__all__ = ["Engine", "FatalHandler", "LegServices", "RunControl", "RunRecords", "RunServices"]
 
 FatalHandler = Callable[[BaseException], Any]
 """Called once when the store stays unavailable past ``store_retry_ms``."""
@@ -88,33 +92,47 @@ class RunRecords(Protocol):
         """Make the engine look for work now; safe from any thread."""
 
 
-class RunServices(RunRecords, Protocol):
-    """What an engine, a run handle and the executor use: records and definitions.
+class LegServices(RunRecords, Protocol):
+    """What one leg's execution uses (the executor's ``RunContext``): the records and the limits."""
 
-    Its options are those of ``DurableRuntime`` (``RuntimeOptions``).
+    limits: Limits
+
+
+class RunControl(RunRecords, Protocol):
+    """What a :class:`~nbdurable.Run` handle uses: the records, and what verdicts and cancels need.
+
+    The definitions a verdict's run is checked against, the approval signer and
+    token age, and the engine a cancel (or a blocking wait) goes through.
     """
 
     registry: Registry
-    tasks: dict[str, TaskDefinition]
-    limits: Limits
     engine: Engine
-    owner_id: str
-    flush_interval: float
-    max_concurrent_runs: int
-    max_concurrent_tasks: int
     approval_max_age_ms: int | None
     notify: Notifier | None
-    on_fatal_error: FatalHandler | None
 
     @property
     def signer(self) -> ApprovalSigner:
         """The approval signer."""
 
-    def task_keys(self) -> list[tuple[str, str]]:
-        """``(name, version)`` of the tasks executed now (their agents registered)."""
-
     def cancel_local(self, run_id: str) -> bool:
         """Cancel this process's execution of a run, if it has one."""
+
+
+class RunServices(LegServices, RunControl, Protocol):
+    """What an engine uses: the records, the run handles' needs, the tasks and the timings.
+
+    Its options are those of ``DurableRuntime`` (``RuntimeOptions``).
+    """
+
+    tasks: dict[str, TaskDefinition]
+    owner_id: str
+    flush_interval: float
+    max_concurrent_runs: int
+    max_concurrent_tasks: int
+    on_fatal_error: FatalHandler | None
+
+    def task_keys(self) -> list[tuple[str, str]]:
+        """``(name, version)`` of the tasks executed now (their agents registered)."""
 
     async def cancel_owned(self, run_id: str) -> None:
         """Cancel the unfinished agent runs a task run spawned."""

@@ -15,15 +15,26 @@ run id taken: :meth:`RetryingRuntimeStore.rt_insert` recognises its own run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
 from .._errors import DurableConflictError
 from ..durable._offload import NowaitDelegate
 from ..durable._transient import StoreRetry, StoreUnavailableError, is_transient
 from ..durable.store import RunStore
-from ..runs import LateResult, RunPatch, RuntimeRun, Served, ToolIntent, Verdict
+from ..runs import RuntimeRun
 
 __all__ = ["RetryingRuntimeStore", "StoreUnavailableError"]
+
+
+def _retried(name: str, label: str) -> Any:
+    """The :class:`RunStore` method ``name``, sent again through an outage (``label`` in logs)."""
+
+    def call(self: RetryingRuntimeStore, *args: Any, **kwargs: Any) -> Any:
+        return self.retry.call(label, getattr(self.inner, name), *args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = getattr(RunStore, name).__doc__
+    return call
 
 
 class RetryingRuntimeStore(NowaitDelegate, RunStore):
@@ -87,101 +98,27 @@ class RetryingRuntimeStore(NowaitDelegate, RunStore):
 
         return self.retry.call("submit a run", attempt)
 
-    def rt_insert_many(self, runs: Sequence[RuntimeRun], *, max_pending: int) -> list[RuntimeRun]:
-        """Insert a graph's runs (a retry that finds them stored is settled by the caller)."""
-        return self.retry.call(
-            "submit a graph", self.inner.rt_insert_many, runs, max_pending=max_pending
-        )
-
-    def rt_get(self, run_id: str) -> RuntimeRun | None:
-        """The record of a run, or None."""
-        return self.retry.call("read a run", self.inner.rt_get, run_id)
-
-    def rt_graph(self, graph_id: str) -> list[RuntimeRun]:
-        """The runs of a graph, in submission order."""
-        return self.retry.call("read a graph", self.inner.rt_graph, graph_id)
-
-    def rt_list(self, states: Sequence[str] | None = None) -> list[RuntimeRun]:
-        """Records in submission order, optionally only those in ``states``."""
-        return self.retry.call("list runs", self.inner.rt_list, states)
-
-    def rt_session(self, session_id: str, states: Sequence[str]) -> list[RuntimeRun]:
-        """One session's records in ``states``, in submission order."""
-        return self.retry.call("read a session", self.inner.rt_session, session_id, states)
-
-    def rt_update(self, run_id: str, patch: RunPatch, *, fence: int | None = None) -> RuntimeRun:
-        """Apply ``patch`` to a run record (fenced)."""
-        return self.retry.call("update a run", self.inner.rt_update, run_id, patch, fence=fence)
-
-    def rt_claim(
-        self,
-        owner: str,
-        now: int,
-        lease_ms: int,
-        agents: Served,
-        kind: str = "agent",
-    ) -> RuntimeRun | None:
-        """Take the next eligible run.
-
-        A claim whose connection broke after it committed leaves that run
-        leased to this owner; it is claimed again when the lease lapses.
-        """
-        return self.retry.call(
-            "claim a run", self.inner.rt_claim, owner, now, lease_ms, agents, kind
-        )
-
-    def rt_renew(
-        self, run_id: str, owner: str, fence: int, until: int, *, lease_ms: int | None = None
-    ) -> bool:
-        """Extend a held lease; False when it is not ours any more."""
-        return self.retry.call(
-            "renew a lease", self.inner.rt_renew, run_id, owner, fence, until, lease_ms=lease_ms
-        )
-
-    def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:
-        """Write or complete a tool intent, fenced."""
-        self.retry.call("record a tool call", self.inner.rt_intent, intent, fence=fence)
-
-    def rt_intents(self, run_id: str) -> list[ToolIntent]:
-        """A run's tool intents."""
-        return self.retry.call("read tool calls", self.inner.rt_intents, run_id)
-
-    def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
-        """Record a step's completed model response, fenced."""
-        self.retry.call(
-            "journal a model response",
-            self.inner.rt_journal,
-            run_id,
-            step_index,
-            response,
-            fence=fence,
-        )
-
-    def rt_journaled(self, run_id: str, step_index: int) -> str | None:
-        """A step's journaled model response."""
-        return self.retry.call("read the journal", self.inner.rt_journaled, run_id, step_index)
-
-    def rt_verdict(self, run_id: str, verdict: Verdict, *, now: int) -> tuple[RuntimeRun, bool]:
-        """Record a verdict; a verdict sent again is recognised as its own repeat."""
-        return self.retry.call("record a verdict", self.inner.rt_verdict, run_id, verdict, now=now)
-
-    def rt_claim_notices(self, run_id: str, keys: Sequence[str]) -> list[str]:
-        """Claim notifications (a claim whose reply was lost is not claimed twice)."""
-        return self.retry.call("claim notifications", self.inner.rt_claim_notices, run_id, keys)
-
-    def rt_grants(
-        self, run_id: str, *, add: str | None = None, revoke: str | None = None, now: int
-    ) -> RuntimeRun:
-        """Add a grant token or revoke a grant id (both idempotent, so retried safely)."""
-        return self.retry.call(
-            "record a grant", self.inner.rt_grants, run_id, add=add, revoke=revoke, now=now
-        )
-
-    def rt_late_result(self, run_id: str, late: LateResult, *, now: int) -> RuntimeRun:
-        """Add a late result (idempotent: the same one again changes nothing)."""
-        return self.retry.call(
-            "record a late result", self.inner.rt_late_result, run_id, late, now=now
-        )
+    # Every other call is sent again as it is: each sets absolute values, is fenced
+    # or upserts (a verdict, a grant, a late result or a notice claim sent again is
+    # recognised as its own repeat). A graph's insertion found stored is settled by
+    # the caller; a claim whose connection broke after it committed leaves that run
+    # leased to this owner, claimed again once the lease lapses.
+    rt_insert_many = _retried("rt_insert_many", "submit a graph")
+    rt_get = _retried("rt_get", "read a run")
+    rt_graph = _retried("rt_graph", "read a graph")
+    rt_list = _retried("rt_list", "list runs")
+    rt_session = _retried("rt_session", "read a session")
+    rt_update = _retried("rt_update", "update a run")
+    rt_claim = _retried("rt_claim", "claim a run")
+    rt_renew = _retried("rt_renew", "renew a lease")
+    rt_intent = _retried("rt_intent", "record a tool call")
+    rt_intents = _retried("rt_intents", "read tool calls")
+    rt_journal = _retried("rt_journal", "journal a model response")
+    rt_journaled = _retried("rt_journaled", "read the journal")
+    rt_verdict = _retried("rt_verdict", "record a verdict")
+    rt_claim_notices = _retried("rt_claim_notices", "claim notifications")
+    rt_grants = _retried("rt_grants", "record a grant")
+    rt_late_result = _retried("rt_late_result", "record a late result")
 
 
 def _same_submission(found: RuntimeRun, run: RuntimeRun) -> bool:

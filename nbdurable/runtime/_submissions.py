@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._deps import new_id
-from .._errors import ConfigurationError, DurableConflictError, LimitExceededError
+from .._errors import ConfigurationError, DurableConflictError
 from .._text import valid_text
 from ..durable._offload import offload
 from ..runs import RunPatch, RuntimeRun, claimed_user
@@ -67,9 +67,7 @@ def agent_record(
         raise ConfigurationError(f"max_steps must be a positive integer, not {max_steps!r}")
     prompt = validate_prompt(prompt)
     text = canonical_prompt(prompt)
-    size = payload_bytes(text)
-    if size > limits.max_payload_bytes:
-        raise LimitExceededError("max_payload_bytes", size, limits.max_payload_bytes)
+    limits.check_payload(payload_bytes(text))
     now = clock()
     new_run_id = run_id or f"run-{new_id()[:16]}"
     retry = agent.retry_policy
@@ -170,9 +168,7 @@ def task_record(
         text = canonical_json(input)
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"a task's input must be JSON data: {exc}") from None
-    size = payload_bytes(text)
-    if size > limits.max_payload_bytes:
-        raise LimitExceededError("max_payload_bytes", size, limits.max_payload_bytes)
+    limits.check_payload(payload_bytes(text))
     now = clock()
     new_run_id = run_id or f"task-{new_id()[:16]}"
     return RuntimeRun(
@@ -254,13 +250,24 @@ async def submit_task(
         timeout=timeout,
     )
     record = RunPatch(engine=runtime.engine.name).apply(record)
+    stored = await insert(
+        runtime, record, enqueue=False, max_pending=runtime.limits.max_pending_tasks
+    )
+    return TaskRun(runtime, stored.run_id)
+
+
+async def insert(
+    runtime: RunServices, record: RuntimeRun, *, enqueue: bool, max_pending: int
+) -> RuntimeRun:
+    """Insert a validated run record; a new one gets its first state event and wakes the engine.
+
+    Returns:
+        The stored record (the earlier run when ``request_id`` repeats a submission).
+    """
     stored, created = await offload(
-        runtime.runtime_store.rt_insert,
-        record,
-        enqueue=False,
-        max_pending=runtime.limits.max_pending_tasks,
+        runtime.runtime_store.rt_insert, record, enqueue=enqueue, max_pending=max_pending
     )
     if created:
         await offload(unclaimed_event, runtime, stored)
         runtime.engine.wake()
-    return TaskRun(runtime, stored.run_id)
+    return stored

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ConfigurationError, LimitExceededError
+from .._errors import ConfigurationError
 from ..durable._offload import offload
 from ..durable.store import RuntimeStore, maybe_await
 from ..events._model import NewEvent
@@ -335,10 +335,7 @@ async def run_phase(
     ctx = context(runtime, run_id, task, index)
     result = await maybe_await(task.phases[index](ctx, state))
     text = _json_state(task, ctx.phase, result)
-    size = payload_bytes(text)
-    limit = runtime.limits.max_payload_bytes
-    if size > limit:
-        raise LimitExceededError("max_payload_bytes", size, limit)
+    runtime.limits.check_payload(payload_bytes(text))
     await offload(execution.store.rt_journal, run_id, index, text, fence=execution.fence)
     await offload(execution.update, RunPatch(phase=index + 1))
     event = NewEvent(
@@ -377,6 +374,11 @@ async def run_phases(execution: TaskExecution) -> Any:
 
 class TaskRun(Run):
     """A handle on a task run: a :class:`Run` whose result is the task's final state."""
+
+    runtime: RunServices  # a task's cancel reaches the runs it spawned
+
+    def __init__(self, runtime: RunServices, run_id: str) -> None:
+        super().__init__(runtime, run_id)
 
     def __repr__(self) -> str:
         return f"TaskRun({self.run_id!r})"

@@ -59,15 +59,58 @@ def reopen(store_url: str) -> Iterator[Callable[[Any], Any]]:
 
 @dataclass
 class FakeClock:
-    """A settable clock in epoch milliseconds (for retry deadlines)."""
+    """A controllable clock in epoch milliseconds: time moves only when a test moves it.
+
+    Given to a runtime as :meth:`deps` (its ``now`` and its ``sleep``), it drives the
+    retry deadlines, the embedded engine's polls and the lease renewals: a sleep of
+    the runtime returns when :meth:`advance` has moved the clock past its end, never
+    on the wall clock (temporalio's time-skipping environment, in small).
+    """
 
     t: int = 1_800_000_000_000
+    sleepers: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
 
     def now(self) -> int:
         return self.t
 
+    def deps(self) -> nd.Deps:
+        """Dependencies whose clock and timer are this clock."""
+        return nd.Deps(clock=self, sleep=self.sleep)
+
+    async def sleep(self, seconds: float) -> None:
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        sleeper = (self.t + max(round(seconds * 1000), 1), woken)
+        self.sleepers.append(sleeper)
+        try:
+            await woken
+        finally:
+            self.sleepers.remove(sleeper)
+
     def advance(self, ms: int) -> None:
+        """Move the clock on by ``ms``, ending the sleeps due by then."""
         self.t += ms
+        for due, waiting in self.sleepers:
+            if due <= self.t and not waiting.done():
+                waiting.set_result(None)
+
+    async def skip(self, ms: int, idle: int = 1) -> None:
+        """Move the clock on by ``ms`` and let the runtime look at the new time.
+
+        Waits until ``idle`` sleeps are pending (the engine's scheduler between
+        two looks: one), moves the clock, ends every pending sleep (the engine
+        looks for work now rather than up to a poll interval later, a lease
+        keeper renews) and returns once they sleep again: a run not due yet is
+        then still waiting, deterministically, with no wall-clock pause.
+        """
+        await eventually(lambda: self._asleep() >= idle)
+        self.t += ms
+        for _, waiting in self.sleepers:
+            if not waiting.done():
+                waiting.set_result(None)
+        await eventually(lambda: self._asleep() >= idle)
+
+    def _asleep(self) -> int:
+        return sum(not waiting.done() for _, waiting in self.sleepers)
 
 
 @dataclass

@@ -23,7 +23,7 @@ from nbdurable.durable._definitions import parts_of
 from nbdurable.runs import RuntimeRun, mismatch_reason, unclaimable_by_definition
 from nbdurable.runtime import Agent, DurableRuntime
 
-from .conftest import eventually
+from .conftest import FakeClock, eventually
 
 PROCESS = Path(__file__).with_name("definition_process.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,8 +124,9 @@ async def test_the_waiting_reason_is_written_once_and_shown_by_runs_list(
     assert output(process("submit", "x", url, "run-list")) == "run-list"
     store = nd.open_store(url)
     try:
+        clock = FakeClock()
         runtime = await DurableRuntime.open(
-            store=store, agents=[_janitor(["B's text"])], poll_interval=0.01
+            store=store, agents=[_janitor(["B's text"])], deps=clock.deps()
         )
         try:
             expected = f"{REASON}; a runtime that saw it differs in its model, tool recovery and "
@@ -133,7 +134,8 @@ async def test_the_waiting_reason_is_written_once_and_shown_by_runs_list(
             await eventually(lambda: store.rt_get("run-list").waiting_reason == expected)
             first = store.rt_get("run-list")
             changes = store._db.conn.total_changes  # every row this connection wrote so far
-            await asyncio.sleep(0.5)  # ~50 polls
+            for _ in range(20):  # twenty more looks for work
+                await clock.skip(1_000)
             assert store._db.conn.total_changes == changes  # the reason is not written again
             assert store.rt_get("run-list") == first
         finally:

@@ -116,13 +116,13 @@ async def test_a_live_owner_on_this_host_keeps_its_run(tmp_path: Path, url: str)
     store = nd.open_store(url)
     client = DurableRuntime(store=store, agents=lease_agents.agents)
     run = await client.submit("long", "work")
-    owner = worker(url, log, lease_ms=DEFAULT_LEASE, tool_seconds=4)
+    owner = worker(url, log, lease_ms=DEFAULT_LEASE, tool_seconds=3)
     try:
         await wait_for(lambda: owner.pid in lease_agents.starts(log), 60, "the owner's tool")
         async with await DurableRuntime.open(
             store=store, agents=lease_agents.agents, lease_ms=DEFAULT_LEASE
         ):
-            await asyncio.sleep(2.5)  # two dead-owner scans
+            await asyncio.sleep(1.5)  # two dead-owner scans: at the open and a second later
             assert run.record().fence == 1
             await asyncio.wait_for(run.wait("completed"), 30)
     finally:

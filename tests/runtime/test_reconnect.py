@@ -15,7 +15,7 @@ import nbdurable as nd
 from nbdurable.durable._signer import TOKEN_DENIAL_REASON
 from nbdurable.runtime import Agent, DurableRuntime, RunFailedError
 
-from .conftest import GatedModel, eventually
+from .conftest import FakeClock, GatedModel, eventually
 
 
 def gated_agent(gate: asyncio.Event, text: str = "answer") -> tuple[Agent, GatedModel]:
@@ -230,21 +230,25 @@ async def test_timeout_is_persisted_and_not_restarted_by_reattaching(
     deadline is stored at submit; re-attaching neither restarts nor extends it;
     the run fails with reason timeout when it passes."""
     gate = asyncio.Event()  # never set: the model call hangs
-    agent, _ = gated_agent(gate)
-    async with await DurableRuntime.open(store=store, agents=[agent]) as rt:
+    agent, model = gated_agent(gate)
+    clock = FakeClock()
+    async with await DurableRuntime.open(store=store, agents=[agent], deps=clock.deps()) as rt:
         run = await rt.submit("a", "hi", timeout=0.4)
         record = run.record()
         assert record.deadline_at == record.created_at + 400
-        await asyncio.sleep(0.2)
+        await eventually(lambda: model.entered == 1)
+        await clock.skip(200, idle=2)  # its scheduler and its lease keeper looked again
         async with await DurableRuntime.open(store=reopen(store)) as other:
             handle = await other.get_run(run.run_id)
             assert handle.record().deadline_at == record.deadline_at
+            assert handle.status == "running"  # not restarted, not extended
+            await clock.skip(200)  # the deadline: the lease keeper ends the run
             with pytest.raises(RunFailedError) as caught:
                 await asyncio.wait_for(handle.result(), 5)
     assert (caught.value.state, caught.value.reason) == ("failed", "timeout")
     finished = run.record()
     assert finished.deadline_at == record.deadline_at
-    assert record.deadline_at <= finished.updated_at < record.deadline_at + 1000
+    assert finished.updated_at == record.deadline_at
 
 
 @pytest.mark.spec("S004-06")
@@ -253,13 +257,16 @@ async def test_timeout_passes_while_no_runtime_runs(store: Any, reopen: Any) -> 
     runtime was open fails with reason timeout without calling the model again."""
     gate = asyncio.Event()
     agent, _ = gated_agent(gate)
-    async with await DurableRuntime.open(store=store, agents=[agent]) as rt:
+    clock = FakeClock()
+    async with await DurableRuntime.open(store=store, agents=[agent], deps=clock.deps()) as rt:
         run = await rt.submit("a", "hi", timeout=0.2)
         await run.wait("running")
     assert run.record().state == "pending"
-    await asyncio.sleep(0.25)
+    clock.advance(250)  # no runtime open meanwhile
     again, fresh = gated_agent(asyncio.Event())  # the same definition, in a new runtime
-    async with await DurableRuntime.open(store=reopen(store), agents=[again]) as rt:
+    async with await DurableRuntime.open(
+        store=reopen(store), agents=[again], deps=clock.deps()
+    ) as rt:
         handle = await rt.get_run(run.run_id)
         with pytest.raises(RunFailedError) as caught:
             await asyncio.wait_for(handle.result(), 5)

@@ -12,7 +12,7 @@ import pytest
 import nbdurable as nd
 from nbdurable.runtime import Agent, DurableRuntime, Limits, ModelRetry
 
-from .conftest import GatedModel, GenerateOnlyModel, eventually
+from .conftest import FakeClock, GatedModel, GenerateOnlyModel, eventually
 
 
 def make_work_tool(calls: list[str], gate: asyncio.Event | None = None) -> nd.Tool:
@@ -262,12 +262,13 @@ async def test_unlisted_tool_is_manual_and_registering_does_not_retry(
         assert calls == ["x"]  # the manual tool did not run again
         assert "manual" in (run.record().reason or "")
 
-    async with await DurableRuntime.open(store=second) as rt:
+    clock = FakeClock()
+    async with await DurableRuntime.open(store=second, deps=clock.deps()) as rt:
         run = await rt.get_run(run.run_id)
         assert [r.run_id for r in rt.list_runs(status="needs_attention")] == [run.run_id]
         rt.register_agents([agent])
         await rt.resume()
-        await asyncio.sleep(0.3)
+        await clock.skip(60_000)  # the engine looked again: nothing to run
         assert run.status == "needs_attention"
         assert calls == ["x"]
         gate.set()
@@ -542,19 +543,20 @@ async def test_registrations_are_process_local_restore_then_resume(store: Any, r
         await eventually(lambda: calls == ["x"])
 
     second = reopen(store)
-    async with await DurableRuntime.open(store=second) as rt:
+    clock = FakeClock()
+    async with await DurableRuntime.open(store=second, deps=clock.deps()) as rt:
         assert rt.registry.ids() == []
         unfinished = rt.list_runs(status=["pending", "queued", "retry_wait", "running"])
         assert [(r.run_id, r.agent_id, r.agent_version) for r in unfinished] == [
             (run.run_id, "a", "1")
         ]
-        await asyncio.sleep(0.2)
+        await clock.skip(60_000)  # the engine looked again
         assert (await rt.get_run(run.run_id)).status == "pending"  # nobody can run it
 
         # Another version of the agent does not take the run: it resumes under v1.
         rt.register_agents([tool_agent("a", "2", calls=calls, gate=gate)])
         await rt.resume()
-        await asyncio.sleep(0.2)
+        await clock.skip(60_000)
         assert (await rt.get_run(run.run_id)).status == "pending"
 
         gate.set()

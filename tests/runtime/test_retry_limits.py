@@ -24,7 +24,7 @@ def flaky_agent(
 
 
 def clocked(clock: FakeClock) -> nd.Deps:
-    return nd.Deps(clock=clock)
+    return clock.deps()
 
 
 # -- model retry --------------------------------------------------------------------------------
@@ -35,13 +35,14 @@ async def test_without_model_retry_a_model_error_fails_the_run(store: Any) -> No
     """Retry is opt-in: without model_retry one model error fails the run
     (reason model_error), with a single model call and no retry_wait."""
     agent, model = flaky_agent(fail_on=[1], retry=None)
-    async with await DurableRuntime.open(store=store, agents=[agent]) as rt:
+    clock = FakeClock()
+    async with await DurableRuntime.open(store=store, agents=[agent], deps=clocked(clock)) as rt:
         run = await rt.submit("a", "hi")
         with pytest.raises(RunFailedError) as caught:
             await run.result()
         assert caught.value.reason == "model_error"
         assert "ModelError" in (caught.value.error or "")
-        await asyncio.sleep(0.1)
+        await clock.skip(3_600_000)  # an hour later the engine looked again: nothing to retry
         assert model.calls == 1
         assert "retry_wait" not in await states_of(store, run.run_id)
 
@@ -128,13 +129,16 @@ async def test_checkpoint_and_quota_failures_are_not_retried(store: Any) -> None
         model_retry=FAST,
     )
     limits = Limits(max_payload_bytes=2000, max_operations=3)
-    async with await DurableRuntime.open(store=store, agents=[big, many], limits=limits) as rt:
+    clock = FakeClock()
+    async with await DurableRuntime.open(
+        store=store, agents=[big, many], limits=limits, deps=clocked(clock)
+    ) as rt:
         for agent_id, model_calls in (("a", lambda: big_model.calls), ("b", None)):
             run = await rt.submit(agent_id, "hi")
             with pytest.raises(RunFailedError) as caught:
                 await run.result()
             assert caught.value.reason == "limit_exceeded"
-            await asyncio.sleep(0.1)
+            await clock.skip(3_600_000)  # the engine looked again: nothing to retry
             assert "retry_wait" not in await states_of(store, run.run_id)
             if model_calls is not None:
                 assert model_calls() == 1
@@ -218,10 +222,9 @@ async def test_backoff_doubles_capped_without_jitter(store: Any) -> None:
             record = await run.wait("retry_wait")
             assert model.calls == attempt
             assert record.next_attempt_at == clock.now() + delay
-            clock.advance(delay - 1)
-            await asyncio.sleep(0.12)  # a few polls: not due yet
+            await clock.skip(delay - 1)  # the engine looked again: not due yet
             assert run.status == "retry_wait" and model.calls == attempt
-            clock.advance(1)
+            await clock.skip(1)
             await eventually(lambda a=attempt: model.calls == a + 1)
         assert (await run.result()).text == "ok"
 
@@ -250,9 +253,9 @@ async def test_retry_wait_frees_the_slot_but_keeps_session_order(store: Any) -> 
         behind = await rt.submit("b", "after", session_id="s", enqueue=True)
         elsewhere = await rt.submit("b", "elsewhere", session_id="t")
         assert (await elsewhere.result()).text == "b done"  # the slot was free
-        await asyncio.sleep(0.1)
+        await clock.skip(9)  # the engine looked again: not due yet
         assert (run.status, behind.status) == ("retry_wait", "queued")
-        clock.advance(10)
+        await clock.skip(1)
         assert (await run.result()).text == "ok"
         assert (await behind.result()).text == "b done"
     assert model.calls == 2
@@ -275,10 +278,9 @@ async def test_retry_deadline_survives_restart(store: Any, reopen: Any) -> None:
     async with await DurableRuntime.open(store=second, agents=[agent], deps=clocked(clock)) as rt:
         run = await rt.get_run(run.run_id)
         assert run.record().next_attempt_at == due
-        clock.advance(4999)
-        await asyncio.sleep(0.15)
+        await clock.skip(4999)  # the engine looked again: not due yet
         assert run.status == "retry_wait" and model.calls == 1
-        clock.advance(1)
+        await clock.skip(1)
         assert (await run.result()).text == "ok"
         assert model.calls == 2
 
@@ -301,8 +303,7 @@ async def test_saved_retry_policy_ignores_later_registrations(store: Any, reopen
     async with await DurableRuntime.open(store=second, agents=[later], deps=clocked(clock)) as rt:
         run = await rt.get_run(run.run_id)
         for _ in range(6):  # enough time for the later registration's 6 attempts
-            clock.advance(10)
-            await asyncio.sleep(0.1)
+            await clock.skip(10)
         with pytest.raises(RunFailedError) as caught:
             await run.result()
     assert caught.value.reason == "model_retries_exhausted"

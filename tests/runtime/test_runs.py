@@ -12,7 +12,7 @@ import nbdurable as nd
 from nbdurable.models._base import ModelRequest
 from nbdurable.runtime import Agent, DurableRuntime, Limits, RunFailedError
 
-from .conftest import eventually, states_of
+from .conftest import FakeClock, eventually, states_of
 
 
 def text_agent(agent_id: str = "a", text: str = "hello", **kwargs: Any) -> Agent:
@@ -427,7 +427,10 @@ async def test_approval_and_needs_attention_pause_session_but_free_slot(
         ),
         text_agent("plain", "plain"),
     ]
-    async with await DurableRuntime.open(store=store, agents=agents, max_concurrent_runs=1) as rt:
+    clock = FakeClock()
+    async with await DurableRuntime.open(
+        store=store, agents=agents, max_concurrent_runs=1, deps=clock.deps()
+    ) as rt:
         waiting = await rt.submit("approver", "drop t", session_id="s1")
         await waiting.wait("waiting_approval")
         behind = await rt.submit("plain", "after approval", session_id="s1", enqueue=True)
@@ -438,7 +441,7 @@ async def test_approval_and_needs_attention_pause_session_but_free_slot(
 
         other = await rt.submit("plain", "elsewhere", session_id="s3")
         assert (await other.result()).text == "plain"  # the slot is free
-        await asyncio.sleep(0.2)
+        await clock.skip(60_000)  # the engine looked again
         assert (behind.status, behind2.status) == ("queued", "queued")
 
         await waiting.approve()
@@ -473,11 +476,14 @@ async def test_cancelled_run_keeps_its_slot_until_callbacks_settle(
         Agent("slow", nd.ScriptedModel([nd.Turn.call("work")]), [work], version="1"),
         text_agent("plain", "plain"),
     ]
-    async with await DurableRuntime.open(store=store, agents=agents, max_concurrent_runs=1) as rt:
+    clock = FakeClock()
+    async with await DurableRuntime.open(
+        store=store, agents=agents, max_concurrent_runs=1, deps=clock.deps()
+    ) as rt:
         active = await rt.submit("slow", "go", session_id="s1")
         await started.wait()
         nxt = await rt.submit("plain", "next", session_id="s2")
-        await asyncio.sleep(0.1)
+        await clock.skip(1_000, idle=2)  # the engine looked again (and the lease was renewed)
         assert nxt.status == "pending"
         await active.cancel()
         assert active.status == "cancelling"

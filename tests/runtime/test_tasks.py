@@ -12,7 +12,7 @@ import nbdurable as nd
 from nbdurable.models._base import ModelRequest
 from nbdurable.runtime import Agent, DurableRuntime, Limits, RunFailedError, TaskRun
 
-from .conftest import GatedModel, eventually
+from .conftest import FakeClock, GatedModel, eventually
 
 
 def echo(agent_id: str, **kwargs: Any) -> Agent:
@@ -263,8 +263,11 @@ async def test_a_declared_agent_missing_after_a_restart_parks_the_task_until_res
     declared = nd.define_task("declared", call_helper, agents=["helper"])
     client = DurableRuntime(store=store, agents=[echo("helper")], tasks=[declared])
     run = await client.submit_task("declared", None)  # submitted, never executed here
-    async with await DurableRuntime.open(store=reopen(store), tasks=[declared]) as rt:
-        await asyncio.sleep(0.2)
+    clock = FakeClock()
+    async with await DurableRuntime.open(
+        store=reopen(store), tasks=[declared], deps=clock.deps()
+    ) as rt:
+        await clock.skip(60_000)  # the engine looked again: it cannot run the task
         assert run.status == "pending"
         rt.register_agents([echo("helper")])
         assert await (await rt.get_run(run.run_id)).result() == "helper(help)"
