@@ -111,8 +111,7 @@ class NextSteps:
             return (
                 *((use,) if usable else ()),
                 f"%durable retry {run}{rerun}  ({again})",
-                f'%durable approve {run} --deny --reason "..."  (settles it as an error the '
-                "model sees)",
+                f'%durable settle {run} --reason "..."  (settles it as an error the model sees)',
             )
         if self.context == "terminal":
             use = f"nbdurable runs retry {run} --use-late-result  (settles it with the late result)"

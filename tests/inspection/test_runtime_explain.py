@@ -211,7 +211,7 @@ async def test_next_steps_fit_where_the_reader_is(runs_store: Any) -> None:
     assert "await run.retry()" in api.actions[1]
     notebook = ins.explain(runs_store, rid, context="notebook")
     assert notebook.actions[0] == f"%durable retry {rid}  (runs the interrupted tool again)"
-    assert notebook.actions[1].startswith(f'%durable approve {rid} --deny --reason "..."')
+    assert notebook.actions[1].startswith(f'%durable settle {rid} --reason "..."')
     terminal = ins.explain(runs_store, rid, context="terminal")
     assert terminal.actions[0].startswith(f"nbdurable runs retry {rid} --agents module:attr")
     assert terminal.actions[1].startswith(f'nbdurable runs deny {rid} --reason "..."')
