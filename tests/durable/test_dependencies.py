@@ -139,7 +139,9 @@ print(json.dumps(sorted(set(sys.modules) - baseline)))
         capture_output=True,
         text=True,
         check=True,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        # pydantic plugins off: where logfire is installed, its plugin loads requests
+        # and OpenTelemetry with the first model, whatever nbdurable imports
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYDANTIC_DISABLE_PLUGINS": "__all__"},
     )
     loaded = json.loads(out.stdout)
     tops = {name.split(".")[0] for name in loaded}
