@@ -8,8 +8,10 @@ Another process (a kernel that died) left three runs in the notebook's store:
   is gone, its record still says ``running``).
 
 The notebook shows ``%durable dashboard``: ``b1`` and ``g1`` show as stalled (owner
-gone), ``w1`` in the approvals. The agents' cell and ``%durable worker`` make this
-kernel serve them: ``g1`` is taken over and completes, ``b1`` and ``b2`` stop in
+gone), ``w1`` in the approvals. ``%durable resume g1`` imports ``g1``'s agent from
+where its run records it lives (``stuck_agents:AGENTS``): ``g1`` is taken over and
+completes. The agents' cell and ``%durable worker`` make this kernel serve the
+others: ``b1`` and ``b2`` stop in
 needs_attention (their call may have had an effect). **Approve** on ``w1`` resumes
 it here; **Retry** on ``b1``'s line runs the call again; ``b2``'s run widget (a click
 on its row) settles it with a reason: every run completes. Screenshots
@@ -75,8 +77,11 @@ def agents() -> list[nd.Agent]:
     ]
 
 
+AGENTS = agents()  # the runs record stuck_agents:AGENTS as where their agents live
+
+
 async def die_stuck(url: str) -> None:
-    runtime = await nd.DurableRuntime.open(store=nd.open_store(url), agents=agents(), lease_ms=1500)
+    runtime = await nd.DurableRuntime.open(store=nd.open_store(url), agents=AGENTS, lease_ms=1500)
     await runtime.submit("janitor", "Drop stg.", run_id="w1")
     await (await runtime.get_run("w1")).wait("waiting_approval")
     await runtime.submit("biller", "Charge 5.", run_id="b1")
@@ -120,6 +125,7 @@ def test_stuck_runs_are_solved_from_the_dashboard_by_clicking(
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell("%load_ext nbdurable\n%durable dashboard"),
+        nbformat.v4.new_code_cell("%durable resume g1"),
         nbformat.v4.new_code_cell(SERVE),
     ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)"}
@@ -144,8 +150,14 @@ def test_stuck_runs_are_solved_from_the_dashboard_by_clicking(
         clock("the dashboard shows the stuck runs")
         shot(page, f"{name}-stuck-dashboard.png")
 
-        run_cell(page, 1)  # this kernel serves the agents now
+        # no agent cell has run: resume imports g1's agent from where its run says it lives
+        resumed = run_cell(page, 1).locator(".jp-OutputArea-output")
+        resumed.filter(has_text="g1: ").first.wait_for(timeout=60_000)
+        assert "needs agent" not in resumed.first.inner_text()
         badge("g1").and_(dash.locator(".nbd-s-completed")).wait_for(timeout=60_000)
+        clock("g1 resumed with its agent imported from stuck_agents:AGENTS")
+
+        run_cell(page, 2)  # this kernel serves the agents now
         for run_id in ("b1", "b2"):
             badge(run_id).and_(dash.locator(".nbd-s-needs_attention")).wait_for(timeout=60_000)
         reason = row("b1").locator(".nbd-c-reason").inner_text()
