@@ -15,6 +15,7 @@ picture, ``docs/img/``).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -180,8 +181,32 @@ def test_quickstart_streams_approves_then_denies(
         width = button.evaluate("(b) => [b.scrollWidth, b.clientWidth]")
         assert width[0] <= width[1], f"the label does not fit its button: {width}"
         assert button.inner_text().strip() == "Rewind from here"
+        # a table a person reads: one header row, no column with nothing to say, and
+        # the rewind beside the slider it acts on (not below the messages)
+        table = browse.locator("table.nbd-messages")
+        table.wait_for()
+        assert table.locator("thead tr").count() == 1
+        heads = table.locator("thead th").all_inner_texts()
+        assert heads[0] == "#" and {"role", "text"} <= set(heads), heads
+        assert "images" not in heads, heads  # no message has one: no column for them
+        slider = browse.locator(".widget-slider, .jupyter-widget-slider").first
+        gap = button.bounding_box()["y"] - slider.bounding_box()["y"]
+        assert abs(gap) < 40, f"the rewind button is {gap} px away from the slider"
         frontend.wait_idle(page, jupyter, path)
         assert errors(page) == []
         browse.scroll_into_view_if_needed()
         shot(page, f"{name}-history.png")
         clock("history browser shown")
+
+        # rewind: the fork's own history says which run and step it came from
+        button.click()
+        forked = browse.locator(".widget-html", has_text="as run-").first
+        forked.wait_for(timeout=60_000)
+        said = re.search(r"forked (\S+) at step (\d+) as (\S+)", forked.inner_text())
+        assert said is not None, forked.inner_text()
+        source, step, fork_id = said.groups()
+        fork = add_cell_at_end(page, f"%durable history {fork_id} --browse")
+        fork.locator("button.jupyter-button", has_text="Rewind from here").wait_for()
+        heading = fork.locator(".widget-html", has_text="checkpoint(s)").first.inner_text()
+        assert f"forked from {source} at step {step}" in heading, heading
+        clock("rewound; the fork's history names where it came from")
