@@ -192,7 +192,7 @@ async def worker(args: argparse.Namespace) -> int:
     if engine == "restate":
         from ..restate._worker import serve as serve_restate
 
-        return await serve_restate(
+        code = await serve_restate(
             ingress=args.ingress,
             admin=args.admin,
             listen=args.listen,
@@ -206,6 +206,11 @@ async def worker(args: argparse.Namespace) -> int:
             ready=f"nbdurable worker (restate) serving {{uri}} for {args.admin}{new}",
             say=announce,
         )
+        # Legs cut by the exit are Restate's to invoke again: no interpreter teardown
+        # waits on their connections (Hypercorn's h2 streams log errors then).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     stop, hurry = asyncio.Event(), asyncio.Event()
     signalled = _on_signals(stop, hurry)
     fatal: list[BaseException] = []

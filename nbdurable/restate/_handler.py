@@ -62,7 +62,6 @@ from ._steps import LegSteps
 
 __all__ = [
     "ELSEWHERE",
-    "EndpointStopping",
     "endpoint_runtime",
     "in_flight",
     "leg",
@@ -97,10 +96,6 @@ _IN_FLIGHT: dict[object, tuple[str, str]] = {}
 _STOPPING: list[bool] = []
 
 
-class EndpointStopping(Exception):
-    """A draining endpoint starts no step: Restate invokes the leg again (another endpoint)."""
-
-
 def stop_taking_steps() -> None:
     """From now on, legs of this process start no step (a drain)."""
     _STOPPING[:] = [True]
@@ -120,7 +115,10 @@ async def step(
     answers: what a step decides is in its answer. A draining endpoint starts none.
     """
     if _STOPPING:
-        raise EndpointStopping(f"run {run_id}: the endpoint is draining")
+        # A draining endpoint starts no step: the leg waits here until the process
+        # exits, and Restate, its connection gone, invokes it again (the journal
+        # holds every step so far) where the deployment then points.
+        await asyncio.Event().wait()
 
     async def tracked() -> Any:
         key = object()
