@@ -38,6 +38,9 @@ async def serving(app: Any, bind: str) -> AsyncIterator[None]:
     finally:
         # Legs still in flight are left as a crash leaves them (Restate invokes
         # them again): no graceful wait for their requests.
+        # Hypercorn and the SDK log the connections cut here as errors: they are not.
+        for name in ("restate.server", "hypercorn.error", "asyncio", "py.warnings"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
         stop.set()
         await asyncio.wait({task}, timeout=0.5)
         task.cancel()

@@ -93,10 +93,18 @@ async def serve(
     import restate
 
     app = restate.app(run_objects(runtime))
+    from restate.server import install_shutdown_hook
+
     stop, hurry = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, lambda: (hurry if stop.is_set() else stop).set())
+
+    def on_signal() -> None:
+        (hurry if stop.is_set() else stop).set()
+
+    # The SDK's app takes SIGTERM's one asyncio handler at its first request; its
+    # hooks are how two parties share it.
+    install_shutdown_hook(loop, on_signal, signal.SIGTERM)
+    loop.add_signal_handler(signal.SIGINT, on_signal)
     async with serving(app, bind):
         deployment = await asyncio.to_thread(_admin.register, admin, uri)
         failover = Failover(admin, uri, deployment)

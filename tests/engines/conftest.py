@@ -82,6 +82,11 @@ class EngineCase:
         self.workers.append(worker)
         return worker
 
+    def cannot(self, engine: str, reason: str) -> None:
+        """Skip this test on ``engine``, saying why it does not apply there."""
+        if self.name == engine:
+            pytest.skip(f"not on {engine}: {reason}")
+
     def reader(self, agents: Sequence[Agent] | None = None) -> DurableRuntime:
         """A runtime on this store, never opened: it submits, decides and reads, executes nothing."""
         return DurableRuntime(
