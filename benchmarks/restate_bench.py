@@ -54,6 +54,7 @@ agents = [
         tools=[noop],
         version="1",
         tool_recovery={"noop": "safe"},
+        max_steps=STEPS + 2,
     ),
     Agent(
         "killed",
@@ -162,7 +163,8 @@ async def nbdurable_steps(server: object, folder: Path, steps: int, runs: int) -
             for _ in range(runs):
                 started = time.perf_counter()
                 run = await rt.submit("steps", "Go.")
-                await asyncio.wait_for(run.result(), 600)
+                result = await asyncio.wait_for(run.result(), 600)
+                assert result.text == "done", result.text  # every step ran
                 best = min(best, (time.perf_counter() - started) * 1000 / steps)
     finally:
         proc.kill()

@@ -148,6 +148,13 @@ def _limits(args: argparse.Namespace) -> Limits:
     return Limits(**{name: value for name, value in given.items() if value is not None})
 
 
+def _exit_now(code: int) -> None:
+    """Exit with ``code`` after flushing, skipping the interpreter's teardown."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 async def worker(args: argparse.Namespace) -> int:
     """Serve the agents until SIGTERM or SIGINT (or idleness with ``--exit-when-idle``)."""
     from ..runtime._runtime import DurableRuntime
@@ -186,9 +193,7 @@ async def worker(args: argparse.Namespace) -> int:
         # The worker has shut down and the store is closed. Skip interpreter
         # teardown: temporalio's Rust threads may still hold Python thread states
         # then, which aborts the process (SIGABRT, temporalio/sdk-python#300).
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        _exit_now(code)
     if engine == "restate":
         from ..restate._worker import serve as serve_restate
 
@@ -208,9 +213,7 @@ async def worker(args: argparse.Namespace) -> int:
         )
         # Legs cut by the exit are Restate's to invoke again: no interpreter teardown
         # waits on their connections (Hypercorn's h2 streams log errors then).
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        _exit_now(code)
     stop, hurry = asyncio.Event(), asyncio.Event()
     signalled = _on_signals(stop, hurry)
     fatal: list[BaseException] = []
