@@ -200,15 +200,20 @@ class RestateDriver(Driver):
             self.outbox.append({"log": self.log, "part": part.model_dump(mode="json")})
 
     async def _after_outbox(self, call: Callable[[], Awaitable[Any]]) -> Any:
-        """``call`` after writing the outbox: viewers see a step's parts before its slow work."""
+        """``call``, after the outbox is written: viewers see a step's parts before its work.
+
+        The write is a step of its own: an endpoint lost during ``call`` must not
+        write the same parts again when the leg is invoked again.
+        """
         entries, self.outbox[:] = list(self.outbox), []
+        if entries:
+            label = "mirror"
 
-        async def body() -> Any:
-            if entries:
+            async def write() -> None:
                 await self.steps.mirror(entries)
-            return await call()
 
-        return body
+            await step(self.ctx, self.run_id, label, write)
+        return call
 
     async def save_checkpoint(self, checkpoint: AgentCheckpoint) -> None:
         """Queue the checkpoint in the outbox (written by the next step).

@@ -57,6 +57,8 @@ async def test_sigkill_mid_stream_restart_resume_and_reconnect_by_offset(
         log = list(store.read_events(run.run_id))
         assert_read_the_whole_log(consumer, log)
         assert [e.offset for e in log] == list(range(1, len(log) + 1))
+        saved = [e.step_index for e in log if e.type == "checkpoint_saved"]
+        assert len(saved) == len(set(saved)), saved  # the resumed leg wrote nothing twice
         assert [tool for tool, _ in tool_rows(tools)] == ["step"]  # journaled: never again
     finally:
         first.stop()
