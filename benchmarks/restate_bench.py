@@ -1,8 +1,10 @@
 """A step on Restate (issue 38): nbdurable's per-step cost against a bare handler's floor,
 and the time a killed endpoint's run takes to resume.
 
-- **floor**: an in-process SDK endpoint whose handler makes the same journaled
-  ``ctx.run`` steps with nothing in them (two per agent step: the model's, the tool's);
+- **floor**: an in-process SDK endpoint whose handler makes the same number of
+  journaled ``ctx.run`` steps with nothing in them: four per agent step, as a
+  leg journals them (the outbox's write and the model call, the outbox's write
+  and the tool call);
 - **nbdurable**: a run of ``STEPS`` tool-calling steps (ScriptedModel, a no-op tool) on
   a ``nbdurable worker --engine restate`` process, timed from ``submit`` to its result;
 - **kill-and-resume**: the endpoint SIGKILLed during a slow tool, started again on its
@@ -32,6 +34,8 @@ from nbdurable.runtime import Agent
 
 STEPS = int(os.environ.get("RESTATE_BENCH_STEPS", "50"))
 HERE = Path(__file__).resolve().parent
+JOURNALED_PER_STEP = 4
+"""``ctx.run`` steps a leg journals per agent step: mirror + model, mirror + tool."""
 
 
 @nd.tool
@@ -73,13 +77,13 @@ bare = restate.VirtualObject("bench_floor")
 async def bare_run(ctx: restate.ObjectContext, count: int) -> int:
     """``count`` agent steps' worth of empty journaled steps."""
     for k in range(count):
-        for _ in range(2):  # the model's step, the tool's
+        for _ in range(JOURNALED_PER_STEP):
             await ctx.run_typed("step", lambda k=k: k, restate.RunOptions())
     return count
 
 
 async def floor(server: object, steps: int) -> float:
-    """Ms per step of a bare handler making two empty ``ctx.run`` steps per agent step."""
+    """Ms per agent step of a bare handler making as many empty ``ctx.run`` steps."""
     import json
     import urllib.request
 
@@ -223,7 +227,7 @@ async def main() -> None:
         ours = await nbdurable_steps(server, folder, steps, runs)
         resume = await kill_and_resume(server, folder)
     print(f"{'what':<44} {'value':>10}")
-    print(f"{'floor: bare handler, ms per step (2 ctx.run)':<44} {bare:>10.2f}")
+    print(f"{'floor: bare handler, ms per step (4 ctx.run)':<44} {bare:>10.2f}")
     print(f"{'nbdurable on Restate, ms per step':<44} {ours:>10.2f}")
     print(f"{'ratio (nbdurable / floor)':<44} {ours / bare:>10.2f}")
     print(f"{'kill-and-resume: restart to next event, s':<44} {resume:>10.2f}")

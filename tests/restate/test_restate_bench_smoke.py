@@ -29,7 +29,7 @@ def test_restate_bench_quick_prints_the_ratio_and_the_resume_time() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     rows = {line[:44].strip(): float(line[44:]) for line in done.stdout.splitlines()[1:]}
     assert set(rows) == {
-        "floor: bare handler, ms per step (2 ctx.run)",
+        "floor: bare handler, ms per step (4 ctx.run)",
         "nbdurable on Restate, ms per step",
         "ratio (nbdurable / floor)",
         "kill-and-resume: restart to next event, s",
