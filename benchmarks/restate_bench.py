@@ -108,34 +108,10 @@ async def floor(server: object, steps: int) -> float:
 
 
 def _worker(server: object, url: str, listen: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "nbdurable.cli",
-            "worker",
-            "--engine",
-            "restate",
-            "--ingress",
-            server.ingress,  # type: ignore[attr-defined]
-            "--admin",
-            server.admin,  # type: ignore[attr-defined]
-            "--listen",
-            listen,
-            "--store",
-            url,
-            "--agents",
-            "restate_bench:agents",
-        ],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path]), **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert "serving" in line, line
-    return proc
+    from nbdurable.restate._devserver import start_endpoint
+
+    path = os.pathsep.join([str(HERE), *sys.path])
+    return start_endpoint(server, url, "restate_bench:agents", listen, {"PYTHONPATH": path, **env})  # type: ignore[arg-type]
 
 
 def _agents(steps: int) -> list[Agent]:

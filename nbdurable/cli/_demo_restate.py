@@ -16,7 +16,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,38 +29,7 @@ from .demo_agent import AGENT_ID, CRASH_AFTER_DELTAS, PROMPT, janitor
 
 __all__ = ["demo_restate"]
 
-
-def _endpoint(server: Any, url: str, listen: str) -> subprocess.Popen[str]:
-    """Start the endpoint process; returns once its deployment is registered."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "nbdurable.cli",
-            "worker",
-            "--engine",
-            "restate",
-            "--ingress",
-            server.ingress,
-            "--admin",
-            server.admin,
-            "--listen",
-            listen,
-            "--store",
-            url,
-            "--agents",
-            "nbdurable.cli.demo_agent:janitor",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    if "serving" not in line:
-        proc.kill()
-        raise RuntimeError(f"the endpoint did not start: {line}")
-    return proc
+AGENTS = "nbdurable.cli.demo_agent:janitor"
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:
@@ -72,7 +40,7 @@ def _kill(proc: subprocess.Popen[str]) -> None:
 
 async def _lab(url: str, assume_yes: bool) -> int:
     from ..restate import RestateEngine, RestateServer
-    from ..restate._devserver import free_port
+    from ..restate._devserver import free_port, start_endpoint
     from ..runtime._runtime import DurableRuntime
     from ..stores import open_store
 
@@ -86,7 +54,7 @@ async def _lab(url: str, assume_yes: bool) -> int:
     ):
         print(f"restate-server: ingress {server.ingress}, admin {server.admin}")
         listen = f"127.0.0.1:{free_port()}"
-        endpoint = _endpoint(server, url, listen)
+        endpoint = start_endpoint(server, url, AGENTS, listen)
         store: Any = open_store(url)
         engine = RestateEngine(server.ingress, server.admin)
         try:
@@ -112,7 +80,7 @@ async def _lab(url: str, assume_yes: bool) -> int:
                     "again, the journal replays step 0 (its tool does not run again), and "
                     f"this subscriber reconnects after offset {offset}",
                 )
-                endpoint = _endpoint(server, url, listen)
+                endpoint = start_endpoint(server, url, AGENTS, listen)
                 record = await follow(run, offset)
                 record = await _settle_approvals(run, record, assume_yes)
         finally:

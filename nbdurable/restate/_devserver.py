@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 
 from ._errors import RestateUnavailableError
 
-__all__ = ["RestateServer", "free_port", "restate_binary", "stop_process"]
+__all__ = ["RestateServer", "free_port", "restate_binary", "start_endpoint", "stop_process"]
 
 INSTALL = "npm install -g @restatedev/restate-server"
 
@@ -160,3 +161,36 @@ def _answers(url: str) -> bool:
             return bool(response.status == 200)
     except OSError:
         return False
+
+
+def start_endpoint(
+    server: RestateServer,
+    store_url: str,
+    agents: str,
+    listen: str,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[str]:
+    """Start ``nbdurable worker --engine restate`` serving ``agents`` (``module:attr``).
+
+    Returns once its deployment is registered (its first line says so); its
+    output stays on the returned process's ``stdout``.
+
+    Raises:
+        RestateUnavailableError: It exited instead (its first line says why).
+    """
+    command = ["-m", "nbdurable.cli", "worker", "--engine", "restate", "--listen", listen]
+    command += ["--ingress", server.ingress, "--admin", server.admin]
+    command += ["--store", store_url, "--agents", agents]
+    proc = subprocess.Popen(
+        [sys.executable, *command],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if "serving" not in line:
+        stop_process(proc)
+        raise RestateUnavailableError(f"the Restate endpoint did not start: {line}")
+    return proc
