@@ -26,6 +26,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "pydantic-ai": ("pydantic_ai",),
     "temporal": ("temporalio",),
     "temporal-dev": ("temporalio",),
+    "restate": ("restate", "hypercorn"),
     "postgres": ("psycopg", "psycopg_pool"),
     "metrics": ("prometheus_client",),
     "otel": ("opentelemetry",),

@@ -8,7 +8,7 @@ The order, lowest first (architecture issue; it supersedes the layer tree in DES
       → loop
       → stores
       → inspect | runtime      (peers: neither imports the other)
-      → temporal
+      → temporal | restate     (peers: the external engines; neither imports the other)
       → notebook, server, cli, testing (the store conformance suite)
 
 Modules the issue does not name are placed as follows:
@@ -70,7 +70,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("loop", "tracing", "metrics", "health"),
     ("stores",),
     ("inspect", "runtime"),
-    ("temporal",),
+    ("temporal", "restate"),
     ("notebook", "server", "cli", "testing", ""),
 )
 """Components by layer, lowest first; a component is a top-level module or
@@ -80,6 +80,8 @@ SEPARATE: frozenset[tuple[str, str]] = frozenset(
     {
         ("inspect", "runtime"),
         ("runtime", "inspect"),
+        ("temporal", "restate"),
+        ("restate", "temporal"),
         ("notebook", "cli"),
         ("notebook", "server"),
         ("server", "cli"),

@@ -163,6 +163,12 @@ def _add_demo(commands: Any) -> None:
     )
     parser.add_argument("--yes", action="store_true", help="approve without asking")
     parser.add_argument("--store", default=None, help="store URL (default: a fresh temp SQLite)")
+    parser.add_argument(
+        "--engine",
+        choices=["embedded", "restate"],
+        default="embedded",
+        help="restate: the Restate lab (a local restate-server, an endpoint killed mid-stream)",
+    )
     parser.set_defaults(handler=demo)
 
 

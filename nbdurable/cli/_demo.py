@@ -168,6 +168,12 @@ async def _demo(url: str, assume_yes: bool) -> int:
 
 def demo(args: argparse.Namespace) -> int:
     """Run the demo (in a fresh temporary store unless ``--store`` is given)."""
+    if getattr(args, "engine", "embedded") == "restate":
+        from .._extras import require
+        from ._demo_restate import demo_restate
+
+        require("restate", "nbdurable demo --engine restate")
+        return demo_restate(args.store, args.yes)
     url = args.store
     if url is None:
         directory = Path(tempfile.mkdtemp(prefix="nbdurable-demo-"))

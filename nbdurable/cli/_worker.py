@@ -53,9 +53,26 @@ def add_parser(commands: Any) -> None:
     )
     worker_.add_argument(
         "--engine",
-        choices=["embedded", "temporal"],
+        choices=["embedded", "temporal", "restate"],
         default="embedded",
-        help="embedded (this process claims runs) or temporal (a Temporal worker)",
+        help="embedded (this process claims runs), temporal (a Temporal worker) or restate "
+        "(a Restate SDK endpoint)",
+    )
+    worker_.add_argument(
+        "--ingress", default="http://127.0.0.1:8080", help="Restate ingress URL (--engine restate)"
+    )
+    worker_.add_argument(
+        "--admin", default="http://127.0.0.1:9070", help="Restate admin API URL (--engine restate)"
+    )
+    worker_.add_argument(
+        "--listen",
+        default="127.0.0.1:0",
+        help="where the Restate endpoint binds, host:port (port 0: a free one)",
+    )
+    worker_.add_argument(
+        "--advertise",
+        default=None,
+        help="the URL the Restate server reaches the endpoint at (default: http://LISTEN)",
     )
     worker_.add_argument("--address", default="127.0.0.1:7233", help="Temporal frontend")
     worker_.add_argument(
@@ -156,15 +173,23 @@ def _limits(args: argparse.Namespace) -> Limits:
     return Limits(**{name: value for name, value in given.items() if value is not None})
 
 
+def _exit_now(code: int) -> None:
+    """Exit with ``code`` after flushing, skipping the interpreter's teardown."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 async def worker(args: argparse.Namespace) -> int:
     """Serve the agents until SIGTERM or SIGINT (or idleness with ``--exit-when-idle``)."""
     from ..runtime._runtime import DurableRuntime
     from ..stores import missing_path, open_store
 
-    if getattr(args, "engine", "embedded") == "temporal":
+    engine = getattr(args, "engine", "embedded")
+    if engine in ("temporal", "restate"):
         from .._extras import require
 
-        require("temporal", "nbdurable worker --engine temporal")
+        require(engine, f"nbdurable worker --engine {engine}")
     configure_logging(getattr(args, "log_level", "info"), getattr(args, "log_format", "text"))
     agents = load_all(args.agents)
     notifier = notifier_from_args(args)
@@ -194,9 +219,27 @@ async def worker(args: argparse.Namespace) -> int:
         # The worker has shut down and the store is closed. Skip interpreter
         # teardown: temporalio's Rust threads may still hold Python thread states
         # then, which aborts the process (SIGABRT, temporalio/sdk-python#300).
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        _exit_now(code)
+    if engine == "restate":
+        from ..restate._worker import serve as serve_restate
+
+        code = await serve_restate(
+            ingress=args.ingress,
+            admin=args.admin,
+            listen=args.listen,
+            advertise=args.advertise,
+            store=store,
+            agents=agents,
+            tasks=load_tasks(args.tasks),
+            limits=limits,
+            drain_seconds=getattr(args, "drain_seconds", DEFAULT_DRAIN_SECONDS),
+            notify=notifier,
+            ready=f"nbdurable worker (restate) serving {{uri}} for {args.admin}{new}",
+            say=announce,
+        )
+        # Legs cut by the exit are Restate's to invoke again: no interpreter teardown
+        # waits on their connections (Hypercorn's h2 streams log errors then).
+        _exit_now(code)
     stop, hurry = asyncio.Event(), asyncio.Event()
     signalled = _on_signals(stop, hurry)
     fatal: list[BaseException] = []

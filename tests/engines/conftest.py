@@ -1,9 +1,10 @@
 """The engine conformance suite's fixture: ``engine``, one parameter per engine.
 
 Every test here runs against each engine the package ships: the embedded engine
-(``nbdurable worker`` processes claiming runs from the store) and Temporal
+(``nbdurable worker`` processes claiming runs from the store), Temporal
 (``nbdurable worker --engine temporal`` processes on the real dev server,
-``temporal_server``). In both, the test's client runtime only writes and reads
+``temporal_server``) and Restate (``nbdurable worker --engine restate`` endpoints
+registered with a real ``restate-server``, ``restate_server``). In both, the test's client runtime only writes and reads
 records (submit, approve, retry, cancel, wait); worker processes execute, so a
 test can SIGKILL or SIGTERM them. A new engine joins by one entry in
 :data:`ENGINES` and one branch in :meth:`EngineCase.client` and :class:`Worker`.
@@ -21,13 +22,17 @@ from typing import Any
 
 import pytest
 from support import temporal_tasks
+from support.restate_server import restate_server
 from support.workers import Worker
 
 import nbdurable as nd
 from nbdurable.runtime import Agent, DurableRuntime, EmbeddedEngine, Engine
 
-ENGINES = ["embedded", "temporal"]
+ENGINES = ["embedded", "temporal", "restate"]
 """The engines every test of the suite runs against."""
+SERVERS = {"temporal": "temporal_server", "restate": "restate_server"}
+"""The fixture that starts each engine's server."""
+__all__ = ["ENGINES", "EngineCase", "restate_server"]
 
 
 @dataclass
@@ -35,8 +40,9 @@ class EngineCase:
     """One engine under test, with a store, a task queue and a tool table of this test's own.
 
     Attributes:
-        name: The engine (``embedded``, ``temporal``): what runs record as their ``engine``.
-        address: The Temporal dev server (None for the embedded engine).
+        name: The engine (``embedded``, ``temporal``, ``restate``): what runs record as
+            their ``engine``.
+        address: The Temporal dev server (None for the other engines).
         queue: A task queue of this test's own.
         url: The store URL the workers and the client share (SQLite).
         store: The client's store.
@@ -50,6 +56,7 @@ class EngineCase:
     store: Any
     tools: Path
     workers: list[Worker] = field(default_factory=list)
+    server: Any = None  # the RestateServer of the restate engine
 
     def worker(
         self,
@@ -68,9 +75,17 @@ class EngineCase:
         env = {"NBDURABLE_TEST_TOOLS": str(self.tools), **env}
         if slow is not None:
             env["NBDURABLE_TEST_SLOW"] = str(slow)
-        worker = Worker(self.address, self.queue, self.url, env, tasks=tasks, args=args)
+        restate = None if self.server is None else (self.server.ingress, self.server.admin)
+        worker = Worker(
+            self.address, self.queue, self.url, env, tasks=tasks, args=args, restate=restate
+        )
         self.workers.append(worker)
         return worker
+
+    def cannot(self, engine: str, reason: str) -> None:
+        """Skip this test on ``engine``, saying why it does not apply there."""
+        if self.name == engine:
+            pytest.skip(f"not on {engine}: {reason}")
 
     def reader(self, agents: Sequence[Agent] | None = None) -> DurableRuntime:
         """A runtime on this store, never opened: it submits, decides and reads, executes nothing."""
@@ -82,7 +97,7 @@ class EngineCase:
 
     def other_engine(self) -> Engine:
         """An engine of another name, to submit runs this engine must leave alone."""
-        if self.address is not None:
+        if self.name != "embedded":
             return EmbeddedEngine()
         pytest.importorskip("temporalio", reason="the temporal extra is not installed")
         from nbdurable.temporal import TemporalEngine
@@ -97,6 +112,17 @@ class EngineCase:
         process). Temporal: one whose engine dispatches records to this queue.
         ``agents``: what it submits (default: the test agents).
         """
+        if self.server is not None:
+            from nbdurable.restate import RestateEngine
+
+            async with DurableRuntime(
+                store=self.store,
+                agents=temporal_tasks.agents if agents is None else agents,
+                tasks=temporal_tasks.tasks,
+                engine=RestateEngine(self.server.ingress, self.server.admin),
+            ) as runtime:
+                yield runtime
+            return
         if self.address is None:
             runtime = self.reader(agents)
             try:
@@ -119,8 +145,20 @@ class EngineCase:
         """The engine's own execution of a cancelled run ended cancelled.
 
         Embedded: no worker holds the run any more. Temporal: the workflow itself
-        ended cancelled.
+        ended cancelled. Restate: that, and no invocation of the run is left.
         """
+        if self.server is not None:
+            from nbdurable.restate._admin import unfinished_invocations
+            from nbdurable.restate._engine import service_of
+
+            record = self.store.rt_get(run_id)
+            assert record.state == "cancelled" and record.lease_owner is None, record
+            service = service_of(record)
+            for _ in range(150):
+                if not unfinished_invocations(self.server.admin, service, run_id):
+                    return
+                await asyncio.sleep(0.2)
+            raise AssertionError(f"the invocation of {run_id} was not cancelled")
         if self.address is None:
             record = self.store.rt_get(run_id)
             assert record.state == "cancelled" and record.lease_owner is None, record
@@ -138,7 +176,8 @@ class EngineCase:
 @pytest.fixture(params=ENGINES)
 def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EngineCase]:
     """Each engine in turn, on a SQLite store of this test's own; its workers stopped after."""
-    address = request.getfixturevalue("temporal_server") if request.param == "temporal" else None
+    server = request.getfixturevalue(SERVERS[request.param]) if request.param in SERVERS else None
+    address = server if request.param == "temporal" else None
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     case = EngineCase(
         name=request.param,
@@ -147,6 +186,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EngineCas
         url=url,
         store=nd.open_store(url),
         tools=tmp_path / "tools.db",
+        server=server if request.param == "restate" else None,
     )
     yield case
     for worker in case.workers:
@@ -155,15 +195,16 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EngineCas
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Give this suite's Temporal cases the ``temporal_server`` fixture by name.
+    """Give this suite's Temporal and Restate cases their server's fixture by name.
 
-    The ``engine`` fixture asks for the server only for its Temporal parameter;
-    naming it on those items lets markers by fixture (tests/conftest.py) see it.
+    The ``engine`` fixture asks for a server only for those parameters; naming it
+    on those items lets markers by fixture (tests/conftest.py) see it.
     """
     here = Path(__file__).parent
     for item in items:
         callspec = getattr(item, "callspec", None)
-        if callspec is None or callspec.params.get("engine") != "temporal":
+        server = SERVERS.get(callspec.params.get("engine")) if callspec is not None else None
+        if server is None:
             continue
-        if here in Path(str(item.path)).parents and "temporal_server" not in item.fixturenames:
-            item.fixturenames.append("temporal_server")  # type: ignore[attr-defined]
+        if here in Path(str(item.path)).parents and server not in item.fixturenames:
+            item.fixturenames.append(server)  # type: ignore[attr-defined]

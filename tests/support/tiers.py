@@ -34,13 +34,14 @@ TIERS = ("postgres", "temporal", "browser", "notebook", "process", "slow", "seri
 
 TESTS = Path(__file__).resolve().parent.parent
 
-BY_DIRECTORY = {"temporal": "temporal", "browser": "browser"}
+BY_DIRECTORY = {"temporal": "temporal", "browser": "browser", "restate": "process"}
 """A directory under tests/ whose every test needs one service."""
 
 BY_FIXTURE = {
     "pg_server": "postgres",
     "pg_database": "postgres",
     "temporal_server": "temporal",
+    "restate_server": "process",  # restate-server and SDK endpoints: processes
     "browser": "browser",
     "jupyter": "browser",
     "voila_server": "browser",
@@ -118,6 +119,7 @@ BY_STRING = {
     "notebook": re.compile(r"^nbclient\b"),
     "postgres": re.compile(r"^pg_(?:database|server)$"),
     "temporal": re.compile(r"^temporal_server$"),
+    "process": re.compile(r"^restate_server$"),
 }
 """Modules and fixtures named in strings (``pytest.importorskip("playwright.sync_api")``,
 ``request.getfixturevalue("pg_database")``)."""

@@ -29,7 +29,9 @@ SERVED_WITH_TASKS = [
 
 class Worker:
     """A `nbdurable worker` subprocess: ``--engine temporal`` on ``address`` and ``queue``
-    (``address`` None: the embedded engine), serving the test agents (and tasks).
+    (``address`` None: the embedded engine; ``restate``, the server's ingress and admin
+    URLs: ``--engine restate``, an SDK endpoint), serving the test agents (and tasks:
+    not on Restate, which runs agent runs only).
 
     The constructor returns once the worker said it is ready.
     """
@@ -43,12 +45,16 @@ class Worker:
         tasks: bool = False,
         args: Sequence[str] = (),
         command: Sequence[str] = WORKER_COMMAND,
+        restate: tuple[str, str] | None = None,
     ) -> None:
-        engine = (
-            ["--engine", "embedded"]
-            if address is None
-            else ["--engine", "temporal", "--address", address, "--task-queue", queue]
-        )
+        served = SERVED_WITH_TASKS if tasks else SERVED
+        if restate is not None:
+            engine = ["--engine", "restate", "--ingress", restate[0], "--admin", restate[1]]
+            served = ["--agents", "support.temporal_tasks:agents"] if tasks else SERVED
+        elif address is None:
+            engine = ["--engine", "embedded"]
+        else:
+            engine = ["--engine", "temporal", "--address", address, "--task-queue", queue]
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -56,7 +62,7 @@ class Worker:
                 *engine,
                 "--store",
                 store_url,
-                *(SERVED_WITH_TASKS if tasks else SERVED),
+                *served,
                 *args,
             ],
             cwd=str(ROOT),

@@ -1,0 +1,194 @@
+"""RestateEngine: a runtime's runs execute as legs of Restate virtual objects (key = run id).
+
+The client side of the engine seam, as Temporal's: the runtime keeps writing run
+records (submit, approve, deny, retry, cancel) to the store; the engine sends
+every record that became ``pending`` to Restate's ingress as an invocation of
+the ``leg`` handler of its definition's virtual object (idempotent: one per
+record change), and cancels the invocation of every cancelled run through the
+admin API. Endpoints (``nbdurable worker --engine restate``) execute them.
+
+Each endpoint runs an engine of its own too, with ``adopt_after``: it sends the
+records that stayed pending that long (a graph node promoted while no client is
+connected, a run retried from the CLI), and records the waiting reason of a
+pending run whose definition it does not serve.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+from .._aio import wait_event
+from ..runs import definition_matches, of_engine, unclaimable_by_definition
+from ..runtime._foreign import ForeignRuns
+from ..runtime._seam import Engine
+from . import _admin
+from ._config import RESTATE, RestateConfig, run_service
+from ._errors import RestateUnavailableError
+
+if TYPE_CHECKING:
+    from ..runs import RuntimeRun
+    from ..runtime._seam import RunServices
+
+__all__ = ["RestateEngine"]
+
+CANCEL_SCAN_MS = 1000
+"""How often (ms) a dispatcher looks for runs cancelled by another process."""
+
+
+class RestateEngine(Engine):
+    """Execute a runtime's agent runs on Restate.
+
+    Args:
+        ingress: The Restate ingress URL (invocations), ``http://host:8080``.
+        admin: The Restate admin API URL (deployments, cancellations), ``http://host:9070``.
+        tool_retries: Attempts of a ``safe``/``idempotent`` tool after an endpoint loss.
+        adopt_after: For an endpoint's engine: leave pending runs to clients for this
+            many seconds, then send those still pending. None (a client): at once.
+    """
+
+    name = RESTATE
+
+    def __init__(
+        self,
+        ingress: str = "http://127.0.0.1:8080",
+        admin: str = "http://127.0.0.1:9070",
+        *,
+        tool_retries: int = 5,
+        adopt_after: float | None = None,
+    ) -> None:
+        self.ingress = ingress.rstrip("/")
+        self.admin = admin.rstrip("/")
+        self.config = RestateConfig(tool_retries=tool_retries)
+        self.adopt_after = adopt_after
+        self.runtime: RunServices
+        self._wake = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._sent: set[tuple[str, int, str]] = set()
+        self._since = 0
+        self._cancel_scan = 0
+        self._foreign = ForeignRuns(RESTATE)
+        self._failing = False
+
+    def start(self, runtime: RunServices) -> None:
+        """Start dispatching the runtime's pending runs to Restate."""
+        self.runtime = runtime
+        self._since = runtime.now()
+        self._loop_task = asyncio.get_running_loop().create_task(self._dispatch())
+
+    def wake(self) -> None:
+        """Dispatch now (a submission, a verdict, a retry, a cancel)."""
+        self._wake.set()
+
+    def cancel_local(self, run_id: str) -> bool:
+        """Cancellation goes through Restate: the dispatcher cancels the invocation."""
+        self._wake.set()
+        return True
+
+    async def close(self) -> None:
+        """Stop dispatching (invocations go on: Restate and the endpoints own them)."""
+        if self._loop_task is not None:
+            with contextlib.suppress(Exception):
+                await self.dispatch_once()  # what was decided just now still reaches Restate
+            self._closing = True
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+            self._loop_task = None
+
+    async def _dispatch(self) -> None:
+        while not self._closing:
+            woken = self._wake.is_set()
+            self._wake.clear()
+            try:
+                await self.dispatch_once(woken)
+                self._failing = False
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the server is away: try again next period, say so once
+                if not self._failing:
+                    self.runtime.deps.logger.error("nbdurable: Restate dispatch failed: %s", exc)
+                self._failing = True
+            await wait_event(self._wake, max(self.runtime.poll_interval, 0.05))
+
+    async def dispatch_once(self, woken: bool = True) -> None:
+        """Send every newly pending run's leg; cancel every newly cancelled run's invocation."""
+        store = self.runtime.runtime_store
+        pending: set[tuple[str, int, str]] = set()
+        for record in store.rt_list(["pending"]):
+            key = (record.run_id, record.updated_at, "leg")
+            pending.add(key)
+            if record.kind != "agent" or key in self._sent or not self._due(record):
+                continue
+            if not of_engine(record, RESTATE):
+                self._foreign.leave(record, self.runtime.deps.logger)
+                continue
+            if self.adopt_after is not None and not self._serves(record):
+                continue
+            current = store.rt_get(record.run_id)
+            if current is None or (current.state, current.updated_at) != ("pending", key[1]):
+                continue
+            if await self.send(current):
+                self._sent.add(key)
+        now = self.runtime.now()
+        states = ["cancelling"]
+        if (woken and self.adopt_after is None) or now - self._cancel_scan >= CANCEL_SCAN_MS:
+            states.append("cancelled")
+            self._cancel_scan = now
+        for record in store.rt_list(states):
+            key = (record.run_id, record.updated_at, "cancel")
+            if record.kind != "agent" or key in self._sent or not of_engine(record, RESTATE):
+                continue
+            if record.state == "cancelled" and record.updated_at < self._since:
+                continue
+            self._sent.add(key)
+            await self.cancel(record)
+        self._sent = {k for k in self._sent if k[2] == "cancel" or k in pending}
+        self._foreign.keep_only(k[0] for k in pending)
+
+    async def send(self, record: RuntimeRun) -> bool:
+        """Invoke the next leg of a pending run; False when no endpoint serves its definition."""
+        target = f"{service_of(record)}/{record.run_id}/leg"
+        idempotency = f"{record.run_id}:{record.fence}:{record.updated_at}"
+        sent = await asyncio.to_thread(
+            _admin.send, self.ingress, target, asdict(self.config), idempotency
+        )
+        return sent is not None
+
+    async def cancel(self, record: RuntimeRun) -> None:
+        """Cancel the run's unfinished invocations (a leg in flight ends cancelled)."""
+        service = service_of(record)
+        found = await asyncio.to_thread(
+            _admin.unfinished_invocations, self.admin, service, record.run_id
+        )
+        for invocation in found:
+            with contextlib.suppress(RestateUnavailableError):
+                await asyncio.to_thread(_admin.cancel, self.admin, invocation)
+
+    def _serves(self, record: RuntimeRun) -> bool:
+        """Whether this endpoint serves the run's definition; if not, record its waiting reason."""
+        definitions = self.runtime.registry.definitions()
+        if definition_matches(record, definitions) is True:
+            return True
+        waiting = unclaimable_by_definition(record, self.runtime.now(), definitions, engine=RESTATE)
+        if waiting is not None:
+            from ..runs import RunPatch
+
+            with contextlib.suppress(Exception):  # another process took it meanwhile: fine
+                patch = RunPatch(waiting_reason=waiting.waiting_reason)
+                self.runtime.runtime_store.rt_update(record.run_id, patch, fence=record.fence)
+        return False
+
+    def _due(self, record: RuntimeRun) -> bool:
+        """Whether this engine dispatches the pending record now (an endpoint's wait)."""
+        if self.adopt_after is None:
+            return True
+        return self.runtime.now() - record.updated_at >= self.adopt_after * 1000
+
+
+def service_of(record: RuntimeRun) -> str:
+    """The virtual object that runs the record's legs: its definition's."""
+    return run_service(record.agent_id, record.agent_version, record.fingerprint)
