@@ -27,18 +27,18 @@ from ._store import opened_store
 from ._tables import render, terminal_width
 from .demo_agent import AGENT_ID, LEASE_MS, janitor
 
-__all__ = ["demo"]
+__all__ = ["committed", "demo", "phase", "say", "settle_approvals"]
 
 CHILD = "from nbdurable.cli.demo_agent import crash_leg; crash_leg()"
 DENY_REASON = "orders is production data"
 WORKER_TIMEOUT = 30.0
 
 
-def _say(text: str) -> None:
+def say(text: str) -> None:
     print(textwrap.fill(text, width=terminal_width(), subsequent_indent="  "), flush=True)
 
 
-def _phase(title: str, explanation: str) -> None:
+def phase(title: str, explanation: str) -> None:
     text = textwrap.fill(
         f"== {title}: {explanation}", width=terminal_width(), subsequent_indent="   "
     )
@@ -82,7 +82,7 @@ async def _crashing_worker(url: str, run_id: str) -> int | None:
         return await proc.wait()
 
 
-def _committed(store: Any, run_id: str) -> str:
+def committed(store: Any, run_id: str) -> str:
     rows = [
         [info.step_index, info.status, info.message_count, len(info.pending_approvals)]
         for info in store.history(run_id)
@@ -94,7 +94,7 @@ def _open_request(run_record: RuntimeRun, pending: tuple[ToolApprovalRequest, ..
     return next(r for r in pending if r.approval_id not in run_record.verdicts)
 
 
-async def _settle_approvals(run: Run, record: RuntimeRun, assume_yes: bool) -> RuntimeRun:
+async def settle_approvals(run: Run, record: RuntimeRun, assume_yes: bool) -> RuntimeRun:
     """Answer approvals until the run finishes.
 
     The human decides the first call (stg_2024); the demo denies the next one.
@@ -105,7 +105,7 @@ async def _settle_approvals(run: Run, record: RuntimeRun, assume_yes: bool) -> R
         call = call_text(request.tool_name, request.input)
         after = await last_offset(run.runtime.event_store, run.run_id)
         if not asked:
-            _phase("approval", "the run is parked in the store; nothing runs until a human answers")
+            phase("approval", "the run is parked in the store; nothing runs until a human answers")
             asked = True
             approved = await _answer(f"Approve {call}? [y/N] ", assume_yes)
             if approved:
@@ -113,10 +113,10 @@ async def _settle_approvals(run: Run, record: RuntimeRun, assume_yes: bool) -> R
             else:
                 await run.deny(request.approval_id, reason="Denied by the operator.")
             verdict = "approved: the tool runs" if approved else "denied: the model must react"
-            _phase("resume", verdict)
+            phase("resume", verdict)
         else:
-            _phase("denial", f"the demo denies {call} ({DENY_REASON!r}); the model reacts")
-            _say(f"Approve {call}? [y/N] n (the demo's answer)")
+            phase("denial", f"the demo denies {call} ({DENY_REASON!r}); the model reacts")
+            say(f"Approve {call}? [y/N] n (the demo's answer)")
             await run.deny(request.approval_id, reason=DENY_REASON)
         record = await follow(run, after)
     return record
@@ -128,21 +128,21 @@ async def _demo(url: str, assume_yes: bool) -> int:
     _check_shared(url)
     started = time.monotonic()
     run_id = f"demo-{new_id()[:8]}"
-    _say(f"nbdurable demo: run {run_id} of agent {AGENT_ID!r} (ScriptedModel, offline)")
+    say(f"nbdurable demo: run {run_id} of agent {AGENT_ID!r} (ScriptedModel, offline)")
     print(f"store: {url}")
 
-    _phase("start", "a worker process submits the run and streams it; every step is committed")
+    phase("start", "a worker process submits the run and streams it; every step is committed")
     code = await _crashing_worker(url, run_id)
     print()
     how = "by SIGKILL" if code == -9 else f"(exit status {code})"
-    _phase("crash", f"the worker was killed {how} in the middle of step 1, mid-sentence")
+    phase("crash", f"the worker was killed {how} in the middle of step 1, mid-sentence")
     with opened_store(url) as store:
-        _say("the store kept every committed step (the half-streamed step 1 is not one):")
-        print(_committed(store, run_id))
+        say("the store kept every committed step (the half-streamed step 1 is not one):")
+        print(committed(store, run_id))
         state = store.rt_get(run_id)
-        _say(f"run state: {state.state if state else '?'}, leased by the dead worker")
+        say(f"run state: {state.state if state else '?'}, leased by the dead worker")
         after = await last_offset(store, run_id)
-        _phase(
+        phase(
             "recover",
             "a runtime in this process takes the run over: the dead worker's process is gone "
             f"(where that cannot be seen, once its {LEASE_MS} ms lease lapses); step 0 is not "
@@ -153,13 +153,13 @@ async def _demo(url: str, assume_yes: bool) -> int:
         ) as runtime:
             run = await runtime.get_run(run_id)
             record = await follow(run, after)
-            record = await _settle_approvals(run, record, assume_yes)
+            record = await settle_approvals(run, record, assume_yes)
         print()
         took = time.monotonic() - started
-        _say(f"run {run_id} {record.state} in {took:.1f} s; its checkpoints:")
-        print(_committed(store, run_id))
+        say(f"run {run_id} {record.state} in {took:.1f} s; its checkpoints:")
+        print(committed(store, run_id))
     print()
-    _say(f"final text: {record.result_text}")
+    say(f"final text: {record.result_text}")
     print("\ninspect it:")
     for command in ("show", "history", "explain"):
         print(f"  nbdurable runs {command} {run_id} --store {url}")

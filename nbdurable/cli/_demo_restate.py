@@ -23,7 +23,7 @@ from typing import Any
 
 from .._deps import new_id
 from ..events._model import MODEL_DELTA
-from ._demo import _committed, _phase, _say, _settle_approvals
+from ._demo import committed, phase, say, settle_approvals
 from ._follow import EventPrinter, follow
 from .demo_agent import AGENT_ID, CRASH_AFTER_DELTAS, PROMPT, janitor
 
@@ -46,7 +46,7 @@ async def _lab(url: str, assume_yes: bool) -> int:
 
     started = time.monotonic()
     run_id = f"demo-{new_id()[:8]}"
-    _say(f"nbdurable demo on Restate: run {run_id} of agent {AGENT_ID!r} (ScriptedModel)")
+    say(f"nbdurable demo on Restate: run {run_id} of agent {AGENT_ID!r} (ScriptedModel)")
     print(f"store: {url}")
     with (
         tempfile.TemporaryDirectory(prefix="nbdurable-restate-") as base,
@@ -59,7 +59,7 @@ async def _lab(url: str, assume_yes: bool) -> int:
         engine = RestateEngine(server.ingress, server.admin)
         try:
             async with DurableRuntime(store=store, agents=[janitor()], engine=engine) as rt:
-                _phase("start", "the endpoint runs the run's leg; every step is journaled")
+                phase("start", "the endpoint runs the run's leg; every step is journaled")
                 run = await rt.submit(AGENT_ID, PROMPT, run_id=run_id)
                 printer = EventPrinter(states=False)
                 seen, offset = 0, 0
@@ -72,9 +72,9 @@ async def _lab(url: str, assume_yes: bool) -> int:
                         break
                 _kill(endpoint)
                 printer.end_text()
-                _phase("crash", "the endpoint was killed by SIGKILL in the middle of step 1")
-                print(_committed(store, run_id))
-                _phase(
+                phase("crash", "the endpoint was killed by SIGKILL in the middle of step 1")
+                print(committed(store, run_id))
+                phase(
                     "recover",
                     "the endpoint starts again on its address; Restate invokes the leg "
                     "again, the journal replays step 0 (its tool does not run again), and "
@@ -82,13 +82,13 @@ async def _lab(url: str, assume_yes: bool) -> int:
                 )
                 endpoint = start_endpoint(server, url, AGENTS, listen)
                 record = await follow(run, offset)
-                record = await _settle_approvals(run, record, assume_yes)
+                record = await settle_approvals(run, record, assume_yes)
         finally:
             _kill(endpoint)
             store.close()
     print()
-    _say(f"run {run_id} {record.state} in {time.monotonic() - started:.1f} s")
-    _say(f"final text: {record.result_text}")
+    say(f"run {run_id} {record.state} in {time.monotonic() - started:.1f} s")
+    say(f"final text: {record.result_text}")
     return 0 if record.state == "completed" else 1
 
 
