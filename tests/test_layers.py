@@ -22,6 +22,8 @@ Modules the issue does not name are placed as follows:
   calls (``tracing.HOOKS``, ``metrics.HOOKS``) and the probe server that serves
   the metrics: the loop's layer; ``_genai_messages`` (messages in the GenAI
   conventions' JSON, what ``tracing`` records) with them.
+- ``_openai_agents`` (OpenAI Agents SDK agents as runtime ``Agent`` fields, for
+  ``Agent.from_openai_agents``): the runtime's layer.
 - ``nbdurable`` itself (``__init__``, the facade re-exporting everything): the top.
 
 One module sits below its package: ``events.model`` (the event record, which
@@ -70,7 +72,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("models", "tools", "events", "interop", "mcp"),
     ("loop", "tracing", "_genai_messages", "metrics", "health"),
     ("stores",),
-    ("inspect", "runtime"),
+    ("inspect", "runtime", "_openai_agents"),
     ("temporal",),
     ("notebook", "server", "cli", "testing", ""),
 )
@@ -79,7 +81,7 @@ subpackage of ``nbdurable`` (``""``: the package's ``__init__``)."""
 
 SEPARATE: frozenset[tuple[str, str]] = frozenset(
     {
-        ("inspect", "runtime"),
+        ("inspect", "runtime", "_openai_agents"),
         ("runtime", "inspect"),
         ("notebook", "cli"),
         ("notebook", "server"),
