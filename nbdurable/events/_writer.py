@@ -14,7 +14,7 @@ from ..durable._transient import StoreRetry, StoreUnavailableError
 from ..durable.store import EventLog, notify
 from ..messages import Message
 from ..models._base import ModelResponse
-from ..parts import ErrorPart, FinishPart, StreamPart, TextDeltaPart
+from ..parts import ErrorPart, FinishPart, StreamPart, TextDeltaPart, ToolCallDeltaPart
 from ._model import (
     CHECKPOINT_SAVED,
     MODEL_ATTEMPT_FAILED,
@@ -143,7 +143,7 @@ class EventWriter:
 
     def part(self, part: StreamPart) -> None:
         """Record a stream part emitted by the loop."""
-        if isinstance(part, TextDeltaPart):
+        if isinstance(part, TextDeltaPart | ToolCallDeltaPart):
             return  # deltas are recorded with their attempt by ``delta``
         if isinstance(part, FinishPart):
             kind = RUN_SUSPENDED if part.status == "suspended" else RUN_FINISHED
@@ -169,8 +169,19 @@ class EventWriter:
             )
         )
 
-    def delta(self, part: TextDeltaPart, operation_id: str, attempt_id: str) -> None:
-        """A streamed text delta of an attempt."""
+    def delta(
+        self, part: TextDeltaPart | ToolCallDeltaPart, operation_id: str, attempt_id: str
+    ) -> None:
+        """A streamed text delta of an attempt; a tool-argument delta is streamed, not logged.
+
+        The log keeps a tool call once, complete, in the attempt's response; its
+        argument fragments only show it forming to whoever follows the stream live
+        (readers of ``model_delta`` events keep reading text only).
+        """
+        if isinstance(part, ToolCallDeltaPart):
+            self._add(None, part)
+            self._schedule()
+            return
         payload = {"type": "text_delta", "turn": part.step_index, "delta": part.delta}
         self._add(
             self._event(
