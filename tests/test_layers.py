@@ -81,7 +81,7 @@ subpackage of ``nbdurable`` (``""``: the package's ``__init__``)."""
 
 SEPARATE: frozenset[tuple[str, str]] = frozenset(
     {
-        ("inspect", "runtime", "_openai_agents"),
+        ("inspect", "runtime"),
         ("runtime", "inspect"),
         ("notebook", "cli"),
         ("notebook", "server"),

@@ -172,17 +172,18 @@ class EventWriter:
     def delta(
         self, part: TextDeltaPart | ToolCallDeltaPart, operation_id: str, attempt_id: str
     ) -> None:
-        """A streamed text delta of an attempt; a tool-argument delta is streamed, not logged.
-
-        The log keeps a tool call once, complete, in the attempt's response; its
-        argument fragments only show it forming to whoever follows the stream live
-        (readers of ``model_delta`` events keep reading text only).
-        """
-        if isinstance(part, ToolCallDeltaPart):
-            self._add(None, part)
-            self._schedule()
-            return
-        payload = {"type": "text_delta", "turn": part.step_index, "delta": part.delta}
+        """A streamed text delta, or tool-argument delta, of an attempt (a ``model_delta``)."""
+        payload: dict[str, Any]
+        if isinstance(part, TextDeltaPart):
+            payload = {"type": "text_delta", "turn": part.step_index, "delta": part.delta}
+        else:
+            payload = {
+                "type": "tool_call_delta",
+                "turn": part.step_index,
+                "tool_call_id": part.tool_call_id,
+                "tool_name": part.tool_name,
+                "args_delta": part.args_delta,
+            }
         self._add(
             self._event(
                 MODEL_DELTA,

@@ -17,8 +17,8 @@ from ..durable.store import EventLog, SessionStore, maybe_await
 from ..events._model import CHECKPOINT_SAVED, MODEL_COMPLETED
 from ..events._writer import DEFAULT_FLUSH_INTERVAL, MAX_BUFFERED, EventWriter
 from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, ToolResultPart
-from ..models._base import ModelResponse, ResponseEvent, TextDeltaEvent
-from ..parts import StreamPart, TextDeltaPart
+from ..models._base import ModelResponse, ResponseEvent, TextDeltaEvent, ToolCallDeltaEvent
+from ..parts import StreamPart, TextDeltaPart, ToolCallDeltaPart
 from ..tools import ToolContext
 from ._effects import (
     AskApprover,
@@ -369,8 +369,11 @@ class Driver(TraceHooks):
     ) -> ModelResponse:
         meter = _metrics.HOOKS
         if meter is not None:
-            with meter.timed(meter.model_seconds, self.trace_agent_name() or "-"):
-                return await self._traced_model_call(effect, operation_id, attempt_id)
+            agent = self.trace_agent_name() or "-"
+            with meter.timed(meter.model_seconds, agent):
+                response = await self._traced_model_call(effect, operation_id, attempt_id)
+            meter.model_used(agent, _tracing.model_name(effect.model), response.usage)
+            return response
         return await self._traced_model_call(effect, operation_id, attempt_id)
 
     async def _traced_model_call(
@@ -399,6 +402,15 @@ class Driver(TraceHooks):
                     # With structured output no text shows before it validates.
                     if event.delta and output is None:
                         await self._delta(effect.step_index, event.delta, operation_id, attempt_id)
+                elif isinstance(event, ToolCallDeltaEvent):
+                    if event.args_delta:
+                        call = ToolCallDeltaPart(
+                            step_index=effect.step_index,
+                            tool_call_id=event.tool_call_id,
+                            tool_name=event.tool_name,
+                            args_delta=event.args_delta,
+                        )
+                        await self._record_delta(call, operation_id, attempt_id)
                 elif isinstance(event, ResponseEvent):
                     response = event.response
             if response is None:
@@ -417,6 +429,11 @@ class Driver(TraceHooks):
     ) -> None:
         part = TextDeltaPart(step_index=step_index, delta=delta)
         self.check_delta(part)
+        await self._record_delta(part, operation_id, attempt_id)
+
+    async def _record_delta(
+        self, part: TextDeltaPart | ToolCallDeltaPart, operation_id: str | None, attempt_id: str
+    ) -> None:
         if self.events is not None and operation_id is not None:
             self.events.delta(part, operation_id, attempt_id)
             if self.events.backlog >= MAX_BUFFERED:
