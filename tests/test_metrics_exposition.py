@@ -126,3 +126,64 @@ def test_the_documented_alert_rules_pass_promtool(tmp_path: Path) -> None:
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "SUCCESS: 3 rules found" in checked.stdout
+
+
+RULE_TESTS = """
+rule_files: [nbdurable.rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'nbdurable_store_oldest_waiting_seconds{store="s",state="waiting_approval",instance="w1"}'
+        values: '14000+60x40'
+      - series: 'nbdurable_store_oldest_waiting_seconds{store="s",state="waiting_approval",instance="w2"}'
+        values: '14000+60x40'
+      - series: 'nbdurable_store_up{store="s",instance="w1"}'
+        values: '1 1 0x40'
+      - series: 'nbdurable_runs_failed_total{agent="a",reason="error",instance="w1"}'
+        values: '0+5x40'
+      - series: 'nbdurable_runs_finished_total{agent="a",state="failed",instance="w1"}'
+        values: '0+5x40'
+      - series: 'nbdurable_runs_finished_total{agent="a",state="completed",instance="w1"}'
+        values: '0+5x40'
+      - series: 'nbdurable_runs_finished_total{agent="b",state="completed",instance="w1"}'
+        values: '0+5x40'
+    alert_rule_test:
+      - eval_time: 2m
+        alertname: NbdurableRunWaitingTooLong
+      - eval_time: 15m
+        alertname: NbdurableRunWaitingTooLong
+        exp_alerts:
+          - exp_labels: {severity: warning, store: s, state: waiting_approval}
+            exp_annotations:
+              summary: "A run has been in waiting_approval for over 4 hours (s)"
+              description: "Find it with `nbdurable runs list --state waiting_approval`; approve, deny or retry it."
+      - eval_time: 3m
+        alertname: NbdurableStoreDown
+      - eval_time: 6m
+        alertname: NbdurableStoreDown
+        exp_alerts:
+          - exp_labels: {severity: critical, store: s}
+            exp_annotations:
+              summary: "The run store s has not answered for 2 minutes"
+      - eval_time: 30m
+        alertname: NbdurableRunErrorRate
+        exp_alerts:
+          - exp_labels: {severity: warning, agent: a}
+            exp_annotations:
+              summary: "Over 10% of a's runs failed in the last 15 minutes"
+"""
+"""Series that make each rule fire (and not too early), one agent that never fails."""
+
+
+@pytest.mark.skipif(
+    PROMTOOL is None, reason="promtool is not installed (apt-get install prometheus)"
+)
+def test_the_documented_alert_rules_fire_when_they_should(tmp_path: Path) -> None:
+    (tmp_path / "nbdurable.rules.yml").write_text(alert_rules())
+    (tmp_path / "tests.yml").write_text(RULE_TESTS)
+    assert PROMTOOL is not None
+    tested = subprocess.run(
+        [PROMTOOL, "test", "rules", "tests.yml"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert tested.returncode == 0, tested.stdout + tested.stderr
