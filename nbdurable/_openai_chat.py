@@ -103,7 +103,8 @@ def _written(message: Message) -> list[dict[str, Any]]:
     rendered = _to(message)
     stash = (message.metadata or {}).get(STASH_KEY)
     if isinstance(stash, Mapping) and stash.get("parts") == _digest(rendered):
-        return json.loads(json.dumps(stash["messages"]))  # a copy the caller may change
+        written: list[dict[str, Any]] = json.loads(json.dumps(stash["messages"]))
+        return written  # a copy the caller may change
     return rendered
 
 

@@ -497,7 +497,7 @@ async def _refuses_session(response: Any) -> bool:
     return isinstance(message, str) and "session" in message.lower()
 
 
-async def _serves_legacy_sse(url: str, headers: Mapping[str, str]) -> bool:
+async def _serves_legacy_sse(url: str, headers: tuple[tuple[str, str], ...]) -> bool:
     """Whether ``url`` answers a GET with the legacy transport's ``endpoint`` event.
 
     Asked only after a streamable HTTP connection failed, to say why: a legacy
