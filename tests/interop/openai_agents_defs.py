@@ -8,11 +8,10 @@ file named by NBDURABLE_TEST_LOG (O_APPEND, fsync'd).
 
 from __future__ import annotations
 
-import os
-
 import agents as sdk
 from agents.tool_context import ToolContext
 from pydantic import BaseModel
+from support.runtime_agents import _log as log_line  # appends a line to NBDURABLE_TEST_LOG
 
 import nbdurable as nd
 
@@ -24,18 +23,6 @@ class Cleanup(BaseModel):
     """What the janitor reports."""
 
     dropped: list[str]
-
-
-def log_line(line: str) -> None:
-    path = os.environ.get("NBDURABLE_TEST_LOG")
-    if not path:
-        return
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @sdk.function_tool(needs_approval=True)
