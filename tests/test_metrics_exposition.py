@@ -157,7 +157,7 @@ tests:
           - exp_labels: {severity: warning, store: s, state: waiting_approval}
             exp_annotations:
               summary: "A run has been in waiting_approval for over 4 hours (s)"
-              description: "Find it with `nbdurable runs list --state waiting_approval`; approve, deny or retry it."
+              description: "Find it with `nbdurable runs list --status waiting_approval`; approve, deny or retry it."
       - eval_time: 3m
         alertname: NbdurableStoreDown
       - eval_time: 6m
