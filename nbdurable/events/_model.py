@@ -50,9 +50,7 @@ STEP_START: Final = "step_start"
 MODEL_ATTEMPT_STARTED: Final = "model_attempt_started"
 """A model call began; a new attempt for the same operation replaces earlier partial output."""
 MODEL_DELTA: Final = "model_delta"
-"""A piece of streamed output: payload ``{"type": "text_delta", "turn": step, "delta": ...}``,
-or of a tool call's JSON arguments, ``{"type": "tool_call_delta", "turn", "tool_call_id",
-"tool_name", "args_delta"}`` (a reader of text reads the ``text_delta`` ones)."""
+"""A piece of streamed output: payload ``{"type": "text_delta", "turn": step, "delta": ...}``."""
 MODEL_ATTEMPT_FAILED: Final = "model_attempt_failed"
 """The attempt failed (``failure_kind``: ``model`` or ``local``); discard its partial output."""
 MODEL_COMPLETED: Final = "model_completed"
@@ -172,16 +170,6 @@ class Event(NewEvent):
                     "type": "text-delta",
                     "step_index": self.step_index or 0,
                     "delta": self.payload.get("delta", ""),
-                }
-            )
-        if self.type == MODEL_DELTA and self.payload.get("type") == "tool_call_delta":
-            return _PARTS.validate_python(
-                {
-                    "type": "tool-call-delta",
-                    "step_index": self.step_index or 0,
-                    "tool_call_id": self.payload.get("tool_call_id", ""),
-                    "tool_name": self.payload.get("tool_name", ""),
-                    "args_delta": self.payload.get("args_delta", ""),
                 }
             )
         if self.type in (RUN_FINISHED, RUN_SUSPENDED) and "finish_reason" in self.payload:

@@ -14,7 +14,7 @@ from ..durable._transient import StoreRetry, StoreUnavailableError
 from ..durable.store import EventLog, notify
 from ..messages import Message
 from ..models._base import ModelResponse
-from ..parts import ErrorPart, FinishPart, StreamPart, TextDeltaPart, ToolCallDeltaPart
+from ..parts import ErrorPart, FinishPart, StreamPart, TextDeltaPart
 from ._model import (
     CHECKPOINT_SAVED,
     MODEL_ATTEMPT_FAILED,
@@ -143,7 +143,7 @@ class EventWriter:
 
     def part(self, part: StreamPart) -> None:
         """Record a stream part emitted by the loop."""
-        if isinstance(part, TextDeltaPart | ToolCallDeltaPart):
+        if isinstance(part, TextDeltaPart):
             return  # deltas are recorded with their attempt by ``delta``
         if isinstance(part, FinishPart):
             kind = RUN_SUSPENDED if part.status == "suspended" else RUN_FINISHED
@@ -169,21 +169,9 @@ class EventWriter:
             )
         )
 
-    def delta(
-        self, part: TextDeltaPart | ToolCallDeltaPart, operation_id: str, attempt_id: str
-    ) -> None:
-        """A streamed text delta, or tool-argument delta, of an attempt (a ``model_delta``)."""
-        payload: dict[str, Any]
-        if isinstance(part, TextDeltaPart):
-            payload = {"type": "text_delta", "turn": part.step_index, "delta": part.delta}
-        else:
-            payload = {
-                "type": "tool_call_delta",
-                "turn": part.step_index,
-                "tool_call_id": part.tool_call_id,
-                "tool_name": part.tool_name,
-                "args_delta": part.args_delta,
-            }
+    def delta(self, part: TextDeltaPart, operation_id: str, attempt_id: str) -> None:
+        """A streamed text delta of an attempt."""
+        payload = {"type": "text_delta", "turn": part.step_index, "delta": part.delta}
         self._add(
             self._event(
                 MODEL_DELTA,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, ClassVar
 
 from .. import metrics as _metrics
@@ -17,8 +18,8 @@ from ..durable.store import EventLog, SessionStore, maybe_await
 from ..events._model import CHECKPOINT_SAVED, MODEL_COMPLETED
 from ..events._writer import DEFAULT_FLUSH_INTERVAL, MAX_BUFFERED, EventWriter
 from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, ToolResultPart
-from ..models._base import ModelResponse, ResponseEvent, TextDeltaEvent, ToolCallDeltaEvent
-from ..parts import StreamPart, TextDeltaPart, ToolCallDeltaPart
+from ..models._base import ModelResponse
+from ..parts import StreamPart, TextDeltaPart
 from ..tools import ToolContext
 from ._effects import (
     AskApprover,
@@ -34,6 +35,7 @@ from ._effects import (
     error_result,
 )
 from ._machine import AgentMachine
+from ._model_stream import read_stream
 from ._options import MAX_AGENT_DEPTH, GenerateTextResult, LoopOptions
 from ._start import LegStart
 from ._stats import StepTimer
@@ -396,25 +398,11 @@ class Driver(TraceHooks):
         if not self.streaming or stream is None:
             response = await model.generate(effect.request)
         else:
-            response = None
-            async for event in stream(effect.request):
-                if isinstance(event, TextDeltaEvent):
-                    # With structured output no text shows before it validates.
-                    if event.delta and output is None:
-                        await self._delta(effect.step_index, event.delta, operation_id, attempt_id)
-                elif isinstance(event, ToolCallDeltaEvent):
-                    if event.args_delta:
-                        call = ToolCallDeltaPart(
-                            step_index=effect.step_index,
-                            tool_call_id=event.tool_call_id,
-                            tool_name=event.tool_name,
-                            args_delta=event.args_delta,
-                        )
-                        await self._record_delta(call, operation_id, attempt_id)
-                elif isinstance(event, ResponseEvent):
-                    response = event.response
-            if response is None:
-                raise ModelError("the model's stream ended without a complete response")
+            # text waits for structured output to validate; tool deltas show off the log
+            ids: dict[str, Any] = {"operation_id": operation_id, "attempt_id": attempt_id}
+            text = None if output is not None else partial(self._delta, effect.step_index, **ids)
+            calls = self.emit if self.events is None else None
+            response = await read_stream(stream(effect.request), effect.step_index, text, calls)
         if not isinstance(response, ModelResponse):
             raise ModelError(f"the model returned {type(response).__name__}, not a ModelResponse")
         if output is not None:
@@ -429,11 +417,6 @@ class Driver(TraceHooks):
     ) -> None:
         part = TextDeltaPart(step_index=step_index, delta=delta)
         self.check_delta(part)
-        await self._record_delta(part, operation_id, attempt_id)
-
-    async def _record_delta(
-        self, part: TextDeltaPart | ToolCallDeltaPart, operation_id: str | None, attempt_id: str
-    ) -> None:
         if self.events is not None and operation_id is not None:
             self.events.delta(part, operation_id, attempt_id)
             if self.events.backlog >= MAX_BUFFERED:

@@ -284,13 +284,7 @@ def check_final(log: Sequence[ev.Event], kills: dict[int, int]) -> None:
         completed = [e for e in log if e.type == ev.MODEL_COMPLETED and e.step_index == index]
         assert len(completed) == 1, f"step {index} completed {len(completed)} times"
         winner = completed[0].attempt_id
-        deltas = [
-            e
-            for e in log
-            if e.type == ev.MODEL_DELTA
-            and e.step_index == index
-            and e.payload.get("type") == "text_delta"  # not a tool call's argument deltas
-        ]
+        deltas = [e for e in log if e.type == ev.MODEL_DELTA and e.step_index == index]
         clean = "".join(e.payload["delta"] for e in deltas if e.attempt_id == winner)
         assert clean == step_text(index)
         # every other delta of the step belongs to an attempt cut off before the winner began
