@@ -24,6 +24,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "mcp": ("mcp",),
     "langchain": ("langchain_core",),
     "pydantic-ai": ("pydantic_ai",),
+    "openai-agents": ("agents",),
     "temporal": ("temporalio",),
     "temporal-dev": ("temporalio",),
     "restate": ("restate", "hypercorn"),

@@ -1,17 +1,27 @@
 """Messages to and from OpenAI's Chat Completions message format (plain dicts).
 
 The format is the lingua franca of chat histories: eval tools, fine-tuning files
-and most frameworks read and write it. :func:`to_openai` writes only standard
-fields; :func:`from_openai` reads what OpenAI documents for requests (plus the
-``developer`` role and ``refusal`` parts) and refuses what has no nbdurable
-form with a :class:`~nbdurable.ConfigurationError`.
+and most frameworks read and write it. :func:`from_openai` reads the Chat
+Completions message types (dicts, or the openai SDK's own objects) and refuses
+what has no nbdurable form with a :class:`~nbdurable.ConfigurationError`;
+:func:`to_openai` writes standard fields.
+
+Round trips are lossless: what a message holds beyond nbdurable's parts (a
+``name``, the ``developer`` role, ``content: null`` beside a ``refusal``, an image's
+``detail``, ``annotations``, an ``audio`` reference, content as a list of text
+parts, ...) is kept in the message's metadata under :data:`STASH_KEY`, with a
+digest of the parts it belongs to; :func:`to_openai` writes the messages as they
+came while the parts are unchanged (an edited message is written from its parts).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from pydantic import BaseModel
 
 from ._errors import ConfigurationError
 from ._media import data_url, parse_data_url
@@ -24,10 +34,14 @@ from .messages import (
     ToolResultPart,
 )
 
-__all__ = ["INVALID_ARGS_KEY", "from_openai", "parse_arguments", "to_openai"]
+__all__ = ["INVALID_ARGS_KEY", "STASH_KEY", "from_openai", "parse_arguments", "to_openai"]
 
 INVALID_ARGS_KEY = "invalid_json_arguments"
 """Arguments that are not a JSON object are kept under this key (the tool then rejects them)."""
+
+STASH_KEY = "openai"
+"""Metadata key of what a message read by :func:`from_openai` held beyond its parts:
+``{"messages": [the message dicts as read], "parts": digest of their rendering}``."""
 
 ERROR_PREFIX = "Error: "
 """How an ``is_error`` tool result reads in the format, which has no error flag."""
@@ -64,7 +78,9 @@ def to_openai(messages: Message | Iterable[Message]) -> list[dict[str, Any]]:
     tool calls with no text) and ``tool_calls`` with JSON-text arguments; a tool
     message becomes one ``tool`` message per result (strings as is, other values
     as JSON, ``is_error`` results prefixed ``"Error: "``). Approval bookkeeping
-    and metadata are not part of the format and are left out.
+    and metadata are not part of the format and are left out, except what
+    :func:`from_openai` stashed: a message it read, unchanged since, is written
+    exactly as it was read.
 
     Raises:
         ConfigurationError: An image outside a user message (the format has no place for it).
@@ -74,8 +90,31 @@ def to_openai(messages: Message | Iterable[Message]) -> list[dict[str, Any]]:
     for message in items:
         if not isinstance(message, Message):
             raise ConfigurationError(f"to_openai takes nbdurable Messages, not {message!r}")
-        out.extend(_to(message))
+        out.extend(_written(message))
     return out
+
+
+def _digest(rendered: list[dict[str, Any]]) -> str:
+    canonical = json.dumps(rendered, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def _written(message: Message) -> list[dict[str, Any]]:
+    rendered = _to(message)
+    stash = (message.metadata or {}).get(STASH_KEY)
+    if isinstance(stash, Mapping) and stash.get("parts") == _digest(rendered):
+        written: list[dict[str, Any]] = json.loads(json.dumps(stash["messages"]))
+        return written  # a copy the caller may change
+    return rendered
+
+
+def _stashed(message: Message, originals: list[dict[str, Any]]) -> Message:
+    """``message`` with the dicts it was read from, if its rendering differs from them."""
+    rendered = _to(message)
+    if rendered == originals:
+        return message
+    stash = {"messages": originals, "parts": _digest(rendered)}
+    return message.model_copy(update={"metadata": {STASH_KEY: stash}})
 
 
 def _to(message: Message) -> list[dict[str, Any]]:
@@ -138,48 +177,68 @@ def _user_content(parts: tuple[Part, ...]) -> str | list[dict[str, Any]]:
 # -- from ---------------------------------------------------------------------------------
 
 
-def from_openai(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
-    """Chat Completions message dicts as nbdurable messages.
+def from_openai(messages: Iterable[Mapping[str, Any] | BaseModel]) -> list[Message]:
+    """Chat Completions messages (dicts or the openai SDK's objects) as nbdurable messages.
 
     ``system`` and ``developer`` messages become system messages; user content
     (a string, or ``text`` and ``image_url`` parts: ``data:`` URLs become image
-    bytes, other URLs stay URLs); assistant text (``refusal`` parts as text) and
-    ``tool_calls`` (arguments parsed; text that is not a JSON object is kept under
-    ``"invalid_json_arguments"``); consecutive ``tool`` messages become one tool
-    message whose results take their tool names from the calls they answer.
-    Results are text, as in the format; ``name`` fields are not kept.
+    bytes, other URLs stay URLs); assistant text (a ``refusal``, as a field or as
+    parts, is its text) and ``tool_calls`` (arguments parsed; text that is not a
+    JSON object is kept under ``"invalid_json_arguments"``); consecutive ``tool``
+    messages become one tool message whose results take their tool names from the
+    calls they answer. Results are text, as in the format. Whatever else a message
+    holds is kept for :func:`to_openai` (see :data:`STASH_KEY`).
 
     Raises:
         ConfigurationError: Something the format allows that nbdurable cannot hold
-            (audio or file parts, the legacy ``function`` role and ``function_call``),
-            an unknown role, or a tool result for a call no earlier assistant made.
+            (audio or file parts, the legacy ``function`` role and ``function_call``,
+            custom tool calls), an unknown role, or a tool result for a call no
+            earlier assistant made.
     """
     out: list[Message] = []
     names: dict[str, str] = {}
     results: list[ToolResultPart] = []
-    for index, item in enumerate(messages):
-        if not isinstance(item, Mapping):
-            raise ConfigurationError(f"message {index}: a dict, not {item!r}")
+    originals: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if results:
+            out.append(_stashed(Message(role="tool", content=tuple(results)), originals[:]))
+            results.clear()
+            originals.clear()
+
+    for index, given in enumerate(messages):
+        item = _plain(given, index)
         role = item.get("role")
         if role == "tool":
             results.append(_result(item, names, index))
+            originals.append(item)
             continue
-        if results:
-            out.append(Message(role="tool", content=tuple(results)))
-            results = []
+        flush()
         if role in ("system", "developer"):
-            out.append(Message(role="system", content=_text(item.get("content"), index)))
+            message = Message(role="system", content=_text(item.get("content"), index))
         elif role == "user":
-            out.append(Message(role="user", content=_user_parts(item.get("content"), index)))
+            message = Message(role="user", content=_user_parts(item.get("content"), index))
         elif role == "assistant":
             message = _assistant_from(item, index)
             names.update({c.tool_call_id: c.tool_name for c in message.tool_calls})
-            out.append(message)
         else:
             raise ConfigurationError(f"message {index}: no nbdurable form for the role {role!r}")
-    if results:
-        out.append(Message(role="tool", content=tuple(results)))
+        out.append(_stashed(message, [item]))
+    flush()
     return out
+
+
+def _plain(item: Any, index: int) -> dict[str, Any]:
+    """A message as a JSON dict: SDK objects (pydantic models) as the fields they were given."""
+    if isinstance(item, BaseModel):
+        item = item.model_dump(mode="json", exclude_unset=True)
+    if not isinstance(item, Mapping):
+        raise ConfigurationError(f"message {index}: a dict, not {item!r}")
+    try:
+        plain: dict[str, Any] = json.loads(json.dumps(dict(item), ensure_ascii=False))
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"message {index}: not JSON: {exc}") from exc
+    return plain
 
 
 def _text(content: Any, index: int) -> str:
@@ -241,9 +300,16 @@ def _assistant_from(item: Mapping[str, Any], index: int) -> Message:
         )
     parts: list[Part] = []
     text = _text(item.get("content"), index)
+    refusal = item.get("refusal")
+    if not text and isinstance(refusal, str):
+        text = refusal  # {"content": null, "refusal": "..."}: the refusal is what it said
     if text or not item.get("tool_calls"):
         parts.append(TextPart(text=text))
     for call in item.get("tool_calls") or ():
+        if isinstance(call, Mapping) and call.get("type") == "custom":
+            raise ConfigurationError(
+                f"message {index}: a custom (free-text) tool call has no nbdurable form"
+            )
         function = call.get("function") if isinstance(call, Mapping) else None
         if not isinstance(function, Mapping) or not call.get("id") or not function.get("name"):
             raise ConfigurationError(

@@ -342,7 +342,8 @@ def to_openai(messages: Message | Iterable[Message]) -> list[dict[str, Any]]:
 
     Text, images (bytes as ``data:`` URLs), tool calls and tool results (one
     ``tool`` message each; ``is_error`` ones read ``"Error: ..."``) and system
-    messages; approval records and metadata are left out. See
+    messages; approval records and metadata are left out, but a message read by
+    :func:`from_openai` and unchanged since is written as it was read. See
     :func:`nbdurable._openai_chat.to_openai` for the details.
 
     Raises:
@@ -353,17 +354,20 @@ def to_openai(messages: Message | Iterable[Message]) -> list[dict[str, Any]]:
     return convert(messages)
 
 
-def from_openai(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
-    """OpenAI Chat Completions message dicts as messages (to seed a run from elsewhere).
+def from_openai(messages: Iterable[Mapping[str, Any] | BaseModel]) -> list[Message]:
+    """OpenAI Chat Completions messages as messages (to seed a run from elsewhere).
 
-    ``system``/``developer``, ``user`` (text and ``image_url`` parts; ``data:``
-    URLs become bytes), ``assistant`` (text and ``tool_calls``) and ``tool``
-    messages (consecutive ones grouped, names taken from the calls they answer).
-    See :func:`nbdurable._openai_chat.from_openai` for the details.
+    Dicts or the openai SDK's objects: ``system``/``developer``, ``user`` (text and
+    ``image_url`` parts; ``data:`` URLs become bytes), ``assistant`` (text, a
+    ``refusal``, ``tool_calls``) and ``tool`` messages (consecutive ones grouped,
+    names taken from the calls they answer). What else they hold is kept in the
+    metadata, so :func:`to_openai` writes them back exactly. See
+    :func:`nbdurable._openai_chat.from_openai` for the details.
 
     Raises:
         ConfigurationError: Audio or file parts, the legacy function-calling
-            format, an unknown role, or a tool result for a call never made.
+            format, custom tool calls, an unknown role, or a tool result for a
+            call never made.
     """
     from ._openai_chat import from_openai as convert
 

@@ -16,14 +16,18 @@ Two kinds of metric:
   labelled with ``store``. Every process scraping the same store reports the
   same value, so aggregate them with ``max by (store, ...)``, never ``sum``.
 
-Labels are bounded: agent ids, states, reasons, tool names, outcomes. A run id
-is never a label.
+Labels are bounded: agent ids, states, reasons, tool names, outcomes, and model
+names (at most :data:`MAX_MODELS` of them; later ones count as ``other``). A run
+id is never a label. The registry also has the standard process metrics
+(``process_*``, ``python_info``, ``python_gc_*``); prometheus-client's
+``*_created`` series are left out of :func:`render` unless ``created=True``.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -37,6 +41,7 @@ from .durable.store import HistoryStore, RunStore
 from .runs import HUMAN_STATES, RUN_STATES, TERMINAL_STATES
 
 if TYPE_CHECKING:
+    from .messages import Usage
     from .runs import RuntimeRun
 
 __all__ = [
@@ -55,6 +60,12 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 HOOKS: MetricsHooks | None = None
 """The active metrics, or None when metrics are off (the default)."""
 
+MAX_MODELS = 50
+"""Distinct ``model`` label values a process reports; later models count as ``other``."""
+
+_CREATED = re.compile(rb"^[a-zA-Z_:][a-zA-Z0-9_:]*_created[{ ]")
+"""A ``*_created`` sample line of the text format (a counter's or histogram's start time)."""
+
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 _DECISION_BUCKETS = (1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 86400, 7 * 86400)
 
@@ -67,7 +78,11 @@ def store_label(url: str) -> str:
 
 
 def enable_metrics(
-    store: HistoryStore | None = None, *, store_name: str = "default", registry: Any = None
+    store: HistoryStore | None = None,
+    *,
+    store_name: str = "default",
+    registry: Any = None,
+    created: bool = False,
 ) -> MetricsHooks:
     """Turn on Prometheus metrics of every run in this process.
 
@@ -76,7 +91,10 @@ def enable_metrics(
             scrape time (none: no store-wide gauges).
         store_name: The ``store`` label of those gauges (see :func:`store_label`).
         registry: The ``prometheus_client.CollectorRegistry`` to register in
-            (default: a new one, not the library's global registry).
+            (default: a new one, not the library's global registry, with the
+            standard process metrics).
+        created: Keep prometheus-client's ``*_created`` series in :func:`render`
+            (off: they double the series count and alert rules rarely need them).
 
     Returns:
         The active hooks (``hooks.registry`` is the registry).
@@ -87,7 +105,7 @@ def enable_metrics(
     """
     global HOOKS
     import_for("metrics", "metrics", "prometheus_client")
-    HOOKS = MetricsHooks(registry=registry, store=store, store_name=store_name)
+    HOOKS = MetricsHooks(registry=registry, store=store, store_name=store_name, created=created)
     _transient.STORE_ERROR_HOOK = HOOKS.store_error
     return HOOKS
 
@@ -106,16 +124,36 @@ def render() -> bytes:
         return b""
     from prometheus_client import generate_latest
 
-    return bytes(generate_latest(hooks.registry))
+    text = bytes(generate_latest(hooks.registry))
+    if hooks.created:
+        return text
+    return b"".join(line for line in text.splitlines(keepends=True) if not _CREATED.match(line))
 
 
 class MetricsHooks:
     """The metric families of one process, and the calls the runtime makes on them."""
 
-    def __init__(self, *, registry: Any, store: HistoryStore | None, store_name: str) -> None:
+    def __init__(
+        self,
+        *,
+        registry: Any,
+        store: HistoryStore | None,
+        store_name: str,
+        created: bool = False,
+    ) -> None:
         from prometheus_client import CollectorRegistry, Counter, Histogram
 
-        self.registry = registry if registry is not None else CollectorRegistry()
+        self.created = created
+        """Whether :func:`render` keeps the ``*_created`` series."""
+        if registry is None:
+            from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
+
+            registry = CollectorRegistry()
+            ProcessCollector(registry=registry)  # process_cpu_seconds_total, memory, fds
+            PlatformCollector(registry=registry)  # python_info
+            GCCollector(registry=registry)  # python_gc_*
+        self.registry = registry
+        self._models: set[str] = set()
         count = functools.partial(Counter, registry=self.registry)
         time_it = functools.partial(Histogram, registry=self.registry, buckets=_LATENCY_BUCKETS)
         self.runs_started = count(
@@ -147,6 +185,22 @@ class MetricsHooks:
             "nbdurable_takeovers",
             "Runs this process took over from another owner, by agent and cause.",
             ["agent", "cause"],
+        )
+        self.model_calls = count(
+            "nbdurable_model_calls",
+            "Model calls that answered, by agent and model.",
+            ["agent", "model"],
+        )
+        self.tokens = count(
+            "nbdurable_model_tokens",
+            "Tokens of the model calls that answered, by agent, model and kind "
+            "(input, output, cached_input).",
+            ["agent", "model", "kind"],
+        )
+        self.cost = count(
+            "nbdurable_model_cost_dollars",
+            "Cost of the model calls that answered (the models' prices), by agent and model.",
+            ["agent", "model"],
         )
         self.lease_renewals = count("nbdurable_lease_renewals", "Lease renewals this process made.")
         self.leases_lost = count(
@@ -199,6 +253,27 @@ class MetricsHooks:
             self.model_retries.labels(agent).inc()
         elif state in HUMAN_STATES:
             self.runs_suspended.labels(agent, state).inc()
+
+    def model_used(self, agent: str, model: str, usage: Usage) -> None:
+        """A model call answered: count it, its tokens and its cost."""
+        model = self._model_label(model)
+        self.model_calls.labels(agent, model).inc()
+        self.tokens.labels(agent, model, "input").inc(max(usage.input_tokens, 0))
+        self.tokens.labels(agent, model, "output").inc(max(usage.output_tokens, 0))
+        if usage.cached_input_tokens:
+            self.tokens.labels(agent, model, "cached_input").inc(usage.cached_input_tokens)
+        if usage.cost:
+            self.cost.labels(agent, model).inc(max(usage.cost, 0.0))
+
+    def _model_label(self, model: str) -> str:
+        """``model``, or ``other`` once :data:`MAX_MODELS` names are in use (bounded labels)."""
+        name = model or "-"
+        if name in self._models:
+            return name
+        if len(self._models) >= MAX_MODELS:
+            return "other"
+        self._models.add(name)
+        return name
 
     def taken_over(self, agent: str, cause: str) -> None:
         """A run was taken over by this process from another owner."""
@@ -257,8 +332,10 @@ would wait 30 s for a connection), so during an outage a sample fails soon.
 class _Sample:
     """One reading of the store: run counts by state, or a failure (``counts`` None)."""
 
-    def __init__(self, counts: dict[str, int] | None) -> None:
+    def __init__(self, counts: dict[str, int] | None, oldest: dict[str, int] | None = None) -> None:
         self.counts = counts
+        self.oldest = oldest or {}
+        """Waiting state -> epoch ms of the last change of its longest-waiting run."""
 
 
 class _StoreSampler:
@@ -297,16 +374,19 @@ class _StoreSampler:
 
     def _sample(self) -> None:
         counts: dict[str, int] | None
+        oldest: dict[str, int] = {}
         try:
             with bounded_wait(SAMPLE_TIMEOUT_S):
-                states = [record.state for record in _list_runs(self.store)]
+                records = [(r.state, r.updated_at) for r in _list_runs(self.store)]
             counts = dict.fromkeys(RUN_STATES, 0)
-            for state in states:
+            for state, updated_at in records:
                 counts[state] = counts.get(state, 0) + 1
+                if state in HUMAN_STATES:
+                    oldest[state] = min(oldest.get(state, updated_at), updated_at)
         except Exception:  # the store is away: the scrape says so instead of failing
             counts = None
         with self._cond:
-            self._last = _Sample(counts)
+            self._last = _Sample(counts, oldest)
             self._since = None
             self._done += 1
             self._cond.notify_all()
@@ -352,6 +432,18 @@ class _StoreGauges:
         )
         waiting.add_metric([self.store_name], counts.get("waiting_approval", 0))
         yield waiting
+        age = GaugeMetricFamily(
+            "nbdurable_store_oldest_waiting_seconds",
+            "Seconds the longest-waiting run of each waiting state has waited, 0 when none "
+            "(store-wide: aggregate with max).",
+            labels=["store", "state"],
+        )
+        now_ms = time.time() * 1000
+        for state in sorted(HUMAN_STATES):
+            since = None if sample is None else sample.oldest.get(state)
+            waited = 0.0 if since is None else max(now_ms - since, 0.0) / 1000
+            age.add_metric([self.store_name, state], waited)
+        yield age
 
 
 def _list_runs(store: HistoryStore) -> list[RuntimeRun]:

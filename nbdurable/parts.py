@@ -29,6 +29,7 @@ __all__ = [
     "StepStartPart",
     "StreamPart",
     "TextDeltaPart",
+    "ToolCallDeltaPart",
     "ToolCallStreamPart",
     "ToolResultStreamPart",
 ]
@@ -47,6 +48,20 @@ class TextDeltaPart(FrozenModel):
     type: Literal["text-delta"] = "text-delta"
     step_index: int
     delta: Text
+
+
+class ToolCallDeltaPart(FrozenModel):
+    """A fragment of a tool call's JSON arguments, as the model streams the call.
+
+    The fragments of one ``tool_call_id`` concatenate to the arguments' JSON text;
+    the complete call follows as a ``tool-call`` part.
+    """
+
+    type: Literal["tool-call-delta"] = "tool-call-delta"
+    step_index: int
+    tool_call_id: Text
+    tool_name: Text
+    args_delta: Text
 
 
 class ToolCallStreamPart(FrozenModel):
@@ -120,6 +135,7 @@ class ErrorPart(FrozenModel):
 StreamPart = Annotated[
     StepStartPart
     | TextDeltaPart
+    | ToolCallDeltaPart
     | ToolCallStreamPart
     | ApprovalRequestStreamPart
     | ApprovalResolvedStreamPart

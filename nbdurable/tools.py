@@ -195,6 +195,32 @@ class Tool:
             recovery=recovery,
         )
 
+    @classmethod
+    def from_openai_agents(
+        cls,
+        tool: Any,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        needs_approval: NeedsApproval | None = None,
+        recovery: str | None = None,
+    ) -> Tool:
+        """Wrap an OpenAI Agents SDK function tool (``@function_tool``); needs ``openai-agents``.
+
+        The call runs through the tool's own ``on_invoke_tool``; ``needs_approval``
+        defaults to the tool's. See
+        :func:`nbdurable.interop._openai_agents_tools.from_openai_agents`.
+        """
+        from .interop._openai_agents_tools import from_openai_agents
+
+        return from_openai_agents(
+            tool,
+            name=name,
+            description=description,
+            needs_approval=needs_approval,
+            recovery=recovery,
+        )
+
     @property
     def is_client_tool(self) -> bool:
         """True when the tool has no execute function."""

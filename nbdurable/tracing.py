@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from . import _genai_messages as genai
 from ._extras import import_for
 
 if TYPE_CHECKING:
@@ -245,13 +246,13 @@ class TracingHooks:
         attributes.update(driver.trace_model_attributes())
         if self.capture_content:
             request = effect.request
-            attributes["gen_ai.input.messages"] = _json(
-                [m.model_dump(mode="json") for m in request.messages]
-            )
+            attributes["gen_ai.input.messages"] = _json(genai.input_messages(request.messages))
             if request.instructions:
                 attributes["gen_ai.system_instructions"] = _json(
-                    [{"type": "text", "content": request.instructions}]
+                    genai.system_instructions(request.instructions)
                 )
+            if request.tools:
+                attributes["gen_ai.tool.definitions"] = _json(genai.tool_definitions(request.tools))
         span_name = f"chat {name}" if name else "chat"
         with self.tracer.start_as_current_span(
             span_name, kind=trace.SpanKind.CLIENT, attributes=clean_attributes(attributes)
@@ -329,10 +330,11 @@ class LegSpan:
         span.set_attribute("nbdurable.last_step_index", result.step_index)
         mark_approval_waits(span, result.pending_approvals)
         if self.hooks.capture_content and result.status == "completed":
-            span.set_attribute(
-                "gen_ai.output.messages",
-                _json([m.model_dump(mode="json") for m in result.response_messages]),
-            )
+            answers = [m for m in result.response_messages if m.role == "assistant"]
+            if answers:
+                # the agent's answer: its last assistant turn (the chat spans hold every turn)
+                output = genai.output_message(answers[-1].content, result.finish_reason)
+                span.set_attribute("gen_ai.output.messages", _json([output]))
 
 
 class ChatSpan:
@@ -353,15 +355,7 @@ class ChatSpan:
         if self.hooks.capture_content:
             span.set_attribute(
                 "gen_ai.output.messages",
-                _json(
-                    [
-                        {
-                            "role": "assistant",
-                            "parts": [p.model_dump(mode="json") for p in response.content],
-                            "finish_reason": response.finish_reason,
-                        }
-                    ]
-                ),
+                _json([genai.output_message(response.content, response.finish_reason)]),
             )
 
 

@@ -20,7 +20,10 @@ Modules the issue does not name are placed as follows:
   tool sources, beside ``tools`` (``Tool.from_langchain`` reaches into ``interop``).
 - ``tracing``, ``metrics``, ``health``: the observability hooks the loop's driver
   calls (``tracing.HOOKS``, ``metrics.HOOKS``) and the probe server that serves
-  the metrics: the loop's layer.
+  the metrics: the loop's layer; ``_genai_messages`` (messages in the GenAI
+  conventions' JSON, what ``tracing`` records) with them.
+- ``_openai_agents`` (OpenAI Agents SDK agents as runtime ``Agent`` fields, for
+  ``Agent.from_openai_agents``): the runtime's layer.
 - ``nbdurable`` itself (``__init__``, the facade re-exporting everything): the top.
 
 One module sits below its package: ``events.model`` (the event record, which
@@ -67,9 +70,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     ("durable", "runs"),
     ("models", "tools", "events", "interop", "mcp"),
-    ("loop", "tracing", "metrics", "health"),
+    ("loop", "tracing", "_genai_messages", "metrics", "health"),
     ("stores",),
-    ("inspect", "runtime"),
+    ("inspect", "runtime", "_openai_agents"),
     ("temporal", "restate"),
     ("notebook", "server", "cli", "testing", ""),
 )

@@ -168,27 +168,31 @@ def test_arguments_that_are_not_json_stay_as_written() -> None:
 
 
 def test_from_openai_reads_the_formats_variants() -> None:
-    messages = from_openai(
-        [
-            {
-                "role": "developer",
-                "content": [{"type": "text", "text": "Be "}, {"type": "text", "text": "terse."}],
-            },
-            {
-                "role": "user",
-                "content": [{"type": "image_url", "image_url": "https://example.org/x.png"}],
-                "name": "ann",
-            },
-            {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't."}]},
-            {"role": "user", "content": None},
-        ]
-    )
-    assert messages == [
-        nd.system("Be terse."),
-        nd.user([nd.ImagePart(url="https://example.org/x.png")]),
-        nd.assistant("I can't."),
-        nd.user(""),
+    raw = [
+        {
+            "role": "developer",
+            "content": [{"type": "text", "text": "Be "}, {"type": "text", "text": "terse."}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "image_url", "image_url": "https://example.org/x.png"}],
+            "name": "ann",
+        },
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't."}]},
+        {"role": "user", "content": None},
     ]
+    messages = from_openai(raw)
+    # the parts; what the format said beyond them (developer, name, parts) is in metadata
+    assert [(m.role, m.content) for m in messages] == [
+        (m.role, m.content)
+        for m in [
+            nd.system("Be terse."),
+            nd.user([nd.ImagePart(url="https://example.org/x.png")]),
+            nd.assistant("I can't."),
+            nd.user(""),
+        ]
+    ]
+    assert to_openai(messages) == raw
 
 
 @pytest.mark.parametrize(

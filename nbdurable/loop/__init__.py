@@ -14,6 +14,7 @@ from ..parts import (
     StepStartPart,
     StreamPart,
     TextDeltaPart,
+    ToolCallDeltaPart,
     ToolCallStreamPart,
     ToolResultStreamPart,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "StreamChatResult",
     "StreamPart",
     "TextDeltaPart",
+    "ToolCallDeltaPart",
     "ToolCallStreamPart",
     "ToolInvocation",
     "ToolOutcome",

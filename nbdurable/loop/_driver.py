@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, ClassVar
 
 from .. import metrics as _metrics
@@ -17,7 +18,7 @@ from ..durable.store import EventLog, SessionStore, maybe_await
 from ..events._model import CHECKPOINT_SAVED, MODEL_COMPLETED
 from ..events._writer import DEFAULT_FLUSH_INTERVAL, MAX_BUFFERED, EventWriter
 from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, ToolResultPart
-from ..models._base import ModelResponse, ResponseEvent, TextDeltaEvent
+from ..models._base import ModelResponse
 from ..parts import StreamPart, TextDeltaPart
 from ..tools import ToolContext
 from ._effects import (
@@ -34,6 +35,7 @@ from ._effects import (
     error_result,
 )
 from ._machine import AgentMachine
+from ._model_stream import read_stream
 from ._options import MAX_AGENT_DEPTH, GenerateTextResult, LoopOptions
 from ._start import LegStart
 from ._stats import StepTimer
@@ -369,8 +371,11 @@ class Driver(TraceHooks):
     ) -> ModelResponse:
         meter = _metrics.HOOKS
         if meter is not None:
-            with meter.timed(meter.model_seconds, self.trace_agent_name() or "-"):
-                return await self._traced_model_call(effect, operation_id, attempt_id)
+            agent = self.trace_agent_name() or "-"
+            with meter.timed(meter.model_seconds, agent):
+                response = await self._traced_model_call(effect, operation_id, attempt_id)
+            meter.model_used(agent, _tracing.model_name(effect.model), response.usage)
+            return response
         return await self._traced_model_call(effect, operation_id, attempt_id)
 
     async def _traced_model_call(
@@ -393,16 +398,11 @@ class Driver(TraceHooks):
         if not self.streaming or stream is None:
             response = await model.generate(effect.request)
         else:
-            response = None
-            async for event in stream(effect.request):
-                if isinstance(event, TextDeltaEvent):
-                    # With structured output no text shows before it validates.
-                    if event.delta and output is None:
-                        await self._delta(effect.step_index, event.delta, operation_id, attempt_id)
-                elif isinstance(event, ResponseEvent):
-                    response = event.response
-            if response is None:
-                raise ModelError("the model's stream ended without a complete response")
+            # text waits for structured output to validate; tool deltas show off the log
+            ids: dict[str, Any] = {"operation_id": operation_id, "attempt_id": attempt_id}
+            text = None if output is not None else partial(self._delta, effect.step_index, **ids)
+            calls = self.emit if self.events is None else None
+            response = await read_stream(stream(effect.request), effect.step_index, text, calls)
         if not isinstance(response, ModelResponse):
             raise ModelError(f"the model returned {type(response).__name__}, not a ModelResponse")
         if output is not None:

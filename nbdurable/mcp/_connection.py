@@ -48,6 +48,8 @@ T = TypeVar("T")
 _CLOSE_TIMEOUT = 10.0  # seconds; the SDK stops a stdio server within a few
 _SUBSCRIBE_TIMEOUT = 10.0
 _HTTP_TIMEOUT = 30.0
+_LEGACY_PROBE_TIMEOUT = 5.0
+"""Seconds the legacy-SSE probe waits for the first event, after a failed connection."""
 _HTTP_STREAM_READ_TIMEOUT = 300.0  # server-sent event streams stay open between events
 _CONNECTION_CLOSED = -32000  # the SDK's error code for a transport that ended
 _SESSION_HEADER = "mcp-session-id"
@@ -221,9 +223,17 @@ class Connection:
         try:
             return await asyncio.shield(ready), session
         except Exception as exc:
-            raise MCPConnectionError(
-                f"cannot connect to {self.server!r}: {_describe(exc)}"
-            ) from exc
+            server = self.server
+            if server.url is not None and await _serves_legacy_sse(server.url, server.headers):
+                raise MCPConnectionError(
+                    f"cannot connect to {server!r}: it serves MCP's legacy HTTP+SSE transport "
+                    "(protocol 2024-11-05: a GET event stream that names a POST endpoint), which "
+                    "nbdurable does not speak; it speaks streamable HTTP. Run the server with its "
+                    "streamable HTTP transport (often `--transport streamable-http`, at /mcp), "
+                    "or reach it through a stdio bridge: MCPServer.stdio('uvx', "
+                    f"args=['mcp-proxy', {server.url!r}])"
+                ) from exc
+            raise MCPConnectionError(f"cannot connect to {server!r}: {_describe(exc)}") from exc
 
     # -- the owner task -------------------------------------------------------------
 
@@ -485,6 +495,31 @@ async def _refuses_session(response: Any) -> bool:
     error = body.get("error") if isinstance(body, dict) else None
     message = error.get("message") if isinstance(error, dict) else None
     return isinstance(message, str) and "session" in message.lower()
+
+
+async def _serves_legacy_sse(url: str, headers: tuple[tuple[str, str], ...]) -> bool:
+    """Whether ``url`` answers a GET with the legacy transport's ``endpoint`` event.
+
+    Asked only after a streamable HTTP connection failed, to say why: a legacy
+    server refuses the POST (405, 404) that streamable HTTP starts with.
+    """
+    import httpx2
+
+    try:
+        http = httpx2.AsyncClient(headers=dict(headers), timeout=_LEGACY_PROBE_TIMEOUT)
+        request = http.stream("GET", url, headers={"Accept": "text/event-stream"})
+        async with http, request as response:
+            kind = response.headers.get("content-type", "").lower()
+            if response.status_code != 200 or not kind.startswith("text/event-stream"):
+                return False
+            seen = ""
+            async for chunk in response.aiter_text():
+                seen += chunk.replace("\r\n", "\n").replace("\r", "\n")
+                if "\n\n" in seen or len(seen) > 4096:
+                    break  # the first event is enough
+            return any(line.strip() == "event: endpoint" for line in seen.splitlines())
+    except Exception:  # the probe only adds a hint; the connection error stands
+        return False
 
 
 def _describe(exc: BaseException) -> str:

@@ -109,7 +109,9 @@ def _block(part: Part, role: str) -> dict[str, Any] | None:
                 "input": part.args}  # fmt: skip
     if isinstance(part, ToolResultPart):
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.tool_call_id}
-        content = _result_text(part.result)
+        content: str | list[dict[str, Any]] = _result_blocks(part.result) or _result_text(
+            part.result
+        )
         if content:
             block["content"] = content
         if part.is_error:
@@ -118,6 +120,28 @@ def _block(part: Part, role: str) -> dict[str, Any] | None:
     if isinstance(part, ImagePart) and role == "user":
         return {"type": "image", "source": _image_source(part)}
     return None  # approval records (and images in assistant turns) are not sent
+
+
+def _result_blocks(result: Any) -> list[dict[str, Any]] | None:
+    """A result of text and image content blocks (an MCP tool's) as Anthropic blocks.
+
+    Anthropic's ``tool_result`` holds images, so the model sees a picture rather
+    than its base64 in JSON text. None: not such a result (sent as text).
+    """
+    if not isinstance(result, list) or not result:
+        return None
+    blocks: list[dict[str, Any]] = []
+    for item in result:
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind == "text" and isinstance(item.get("text"), str):
+            blocks.append({"type": "text", "text": item["text"]})
+        elif kind == "image" and isinstance(item.get("data"), str):
+            media_type = item.get("mimeType") or item.get("mime_type") or "image/png"
+            source = {"type": "base64", "media_type": media_type, "data": item["data"]}
+            blocks.append({"type": "image", "source": source})
+        else:
+            return None
+    return blocks if any(b["type"] == "image" for b in blocks) else None
 
 
 def _result_text(result: Any) -> str:

@@ -93,6 +93,21 @@ class Agent:
             can = getattr(self.model, "can_stream", True)
             object.__setattr__(self, "stream", bool(streams and can))
 
+    @classmethod
+    def from_openai_agents(
+        cls, agent: Any, *, version: str, model: Model | None = None, **options: Any
+    ) -> Agent:
+        """An OpenAI Agents SDK ``Agent`` as a durable agent; needs ``openai-agents``.
+
+        Its name, instructions, function tools, handoffs (as sub-agent tools) and
+        output type; ``model`` (default: the agent's model name as an
+        ``OpenAIChatModel``); other ``Agent`` fields as ``options``. See
+        :mod:`nbdurable._openai_agents` for what maps and what is refused.
+        """
+        from .._openai_agents import agent_fields
+
+        return cls(**agent_fields(agent, model), version=version, **options)
+
     def __repr__(self) -> str:
         return f"Agent({self.id!r}, version={self.version!r})"
 
