@@ -17,20 +17,13 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from pydantic import TypeAdapter
-
 from .._errors import FencedOutError, LimitExceededError
-from ..durable._checkpoint import AgentCheckpoint
 from ..durable._offload import offload
-from ..events._writer import EventWriter
 from ..loop._driver import Driver
 from ..loop._effects import CallModel, ToolInvocation
-from ..loop._options import LoopOptions, build_options
 from ..loop._start import LegStart
-from ..loop._subagent import AgentTool
 from ..messages import ToolCallPart, ToolResultPart
 from ..models._base import ModelRequest
-from ..parts import StreamPart
 from ..runs import (
     RunPatch,
     RuntimeRun,
@@ -43,7 +36,8 @@ from ..runs import (
 from ..runtime import _lifecycle as lifecycle
 from ..runtime._agent import Agent
 from ..runtime._executor import RunContext, RuntimeDriver
-from ..runtime._legs import first_messages, leg_options
+from ..runtime._legs import first_messages
+from ..runtime._legs_outside import loop_options_at, write_outbox, write_started
 from ..runtime._outcome import (
     ModelAttemptFailed,
     NeedsAttention,
@@ -56,8 +50,6 @@ from ..runtime._state_events import claim_event
 from ._config import RESTATE
 
 __all__ = ["LegSteps", "owner_of"]
-
-_PARTS: TypeAdapter[Any] = TypeAdapter(StreamPart)
 
 
 def owner_of(run_id: str) -> str:
@@ -138,7 +130,7 @@ class LegSteps:
         messages: list[Any] = []
         if checkpoint is None:
             messages = [m.model_dump(mode="json") for m in await first_messages(runtime, record)]
-        await self._started(run_id, checkpoint, retried=retried)
+        await write_started(self.runtime, run_id, checkpoint, retried=retried)
         return {
             "record": record.model_dump(mode="json"),
             "checkpoint": None if checkpoint is None else checkpoint.model_dump(mode="json"),
@@ -161,52 +153,15 @@ class LegSteps:
             return unserved_reason(record)
         return mismatch_reason(record, definitions)
 
-    async def _started(
-        self, log: str, checkpoint: AgentCheckpoint | None, *, retried: bool = False
-    ) -> None:
-        writer = EventWriter(
-            self.runtime.event_store, log, deps=self.runtime.deps, flush_interval=0.0
-        )
-        writer.started(
-            resumed=checkpoint is not None,
-            next_step_index=0 if checkpoint is None else checkpoint.step_index + 1,
-            retried=retried,
-        )
-        await writer.close()
-
     async def begin_child(self, log: str) -> dict[str, Any]:
         """A sub-agent starts or resumes: its checkpoint (under ``log``), if any."""
         checkpoint = await offload(self.runtime.store.load, log)
-        await self._started(log, checkpoint)
+        await write_started(self.runtime, log, checkpoint)
         return {"checkpoint": None if checkpoint is None else checkpoint.model_dump(mode="json")}
 
     async def mirror(self, entries: list[dict[str, Any]], run_log: str | None = None) -> Any:
-        """Write outbox entries in order, each into its event log (checkpoints atomically).
-
-        The terminal event of ``run_log`` (the run's own log, at the end of a
-        leg) is held back: its ``run_finished`` payload is returned for the
-        run's final state change to write after the final ``run_state``.
-        """
-        writers: dict[str, EventWriter] = {}
-        for entry in entries:
-            log = entry["log"]
-            writer = writers.get(log)
-            if writer is None:
-                writer = writers[log] = EventWriter(
-                    self.runtime.event_store,
-                    log,
-                    deps=self.runtime.deps,
-                    flush_interval=0.0,
-                    defer_terminal=log == run_log,
-                )
-            if "checkpoint" in entry:
-                await writer.save_checkpoint(AgentCheckpoint.model_validate(entry["checkpoint"]))
-            else:
-                writer.part(_PARTS.validate_python(entry["part"]))
-        for writer in writers.values():
-            await writer.close()
-        run_writer = writers.get(run_log) if run_log is not None else None
-        return run_writer.finish if run_writer is not None else None
+        """Write outbox entries in order; the run's terminal payload is returned (held back)."""
+        return await write_outbox(self.runtime, entries, run_log)
 
     async def finish(
         self, run_id: str, entries: list[dict[str, Any]], changes: dict[str, Any], fence: int | None
@@ -237,33 +192,6 @@ class LegSteps:
             raise LookupError(unserved_reason(record))
         return agent
 
-    def _options(self, agent: Agent, path: list[str], record: RuntimeRun) -> LoopOptions:
-        """The options of the loop at ``path`` (agent-tool names) under the run's agent."""
-        if not path:
-            return leg_options(agent, record, deps=self.runtime.deps)
-        tools = agent.tool_map
-        loop: Any = None
-        for name in path:
-            loop = tools.get(name)
-            if not isinstance(loop, AgentTool):
-                raise LookupError(f"agent {agent.id!r} has no sub-agent at {'/'.join(path)!r}")
-            tools = loop.tools
-        return build_options(
-            model=loop.model,
-            tools=loop.tools,
-            instructions=loop.instructions,
-            max_steps=loop.max_steps,
-            stop_when=None,
-            prepare_step=None,
-            max_tool_concurrency=None,
-            approve_tool_call=None,
-            approval_responses=None,
-            approval_signer=None,
-            approval_max_age_ms=None,
-            deps=self.runtime.deps,
-            agent_path=tuple(path),
-        )
-
     async def model(
         self, scope: dict[str, Any], step_index: int, request: dict[str, Any]
     ) -> dict[str, Any]:
@@ -278,7 +206,7 @@ class LegSteps:
         runtime = self.runtime
         record = await offload(self._record, scope["run_id"])
         agent = self._agent(record)
-        options = self._options(agent, scope["path"], record)
+        options = loop_options_at(self.runtime, agent, scope["path"], record)
         effect = CallModel(step_index, options.model, ModelRequest.model_validate(request))
         log = scope["log"]
         driver: Driver
@@ -353,7 +281,7 @@ class LegSteps:
         """
         record = await offload(self._record, scope["run_id"])
         agent = self._agent(record)
-        options = self._options(agent, scope["path"], record)
+        options = loop_options_at(self.runtime, agent, scope["path"], record)
         part = ToolCallPart.model_validate(call)
         tool = options.tools.get(part.tool_name)
         if tool is None:

@@ -16,7 +16,6 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from pydantic import TypeAdapter
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -24,15 +23,12 @@ from .. import tracing as _tracing
 from .._errors import FencedOutError, LimitExceededError
 from ..durable._checkpoint import AgentCheckpoint
 from ..durable._offload import offload
-from ..events._writer import EventWriter
 from ..loop._driver import Driver
 from ..loop._effects import CallModel, ToolInvocation, ToolOutcome
-from ..loop._options import LoopOptions, build_options
+from ..loop._options import LoopOptions
 from ..loop._start import LegStart
-from ..loop._subagent import AgentTool
 from ..messages import ToolCallPart, ToolResultPart
 from ..models._base import ModelRequest, ModelResponse
-from ..parts import StreamPart
 from ..runs import (
     TEMPORAL,
     RunPatch,
@@ -46,7 +42,8 @@ from ..runs import (
 from ..runtime import _lifecycle as lifecycle
 from ..runtime._agent import Agent
 from ..runtime._executor import RunContext, RuntimeDriver
-from ..runtime._legs import first_messages, leg_options
+from ..runtime._legs import first_messages
+from ..runtime._legs_outside import loop_options_at, write_outbox, write_started
 from ..runtime._outcome import (
     ModelAttemptFailed,
     NeedsAttention,
@@ -69,8 +66,6 @@ from ._routing import definition_key
 from ._tracing import begin_leg_span, end_leg_span, joined
 
 __all__ = ["BoundActivities", "RunActivities", "calls_in_flight", "heartbeats"]
-
-_PARTS: TypeAdapter[Any] = TypeAdapter(StreamPart)
 
 
 @contextlib.asynccontextmanager
@@ -187,64 +182,11 @@ class RunActivities(BoundActivities):
         return {"elsewhere": mismatch_reason(record, definitions)}
 
     def _options(self, agent: Agent, path: list[str], record: RuntimeRun) -> LoopOptions:
-        """The options of the loop at ``path`` (agent-tool names) under the run's agent."""
-        if not path:
-            return leg_options(agent, record, deps=self.runtime.deps)
-        tools = agent.tool_map
-        loop: Any = None
-        for name in path:
-            loop = tools.get(name)
-            if not isinstance(loop, AgentTool):
-                raise ApplicationError(
-                    f"agent {agent.id!r} has no sub-agent at {'/'.join(path)!r}",
-                    non_retryable=True,
-                )
-            tools = loop.tools
-        return build_options(
-            model=loop.model,
-            tools=loop.tools,
-            instructions=loop.instructions,
-            max_steps=loop.max_steps,
-            stop_when=None,
-            prepare_step=None,
-            max_tool_concurrency=None,
-            approve_tool_call=None,
-            approval_responses=None,
-            approval_signer=None,
-            approval_max_age_ms=None,
-            deps=self.runtime.deps,
-            agent_path=tuple(path),
-        )
-
-    async def _write(
-        self, entries: list[dict[str, Any]], run_log: str | None = None
-    ) -> dict[str, Any] | None:
-        """Write outbox entries in order, each into its event log (checkpoints atomically).
-
-        The terminal event of ``run_log`` (the run's own log, at the end of a
-        leg) is not written: its ``run_finished`` payload is returned for the
-        run's final state change to write after the final ``run_state``.
-        """
-        writers: dict[str, EventWriter] = {}
-        for entry in entries:
-            log = entry["log"]
-            writer = writers.get(log)
-            if writer is None:
-                writer = writers[log] = EventWriter(
-                    self.runtime.event_store,
-                    log,
-                    deps=self.runtime.deps,
-                    flush_interval=0.0,
-                    defer_terminal=log == run_log,
-                )
-            if "checkpoint" in entry:
-                await writer.save_checkpoint(AgentCheckpoint.model_validate(entry["checkpoint"]))
-            else:
-                writer.part(_PARTS.validate_python(entry["part"]))
-        for writer in writers.values():
-            await writer.close()
-        run_writer = writers.get(run_log) if run_log is not None else None
-        return run_writer.finish if run_writer is not None else None
+        """The options of the loop at ``path``; a missing sub-agent fails the activity for good."""
+        try:
+            return loop_options_at(self.runtime, agent, path, record)
+        except LookupError as exc:
+            raise ApplicationError(str(exc), non_retryable=True) from exc
 
     @activity.defn(name="nbdurable.begin_leg")
     async def begin_leg(self, run_id: str) -> dict[str, Any] | None:
@@ -304,7 +246,7 @@ class RunActivities(BoundActivities):
         messages: list[Any] = []
         if checkpoint is None:
             messages = [m.model_dump(mode="json") for m in await first_messages(runtime, record)]
-        await self._started(run_id, checkpoint, retried=retried)
+        await write_started(self.runtime, run_id, checkpoint, retried=retried)
         if _tracing.HOOKS is not None:
             self._trace_leg(record, checkpoint)
         return {
@@ -328,30 +270,17 @@ class RunActivities(BoundActivities):
                 "nbdurable: storing the trace context of %s failed: %r", record.run_id, exc
             )
 
-    async def _started(
-        self, log: str, checkpoint: AgentCheckpoint | None, *, retried: bool = False
-    ) -> None:
-        writer = EventWriter(
-            self.runtime.event_store, log, deps=self.runtime.deps, flush_interval=0.0
-        )
-        writer.started(
-            resumed=checkpoint is not None,
-            next_step_index=0 if checkpoint is None else checkpoint.step_index + 1,
-            retried=retried,
-        )
-        await writer.close()
-
     @activity.defn(name="nbdurable.begin_child")
     async def begin_child(self, run_id: str, log: str) -> dict[str, Any]:
         """A sub-agent starts or resumes: its checkpoint (under ``log``), if any."""
         checkpoint = await offload(self.runtime.store.load, log)
-        await self._started(log, checkpoint)
+        await write_started(self.runtime, log, checkpoint)
         return {"checkpoint": None if checkpoint is None else checkpoint.model_dump(mode="json")}
 
     @activity.defn(name="nbdurable.mirror")
     async def mirror(self, entries: list[dict[str, Any]]) -> None:
         """Write the workflow's outbox: stream parts' events and checkpoints, in order."""
-        await self._write(entries)
+        await write_outbox(self.runtime, entries)
 
     @activity.defn(name="nbdurable.call_model")
     async def call_model(
@@ -564,7 +493,7 @@ class RunActivities(BoundActivities):
             owner = f"temporal:{activity.info().workflow_id}"
             if current.fence != fence or current.lease_owner != owner:
                 return
-        finish = await self._write(entries, run_log=run_id)
+        finish = await write_outbox(self.runtime, entries, run_log=run_id)
         if _tracing.HOOKS is not None:
             checkpoint = await offload(self.runtime.store.load, run_id)
             end_leg_span(run_id, changes, checkpoint)

@@ -1,0 +1,107 @@
+"""What an engine that runs legs outside the runtime's own loop writes and builds.
+
+Temporal's activities and Restate's journaled steps do the same three things
+around the step machine: write a leg's outbox (parts and checkpoints, in order,
+into each event log), mark a log started, and build the loop options of the agent
+or sub-agent a step belongs to. Said once here; each engine turns a
+``LookupError`` into its own way of failing a step for good.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from ..durable._checkpoint import AgentCheckpoint
+from ..events._writer import EventWriter
+from ..loop._options import LoopOptions, build_options
+from ..loop._subagent import AgentTool
+from ..parts import StreamPart
+from ..runs import RuntimeRun
+from ._agent import Agent
+from ._legs import leg_options
+from ._seam import RunServices
+
+__all__ = ["loop_options_at", "write_outbox", "write_started"]
+
+_PARTS: TypeAdapter[Any] = TypeAdapter(StreamPart)
+
+
+async def write_outbox(
+    runtime: RunServices, entries: Sequence[dict[str, Any]], run_log: str | None = None
+) -> dict[str, Any] | None:
+    """Write outbox entries in order, each into its event log (checkpoints atomically).
+
+    The terminal event of ``run_log`` (the run's own log, at the end of a leg) is
+    held back: its ``run_finished`` payload is returned for the run's final state
+    change to write after the final ``run_state``.
+    """
+    writers: dict[str, EventWriter] = {}
+    for entry in entries:
+        log = entry["log"]
+        writer = writers.get(log)
+        if writer is None:
+            writer = writers[log] = EventWriter(
+                runtime.event_store,
+                log,
+                deps=runtime.deps,
+                flush_interval=0.0,
+                defer_terminal=log == run_log,
+            )
+        if "checkpoint" in entry:
+            await writer.save_checkpoint(AgentCheckpoint.model_validate(entry["checkpoint"]))
+        else:
+            writer.part(_PARTS.validate_python(entry["part"]))
+    for writer in writers.values():
+        await writer.close()
+    run_writer = writers.get(run_log) if run_log is not None else None
+    return run_writer.finish if run_writer is not None else None
+
+
+async def write_started(
+    runtime: RunServices, log: str, checkpoint: AgentCheckpoint | None, *, retried: bool = False
+) -> None:
+    """The ``run_started`` of a leg (or a sub-agent's log) resuming from ``checkpoint``."""
+    writer = EventWriter(runtime.event_store, log, deps=runtime.deps, flush_interval=0.0)
+    writer.started(
+        resumed=checkpoint is not None,
+        next_step_index=0 if checkpoint is None else checkpoint.step_index + 1,
+        retried=retried,
+    )
+    await writer.close()
+
+
+def loop_options_at(
+    runtime: RunServices, agent: Agent, path: Sequence[str], record: RuntimeRun
+) -> LoopOptions:
+    """The options of the loop at ``path`` (agent-tool names) under the run's agent.
+
+    Raises:
+        LookupError: The agent has no sub-agent at ``path``.
+    """
+    if not path:
+        return leg_options(agent, record, deps=runtime.deps)
+    tools = agent.tool_map
+    loop: Any = None
+    for name in path:
+        loop = tools.get(name)
+        if not isinstance(loop, AgentTool):
+            raise LookupError(f"agent {agent.id!r} has no sub-agent at {'/'.join(path)!r}")
+        tools = loop.tools
+    return build_options(
+        model=loop.model,
+        tools=loop.tools,
+        instructions=loop.instructions,
+        max_steps=loop.max_steps,
+        stop_when=None,
+        prepare_step=None,
+        max_tool_concurrency=None,
+        approve_tool_call=None,
+        approval_responses=None,
+        approval_signer=None,
+        approval_max_age_ms=None,
+        deps=runtime.deps,
+        agent_path=tuple(path),
+    )
