@@ -15,16 +15,19 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from ..durable._checkpoint import AgentCheckpoint
+from ..durable._offload import offload
 from ..events._writer import EventWriter
 from ..loop._options import LoopOptions, build_options
 from ..loop._subagent import AgentTool
 from ..parts import StreamPart
-from ..runs import RuntimeRun
+from ..runs import RunPatch, RuntimeRun
+from . import _lifecycle as lifecycle
 from ._agent import Agent
 from ._legs import leg_options
 from ._seam import RunServices
+from ._state_events import claim_event
 
-__all__ = ["loop_options_at", "write_outbox", "write_started"]
+__all__ = ["claim_pending", "loop_options_at", "write_outbox", "write_started"]
 
 _PARTS: TypeAdapter[Any] = TypeAdapter(StreamPart)
 
@@ -105,3 +108,35 @@ def loop_options_at(
         deps=runtime.deps,
         agent_path=tuple(path),
     )
+
+
+async def claim_pending(runtime: RunServices, record: RuntimeRun, owner: str) -> RuntimeRun | None:
+    """Take a ``pending`` run for a leg: a fenced compare-and-set to ``running``.
+
+    Returns the claimed record, or None when the run's deadline had passed (it is
+    ``failed``, reason ``timeout``, instead).
+
+    Raises:
+        FencedOutError: Another leg took the run first.
+    """
+    if record.deadline_at is not None and runtime.now() >= record.deadline_at:
+        timed_out = RunPatch(state="failed", reason="timeout", lease_owner=None)
+        await offload(runtime.set_state, record.run_id, timed_out)
+        lifecycle.left(record, "failed", "timeout")
+        return None
+    claimed = await offload(
+        runtime.runtime_store.rt_update,
+        record.run_id,
+        RunPatch(
+            state="running",
+            fence=record.fence + 1,
+            lease_owner=owner,
+            updated_at=runtime.now(),
+            retried=False,
+            waiting_reason=None,
+        ),
+        fence=record.fence,
+    )
+    await offload(claim_event, runtime, claimed)
+    lifecycle.claimed(claimed, resumed=bool(claimed.verdicts or claimed.decided))
+    return claimed

@@ -43,7 +43,12 @@ from ..runtime import _lifecycle as lifecycle
 from ..runtime._agent import Agent
 from ..runtime._executor import RunContext, RuntimeDriver
 from ..runtime._legs import first_messages
-from ..runtime._legs_outside import loop_options_at, write_outbox, write_started
+from ..runtime._legs_outside import (
+    claim_pending,
+    loop_options_at,
+    write_outbox,
+    write_started,
+)
 from ..runtime._outcome import (
     ModelAttemptFailed,
     NeedsAttention,
@@ -52,7 +57,6 @@ from ..runtime._outcome import (
     record_changes,
 )
 from ..runtime._seam import RunServices
-from ..runtime._state_events import claim_event
 from ._drain import Draining, draining, handed_back
 from ._driver import (
     DEFINITION_MISMATCH,
@@ -218,26 +222,10 @@ class RunActivities(BoundActivities):
             return await offload(self._wait_elsewhere, record)
         retried = record.retried
         if record.state == "pending":
-            if record.deadline_at is not None and runtime.now() >= record.deadline_at:
-                timed_out = RunPatch(state="failed", reason="timeout", lease_owner=None)
-                await offload(runtime.set_state, run_id, timed_out)
-                lifecycle.left(record, "failed", "timeout")
+            claimed = await claim_pending(runtime, record, owner)
+            if claimed is None:
                 return {"final": "failed"}
-            record = await offload(
-                runtime.runtime_store.rt_update,
-                run_id,
-                RunPatch(
-                    state="running",
-                    fence=record.fence + 1,
-                    lease_owner=owner,
-                    updated_at=runtime.now(),
-                    retried=False,
-                    waiting_reason=None,
-                ),
-                fence=record.fence,
-            )
-            await offload(claim_event, runtime, record)
-            lifecycle.claimed(record, resumed=bool(record.verdicts or record.decided))
+            record = claimed
         elif record.finished:
             return {"final": record.state}  # retried or cancelled since: nothing left to run
         elif record.state != "running" or record.lease_owner != owner:
