@@ -20,17 +20,15 @@ import contextlib
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from .._aio import wait_event
 from ..runs import definition_matches, of_engine, unclaimable_by_definition
+from ..runtime._dispatching import DispatchingEngine
 from ..runtime._foreign import ForeignRuns
-from ..runtime._seam import Engine
 from . import _admin
 from ._config import RESTATE, RestateConfig, run_service
 from ._errors import RestateUnavailableError
 
 if TYPE_CHECKING:
     from ..runs import RuntimeRun
-    from ..runtime._seam import RunServices
 
 __all__ = ["RestateEngine"]
 
@@ -38,7 +36,7 @@ CANCEL_SCAN_MS = 1000
 """How often (ms) a dispatcher looks for runs cancelled by another process."""
 
 
-class RestateEngine(Engine):
+class RestateEngine(DispatchingEngine):
     """Execute a runtime's agent runs on Restate.
 
     Args:
@@ -50,6 +48,7 @@ class RestateEngine(Engine):
     """
 
     name = RESTATE
+    server = "Restate"
 
     def __init__(
         self,
@@ -63,56 +62,10 @@ class RestateEngine(Engine):
         self.admin = admin.rstrip("/")
         self.config = RestateConfig(tool_retries=tool_retries)
         self.adopt_after = adopt_after
-        self.runtime: RunServices
-        self._wake = asyncio.Event()
-        self._loop_task: asyncio.Task[None] | None = None
-        self._closing = False
+        super().__init__()
         self._sent: set[tuple[str, int, str]] = set()
-        self._since = 0
         self._cancel_scan = 0
         self._foreign = ForeignRuns(RESTATE)
-        self._failing = False
-
-    def start(self, runtime: RunServices) -> None:
-        """Start dispatching the runtime's pending runs to Restate."""
-        self.runtime = runtime
-        self._since = runtime.now()
-        self._loop_task = asyncio.get_running_loop().create_task(self._dispatch())
-
-    def wake(self) -> None:
-        """Dispatch now (a submission, a verdict, a retry, a cancel)."""
-        self._wake.set()
-
-    def cancel_local(self, run_id: str) -> bool:
-        """Cancellation goes through Restate: the dispatcher cancels the invocation."""
-        self._wake.set()
-        return True
-
-    async def close(self) -> None:
-        """Stop dispatching (invocations go on: Restate and the endpoints own them)."""
-        if self._loop_task is not None:
-            with contextlib.suppress(Exception):
-                await self.dispatch_once()  # what was decided just now still reaches Restate
-            self._closing = True
-            self._loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
-            self._loop_task = None
-
-    async def _dispatch(self) -> None:
-        while not self._closing:
-            woken = self._wake.is_set()
-            self._wake.clear()
-            try:
-                await self.dispatch_once(woken)
-                self._failing = False
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the server is away: try again next period, say so once
-                if not self._failing:
-                    self.runtime.deps.logger.error("nbdurable: Restate dispatch failed: %s", exc)
-                self._failing = True
-            await wait_event(self._wake, max(self.runtime.poll_interval, 0.05))
 
     async def dispatch_once(self, woken: bool = True) -> None:
         """Send every newly pending run's leg; cancel every newly cancelled run's invocation."""

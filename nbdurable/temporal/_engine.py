@@ -16,7 +16,6 @@ dispatching), starting their workflows when they have none.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
@@ -24,11 +23,10 @@ from temporalio.client import Client
 from temporalio.common import WorkerDeploymentVersion
 from temporalio.service import RPCError
 
-from .._aio import wait_event
 from .._errors import FencedOutError
 from ..runs import TEMPORAL, RunPatch, of_engine
+from ..runtime._dispatching import DispatchingEngine
 from ..runtime._foreign import ForeignRuns
-from ..runtime._seam import Engine
 from ._config import TemporalConfig
 from ._connection import TemporalConnection
 from ._tracing import client_interceptors, started_under
@@ -37,7 +35,6 @@ from ._workflow import config_args
 
 if TYPE_CHECKING:
     from ..runs import RuntimeRun
-    from ..runtime._seam import RunServices
 
 __all__ = ["WORKFLOWS", "TemporalEngine", "start_run"]
 
@@ -67,7 +64,7 @@ async def start_run(
         )
 
 
-class TemporalEngine(Engine):
+class TemporalEngine(DispatchingEngine):
     """Execute a runtime's agent runs on Temporal.
 
     Args:
@@ -92,6 +89,7 @@ class TemporalEngine(Engine):
     """
 
     name = TEMPORAL
+    server = "Temporal"
 
     def __init__(
         self,
@@ -119,14 +117,10 @@ class TemporalEngine(Engine):
             "heartbeat_timeout": heartbeat_timeout,
             "tool_retries": tool_retries,
         }
-        self.runtime: RunServices
         self._client = client
         self.adopt_after = adopt_after
-        self._wake = asyncio.Event()
-        self._loop_task: asyncio.Task[None] | None = None
-        self._closing = False  # ends the dispatcher should it swallow its cancellation
+        super().__init__()
         self._sent: set[tuple[str, int, str]] = set()
-        self._since = 0
         self._cancel_scan = 0
         self._foreign = ForeignRuns(TEMPORAL)
 
@@ -141,44 +135,6 @@ class TemporalEngine(Engine):
                 self.address, self.namespace, client_interceptors()
             )
         return self._client
-
-    def start(self, runtime: RunServices) -> None:
-        """Start dispatching the runtime's pending runs to Temporal."""
-        self.runtime = runtime
-        self._since = runtime.now()
-        self._loop_task = asyncio.get_running_loop().create_task(self._dispatch())
-
-    def wake(self) -> None:
-        """Dispatch now (a submission, a verdict, a retry, a cancel)."""
-        self._wake.set()
-
-    def cancel_local(self, run_id: str) -> bool:
-        """Cancellation goes through Temporal: the dispatcher cancels the workflow."""
-        self._wake.set()
-        return True
-
-    async def close(self) -> None:
-        """Stop dispatching (workflows go on: workers own them)."""
-        if self._loop_task is not None:
-            with contextlib.suppress(Exception):
-                await self.dispatch_once()  # what was decided just now still reaches Temporal
-            self._closing = True  # Python 3.11's wait_for may swallow the cancel below
-            self._loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
-            self._loop_task = None
-
-    async def _dispatch(self) -> None:
-        while not self._closing:
-            woken = self._wake.is_set()
-            self._wake.clear()
-            try:
-                await self.dispatch_once(woken)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the server is away: try again next period
-                self.runtime.deps.logger.error("nbdurable: Temporal dispatch failed: %r", exc)
-            await wait_event(self._wake, max(self.runtime.poll_interval, 0.05))
 
     async def dispatch_once(self, woken: bool = True) -> None:
         """Signal-with-start every newly pending run; cancel every newly cancelled one."""
