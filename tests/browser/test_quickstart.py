@@ -16,6 +16,7 @@ picture, ``docs/img/``).
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +153,11 @@ def test_quickstart_streams_approves_then_denies(
         frontend.wait_idle(page, jupyter, path)
         clock("the rest of the notebook ran")
         assert errors(page) == []
-        assert any(final in text for text in stdout(page)), final
+        # an output is drawn after its cell's prompt number: wait for it to be drawn
+        deadline = time.monotonic() + 30
+        while not any(final in text for text in stdout(page)):
+            assert time.monotonic() < deadline, (final, stdout(page))
+            page.wait_for_timeout(200)
 
         # "What to try next": the %%agent cell again starts a new run; Deny with a reason
         run_cell(page, agent_at)
