@@ -18,6 +18,7 @@ from nbdurable.messages import VerdictSource
 from nbdurable.notebook import NotebookSession
 from nbdurable.notebook.widgets import RunsDashboard, RunWidget
 from nbdurable.runs import RunPatch
+from nbdurable.runs._attention import attention_key
 from nbdurable.runtime._attention import attention_token, decide_attention
 
 from . import interrupted
@@ -116,6 +117,30 @@ async def test_settle_from_the_dashboard_and_from_the_magic_is_signed_and_record
     dashboard.close()
 
     await stopped(ip, nb, magic, tmp_path, "bill2")
+    # A token that is valid for another run's stop at the same fence and decision
+    # number (bill's, signed by this kernel): refused for bill2, from every path.
+    stop2 = nb.runtime.runtime_store.rt_get("bill2")
+    assert (stop2.fence, attention_key(stop2, "settle")[1]) == (
+        record.fence,
+        attention_key(record, "settle")[1],
+    )
+    for action, crossed in (
+        ("settle", old),
+        ("retry", attention_token(nb.runtime, record, "retry")),
+    ):
+        refused = await decide_attention(
+            nb.runtime, "bill2", action, token=crossed, source=VerdictSource(by="eve", via="api")
+        )
+        assert refused.state == "invalid token" and not refused.recorded, refused
+    crossing = RunWidget(nb.runtime, "bill2")
+    await eventually(lambda: crossing.attention.get("state") == "open")
+    front_end_sends(crossing, {"type": "settle", "token": old, "reason": "crossed"})
+    await crossing.settled()
+    assert crossing.attention["message"].startswith("invalid token"), crossing.attention
+    crossing.close()
+    after = nb.runtime.runtime_store.rt_get("bill2")
+    assert after.state == "needs_attention" and after.decided == stop2.decided
+
     out = magic("durable", 'settle bill2 --reason "not twice"')
     assert out.stdout.splitlines()[0] == "settled the interrupted tool call(s) of bill2 as errors"
     record = nb.runtime.runtime_store.rt_get("bill2")
