@@ -11,6 +11,14 @@ definition it serves). An attempt nobody takes there within ``ROUTED_WAIT`` (no
 such worker runs, or only hosts without these queues) goes back to the shared
 queue, and that call's later hand-backs stay there, each after a backoff, as
 before the definitions' queues: a call is routed once.
+
+A task run's ``task_begin`` is routed the same way, by ``(task, version)`` (a task
+has no fingerprint: its hand-back names :data:`TASK_DEFINITION` in that place), but
+every time a worker of the shared queue hands it back, and it waits
+``TASK_ROUTED_WAIT`` there: a parked task run waits on its own queue, not on a
+backoff, so it starts as soon as a worker serving it polls (on the shared queue
+each attempt went to whichever poller asked first, and the worker that just handed
+it back often was that one: minutes, on a loaded machine).
 """
 
 from __future__ import annotations
@@ -29,6 +37,9 @@ from ..runs import RuntimeRun
 __all__ = [
     "DEFINITION_QUEUES",
     "ROUTED_WAIT",
+    "TASK_DEFINITION",
+    "TASK_DEFINITION_QUEUES",
+    "TASK_ROUTED_WAIT",
     "HandBacks",
     "definition_key",
     "definition_queue",
@@ -40,6 +51,14 @@ DEFINITION_QUEUES = "nbdurable-definition-queues"
 ROUTED_WAIT = timedelta(seconds=3)
 """How long an attempt waits on a definition's queue for a worker to take it (a worker
 polling there takes it at once; one not taken means none is there)."""
+TASK_DEFINITION_QUEUES = "nbdurable-task-definition-queues"
+"""Patch: a task run's ``task_begin`` handed back goes to its ``(task, version)``'s queue."""
+TASK_DEFINITION = "task"
+"""What a task run's hand-back names in the fingerprint's place."""
+TASK_ROUTED_WAIT = timedelta(seconds=60)
+"""How long a routed ``task_begin`` waits on its queue before one more try on the shared
+queue (a host that serves the task without polling its queue): about two attempts a
+minute in the history of a run parked for a version nobody serves."""
 
 
 def handed_back_delay(times: int) -> timedelta:
@@ -69,18 +88,34 @@ def definition_key(run: RuntimeRun) -> tuple[str, ...]:
 
 
 class HandBacks:
-    """One activity call's hand-backs inside a workflow: where its next attempt goes."""
+    """One activity call's hand-backs inside a workflow: where its next attempt goes.
 
-    def __init__(self) -> None:
+    Args:
+        patch: The patch that guards routing (None: the caller checked one already).
+        wait: How long a routed attempt waits on the definition's queue.
+        every_time: Route after every hand-back that names a definition, with no
+            backoff (a task's begin); by default a call is routed once.
+    """
+
+    def __init__(
+        self,
+        *,
+        patch: str | None = DEFINITION_QUEUES,
+        wait: timedelta = ROUTED_WAIT,
+        every_time: bool = False,
+    ) -> None:
         self.times = 0
         self.queue: str | None = None
         self.routed = False
+        self._patch = patch
+        self._wait = wait
+        self._every_time = every_time
 
     def options(self) -> dict[str, Any]:
         """The next attempt's ``execute_activity`` options (none: the workflow's own queue)."""
         if self.queue is None:
             return {}
-        return {"task_queue": self.queue, "schedule_to_start_timeout": ROUTED_WAIT}
+        return {"task_queue": self.queue, "schedule_to_start_timeout": self._wait}
 
     async def handed_back(self, cause: ApplicationError) -> None:
         """After a ``definition_mismatch``: route the next attempt, or back off first.
@@ -93,10 +128,10 @@ class HandBacks:
         """
         details = cause.details
         if (
-            not self.routed
+            (self._every_time or not self.routed)
             and len(details) == 3
             and all(isinstance(value, str) for value in details)
-            and workflow.patched(DEFINITION_QUEUES)
+            and (self._patch is None or workflow.patched(self._patch))
         ):
             self.queue = definition_queue(workflow.info().task_queue, *details)
             self.routed = True

@@ -50,7 +50,13 @@ from ._activities import BoundActivities, heartbeats
 from ._config import TemporalConfig
 from ._driver import DEFINITION_MISMATCH
 from ._engine import start_run
-from ._routing import handed_back_delay
+from ._routing import (
+    TASK_DEFINITION,
+    TASK_DEFINITION_QUEUES,
+    TASK_ROUTED_WAIT,
+    HandBacks,
+    handed_back_delay,
+)
 
 __all__ = ["PHASE_TIMEOUT", "TaskActivities", "TaskRunWorkflow"]
 
@@ -107,13 +113,21 @@ class TaskActivities(BoundActivities):
 
         Any worker of the queue may pick a task's activity up: one that does not
         serve the run's ``(task, version)`` (or not all the agents it declares)
-        hands it back untouched, a retryable error, and the server schedules it
-        again for whichever worker polls next.
+        hands it back untouched, naming the task version: the workflow schedules
+        ``task_begin`` again on that version's queue (a history recorded before
+        that: the server retries it for whichever worker polls next).
         """
         task = self._task(record)
         if task is not None and (record.agent_id, record.agent_version) in self.runtime.task_keys():
             return task
-        raise ApplicationError(unserved_reason(record), type=DEFINITION_MISMATCH)
+        raise ApplicationError(
+            unserved_reason(record),
+            # where the workflow sends the next attempt: this task version's queue
+            record.agent_id,
+            record.agent_version,
+            TASK_DEFINITION,
+            type=DEFINITION_MISMATCH,
+        )
 
     def _wait_elsewhere(self, record: RuntimeRun) -> None:
         """Record why a pending task run waits (once, fenced: a worker that took it keeps it)."""
@@ -280,13 +294,7 @@ class TaskRunWorkflow:
             while True:
                 await workflow.wait_condition(lambda: self._resumes > 0)
                 self._resumes = 0
-                begun = await workflow.execute_activity(
-                    "nbdurable.task_begin",
-                    args=[settings.run_id],
-                    result_type=dict,
-                    start_to_close_timeout=timedelta(seconds=60),
-                    **self._begin_retries(),
-                )
+                begun = await self._begin(settings)
                 if begun["state"] in TERMINAL_STATES:
                     return str(begun["state"])
                 if begun["state"] != "running":
@@ -299,6 +307,49 @@ class TaskRunWorkflow:
         except asyncio.CancelledError:
             await self._finish(settings, fence, {"state": "cancelled"})
             raise
+
+    async def _begin(self, config: TemporalConfig) -> dict[str, Any]:
+        """Take the pending run (``task_begin``), on a worker that serves its task version.
+
+        A worker that does not serve it hands ``task_begin`` back naming the
+        run's ``(task, version)``, and the next attempt waits on that
+        definition's queue (:class:`~nbdurable.temporal._routing.HandBacks`).
+        A history recorded before that lets the server retry the hand-backs.
+        """
+        if not workflow.patched(TASK_DEFINITION_QUEUES):
+            begun: dict[str, Any] = await workflow.execute_activity(
+                "nbdurable.task_begin",
+                args=[config.run_id],
+                result_type=dict,
+                start_to_close_timeout=timedelta(seconds=60),
+                **self._begin_retries(),
+            )
+            return begun
+        hand_backs = HandBacks(patch=None, wait=TASK_ROUTED_WAIT, every_time=True)
+        # A lost worker is retried by the server; a hand-back comes back here.
+        retries = RetryPolicy(
+            initial_interval=handed_back_delay(0),
+            maximum_interval=handed_back_delay(6),
+            non_retryable_error_types=[DEFINITION_MISMATCH],
+        )
+        while True:
+            try:
+                begun = await workflow.execute_activity(
+                    "nbdurable.task_begin",
+                    args=[config.run_id],
+                    result_type=dict,
+                    start_to_close_timeout=timedelta(seconds=60),
+                    retry_policy=retries,
+                    **hand_backs.options(),
+                )
+                return begun
+            except ActivityError as exc:
+                if hand_backs.not_taken(exc):
+                    continue
+                cause = exc.cause
+                if not isinstance(cause, ApplicationError) or cause.type != DEFINITION_MISMATCH:
+                    raise
+                await hand_backs.handed_back(cause)
 
     @staticmethod
     def _begin_retries() -> dict[str, Any]:

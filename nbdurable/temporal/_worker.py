@@ -33,7 +33,7 @@ from ._connection import TemporalConnection
 from ._drain import start_draining
 from ._engine import TemporalEngine
 from ._registry import set_worker_runtime, worker_runtime
-from ._routing import definition_queue
+from ._routing import TASK_DEFINITION, definition_queue
 from ._tasks import TaskActivities, TaskRunWorkflow
 from ._telemetry import SdkTelemetry
 from ._tracing import client_interceptors
@@ -136,27 +136,34 @@ def build_definition_workers(
     ``ROUTED_WAIT`` on that queue, then goes back to ``task_queue``). A
     definition's queues are those of its fingerprint and of its digest under
     the previous scheme (a run recorded before fingerprints had parts names
-    that one; :class:`~nbdurable.runtime._fingerprint.Definition`).
+    that one; :class:`~nbdurable.runtime._fingerprint.Definition`). Each task
+    version it executes has a queue too, where a task run's ``task_begin``
+    handed back elsewhere waits.
     """
-    activities = RunActivities(runtime).all()
-    queues = sorted(
-        {
-            definition_queue(task_queue, agent_id, version, fingerprint)
-            for (agent_id, version), found in runtime.registry.definitions().items()
-            for fingerprint in (found.fingerprint, found.legacy)
-        }
-    )
+    agents = {
+        definition_queue(task_queue, agent_id, version, fingerprint)
+        for (agent_id, version), found in runtime.registry.definitions().items()
+        for fingerprint in (found.fingerprint, found.legacy)
+    }
+    tasks = {
+        definition_queue(task_queue, name, version, TASK_DEFINITION)
+        for name, version in runtime.task_keys()
+    }
+    activities = {
+        "agents": RunActivities(runtime).all(),
+        "tasks": TaskActivities(runtime).all(),
+    }
     return [
         Worker(
             client,
             task_queue=queue,
-            activities=activities,
+            activities=activities["agents" if queue in agents else "tasks"],
             max_concurrent_activities=max_concurrent_activities,
             # Only hand-backs come here: two pollers are plenty.
             max_concurrent_activity_task_polls=2,
             graceful_shutdown_timeout=timedelta(seconds=drain_seconds),
         )
-        for queue in queues
+        for queue in sorted(agents | tasks)
     ]
 
 
