@@ -89,7 +89,8 @@ async def test_cancel_mid_tool_ends_cancelled(engine: EngineCase) -> None:
     assert [tool for tool, _ in tool_rows(engine.tools)] == ["step", "slow_step"]
 
 
-async def test_two_workers_fifty_runs_no_step_twice(engine: EngineCase) -> None:
+async def test_two_workers_many_runs_no_step_twice(engine: EngineCase) -> None:
+    """Two workers share 24 runs submitted at once: each step runs exactly once."""
     engine.cannot(
         "restate",
         "Restate sends a service's new invocations to its latest deployment; endpoints "
@@ -99,9 +100,10 @@ async def test_two_workers_fifty_runs_no_step_twice(engine: EngineCase) -> None:
     engine.worker()
     engine.worker()
     async with engine.client() as rt:
-        runs = [await rt.submit("many", f"Run {i}.") for i in range(50)]
+        # 24 runs keep both workers racing for claims, in half the time 50 took on Temporal
+        runs = [await rt.submit("many", f"Run {i}.") for i in range(24)]
         results = await asyncio.wait_for(asyncio.gather(*(r.result() for r in runs)), 120)
     assert {r.text for r in results} == {"ok"}
     counts = tool_counts(engine.tools)
-    assert len(counts) == 100 and set(counts.values()) == {1}
+    assert len(counts) == 48 and set(counts.values()) == {1}
     assert len({pid for _, pid in tool_rows(engine.tools)}) == 2  # both workers took work
