@@ -174,6 +174,10 @@ async def serve(args: argparse.Namespace) -> int:
             await task
             return 0 if server.started else 2
         finally:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                # A loop left holding them fails to reset them from the thread that
+                # collects it.
+                asyncio.get_running_loop().remove_signal_handler(signum)
             await runtime.close()
     finally:
         if probes is not None:

@@ -158,6 +158,17 @@ def _on_signals(stop: asyncio.Event, hurry: asyncio.Event) -> asyncio.Event:
     return signalled
 
 
+def _off_signals() -> None:
+    """Remove the handlers :func:`_on_signals` added.
+
+    A loop left holding them (a caller's, in tests) would try to reset them
+    from whichever thread collects it, and fail there.
+    """
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.remove_signal_handler(signum)
+
+
 async def _give_up_on(hurry: asyncio.Event, retry: StoreRetry) -> None:
     """Once a second signal came, stop every store retry: the worker exits at once."""
     await hurry.wait()
@@ -293,6 +304,7 @@ async def worker(args: argparse.Namespace) -> int:
         await runtime.close()  # what is still in flight is abandoned cleanly, leases released
         hurried.cancel()
         store.close()
+        _off_signals()
     if fatal:
         raise fatal[0]  # one line on stderr, exit status 2; its runs wait for another worker
     return 0

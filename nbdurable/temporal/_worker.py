@@ -279,8 +279,14 @@ async def serve(
 
     running = loop.create_task(run())
     hurried = loop.create_task(hurry.wait())
-    await asyncio.wait({running, hurried}, return_when=asyncio.FIRST_COMPLETED)
-    hurried.cancel()
+    try:
+        await asyncio.wait({running, hurried}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        hurried.cancel()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            # A loop left holding them fails to reset them from the thread that
+            # collects it.
+            loop.remove_signal_handler(signum)
     if not running.done():
         # A second signal: the activities in flight are left as a crash leaves them
         # (the caller exits the process now).
