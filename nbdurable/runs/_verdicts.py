@@ -225,11 +225,27 @@ def decided_phrase(
     return phrase
 
 
+_KIND_WORDS = {
+    "approved": "approved",
+    "edited": "approved with edited arguments",
+    "denied": "denied",
+    "replied": "replied in place of the tool",
+}
+
+
 def verdict_line(
-    approved: bool, source: VerdictSource | Mapping[str, Any] | None, waited_ms: int | None = None
+    approved: bool,
+    source: VerdictSource | Mapping[str, Any] | None,
+    waited_ms: int | None = None,
+    *,
+    kind: str | None = None,
 ) -> str:
-    """One line on a verdict: ``approved by ana (claimed), 2 min after the request``."""
-    verdict = "approved" if approved else "denied"
+    """One line on a verdict: ``approved by ana (claimed), 2 min after the request``.
+
+    ``kind`` (a decision's: ``edited``, ``replied``, ...) says more than
+    ``approved`` where it is known: ``approved with edited arguments by ana ...``.
+    """
+    verdict = _KIND_WORDS.get(kind or "", "approved" if approved else "denied")
     phrase = decided_phrase(source, waited_ms)
     if not phrase:
         return verdict

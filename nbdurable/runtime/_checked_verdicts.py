@@ -74,12 +74,16 @@ class Outcome:
         winner: With ``stale``: the verdict that was recorded (``approved``,
             ``denied`` or ``replied``), or None when the run stopped waiting without one.
         refusal: With ``not allowed``: the error saying who may decide.
+        edit_refusal: With ``error``: the typed error of an edit the tool does
+            not allow (``EditNotAllowedError``) or arguments that do not fit
+            (``InvalidEditError``); nothing was recorded, the request waits.
     """
 
     state: OutcomeState
     message: str
     winner: str | None = None
     refusal: ApproverNotAllowedError | None = None
+    edit_refusal: EditNotAllowedError | InvalidEditError | None = None
 
     @property
     def recorded(self) -> bool:
@@ -226,6 +230,6 @@ async def _submit(
         except ApprovalExpiredError:
             return _EXPIRED
         except (EditNotAllowedError, InvalidEditError) as refused:
-            return Outcome("error", f"not recorded: {refused}")
+            return Outcome("error", f"not recorded: {refused}", edit_refusal=refused)
         except Exception as exc:  # shown on the card; the run is left as it was
             return Outcome("error", f"error: {type(exc).__name__}: {exc}")
