@@ -10,12 +10,14 @@ test_edited_verdict_races.py, the kill -9 in test_edited_verdict_crash.py.
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
 import pytest
 
 import nbdurable as nd
+from nbdurable.inspect._approvals import approval_rows
 from nbdurable.models._base import ModelRequest
 from nbdurable.runtime import Agent, DurableRuntime
 from nbdurable.runtime._checked_verdicts import submit_verdict
@@ -145,15 +147,13 @@ async def test_edited_arguments_that_do_not_fit_are_refused_and_the_request_wait
     assert ran == ["ok+cascade"]
 
 
-async def test_the_token_binds_the_model_call_and_the_event_carries_both_argument_sets() -> None:
+async def test_the_token_binds_the_model_call_and_events_and_explain_show_both() -> None:
     ran: list[str] = []
-    async with await DurableRuntime.open(
-        store=nd.open_store("memory://"), agents=[janitor(ran)]
-    ) as rt:
+    store = nd.open_store("memory://")
+    async with await DurableRuntime.open(store=store, agents=[janitor(ran)]) as rt:
         run, request = await parked(rt)
-        payload = json.loads(
-            __import__("base64").urlsafe_b64decode(request.token.split(".")[1] + "==")
-        )
+        assert request.token is not None
+        payload = json.loads(base64.urlsafe_b64decode(request.token.split(".")[1] + "=="))
         assert payload["input"] == {"name": "stg"}
         assert "allow_edit" not in payload and "parameters" not in payload
         outcome = await submit_verdict(
@@ -163,15 +163,41 @@ async def test_the_token_binds_the_model_call_and_the_event_carries_both_argumen
             approve=True,
             token=request.token,
             arguments={"name": "stg_b"},
+            source=nd.messages.VerdictSource(by="ana", via="widget"),
         )
         assert outcome.state == "approved" and "edited" in outcome.message
         await run.result()
-        events = [e async for e in rt.events(run.run_id)] if hasattr(rt, "events") else []
     assert ran == ["stg_b"]
-    resolved = [e.payload for e in events if e.type == "approval_resolved"]
-    if resolved:
-        assert resolved[0]["arguments"] == {"name": "stg_b"}
-        assert resolved[0]["original_arguments"] == {"name": "stg"}
+    [resolved] = [e.payload for e in store.read_events(run.run_id) if e.type == "approval_resolved"]
+    assert resolved["arguments"] == {"name": "stg_b"}
+    assert resolved["original_arguments"] == {"name": "stg"}
+    explained = str(nd.inspect.explain(store, run.run_id))
+    assert "approved with edited arguments by ana (claimed)" in explained
+    assert 'ran with (name="stg_b") instead of (name="stg")' in explained
+    [row] = approval_rows(store, run_id=run.run_id)
+    assert (row["status"], row["arguments"]) == ("approved", {"name": "stg"})
+    assert row["edited_arguments"] == {"name": "stg_b"} and row["allow_edit"] is True
+
+
+async def test_a_refused_edit_through_the_card_path_is_an_error_outcome_and_records_nothing() -> (
+    None
+):
+    async with await DurableRuntime.open(
+        store=nd.open_store("memory://"), agents=[janitor([], allow_edit=False)]
+    ) as rt:
+        run, request = await parked(rt)
+        outcome = await submit_verdict(
+            rt, run.run_id, request.approval_id, approve=True, token=request.token,
+            arguments={"name": "x"},
+        )  # fmt: skip
+        assert outcome.state == "error" and not outcome.recorded
+        assert isinstance(outcome.edit_refusal, nd.EditNotAllowedError)
+        assert run.record().decided == {}
+        replied = await submit_verdict(
+            rt, run.run_id, request.approval_id, approve=False, reply="r"
+        )
+        assert replied.state == "replied" and replied.recorded
+        await run.result()
 
 
 async def test_a_reply_and_an_edit_are_verdicts_one_wins_and_a_repeat_is_no_conflict() -> None:
