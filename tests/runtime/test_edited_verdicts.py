@@ -244,3 +244,42 @@ def test_a_verdict_is_one_kind() -> None:
     }
     assert plain.kind == "approved"
     assert nd.ToolApprovalResponse(approval_id="a", approved=False, reply="r").kind == "replied"
+
+
+async def test_a_sub_agents_call_is_edited_and_a_reply_reaches_it() -> None:
+    ran: list[str] = []
+
+    @nd.tool(needs_approval=True, allow_edit=True)
+    def run_shell(cmd: str) -> str:
+        """Run a shell command."""
+        ran.append(cmd)
+        return f"ran {cmd}"
+
+    def coder_done(request: ModelRequest) -> str:
+        return f"coder read: {request.messages[-1].tool_results[0].result}"
+
+    coder = nd.agent_tool(
+        "coder",
+        model=nd.ScriptedModel([nd.Turn.call("run_shell", cmd="pytest"), coder_done]),
+        tools=[run_shell],
+    )
+    parent = nd.ScriptedModel([nd.Turn.call("coder", prompt="test"), _echo_result])
+    lead = Agent("lead", parent, [coder], version="1", tool_recovery={"coder": "safe"})
+    async with await DurableRuntime.open(store=nd.open_store("memory://"), agents=[lead]) as rt:
+        edited = await rt.submit("lead", "Have the coder test it.")
+        replied = await rt.submit("lead", "Have the coder test it again.")
+        for run in (edited, replied):
+            await run.wait("waiting_approval")
+        [request] = await edited.pending_approvals()
+        assert request.agent_path == ("coder",) and request.allow_edit
+        with pytest.raises(nd.InvalidEditError):  # held to the sub-agent's tool
+            await edited.approve(request.approval_id, arguments={"command": "x"})
+        await edited.approve(request.approval_id, arguments={"cmd": "pytest -x"})
+        await replied.respond(None, "tests pass already")
+        assert (await edited.result()).text == "coder read: ran pytest -x"
+        assert (await replied.result()).text == "coder read: tests pass already"
+    assert ran == ["pytest -x"]
+
+
+def _echo_result(request: ModelRequest) -> str:
+    return str(request.messages[-1].tool_results[0].result)
