@@ -283,3 +283,17 @@ async def test_a_sub_agents_call_is_edited_and_a_reply_reaches_it() -> None:
 
 def _echo_result(request: ModelRequest) -> str:
     return str(request.messages[-1].tool_results[0].result)
+
+
+async def test_the_submitter_may_reply_but_not_edit_when_they_may_not_approve() -> None:
+    ran: list[str] = []
+    base = janitor(ran)
+    agent = Agent("janitor", base.model, base.tools, version="1", submitter_may_approve=False)
+    async with await DurableRuntime.open(store=nd.open_store("memory://"), agents=[agent]) as rt:
+        run = await rt.submit("janitor", "Clean up.", submitted_by="ana")
+        await run.wait("waiting_approval")
+        with pytest.raises(nd.ApproverNotAllowedError):
+            await run.approve(arguments={"name": "stg_x"}, by="ana")
+        await run.respond(None, "leave it", by="ana")
+        assert (await run.result()).text == "read: leave it"
+    assert ran == []
