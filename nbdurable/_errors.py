@@ -283,7 +283,8 @@ class ApprovalNotPendingError(DurableConflictError):
     Attributes:
         run_id: The run.
         approval_id: The approval.
-        verdict: The recorded verdict that won (``"approved"`` or ``"denied"``), or
+        verdict: The recorded verdict that won (``"approved"``, also with edited
+            arguments, ``"denied"`` or ``"replied"``), or
             None when the run stopped waiting without one (cancelled, finished).
         state: The run's state when the verdict arrived.
     """
