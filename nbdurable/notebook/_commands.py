@@ -9,6 +9,7 @@ depends on the outcome.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -166,9 +167,30 @@ def _goes_on(nb: NotebookSession, run: Run, ns: Namespace) -> None:
     print(line)
 
 
+def _edited(text: str | None) -> dict[str, Any] | None:
+    """``--arguments JSON`` read: a JSON object, or None when not given."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigurationError(
+            f"--arguments takes a JSON object (quote it: --arguments '{{\"name\": \"t\"}}'): "
+            f"{exc}"
+        ) from None
+    if not isinstance(value, dict):
+        raise ConfigurationError(
+            f"--arguments takes a JSON object of the call's arguments, not {type(value).__name__}"
+        )
+    return value
+
+
 def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
     if args.reason is not None and not args.deny:
         raise ConfigurationError("--reason goes with --deny")
+    edited = _edited(args.arguments)
+    if edited is not None and args.deny:
+        raise ConfigurationError("--arguments edits a call to approve it: not with --deny")
     run = check_run(nb, args.run)
     if args.deny and args.approval_id is None and run.record().state == "needs_attention":
         _attend(nb, run, "settle", reason=args.reason)
@@ -178,7 +200,7 @@ def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> No
         if args.deny:
             run_sync(run.deny(args.approval_id, reason=args.reason, by=nb.user, via="magic"))
         else:
-            run_sync(run.approve(args.approval_id, by=nb.user, via="magic"))
+            run_sync(run.approve(args.approval_id, arguments=edited, by=nb.user, via="magic"))
         print(f"{'denied' if args.deny else 'approved'} {args.approval_id} (recorded before)")
     else:
         request = _pick(run, args.approval_id)
@@ -187,21 +209,54 @@ def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> No
             run_sync(run.deny(request.approval_id, reason=args.reason, by=nb.user, via="magic"))
             print(f"denied {call} ({request.approval_id})")
         else:
-            _approve_now(run, request, fresh=args.fresh, by=nb.user)
-            print(f"approved {call} ({request.approval_id})")
+            _approve_now(run, request, fresh=args.fresh, by=nb.user, arguments=edited)
+            if edited is None:
+                print(f"approved {call} ({request.approval_id})")
+            else:
+                ran = call_text(request.tool_name, edited)
+                print(f"approved {call} with edited arguments: {ran} ({request.approval_id})")
     _goes_on(nb, run, ns)
 
 
-def _approve_now(run: Run, request: ToolApprovalRequest, *, fresh: bool, by: str | None) -> None:
-    """Approve with the request's token; ``fresh``: with one signed now (past the max age)."""
+def _reply(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
+    if not args.text.strip():
+        raise ConfigurationError("the reply is empty: TEXT is what the model reads as the result")
+    run = check_run(nb, args.run)
+    if args.approval_id is not None and run.record().state != "waiting_approval":
+        # answered already, or the run moved on: the runtime says which verdict won
+        run_sync(run.respond(args.approval_id, args.text, by=nb.user, via="magic"))
+        print(f"replied to {args.approval_id} (recorded before)")
+    else:
+        request = _pick(run, args.approval_id)
+        run_sync(run.respond(request.approval_id, args.text, by=nb.user, via="magic"))
+        call = call_text(request.tool_name, request.input)
+        print(f"replied to {call} in place of the tool ({request.approval_id})")
+    _goes_on(nb, run, ns)
+
+
+def _approve_now(
+    run: Run,
+    request: ToolApprovalRequest,
+    *,
+    fresh: bool,
+    by: str | None,
+    arguments: dict[str, Any] | None = None,
+) -> None:
+    """Approve with the request's token; ``fresh``: with one signed now (past the max age).
+
+    ``arguments``: the edited arguments the call runs with (checked by the runtime
+    against the tool's schema; nothing is recorded when they do not fit).
+    """
     if fresh:  # pending_approvals() re-signs a token past the maximum age
         shown = {r.approval_id: r for r in run_sync(run.pending_approvals())}
         token = shown.get(request.approval_id, request).token
-        run_sync(run.approve(request.approval_id, token=token, by=by, via="magic"))
+        run_sync(
+            run.approve(request.approval_id, arguments=arguments, token=token, by=by, via="magic")
+        )
         return
     try:
         # echoes the token the request got
-        run_sync(run.approve(request.approval_id, by=by, via="magic"))
+        run_sync(run.approve(request.approval_id, arguments=arguments, by=by, via="magic"))
     except ApprovalExpiredError as exc:
         call = call_text(request.tool_name, request.input)
         raise approval_expired(
@@ -275,7 +330,8 @@ def _resume(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Non
         )
     nb.runtime.wake()
     hints = {
-        "waiting_approval": f"answer it with %durable approve {run.run_id} [APPROVAL_ID] [--deny]",
+        "waiting_approval": f"answer it with %durable approve {run.run_id} [APPROVAL_ID] "
+        f"[--deny | --arguments JSON], or %durable reply {run.run_id} [APPROVAL_ID] TEXT",
         "needs_attention": f"an interrupted tool call waits: %durable retry {run.run_id}, or "
         f"%durable settle {run.run_id} --reason R",
         "failed": f"let it go on with %durable retry {run.run_id}",
@@ -416,6 +472,7 @@ HANDLERS = {
     "explain": _explain,
     "approvals": _approvals,
     "approve": _approve,
+    "reply": _reply,
     "grant": _grant,
     "revoke": _revoke,
     "resume": _resume,

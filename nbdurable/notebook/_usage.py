@@ -124,12 +124,23 @@ _COMMANDS: list[tuple[str, str, list[tuple[tuple[str, ...], dict[str, Any]]]]] =
     ),
     (
         "approve",
-        "approve a pending tool call (--deny [--reason R] denies it)",
+        "approve a pending tool call (--arguments JSON: with edited arguments, when its tool "
+        "allows editing; --deny [--reason R] denies it)",
         [
             (("approval_id",), {"metavar": "APPROVAL_ID", "nargs": "?"}),
             (("--deny",), {"action": "store_true"}),
             (("--reason",), {"metavar": "R"}),
             (("--fresh",), {"action": "store_true"}),
+            (("--arguments",), {"metavar": "JSON"}),
+        ],
+    ),
+    (
+        "reply",
+        "answer a pending tool call in place of its tool: TEXT is the call's result (not an "
+        "error), the tool does not run, and the run goes on",
+        [
+            (("approval_id",), {"metavar": "APPROVAL_ID", "nargs": "?"}),
+            (("text",), {"metavar": "TEXT"}),
         ],
     ),
     (

@@ -143,7 +143,8 @@ async def test_after_a_kernel_restart_runs_are_listed_shown_and_resumed(
         ip.user_ns["janitor"] = janitor()
         resumed = magic("durable", "resume waits")
         assert resumed.stdout == (
-            "waits: waiting_approval; answer it with %durable approve waits [APPROVAL_ID] [--deny]\n"
+            "waits: waiting_approval; answer it with %durable approve waits [APPROVAL_ID] "
+            "[--deny | --arguments JSON], or %durable reply waits [APPROVAL_ID] TEXT\n"
         )
         magic("durable", "approve waits")
         assert (await restarted.run("waits").result()).text == "Done: dropped stg_2023."
