@@ -175,8 +175,7 @@ def _edited(text: str | None) -> dict[str, Any] | None:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigurationError(
-            f"--arguments takes a JSON object (quote it: --arguments '{{\"name\": \"t\"}}'): "
-            f"{exc}"
+            f'--arguments takes a JSON object (quote it: --arguments \'{{"name": "t"}}\'): {exc}'
         ) from None
     if not isinstance(value, dict):
         raise ConfigurationError(

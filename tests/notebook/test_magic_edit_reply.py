@@ -32,13 +32,13 @@ async def test_approve_with_edited_arguments(
     ip.user_ns["archivist"] = archivist()
     magic("agent", "archivist --run-id r1", "Tidy up.")
     await eventually(lambda: state(nb, "r1") == "waiting_approval")
-    bad = magic("durable", "approve r1 --arguments '{\"name\": \"x\", \"keep_days\": \"soon\"}'")
+    bad = magic("durable", 'approve r1 --arguments \'{"name": "x", "keep_days": "soon"}\'')
     assert bad.stdout == "" and bad.stderr.startswith("nbdurable: ")
     assert "keep_days" in bad.stderr and "still waits" in bad.stderr
     assert state(nb, "r1") == "waiting_approval"
     garbled = magic("durable", "approve r1 --arguments '{name: x}'")
     assert "--arguments takes a JSON object" in garbled.stderr
-    out = magic("durable", "approve r1 --arguments '{\"name\": \"stg_2023_old\", \"keep_days\": 7}'")
+    out = magic("durable", 'approve r1 --arguments \'{"name": "stg_2023_old", "keep_days": 7}\'')
     assert out.stdout.startswith(
         "approved archive_table(name='stg_2023') with edited arguments: "
         "archive_table(name='stg_2023_old', keep_days=7)"

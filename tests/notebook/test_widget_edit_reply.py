@@ -53,9 +53,7 @@ async def _card(widget: RunWidget, state: str = "pending") -> dict[str, Any]:
 
 
 def _send(widget: RunWidget, card: dict[str, Any], **content: Any) -> None:
-    front_end_sends(
-        widget, {"approval_id": card["approval_id"], "token": card["token"], **content}
-    )
+    front_end_sends(widget, {"approval_id": card["approval_id"], "token": card["token"], **content})
 
 
 async def test_the_card_offers_edit_with_the_tools_schema_and_the_models_arguments(

@@ -481,7 +481,9 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
 
     async def reply(self, run_id: str, approval_id: str, text: str) -> Outcome:
         """Answer one pending call with ``text`` in place of its tool, as a row's Reply does."""
-        [outcome] = await self._verdicts(run_id, approval_id, VerdictKind(approve=False, reply=text))
+        [outcome] = await self._verdicts(
+            run_id, approval_id, VerdictKind(approve=False, reply=text)
+        )
         return outcome
 
     async def _verdicts(

@@ -166,8 +166,10 @@ class Pong(TypedDict):
 
 
 class Ack(TypedDict):
-    """A :class:`Verdict`, :class:`Edit` or :class:`Reply` reached this kernel (its outcome
-    comes by the traits)."""
+    """A verdict (:class:`Verdict`, :class:`Edit`, :class:`Reply`) reached this kernel.
+
+    Its outcome comes by the traits.
+    """
 
     type: Literal["ack"]
     approval_id: str
