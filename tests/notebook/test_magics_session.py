@@ -157,7 +157,7 @@ async def test_every_subcommand_is_in_the_help_and_the_docs(magic: Any) -> None:
     magics = DOC.read_text().split("## Magics", 1)[1].split("\n## ", 1)[0]
     assert set(COMMANDS) == {
         "store", "runs", "graphs", "show", "history", "explain", "approvals", "approve", "resume",
-        "rewind", "cancel", "retry", "settle", "worker", "dashboard", "grant", "revoke",
+        "rewind", "cancel", "retry", "settle", "worker", "dashboard", "grant", "revoke", "reply",
     }  # fmt: skip
     for command in COMMANDS:
         assert re.search(rf"^\s+{command}\b", help_text, re.M), command
