@@ -58,6 +58,8 @@ def test_edit_the_arguments_then_approve(jupyter: Server, page: Any, folder: Pat
         # the two common answers first, then Edit… and Reply…
         labels = card.locator(".nbd-card-actions button").all_inner_texts()
         assert labels[:4] == ["Approve", "Deny", "Edit…", "Reply…"], labels
+        assert low_contrast(card) == []
+        shot(view, "edit-card.png")
         card.locator("button.nbd-edit-open").click()
         form = card.locator(".nbd-edit")
         name = form.locator("input[name='name']")
@@ -74,6 +76,7 @@ def test_edit_the_arguments_then_approve(jupyter: Server, page: Any, folder: Pat
         assert view.locator(".nbd-badge").inner_text() == "waiting_approval"  # nothing sent
         name.fill("stg_2023_old")
         keep.fill("7")
+        assert error.is_hidden()  # a field being fixed no longer says it is wrong
         assert low_contrast(card) == []
         shot(page, "edit-form.png")
         form.locator("button.nbd-edit-send").click()

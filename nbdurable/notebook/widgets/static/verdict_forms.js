@@ -90,6 +90,9 @@ function nbdField(name, node, value, present, required, draft) {
   const error = nbdEl("span", "nbd-field-error");
   error.hidden = true;
   row.append(error);
+  const clear = () => { error.hidden = true; row.classList.remove("nbd-field-invalid"); };
+  input.addEventListener("input", clear); // a field being fixed no longer says it is wrong
+  input.addEventListener("change", clear);
   const read = () => {
     const raw = kind === "boolean" ? input.checked : input.value;
     const fail = (text) => ({ ok: false, error: text });
