@@ -110,3 +110,45 @@ def test_reply_in_place_of_the_tool(jupyter: Server, page: Any, folder: Path) ->
         assert texts[-1].strip() == f"Tool said: {REPLY}", texts
         clock("replied, the model read the reply")
         shot(page, "reply-sent.png")
+
+
+def test_the_inbox_edits_then_replies(jupyter: Server, page: Any, folder: Path) -> None:
+    """The dashboard's inbox: Edit… opens the same form under the line; Reply… the box."""
+    import nbformat
+
+    clock = Clock()
+    agents = "\n".join(
+        f"%%agent archivist --run-id {run_id}\nArchive the stale staging table." for run_id in "ab"
+    ).split("\n%%agent")
+    cells = [SETUP, agents[0], "%%agent" + agents[1], "%durable dashboard"]
+    nbformat.write(notebook(*cells), folder / "inbox.ipynb")
+    with diagnosed(page, jupyter, "inbox"):
+        LAB.open(page, jupyter, f"{folder.name}/inbox.ipynb")
+        run_cell(page, 0)
+        for index in (1, 2):  # both wait before the dashboard reads the store
+            card = run_cell(page, index).locator(".nbd-run .nbd-card")
+            enabled(card.locator("button.nbd-approve"), timeout=60)
+        dash = run_cell(page, 3).locator(".nbd-dash")
+        dash.scroll_into_view_if_needed()
+        edited = dash.locator(".nbd-dash-approval[data-run-id='a']")
+        enabled(edited.locator("button.nbd-edit-open"), timeout=60)
+        edited.locator("button.nbd-edit-open").click()
+        keep = edited.locator(".nbd-edit input[name='keep_days']")
+        keep.fill("3")
+        assert edited.locator(".nbd-edit input[name='name']").input_value() == "stg_2023"
+        assert low_contrast(dash) == []
+        shot(dash, "inbox-edit.png")
+        edited.locator("button.nbd-edit-send").click()
+        edited.locator(".nbd-dash-outcome", has_text="edited arguments").wait_for(timeout=60_000)
+        clock("edited and approved from the inbox")
+
+        replied = dash.locator(".nbd-dash-approval[data-run-id='b']")
+        replied.locator("button.nbd-reply-open").click()
+        page.keyboard.type("leave it: finance reads it")  # the box has the focus
+        page.keyboard.press("Enter")
+        replied.locator(".nbd-dash-outcome", has_text="replied").wait_for(timeout=60_000)
+        for run_id in "ab":
+            row = dash.locator(f"tr[data-run-id='{run_id}'] .nbd-dash-badge.nbd-s-completed")
+            row.wait_for(timeout=60_000)
+        clock("replied from the inbox: both runs completed")
+        shot(dash, "inbox-answered.png")
