@@ -212,3 +212,24 @@ async def test_the_inbox_edits_and_replies_like_the_card(tmp_path: Path) -> None
             assert RAN == [{"name": "stg_old", "keep_days": 30}]
         finally:
             dashboard.close()
+
+
+async def test_a_card_shows_an_edit_or_a_reply_given_elsewhere(tmp_path: Path) -> None:
+    async with runtime_for(tmp_path, archivist()) as runtime:
+        edited = await runtime.submit("archivist", "Tidy up.")
+        replied = await runtime.submit("archivist", "Tidy up again.")
+        await edited.wait("waiting_approval")
+        await replied.wait("waiting_approval")
+        one, two = RunWidget(runtime, edited.run_id), RunWidget(runtime, replied.run_id)
+        await _card(one)
+        await _card(two)
+        await edited.approve(arguments={"name": "stg_old"}, by="ana", via="magic")
+        await replied.respond(None, "not today", by="ana", via="magic")
+        await edited.result()
+        await replied.result()
+        card = await _card(one, "approved")
+        assert card["edited_args"] == {"name": "stg_old"} and card["decided_by"].startswith(
+            "by ana"
+        )
+        card = await _card(two, "replied")
+        assert card["reply"] == "not today" and card["message"] == "replied in place of the tool"
