@@ -167,30 +167,35 @@ def _goes_on(nb: NotebookSession, run: Run, ns: Namespace) -> None:
     print(line)
 
 
-def _edited(text: str | None) -> dict[str, Any] | None:
-    """``--arguments JSON`` read: a JSON object, or None when not given."""
-    if text is None:
+def _edits(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``--arguments`` as a JSON object (None without it); refuses mixed verdict options."""
+    if args.reason is not None and not args.deny:
+        raise ConfigurationError("--reason goes with --deny")
+    if sum(x is not None and x is not False for x in (args.arguments, args.reply, args.deny)) > 1:
+        raise ConfigurationError("use one of --deny, --arguments and --reply")
+    if args.arguments is None:
         return None
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
+        edited = json.loads(args.arguments)
+    except ValueError as exc:
         raise ConfigurationError(
-            f'--arguments takes a JSON object (quote it: --arguments \'{{"name": "t"}}\'): {exc}'
+            f'--arguments takes a JSON object (quote it: --arguments \'{{"name": "t"}}\'): '
+            f"{exc}; nothing was recorded"
         ) from None
-    if not isinstance(value, dict):
+    if not isinstance(edited, dict):
         raise ConfigurationError(
-            f"--arguments takes a JSON object of the call's arguments, not {type(value).__name__}"
+            "--arguments takes a JSON object of the call's arguments, not "
+            f"{type(edited).__name__}; nothing was recorded"
         )
-    return value
+    return edited
 
 
 def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
-    if args.reason is not None and not args.deny:
-        raise ConfigurationError("--reason goes with --deny")
-    edited = _edited(args.arguments)
-    if edited is not None and args.deny:
-        raise ConfigurationError("--arguments edits a call to approve it: not with --deny")
+    edited = _edits(args)
     run = check_run(nb, args.run)
+    if args.reply is not None:  # the same as %durable reply RUN [APPROVAL_ID] TEXT
+        _respond(nb, run, args.approval_id, args.reply, ns)
+        return
     if args.deny and args.approval_id is None and run.record().state == "needs_attention":
         _attend(nb, run, "settle", reason=args.reason)
     elif args.approval_id is not None and run.record().state != "waiting_approval":
@@ -208,26 +213,30 @@ def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> No
             run_sync(run.deny(request.approval_id, reason=args.reason, by=nb.user, via="magic"))
             print(f"denied {call} ({request.approval_id})")
         else:
-            _approve_now(run, request, fresh=args.fresh, by=nb.user, arguments=edited)
-            if edited is None:
-                print(f"approved {call} ({request.approval_id})")
-            else:
-                ran = call_text(request.tool_name, edited)
-                print(f"approved {call} with edited arguments: {ran} ({request.approval_id})")
+            _approve_now(run, request, fresh=args.fresh, by=nb.user, edited=edited)
+            # the CLI's words: "approved drop(name='a') edited to drop(name='b') (approval_…)"
+            ran = "" if edited is None else f" edited to {call_text(request.tool_name, edited)}"
+            print(f"approved {call}{ran} ({request.approval_id})")
     _goes_on(nb, run, ns)
 
 
 def _reply(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
-    if not args.text.strip():
+    _respond(nb, check_run(nb, args.run), args.approval_id, args.text, ns)
+
+
+def _respond(
+    nb: NotebookSession, run: Run, approval_id: str | None, text: str, ns: Namespace
+) -> None:
+    """Answer a pending call with ``text`` in place of its tool, then say where the run goes."""
+    if not text.strip():
         raise ConfigurationError("the reply is empty: TEXT is what the model reads as the result")
-    run = check_run(nb, args.run)
-    if args.approval_id is not None and run.record().state != "waiting_approval":
+    if approval_id is not None and run.record().state != "waiting_approval":
         # answered already, or the run moved on: the runtime says which verdict won
-        run_sync(run.respond(args.approval_id, args.text, by=nb.user, via="magic"))
-        print(f"replied to {args.approval_id} (recorded before)")
+        run_sync(run.respond(approval_id, text, by=nb.user, via="magic"))
+        print(f"replied to {approval_id} (recorded before)")
     else:
-        request = _pick(run, args.approval_id)
-        run_sync(run.respond(request.approval_id, args.text, by=nb.user, via="magic"))
+        request = _pick(run, approval_id)
+        run_sync(run.respond(request.approval_id, text, by=nb.user, via="magic"))
         call = call_text(request.tool_name, request.input)
         print(f"replied to {call} in place of the tool ({request.approval_id})")
     _goes_on(nb, run, ns)
@@ -239,23 +248,23 @@ def _approve_now(
     *,
     fresh: bool,
     by: str | None,
-    arguments: dict[str, Any] | None = None,
+    edited: dict[str, Any] | None = None,
 ) -> None:
     """Approve with the request's token; ``fresh``: with one signed now (past the max age).
 
-    ``arguments``: the edited arguments the call runs with (checked by the runtime
+    ``edited``: the arguments the call runs with instead (checked by the runtime
     against the tool's schema; nothing is recorded when they do not fit).
     """
     if fresh:  # pending_approvals() re-signs a token past the maximum age
         shown = {r.approval_id: r for r in run_sync(run.pending_approvals())}
         token = shown.get(request.approval_id, request).token
         run_sync(
-            run.approve(request.approval_id, arguments=arguments, token=token, by=by, via="magic")
+            run.approve(request.approval_id, arguments=edited, token=token, by=by, via="magic")
         )
         return
     try:
         # echoes the token the request got
-        run_sync(run.approve(request.approval_id, arguments=arguments, by=by, via="magic"))
+        run_sync(run.approve(request.approval_id, arguments=edited, by=by, via="magic"))
     except ApprovalExpiredError as exc:
         call = call_text(request.tool_name, request.input)
         raise approval_expired(

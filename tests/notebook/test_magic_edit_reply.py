@@ -40,7 +40,7 @@ async def test_approve_with_edited_arguments(
     assert "--arguments takes a JSON object" in garbled.stderr
     out = magic("durable", 'approve r1 --arguments \'{"name": "stg_2023_old", "keep_days": 7}\'')
     assert out.stdout.startswith(
-        "approved archive_table(name='stg_2023') with edited arguments: "
+        "approved archive_table(name='stg_2023') edited to "
         "archive_table(name='stg_2023_old', keep_days=7)"
     ), out.text
     result = await nb.run("r1").result()
@@ -59,3 +59,5 @@ async def test_reply_in_place_of_the_tool(
     assert result.text == "Tool said: use the staging schema instead"
     empty = magic("durable", "reply r1 ''")
     assert "the reply is empty" in empty.stderr
+    both = magic("durable", "approve r1 --reply 'no' --arguments '{}'")
+    assert "use one of --deny, --arguments and --reply" in both.stderr

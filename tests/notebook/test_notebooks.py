@@ -164,7 +164,7 @@ def test_approvals_and_signing_denies_a_forged_token(folder: Path) -> None:
     assert "archive_table {'name': 'stg_2023'} | editable: True" in out
     assert "form fields: ['name', 'keep_days']" in out
     assert "InvalidEditError | waiting_approval" in out
-    assert "with edited arguments: archive_table(name='stg_2023', keep_days=7)" in out
+    assert "edited to archive_table(name='stg_2023', keep_days=7)" in out
     assert "Tool said: archived stg_2023, kept 7 days" in out
     assert "Tool said: stg_2023 was archived last week: nothing to do" in out
     assert "mode 0o600" in out
