@@ -178,19 +178,23 @@ def _edits(args: argparse.Namespace) -> dict[str, Any] | None:
     try:
         edited = json.loads(args.arguments)
     except ValueError as exc:
-        raise ConfigurationError(f"--arguments is not JSON ({exc}); nothing was recorded") from None
+        raise ConfigurationError(
+            f'--arguments takes a JSON object (quote it: --arguments \'{{"name": "t"}}\'): '
+            f"{exc}; nothing was recorded"
+        ) from None
     if not isinstance(edited, dict):
-        raise ConfigurationError("--arguments must be a JSON object; nothing was recorded")
+        raise ConfigurationError(
+            "--arguments takes a JSON object of the call's arguments, not "
+            f"{type(edited).__name__}; nothing was recorded"
+        )
     return edited
 
 
 def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
     edited = _edits(args)
     run = check_run(nb, args.run)
-    if args.reply is not None:  # None: the only open request
-        run_sync(run.respond(args.approval_id, args.reply, by=nb.user, via="magic"))
-        print(f"replied to {args.approval_id or 'the pending call'} in place of the tool")
-        _goes_on(nb, run, ns)
+    if args.reply is not None:  # the same as %durable reply RUN [APPROVAL_ID] TEXT
+        _respond(nb, run, args.approval_id, args.reply, ns)
         return
     if args.deny and args.approval_id is None and run.record().state == "needs_attention":
         _attend(nb, run, "settle", reason=args.reason)
@@ -210,8 +214,31 @@ def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> No
             print(f"denied {call} ({request.approval_id})")
         else:
             _approve_now(run, request, fresh=args.fresh, by=nb.user, edited=edited)
+            # the CLI's words: "approved drop(name='a') edited to drop(name='b') (approval_…)"
             ran = "" if edited is None else f" edited to {call_text(request.tool_name, edited)}"
             print(f"approved {call}{ran} ({request.approval_id})")
+    _goes_on(nb, run, ns)
+
+
+def _reply(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
+    _respond(nb, check_run(nb, args.run), args.approval_id, args.text, ns)
+
+
+def _respond(
+    nb: NotebookSession, run: Run, approval_id: str | None, text: str, ns: Namespace
+) -> None:
+    """Answer a pending call with ``text`` in place of its tool, then say where the run goes."""
+    if not text.strip():
+        raise ConfigurationError("the reply is empty: TEXT is what the model reads as the result")
+    if approval_id is not None and run.record().state != "waiting_approval":
+        # answered already, or the run moved on: the runtime says which verdict won
+        run_sync(run.respond(approval_id, text, by=nb.user, via="magic"))
+        print(f"replied to {approval_id} (recorded before)")
+    else:
+        request = _pick(run, approval_id)
+        run_sync(run.respond(request.approval_id, text, by=nb.user, via="magic"))
+        call = call_text(request.tool_name, request.input)
+        print(f"replied to {call} in place of the tool ({request.approval_id})")
     _goes_on(nb, run, ns)
 
 
@@ -223,7 +250,11 @@ def _approve_now(
     by: str | None,
     edited: dict[str, Any] | None = None,
 ) -> None:
-    """Approve with the request's token; ``fresh``: with one signed now (past the max age)."""
+    """Approve with the request's token; ``fresh``: with one signed now (past the max age).
+
+    ``edited``: the arguments the call runs with instead (checked by the runtime
+    against the tool's schema; nothing is recorded when they do not fit).
+    """
     if fresh:  # pending_approvals() re-signs a token past the maximum age
         shown = {r.approval_id: r for r in run_sync(run.pending_approvals())}
         token = shown.get(request.approval_id, request).token
@@ -307,7 +338,8 @@ def _resume(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> Non
         )
     nb.runtime.wake()
     hints = {
-        "waiting_approval": f"answer it with %durable approve {run.run_id} [APPROVAL_ID] [--deny]",
+        "waiting_approval": f"answer it with %durable approve {run.run_id} [APPROVAL_ID] "
+        f"[--deny | --arguments JSON], or %durable reply {run.run_id} [APPROVAL_ID] TEXT",
         "needs_attention": f"an interrupted tool call waits: %durable retry {run.run_id}, or "
         f"%durable settle {run.run_id} --reason R",
         "failed": f"let it go on with %durable retry {run.run_id}",
@@ -448,6 +480,7 @@ HANDLERS = {
     "explain": _explain,
     "approvals": _approvals,
     "approve": _approve,
+    "reply": _reply,
     "grant": _grant,
     "revoke": _revoke,
     "resume": _resume,

@@ -136,6 +136,15 @@ _COMMANDS: list[tuple[str, str, list[tuple[tuple[str, ...], dict[str, Any]]]]] =
         ],
     ),
     (
+        "reply",
+        "answer a pending tool call in place of its tool: TEXT is the call's result (not an "
+        "error), the tool does not run, and the run goes on",
+        [
+            (("approval_id",), {"metavar": "APPROVAL_ID", "nargs": "?"}),
+            (("text",), {"metavar": "TEXT"}),
+        ],
+    ),
+    (
         "grant",
         "approve every call of TOOL in the run for --minutes (default 30), optionally only "
         "calls whose arguments match: --match name=GLOB, name^=PREFIX or name==VALUE",

@@ -131,8 +131,11 @@ def test_an_approval_row_says_what_is_asked_and_carries_no_token() -> None:
     assert row["call"] == 'drop_table(name="stg_2023", cascade=true)'
     assert set(row) == {
         "run_id", "approval_id", "tool", "call", "call_full", "agent",
-        "requested_at", "state", "message", "answered_at", "token_expired",
+        "requested_at", "state", "message", "answered_at", "token_expired", "args",
+        "allow_edit", "parameters",
     }  # fmt: skip
+    assert row["args"] == approval.args and row["allow_edit"] is False
+    assert row["parameters"] is None  # no Edit form for a tool that does not allow it
     assert call_summary("f", {"text": "x" * 500}).startswith('f(text="xxx')
     assert len(approval_payload(
         PendingApproval("r", "a", "f", {"text": "x" * 500}, "", NOW), "pending", ""

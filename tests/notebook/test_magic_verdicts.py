@@ -57,7 +57,7 @@ async def test_a_reply_from_the_magic_and_an_edit_the_tool_does_not_allow(
     assert "does not allow editing" in refused.stderr and refused.stdout == ""
     assert nb.run("r1").record().decided == {}
     out = magic("durable", "approve r1 --reply 'keep it, it is in use'")
-    assert out.stdout.startswith("replied to the pending call in place of the tool")
+    assert out.stdout.startswith("replied to drop_table(name='stg_2023') in place of the tool")
     [decision] = nb.run("r1").record().decided.values()
     assert (decision.kind, decision.reply) == ("replied", "keep it, it is in use")
     assert decision.source is not None and decision.source.via == "magic"

@@ -143,7 +143,8 @@ async def test_after_a_kernel_restart_runs_are_listed_shown_and_resumed(
         ip.user_ns["janitor"] = janitor()
         resumed = magic("durable", "resume waits")
         assert resumed.stdout == (
-            "waits: waiting_approval; answer it with %durable approve waits [APPROVAL_ID] [--deny]\n"
+            "waits: waiting_approval; answer it with %durable approve waits [APPROVAL_ID] "
+            "[--deny | --arguments JSON], or %durable reply waits [APPROVAL_ID] TEXT\n"
         )
         magic("durable", "approve waits")
         assert (await restarted.run("waits").result()).text == "Done: dropped stg_2023."
@@ -156,7 +157,7 @@ async def test_every_subcommand_is_in_the_help_and_the_docs(magic: Any) -> None:
     magics = DOC.read_text().split("## Magics", 1)[1].split("\n## ", 1)[0]
     assert set(COMMANDS) == {
         "store", "runs", "graphs", "show", "history", "explain", "approvals", "approve", "resume",
-        "rewind", "cancel", "retry", "settle", "worker", "dashboard", "grant", "revoke",
+        "rewind", "cancel", "retry", "settle", "worker", "dashboard", "grant", "revoke", "reply",
     }  # fmt: skip
     for command in COMMANDS:
         assert re.search(rf"^\s+{command}\b", help_text, re.M), command

@@ -161,6 +161,12 @@ def test_approvals_and_signing_denies_a_forged_token(folder: Path) -> None:
     assert "invalid token | waiting_approval" in out
     assert "http://127.0.0.1:8000/approve/" in out and "?token=v1." in out
     assert "approved | Tool said: dropped stg_2023" in out
+    assert "archive_table {'name': 'stg_2023'} | editable: True" in out
+    assert "form fields: ['name', 'keep_days']" in out
+    assert "InvalidEditError | waiting_approval" in out
+    assert "edited to archive_table(name='stg_2023', keep_days=7)" in out
+    assert "Tool said: archived stg_2023, kept 7 days" in out
+    assert "Tool said: stg_2023 was archived last week: nothing to do" in out
     assert "mode 0o600" in out
 
 

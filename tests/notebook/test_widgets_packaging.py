@@ -14,7 +14,9 @@ from nbdurable.notebook.widgets._assets import frontend_file
 ROOT = Path(__file__).resolve().parents[2]
 FILES = [
     "kernel_link.js",
+    "verdict_forms.js",
     "theme.css",
+    "verdict_forms.css",
     "run_view.js",
     "run_view.css",
     "dashboard_view.js",
@@ -27,6 +29,7 @@ def test_the_package_serves_its_static_folder() -> None:
         assert frontend_file(name) == ROOT / "nbdurable/notebook/widgets/static" / name
     assert "export default" in str(RunWidget._esm)
     assert "function kernelLink(" in str(RunWidget._esm)  # the shared link comes first
+    assert "function editForm(" in str(RunWidget._esm)  # and the Edit and Reply forms
     assert ".nbd-card" in str(RunWidget._css)
     assert "--nbd-fg:" in str(RunWidget._css)  # the shared palette comes first
 

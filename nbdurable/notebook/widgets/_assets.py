@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["STATIC", "frontend_file", "view_module", "view_style"]
+__all__ = [
+    "SHARED_MODULES",
+    "SHARED_STYLES",
+    "STATIC",
+    "frontend_file",
+    "view_module",
+    "view_style",
+]
 
 STATIC = Path(__file__).resolve().parent / "static"
 """The folder of the front-end files."""
@@ -26,17 +33,24 @@ def frontend_file(name: str) -> Path:
     return path
 
 
-def view_module(name: str) -> str:
-    """The ESM of view ``name`` with the shared kernel link (``kernel_link.js``) before it.
+SHARED_MODULES = ("kernel_link.js", "verdict_forms.js")
+"""Put before every view's module: the kernel link, the Edit and Reply forms."""
+SHARED_STYLES = ("theme.css", "verdict_forms.css")
+"""Put before every view's stylesheet: the palette, the Edit and Reply forms."""
 
-    Every view judges whether its kernel is still there the same way: the
-    helper's ``kernelLink`` is in scope of the view's module.
+
+def view_module(name: str) -> str:
+    """The ESM of view ``name`` with the shared helpers (:data:`SHARED_MODULES`) before it.
+
+    Every view judges whether its kernel is still there the same way (the
+    helper's ``kernelLink`` is in scope of the view's module), and builds the
+    same Edit and Reply forms (``editForm``, ``replyBox``).
     """
-    link = frontend_file("kernel_link.js").read_text(encoding="utf-8")
-    return link + "\n" + frontend_file(name).read_text(encoding="utf-8")
+    parts = [frontend_file(n).read_text(encoding="utf-8") for n in (*SHARED_MODULES, name)]
+    return "\n".join(parts)
 
 
 def view_style(name: str) -> str:
-    """The stylesheet of view ``name`` with the shared palette (``theme.css``) before it."""
-    theme = frontend_file("theme.css").read_text(encoding="utf-8")
-    return theme + "\n" + frontend_file(name).read_text(encoding="utf-8")
+    """The stylesheet of view ``name`` with the shared styles (:data:`SHARED_STYLES`) before it."""
+    parts = [frontend_file(n).read_text(encoding="utf-8") for n in (*SHARED_STYLES, name)]
+    return "\n".join(parts)

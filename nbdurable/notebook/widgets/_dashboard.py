@@ -25,7 +25,7 @@ from ...runs import (
     AttentionAction,
 )
 from ...runtime._attention import attention_token
-from ...runtime._checked_verdicts import Outcome, submit_verdict
+from ...runtime._checked_verdicts import Outcome
 from ...runtime._run import Run
 from .._next_step import attended, confirmed
 from .._session import deciding_user
@@ -45,6 +45,7 @@ from ._fallback import dashboard_summary, with_summary
 from ._history import HistoryBrowser
 from ._messages import Ack, Pong, received
 from ._run_widget import RunWidget
+from ._verdict_kinds import VerdictKind, submit_kind, verdict_kind
 
 if TYPE_CHECKING:
     from ...runtime._runtime import DurableRuntime
@@ -59,7 +60,7 @@ IDLE_INTERVAL_S = 15.0
 """The longest pause between two reads of a store that did not change (from another process)."""
 ANSWER_KEPT_S = 600.0
 """How long an approval answered from the dashboard stays listed with its outcome."""
-ANSWERED = frozenset({"approved", "denied", "stale"})
+ANSWERED = frozenset({"approved", "denied", "replied", "stale"})
 """Outcome states after which a request takes no verdict from this row."""
 UNKNOWN_CALL = "(unknown call)"
 
@@ -340,22 +341,21 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         elif message["type"] == "query":
             self.query = self.query.updated(message, self.columns)
             self._render()
-        elif message["type"] in ("approve", "deny"):
+        elif message["type"] in ("approve", "deny", "edit", "reply"):
             run_id = str(message.get("run_id", ""))
             approval_id = str(message.get("approval_id", ""))
             self.view.send(Ack(type="ack", approval_id=approval_id))
             answer = self._answers.get(approval_id)
             if answer is not None and answer.state in ("sending", *ANSWERED):
                 return  # a second click: this row answered already (or is answering)
-            reason = message.get("reason")
+            kind = verdict_kind(message)
+            if isinstance(kind, str):  # a malformed edit or reply: said in the row, not sent
+                known = self._known(run_id, approval_id)
+                if known is not None:
+                    self._answer(known, "error", kind)
+                return
             approval = self._sending(run_id, approval_id)  # now: a second click sees it
-            self._start(
-                self._verdict(
-                    approval,
-                    approve=message["type"] == "approve",
-                    reason=str(reason) if reason else None,
-                )
-            )
+            self._start(self._verdict(approval, kind))
         elif message["type"] in ACTIONS:
             self.view.send(Ack(type="ack", approval_id="attention"))
             action: AttentionAction = "retry" if message["type"] == "retry" else "settle"
@@ -421,9 +421,7 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         self._answer(approval, "sending", "checking…")
         return approval
 
-    async def _verdict(
-        self, approval: PendingApproval, *, approve: bool, reason: str | None
-    ) -> Outcome:
+    async def _verdict(self, approval: PendingApproval, kind: VerdictKind) -> Outcome:
         """Look the request's token up (kernel side), submit the verdict, show its outcome."""
         run_id, approval_id = approval.run_id, approval.approval_id
         token: str | None = None
@@ -437,21 +435,22 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
                         token = request.token
                         if approval.tool_name == UNKNOWN_CALL:  # asked for by a script
                             approval = pending_approval(record, request)
-                outcome = await submit_verdict(
+                outcome = await submit_kind(
                     self.runtime,
                     run_id,
                     approval_id,
-                    approve=approve,
+                    kind,
                     token=token,
-                    reason=reason,
                     source=VerdictSource(by=deciding_user(), via="widget"),
+                    tool_name=approval.tool_name,
                 )
                 if outcome.recorded:  # what happens next: here, on a worker, or it waits
                     said = await confirmed(self.runtime, run_id, outcome.message)
                     outcome = replace(outcome, message=said)
         except Exception as exc:  # shown in the row; the run is left as it was
             outcome = Outcome("error", f"error: {type(exc).__name__}: {exc}")
-        self._answer(approval, outcome.state, outcome.message)
+        replied = outcome.recorded and kind.reply is not None
+        self._answer(approval, "replied" if replied else outcome.state, outcome.message)
         self.poke()
         return outcome
 
@@ -460,16 +459,35 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
 
         Each goes the way a row's Approve goes: the token is looked up here and verified.
         """
-        return await self._verdicts(run_id, approval_id, approve=True, reason=None)
+        return await self._verdicts(run_id, approval_id, VerdictKind(approve=True))
 
     async def deny(
         self, run_id: str, approval_id: str | None = None, reason: str | None = None
     ) -> list[Outcome]:
         """Deny one pending call of ``run_id`` (every one when ``approval_id`` is None)."""
-        return await self._verdicts(run_id, approval_id, approve=False, reason=reason)
+        return await self._verdicts(run_id, approval_id, VerdictKind(approve=False, reason=reason))
+
+    async def edit(self, run_id: str, approval_id: str, arguments: dict[str, Any]) -> Outcome:
+        """Approve one pending call with edited ``arguments``, as a row's Edit form does.
+
+        The token is looked up here; the arguments are checked against the tool's
+        schema (a tool that does not allow editing, or arguments that do not fit:
+        an ``error`` outcome, nothing recorded, the request still waits).
+        """
+        [outcome] = await self._verdicts(
+            run_id, approval_id, VerdictKind(approve=True, arguments=dict(arguments))
+        )
+        return outcome
+
+    async def reply(self, run_id: str, approval_id: str, text: str) -> Outcome:
+        """Answer one pending call with ``text`` in place of its tool, as a row's Reply does."""
+        [outcome] = await self._verdicts(
+            run_id, approval_id, VerdictKind(approve=False, reply=text)
+        )
+        return outcome
 
     async def _verdicts(
-        self, run_id: str, approval_id: str | None, *, approve: bool, reason: str | None
+        self, run_id: str, approval_id: str | None, kind: VerdictKind
     ) -> list[Outcome]:
         if approval_id is not None:
             ids = [approval_id]
@@ -480,10 +498,7 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
             ids = [r.approval_id for r in await Run(self.runtime, run_id).pending_approvals()]
             if not ids:
                 self._say(f"{run_id} waits for no approval")
-        return [
-            await self._verdict(self._sending(run_id, i), approve=approve, reason=reason)
-            for i in ids
-        ]
+        return [await self._verdict(self._sending(run_id, i), kind) for i in ids]
 
     async def attend(
         self, run_id: str, action: AttentionAction, *, reason: str | None = None

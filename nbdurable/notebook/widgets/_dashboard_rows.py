@@ -376,6 +376,8 @@ class PendingApproval:
         args: Its arguments.
         agent: The run's agent, then the sub-agent path (``janitor > cleaner``).
         requested_at: When it was asked (epoch ms).
+        allow_edit: Whether the tool lets a person edit the call's arguments.
+        parameters: With ``allow_edit``: the tool's JSON schema (the Edit form's fields).
     """
 
     run_id: str
@@ -384,6 +386,8 @@ class PendingApproval:
     args: dict[str, Any]
     agent: str
     requested_at: int
+    allow_edit: bool = False
+    parameters: dict[str, Any] | None = None
 
 
 def approval_payload(
@@ -400,7 +404,8 @@ def approval_payload(
     state of the outcome (``approved``, ``denied``, ``stale``, ``invalid token``,
     ``expired``, ``error``); ``message`` is the outcome's line and ``answered_at`` when it
     came (epoch ms; 0 while none did). ``token_expired``: the request's token is past
-    the maximum age (the inbox's ``expired``); Approve signs a fresh one.
+    the maximum age (the inbox's ``expired``); Approve signs a fresh one. ``args``
+    prefill the Edit form (offered when ``allow_edit``, its fields from ``parameters``).
     """
     call = call_summary(approval.tool_name, approval.args)
     return {
@@ -415,4 +420,7 @@ def approval_payload(
         "message": message,
         "answered_at": answered_at,
         "token_expired": token_expired,
+        "args": approval.args,
+        "allow_edit": approval.allow_edit,
+        "parameters": approval.parameters if approval.allow_edit else None,
     }

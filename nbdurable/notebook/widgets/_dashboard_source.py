@@ -57,6 +57,8 @@ def pending_approval(record: RuntimeRun, request: ToolApprovalRequest) -> Pendin
         args=dict(request.input),
         agent=ANGLE.join((record.agent_id, *request.agent_path)),
         requested_at=token_issued_at(request.token) or record.updated_at,
+        allow_edit=request.allow_edit,
+        parameters=request.parameters,
     )
 
 
@@ -68,6 +70,7 @@ def _inbox(source: Any, record: RuntimeRun) -> tuple[PendingApproval, ...]:
         )
     except RunNotFoundError:  # deleted since the records were read
         return ()
+    editable = _editable(source, record.run_id) if rows else {}
     return tuple(
         PendingApproval(
             run_id=record.run_id,
@@ -78,9 +81,21 @@ def _inbox(source: Any, record: RuntimeRun) -> tuple[PendingApproval, ...]:
             requested_at=(
                 record.updated_at if row["requested_at"] is None else row["requested_at"]
             ),
+            allow_edit=row["approval_id"] in editable,
+            parameters=editable.get(row["approval_id"]),
         )
         for row in rows
     )
+
+
+def _editable(source: Any, run_id: str) -> dict[str, dict[str, Any] | None]:
+    """The run's waiting requests whose tool allows editing: approval id -> its JSON schema."""
+    try:
+        infos = source.history(run_id)
+    except RunNotFoundError:
+        return {}
+    latest = infos[-1].pending_approvals if infos else ()
+    return {r.approval_id: r.parameters for r in latest if r.allow_edit}
 
 
 _pauses = 0

@@ -15,11 +15,13 @@ __all__ = [
     "Attend",
     "Bare",
     "Dismiss",
+    "Edit",
     "KernelMessage",
     "Open",
     "Ping",
     "Pong",
     "QueryChange",
+    "Reply",
     "Snapshot",
     "StepsDelta",
     "StepsState",
@@ -55,6 +57,36 @@ class Verdict(TypedDict):
     """A run view's card: the request's signed token."""
     run_id: NotRequired[str]
     """A dashboard row: the run that asks (the kernel looks its token up)."""
+
+
+class Edit(TypedDict):
+    """Edit's form sent: approve the call with these arguments; answered by :class:`Ack` at once.
+
+    The token binds the call as the model made it (a run view's card sends it; a
+    dashboard row sends ``run_id`` and the kernel looks it up); the kernel checks
+    the arguments against the tool's schema before anything is recorded.
+    """
+
+    type: Literal["edit"]
+    approval_id: str
+    arguments: dict[str, Any]
+    token: NotRequired[str | None]
+    """A run view's card: the request's signed token."""
+    run_id: NotRequired[str]
+    """A dashboard row: the run that asks (the kernel looks its token up)."""
+
+
+class Reply(TypedDict):
+    """Reply's text sent: the call's result instead of running it; answered by :class:`Ack`."""
+
+    type: Literal["reply"]
+    approval_id: str
+    text: str
+    """What the model reads as the call's result (not an error)."""
+    token: NotRequired[str | None]
+    """A run view's card: the request's signed token (a reply needs none, like a denial)."""
+    run_id: NotRequired[str]
+    """A dashboard row: the run that asks."""
 
 
 class Attend(TypedDict):
@@ -110,7 +142,17 @@ class Bare(TypedDict):
 
 
 ViewMessage = (
-    Ping | AskSnapshot | Verdict | Attend | QueryChange | Open | Dismiss | Visibility | Bare
+    Ping
+    | AskSnapshot
+    | Verdict
+    | Edit
+    | Reply
+    | Attend
+    | QueryChange
+    | Open
+    | Dismiss
+    | Visibility
+    | Bare
 )
 
 # -- from the kernel to a view -----------------------------------------------------------
@@ -124,7 +166,10 @@ class Pong(TypedDict):
 
 
 class Ack(TypedDict):
-    """A :class:`Verdict` reached this kernel (its outcome comes by the traits)."""
+    """A verdict (:class:`Verdict`, :class:`Edit`, :class:`Reply`) reached this kernel.
+
+    Its outcome comes by the traits.
+    """
 
     type: Literal["ack"]
     approval_id: str

@@ -22,8 +22,10 @@ from ...runs import (
     decided_phrase,
 )
 from .._lease import LeaseWait
+from ._verdict_kinds import VerdictKind
 
 __all__ = [
+    "ANSWERED_CARD",
     "ENDED_STATES",
     "Cards",
     "Clock",
@@ -36,7 +38,9 @@ __all__ = [
 ENDED_STATES = frozenset({*TERMINAL_STATES, "error"})
 """View statuses after which the elapsed-time clock stops."""
 
-_ANSWERED = frozenset({"approved", "denied"})
+ANSWERED_CARD = frozenset({"approved", "denied", "replied"})
+"""Card states after which the card takes no verdict (``replied``: answered in the tool's place)."""
+_ANSWERED = ANSWERED_CARD
 
 
 @dataclass
@@ -50,14 +54,14 @@ class Cards:
             with the event's time as ``decided_at``.
         outcomes: ``(state, message)`` of verdicts given through this view
             (``sending`` while one is being checked).
-        decided: ``(decided_at, reason)`` of verdicts recorded through this view.
+        decided: ``(decided_at, verdict)`` of verdicts recorded through this view.
     """
 
     requests: dict[str, ToolApprovalRequest] = field(default_factory=dict)
     requested_at: dict[str, int] = field(default_factory=dict)
     resolved: dict[str, dict[str, Any]] = field(default_factory=dict)
     outcomes: dict[str, tuple[str, str]] = field(default_factory=dict)
-    decided: dict[str, tuple[int, str | None]] = field(default_factory=dict)
+    decided: dict[str, tuple[int, VerdictKind]] = field(default_factory=dict)
 
     def observe(self, view: RunView, event: Event) -> None:
         """Note the requests pending after ``event`` and the verdicts it records."""
@@ -73,19 +77,26 @@ class Cards:
     def card(self, view: RunView, approval_id: str) -> dict[str, Any]:
         """One card as the front-end renders it (the signed token, never the secret).
 
-        An answered card (``approved``, ``denied``, or ``resolved`` when the
-        request went away unanswered) carries ``decided_at`` (epoch ms, 0 when
-        unknown) and the denial's ``reason``: the view collapses it to one line.
+        An answered card (``approved``, ``denied``, ``replied``, or ``resolved``
+        when the request went away unanswered) carries ``decided_at`` (epoch ms,
+        0 when unknown), the denial's ``reason``, an edit's ``edited_args`` and a
+        reply's text: the view collapses it to one line. ``allow_edit`` and
+        ``parameters`` (the tool's JSON schema) say whether, and how, the view
+        offers Edit.
         """
         request = self.requests[approval_id]
         state, message = self._state(view, approval_id)
         decided_at, reason, source = 0, None, None
+        edited: Any = None
+        reply: Any = None
         resolved = self.resolved.get(approval_id)
         if resolved is not None:
             decided_at, reason = int(resolved.get("decided_at") or 0), resolved.get("reason")
             source = resolved.get("source")
+            edited, reply = resolved.get("arguments"), resolved.get("reply")
         elif approval_id in self.decided:
-            decided_at, reason = self.decided[approval_id]
+            decided_at, kind = self.decided[approval_id]
+            reason, edited, reply = kind.reason, kind.arguments, kind.reply
         return {
             "approval_id": approval_id,
             "tool_call_id": request.tool_call_id,
@@ -99,6 +110,10 @@ class Cards:
             "decided_at": decided_at if state in _ANSWERED else 0,
             "reason": (reason or "") if state == "denied" else "",
             "decided_by": self._decided_by(approval_id, state, source, decided_at),
+            "allow_edit": bool(request.allow_edit),
+            "parameters": request.parameters if request.allow_edit else None,
+            "edited_args": edited if state == "approved" and isinstance(edited, dict) else None,
+            "reply": reply if state == "replied" and isinstance(reply, str) else "",
         }
 
     def _decided_by(
@@ -117,10 +132,12 @@ class Cards:
 
     def _state(self, view: RunView, approval_id: str) -> tuple[str, str]:
         outcome = self.outcomes.get(approval_id)
-        if outcome is not None and outcome[0] in ("approved", "denied", "sending"):
+        if outcome is not None and outcome[0] in (*ANSWERED_CARD, "sending"):
             return outcome
         resolved = self.resolved.get(approval_id)
         if resolved is not None:
+            if resolved.get("reply") is not None:
+                return "replied", "replied in place of the tool"
             verdict = "approved" if resolved.get("approved") else "denied"
             reason = resolved.get("reason")
             return verdict, f"{verdict}{f': {reason}' if reason and verdict == 'denied' else ''}"

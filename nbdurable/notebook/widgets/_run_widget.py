@@ -21,7 +21,7 @@ from ...events._subscribe import subscribe
 from ...messages import VerdictSource
 from ...runs import ACTIONS, BUSY_STATES, AttentionAction, RuntimeRun, Stalled, stalled
 from ...runtime._attention import attention_token
-from ...runtime._checked_verdicts import Outcome, submit_verdict
+from ...runtime._checked_verdicts import Outcome
 from ...runtime._in_flight import verdict_in_flight
 from ...runtime._run import Run
 from .._lease import LeaseWait, lease_wait
@@ -29,9 +29,10 @@ from .._next_step import attended, confirmed
 from .._session import deciding_user
 from ._assets import view_module, view_style
 from ._fallback import FallbackDisplay, run_summary, with_summary
-from ._messages import Ack, Attend, Pong, Snapshot, Verdict, received
+from ._messages import Ack, Attend, Edit, Pong, Reply, Snapshot, Verdict, received
 from ._run_delta import StepDeltas
-from ._run_state import Cards, Clock, run_state
+from ._run_state import ANSWERED_CARD, Cards, Clock, run_state
+from ._verdict_kinds import VerdictKind, submit_kind, verdict_kind
 
 if TYPE_CHECKING:
     from ...runtime._runtime import DurableRuntime
@@ -299,7 +300,7 @@ class RunWidget(anywidget.AnyWidget):
             self.send(Pong(type="pong", nonce=message.get("nonce")))
         elif message["type"] == "snapshot":  # a view rendered: it gets every step
             self.send(Snapshot(type="snapshot", **self._deltas.snapshot()))
-        elif message["type"] in ("approve", "deny", "grant"):
+        elif message["type"] in ("approve", "deny", "grant", "edit", "reply"):
             self._on_verdict(message)
         elif message["type"] in ACTIONS:
             self._on_attention(message)
@@ -340,43 +341,39 @@ class RunWidget(anywidget.AnyWidget):
             self._attention = {**self._attention, "state": state, "message": outcome.message}
         self.flush()
 
-    def _on_verdict(self, verdict: Verdict) -> None:
+    def _on_verdict(self, verdict: Verdict | Edit | Reply) -> None:
         approval_id = str(verdict.get("approval_id", ""))
         self.send(Ack(type="ack", approval_id=approval_id))  # this kernel got the click
         if approval_id not in self._cards.requests:
             return  # not a card of this view
         current = self._cards.outcomes.get(approval_id)
-        if current is not None and current[0] in ("sending", "approved", "denied"):
+        if current is not None and current[0] in ("sending", *ANSWERED_CARD):
             return  # a second click: this card already answered (or is answering)
+        kind = verdict_kind(verdict)
+        if isinstance(kind, str):  # a malformed edit or reply: said on the card, nothing sent
+            self._cards.outcomes[approval_id] = ("error", kind)
+            self.flush()
+            return
         self._cards.outcomes[approval_id] = ("sending", "checking...")
         self.flush()
-        action, reason = verdict["type"], verdict.get("reason")
         coroutine = (
             self._grant(approval_id)
-            if action == "grant"
-            else self._answer(
-                approval_id,
-                approve=action == "approve",
-                token=verdict.get("token"),
-                reason=str(reason) if reason else None,
-            )
+            if verdict["type"] == "grant"
+            else self._answer(approval_id, kind, token=verdict.get("token"))
         )
         task = self._loop.create_task(coroutine)
         self._verdicts.add(task)
-        denial = str(reason) if reason and action == "deny" else None
-        task.add_done_callback(lambda done: self._verdict_done(approval_id, done, denial))
+        task.add_done_callback(lambda done: self._verdict_done(approval_id, done, kind))
 
-    async def _answer(
-        self, approval_id: str, *, approve: bool, token: object, reason: str | None
-    ) -> Outcome:
-        outcome = await submit_verdict(
+    async def _answer(self, approval_id: str, kind: VerdictKind, *, token: object) -> Outcome:
+        outcome = await submit_kind(
             self.runtime,
             self.run_id,
             approval_id,
-            approve=approve,
+            kind,
             token=token,
-            reason=reason,
             source=VerdictSource(by=deciding_user(), via="widget"),
+            tool_name=self._cards.requests[approval_id].tool_name,
         )
         if outcome.recorded:  # say what happens next: here, on a worker, or it waits
             said = await confirmed(self.runtime, self.run_id, outcome.message)
@@ -418,7 +415,7 @@ class RunWidget(anywidget.AnyWidget):
         return Outcome("approved", await confirmed(self.runtime, self.run_id, message))
 
     def _verdict_done(
-        self, approval_id: str, task: asyncio.Task[Outcome], reason: str | None
+        self, approval_id: str, task: asyncio.Task[Outcome], kind: VerdictKind
     ) -> None:
         self._verdicts.discard(task)
         if task.cancelled():
@@ -430,9 +427,11 @@ class RunWidget(anywidget.AnyWidget):
                 state = outcome.winner  # another view, process or person decided first
             elif outcome.state == "expired":
                 state = "pending"  # asked again, with the fresh token
+            elif outcome.recorded and kind.reply is not None:
+                state = "replied"
             self._cards.outcomes[approval_id] = (state, outcome.message)
             if outcome.recorded:
-                self._cards.decided[approval_id] = (_now_ms(), reason)
+                self._cards.decided[approval_id] = (_now_ms(), kind)
         self.flush()
 
     async def settled(self) -> None:

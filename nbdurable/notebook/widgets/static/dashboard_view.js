@@ -2,8 +2,10 @@
 // Every trait is written by the kernel (columns, rows, total, page, pages, page_size,
 // sort_by, descending, status, search, counts, statuses, filters, approvals, selected,
 // detail, message, updated_at, paused). The view sends custom messages (query, approve,
-// deny, retry, settle, open, close, dismiss, refresh, visibility, ping: docs/notebook.md,
-// "Widget messages").
+// deny, edit, reply, retry, settle, open, close, dismiss, refresh, visibility, ping:
+// docs/notebook.md, "Widget messages"). An inbox row answers like a run view's card:
+// Approve and Deny one click away, Edit… (when the tool allows it: the form of
+// verdict_forms.js) and Reply… beside them.
 // No approval token ever comes here: the kernel looks the token up when a verdict arrives.
 //
 // A view whose kernel is gone (restarted, or a notebook reopened from its saved widget
@@ -101,6 +103,8 @@ function render({ model, el }) {
   el.append(root);
 
   const denying = new Map(); // approval id -> the reason being typed (Deny asked for it)
+  // approval id -> {what: "edit" | "reply", drafts: Map(argument -> typed), text}
+  const composing = new Map();
   const settling = new Map(); // run id -> the reason being typed (Settle asked for it)
   const clicked = new Set(); // rows clicked here whose answer has not come back yet
   const undelivered = new Set(); // rows clicked here whose click reached no kernel
@@ -177,28 +181,77 @@ function render({ model, el }) {
     reason.placeholder = "reason (optional)";
     const sendDeny = h("button", "nbd-dash-btn nbd-dash-deny-send", "Deny");
     const cancel = h("button", "nbd-dash-btn nbd-dash-cancel", "Cancel");
+    const edit = h("button", "nbd-dash-btn nbd-edit-open", "Edit…");
+    edit.title = "change the call's arguments, then approve it";
+    const reply = h("button", "nbd-dash-btn nbd-reply-open", "Reply…");
+    reply.title = "answer in place of the tool: the model reads your text as the call's result";
     const outcome = h("span", "nbd-dash-outcome");
     const dismiss = h("button", "nbd-dash-btn nbd-dash-dismiss", "×");
     dismiss.title = "remove this line";
-    actions.append(approve, deny, reason, sendDeny, cancel);
-    row.append(call, where, actions, outcome, dismiss);
+    actions.append(approve, deny, edit, reply, reason, sendDeny, cancel);
+    const panel = h("div", "nbd-dash-panel"); // Edit's form or Reply's box, under the line
+    row.append(call, where, actions, outcome, dismiss, panel);
+    let shown = ""; // what the panel holds ("" | "edit" | "reply" | "edit-off" | ...)
+    let current = null; // the row's data
 
-    const verdict = (action) => {
+    const verdict = (action, extra = {}) => {
       const id = row.dataset.approvalId;
       const content = {
         type: action,
         run_id: row.dataset.runId,
         approval_id: id,
         reason: action === "deny" ? reason.value || null : null,
+        ...extra,
       };
       if (!ask(content)) return;
       clicked.add(id);
       undelivered.delete(id);
       denying.delete(id);
+      // an edit the kernel refuses opens again with what was typed; a sent reply is done
+      if (action !== "edit") composing.delete(id);
       approvals_();
+    };
+    const compose = (what) => {
+      const id = row.dataset.approvalId;
+      if (what) composing.set(id, { what, drafts: new Map(), text: "" });
+      else composing.delete(id);
+      denying.delete(id);
+      approvals_();
+    };
+    edit.addEventListener("click", () => compose("edit"));
+    reply.addEventListener("click", () => compose("reply"));
+    const panel_ = (mode, off) => {
+      const key = `${mode}${off ? "-off" : ""}`;
+      if (key === shown) return;
+      shown = key;
+      panel.replaceChildren();
+      row.classList.toggle("nbd-dash-composing", Boolean(mode));
+      if (!mode) return;
+      const state = composing.get(row.dataset.approvalId);
+      const form = mode === "edit"
+        ? editForm({
+          toolName: current.tool,
+          args: current.args,
+          parameters: current.parameters,
+          drafts: state.drafts,
+          disabled: off,
+          onSend: (args) => verdict("edit", { arguments: args }),
+          onCancel: () => compose(""),
+        })
+        : replyBox({
+          toolName: current.tool,
+          draft: state.text,
+          disabled: off,
+          onDraft: (text) => { state.text = text; },
+          onSend: (text) => verdict("reply", { text }),
+          onCancel: () => compose(""),
+        });
+      panel.append(form.node);
+      if (!off) setTimeout(() => form.focus(), 0);
     };
     approve.addEventListener("click", () => verdict("approve"));
     deny.addEventListener("click", () => {
+      composing.delete(row.dataset.approvalId);
       denying.set(row.dataset.approvalId, "");
       approvals_();
       reason.focus();
@@ -216,6 +269,7 @@ function render({ model, el }) {
     dismiss.addEventListener("click", () => ask({ type: "dismiss", approval_id: row.dataset.approvalId }));
 
     row.update = (data) => {
+      current = data;
       const id = data.approval_id;
       row.dataset.runId = data.run_id;
       row.dataset.state = data.state;
@@ -230,15 +284,21 @@ function render({ model, el }) {
         : "";
       if (data.token_expired && OPEN.has(data.state)) asked.textContent += " · token expired: Approve signs a fresh one";
       if (!OPEN.has(data.state)) clicked.delete(id);
+      if (!OPEN.has(data.state) && data.state !== "sending") composing.delete(id); // answered
       const open = OPEN.has(data.state) && !clicked.has(id);
       const asking = open && denying.has(id);
+      const writing = open || (clicked.has(id) && OPEN.has(data.state)) ? composing.get(id) : undefined;
+      const mode = writing && (writing.what !== "edit" || data.allow_edit) ? writing.what : "";
       const off = link.state !== "live" || data.state === "sending";
-      approve.hidden = !open || asking;
-      deny.hidden = !open || asking;
+      approve.hidden = !open || asking || Boolean(mode);
+      deny.hidden = !open || asking || Boolean(mode);
+      edit.hidden = !open || asking || Boolean(mode) || !data.allow_edit;
+      reply.hidden = !open || asking || Boolean(mode);
       reason.hidden = !asking;
       sendDeny.hidden = !asking;
       cancel.hidden = !asking;
-      for (const b of [approve, deny, sendDeny, cancel]) b.disabled = off;
+      for (const b of [approve, deny, sendDeny, cancel, edit, reply]) b.disabled = off;
+      panel_(mode, off || clicked.has(id));
       reason.disabled = off;
       if (asking && document.activeElement !== reason) reason.value = denying.get(id) || "";
       let said = data.message || "";
@@ -289,7 +349,8 @@ function render({ model, el }) {
   function grouped(items) {
     const groups = new Map();
     for (const item of items) {
-      const busy = clicked.has(item.approval_id) || denying.has(item.approval_id) || item.state === "sending";
+      const busy = clicked.has(item.approval_id) || denying.has(item.approval_id)
+        || composing.has(item.approval_id) || item.state === "sending";
       const key = busy ? `one:${item.approval_id}` : `${item.state}\u0000${item.call_full}`;
       if (!groups.has(key)) groups.set(key, { key, items: [] });
       groups.get(key).items.push(item);

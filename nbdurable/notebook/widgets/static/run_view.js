@@ -5,6 +5,11 @@
 // a verdict per card click, a ping (kernel_link.js), and a snapshot request when it
 // renders. The card's token is the request's signed token; the secret never reaches here.
 //
+// A card keeps the two common answers one click away (Approve, Deny; Deny then takes an
+// optional reason) and puts the rarer ones beside them: Edit… (only when the tool allows
+// it: a form from the tool's JSON schema, prefilled with the model's arguments, see
+// verdict_forms.js) and Reply… (text the model reads as the call's result instead).
+//
 // Steps arrive as deltas numbered in sequence (type "steps"), where a changed step is
 // whole when new, else {index, ...fields that changed}, its grown text as {append}. A
 // view applies the delta that follows the one it has and asks for a snapshot when one
@@ -116,15 +121,21 @@ function patched(old, patch) {
 }
 
 function answeredCard(card) {
-  // one line: "✓ drop_table(name="t") approved at 12:03"
+  // one line: "✓ drop_table(name="t") approved at 12:03"; an edit says what ran instead,
+  // a reply what the model was told
   const box = h("div", `nbd-card nbd-card-collapsed nbd-card-${card.state.replace(/ /g, "-")}`);
-  const sign = card.state === "approved" ? "✓" : card.state === "denied" ? "✗" : "·";
+  const sign = { approved: "✓", denied: "✗", replied: "↩" }[card.state] || "·";
   box.append(h("span", "nbd-card-sign", sign));
   box.append(h("code", "nbd-card-call", argsLine(card.tool_name, card.args)));
   let line = card.state === "resolved" ? "no longer pending" : card.state;
+  if (card.state === "approved" && card.edited_args) line = "edited and approved";
   if (card.decided_at) line += ` at ${clockTime(card.decided_at)}`;
   if (card.state === "denied" && card.reason) line += `: ${card.reason}`;
+  if (card.state === "replied" && card.reply) line += `: ${card.reply}`;
   box.append(h("span", "nbd-card-outcome", line));
+  if (card.state === "approved" && card.edited_args) {
+    box.append(h("code", "nbd-card-edited", `ran as ${argsLine(card.tool_name, card.edited_args)}`));
+  }
   // who decided, and how long after the request: "by ana (claimed), 2 min after the request"
   if (card.decided_by) box.append(h("span", "nbd-card-who", card.decided_by));
   return box;
@@ -161,7 +172,9 @@ function render({ model, el }) {
   let settling = null; // the reason being typed once Settle was clicked (null: not asked)
   el.append(root);
   const reasons = new Map();
-  const askingCards = new Map(); // approval id -> "deny" (its reason asked) or "grant" (confirm)
+  const askingCards = new Map(); // approval id -> "deny" (its reason), "grant" (confirm), "edit", "reply"
+  const editDrafts = new Map(); // approval id -> Map(argument -> what was typed)
+  const replyDrafts = new Map(); // approval id -> the reply being typed
   let seq = -1; // the number of the last steps delta (or snapshot) this view has
   let known = new Map(); // index -> step, as of seq
   let asked = false; // a snapshot was asked for and has not come yet
@@ -276,13 +289,18 @@ function render({ model, el }) {
     grant.title = "a standing approval: this call and the run's next calls of the tool, for 30 minutes";
     const grantSend = h("button", "nbd-approve nbd-grant-send", `Approve every ${card.tool_name} call for 30 min`);
     const cancel = h("button", "nbd-secondary nbd-cancel", "Cancel");
-    const all = [approve, deny, denySend, grant, grantSend];
-    const click = (action) => {
+    const edit = h("button", "nbd-edit-open", "Edit…");
+    edit.title = "change the call's arguments, then approve it";
+    const reply = h("button", "nbd-reply-open", "Reply…");
+    reply.title = "answer in place of the tool: the model reads your text as the call's result";
+    const all = [approve, deny, denySend, grant, grantSend, edit, reply];
+    const click = (action, extra = {}) => {
       for (const b of all) b.disabled = true;
-      askingCards.delete(card.approval_id);
+      // an edit the kernel refuses (arguments that do not fit) opens again with what was typed
+      if (action !== "edit") askingCards.delete(card.approval_id);
       clicked.add(card.approval_id);
       undelivered.delete(card.approval_id);
-      const content = { type: action, approval_id: card.approval_id, token: card.token, reason: action === "deny" ? reason.value || null : null };
+      const content = { type: action, approval_id: card.approval_id, token: card.token, reason: action === "deny" ? reason.value || null : null, ...extra };
       if (link.send(content)) link.expectAnswer();
     };
     const ask = (what) => { askingCards.set(card.approval_id, what); cards_(); };
@@ -293,6 +311,8 @@ function render({ model, el }) {
     grant.addEventListener("click", () => ask("grant"));
     grantSend.addEventListener("click", () => click("grant"));
     cancel.addEventListener("click", () => ask(""));
+    edit.addEventListener("click", () => ask("edit"));
+    reply.addEventListener("click", () => ask("reply"));
     const usable = link.state === "live" && ANSWERABLE.has(card.state) && !clicked.has(card.approval_id);
     for (const b of all) b.disabled = !usable;
     reason.disabled = !usable;
@@ -301,8 +321,35 @@ function render({ model, el }) {
       actions.append(reason, denySend, cancel);
       setTimeout(() => reason.focus(), 0);
     } else if (asking === "grant" && usable) actions.append(grantSend, cancel);
-    else actions.append(approve, deny, grant);
-    box.append(actions);
+    else if (asking === "edit" && usable && card.allow_edit) {
+      if (!editDrafts.has(card.approval_id)) editDrafts.set(card.approval_id, new Map());
+      const form = editForm({
+        toolName: card.tool_name,
+        args: card.args,
+        parameters: card.parameters,
+        drafts: editDrafts.get(card.approval_id),
+        onSend: (args) => click("edit", { arguments: args }),
+        onCancel: () => { editDrafts.delete(card.approval_id); ask(""); },
+      });
+      box.append(form.node);
+      setTimeout(() => form.focus(), 0);
+    } else if (asking === "reply" && usable) {
+      const form = replyBox({
+        toolName: card.tool_name,
+        draft: replyDrafts.get(card.approval_id),
+        onDraft: (text) => replyDrafts.set(card.approval_id, text),
+        onSend: (text) => { replyDrafts.delete(card.approval_id); click("reply", { text }); },
+        onCancel: () => { replyDrafts.delete(card.approval_id); ask(""); },
+      });
+      box.append(form.node);
+      setTimeout(() => form.focus(), 0);
+    } else {
+      // the two common answers first, one click each; the rarer ones beside them
+      actions.append(approve, deny);
+      if (card.allow_edit) actions.append(edit);
+      actions.append(reply, grant);
+    }
+    if (actions.children.length) box.append(actions);
     if (undelivered.has(card.approval_id)) {
       box.append(h("div", "nbd-card-outcome nbd-undelivered", "not sent: no kernel answered, nothing was decided"));
     } else if (card.message) {
