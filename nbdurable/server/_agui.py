@@ -133,9 +133,7 @@ def _pointer(*parts: str) -> str:
 def _text_of(response: dict[str, Any]) -> str:
     """The text of a logged model response (its text parts, joined)."""
     content = response.get("content") or []
-    return "".join(
-        str(part.get("text", "")) for part in content if part.get("type") == "text"
-    )
+    return "".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
 
 
 def _result_text(result: Any) -> str:

@@ -122,9 +122,7 @@ def _answer(entry: ResumeEntry) -> Answer:
     return Answer(interrupt, approve, token, reason=reason, arguments=edited, reply=reply)
 
 
-async def record(
-    bridge: Bridge, run_id: str, given: Answer, principal: str | None
-) -> Outcome:
+async def record(bridge: Bridge, run_id: str, given: Answer, principal: str | None) -> Outcome:
     """Record one verdict through the bridge's decision path, as ``principal`` over HTTP.
 
     Raises:

@@ -92,8 +92,11 @@ class ResumeOut(BaseModel):
 
 
 def _need_agui() -> None:
-    """Refuse (501) when ``ag-ui-protocol`` is missing; checked on every request, so
-    the bridge answers the same whether or not an earlier request imported it."""
+    """Refuse (501) when ``ag-ui-protocol`` is missing.
+
+    Checked on every request, so the bridge answers the same whether or not an
+    earlier request imported it.
+    """
     try:
         import_for("ag-ui", "the AG-UI endpoints", "ag_ui")
     except ConfigurationError as exc:
@@ -117,8 +120,10 @@ def _position(after: int, last_event_id: str | None) -> tuple[int, int]:
 async def _agui_stream(
     bridge: Bridge, run_id: str, seen: tuple[int, int], until: str
 ) -> AsyncIterator[bytes]:
-    """The run's AG-UI events after ``seen``: its log replayed from offset 1 through the
-    projection (a pure function of the log), then followed live.
+    """The run's AG-UI events after ``seen``.
+
+    Its log is replayed from offset 1 through the projection (a pure function
+    of the log), then followed live.
 
     Raises (before the first byte):
         RunNotFoundError: No such run.

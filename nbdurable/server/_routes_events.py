@@ -26,7 +26,15 @@ from ..runs import STOP_STATES, RuntimeRun
 from ._context import Bridge
 from ._handlers import error_responses
 
-__all__ = ["KEEPALIVE", "MAX_OFFSET", "SSE_MESSAGE", "STOP_STATES", "Tail", "events_router", "sse_frame"]
+__all__ = [
+    "KEEPALIVE",
+    "MAX_OFFSET",
+    "SSE_MESSAGE",
+    "STOP_STATES",
+    "Tail",
+    "events_router",
+    "sse_frame",
+]
 
 SSE_MESSAGE: dict[str, Any] = {
     "type": "object",

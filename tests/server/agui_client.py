@@ -140,7 +140,12 @@ def interrupts(events: list[Received]) -> list[dict[str, Any]]:
 
 def resume_body(run_id: str, *entries: dict[str, Any]) -> dict[str, Any]:
     """A RunAgentInput answering interrupts of ``run_id``."""
-    return {"threadId": run_id, "runId": f"{run_id}.resume", "messages": [], "resume": list(entries)}
+    return {
+        "threadId": run_id,
+        "runId": f"{run_id}.resume",
+        "messages": [],
+        "resume": list(entries),
+    }
 
 
 def approve(interrupt: dict[str, Any], **payload: Any) -> dict[str, Any]:

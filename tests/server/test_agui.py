@@ -80,7 +80,9 @@ def test_approve_by_resume_and_the_next_agui_run_finishes(server: Server) -> Non
     run_id, first = _waiting(server)
     [interrupt] = interrupts(first)
     with server.client() as http:
-        answered = http.post(f"/agui/runs/{run_id}/resume", json=resume_body(run_id, approve(interrupt)))
+        answered = http.post(
+            f"/agui/runs/{run_id}/resume", json=resume_body(run_id, approve(interrupt))
+        )
         assert answered.status_code == 200, answered.text
         body = answered.json()
         assert body["threadId"] == run_id
@@ -95,7 +97,11 @@ def test_approve_by_resume_and_the_next_agui_run_finishes(server: Server) -> Non
     assert result["content"] == "dropped stg_2023"
     assert "TOOL_CALL_START" not in types(rest)  # the call is not proposed again
     status = [e.data["delta"][0] for e in rest if e.type == "STATE_DELTA"]
-    assert {"op": "replace", "path": f"/approvals/{interrupt['id']}/status", "value": "approved"} in status
+    assert {
+        "op": "replace",
+        "path": f"/approvals/{interrupt['id']}/status",
+        "value": "approved",
+    } in status
     assert rest[-1].type == "RUN_FINISHED"
     assert rest[-1].data["outcome"] == {"type": "success"}
     assert rest[-1].data["result"] == "Done: dropped stg_2023."
@@ -142,10 +148,14 @@ def test_the_decision_path_refuses_what_the_bridge_refuses(server: Server) -> No
     url = f"/agui/runs/{run_id}/resume"
     no_token = {**approve(interrupt), "metadata": {}}
     forged = approve(interrupt)
-    forged["metadata"]["nbdurable"]["token"] = interrupt["metadata"]["nbdurable"]["token"][:-4] + "AAAA"
+    forged["metadata"]["nbdurable"]["token"] = (
+        interrupt["metadata"]["nbdurable"]["token"][:-4] + "AAAA"
+    )
     with server.client() as http:
         refused = http.post(url, json=resume_body(run_id, no_token))
-        assert refused.status_code == 403 and refused.json()["error"]["type"] == "ApprovalTokenError"
+        assert (
+            refused.status_code == 403 and refused.json()["error"]["type"] == "ApprovalTokenError"
+        )
         assert http.post(url, json=resume_body(run_id, forged)).status_code == 403
         assert server.record(run_id).state == "waiting_approval"  # nothing recorded
         bad = {
@@ -165,7 +175,12 @@ def test_the_decision_path_refuses_what_the_bridge_refuses(server: Server) -> No
         assert server.record(run_id).state == "waiting_approval"
         unknown = {**deny(interrupt), "interruptId": "approval_nope"}
         assert http.post(url, json=resume_body(run_id, unknown)).status_code == 409
-        assert http.post("/agui/runs/run-nope/resume", json=resume_body("run-nope", deny(interrupt))).status_code == 404
+        assert (
+            http.post(
+                "/agui/runs/run-nope/resume", json=resume_body("run-nope", deny(interrupt))
+            ).status_code
+            == 404
+        )
         # the first verdict wins; the same resume again answers as the first time did
         first_answer = http.post(url, json=resume_body(run_id, approve(interrupt)))
         assert first_answer.status_code == 200, first_answer.text
@@ -250,7 +265,7 @@ def test_messages_per_step_a_failed_run_errs_and_a_cancelled_one_ends_cancelled(
     assert erred[-1].type == "RUN_ERROR" and erred[-1].data["code"] == "RunFailedError"
     assert "the model is down" in erred[-1].data["message"]
     # cancelled while it waited: the thread's next run says so, and nothing else
-    assert list(types(cancelled))[0] == "RUN_STARTED"
+    assert cancelled[0].type == "RUN_STARTED"
     assert cancelled[-1].type == "RUN_FINISHED"
     assert cancelled[-1].data["outcome"] == {"type": "cancelled"}
 

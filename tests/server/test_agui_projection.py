@@ -87,7 +87,12 @@ def test_a_takeover_continues_the_agui_run_and_a_stop_without_approvals_is_an_in
             ("run_taken_over", {"message": "the owner died"}),
             ("run_started", {"resumed": True}),
             ("step_start", {}, 0),
-            ("model_completed", _response("", {"tool_call_id": "c1", "tool_name": "t", "args": {}}), 0, "a1"),
+            (
+                "model_completed",
+                _response("", {"tool_call_id": "c1", "tool_name": "t", "args": {}}),
+                0,
+                "a1",
+            ),
             ("tool_call", {"tool_call": {"tool_call_id": "c1", "tool_name": "t", "args": {}}}, 0),
             ("run_suspended", {"finish_reason": "suspended"}),
         )
