@@ -3,7 +3,9 @@
 ```
 NbdurableError                     root: catch this to catch everything of ours
 ├── ConfigurationError (ValueError) invalid options, tools, scripts or registrations
-│   └── LateResultUndecidedError   a retry that would run again a call that already ran late
+│   ├── LateResultUndecidedError   a retry that would run again a call that already ran late
+│   ├── EditNotAllowedError        edited arguments for a tool that does not allow editing
+│   └── InvalidEditError           edited arguments that do not match the tool's schema
 ├── CheckpointNotFoundError        resume of a run id the store does not know
 ├── CheckpointVersionError         a checkpoint or store schema written by a newer version
 ├── StoreCorruptionError           stored bytes that do not decode as a checkpoint
@@ -47,6 +49,7 @@ __all__ = [
     "CheckpointVersionError",
     "ConfigurationError",
     "DurableConflictError",
+    "EditNotAllowedError",
     "FencedOutError",
     "LeaseLostError",
     "LimitExceededError",
@@ -55,6 +58,7 @@ __all__ = [
     "RunEndedError",
     "RunNotFoundError",
     "AuthenticationError",
+    "InvalidEditError",
     "InvalidRequestError",
     "LateResultUndecidedError",
     "OutputValidationError",
@@ -93,6 +97,48 @@ class LateResultUndecidedError(ConfigurationError):
         self.run_id = run_id
         self.late = tuple(late)
         super().__init__(message)
+
+
+class EditNotAllowedError(ConfigurationError):
+    """A verdict edits the arguments of a call whose tool does not allow it.
+
+    Nothing was recorded: the request still waits. A tool allows edits with
+    ``@tool(needs_approval=True, allow_edit=True)``.
+
+    Attributes:
+        approval_id: The approval.
+        tool_name: The tool of the call.
+    """
+
+    def __init__(self, approval_id: str, tool_name: str) -> None:
+        self.approval_id = approval_id
+        self.tool_name = tool_name
+        super().__init__(
+            f"tool {tool_name!r} does not allow editing its arguments (approval "
+            f"{approval_id!r}): approve, deny or reply instead; nothing was recorded "
+            "and the request still waits (a tool allows it with allow_edit=True)"
+        )
+
+
+class InvalidEditError(ConfigurationError):
+    """Edited arguments that do not validate against the tool's schema.
+
+    Nothing was recorded: the request still waits for a verdict.
+
+    Attributes:
+        approval_id: The approval.
+        tool_name: The tool of the call.
+        problems: What is wrong with the arguments, one line.
+    """
+
+    def __init__(self, approval_id: str, tool_name: str, problems: str) -> None:
+        self.approval_id = approval_id
+        self.tool_name = tool_name
+        self.problems = problems
+        super().__init__(
+            f"the edited arguments of approval {approval_id!r} do not fit tool "
+            f"{tool_name!r}: {problems}; nothing was recorded and the request still waits"
+        )
 
 
 class CheckpointNotFoundError(NbdurableError):

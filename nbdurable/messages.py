@@ -141,6 +141,15 @@ class ToolApprovalRequest(FrozenModel):
             that made the call; empty for the run's own calls.
         token: The signed approval token (``v1.<payload>.<mac>``) when the call
             had an approval signer; echo it back on the response.
+        allow_edit: Whether the tool lets a human change the call's arguments
+            before approving (``@tool(allow_edit=True)``); a front end offers
+            an edit form only then.
+        parameters: With ``allow_edit``: the tool's JSON schema of its
+            arguments, for a front end to build the form from (None otherwise).
+
+    ``allow_edit`` and ``parameters`` are not signed (the token binds the call
+    as the model made it) and are left out of the serialized form while unset,
+    so requests stored before they existed keep their bytes.
     """
 
     approval_id: Text
@@ -149,6 +158,15 @@ class ToolApprovalRequest(FrozenModel):
     input: JsonObject = Field(default_factory=dict)
     agent_path: tuple[Text, ...] = ()
     token: Text | None = None
+    allow_edit: bool = False
+    parameters: JsonObject | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_edit(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = without_none(handler(self), "parameters")
+        if isinstance(data, dict) and data.get("allow_edit") is False:
+            data.pop("allow_edit")
+        return data
 
 
 class VerdictSource(FrozenModel):
@@ -191,13 +209,30 @@ class VerdictSource(FrozenModel):
 class ToolApprovalResponse(FrozenModel):
     """A verdict on one approval request.
 
+    Four kinds: approve (``approved=True``), approve with edited arguments
+    (``approved=True, arguments={...}``: the call runs with them), deny
+    (``approved=False``: an is_error result with ``reason``) and reply
+    (``approved=False, reply="..."``: the tool does not run, the call is
+    settled with ``reply`` as its result, not an error).
+
     Attributes:
         approval_id: The request's ``approval_id``.
-        approved: True to run the tool, False to deny it.
+        approved: True to run the tool, False to deny it (or answer it, with ``reply``).
         reason: Why it was denied; shown to the model in the is_error result.
         token: The request's token, echoed back unchanged (needed to approve
             when the settling call has an approval signer; denials need none).
+            It binds the call as the model made it, also when ``arguments``
+            edit it.
         source: Who gave the verdict and how (None: not recorded).
+        arguments: Edited arguments the call runs with instead of the model's
+            (only with ``approved=True``; the tool must allow editing, and they
+            are validated against its schema).
+        reply: The human's answer in place of the tool (only with
+            ``approved=False``): the call's result, not an error.
+
+    Raises:
+        pydantic.ValidationError: ``arguments`` without ``approved``, ``reply``
+            with ``approved``, or both.
     """
 
     approval_id: Text
@@ -205,10 +240,27 @@ class ToolApprovalResponse(FrozenModel):
     reason: Text | None = None
     token: Text | None = None
     source: VerdictSource | None = None
+    arguments: JsonObject | None = None
+    reply: Text | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ToolApprovalResponse:
+        if self.arguments is not None and not self.approved:
+            raise ValueError("edited `arguments` come only with approved=True")
+        if self.reply is not None and self.approved:
+            raise ValueError("a `reply` answers the call instead of running it: approved=False")
+        return self
+
+    @property
+    def kind(self) -> Literal["approved", "edited", "denied", "replied"]:
+        """What the verdict does: ``approved``, ``edited``, ``denied`` or ``replied``."""
+        if self.approved:
+            return "approved" if self.arguments is None else "edited"
+        return "denied" if self.reply is None else "replied"
 
     @model_serializer(mode="wrap")
     def _without_unrecorded_source(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return without_none(handler(self), "source")
+        return without_none(handler(self), "source", "arguments", "reply")
 
 
 class ApprovalRequestPart(FrozenModel):

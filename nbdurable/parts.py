@@ -11,6 +11,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from .messages import (
     FrozenModel,
+    JsonObject,
     Text,
     ToolApprovalRequest,
     ToolCallPart,
@@ -91,10 +92,16 @@ class ApprovalResolvedStreamPart(FrozenModel):
     reason: Text | None = None
     source: VerdictSource | None = None
     """Who gave the verdict and how (None: not recorded)."""
+    arguments: JsonObject | None = None
+    """The edited arguments the call runs with (None: not edited)."""
+    original_arguments: JsonObject | None = None
+    """With ``arguments``: the call's arguments as the model gave them."""
+    reply: Text | None = None
+    """The human's answer in place of the tool: the call's result (None: no reply)."""
 
     @model_serializer(mode="wrap")
     def _without_unrecorded_source(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return without_none(handler(self), "source")
+        return without_none(handler(self), "source", "arguments", "original_arguments", "reply")
 
 
 class ToolResultStreamPart(FrozenModel):

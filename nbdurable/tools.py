@@ -18,6 +18,7 @@ from typing import Any, TypeVar, Union, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ._errors import ConfigurationError
+from ._json_schema import schema_problems
 from .models._base import ToolSpec
 
 __all__ = [
@@ -118,6 +119,9 @@ class Tool:
         recovery: The tool's own recovery policy after a crash mid-call
             (``"safe"``, ``"idempotent"`` or ``"manual"``), used by the runtime when
             the agent's ``tool_recovery`` does not name the tool; None means manual.
+        allow_edit: Whether a human approving a gated call may change its
+            arguments first (the call then runs with the edited ones, validated
+            against ``parameters``); default False.
     """
 
     name: str
@@ -128,6 +132,7 @@ class Tool:
     args_model: type[BaseModel] | None = None
     context_param: str | None = None
     recovery: str | None = None
+    allow_edit: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
@@ -139,6 +144,8 @@ class Tool:
                 f"tool {self.name!r}: recovery must be 'safe', 'idempotent' or 'manual', "
                 f"not {self.recovery!r}"
             )
+        if not isinstance(self.allow_edit, bool):
+            raise ConfigurationError(f"tool {self.name!r}: allow_edit must be a bool")
 
     @classmethod
     def from_langchain(
@@ -149,6 +156,7 @@ class Tool:
         description: str | None = None,
         needs_approval: NeedsApproval = False,
         recovery: str | None = None,
+        allow_edit: bool = False,
     ) -> Tool:
         """Wrap a LangChain tool (a ``BaseTool``, e.g. from ``@tool``); needs ``langchain-core``.
 
@@ -164,6 +172,7 @@ class Tool:
             description=description,
             needs_approval=needs_approval,
             recovery=recovery,
+            allow_edit=allow_edit,
         )
 
     @classmethod
@@ -176,6 +185,7 @@ class Tool:
         description: str | None = None,
         needs_approval: NeedsApproval | None = None,
         recovery: str | None = None,
+        allow_edit: bool = False,
     ) -> Tool:
         """Wrap a Pydantic AI tool (``pydantic_ai.Tool`` or a function); needs ``pydantic-ai-slim``.
 
@@ -193,6 +203,7 @@ class Tool:
             description=description,
             needs_approval=needs_approval,
             recovery=recovery,
+            allow_edit=allow_edit,
         )
 
     @classmethod
@@ -204,6 +215,7 @@ class Tool:
         description: str | None = None,
         needs_approval: NeedsApproval | None = None,
         recovery: str | None = None,
+        allow_edit: bool = False,
     ) -> Tool:
         """Wrap an OpenAI Agents SDK function tool (``@function_tool``); needs ``openai-agents``.
 
@@ -219,6 +231,7 @@ class Tool:
             description=description,
             needs_approval=needs_approval,
             recovery=recovery,
+            allow_edit=allow_edit,
         )
 
     @property
@@ -246,6 +259,26 @@ class Tool:
         except ValidationError as exc:
             raise ToolArgumentsError(describe_validation(self.name, exc)) from None
         return {name: getattr(model, name) for name in type(model).model_fields}
+
+    def validate_edit(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate a human's edited arguments; return keyword arguments for ``execute``.
+
+        Held to the tool's JSON schema (``parameters``) and then to its own
+        validation (:meth:`validate_args`); whether the tool allows editing
+        (``allow_edit``) is the caller's check.
+
+        Raises:
+            ToolArgumentsError: The arguments do not match the schema.
+        """
+        if not isinstance(args, Mapping):
+            raise ToolArgumentsError(f"arguments must be a JSON object, got {type(args).__name__}")
+        if self.args_model is None:  # a pydantic model says it all, and better
+            problems = schema_problems(self.parameters, dict(args))
+            if problems:
+                raise ToolArgumentsError(
+                    f"Invalid arguments for tool {self.name!r}: " + "; ".join(problems)
+                )
+        return self.validate_args(args)
 
     async def requires_approval(self, args: Mapping[str, Any]) -> bool:
         """Evaluate ``needs_approval`` on the call's arguments."""
@@ -323,6 +356,7 @@ def _from_function(
     description: str | None,
     needs_approval: NeedsApproval,
     recovery: str | None = None,
+    allow_edit: bool = False,
 ) -> Tool:
     signature = inspect.signature(func)
     try:
@@ -357,6 +391,7 @@ def _from_function(
         args_model=args_model,
         context_param=context_param,
         recovery=recovery,
+        allow_edit=allow_edit,
     )
 
 
@@ -369,6 +404,7 @@ def tool(
     description: str | None = None,
     needs_approval: NeedsApproval = False,
     recovery: str | None = None,
+    allow_edit: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -380,6 +416,7 @@ def tool(
     description: str | None = None,
     needs_approval: NeedsApproval = False,
     recovery: str | None = None,
+    allow_edit: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a function (sync or async) into a :class:`Tool`.
 
@@ -395,6 +432,8 @@ def tool(
         needs_approval: True, or a callable on the arguments, to gate calls.
         recovery: The tool's recovery policy after a crash mid-call (``"safe"``,
             ``"idempotent"`` or ``"manual"``); an agent's ``tool_recovery`` overrides it.
+        allow_edit: Let a human approving a gated call edit its arguments first
+            (validated against the schema; default False).
 
     Example:
         >>> @tool(needs_approval=True)
@@ -412,6 +451,7 @@ def tool(
             description=description,
             needs_approval=needs_approval,
             recovery=recovery,
+            allow_edit=allow_edit,
         )
 
     if func is not None:
@@ -425,6 +465,7 @@ def client_tool(
     parameters: dict[str, Any] | type[BaseModel] | None = None,
     *,
     needs_approval: NeedsApproval = False,
+    allow_edit: bool = False,
 ) -> Tool:
     """A tool the caller executes: a run that calls it suspends until a result is supplied.
 
@@ -433,6 +474,7 @@ def client_tool(
         description: What it does.
         parameters: A JSON schema or a pydantic model of the arguments.
         needs_approval: Gate calls behind a verdict as well.
+        allow_edit: Let the approver edit the arguments first.
     """
     args_model = None
     if parameters is None:
@@ -451,6 +493,7 @@ def client_tool(
         execute=None,
         needs_approval=needs_approval,
         args_model=args_model,
+        allow_edit=allow_edit,
     )
 
 

@@ -67,6 +67,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_redact",
         "_extras",
         "_lazy",
+        "_json_schema",
     ),
     ("durable", "runs"),
     ("models", "tools", "events", "interop", "mcp"),

@@ -3,7 +3,7 @@
 - ``nbdurable worker --store URL --agents module:attr``: a headless runtime that
   executes queued and recovered runs (runs go on while a kernel restarts).
 - ``nbdurable runs [list|graphs|show|history|explain|approvals|rewind] ...``: inspect a store.
-- ``nbdurable runs approve|deny|resume|cancel|retry RUN ...``: steer a run.
+- ``nbdurable runs approve|deny|respond|resume|cancel|retry RUN ...``: steer a run.
 - ``nbdurable demo``: a durable run in the terminal: crash, recovery, approvals.
 - ``nbdurable serve --store URL --agents module:attr``: the HTTP bridge (``server`` extra).
 - ``nbdurable store check [URL]``: what is damaged in a store (exit 1 when something is).
@@ -35,7 +35,7 @@ Durable, inspectable LLM agent runs, from a shell.
   nbdurable runs [list|graphs|approvals] what is in a store, what waits
   nbdurable runs show|history|explain RUN
                                          one run: summary, steps, in words
-  nbdurable runs approve|deny|resume|cancel|retry|rewind|move RUN ...
+  nbdurable runs approve|deny|respond|resume|cancel|retry|rewind|move RUN ...
                                          steer a run
   nbdurable worker --store URL --agents MODULE:ATTR
                                          execute queued and recovered runs
@@ -96,8 +96,9 @@ def _add_runs(commands: Any) -> None:
     inbox.add_argument("--all", action="store_true", help="every request, decided ones too")
     inbox.add_argument("--run", metavar="RUN", help="only this run's requests")
     for name, handler, help_ in (
-        ("approve", control.approve, "approve a pending tool call"),
+        ("approve", control.approve, "approve a pending tool call (--arguments: edited)"),
         ("deny", control.deny, "deny a pending tool call"),
+        ("respond", control.respond, "answer a pending tool call in place of the tool"),
     ):
         sub = action(name, _sync(handler), help_, AGENTS, TIMEOUT)
         sub.add_argument("run")
@@ -111,11 +112,27 @@ def _add_runs(commands: Any) -> None:
         )
         if name == "deny":
             sub.add_argument("--reason", help="what the model is told")
+        elif name == "respond":
+            sub.add_argument(
+                "--reply", required=True, metavar="TEXT", help="the call's result, not an error"
+            )
         else:
             sub.add_argument(
                 "--fresh",
                 action="store_true",
                 help="sign a fresh token when the request's own is past the maximum age",
+            )
+            kind = sub.add_mutually_exclusive_group()
+            kind.add_argument(
+                "--arguments",
+                metavar="JSON",
+                help="run the call with these arguments instead (a JSON object; the tool "
+                "must allow edits, and they are checked against its schema)",
+            )
+            kind.add_argument(
+                "--reply",
+                metavar="TEXT",
+                help="do not run the tool: answer the call with TEXT (as `runs respond`)",
             )
     resume = action("resume", _sync(control.resume), "execute a run here until it stops", TIMEOUT)
     resume.add_argument("run")

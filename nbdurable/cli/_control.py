@@ -1,4 +1,4 @@
-"""``nbdurable runs approve|deny|resume|cancel|retry|move``: steer runtime runs from a shell.
+"""``nbdurable runs approve|deny|respond|resume|cancel|retry|move``: steer runs from a shell.
 
 Every action goes through :class:`~nbdurable.runtime._runtime.DurableRuntime` and
 its :class:`~nbdurable.runtime._run.Run` handle, as a notebook would. With
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -218,11 +219,17 @@ async def _verdict(args: argparse.Namespace, approved: bool) -> int:
         return EXIT_NOT_ALLOWED
 
 
-async def _approve(run: Run, request: ToolApprovalRequest, fresh: bool, by: str | None) -> None:
-    """Approve ``request``, echoing its token, or a freshly signed one with ``fresh``."""
+async def _approve(
+    run: Run,
+    request: ToolApprovalRequest,
+    fresh: bool,
+    by: str | None,
+    edited: dict[str, Any] | None = None,
+) -> None:
+    """Approve ``request`` (with ``edited`` arguments), echoing its token, or a fresh one."""
     if not fresh:
         try:
-            await run.approve(request.approval_id, by=by, via="cli")
+            await run.approve(request.approval_id, arguments=edited, by=by, via="cli")
         except ApprovalExpiredError as exc:
             age, max_age = exc.age_ms or 0, exc.max_age_ms or 0
             call = call_text(request.tool_name, request.input)
@@ -237,10 +244,32 @@ async def _approve(run: Run, request: ToolApprovalRequest, fresh: bool, by: str 
         return
     current = {r.approval_id: r for r in await run.pending_approvals()}
     shown = current.get(request.approval_id, request)
-    await run.approve(request.approval_id, token=shown.token, by=by, via="cli")
+    await run.approve(request.approval_id, arguments=edited, token=shown.token, by=by, via="cli")
+
+
+def _edited_arguments(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``--arguments`` as a JSON object (None without it).
+
+    Raises:
+        ConfigurationError: Not JSON, or not a JSON object (nothing was recorded).
+    """
+    text = getattr(args, "arguments", None)
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ConfigurationError(f"--arguments is not JSON ({exc}); nothing was recorded") from None
+    if not isinstance(value, dict):
+        raise ConfigurationError("--arguments must be a JSON object ({...}); nothing was recorded")
+    return value
 
 
 async def _record_verdict(args: argparse.Namespace, approved: bool) -> int:
+    reply = getattr(args, "reply", None)
+    if reply is not None:
+        return await _record_reply(args, reply)
+    edited = _edited_arguments(args)
     with opened_store(args.store) as store:
         async with _runtime(store, args.agents) as runtime:
             run = await _handle(runtime, store, args.run)
@@ -257,20 +286,51 @@ async def _record_verdict(args: argparse.Namespace, approved: bool) -> int:
                 if request is None:  # it no longer waits: the runtime names the winner
                     assert args.approval_id is not None
                     if approved:
-                        await run.approve(args.approval_id, by=by, via="cli")
+                        await run.approve(args.approval_id, arguments=edited, by=by, via="cli")
                     else:
                         await run.deny(args.approval_id, reason=args.reason, by=by, via="cli")
                     print(f"{'approved' if approved else 'denied'} {args.approval_id} (again)")
                 elif approved:
-                    await _approve(run, request, getattr(args, "fresh", False), by)
+                    await _approve(run, request, getattr(args, "fresh", False), by, edited)
                     call = call_text(request.tool_name, request.input)
-                    print(f"approved {call} ({request.approval_id})")
+                    if edited is None:
+                        print(f"approved {call} ({request.approval_id})")
+                    else:
+                        ran = call_text(request.tool_name, edited)
+                        print(f"approved {call} edited to {ran} ({request.approval_id})")
                 else:
                     await run.deny(request.approval_id, reason=args.reason, by=by, via="cli")
                     call = call_text(request.tool_name, request.input)
                     print(f"denied {call} ({request.approval_id})")
             record = await _execute(run, after, args.timeout) if args.agents else run.record()
             return await _outcome(run, record)
+
+
+async def _record_reply(args: argparse.Namespace, reply: str) -> int:
+    """Answer a pending call in place of its tool (``runs respond``, ``--reply``)."""
+    with opened_store(args.store) as store:
+        async with _runtime(store, args.agents) as runtime:
+            run = await _handle(runtime, store, args.run)
+            if args.agents:
+                _served(runtime, run.record())
+            after = await last_offset(store, run.run_id)
+            by = args.as_name
+            request = await _pick(run, args.approval_id)
+            if request is None:  # it no longer waits: the runtime names the winner
+                assert args.approval_id is not None
+                await run.respond(args.approval_id, reply, by=by, via="cli")
+                print(f"replied to {args.approval_id} (again)")
+            else:
+                await run.respond(request.approval_id, reply, by=by, via="cli")
+                call = call_text(request.tool_name, request.input)
+                print(f"replied to {call} in place of the tool ({request.approval_id})")
+            record = await _execute(run, after, args.timeout) if args.agents else run.record()
+            return await _outcome(run, record)
+
+
+async def respond(args: argparse.Namespace) -> int:
+    """Answer a pending call in place of its tool: the reply is the call's result."""
+    return await _verdict(args, approved=False)
 
 
 async def approve(args: argparse.Namespace) -> int:

@@ -38,6 +38,7 @@ from ._keyset import KeySet, named_keys, parse_secret_text, single_key
 __all__ = [
     "SECRET_ENV_VAR",
     "TOKEN_DENIAL_REASON",
+    "UNSIGNED_FIELDS",
     "ApprovalSigner",
     "bound_to_run",
     "store_signer",
@@ -171,7 +172,7 @@ class ApprovalSigner:
 
     def sign(self, request: ToolApprovalRequest, run_id: str | None = None) -> str:
         """Return a token for ``request``, bound to ``run_id`` when given."""
-        payload: dict[str, Any] = request.model_dump(mode="json", exclude={"token"})
+        payload: dict[str, Any] = request.model_dump(mode="json", exclude=UNSIGNED_FIELDS)
         if run_id is not None:
             payload["run_id"] = run_id
         return self.sign_payload(payload)
@@ -233,6 +234,12 @@ class ApprovalSigner:
         except (ValueError, TypeError, UnicodeDecodeError, binascii.Error, RecursionError):
             # RecursionError: json.loads on a deeply nested payload (verify never raises)
             return None
+
+
+UNSIGNED_FIELDS: set[str] = {"token", "allow_edit", "parameters"}
+"""Fields of a request its token does not sign: the token itself, and what a human may
+do with the call (edit it), which is not part of the call: a token binds the call as
+the model made it, and keeps the form it had before editing existed."""
 
 
 def _mac(key: bytes, segment: str) -> str:
@@ -308,7 +315,7 @@ def link_token(
     them. It does not check who may mint (see
     :func:`~nbdurable.runs.check_minter`).
     """
-    payload: dict[str, Any] = request.model_dump(mode="json", exclude={"token"})
+    payload: dict[str, Any] = request.model_dump(mode="json", exclude=UNSIGNED_FIELDS)
     payload["run_id"] = run_id
     for key, value in zip(_LINK_CLAIMS, (to, minted_by, minted_via), strict=True):
         if value is not None:

@@ -36,7 +36,14 @@ __all__ = [
     "check_statuses",
 ]
 
-APPROVAL_STATUSES: tuple[str, ...] = ("pending", "expired", "approved", "denied", "cancelled")
+APPROVAL_STATUSES: tuple[str, ...] = (
+    "pending",
+    "expired",
+    "approved",
+    "denied",
+    "replied",
+    "cancelled",
+)
 """Every status an approval request can have (see :func:`approvals`)."""
 
 APPROVAL_MAX_AGE_MS = 7 * 24 * 3600 * 1000
@@ -49,6 +56,7 @@ APPROVAL_COLUMNS = (
     "agent_path",
     "tool",
     "arguments",
+    "edited_arguments",
     "requested_at",
     "status",
     "decided_at",
@@ -60,8 +68,11 @@ APPROVAL_COLUMNS = (
     "minted_via",
     "grant_id",
     "reason",
+    "reply",
     "waited",
     "tool_call_id",
+    "allow_edit",
+    "parameters",
 )
 """The columns of :func:`approvals`, in order (``approval_rows`` gives the same keys)."""
 
@@ -77,6 +88,8 @@ class _Request:
     agent_path: tuple[str, ...]
     requested_at: int | None
     issued_at: int | None
+    allow_edit: bool = False
+    parameters: dict[str, Any] | None = None
 
 
 @dataclass
@@ -86,6 +99,8 @@ class _Verdict:
     at: int | None
     source: dict[str, Any] | None
     tool_call_id: str | None = None
+    arguments: dict[str, Any] | None = None
+    reply: str | None = None
 
 
 def check_statuses(status: str | Sequence[str] | None) -> frozenset[str]:
@@ -146,12 +161,16 @@ def approvals(
 
     Columns: ``run_id``, ``approval_id``, ``agent_path`` (the sub-agents down to
     the one that made the call, ``/``-joined; empty for the run's own calls),
-    ``tool``, ``arguments`` (a dict), ``requested_at``, ``status`` (categorical):
+    ``tool``, ``arguments`` (a dict: the call as the model made it),
+    ``edited_arguments`` (a dict: what an approval with edits ran instead;
+    None otherwise), ``requested_at``, ``status`` (categorical):
 
     - ``pending``: no verdict yet; the run waits for it;
     - ``expired``: pending, but its token is ``max_age_ms`` old or older; still
       decidable (the process holding the secret signs a fresh token);
-    - ``approved`` / ``denied``: a verdict was recorded;
+    - ``approved`` / ``denied``: a verdict was recorded (an approval with
+      edits is ``approved``, with ``edited_arguments``);
+    - ``replied``: a human answered the call in place of the tool (``reply``);
     - ``cancelled``: the run ended (or went on) without a recorded verdict;
 
     ``decided_at``, ``decided_by`` (a name: authenticated only where
@@ -162,7 +181,10 @@ def approvals(
     ``http`` for a named bridge token, ``api`` for a claimed name, ``notify``
     for a notification), ``grant_id`` (the standing approval that covered the call), ``reason``
     (a denial's), ``waited`` (a Timedelta: until the verdict; until now for a
-    pending one; until the run ended for a cancelled one) and ``tool_call_id``.
+    pending one; until the run ended for a cancelled one), ``tool_call_id``,
+    ``reply`` (a reply's text), ``allow_edit`` (whether the tool lets a human
+    edit the call) and ``parameters`` (with ``allow_edit``: the tool's JSON
+    schema of its arguments, for a form).
     Who decided is blank where the verdict's source was not recorded.
 
     Works on every store: run records and checkpoint metadata first, a run's
@@ -282,6 +304,8 @@ def _from_request(request: ToolApprovalRequest, seen_at: int | None) -> _Request
         agent_path=tuple(request.agent_path),
         requested_at=issued if issued is not None else seen_at,
         issued_at=issued,
+        allow_edit=request.allow_edit,
+        parameters=dict(request.parameters) if request.parameters is not None else None,
     )
 
 
@@ -295,10 +319,17 @@ def _recorded_verdicts(record: RuntimeRun | None) -> dict[str, _Verdict]:
             reason=response.reason,
             at=None,
             source=_json(response.source),
+            arguments=response.arguments,
+            reply=response.reply,
         )
     for approval_id, entry in record.decided.items():
         found[approval_id] = _Verdict(
-            approved=entry.approved, reason=entry.reason, at=entry.at, source=_json(entry.source)
+            approved=entry.approved,
+            reason=entry.reason,
+            at=entry.at,
+            source=_json(entry.source),
+            arguments=entry.arguments,
+            reply=entry.reply,
         )
     return found
 
@@ -340,6 +371,8 @@ def _read_events(
                     at=event.created_at,
                     source=_dict(payload.get("source")),
                     tool_call_id=payload.get("tool_call_id"),
+                    arguments=_dict(payload.get("arguments")),
+                    reply=payload.get("reply"),
                 )
             else:
                 earlier.at = earlier.at if earlier.at is not None else event.created_at
@@ -372,6 +405,7 @@ def _row(
     decided_at = verdict.at if verdict is not None else None
     if verdict is not None:
         status = "approved" if verdict.approved else "denied"
+        status = "replied" if verdict.reply is not None else status
         until = decided_at
     elif still_pending and ended is None:
         issued = request.issued_at
@@ -388,6 +422,7 @@ def _row(
         "agent_path": request.agent_path,
         "tool": request.tool,
         "arguments": request.arguments,
+        "edited_arguments": verdict.arguments if verdict is not None else None,
         "requested_at": start,
         "status": status,
         "decided_at": decided_at,
@@ -399,8 +434,11 @@ def _row(
         "minted_via": source.get("minted_via"),
         "grant_id": source.get("grant_id"),
         "reason": verdict.reason if verdict is not None else None,
+        "reply": verdict.reply if verdict is not None else None,
         "waited": max(0, until - start) if until is not None and start is not None else None,
         "tool_call_id": request.tool_call_id,
+        "allow_edit": request.allow_edit,
+        "parameters": request.parameters,
     }
 
 

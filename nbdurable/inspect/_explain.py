@@ -48,6 +48,8 @@ class PendingApproval:
         args: Its arguments.
         agent_path: The sub-agents down to the one that made the call (empty at top level).
         age_s: Seconds since its token was issued (None for an unsigned request).
+        allow_edit: Whether the tool lets a human edit the call's arguments.
+        parameters: With ``allow_edit``: the tool's JSON schema of its arguments.
     """
 
     approval_id: str
@@ -55,6 +57,8 @@ class PendingApproval:
     args: dict[str, Any]
     agent_path: tuple[str, ...]
     age_s: float | None
+    allow_edit: bool = False
+    parameters: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,8 @@ class Explanation:
                     "args": a.args,
                     "agent_path": list(a.agent_path),
                     "age_s": a.age_s,
+                    "allow_edit": a.allow_edit,
+                    "parameters": a.parameters,
                 }
                 for a in self.approvals
             ],
@@ -227,9 +233,20 @@ def _verdict_lines(store: HistoryStore, record: RuntimeRun) -> list[str]:
             continue
         asked = requested.get(approval_id)
         waited = entry.at - asked if asked and entry.at else None
-        line = verdict_line(entry.approved, entry.source, waited)
-        lines.append(f"approval {approval_id}: {line}")
+        line = verdict_line(entry.approved, entry.source, waited, kind=entry.kind)
+        lines.append(f"approval {approval_id}: {line}{_what_was_done(entry)}")
     return lines
+
+
+def _what_was_done(entry: Decision) -> str:
+    """``: ran with (...) instead of (...)`` for an edit, ``: "..."`` for a reply, else ""."""
+    if entry.arguments is not None:
+        original = entry.original_arguments
+        instead = f" instead of ({_args(original)})" if original is not None else ""
+        return preview(f": ran with ({_args(entry.arguments)}){instead}", 200)
+    if entry.reply is not None:
+        return preview(f": {entry.reply!r}", 120)
+    return ""
 
 
 def _attention_line(action: AttentionAction, entry: Decision) -> str:
@@ -287,6 +304,8 @@ def _approvals(checkpoint: AgentCheckpoint | None, now: int) -> tuple[PendingApp
                 args=dict(request.input),
                 agent_path=request.agent_path,
                 age_s=None if issued is None else max(0, now - issued) / 1000,
+                allow_edit=request.allow_edit,
+                parameters=request.parameters,
             )
         )
     return tuple(found)

@@ -40,6 +40,7 @@ def from_langchain(
     description: str | None = None,
     needs_approval: NeedsApproval = False,
     recovery: str | None = None,
+    allow_edit: bool = False,
 ) -> Tool:
     """Wrap a LangChain ``BaseTool`` (``@tool`` functions, ``StructuredTool``, subclasses).
 
@@ -50,6 +51,8 @@ def from_langchain(
         needs_approval: True, or a callable on the arguments, to gate calls.
         recovery: Recovery after a crash mid-call (``"safe"``, ``"idempotent"``,
             ``"manual"``); an agent's ``tool_recovery`` overrides it.
+        allow_edit: Let a human approving a gated call edit its arguments first
+            (validated against the tool's schema; default False).
 
     Returns:
         An nbdurable :class:`~nbdurable.tools.Tool`.
@@ -98,6 +101,7 @@ def from_langchain(
         execute=run,
         needs_approval=needs_approval,
         recovery=recovery,
+        allow_edit=allow_edit,
         validator=validator,
         source=f"LangChain tool {tool.name!r}",
     )

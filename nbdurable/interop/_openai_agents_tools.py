@@ -32,6 +32,7 @@ def from_openai_agents(
     description: str | None = None,
     needs_approval: NeedsApproval | None = None,
     recovery: str | None = None,
+    allow_edit: bool = False,
 ) -> Tool:
     """Wrap an OpenAI Agents SDK ``FunctionTool`` (what ``@function_tool`` makes).
 
@@ -43,6 +44,8 @@ def from_openai_agents(
             (default: the tool's own ``needs_approval``).
         recovery: Recovery after a crash mid-call (``"safe"``, ``"idempotent"``,
             ``"manual"``); an agent's ``tool_recovery`` overrides it.
+        allow_edit: Let a human approving a gated call edit its arguments first
+            (validated against the tool's schema; default False).
 
     Returns:
         An nbdurable :class:`~nbdurable.tools.Tool`.
@@ -78,6 +81,7 @@ def from_openai_agents(
         execute=run,
         needs_approval=_gate(source) if needs_approval is None else needs_approval,
         recovery=recovery,
+        allow_edit=allow_edit,
         source=f"OpenAI Agents SDK tool {source.name!r}",
     )
 

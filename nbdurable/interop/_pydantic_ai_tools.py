@@ -39,6 +39,7 @@ def from_pydantic_ai(
     description: str | None = None,
     needs_approval: NeedsApproval | None = None,
     recovery: str | None = None,
+    allow_edit: bool = False,
 ) -> Tool:
     """Wrap a ``pydantic_ai.Tool``, or a plain function Pydantic AI would register as one.
 
@@ -52,6 +53,8 @@ def from_pydantic_ai(
             (default: the tool's ``requires_approval``).
         recovery: Recovery after a crash mid-call (``"safe"``, ``"idempotent"``,
             ``"manual"``); an agent's ``tool_recovery`` overrides it.
+        allow_edit: Let a human approving a gated call edit its arguments first
+            (validated against the tool's schema; default False).
 
     Returns:
         An nbdurable :class:`~nbdurable.tools.Tool`.
@@ -113,6 +116,7 @@ def from_pydantic_ai(
         execute=run,
         needs_approval=source.requires_approval if needs_approval is None else needs_approval,
         recovery=recovery,
+        allow_edit=allow_edit,
         validator=validator,
         source=f"Pydantic AI tool {source.name!r}",
     )

@@ -61,6 +61,13 @@ class Approvals:
                 approval_id=request.approval_id, approved=False, reason=NO_VERDICT_REASON
             )
         if not response.approved:
+            if response.reply is not None:  # answered in place of the tool
+                return ToolApprovalResponse(
+                    approval_id=request.approval_id,
+                    approved=False,
+                    reply=response.reply,
+                    source=response.source,
+                )
             return ToolApprovalResponse(
                 approval_id=request.approval_id,
                 approved=False,
@@ -82,8 +89,13 @@ class Approvals:
                 reason=TOKEN_DENIAL_REASON,
                 source=response.source,
             )
+        # the token binds the call as the model made it (checked above); edited
+        # arguments travel beside it, and the batch checks them against the tool
         return ToolApprovalResponse(
-            approval_id=request.approval_id, approved=True, source=response.source
+            approval_id=request.approval_id,
+            approved=True,
+            source=response.source,
+            arguments=response.arguments,
         )
 
     def _warn_unchecked(self, request: ToolApprovalRequest) -> None:
@@ -121,13 +133,20 @@ class Approvals:
         )
 
     def new_request(self, invocation: ToolInvocation) -> ToolApprovalRequest:
-        """A new (unsigned) approval request for a gated call."""
+        """A new (unsigned) approval request for a gated call.
+
+        A tool that allows edits says so on the request, with its schema, so a
+        front end can offer a form (neither is signed).
+        """
+        tool = invocation.tool
         return ToolApprovalRequest(
             approval_id=f"approval_{self.options.deps.generate_id()}",
             tool_call_id=invocation.call.tool_call_id,
             tool_name=invocation.call.tool_name,
             input=dict(invocation.call.args),
             agent_path=self.options.agent_path,
+            allow_edit=tool.allow_edit,
+            parameters=dict(tool.parameters) if tool.allow_edit else None,
         )
 
     def signed(self, request: ToolApprovalRequest) -> ToolApprovalRequest:

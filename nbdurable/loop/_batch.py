@@ -48,6 +48,9 @@ class Batch:
         granted: Verdicts standing approvals gave to gated calls (emitted before they run).
         usage: Model usage spent inside the calls (sub-agents).
         suspended: Whether the step waits for a human (no tool message is written).
+        human_answers: The request and verdict of each call a human edited (and
+            that runs with the edit) or answered in place of the tool, by call
+            id: the history shows them (:func:`~._history.with_human_answers`).
     """
 
     results: dict[str, ToolResultPart] = field(default_factory=dict)
@@ -58,6 +61,9 @@ class Batch:
     granted: list[ApprovalResolvedStreamPart] = field(default_factory=list)
     usage: Usage = Usage()
     suspended: bool = False
+    human_answers: dict[str, tuple[ToolApprovalRequest, ToolApprovalResponse]] = field(
+        default_factory=dict
+    )
 
 
 class BatchRunner:
@@ -142,8 +148,18 @@ class BatchRunner:
             if call.tool_call_id in recorded:
                 request, prior = recorded[call.tool_call_id]
                 verdict = prior or self.approvals.verdict(request)
+                if verdict.arguments is not None:
+                    verdict, invocation = _edited(verdict, invocation)
                 batch.verdicts[call.tool_call_id] = verdict
-                if not verdict.approved:
+                if verdict.arguments is not None or verdict.reply is not None:
+                    batch.human_answers[call.tool_call_id] = (request, verdict)
+                if verdict.reply is not None:
+                    batch.results[call.tool_call_id] = ToolResultPart(
+                        tool_call_id=call.tool_call_id,
+                        tool_name=call.tool_name,
+                        result=verdict.reply,
+                    )
+                elif not verdict.approved:
                     reason = verdict.reason or DEFAULT_DENIAL_REASON
                     batch.results[call.tool_call_id] = error_result(call, reason)
                 elif tool.is_client_tool:
@@ -212,8 +228,18 @@ class BatchRunner:
             batch.own_requests.extend(self.approvals.signed(r) for r in requests)
             return
         answers = yield AskApprover(requests)
-        for inv, answer in zip(gated, answers, strict=False):
-            if answer.approved:
+        for request, inv, answer in zip(requests, gated, answers, strict=False):
+            if answer.arguments is not None:
+                answer, inv = _edited(answer, inv)
+            if answer.arguments is not None or answer.reply is not None:
+                batch.human_answers[inv.call.tool_call_id] = (request, answer)
+            if answer.reply is not None:
+                batch.results[inv.call.tool_call_id] = ToolResultPart(
+                    tool_call_id=inv.call.tool_call_id,
+                    tool_name=inv.call.tool_name,
+                    result=answer.reply,
+                )
+            elif answer.approved:
                 runnable.append(inv)
             else:
                 reason = answer.reason or DEFAULT_DENIAL_REASON
@@ -237,6 +263,36 @@ class BatchRunner:
                 batch.child_requests.extend(outcome.suspended)
             elif outcome.result is not None:
                 batch.results[inv.call.tool_call_id] = outcome.result
+
+
+def _edited(
+    verdict: ToolApprovalResponse, invocation: ToolInvocation
+) -> tuple[ToolApprovalResponse, ToolInvocation]:
+    """An approval with edited arguments: the call as it runs, or a denial when they cannot be.
+
+    The verdict was checked when it was recorded; this holds it to the tool as
+    this leg defines it (it may allow no edits, or take other arguments now).
+    A refusal is recorded as what happened: a denial naming why.
+    """
+    tool, call, edited = invocation.tool, invocation.call, verdict.arguments or {}
+    if not tool.allow_edit:
+        problem = f"tool {tool.name!r} does not allow editing its arguments"
+    else:
+        try:
+            kwargs = tool.validate_edit(edited)
+        except ToolArgumentsError as exc:
+            problem = f"the edited arguments do not fit: {exc}"
+        else:
+            return verdict, ToolInvocation(
+                tool=tool, call=call.model_copy(update={"args": dict(edited)}), kwargs=kwargs
+            )
+    denial = ToolApprovalResponse(
+        approval_id=verdict.approval_id,
+        approved=False,
+        reason=f"Approved with edited arguments, but {problem}; the call did not run.",
+        source=verdict.source,
+    )
+    return denial, invocation
 
 
 def _unknown_tool(call: ToolCallPart, available: Mapping[str, Tool]) -> str:

@@ -54,6 +54,7 @@ from ._history import (
     tool_message_for,
     trailing_calls,
     with_approval_parts,
+    with_human_answers,
 )
 from ._options import (
     GenerateTextResult,
@@ -136,11 +137,20 @@ class AgentMachine:
         self._add_usage(batch.usage)
         self._settle_usage = batch.usage
         if batch.suspended:
-            updated = with_approval_parts(assistant, batch.verdicts, batch.own_requests)
+            updated = with_approval_parts(
+                with_human_answers(assistant, batch.human_answers),
+                batch.verdicts,
+                batch.own_requests,
+            )
             old = self._messages
             self._messages = History((*old[:index], updated, *old[index + 1 :]))
             self._extends = None  # an edit, not an append
             return (yield from self._suspend(batch, self._step_index))
+        if batch.human_answers:  # the history shows the call that ran, and the verdict
+            updated = with_human_answers(assistant, batch.human_answers)
+            old = self._messages
+            self._messages = History((*old[:index], updated, *old[index + 1 :]))
+            self._extends = None  # an edit, not an append
         yield from self._emit_verdicts(self._step_index, assistant, batch)
         yield from self._emit_results(self._step_index, calls, batch.results)
         self._messages = self._messages.appended(tool_message_for(calls, batch.results))
@@ -174,6 +184,7 @@ class AgentMachine:
         )
         self._add_usage(batch.usage)
         step_usage = step_usage + batch.usage
+        assistant = with_human_answers(assistant, batch.human_answers)
         if batch.suspended:
             waiting = with_approval_parts(assistant, batch.verdicts, batch.own_requests)
             self._messages = self._messages.appended(waiting)
@@ -411,6 +422,11 @@ class AgentMachine:
                     approved=verdict.approved,
                     reason=verdict.reason,
                     source=verdict.source,
+                    arguments=verdict.arguments,
+                    original_arguments=(
+                        requests[tool_call_id].input if verdict.arguments is not None else None
+                    ),
+                    reply=verdict.reply,
                 )
             )
 

@@ -66,6 +66,7 @@ def check_settings(
     approval: Mapping[str, NeedsApproval] | None,
     recovery: Mapping[str, str] | None,
     server: str,
+    allow_edit: Mapping[str, bool] | None = None,
 ) -> None:
     """Refuse settings that name a tool the server does not list, or an unknown policy.
 
@@ -80,6 +81,7 @@ def check_settings(
         keys += [("include", k) for k in ([include] if isinstance(include, str) else include)]
     keys += [("approval", k) for k in approval or {}]
     keys += [("recovery", k) for k in recovery or {}]
+    keys += [("allow_edit", k) for k in allow_edit or {}]
     for option, key in keys:
         if not isinstance(key, str):
             raise ConfigurationError(f"{option}= takes tool names or patterns, not {key!r}")

@@ -147,6 +147,7 @@ class MCPServer:
         approval: Mapping[str, NeedsApproval] | None = None,
         recovery: Mapping[str, str] | None = None,
         prefix: str = "",
+        allow_edit: bool | Mapping[str, bool] = False,
     ) -> list[Tool]:
         """The server's tools as nbdurable tools (listed again after ``tools/list_changed``).
 
@@ -159,6 +160,9 @@ class MCPServer:
                 ``tool_recovery`` wins over this).
             prefix: Put before every tool's name (e.g. ``"fs."``), to keep the
                 names of several servers apart; the server still sees its own names.
+            allow_edit: True (every tool), or tool name or glob pattern -> bool:
+                let a human approving a gated call edit its arguments first
+                (checked against the tool's input schema); default False.
 
         Returns:
             One :class:`~nbdurable.tools.Tool` per listed tool.
@@ -175,9 +179,11 @@ class MCPServer:
             approval=approval,
             recovery=recovery,
             server=repr(self),
+            allow_edit=allow_edit if isinstance(allow_edit, Mapping) else None,
         )
+        edits = allow_edit if isinstance(allow_edit, Mapping) else {"*": bool(allow_edit)}
         return [
-            self._tool(t, approval=approval, recovery=recovery, prefix=prefix)
+            self._tool(t, approval=approval, recovery=recovery, prefix=prefix, edits=edits)
             for t in listed
             if selected(include, t.name)
         ]
@@ -219,8 +225,10 @@ class MCPServer:
         approval: Mapping[str, NeedsApproval] | None,
         recovery: Mapping[str, str] | None,
         prefix: str,
+        edits: Mapping[str, bool] | None = None,
     ) -> Tool:
         remote = listed.name
+        editable = pick(edits, remote)[1] is True
         gate, policy = annotated_policy(listed.annotations, trusted=self.trusted)
         found, value = pick(approval, remote)
         needs_approval: NeedsApproval = value if found and value is not None else gate
@@ -242,6 +250,7 @@ class MCPServer:
                 execute=run,
                 needs_approval=needs_approval,
                 recovery=policy,
+                allow_edit=editable,
                 validator=shallow_validator(name, listed.input_schema),
                 source=f"MCP tool {remote!r} of {self!r}",
             )

@@ -88,6 +88,11 @@ class Decision(BaseModel):
             never kept here); None for a denial or a tokenless approval.
         at: When it was recorded (epoch ms).
         source: Who gave it, and how; None for verdicts from before sources.
+        arguments: An approval with edits: the arguments the call runs with
+            (who edited them and when are ``source`` and ``at``).
+        original_arguments: With ``arguments``: the call's arguments as the
+            model gave them (what the token binds).
+        reply: A reply: the human's answer, the call's result in place of the tool.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -97,11 +102,31 @@ class Decision(BaseModel):
     token_sha256: str | None = None
     at: int = 0
     source: VerdictSource | None = None
+    arguments: dict[str, Any] | None = None
+    original_arguments: dict[str, Any] | None = None
+    reply: str | None = None
+
+    @property
+    def kind(self) -> Literal["approved", "edited", "denied", "replied"]:
+        """What the verdict did: ``approved``, ``edited`` (with edits), ``denied``, ``replied``."""
+        if self.approved:
+            return "approved" if self.arguments is None else "edited"
+        return "denied" if self.reply is None else "replied"
+
+    @property
+    def outcome(self) -> Literal["approved", "denied", "replied"]:
+        """The verdict in one word as conflicts name it (an edit is an approval)."""
+        kind = self.kind
+        return "approved" if kind == "edited" else kind
 
     @model_serializer(mode="wrap")
     def _stored_form(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # no ``source`` key where none was recorded: the form records were stored in
-        return {k: v for k, v in handler(self).items() if k != "source" or v is not None}
+        # no key for what was not recorded: the form records were stored in before
+        # sources, edits and replies existed
+        return {k: v for k, v in handler(self).items() if k not in _ADDED_LATER or v is not None}
+
+
+_ADDED_LATER = frozenset({"source", "arguments", "original_arguments", "reply"})
 
 
 class RuntimeRun(BaseModel):

@@ -74,12 +74,16 @@ class Verdict:
     takes; :meth:`decide` is the rule it applies inside its transaction.
 
     Attributes:
-        response: The verdict on one approval (its token, reason and source).
+        response: The verdict on one approval (its token, reason, source, and
+            edited arguments or reply).
         pending_ids: The approvals the run's checkpoint waits for.
+        original_arguments: With edited arguments: the call's own, kept
+            beside them in the decision.
     """
 
     response: ToolApprovalResponse
     pending_ids: tuple[str, ...]
+    original_arguments: dict[str, Any] | None = None
 
     @property
     def approval_id(self) -> str:
@@ -93,25 +97,26 @@ class Verdict:
         result, so of two verdicts on one approval, from any processes, exactly one
         is recorded. It applies only while the run is ``waiting_approval`` on the
         approval and no verdict on it was recorded. The same verdict again
-        (approved both times with the same token, or denied both times) is a
-        repeat, not a conflict: the caller reports the original success. The run
-        becomes ``pending`` once every approval in ``pending_ids`` has a verdict.
+        (approved both times with the same token and the same edits, denied
+        both times, or the same reply) is a repeat, not a conflict: the caller
+        reports the original success. The run becomes ``pending`` once every
+        approval in ``pending_ids`` has a verdict.
 
         Raises:
             ApprovalNotPendingError: Another verdict was recorded (``verdict`` names
                 it), or the run does not wait for the approval (``state``).
         """
-        approval_id, entry = self.approval_id, decision(self.response, now)
+        approval_id = self.approval_id
+        entry = decision(self.response, now, self.original_arguments)
         earlier = run.decided.get(approval_id)
         if earlier is None and approval_id in run.verdicts:  # recorded before ``decided`` existed
             earlier = decision(run.verdicts[approval_id], run.updated_at)
         if earlier is not None:
-            if earlier.approved == entry.approved and (
-                not entry.approved or earlier.token_sha256 == entry.token_sha256
-            ):
+            if _repeat(earlier, entry):
                 return None
-            winner = "approved" if earlier.approved else "denied"
-            raise ApprovalNotPendingError(run.run_id, approval_id, verdict=winner, state=run.state)
+            raise ApprovalNotPendingError(
+                run.run_id, approval_id, verdict=earlier.outcome, state=run.state
+            )
         if run.state != "waiting_approval" or approval_id not in self.pending_ids:
             raise ApprovalNotPendingError(run.run_id, approval_id, state=run.state)
         verdicts = {**run.verdicts, approval_id: self.response}
@@ -124,15 +129,36 @@ class Verdict:
         ).apply(run)
 
 
-def decision(response: ToolApprovalResponse, now: int) -> Decision:
-    """What :attr:`RuntimeRun.decided` keeps of a verdict (the token only as a digest)."""
+def _repeat(earlier: Decision, entry: Decision) -> bool:
+    """Whether ``entry`` is ``earlier`` sent again (a retry), not another verdict."""
+    if earlier.kind != entry.kind or earlier.reply != entry.reply:
+        return False
+    if not entry.approved:
+        return True
+    return earlier.token_sha256 == entry.token_sha256 and earlier.arguments == entry.arguments
+
+
+def decision(
+    response: ToolApprovalResponse, now: int, original_arguments: dict[str, Any] | None = None
+) -> Decision:
+    """What :attr:`RuntimeRun.decided` keeps of a verdict (the token only as a digest).
+
+    An approval with edits keeps both argument sets: ``original_arguments``
+    (the call's, as the token binds it) and the edited ones.
+    """
     token = response.token
+    edited = response.arguments
     return Decision(
         approved=response.approved,
         reason=response.reason,
         token_sha256=hashlib.sha256(token.encode()).hexdigest() if token else None,
         at=now,
         source=response.source,
+        arguments=dict(edited) if edited is not None else None,
+        original_arguments=dict(original_arguments)
+        if edited is not None and original_arguments is not None
+        else None,
+        reply=response.reply,
     )
 
 
@@ -145,7 +171,7 @@ def latest_verdict(run: RuntimeRun) -> ApprovalNotPendingError | None:
     if not run.decided:
         return None
     latest = max(run.decided, key=lambda approval_id: run.decided[approval_id].at)
-    verdict = "approved" if run.decided[latest].approved else "denied"
+    verdict = run.decided[latest].outcome
     return ApprovalNotPendingError(run.run_id, latest, verdict=verdict, state=run.state)
 
 
@@ -199,11 +225,27 @@ def decided_phrase(
     return phrase
 
 
+_KIND_WORDS = {
+    "approved": "approved",
+    "edited": "approved with edited arguments",
+    "denied": "denied",
+    "replied": "replied in place of the tool",
+}
+
+
 def verdict_line(
-    approved: bool, source: VerdictSource | Mapping[str, Any] | None, waited_ms: int | None = None
+    approved: bool,
+    source: VerdictSource | Mapping[str, Any] | None,
+    waited_ms: int | None = None,
+    *,
+    kind: str | None = None,
 ) -> str:
-    """One line on a verdict: ``approved by ana (claimed), 2 min after the request``."""
-    verdict = "approved" if approved else "denied"
+    """One line on a verdict: ``approved by ana (claimed), 2 min after the request``.
+
+    ``kind`` (a decision's: ``edited``, ``replied``, ...) says more than
+    ``approved`` where it is known: ``approved with edited arguments by ana ...``.
+    """
+    verdict = _KIND_WORDS.get(kind or "", "approved" if approved else "denied")
     phrase = decided_phrase(source, waited_ms)
     if not phrase:
         return verdict

@@ -12,13 +12,21 @@ sent again (a retry) gets the original answer.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from .._errors import ApprovalExpiredError, ApprovalNotPendingError, ApproverNotAllowedError
+from .._errors import (
+    ApprovalExpiredError,
+    ApprovalNotPendingError,
+    ApproverNotAllowedError,
+    EditNotAllowedError,
+    InvalidEditError,
+)
 from ..durable._offload import offload
 from ..durable._signer import bound_to_run, expired_age, request_still_signed, token_matches
 from ..messages import ToolApprovalRequest, VerdictSource
+from ._edits import check_reply
 from ._in_flight import verdict_in_flight
 from ._run import Run
 
@@ -28,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["RETIRED_KEY_MESSAGE", "Outcome", "OutcomeState", "submit_verdict"]
 
 OutcomeState = Literal[
-    "approved", "denied", "invalid token", "expired", "stale", "not allowed", "error"
+    "approved", "denied", "replied", "invalid token", "expired", "stale", "not allowed", "error"
 ]
 
 _LOCKS: dict[tuple[int, str], asyncio.Lock] = {}
@@ -52,29 +60,35 @@ class Outcome:
     """What became of a verdict.
 
     Attributes:
-        state: ``approved`` / ``denied`` (recorded, now or by this same verdict
-            before), ``invalid token`` (nothing recorded: the
-            run still waits), ``expired`` (a genuine token past the maximum age:
-            nothing recorded, the request still waits for a decision with a
-            fresh token), ``stale`` (the request no longer waits: another verdict
-            won, or the run moved on; nothing recorded), ``not allowed`` (the
-            agent does not allow this principal to decide the call: nothing
-            recorded, the request still waits) or ``error``.
+        state: ``approved`` / ``denied`` / ``replied`` (recorded, now or by
+            this same verdict before; an edit is ``approved``), ``invalid
+            token`` (nothing recorded: the run still waits), ``expired`` (a
+            genuine token past the maximum age: nothing recorded, the request
+            still waits for a decision with a fresh token), ``stale`` (the
+            request no longer waits: another verdict won, or the run moved on;
+            nothing recorded), ``not allowed`` (the agent does not allow this
+            principal to decide the call: nothing recorded, the request still
+            waits) or ``error`` (nothing recorded: an edit the tool does not
+            allow, or arguments that do not fit).
         message: One line for the card.
-        winner: With ``stale``: the verdict that was recorded (``approved`` or
-            ``denied``), or None when the run stopped waiting without one.
+        winner: With ``stale``: the verdict that was recorded (``approved``,
+            ``denied`` or ``replied``), or None when the run stopped waiting without one.
         refusal: With ``not allowed``: the error saying who may decide.
+        edit_refusal: With ``error``: the typed error of an edit the tool does
+            not allow (``EditNotAllowedError``) or arguments that do not fit
+            (``InvalidEditError``); nothing was recorded, the request waits.
     """
 
     state: OutcomeState
     message: str
     winner: str | None = None
     refusal: ApproverNotAllowedError | None = None
+    edit_refusal: EditNotAllowedError | InvalidEditError | None = None
 
     @property
     def recorded(self) -> bool:
         """Whether this verdict is the recorded one (the card is done)."""
-        return self.state in ("approved", "denied")
+        return self.state in ("approved", "denied", "replied")
 
 
 _EXPIRED = Outcome(
@@ -107,11 +121,13 @@ def _stale(error: ApprovalNotPendingError) -> Outcome:
     return Outcome("stale", f"already resolved: this request no longer waits{where}")
 
 
-def _recorded(approve: bool, reason: str | None) -> Outcome:
+def _recorded(approve: bool, reason: str | None, edited: bool, reply: str | None) -> Outcome:
     if approve:
         # what happens next depends on who serves the agent: the notebook says it
         # (nbdurable.notebook's next_step), the bridge's page its own way
-        return Outcome("approved", "approved")
+        return Outcome("approved", "approved with edited arguments" if edited else "approved")
+    if reply is not None:
+        return Outcome("replied", "replied in place of the tool")
     return Outcome("denied", f"denied: {reason}" if reason else "denied")
 
 
@@ -125,6 +141,8 @@ async def submit_verdict(
     reason: str | None = None,
     max_age_ms: int | _RuntimeDefault | None = RUNTIME_DEFAULT,
     source: VerdictSource | None = None,
+    arguments: Mapping[str, Any] | None = None,
+    reply: str | None = None,
 ) -> Outcome:
     """Approve (with the card's signed token) or deny (no token needed) one pending call.
 
@@ -135,26 +153,40 @@ async def submit_verdict(
     token still verifies (not signed with a key since retired); otherwise
     nothing is recorded and the run keeps waiting. ``source`` (who decides,
     and how) is recorded with the verdict, once the run's rule on who may
-    decide allows it. Never raises for
+    decide allows it. With ``approve``, ``arguments`` edits the call (the
+    token still binds the model's call; see :meth:`Run.approve`); without,
+    ``reply`` answers it in place of the tool (:meth:`Run.respond`). An edit
+    the tool does not allow, or arguments that do not fit, are an ``error``
+    outcome and nothing is recorded. Never raises for
     a bad verdict: the outcome says what happened, and a ``stale`` one which
     verdict won.
     """
     max_age = runtime.approval_max_age_ms if isinstance(max_age_ms, _RuntimeDefault) else max_age_ms
     run = Run(runtime, run_id)
+    kind = _Kind(approve, arguments if approve else None, None if approve else reply)
     with verdict_in_flight(run_id):
-        return await _submit(run, approval_id, approve, token, reason, max_age, source)
+        return await _submit(run, approval_id, kind, token, reason, max_age, source)
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """What a verdict does: approve (maybe with edits), or deny (maybe with a reply)."""
+
+    approve: bool
+    arguments: Mapping[str, Any] | None
+    reply: str | None
 
 
 async def _submit(
     run: Run,
     approval_id: str,
-    approve: bool,
+    kind: _Kind,
     token: object,
     reason: str | None,
     max_age: int | None,
     source: VerdictSource | None,
 ) -> Outcome:
-    runtime, run_id = run.runtime, run.run_id
+    runtime, run_id, approve = run.runtime, run.run_id, kind.approve
     async with _lock(runtime, run_id):
         try:
             request = await _open_request(run, approval_id)
@@ -187,13 +219,17 @@ async def _submit(
                 reason=reason or None,
                 max_age_ms=max_age,
                 source=source,
+                arguments=kind.arguments,
+                reply=None if kind.reply is None else check_reply(kind.reply),
             )
-            return _recorded(approve, reason)
+            return _recorded(approve, reason, kind.arguments is not None, kind.reply)
         except ApprovalNotPendingError as lost:
             return _stale(lost)
         except ApproverNotAllowedError as refused:
             return Outcome("not allowed", f"not allowed: {refused}", refusal=refused)
         except ApprovalExpiredError:
             return _EXPIRED
+        except (EditNotAllowedError, InvalidEditError) as refused:
+            return Outcome("error", f"not recorded: {refused}", edit_refusal=refused)
         except Exception as exc:  # shown on the card; the run is left as it was
             return Outcome("error", f"error: {type(exc).__name__}: {exc}")

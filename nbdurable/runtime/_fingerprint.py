@@ -219,6 +219,8 @@ def _tool(tool: Tool, *, legacy: bool = False) -> dict[str, Any]:
             gate if isinstance(gate, bool) else callable_identity(gate, legacy=legacy)
         ),
     }
+    if tool.allow_edit:  # only when set: definitions from before it keep their fingerprints
+        entry["allow_edit"] = True
     if isinstance(tool, AgentTool):
         tools: Mapping[str, Tool] = normalize_tools(tool.tools)
         entry["agent"] = {

@@ -15,13 +15,13 @@ from .._errors import (
 )
 from .._sync import run_here, run_sync
 from ..durable._offload import offload
-from ..durable._signer import expired_age, request_still_signed, resign_if_expired
+from ..durable._signer import resign_if_expired
 from ..durable.store import Armed
 from ..events._model import Event
 from ..events._subscribe import subscribe, wait_for_run
 from ..history import History
 from ..loop._output import OutputSpec
-from ..messages import ToolApprovalRequest, ToolApprovalResponse, Usage, VerdictSource
+from ..messages import ToolApprovalRequest, Usage, VerdictSource
 from ..runs import (
     ACTIVE_STATES,
     HUMAN_STATES,
@@ -33,18 +33,16 @@ from ..runs import (
     RunPatch,
     RuntimeRun,
     ToolIntent,
-    Verdict,
     approval_expired,
-    check_decider,
     claimed_source,
-    latest_verdict,
     undecided_late_results,
 )
-from . import _lifecycle as lifecycle
+from ._edits import check_reply
 from ._in_flight import landed
 from ._late_results import blind_retry_error, completed, use_late_result
 from ._record_mirror import read_record
 from ._run_result import RunFailedError, RunResult
+from ._verdict_write import write_verdict
 from ._waiting import Deadline, wanted_states
 
 if TYPE_CHECKING:
@@ -274,6 +272,7 @@ class Run:
         self,
         approval_id: str | None = None,
         *,
+        arguments: Mapping[str, Any] | None = None,
         token: str | None = None,
         by: str | None = None,
         via: str = "api",
@@ -286,7 +285,18 @@ class Run:
         ``NBDURABLE_USER`` or the OS user), recorded as claimed, not
         authenticated, and ``via`` (how: ``api``, ``magic``, ``widget``, ``cli``).
 
+        With ``arguments`` the call runs with them instead of the model's (the
+        tool must allow it: ``@tool(allow_edit=True)``); they are validated
+        against the tool's schema first. The token still binds the call as
+        the model made it; the record keeps both argument sets, and the
+        model's history shows the call that ran, with a note that a human
+        edited it.
+
         Raises:
+            EditNotAllowedError: ``arguments`` for a tool that does not allow
+                edits; nothing was recorded.
+            InvalidEditError: ``arguments`` that do not fit the tool's schema;
+                nothing was recorded.
             ApprovalNotPendingError: Another verdict on the approval won (its
                 ``verdict`` names it), or the run no longer waits for it.
             ApprovalExpiredError: The token is older than the runtime's
@@ -305,6 +315,39 @@ class Run:
             reason=None,
             max_age_ms=self.runtime.approval_max_age_ms,
             source=claimed_source(by, via),
+            arguments=arguments,
+        )
+
+    async def respond(
+        self,
+        approval_id: str | None,
+        text: str,
+        *,
+        by: str | None = None,
+        via: str = "api",
+    ) -> None:
+        """Answer a pending call in place of its tool: ``text`` is the call's result.
+
+        The tool does not run; the call is settled with ``text`` as its result
+        (not an error) and the model goes on. Recorded as a reply (kind
+        ``replied``) with ``by`` and ``via`` as with :meth:`approve`; like a
+        denial it needs no token. ``approval_id`` None answers the only open one.
+
+        Raises:
+            ApprovalNotPendingError: Another verdict on the approval won, or the
+                run no longer waits for it.
+            ApproverNotAllowedError: ``by`` may not decide this tool's calls.
+            ConfigurationError: Blank ``text``, no such approval, or several
+                pending and none named.
+        """
+        await self.record_verdict(
+            approval_id,
+            approved=False,
+            token=None,
+            reason=None,
+            max_age_ms=None,
+            source=claimed_source(by, via),
+            reply=check_reply(text),
         )
 
     async def deny(
@@ -505,84 +548,30 @@ class Run:
         reason: str | None,
         max_age_ms: int | None,
         source: VerdictSource | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        reply: str | None = None,
     ) -> None:
         """Record one verdict through the store's conditional write (one verdict wins).
 
-        The lower-level step behind ``approve`` and ``deny``: every token is still
-        verified (signature, binding, expiry) before the resumed leg runs the call.
-
-        Args:
-            approval_id: The request answered; None answers the one open request.
-            approved: The verdict.
-            token: The signed token of an approval, kept for the resumed leg.
-            reason: Why, shown to the model with a denial.
-            max_age_ms: Tokens older than this are refused when the verdict is recorded.
-            source: Who gave the verdict and how; checked against the run's
-                rule on who may decide (:func:`~nbdurable.runs.check_decider`).
-
-        Raises:
-            ApprovalNotPendingError: Another verdict won, or the request is not pending.
-            ApprovalExpiredError: The approval's token is older than ``max_age_ms``.
-            ApproverNotAllowedError: ``source`` may not decide this call.
-            ConfigurationError: No such request, or ``approval_id`` is None and not
-                exactly one request is open.
+        The lower-level step behind ``approve``, ``respond`` and ``deny``; its
+        arguments and errors are those of
+        :func:`~nbdurable.runtime._verdict_write.write_verdict`.
         """
         pending = await self._stored_approvals()
         record = await self._fetch()  # read after: a verdict that emptied ``pending`` shows here
-        if approval_id is None:
-            open_ = [r for r in pending if r.approval_id not in record.verdicts]
-            if len(open_) != 1:
-                answered = latest_verdict(record) if not open_ else None
-                if answered is not None:  # answered meanwhile, or before
-                    raise answered
-                if not pending:
-                    raise ConfigurationError(f"run {self.run_id!r} waits for no approval")
-                raise ConfigurationError(
-                    f"run {self.run_id!r} waits for {len(open_)} approvals; name one"
-                )
-            approval_id = open_[0].approval_id
-        request = next((r for r in pending if r.approval_id == approval_id), None)
-        known = approval_id in record.decided or approval_id in record.verdicts
-        if request is None and not known and record.state == "waiting_approval":
-            raise ConfigurationError(f"run {self.run_id!r} has no approval {approval_id!r}")
-        if request is not None and not known:
-            check_decider(record, approval_id, request.tool_name, source, approved=approved)
-        if approved and token is None and request is not None:
-            token = request.token  # echoed: it pins this call and this run
-        if approved and request is not None and not known:
-            if not request_still_signed(self.runtime.signer, request):
-                # docs/core.md: a request its own (now retired) key signed can only be
-                # denied; recording an approval would read "approved" for a call that
-                # then settles as a denial
-                raise ConfigurationError(
-                    f"run {self.run_id!r}: approval {approval_id!r} was signed with a key "
-                    "that is no longer trusted (retired), so it can only be denied "
-                    "(or the run forked)"
-                )
-            age = expired_age(self.runtime.signer, token, max_age_ms)
-            if age is not None and max_age_ms is not None:
-                raise approval_expired(
-                    self.run_id,
-                    approval_id,
-                    age,
-                    max_age_ms,
-                    "pending_approvals() gives the request again with a fresh token",
-                )
-        response = ToolApprovalResponse(
-            approval_id=approval_id,
+        await write_verdict(
+            self.runtime,
+            record,
+            pending,
+            approval_id,
             approved=approved,
+            token=token,
             reason=reason,
-            token=token if approved else None,
+            max_age_ms=max_age_ms,
             source=source,
+            arguments=arguments,
+            reply=reply,
         )
-        verdict = Verdict(response, tuple(r.approval_id for r in pending))
-        stored, recorded = await offload(
-            self.runtime.runtime_store.rt_verdict, self.run_id, verdict, now=self.runtime.now()
-        )
-        if recorded:
-            await offload(self.runtime.state_event, stored)
-            self.runtime.wake()
-            lifecycle.decided(record, approved=approved, now=self.runtime.now())
 
     async def _settle_interrupted(self, record: RuntimeRun, reason: str) -> None:
         from ..messages import ToolResultPart

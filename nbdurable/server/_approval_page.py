@@ -1,8 +1,10 @@
 """The page behind an approval link, and the verdict its buttons send.
 
 ``GET /approve/{run_id}/{approval_id}?token=...`` shows the call (tool, arguments,
-agent path, age) with Approve / Deny and an optional reason; the buttons POST the
-link's token back to the same path. Neither needs the bearer token: the signed
+agent path, age) with Approve / Deny and an optional reason, an edit box for the
+arguments when the tool allows edits (Approve with edits), and a Reply field (the
+call's result in place of the tool); the buttons POST the link's token back to
+the same path. Neither needs the bearer token: the signed
 token binds the link to one call of one run, and a bad token is refused. The
 page holds no secret (the token it sends is read from the address bar, not
 written into the page) and everything it shows is escaped.
@@ -37,7 +39,7 @@ __all__ = ["LinkVerdictOut", "approval_page_router", "render_page"]
 class LinkVerdictOut(BaseModel):
     """What became of a verdict sent from an approval link."""
 
-    outcome: Literal["approved", "denied"]
+    outcome: Literal["approved", "denied", "replied"]
     message: str
 
 
@@ -48,6 +50,7 @@ pre{background:#f4f4f4;padding:.6rem;overflow:auto;white-space:pre-wrap;word-bre
 textarea{width:100%;box-sizing:border-box;min-height:3rem}
 button{font-size:1rem;padding:.4rem 1.2rem;margin:.6rem .6rem 0 0;cursor:pointer}
 #approve{background:#1a7f37;color:#fff;border:0}#deny{background:#cf222e;color:#fff;border:0}
+#edited{font-family:ui-monospace,monospace;min-height:6rem}details{margin-top:1rem}
 #outcome{margin-top:1rem;font-weight:600}.error{color:#cf222e}.muted{color:#666}
 """
 
@@ -55,15 +58,25 @@ _SCRIPT = """
 const token = new URLSearchParams(window.location.search).get("token");
 const outcome = document.getElementById("outcome");
 const buttons = document.querySelectorAll("button");
-async function send(approve) {
+function refuse(text) { outcome.textContent = text; outcome.className = "error"; }
+async function send(kind) {
+  const verdict = {approve: kind === "approve" || kind === "edit", token: token};
+  if (kind === "deny") {
+    verdict.reason = document.getElementById("reason").value.trim() || null;
+  } else if (kind === "reply") {
+    verdict.reply = document.getElementById("reply-text").value.trim();
+    if (!verdict.reply) { refuse("write a reply first"); return; }
+  } else if (kind === "edit") {
+    try { verdict.arguments = JSON.parse(document.getElementById("edited").value); }
+    catch (err) { refuse("the arguments are not JSON: " + err.message); return; }
+  }
   buttons.forEach((b) => { b.disabled = true; });
   outcome.className = ""; outcome.textContent = "sending...";
-  const reason = document.getElementById("reason").value.trim() || null;
   try {
     const response = await fetch(window.location.pathname, {
       method: "POST", credentials: "omit", cache: "no-store",
       headers: {"Content-Type": "application/json"},
-      body: JSON.stringify({approve: approve, token: token, reason: reason}),
+      body: JSON.stringify(verdict),
     });
     const data = await response.json();
     if (response.ok) {
@@ -71,6 +84,8 @@ async function send(approve) {
     } else {
       outcome.textContent = (data.error && data.error.message) || response.statusText;
       outcome.className = "error"; outcome.dataset.state = "refused";
+      // nothing was recorded on a refused edit (422): the human may fix it and send again
+      if (response.status === 422) { buttons.forEach((b) => { b.disabled = false; }); }
     }
   } catch (err) {
     outcome.textContent = "could not reach the server: " + err;
@@ -78,8 +93,10 @@ async function send(approve) {
     buttons.forEach((b) => { b.disabled = false; });
   }
 }
-document.getElementById("approve").addEventListener("click", () => send(true));
-document.getElementById("deny").addEventListener("click", () => send(false));
+for (const kind of ["approve", "deny", "reply", "edit"]) {
+  const button = document.getElementById(kind);
+  if (button) { button.addEventListener("click", () => send(kind)); }
+}
 """
 
 
@@ -135,10 +152,26 @@ def render_page(run_id: str, request: ToolApprovalRequest, now_ms: int, nonce: s
         '<textarea id="reason" maxlength="4000"></textarea>'
         '<div><button id="approve" type="button">Approve</button>'
         '<button id="deny" type="button">Deny</button></div>'
+        f"{_edit_box(arguments) if request.allow_edit else ''}"
+        "<details><summary>Reply instead of running the tool</summary>"
+        '<label for="reply-text">Your answer (the model reads it as the call\'s result)</label>'
+        '<textarea id="reply-text" maxlength="65536"></textarea>'
+        '<div><button id="reply" type="button">Reply</button></div></details>'
         '<div id="outcome" role="status" aria-live="polite"></div>'
         f'<script nonce="{nonce}">{_SCRIPT}</script>'
     )
     return _page(nonce, f"Approve {request.tool_name}?", body)
+
+
+def _edit_box(arguments: str) -> str:
+    """The edit box of a tool that allows edits, prefilled with the model's arguments."""
+    return (
+        "<details><summary>Edit the arguments, then approve</summary>"
+        '<label for="edited">Arguments (JSON; checked against the tool\'s schema)</label>'
+        f'<textarea id="edited" spellcheck="false">{html.escape(arguments)}</textarea>'
+        '<div><button id="edit" type="button">Approve with these arguments</button></div>'
+        "</details>"
+    )
 
 
 def _refusal(error: NbdurableError, nonce: str) -> HTMLResponse:
@@ -205,11 +238,14 @@ def approval_page_router(bridge: Bridge) -> APIRouter:
                 404: "No such run",
                 409: "No longer pending (`verdict`: the winner)",
                 410: "An expired link: ask for a new one",
+                422: "Edited arguments the tool does not allow, or that do not fit",
             }
         ),
     )
     async def verdict(run_id: str, approval_id: str, body: VerdictIn) -> LinkVerdictOut:
-        """Approve or deny the link's call; the link's token is required for either.
+        """Approve (maybe with edited arguments), deny or reply to the link's call.
+
+        The link's token is required for each.
 
         Recorded as given via a link addressed to whom the token names (a link
         proves no identity), minted by whom it names; with
@@ -226,8 +262,10 @@ def approval_page_router(bridge: Bridge) -> APIRouter:
             reason=body.reason,
             token_required=True,
             source=source,
+            arguments=body.arguments,
+            reply=body.reply,
         )
-        assert outcome.state in ("approved", "denied")
+        assert outcome.state in ("approved", "denied", "replied")
         return LinkVerdictOut(outcome=outcome.state, message=outcome.message)
 
     return router

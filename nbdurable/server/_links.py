@@ -19,7 +19,7 @@ Every verdict that arrives over HTTP, by link or through the API, takes one path
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from .._errors import ApprovalExpiredError, DurableConflictError
@@ -303,6 +303,8 @@ async def answer(
     reason: str | None,
     token_required: bool,
     source: VerdictSource | None = None,
+    arguments: dict[str, Any] | None = None,
+    reply: str | None = None,
 ) -> Outcome:
     """Record a verdict, or raise a typed error and change nothing.
 
@@ -313,9 +315,14 @@ async def answer(
     and the store's conditional write records it, unless another verdict won
     meanwhile. The same verdict sent again (a client retrying after a timeout)
     answers as the first time did. ``source`` (who decides, and how) is
-    recorded with it, once the run's rule on who may decide allows it.
+    recorded with it, once the run's rule on who may decide allows it. An
+    approval may carry edited ``arguments`` (checked like the runtime's, the
+    token still the call's own); a denial may carry a ``reply`` instead of a
+    reason (the call's result, not an error).
 
     Raises:
+        EditNotAllowedError: ``arguments`` for a tool that allows no edits (422).
+        InvalidEditError: ``arguments`` that do not fit the tool's schema (422).
         RunNotFoundError: No such run.
         ApprovalNotPendingError: Another verdict won (``verdict`` names it), or
             the run does not wait for this approval.
@@ -342,9 +349,13 @@ async def answer(
         reason=reason,
         max_age_ms=max_age,
         source=source,
+        arguments=arguments,
+        reply=reply,
     )
     if outcome.refusal is not None:
         raise outcome.refusal
+    if outcome.edit_refusal is not None:
+        raise outcome.edit_refusal
     if outcome.state == "invalid token":
         raise ApprovalTokenError(outcome.message)
     if outcome.state == "expired":

@@ -129,7 +129,7 @@ def approvals_router(bridge: Bridge) -> APIRouter:
     @router.post(
         "/runs/{run_id}/approvals/{approval_id}",
         response_model=VerdictOut,
-        summary="Approve or deny a pending call",
+        summary="Approve (maybe with edited arguments), deny or reply to a pending call",
         responses=error_responses(
             {
                 403: "Token forged, altered or bound elsewhere, or the "
@@ -137,6 +137,9 @@ def approvals_router(bridge: Bridge) -> APIRouter:
                 404: "No such run",
                 409: "The approval no longer waits: another verdict won (`verdict`)",
                 410: "Token past the max age: get a fresh one",
+                422: "Edited `arguments` for a tool that allows no edits "
+                "(EditNotAllowedError), or that do not fit its schema (InvalidEditError); "
+                "nothing was recorded",
             }
         ),
     )
@@ -145,6 +148,10 @@ def approvals_router(bridge: Bridge) -> APIRouter:
     ) -> VerdictOut:
         """Approve (with the approval's signed token) or deny (token optional) one call.
 
+        An approval may carry edited ``arguments`` (the tool must allow edits;
+        they are checked against its schema, and the token stays the call's
+        own); a denial may carry a ``reply`` instead: the call's result, not an
+        error, and the tool does not run.
         The token is verified server-side; a refused verdict changes nothing. One
         verdict per approval wins; the same verdict sent again answers as the
         first time did (200). A named bearer token's principal is recorded as
@@ -162,8 +169,10 @@ def approvals_router(bridge: Bridge) -> APIRouter:
             reason=body.reason,
             token_required=False,
             source=source,
+            arguments=body.arguments,
+            reply=body.reply,
         )
-        assert outcome.state in ("approved", "denied")
+        assert outcome.state in ("approved", "denied", "replied")
         return VerdictOut(
             outcome=outcome.state,
             message=outcome.message,

@@ -110,6 +110,14 @@ class ApprovalOut(BaseModel):
     agent_path: list[str]
     token: str | None
     requested_at: int | None = Field(description="Epoch ms the approval was asked for.")
+    allow_edit: bool = Field(
+        False,
+        description="Whether the tool lets the approver edit the call's arguments "
+        "(`arguments` on the verdict).",
+    )
+    parameters: dict[str, Any] | None = Field(
+        None, description="With `allow_edit`: the tool's JSON schema of its arguments (a form)."
+    )
     link: str | None = Field(
         description="An approval link (works without the bearer token), minted by the caller; "
         "null when the caller may not mint one (a call the agent's approvers reserve for "
@@ -127,6 +135,8 @@ class ApprovalOut(BaseModel):
             agent_path=list(request.agent_path),
             token=request.token,
             requested_at=token_issued_at(request.token),
+            allow_edit=request.allow_edit,
+            parameters=request.parameters,
             link=link,
         )
 
@@ -140,8 +150,13 @@ class InboxApprovalOut(BaseModel):
     tool_name: str | None
     input: dict[str, Any]
     agent_path: list[str]
-    status: Literal["pending", "expired", "approved", "denied", "cancelled"] = Field(
-        description="`expired`: pending with a token past the max age (a link is signed anew)."
+    status: Literal["pending", "expired", "approved", "denied", "replied", "cancelled"] = Field(
+        description="`expired`: pending with a token past the max age (a link is signed anew); "
+        "`replied`: answered in place of the tool (`reply`); an approval with edits is "
+        "`approved` with `edited_arguments`."
+    )
+    edited_arguments: dict[str, Any] | None = Field(
+        None, description="An approval with edits: the arguments the call ran with."
     )
     requested_at: int | None = Field(description="Epoch ms the approval was asked for.")
     decided_at: int | None = Field(description="Epoch ms of the verdict.")
@@ -158,6 +173,11 @@ class InboxApprovalOut(BaseModel):
     minted_via: str | None = Field(description="How that link was minted: http, api or notify.")
     grant_id: str | None
     reason: str | None
+    reply: str | None = Field(None, description="A reply: the call's result in place of the tool.")
+    allow_edit: bool = Field(False, description="Whether the tool lets the approver edit the call.")
+    parameters: dict[str, Any] | None = Field(
+        None, description="With `allow_edit`: the tool's JSON schema of its arguments."
+    )
     waited_ms: int | None = Field(
         description="Until the verdict; until now for a pending one; until the run ended."
     )
@@ -174,20 +194,51 @@ class InboxApprovalOut(BaseModel):
 
 
 class VerdictIn(_TextIn):
-    """A verdict on one pending approval."""
+    """A verdict on one pending approval: approve (maybe with edits), deny, or reply."""
 
-    model_config = _IN
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"approve": True, "token": "v1...."},
+                {"approve": True, "token": "v1....", "arguments": {"name": "stg_2023"}},
+                {"approve": False, "reason": "not on a Friday"},
+                {"approve": False, "reply": "use the staging table instead"},
+            ]
+        },
+    )
 
     approve: bool
     token: str | None = Field(
         None, max_length=65_536, description="The approval's signed token (needed to approve)."
     )
     reason: str | None = Field(None, max_length=4_000, description="Told to the model on denial.")
+    arguments: dict[str, Any] | None = Field(
+        None,
+        description="With `approve: true`: run the call with these arguments instead (the "
+        "tool must allow edits; checked against its schema, else 422). The token is the "
+        "call's own, unchanged.",
+    )
+    reply: str | None = Field(
+        None,
+        min_length=1,
+        max_length=65_536,
+        description="With `approve: false`: answer the call in place of the tool; the text "
+        "is its result (not an error).",
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> VerdictIn:
+        if self.arguments is not None and not self.approve:
+            raise ValueError("`arguments` come only with approve: true")
+        if self.reply is not None and (self.approve or self.reason is not None):
+            raise ValueError("`reply` comes only with approve: false, and without `reason`")
+        return self
 
 
 class VerdictOut(BaseModel):
     """A recorded verdict."""
 
-    outcome: Literal["approved", "denied"]
+    outcome: Literal["approved", "denied", "replied"]
     message: str
     run: RunOut

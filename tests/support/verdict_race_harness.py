@@ -1,12 +1,14 @@
 """Approve-vs-deny races between two processes on one store.
 
 One process (the caller of :func:`race`) executes the runs: a gated
-``drop_table`` tool whose every execution appends the run id to a file. Two
-*racer* processes (this module run as a script) answer the same pending
-approval at the same instant, one approving and one denying, each through its
-own ``DurableRuntime`` client on the store (``Run.approve`` / ``Run.deny``), or
-through ``submit_verdict`` with the request's signed token (``--api submit``:
-the path of a widget card and of the HTTP bridge).
+``drop_table`` tool (it allows edits) whose every execution appends the run id
+and the table to a file. Two *racer* processes (this module run as a script)
+answer the same pending approval at the same instant, one letting the tool run
+(``approve``, or ``edit``: approve with edited arguments) and one not
+(``deny``, or ``reply``: answer in place of the tool), each through its own
+``DurableRuntime`` client on the store (``Run.approve`` / ``Run.deny`` /
+``Run.respond``), or through ``submit_verdict`` with the request's signed token
+(``--api submit``: the path of a widget card and of the HTTP bridge).
 
 Used by tests/runtime/test_verdict_races.py (a fast version) and
 benchmarks/verdict_race.py (the long one).
@@ -30,12 +32,20 @@ SCRIPT = str(Path(__file__).resolve())
 LOG_ENV = "NBDURABLE_TEST_VERDICT_LOG"
 
 
-@nd.tool(needs_approval=True)
+EDITED_TABLE = "stg_edited"
+"""The table an ``edit`` verdict names instead of the model's ``stg``."""
+REPLY = "raced reply: keep the table"
+"""What a ``reply`` verdict answers."""
+WINNER = {"approve": "approved", "edit": "approved", "deny": "denied", "reply": "replied"}
+"""The verdict each racer's verb records, as a loser is told it."""
+
+
+@nd.tool(needs_approval=True, allow_edit=True)
 def drop_table(name: str, ctx: nd.ToolContext) -> str:
     """Drop a warehouse table (the side effect a denial must prevent)."""
     fd = os.open(os.environ[LOG_ENV], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        os.write(fd, f"{ctx.run_id}\n".encode())
+        os.write(fd, f"{ctx.run_id} {name}\n".encode())
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -60,13 +70,20 @@ async def _answer(
     from nbdurable.runtime._checked_verdicts import submit_verdict
 
     run = Run(runtime, run_id)
+    edited = {"name": EDITED_TABLE} if verb == "edit" else None
     if api == "submit":
         token = None
-        if verb == "approve":
+        if verb in ("approve", "edit"):
             pending = await run.pending_approvals()
             token = next((r.token for r in pending if r.approval_id == approval_id), None)
         outcome = await submit_verdict(
-            runtime, run_id, approval_id, approve=verb == "approve", token=token
+            runtime,
+            run_id,
+            approval_id,
+            approve=verb in ("approve", "edit"),
+            token=token,
+            arguments=edited,
+            reply=REPLY if verb == "reply" else None,
         )
         if outcome.recorded:
             return "ok"
@@ -75,8 +92,10 @@ async def _answer(
             return f"conflict {winner}"
         return f"refused {outcome.state}: {outcome.message}"
     try:
-        if verb == "approve":
-            await run.approve(approval_id)
+        if verb in ("approve", "edit"):
+            await run.approve(approval_id, arguments=edited)
+        elif verb == "reply":
+            await run.respond(approval_id, REPLY)
         else:
             await run.deny(approval_id, reason="raced")
     except nd.DurableConflictError as exc:
@@ -203,8 +222,15 @@ class _Racer:
                 await self.process.wait()
 
 
+def ran_with(log: Path) -> dict[str, str]:
+    """The runs whose gated tool executed, with the table it dropped."""
+    if not log.exists():
+        return {}
+    return dict(line.split(" ", 1) for line in log.read_text().splitlines() if " " in line)
+
+
 def _ran(log: Path) -> set[str]:
-    return set(log.read_text().split()) if log.exists() else set()
+    return set(ran_with(log))
 
 
 async def race(
@@ -216,8 +242,13 @@ async def race(
     runtime: DurableRuntime | None = None,
     agent: str = "gate",
     ran: Callable[[str], bool] | None = None,
+    verbs: tuple[str, str] = ("approve", "deny"),
 ) -> RaceReport:
     """Run ``races`` approve-vs-deny races on the store at ``url``; what they found.
+
+    ``verbs``: what the two racers say, the first one a verdict that runs the
+    tool (``approve``, ``edit``), the second one that does not (``deny``,
+    ``reply``); they swap racers every other race.
 
     By default this process executes the runs (the ``gate`` agent, its tool
     logging to ``log``). ``runtime``: an open runtime whose engine executes
@@ -236,10 +267,10 @@ async def race(
             async with await DurableRuntime.open(
                 store=store, agents=[gate], poll_interval=0.01, flush_interval=0.01
             ) as own:
-                await _races(own, racers, report, races, "gate", lambda r: r in _ran(log))
+                await _races(own, racers, report, races, "gate", lambda r: r in _ran(log), verbs)
         else:
             assert ran is not None
-            await _races(runtime, racers, report, races, agent, ran)
+            await _races(runtime, racers, report, races, agent, ran, verbs)
     finally:
         for racer in racers:
             await racer.stop()
@@ -260,21 +291,30 @@ async def _races(
     races: int,
     agent: str,
     ran: Callable[[str], bool],
+    pair: tuple[str, str] = ("approve", "deny"),
 ) -> None:
     for i in range(races):
         run = await runtime.submit(agent, f"drop staging table {i}")
         await asyncio.wait_for(run.wait("waiting_approval"), 60)
         approval_id = (await run.pending_approvals())[0].approval_id
-        verbs = ("approve", "deny") if i % 2 == 0 else ("deny", "approve")
+        verbs = pair if i % 2 == 0 else pair[::-1]
         at = time.time() + 0.03
         for racer, verb in zip(racers, verbs, strict=True):
             racer.send(f"{verb} {run.run_id} {approval_id} {at}")
         said = dict(zip(verbs, [await r.line() for r in racers], strict=True))
         await asyncio.wait_for(run.wait(), 60)
-        _score(report, run.run_id, said, ran(run.run_id))
+        # the scoring speaks of the verdict that runs the tool and the one that does not
+        said = {"approve": said[pair[0]], "deny": said[pair[1]]}
+        _score(report, run.run_id, said, ran(run.run_id), (WINNER[pair[0]], WINNER[pair[1]]))
 
 
-def _score(report: RaceReport, run_id: str, said: dict[str, str], ran: bool) -> None:
+def _score(
+    report: RaceReport,
+    run_id: str,
+    said: dict[str, str],
+    ran: bool,
+    names: tuple[str, str] = ("approved", "denied"),
+) -> None:
     report.races += 1
     approved, denied = said["approve"] == "ok", said["deny"] == "ok"
     report.tool_ran += ran
@@ -286,7 +326,7 @@ def _score(report: RaceReport, run_id: str, said: dict[str, str], ran: bool) -> 
     else:
         report.one_winner += 1
         report.approve_won += approved
-        winner, loser = ("approved", "deny") if approved else ("denied", "approve")
+        winner, loser = (names[0], "deny") if approved else (names[1], "approve")
         if said[loser] == f"conflict {winner}":
             report.loser_named_winner += 1
         else:
