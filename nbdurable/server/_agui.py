@@ -368,17 +368,23 @@ class Projector:
         self._delta("add", _pointer("approvals", request.approval_id), shown)
 
     def _on_approval_resolved(self, event: Event) -> None:
-        approval_id = str(event.payload.get("approval_id"))
+        payload = event.payload
+        approval_id = str(payload.get("approval_id"))
         self.pending.pop(approval_id, None)
-        verdict = str(event.payload.get("kind") or "") or (
-            "approved" if event.payload.get("approved") else "denied"
-        )
         shown = self.state["approvals"].get(approval_id)
         if shown is None:
             return
-        shown["status"] = verdict
         self._start()
+        if payload.get("approved"):
+            verdict = "approved" if payload.get("arguments") is None else "edited"
+        else:
+            verdict = "denied" if payload.get("reply") is None else "replied"
+        shown["status"] = verdict
         self._delta("replace", _pointer("approvals", approval_id, "status"), verdict)
+        if verdict == "edited":  # the call runs with these; "arguments" stays the model's
+            shown["editedArguments"] = payload["arguments"]
+            path = _pointer("approvals", approval_id, "editedArguments")
+            self._delta("add", path, payload["arguments"])
 
     def _on_tool_result(self, event: Event) -> None:
         result = event.payload.get("result") or {}

@@ -127,14 +127,10 @@ async def record(bridge: Bridge, run_id: str, given: Answer, principal: str | No
 
     Raises:
         The errors of :func:`~nbdurable.server._links.answer`: the token,
-        the principal, a verdict that won already.
+        the principal, a verdict that won already, an edit the tool does not
+        allow or arguments that do not fit its schema.
     """
     source = VerdictSource(by=principal, authenticated=principal is not None, via="http")
-    if given.arguments is not None or given.reply is not None:
-        raise ConfigurationError(
-            f"interrupt {given.approval_id!r}: edited arguments and replies are not "
-            "supported by this bridge yet"
-        )
     return await answer(
         bridge,
         run_id,
@@ -144,4 +140,6 @@ async def record(bridge: Bridge, run_id: str, given: Answer, principal: str | No
         reason=given.reason,
         token_required=False,
         source=source,
+        arguments=given.arguments,
+        reply=given.reply,
     )

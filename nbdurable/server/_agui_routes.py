@@ -79,7 +79,7 @@ class ResumeVerdict(BaseModel):
     """The verdict one resume entry gave."""
 
     interrupt_id: str = Field(alias="interruptId")
-    outcome: Literal["approved", "denied"]
+    outcome: Literal["approved", "edited", "denied", "replied"]
     message: str
 
 
@@ -152,6 +152,13 @@ async def _agui_stream(
     return frames()
 
 
+def _kind(state: str, *, edited: bool) -> Literal["approved", "edited", "denied", "replied"]:
+    """What a recorded verdict was, as the resume's answer names it."""
+    if state == "approved":
+        return "edited" if edited else "approved"
+    return "replied" if state == "replied" else "denied"
+
+
 def _streaming(frames: AsyncIterator[bytes]) -> StreamingResponse:
     return StreamingResponse(
         frames,
@@ -218,6 +225,8 @@ def agui_router(bridge: Bridge) -> APIRouter:
                     404: "No such run",
                     409: "An interrupt no longer waits: another verdict won (`verdict`)",
                     410: "Token past the max age: read the stream again for a fresh one",
+                    422: "Not a RunAgentInput answering this run's interrupts, or edited "
+                    "arguments the tool does not allow or that do not fit its schema",
                     501: _UNAVAILABLE,
                 }
             ),
@@ -253,9 +262,12 @@ def agui_router(bridge: Bridge) -> APIRouter:
         verdicts = []
         for given in answers:
             outcome = await record(bridge, run_id, given, principal)
-            state = "approved" if outcome.state == "approved" else "denied"
             verdicts.append(
-                ResumeVerdict(interruptId=given.approval_id, outcome=state, message=outcome.message)
+                ResumeVerdict(
+                    interruptId=given.approval_id,
+                    outcome=_kind(outcome.state, edited=given.arguments is not None),
+                    message=outcome.message,
+                )
             )
         if "text/event-stream" in request.headers.get("accept", ""):
             seen = (before[-1].offset if before else 0, _SEEN_ALL)

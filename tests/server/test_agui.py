@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from . import agents as test_agents
+from .agui_agents import editable_agents
 from .agui_client import (
     approve,
     check_lifecycle,
@@ -22,6 +23,8 @@ from .agui_client import (
     types,
 )
 from .harness import Server
+
+pytestmark = pytest.mark.slow  # each test starts a bridge (uvicorn on a socket)
 
 
 def _submit(server: Server, agent: str = "janitor", token: str | None = None) -> str:
@@ -284,3 +287,76 @@ def test_without_the_extra_the_routes_say_which_to_install(
             error = answer.json()["error"]
             assert error["type"] == "AgUiUnavailableError"
             assert "pip install 'nbdurable[ag-ui]'" in error["message"]
+
+
+def test_edit_then_approve_runs_the_edited_call_and_a_reply_answers_instead(
+    make_server: Callable[..., Server],
+) -> None:
+    server = make_server(agents=editable_agents)
+    edited, replied, janitor = (
+        _submit(server, agent) for agent in ("archivist",) * 2 + ("janitor",)
+    )
+    url = "/agui/runs/{}/resume".format
+    with server.client() as http:
+        first = {run: read(http, run, until="stop") for run in (edited, replied, janitor)}
+        [interrupt] = interrupts(first[edited])
+        schema = interrupt["responseSchema"]["properties"]
+        assert schema["editedArgs"]["properties"].keys() == {"name", "days"}  # the tool's schema
+        assert "reply" in schema
+        # arguments that do not fit the tool's schema, or a tool that allows no edits: 422
+        wrong = http.post(
+            url(edited),
+            json=resume_body(edited, approve(interrupt, editedArgs={"name": 5, "days": "x"})),
+        )
+        assert wrong.status_code == 422 and wrong.json()["error"]["type"] == "InvalidEditError"
+        [janitor_interrupt] = interrupts(first[janitor])
+        assert "editedArgs" not in janitor_interrupt["responseSchema"]["properties"]
+        refused = http.post(
+            url(janitor),
+            json=resume_body(janitor, approve(janitor_interrupt, editedArgs={"name": "x"})),
+        )
+        assert (
+            refused.status_code == 422 and refused.json()["error"]["type"] == "EditNotAllowedError"
+        )
+        assert server.record(edited).state == server.record(janitor).state == "waiting_approval"
+        # the edit: the call runs with the human's arguments
+        ok = http.post(
+            url(edited),
+            json=resume_body(edited, approve(interrupt, editedArgs={"name": "stg_old", "days": 7})),
+        )
+        assert ok.status_code == 200, ok.text
+        assert ok.json()["verdicts"][0]["outcome"] == "edited"
+        rest = read(http, edited, headers={"Last-Event-ID": first[edited][-1].id})
+        # the reply: the human answers in place of the tool
+        [other] = interrupts(first[replied])
+        answered = http.post(
+            url(replied), json=resume_body(replied, deny(other, reply="use the staging copy"))
+        )
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["verdicts"][0]["outcome"] == "replied"
+        after_reply = read(http, replied, headers={"Last-Event-ID": first[replied][-1].id})
+    check_lifecycle(first[edited] + rest)
+    check_lifecycle(first[replied] + after_reply)
+    # the audit trail: the model's proposal, the human's edit, what ran
+    [proposed] = [e.data for e in first[edited] if e.type == "TOOL_CALL_ARGS"]
+    assert json.loads(proposed["delta"]) == {"name": "stg"}
+    deltas = [op for e in rest if e.type == "STATE_DELTA" for op in e.data["delta"]]
+    assert {
+        "op": "replace",
+        "path": f"/approvals/{interrupt['id']}/status",
+        "value": "edited",
+    } in deltas
+    assert {
+        "op": "add",
+        "path": f"/approvals/{interrupt['id']}/editedArguments",
+        "value": {"name": "stg_old", "days": 7},
+    } in deltas
+    [result] = [e.data for e in rest if e.type == "TOOL_CALL_RESULT"]
+    assert (
+        result["toolCallId"] == interrupt["toolCallId"]
+        and result["content"] == "archived stg_old (7 days)"
+    )
+    assert rest[-1].data["result"] == "Read: archived stg_old (7 days)"
+    [reply] = [e.data for e in after_reply if e.type == "TOOL_CALL_RESULT"]
+    assert reply["content"] == "use the staging copy"
+    assert after_reply[-1].data["result"] == "Read: use the staging copy"

@@ -1,6 +1,7 @@
 """The example AG-UI page (examples/agui_approval.html) in headless Chromium: served from
 its own origin, it follows a waiting run through the bridge's AG-UI stream (CORS, the
-bearer token) and decides the call with a resume entry, as docs/server.md shows."""
+bearer token) and decides the call with a resume entry, as docs/server.md shows:
+approve, deny with a reason, edit the arguments, reply instead of the tool."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from .agui_agents import editable_agents
 from .harness import Server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,9 +36,9 @@ def page_origin() -> Iterator[str]:
     httpd.server_close()
 
 
-def _waiting(server: Server) -> str:
+def _waiting(server: Server, agent: str = "janitor") -> str:
     with server.client() as http:
-        run_id = http.post("/runs", json={"agent": "janitor", "prompt": "Go."}).json()["run_id"]
+        run_id = http.post("/runs", json={"agent": agent, "prompt": "Go."}).json()["run_id"]
     server.wait_state(run_id, "waiting_approval")
     return str(run_id)
 
@@ -47,14 +49,15 @@ def test_the_example_page_decides_calls_through_the_agui_endpoints(
     playwright = pytest.importorskip("playwright.sync_api")
     if not Path(CHROMIUM).exists():
         pytest.fail(f"Chromium is missing at {CHROMIUM} (bash .ci/run installs it)")
-    server = make_server(cors_origins=[page_origin])
+    server = make_server(cors_origins=[page_origin], agents=editable_agents)
     approved, denied = _waiting(server), _waiting(server)
+    edited, replied = _waiting(server, "archivist"), _waiting(server, "archivist")
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             errors: list[str] = []
 
-            def open_run(run_id: str) -> Any:
+            def open_run(run_id: str, tool: str = "drop_table", table: str = "stg_2023") -> Any:
                 page = browser.new_page()
                 page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
                 page.on("pageerror", lambda e: errors.append(str(e)))
@@ -65,8 +68,7 @@ def test_the_example_page_decides_calls_through_the_agui_endpoints(
                 card = page.locator(".interrupt")
                 card.wait_for(timeout=15_000)
                 assert page.locator("#status").get_attribute("data-state") == "waiting"
-                assert "drop_table" in card.inner_text() and "stg_2023" in card.inner_text()
-                assert page.locator(".message").first.inner_text() == "Dropping it."
+                assert tool in card.inner_text() and table in card.inner_text()
                 return page
 
             page = open_run(approved)
@@ -84,8 +86,29 @@ def test_the_example_page_decides_calls_through_the_agui_endpoints(
             page.locator("#status[data-state=finished]").wait_for(timeout=15_000)
             assert page.locator(".interrupt").get_attribute("data-verdict") == "denied"
             assert "not on a Friday" in page.locator(".tool .result").inner_text()
+
+            page = open_run(edited, "archive_table", "stg")
+            assert page.locator(".message").first.inner_text() == "Archiving."
+            page.click(".interrupt .edit summary")  # folded: Approve and Deny stay one click
+            assert '"name": "stg"' in page.input_value(".interrupt .arguments")
+            page.fill(".interrupt .arguments", '{"name": "stg_old", "days": 7}')
+            page.click(".interrupt .approve-edited")
+            page.locator("#status[data-state=finished]").wait_for(timeout=15_000)
+            assert page.locator(".interrupt").get_attribute("data-verdict") == "edited"
+            assert (
+                page.locator("#status").inner_text() == "Finished: Read: archived stg_old (7 days)"
+            )
+
+            page = open_run(replied, "archive_table", "stg")
+            page.click(".interrupt .answer summary")
+            page.fill(".interrupt .reply", "use the staging copy")
+            page.click(".interrupt .send-reply")
+            page.locator("#status[data-state=finished]").wait_for(timeout=15_000)
+            assert page.locator(".interrupt").get_attribute("data-verdict") == "replied"
+            assert page.locator("#status").inner_text() == "Finished: Read: use the staging copy"
             assert errors == [], errors
         finally:
             browser.close()
     assert server.record(approved).result_text == "Done: dropped stg_2023."
     assert server.record(denied).result_text.startswith("Kept it:")
+    assert server.record(edited).result_text == "Read: archived stg_old (7 days)"
