@@ -22,8 +22,9 @@ nbdurable event             AG-UI events
 ``tool_result``             ``TOOL_CALL_RESULT`` (also a denial's, or a reply)
 ``run_state``               ``STATE_DELTA`` of ``/status`` while a run is open;
                             ``needs_attention`` ends it with an interrupt
-``run_suspended``           ``STATE_SNAPSHOT``, then ``RUN_FINISHED`` with one
-                            ``tool_call`` interrupt per pending approval
+``run_suspended``           ``MESSAGES_SNAPSHOT``, ``STATE_SNAPSHOT``, then
+                            ``RUN_FINISHED`` with one ``tool_call`` interrupt
+                            per pending approval
 ``run_finished``            ``RUN_FINISHED`` (``success``, ``result``: the answer)
 ``run_error``               ``RUN_ERROR``; a cancelled run: ``RUN_FINISHED`` ``cancelled``
 ==========================  =====================================================
@@ -48,8 +49,11 @@ from typing import Any
 
 from ag_ui.core import (
     PROTOCOL_VERSION,
+    AssistantMessage,
     BaseEvent,
+    FunctionCall,
     Interrupt,
+    MessagesSnapshotEvent,
     RunErrorEvent,
     RunFinishedCancelledOutcome,
     RunFinishedEvent,
@@ -67,7 +71,10 @@ from ag_ui.core import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
+    ToolMessage,
+    UserMessage,
 )
+from ag_ui.core import ToolCall as AgUiToolCall
 from ag_ui.encoder import EventEncoder
 
 from ..durable._signer import token_issued_at
@@ -150,11 +157,14 @@ class Projector:
             past the max age anew); default: as logged.
         max_age_ms: Approval tokens this old expire (the interrupt's
             ``expiresAt``); None: no expiry.
+        prompt: The run's prompt, the first message of the messages snapshot
+            an interrupt sends (None: a run without a record).
     """
 
     run_id: str
     sign: Callable[[ToolApprovalRequest], ToolApprovalRequest] = lambda request: request
     max_age_ms: int | None = None
+    prompt: str | None = None
     runs: int = 0
     open: bool = False
     state: dict[str, Any] = field(default_factory=lambda: {"status": None, "approvals": {}})
@@ -164,6 +174,7 @@ class Projector:
     step_messages: dict[int, str] = field(default_factory=dict)
     steps: set[int] = field(default_factory=set)
     answer: str | None = None
+    messages: list[Any] = field(default_factory=list)
     _out: list[BaseEvent] = field(default_factory=list)
     _now: int = 0
 
@@ -217,7 +228,8 @@ class Projector:
     def _finish(self, outcome: Any, *, result: Any = None, snapshot: bool = False) -> None:
         self._start()
         self._wind_down()
-        if snapshot:  # the protocol asks for the state before an interrupt
+        if snapshot:  # the protocol asks for the messages and state before an interrupt
+            self._emit(MessagesSnapshotEvent(messages=self._transcript()))
             self._emit(StateSnapshotEvent(snapshot=json.loads(json.dumps(self.state))))
         self._emit(
             RunFinishedEvent(
@@ -225,6 +237,15 @@ class Projector:
             )
         )
         self.open = False
+
+    def _transcript(self) -> list[Any]:
+        """The conversation so far: the prompt, the model's messages and the tools' results."""
+        prompt = (
+            []
+            if self.prompt is None
+            else [UserMessage(id=f"{self.run_id}.prompt", content=self.prompt)]
+        )
+        return [*prompt, *self.messages]
 
     def _delta(self, op: str, path: str, value: Any = None) -> None:
         if not self.open:
@@ -338,6 +359,25 @@ class Projector:
             self.step_messages[event.step_index or 0] = attempt
         self._end_message()
         self.answer = text
+        calls = [
+            AgUiToolCall(
+                id=str(part.get("tool_call_id")),
+                function=FunctionCall(
+                    name=str(part.get("tool_name")),
+                    arguments=json.dumps(part.get("args") or {}, ensure_ascii=False),
+                ),
+            )
+            for part in (event.payload.get("response") or {}).get("content") or []
+            if part.get("type") == "tool_call"
+        ]
+        if text or calls:
+            self.messages.append(
+                AssistantMessage(
+                    id=attempt or f"{self.run_id}.{event.offset}",
+                    content=text or None,
+                    tool_calls=calls or None,
+                )
+            )
 
     def _on_tool_call(self, event: Event) -> None:
         call = event.payload.get("tool_call") or {}
@@ -389,15 +429,17 @@ class Projector:
     def _on_tool_result(self, event: Event) -> None:
         result = event.payload.get("result") or {}
         call_id = str(result.get("tool_call_id"))
+        content = _result_text(result.get("result"))
         self._start()
         self._end_message()
         self._emit(
             ToolCallResultEvent(
-                message_id=f"{call_id}.result",
-                tool_call_id=call_id,
-                content=_result_text(result.get("result")),
-                role="tool",
+                message_id=f"{call_id}.result", tool_call_id=call_id, content=content, role="tool"
             )
+        )
+        error = content if result.get("is_error") else None
+        self.messages.append(
+            ToolMessage(id=f"{call_id}.result", content=content, tool_call_id=call_id, error=error)
         )
 
     def _on_suspended(self, event: Event) -> None:

@@ -132,13 +132,16 @@ async def _agui_stream(
 
     runtime = bridge.runtime
     max_age = bridge.approval_max_age_ms
+    tail = Tail(bridge, run_id, 0, until)
+    await tail.start()
+    record = await offload(runtime.runtime_store.rt_get, run_id)
+    prompt = record.prompt_value if record is not None else None
     projector = Projector(
         run_id,
         sign=lambda request: resign_if_expired(runtime.signer, request, max_age),
         max_age_ms=max_age,
+        prompt=None if prompt is None else prompt if isinstance(prompt, str) else prompt.text,
     )
-    tail = Tail(bridge, run_id, 0, until)
-    await tail.start()
 
     async def frames() -> AsyncIterator[bytes]:
         async for event in tail.items():

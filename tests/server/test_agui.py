@@ -59,8 +59,15 @@ def test_a_waiting_run_is_an_agui_run_ending_in_a_tool_call_interrupt(server: Se
     [request] = server.call(_pending(server, run_id))
     [added] = [e.data for e in got if e.type == "STATE_DELTA"]
     assert added["delta"][0]["path"] == f"/approvals/{request.approval_id}"
-    assert list(types(got))[-2:] == ["STATE_SNAPSHOT", "RUN_FINISHED"]
+    assert list(types(got))[-3:] == ["MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
     assert got[-2].data["snapshot"]["approvals"][request.approval_id]["status"] == "pending"
+    # the messages and the state the protocol asks for before an interrupt
+    user, assistant = got[-3].data["messages"]
+    assert (user["role"], user["content"]) == ("user", "Go.")
+    assert (assistant["role"], assistant["content"]) == ("assistant", "Dropping it.")
+    [call] = assistant["toolCalls"]
+    assert call["id"] == request.tool_call_id and call["function"]["name"] == "drop_table"
+    assert json.loads(call["function"]["arguments"]) == {"name": "stg_2023"}
     [interrupt] = interrupts(got)
     assert interrupt["id"] == request.approval_id
     assert interrupt["reason"] == "tool_call" and interrupt["toolCallId"] == request.tool_call_id
