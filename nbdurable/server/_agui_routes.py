@@ -53,6 +53,11 @@ _SSE_MESSAGE: dict[str, Any] = {
             "pattern": "^[1-9][0-9]*\\.[0-9]+$",
             "description": "The position: `<offset of the log entry>.<k>`",
         },
+        "event": {
+            "type": "string",
+            "enum": ["message"],
+            "description": "Not sent: SSE's default type (`onmessage`), as AG-UI streams are",
+        },
         "data": {
             "type": "string",
             "description": "The AG-UI event in JSON (camelCase, as `ag_ui.encoder` writes it)",

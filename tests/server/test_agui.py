@@ -5,6 +5,8 @@ own decision path (token, principal, one verdict wins), reconnect by position.""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -367,3 +369,51 @@ def test_edit_then_approve_runs_the_edited_call_and_a_reply_answers_instead(
     [reply] = [e.data for e in after_reply if e.type == "TOOL_CALL_RESULT"]
     assert reply["content"] == "use the staging copy"
     assert after_reply[-1].data["result"] == "Read: use the staging copy"
+
+
+def test_importing_the_bridge_imports_no_ag_ui() -> None:
+    code = (
+        "import sys\n"
+        "import nbdurable, nbdurable.server\n"
+        "from nbdurable.server import create_app\n"
+        "import nbdurable.server._app\n"
+        "print('ag_ui' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False"]
+
+
+def test_agui_answers_conform_to_the_openapi_schema(server: Server) -> None:
+    schemathesis = pytest.importorskip("schemathesis")
+    from schemathesis.checks import (
+        content_type_conformance,
+        response_schema_conformance,
+        status_code_conformance,
+    )
+
+    checks = [status_code_conformance, content_type_conformance, response_schema_conformance]
+    schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json")
+    operations = {}
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        operations[(operation.method.upper(), operation.path)] = operation
+    events = operations[("GET", "/agui/runs/{run_id}/events")]
+    resume = operations[("POST", "/agui/runs/{run_id}/resume")]
+    run_id, first = _waiting(server)
+    [interrupt] = interrupts(first)
+    with server.client() as http:
+        stream = http.get(f"/agui/runs/{run_id}/events", params={"until": "stop"})
+        events.Case(path_parameters={"run_id": run_id}, query={"until": "stop"}).validate_response(
+            stream, checks=checks
+        )
+        body = resume_body(run_id, approve(interrupt))
+        answered = http.post(f"/agui/runs/{run_id}/resume", json=body)
+        resume.Case(path_parameters={"run_id": run_id}, body=body).validate_response(
+            answered, checks=checks
+        )
+        refused = http.post(f"/agui/runs/{run_id}/resume", json=resume_body("other"))
+        assert refused.status_code == 422
+        resume.Case(path_parameters={"run_id": run_id}, body={}).validate_response(
+            refused, checks=checks
+        )
+    assert stream.status_code == answered.status_code == 200
