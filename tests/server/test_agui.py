@@ -417,3 +417,31 @@ def test_agui_answers_conform_to_the_openapi_schema(server: Server) -> None:
             refused, checks=checks
         )
     assert stream.status_code == answered.status_code == 200
+
+
+def test_a_resume_may_answer_some_interrupts_and_the_run_goes_on_after_the_last(
+    server: Server,
+) -> None:
+    run_id, first = _waiting(server, "pair")
+    one, two = interrupts(first)
+    assert one["toolCallId"] != two["toolCallId"]
+    url = f"/agui/runs/{run_id}/resume"
+    with server.client() as http:
+        partial = http.post(url, json=resume_body(run_id, approve(one)))
+        assert partial.status_code == 200, partial.text
+        assert partial.json()["run"]["state"] == "waiting_approval"  # the other call waits
+        last = http.post(
+            url,
+            json=resume_body(run_id, deny(two, reason="only a")),
+            headers={"Accept": "text/event-stream"},
+        )
+    rest = parse_stream(last.text)
+    check_lifecycle(first + rest)
+    results = {
+        e.data["toolCallId"]: e.data["content"] for e in rest if e.type == "TOOL_CALL_RESULT"
+    }
+    assert results[one["toolCallId"]] == "dropped a" and "only a" in results[two["toolCallId"]]
+    assert (
+        rest[-1].data["outcome"] == {"type": "success"}
+        and rest[-1].data["result"] == "Both handled."
+    )
