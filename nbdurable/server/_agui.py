@@ -165,18 +165,21 @@ class Projector:
     sign: Callable[[ToolApprovalRequest], ToolApprovalRequest] = lambda request: request
     max_age_ms: int | None = None
     prompt: str | None = None
-    runs: int = 0
-    open: bool = False
-    state: dict[str, Any] = field(default_factory=lambda: {"status": None, "approvals": {}})
-    pending: dict[str, ToolApprovalRequest] = field(default_factory=dict)
-    message: str | None = None
-    streamed: set[str] = field(default_factory=set)
-    step_messages: dict[int, str] = field(default_factory=dict)
-    steps: set[int] = field(default_factory=set)
-    answer: str | None = None
-    messages: list[Any] = field(default_factory=list)
-    _out: list[BaseEvent] = field(default_factory=list)
-    _now: int = 0
+    # what the log said so far (never passed in: a projection always starts at offset 1)
+    runs: int = field(default=0, init=False)
+    open: bool = field(default=False, init=False)
+    state: dict[str, Any] = field(
+        default_factory=lambda: {"status": None, "approvals": {}}, init=False
+    )
+    pending: dict[str, ToolApprovalRequest] = field(default_factory=dict, init=False)
+    message: str | None = field(default=None, init=False)
+    streamed: set[str] = field(default_factory=set, init=False)
+    step_messages: dict[int, str] = field(default_factory=dict, init=False)
+    steps: set[int] = field(default_factory=set, init=False)
+    answer: str | None = field(default=None, init=False)
+    messages: list[Any] = field(default_factory=list, init=False)
+    _out: list[BaseEvent] = field(default_factory=list, init=False)
+    _now: int = field(default=0, init=False)
 
     @property
     def agui_run_id(self) -> str:

@@ -266,7 +266,9 @@ def agui_router(bridge: Bridge) -> APIRouter:
 
         answers = answers_of(body, run_id)
         principal = principal_of(request)
-        before = await read_events(runtime.event_store, run_id)
+        streams = "text/event-stream" in request.headers.get("accept", "")
+        # where the continuation starts: the log as it was before these verdicts
+        before = await read_events(runtime.event_store, run_id) if streams else ()
         verdicts = []
         for given in answers:
             outcome = await record(bridge, run_id, given, principal)
@@ -277,7 +279,7 @@ def agui_router(bridge: Bridge) -> APIRouter:
                     message=outcome.message,
                 )
             )
-        if "text/event-stream" in request.headers.get("accept", ""):
+        if streams:
             seen = (before[-1].offset if before else 0, _SEEN_ALL)
             return _streaming(await _agui_stream(bridge, run_id, seen, "stop"))
         record_now = await offload(Run(runtime, run_id).record)
