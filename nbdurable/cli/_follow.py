@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import sys
 from typing import TextIO
@@ -120,8 +121,14 @@ class EventPrinter:
             call = call_text(request.get("tool_name", "?"), request.get("input") or {})
             self._line(f"? {call} needs approval ({request.get('approval_id')})")
         elif event.type == APPROVAL_RESOLVED:
-            if payload.get("approved"):
+            edited = payload.get("arguments")
+            if payload.get("approved") and isinstance(edited, dict):
+                edits = json.dumps(edited, ensure_ascii=False)
+                self._line(f"✓ approved {payload.get('approval_id')}, edited: {cell(edits)}")
+            elif payload.get("approved"):
                 self._line(f"✓ approved {payload.get('approval_id')}")
+            elif payload.get("reply") is not None:
+                self._line(f"↩ replied {payload.get('approval_id')}: {cell(payload.get('reply'))}")
             else:
                 self._line(f"✗ denied {payload.get('approval_id')}: {payload.get('reason') or ''}")
         elif event.type == TOOL_RESULT:

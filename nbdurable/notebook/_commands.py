@@ -9,6 +9,7 @@ depends on the outcome.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -166,10 +167,31 @@ def _goes_on(nb: NotebookSession, run: Run, ns: Namespace) -> None:
     print(line)
 
 
-def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
+def _edits(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``--arguments`` as a JSON object (None without it); refuses mixed verdict options."""
     if args.reason is not None and not args.deny:
         raise ConfigurationError("--reason goes with --deny")
+    if sum(x is not None and x is not False for x in (args.arguments, args.reply, args.deny)) > 1:
+        raise ConfigurationError("use one of --deny, --arguments and --reply")
+    if args.arguments is None:
+        return None
+    try:
+        edited = json.loads(args.arguments)
+    except ValueError as exc:
+        raise ConfigurationError(f"--arguments is not JSON ({exc}); nothing was recorded") from None
+    if not isinstance(edited, dict):
+        raise ConfigurationError("--arguments must be a JSON object; nothing was recorded")
+    return edited
+
+
+def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> None:
+    edited = _edits(args)
     run = check_run(nb, args.run)
+    if args.reply is not None:  # None: the only open request
+        run_sync(run.respond(args.approval_id, args.reply, by=nb.user, via="magic"))
+        print(f"replied to {args.approval_id or 'the pending call'} in place of the tool")
+        _goes_on(nb, run, ns)
+        return
     if args.deny and args.approval_id is None and run.record().state == "needs_attention":
         _attend(nb, run, "settle", reason=args.reason)
     elif args.approval_id is not None and run.record().state != "waiting_approval":
@@ -178,7 +200,7 @@ def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> No
         if args.deny:
             run_sync(run.deny(args.approval_id, reason=args.reason, by=nb.user, via="magic"))
         else:
-            run_sync(run.approve(args.approval_id, by=nb.user, via="magic"))
+            run_sync(run.approve(args.approval_id, arguments=edited, by=nb.user, via="magic"))
         print(f"{'denied' if args.deny else 'approved'} {args.approval_id} (recorded before)")
     else:
         request = _pick(run, args.approval_id)
@@ -187,21 +209,31 @@ def _approve(nb: NotebookSession, args: argparse.Namespace, ns: Namespace) -> No
             run_sync(run.deny(request.approval_id, reason=args.reason, by=nb.user, via="magic"))
             print(f"denied {call} ({request.approval_id})")
         else:
-            _approve_now(run, request, fresh=args.fresh, by=nb.user)
-            print(f"approved {call} ({request.approval_id})")
+            _approve_now(run, request, fresh=args.fresh, by=nb.user, edited=edited)
+            ran = "" if edited is None else f" edited to {call_text(request.tool_name, edited)}"
+            print(f"approved {call}{ran} ({request.approval_id})")
     _goes_on(nb, run, ns)
 
 
-def _approve_now(run: Run, request: ToolApprovalRequest, *, fresh: bool, by: str | None) -> None:
+def _approve_now(
+    run: Run,
+    request: ToolApprovalRequest,
+    *,
+    fresh: bool,
+    by: str | None,
+    edited: dict[str, Any] | None = None,
+) -> None:
     """Approve with the request's token; ``fresh``: with one signed now (past the max age)."""
     if fresh:  # pending_approvals() re-signs a token past the maximum age
         shown = {r.approval_id: r for r in run_sync(run.pending_approvals())}
         token = shown.get(request.approval_id, request).token
-        run_sync(run.approve(request.approval_id, token=token, by=by, via="magic"))
+        run_sync(
+            run.approve(request.approval_id, arguments=edited, token=token, by=by, via="magic")
+        )
         return
     try:
         # echoes the token the request got
-        run_sync(run.approve(request.approval_id, by=by, via="magic"))
+        run_sync(run.approve(request.approval_id, arguments=edited, by=by, via="magic"))
     except ApprovalExpiredError as exc:
         call = call_text(request.tool_name, request.input)
         raise approval_expired(

@@ -124,12 +124,15 @@ _COMMANDS: list[tuple[str, str, list[tuple[tuple[str, ...], dict[str, Any]]]]] =
     ),
     (
         "approve",
-        "approve a pending tool call (--deny [--reason R] denies it)",
+        "approve a pending tool call (--deny [--reason R] denies it; --arguments JSON runs "
+        "it with edited arguments; --reply TEXT answers it in place of the tool)",
         [
             (("approval_id",), {"metavar": "APPROVAL_ID", "nargs": "?"}),
             (("--deny",), {"action": "store_true"}),
             (("--reason",), {"metavar": "R"}),
             (("--fresh",), {"action": "store_true"}),
+            (("--arguments",), {"metavar": "JSON"}),
+            (("--reply",), {"metavar": "TEXT"}),
         ],
     ),
     (

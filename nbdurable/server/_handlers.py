@@ -31,13 +31,13 @@ class ErrorDetail(BaseModel):
     """What went wrong.
 
     ``verdict`` comes with an ``ApprovalNotPendingError``: the verdict that was
-    recorded on the approval (``approved`` or ``denied``), when one was.
+    recorded on the approval (``approved``, ``denied`` or ``replied``), when one was.
     """
 
     type: str
     message: str
     details: list[dict[str, Any]] | None = None
-    verdict: Literal["approved", "denied"] | None = None
+    verdict: Literal["approved", "denied", "replied"] | None = None
 
 
 class ErrorBody(BaseModel):
@@ -58,7 +58,7 @@ def error_response(
     *,
     details: list[dict[str, Any]] | None = None,
     headers: Mapping[str, str] | None = None,
-    verdict: Literal["approved", "denied"] | None = None,
+    verdict: Literal["approved", "denied", "replied"] | None = None,
 ) -> JSONResponse:
     """A typed JSON error answer."""
     body = ErrorBody(
@@ -95,7 +95,7 @@ def install_error_handlers(app: FastAPI) -> None:
             type(exc).__name__,
             str(exc),
             headers=headers,
-            verdict=verdict if verdict in ("approved", "denied") else None,
+            verdict=verdict if verdict in ("approved", "denied", "replied") else None,
         )
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:

@@ -45,3 +45,19 @@ async def test_a_denial_after_an_approval_is_told_which_won(
     assert lost.stderr == (
         f"nbdurable: approval {request.approval_id!r} of run 'r1' was already approved\n"
     )
+
+
+async def test_a_reply_from_the_magic_and_an_edit_the_tool_does_not_allow(
+    ip: Any, nb: NotebookSession, magic: Any, views: list[Shown]
+) -> None:
+    ip.user_ns["janitor"] = janitor()
+    magic("agent", "janitor --run-id r1", "Clean up the staging tables.")
+    await eventually(lambda: state(nb, "r1") == "waiting_approval")
+    refused = magic("durable", """approve r1 --arguments '{"name": "other"}'""")
+    assert "does not allow editing" in refused.stderr and refused.stdout == ""
+    assert nb.run("r1").record().decided == {}
+    out = magic("durable", "approve r1 --reply 'keep it, it is in use'")
+    assert out.stdout.startswith("replied to the pending call in place of the tool")
+    [decision] = nb.run("r1").record().decided.values()
+    assert (decision.kind, decision.reply) == ("replied", "keep it, it is in use")
+    assert decision.source is not None and decision.source.via == "magic"

@@ -10,12 +10,14 @@ test_edited_verdict_races.py, the kill -9 in test_edited_verdict_crash.py.
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
 import pytest
 
 import nbdurable as nd
+from nbdurable.inspect._approvals import approval_rows
 from nbdurable.models._base import ModelRequest
 from nbdurable.runtime import Agent, DurableRuntime
 from nbdurable.runtime._checked_verdicts import submit_verdict
@@ -145,15 +147,13 @@ async def test_edited_arguments_that_do_not_fit_are_refused_and_the_request_wait
     assert ran == ["ok+cascade"]
 
 
-async def test_the_token_binds_the_model_call_and_the_event_carries_both_argument_sets() -> None:
+async def test_the_token_binds_the_model_call_and_events_and_explain_show_both() -> None:
     ran: list[str] = []
-    async with await DurableRuntime.open(
-        store=nd.open_store("memory://"), agents=[janitor(ran)]
-    ) as rt:
+    store = nd.open_store("memory://")
+    async with await DurableRuntime.open(store=store, agents=[janitor(ran)]) as rt:
         run, request = await parked(rt)
-        payload = json.loads(
-            __import__("base64").urlsafe_b64decode(request.token.split(".")[1] + "==")
-        )
+        assert request.token is not None
+        payload = json.loads(base64.urlsafe_b64decode(request.token.split(".")[1] + "=="))
         assert payload["input"] == {"name": "stg"}
         assert "allow_edit" not in payload and "parameters" not in payload
         outcome = await submit_verdict(
@@ -163,15 +163,41 @@ async def test_the_token_binds_the_model_call_and_the_event_carries_both_argumen
             approve=True,
             token=request.token,
             arguments={"name": "stg_b"},
+            source=nd.messages.VerdictSource(by="ana", via="widget"),
         )
         assert outcome.state == "approved" and "edited" in outcome.message
         await run.result()
-        events = [e async for e in rt.events(run.run_id)] if hasattr(rt, "events") else []
     assert ran == ["stg_b"]
-    resolved = [e.payload for e in events if e.type == "approval_resolved"]
-    if resolved:
-        assert resolved[0]["arguments"] == {"name": "stg_b"}
-        assert resolved[0]["original_arguments"] == {"name": "stg"}
+    [resolved] = [e.payload for e in store.read_events(run.run_id) if e.type == "approval_resolved"]
+    assert resolved["arguments"] == {"name": "stg_b"}
+    assert resolved["original_arguments"] == {"name": "stg"}
+    explained = str(nd.inspect.explain(store, run.run_id))
+    assert "approved with edited arguments by ana (claimed)" in explained
+    assert 'ran with (name="stg_b") instead of (name="stg")' in explained
+    [row] = approval_rows(store, run_id=run.run_id)
+    assert (row["status"], row["arguments"]) == ("approved", {"name": "stg"})
+    assert row["edited_arguments"] == {"name": "stg_b"} and row["allow_edit"] is True
+
+
+async def test_a_refused_edit_through_the_card_path_is_an_error_outcome_and_records_nothing() -> (
+    None
+):
+    async with await DurableRuntime.open(
+        store=nd.open_store("memory://"), agents=[janitor([], allow_edit=False)]
+    ) as rt:
+        run, request = await parked(rt)
+        outcome = await submit_verdict(
+            rt, run.run_id, request.approval_id, approve=True, token=request.token,
+            arguments={"name": "x"},
+        )  # fmt: skip
+        assert outcome.state == "error" and not outcome.recorded
+        assert isinstance(outcome.edit_refusal, nd.EditNotAllowedError)
+        assert run.record().decided == {}
+        replied = await submit_verdict(
+            rt, run.run_id, request.approval_id, approve=False, reply="r"
+        )
+        assert replied.state == "replied" and replied.recorded
+        await run.result()
 
 
 async def test_a_reply_and_an_edit_are_verdicts_one_wins_and_a_repeat_is_no_conflict() -> None:
@@ -218,3 +244,56 @@ def test_a_verdict_is_one_kind() -> None:
     }
     assert plain.kind == "approved"
     assert nd.ToolApprovalResponse(approval_id="a", approved=False, reply="r").kind == "replied"
+
+
+async def test_a_sub_agents_call_is_edited_and_a_reply_reaches_it() -> None:
+    ran: list[str] = []
+
+    @nd.tool(needs_approval=True, allow_edit=True)
+    def run_shell(cmd: str) -> str:
+        """Run a shell command."""
+        ran.append(cmd)
+        return f"ran {cmd}"
+
+    def coder_done(request: ModelRequest) -> str:
+        return f"coder read: {request.messages[-1].tool_results[0].result}"
+
+    coder = nd.agent_tool(
+        "coder",
+        model=nd.ScriptedModel([nd.Turn.call("run_shell", cmd="pytest"), coder_done]),
+        tools=[run_shell],
+    )
+    parent = nd.ScriptedModel([nd.Turn.call("coder", prompt="test"), _echo_result])
+    lead = Agent("lead", parent, [coder], version="1", tool_recovery={"coder": "safe"})
+    async with await DurableRuntime.open(store=nd.open_store("memory://"), agents=[lead]) as rt:
+        edited = await rt.submit("lead", "Have the coder test it.")
+        replied = await rt.submit("lead", "Have the coder test it again.")
+        for run in (edited, replied):
+            await run.wait("waiting_approval")
+        [request] = await edited.pending_approvals()
+        assert request.agent_path == ("coder",) and request.allow_edit
+        with pytest.raises(nd.InvalidEditError):  # held to the sub-agent's tool
+            await edited.approve(request.approval_id, arguments={"command": "x"})
+        await edited.approve(request.approval_id, arguments={"cmd": "pytest -x"})
+        await replied.respond(None, "tests pass already")
+        assert (await edited.result()).text == "coder read: ran pytest -x"
+        assert (await replied.result()).text == "coder read: tests pass already"
+    assert ran == ["pytest -x"]
+
+
+def _echo_result(request: ModelRequest) -> str:
+    return str(request.messages[-1].tool_results[0].result)
+
+
+async def test_the_submitter_may_reply_but_not_edit_when_they_may_not_approve() -> None:
+    ran: list[str] = []
+    base = janitor(ran)
+    agent = Agent("janitor", base.model, base.tools, version="1", submitter_may_approve=False)
+    async with await DurableRuntime.open(store=nd.open_store("memory://"), agents=[agent]) as rt:
+        run = await rt.submit("janitor", "Clean up.", submitted_by="ana")
+        await run.wait("waiting_approval")
+        with pytest.raises(nd.ApproverNotAllowedError):
+            await run.approve(arguments={"name": "stg_x"}, by="ana")
+        await run.respond(None, "leave it", by="ana")
+        assert (await run.result()).text == "read: leave it"
+    assert ran == []

@@ -25,6 +25,12 @@ def drop_table(name: str) -> str:
     return f"dropped {name}"
 
 
+@nd.tool(needs_approval=True, allow_edit=True)
+def edit_table(name: str, cascade: bool = False) -> str:
+    """Drop a warehouse table (the approver may edit which one first)."""
+    return f"dropped {name}{' with cascade' if cascade else ''}"
+
+
 def _after_drop(request: ModelRequest) -> str:
     result = request.messages[-1].tool_results[0]
     return f"Kept it: {result.result}" if result.is_error else f"Done: {result.result}."
@@ -78,6 +84,12 @@ def make_agents(table: str = "stg_2024", saying: str = "Dropping stg_2024.") -> 
             version="1",
         ),
         nd.Agent("flaky", nd.ScriptedModel([_flaky]), [lookup], version="1"),
+        nd.Agent(
+            "editor",
+            nd.ScriptedModel([nd.Turn.call("edit_table", name=table), _after_drop]),
+            [edit_table],
+            version="1",
+        ),
     ]
 
 

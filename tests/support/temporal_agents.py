@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+from typing import Any
 
 import nbdurable as nd
 from nbdurable.runtime import Agent
@@ -53,6 +54,18 @@ def drop_table(name: str, ctx: nd.ToolContext) -> str:
     return f"dropped {name}"
 
 
+@nd.tool(needs_approval=True, allow_edit=True)
+def edit_table(name: str, ctx: nd.ToolContext) -> str:
+    """Drop a warehouse table (a human may edit which one before approving)."""
+    _count(ctx, "edit_table")
+    return f"dropped {name}"
+
+
+def _read_result(request: Any) -> nd.Turn:
+    """The model's answer: the call's result, as it read it."""
+    return nd.Turn(text=f"read: {request.messages[-1].tool_results[0].result}")
+
+
 @nd.tool
 async def slow_manual(n: int, ctx: nd.ToolContext) -> str:
     """Do a slow manual step n (not safe to re-run on its own)."""
@@ -66,6 +79,7 @@ def _recovery(*names: str) -> dict[str, str]:
         "step": "safe",
         "slow_step": "safe",
         "drop_table": "idempotent",
+        "edit_table": "idempotent",
         "slow_manual": "manual",
     }
     return {name: policies[name] for name in names}
@@ -228,6 +242,13 @@ agents = [
     ),
     Agent("busy", model=_busy_model(), tools=[step], version="1", tool_recovery=_recovery("step")),
     Agent("verbose", model=_big_model(), version="1"),
+    Agent(
+        "editor",
+        model=nd.ScriptedModel([nd.Turn.call("edit_table", name="stg"), _read_result]),
+        tools=[edit_table],
+        version="1",
+        tool_recovery=_recovery("edit_table"),
+    ),
     Agent(
         "warden",
         model=_warden_model(),
