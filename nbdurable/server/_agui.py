@@ -261,8 +261,8 @@ class Projector:
     def _interrupt(self, request: ToolApprovalRequest) -> Interrupt:
         shown = self.sign(request)
         schema = json.loads(json.dumps(APPROVAL_SCHEMA))
-        if getattr(shown, "allow_edit", False):
-            parameters = getattr(shown, "parameters", None) or {"type": "object"}
+        if shown.allow_edit:  # the protocol's signal that a front end may offer an edit form
+            parameters = shown.parameters or {"type": "object"}
             schema["properties"]["editedArgs"] = {
                 **parameters,
                 "description": "The arguments to run the call with instead (a full "
