@@ -36,7 +36,7 @@ from ._handlers import error_responses
 from ._routes_events import KEEPALIVE, MAX_OFFSET, Tail
 from ._schemas import RunOut
 
-__all__ = ["AgUiUnavailableError", "ResumeOut", "agui_router"]
+__all__ = ["AgUiUnavailableError", "ResumeOut", "agui_router", "position_of"]
 
 _POSITION = re.compile(r"0*([0-9]{1,19})(?:\.0*([0-9]{1,9}))?")
 """A stream position: ``<offset>`` (everything of that log entry seen) or ``<offset>.<k>``."""
@@ -108,7 +108,7 @@ def _need_agui() -> None:
         raise AgUiUnavailableError(str(exc)) from None
 
 
-def _position(after: int, last_event_id: str | None) -> tuple[int, int]:
+def position_of(after: int, last_event_id: str | None) -> tuple[int, int]:
     """Where a client is: ``(offset, k)``, the last AG-UI event it received."""
     if last_event_id is None:
         return after, _SEEN_ALL
@@ -212,7 +212,7 @@ def agui_router(bridge: Bridge) -> APIRouter:
         (answer them with ``POST /agui/runs/{run_id}/resume``).
         """
         _need_agui()
-        seen = _position(after, last_event_id)
+        seen = position_of(after, last_event_id)
         return _streaming(await _agui_stream(bridge, run_id, seen, until))
 
     @router.post(
