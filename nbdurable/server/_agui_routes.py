@@ -109,7 +109,14 @@ def _need_agui() -> None:
 
 
 def position_of(after: int, last_event_id: str | None) -> tuple[int, int]:
-    """Where a client is: ``(offset, k)``, the last AG-UI event it received."""
+    """Where a client is: ``(offset, k)``, the last AG-UI event it received.
+
+    ``Last-Event-ID`` (``<offset>.<k>``, or ``<offset>``: all of that entry's
+    events) wins over ``?after=<offset>``, as a reconnecting ``EventSource`` sends it.
+
+    Raises:
+        ConfigurationError: A ``Last-Event-ID`` that is no position (HTTP 422).
+    """
     if last_event_id is None:
         return after, _SEEN_ALL
     found = _POSITION.fullmatch(last_event_id.strip(" \t"))
