@@ -21,6 +21,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "notebook": ("ipywidgets", "anywidget", "pandas", "matplotlib"),
     "inspect": ("pandas", "matplotlib"),
     "server": ("fastapi", "uvicorn"),
+    "ag-ui": ("ag_ui",),
     "mcp": ("mcp",),
     "langchain": ("langchain_core",),
     "pydantic-ai": ("pydantic_ai",),

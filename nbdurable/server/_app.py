@@ -9,6 +9,7 @@ from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from .._errors import ConfigurationError
+from ._agui_routes import agui_router
 from ._approval_page import approval_page_router
 from ._auth import bearer_guard, resolve_token
 from ._body_limit import DEFAULT_BODY_TIMEOUT_S, BodyLimit, positive_seconds
@@ -30,7 +31,8 @@ DEFAULT_MAX_BODY_BYTES = 1_048_576
 _DESCRIPTION = """\
 Runs of a `DurableRuntime` over HTTP: submit, watch (Server-Sent Events with
 `Last-Event-ID` reconnect), cancel, retry, and answer approvals with their
-signed tokens. Every route but the approval links needs
+signed tokens, also as the AG-UI protocol (`/agui/...`: its events, and the
+answers to its interrupts; the `ag-ui` extra). Every route but the approval links needs
 `Authorization: Bearer <token>`; an approval link is bound to one call by its
 own signed token. Errors are `{"error": {"type": ..., "message": ...}}`.
 """
@@ -103,7 +105,8 @@ def create_app(
         responses=None,
     )
     install_error_handlers(app)
-    for router in (runs_router(bridge), events_router(bridge), approvals_router(bridge)):
+    routers = (runs_router(bridge), events_router(bridge), approvals_router(bridge))
+    for router in (*routers, agui_router(bridge)):  # AG-UI: 501 without the ag-ui extra
         app.include_router(router, dependencies=[guard], responses=ERROR_RESPONSES)
     app.include_router(approval_page_router(bridge), responses={422: ERROR_RESPONSES[422]})
     if probe_routes:

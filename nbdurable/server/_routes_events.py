@@ -26,7 +26,15 @@ from ..runs import STOP_STATES, RuntimeRun
 from ._context import Bridge
 from ._handlers import error_responses
 
-__all__ = ["SSE_MESSAGE", "STOP_STATES", "events_router", "sse_frame"]
+__all__ = [
+    "KEEPALIVE",
+    "MAX_OFFSET",
+    "SSE_MESSAGE",
+    "STOP_STATES",
+    "Tail",
+    "events_router",
+    "sse_frame",
+]
 
 SSE_MESSAGE: dict[str, Any] = {
     "type": "object",
@@ -47,6 +55,8 @@ SSE_MESSAGE: dict[str, Any] = {
 """The schema of each message of the event stream (before OpenAPI 3.2's ``itemSchema``,
 a ``text/event-stream`` schema describes one message: schemathesis reads it so)."""
 MAX_OFFSET = 2**62
+KEEPALIVE = b": keep-alive\n\n"
+"""An SSE comment: keeps proxies from closing a quiet stream."""
 GRACE_S = 2.0
 """Seconds a stream waits for the event of a state its run record already shows."""
 
@@ -74,7 +84,7 @@ def _after(after: int, last_event_id: str | None) -> int:
     return int(digits.group(1))
 
 
-class _Tail:
+class Tail:
     """Reads one run's log from an offset on, and knows when the stream is over."""
 
     def __init__(self, bridge: Bridge, run_id: str, after: int, until: str) -> None:
@@ -121,8 +131,8 @@ class _Tail:
             return said == record.state or grace
         return False
 
-    async def frames(self) -> AsyncIterator[bytes]:
-        """Replay, then follow live; a comment every ``keepalive_s`` of silence."""
+    async def items(self) -> AsyncIterator[Event | None]:
+        """Replay, then follow live: each event, and None after every ``keepalive_s`` of silence."""
         poll = max(self.runtime.poll_interval, 0.01)
         quiet_since = last_sent = time.monotonic()
         while True:
@@ -130,7 +140,7 @@ class _Tail:
             if batch:
                 for event in batch:
                     self.cursor = event.offset
-                    yield sse_frame(event)
+                    yield event
                 self.last = batch[-1]
                 quiet_since = last_sent = time.monotonic()
                 continue  # read again before sleeping: more may have arrived meanwhile
@@ -139,7 +149,12 @@ class _Tail:
             await wait_for_run(self.store, self.run_id, poll, self.cursor)
             if time.monotonic() - last_sent >= self.keepalive_s:
                 last_sent = time.monotonic()
-                yield b": keep-alive\n\n"
+                yield None
+
+    async def frames(self) -> AsyncIterator[bytes]:
+        """Replay, then follow live, as SSE; a comment every ``keepalive_s`` of silence."""
+        async for event in self.items():
+            yield KEEPALIVE if event is None else sse_frame(event)
 
 
 def events_router(bridge: Bridge) -> APIRouter:
@@ -174,7 +189,7 @@ def events_router(bridge: Bridge) -> APIRouter:
         ] = None,
     ) -> StreamingResponse:
         """Replay the run's log after ``after`` (or ``Last-Event-ID``), then the live tail."""
-        tail = _Tail(bridge, run_id, _after(after, last_event_id), until)
+        tail = Tail(bridge, run_id, _after(after, last_event_id), until)
         await tail.start()
         return StreamingResponse(
             tail.frames(),

@@ -145,7 +145,7 @@ def test_answers_generated_requests_rarely_reach_conform_too(fuzzed_server: Serv
             assert response.json()["error"]["type"] == "HTTPError"
             conform(method, path, response, path_parameters=params or None)
             checked += 1
-        assert checked == 3  # submit, the API verdict, the link verdict
+        assert checked == 4  # submit, the API verdict, the link verdict, the AG-UI resume
 
         page = "/approve/{run_id}/{approval_id}"
         response = http.get(page.format(**ids))  # the link without its token
