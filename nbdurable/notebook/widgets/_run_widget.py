@@ -31,6 +31,7 @@ from ._assets import view_module, view_style
 from ._fallback import FallbackDisplay, run_summary, with_summary
 from ._messages import Ack, Attend, Pong, Snapshot, Verdict, received
 from ._run_delta import StepDeltas
+from ._run_forming import add_forming_calls
 from ._run_state import Cards, Clock, run_state
 
 if TYPE_CHECKING:
@@ -243,6 +244,7 @@ class RunWidget(anywidget.AnyWidget):
             lease=self._lease,
             stalled=self._stalled,
         )
+        add_forming_calls(state["steps"], self.view)
         state["attention"] = self._attention_shown(state["status"])
         context = _latest_request_context()
         if context is None:
