@@ -61,9 +61,7 @@ def test_the_pictures_follow_the_tool_messages_as_image_parts() -> None:
 
 
 def test_an_error_result_keeps_its_prefix_and_other_results_stay_json_text() -> None:
-    [*_, tool, _pictures] = request_messages(
-        ModelRequest(messages=history(BLOCKS, is_error=True))
-    )
+    [*_, tool, _pictures] = request_messages(ModelRequest(messages=history(BLOCKS, is_error=True)))
     assert tool["content"].startswith("Error: a red dot")
     for result in ([{"type": "text", "text": "only text"}], [{"type": "resource"}, BLOCKS[1]]):
         sent = request_messages(ModelRequest(messages=history(result)))
