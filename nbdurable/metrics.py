@@ -158,18 +158,18 @@ class MetricsHooks:
         time_it = functools.partial(Histogram, registry=self.registry, buckets=_LATENCY_BUCKETS)
         self.runs_started = count(
             "nbdurable_runs_started",
-            "Run legs this process started (claimed), by agent.",
-            ["agent"],
+            "Run legs this process started (claimed), by agent and model.",
+            ["agent", "model"],
         )
         self.runs_finished = count(
             "nbdurable_runs_finished",
-            "Runs this process brought to a final state, by agent and state.",
-            ["agent", "state"],
+            "Runs this process brought to a final state, by agent, model and state.",
+            ["agent", "model", "state"],
         )
         self.runs_failed = count(
             "nbdurable_runs_failed",
-            "Runs this process ended as failed, by agent and reason.",
-            ["agent", "reason"],
+            "Runs this process ended as failed, by agent, model and reason.",
+            ["agent", "model", "reason"],
         )
         self.runs_suspended = count(
             "nbdurable_runs_suspended",
@@ -239,16 +239,17 @@ class MetricsHooks:
 
     # --- the calls the runtime makes ------------------------------------------------
 
-    def run_started(self, agent: str) -> None:
-        """A run leg was claimed and starts here."""
-        self.runs_started.labels(agent).inc()
+    def run_started(self, agent: str, model: str = "-") -> None:
+        """A run leg of ``agent`` (whose model is ``model``) was claimed and starts here."""
+        self.runs_started.labels(agent, self._model_label(model)).inc()
 
-    def run_left(self, agent: str, state: str, reason: str | None) -> None:
-        """A run leg ended here in ``state``."""
+    def run_left(self, agent: str, state: str, reason: str | None, model: str = "-") -> None:
+        """A run leg of ``agent`` (whose model is ``model``) ended here in ``state``."""
         if state in TERMINAL_STATES:
-            self.runs_finished.labels(agent, state).inc()
+            model = self._model_label(model)
+            self.runs_finished.labels(agent, model, state).inc()
             if state == "failed":
-                self.runs_failed.labels(agent, reason or "error").inc()
+                self.runs_failed.labels(agent, model, reason or "error").inc()
         elif state == "retry_wait":
             self.model_retries.labels(agent).inc()
         elif state in HUMAN_STATES:

@@ -95,8 +95,8 @@ def test_process_metrics_are_there_and_created_series_are_not_unless_asked(
 )
 def test_promtool_finds_the_exposition_clean(enabled: metrics.MetricsHooks) -> None:
     enabled.model_used("a", "m", Usage(input_tokens=3, output_tokens=2, cost=0.01))
-    enabled.run_started("a")
-    enabled.run_left("a", "failed", "error")
+    enabled.run_started("a", "m")
+    enabled.run_left("a", "failed", "error", "m")
     with enabled.timed(enabled.model_seconds, "a"):
         pass
     assert PROMTOOL is not None
@@ -140,13 +140,13 @@ tests:
         values: '14000+60x40'
       - series: 'nbdurable_store_up{store="s",instance="w1"}'
         values: '1 1 0x40'
-      - series: 'nbdurable_runs_failed_total{agent="a",reason="error",instance="w1"}'
+      - series: 'nbdurable_runs_failed_total{agent="a",model="m",reason="error",instance="w1"}'
         values: '0+5x40'
-      - series: 'nbdurable_runs_finished_total{agent="a",state="failed",instance="w1"}'
+      - series: 'nbdurable_runs_finished_total{agent="a",model="m",state="failed",instance="w1"}'
         values: '0+5x40'
-      - series: 'nbdurable_runs_finished_total{agent="a",state="completed",instance="w1"}'
+      - series: 'nbdurable_runs_finished_total{agent="a",model="m",state="completed",instance="w1"}'
         values: '0+5x40'
-      - series: 'nbdurable_runs_finished_total{agent="b",state="completed",instance="w1"}'
+      - series: 'nbdurable_runs_finished_total{agent="b",model="m",state="completed",instance="w1"}'
         values: '0+5x40'
     alert_rule_test:
       - eval_time: 2m

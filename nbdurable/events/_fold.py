@@ -24,6 +24,7 @@ from ._model import (
     STEP_START,
     TOOL_APPROVAL_REQUEST,
     TOOL_CALL,
+    TOOL_CALL_DELTA,
     TOOL_LATE_RESULT,
     TOOL_RESULT,
     Event,
@@ -42,6 +43,10 @@ class StepView:
         provisional_text: Streamed text of the current attempt, not yet completed.
         attempt_id: The current (latest) model attempt of the step.
         attempts: How many model attempts the step has had.
+        forming_calls: Tool calls the current attempt is streaming, by call id:
+            ``{"tool_call_id", "tool_name", "args_text"}`` with the JSON arguments
+            written so far (gone once the attempt completes: the complete calls
+            are in ``tool_calls`` then).
         tool_calls: ``{"tool_call_id", "tool_name", "args"}`` dicts, one per call id.
         tool_results: ``{"tool_call_id", "tool_name", "result", "is_error"}`` dicts,
             one per call id.
@@ -54,6 +59,7 @@ class StepView:
     provisional_text: str = ""
     attempt_id: str | None = None
     attempts: int = 0
+    forming_calls: dict[str, dict[str, str]] = field(default_factory=dict)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     tool_results: list[dict[str, Any]] = field(default_factory=list)
     finish_reason: str | None = None
@@ -142,6 +148,7 @@ def _attempt_started(view: RunView, event: Event) -> None:
     step = view.step(event.step_index)
     step.attempt_id = event.attempt_id
     step.provisional_text = ""  # a new attempt replaces the previous partial output
+    step.forming_calls = {}
     step.attempts += 1
 
 
@@ -153,12 +160,28 @@ def _delta(view: RunView, event: Event) -> None:
         step.provisional_text += str(event.payload.get("delta", ""))
 
 
+def _call_delta(view: RunView, event: Event) -> None:
+    if event.step_index is None:
+        return
+    step = view.step(event.step_index)
+    if event.attempt_id != step.attempt_id:
+        return  # an earlier attempt's, replaced
+    payload = event.payload
+    call_id = str(payload.get("tool_call_id", ""))
+    call = step.forming_calls.setdefault(
+        call_id, {"tool_call_id": call_id, "tool_name": "", "args_text": ""}
+    )
+    call["tool_name"] = str(payload.get("tool_name") or call["tool_name"])
+    call["args_text"] += str(payload.get("args_delta", ""))
+
+
 def _attempt_failed(view: RunView, event: Event) -> None:
     if event.step_index is None:
         return
     step = view.step(event.step_index)
     if event.attempt_id == step.attempt_id:
         step.provisional_text = ""
+        step.forming_calls = {}
 
 
 def _completed(view: RunView, event: Event) -> None:
@@ -170,6 +193,7 @@ def _completed(view: RunView, event: Event) -> None:
         part.get("text", "") for part in response.get("content", ()) if part.get("type") == "text"
     )
     step.provisional_text = ""
+    step.forming_calls = {}  # complete now: the tool_call events follow
     step.attempt_id = event.attempt_id
 
 
@@ -268,6 +292,7 @@ _HANDLERS = {
     STEP_START: _step_start,
     MODEL_ATTEMPT_STARTED: _attempt_started,
     MODEL_DELTA: _delta,
+    TOOL_CALL_DELTA: _call_delta,
     MODEL_ATTEMPT_FAILED: _attempt_failed,
     MODEL_COMPLETED: _completed,
     TOOL_CALL: _tool_call,

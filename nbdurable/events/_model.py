@@ -8,7 +8,7 @@ from typing import Any, Final, overload
 from pydantic import Field, TypeAdapter
 
 from ..messages import FrozenModel, JsonObject
-from ..parts import FinishPart, StreamPart
+from ..parts import FinishPart, StreamPart, TextDeltaPart, ToolCallDeltaPart
 from ..runs import TERMINAL_STATES
 
 __all__ = [
@@ -33,11 +33,13 @@ __all__ = [
     "TERMINAL_EVENTS",
     "TOOL_APPROVAL_REQUEST",
     "TOOL_CALL",
+    "TOOL_CALL_DELTA",
     "TOOL_LATE_RESULT",
     "TOOL_RESULT",
     "Event",
     "NewEvent",
     "NumberedEvents",
+    "delta_event",
     "numbered",
     "position",
 ]
@@ -51,6 +53,10 @@ MODEL_ATTEMPT_STARTED: Final = "model_attempt_started"
 """A model call began; a new attempt for the same operation replaces earlier partial output."""
 MODEL_DELTA: Final = "model_delta"
 """A piece of streamed output: payload ``{"type": "text_delta", "turn": step, "delta": ...}``."""
+TOOL_CALL_DELTA: Final = "tool_call_delta"
+"""A fragment of a tool call's JSON arguments as the model streams them, an event of its
+attempt like ``model_delta``: payload ``{"turn": step, "tool_call_id", "tool_name",
+"args_delta"}``. The complete call follows in ``model_completed`` and ``tool_call``."""
 MODEL_ATTEMPT_FAILED: Final = "model_attempt_failed"
 """The attempt failed (``failure_kind``: ``model`` or ``local``); discard its partial output."""
 MODEL_COMPLETED: Final = "model_completed"
@@ -172,6 +178,16 @@ class Event(NewEvent):
                     "delta": self.payload.get("delta", ""),
                 }
             )
+        if self.type == TOOL_CALL_DELTA:
+            return _PARTS.validate_python(
+                {
+                    "type": "tool-call-delta",
+                    "step_index": self.step_index or 0,
+                    "tool_call_id": self.payload.get("tool_call_id", ""),
+                    "tool_name": self.payload.get("tool_name", ""),
+                    "args_delta": self.payload.get("args_delta", ""),
+                }
+            )
         if self.type in (RUN_FINISHED, RUN_SUSPENDED) and "finish_reason" in self.payload:
             fields = {k: v for k, v in self.payload.items() if k in _FINISH_FIELDS}
             return _PARTS.validate_python({**fields, "type": "finish"})
@@ -184,6 +200,18 @@ class Event(NewEvent):
                 }
             )
         return None
+
+
+def delta_event(part: TextDeltaPart | ToolCallDeltaPart) -> tuple[str, dict[str, Any]]:
+    """The type and payload of the event of a streamed text or tool-argument delta."""
+    if isinstance(part, TextDeltaPart):
+        return MODEL_DELTA, {"type": "text_delta", "turn": part.step_index, "delta": part.delta}
+    return TOOL_CALL_DELTA, {
+        "turn": part.step_index,
+        "tool_call_id": part.tool_call_id,
+        "tool_name": part.tool_name,
+        "args_delta": part.args_delta,
+    }
 
 
 def position(item: object) -> tuple[int, bool]:

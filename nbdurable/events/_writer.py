@@ -14,19 +14,19 @@ from ..durable._transient import StoreRetry, StoreUnavailableError
 from ..durable.store import EventLog, notify
 from ..messages import Message
 from ..models._base import ModelResponse
-from ..parts import ErrorPart, FinishPart, StreamPart, TextDeltaPart
+from ..parts import ErrorPart, FinishPart, StreamPart, TextDeltaPart, ToolCallDeltaPart
 from ._model import (
     CHECKPOINT_SAVED,
     MODEL_ATTEMPT_FAILED,
     MODEL_ATTEMPT_STARTED,
     MODEL_COMPLETED,
-    MODEL_DELTA,
     PART_EVENTS,
     RUN_ERROR,
     RUN_FINISHED,
     RUN_STARTED,
     RUN_SUSPENDED,
     NewEvent,
+    delta_event,
 )
 
 __all__ = ["DEFAULT_FLUSH_INTERVAL", "MAX_BUFFERED", "EventWriter"]
@@ -169,12 +169,14 @@ class EventWriter:
             )
         )
 
-    def delta(self, part: TextDeltaPart, operation_id: str, attempt_id: str) -> None:
-        """A streamed text delta of an attempt."""
-        payload = {"type": "text_delta", "turn": part.step_index, "delta": part.delta}
+    def delta(
+        self, part: TextDeltaPart | ToolCallDeltaPart, operation_id: str, attempt_id: str
+    ) -> None:
+        """A streamed text delta (``model_delta``) or tool-argument delta of an attempt."""
+        kind, payload = delta_event(part)
         self._add(
             self._event(
-                MODEL_DELTA,
+                kind,
                 part.step_index,
                 operation_id=operation_id,
                 attempt_id=attempt_id,

@@ -332,6 +332,8 @@ def _summary(event: Event) -> str:
     payload = event.payload
     if event.type == "model_delta":
         return preview(payload.get("delta", ""))
+    if event.type == "tool_call_delta":
+        return preview(f"{payload.get('tool_name', '')}: {payload.get('args_delta', '')}")
     if event.type == "run_state":
         reason = payload.get("reason")
         return str(payload.get("state")) + (f" ({reason})" if reason else "")

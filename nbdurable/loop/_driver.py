@@ -35,7 +35,7 @@ from ._effects import (
     error_result,
 )
 from ._machine import AgentMachine
-from ._model_stream import read_stream
+from ._model_stream import DeltaPart, read_stream
 from ._options import MAX_AGENT_DEPTH, GenerateTextResult, LoopOptions
 from ._start import LegStart
 from ._stats import StepTimer
@@ -320,8 +320,8 @@ class Driver(TraceHooks):
         """Hook: one model call (a ``CallModel`` effect); the model's complete response.
 
         Called once per step, after ``prepare_step``. Streams when
-        :attr:`streaming` is set and the model can: each text delta passes
-        :meth:`check_delta` and is emitted (or logged, with an event log) as it
+        :attr:`streaming` is set and the model can: each text and tool-argument
+        delta passes :meth:`check_delta` and is emitted (or logged, with an event log) as it
         arrives. With an event log the attempt's events are written and the
         response is committed before it is returned, so nothing acts on a
         response the log does not hold; on a resume with ``reuse_responses`` a
@@ -398,24 +398,21 @@ class Driver(TraceHooks):
         if not self.streaming or stream is None:
             response = await model.generate(effect.request)
         else:
-            # text waits for structured output to validate; tool deltas show off the log
-            ids: dict[str, Any] = {"operation_id": operation_id, "attempt_id": attempt_id}
-            text = None if output is not None else partial(self._delta, effect.step_index, **ids)
-            calls = self.emit if self.events is None else None
-            response = await read_stream(stream(effect.request), effect.step_index, text, calls)
+            # text waits for structured output to validate; tool deltas stream as they come
+            shown = partial(self._delta, operation_id=operation_id, attempt_id=attempt_id)
+            events = stream(effect.request)
+            response = await read_stream(events, effect.step_index, output is None, shown)
         if not isinstance(response, ModelResponse):
             raise ModelError(f"the model returned {type(response).__name__}, not a ModelResponse")
         if output is not None:
             if not response.tool_calls:
                 output.parse(response.text)  # a failure is this attempt's model error
             if self.streaming and stream is not None and response.text:
-                await self._delta(effect.step_index, response.text, operation_id, attempt_id)
+                part = TextDeltaPart(step_index=effect.step_index, delta=response.text)
+                await self._delta(part, operation_id, attempt_id)
         return response
 
-    async def _delta(
-        self, step_index: int, delta: str, operation_id: str | None, attempt_id: str
-    ) -> None:
-        part = TextDeltaPart(step_index=step_index, delta=delta)
+    async def _delta(self, part: DeltaPart, operation_id: str | None, attempt_id: str) -> None:
         self.check_delta(part)
         if self.events is not None and operation_id is not None:
             self.events.delta(part, operation_id, attempt_id)
@@ -425,8 +422,8 @@ class Driver(TraceHooks):
         else:
             self.emit(part)
 
-    def check_delta(self, part: TextDeltaPart) -> None:
-        """Hook: check one streamed text delta before it is recorded or emitted.
+    def check_delta(self, part: DeltaPart) -> None:
+        """Hook: check one streamed delta (text or tool arguments) before it is recorded or shown.
 
         Does nothing here; an engine raises to refuse the delta (a payload
         limit), which fails the model call.

@@ -3,29 +3,34 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 from .._errors import ModelError
 from ..models._base import ModelResponse, ResponseEvent, TextDeltaEvent, ToolCallDeltaEvent
-from ..parts import ToolCallDeltaPart
+from ..parts import TextDeltaPart, ToolCallDeltaPart
 
-__all__ = ["read_stream"]
+__all__ = ["DeltaPart", "read_stream"]
+
+DeltaPart: TypeAlias = TextDeltaPart | ToolCallDeltaPart
+"""A piece of a model's answer as it streams: text, or a fragment of a tool call's arguments."""
 
 
 async def read_stream(
     events: AsyncIterator[Any],
     step_index: int,
-    text: Callable[[str], Awaitable[None]] | None,
-    calls: Callable[[ToolCallDeltaPart], None] | None,
+    text: bool,
+    shown: Callable[[DeltaPart], Awaitable[None]],
 ) -> ModelResponse:
     """The stream's complete response.
 
     Args:
         events: What ``model.stream()`` yields.
         step_index: The step the call belongs to.
-        text: Called with each text delta (None: text is not shown as it streams).
-        calls: Called with each fragment of a tool call's arguments, as a
-            ``tool-call-delta`` part (None: not shown).
+        text: Whether text deltas are shown as they stream (not with structured
+            output, whose text shows once it validates).
+        shown: Called with each delta shown: a ``text-delta`` part, or a
+            ``tool-call-delta`` part for each fragment of a tool call's arguments
+            (a call forming; the complete call follows in the response).
 
     Raises:
         ModelError: The stream ended without a complete response.
@@ -33,11 +38,11 @@ async def read_stream(
     response = None
     async for event in events:
         if isinstance(event, TextDeltaEvent):
-            if event.delta and text is not None:
-                await text(event.delta)
+            if event.delta and text:
+                await shown(TextDeltaPart(step_index=step_index, delta=event.delta))
         elif isinstance(event, ToolCallDeltaEvent):
-            if event.args_delta and calls is not None:
-                calls(
+            if event.args_delta:
+                await shown(
                     ToolCallDeltaPart(
                         step_index=step_index,
                         tool_call_id=event.tool_call_id,

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from .._media import sniff_media_type
+from .._media import result_media, sniff_media_type
 from ..messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart, Usage
 from ._base import FinishReason, ModelRequest, ModelResponse
 from ._pricing import Price, cost_of
@@ -123,25 +123,22 @@ def _block(part: Part, role: str) -> dict[str, Any] | None:
 
 
 def _result_blocks(result: Any) -> list[dict[str, Any]] | None:
-    """A result of text and image content blocks (an MCP tool's) as Anthropic blocks.
+    """A result of text and pictures (an MCP tool's) as the blocks of a ``tool_result``.
 
-    Anthropic's ``tool_result`` holds images, so the model sees a picture rather
-    than its base64 in JSON text. None: not such a result (sent as text).
+    None: not such a result (sent as text).
     """
-    if not isinstance(result, list) or not result:
+    media = result_media(result)
+    if media is None:
         return None
-    blocks: list[dict[str, Any]] = []
-    for item in result:
-        kind = item.get("type") if isinstance(item, dict) else None
-        if kind == "text" and isinstance(item.get("text"), str):
-            blocks.append({"type": "text", "text": item["text"]})
-        elif kind == "image" and isinstance(item.get("data"), str):
-            media_type = item.get("mimeType") or item.get("mime_type") or "image/png"
-            source = {"type": "base64", "media_type": media_type, "data": item["data"]}
-            blocks.append({"type": "image", "source": source})
-        else:
-            return None
-    return blocks if any(b["type"] == "image" for b in blocks) else None
+    return [
+        {"type": "text", "text": item}
+        if isinstance(item, str)
+        else {
+            "type": "image",
+            "source": {"type": "base64", "media_type": item.media_type, "data": item.data},
+        }
+        for item in media
+    ]
 
 
 def _result_text(result: Any) -> str:

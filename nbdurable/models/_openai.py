@@ -60,6 +60,10 @@ class OpenAIChatModel:
             (``stream_options={"include_usage": True}``); turn it off for a
             server that rejects ``stream_options``.
         default_headers: Headers sent with every request.
+        result_images: Send the pictures of a tool's result (an MCP tool's image
+            content) as images, in a user message after the tool results (a
+            ``tool`` message holds text only); False for a model that takes no
+            images, which then reads them as JSON text.
 
     Raises:
         ConfigurationError: The ``openai`` extra is missing, no API key is
@@ -83,6 +87,7 @@ class OpenAIChatModel:
         extra_body: Mapping[str, Any] | None = None,
         stream_usage: bool = True,
         default_headers: Mapping[str, str] | None = None,
+        result_images: bool = True,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigurationError(f"OpenAIChatModel needs a model name, not {model!r}")
@@ -96,6 +101,7 @@ class OpenAIChatModel:
         self.options = dict(options or {})
         self.extra_body = dict(extra_body or {})
         self.stream_usage = stream_usage
+        self.result_images = result_images
         self._client = _client(client, base_url, api_key, timeout, default_headers)
 
     @property
@@ -155,7 +161,7 @@ class OpenAIChatModel:
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {**self.options, "model": self.model_id}
-        params.update(request_params(request))
+        params.update(request_params(request, result_images=self.result_images))
         if self.extra_body:
             params["extra_body"] = self.extra_body
         return params

@@ -10,8 +10,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from .._openai_chat import parse_arguments, to_openai
-from ..messages import Part, TextPart, ToolCallPart, Usage
+from .._media import ResultImage, result_media
+from .._openai_chat import ERROR_PREFIX, parse_arguments, to_openai
+from ..messages import Message, Part, TextPart, ToolCallPart, ToolResultPart, Usage
 from ._base import FinishReason, ModelRequest
 from ._openai_schema import strict_schema
 from ._pricing import Price, cost_of
@@ -34,9 +35,13 @@ _FINISH: dict[str, FinishReason] = {
 }
 
 
-def request_params(request: ModelRequest) -> dict[str, Any]:
-    """The request's messages, tools and response format as ``create()`` parameters."""
-    params: dict[str, Any] = {"messages": request_messages(request)}
+def request_params(request: ModelRequest, *, result_images: bool = True) -> dict[str, Any]:
+    """The request's messages, tools and response format as ``create()`` parameters.
+
+    ``result_images``: a tool result's pictures (an MCP tool's) go to the model as
+    images (see :func:`request_messages`); off, as JSON text.
+    """
+    params: dict[str, Any] = {"messages": request_messages(request, result_images=result_images)}
     if request.tools:
         params["tools"] = [
             {
@@ -62,13 +67,57 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     return params
 
 
-def request_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    """The history as Chat Completions messages, system instructions first."""
+def request_messages(request: ModelRequest, *, result_images: bool = True) -> list[dict[str, Any]]:
+    """The history as Chat Completions messages, system instructions first.
+
+    A ``tool`` message holds text only, so with ``result_images`` a result of text
+    and pictures (an MCP tool's) is sent as its text, saying where its pictures
+    are, and the pictures follow the turn's tool messages as ``image_url`` parts
+    of one ``user`` message: the model sees them as images, not as base64 inside
+    JSON text.
+    """
     out: list[dict[str, Any]] = []
     if request.instructions:
         out.append({"role": "system", "content": request.instructions})
-    out.extend(to_openai(request.messages))
+    if not result_images:
+        out.extend(to_openai(request.messages))
+        return out
+    pictures: list[dict[str, Any]] = []  # of the tool messages since the last other message
+    for message in request.messages:
+        if message.role != "tool" and pictures:
+            out.append({"role": "user", "content": pictures})
+            pictures = []
+        rendered = to_openai([message])
+        if message.role == "tool":
+            rendered = [_with_pictures(item, message, pictures) for item in rendered]
+        out.extend(rendered)
+    if pictures:
+        out.append({"role": "user", "content": pictures})
     return out
+
+
+def _with_pictures(
+    item: dict[str, Any], message: Message, pictures: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """``item``, a tool message, with its result's text only; its pictures added to ``pictures``."""
+    part = next(
+        (p for p in message.tool_results if p.tool_call_id == item.get("tool_call_id")), None
+    )
+    media = None if part is None else result_media(part.result)
+    if part is None or media is None:
+        return item
+    images = [m for m in media if isinstance(m, ResultImage)]
+    texts = [m for m in media if isinstance(m, str)]
+    count = f"{len(images)} image{'' if len(images) == 1 else 's'}"
+    texts.append(f"[{count}: in the user message after the tool results]")
+    content = "\n".join(texts)
+    pictures.append({"type": "text", "text": _pictures_heading(part, count)})
+    pictures.extend({"type": "image_url", "image_url": {"url": i.url}} for i in images)
+    return {**item, "content": ERROR_PREFIX + content if part.is_error else content}
+
+
+def _pictures_heading(part: ToolResultPart, count: str) -> str:
+    return f"The {count} of the result of tool call {part.tool_call_id} ({part.tool_name}):"
 
 
 def finish_reason(reason: str | None, *, has_tool_calls: bool) -> FinishReason:

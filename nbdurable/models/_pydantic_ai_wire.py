@@ -7,12 +7,14 @@ type annotations.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._extras import import_for
-from .._media import sniff_media_type
+from .._media import result_media, sniff_media_type
 from .._openai_chat import INVALID_ARGS_KEY, parse_arguments
 from ..messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart, Usage
 from ._base import (
@@ -141,10 +143,30 @@ def _call_args(call: ToolCallPart) -> dict[str, Any] | str:
 def _tool_return(result: ToolResultPart, m: Any) -> Any:
     return m.ToolReturnPart(
         result.tool_name,
-        result.result,
+        _return_content(result.result, m),
         result.tool_call_id,
         outcome="failed" if result.is_error else "success",
     )
+
+
+def _return_content(result: Any, m: Any) -> Any:
+    """A result of text and pictures (an MCP tool's) as text and ``BinaryContent``.
+
+    Pydantic AI's models send those as images (OpenAI Responses: ``input_image``
+    parts of the ``function_call_output``); any other result goes as it is.
+    """
+    media = result_media(result)
+    if media is None:
+        return result
+    try:
+        return [
+            item
+            if isinstance(item, str)
+            else m.BinaryContent(base64.b64decode(item.data), media_type=item.media_type)
+            for item in media
+        ]
+    except (binascii.Error, ValueError):  # not base64: the model reads it as JSON text
+        return result
 
 
 def parameters(request: ModelRequest, pai: PydanticAI, mode: StructuredMode) -> Any:

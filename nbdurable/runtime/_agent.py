@@ -12,6 +12,8 @@ from ..loop._options import DEFAULT_MAX_STEPS, AgentOptions
 from ..loop._output import OutputSpec
 from ..models._base import Model
 from ..tools import Tool, normalize_tools
+from ..tracing import model_name
+from . import _lifecycle as lifecycle
 from ._fingerprint import Definition, agent_fingerprint
 from ._limits import ModelRetry
 from ._origin import Birthplace, agent_origin, birthplace
@@ -313,6 +315,7 @@ class Registry:
             if key not in self._agents:
                 self._agents[key] = agent
                 self._definitions[key] = Definition(agent)
+                lifecycle.registered(agent.id, key[1], model_name(agent.model))
             self._latest[agent.id] = str(agent.version)
         return agents
 

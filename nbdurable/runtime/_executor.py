@@ -14,14 +14,15 @@ from ..durable._checkpoint import AgentCheckpoint
 from ..durable._checkpoint_size import CheckpointSize
 from ..durable._offload import NowaitDelegate, offload
 from ..durable.store import Capability, RunStore, RuntimeStore, SessionStore, supports
+from ..events._model import delta_event
 from ..events._writer import DEFAULT_FLUSH_INTERVAL, EventWriter
 from ..loop._driver import Driver
 from ..loop._effects import CallModel, Effect, ExecuteTools, ToolInvocation, ToolOutcome
+from ..loop._model_stream import DeltaPart
 from ..loop._options import LoopOptions
 from ..loop._start import LegStart
 from ..messages import ToolResultPart
 from ..models._base import ModelResponse
-from ..parts import TextDeltaPart
 from ..runs import RunPatch, RuntimeRun, ToolIntent, describe_holder, process_gone
 from ..tracing import LEG_KEY
 from ._agent import Agent
@@ -458,9 +459,9 @@ class RuntimeDriver(Driver):
             state="started",
         )
 
-    def check_delta(self, part: TextDeltaPart) -> None:
+    def check_delta(self, part: DeltaPart) -> None:
         """``max_payload_bytes`` applies to each persisted delta on its own."""
-        payload = {"type": "text_delta", "turn": part.step_index, "delta": part.delta}
+        _kind, payload = delta_event(part)
         size = payload_bytes(json.dumps(payload, separators=(",", ":"), ensure_ascii=False))
         self.context.runtime.limits.check_payload(size)
 

@@ -14,9 +14,31 @@ from typing import Any
 from .. import metrics as _metrics
 from ..runs import RuntimeRun
 
-__all__ = ["claimed", "cut", "decided", "lease_renewed", "left", "logger", "taken_over"]
+__all__ = [
+    "claimed",
+    "cut",
+    "decided",
+    "lease_renewed",
+    "left",
+    "logger",
+    "registered",
+    "taken_over",
+]
 
 logger = logging.getLogger("nbdurable.runs")
+
+_MODELS: dict[tuple[str, str], str] = {}
+"""The model each agent ``(id, version)`` registered in this process names."""
+
+
+def registered(agent_id: str, version: str, model: str) -> None:
+    """An agent was registered here: its runs' metrics carry ``model`` as their model label."""
+    _MODELS[(agent_id, version)] = model
+
+
+def _model(record: RuntimeRun) -> str:
+    """The ``model`` label of ``record``'s run metrics (``-``: no agent model, e.g. a task)."""
+    return _MODELS.get((record.agent_id, record.agent_version)) or "-"
 
 
 def _fields(record: RuntimeRun) -> dict[str, Any]:
@@ -39,7 +61,7 @@ def claimed(record: RuntimeRun, resumed: bool) -> None:
     )
     hooks = _metrics.HOOKS
     if hooks is not None:
-        hooks.run_started(record.agent_id)
+        hooks.run_started(record.agent_id, _model(record))
 
 
 def left(record: RuntimeRun, state: str, reason: str | None) -> None:
@@ -65,7 +87,7 @@ def left(record: RuntimeRun, state: str, reason: str | None) -> None:
     )
     hooks = _metrics.HOOKS
     if hooks is not None:
-        hooks.run_left(record.agent_id, state, reason)
+        hooks.run_left(record.agent_id, state, reason, _model(record))
 
 
 def cut(run_id: str, call: str) -> None:

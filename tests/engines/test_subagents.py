@@ -26,9 +26,11 @@ CHILD_EVENTS = {
     "step_start",
     "tool_approval_request",
     "tool_call",
+    "tool_call_delta",
     "tool_result",
 }
-"""The event types of the researcher's log (every engine the same)."""
+"""The event types of the researcher's log (every engine the same): it streams, so its tool
+calls' arguments are logged as they form."""
 
 
 async def test_sub_agents_answer_fail_and_wait_for_approval(engine: EngineCase) -> None:

@@ -1,5 +1,8 @@
 """A loopback server speaking OpenAI's Chat Completions wire protocol (JSON and SSE).
 
+``POST /v1/responses`` (the Responses API) is served from the same script: a
+:class:`Reply` whose ``completion`` is a ``response`` object (non-streaming calls).
+
 A real HTTP/1.1 server on 127.0.0.1 in a thread: the official SDK talks to it
 over a socket, nothing is patched. ``POST /v1/chat/completions`` answers from a
 script: a dict keyed by the number of assistant messages in the request (so a
@@ -231,7 +234,7 @@ def _handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            if self.path != "/v1/chat/completions":
+            if self.path not in ("/v1/chat/completions", "/v1/responses"):
                 self._json(404, ErrorReply(404, f"Unknown path {self.path}").body())
                 return
             body = json.loads(raw)

@@ -76,6 +76,27 @@ async def test_a_flaky_model_retried_once_counts_one_model_retry(
     assert value(scraped, "nbdurable_runs_started_total", agent="flaky") == 2  # two legs
 
 
+async def test_runs_are_counted_by_the_model_of_their_agent(
+    enabled: nd.SqliteSessionStore,
+) -> None:
+    small = Agent("small", nd.ScriptedModel(["ok"], model_id="mini-1"), version="1")
+    large = Agent("large", nd.ScriptedModel(["ok"], model_id="large-2"), version="1")
+    doomed = Agent("doomed", nd.ScriptedModel(["x"], fail_on=[1], model_id="large-2"), version="1")
+    async with await DurableRuntime.open(store=enabled, agents=[small, large, doomed]) as rt:
+        runs = [await rt.submit(agent, "go") for agent in ("small", "large", "large", "doomed")]
+        for run in runs:
+            await asyncio.wait_for(run.wait(), 30)
+    scraped = _scraped()
+    finished = "nbdurable_runs_finished_total"
+    assert value(scraped, finished, model="mini-1", state="completed") == 1
+    assert value(scraped, finished, model="large-2", state="completed") == 2
+    assert value(scraped, finished, model="large-2", agent="doomed", state="failed") == 1
+    assert value(scraped, "nbdurable_runs_failed_total", model="large-2") == 1
+    assert value(scraped, "nbdurable_runs_started_total", model="large-2") == 3
+    # the model counters and the run counters name the model alike
+    assert value(scraped, "nbdurable_model_calls_total", model="mini-1") == 1
+
+
 async def test_a_store_write_lock_held_by_another_process_counts_store_errors(
     enabled: nd.SqliteSessionStore, tmp_path: Path
 ) -> None:

@@ -31,6 +31,7 @@ from ._assets import view_module, view_style
 from ._fallback import FallbackDisplay, run_summary, with_summary
 from ._messages import Ack, Attend, Edit, Pong, Reply, Snapshot, Verdict, received
 from ._run_delta import StepDeltas
+from ._run_forming import add_forming_calls
 from ._run_state import ANSWERED_CARD, Cards, Clock, run_state
 from ._verdict_kinds import VerdictKind, submit_kind, verdict_kind
 
@@ -244,6 +245,7 @@ class RunWidget(anywidget.AnyWidget):
             lease=self._lease,
             stalled=self._stalled,
         )
+        add_forming_calls(state["steps"], self.view)
         state["attention"] = self._attention_shown(state["status"])
         context = _latest_request_context()
         if context is None:

@@ -105,8 +105,19 @@ function renderStep(step, awaiting, denied) {
     const text = h("div", step.streaming ? "nbd-text nbd-streaming" : "nbd-text", step.text);
     block.append(text);
   }
+  for (const call of step.forming_calls || []) block.append(renderFormingCall(call));
   for (const call of step.tool_calls || []) block.append(renderToolCall(call, awaiting, denied));
   return block;
+}
+
+function renderFormingCall(call) {
+  // a tool call the model is still writing: its name and the JSON arguments so far
+  const box = h("div", "nbd-tool nbd-forming");
+  box.dataset.callId = call.tool_call_id;
+  box.append(h("code", "", `${call.tool_name}(`));
+  box.append(h("code", "nbd-forming-args nbd-streaming", call.args_text));
+  box.append(h("span", "nbd-tool-state nbd-state-running", "forming"));
+  return box;
 }
 
 function patched(old, patch) {
