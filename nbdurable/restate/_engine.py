@@ -24,14 +24,16 @@ from ..runs import definition_matches, of_engine, unclaimable_by_definition
 from ..runtime._dispatching import DispatchingEngine
 from ..runtime._foreign import ForeignRuns
 from . import _admin
-from ._config import RESTATE, RestateConfig, run_service
+from ._config import RESTATE, RestateConfig, run_service, task_service
 from ._errors import RestateUnavailableError
 
 if TYPE_CHECKING:
-    from ..runs import RuntimeRun
+    from ..runs import RuntimeRun, Served
 
 __all__ = ["RestateEngine"]
 
+KINDS = ("agent", "task")
+"""The record kinds Restate executes: agent runs (graph nodes among them) and custom tasks."""
 CANCEL_SCAN_MS = 1000
 """How often (ms) a dispatcher looks for runs cancelled by another process."""
 
@@ -74,7 +76,7 @@ class RestateEngine(DispatchingEngine):
         for record in store.rt_list(["pending"]):
             key = (record.run_id, record.updated_at, "leg")
             pending.add(key)
-            if record.kind != "agent" or key in self._sent or not self._due(record):
+            if record.kind not in KINDS or key in self._sent or not self._due(record):
                 continue
             if not of_engine(record, RESTATE):
                 self._foreign.leave(record, self.runtime.deps.logger)
@@ -93,7 +95,7 @@ class RestateEngine(DispatchingEngine):
             self._cancel_scan = now
         for record in store.rt_list(states):
             key = (record.run_id, record.updated_at, "cancel")
-            if record.kind != "agent" or key in self._sent or not of_engine(record, RESTATE):
+            if record.kind not in KINDS or key in self._sent or not of_engine(record, RESTATE):
                 continue
             if record.state == "cancelled" and record.updated_at < self._since:
                 continue
@@ -123,10 +125,14 @@ class RestateEngine(DispatchingEngine):
 
     def _serves(self, record: RuntimeRun) -> bool:
         """Whether this endpoint serves the run's definition; if not, record its waiting reason."""
-        definitions = self.runtime.registry.definitions()
-        if definition_matches(record, definitions) is True:
+        served: Served = self.runtime.registry.definitions()
+        if record.kind == "task":
+            served = self.runtime.task_keys()
+        if definition_matches(record, served) is True:
             return True
-        waiting = unclaimable_by_definition(record, self.runtime.now(), definitions, engine=RESTATE)
+        waiting = unclaimable_by_definition(
+            record, self.runtime.now(), served, kind=record.kind, engine=RESTATE
+        )
         if waiting is not None:
             from ..runs import RunPatch
 
@@ -143,5 +149,7 @@ class RestateEngine(DispatchingEngine):
 
 
 def service_of(record: RuntimeRun) -> str:
-    """The virtual object that runs the record's legs: its definition's."""
+    """The virtual object that runs the record's legs: its definition's (or its task's)."""
+    if record.kind == "task":
+        return task_service(record.agent_id, record.agent_version)
     return run_service(record.agent_id, record.agent_version, record.fingerprint)
