@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
+from ..durable import parts_of
 from ..runs import definition_matches, of_engine, unclaimable_by_definition
 from ..runtime._dispatching import DispatchingEngine
 from ..runtime._foreign import ForeignRuns
@@ -29,6 +31,7 @@ from ._errors import RestateUnavailableError
 
 if TYPE_CHECKING:
     from ..runs import RuntimeRun, Served
+    from ..runs._scheduling import Definition
 
 __all__ = ["RestateEngine"]
 
@@ -106,7 +109,7 @@ class RestateEngine(DispatchingEngine):
 
     async def send(self, record: RuntimeRun) -> bool:
         """Invoke the next leg of a pending run; False when no endpoint serves its definition."""
-        target = f"{service_of(record)}/{record.run_id}/leg"
+        target = f"{service_of(record, self.runtime.registry.definitions())}/{record.run_id}/leg"
         idempotency = f"{record.run_id}:{record.fence}:{record.updated_at}"
         sent = await asyncio.to_thread(
             _admin.send, self.ingress, target, asdict(self.config), idempotency
@@ -115,7 +118,7 @@ class RestateEngine(DispatchingEngine):
 
     async def cancel(self, record: RuntimeRun) -> None:
         """Cancel the run's unfinished invocations (a leg in flight ends cancelled)."""
-        service = service_of(record)
+        service = service_of(record, self.runtime.registry.definitions())
         found = await asyncio.to_thread(
             _admin.unfinished_invocations, self.admin, service, record.run_id
         )
@@ -148,8 +151,24 @@ class RestateEngine(DispatchingEngine):
         return self.runtime.now() - record.updated_at >= self.adopt_after * 1000
 
 
-def service_of(record: RuntimeRun) -> str:
-    """The virtual object that runs the record's legs: its definition's (or its task's)."""
+def service_of(
+    record: RuntimeRun, definitions: Mapping[tuple[str, str], Definition] | None = None
+) -> str:
+    """The virtual object that runs the record's legs: its definition's (or its task's).
+
+    A run recorded under the previous fingerprint scheme (one digest, no parts)
+    names no object any endpoint registers: endpoints register their definitions
+    under the current scheme. When ``definitions`` (the sender's registrations)
+    holds a definition that accepts the run (the old scheme recomputed with the
+    run's own settings), the run goes to that definition's object; else to the
+    object its recorded fingerprint names, which no endpoint serves (it waits,
+    and an endpoint whose definition accepts it sends it there itself).
+    """
     if record.kind == "task":
         return task_service(record.agent_id, record.agent_version)
-    return run_service(record.agent_id, record.agent_version, record.fingerprint)
+    fingerprint = record.fingerprint
+    if fingerprint is not None and parts_of(fingerprint) is None and definitions:
+        found = definitions.get((record.agent_id, record.agent_version))
+        if found is not None and not isinstance(found, str) and found.accepts(record):
+            fingerprint = found.fingerprint
+    return run_service(record.agent_id, record.agent_version, fingerprint)
