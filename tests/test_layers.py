@@ -67,6 +67,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_redact",
         "_extras",
         "_lazy",
+        "_devservers",
     ),
     ("durable", "runs"),
     ("models", "tools", "events", "interop", "mcp"),

@@ -49,7 +49,7 @@ from ..runtime._tasks import (
 )
 from ._config import RESTATE, task_service
 from ._handler import ELSEWHERE, endpoint_runtime, step
-from ._steps import owner_of
+from ._steps import BoundSteps, owner_of
 
 __all__ = ["PHASE_ABORT", "TaskSteps", "task_leg", "task_objects"]
 
@@ -77,17 +77,8 @@ class PhaseContext(TaskContext):
             await engine.send(record)  # idempotent: the endpoint's dispatcher may send it too
 
 
-class TaskSteps:
-    """The steps of a task run's handler, bound to the endpoint's runtime."""
-
-    def __init__(self, runtime: RunServices) -> None:
-        self.runtime = runtime
-
-    def _record(self, run_id: str) -> RuntimeRun:
-        record = self.runtime.runtime_store.rt_get(run_id)
-        if record is None:
-            raise LookupError(f"no run {run_id!r} in the store")
-        return record
+class TaskSteps(BoundSteps):
+    """The steps of a task run's handler."""
 
     def _task(self, record: RuntimeRun) -> TaskDefinition | None:
         """The run's task, when this endpoint executes its version now."""
