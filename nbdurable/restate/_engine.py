@@ -98,7 +98,8 @@ class RestateEngine(DispatchingEngine):
             self._cancel_scan = now
         for record in store.rt_list(states):
             key = (record.run_id, record.updated_at, "cancel")
-            if record.kind not in KINDS or key in self._sent or not of_engine(record, RESTATE):
+            # A task's handler learns of its cancel from the store (restate/_tasks.py).
+            if record.kind != "agent" or key in self._sent or not of_engine(record, RESTATE):
                 continue
             if record.state == "cancelled" and record.updated_at < self._since:
                 continue

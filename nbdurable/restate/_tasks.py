@@ -51,11 +51,13 @@ from ._config import RESTATE, task_service
 from ._handler import ELSEWHERE, endpoint_runtime, step
 from ._steps import BoundSteps, owner_of
 
-__all__ = ["PHASE_ABORT", "TaskSteps", "task_leg", "task_objects"]
+__all__ = ["CANCEL_POLL", "PHASE_ABORT", "TaskSteps", "task_leg", "task_objects"]
 
 PHASE_ABORT = timedelta(days=365)
 """How long Restate lets a phase step run without news: a phase may await owned runs
 that wait for a human (Temporal's ``PHASE_TIMEOUT``)."""
+CANCEL_POLL = 0.5
+"""Seconds between a running phase's looks at its run record for a cancel."""
 FAILURES = ("timeout", "limit_exceeded", "error")
 """Reasons a phase fails its task with (anything else: ``error``)."""
 
@@ -166,7 +168,11 @@ class TaskSteps(BoundSteps):
         cut = asyncio.timeout(delay)
         try:
             async with cut:
-                await run_phase(execution, index, state, context=PhaseContext)
+                phase = asyncio.ensure_future(
+                    run_phase(execution, index, state, context=PhaseContext)
+                )
+                if await self._cancelled_during(run_id, phase):
+                    return {"cancelled": True}
         except RunTimedOut as exc:
             return {"failed": ["timeout", str(exc)]}
         except LimitExceededError as exc:
@@ -178,6 +184,29 @@ class TaskSteps(BoundSteps):
                 return {"failed": ["timeout", "the task's timeout passed"]}
             return {"failed": ["error", f"{type(exc).__name__}: {exc}"]}
         return {}
+
+    async def _cancelled_during(self, run_id: str, phase: asyncio.Future[Any]) -> bool:
+        """Await ``phase``; True (and the phase cancelled) once the run is being cancelled.
+
+        The store is the one place a cancel is said, as a Temporal activity learns
+        of one from its heartbeat. Restate's own cancel is not sent to a task's
+        invocation: a second one (the client's and an endpoint's dispatcher both
+        send them) could cut the final step between its two writes.
+        """
+        try:
+            while True:
+                done, _ = await asyncio.wait({phase}, timeout=CANCEL_POLL)
+                if done:
+                    phase.result()  # the phase's own error, if any
+                    return False
+                record = await offload(self._record, run_id)
+                if record.state == "cancelling":
+                    return True
+        finally:
+            if not phase.done():
+                phase.cancel()
+                with contextlib.suppress(BaseException):
+                    await phase
 
     async def finish(self, run_id: str, fence: int, changes: dict[str, Any]) -> str:
         """Write the task run's final state; the state it ends in.
@@ -191,6 +220,8 @@ class TaskSteps(BoundSteps):
         record = await offload(self._record, run_id)
         patch = RunPatch(**changes)
         if record.finished or not patch:
+            if record.state == "cancelled":  # this step again, after a cut: finish its work
+                await runtime.cancel_owned(run_id)
             return record.state
         cancel = record.state == "cancelling" or patch.state == "cancelled"
         if cancel:
