@@ -68,6 +68,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_extras",
         "_lazy",
         "_json_schema",
+        "_devservers",
     ),
     ("durable", "runs"),
     ("models", "tools", "events", "interop", "mcp"),

@@ -6,12 +6,14 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-__all__ = ["RESTATE", "RUN_OBJECT", "RestateConfig", "run_service"]
+__all__ = ["RESTATE", "RUN_OBJECT", "TASK_OBJECT", "RestateConfig", "run_service", "task_service"]
 
 RESTATE = "restate"
 """``RuntimeRun.engine`` of a run submitted to the Restate engine."""
 RUN_OBJECT = "nbdurable.Run"
 """The virtual objects' name prefix: one object per definition, keyed by run id."""
+TASK_OBJECT = "nbdurable.Task"
+"""The task objects' name prefix: one object per task version, keyed by run id."""
 
 
 def run_service(agent_id: str, version: str, fingerprint: str | None) -> str:
@@ -23,6 +25,12 @@ def run_service(agent_id: str, version: str, fingerprint: str | None) -> str:
     """
     key = json.dumps([agent_id, version, fingerprint or ""], separators=(",", ":"))
     return f"{RUN_OBJECT}_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def task_service(name: str, version: str) -> str:
+    """The virtual object that runs this custom task version's runs (version-aware routing)."""
+    key = json.dumps([name, version], separators=(",", ":"))
+    return f"{TASK_OBJECT}_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 
 @dataclass(frozen=True)

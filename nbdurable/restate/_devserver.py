@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
+from .._devservers import LocalServer, free_port, stop_process, wait_until_ready
 from ._errors import RestateUnavailableError
 
 __all__ = ["RestateServer", "free_port", "restate_binary", "start_endpoint", "stop_process"]
@@ -26,34 +23,12 @@ __all__ = ["RestateServer", "free_port", "restate_binary", "start_endpoint", "st
 INSTALL = "npm install -g @restatedev/restate-server"
 
 
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def stop_process(proc: subprocess.Popen[Any], timeout: float = 10) -> None:
-    """SIGTERM by PID, then SIGKILL after ``timeout`` seconds.
-
-    (``nbdurable.temporal._devserver`` has the same two helpers; importing them
-    from there would import temporalio.)
-    """
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
 def restate_binary() -> str | None:
     """The ``restate-server`` executable on PATH, or None."""
     return shutil.which("restate-server")
 
 
-class RestateServer:
+class RestateServer(LocalServer):
     """``restate-server`` on free 127.0.0.1 ports, ready once its admin API answers.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
@@ -126,33 +101,15 @@ disable-web-ui = true
         command = [binary, "--no-logo", "--listen-mode", "tcp", "-c", str(self._config())]
         with open(self.base_dir / "server.log", "ab") as log:
             self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + self.startup_timeout
-        while not _answers(f"{self.admin}/health") or not _answers(
-            f"{self.ingress}/restate/health"
-        ):
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.stop()
-                raise RestateUnavailableError(
-                    f"restate-server did not start (log: {self.base_dir / 'server.log'})"
-                )
-            time.sleep(0.2)
+
+        def ready() -> bool:
+            return _answers(f"{self.admin}/health") and _answers(f"{self.ingress}/restate/health")
+
+        failed = RestateUnavailableError(
+            f"restate-server did not start (log: {self.base_dir / 'server.log'})"
+        )
+        wait_until_ready(self.proc, ready, self.startup_timeout, failed)
         return self
-
-    def stop(self) -> None:
-        """Stop the server by PID."""
-        if self.proc is not None:
-            stop_process(self.proc)
-
-    def __enter__(self) -> RestateServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _answers(url: str) -> bool:

@@ -17,21 +17,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
+from ..durable import parts_of
 from ..runs import definition_matches, of_engine, unclaimable_by_definition
 from ..runtime._dispatching import DispatchingEngine
 from ..runtime._foreign import ForeignRuns
 from . import _admin
-from ._config import RESTATE, RestateConfig, run_service
+from ._config import RESTATE, RestateConfig, run_service, task_service
 from ._errors import RestateUnavailableError
 
 if TYPE_CHECKING:
-    from ..runs import RuntimeRun
+    from ..runs import RuntimeRun, Served
+    from ..runs._scheduling import Definition
 
 __all__ = ["RestateEngine"]
 
+KINDS = ("agent", "task")
+"""The record kinds Restate executes: agent runs (graph nodes among them) and custom tasks."""
 CANCEL_SCAN_MS = 1000
 """How often (ms) a dispatcher looks for runs cancelled by another process."""
 
@@ -74,7 +79,7 @@ class RestateEngine(DispatchingEngine):
         for record in store.rt_list(["pending"]):
             key = (record.run_id, record.updated_at, "leg")
             pending.add(key)
-            if record.kind != "agent" or key in self._sent or not self._due(record):
+            if record.kind not in KINDS or key in self._sent or not self._due(record):
                 continue
             if not of_engine(record, RESTATE):
                 self._foreign.leave(record, self.runtime.deps.logger)
@@ -93,6 +98,7 @@ class RestateEngine(DispatchingEngine):
             self._cancel_scan = now
         for record in store.rt_list(states):
             key = (record.run_id, record.updated_at, "cancel")
+            # A task's handler learns of its cancel from the store (restate/_tasks.py).
             if record.kind != "agent" or key in self._sent or not of_engine(record, RESTATE):
                 continue
             if record.state == "cancelled" and record.updated_at < self._since:
@@ -104,7 +110,7 @@ class RestateEngine(DispatchingEngine):
 
     async def send(self, record: RuntimeRun) -> bool:
         """Invoke the next leg of a pending run; False when no endpoint serves its definition."""
-        target = f"{service_of(record)}/{record.run_id}/leg"
+        target = f"{service_of(record, self.runtime.registry.definitions())}/{record.run_id}/leg"
         idempotency = f"{record.run_id}:{record.fence}:{record.updated_at}"
         sent = await asyncio.to_thread(
             _admin.send, self.ingress, target, asdict(self.config), idempotency
@@ -113,7 +119,7 @@ class RestateEngine(DispatchingEngine):
 
     async def cancel(self, record: RuntimeRun) -> None:
         """Cancel the run's unfinished invocations (a leg in flight ends cancelled)."""
-        service = service_of(record)
+        service = service_of(record, self.runtime.registry.definitions())
         found = await asyncio.to_thread(
             _admin.unfinished_invocations, self.admin, service, record.run_id
         )
@@ -123,10 +129,14 @@ class RestateEngine(DispatchingEngine):
 
     def _serves(self, record: RuntimeRun) -> bool:
         """Whether this endpoint serves the run's definition; if not, record its waiting reason."""
-        definitions = self.runtime.registry.definitions()
-        if definition_matches(record, definitions) is True:
+        served: Served = self.runtime.registry.definitions()
+        if record.kind == "task":
+            served = self.runtime.task_keys()
+        if definition_matches(record, served) is True:
             return True
-        waiting = unclaimable_by_definition(record, self.runtime.now(), definitions, engine=RESTATE)
+        waiting = unclaimable_by_definition(
+            record, self.runtime.now(), served, kind=record.kind, engine=RESTATE
+        )
         if waiting is not None:
             from ..runs import RunPatch
 
@@ -142,6 +152,24 @@ class RestateEngine(DispatchingEngine):
         return self.runtime.now() - record.updated_at >= self.adopt_after * 1000
 
 
-def service_of(record: RuntimeRun) -> str:
-    """The virtual object that runs the record's legs: its definition's."""
-    return run_service(record.agent_id, record.agent_version, record.fingerprint)
+def service_of(
+    record: RuntimeRun, definitions: Mapping[tuple[str, str], Definition] | None = None
+) -> str:
+    """The virtual object that runs the record's legs: its definition's (or its task's).
+
+    A run recorded under the previous fingerprint scheme (one digest, no parts)
+    names no object any endpoint registers: endpoints register their definitions
+    under the current scheme. When ``definitions`` (the sender's registrations)
+    holds a definition that accepts the run (the old scheme recomputed with the
+    run's own settings), the run goes to that definition's object; else to the
+    object its recorded fingerprint names, which no endpoint serves (it waits,
+    and an endpoint whose definition accepts it sends it there itself).
+    """
+    if record.kind == "task":
+        return task_service(record.agent_id, record.agent_version)
+    fingerprint = record.fingerprint
+    if fingerprint is not None and parts_of(fingerprint) is None and definitions:
+        found = definitions.get((record.agent_id, record.agent_version))
+        if found is not None and not isinstance(found, str) and found.accepts(record):
+            fingerprint = found.fingerprint
+    return run_service(record.agent_id, record.agent_version, fingerprint)

@@ -35,18 +35,17 @@ from .._deps import Deps
 from .._errors import LimitExceededError
 from ..durable._checkpoint import AgentCheckpoint
 from ..durable._stored import validate_stored
-from ..loop._driver import Driver
-from ..loop._effects import CallModel, ToolInvocation, ToolOutcome, error_result
+from ..loop._effects import CallModel, ToolInvocation, ToolOutcome
 from ..loop._machine import LegStart, leg_start_from_checkpoint
 from ..loop._options import LoopOptions
-from ..loop._subagent import AgentTool, child_run_id, child_start, subagent_prompt
+from ..loop._subagent import AgentTool
 from ..messages import Message, ToolApprovalResponse, ToolResultPart
 from ..models._base import ModelResponse
-from ..parts import StreamPart
 from ..runs import RuntimeRun
 from ..runtime._agent import Agent
 from ..runtime._legs import leg_options
-from ..runtime._limits import Limits, payload_bytes
+from ..runtime._limits import Limits
+from ..runtime._outbox_driver import OutboxDriver, SubAgentFailed
 from ..runtime._outcome import (
     LegEnded,
     LegFailed,
@@ -131,10 +130,6 @@ async def step(
     return await ctx.run_typed(name, tracked, restate.RunOptions(type_hint=object))
 
 
-class _SubAgentFailed(Exception):
-    """A sub-agent's model call failed; the message is the error as the embedded driver words it."""
-
-
 class _LegClock:
     """The leg's time, epoch ms: its first step's (deterministic on replay)."""
 
@@ -145,7 +140,7 @@ class _LegClock:
         return self._now
 
 
-class RestateDriver(Driver):
+class RestateDriver(OutboxDriver):
     """Drives one agent loop (the run's, or a sub-agent's) with journaled steps.
 
     Args:
@@ -153,6 +148,7 @@ class RestateDriver(Driver):
         start: Where the loop starts.
         ctx: The leg's Restate context.
         steps: The steps' bodies.
+        run_id: The run the leg belongs to.
         config: The leg's settings.
         agent: The run's registration.
         limits: The endpoint runtime's limits.
@@ -162,7 +158,8 @@ class RestateDriver(Driver):
             None for a sub-agent without tools (it keeps no log, as embedded).
     """
 
-    traced = False
+    # A cancellation reaching a sub-agent's step ends the run, not the sub-agent.
+    run_fates = (*OutboxDriver.run_fates, TerminalError)
 
     def __init__(
         self,
@@ -179,25 +176,19 @@ class RestateDriver(Driver):
         path: tuple[str, ...] = (),
         log: str | None,
     ) -> None:
-        super().__init__(options, start, emit=self._collect)
+        super().__init__(
+            options,
+            start,
+            run_id=run_id,
+            agent=agent,
+            limits=limits,
+            outbox=outbox,
+            path=path,
+            log=log,
+        )
         self.ctx = ctx
         self.steps = steps
-        self.run_id = run_id
         self.config = config
-        self.agent = agent
-        self.limits = limits
-        self.outbox = outbox
-        self.path = path
-        self.log = log
-
-    @property
-    def scope(self) -> dict[str, Any]:
-        """Whose call a step makes: the run, the agent-tool path, the event log."""
-        return {"run_id": self.run_id, "path": list(self.path), "log": self.log}
-
-    def _collect(self, part: StreamPart) -> None:
-        if self.log is not None:
-            self.outbox.append({"log": self.log, "part": part.model_dump(mode="json")})
 
     async def _after_outbox(self, call: Callable[[], Awaitable[Any]]) -> Any:
         """``call``, after the outbox is written: viewers see a step's parts before its work.
@@ -214,18 +205,6 @@ class RestateDriver(Driver):
 
             await step(self.ctx, self.run_id, label, write)
         return call
-
-    async def save_checkpoint(self, checkpoint: AgentCheckpoint) -> None:
-        """Queue the checkpoint in the outbox (written by the next step).
-
-        Raises:
-            LimitExceededError: The checkpoint is over ``max_payload_bytes``.
-        """
-        size = payload_bytes(checkpoint.model_dump_json())
-        if size > self.limits.max_payload_bytes:
-            raise LimitExceededError("max_payload_bytes", size, self.limits.max_payload_bytes)
-        if self.log is not None:
-            self.outbox.append({"log": self.log, "checkpoint": checkpoint.model_dump(mode="json")})
 
     async def call_model(self, effect: CallModel) -> ModelResponse:
         """The model call as a step; a failed attempt the policy retries after a durable sleep.
@@ -248,7 +227,7 @@ class RestateDriver(Driver):
             if "failed" in answer:
                 reason, message = answer["failed"]
                 if self.path and reason not in ("limit_exceeded", "timeout"):
-                    raise _SubAgentFailed(message)  # the parent model gets is_error
+                    raise SubAgentFailed(message)  # the parent model gets is_error
                 raise LegFailed(reason, message)
             return ModelResponse.model_validate_json(answer["response"])
 
@@ -264,14 +243,7 @@ class RestateDriver(Driver):
         """
         call = invocation.call
         if isinstance(invocation.tool, AgentTool):
-            try:
-                return await self.run_subagent(invocation.tool, invocation)
-            except (LegEnded, LimitExceededError, TerminalError):
-                raise  # the run's fate, not the sub-agent's answer
-            except _SubAgentFailed as exc:
-                return ToolOutcome(result=error_result(call, str(exc)))
-            except Exception as exc:  # like the embedded driver: the parent model reacts
-                return ToolOutcome(result=error_result(call, f"{type(exc).__name__}: {exc}"))
+            return await self.run_agent_tool(invocation.tool, invocation)
         body = await self._after_outbox(
             lambda: self.steps.tool(self.scope, step_index, call.model_dump(mode="json"))
         )
@@ -283,21 +255,18 @@ class RestateDriver(Driver):
             raise LegFailed(*answer["failed"])
         return ToolOutcome(result=ToolResultPart.model_validate(answer["result"]))
 
-    async def child_driver(
-        self, agent: AgentTool, options: LoopOptions, invocation: ToolInvocation
-    ) -> tuple[Driver, bool]:
-        """A sub-agent as a child driver in this handler (with tools: checkpoints under its key)."""
-        prompt = subagent_prompt(invocation)
-        durable = bool(agent.tools)
-        start = LegStart(messages=prompt)
-        log = child_run_id(self.log or self.run_id, agent.name, invocation.call.tool_call_id)
-        if durable:
-            body = await self._after_outbox(lambda: self.steps.begin_child(log))
-            saved = await step(self.ctx, self.run_id, f"begin {log}", body)
-            checkpoint = saved.get("checkpoint")
-            existing = None if checkpoint is None else AgentCheckpoint.model_validate(checkpoint)
-            start = child_start(prompt, log, existing)
-        child = RestateDriver(
+    async def begin_child(self, log: str) -> dict[str, Any] | None:
+        """The sub-agent's ``begin`` step, after the outbox's."""
+        body = await self._after_outbox(lambda: self.steps.begin_child(log))
+        saved = await step(self.ctx, self.run_id, f"begin {log}", body)
+        checkpoint: dict[str, Any] | None = saved.get("checkpoint")
+        return checkpoint
+
+    def child(
+        self, options: LoopOptions, start: LegStart, path: tuple[str, ...], log: str | None
+    ) -> RestateDriver:
+        """A child driver in this handler for the sub-agent at ``path``."""
+        return RestateDriver(
             options,
             start,
             ctx=self.ctx,
@@ -307,10 +276,9 @@ class RestateDriver(Driver):
             agent=self.agent,
             limits=self.limits,
             outbox=self.outbox,
-            path=(*self.path, agent.name),
-            log=log if durable else None,
+            path=path,
+            log=log,
         )
-        return child, durable
 
 
 async def leg(ctx: restate.ObjectContext, config: dict[str, Any]) -> str | None:

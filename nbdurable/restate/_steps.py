@@ -53,7 +53,7 @@ from ..runtime._outcome import (
 from ..runtime._seam import RunServices
 from ._config import RESTATE
 
-__all__ = ["LegSteps", "owner_of"]
+__all__ = ["BoundSteps", "LegSteps", "owner_of"]
 
 
 def owner_of(run_id: str) -> str:
@@ -67,8 +67,8 @@ def _final(error: Exception) -> dict[str, Any]:
     return {"failed": [reason, str(error)]}
 
 
-class LegSteps:
-    """The steps of a leg, bound to the endpoint's runtime (store, agents, signer)."""
+class BoundSteps:
+    """Steps bound to the endpoint's runtime (store, agents, tasks, signer)."""
 
     def __init__(self, runtime: RunServices) -> None:
         self.runtime = runtime
@@ -78,6 +78,10 @@ class LegSteps:
         if record is None:
             raise LookupError(f"no run {run_id!r} in the store")
         return record
+
+
+class LegSteps(BoundSteps):
+    """The steps of an agent run's leg."""
 
     # -- a leg begins and ends --------------------------------------------------------
 

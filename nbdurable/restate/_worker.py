@@ -16,7 +16,6 @@ import signal
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from .._errors import ConfigurationError
 from ..runtime import _lifecycle as lifecycle
 from ..runtime._runtime import DurableRuntime
 from . import _admin
@@ -25,6 +24,7 @@ from ._endpoint import serving
 from ._engine import RestateEngine
 from ._failover import Failover
 from ._handler import in_flight, run_objects, set_endpoint_runtime, stop_taking_steps
+from ._tasks import task_objects
 
 if TYPE_CHECKING:
     from ..durable.store import HistoryStore
@@ -66,17 +66,12 @@ async def serve(
     The first signal stops taking work and lets the legs in flight finish their
     step for up to ``drain_seconds``; a step cut then, or after a second signal,
     runs again where Restate invokes the leg next (its intent decides).
+    ``tasks``: custom tasks it executes too (a virtual object per task version).
 
     Raises:
         RestateUnavailableError: No admin API answers at ``admin``.
         RestateDeploymentError: The server refused the deployment.
-        ConfigurationError: Tasks were given (Restate runs agent runs only).
     """
-    if tasks:
-        raise ConfigurationError(
-            "the Restate engine runs agent runs (graphs among them), not custom tasks: "
-            "serve tasks with --engine embedded or --engine temporal"
-        )
     host, _, port = listen.rpartition(":")
     bind = f"{host or '127.0.0.1'}:{int(port) or free_port()}"
     uri = advertise or f"http://{bind}"
@@ -84,6 +79,7 @@ async def serve(
     runtime = DurableRuntime(
         store=store,
         agents=agents,
+        tasks=tasks,
         engine=engine,
         limits=limits,
         notify=notify,
@@ -92,7 +88,7 @@ async def serve(
     set_endpoint_runtime(runtime)
     import restate
 
-    app = restate.app(run_objects(runtime))
+    app = restate.app([*run_objects(runtime), *task_objects(runtime)])
     from restate.server import install_shutdown_hook
 
     stop, hurry = asyncio.Event(), asyncio.Event()

@@ -6,39 +6,18 @@ Not for production: one process, on 127.0.0.1, state in memory or in one file.
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
-import time
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any
 
+from .._devservers import LocalServer, free_port, stop_process, wait_until_ready
 from .._errors import ConfigurationError
 from .._extras import temporal_binary
 
 __all__ = ["DevServer", "free_port", "stop_process", "temporal_binary"]
 
 
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def stop_process(proc: subprocess.Popen[Any], timeout: float = 10) -> None:
-    """SIGTERM by PID, then SIGKILL after ``timeout`` seconds."""
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-class DevServer:
+class DevServer(LocalServer):
     """``temporal server start-dev`` on a free 127.0.0.1 port, ready when started.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
@@ -84,27 +63,10 @@ class DevServer:
         self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.address = f"127.0.0.1:{port}"
         health = [binary, "operator", "cluster", "health", "--address", self.address]
-        deadline = time.monotonic() + self.startup_timeout
-        while subprocess.run(health, capture_output=True, check=False).returncode != 0:
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.stop()
-                raise RuntimeError("the Temporal dev server did not start")
-            time.sleep(0.2)
+
+        def healthy() -> bool:
+            return subprocess.run(health, capture_output=True, check=False).returncode == 0
+
+        failed = RuntimeError("the Temporal dev server did not start")
+        wait_until_ready(self.proc, healthy, self.startup_timeout, failed)
         return self.address
-
-    def stop(self) -> None:
-        """Stop the server by PID."""
-        if self.proc is not None:
-            stop_process(self.proc)
-
-    def __enter__(self) -> DevServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

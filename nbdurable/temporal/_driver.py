@@ -22,19 +22,16 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
-from .._errors import LimitExceededError
-from ..durable._checkpoint import AgentCheckpoint
-from ..loop._driver import Driver
-from ..loop._effects import CallModel, ToolInvocation, ToolOutcome, error_result
+from ..loop._effects import CallModel, ToolInvocation, ToolOutcome
 from ..loop._options import LoopOptions
 from ..loop._start import LegStart
-from ..loop._subagent import AgentTool, child_run_id, child_start, subagent_prompt
+from ..loop._subagent import AgentTool
 from ..messages import ToolCallPart, ToolResultPart
 from ..models._base import ModelResponse
-from ..parts import StreamPart
 from ..runtime._agent import Agent
-from ..runtime._limits import Limits, payload_bytes
-from ..runtime._outcome import LegEnded, LegFailed, NeedsAttention
+from ..runtime._limits import Limits
+from ..runtime._outbox_driver import OutboxDriver, SubAgentFailed
+from ..runtime._outcome import LegFailed, NeedsAttention
 from ._config import TemporalConfig
 from ._routing import HandBacks
 
@@ -72,10 +69,6 @@ LOCAL_ACTIVITY: dict[str, Any] = {
 }
 
 
-class _SubAgentFailed(Exception):
-    """A sub-agent's model call failed; the message is the error as the embedded driver words it."""
-
-
 def _cause(error: ActivityError) -> ApplicationError | None:
     """The application error behind ``error``; a cancelled activity cancels the caller."""
     cause = error.cause
@@ -93,7 +86,7 @@ async def write_outbox(outbox: list[dict[str, Any]]) -> None:
         await workflow.execute_local_activity("nbdurable.mirror", args=[entries], **LOCAL_ACTIVITY)
 
 
-class WorkflowDriver(Driver):
+class WorkflowDriver(OutboxDriver):
     """Drives one agent loop (the run's, or a sub-agent's) with activities.
 
     Args:
@@ -108,8 +101,6 @@ class WorkflowDriver(Driver):
             None for a sub-agent without tools (it keeps no log, as embedded).
     """
 
-    traced = False  # workflow code replays: its activities (model, tools) make the spans
-
     def __init__(
         self,
         options: LoopOptions,
@@ -122,24 +113,19 @@ class WorkflowDriver(Driver):
         path: tuple[str, ...] = (),
         log: str | None,
     ) -> None:
-        super().__init__(options, start, emit=self._collect)
+        super().__init__(
+            options,
+            start,
+            run_id=config.run_id,
+            agent=agent,
+            limits=limits,
+            outbox=outbox,
+            path=path,
+            log=log,
+        )
         self.config = config
-        self.agent = agent
-        self.limits = limits
-        self.outbox = outbox
-        self.path = path
-        self.log = log
         # Results of this step's calls that ran in the model's activity, by call id.
         self.ran_early: dict[str, dict[str, Any]] = {}
-
-    @property
-    def scope(self) -> dict[str, Any]:
-        """Whose call an activity makes: the run, the agent-tool path, the event log."""
-        return {"run_id": self.config.run_id, "path": list(self.path), "log": self.log}
-
-    def _collect(self, part: StreamPart) -> None:
-        if self.log is not None:
-            self.outbox.append({"log": self.log, "part": part.model_dump(mode="json")})
 
     def trace_agent_name(self) -> str | None:
         """The run's loop is named after its agent (the step metric's label)."""
@@ -149,18 +135,6 @@ class WorkflowDriver(Driver):
         """Observe the step once: not again when a worker replays the workflow's history."""
         if not workflow.unsafe.is_replaying():
             super().observe_step(seconds)
-
-    async def save_checkpoint(self, checkpoint: AgentCheckpoint) -> None:
-        """Queue the checkpoint in the outbox (written before the next activity).
-
-        Raises:
-            LimitExceededError: The checkpoint is over ``max_payload_bytes``.
-        """
-        size = payload_bytes(checkpoint.model_dump_json())
-        if size > self.limits.max_payload_bytes:
-            raise LimitExceededError("max_payload_bytes", size, self.limits.max_payload_bytes)
-        if self.log is not None:
-            self.outbox.append({"log": self.log, "checkpoint": checkpoint.model_dump(mode="json")})
 
     async def call_model(self, effect: CallModel) -> ModelResponse:
         """The model call as an activity (after the outbox is written).
@@ -212,7 +186,7 @@ class WorkflowDriver(Driver):
                 reason = cause.type if cause is not None and cause.type else "model_error"
                 message = cause.message if cause is not None else str(exc)
                 if self.path and reason not in (LIMIT_EXCEEDED, TIMEOUT):
-                    raise _SubAgentFailed(message) from None  # the parent model gets is_error
+                    raise SubAgentFailed(message) from None  # the parent model gets is_error
                 raise LegFailed(reason, message) from None
             if not one_activity:
                 return ModelResponse.model_validate_json(value)
@@ -230,14 +204,7 @@ class WorkflowDriver(Driver):
         tool = invocation.tool
         call = invocation.call
         if isinstance(tool, AgentTool):
-            try:
-                return await self.run_subagent(tool, invocation)
-            except (LegEnded, LimitExceededError):
-                raise  # the run's fate, not the sub-agent's answer
-            except _SubAgentFailed as exc:
-                return ToolOutcome(result=error_result(call, str(exc)))
-            except Exception as exc:  # like the embedded driver: the parent model reacts
-                return ToolOutcome(result=error_result(call, f"{type(exc).__name__}: {exc}"))
+            return await self.run_agent_tool(tool, invocation)
         early = self.ran_early.pop(call.tool_call_id, None)
         if early is not None:  # it ran in the activity that called the model
             return ToolOutcome(result=ToolResultPart.model_validate(early))
@@ -284,33 +251,29 @@ class WorkflowDriver(Driver):
             f"({recovery} recovery): retry() runs it again, deny() settles it"
         ) from None
 
-    async def child_driver(
-        self, agent: AgentTool, options: LoopOptions, invocation: ToolInvocation
-    ) -> tuple[Driver, bool]:
-        """A sub-agent as a child workflow driver; with tools it checkpoints under its key."""
-        prompt = subagent_prompt(invocation)
-        durable = bool(agent.tools)
-        start = LegStart(messages=prompt)
-        log = child_run_id(self.log or self.config.run_id, agent.name, invocation.call.tool_call_id)
-        if durable:
-            await write_outbox(self.outbox)
-            saved = await workflow.execute_local_activity(
-                "nbdurable.begin_child",
-                args=[self.config.run_id, log],
-                result_type=dict,
-                **LOCAL_ACTIVITY,
-            )
-            checkpoint = saved.get("checkpoint")
-            existing = None if checkpoint is None else AgentCheckpoint.model_validate(checkpoint)
-            start = child_start(prompt, log, existing)
-        child = WorkflowDriver(
+    async def begin_child(self, log: str) -> dict[str, Any] | None:
+        """The ``nbdurable.begin_child`` local activity, after the outbox is written."""
+        await write_outbox(self.outbox)
+        saved = await workflow.execute_local_activity(
+            "nbdurable.begin_child",
+            args=[self.config.run_id, log],
+            result_type=dict,
+            **LOCAL_ACTIVITY,
+        )
+        checkpoint: dict[str, Any] | None = saved.get("checkpoint")
+        return checkpoint
+
+    def child(
+        self, options: LoopOptions, start: LegStart, path: tuple[str, ...], log: str | None
+    ) -> WorkflowDriver:
+        """A child workflow driver for the sub-agent at ``path``."""
+        return WorkflowDriver(
             options,
             start,
             config=self.config,
             agent=self.agent,
             limits=self.limits,
             outbox=self.outbox,
-            path=(*self.path, agent.name),
-            log=log if durable else None,
+            path=path,
+            log=log,
         )
-        return child, durable

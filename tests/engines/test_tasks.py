@@ -16,18 +16,12 @@ from nbdurable.runtime._tasks import TASK_PHASE
 
 from .conftest import EngineCase
 
-TASKS_ON_RESTATE = (
-    "custom tasks (define_task) do not execute on Restate yet: its endpoints run agent "
-    "runs, graph nodes among them (docs/restate.md, What differs)"
-)
-
 
 async def test_a_two_phase_task_with_owned_runs_completes_without_a_client(
     engine: EngineCase,
 ) -> None:
     """The client submits and goes away: the workers start the owned runs
     themselves; the task's state, children, phase events and inspection read as embedded."""
-    engine.cannot("restate", TASKS_ON_RESTATE)
     calls, store = engine.tools, engine.store
     engine.worker()
     async with engine.client() as client:
@@ -58,7 +52,6 @@ async def test_a_two_phase_task_with_owned_runs_completes_without_a_client(
 async def test_sigkill_mid_phase_then_a_second_worker_finishes(engine: EngineCase) -> None:
     """A worker SIGKILLed in the second phase: another worker re-runs that phase from
     the first phase's journaled state; no completed phase or owned run runs again."""
-    engine.cannot("restate", TASKS_ON_RESTATE)
     calls, store = engine.tools, engine.store
     first = engine.worker(slow=30)
     async with engine.client() as rt:
@@ -75,7 +68,6 @@ async def test_sigkill_mid_phase_then_a_second_worker_finishes(engine: EngineCas
 
 
 async def test_cancelling_a_task_cancels_its_owned_runs(engine: EngineCase) -> None:
-    engine.cannot("restate", TASKS_ON_RESTATE)
     store = engine.store
     engine.worker()
     async with engine.client() as rt:
@@ -98,7 +90,6 @@ async def test_a_failed_phase_retries_from_its_checkpoint_and_a_timeout_fails_th
     engine: EngineCase,
 ) -> None:
     """A phase that raises fails the task (error); retry() re-runs that phase only. A phase still running at the deadline fails it (timeout)."""
-    engine.cannot("restate", TASKS_ON_RESTATE)
     calls, store = engine.tools, engine.store
     broken = calls.parent / "broken.txt"
     broken.write_text("second\n")

@@ -30,8 +30,7 @@ SERVED_WITH_TASKS = [
 class Worker:
     """A `nbdurable worker` subprocess: ``--engine temporal`` on ``address`` and ``queue``
     (``address`` None: the embedded engine; ``restate``, the server's ingress and admin
-    URLs: ``--engine restate``, an SDK endpoint), serving the test agents (and tasks:
-    not on Restate, which runs agent runs only).
+    URLs: ``--engine restate``, an SDK endpoint), serving the test agents (and tasks).
 
     The constructor returns once the worker said it is ready.
     """
@@ -50,7 +49,6 @@ class Worker:
         served = SERVED_WITH_TASKS if tasks else SERVED
         if restate is not None:
             engine = ["--engine", "restate", "--ingress", restate[0], "--admin", restate[1]]
-            served = ["--agents", "support.temporal_tasks:agents"] if tasks else SERVED
         elif address is None:
             engine = ["--engine", "embedded"]
         else:
