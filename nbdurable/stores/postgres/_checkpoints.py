@@ -29,7 +29,6 @@ from .._chain import (
 from .._rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
 from ._db import PostgresDb
 from ._runs import PostgresRunRecords
-from ._schema import advisory_key
 from ._sql import added_events, event_params
 
 if TYPE_CHECKING:
@@ -51,7 +50,6 @@ class PostgresCheckpoints:
     def __init__(self, db: PostgresDb, runs: PostgresRunRecords) -> None:
         self._db = db
         self._runs = runs
-        self._gc_key = advisory_key("gc", db.schema)
         self._lock = threading.Lock()  # the chain cache's
         self._chains = ChainCache()
 
@@ -151,11 +149,11 @@ class PostgresCheckpoints:
         return [run_record(run_id, seq, created, values) for run_id, seq, created, *values in found]
 
     def delete(self, run_id: str) -> None:
-        """Under an advisory lock that saves share: saves wait while it runs."""
+        """Under a SHARE lock of the nodes and checkpoints tables: saves wait while it runs."""
 
         def sweep(conn: Connection[tuple[Any, ...]]) -> None:
             with self._db.transaction(conn):
-                conn.execute(self._db.q.delete_lock, (self._gc_key,))
+                conn.execute(self._db.q.delete_lock)
                 conn.execute(self._db.q.sweep, {"run_id": run_id})
                 conn.execute(self._db.q.delete_checkpoints, (run_id,))
                 conn.execute(self._db.q.delete_run, (run_id,))
@@ -188,7 +186,6 @@ class PostgresCheckpoints:
         None when the chain's base node is gone: then nothing was written.
         """
         with self._db.transaction(conn):
-            conn.execute(self._db.q.save_lock, (self._gc_key,))
             if fence is not None:
                 self._runs.rt_check_fence(params["run_id"], fence, conn)
             if rows:

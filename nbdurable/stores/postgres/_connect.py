@@ -32,11 +32,13 @@ __all__ = [
     "ping_pool",
     "Prober",
     "split_schema",
+    "work_channel",
 ]
 
 
 _EXTRA = "nbdurable[postgres]"
 _CHANNEL_PREFIX = "nbdurable_events:"
+_WORK_PREFIX = "nbdurable_work:"
 _MAX_IDENTIFIER = 63  # bytes: PostgreSQL's NAMEDATALEN - 1
 _LEAST_WAIT = 1.0  # s a call waits for a connection at least, past its retry's deadline too
 _WAIT_SLICE = 0.5  # s between looks at the retry's deadline while a call waits
@@ -44,8 +46,7 @@ _WAIT_SLICE = 0.5  # s between looks at the retry's deadline while a call waits
 DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT = 10.0
 """Seconds the server lets one of the store's sessions sit idle inside a transaction.
 
-The store's transactions hold row locks and the runtime's advisory lock for a
-few milliseconds of client work. A process paused in one (SIGSTOP, a debugger,
+The store's transactions hold row locks for a few milliseconds of client work. A process paused in one (SIGSTOP, a debugger,
 a laptop lid, a frozen VM) would hold them until it continued: every other
 worker's claim, and every submit, would wait for it. Past this timeout the
 server ends that session and its locks go; the paused process finds its
@@ -60,6 +61,14 @@ def notify_channel(schema: str) -> str:
     if len(channel.encode()) <= _MAX_IDENTIFIER:
         return channel
     return _CHANNEL_PREFIX + hashlib.sha256(schema.encode()).hexdigest()[:40]
+
+
+def work_channel(schema: str) -> str:
+    """``nbdurable_work:<schema>``: where writes that make a run claimable notify idle workers."""
+    channel = _WORK_PREFIX + schema
+    if len(channel.encode()) <= _MAX_IDENTIFIER:
+        return channel
+    return _WORK_PREFIX + hashlib.sha256(schema.encode()).hexdigest()[:40]
 
 
 @functools.lru_cache(maxsize=1)

@@ -19,6 +19,7 @@ from ._connect import (
     notify_channel,
     open_pool,
     split_schema,
+    work_channel,
 )
 from ._schema import migrate
 from ._sql import Statements
@@ -64,6 +65,7 @@ class PostgresDb:
         self.q = Statements.for_schema(self.schema)
         self.where = describe(psycopg, conninfo)
         self.notify_channel: str = notify_channel(self.schema)
+        self.work_channel: str = work_channel(self.schema)
         self.conninfo = conninfo
         # Pipeline mode needs libpq 14 (the binary wheel bundles a newer one).
         self.pipelined: bool = psycopg.Pipeline.is_supported()

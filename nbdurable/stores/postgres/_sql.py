@@ -40,7 +40,6 @@ _MAX_NOTICE = 7999  # bytes: a NOTIFY payload must be shorter than 8000
 class Statements:
     """Every statement the store runs, for one schema."""
 
-    save_lock: str
     delete_lock: str
     insert_nodes: str
     insert_checkpoint: str
@@ -90,10 +89,11 @@ class Statements:
             f"SELECT %(run_id)s::text, r.last_seq, %(head)s::bytea, {values} FROM r"
         )
         return cls(
-            # Saves share this lock; a delete takes it exclusively, so it never
-            # sweeps a node a concurrent save is about to reference.
-            save_lock="SELECT pg_advisory_xact_lock_shared(%s)",
-            delete_lock="SELECT pg_advisory_xact_lock(%s)",
+            # Saves insert into both tables (ROW EXCLUSIVE, which saves share); a
+            # delete locks them in SHARE mode, so it waits for the saves in
+            # flight and the next ones wait for it: it never sweeps a node a
+            # concurrent save is about to reference. Saves take no lock of their own.
+            delete_lock=f"LOCK TABLE {s}.nodes, {s}.checkpoints IN SHARE MODE",
             # The new nodes, unless the node they hang from is gone (see below).
             insert_nodes=f"""
                 INSERT INTO {s}.nodes (id, parent, message)

@@ -22,7 +22,7 @@ import asyncio
 import builtins
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext, suppress
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -118,11 +118,14 @@ class PostgresSessionStore(ComposedStore):
         """The PostgreSQL schema holding the store's tables."""
         self.notify_channel: str = db.notify_channel
         """The channel every append notifies (payload: the run id), per schema."""
+        self.work_channel: str = db.work_channel
+        """The channel writes that make a run claimable notify (payload: its kind), per schema."""
         self.run_records: PostgresRunRecords = PostgresRunRecords(db)
         self.checkpoints: PostgresCheckpoints = PostgresCheckpoints(db, self.run_records)
         self._lock = threading.Lock()
         self._listener: Listener | None = None
         self._waiting: Counter[str] = Counter()  # run ids subscribers wait on
+        self._work_watchers: builtins.list[Callable[[str], None]] = []
         self._closed = False
 
     @property
@@ -287,6 +290,32 @@ class PostgresSessionStore(ComposedStore):
         listener = self._listen()
         return listener is not None and listener.wait_ready(timeout)
 
+    def watch_work(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``callback(kind)`` whenever a write may have made a run claimable; returns unwatch.
+
+        A submission, a verdict, a release, a retry wait or a finish that
+        promotes the next run notifies :attr:`work_channel` at commit, from any
+        process; the store's listener (one connection, shared with
+        :meth:`wait_for_events`) calls ``callback`` on its thread, with the
+        run's kind (``agent`` or ``task``), or ``""`` after (re)connecting
+        (notifications sent meanwhile reached no one). Idle workers wait on
+        this and poll only as a fallback (:meth:`notifies_work`).
+        """
+        with self._lock:
+            self._work_watchers.append(callback)
+        self._listen()
+
+        def unwatch() -> None:
+            with self._lock, suppress(ValueError):
+                self._work_watchers.remove(callback)
+
+        return unwatch
+
+    def notifies_work(self) -> bool:
+        """Whether the listener is in place, so :meth:`watch_work`'s callbacks are called now."""
+        listener = self._listener
+        return listener is not None and listener.ready
+
     def reclaim_space(self) -> str:
         """What happens to the deleted rows' space (nothing to run here)."""
         # VACUUM cannot run in the pool's transactions; autovacuum gets to the
@@ -323,6 +352,7 @@ class PostgresSessionStore(ComposedStore):
                     self._notified,
                     self._wake_waiting,
                     name=f"nbdurable-listen:{self.schema}",
+                    more={self.work_channel: self._work_notified},
                 )
             return self._listener
 
@@ -333,6 +363,12 @@ class PostgresSessionStore(ComposedStore):
         else:
             self._wake_waiting()
 
+    def _work_notified(self, kind: str) -> None:
+        with self._lock:
+            watchers = builtins.list(self._work_watchers)
+        for callback in watchers:
+            callback(kind)
+
     def _wake_waiting(self) -> None:
         # After (re)connecting: commits made while nobody listened notified no one.
         with self._lock:
@@ -340,3 +376,4 @@ class PostgresSessionStore(ComposedStore):
         for run_id in waiting:
             notify(self, run_id)
         notify_all(self)
+        self._work_notified("")
