@@ -81,6 +81,7 @@ def test_a_new_database_gets_the_schema_in_its_own_namespace(url: str) -> None:
         (2,),
         (3,),
         (4,),
+        (5,),
     ]
     assert sql(url, "SELECT text FROM public.notes") == [("mine",)]
 
