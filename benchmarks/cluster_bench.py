@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -94,9 +92,10 @@ def statement_counts(statements: list[str]) -> dict[str, int]:
 
 
 async def one_run(url: str, steps: int) -> None:
+    from support.cluster_agents import chain
+
     from nbdurable import open_store
     from nbdurable.runtime import DurableRuntime
-    from support.cluster_agents import chain
 
     store = open_store(url)
     try:

@@ -24,7 +24,11 @@ def _script(steps: int) -> nd.ScriptedModel:
 
 
 chain = Agent(
-    "chain", _script(STEPS), [tick], version="1", max_steps=STEPS + 4,
+    "chain",
+    _script(STEPS),
+    [tick],
+    version="1",
+    max_steps=STEPS + 4,
     tool_recovery={"tick": "safe"},
 )
 

@@ -46,9 +46,10 @@ _WAIT_SLICE = 0.5  # s between looks at the retry's deadline while a call waits
 DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT = 10.0
 """Seconds the server lets one of the store's sessions sit idle inside a transaction.
 
-The store's transactions hold row locks for a few milliseconds of client work. A process paused in one (SIGSTOP, a debugger,
-a laptop lid, a frozen VM) would hold them until it continued: every other
-worker's claim, and every submit, would wait for it. Past this timeout the
+The store's transactions hold row locks for a few milliseconds of client work.
+A process paused in one (SIGSTOP, a debugger, a laptop lid, a frozen VM) would
+hold them until it continued: no other worker could take its run over, and a
+submission to its session would wait for it. Past this timeout the
 server ends that session and its locks go; the paused process finds its
 connection closed when it wakes, a transient failure that a retrying caller (the
 runtime, a session with ``store_retry_ms``) sends again on a fresh connection.

@@ -183,6 +183,7 @@ class _Statements:
     journaled: str
     announce: str
     forget: tuple[str, ...]
+    forget_keys: str
     db_now: str
 
 
@@ -278,8 +279,22 @@ def _statements(schema: str) -> _Statements:
         # Sent at commit (payload: the run id on the event channel, the kind on the work one).
         announce="SELECT pg_notify(%s::text, %s::text)",
         forget=tuple(
-            f"DELETE FROM {s}.{table} WHERE run_id = %s"
+            f"DELETE FROM {s}.{table} WHERE run_id = ANY(%s)"
             for table in ("rt_runs", "rt_intents", "rt_journal")
+        ),
+        # The lock rows of deleted runs' sessions and graphs no run is left in, and of
+        # their request ids (one run each).
+        forget_keys=(
+            f"DELETE FROM {s}.rt_locks WHERE key IN ("
+            f"SELECT 'session:' || g.session_id FROM {s}.rt_runs g "
+            "WHERE g.run_id = ANY(%(ids)s) AND NOT EXISTS (SELECT 1 FROM "
+            f"{s}.rt_runs o WHERE o.session_id = g.session_id AND o.run_id <> ALL(%(ids)s)) "
+            f"UNION ALL SELECT 'graph:' || g.graph_id FROM {s}.rt_runs g "
+            "WHERE g.run_id = ANY(%(ids)s) AND g.graph_id IS NOT NULL AND NOT EXISTS "
+            f"(SELECT 1 FROM {s}.rt_runs o WHERE o.graph_id = g.graph_id "
+            "AND o.run_id <> ALL(%(ids)s)) "
+            f"UNION ALL SELECT 'request:' || g.request_id FROM {s}.rt_runs g "
+            "WHERE g.run_id = ANY(%(ids)s) AND g.request_id IS NOT NULL)"
         ),
         # clock_timestamp(), not now(): the time of the call, not of the transaction.
         db_now="SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
@@ -678,6 +693,9 @@ class PostgresRunRecords(RunStore):
             found = conn.execute(self._rq.journaled, (run_id, step_index)).fetchone()
         return None if found is None else str(found[0])
 
-    def forget(self, conn: Connection[tuple[Any, ...]], run_id: str) -> None:
+    def forget(self, conn: Connection[tuple[Any, ...]], run_ids: Sequence[str]) -> None:
+        """Delete the records, intents, journal and lock rows of ``run_ids``, in ``conn``."""
+        ids = builtins.list(run_ids)
+        conn.execute(self._rq.forget_keys, {"ids": ids})  # before the records it reads
         for statement in self._rq.forget:
-            conn.execute(statement, (run_id,))
+            conn.execute(statement, (ids,))

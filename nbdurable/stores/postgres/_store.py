@@ -31,9 +31,11 @@ from ...durable._offload import offload
 from ...durable.store import (
     Armed,
     Capability,
+    PruneReport,
     check_commit,
     notify,
     notify_all,
+    prune_runs,
 )
 from ...durable.store import wait_for_events as wait_locally
 from ...events._model import Event, NewEvent
@@ -52,6 +54,10 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
 __all__ = ["PostgresSessionStore"]
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1_000_000:.1f} MB"
 
 
 class PostgresSessionStore(ComposedStore):
@@ -316,14 +322,42 @@ class PostgresSessionStore(ComposedStore):
         listener = self._listener
         return listener is not None and listener.ready
 
+    def prune(self, finished_before: int, *, dry_run: bool = False) -> PruneReport:
+        """Delete the runs finished before ``finished_before`` (``HistoryStore.prune``).
+
+        Set-based: the runs go :data:`~._checkpoints.DELETE_BATCH` at a time, a
+        few statements per batch (not a round trip per run), then
+        :meth:`reclaim_space` vacuums the tables.
+        """
+        return prune_runs(
+            self,
+            finished_before,
+            dry_run=dry_run,
+            reclaim=self.reclaim_space,
+            delete_many=self.checkpoints.delete_many,
+        )
+
     def reclaim_space(self) -> str:
-        """What happens to the deleted rows' space (nothing to run here)."""
-        # VACUUM cannot run in the pool's transactions; autovacuum gets to the
-        # deleted rows on its own, and VACUUM FULL would lock the tables.
+        """``VACUUM (ANALYZE)`` the store's tables; what it gave back, as PostgreSQL counts it.
+
+        VACUUM makes the deleted rows' space reusable and returns the empty
+        pages at a table's end to the disk; it takes no lock that stops reads
+        or writes. VACUUM FULL would give the rest back, under an exclusive lock.
+        """
+        with self._db.pool.connection() as conn:  # autocommit: VACUUM runs outside a transaction
+            before = self._table_bytes(conn)
+            for statement in self._db.q.vacuum:
+                conn.execute(statement)
+            after = self._table_bytes(conn)
         return (
-            "rows deleted; autovacuum makes their space reusable "
+            f"VACUUM: the tables take {_megabytes(before)} -> {_megabytes(after)} on disk; "
+            "the rest of the deleted rows' space is reusable "
             "(VACUUM FULL gives it back to the disk, under an exclusive lock)"
         )
+
+    def _table_bytes(self, conn: Connection[tuple[Any, ...]]) -> int:
+        found = conn.execute(self._db.q.table_bytes, (self.schema,)).fetchone()
+        return int(found[0]) if found else 0
 
     def close(self) -> None:
         """Stop the listener, close the pool and their connections."""
