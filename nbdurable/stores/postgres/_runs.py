@@ -66,6 +66,8 @@ __all__ = [
     "RUNTIME_MIGRATION_V5",
     "WORK_STATES",
     "PostgresRunRecords",
+    "candidate_statement",
+    "unnoted_statement",
 ]
 
 T = TypeVar("T")
@@ -153,6 +155,7 @@ _UPDATED = ", ".join(
     f"{name} = EXCLUDED.{name}" for name in _COLUMNS.split(", ") if name != "run_id"
 )
 _CLAIM_CANDIDATES = 16  # runs a claim looks at, at most, before it gives up for this poll
+_NOTE_BATCH = 200  # unserved runs an idle claim gives their waiting reason, at most, per poll
 
 
 @dataclass(frozen=True)
@@ -175,8 +178,6 @@ class _Statements:
     list_states: str
     session_states: str
     session_head: str
-    candidate: str
-    unnoted: str
     put_intent: str
     intents: str
     put_journal: str
@@ -193,12 +194,6 @@ def _statements(schema: str) -> _Statements:
     s = '"' + schema.replace('"', '""') + '"'
     sequence = "'" + f"{s}.rt_runs_seq".replace("'", "''") + "'"
     unfinished = f"state IN ({_UNFINISHED})"
-    # The oldest unfinished run of its session (a claim takes no other).
-    head = (
-        f"NOT EXISTS (SELECT 1 FROM {s}.rt_runs o WHERE o.session_id = x.session_id "
-        f"AND o.{unfinished} AND o.seq < x.seq)"
-    )
-    served = "unnest(%(agents)s::text[], %(versions)s::text[]) AS a(agent_id, agent_version)"
     return _Statements(
         # ON CONFLICT DO UPDATE locks the row (new or not) until commit; keys
         # are sorted, so two writers locking several never deadlock.
@@ -241,31 +236,6 @@ def _statements(schema: str) -> _Statements:
             f"SELECT record FROM {s}.rt_runs WHERE session_id = %s AND {unfinished} "
             "ORDER BY seq LIMIT 1 FOR UPDATE"
         ),
-        # A claim's candidate: of the oldest few eligible runs of each served
-        # (agent, version) (rt_runs_claim, one bounded index range each), the
-        # oldest whose row no other claim holds, locked. Rows that another
-        # transaction locks are skipped, never waited for.
-        candidate=(
-            f"SELECT record FROM {s}.rt_runs WHERE run_id IN ("
-            f"SELECT c.run_id FROM {served} CROSS JOIN LATERAL ("
-            f"SELECT x.run_id, x.seq FROM {s}.rt_runs x "
-            "WHERE x.agent_id = a.agent_id AND x.agent_version = a.agent_version "
-            f"AND x.kind = %(kind)s AND x.{_CLAIMABLE} AND (x.engine IS NULL "
-            "OR x.engine = 'embedded') AND x.due_at <= %(now)s "
-            f"AND x.run_id <> ALL(%(skip)s::text[]) AND {head} "
-            f"ORDER BY x.seq LIMIT {_CLAIM_CANDIDATES}) c "
-            f"ORDER BY c.seq LIMIT {_CLAIM_CANDIDATES}) "
-            f"AND {_CLAIMABLE} ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED"
-        ),
-        # An idle claim's look at eligible runs it does not serve and nobody
-        # noted yet (rt_runs_unnoted): each gets its waiting reason once.
-        unnoted=(
-            f"SELECT record FROM {s}.rt_runs x WHERE NOT waiting AND kind = %(kind)s "
-            f"AND {_CLAIMABLE} AND {_EMBEDDED} AND due_at <= %(now)s "
-            f"AND NOT EXISTS (SELECT 1 FROM {served} WHERE a.agent_id = x.agent_id "
-            "AND a.agent_version = x.agent_version) "
-            f"ORDER BY seq LIMIT {_CLAIM_CANDIDATES} FOR UPDATE SKIP LOCKED"
-        ),
         put_intent=(
             f"INSERT INTO {s}.rt_intents (run_id, tool_call_id, intent) VALUES (%s, %s, %s) "
             "ON CONFLICT (run_id, tool_call_id) DO UPDATE SET intent = EXCLUDED.intent"
@@ -298,6 +268,59 @@ def _statements(schema: str) -> _Statements:
         ),
         # clock_timestamp(), not now(): the time of the call, not of the transaction.
         db_now="SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def candidate_statement(schema: str, pairs: int) -> str:
+    """A claim's candidate among ``pairs`` served ``(agent, version)`` pairs, locked.
+
+    Of the oldest few eligible runs of each pair (one bounded range of
+    ``rt_runs_claim`` each: the pairs are parameters the planner sees, not an
+    array it cannot estimate), the oldest whose row no other transaction holds,
+    locked ``FOR UPDATE SKIP LOCKED``: a locked row is skipped, never waited for.
+    Parameters: ``a0, v0, a1, v1, ...``, ``kinds`` (``[kind]``), ``now``, ``skip``.
+    """
+    s = '"' + schema.replace('"', '""') + '"'
+    unfinished = f"state IN ({_UNFINISHED})"
+    branches = [
+        f"(SELECT x.run_id, x.seq FROM {s}.rt_runs x "
+        f"WHERE x.agent_id = %(a{i})s AND x.agent_version = %(v{i})s AND x.kind = ANY(%(kinds)s) "
+        f"AND x.{_CLAIMABLE} AND (x.engine IS NULL OR x.engine = 'embedded') "
+        "AND x.due_at <= %(now)s AND x.run_id <> ALL(%(skip)s::text[]) "
+        # the oldest unfinished run of its session: a claim takes no other
+        f"AND NOT EXISTS (SELECT 1 FROM {s}.rt_runs o WHERE o.session_id = x.session_id "
+        f"AND o.{unfinished} AND o.seq < x.seq) "
+        # (kind, seq): the order of rt_runs_claim's range, which no other index has
+        f"ORDER BY x.kind, x.seq LIMIT {_CLAIM_CANDIDATES})"
+        for i in range(pairs)
+    ]
+    return (
+        f"SELECT record FROM {s}.rt_runs WHERE run_id IN ("
+        f"SELECT c.run_id FROM ({' UNION ALL '.join(branches)}) c "
+        f"ORDER BY c.seq LIMIT {_CLAIM_CANDIDATES}) "
+        f"AND {_CLAIMABLE} ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED"
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def unnoted_statement(schema: str, pairs: int) -> str:
+    """An idle claim's look at eligible runs of other agents that no claim noted yet.
+
+    Reads ``rt_runs_unnoted`` in order (a run leaves it once its waiting reason
+    is written), at most a batch, locked ``FOR UPDATE SKIP LOCKED``. The kind
+    comes as a one-element array, so ``(kind, seq)`` is an order only that index
+    gives: the planner never walks every run in seq order instead, whatever its
+    statistics say.
+    Parameters as :func:`candidate_statement`'s.
+    """
+    s = '"' + schema.replace('"', '""') + '"'
+    values = ", ".join(f"(%(a{i})s, %(v{i})s)" for i in range(pairs))
+    others = f"AND (agent_id, agent_version) NOT IN (VALUES {values}) " if pairs else ""
+    return (
+        f"SELECT record FROM {s}.rt_runs WHERE NOT waiting AND kind = ANY(%(kinds)s) "
+        f"AND {_CLAIMABLE} AND {_EMBEDDED} AND due_at <= %(now)s {others}"
+        f"ORDER BY kind, seq LIMIT {_NOTE_BATCH} FOR UPDATE SKIP LOCKED"
     )
 
 
@@ -543,12 +566,12 @@ class PostgresRunRecords(RunStore):
         yet get their waiting reason (a few per poll, each once).
         """
         allowed = served(agents)
-        keys = [key for key in allowed]
-        params: dict[str, Any] = {
-            "agents": [agent for agent, _ in keys],
-            "versions": [version for _, version in keys],
-            "kind": kind,
-        }
+        pairs = sorted(allowed)
+        params: dict[str, Any] = {"kinds": [kind]}
+        for i, (agent_id, version) in enumerate(pairs):
+            params[f"a{i}"], params[f"v{i}"] = agent_id, version
+        candidate = candidate_statement(self._db.schema, len(pairs))
+        unnoted = unnoted_statement(self._db.schema, len(pairs))
 
         def take(conn: Connection[tuple[Any, ...]]) -> RuntimeRun | None:
             # Leases are judged and set by the database's clock, not the caller's
@@ -556,9 +579,9 @@ class PostgresRunRecords(RunStore):
             db_now = self._rt_db_now(conn)
             params["now"] = max(now, db_now)
             skip: builtins.list[str] = []
-            for _ in range(_CLAIM_CANDIDATES):
+            for _ in range(_CLAIM_CANDIDATES if pairs else 0):
                 params["skip"] = skip
-                found = conn.execute(self._rq.candidate, params).fetchone()
+                found = conn.execute(candidate, params).fetchone()
                 if found is None:
                     break
                 run = _record(found[0])
@@ -569,8 +592,13 @@ class PostgresRunRecords(RunStore):
                     return claimed
                 self._note(run, now, allowed, kind, conn)
                 skip.append(run.run_id)
-            for (text,) in conn.execute(self._rq.unnoted, params).fetchall():
-                self._note(_record(text), now, allowed, kind, conn)
+            rows = conn.execute(unnoted, params).fetchall()
+            noted = [
+                unclaimable_by_definition(_record(text), now, allowed, kind) for (text,) in rows
+            ]
+            writes = [_row(run) for run in noted if run is not None]
+            if writes:  # one round trip for the batch
+                conn.cursor().executemany(self._rq.put, writes)
             return None
 
         return self.write(take)
