@@ -203,7 +203,9 @@ def test_the_claim_query_reads_an_index_and_is_flat_in_unserved_pending_runs(
         else:
             raise AssertionError("the unserved runs were never all noted")
         assert "rt_runs_unnoted" in {n.get("Index Name") for n in _nodes(unnoted["Plan"])}
-        assert _blocks(unnoted) < 20 and unnoted["Execution Time"] < 20
+        # The noted runs' index entries stay until a vacuum (about 40 pages for
+        # 10,000): far from the table's ~1,300 pages a poll read before.
+        assert _blocks(unnoted) < 100 and unnoted["Execution Time"] < 20
         waiting = store.rt_get("other-5")
         assert (
             waiting is not None and waiting.waiting_reason == "waits for a worker serving other v1"
