@@ -31,6 +31,8 @@ __all__ = [
     "open_pool",
     "ping_pool",
     "Prober",
+    "pool_sizes",
+    "split_query",
     "split_schema",
     "work_channel",
 ]
@@ -284,15 +286,38 @@ def open_pool(
 
 def split_schema(dsn: str) -> tuple[str, str | None]:
     """Take ``schema=`` out of a URL's query (libpq would refuse it)."""
+    return split_query(dsn, "schema")
+
+
+def split_query(dsn: str, name: str) -> tuple[str, str | None]:
+    """Take ``name=`` (an option of this store, not libpq's) out of a URL's query."""
     if dsn.partition("://")[0].lower() not in ("postgresql", "postgres"):
         return dsn, None
     parts = urlsplit(dsn)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    schemas = [value for key, value in query if key == "schema"]
-    if not schemas:
+    values = [value for key, value in query if key == name]
+    if not values:
         return dsn, None
-    rest = urlencode([(key, value) for key, value in query if key != "schema"])
-    return urlunsplit(parts._replace(query=rest)), schemas[-1]
+    rest = urlencode([(key, value) for key, value in query if key != name])
+    return urlunsplit(parts._replace(query=rest)), values[-1]
+
+
+def pool_sizes(dsn: str, sizes: tuple[int, int]) -> tuple[str, tuple[int, int]]:
+    """``pool_max=N`` of a URL's query (taken out) as the pool's largest size.
+
+    A worker opened from a URL (``nbdurable worker --store URL``) has no other
+    way to bound its pool; ``min_size`` is lowered to it where larger.
+
+    Raises:
+        ConfigurationError: ``pool_max`` is not a positive integer.
+    """
+    rest, value = split_query(dsn, "pool_max")
+    if value is None:
+        return dsn, sizes
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigurationError(f"pool_max must be a positive integer, not {value!r}")
+    largest = int(value)
+    return rest, (min(sizes[0], largest), largest)
 
 
 def describe(psycopg: Any, conninfo: str) -> str:

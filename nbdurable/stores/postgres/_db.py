@@ -18,6 +18,7 @@ from ._connect import (
     limit_idle_transactions,
     notify_channel,
     open_pool,
+    pool_sizes,
     split_schema,
     work_channel,
 )
@@ -55,6 +56,7 @@ class PostgresDb:
         configure = limit_idle_transactions(
             idle_in_transaction_timeout, (pool_kwargs or {}).get("configure")
         )
+        dsn, sizes = pool_sizes(dsn, sizes)
         conninfo, from_url = split_schema(dsn)
         if schema is not None and from_url is not None and schema != from_url:
             raise ConfigurationError(

@@ -155,7 +155,7 @@ _UPDATED = ", ".join(
     f"{name} = EXCLUDED.{name}" for name in _COLUMNS.split(", ") if name != "run_id"
 )
 _CLAIM_CANDIDATES = 16  # runs a claim looks at, at most, before it gives up for this poll
-_NOTE_BATCH = 200  # unserved runs an idle claim gives their waiting reason, at most, per poll
+_NOTE_BATCH = 1000  # unserved runs an idle claim gives their waiting reason, at most, per poll
 
 
 @dataclass(frozen=True)

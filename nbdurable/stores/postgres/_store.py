@@ -85,7 +85,8 @@ class PostgresSessionStore(ComposedStore):
 
     Args:
         dsn: A libpq connection string or URL (``postgresql://user@host:5432/db``).
-            A URL may carry ``?schema=name``, which this store reads and libpq never sees.
+            A URL may carry ``?schema=name`` and ``?pool_max=N`` (``max_size``), which
+            this store reads and libpq never sees.
         schema: The PostgreSQL schema holding the tables (default ``"nbdurable"``).
         min_size: Connections the pool keeps open.
         max_size: Most connections the pool opens; more concurrent calls wait.
