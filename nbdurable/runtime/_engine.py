@@ -19,7 +19,7 @@ from .._aio import wait_event
 from .._errors import FencedOutError, LeaseLostError, RunNotFoundError, StoreWriteError
 from ..durable._offload import offload
 from ..durable._transient import StoreUnavailableError, is_transient
-from ..durable.store import maybe_await, notify
+from ..durable.store import RunStore, maybe_await, notify
 from ..events._model import NewEvent
 from ..loop._machine import LegStart, leg_start_from_checkpoint
 from ..runs import (
@@ -92,6 +92,7 @@ class EmbeddedEngine(Engine):
         self._next_foreign_scan = 0.0
         self._leases: LeaseKeeper
         self._unwatch_work: Callable[[], None] | None = None
+        self._notifier: RunStore | None = None  # the store whose notifications wake the scheduler
 
     @property
     def started(self) -> bool:
@@ -103,8 +104,8 @@ class EmbeddedEngine(Engine):
         self.runtime = runtime
         self._leases = LeaseKeeper(runtime, self.holder, self._stop_fatally)
         loop = asyncio.get_running_loop()
-        watch = getattr(runtime.store, "watch_work", None)
-        if callable(watch):
+        store = runtime.store
+        if isinstance(store, RunStore):
             # A store that notifies claimable work (PostgreSQL's LISTEN/NOTIFY)
             # wakes the scheduler at once; it then polls only every
             # idle_poll_interval while idle (for lease expiries and retry
@@ -113,7 +114,8 @@ class EmbeddedEngine(Engine):
                 with contextlib.suppress(RuntimeError):  # the loop is closed
                     loop.call_soon_threadsafe(self._wake.set)
 
-            self._unwatch_work = watch(wake)
+            self._notifier = store
+            self._unwatch_work = store.watch_work(wake)
         self._scheduler = loop.create_task(self._schedule())
 
     def home_loop(self) -> asyncio.AbstractEventLoop | None:
@@ -258,8 +260,7 @@ class EmbeddedEngine(Engine):
         interval = self.runtime.poll_interval
         if not idle or self._unwatch_work is None:
             return interval
-        notifies = getattr(self.runtime.store, "notifies_work", None)
-        if callable(notifies) and notifies():
+        if self._notifier is not None and self._notifier.notifies_work():
             return max(interval, self.runtime.idle_poll_interval)
         return interval
 

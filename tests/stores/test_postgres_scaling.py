@@ -212,3 +212,15 @@ def test_the_claim_query_reads_an_index_and_is_flat_in_unserved_pending_runs(
         )
     finally:
         store.close()
+
+
+def test_a_store_url_bounds_the_pool(pg_database: str) -> None:
+    """``?pool_max=N``: what a worker started from a URL holds at most (plus its listener)."""
+    store = nd.open_store(f"{pg_database}?pool_max=2")
+    try:
+        assert isinstance(store, PostgresSessionStore)
+        assert (store.pool.min_size, store.pool.max_size) == (1, 2)
+    finally:
+        store.close()
+    with pytest.raises(nd.ConfigurationError, match="pool_max must be a positive integer"):
+        nd.open_store(f"{pg_database}?pool_max=0")
