@@ -142,6 +142,16 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / tick
 
 
+def postgres_cpu() -> dict[int, float]:
+    """CPU seconds of every postgres process, by pid (deltas: sum over the later snapshot)."""
+    return {pid: cpu_seconds([pid]) for pid in postgres_pids()}
+
+
+def cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU the processes of ``after`` used since ``before`` (new ones: all of theirs)."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
+
+
 def postgres_pids() -> list[int]:
     """Every process named postgres (the server and its backends)."""
     pids = []
@@ -225,7 +235,7 @@ def part_throughput(
         url = database(server, name)
         asyncio.run(submit_many(url, runs))
         busy0 = machine_busy()
-        pg0 = cpu_seconds(postgres_pids())
+        pg0 = postgres_cpu()
         procs = [worker(url, code, "--max-concurrent-runs", "4") for _ in range(n)]
         pids = [p.pid for p in procs]
         try:
@@ -245,7 +255,7 @@ def part_throughput(
                 time.sleep(0.05)
             seconds = time.perf_counter() - began
             busy1 = machine_busy()
-            pg_cpu = cpu_seconds(postgres_pids()) - pg0
+            pg_cpu = cpu_delta(pg0, postgres_cpu())
         finally:
             for p in procs:
                 p.terminate()
@@ -317,12 +327,22 @@ def part_idle(
             store.close()
         proc = worker(url, code)
         try:
-            time.sleep(20)  # start-up, and the first polls (waiting reasons noted once)
+            began = time.perf_counter()
+            # start-up, then the waiting reasons an idle claim notes once, a batch per poll
+            unnoted = (
+                "SELECT count(*) FROM nbdurable.rt_runs WHERE state = 'pending' "
+                "AND record NOT LIKE '%\"waiting_reason\":\"%'"
+            )
+            time.sleep(5)
+            while scalar(url, unnoted) and time.perf_counter() - began < 300:
+                time.sleep(0.5)
+            noted = time.perf_counter() - began
+            time.sleep(2)
             set_logging(server, True)
             start = log_size(server)
-            cpu0, pg0 = cpu_seconds([proc.pid]), cpu_seconds(postgres_pids())
+            cpu0, pg0 = cpu_seconds([proc.pid]), postgres_cpu()
             time.sleep(window)
-            cpu1, pg1 = cpu_seconds([proc.pid]), cpu_seconds(postgres_pids())
+            cpu1, pg1 = cpu_seconds([proc.pid]), postgres_cpu()
             set_logging(server, False)
             counts = statement_counts(logged(server, start, name))
         finally:
@@ -334,10 +354,11 @@ def part_idle(
                 "statements_per_s": counts["statements"] / window,
                 "transactions_per_s": counts["transactions"] / window,
                 "worker_cpu": (cpu1 - cpu0) / window,
-                "postgres_cpu": (pg1 - pg0) / window,
+                "postgres_cpu": cpu_delta(pg0, pg1) / window,
+                "noted_seconds": noted,
             }
         )
-        print(f"  {count} unserved: {counts['statements'] / window:.1f} statements/s", flush=True)
+        print(f"  {rows[-1]}", flush=True)
     return rows
 
 
@@ -498,6 +519,7 @@ def main() -> int:
                         "transactions/s",
                         "worker CPU",
                         "postgres CPU",
+                        "start + notes s",
                     ],
                     [
                         [
@@ -506,6 +528,7 @@ def main() -> int:
                             f"{r['transactions_per_s']:.1f}",
                             f"{r['worker_cpu']:.1%}",
                             f"{r['postgres_cpu']:.1%}",
+                            f"{r['noted_seconds']:.0f}",
                         ]
                         for r in rows
                     ],
