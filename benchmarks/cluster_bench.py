@@ -192,6 +192,7 @@ def worker(url: str, code: Path, *extra: str) -> subprocess.Popen[bytes]:
             *extra,
         ],
         env=env,
+        cwd=code,  # python -m puts the working directory first on the path
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -365,7 +366,7 @@ def part_idle(
 # -- prune -------------------------------------------------------------------------------
 
 
-def part_prune(server: PgServer, runs: int) -> dict[str, Any]:
+def part_prune(server: PgServer, code: Path, runs: int) -> dict[str, Any]:
     """``store prune`` of ``runs`` finished runs (2 checkpoints, 4 events each)."""
     import json
 
@@ -409,7 +410,10 @@ def part_prune(server: PgServer, runs: int) -> dict[str, Any]:
     if records:
         store.rt_insert_many(records, max_pending=10**9)
     fill = time.perf_counter() - began
-    size = "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'nbdurable' AND c.relkind = 'r'"
+    size = (
+        "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n "
+        "ON n.oid = c.relnamespace WHERE n.nspname = 'nbdurable' AND c.relkind = 'r'"
+    )
     before = scalar(url, size)
     store.close()
     began = time.perf_counter()
@@ -417,6 +421,8 @@ def part_prune(server: PgServer, runs: int) -> dict[str, Any]:
         [sys.executable, "-m", "nbdurable.cli", "store", "prune", url, "--older-than", "1m"],
         capture_output=True,
         text=True,
+        cwd=code,  # python -m puts the working directory first on the path
+        env={**os.environ, "PYTHONPATH": str(code)},
     )
     seconds = time.perf_counter() - began
     after = scalar(url, size)
@@ -537,7 +543,7 @@ def main() -> int:
             )
         if "prune" in parts:
             print(f"\n== store prune of {args.prune_runs} finished runs")
-            f = part_prune(server, args.prune_runs)
+            f = part_prune(server, args.code, args.prune_runs)
             print(
                 table(
                     ["runs", "prune seconds", "tables before", "tables after", "exit"],
