@@ -332,7 +332,7 @@ def part_idle(
             # start-up, then the waiting reasons an idle claim notes once, a batch per poll
             unnoted = (
                 "SELECT count(*) FROM nbdurable.rt_runs WHERE state = 'pending' "
-                "AND record NOT LIKE '%\"waiting_reason\":\"%'"
+                'AND record NOT LIKE \'%"waiting_reason":"%\''
             )
             time.sleep(5)
             while scalar(url, unnoted) and time.perf_counter() - began < 300:
