@@ -12,14 +12,14 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from .._aio import wait_event
 from .._errors import FencedOutError, LeaseLostError, RunNotFoundError, StoreWriteError
 from ..durable._offload import offload
 from ..durable._transient import StoreUnavailableError, is_transient
-from ..durable.store import maybe_await, notify
+from ..durable.store import RunStore, maybe_await, notify
 from ..events._model import NewEvent
 from ..loop._machine import LegStart, leg_start_from_checkpoint
 from ..runs import (
@@ -91,6 +91,8 @@ class EmbeddedEngine(Engine):
         self._foreign = ForeignRuns(EMBEDDED)
         self._next_foreign_scan = 0.0
         self._leases: LeaseKeeper
+        self._unwatch_work: Callable[[], None] | None = None
+        self._notifier: RunStore | None = None  # the store whose notifications wake the scheduler
 
     @property
     def started(self) -> bool:
@@ -101,7 +103,20 @@ class EmbeddedEngine(Engine):
         """Start the scheduler task on the running loop."""
         self.runtime = runtime
         self._leases = LeaseKeeper(runtime, self.holder, self._stop_fatally)
-        self._scheduler = asyncio.get_running_loop().create_task(self._schedule())
+        loop = asyncio.get_running_loop()
+        store = runtime.store
+        if isinstance(store, RunStore):
+            # A store that notifies claimable work (PostgreSQL's LISTEN/NOTIFY)
+            # wakes the scheduler at once; it then polls only every
+            # idle_poll_interval while idle (for lease expiries and retry
+            # waits, which no write announces).
+            def wake(_kind: str) -> None:
+                with contextlib.suppress(RuntimeError):  # the loop is closed
+                    loop.call_soon_threadsafe(self._wake.set)
+
+            self._notifier = store
+            self._unwatch_work = store.watch_work(wake)
+        self._scheduler = loop.create_task(self._schedule())
 
     def home_loop(self) -> asyncio.AbstractEventLoop | None:
         """The loop the scheduler runs on; ``None`` before :meth:`start`."""
@@ -126,6 +141,9 @@ class EmbeddedEngine(Engine):
         if self._closed:
             return
         self._closed = True
+        if self._unwatch_work is not None:
+            self._unwatch_work()
+            self._unwatch_work = None
         if self._scheduler is not None:
             self._scheduler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -195,8 +213,9 @@ class EmbeddedEngine(Engine):
         try:
             while not (self._closed or self._fatal or self._draining):
                 self._wake.clear()
+                idle = False
                 try:
-                    await self._claim_work()
+                    idle = await self._claim_work()
                 except StoreWriteError as exc:
                     # A claim is a write: a full or read-only store refuses it until
                     # space is freed; claims resume then, the engine does not stop.
@@ -207,27 +226,43 @@ class EmbeddedEngine(Engine):
                     self._write_refused = True
                 else:
                     self._write_refused = False
-                await wait_event(self._wake, self.runtime.poll_interval, self.runtime.deps.sleep)
+                await wait_event(self._wake, self._interval(idle), self.runtime.deps.sleep)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a storage or scheduler failure the runtime cannot pass
             self._stop_fatally(exc)
 
-    async def _claim_work(self) -> None:
-        """Claim and start eligible runs and task phases while slots are free."""
+    async def _claim_work(self) -> bool:
+        """Claim and start eligible runs and task phases while slots are free.
+
+        Returns whether a claim found nothing to take (the engine is idle).
+        """
         runtime = self.runtime
         await offload(self._expire_dead_owners)
+        idle = False
         while len(self._executions) - len(self._task_runs) < runtime.max_concurrent_runs:
             agents = runtime.registry.definitions()  # a changed definition never claims
             record = await claim_next(runtime, self.holder, agents)
             if record is None:
+                idle = True
                 break
             self._start(record)
         while runtime.tasks and len(self._task_runs) < runtime.max_concurrent_tasks:
             record = await claim_next(runtime, self.holder, runtime.task_keys(), "task")
             if record is None:
                 break
+            idle = False
             self._start_task(record)
+        return idle
+
+    def _interval(self, idle: bool) -> float:
+        """How long the scheduler sleeps unless woken: longer when idle and notified of work."""
+        interval = self.runtime.poll_interval
+        if not idle or self._unwatch_work is None:
+            return interval
+        if self._notifier is not None and self._notifier.notifies_work():
+            return max(interval, self.runtime.idle_poll_interval)
+        return interval
 
     def _stop_fatally(self, exc: BaseException) -> None:
         """Stop taking work after a failure the runtime cannot pass; the first one only.

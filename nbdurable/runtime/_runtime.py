@@ -57,6 +57,7 @@ DEFAULTS: dict[str, Any] = {
     "max_concurrent_tasks": 4,
     "lease_ms": 30_000,
     "poll_interval": 0.05,
+    "idle_poll_interval": 1.0,
     "flush_interval": 0.05,
     "store_retry_ms": DEFAULT_STORE_RETRY_MS,
     "approval_max_age_ms": APPROVAL_MAX_AGE_MS,
@@ -82,6 +83,10 @@ class RuntimeOptions(TypedDict, total=False):
             ``DurableRuntime.signer``).
         lease_ms: How long a claim holds a run without renewal (30 s).
         poll_interval: Seconds between looks for work and between waits' polls (0.05).
+        idle_poll_interval: Seconds between looks for work while idle, over a store
+            that notifies claimable work (PostgreSQL: a submission, a verdict or a
+            release wakes the runtime at once): 1.0. Lease expiries and retry waits
+            are noticed within it. Other stores poll every ``poll_interval``.
         flush_interval: Seconds between flushes of streamed deltas to the event log (0.05).
         deps: Clock, ids and logger (default: the real ones).
         owner_id: This runtime's name in leases (default: generated).
@@ -109,6 +114,7 @@ class RuntimeOptions(TypedDict, total=False):
     approval_signer: ApprovalSigner | None
     lease_ms: int
     poll_interval: float
+    idle_poll_interval: float
     flush_interval: float
     deps: Deps | None
     owner_id: str | None
@@ -187,6 +193,7 @@ class DurableRuntime:
         self.on_fatal_error = options.get("on_fatal_error")
         self.lease_ms = options["lease_ms"]
         self.poll_interval = options["poll_interval"]
+        self.idle_poll_interval = options["idle_poll_interval"]
         self.flush_interval = options["flush_interval"]
         self.deps = options.get("deps") or Deps()
         store_retry_ms = check_retry_ms(options["store_retry_ms"])

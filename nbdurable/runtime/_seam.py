@@ -61,6 +61,7 @@ class RunRecords(Protocol):
     deps: Deps  # clock, ids, logger
     lease_ms: int
     poll_interval: float
+    idle_poll_interval: float  # an idle scheduler's fallback poll, over a store notifying work
 
     @property
     def store(self) -> HistoryStore:

@@ -1,8 +1,9 @@
 """A process paused inside a PostgreSQL transaction holds its locks for a bounded time.
 
-The runtime's writes (claims, lease renewals, submits) take one advisory lock
-for a few milliseconds. A worker stopped in the middle of one (SIGSTOP) used to
-hold it until it was continued: every other worker's claim waited for ever.
+The runtime's writes (claims, lease renewals) lock their run's row for a few
+milliseconds. A worker stopped in the middle of one (SIGSTOP) would hold it
+until it was continued: no other worker could take that run over. (Workers on
+other runs never wait for it: tests/stores/test_postgres_scaling.py.)
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from nbdurable.stores.postgres import PostgresSessionStore
 async def test_a_worker_paused_in_a_transaction_does_not_stop_the_others(
     tmp_path: Path, pg_database: str
 ) -> None:
-    """SIGSTOP inside the runtime's lock: the server ends that session, another worker runs the queue."""
+    """SIGSTOP holding the run's row: the server ends that session, another worker runs it."""
     log = tmp_path / "executions.log"
     store = nd.open_store(pg_database)
     client = DurableRuntime(store=store, agents=runtime_agents.agents)

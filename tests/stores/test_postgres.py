@@ -48,7 +48,7 @@ def test_a_new_database_gets_the_schema_in_its_own_namespace(url: str) -> None:
     sql(url, "CREATE TABLE public.notes (text text)")
     sql(url, "INSERT INTO public.notes VALUES ('mine')")
     with nd.PostgresSessionStore(url) as store:
-        assert store.schema == "nbdurable" and store.schema_version == SCHEMA_VERSION == 4
+        assert store.schema == "nbdurable" and store.schema_version == SCHEMA_VERSION == 5
         store.save(checkpoint("r", 0, histories(1)[0]))
     tables = {
         (s, t)
@@ -72,6 +72,7 @@ def test_a_new_database_gets_the_schema_in_its_own_namespace(url: str) -> None:
                 "rt_runs",
                 "rt_intents",
                 "rt_journal",
+                "rt_locks",
             )
         ),
     }
@@ -80,6 +81,7 @@ def test_a_new_database_gets_the_schema_in_its_own_namespace(url: str) -> None:
         (2,),
         (3,),
         (4,),
+        (5,),
     ]
     assert sql(url, "SELECT text FROM public.notes") == [("mine",)]
 

@@ -368,6 +368,7 @@ def test_an_event_log_in_a_version_1_database_is_added_on_open(url: str) -> None
     # make it a version 1 database
     sql(url, f"DROP TABLE {PG_SCHEMA}.events, {PG_SCHEMA}.event_heads")
     sql(url, f"DROP TABLE {PG_SCHEMA}.rt_runs, {PG_SCHEMA}.rt_intents, {PG_SCHEMA}.rt_journal")
+    sql(url, f"DROP TABLE {PG_SCHEMA}.rt_locks")
     sql(url, f"DELETE FROM {PG_SCHEMA}.nbdurable_schema WHERE version >= 2")
     with nd.PostgresSessionStore(url) as store:
         assert store.load("r") == checkpoint("r", 0, h[0])

@@ -44,9 +44,9 @@ def worker(
 def store_write_blocked(url: str) -> bool:
     """Whether another process holds the store's write lock right now.
 
-    SQLite's write lock, or on PostgreSQL the advisory lock every claim, renewal
-    and run update holds: a worker paused inside such a transaction blocks every
-    other worker until it resumes (see docs/runtime.md), so a trial that wants a
+    SQLite's write lock, or on PostgreSQL a transaction left open (a worker
+    paused inside it holds its run's row lock: a claim skips that run until the
+    server ends the session, see docs/runtime.md), so a trial that wants a
     takeover pauses it outside one.
     """
     if url.startswith("sqlite:///"):
@@ -61,12 +61,15 @@ def store_write_blocked(url: str) -> bool:
             conn.close()
     import psycopg
 
-    from nbdurable.stores.postgres._runs import _runtime_key
-
-    with psycopg.connect(url) as conn:
-        row = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (_runtime_key("nbdurable"),))
+    # No schema-wide lock any more: what a paused worker can hold is its runs'
+    # row locks, inside a transaction left open.
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%%')"
+        )
         found = row.fetchone()
-        return not (found and found[0])
+        return bool(found and found[0])
 
 
 async def pause_outside_writes(process: subprocess.Popen[str], url: str) -> int:

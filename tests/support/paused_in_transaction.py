@@ -1,8 +1,8 @@
 """A process that stops itself (SIGSTOP) inside a PostgreSQL store's runtime transaction.
 
 Run as ``python paused_in_transaction.py URL SECONDS``: it opens the store with
-``idle_in_transaction_timeout=SECONDS``, takes the runtime's lock in a
-transaction (what a claim, a renewal or a submit does), prints ``holding`` and
+``idle_in_transaction_timeout=SECONDS``, locks every run record's row in a
+transaction (what a claim or a renewal holds on its run), prints ``holding`` and
 stops itself there, as a worker paused by SIGSTOP, a debugger or a suspended VM
 would. Once continued it reports what its transaction came to, then makes one
 more store call to show the store still works.
@@ -46,12 +46,13 @@ def main() -> None:
     store = PostgresSessionStore(sys.argv[1], idle_in_transaction_timeout=float(sys.argv[2]))
 
     def pause(conn: Any) -> None:
+        conn.execute(f'SELECT run_id FROM "{store.schema}".rt_runs FOR UPDATE').fetchall()
         print("holding", flush=True)
         os.kill(os.getpid(), signal.SIGSTOP)
         conn.execute("SELECT 1")  # the first statement after waking
 
     try:
-        store.run_records.write(pause, exclusive=True)
+        store.run_records.write(pause)
     except Exception as exc:
         print(f"woke to {type(exc).__name__} transient={is_transient(exc)}", flush=True)
     else:

@@ -117,6 +117,7 @@ def prune_runs(
     *,
     dry_run: bool = False,
     reclaim: Callable[[], str | None] | None = None,
+    delete_many: Callable[[builtins.list[str]], None] | None = None,
 ) -> PruneReport:
     """Delete the runs finished before a cut-off, then give the space back.
 
@@ -128,16 +129,24 @@ def prune_runs(
         finished_before: Cut-off, epoch milliseconds.
         dry_run: Only report what would go.
         reclaim: Called once after deleting something; returns how space was reclaimed.
+        delete_many: Deletes stored run ids in bulk (a server store's set-based
+            delete: a few statements for thousands of runs); default: ``store.delete``
+            one by one. Given the ids in the order one-by-one deletes would use.
     """
     runs = prunable_runs(store, finished_before)
     if dry_run:
         return PruneReport(tuple(runs), dry_run=True)
+    ordered: builtins.list[str] = []
     for run in runs:
         # a sub-agent's checkpoints first, so a crash midway never leaves orphans
         # whose top-level run is gone
-        for run_id in sorted(run.stored_runs, key=lambda stored: stored == run.run_id):
-            store.delete(run_id)
+        ordered.extend(sorted(run.stored_runs, key=lambda stored: stored == run.run_id))
         if run.run_id not in run.stored_runs:
-            store.delete(run.run_id)
+            ordered.append(run.run_id)
+    if delete_many is not None:
+        delete_many(ordered)
+    else:
+        for run_id in ordered:
+            store.delete(run_id)
     reclaimed = reclaim() if runs and reclaim is not None else None
     return PruneReport(tuple(runs), dry_run=False, reclaimed=reclaimed)

@@ -296,6 +296,21 @@ class RunStore(ABC):
         with bounded_wait(timeout):
             self.rt_get("nbdurable-readyz")
 
+    def watch_work(self, callback: Callable[[str], None]) -> Callable[[], None] | None:
+        """Call ``callback(kind)`` when another process may have made a run claimable.
+
+        A store that notifies (PostgreSQL: ``LISTEN``/``NOTIFY`` on a submission,
+        a verdict, a release) returns the function that stops the calls; an idle
+        runtime then waits for them and polls only every ``idle_poll_interval``.
+        The default: None (no notifications; the runtime polls every
+        ``poll_interval``).
+        """
+        return None
+
+    def notifies_work(self) -> bool:
+        """Whether :meth:`watch_work`'s callbacks are being called now (default: False)."""
+        return False
+
 
 RuntimeStore = RunStore
 """The former name of :class:`RunStore`."""

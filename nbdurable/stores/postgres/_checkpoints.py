@@ -29,13 +29,15 @@ from .._chain import (
 from .._rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
 from ._db import PostgresDb
 from ._runs import PostgresRunRecords
-from ._schema import advisory_key
 from ._sql import added_events, event_params
 
 if TYPE_CHECKING:
     from psycopg import Connection
 
-__all__ = ["PostgresCheckpoints"]
+__all__ = ["DELETE_BATCH", "PostgresCheckpoints"]
+
+DELETE_BATCH = 500
+"""Runs a bulk delete removes per transaction (saves wait for each, not for the whole prune)."""
 
 
 class PostgresCheckpoints:
@@ -51,7 +53,6 @@ class PostgresCheckpoints:
     def __init__(self, db: PostgresDb, runs: PostgresRunRecords) -> None:
         self._db = db
         self._runs = runs
-        self._gc_key = advisory_key("gc", db.schema)
         self._lock = threading.Lock()  # the chain cache's
         self._chains = ChainCache()
 
@@ -151,21 +152,33 @@ class PostgresCheckpoints:
         return [run_record(run_id, seq, created, values) for run_id, seq, created, *values in found]
 
     def delete(self, run_id: str) -> None:
-        """Under an advisory lock that saves share: saves wait while it runs."""
+        """Under a SHARE lock of the nodes and checkpoints tables: saves wait while it runs."""
+        self.delete_many([run_id])
 
-        def sweep(conn: Connection[tuple[Any, ...]]) -> None:
-            with self._db.transaction(conn):
-                conn.execute(self._db.q.delete_lock, (self._gc_key,))
-                conn.execute(self._db.q.sweep, {"run_id": run_id})
-                conn.execute(self._db.q.delete_checkpoints, (run_id,))
-                conn.execute(self._db.q.delete_run, (run_id,))
-                conn.execute(self._db.q.delete_event_head, (run_id,))
-                conn.execute(self._db.q.delete_events, (run_id,))
-                self._runs.forget(conn, run_id)
+    def delete_many(self, run_ids: Sequence[str], batch: int = DELETE_BATCH) -> None:
+        """Delete runs set-based: a few statements per ``batch`` runs, one transaction each.
 
-        self._db.transact(sweep)
-        with self._lock:
-            self._chains.drop(run_id)
+        Each transaction holds the tables' SHARE lock (saves wait for it), so a
+        batch bounds how long saves wait; a batch commits whole or not at all.
+        """
+        ids = builtins.list(run_ids)
+        for start in range(0, len(ids), batch):
+            chunk = ids[start : start + batch]
+
+            def sweep(conn: Connection[tuple[Any, ...]], chunk: builtins.list[str] = chunk) -> None:
+                with self._db.transaction(conn):
+                    conn.execute(self._db.q.delete_lock)
+                    conn.execute(self._db.q.sweep, {"run_ids": chunk})
+                    conn.execute(self._db.q.delete_checkpoints, (chunk,))
+                    conn.execute(self._db.q.delete_run, (chunk,))
+                    conn.execute(self._db.q.delete_event_head, (chunk,))
+                    conn.execute(self._db.q.delete_events, (chunk,))
+                    self._runs.forget(conn, chunk)
+
+            self._db.transact(sweep)
+            with self._lock:
+                for run_id in chunk:
+                    self._chains.drop(run_id)
 
     def _cached_messages(
         self, run_id: str, head: bytes | None, count: int
@@ -188,7 +201,6 @@ class PostgresCheckpoints:
         None when the chain's base node is gone: then nothing was written.
         """
         with self._db.transaction(conn):
-            conn.execute(self._db.q.save_lock, (self._gc_key,))
             if fence is not None:
                 self._runs.rt_check_fence(params["run_id"], fence, conn)
             if rows:

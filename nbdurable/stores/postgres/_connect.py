@@ -31,12 +31,16 @@ __all__ = [
     "open_pool",
     "ping_pool",
     "Prober",
+    "pool_sizes",
+    "split_query",
     "split_schema",
+    "work_channel",
 ]
 
 
 _EXTRA = "nbdurable[postgres]"
 _CHANNEL_PREFIX = "nbdurable_events:"
+_WORK_PREFIX = "nbdurable_work:"
 _MAX_IDENTIFIER = 63  # bytes: PostgreSQL's NAMEDATALEN - 1
 _LEAST_WAIT = 1.0  # s a call waits for a connection at least, past its retry's deadline too
 _WAIT_SLICE = 0.5  # s between looks at the retry's deadline while a call waits
@@ -44,10 +48,10 @@ _WAIT_SLICE = 0.5  # s between looks at the retry's deadline while a call waits
 DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT = 10.0
 """Seconds the server lets one of the store's sessions sit idle inside a transaction.
 
-The store's transactions hold row locks and the runtime's advisory lock for a
-few milliseconds of client work. A process paused in one (SIGSTOP, a debugger,
-a laptop lid, a frozen VM) would hold them until it continued: every other
-worker's claim, and every submit, would wait for it. Past this timeout the
+The store's transactions hold row locks for a few milliseconds of client work.
+A process paused in one (SIGSTOP, a debugger, a laptop lid, a frozen VM) would
+hold them until it continued: no other worker could take its run over, and a
+submission to its session would wait for it. Past this timeout the
 server ends that session and its locks go; the paused process finds its
 connection closed when it wakes, a transient failure that a retrying caller (the
 runtime, a session with ``store_retry_ms``) sends again on a fresh connection.
@@ -60,6 +64,14 @@ def notify_channel(schema: str) -> str:
     if len(channel.encode()) <= _MAX_IDENTIFIER:
         return channel
     return _CHANNEL_PREFIX + hashlib.sha256(schema.encode()).hexdigest()[:40]
+
+
+def work_channel(schema: str) -> str:
+    """``nbdurable_work:<schema>``: where writes that make a run claimable notify idle workers."""
+    channel = _WORK_PREFIX + schema
+    if len(channel.encode()) <= _MAX_IDENTIFIER:
+        return channel
+    return _WORK_PREFIX + hashlib.sha256(schema.encode()).hexdigest()[:40]
 
 
 @functools.lru_cache(maxsize=1)
@@ -274,15 +286,38 @@ def open_pool(
 
 def split_schema(dsn: str) -> tuple[str, str | None]:
     """Take ``schema=`` out of a URL's query (libpq would refuse it)."""
+    return split_query(dsn, "schema")
+
+
+def split_query(dsn: str, name: str) -> tuple[str, str | None]:
+    """Take ``name=`` (an option of this store, not libpq's) out of a URL's query."""
     if dsn.partition("://")[0].lower() not in ("postgresql", "postgres"):
         return dsn, None
     parts = urlsplit(dsn)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    schemas = [value for key, value in query if key == "schema"]
-    if not schemas:
+    values = [value for key, value in query if key == name]
+    if not values:
         return dsn, None
-    rest = urlencode([(key, value) for key, value in query if key != "schema"])
-    return urlunsplit(parts._replace(query=rest)), schemas[-1]
+    rest = urlencode([(key, value) for key, value in query if key != name])
+    return urlunsplit(parts._replace(query=rest)), values[-1]
+
+
+def pool_sizes(dsn: str, sizes: tuple[int, int]) -> tuple[str, tuple[int, int]]:
+    """``pool_max=N`` of a URL's query (taken out) as the pool's largest size.
+
+    A worker opened from a URL (``nbdurable worker --store URL``) has no other
+    way to bound its pool; ``min_size`` is lowered to it where larger.
+
+    Raises:
+        ConfigurationError: ``pool_max`` is not a positive integer.
+    """
+    rest, value = split_query(dsn, "pool_max")
+    if value is None:
+        return dsn, sizes
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigurationError(f"pool_max must be a positive integer, not {value!r}")
+    largest = int(value)
+    return rest, (min(sizes[0], largest), largest)
 
 
 def describe(psycopg: Any, conninfo: str) -> str:

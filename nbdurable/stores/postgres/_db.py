@@ -18,7 +18,9 @@ from ._connect import (
     limit_idle_transactions,
     notify_channel,
     open_pool,
+    pool_sizes,
     split_schema,
+    work_channel,
 )
 from ._schema import migrate
 from ._sql import Statements
@@ -54,6 +56,7 @@ class PostgresDb:
         configure = limit_idle_transactions(
             idle_in_transaction_timeout, (pool_kwargs or {}).get("configure")
         )
+        dsn, sizes = pool_sizes(dsn, sizes)
         conninfo, from_url = split_schema(dsn)
         if schema is not None and from_url is not None and schema != from_url:
             raise ConfigurationError(
@@ -64,6 +67,7 @@ class PostgresDb:
         self.q = Statements.for_schema(self.schema)
         self.where = describe(psycopg, conninfo)
         self.notify_channel: str = notify_channel(self.schema)
+        self.work_channel: str = work_channel(self.schema)
         self.conninfo = conninfo
         # Pipeline mode needs libpq 14 (the binary wheel bundles a newer one).
         self.pipelined: bool = psycopg.Pipeline.is_supported()

@@ -15,7 +15,7 @@ import logging
 import os
 import selectors
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._schema import quote_ident
@@ -40,6 +40,7 @@ class Listener:
         on_notify: Called on the listener thread with each notification's payload.
         on_ready: Called on the listener thread each time ``LISTEN`` is in place.
         name: The thread's name.
+        more: Further channels on the same connection, each with its own callback.
     """
 
     def __init__(
@@ -50,10 +51,11 @@ class Listener:
         on_ready: Callable[[], None],
         *,
         name: str = "nbdurable-listen",
+        more: Mapping[str, Callable[[str], None]] | None = None,
     ) -> None:
         self._conninfo = conninfo
         self._channel = channel
-        self._on_notify = on_notify
+        self._callbacks: dict[str, Callable[[str], None]] = {channel: on_notify, **(more or {})}
         self._on_ready = on_ready
         self._stopping = threading.Event()
         self._ready = threading.Event()
@@ -127,7 +129,8 @@ class Listener:
 
     def _listen(self, conn: Connection[Any]) -> None:
         """Pump notifications until stopped (returns) or the connection fails (raises)."""
-        conn.execute(f"LISTEN {quote_ident(self._channel)}")
+        for channel in self._callbacks:
+            conn.execute(f"LISTEN {quote_ident(channel)}")
         self._ready.set()
         self._call(self._on_ready)
         self._drain(conn)  # notifications may arrive with any reply, LISTEN's too
@@ -146,9 +149,11 @@ class Listener:
 
     def _drain(self, conn: Connection[Any]) -> int:
         """Hand on every notification received so far, without waiting; how many."""
-        received = [n.payload for n in conn.notifies(timeout=0)]
-        for payload in received:
-            self._call(self._on_notify, payload)
+        received = [(n.channel, n.payload) for n in conn.notifies(timeout=0)]
+        for channel, payload in received:
+            callback = self._callbacks.get(channel)
+            if callback is not None:
+                self._call(callback, payload)
         return len(received)
 
     def _sleep(self, seconds: float) -> bool:

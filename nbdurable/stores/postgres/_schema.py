@@ -48,6 +48,23 @@ Version 4 adds two columns of ``rt_runs`` for tasks and graphs: ``kind text NOT
 NULL DEFAULT 'agent'`` (``agent`` or ``task``; index on (kind, state)) and
 ``graph_id text`` (the graph a node belongs to; index on (graph_id, seq)).
 
+Version 5 lets workers claim without a lock wider than a row (:mod:`._runs`)::
+
+    rt_runs gains agent_id, agent_version, engine (copied from the record),
+        due_at bigint (when a claim may take the run: 0 when pending,
+        next_attempt_at in retry_wait, lease_expires_at while running; NULL in
+        the other states) and waiting boolean (a waiting reason is recorded);
+        partial indexes rt_runs_claim (agent_id, agent_version, kind, seq) and
+        rt_runs_unnoted (kind, seq) over the claimable embedded runs
+    rt_runs_seq: the sequence submissions take their seq from
+    rt_locks(key text PRIMARY KEY)
+        one row per session (``session:<id>``), request id and graph, locked
+        by the submissions and finishes that must see one order there
+
+An nbdurable that reads version 4 must not write version 5 (its writes would
+leave the new columns empty and its claims would take the old, schema-wide
+lock), so version 5 says nothing in ``readable_by``.
+
 A migration is a list of SQL statements with ``{s}`` standing for the quoted
 schema name. PostgreSQL's DDL is transactional: a migration and its version row
 commit together, under an advisory lock, so several processes may open a new
@@ -67,7 +84,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..._errors import CheckpointVersionError, ConfigurationError
 from ..._version import __version__
-from ._runs import RUNTIME_MIGRATION, RUNTIME_MIGRATION_V4
+from ._runs import RUNTIME_MIGRATION, RUNTIME_MIGRATION_V4, RUNTIME_MIGRATION_V5
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -122,7 +139,13 @@ _V2 = (
     )""",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, RUNTIME_MIGRATION, RUNTIME_MIGRATION_V4)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    _V1,
+    _V2,
+    RUNTIME_MIGRATION,
+    RUNTIME_MIGRATION_V4,
+    RUNTIME_MIGRATION_V5,
+)
 """``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -40,7 +40,6 @@ _MAX_NOTICE = 7999  # bytes: a NOTIFY payload must be shorter than 8000
 class Statements:
     """Every statement the store runs, for one schema."""
 
-    save_lock: str
     delete_lock: str
     insert_nodes: str
     insert_checkpoint: str
@@ -61,6 +60,8 @@ class Statements:
     last_offset: str
     delete_event_head: str
     delete_events: str
+    table_bytes: str
+    vacuum: tuple[str, ...]
 
     @classmethod
     def for_schema(cls, schema: str) -> Statements:
@@ -90,10 +91,11 @@ class Statements:
             f"SELECT %(run_id)s::text, r.last_seq, %(head)s::bytea, {values} FROM r"
         )
         return cls(
-            # Saves share this lock; a delete takes it exclusively, so it never
-            # sweeps a node a concurrent save is about to reference.
-            save_lock="SELECT pg_advisory_xact_lock_shared(%s)",
-            delete_lock="SELECT pg_advisory_xact_lock(%s)",
+            # Saves insert into both tables (ROW EXCLUSIVE, which saves share); a
+            # delete locks them in SHARE mode, so it waits for the saves in
+            # flight and the next ones wait for it: it never sweeps a node a
+            # concurrent save is about to reference. Saves take no lock of their own.
+            delete_lock=f"LOCK TABLE {s}.nodes, {s}.checkpoints IN SHARE MODE",
             # The new nodes, unless the node they hang from is gone (see below).
             insert_nodes=f"""
                 INSERT INTO {s}.nodes (id, parent, message)
@@ -129,8 +131,8 @@ class Statements:
             # The counter row goes first: deleting it waits for an append in
             # flight, and the next statement's snapshot then sees that
             # append's events too.
-            delete_event_head=f"DELETE FROM {s}.event_heads WHERE run_id = %s",
-            delete_events=f"DELETE FROM {s}.events WHERE run_id = %s",
+            delete_event_head=f"DELETE FROM {s}.event_heads WHERE run_id = ANY(%s)",
+            delete_events=f"DELETE FROM {s}.events WHERE run_id = ANY(%s)",
             latest=latest,
             at_step=at_step,
             chain_latest=_chain(s, latest),
@@ -145,14 +147,15 @@ class Statements:
                 f"JOIN {s}.checkpoints c ON c.run_id = r.run_id AND c.seq = r.last_seq "
                 "ORDER BY r.id"
             ),
-            # Deleting a run: its nodes ("mine") go, except those another
-            # checkpoint still reaches (a head of another run, or the parent of
-            # a node outside the set, and all their ancestors). One statement,
-            # so it sees the run's own checkpoints and excludes them by run_id.
+            # Deleting runs (a set: a prune deletes hundreds per statement):
+            # their nodes ("mine") go, except those another checkpoint still
+            # reaches (a head of a run outside the set, or the parent of a node
+            # outside the set, and all their ancestors). One statement, so it
+            # sees the runs' own checkpoints and excludes them by run_id.
             sweep=f"""
                 WITH RECURSIVE mine(id) AS (
                     SELECT head FROM {s}.checkpoints
-                    WHERE run_id = %(run_id)s AND head IS NOT NULL
+                    WHERE run_id = ANY(%(run_ids)s) AND head IS NOT NULL
                     UNION
                     SELECT n.parent FROM {s}.nodes n JOIN mine ON n.id = mine.id
                     WHERE n.parent IS NOT NULL
@@ -160,7 +163,7 @@ class Statements:
                 keep(id) AS (
                     SELECT m.id FROM mine m
                     WHERE EXISTS (SELECT 1 FROM {s}.checkpoints c
-                                  WHERE c.head = m.id AND c.run_id <> %(run_id)s)
+                                  WHERE c.head = m.id AND c.run_id <> ALL(%(run_ids)s))
                        OR EXISTS (SELECT 1 FROM {s}.nodes n WHERE n.parent = m.id
                                   AND NOT EXISTS (SELECT 1 FROM mine x WHERE x.id = n.id))
                     UNION
@@ -170,8 +173,27 @@ class Statements:
                 DELETE FROM {s}.nodes
                 WHERE id IN (SELECT id FROM mine) AND id NOT IN (SELECT id FROM keep)
             """,
-            delete_checkpoints=f"DELETE FROM {s}.checkpoints WHERE run_id = %s",
-            delete_run=f"DELETE FROM {s}.runs WHERE run_id = %s",
+            delete_checkpoints=f"DELETE FROM {s}.checkpoints WHERE run_id = ANY(%s)",
+            delete_run=f"DELETE FROM {s}.runs WHERE run_id = ANY(%s)",
+            table_bytes=(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_catalog.pg_class c "
+                "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relkind = 'r'"
+            ),
+            vacuum=tuple(
+                f"VACUUM (ANALYZE) {s}.{table}"
+                for table in (
+                    "nodes",
+                    "checkpoints",
+                    "runs",
+                    "events",
+                    "event_heads",
+                    "rt_runs",
+                    "rt_intents",
+                    "rt_journal",
+                    "rt_locks",
+                )
+            ),
         )
 
 

@@ -22,7 +22,7 @@ import asyncio
 import builtins
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext, suppress
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -31,9 +31,11 @@ from ...durable._offload import offload
 from ...durable.store import (
     Armed,
     Capability,
+    PruneReport,
     check_commit,
     notify,
     notify_all,
+    prune_runs,
 )
 from ...durable.store import wait_for_events as wait_locally
 from ...events._model import Event, NewEvent
@@ -52,6 +54,10 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
 __all__ = ["PostgresSessionStore"]
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1_000_000:.1f} MB"
 
 
 class PostgresSessionStore(ComposedStore):
@@ -79,7 +85,8 @@ class PostgresSessionStore(ComposedStore):
 
     Args:
         dsn: A libpq connection string or URL (``postgresql://user@host:5432/db``).
-            A URL may carry ``?schema=name``, which this store reads and libpq never sees.
+            A URL may carry ``?schema=name`` and ``?pool_max=N`` (``max_size``), which
+            this store reads and libpq never sees.
         schema: The PostgreSQL schema holding the tables (default ``"nbdurable"``).
         min_size: Connections the pool keeps open.
         max_size: Most connections the pool opens; more concurrent calls wait.
@@ -118,11 +125,14 @@ class PostgresSessionStore(ComposedStore):
         """The PostgreSQL schema holding the store's tables."""
         self.notify_channel: str = db.notify_channel
         """The channel every append notifies (payload: the run id), per schema."""
+        self.work_channel: str = db.work_channel
+        """The channel writes that make a run claimable notify (payload: its kind), per schema."""
         self.run_records: PostgresRunRecords = PostgresRunRecords(db)
         self.checkpoints: PostgresCheckpoints = PostgresCheckpoints(db, self.run_records)
         self._lock = threading.Lock()
         self._listener: Listener | None = None
         self._waiting: Counter[str] = Counter()  # run ids subscribers wait on
+        self._work_watchers: builtins.list[Callable[[str], None]] = []
         self._closed = False
 
     @property
@@ -287,14 +297,68 @@ class PostgresSessionStore(ComposedStore):
         listener = self._listen()
         return listener is not None and listener.wait_ready(timeout)
 
+    def watch_work(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``callback(kind)`` whenever a write may have made a run claimable; returns unwatch.
+
+        A submission, a verdict, a release, a retry wait or a finish that
+        promotes the next run notifies :attr:`work_channel` at commit, from any
+        process; the store's listener (one connection, shared with
+        :meth:`wait_for_events`) calls ``callback`` on its thread, with the
+        run's kind (``agent`` or ``task``), or ``""`` after (re)connecting
+        (notifications sent meanwhile reached no one). Idle workers wait on
+        this and poll only as a fallback (:meth:`notifies_work`).
+        """
+        with self._lock:
+            self._work_watchers.append(callback)
+        self._listen()
+
+        def unwatch() -> None:
+            with self._lock, suppress(ValueError):
+                self._work_watchers.remove(callback)
+
+        return unwatch
+
+    def notifies_work(self) -> bool:
+        """Whether the listener is in place, so :meth:`watch_work`'s callbacks are called now."""
+        listener = self._listener
+        return listener is not None and listener.ready
+
+    def prune(self, finished_before: int, *, dry_run: bool = False) -> PruneReport:
+        """Delete the runs finished before ``finished_before`` (``HistoryStore.prune``).
+
+        Set-based: the runs go :data:`~._checkpoints.DELETE_BATCH` at a time, a
+        few statements per batch (not a round trip per run), then
+        :meth:`reclaim_space` vacuums the tables.
+        """
+        return prune_runs(
+            self,
+            finished_before,
+            dry_run=dry_run,
+            reclaim=self.reclaim_space,
+            delete_many=self.checkpoints.delete_many,
+        )
+
     def reclaim_space(self) -> str:
-        """What happens to the deleted rows' space (nothing to run here)."""
-        # VACUUM cannot run in the pool's transactions; autovacuum gets to the
-        # deleted rows on its own, and VACUUM FULL would lock the tables.
+        """``VACUUM (ANALYZE)`` the store's tables; what it gave back, as PostgreSQL counts it.
+
+        VACUUM makes the deleted rows' space reusable and returns the empty
+        pages at a table's end to the disk; it takes no lock that stops reads
+        or writes. VACUUM FULL would give the rest back, under an exclusive lock.
+        """
+        with self._db.pool.connection() as conn:  # autocommit: VACUUM runs outside a transaction
+            before = self._table_bytes(conn)
+            for statement in self._db.q.vacuum:
+                conn.execute(statement)
+            after = self._table_bytes(conn)
         return (
-            "rows deleted; autovacuum makes their space reusable "
+            f"VACUUM: the tables take {_megabytes(before)} -> {_megabytes(after)} on disk; "
+            "the rest of the deleted rows' space is reusable "
             "(VACUUM FULL gives it back to the disk, under an exclusive lock)"
         )
+
+    def _table_bytes(self, conn: Connection[tuple[Any, ...]]) -> int:
+        found = conn.execute(self._db.q.table_bytes, (self.schema,)).fetchone()
+        return int(found[0]) if found else 0
 
     def close(self) -> None:
         """Stop the listener, close the pool and their connections."""
@@ -323,6 +387,7 @@ class PostgresSessionStore(ComposedStore):
                     self._notified,
                     self._wake_waiting,
                     name=f"nbdurable-listen:{self.schema}",
+                    more={self.work_channel: self._work_notified},
                 )
             return self._listener
 
@@ -333,6 +398,12 @@ class PostgresSessionStore(ComposedStore):
         else:
             self._wake_waiting()
 
+    def _work_notified(self, kind: str) -> None:
+        with self._lock:
+            watchers = builtins.list(self._work_watchers)
+        for callback in watchers:
+            callback(kind)
+
     def _wake_waiting(self) -> None:
         # After (re)connecting: commits made while nobody listened notified no one.
         with self._lock:
@@ -340,3 +411,4 @@ class PostgresSessionStore(ComposedStore):
         for run_id in waiting:
             notify(self, run_id)
         notify_all(self)
+        self._work_notified("")
