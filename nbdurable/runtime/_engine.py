@@ -137,6 +137,8 @@ class EmbeddedEngine(Engine):
             task.cancel()
         if self._executions:
             await asyncio.gather(*self._executions.values(), return_exceptions=True)
+        if self.started:
+            await self._leases.close()
         if self._fatal_report is not None:
             await asyncio.gather(self._fatal_report, return_exceptions=True)
 

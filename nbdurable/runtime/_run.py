@@ -45,7 +45,7 @@ from ._in_flight import landed
 from ._late_results import blind_retry_error, completed, use_late_result
 from ._record_mirror import read_record
 from ._run_result import RunFailedError, RunResult
-from ._waiting import Deadline, wanted_states
+from ._waiting import Backoff, Deadline, wanted_states
 
 if TYPE_CHECKING:
     from ._seam import RunControl
@@ -117,6 +117,7 @@ class Run:
         """
         wanted = wanted_states(states, RUN_STATES)
         deadline = Deadline(timeout)
+        backoff = Backoff(self.runtime.poll_interval)  # local writes wake it at once
         while True:
             # armed before the read: a change written meanwhile on a store thread wakes it
             armed = Armed(self.runtime.store, self.run_id)
@@ -129,7 +130,7 @@ class Run:
                         self.run_id, record.state, reason=record.reason, wanted=tuple(states)
                     )
                 pause = deadline.pause(
-                    self.runtime.poll_interval, f"run {self.run_id!r}", record.state
+                    backoff.after(record.state), f"run {self.run_id!r}", record.state
                 )
                 await wait_for_run(self.runtime.event_store, self.run_id, pause, armed=armed)
             finally:
