@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import statistics
 import subprocess
@@ -287,7 +288,7 @@ def figures(
         times = [start, *stamps.get(tag, []), ends[tag]]
         assert len(times) == steps + 2, (tag, len(times))
         firsts.append(times[1] - start)
-        overheads += [(b - a - MODEL_S) * 1000 for a, b in zip(times, times[1:], strict=False)]
+        overheads += [(b - a - MODEL_S) * 1000 for a, b in itertools.pairwise(times)]
     overheads.sort()
     total_steps = runs * steps
     return {

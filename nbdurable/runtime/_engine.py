@@ -34,7 +34,7 @@ from ..runs import (
     process_gone,
 )
 from . import _lifecycle as lifecycle
-from ._claims import claim_next
+from ._claims import claim_next, claim_some
 from ._executor import RunContext, RuntimeDriver
 from ._foreign import ForeignRuns
 from ._late_results import record_late_results
@@ -110,6 +110,10 @@ class EmbeddedEngine(Engine):
     def wake(self) -> None:
         """Make the scheduler look for work now."""
         self._wake.set()
+
+    def executing(self, run_id: str) -> bool:
+        """Whether this engine executes ``run_id`` now (its waiters are told when it ends)."""
+        return run_id in self._executions
 
     def cancel_local(self, run_id: str) -> bool:
         """Cancel this engine's execution of a run, if it has one."""
@@ -219,17 +223,22 @@ class EmbeddedEngine(Engine):
         """Claim and start eligible runs and task phases while slots are free."""
         runtime = self.runtime
         await offload(self._expire_dead_owners)
-        while len(self._executions) - len(self._task_runs) < runtime.max_concurrent_runs:
+        while (free := runtime.max_concurrent_runs - self._agent_runs()) > 0:
             agents = runtime.registry.definitions()  # a changed definition never claims
-            record = await claim_next(runtime, self.holder, agents)
-            if record is None:
+            records = await claim_some(runtime, self.holder, agents, free)
+            for record in records:
+                self._start(record)
+            if len(records) < free:
                 break
-            self._start(record)
         while runtime.tasks and len(self._task_runs) < runtime.max_concurrent_tasks:
-            record = await claim_next(runtime, self.holder, runtime.task_keys(), "task")
-            if record is None:
+            task = await claim_next(runtime, self.holder, runtime.task_keys(), "task")
+            if task is None:
                 break
-            self._start_task(record)
+            self._start_task(task)
+
+    def _agent_runs(self) -> int:
+        """How many agent runs execute here now."""
+        return len(self._executions) - len(self._task_runs)
 
     def _stop_fatally(self, exc: BaseException) -> None:
         """Stop taking work after a failure the runtime cannot pass; the first one only.
@@ -356,6 +365,9 @@ class EmbeddedEngine(Engine):
             self._ended = {ended for ended in self._ended if ended[0] != run_id}
         self._task_runs.discard(run_id)
         self._wake.set()
+        # Waiters sleep through the notifications of a run executing here (see
+        # executing()); the end of its execution wakes them.
+        notify(self.runtime.store, run_id)
 
     def _settled_at_claim(self, record: RuntimeRun) -> bool:
         """Settle a claimed run that must not start; whether it was one.

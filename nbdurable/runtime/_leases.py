@@ -91,7 +91,7 @@ class LeaseKeeper:
         return min(self._period, self.runtime.poll_interval * 4)
 
     async def keep(self, context: Execution, task: asyncio.Task[None] | None) -> None:
-        """Hold ``context``'s lease until ``task`` must stop; then set ``context.stop`` and cancel it.
+        """Hold a lease until ``task`` must stop; then set ``context.stop`` and cancel ``task``.
 
         Returns when the keeper let go of the run (it stopped it, the run was
         deleted, or the execution released the lease itself); cancelling it

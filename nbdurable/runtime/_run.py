@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -132,9 +133,32 @@ class Run:
                 pause = deadline.pause(
                     backoff.after(record.state), f"run {self.run_id!r}", record.state
                 )
-                await wait_for_run(self.runtime.event_store, self.run_id, pause, armed=armed)
+                await self._next_change(record, pause, armed)
             finally:
                 armed.disarm()
+
+    async def _next_change(self, record: RuntimeRun, pause: float, armed: Armed) -> None:
+        """Sleep until the run may have left ``record``'s state, or ``pause`` seconds pass.
+
+        While this process's engine executes the run, its steps' notifications
+        are slept through: only the end of the execution (which notifies) or a
+        poll can change the state awaited (issue 42: a read per notification
+        was a third of a loaded runtime's store reads).
+        """
+        loop = asyncio.get_running_loop()
+        end = loop.time() + pause
+        while True:
+            await wait_for_run(
+                self.runtime.event_store, self.run_id, max(end - loop.time(), 0.0), armed=armed
+            )
+            if not (
+                armed.fired
+                and loop.time() < end
+                and record.state in ACTIVE_STATES
+                and self.runtime.engine.executing(self.run_id)
+            ):
+                return
+            armed = Armed(self.runtime.store, self.run_id)
 
     async def result(self) -> RunResult:
         """Wait for the run to finish; its result when completed.

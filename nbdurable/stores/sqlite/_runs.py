@@ -169,13 +169,35 @@ def _verified(
     asked for: a damaged index can lead to another row).
     """
     run_id = str(row[0])
-    verify_row("rt_runs", row[:-1], row[-1], run_id, "the run record", legacy)
     if column is not None and row[column] != wanted:
+        verify_row("rt_runs", row[:-1], row[-1], run_id, "the run record", legacy)
         raise StoreCorruptionError(
             f"an index of rt_runs leads to the record of run {run_id!r} for {wanted!r}",
             run_id=run_id,
         )
-    return _record(row[-2])
+    key = (run_id, legacy)
+    seen = _VERIFIED.get(key)
+    if seen is not None and seen[0] == row:
+        return seen[1]  # the same bytes as a row verified before: the same record
+    verify_row("rt_runs", row[:-1], row[-1], run_id, "the run record", legacy)
+    record = _record(row[-2])
+    if len(_VERIFIED) >= _VERIFIED_MAX:
+        _VERIFIED.clear()
+    _VERIFIED[key] = (tuple(row), record)
+    return record
+
+
+_VERIFIED: dict[tuple[str, bool], tuple[tuple[Any, ...], RuntimeRun]] = {}
+"""Rows verified lately, by run: a row read again unchanged is not checked and decoded again.
+
+A claim reads the head of every unfinished session, and a runtime executing 200
+runs claims, lists and reads them again and again: checking each row's checksum
+and decoding its record every time cost more than the runs' own steps (issue 42).
+A row equal, byte for byte, to one verified before (its checksum included) is
+the same record (records are immutable), whatever file it comes from; any other
+row, a damaged one included, is verified as before.
+"""
+_VERIFIED_MAX = 8192
 
 
 def _same_count(found: int, counted: int, by: str) -> None:
