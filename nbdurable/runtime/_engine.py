@@ -111,9 +111,9 @@ class EmbeddedEngine(Engine):
         """Make the scheduler look for work now."""
         self._wake.set()
 
-    def executing(self, run_id: str) -> bool:
-        """Whether this engine executes ``run_id`` now (its waiters are told when it ends)."""
-        return run_id in self._executions
+    def execution(self, run_id: str) -> asyncio.Future[None] | None:
+        """The task executing ``run_id`` here, if any (it ends when the execution does)."""
+        return self._executions.get(run_id)
 
     def cancel_local(self, run_id: str) -> bool:
         """Cancel this engine's execution of a run, if it has one."""
@@ -365,9 +365,6 @@ class EmbeddedEngine(Engine):
             self._ended = {ended for ended in self._ended if ended[0] != run_id}
         self._task_runs.discard(run_id)
         self._wake.set()
-        # Waiters sleep through the notifications of a run executing here (see
-        # executing()); the end of its execution wakes them.
-        notify(self.runtime.store, run_id)
 
     def _settled_at_claim(self, record: RuntimeRun) -> bool:
         """Settle a claimed run that must not start; whether it was one.

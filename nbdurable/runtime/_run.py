@@ -140,25 +140,17 @@ class Run:
     async def _next_change(self, record: RuntimeRun, pause: float, armed: Armed) -> None:
         """Sleep until the run may have left ``record``'s state, or ``pause`` seconds pass.
 
-        While this process's engine executes the run, its steps' notifications
-        are slept through: only the end of the execution (which notifies) or a
-        poll can change the state awaited (issue 42: a read per notification
-        was a third of a loaded runtime's store reads).
+        While this process's engine executes the run, only the end of that
+        execution (or a poll) can change the state awaited: the wait is for
+        that end, not for every step's notification (issue 42: a record read
+        per notification was a third of a loaded runtime's store reads).
         """
-        loop = asyncio.get_running_loop()
-        end = loop.time() + pause
-        while True:
-            await wait_for_run(
-                self.runtime.event_store, self.run_id, max(end - loop.time(), 0.0), armed=armed
-            )
-            if not (
-                armed.fired
-                and loop.time() < end
-                and record.state in ACTIVE_STATES
-                and self.runtime.engine.executing(self.run_id)
-            ):
-                return
-            armed = Armed(self.runtime.store, self.run_id)
+        execution = self.runtime.engine.execution(self.run_id)
+        if execution is not None and record.state in ACTIVE_STATES:
+            # The execution's done callbacks (the engine's own first) run before this wakes.
+            await asyncio.wait({execution}, timeout=pause)
+            return
+        await wait_for_run(self.runtime.event_store, self.run_id, pause, armed=armed)
 
     async def result(self) -> RunResult:
         """Wait for the run to finish; its result when completed.

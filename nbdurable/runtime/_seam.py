@@ -205,15 +205,14 @@ class Engine(ABC):
         elsewhere passes the cancellation on (and returns True).
         """
 
-    def executing(self, run_id: str) -> bool:
-        """Whether this engine executes ``run_id`` in this process now (default: no).
+    def execution(self, run_id: str) -> asyncio.Future[None] | None:
+        """What executes ``run_id`` in this process now, if anything (default: nothing).
 
-        While it does, every change of the run's state is this process's own
-        write, or ends the execution; an engine that says so tells the run's
-        waiters (notifies the store's hub) once the execution has ended, so a
-        waiter may sleep through the notifications of the run's steps.
+        While it does, the run's state changes only by this process's writes,
+        or when the execution ends: a waiter may wait for its end instead of
+        being woken by every step's notification.
         """
-        return False
+        return None
 
     def home_loop(self) -> asyncio.AbstractEventLoop | None:
         """The event loop this engine executes runs on, if it executes them in this process.

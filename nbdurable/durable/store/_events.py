@@ -198,11 +198,6 @@ class Armed:
         with _lock:
             _waiters.setdefault(self._key, []).append(self._future)
 
-    @property
-    def fired(self) -> bool:
-        """Whether a local writer's notification woke it."""
-        return self._future.done()
-
     async def wait(self, timeout: float) -> None:
         """Sleep until a local writer appended since arming, or ``timeout`` seconds pass."""
         try:
