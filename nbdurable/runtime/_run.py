@@ -46,7 +46,7 @@ from ._in_flight import landed
 from ._late_results import blind_retry_error, completed, use_late_result
 from ._record_mirror import read_record
 from ._run_result import RunFailedError, RunResult
-from ._waiting import Backoff, Deadline, wanted_states
+from ._waiting import LOCAL_EXECUTION_WAIT, Backoff, Deadline, wanted_states
 
 if TYPE_CHECKING:
     from ._seam import RunControl
@@ -130,27 +130,27 @@ class Run:
                     raise RunEndedError(
                         self.run_id, record.state, reason=record.reason, wanted=tuple(states)
                     )
+                execution = self.runtime.engine.execution(self.run_id)
+                if (
+                    execution is not None
+                    and record.state in ACTIVE_STATES
+                    and "cancelling" not in wanted
+                ):
+                    # This process executes the run: its state changes when that
+                    # execution ends (a cancel from elsewhere ends it too), so the
+                    # wait is for that end, not for every step's notification or a
+                    # poll (issue 42: those reads were a third of a loaded runtime's).
+                    # The execution's done callbacks (the engine's own) run first.
+                    what = f"run {self.run_id!r}"
+                    pause = deadline.pause(LOCAL_EXECUTION_WAIT, what, record.state)
+                    await asyncio.wait({execution}, timeout=pause)
+                    continue
                 pause = deadline.pause(
                     backoff.after(record.state), f"run {self.run_id!r}", record.state
                 )
-                await self._next_change(record, pause, armed)
+                await wait_for_run(self.runtime.event_store, self.run_id, pause, armed=armed)
             finally:
                 armed.disarm()
-
-    async def _next_change(self, record: RuntimeRun, pause: float, armed: Armed) -> None:
-        """Sleep until the run may have left ``record``'s state, or ``pause`` seconds pass.
-
-        While this process's engine executes the run, only the end of that
-        execution (or a poll) can change the state awaited: the wait is for
-        that end, not for every step's notification (issue 42: a record read
-        per notification was a third of a loaded runtime's store reads).
-        """
-        execution = self.runtime.engine.execution(self.run_id)
-        if execution is not None and record.state in ACTIVE_STATES:
-            # The execution's done callbacks (the engine's own first) run before this wakes.
-            await asyncio.wait({execution}, timeout=pause)
-            return
-        await wait_for_run(self.runtime.event_store, self.run_id, pause, armed=armed)
 
     async def result(self) -> RunResult:
         """Wait for the run to finish; its result when completed.

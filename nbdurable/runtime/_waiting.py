@@ -8,7 +8,10 @@ from collections.abc import Iterable
 from .._errors import ConfigurationError
 from ..runs import TERMINAL_STATES
 
-__all__ = ["Backoff", "Deadline", "wanted_states"]
+__all__ = ["LOCAL_EXECUTION_WAIT", "Backoff", "Deadline", "wanted_states"]
+
+LOCAL_EXECUTION_WAIT = 30.0
+"""Seconds a wait on a run this process executes sleeps before reading it again anyway."""
 
 BACKOFF_CAP = 1.0
 """Seconds a waiter's poll grows to at most while what it watches stays the same."""

@@ -423,6 +423,18 @@ class SqliteRunRecords(RunStore):
     ) -> RuntimeRun | None:
         """Take the next eligible run of ``kind`` (the oldest unfinished of its session)."""
         allowed = served(agents)
+        with self._db.lock:
+            # A look first, in a read: a runtime polls for work every poll_interval,
+            # and a write transaction each time (for nothing, mostly) held the
+            # file's write lock from every run's commits (issue 42).
+            with self._db.read() as conn:
+                heads = [_verified(row, self._db.legacy) for row in conn.execute(_HEADS)]
+            if not any(
+                claimable(run, now, allowed, kind)
+                or unclaimable_by_definition(run, now, allowed, kind) is not None
+                for run in heads
+            ):
+                return None
         with self._db.lock, self._db.write() as conn:
             for row in conn.execute(_HEADS).fetchall():
                 run = _verified(row, self._db.legacy)
