@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -36,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 MODEL_S = 0.05
 RUNTIME_SQLITE = "runtime sqlite"
@@ -339,12 +339,19 @@ def child(args: argparse.Namespace) -> int:
     return 0
 
 
+BASELINE = "runtime sqlite (baseline)"
+
+
 def spawn(name: str, args: argparse.Namespace, dsn: str | None) -> dict | None:
+    env = dict(os.environ)
+    if name == BASELINE:  # the same configuration on another checkout's nbdurable
+        name = RUNTIME_SQLITE
+        env["PYTHONPATH"] = str(args.baseline)
     command = [sys.executable, __file__, "--child", name, "--runs", str(args.runs)]
     command += ["--steps", str(args.steps)]
     if dsn is not None:
         command += ["--dsn", dsn]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
     if done.returncode != 0:
         print(f"  {name}: failed\n{done.stderr[-3000:]}", file=sys.stderr)
         return None
@@ -373,6 +380,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another checkout: also run 'runtime sqlite' with its nbdurable (before/after)",
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--dsn", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -381,11 +394,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from machine_info import describe, machine
 
-    names = args.only or CONFIGS
+    names = list(args.only or CONFIGS)
+    if args.baseline is not None:
+        names.append(BASELINE)
     print(describe(machine(["langgraph", "langgraph-checkpoint-sqlite", "dbos", "aiosqlite"])))
     print(f"workload: {args.runs} runs x {args.steps} steps, model {MODEL_S * 1000:.0f} ms a turn")
     server = None
     if RUNTIME_PG in names:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.support
         from tests.support.pgserver import start_server
 
         try:
