@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -46,7 +45,7 @@ from ._in_flight import landed
 from ._late_results import blind_retry_error, completed, use_late_result
 from ._record_mirror import read_record
 from ._run_result import RunFailedError, RunResult
-from ._waiting import LOCAL_EXECUTION_WAIT, Backoff, Deadline, wanted_states
+from ._waiting import Deadline, local_end, wanted_states
 
 if TYPE_CHECKING:
     from ._seam import RunControl
@@ -117,8 +116,7 @@ class Run:
             RunNotFoundError: The run was deleted.
         """
         wanted = wanted_states(states, RUN_STATES)
-        deadline = Deadline(timeout)
-        backoff = Backoff(self.runtime.poll_interval)  # local writes wake it at once
+        deadline = Deadline(timeout, poll_interval=self.runtime.poll_interval)
         while True:
             # armed before the read: a change written meanwhile on a store thread wakes it
             armed = Armed(self.runtime.store, self.run_id)
@@ -130,24 +128,9 @@ class Run:
                     raise RunEndedError(
                         self.run_id, record.state, reason=record.reason, wanted=tuple(states)
                     )
-                execution = self.runtime.engine.execution(self.run_id)
-                if (
-                    execution is not None
-                    and record.state in ACTIVE_STATES
-                    and "cancelling" not in wanted
-                ):
-                    # This process executes the run: its state changes when that
-                    # execution ends (a cancel from elsewhere ends it too), so the
-                    # wait is for that end, not for every step's notification or a
-                    # poll (issue 42: those reads were a third of a loaded runtime's).
-                    # The execution's done callbacks (the engine's own) run first.
-                    what = f"run {self.run_id!r}"
-                    pause = deadline.pause(LOCAL_EXECUTION_WAIT, what, record.state)
-                    await asyncio.wait({execution}, timeout=pause)
-                    continue
-                pause = deadline.pause(
-                    backoff.after(record.state), f"run {self.run_id!r}", record.state
-                )
+                if await local_end(self, record.state, wanted, deadline):
+                    continue  # executed here: waited for its end
+                pause = deadline.polling(f"run {self.run_id!r}", record.state)
                 await wait_for_run(self.runtime.event_store, self.run_id, pause, armed=armed)
             finally:
                 armed.disarm()
