@@ -42,16 +42,9 @@ async def claim_some(
     store = runtime.runtime_store
     now, lease_ms = runtime.now(), runtime.lease_ms
 
-    def claim_all() -> list[RuntimeRun]:
-        claimed: list[RuntimeRun] = []
-        while len(claimed) < limit:
-            record = store.rt_claim(holder, now, lease_ms, keys, kind)
-            if record is None:
-                break
-            claimed.append(record)
-        return claimed
-
-    claim = asyncio.ensure_future(offload(claim_all))
+    claim = asyncio.ensure_future(
+        offload(store.rt_claim_many, holder, now, lease_ms, keys, kind, limit)
+    )
     try:
         return await asyncio.shield(claim)
     except asyncio.CancelledError:

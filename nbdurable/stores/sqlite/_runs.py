@@ -422,6 +422,24 @@ class SqliteRunRecords(RunStore):
         kind: str = "agent",
     ) -> RuntimeRun | None:
         """Take the next eligible run of ``kind`` (the oldest unfinished of its session)."""
+        claimed = self.rt_claim_many(owner, now, lease_ms, agents, kind)
+        return claimed[0] if claimed else None
+
+    def rt_claim_many(
+        self,
+        owner: str,
+        now: int,
+        lease_ms: int,
+        agents: Served,
+        kind: str = "agent",
+        limit: int = 1,
+    ) -> builtins.list[RuntimeRun]:
+        """Up to ``limit`` eligible runs of ``kind``, taken in one transaction, in order.
+
+        One transaction for a runtime's free slots: claimed one per
+        transaction, each reading every unfinished session's head again, 200
+        submitted runs took seconds to start (issue 42).
+        """
         allowed = served(agents)
         with self._db.lock:
             # A look first, in a read: a runtime polls for work every poll_interval,
@@ -434,17 +452,19 @@ class SqliteRunRecords(RunStore):
                 or unclaimable_by_definition(run, now, allowed, kind) is not None
                 for run in heads
             ):
-                return None
+                return []
+        claimed: builtins.list[RuntimeRun] = []
         with self._db.lock, self._db.write() as conn:
             for row in conn.execute(_HEADS).fetchall():
+                if len(claimed) >= limit:
+                    break
                 run = _verified(row, self._db.legacy)
                 if claimable(run, now, allowed, kind):
-                    claimed = claim(run, owner, now, lease_ms)
-                    self._put(conn, claimed)
-                    return claimed
-                if (waiting := unclaimable_by_definition(run, now, allowed, kind)) is not None:
+                    claimed.append(claim(run, owner, now, lease_ms))
+                    self._put(conn, claimed[-1])
+                elif (waiting := unclaimable_by_definition(run, now, allowed, kind)) is not None:
                     self._put(conn, waiting)  # once: the reason is then recorded
-        return None
+        return claimed
 
     def rt_renew(
         self, run_id: str, owner: str, fence: int, until: int, *, lease_ms: int | None = None
