@@ -274,3 +274,22 @@ def test_store_floor_prints_each_configuration_against_no_store(tmp_path: Path) 
     closed = {name: int(rows[name][7].replace(",", "")) for name in sqlite_stores}
     assert closed["minimal, packed"] < closed["minimal sqlite"]
     assert all(rows[name][8].strip() == "-" for name in rows)
+
+
+CONCURRENCY_BENCH = BENCH.parent / "concurrency_bench.py"
+
+
+def test_concurrency_bench_small_runs_and_prints_the_table_and_goals(tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    only = ["runtime sqlite", "session sqlite", "runtime single"]
+    args = ["--runs", "4", "--steps", "3", "--rounds", "1", "--json", str(out), "--only", *only]
+    lines = run_bench(CONCURRENCY_BENCH, args, tmp_path, timeout=300)
+    header = next(line for line in lines if line.startswith("configuration"))
+    for column in ("steps/s", "CPU ms/step", "p99 ms"):
+        assert column in header
+    assert any("runtime / session throughput" in line for line in lines)
+    figures = json.loads(out.read_text())
+    for name in only:
+        [row] = figures[name]
+        assert row["steps_per_s"] > 0 and row["cpu_ms_per_step"] > 0
+        assert row["p50_overhead_ms"] <= row["p99_overhead_ms"]

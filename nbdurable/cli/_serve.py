@@ -9,6 +9,7 @@ import signal
 from typing import Any
 
 from .._errors import NbdurableError
+from ..runtime._limits import DEFAULT_MAX_CONCURRENT_RUNS
 from ._agents import load_all
 from ._env import read_env
 from ._logs import add_log_options, announce, configure_logging
@@ -97,7 +98,7 @@ def add_parser(commands: Any) -> None:
         metavar="SECONDS",
         help="refuse approval tokens older than this (default: 7 days)",
     )
-    parser.add_argument("--max-concurrent-runs", type=int, default=4)
+    parser.add_argument("--max-concurrent-runs", type=int, default=DEFAULT_MAX_CONCURRENT_RUNS)
     parser.add_argument("--poll-interval", type=float, default=0.05)
     add_notify_options(parser, public_url=False)  # links use --public-url
     add_log_options(parser, level="warning")

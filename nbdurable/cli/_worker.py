@@ -14,7 +14,7 @@ from .._aio import wait_event
 from ..durable._offload import offload
 from ..durable._transient import DEFAULT_STORE_RETRY_MS, StoreRetry, StoreUnavailableError
 from ..runs import BUSY_STATES
-from ..runtime._limits import Limits
+from ..runtime._limits import DEFAULT_MAX_CONCURRENT_RUNS, Limits
 from ._agents import load_all, load_tasks
 from ._env import read_env
 from ._logs import add_log_options, announce, configure_logging
@@ -87,7 +87,7 @@ def add_parser(commands: Any) -> None:
         "release they started on, a new release's worker becomes the current version",
     )
     add_connection_options(worker_)
-    worker_.add_argument("--max-concurrent-runs", type=int, default=4)
+    worker_.add_argument("--max-concurrent-runs", type=int, default=DEFAULT_MAX_CONCURRENT_RUNS)
     worker_.add_argument("--max-concurrent-tasks", type=int, default=4)
     worker_.add_argument("--lease-ms", type=int, default=30_000)
     worker_.add_argument(

@@ -31,6 +31,7 @@ thread instead.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import functools
 import inspect
@@ -158,6 +159,13 @@ class NowaitDelegate(NowaitCapable):
 
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
+_on_threads: dict[int, concurrent.futures.Future[Any]] = {}
+"""By store (its id): the latest call of a nowait-capable store sent to a store thread."""
+
+
+def _behind(owner: NowaitCapable) -> object:
+    """The store whose lock a nowait call of ``owner`` takes."""
+    return owner.nowait_store() if isinstance(owner, NowaitDelegate) else owner
 
 
 def _store_executor() -> ThreadPoolExecutor:
@@ -196,16 +204,32 @@ async def offload(fn: Callable[P, T | Awaitable[T]], /, *args: P.args, **kwargs:
         asyncio.CancelledError: The caller was cancelled during the call.
     """
     owner = getattr(fn, "__self__", None)  # the object of a bound method
+    key: int | None = None
     if isinstance(owner, NowaitCapable) and owner.local_nonblocking_writes:
         done = owner.try_without_waiting(fn, *args, **kwargs)
         if done is not WOULD_WAIT:
             return cast(T, done)
+        key = id(_behind(owner))
+        ahead = _on_threads.get(key)
+        if ahead is not None and not ahead.done():
+            # Most likely the store's lock is held by a call of ours on a store
+            # thread: this one would wait behind it there too. Waiting here for
+            # it to end and trying again spares the trip to a thread, and the
+            # convoy such trips make (each holds the lock that makes the next
+            # call go to a thread too: issue 42, two trips a step under load).
+            await asyncio.wait((asyncio.wrap_future(ahead),))
+            done = owner.try_without_waiting(fn, *args, **kwargs)
+            if done is not WOULD_WAIT:
+                return cast(T, done)
     if inspect.iscoroutinefunction(fn):
         return cast(T, await fn(*args, **kwargs))
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
     call = functools.partial(context.run, fn, *args, **kwargs)
-    future = loop.run_in_executor(_store_executor(), call)
+    submitted = _store_executor().submit(call)
+    if key is not None:
+        _on_threads[key] = submitted
+    future = asyncio.wrap_future(submitted, loop=loop)
     cancelled = False
     while not future.done():
         try:

@@ -34,7 +34,7 @@ from ..runs import (
     process_gone,
 )
 from . import _lifecycle as lifecycle
-from ._claims import claim_next
+from ._claims import claim_next, claim_some
 from ._executor import RunContext, RuntimeDriver
 from ._foreign import ForeignRuns
 from ._late_results import record_late_results
@@ -126,6 +126,10 @@ class EmbeddedEngine(Engine):
         """Make the scheduler look for work now."""
         self._wake.set()
 
+    def execution(self, run_id: str) -> asyncio.Future[None] | None:
+        """The task executing ``run_id`` here, if any (it ends when the execution does)."""
+        return self._executions.get(run_id)
+
     def cancel_local(self, run_id: str) -> bool:
         """Cancel this engine's execution of a run, if it has one."""
         task = self._executions.get(run_id)
@@ -155,6 +159,8 @@ class EmbeddedEngine(Engine):
             task.cancel()
         if self._executions:
             await asyncio.gather(*self._executions.values(), return_exceptions=True)
+        if self.started:
+            await self._leases.close()
         if self._fatal_report is not None:
             await asyncio.gather(self._fatal_report, return_exceptions=True)
 
@@ -240,20 +246,25 @@ class EmbeddedEngine(Engine):
         runtime = self.runtime
         await offload(self._expire_dead_owners)
         idle = False
-        while len(self._executions) - len(self._task_runs) < runtime.max_concurrent_runs:
+        while (free := runtime.max_concurrent_runs - self._agent_runs()) > 0:
             agents = runtime.registry.definitions()  # a changed definition never claims
-            record = await claim_next(runtime, self.holder, agents)
-            if record is None:
+            records = await claim_some(runtime, self.holder, agents, free)
+            for record in records:
+                self._start(record)
+            if len(records) < free:
                 idle = True
                 break
-            self._start(record)
         while runtime.tasks and len(self._task_runs) < runtime.max_concurrent_tasks:
-            record = await claim_next(runtime, self.holder, runtime.task_keys(), "task")
-            if record is None:
+            task = await claim_next(runtime, self.holder, runtime.task_keys(), "task")
+            if task is None:
                 break
             idle = False
-            self._start_task(record)
+            self._start_task(task)
         return idle
+
+    def _agent_runs(self) -> int:
+        """How many agent runs execute here now."""
+        return len(self._executions) - len(self._task_runs)
 
     def _interval(self, idle: bool) -> float:
         """How long the scheduler sleeps unless woken: longer when idle and notified of work."""

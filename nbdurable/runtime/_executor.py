@@ -138,12 +138,16 @@ class RunContext(NowaitDelegate):
         Raises:
             LeaseLostError: Another owner took the run over.
         """
-        if self.lease_owner is None:
-            return  # no lease (Temporal): the fencing token is the ownership
-        expires = self.record.lease_expires_at  # as of the last fenced write
-        if expires is not None and expires - self.runtime.now() >= self.runtime.lease_ms // 2:
+        if self.lease_fresh():
             return
         self.ensure_owner()
+
+    def lease_fresh(self) -> bool:
+        """Whether :meth:`keep_lease_fresh` has nothing to do (no store call: ask it first)."""
+        if self.lease_owner is None:
+            return True  # no lease (Temporal): the fencing token is the ownership
+        expires = self.record.lease_expires_at  # as of the last fenced write
+        return expires is not None and expires - self.runtime.now() >= self.runtime.lease_ms // 2
 
     async def before_call(self) -> None:
         """Hold a new model or tool call while the engine drains, until it hands the run back.
@@ -518,7 +522,8 @@ class RuntimeDriver(Driver):
         context = self.context
         call = invocation.call
         try:
-            await offload(context.keep_lease_fresh)
+            if not context.lease_fresh():  # no trip to a store thread for nothing
+                await offload(context.keep_lease_fresh)
         except LeaseLostError as exc:
             raise FencedOutError(str(exc)) from exc
         try:

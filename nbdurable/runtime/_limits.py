@@ -8,7 +8,25 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 from .._errors import ConfigurationError, LimitExceededError
 
-__all__ = ["Limits", "ModelRetry", "check_concurrency", "is_retryable", "payload_bytes"]
+__all__ = [
+    "DEFAULT_MAX_CONCURRENT_RUNS",
+    "Limits",
+    "ModelRetry",
+    "check_concurrency",
+    "is_retryable",
+    "payload_bytes",
+]
+
+DEFAULT_MAX_CONCURRENT_RUNS = 100
+"""Agent runs a runtime executes at once unless told otherwise (docs/runtime.md says why).
+
+An agent run spends nearly all its time waiting on its model (or a tool's
+I/O): on the issue-42 benchmark a step costs the runtime a few milliseconds
+of CPU against a model turn of 50 ms to many seconds, so a hundred runs in
+flight use a fraction of one core, and a notebook user who submits 50 runs
+sees them all start. The cap is for what does not scale with waiting: memory
+(each executing run holds its history) and a provider's rate limit.
+"""
 
 
 class _PositiveInts(BaseModel):

@@ -393,6 +393,7 @@ class MirroredRuntimeStore(RunStore):
     rt_session = _mirrored("rt_session")
     rt_update = _mirrored("rt_update")
     rt_claim = _mirrored("rt_claim")
+    rt_claim_many = _mirrored("rt_claim_many")
     rt_verdict = _mirrored("rt_verdict")
     rt_grants = _mirrored("rt_grants")
     rt_late_result = _mirrored("rt_late_result")

@@ -43,7 +43,7 @@ from ._late_results import blind_retry_error, completed, use_late_result
 from ._record_mirror import read_record
 from ._run_result import RunFailedError, RunResult
 from ._verdict_write import write_verdict
-from ._waiting import Deadline, wanted_states
+from ._waiting import Deadline, local_end, wanted_states
 
 if TYPE_CHECKING:
     from ._seam import RunControl
@@ -114,7 +114,7 @@ class Run:
             RunNotFoundError: The run was deleted.
         """
         wanted = wanted_states(states, RUN_STATES)
-        deadline = Deadline(timeout)
+        deadline = Deadline(timeout, poll_interval=self.runtime.poll_interval)
         while True:
             # armed before the read: a change written meanwhile on a store thread wakes it
             armed = Armed(self.runtime.store, self.run_id)
@@ -126,9 +126,9 @@ class Run:
                     raise RunEndedError(
                         self.run_id, record.state, reason=record.reason, wanted=tuple(states)
                     )
-                pause = deadline.pause(
-                    self.runtime.poll_interval, f"run {self.run_id!r}", record.state
-                )
+                if await local_end(self, record.state, wanted, deadline):
+                    continue  # executed here: waited for its end
+                pause = deadline.polling(f"run {self.run_id!r}", record.state)
                 await wait_for_run(self.runtime.event_store, self.run_id, pause, armed=armed)
             finally:
                 armed.disarm()

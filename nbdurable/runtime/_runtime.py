@@ -34,6 +34,7 @@ from ..tracing import current_trace_context
 from ._agent import Agent, Registry
 from ._engine import EmbeddedEngine
 from ._graphs import Graph, GraphNode
+from ._limits import DEFAULT_MAX_CONCURRENT_RUNS as RUNS_AT_ONCE
 from ._limits import Limits, check_concurrency, check_max_age_ms, check_retry_ms
 from ._notify import Notifier
 from ._prompts import Prompt
@@ -53,7 +54,7 @@ APPROVAL_MAX_AGE_MS = 7 * 24 * 3600 * 1000
 DEFAULTS: dict[str, Any] = {
     "agents": (),
     "tasks": (),
-    "max_concurrent_runs": 4,
+    "max_concurrent_runs": RUNS_AT_ONCE,
     "max_concurrent_tasks": 4,
     "lease_ms": 30_000,
     "poll_interval": 0.05,
@@ -74,7 +75,7 @@ class RuntimeOptions(TypedDict, total=False):
             ``'postgresql://...'``, ``'memory://'``). Required.
         agents: The agents this runtime executes (more: ``register_agents``).
         tasks: The custom tasks it executes (:func:`~nbdurable.runtime._tasks.task`).
-        max_concurrent_runs: Agent runs executing at once (default 4).
+        max_concurrent_runs: Agent runs executing at once (100; docs/runtime.md says why).
         max_concurrent_tasks: Custom-task phases executing at once, apart from runs (4).
         limits: The runtime's :class:`~nbdurable.runtime._limits.Limits`.
         on_fatal_error: Called once when the store stays away past ``store_retry_ms``

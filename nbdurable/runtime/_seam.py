@@ -206,6 +206,15 @@ class Engine(ABC):
         elsewhere passes the cancellation on (and returns True).
         """
 
+    def execution(self, run_id: str) -> asyncio.Future[None] | None:
+        """What executes ``run_id`` in this process now, if anything (default: nothing).
+
+        While it does, the run's state changes only by this process's writes,
+        or when the execution ends: a waiter may wait for its end instead of
+        being woken by every step's notification.
+        """
+        return None
+
     def home_loop(self) -> asyncio.AbstractEventLoop | None:
         """The event loop this engine executes runs on, if it executes them in this process.
 

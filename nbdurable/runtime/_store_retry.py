@@ -56,6 +56,7 @@ class RetryingRuntimeStore(NowaitDelegate, RunStore):
             "rt_get",
             "rt_update",
             "rt_claim",
+            "rt_claim_many",
             "rt_renew",
             "rt_intent",
             "rt_intents",
@@ -110,6 +111,7 @@ class RetryingRuntimeStore(NowaitDelegate, RunStore):
     rt_session = _retried("rt_session", "read a session")
     rt_update = _retried("rt_update", "update a run")
     rt_claim = _retried("rt_claim", "claim a run")
+    rt_claim_many = _retried("rt_claim_many", "claim runs")
     rt_renew = _retried("rt_renew", "renew a lease")
     rt_intent = _retried("rt_intent", "record a tool call")
     rt_intents = _retried("rt_intents", "read tool calls")

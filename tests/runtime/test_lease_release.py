@@ -36,8 +36,8 @@ class _Execution:
         return self.record.fence
 
 
-class _EndsAfterRead:
-    """The runtime's store; the run's end is written right after the keeper's first read."""
+class _EndsBeforeRenewal:
+    """The runtime's store; the run's end is written just before the keeper's first renewal."""
 
     def __init__(self, inner: Any, end: RunPatch) -> None:
         self.inner = inner
@@ -46,12 +46,11 @@ class _EndsAfterRead:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def rt_get(self, run_id: str) -> RuntimeRun | None:
-        record = self.inner.rt_get(run_id)
+    def rt_renew(self, run_id: str, *args: Any, **kwargs: Any) -> bool:
         if self.end is not None:
             end, self.end = self.end, None
             self.inner.rt_update(run_id, end, fence=1)
-        return record
+        return bool(self.inner.rt_renew(run_id, *args, **kwargs))
 
 
 def _store_with_a_running_run(tmp_path: Path) -> tuple[Any, RuntimeRun]:
@@ -85,7 +84,7 @@ async def test_a_lease_released_by_the_leg_s_own_end_is_not_lost(
             store=store, agents=[], poll_interval=0.02, lease_ms=3000
         ) as runtime:
             end = RunPatch(state=state, lease_owner=None, lease_expires_at=None)
-            runtime.runtime_store = _EndsAfterRead(runtime.runtime_store, end)
+            runtime.runtime_store = _EndsBeforeRenewal(runtime.runtime_store, end)
             lost: list[BaseException] = []
             keeper = LeaseKeeper(runtime, HOLDER, lost.append)
             execution = _Execution(record)
@@ -111,7 +110,7 @@ async def test_a_lease_taken_by_another_owner_still_stops_the_execution(
             store=store, agents=[], poll_interval=0.02, lease_ms=3000
         ) as runtime:
             taken = RunPatch(fence=2, lease_owner="another-worker")
-            runtime.runtime_store = _EndsAfterRead(runtime.runtime_store, taken)
+            runtime.runtime_store = _EndsBeforeRenewal(runtime.runtime_store, taken)
             keeper = LeaseKeeper(runtime, HOLDER, lambda exc: None)
             execution = _Execution(record)
             leg = asyncio.create_task(asyncio.sleep(30))

@@ -183,10 +183,10 @@ class _HeldClaims(nd.SqliteSessionStore):
         self.started = started
         self.go = go
 
-    def rt_claim(self, *args: Any, **kwargs: Any) -> Any:
+    def rt_claim_many(self, *args: Any, **kwargs: Any) -> Any:  # the engine claims its slots
         self.started.set()
         self.go.wait(30)
-        return super().rt_claim(*args, **kwargs)
+        return super().rt_claim_many(*args, **kwargs)
 
 
 async def test_a_run_claimed_while_the_runtime_closes_goes_back_pending(tmp_path: Path) -> None:

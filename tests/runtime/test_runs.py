@@ -502,14 +502,21 @@ async def test_cancelled_run_keeps_its_slot_until_callbacks_settle(
 
 
 @pytest.mark.spec("S003-04")
-@pytest.mark.parametrize("cap", [1, 2, None])
-async def test_max_concurrent_runs_caps_executions(store: Any, cap: int | None) -> None:
-    """At most max_concurrent_runs runs execute at once across sessions
-    (default 4), and that many do run side by side (each tool call long enough
+async def test_max_concurrent_runs_defaults_to_a_hundred(store: Any) -> None:
+    """Agents mostly wait on their models: by default 100 runs execute at once."""
+    async with await DurableRuntime.open(store=store, agents=[]) as rt:
+        assert rt.max_concurrent_runs == 100
+
+
+@pytest.mark.spec("S003-04")
+@pytest.mark.parametrize("cap", [1, 2, 4])
+async def test_max_concurrent_runs_caps_executions(store: Any, cap: int) -> None:
+    """At most max_concurrent_runs runs execute at once across sessions,
+    and that many do run side by side (each tool call long enough
     to overlap the others' store calls, which run on store threads)."""
     tracker = Tracker(delay=0.3)
-    options: dict[str, Any] = {} if cap is None else {"max_concurrent_runs": cap}
-    expected = 4 if cap is None else cap
+    options: dict[str, Any] = {"max_concurrent_runs": cap}
+    expected = cap
     running_seen: list[int] = []
     async with await DurableRuntime.open(
         store=store, agents=[work_agent(tracker)], **options

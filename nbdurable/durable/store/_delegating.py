@@ -68,6 +68,18 @@ class DelegatingRunStore(RunStore):
         """See :meth:`RunStore.rt_claim`."""
         return self.run_records.rt_claim(owner, now, lease_ms, agents, kind)
 
+    def rt_claim_many(
+        self,
+        owner: str,
+        now: int,
+        lease_ms: int,
+        agents: Served,
+        kind: str = "agent",
+        limit: int = 1,
+    ) -> list[RuntimeRun]:
+        """See :meth:`RunStore.rt_claim_many`."""
+        return self.run_records.rt_claim_many(owner, now, lease_ms, agents, kind, limit)
+
     def rt_renew(
         self, run_id: str, owner: str, fence: int, until: int, *, lease_ms: int | None = None
     ) -> bool:

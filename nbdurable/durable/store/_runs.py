@@ -141,6 +141,35 @@ class RunStore(ABC):
         """
         ...
 
+    def rt_claim_many(
+        self,
+        owner: str,
+        now: int,
+        lease_ms: int,
+        agents: Served,
+        kind: str = "agent",
+        limit: int = 1,
+    ) -> list[RuntimeRun]:
+        """Up to ``limit`` claims (:meth:`rt_claim`) in one call, in claim order.
+
+        A store may make them in one transaction (SQLite does); this default
+        claims one at a time. A failure after the first claim returns the
+        claims made (their runs are held now, so the caller must run them);
+        one before raises.
+        """
+        claimed: list[RuntimeRun] = []
+        while len(claimed) < limit:
+            try:
+                record = self.rt_claim(owner, now, lease_ms, agents, kind)
+            except Exception:
+                if claimed:
+                    break
+                raise
+            if record is None:
+                break
+            claimed.append(record)
+        return claimed
+
     @abstractmethod
     def rt_renew(
         self, run_id: str, owner: str, fence: int, until: int, *, lease_ms: int | None = None

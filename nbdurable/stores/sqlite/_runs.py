@@ -169,13 +169,35 @@ def _verified(
     asked for: a damaged index can lead to another row).
     """
     run_id = str(row[0])
-    verify_row("rt_runs", row[:-1], row[-1], run_id, "the run record", legacy)
     if column is not None and row[column] != wanted:
+        verify_row("rt_runs", row[:-1], row[-1], run_id, "the run record", legacy)
         raise StoreCorruptionError(
             f"an index of rt_runs leads to the record of run {run_id!r} for {wanted!r}",
             run_id=run_id,
         )
-    return _record(row[-2])
+    key = (run_id, legacy)
+    seen = _VERIFIED.get(key)
+    if seen is not None and seen[0] == row:
+        return seen[1]  # the same bytes as a row verified before: the same record
+    verify_row("rt_runs", row[:-1], row[-1], run_id, "the run record", legacy)
+    record = _record(row[-2])
+    if len(_VERIFIED) >= _VERIFIED_MAX:
+        _VERIFIED.clear()
+    _VERIFIED[key] = (tuple(row), record)
+    return record
+
+
+_VERIFIED: dict[tuple[str, bool], tuple[tuple[Any, ...], RuntimeRun]] = {}
+"""Rows verified lately, by run: a row read again unchanged is not checked and decoded again.
+
+A claim reads the head of every unfinished session, and a runtime executing 200
+runs claims, lists and reads them again and again: checking each row's checksum
+and decoding its record every time cost more than the runs' own steps (issue 42).
+A row equal, byte for byte, to one verified before (its checksum included) is
+the same record (records are immutable), whatever file it comes from; any other
+row, a damaged one included, is verified as before.
+"""
+_VERIFIED_MAX = 8192
 
 
 def _same_count(found: int, counted: int, by: str) -> None:
@@ -400,17 +422,49 @@ class SqliteRunRecords(RunStore):
         kind: str = "agent",
     ) -> RuntimeRun | None:
         """Take the next eligible run of ``kind`` (the oldest unfinished of its session)."""
+        claimed = self.rt_claim_many(owner, now, lease_ms, agents, kind)
+        return claimed[0] if claimed else None
+
+    def rt_claim_many(
+        self,
+        owner: str,
+        now: int,
+        lease_ms: int,
+        agents: Served,
+        kind: str = "agent",
+        limit: int = 1,
+    ) -> builtins.list[RuntimeRun]:
+        """Up to ``limit`` eligible runs of ``kind``, taken in one transaction, in order.
+
+        One transaction for a runtime's free slots: claimed one per
+        transaction, each reading every unfinished session's head again, 200
+        submitted runs took seconds to start (issue 42).
+        """
         allowed = served(agents)
+        with self._db.lock:
+            # A look first, in a read: a runtime polls for work every poll_interval,
+            # and a write transaction each time (for nothing, mostly) held the
+            # file's write lock from every run's commits (issue 42).
+            with self._db.read() as conn:
+                heads = [_verified(row, self._db.legacy) for row in conn.execute(_HEADS)]
+            if not any(
+                claimable(run, now, allowed, kind)
+                or unclaimable_by_definition(run, now, allowed, kind) is not None
+                for run in heads
+            ):
+                return []
+        claimed: builtins.list[RuntimeRun] = []
         with self._db.lock, self._db.write() as conn:
             for row in conn.execute(_HEADS).fetchall():
+                if len(claimed) >= limit:
+                    break
                 run = _verified(row, self._db.legacy)
                 if claimable(run, now, allowed, kind):
-                    claimed = claim(run, owner, now, lease_ms)
-                    self._put(conn, claimed)
-                    return claimed
-                if (waiting := unclaimable_by_definition(run, now, allowed, kind)) is not None:
+                    claimed.append(claim(run, owner, now, lease_ms))
+                    self._put(conn, claimed[-1])
+                elif (waiting := unclaimable_by_definition(run, now, allowed, kind)) is not None:
                     self._put(conn, waiting)  # once: the reason is then recorded
-        return None
+        return claimed
 
     def rt_renew(
         self, run_id: str, owner: str, fence: int, until: int, *, lease_ms: int | None = None

@@ -221,6 +221,7 @@ SqliteSessionStore.nowait_methods = {
         "rt_grants",
         "rt_late_result",
         "rt_claim",
+        "rt_claim_many",
         "rt_renew",
         "rt_intent",
         "rt_commit",
