@@ -13,7 +13,7 @@ from nbdurable.inspect._approvals import APPROVAL_MAX_AGE_MS, approval_rows
 from nbdurable.messages import ToolApprovalResponse
 from nbdurable.runs import Verdict
 from nbdurable.runtime import Agent, DurableRuntime
-from nbdurable.runtime._runtime import APPROVAL_MAX_AGE_MS as RUNTIME_MAX_AGE_MS
+from nbdurable.runtime._options import APPROVAL_MAX_AGE_MS as RUNTIME_MAX_AGE_MS
 
 from .conftest import TOOLS, make_run, script
 

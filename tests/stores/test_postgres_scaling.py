@@ -25,7 +25,7 @@ import nbdurable as nd
 from nbdurable.runs import RuntimeRun
 from nbdurable.runtime import DurableRuntime
 from nbdurable.stores.postgres import PostgresSessionStore
-from nbdurable.stores.postgres._runs import candidate_statement, unnoted_statement
+from nbdurable.stores.postgres._runs_sql import candidate_statement, unnoted_statement
 
 SCHEMA = "nbdurable"
 

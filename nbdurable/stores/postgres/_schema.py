@@ -84,7 +84,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..._errors import CheckpointVersionError, ConfigurationError
 from ..._version import __version__
-from ._runs import RUNTIME_MIGRATION, RUNTIME_MIGRATION_V4, RUNTIME_MIGRATION_V5
+from ._runs_sql import RUNTIME_MIGRATION, RUNTIME_MIGRATION_V4, RUNTIME_MIGRATION_V5
 
 if TYPE_CHECKING:
     from psycopg import Connection
