@@ -29,6 +29,7 @@ from ._text import InPython, valid_data, valid_text
 
 __all__ = [
     "ApprovalRequestPart",
+    "ResponseKind",
     "FrozenModel",
     "ImagePart",
     "Message",
@@ -206,6 +207,10 @@ class VerdictSource(FrozenModel):
         return without_none(handler(self), "minted_by", "minted_via")
 
 
+ResponseKind = Literal["approved", "edited", "denied", "replied"]
+"""What a verdict does: runs the call as asked, runs it edited, refuses it, answers in its place."""
+
+
 class ToolApprovalResponse(FrozenModel):
     """A verdict on one approval request.
 
@@ -252,7 +257,7 @@ class ToolApprovalResponse(FrozenModel):
         return self
 
     @property
-    def kind(self) -> Literal["approved", "edited", "denied", "replied"]:
+    def kind(self) -> ResponseKind:
         """What the verdict does: ``approved``, ``edited``, ``denied`` or ``replied``."""
         if self.approved:
             return "approved" if self.arguments is None else "edited"

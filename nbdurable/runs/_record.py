@@ -14,7 +14,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from .._text import valid_data
-from ..messages import Message, ToolApprovalResponse, VerdictSource
+from ..messages import Message, ResponseKind, ToolApprovalResponse, VerdictSource
 from ._states import TERMINAL_STATES, RunState
 
 __all__ = [
@@ -107,7 +107,7 @@ class Decision(BaseModel):
     reply: str | None = None
 
     @property
-    def kind(self) -> Literal["approved", "edited", "denied", "replied"]:
+    def kind(self) -> ResponseKind:
         """What the verdict did: ``approved``, ``edited`` (with edits), ``denied``, ``replied``."""
         if self.approved:
             return "approved" if self.arguments is None else "edited"

@@ -167,4 +167,4 @@ async def _settle_waiting(run: Run, grant: Grant) -> None:
             continue  # decided meanwhile
         if recorded:
             await offload(runtime.state_event, stored)
-            lifecycle.decided(before, approved=True, now=now)
+            lifecycle.decided(before, verdict="approved", now=now)

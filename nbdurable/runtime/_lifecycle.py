@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from .. import metrics as _metrics
+from ..messages import ResponseKind
 from ..runs import RuntimeRun
 
 __all__ = [
@@ -136,9 +137,12 @@ def lease_renewed(record: RuntimeRun, kept: bool) -> None:
         hooks.lease_renewed(kept)
 
 
-def decided(record: RuntimeRun, *, approved: bool, now: int) -> None:
-    """A verdict on one of ``record``'s approvals was recorded at ``now`` (epoch ms)."""
-    verdict = "approved" if approved else "denied"
+def decided(record: RuntimeRun, *, verdict: ResponseKind, now: int) -> None:
+    """A verdict on one of ``record``'s approvals was recorded at ``now`` (epoch ms).
+
+    ``verdict`` is its kind (``approved``, ``edited``, ``denied``, ``replied``): the
+    log's ``verdict`` field and the decision-time histogram's label.
+    """
     logger.info(
         "run %s: approval %s",
         record.run_id,

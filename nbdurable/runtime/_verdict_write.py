@@ -136,4 +136,4 @@ async def write_verdict(
     if recorded:
         await offload(runtime.state_event, stored)
         runtime.wake()
-        lifecycle.decided(record, approved=approved, now=runtime.now())
+        lifecycle.decided(record, verdict=response.kind, now=runtime.now())

@@ -28,6 +28,7 @@ from .._extras import import_for
 from ..durable._offload import offload
 from ..durable._signer import resign_if_expired
 from ..events._subscribe import read_events
+from ..messages import ResponseKind
 from ..runtime._run import Run
 from ._auth import principal_of
 from ._context import Bridge
@@ -84,7 +85,7 @@ class ResumeVerdict(BaseModel):
     """The verdict one resume entry gave."""
 
     interrupt_id: str = Field(alias="interruptId")
-    outcome: Literal["approved", "edited", "denied", "replied"]
+    outcome: ResponseKind
     message: str
 
 
@@ -167,7 +168,7 @@ async def _agui_stream(
     return frames()
 
 
-def _kind(state: str, *, edited: bool) -> Literal["approved", "edited", "denied", "replied"]:
+def _kind(state: str, *, edited: bool) -> ResponseKind:
     """What a recorded verdict was, as the resume's answer names it."""
     if state == "approved":
         return "edited" if edited else "approved"

@@ -12,6 +12,7 @@ result the model read, and the history and the record keep both.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import time
@@ -96,4 +97,62 @@ async def test_a_verdict_survives_sigkill_before_the_next_checkpoint(
     [tool_message] = [m for m in checkpoint.messages if m.role == "tool"]
     assert tool_message.tool_results[0].result == expected
     assert tool_message.tool_results[0].is_error is False
+    store.close()
+
+
+@pytest.mark.parametrize("verdict", ["edit", "reply"])
+async def test_a_verdict_survives_sigkill_at_every_moment_of_the_leg_that_carries_it(
+    tmp_path: Path, verdict: str
+) -> None:
+    """Workers SIGKILLed one after another, each a little later after it came up.
+
+    The held points above are two moments; this sweeps the rest of the leg that
+    carries the verdict (the claim, the checkpoint's read, the verdict applied,
+    the tool's intent, the tool, the result's commit): worker after worker is
+    killed 0, 4, 8, 12, ... ms after it announced itself (the whole leg takes
+    about 20 ms here), until one lives long enough to finish the run. Whatever moment each kill hit, the call that ran (if
+    any) is the edited one, the reply is the result, and each shows once in the
+    history.
+    """
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    log = tmp_path / "executions.log"
+    store = nd.open_store(url)
+    client = DurableRuntime(store=store, agents=edited_agents.agents)
+    run = await client.submit("editor", "Clean up.")
+    _finish(url, log)
+    [request] = await run.pending_approvals()
+    if verdict == "edit":
+        await run.approve(request.approval_id, arguments={"name": "stg_2023"}, by="ana")
+        expected = "dropped stg_2023"
+    else:
+        await run.respond(request.approval_id, "keep it: use stg_2023 instead", by="ana")
+        expected = "keep it: use stg_2023 instead"
+
+    kills = 0
+    for delay_ms in range(0, 400, 4):
+        if run.record().state == "completed":
+            break
+        doomed = worker(url, log, agents=AGENTS)
+        assert doomed.stdout is not None
+        doomed.stdout.readline()  # "nbdurable worker ... serving": its runtime is open
+        await asyncio.sleep(delay_ms / 1000)
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait()
+        kills += 1
+    assert kills >= 3  # the run outlived several kills before the workers got to finish it
+    _finish(url, log)
+
+    record = run.record()
+    assert record.state == "completed", record
+    tools = [line.split()[2] for line in _lines(log) if line.startswith("tool ")]
+    models = [line.split(" ", 1)[1] for line in _lines(log) if line.startswith("model ")]
+    assert set(tools) == ({"stg_2023"} if verdict == "edit" else set())
+    assert set(models) == {expected}
+    assert record.decided[request.approval_id].kind == (
+        "edited" if verdict == "edit" else "replied"
+    )
+    checkpoint = store.load(run.run_id)
+    [tool_message] = [m for m in checkpoint.messages if m.role == "tool"]
+    assert [r.result for r in tool_message.tool_results] == [expected]
+    assert checkpoint.messages[-1].text == f"read: {expected}"
     store.close()

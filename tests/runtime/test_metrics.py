@@ -194,3 +194,31 @@ def test_no_store_gauges_leaves_the_store_wide_gauges_out_of_a_scrape(tmp_path: 
     # the per-process families are there all the same
     assert {"nbdurable_runs_started", "nbdurable_leases_lost"} <= families(bare)
     assert value(samples(full), "nbdurable_store_up") == 1
+
+
+@nd.tool(needs_approval=True, allow_edit=True)
+def drop(name: str) -> str:
+    """Drop a table."""
+    return f"dropped {name}"
+
+
+async def test_decision_times_are_labelled_with_the_verdicts_kind(
+    enabled: nd.SqliteSessionStore,
+) -> None:
+    """Approved, edited, denied and replied verdicts are four label values, not two."""
+    model = nd.ScriptedModel([nd.Turn.call("drop", name="stg"), "done"])
+    agent = Agent("gated", model, [drop], version="1")
+    async with await DurableRuntime.open(store=enabled, agents=[agent]) as rt:
+        runs = [await rt.submit("gated", f"Clean up {i}.", session_id=f"s{i}") for i in range(4)]
+        for run in runs:
+            await run.wait("waiting_approval", timeout=30)
+        requests = [(await run.pending_approvals())[0] for run in runs]
+        await runs[0].approve(requests[0].approval_id)
+        await runs[1].approve(requests[1].approval_id, arguments={"name": "stg_2023"})
+        await runs[2].deny(requests[2].approval_id, reason="no")
+        await runs[3].respond(requests[3].approval_id, "use the staging table instead")
+        for run in runs:
+            await asyncio.wait_for(run.result(), 30)
+    scraped = _scraped()
+    for kind in ("approved", "edited", "denied", "replied"):
+        assert value(scraped, "nbdurable_approval_decision_seconds_count", verdict=kind) == 1
