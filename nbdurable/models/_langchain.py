@@ -19,7 +19,15 @@ from typing import Any, NoReturn
 from .._errors import ConfigurationError, ModelError
 from ._base import ModelRequest, ModelResponse, ModelStreamEvent, ResponseEvent
 from ._langchain_errors import map_exception
-from ._langchain_wire import StreamState, load, messages_of, response_of, tools_of
+from ._langchain_wire import (
+    RESULT_IMAGES,
+    ResultImages,
+    StreamState,
+    load,
+    messages_of,
+    response_of,
+    tools_of,
+)
 from ._pricing import Price, price_for
 from ._status import reraise
 
@@ -40,6 +48,12 @@ class LangChainModel:
         price: The price for ``Usage.cost`` (default: ``price_for(model_name)``).
         config: A LangChain ``RunnableConfig`` for every call (``callbacks``,
             ``tags``, ``metadata``, ``run_name``, ...).
+        result_images: Where the pictures of a tool's result (an MCP tool's
+            image content) go: ``"tool"``, as image blocks in its ``ToolMessage``;
+            ``"message"``, in a ``HumanMessage`` after the turn's tool messages
+            (a provider whose tool messages hold text only); ``"text"``, as JSON
+            text (a model that takes no images). Default: ``"message"`` for
+            ``ChatOpenAI`` over Chat Completions, else ``"tool"``.
 
     Attributes:
         chat_model: The wrapped chat model.
@@ -62,17 +76,26 @@ class LangChainModel:
         *,
         price: Price | None = None,
         config: Mapping[str, Any] | None = None,
+        result_images: ResultImages | None = None,
     ) -> None:
         self._lc = load("LangChainModel")
         if not isinstance(chat_model, self._lc.chat_models.BaseChatModel):
             raise ConfigurationError(
                 f"LangChainModel needs a langchain_core BaseChatModel, not {chat_model!r}"
             )
+        if result_images is not None and result_images not in RESULT_IMAGES:
+            raise ConfigurationError(
+                f"result_images is one of {', '.join(RESULT_IMAGES)} (or None), "
+                f"not {result_images!r}"
+            )
         self.chat_model: Any = chat_model
         self.provider, self.model_name = _identity(chat_model)
         self.model_id = self.model_name
         self.price = price if price is not None else price_for(self.model_name)
         self.config: dict[str, Any] = dict(config or {})
+        self.result_images: ResultImages = result_images or _result_images(
+            chat_model, self.provider
+        )
 
     def __repr__(self) -> str:
         return f"LangChainModel({self.provider}:{self.model_name})"
@@ -98,7 +121,8 @@ class LangChainModel:
         """One complete turn (``ainvoke``)."""
         runnable, output_tool = self._runnable(request)
         try:
-            message = await runnable.ainvoke(messages_of(request, self._lc), self.config or None)
+            messages = messages_of(request, self._lc, self.result_images)
+            message = await runnable.ainvoke(messages, self.config or None)
         except Exception as exc:
             self._raise(exc)
         return response_of(
@@ -115,7 +139,7 @@ class LangChainModel:
         state = StreamState(output_tool)
         try:
             async for chunk in runnable.astream(
-                messages_of(request, self._lc), self.config or None
+                messages_of(request, self._lc, self.result_images), self.config or None
             ):
                 for event in state.feed(chunk):
                     yield event
@@ -145,3 +169,12 @@ def _identity(chat_model: Any) -> tuple[str, str]:
         or kind
     )
     return str(provider), str(name)
+
+
+def _result_images(chat_model: Any, provider: str) -> ResultImages:
+    """Where a result's pictures go for ``chat_model`` when not told (see ``LangChainModel``)."""
+    # OpenAI's Chat Completions take text only in a tool message (an image there is
+    # refused); its Responses API takes images in a function call's output.
+    if provider == "openai" and not getattr(chat_model, "use_responses_api", None):
+        return "message"
+    return "tool"

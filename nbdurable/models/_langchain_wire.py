@@ -9,10 +9,10 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .._extras import import_for
-from .._media import sniff_media_type
+from .._media import ResultImage, result_media, sniff_media_type
 from .._openai_chat import INVALID_ARGS_KEY, parse_arguments
 from ..messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart, Usage
 from ._base import (
@@ -24,11 +24,13 @@ from ._base import (
     ToolCallDeltaEvent,
 )
 from ._openai_stream import StreamedCall
-from ._openai_wire import new_call_id
+from ._openai_wire import new_call_id, pictures_heading
 from ._pricing import Price, cost_of
 
 __all__ = [
+    "RESULT_IMAGES",
     "LangChain",
+    "ResultImages",
     "StreamState",
     "load",
     "messages_of",
@@ -37,6 +39,11 @@ __all__ = [
     "tools_of",
     "usage_of",
 ]
+
+ResultImages = Literal["tool", "message", "text"]
+"""Where a tool result's pictures go: inside its ``ToolMessage``, in a message after, or as text."""
+
+RESULT_IMAGES: tuple[ResultImages, ...] = ("tool", "message", "text")
 
 _OUTPUT_DESCRIPTION = "Give the final answer: call this with the answer as its arguments."
 
@@ -78,13 +85,28 @@ def load(what: str) -> LangChain:
 # -- requests ---------------------------------------------------------------------------------
 
 
-def messages_of(request: ModelRequest, lc: LangChain) -> list[Any]:
-    """The history as LangChain messages, the instructions first as a system message."""
+def messages_of(
+    request: ModelRequest, lc: LangChain, result_images: ResultImages = "tool"
+) -> list[Any]:
+    """The history as LangChain messages, the instructions first as a system message.
+
+    A tool result of text and pictures (an MCP tool's) goes, by ``result_images``:
+    ``"tool"``, as text and standard image blocks in its ``ToolMessage`` (which
+    Anthropic, Google and OpenAI's Responses API integrations send as images);
+    ``"message"``, as its text there, saying where its pictures are, and the
+    pictures as image blocks of one ``HumanMessage`` after the turn's tool
+    messages (for a provider whose tool messages hold text only: OpenAI's Chat
+    Completions); ``"text"``, as JSON text.
+    """
     m = lc.messages
     out: list[Any] = []
     if request.instructions:
         out.append(m.SystemMessage(content=request.instructions))
+    pictures: list[dict[str, Any]] = []  # of the tool messages since the last other message
     for message in request.messages:
+        if message.role != "tool" and pictures:
+            out.append(m.HumanMessage(content=pictures))
+            pictures = []
         if message.role == "system":
             out.append(m.SystemMessage(content=message.text))
         elif message.role == "user":
@@ -92,7 +114,11 @@ def messages_of(request: ModelRequest, lc: LangChain) -> list[Any]:
         elif message.role == "assistant":
             out.append(_ai_message(message, m))
         else:
-            out.extend(_tool_message(result, m) for result in message.tool_results)
+            out.extend(
+                _tool_message(result, m, result_images, pictures) for result in message.tool_results
+            )
+    if pictures:
+        out.append(m.HumanMessage(content=pictures))
     return out
 
 
@@ -151,18 +177,54 @@ def _ai_message(message: Message, m: Any) -> Any:
     return m.AIMessage(content=message.text, tool_calls=calls, invalid_tool_calls=invalid)
 
 
-def _tool_message(result: ToolResultPart, m: Any) -> Any:
+def _tool_message(
+    result: ToolResultPart, m: Any, result_images: ResultImages, pictures: list[dict[str, Any]]
+) -> Any:
     value = result.result
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    media = None if result_images == "text" else result_media(value)
+    content: str | list[dict[str, Any]]
+    if media is None:
+        content = (
+            value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        )
+    else:
+        content = _with_pictures(result, media, result_images, pictures)
     if result.is_error:
         # Not every integration sends ``status`` on (ChatOpenAI does not): say it in the text too.
-        text = f"Error: {text}"
+        if isinstance(content, str):
+            content = f"Error: {content}"
+        else:
+            content = [{"type": "text", "text": "Error:"}, *content]
     return m.ToolMessage(
-        content=text,
+        content=content,
         tool_call_id=result.tool_call_id,
         name=result.tool_name,
         status="error" if result.is_error else "success",
     )
+
+
+def _with_pictures(
+    result: ToolResultPart,
+    media: list[str | ResultImage],
+    result_images: ResultImages,
+    pictures: list[dict[str, Any]],
+) -> str | list[dict[str, Any]]:
+    """A result of text and pictures as a ``ToolMessage``'s content (see :func:`messages_of`)."""
+    images = [
+        {"type": "image", "base64": item.data, "mime_type": item.media_type}
+        for item in media
+        if isinstance(item, ResultImage)
+    ]
+    if result_images == "tool":
+        return [
+            {"type": "text", "text": item} if isinstance(item, str) else images.pop(0)
+            for item in media
+        ]
+    count = f"{len(images)} image{'' if len(images) == 1 else 's'}"
+    pictures.append({"type": "text", "text": pictures_heading(result, count)})
+    pictures.extend(images)
+    texts = [item for item in media if isinstance(item, str)]
+    return "\n".join([*texts, f"[{count}: in the user message after the tool results]"])
 
 
 def tools_of(request: ModelRequest) -> tuple[list[dict[str, Any]], str | None]:

@@ -21,6 +21,7 @@ __all__ = [
     "finish_reason",
     "new_call_id",
     "parse_arguments",
+    "pictures_heading",
     "request_messages",
     "request_params",
     "response_content",
@@ -111,12 +112,13 @@ def _with_pictures(
     count = f"{len(images)} image{'' if len(images) == 1 else 's'}"
     texts.append(f"[{count}: in the user message after the tool results]")
     content = "\n".join(texts)
-    pictures.append({"type": "text", "text": _pictures_heading(part, count)})
+    pictures.append({"type": "text", "text": pictures_heading(part, count)})
     pictures.extend({"type": "image_url", "image_url": {"url": i.url}} for i in images)
     return {**item, "content": ERROR_PREFIX + content if part.is_error else content}
 
 
-def _pictures_heading(part: ToolResultPart, count: str) -> str:
+def pictures_heading(part: ToolResultPart, count: str) -> str:
+    """The line before a result's pictures in the user message that carries them."""
     return f"The {count} of the result of tool call {part.tool_call_id} ({part.tool_name}):"
 
 
