@@ -103,8 +103,10 @@ class RestateEngine(DispatchingEngine):
                 continue
             if record.state == "cancelled" and record.updated_at < self._since:
                 continue
-            self._sent.add(key)
-            await self.cancel(record)
+            # A leg's invocation the server does not list yet (just sent, under load)
+            # is looked for again at the next turn while the run is cancelling.
+            if await self.cancel(record) or record.state == "cancelled":
+                self._sent.add(key)
         self._sent = {k for k in self._sent if k[2] == "cancel" or k in pending}
         self._foreign.keep_only(k[0] for k in pending)
 
@@ -117,8 +119,12 @@ class RestateEngine(DispatchingEngine):
         )
         return sent is not None
 
-    async def cancel(self, record: RuntimeRun) -> None:
-        """Cancel the run's unfinished invocations (a leg in flight ends cancelled)."""
+    async def cancel(self, record: RuntimeRun) -> bool:
+        """Cancel the run's unfinished invocations (a leg in flight ends cancelled).
+
+        Returns:
+            Whether the server listed any (and each was asked to cancel).
+        """
         service = service_of(record, self.runtime.registry.definitions())
         found = await asyncio.to_thread(
             _admin.unfinished_invocations, self.admin, service, record.run_id
@@ -126,6 +132,7 @@ class RestateEngine(DispatchingEngine):
         for invocation in found:
             with contextlib.suppress(RestateUnavailableError):
                 await asyncio.to_thread(_admin.cancel, self.admin, invocation)
+        return bool(found)
 
     def _serves(self, record: RuntimeRun) -> bool:
         """Whether this endpoint serves the run's definition; if not, record its waiting reason."""

@@ -116,6 +116,10 @@ async def local_end(run: Run, state: str, wanted: frozenset[str], deadline: Dead
     execution = run.runtime.engine.execution(run.run_id)
     if execution is None or state not in ACTIVE_STATES or "cancelling" in wanted:
         return False
+    if execution.get_loop() is not asyncio.get_running_loop():
+        # A wait on another thread (``wait_sync`` beside a kernel's loop): another
+        # loop's task cannot wake this one safely, so it reads the store as before.
+        return False
     pause = deadline.pause(LOCAL_EXECUTION_WAIT, f"run {run.run_id!r}", state)
     await asyncio.wait({execution}, timeout=pause)
     return True

@@ -32,8 +32,9 @@ async def test_scraped_metrics_follow_a_real_run_and_logs_are_json(tmp_path: Pat
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     client = DurableRuntime(store=nd.open_store(url), agents=runtime_agents.agents)
     sleeper = await client.submit("sleeper", "nap")
+    # leases are renewed every third of lease_ms: 1 s, within the sleeper's 1.5 s tool
     proc = worker(
-        url, tmp_path / "log", "--metrics-port", "0", "--log-format", "json", lease_ms=30_000
+        url, tmp_path / "log", "--metrics-port", "0", "--log-format", "json", lease_ms=3_000
     )
     try:
         base = metrics_base(proc)

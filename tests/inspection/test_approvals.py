@@ -61,11 +61,12 @@ async def test_every_status_across_runs_of_a_runtime(runs_store: Any) -> None:
         issued = runtime.signer.verify(asked.token)["issued_at"]
 
         frame = ins.approvals(runs_store, now=issued + 60_000)
-        assert list(frame.columns[:6]) == [
+        assert list(frame.columns[:7]) == [
             "run_id",
             "agent_path",
             "tool",
             "arguments",
+            "edited_arguments",  # beside the model's: what a human changed them to
             "requested_at",
             "status",
         ]
