@@ -148,7 +148,7 @@ async def test_postgres_gone_past_the_budget_stops_the_runtime_once_and_leaves_t
         await eventually(lambda: _answers(store), timeout=20)
         assert len(fatal) == 1
         record = run.record()
-        assert record.state in ("running", "pending") and record.error is None  # left as it was
+        assert record.state in ("running", "pending", "completed") and record.error is None  # left as it was
         second = await rt.submit("outage", "after")
         await asyncio.sleep(0.5)
         assert second.record().state == "pending"  # the stopped runtime takes no work
@@ -203,7 +203,9 @@ async def test_sqlite_lock_held_past_the_budget_is_fatal_and_the_run_is_not_fail
     failed and a runtime opened later completes it.
 
     It stays ``running`` when its own store call gave up (no write), or is ``pending``
-    when that call got through once the lock was gone and close() handed the leg back.
+    when that call got through once the lock was gone and close() handed the leg back,
+    or ``completed`` when the lock came after its last write (the lock's process starts
+    late on a loaded machine) and the scheduler's claim was the call that gave up.
     """
     path = tmp_path / "runs.db"
     holders = []
@@ -225,7 +227,7 @@ async def test_sqlite_lock_held_past_the_budget_is_fatal_and_the_run_is_not_fail
         holders[0].wait(timeout=10)
         await rt.close()
         record = run.record()
-        assert record.state in ("running", "pending") and record.error is None
+        assert record.state in ("running", "pending", "completed") and record.error is None
         assert len(fatal) == 1
         async with await DurableRuntime.open(store=store, agents=[trigger.agent], lease_ms=1_000):
             assert (await asyncio.wait_for(run.result(), 20)).text == "done"
