@@ -179,11 +179,22 @@ async def test_a_bug_is_not_dressed_as_a_provider_error(stream: bool) -> None:
 
 
 def test_a_client_left_on_a_closed_event_loop_is_a_clear_configuration_error() -> None:
-    """ChatOpenAI's HTTP client stays on the loop it first ran on: a second asyncio.run says so."""
+    """ChatOpenAI's HTTP client stays on the loop it first ran on: a second loop says so.
+
+    Loops of the test's own, not ``asyncio.run``: a notebook test in this process
+    may have applied nest_asyncio2, whose ``asyncio.run`` reuses one loop.
+    """
     import asyncio
+
+    def run_on_a_new_loop(coro: Any) -> Any:
+        loop = asyncio.new_event_loop()
+        try:
+            return loop.run_until_complete(coro)
+        finally:
+            loop.close()
 
     with OpenAIServer([text_reply("one"), text_reply("two")]) as server:
         model = chat_openai(server.url)
-        assert asyncio.run(model.generate(ASK)).text == "one"
+        assert run_on_a_new_loop(model.generate(ASK)).text == "one"
         with pytest.raises(nd.ConfigurationError, match="inside the loop that uses it"):
-            asyncio.run(model.generate(ASK))
+            run_on_a_new_loop(model.generate(ASK))

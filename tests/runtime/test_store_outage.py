@@ -148,7 +148,9 @@ async def test_postgres_gone_past_the_budget_stops_the_runtime_once_and_leaves_t
         await eventually(lambda: _answers(store), timeout=20)
         assert len(fatal) == 1
         record = run.record()
-        assert record.state in ("running", "pending", "completed") and record.error is None  # left as it was
+        assert (
+            record.state in ("running", "pending", "completed") and record.error is None
+        )  # left as it was
         second = await rt.submit("outage", "after")
         await asyncio.sleep(0.5)
         assert second.record().state == "pending"  # the stopped runtime takes no work
