@@ -33,8 +33,9 @@ from restate.exceptions import TerminalError
 
 from .._errors import FencedOutError, LimitExceededError
 from ..durable._offload import offload
-from ..runs import RunPatch, RuntimeRun, unclaimable_by_definition, unserved_reason
+from ..runs import RunPatch, RuntimeRun, unserved_reason
 from ..runtime import _lifecycle as lifecycle
+from ..runtime._legs_outside import note_task_waiting
 from ..runtime._outcome import RunTimedOut
 from ..runtime._run import Run
 from ..runtime._seam import RunServices
@@ -91,17 +92,7 @@ class TaskSteps(BoundSteps):
 
     def _wait_elsewhere(self, record: RuntimeRun) -> str:
         """Record why a pending task run waits (once, fenced); the reason."""
-        runtime = self.runtime
-        waiting = unclaimable_by_definition(
-            record, runtime.now(), runtime.task_keys(), kind="task", engine=RESTATE
-        )
-        if waiting is not None:
-            with contextlib.suppress(FencedOutError):  # another endpoint took it meanwhile
-                runtime.runtime_store.rt_update(
-                    record.run_id,
-                    RunPatch(waiting_reason=waiting.waiting_reason),
-                    fence=record.fence,
-                )
+        note_task_waiting(self.runtime, record, RESTATE)
         return unserved_reason(record)
 
     async def begin(self, run_id: str) -> dict[str, Any]:

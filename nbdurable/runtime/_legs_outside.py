@@ -1,33 +1,42 @@
 """What an engine that runs legs outside the runtime's own loop writes and builds.
 
-Temporal's activities and Restate's journaled steps do the same three things
-around the step machine: write a leg's outbox (parts and checkpoints, in order,
-into each event log), mark a log started, and build the loop options of the agent
-or sub-agent a step belongs to. Said once here; each engine turns a
-``LookupError`` into its own way of failing a step for good.
+Temporal's activities and Restate's journaled steps do the same things around
+the step machine: write a leg's outbox (parts and checkpoints, in order, into
+each event log), mark a log started, build the loop options of the agent or
+sub-agent a step belongs to, and note why a task run they do not serve waits.
+Said once here; each engine turns a ``LookupError`` into its own way of failing
+a step for good.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import TypeAdapter
 
+from .._errors import FencedOutError
 from ..durable._checkpoint import AgentCheckpoint
 from ..durable._offload import offload
 from ..events._writer import EventWriter
 from ..loop._options import LoopOptions, build_options
 from ..loop._subagent import AgentTool
 from ..parts import StreamPart
-from ..runs import RunPatch, RuntimeRun
+from ..runs import RunPatch, RuntimeRun, unclaimable_by_definition
 from . import _lifecycle as lifecycle
 from ._agent import Agent
 from ._legs import leg_options
 from ._seam import RunServices
 from ._state_events import claim_event
 
-__all__ = ["claim_pending", "loop_options_at", "write_outbox", "write_started"]
+__all__ = [
+    "claim_pending",
+    "loop_options_at",
+    "note_task_waiting",
+    "write_outbox",
+    "write_started",
+]
 
 _PARTS: TypeAdapter[Any] = TypeAdapter(StreamPart)
 
@@ -140,3 +149,19 @@ async def claim_pending(runtime: RunServices, record: RuntimeRun, owner: str) ->
     await offload(claim_event, runtime, claimed)
     lifecycle.claimed(claimed, resumed=bool(claimed.verdicts or claimed.decided))
     return claimed
+
+
+def note_task_waiting(runtime: RunServices, record: RuntimeRun, engine: str) -> None:
+    """Record why a pending task run this worker does not serve waits (once, fenced).
+
+    A worker that took the run meanwhile keeps it: the fenced write is refused,
+    and that refusal is the expected outcome, not an error.
+    """
+    waiting = unclaimable_by_definition(
+        record, runtime.now(), runtime.task_keys(), kind="task", engine=engine
+    )
+    if waiting is not None:
+        with contextlib.suppress(FencedOutError):
+            runtime.runtime_store.rt_update(
+                record.run_id, RunPatch(waiting_reason=waiting.waiting_reason), fence=record.fence
+            )

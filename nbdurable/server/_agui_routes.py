@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Query, Request
+from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
@@ -34,7 +34,7 @@ from ._auth import principal_of
 from ._context import Bridge
 from ._errors import ServerError
 from ._handlers import error_responses
-from ._routes_events import KEEPALIVE, MAX_OFFSET, Tail
+from ._routes_events import KEEPALIVE, MAX_OFFSET, LastEventId, Tail, Until
 from ._schemas import RunOut
 
 __all__ = ["AgUiUnavailableError", "ResumeOut", "agui_router", "position_of"]
@@ -203,14 +203,8 @@ def agui_router(bridge: Bridge) -> APIRouter:
             int,
             Query(ge=0, le=MAX_OFFSET, description="Only the events of log entries after this"),
         ] = 0,
-        until: Annotated[
-            Literal["finish", "stop"],
-            Query(description="`finish`: end when the run finishes; `stop`: also when it waits"),
-        ] = "finish",
-        last_event_id: Annotated[
-            str | None,
-            Header(alias="Last-Event-ID", description="Reconnect: the last position received"),
-        ] = None,
+        until: Until = "finish",
+        last_event_id: LastEventId = None,
     ) -> StreamingResponse:
         """The run's log as AG-UI events: replayed, then live, no gap and no duplicate.
 

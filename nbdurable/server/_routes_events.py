@@ -29,12 +29,26 @@ from ._handlers import error_responses
 __all__ = [
     "KEEPALIVE",
     "MAX_OFFSET",
+    "LastEventId",
     "SSE_MESSAGE",
     "STOP_STATES",
     "Tail",
+    "Until",
     "events_router",
     "sse_frame",
 ]
+
+Until = Annotated[
+    Literal["finish", "stop"],
+    Query(description="`finish`: end when the run finishes; `stop`: also when it waits"),
+]
+"""A stream's ``until`` parameter (the bridge's events and AG-UI's)."""
+
+LastEventId = Annotated[
+    str | None,
+    Header(alias="Last-Event-ID", description="Reconnect: the last position received"),
+]
+"""A reconnecting stream's ``Last-Event-ID`` header."""
 
 SSE_MESSAGE: dict[str, Any] = {
     "type": "object",
@@ -179,14 +193,8 @@ def events_router(bridge: Bridge) -> APIRouter:
         after: Annotated[
             int, Query(ge=0, le=MAX_OFFSET, description="Replay offsets after this one")
         ] = 0,
-        until: Annotated[
-            Literal["finish", "stop"],
-            Query(description="`finish`: end when the run finishes; `stop`: also when it waits"),
-        ] = "finish",
-        last_event_id: Annotated[
-            str | None,
-            Header(alias="Last-Event-ID", description="Reconnect: the last offset received"),
-        ] = None,
+        until: Until = "finish",
+        last_event_id: LastEventId = None,
     ) -> StreamingResponse:
         """Replay the run's log after ``after`` (or ``Last-Event-ID``), then the live tail."""
         tail = Tail(bridge, run_id, _after(after, last_event_id), until)

@@ -13,7 +13,6 @@ runs; the phase's worker starts their workflows itself, with the task's settings
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import asdict, replace
 from datetime import timedelta
 from typing import Any
@@ -30,10 +29,10 @@ from ..runs import (
     TERMINAL_STATES,
     RunPatch,
     RuntimeRun,
-    unclaimable_by_definition,
     unserved_reason,
 )
 from ..runtime import _lifecycle as lifecycle
+from ..runtime._legs_outside import note_task_waiting
 from ..runtime._outcome import RunTimedOut
 from ..runtime._run import Run
 from ..runtime._seam import RunServices
@@ -131,17 +130,7 @@ class TaskActivities(BoundActivities):
 
     def _wait_elsewhere(self, record: RuntimeRun) -> None:
         """Record why a pending task run waits (once, fenced: a worker that took it keeps it)."""
-        runtime = self.runtime
-        waiting = unclaimable_by_definition(
-            record, runtime.now(), runtime.task_keys(), kind="task", engine=TEMPORAL
-        )
-        if waiting is not None:
-            with contextlib.suppress(FencedOutError):  # another worker took it meanwhile
-                runtime.runtime_store.rt_update(
-                    record.run_id,
-                    RunPatch(waiting_reason=waiting.waiting_reason),
-                    fence=record.fence,
-                )
+        note_task_waiting(self.runtime, record, TEMPORAL)
 
     @activity.defn(name="nbdurable.task_begin")
     async def begin(self, run_id: str) -> dict[str, Any]:
