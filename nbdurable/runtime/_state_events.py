@@ -111,11 +111,12 @@ def claim_event(runtime: RunRecords, record: RuntimeRun) -> None:
     # A run is never claimed out of queued or needs_attention, so a log that still ends
     # in one of them (a paused node the settle made pending) lacks its pending.
     may_lack_pending = record.fence == 1 or record.graph_id is not None
-    if may_lack_pending and _last_state(runtime, record.run_id) in (
-        None,
-        "queued",
-        "needs_attention",
-    ):
+    last = _last_state(runtime, record.run_id) if may_lack_pending else "pending"
+    if last is None and record.depends_on and record.fence == 1:
+        # A node's dependencies ended and it was claimed before its submitter wrote
+        # its queued (a loaded submitter, a fast cluster): its log starts there.
+        unclaimed_event(runtime, RunPatch(state="queued", reason=None).apply(record))
+    if last in (None, "queued", "needs_attention"):
         unclaimed_event(runtime, RunPatch(state="pending", reason=None).apply(record))
     runtime.state_event(record)
 

@@ -218,7 +218,9 @@ async def submit_graph(
             check_same_graph(gid, existing, ordered)
             return Graph(runtime, gid)
         raise
-    for record in stored:
+    # Dependents first: the nodes are claimable from the commit on, and a node's
+    # queued must be in its log before a dependency's end promotes it to pending.
+    for record in reversed(stored):
         await offload(unclaimed_event, runtime, record)
     runtime.engine.wake()
     return Graph(runtime, gid)

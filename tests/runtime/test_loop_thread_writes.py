@@ -194,7 +194,12 @@ async def test_a_run_claimed_while_the_runtime_closes_goes_back_pending(tmp_path
     store = _HeldClaims(tmp_path / "runs.db", started, go)
     rt = await DurableRuntime.open(store=store, agents=[_agent(1, _probe)])
     assert await asyncio.to_thread(started.wait, 30)  # the scheduler's claim is under way
-    run = await rt.submit("prober", "Probe everything.")
+    # Submitted through a store of its own: this store's thread is the held claim's.
+    submitter = nd.SqliteSessionStore(tmp_path / "runs.db")
+    run = await DurableRuntime(store=submitter, agents=[_agent(1, _probe)]).submit(
+        "prober", "Probe everything."
+    )
+    submitter.close()
     closing = asyncio.ensure_future(rt.close())
     await asyncio.sleep(0.2)  # close() has cancelled the scheduler, whose claim still runs
     go.set()  # the claim takes the run, after its caller was cancelled
