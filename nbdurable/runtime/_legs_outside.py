@@ -3,15 +3,15 @@
 Temporal's activities and Restate's journaled steps do the same things around
 the step machine: write a leg's outbox (parts and checkpoints, in order, into
 each event log), mark a log started, build the loop options of the agent or
-sub-agent a step belongs to, and note why a task run they do not serve waits.
-Said once here; each engine turns a ``LookupError`` into its own way of failing
-a step for good.
+sub-agent a step belongs to, note why a task run they do not serve waits, and
+write a task run's end. Said once here; each engine turns a ``LookupError`` into
+its own way of failing a step for good.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -23,16 +23,18 @@ from ..events._writer import EventWriter
 from ..loop._options import LoopOptions, build_options
 from ..loop._subagent import AgentTool
 from ..parts import StreamPart
-from ..runs import RunPatch, RuntimeRun, unclaimable_by_definition
+from ..runs import RunPatch, RuntimeRun, unclaimable_by_definition, unserved_reason
 from . import _lifecycle as lifecycle
 from ._agent import Agent
 from ._legs import leg_options
 from ._seam import RunServices
 from ._state_events import claim_event
+from ._tasks import TaskDefinition, TaskExecution, canonical_json, resume_point
 
 __all__ = [
     "claim_pending",
     "loop_options_at",
+    "finish_task_run",
     "note_task_waiting",
     "write_outbox",
     "write_started",
@@ -165,3 +167,41 @@ def note_task_waiting(runtime: RunServices, record: RuntimeRun, engine: str) -> 
             runtime.runtime_store.rt_update(
                 record.run_id, RunPatch(waiting_reason=waiting.waiting_reason), fence=record.fence
             )
+
+
+async def finish_task_run(
+    runtime: RunServices,
+    record: RuntimeRun,
+    patch: RunPatch,
+    fence: int | None,
+    *,
+    task_of: Callable[[RuntimeRun], TaskDefinition | None],
+    read: Callable[[str], RuntimeRun],
+) -> str:
+    """Write an unfinished task run's final state (``patch``); the state it ends in.
+
+    ``completed`` gets the last checkpointed state as its result (a version this
+    worker does not serve, ``task_of`` None, fails with the reason). A run being
+    cancelled ends ``cancelled`` whatever the phases did, and its unfinished owned
+    runs are cancelled. A run another execution took (fenced) keeps its state,
+    read again with ``read``.
+    """
+    cancel = record.state == "cancelling" or patch.state == "cancelled"
+    if cancel:
+        patch = RunPatch(state="cancelled", reason="cancelled")
+    elif patch.state == "completed":
+        task = task_of(record)
+        if task is None:
+            patch = RunPatch(state="failed", reason="error", error=unserved_reason(record))
+        else:
+            _, state = await offload(resume_point, TaskExecution(runtime, task, record))
+            patch |= RunPatch(result_text=canonical_json(state))
+    try:
+        patch |= RunPatch(lease_owner=None, lease_expires_at=None)
+        record = await offload(runtime.set_state, record.run_id, patch, fence=fence)
+    except FencedOutError:
+        return (await offload(read, record.run_id)).state
+    lifecycle.left(record, record.state, record.reason)
+    if cancel:
+        await runtime.cancel_owned(record.run_id)
+    return record.state

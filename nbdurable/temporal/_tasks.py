@@ -32,7 +32,7 @@ from ..runs import (
     unserved_reason,
 )
 from ..runtime import _lifecycle as lifecycle
-from ..runtime._legs_outside import note_task_waiting
+from ..runtime._legs_outside import finish_task_run, note_task_waiting
 from ..runtime._outcome import RunTimedOut
 from ..runtime._run import Run
 from ..runtime._seam import RunServices
@@ -41,7 +41,6 @@ from ..runtime._tasks import (
     TaskContext,
     TaskDefinition,
     TaskExecution,
-    canonical_json,
     resume_point,
     run_phase,
 )
@@ -244,22 +243,9 @@ class TaskActivities(BoundActivities):
         patch = RunPatch(**changes)  # from the workflow's JSON: a misspelt field is a TypeError
         if record.finished or not patch:
             return record.state
-        cancel = record.state == "cancelling" or patch.state == "cancelled"
-        if cancel:
-            patch = RunPatch(state="cancelled", reason="cancelled")
-        elif patch.state == "completed":
-            task = self._served(record)
-            _, state = await offload(resume_point, TaskExecution(runtime, task, record))
-            patch |= RunPatch(result_text=canonical_json(state))
-        try:
-            patch |= RunPatch(lease_owner=None, lease_expires_at=None)
-            record = await offload(runtime.set_state, run_id, patch, fence=fence)
-        except FencedOutError:
-            return (await offload(self._record, run_id)).state
-        lifecycle.left(record, record.state, record.reason)
-        if cancel:
-            await runtime.cancel_owned(run_id)
-        return record.state
+        return await finish_task_run(
+            runtime, record, patch, fence, task_of=self._served, read=self._record
+        )
 
 
 @workflow.defn(name="nbdurable.TaskRun")
