@@ -445,3 +445,28 @@ def test_a_resume_may_answer_some_interrupts_and_the_run_goes_on_after_the_last(
         rest[-1].data["outcome"] == {"type": "success"}
         and rest[-1].data["result"] == "Both handled."
     )
+
+
+def test_a_valid_token_of_another_run_decides_nothing_here(server: Server) -> None:
+    """A caller holding another run's signed interrupt (its id and token) cannot use it to
+    approve, edit or reply on this run: refused, and neither run records a verdict."""
+    mine, mine_events = _waiting(server)
+    theirs, their_events = _waiting(server)
+    [interrupt] = interrupts(mine_events)
+    [foreign] = interrupts(their_events)
+    token = foreign["metadata"]["nbdurable"]["token"]
+    url = f"/agui/runs/{mine}/resume"
+    with server.client() as http:
+        for entry in (
+            approve(foreign),  # their interrupt, their token
+            {**approve(interrupt), "metadata": {"nbdurable": {"token": token}}},  # theirs on mine
+            {
+                **approve(interrupt, editedArgs={"name": "stg_2023"}),
+                "metadata": {"nbdurable": {"token": token}},
+            },
+        ):
+            answer = http.post(url, json=resume_body(mine, entry))
+            assert answer.status_code in (403, 409), answer.text
+        assert server.record(mine).state == "waiting_approval"
+        assert server.record(theirs).state == "waiting_approval"
+        assert server.record(mine).decided == {} and server.record(theirs).decided == {}
