@@ -116,7 +116,7 @@ async def test_a_row_held_by_one_worker_does_not_stop_another_workers_run(
 
 
 async def test_a_submission_wakes_an_idle_worker_by_notify(pg_database: str) -> None:
-    """The worker's fallback poll is a minute: another process's submission starts it in < 1 s."""
+    """The worker's fallback poll is a minute: another process's submission starts it well before."""
     worker_store = PostgresSessionStore(pg_database)
     client_store = PostgresSessionStore(pg_database)
     client = DurableRuntime(store=client_store, agents=[chain])  # its engine never starts
@@ -136,7 +136,9 @@ async def test_a_submission_wakes_an_idle_worker_by_notify(pg_database: str) -> 
                 assert record is not None
                 if record.state != "pending":
                     break
-                assert time.monotonic() - began < 1.0, "the worker was not woken"
+                # well inside the minute the worker would otherwise sleep (a timing bound
+                # loose enough for a loaded CI: 1 s was missed there once)
+                assert time.monotonic() - began < 15.0, "the worker was not woken"
                 await asyncio.sleep(0.01)
             assert record.lease_owner is not None
             assert (await run.wait("completed", timeout=30)).state == "completed"
