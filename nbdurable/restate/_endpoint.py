@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -45,3 +47,8 @@ async def serving(app: Any, bind: str) -> AsyncIterator[None]:
         await asyncio.wait({task}, timeout=0.5)
         task.cancel()
         await asyncio.wait({task}, timeout=1)
+        if threading.current_thread() is threading.main_thread():
+            # The SDK's app took SIGTERM on this loop at its first request. A loop
+            # that still holds a signal handler when it is collected (from any
+            # thread but the main one) raises in its finalizer: give it back.
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)

@@ -122,6 +122,7 @@ async def serve(
                 lifecycle.cut(run_id, call)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(runtime.close(), 10)
+    loop.remove_signal_handler(signal.SIGINT)  # SIGTERM's went with the endpoint (serving)
     with contextlib.suppress(Exception):
         store.close()
     return 0

@@ -157,25 +157,31 @@ class RecordMirror:
 
     # -- updates ---------------------------------------------------------------------
 
-    def put(self, record: RuntimeRun, *, fresh: bool = False) -> None:
+    def put(self, record: RuntimeRun, *, read_since: int | None = None) -> None:
         """Take a record a store call returned.
 
         A record older than the one held (by ``updated_at``) may come from a
         read that raced a write: it is not taken, and the run is read again.
-        ``fresh``: read after the latest notification, so taken as it is.
+        ``read_since``: the generation when a refresher's read began (a read
+        after the latest notification): taken as it is (another process's clock
+        may lag ours), unless this process changed the run meanwhile, whose
+        record is then kept and the run read again.
         """
         with self._lock:
             held = self._runs.get(record.run_id)
-            if not fresh and held is not None and record.updated_at < held.updated_at:
-                self._dirty.add(record.run_id)
-                stale = True
+            if held is None:
+                stale = False
+            elif read_since is not None:
+                stale = self._touched.get(record.run_id, 0) > read_since
             else:
+                stale = record.updated_at < held.updated_at
+            if not stale:
                 self._generation += 1
                 self._runs[record.run_id] = record
                 self._touched[record.run_id] = self._generation
-                stale = False
-        if stale:
-            self._wake.set()
+            elif record != held:  # which is newer is not known: read the run again
+                self._dirty.add(record.run_id)
+                self._wake.set()
 
     def put_task_state(self, run_id: str, index: int, state: str) -> None:
         """Take a task phase's checkpointed state (the newest phase wins)."""
@@ -272,11 +278,13 @@ class RecordMirror:
             }
 
     def _read_one(self, run_id: str) -> None:
+        with self._lock:
+            began = self._generation
         record = self._records.rt_get(run_id)
         if record is None:  # a session's events without a run record, or a pruned run
             self._forget(run_id)
             return
-        self.put(record, fresh=True)
+        self.put(record, read_since=began)
         if record.kind == "task":
             self._read_task_state(record)
 
