@@ -8,6 +8,9 @@ Configurations, each in a fresh process (order rotated between rounds):
     langgraph async    a StateGraph (agent node, ToolNode) with AsyncSqliteSaver, ainvoke per run
     dbos sqlite        an async DBOS workflow per run, the model turn and the tool DBOS steps
     runtime single     one run alone (the baseline of "CPU per step under load")
+    session single     the session API's run alone
+    loop no store      nd.generate_text without a session: the agent loop alone, the floor
+                       every durable configuration pays on top of (what the machine allows)
 
 Figures: steps/s (tool steps of every run / wall time from the first submit to the
 last result), CPU per step (the process's user+system time over the same span /
@@ -46,7 +49,8 @@ LANGGRAPH = "langgraph async"
 DBOS = "dbos sqlite"
 SINGLE = "runtime single"
 SESSION_SINGLE = "session single"
-CONFIGS = [RUNTIME_SQLITE, SESSION, LANGGRAPH, DBOS, RUNTIME_PG, SINGLE, SESSION_SINGLE]
+NO_STORE = "loop no store"
+CONFIGS = [RUNTIME_SQLITE, SESSION, LANGGRAPH, DBOS, RUNTIME_PG, SINGLE, SESSION_SINGLE, NO_STORE]
 
 
 def cpu_seconds() -> float:
@@ -129,13 +133,14 @@ async def run_runtime(runs: int, steps: int, url: str, max_concurrent: int | Non
     return figures(runs, steps, wall, cpu, starts, stamps, ends)
 
 
-async def run_session(runs: int, steps: int, db: Path) -> dict:
+async def run_session(runs: int, steps: int, db: Path | None) -> dict:
+    """The session API on one SQLite store; without ``db`` the agent loop alone (the floor)."""
     import nbdurable as nd
 
     stamps: dict[str, list[float]] = {}
     model = slow_model(steps)
     probe = probe_tool(stamps)
-    store = nd.SqliteSessionStore(db)
+    store = None if db is None else nd.SqliteSessionStore(db)
     cpu0, t0 = cpu_seconds(), time.perf_counter()
     starts: dict[str, float] = {}
     ends: dict[str, float] = {}
@@ -148,14 +153,15 @@ async def run_session(runs: int, steps: int, db: Path) -> dict:
             messages=tag,
             tools=[probe],
             max_steps=steps + 1,
-            session=nd.DurableSession(store, run_id=f"run-{k}"),
+            session=None if store is None else nd.DurableSession(store, run_id=f"run-{k}"),
         )
         ends[tag] = time.perf_counter()
         assert result.text == "Done.", result.finish_reason
 
     await asyncio.gather(*(one(k) for k in range(runs)))
     wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
-    store.close()
+    if store is not None:
+        store.close()
     return figures(runs, steps, wall, cpu, starts, stamps, ends)
 
 
@@ -325,6 +331,8 @@ def measure(name: str, runs: int, steps: int, work: Path, dsn: str | None) -> di
         return asyncio.run(run_session(runs, steps, work / "session.db"))
     if name == SESSION_SINGLE:
         return asyncio.run(run_session(1, steps, work / "session1.db"))
+    if name == NO_STORE:
+        return asyncio.run(run_session(runs, steps, None))
     if name == LANGGRAPH:
         return asyncio.run(run_langgraph(runs, steps, work / "lg.db"))
     if name == DBOS:

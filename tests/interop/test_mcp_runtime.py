@@ -20,7 +20,12 @@ from .conftest import HERE, HttpServer, log_lines, stdio
 
 
 def worker(url: str, mcp_url: str, *extra: str, lease_ms: int = 300) -> subprocess.Popen[str]:
-    """`nbdurable worker` serving tests/interop/mcp_agents.py against the HTTP server."""
+    """`nbdurable worker` serving tests/interop/mcp_agents.py against the HTTP server.
+
+    The killed worker's short lease lets the next worker take its run over at
+    once; a finishing worker gets a long one (:func:`finisher`), so a loaded
+    machine that starves it past 300 ms does not make it lose its own run.
+    """
     return runtime_harness.worker(
         url,
         None,
@@ -30,6 +35,11 @@ def worker(url: str, mcp_url: str, *extra: str, lease_ms: int = 300) -> subproce
         path=HERE,
         env={"MCP_TEST_URL": mcp_url},
     )
+
+
+def finisher(url: str, mcp_url: str) -> subprocess.Popen[str]:
+    """A worker that finishes what waits and exits, on a lease no stall outlasts."""
+    return worker(url, mcp_url, "--exit-when-idle", lease_ms=10_000)
 
 
 def finish(proc: subprocess.Popen[str]) -> None:
@@ -144,7 +154,7 @@ async def test_a_worker_killed_mid_call_reruns_an_idempotent_mcp_tool_with_the_s
     first.send_signal(signal.SIGKILL)
     first.wait()
     release(mcp_gate)  # the server may answer now; the first caller is gone
-    finish(worker(store_url, http_server.url, "--exit-when-idle"))
+    finish(finisher(store_url, http_server.url))
     assert run.status == "completed"
     calls = log_lines(http_server.log)
     assert len(calls) == 2 and calls[0] == calls[1]  # re-run once, same idempotency key
@@ -163,11 +173,11 @@ async def test_a_worker_killed_mid_call_parks_a_manual_mcp_tool_until_retry(
     first.send_signal(signal.SIGKILL)
     first.wait()
     release(mcp_gate)
-    finish(worker(store_url, http_server.url, "--exit-when-idle"))
+    finish(finisher(store_url, http_server.url))
     assert run.status == "needs_attention"
     assert len(log_lines(http_server.log)) == 1  # never re-run by itself
     await run.retry()
-    finish(worker(store_url, http_server.url, "--exit-when-idle"))
+    finish(finisher(store_url, http_server.url))
     assert run.status == "completed"
     assert len(log_lines(http_server.log)) == 2
     store.close()
@@ -179,11 +189,11 @@ async def test_a_run_approved_after_its_worker_stopped_resumes_on_another_worker
     store = nd.open_store(store_url)
     client = DurableRuntime(store=store, agents=mcp_agents.agents(http_server.url))
     run = await client.submit("mcp_delete", "delete k1")
-    finish(worker(store_url, http_server.url, "--exit-when-idle"))  # stops at the approval
+    finish(finisher(store_url, http_server.url))  # stops at the approval
     assert run.status == "waiting_approval"
     assert log_lines(http_server.log) == []
     await run.approve()
-    finish(worker(store_url, http_server.url, "--exit-when-idle"))  # a new process, a new session
+    finish(finisher(store_url, http_server.url))  # a new process, a new session
     assert run.status == "completed"
     calls = log_lines(http_server.log)
     assert len(calls) == 1 and calls[0][0] == "delete" and calls[0][1].startswith(run.run_id)
