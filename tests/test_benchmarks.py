@@ -210,13 +210,17 @@ def test_widget_bench_quick_runs_and_the_run_widget_sends_deltas(tmp_path: Path)
     figures = json.loads(out.read_text())["figures"]
     stream, run = figures["stream"], figures["run"]
     # The deltas alone stay within the goal's budget less the one snapshot it allows
-    # (text bytes): no update resends the text. The whole goal (snapshots included) is
+    # (text bytes; a front end that rendered composes it, so none is sent): no update
+    # resends the text. The whole goal (snapshots included) is
     # a figure of the benchmark, not asserted: under CI's load the snapshot trait may be
     # written again at a pause (79.7 KB sent against a 48.0 KB goal once).
     deltas = stream["bytes_sent"] - stream["snapshot_bytes"]
     assert deltas <= stream["budget"] - stream["text_bytes"], stream
     assert stream["largest_update"] < stream["text_bytes"] / 4  # no update resends the text
-    assert run["late_updates"] > 0 and run["late_max_bytes"] <= 2048
+    # after the first render the whole run never crosses the comm again (issue 42): the
+    # front end composes the saved snapshot; the 2 KB bound itself is a figure
+    assert stream["snapshot_bytes"] == 0 and run["snapshot_bytes"] == 0, (stream, run)
+    assert run["updates"] > 0 and run["largest_update_carries"] in ("steps delta", "traits"), run
     assert 0 < stream["updates_per_second"] <= 35
 
 

@@ -4,10 +4,10 @@ While it streams the header counts tokens (an estimate: usage comes per step);
 once done, the answer scrolls inside a capped box (the header, summary and cards
 stay in sight) and is set apart as the final answer.
 
-The run widget sends appended text, not the whole text, each update; a second
-view of the same widget, displayed while the answer streams, asks the kernel for
-a snapshot when it renders and then follows the deltas. At the end both views
-show the whole answer, exactly. Screenshot ``jupyterlab-stream.png``.
+The run widget sends appended text, not the whole text, each update; the
+widget's front-end model composes the steps from them, and a second view of the
+same widget, displayed while the answer streams, draws what the model holds at
+once and then follows it. At the end both views show the whole answer, exactly. Screenshot ``jupyterlab-stream.png``.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def test_a_long_streamed_answer_shows_whole_in_two_views_of_one_widget(
         live = first.locator(".nbd-live-tokens")
         live.filter(has_text="streaming · ~").wait_for()  # a live count, while usage is unknown
         second = run_cell(page, 2).locator(".nbd-run")
-        second.locator(".nbd-text").first.wait_for(timeout=60_000)  # its snapshot came
+        second.locator(".nbd-text").first.wait_for(timeout=60_000)  # the model's steps, at once
         assert second.locator(".nbd-badge").inner_text() == "running"  # rendered mid-stream
         assert EXPECTED.startswith(shown_text(second))
         for view in (first, second):

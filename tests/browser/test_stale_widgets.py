@@ -9,10 +9,15 @@
 - Notebook 7: a notebook executed headless (nbclient, widget state saved) and
   opened later shows the widget as it was, disconnected, its buttons disabled.
   Screenshot ``notebook7-saved-widget.png``.
+- JupyterLab saving widget state (its "Save Widget State Automatically"): a view
+  follows a 30-step run live and the kernel never sends the whole run (the view's
+  model composes the ``snapshot`` trait it saves); the notebook saved, its kernel
+  gone, reopened: every step shows. Screenshot ``jupyterlab-saved-live.png``.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +34,12 @@ from .pages import (
     enabled,
     low_contrast,
     matches,
+    menu,
     restart_kernel,
     run_cell,
     set_theme,
     shot,
+    stdout,
 )
 
 SETUP = '''\
@@ -196,3 +203,90 @@ def test_after_a_restart_rerunning_the_agent_cell_reattaches_to_its_run(
         shot(page, "jupyterlab-reattached.png")
         fresh.locator("button.nbd-approve").click()
         fresh.locator(".nbd-badge.nbd-status-completed").wait_for()
+
+
+STEPS = 30
+LONG_SETUP = f"""\
+%load_ext nbdurable
+import nbdurable as nd
+from nbdurable.notebook import session
+from nbdurable.notebook.widgets import RunWidget
+
+@nd.tool
+def lookup(table: str) -> dict:
+    \"\"\"Look a table up.\"\"\"
+    return {{"table": table, "rows": 42}}
+
+script = [nd.Turn.call("lookup", f"Looking at table t{{i}} now.", table=f"t{{i}}") for i in range({STEPS})]
+model = nd.ScriptedModel([*script, "Done: {STEPS} tables."], mode="sequential", stream_delay=0.03)
+worker = nd.Agent("worker", model, [lookup], version="1", stream=True, max_steps={STEPS + 5})"""
+FOLLOW = """\
+run = session().submit(worker, "Look at every table.", run_id="w1")
+widget = RunWidget(session().runtime, run.run_id)
+widget"""
+KERNEL_SENT = "print(widget.snapshot == {}, widget.steps[-1]['text'])  # what the kernel synced"
+
+
+def saved_run_state(path: Path) -> dict[str, Any]:
+    """The saved widget state of run w1's view in the notebook at ``path`` ({} if none)."""
+    import nbformat
+
+    widgets = nbformat.read(path, as_version=4).metadata.get("widgets", {})
+    state = widgets.get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    views = [m["state"] for m in state.values() if m["state"].get("run_id") == "w1"]
+    return views[0] if views else {}
+
+
+def test_a_notebook_jupyterlab_saved_after_a_live_run_reopens_with_every_step(
+    jupyter: Server, page: Any, folder: Path
+) -> None:
+    import nbformat
+
+    nbformat.write(notebook(LONG_SETUP, FOLLOW, KERNEL_SENT), folder / "live.ipynb")
+    path = f"{folder.name}/live.ipynb"
+    assert jupyter.settings is not None
+    manager = jupyter.settings / "@jupyter-widgets" / "jupyterlab-manager"
+    manager.mkdir(parents=True, exist_ok=True)
+    setting = manager / "plugin.jupyterlab-settings"
+    setting.write_text('{"saveState": true}')  # Settings > Save Widget State Automatically
+    with diagnosed(page, jupyter, "jupyterlab-saved-live"):
+        try:
+            LAB.open(page, jupyter, path)
+            run_cell(page, 0)
+            view = run_cell(page, 1).locator(".nbd-run")
+            view.locator(".nbd-step").first.wait_for(timeout=60_000)
+            assert view.locator(".nbd-badge").inner_text() == "running"  # rendered while live
+            view.locator(".nbd-badge.nbd-status-completed").wait_for(timeout=120_000)
+            assert view.locator(".nbd-step").count() == STEPS + 1
+            run_cell(page, 2)
+            page.wait_for_function(
+                "() => document.querySelectorAll("
+                "'.jp-OutputArea-output[data-mime-type=\"application/vnd.jupyter.stdout\"]'"
+                ").length > 0"
+            )
+            # the kernel never synced the whole run: the view's model composed it
+            assert stdout(page) == [f"True Done: {STEPS} tables.\n"], stdout(page)
+            menu(page, "File", "docmanager:save")
+            deadline = time.monotonic() + 30
+            while (
+                len(saved_run_state(folder / "live.ipynb").get("snapshot", {}).get("steps", []))
+                != STEPS + 1
+            ):
+                assert time.monotonic() < deadline, saved_run_state(folder / "live.ipynb")
+                time.sleep(0.2)
+        finally:
+            setting.unlink(missing_ok=True)  # the next tests save no widget state
+    saved = saved_run_state(folder / "live.ipynb")
+    assert saved["status"] == "completed"
+    assert saved["snapshot"]["steps"][-1]["text"] == f"Done: {STEPS} tables."
+    jupyter.shutdown_kernels()  # the kernel is gone: what shows is the saved state
+    with diagnosed(page, jupyter, "jupyterlab-saved-live-reopened"):
+        LAB.open(page, jupyter, path)
+        view = cells(page).nth(1).locator(".nbd-run")
+        view.locator(".nbd-live.nbd-disconnected").wait_for()
+        assert view.locator(".nbd-badge").inner_text() == "completed"
+        assert view.locator(".nbd-step").count() == STEPS + 1
+        texts = view.locator(".nbd-step .nbd-text").all_inner_texts()
+        assert texts[0] == "Looking at table t0 now." and texts[-1] == f"Done: {STEPS} tables."
+        view.scroll_into_view_if_needed()
+        shot(page, "jupyterlab-saved-live.png")

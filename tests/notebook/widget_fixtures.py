@@ -119,11 +119,13 @@ def step_messages(log: list[Any], widget: Any) -> list[tuple[float, dict[str, An
 
 
 class FrontEndSteps:
-    """The steps a view holds, rebuilt from the kernel's messages the way run_view.js does.
+    """The steps a front end holds, rebuilt from the kernel's messages as run_view.js does.
 
-    It starts where a view there from the widget's creation starts: no step, at
-    sequence 0. A delta out of sequence is not applied (``gaps`` counts them: the
-    view would ask for a snapshot).
+    run_view.js's model (``composeSteps``) applies them and keeps its ``snapshot``
+    trait current from them (what its widget manager saves). It starts where a
+    model there from the widget's creation starts: no step, at sequence 0. A delta
+    out of sequence is not applied (``gaps`` counts them: the model would ask for a
+    snapshot).
     """
 
     def __init__(self) -> None:

@@ -42,7 +42,11 @@ class Ping(TypedDict):
 
 
 class AskSnapshot(TypedDict):
-    """Every step, please: a run view that renders. Answered by :class:`Snapshot`."""
+    """Every step, please: a run view's front-end model, when it is created or missed a delta.
+
+    Answered by :class:`Snapshot`. It also tells the kernel that a front end composes
+    the ``snapshot`` trait from the deltas: the kernel stops syncing it.
+    """
 
     type: Literal["snapshot"]
 

@@ -55,11 +55,17 @@ class RunWidget(anywidget.AnyWidget):
     front-end is updated at most every :data:`FLUSH_INTERVAL` seconds whatever
     the token rate: the small traits (status, usage, cards, ...) by trait
     changes, the steps by deltas (appended text and changed steps only, custom
-    messages numbered in sequence, see :mod:`.run_delta`). A view that renders
-    asks for a snapshot and gets every step. ``text``, ``steps`` and
-    ``last_offset`` are kernel-side traits (not synced); the synced ``snapshot`` trait holds
-    every step whenever the run is not busy (it waits, or it ended) and when
-    following stops, so the widget state a notebook saves shows the whole run.
+    messages numbered in sequence, see :mod:`.run_delta`). A front end's model
+    asks for a snapshot when it is created (and when it missed a delta) and gets
+    every step; from then on it composes the ``snapshot`` trait itself from the
+    deltas (set on the front end, which is what its widget manager saves in a
+    notebook), so the kernel never sends the whole run again. ``text``, ``steps``
+    and ``last_offset`` are kernel-side traits (not synced). While no front end
+    has asked (a notebook executed headless by nbclient or ``nbconvert
+    --execute``, whose saved widget state is what the kernel synced), the kernel
+    syncs ``snapshot`` with every step whenever the run is not busy (it waits, or
+    it ended) and when following stops, so a saved notebook shows the whole run
+    either way.
     Closing the widget stops the task; a new ``RunWidget`` for the same run
     replays the log, then follows it.
 
@@ -96,7 +102,10 @@ class RunWidget(anywidget.AnyWidget):
     text = traitlets.Unicode("")
     """The run's full text so far (kernel-side)."""
     snapshot = traitlets.Dict().tag(sync=True)
-    """``{"seq", "steps"}``: every step, synced when the run is not busy (saved state)."""
+    """``{"seq", "steps"}``: every step (saved state).
+
+    Composed by the front end from the deltas once it asked for a snapshot; synced
+    by the kernel when the run is not busy only while no front end has asked."""
     usage = traitlets.Dict().tag(sync=True)
     approvals = traitlets.List(traitlets.Dict()).tag(sync=True)
     error = traitlets.Unicode("").tag(sync=True)
@@ -136,6 +145,8 @@ class RunWidget(anywidget.AnyWidget):
         self._clock = Clock()
         self._last_flush = 0.0
         self._deltas = StepDeltas()
+        self._quiet_seq: int | None = None  # the delta number of the last pause or end noted
+        self._composed = False  # a front end asked for a snapshot: it composes the trait
         self._flush_handle: asyncio.TimerHandle | None = None
         self._verdicts: set[asyncio.Task[Outcome]] = set()
         self._opened_at = _now_ms()
@@ -264,9 +275,14 @@ class RunWidget(anywidget.AnyWidget):
             for name, value in state.items():
                 setattr(self, name, value)
             quiet = not self.following or state["status"] not in BUSY_STATES
-            if quiet and self.snapshot.get("seq") != self._deltas.seq:
-                # once per pause or end: what a saved notebook shows, never per token
-                self.snapshot = dict(self._deltas.snapshot())
+            if quiet and self._quiet_seq != self._deltas.seq:
+                self._quiet_seq = self._deltas.seq
+                if not self._composed:
+                    # once per pause or end, and only while no front end composes it:
+                    # what a notebook saved headless shows (a front end that asked
+                    # for a snapshot keeps its own current, so the whole run never
+                    # crosses the comm again once a view rendered)
+                    self.snapshot = dict(self._deltas.snapshot())
                 self._fallback.refresh()  # the saved output says where the run is now
 
     def _attention_shown(self, status: str) -> dict[str, Any]:
@@ -300,7 +316,8 @@ class RunWidget(anywidget.AnyWidget):
             return
         if message["type"] == "ping":
             self.send(Pong(type="pong", nonce=message.get("nonce")))
-        elif message["type"] == "snapshot":  # a view rendered: it gets every step
+        elif message["type"] == "snapshot":  # a front end's model: it gets every step
+            self._composed = True  # ...and composes the saved snapshot from the deltas
             self.send(Snapshot(type="snapshot", **self._deltas.snapshot()))
         elif message["type"] in ("approve", "deny", "grant", "edit", "reply"):
             self._on_verdict(message)

@@ -2,8 +2,9 @@
 // Reads the synced traits the kernel sets (status, step, usage, approvals, error,
 // started_at, ended_at, max_steps, progress, summary, lease_until, lease_owner, stalled,
 // following, snapshot) and sends custom messages (docs/notebook.md, "Widget messages"):
-// a verdict per card click, a ping (kernel_link.js), and a snapshot request when it
-// renders. The card's token is the request's signed token; the secret never reaches here.
+// a verdict per card click, a ping (kernel_link.js), and a snapshot request when the
+// front end's model is created. The card's token is the request's signed token; the
+// secret never reaches here.
 //
 // A card keeps the two common answers one click away (Approve, Deny; Deny then takes an
 // optional reason) and puts the rarer ones beside them: Edit… (only when the tool allows
@@ -11,11 +12,13 @@
 // verdict_forms.js) and Reply… (text the model reads as the call's result instead).
 //
 // Steps arrive as deltas numbered in sequence (type "steps"), where a changed step is
-// whole when new, else {index, ...fields that changed}, its grown text as {append}. A
-// view applies the delta that follows the one it has and asks for a snapshot when one
-// is missing. The `snapshot` trait
-// (every step, synced by the kernel when the run is not busy, and kept current
-// here) is what a view renders first and what a saved notebook holds.
+// whole when new, else {index, ...fields that changed}, its grown text as {append}.
+// The model (initialize, once per front-end model, whether or not a view shows it)
+// applies the delta that follows the one it has, asks for a snapshot when it is created
+// and when one is missing, and keeps the `snapshot` trait current on the front end
+// (set locally, never sent back): that is what the widget manager saves in a notebook,
+// so the kernel never sends the whole run again once a front end composes it. Views
+// render the model's `snapshot` and redraw only the steps whose object changed.
 //
 // A view whose kernel is gone (restarted, or a notebook reopened from its saved
 // widget state) says "disconnected" and disables its buttons: it never looks live.
@@ -152,6 +155,72 @@ function answeredCard(card) {
   return box;
 }
 
+function composeSteps(model) {
+  // the steps this front end holds, composed from the kernel's deltas and snapshots and
+  // kept in the model's `snapshot` (set locally: the widget manager saves it with the
+  // notebook; a steps object that did not change keeps its identity, so views redraw
+  // only what changed)
+  const saved = model.get("snapshot");
+  let seq = saved && typeof saved.seq === "number" ? saved.seq : -1;
+  let known = new Map(((saved && saved.steps) || []).map((step) => [step.index, step]));
+  let asked = false; // a snapshot was asked for and has not come yet
+  let mine = saved; // the value this composer set last (its own change events are skipped)
+  const publish = () => {
+    mine = { seq, steps: [...known.values()].sort((a, b) => a.index - b.index) };
+    model.set("snapshot", mine); // local: no save_changes, nothing goes to the kernel
+  };
+  const load = (snapshot) => {
+    seq = snapshot.seq;
+    known = new Map((snapshot.steps || []).map((step) => [step.index, step]));
+    publish();
+  };
+  const ask = () => {
+    if (asked) return;
+    asked = true;
+    try {
+      model.send({ type: "snapshot" });
+    } catch (_err) {
+      // no kernel (a notebook reopened from its saved state): the saved snapshot stays
+    }
+  };
+  const onDelta = (msg) => {
+    if (msg.seq <= seq) return; // a snapshot had it already
+    if (msg.seq !== seq + 1) return ask(); // one went missing (or this model is new)
+    seq = msg.seq;
+    for (const index of msg.removed || []) known.delete(index);
+    for (const patch of msg.changed || []) {
+      const step = patched(known.get(patch.index), patch);
+      known.set(step.index, step);
+    }
+    publish();
+  };
+  const onMessage = (msg) => {
+    if (msg && msg.type === "steps") onDelta(msg);
+    else if (msg && msg.type === "snapshot") {
+      asked = false;
+      if (msg.seq >= seq) load(msg);
+    }
+  };
+  const fromKernel = () => {
+    // the kernel synced the trait (it does only while no front end has asked it for a
+    // snapshot, e.g. before this model's request reached it)
+    const snapshot = model.get("snapshot");
+    if (snapshot === mine) return;
+    if (snapshot && typeof snapshot.seq === "number" && snapshot.seq >= seq) {
+      seq = snapshot.seq; // the kernel's is as new or newer: it is the model's value now
+      known = new Map((snapshot.steps || []).map((step) => [step.index, step]));
+      mine = snapshot;
+    } else if (seq >= 0) publish(); // an older one: keep what this front end composed
+  };
+  model.on("msg:custom", onMessage);
+  model.on("change:snapshot", fromKernel);
+  ask(); // the steps since the saved snapshot, or all of them for a model created late
+  return () => {
+    model.off("msg:custom", onMessage);
+    model.off("change:snapshot", fromKernel);
+  };
+}
+
 function render({ model, el }) {
   const root = h("div", "nbd-run");
   const header = h("div", "nbd-header");
@@ -186,9 +255,7 @@ function render({ model, el }) {
   const askingCards = new Map(); // approval id -> "deny" (its reason), "grant" (confirm), "edit", "reply"
   const editDrafts = new Map(); // approval id -> Map(argument -> what was typed)
   const replyDrafts = new Map(); // approval id -> the reply being typed
-  let seq = -1; // the number of the last steps delta (or snapshot) this view has
-  let known = new Map(); // index -> step, as of seq
-  let asked = false; // a snapshot was asked for and has not come yet
+  let known = new Map(); // index -> step, as this view drew it (the model's objects)
   const clicked = new Set(); // cards clicked here whose answer has not come back yet
   const undelivered = new Set(); // cards clicked here whose click reached no kernel
 
@@ -208,12 +275,8 @@ function render({ model, el }) {
     onAck: (id) => undelivered.delete(id),
   });
   const onMessage = (msg) => {
-    if (msg && msg.type === "steps") return onDelta(msg);
-    if (msg && msg.type === "snapshot") {
-      link.alive();
-      asked = false;
-      if (msg.seq >= seq) load(msg);
-    }
+    // the model (composeSteps) applies steps and snapshots: here they say the kernel is there
+    if (msg && (msg.type === "steps" || msg.type === "snapshot")) link.alive();
   };
 
   // -- rendering ---------------------------------------------------------------------------
@@ -484,41 +547,22 @@ function render({ model, el }) {
     }
     steps_changed();
   };
-  const remember = () => {
-    // the model's snapshot stays current, so a front end that saves widget state saves it all
-    const ordered = [...known.values()].sort((a, b) => a.index - b.index);
-    model.set("snapshot", { seq, steps: ordered });
-  };
-  const load = (snapshot) => {
-    seq = snapshot.seq;
-    known = new Map((snapshot.steps || []).map((step) => [step.index, step]));
-    steps_();
-  };
-  const askSnapshot = () => {
-    if (asked) return;
-    asked = true;
-    link.send({ type: "snapshot" });
-  };
-  const onDelta = (msg) => {
-    link.alive();
-    if (msg.seq <= seq) return; // a snapshot had it already
-    if (msg.seq !== seq + 1) return askSnapshot(); // one went missing (or this view is new)
-    seq = msg.seq;
-    for (const index of msg.removed || []) {
-      known.delete(index);
+  const snapshotTrait = () => {
+    // the model's snapshot changed (a delta applied, a snapshot loaded, a kernel sync):
+    // redraw the steps whose object changed, or all of them when most did
+    const snapshot = model.get("snapshot");
+    const next = new Map(((snapshot && snapshot.steps) || []).map((step) => [step.index, step]));
+    const removed = [...known.keys()].filter((index) => !next.has(index));
+    const changed = [...next.values()].filter((step) => known.get(step.index) !== step);
+    const before = known;
+    known = next;
+    if (!before.size || changed.length + removed.length > Math.max(8, next.size / 2)) return steps_();
+    for (const index of removed) {
       const block = stepBlock(index);
       if (block) block.remove();
     }
-    for (const patch of msg.changed || []) {
-      const step = patched(known.get(patch.index), patch);
-      known.set(step.index, step);
-      step_(step);
-    }
-    remember();
-  };
-  const snapshotTrait = () => {
-    const snapshot = model.get("snapshot");
-    if (snapshot && typeof snapshot.seq === "number" && snapshot.seq > seq) load(snapshot);
+    for (const step of changed) step_(step);
+    if (removed.length && !changed.length) steps_changed();
   };
 
   header_(); summary_(); live_(); cards_(); snapshotTrait(); takeover_(); late_(); attention_();
@@ -535,7 +579,6 @@ function render({ model, el }) {
   model.on("change", link.alive); // the kernel is sending updates: it is there
   model.on("msg:custom", onMessage);
   link.probe();
-  askSnapshot(); // the steps since the saved snapshot, or all of them for a late view
 
   const clock = setInterval(() => {
     if (link.state === "disconnected") return; // nothing it shows changes any more
@@ -550,4 +593,4 @@ function render({ model, el }) {
   };
 }
 
-export default { render };
+export default { initialize: ({ model }) => composeSteps(model), render };
