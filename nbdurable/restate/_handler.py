@@ -41,10 +41,11 @@ from ..loop._options import LoopOptions
 from ..loop._subagent import AgentTool
 from ..messages import Message, ToolApprovalResponse, ToolResultPart
 from ..models._base import ModelResponse
+from ..parts import StreamPart
 from ..runs import RuntimeRun
 from ..runtime._agent import Agent
 from ..runtime._legs import leg_options
-from ..runtime._limits import Limits
+from ..runtime._limits import Limits, payload_bytes
 from ..runtime._outbox_driver import OutboxDriver, SubAgentFailed
 from ..runtime._outcome import (
     LegEnded,
@@ -190,6 +191,29 @@ class RestateDriver(OutboxDriver):
         self.steps = steps
         self.config = config
 
+    def _collect(self, part: StreamPart) -> None:
+        # The outbox never leaves this process (a step's body runs where its leg
+        # does, and a replayed step does not run): the part itself, not its JSON.
+        if self.log is not None:
+            self.outbox.append({"log": self.log, "part": part})
+
+    async def save_checkpoint(self, checkpoint: AgentCheckpoint) -> None:
+        """Queue the checkpoint itself in the outbox (written before the next effect).
+
+        The object, not its JSON, as :meth:`_collect`: its messages are the very
+        objects of the previous checkpoint's, so the store writes only the new
+        ones (a history re-read from JSON is new objects: each write was every
+        message of the run again, a cost that grew with the run).
+
+        Raises:
+            LimitExceededError: The checkpoint is over ``max_payload_bytes``.
+        """
+        size = payload_bytes(checkpoint.model_dump_json())
+        if size > self.limits.max_payload_bytes:
+            raise LimitExceededError("max_payload_bytes", size, self.limits.max_payload_bytes)
+        if self.log is not None:
+            self.outbox.append({"log": self.log, "checkpoint": checkpoint})
+
     async def _after_outbox(self, call: Callable[[], Awaitable[Any]]) -> Any:
         """``call``, after the outbox is written: viewers see a step's parts before its work.
 
@@ -212,7 +236,8 @@ class RestateDriver(OutboxDriver):
         Raises:
             LegFailed: The model's error ends the run (or a limit, or the timeout).
         """
-        request = effect.request.model_dump(mode="json")
+        # the request itself: the body runs in this process, and only its answer is journaled
+        request = effect.request
         attempt = 0
         while True:
             body = await self._after_outbox(
