@@ -34,6 +34,7 @@ from restate.exceptions import TerminalError
 from .._deps import Deps
 from .._errors import LimitExceededError
 from ..durable._checkpoint import AgentCheckpoint
+from ..durable._checkpoint_size import CheckpointSize
 from ..durable._stored import validate_stored
 from ..loop._effects import CallModel, ToolInvocation, ToolOutcome
 from ..loop._machine import LegStart, leg_start_from_checkpoint
@@ -45,7 +46,7 @@ from ..parts import StreamPart
 from ..runs import RuntimeRun
 from ..runtime._agent import Agent
 from ..runtime._legs import leg_options
-from ..runtime._limits import Limits, payload_bytes
+from ..runtime._limits import Limits
 from ..runtime._outbox_driver import OutboxDriver, SubAgentFailed
 from ..runtime._outcome import (
     LegEnded,
@@ -190,6 +191,7 @@ class RestateDriver(OutboxDriver):
         self.ctx = ctx
         self.steps = steps
         self.config = config
+        self._checkpoint_size = CheckpointSize()
 
     def _collect(self, part: StreamPart) -> None:
         # The outbox never leaves this process (a step's body runs where its leg
@@ -208,9 +210,9 @@ class RestateDriver(OutboxDriver):
         Raises:
             LimitExceededError: The checkpoint is over ``max_payload_bytes``.
         """
-        size = payload_bytes(checkpoint.model_dump_json())
-        if size > self.limits.max_payload_bytes:
-            raise LimitExceededError("max_payload_bytes", size, self.limits.max_payload_bytes)
+        # counted by what is new since the last save, as the embedded driver does
+        size = self._checkpoint_size.measure(checkpoint, self.history_extends(checkpoint))
+        self.limits.check_payload(size)
         if self.log is not None:
             self.outbox.append({"log": self.log, "checkpoint": checkpoint})
 
