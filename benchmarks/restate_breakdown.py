@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import statistics
@@ -73,6 +74,24 @@ def _serve(argv: list[str]) -> int:
     return main(argv[1:])
 
 
+def _start_worker(
+    server: Any, url: str, listen: str, trace: Path, steps: int
+) -> subprocess.Popen[str]:
+    """The endpoint, its steps logged to ``trace``; returns once it serves."""
+    command = [sys.executable, str(Path(__file__)), "--serve", str(trace), "worker"]
+    command += ["--engine", "restate", "--listen", listen, "--ingress", server.ingress]
+    command += ["--admin", server.admin, "--store", url, "--agents", "restate_bench:agents"]
+    path = os.pathsep.join([str(HERE), *sys.path])
+    env = {**os.environ, "PYTHONPATH": path, "RESTATE_BENCH_STEPS": str(steps)}
+    proc = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert "serving" in line, line
+    return proc
+
+
 def _leg(lines: list[dict[str, Any]], steps: int) -> dict[str, float]:
     """Ms per agent step of each part of one leg (its lines, ``begin`` to ``finish``)."""
     parts = {f"body {kind}": 0.0 for kind in KINDS}
@@ -83,7 +102,7 @@ def _leg(lines: list[dict[str, Any]], steps: int) -> dict[str, float]:
             parts[f"body {line['kind']}"] += end - start
         parts["ctx.run around the bodies"] += (line["done"] - line["called"]) - (end - start)
     parts["handler between steps"] = sum(
-        b["called"] - a["done"] for a, b in zip(lines, lines[1:], strict=False)
+        b["called"] - a["done"] for a, b in itertools.pairwise(lines)
     )
     parts["begin and finish bodies"] = sum(
         (line["body"][1] - line["body"][0]) for line in lines if line["kind"] in ("begin", "finish")
@@ -111,17 +130,7 @@ async def main() -> None:
         trace = Path(tmp) / "trace.jsonl"
         url = f"sqlite:///{Path(tmp) / 'steps.db'}"
         served = bench._agents(steps)
-        listen = f"127.0.0.1:{free_port()}"
-        command = [sys.executable, str(Path(__file__)), "--serve", str(trace), "worker"]
-        command += ["--engine", "restate", "--listen", listen, "--ingress", server.ingress]
-        command += ["--admin", server.admin, "--store", url, "--agents", "restate_bench:agents"]
-        path = os.pathsep.join([str(HERE), *sys.path])
-        env = {**os.environ, "PYTHONPATH": path, "RESTATE_BENCH_STEPS": str(steps)}
-        proc = subprocess.Popen(
-            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-        )
-        assert proc.stdout is not None
-        assert "serving" in proc.stdout.readline()
+        proc = _start_worker(server, url, f"127.0.0.1:{free_port()}", trace, steps)
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(stop_process, proc)
             floor = await stack.enter_async_context(bench.RestateFloor(server))
