@@ -163,6 +163,8 @@ async def main() -> None:
     for name, values in rows.items():
         unit = " ms" if "per run" in name else ""
         print(f"{name:<48} {statistics.median(values):>8.2f}{unit}")
+        rounds = " ".join(f"{v:.2f}" for v in values)
+        print(f"rounds, {name}: {rounds}", file=sys.stderr)
 
 
 if __name__ == "__main__":
