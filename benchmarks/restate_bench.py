@@ -332,7 +332,7 @@ async def main() -> None:
     for agent, name in (("steps", "restate"), ("bench", "temporal")):
         if agent in NOTICED:  # the warm-up's too
             late = statistics.median(NOTICED[agent])
-            print(f"{f'{name}: result() after the end is written, ms':<44} {late:>10.1f}")
+            print(f"{f'{name}: result() after the run ended, ms':<44} {late:>10.1f}")
     print(f"{'kill-and-resume: restart to next event, s':<44} {resume:>10.2f}")
     for name, values in taken.items():
         print(f"rounds, {name} ms/step: " + " ".join(f"{v:.2f}" for v in values), file=sys.stderr)
