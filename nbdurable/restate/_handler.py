@@ -193,19 +193,19 @@ class RestateDriver(OutboxDriver):
         self.config = config
         self._checkpoint_size = CheckpointSize()
 
-    def _collect(self, part: StreamPart) -> None:
-        # The outbox never leaves this process (a step's body runs where its leg
-        # does, and a replayed step does not run): the part itself, not its JSON.
-        if self.log is not None:
-            self.outbox.append({"log": self.log, "part": part})
+    def outbox_value(self, value: StreamPart | AgentCheckpoint) -> Any:
+        """The part or checkpoint itself: the outbox never leaves this process.
+
+        A step's body runs where its leg does, and a replayed step does not run.
+        A checkpoint's messages are then the very objects of the previous
+        checkpoint's, so the store writes only the new ones (a history re-read
+        from JSON is new objects: each write was every message of the run again,
+        a cost that grew with the run).
+        """
+        return value
 
     async def save_checkpoint(self, checkpoint: AgentCheckpoint) -> None:
-        """Queue the checkpoint itself in the outbox (written before the next effect).
-
-        The object, not its JSON, as :meth:`_collect`: its messages are the very
-        objects of the previous checkpoint's, so the store writes only the new
-        ones (a history re-read from JSON is new objects: each write was every
-        message of the run again, a cost that grew with the run).
+        """Queue the checkpoint in the outbox (written before the next effect).
 
         Raises:
             LimitExceededError: The checkpoint is over ``max_payload_bytes``.
@@ -214,7 +214,7 @@ class RestateDriver(OutboxDriver):
         size = self._checkpoint_size.measure(checkpoint, self.history_extends(checkpoint))
         self.limits.check_payload(size)
         if self.log is not None:
-            self.outbox.append({"log": self.log, "checkpoint": checkpoint})
+            self.outbox.append({"log": self.log, "checkpoint": self.outbox_value(checkpoint)})
 
     async def _after_outbox(self, call: Callable[[], Awaitable[Any]]) -> Any:
         """``call``, after the outbox is written: viewers see a step's parts before its work.
