@@ -34,6 +34,7 @@ from restate.exceptions import TerminalError
 from .._deps import Deps
 from .._errors import LimitExceededError
 from ..durable._checkpoint import AgentCheckpoint
+from ..durable._checkpoint_size import CheckpointSize
 from ..durable._stored import validate_stored
 from ..loop._effects import CallModel, ToolInvocation, ToolOutcome
 from ..loop._machine import LegStart, leg_start_from_checkpoint
@@ -41,6 +42,7 @@ from ..loop._options import LoopOptions
 from ..loop._subagent import AgentTool
 from ..messages import Message, ToolApprovalResponse, ToolResultPart
 from ..models._base import ModelResponse
+from ..parts import StreamPart
 from ..runs import RuntimeRun
 from ..runtime._agent import Agent
 from ..runtime._legs import leg_options
@@ -189,6 +191,30 @@ class RestateDriver(OutboxDriver):
         self.ctx = ctx
         self.steps = steps
         self.config = config
+        self._checkpoint_size = CheckpointSize()
+
+    def outbox_value(self, value: StreamPart | AgentCheckpoint) -> Any:
+        """The part or checkpoint itself: the outbox never leaves this process.
+
+        A step's body runs where its leg does, and a replayed step does not run.
+        A checkpoint's messages are then the very objects of the previous
+        checkpoint's, so the store writes only the new ones (a history re-read
+        from JSON is new objects: each write was every message of the run again,
+        a cost that grew with the run).
+        """
+        return value
+
+    async def save_checkpoint(self, checkpoint: AgentCheckpoint) -> None:
+        """Queue the checkpoint in the outbox (written before the next effect).
+
+        Raises:
+            LimitExceededError: The checkpoint is over ``max_payload_bytes``.
+        """
+        # counted by what is new since the last save, as the embedded driver does
+        size = self._checkpoint_size.measure(checkpoint, self.history_extends(checkpoint))
+        self.limits.check_payload(size)
+        if self.log is not None:
+            self.outbox.append({"log": self.log, "checkpoint": self.outbox_value(checkpoint)})
 
     async def _after_outbox(self, call: Callable[[], Awaitable[Any]]) -> Any:
         """``call``, after the outbox is written: viewers see a step's parts before its work.
@@ -212,7 +238,8 @@ class RestateDriver(OutboxDriver):
         Raises:
             LegFailed: The model's error ends the run (or a limit, or the timeout).
         """
-        request = effect.request.model_dump(mode="json")
+        # the request itself: the body runs in this process, and only its answer is journaled
+        request = effect.request
         attempt = 0
         while True:
             body = await self._after_outbox(

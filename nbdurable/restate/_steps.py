@@ -185,7 +185,7 @@ class LegSteps(BoundSteps):
         return agent
 
     async def model(
-        self, scope: dict[str, Any], step_index: int, request: dict[str, Any]
+        self, scope: dict[str, Any], step_index: int, request: ModelRequest
     ) -> dict[str, Any]:
         """One model attempt, its deltas and attempt events persisted.
 
@@ -199,7 +199,7 @@ class LegSteps(BoundSteps):
         record = await offload(self._record, scope["run_id"])
         agent = self._agent(record)
         options = loop_options_at(self.runtime, agent, scope["path"], record)
-        effect = CallModel(step_index, options.model, ModelRequest.model_validate(request))
+        effect = CallModel(step_index, options.model, request)
         log = scope["log"]
         driver: Driver
         if scope["path"]:  # a sub-agent's call: no journal, an error is the parent's tool result

@@ -64,10 +64,16 @@ async def write_outbox(
                 flush_interval=0.0,
                 defer_terminal=log == run_log,
             )
+        # JSON from a Temporal activity's arguments; Restate's in-process outbox
+        # holds the objects (nbdurable/restate/_handler.py: RestateDriver)
         if "checkpoint" in entry:
-            await writer.save_checkpoint(AgentCheckpoint.model_validate(entry["checkpoint"]))
+            checkpoint = entry["checkpoint"]
+            if not isinstance(checkpoint, AgentCheckpoint):
+                checkpoint = AgentCheckpoint.model_validate(checkpoint)
+            await writer.save_checkpoint(checkpoint)
         else:
-            writer.part(_PARTS.validate_python(entry["part"]))
+            part = entry["part"]
+            writer.part(_PARTS.validate_python(part) if isinstance(part, dict) else part)
     for writer in writers.values():
         await writer.close()
     run_writer = writers.get(run_log) if run_log is not None else None

@@ -78,9 +78,18 @@ class OutboxDriver(Driver):
         """Whose call an effect makes: the run, the agent-tool path, the event log."""
         return {"run_id": self.run_id, "path": list(self.path), "log": self.log}
 
+    def outbox_value(self, value: StreamPart | AgentCheckpoint) -> Any:
+        """What the outbox holds of a part or a checkpoint: its JSON (an activity's argument).
+
+        An engine whose steps run in the leg's own process (Restate) holds the
+        object itself: nothing to encode, and a checkpoint's messages stay the
+        objects the store saw last (it writes only the new ones).
+        """
+        return value.model_dump(mode="json")
+
     def _collect(self, part: StreamPart) -> None:
         if self.log is not None:
-            self.outbox.append({"log": self.log, "part": part.model_dump(mode="json")})
+            self.outbox.append({"log": self.log, "part": self.outbox_value(part)})
 
     async def save_checkpoint(self, checkpoint: AgentCheckpoint) -> None:
         """Queue the checkpoint in the outbox (written before the next effect).
@@ -92,7 +101,7 @@ class OutboxDriver(Driver):
         if size > self.limits.max_payload_bytes:
             raise LimitExceededError("max_payload_bytes", size, self.limits.max_payload_bytes)
         if self.log is not None:
-            self.outbox.append({"log": self.log, "checkpoint": checkpoint.model_dump(mode="json")})
+            self.outbox.append({"log": self.log, "checkpoint": self.outbox_value(checkpoint)})
 
     async def run_agent_tool(self, tool: AgentTool, invocation: ToolInvocation) -> ToolOutcome:
         """A sub-agent in this loop; its failure is the parent model's tool result.
