@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg-url", help="also on this PostgreSQL database (postgresql://...)")
     parser.add_argument(
         "--only",
-        choices=CONFIGS + ("session resume", "session continue", "runtime", "langgraph"),
+        choices=(*CONFIGS, "session resume", "session continue", "runtime", "langgraph"),
         action="append",
         help="run only these configurations",
     )
