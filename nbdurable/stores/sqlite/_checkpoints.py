@@ -210,7 +210,11 @@ class SqliteCheckpoints:
         with self._db.lock, self._db.read() as conn:
             found = self._checkpoints(conn, run_id)
         end = 2 + len(COLUMNS)
-        return [CheckpointRow.from_values(run_id, values[2:end]).info() for values in found]
+        # A row with a checksum was verified by _checkpoints (a legacy row has none).
+        return [
+            CheckpointRow.from_values(run_id, values[2:end]).info(verified=values[-1] is not None)
+            for values in found
+        ]
 
     def list(self) -> builtins.list[str]:
         with self._db.lock:
