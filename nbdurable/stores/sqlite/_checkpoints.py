@@ -15,6 +15,7 @@ from typing import Any
 
 from ..._errors import StoreCorruptionError
 from ...durable._checkpoint import AgentCheckpoint, CheckpointInfo
+from ...durable._checkpoint_size import note_loaded
 from ...durable._records import RunRecord
 from ...events._model import Event, NewEvent
 from ...messages import Message
@@ -195,16 +196,23 @@ class SqliteCheckpoints:
             head: bytes | None = found[1]
             row = CheckpointRow.from_values(run_id, found[2 : 2 + len(COLUMNS)])
             messages = self._cached_messages(run_id, head, row.message_count)
+            texts = None
             if messages is None:
                 nodes = self._read_chain(conn, head, row)
+                texts = [text for _, _, text in nodes]
                 messages = decode_messages(
-                    [text for _, _, text in nodes],
+                    texts,
                     run_id=run_id,
                     step_index=row.step_index,
                     verified=True,  # _read_chain checked every node's hash
                 )
                 self._chains.put(run_id, Chain(messages, [nid for nid, _, _ in nodes]))
-        return row.checkpoint(messages)
+        checkpoint = row.checkpoint(messages)
+        if texts:
+            # The texts are the messages' model_dump_json (their hashes say so): a
+            # runtime's payload limit measures the loaded history by them.
+            note_loaded(checkpoint.messages, len("".join(texts).encode("utf-8", "replace")))
+        return checkpoint
 
     def history(self, run_id: str) -> builtins.list[CheckpointInfo]:
         with self._db.lock, self._db.read() as conn:

@@ -68,16 +68,16 @@ def row_crc(table: str, values: Sequence[object]) -> int:
     parts = [table.encode()]
     add = parts.append
     for value in values:
-        kind = type(value)  # exact types first: this runs for every row every read verifies
-        if kind is str:
+        # Exact types first: this runs for every row every read verifies.
+        if type(value) is str:
             value = value.encode("utf-8", "surrogatepass")
             add(b"\x01%d:" % len(value))
             add(value)
-        elif kind is int:
+        elif type(value) is int:
             add(b"\x02%d;" % value)
         elif value is None:
             add(_NULL)
-        elif kind is bytes:
+        elif type(value) is bytes:
             add(b"\x01%d:" % len(value))
             add(value)
         elif isinstance(value, str):
