@@ -25,6 +25,7 @@ from .._chain import (
     NodeRow,
     decode_messages,
     extend_chain,
+    gc_paused,
     known_prefix,
     verify_chain,
 )
@@ -198,14 +199,15 @@ class SqliteCheckpoints:
             messages = self._cached_messages(run_id, head, row.message_count)
             texts = None
             if messages is None:
-                nodes = self._read_chain(conn, head, row)
-                texts = [text for _, _, text in nodes]
-                messages = decode_messages(
-                    texts,
-                    run_id=run_id,
-                    step_index=row.step_index,
-                    verified=True,  # _read_chain checked every node's hash
-                )
+                with gc_paused():
+                    nodes = self._read_chain(conn, head, row)
+                    texts = [text for _, _, text in nodes]
+                    messages = decode_messages(
+                        texts,
+                        run_id=run_id,
+                        step_index=row.step_index,
+                        verified=True,  # _read_chain checked every node's hash
+                    )
                 self._chains.put(run_id, Chain(messages, [nid for nid, _, _ in nodes]))
         checkpoint = row.checkpoint(messages)
         if texts:
