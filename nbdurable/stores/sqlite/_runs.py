@@ -40,6 +40,7 @@ from ...runs import (
     served,
     unclaimable_by_definition,
 )
+from .._chain import gc_paused
 from .._rows import runtime_row
 from .._trusted import built
 from ._crc import row_crc, verify_row
@@ -585,15 +586,24 @@ class SqliteRunRecords(RunStore):
         return added, record
 
     def rt_intents(self, run_id: str) -> builtins.list[ToolIntent]:
+        with gc_paused():  # thousands of rows for a long run: no collector pass meanwhile
+            return self._intents(run_id)
+
+    def _intents(self, run_id: str) -> builtins.list[ToolIntent]:
         with self._db.lock, self._db.read():
             rows = self._db.conn.execute(
                 "SELECT tool_call_id, intent, crc FROM rt_intents WHERE run_id = ?", (run_id,)
             ).fetchall()
             head = read_head(self._db.conn, run_id)
+        legacy = self._db.legacy
         for call, text, crc in rows:
-            what = f"tool intent {call!r}"
-            verify_row("rt_intents", (run_id, call, text), crc, run_id, what, self._db.legacy)
-        if head is None and rows and not self._db.legacy:
+            row = (run_id, call, text)
+            # Checked inline, the error built only for a damaged row.
+            if (crc is not None or not legacy) and (
+                type(crc) is not int or crc != row_crc("rt_intents", row)
+            ):
+                verify_row("rt_intents", row, crc, run_id, f"tool intent {call!r}", legacy)
+        if head is None and rows and not legacy:
             raise StoreCorruptionError(f"the head row of run {run_id!r} is missing", run_id=run_id)
         if head is not None and len(rows) != head.intents:
             raise head.short(run_id, "tool intents", len(rows), head.intents)
