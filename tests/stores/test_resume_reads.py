@@ -114,3 +114,60 @@ def test_verified_intents_equal_validated_ones(text: str) -> None:
 )
 def test_unusual_intents_take_the_validating_path(text: str) -> None:
     assert _verified_intents([text]) is None
+
+
+def _history(tag: str, n: int) -> tuple[nd.Message, ...]:
+    out: list[nd.Message] = [nd.user("same first message")]
+    for i in range(n):
+        out.append(nd.assistant(f"{tag} {i}"))
+    return tuple(out)
+
+
+def _checkpoint(run_id: str, step: int, messages: tuple[nd.Message, ...]) -> nd.AgentCheckpoint:
+    return nd.AgentCheckpoint(
+        run_id=run_id, step_index=step, status="running", messages=messages, created_at=1
+    )
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_a_chain_read_by_rowid_range_is_the_chain(tmp_path: Path, interleaved: bool) -> None:
+    db = tmp_path / "s.db"
+    a, b = _history("a", 60), _history("b", 60)
+    with nd.SqliteSessionStore(db) as store:
+        # Interleaved saves put the runs' nodes at alternating rowids; both share
+        # their first node; a fork of run a shares 30 more.
+        for step in range(1, 61, 3):
+            store.save(_checkpoint("a", step, a[: step + 1]))
+            if interleaved:
+                store.save(_checkpoint("b", step, b[: step + 1]))
+        store.save(_checkpoint("a", 61, a))
+        store.save(_checkpoint("b", 61, b))
+        store.save(_checkpoint("fork", 40, (*a[:31], *_history("f", 40)[1:10])))
+    for run_id, wanted in (("a", a), ("b", b), ("fork", (*a[:31], *_history("f", 40)[1:10]))):
+        with nd.SqliteSessionStore(db) as fresh:
+            loaded = fresh.load(run_id)
+        assert loaded is not None and loaded.messages == wanted
+
+
+def test_a_damaged_node_of_another_run_in_the_window_does_not_fail_this_load(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.db"
+    a, b = _history("a", 40), _history("b", 40)
+    with nd.SqliteSessionStore(db) as store:
+        for step in range(1, 41):
+            store.save(_checkpoint("a", step, a[: step + 1]))
+            store.save(_checkpoint("b", step, b[: step + 1]))
+    conn = sqlite3.connect(db, isolation_level=None)
+    # A node of b written among a's last nodes: invalid UTF-8 stored as TEXT
+    # (SQLite cannot decode it), inside the rowid window a's load reads.
+    (head,) = conn.execute(
+        "SELECT head FROM checkpoints WHERE run_id = 'b' AND step_index = 35"
+    ).fetchone()
+    conn.execute("UPDATE nodes SET message = CAST(x'ff00ff' AS TEXT) WHERE id = ?", (head,))
+    conn.close()
+    with nd.SqliteSessionStore(db) as fresh:
+        loaded = fresh.load("a")
+        assert loaded is not None and loaded.messages == a
+        with pytest.raises(nd.StoreCorruptionError):
+            fresh.load("b")
