@@ -8,12 +8,10 @@ prefix share the prefix's nodes, and a save only writes the nodes it adds.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import operator
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import TypeAdapter, ValidationError
@@ -30,7 +28,6 @@ __all__ = [
     "decode_messages",
     "encode_message",
     "extend_chain",
-    "gc_paused",
     "identical_prefix",
     "known_prefix",
     "node_id",
@@ -140,24 +137,6 @@ def verify_chain(
             run_id=run_id,
             step_index=step_index,
         )
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """No garbage collection pass while a loaded history's messages are built.
-
-    Building 10,000 messages allocates some 70,000 objects, none of them in a
-    cycle, and each pass of the collector walks the growing heap: a third of a
-    cold load's CPU went to them (issue 42). Collection resumes after (as it
-    was: a caller that turned it off keeps it off).
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def decode_messages(

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..._errors import StoreCorruptionError
+from ..._gc import gc_paused
 from ...durable._checkpoint import AgentCheckpoint, CheckpointInfo
 from ...durable._checkpoint_size import note_loaded
 from ...durable._records import RunRecord
@@ -25,7 +26,6 @@ from .._chain import (
     NodeRow,
     decode_messages,
     extend_chain,
-    gc_paused,
     known_prefix,
     verify_chain,
 )
@@ -255,7 +255,7 @@ class SqliteCheckpoints:
         return checkpoint
 
     def history(self, run_id: str) -> builtins.list[CheckpointInfo]:
-        with self._db.lock, self._db.read() as conn:
+        with self._db.lock, self._db.read() as conn, gc_paused():
             found = self._checkpoints(conn, run_id)
         end = 2 + len(COLUMNS)
         # A row with a checksum was verified by _checkpoints (a legacy row has none).

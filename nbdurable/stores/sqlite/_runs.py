@@ -23,6 +23,7 @@ from ..._errors import (
     RunNotFoundError,
     StoreCorruptionError,
 )
+from ..._gc import gc_paused
 from ...durable._stored import validate_stored
 from ...durable.store import RunStore, admitted, check_commit, repeated_submission
 from ...events._model import Event, NewEvent
@@ -40,7 +41,6 @@ from ...runs import (
     served,
     unclaimable_by_definition,
 )
-from .._chain import gc_paused
 from .._rows import runtime_row
 from .._trusted import built
 from ._crc import row_crc, verify_row
