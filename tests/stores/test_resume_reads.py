@@ -10,7 +10,7 @@ import pytest
 import nbdurable as nd
 from nbdurable.durable.store._events import EventLog, events_since
 from nbdurable.events import CHECKPOINT_SAVED
-from nbdurable.stores._rows import COLUMNS, CheckpointRow
+from nbdurable.stores._rows import COLUMNS, CheckpointRow, verified_infos
 from nbdurable.stores.sqlite._checkpoints import _HISTORY
 from nbdurable.stores.sqlite._runs import _intent, _verified_intents
 
@@ -74,6 +74,8 @@ async def test_verified_rows_build_the_same_infos_and_intents(tmp_path: Path) ->
     rows = conn.execute(_HISTORY, ("r",)).fetchall()
     conn.close()
     assert rows
+    parsed = [CheckpointRow.from_values("r", values[2 : 2 + len(COLUMNS)]) for values in rows]
+    assert verified_infos(parsed) == [row.info() for row in parsed]
     for values in rows:
         row = CheckpointRow.from_values("r", values[2 : 2 + len(COLUMNS)])
         fast, checked = row.info(verified=True), row.info()

@@ -30,7 +30,7 @@ from .._chain import (
     verify_chain,
 )
 from .._packing import unpack_json
-from .._rows import COLUMNS, CheckpointRow, checkpoint_row, run_record
+from .._rows import COLUMNS, CheckpointRow, checkpoint_row, run_record, verified_infos
 from ._crc import latest_row, pick_at_step, row_crc, verify_checkpoint, verify_run
 from ._db import SqliteDb
 from ._events import LAST_EVENT_SUBQUERY, append_events, delete_events
@@ -258,11 +258,12 @@ class SqliteCheckpoints:
         with self._db.lock, self._db.read() as conn, gc_paused():
             found = self._checkpoints(conn, run_id)
         end = 2 + len(COLUMNS)
+        rows = [CheckpointRow.from_values(run_id, values[2:end]) for values in found]
         # A row with a checksum was verified by _checkpoints (a legacy row has none).
-        return [
-            CheckpointRow.from_values(run_id, values[2:end]).info(verified=values[-1] is not None)
-            for values in found
-        ]
+        if all(values[-1] is not None for values in found):
+            with gc_paused():
+                return verified_infos(rows)
+        return [row.info() for row in rows]
 
     def list(self) -> builtins.list[str]:
         with self._db.lock:
