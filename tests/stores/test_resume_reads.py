@@ -173,3 +173,22 @@ def test_a_damaged_node_of_another_run_in_the_window_does_not_fail_this_load(
         assert loaded is not None and loaded.messages == a
         with pytest.raises(nd.StoreCorruptionError):
             fresh.load("b")
+
+
+def test_a_damaged_node_early_in_a_long_history_is_caught_when_it_is_read(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.db"
+    history = _history("a", 80)
+    with nd.SqliteSessionStore(db) as store:
+        for step in range(1, 81):
+            store.save(_checkpoint("a", step, history[: step + 1]))
+    conn = sqlite3.connect(db, isolation_level=None)
+    # The third node now holds another valid message (its hash no longer matches).
+    (rowid,) = conn.execute("SELECT rowid FROM nodes ORDER BY rowid LIMIT 1 OFFSET 2").fetchone()
+    damaged = nd.assistant("a 9").model_dump_json()
+    conn.execute("UPDATE nodes SET message = ? WHERE rowid = ?", (damaged, rowid))
+    conn.close()
+    with nd.SqliteSessionStore(db) as fresh, pytest.raises(nd.StoreCorruptionError) as caught:
+        fresh.load("a")  # read by rowid range and walked: every node's hash still checked
+    assert caught.value.run_id == "a"
