@@ -13,6 +13,10 @@ a temp dir, then times reading every checkpoint back:
                list(graph.get_state_history(config)) the graph-level API
                get_state_history + pd.DataFrame      ... turned into one row per checkpoint
 
+    DBOS       DBOS.list_workflow_steps(workflow_id)  every step of the same loop run as a
+                                                     DBOS workflow (store_bench_dbos.py: a
+                                                     model turn and a tool result a step)
+
 Cold: each repetition opens a new store / saver (and compiles the graph again),
 so no in-process cache helps; opening is not timed. Warm: further calls on that
 same object. Median and p95 of each.
@@ -21,8 +25,12 @@ same object. Median and p95 of each.
     python benchmarks/inspect_bench.py --quick         # N = 20, one or two repetitions (smoke test)
     python benchmarks/inspect_bench.py --nbdurable-only --steps 5000
     python benchmarks/inspect_bench.py --json figures.json --check
+    python benchmarks/inspect_bench.py --dbos --nbdurable-only   # the issue-42 ratio alone
 
-Target: nd.inspect.history (cold, median) <= 50 ms at N = 500. LangGraph comes
+Targets: nd.inspect.history (cold, median) <= 50 ms at N = 500 (issue 6), and
+with ``--dbos`` at most DBOS's step listing time (issue 42: the ratio, measured
+in the same run; DBOS's listing is timed while its process still has DBOS
+launched, as an application would call it, its first call apart as cold). LangGraph comes
 with the bench dependency group (pip install --group bench -e .); without it the LangGraph rows
 are skipped. Run as a script: it imports its run shape from store_bench.py
 beside it. See benchmarks/README.md for the latest figures.
@@ -55,6 +63,7 @@ TARGET_NAME = f"nbdurable history DataFrame (cold) <= {TARGET_MS:.0f} ms at {TAR
 
 NBDURABLE = "nbdurable"
 LANGGRAPH = "langgraph"
+DBOS_NAME = "dbos"
 
 
 @dataclass
@@ -335,6 +344,45 @@ def time_langgraph(db: Path, n: int, *, repeat: int, warm: int) -> list[Timing]:
     return found
 
 
+# --- DBOS ---------------------------------------------------------------------------------
+
+
+def time_dbos(db: Path, n: int, *, repeat: int, warm: int) -> list[Timing]:
+    """``DBOS.list_workflow_steps`` of the same run as a DBOS workflow (store_bench_dbos.py).
+
+    As nbdurable's reads: cold is the first call after DBOS is launched anew on
+    the run's database (DBOS is one per process; launching is not timed), warm
+    the calls after it. DBOS records two steps per loop step (the model turn and
+    the tool's result) and the final answer: 2N + 1 rows.
+    """
+    from dbos import DBOS, DBOSConfig
+    from store_bench import tool_result
+    from store_bench_dbos import dbos_run
+
+    ran = dbos_run(n, db, tool_result)
+    assert ran.steps_recorded == 2 * n + 1, ran.steps_recorded
+    listing = Timing(DBOS_NAME, "DBOS.list_workflow_steps(workflow_id)")
+    config: DBOSConfig = {"name": "nbdurable-bench", "system_database_url": f"sqlite:///{db}"}
+    steps: list[Any] = []
+    for _ in range(repeat):
+        DBOS(config=config)
+        DBOS.launch()
+        try:
+            (workflow,) = DBOS.list_workflows(load_input=False, load_output=False)
+            for k in range(1 + warm):
+                steps = []
+                gc.collect()
+                started = time.perf_counter()
+                steps = DBOS.list_workflow_steps(workflow.workflow_id)
+                elapsed = (time.perf_counter() - started) * 1000
+                (listing.warm_ms if k else listing.cold_ms).append(elapsed)
+        finally:
+            DBOS.destroy(destroy_registry=True)
+    listing.rows = len(steps)
+    assert listing.rows == 2 * n + 1, f"expected {2 * n + 1} DBOS steps, listed {listing.rows}"
+    return [listing]
+
+
 # --- report ------------------------------------------------------------------------------
 
 
@@ -403,6 +451,20 @@ def target(timings: list[Timing], n: int) -> Target:
     return Target(TARGET_NAME, shown, limit, value <= TARGET_MS)
 
 
+def dbos_ratio(timings: list[Timing]) -> tuple[float, float, float] | None:
+    """nd.inspect.history's cold median, DBOS's first listing, their ratio; None without DBOS.
+
+    Both cold: the first call on a freshly opened store, a freshly launched DBOS.
+    """
+    ours = next((t for t in timings if t.what.startswith("nd.inspect.history")), None)
+    theirs = next((t for t in timings if t.system == DBOS_NAME), None)
+    if ours is None or theirs is None or not ours.cold_ms:
+        return None
+    mine = statistics.median(ours.cold_ms)
+    other = statistics.median(theirs.cold_ms)
+    return mine, other, mine / other
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--steps", type=int, default=TARGET_STEPS, help="tool steps in the run")
@@ -410,6 +472,9 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="N = 20, one or two calls per read (a smoke test)"
     )
     parser.add_argument("--nbdurable-only", action="store_true", help="skip LangGraph")
+    parser.add_argument(
+        "--dbos", action="store_true", help="also DBOS.list_workflow_steps (issue 42's ratio)"
+    )
     parser.add_argument(
         "--repeat", type=int, default=20, help="fresh nbdurable stores (cold calls); default 20"
     )
@@ -457,6 +522,9 @@ def main(argv: list[str] | None = None) -> int:
             langgraph_run(n, lg_db, "sync")  # checks the latest state; lists every checkpoint
             gc.collect()
             timings += time_langgraph(lg_db, n, repeat=lg_repeat, warm=1)
+        if args.dbos:
+            print(f"  dbos: running {n} steps ...", file=sys.stderr, flush=True)
+            timings += time_dbos(root / "dbos.db", n, repeat=repeat, warm=warm)
 
     print()
     print(f"N = {n} steps: nbdurable keeps {n + 1} checkpoints, LangGraph two per step")
@@ -466,6 +534,14 @@ def main(argv: list[str] | None = None) -> int:
     verdict = target(timings, n)
     shown = {True: "PASS", False: "MISS", None: "n/a"}[verdict.passed]
     print(f"\nTarget: {verdict.name}: {verdict.value} (target {verdict.limit}) {shown}")
+    ratio = dbos_ratio(timings)
+    if ratio is not None:
+        ours, theirs, value = ratio
+        shown = "PASS" if value <= 1 else "MISS"
+        print(
+            f"Target (issue 42): nd.inspect.history {ours:.1f} ms / DBOS.list_workflow_steps"
+            f" {theirs:.1f} ms = {value:.2f} (cold medians; target <= 1) {shown}"
+        )
     if args.json:
         payload = {
             "machine": info,

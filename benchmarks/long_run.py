@@ -17,6 +17,11 @@ connection the run opens).
     python benchmarks/long_run.py --pg            # also on PostgreSQL
     python benchmarks/long_run.py --repeat 3      # the median-ratio run of three
     python benchmarks/long_run.py --json out.json
+    python benchmarks/long_run.py --resume        # cold resume at N = 500 and 5,000
+
+``--resume`` (long_run_resume.py) times something else: a run killed after N
+steps, reopened in a fresh process, to its first new step; nbdurable's session
+API and runtime and LangGraph (N <= 1,000), medians of 5 fresh processes each.
 
 See benchmarks/README.md ("Long runs") for the figures.
 """
@@ -247,18 +252,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg", action="store_true", help="also on a throwaway PostgreSQL server")
     parser.add_argument("--pg-url", help="also on this PostgreSQL database (postgresql://...)")
     parser.add_argument(
-        "--only", choices=CONFIGS, action="append", help="run only these configurations"
+        "--only",
+        choices=(*CONFIGS, "session resume", "session continue", "runtime", "langgraph"),
+        action="append",
+        help="run only these configurations",
     )
     parser.add_argument(
         "--repeat",
         type=int,
-        default=1,
-        help="fresh runs per configuration; the one with the median ratio is shown",
+        default=None,
+        help="fresh runs per configuration; the one with the median ratio is shown"
+        " (--resume: fresh resumes per configuration and N, default 5)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="time a cold resume to the first new step instead (long_run_resume.py)",
+    )
+    parser.add_argument(
+        "--resume-steps",
+        type=int,
+        nargs="+",
+        default=[500, 5000],
+        help="the N of --resume (default 500 5000)",
     )
     parser.add_argument("--config", choices=CONFIGS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.steps < 3:
         parser.error("--steps must be at least 3")
+    if args.resume:
+        import long_run_resume
+
+        configs = list(args.only or long_run_resume.CONFIGS)
+        return long_run_resume.run(args.resume_steps, configs, args.repeat or 5, args.json)
+    args.repeat = args.repeat or 1
 
     if args.config is not None:
         # One configuration in this fresh process (its RSS growth is its own).

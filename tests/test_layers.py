@@ -13,7 +13,7 @@ The order, lowest first (architecture issue; it supersedes the layer tree in DES
 
 Modules the issue does not name are placed as follows:
 
-- ``_text``, ``_media``, ``_sync``, ``_aio``, ``_resources``, ``_openai_chat``,
+- ``_text``, ``_media``, ``_sync``, ``_aio``, ``_gc``, ``_resources``, ``_openai_chat``,
   ``_display``, ``_version``, ``_redact``: standard-library helpers (and the OpenAI chat shape of messages)
   that ``messages`` and everything above use: the bottom layer.
 - ``interop`` (LangChain and Pydantic AI tools) and ``mcp`` (MCP servers' tools):
@@ -60,6 +60,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_media",
         "_sync",
         "_aio",
+        "_gc",
         "_resources",
         "_openai_chat",
         "_display",

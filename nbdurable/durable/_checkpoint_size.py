@@ -2,13 +2,42 @@
 
 from __future__ import annotations
 
+import operator
+import threading
+from collections import deque
 from collections.abc import Sequence
 
 from ..history import History
 from ..messages import Message
 from ._checkpoint import AgentCheckpoint
 
-__all__ = ["CheckpointSize"]
+__all__ = ["CheckpointSize", "note_loaded"]
+
+# Histories a store just loaded, with their messages' JSON bytes (the stored
+# texts' length): a runtime resuming a long run measures its first checkpoint
+# without encoding 10,000 messages again (issue 42). A few, newest last.
+_LOADED: deque[tuple[Sequence[Message], int]] = deque(maxlen=4)
+_LOADED_LOCK = threading.Lock()
+
+
+def note_loaded(messages: Sequence[Message], json_bytes: int) -> None:
+    """Note that a store loaded ``messages`` from JSON of ``json_bytes`` UTF-8 bytes.
+
+    The bytes of the messages' JSON as ``model_dump_json`` writes them, all
+    together, commas excluded.
+    """
+    with _LOADED_LOCK:
+        _LOADED.append((messages, json_bytes))
+
+
+def _loaded_bytes(history: Sequence[Message]) -> int | None:
+    """The noted bytes of a loaded history whose very messages ``history`` holds, once."""
+    with _LOADED_LOCK:
+        for i, (messages, json_bytes) in enumerate(_LOADED):
+            if len(messages) == len(history) and all(map(operator.is_, messages, history)):
+                del _LOADED[i]
+                return json_bytes
+    return None
 
 
 def _utf8_len(text: str) -> int:
@@ -32,6 +61,11 @@ class CheckpointSize:
         """The checkpoint's JSON size in UTF-8 bytes."""
         messages = checkpoint.messages
         last = self._last
+        if last is None and extends is not None:
+            # The first save of a leg that started from a loaded checkpoint.
+            known = _loaded_bytes(extends)
+            if known is not None:
+                last, self._last_bytes = extends, known
         if last is not None and (
             (extends is not None and extends is last)
             or (isinstance(messages, History) and messages.extends(last))

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import RunNotFoundError
 from .._extras import import_for
+from .._gc import gc_paused
 from . import _compact, _graph_rows, _records, _rows
 from ._source import StoreLike, opened, run_events
 
@@ -180,17 +181,18 @@ def history(store: StoreLike, run_id: str) -> InspectFrame:
     Raises:
         RunNotFoundError: The store has no checkpoint of the run.
     """
-    rows = _records.history_rows(store, run_id)
     module = frame_module()
-    return module.frame(  # type: ignore[no-any-return]
-        rows,
-        columns=_records.HISTORY_COLUMNS,
-        index="step",
-        categories={"status": ("running", "suspended", "completed")},
-        datetimes=("created_at",),
-        integers=("duration_ms", "model_ms", "tool_ms"),
-        floats=("cost", "cost_delta"),
-    )
+    with gc_paused():  # a few objects per checkpoint, none in a cycle: no collector pass
+        rows = _records.history_rows(store, run_id)
+        return module.frame(  # type: ignore[no-any-return]
+            rows,
+            columns=_records.HISTORY_COLUMNS,
+            index="step",
+            categories={"status": ("running", "suspended", "completed")},
+            datetimes=("created_at",),
+            integers=("duration_ms", "model_ms", "tool_ms"),
+            floats=("cost", "cost_delta"),
+        )
 
 
 def messages(store: StoreLike, run_id: str, step_index: int | None = None) -> InspectFrame:

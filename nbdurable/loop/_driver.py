@@ -15,6 +15,7 @@ from ..durable._checkpoint import AgentCheckpoint
 from ..durable._offload import offload
 from ..durable._transient import StoreRetry
 from ..durable.store import EventLog, SessionStore, maybe_await
+from ..durable.store._events import events_since
 from ..events._model import CHECKPOINT_SAVED, MODEL_COMPLETED
 from ..events._writer import DEFAULT_FLUSH_INTERVAL, MAX_BUFFERED, EventWriter
 from ..messages import Message, ToolApprovalRequest, ToolApprovalResponse, ToolResultPart
@@ -308,7 +309,9 @@ class Driver(TraceHooks):
         assert self.events is not None
         events = self.events.store
         assert self.start.run_id is not None
-        logged = await offload(events.read_events, self.start.run_id)
+        # The log's tail from its latest checkpoint on: what came before is in
+        # the checkpoint's history (a long run's whole log is read no more).
+        logged = await offload(events_since, events, self.start.run_id, CHECKPOINT_SAVED)
         step = self.start.next_step_index
         for event in logged:
             if event.type == CHECKPOINT_SAVED:

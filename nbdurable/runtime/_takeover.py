@@ -28,8 +28,15 @@ def interrupted_calls(
     started = [i for i in intents if i.state == "started"]
     if not started:
         return []
-    finished = {result.tool_call_id for message in messages for result in message.tool_results}
-    return [i for i in started if i.tool_call_id not in finished]
+    # From the end: the results of the calls an owner started are among the last
+    # messages, and a 5,000-step history is not scanned to find them (issue 42).
+    missing = {i.tool_call_id for i in started}
+    for message in reversed(messages):
+        for result in message.tool_results:
+            missing.discard(result.tool_call_id)
+        if not missing:
+            return []
+    return [i for i in started if i.tool_call_id in missing]
 
 
 def takeover_event(

@@ -10,19 +10,28 @@ The SQLite store may pack ``usage`` and ``extra`` (a BLOB, see
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
 from .._errors import CheckpointVersionError, StoreCorruptionError
-from ..durable._checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo
+from ..durable._checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo, StepStats
 from ..durable._records import RunRecord
 from ..messages import Message, ToolApprovalRequest, Usage
 from ..runs import RuntimeRun
 from ._packing import unpack_json
+from ._trusted import built
 
-__all__ = ["COLUMNS", "CheckpointRow", "checkpoint_row", "run_record", "runtime_row"]
+__all__ = [
+    "COLUMNS",
+    "CheckpointRow",
+    "checkpoint_row",
+    "run_record",
+    "runtime_row",
+    "verified_infos",
+]
 
 COLUMNS = (
     "version",
@@ -59,6 +68,9 @@ _EXTRA = frozenset(AgentCheckpoint.model_fields) - _OWN
 _EXTRA_INCLUDE = set(_EXTRA)
 _EXTRA_DEFAULTS = tuple((name, AgentCheckpoint.model_fields[name].default) for name in _EXTRA)
 _INFO_FIELDS = frozenset(CheckpointInfo.model_fields)
+_USAGE_FIELDS = frozenset(Usage.model_fields)
+_STATS_FIELDS = frozenset(StepStats.model_fields)
+_STATUSES = frozenset({"running", "suspended", "completed"})
 _APPROVALS: TypeAdapter[tuple[ToolApprovalRequest, ...]] = TypeAdapter(
     tuple[ToolApprovalRequest, ...]
 )
@@ -135,8 +147,15 @@ class CheckpointRow:
             raise self.corruption(f"its metadata does not decode: {exc}") from exc
         return fields
 
-    def info(self) -> CheckpointInfo:
-        """The checkpoint's metadata without loading a message."""
+    def info(self, *, verified: bool = False) -> CheckpointInfo:
+        """The checkpoint's metadata without loading a message.
+
+        ``verified``: the row's checksum was just checked, so its columns are
+        what this store wrote from a validated checkpoint; the usual shapes are
+        then built without validating them again (:meth:`_verified_info`).
+        """
+        if verified and (found := self._verified_info()) is not None:
+            return found
         fields = {k: v for k, v in self.fields().items() if k in _INFO_FIELDS}
         try:
             return CheckpointInfo(
@@ -146,6 +165,63 @@ class CheckpointRow:
             )
         except ValidationError as exc:
             raise self.corruption(f"its metadata is invalid: {exc}") from exc
+
+    def _verified_info(self) -> CheckpointInfo | None:
+        """The info of a checksum-verified row in its usual shape, or None (then validated).
+
+        Checks types and keys, not values, as :mod:`._trusted` does for messages:
+        for a history listing (``nd.inspect.history``) validating 500 rows costs
+        more than reading them. Pending approvals, agent paths and optional
+        fields other than ``stats`` take the validating path.
+        """
+        if not self._usual_columns():
+            return None
+        try:
+            usage = json.loads(unpack_json(self.usage))
+            extra = None if self.extra is None else json.loads(unpack_json(self.extra))
+        except (ValueError, StoreCorruptionError):
+            return None
+        return self._info_of(usage, extra)
+
+    def _usual_columns(self) -> bool:
+        return not (
+            self.version != CHECKPOINT_VERSION
+            or self.pending_approvals != "[]"
+            or self.agent_path != "[]"
+            or self.status not in _STATUSES
+            or type(self.step_index) is not int
+            or type(self.message_count) is not int
+            or type(self.created_at) is not int
+            or not (self.finish_reason is None or type(self.finish_reason) is str)
+        )
+
+    def _info_of(self, usage: Any, extra: Any) -> CheckpointInfo | None:
+        """The info from this row's decoded usage and extra JSON, or None when unusual."""
+        if not _usual_usage(usage):
+            return None
+        stats = None
+        if extra is not None:
+            if type(extra) is not dict or extra.keys() != {"stats"}:
+                return None
+            stats = _stats(extra["stats"])
+            if stats is None:
+                return None
+        values = {
+            "run_id": self.run_id,
+            "step_id": f"{self.run_id}#{self.step_index}",
+            "step_index": self.step_index,
+            "status": self.status,
+            "usage": built(Usage, usage),
+            "message_count": self.message_count,
+            "pending_approvals": (),
+            "agent_path": (),
+            "created_at": self.created_at,
+            "finish_reason": self.finish_reason,
+            "forked_from": None,
+            "stats": stats,
+        }
+        given = _GIVEN if stats is None else _GIVEN_STATS
+        return built(CheckpointInfo, values, given)
 
     def checkpoint(self, messages: tuple[Message, ...]) -> AgentCheckpoint:
         """The full checkpoint, given its messages."""
@@ -161,6 +237,73 @@ class CheckpointRow:
             run_id=self.run_id,
             step_index=self.step_index,
         )
+
+
+# The fields a validated CheckpointInfo of info() counts as set (those it was given).
+_GIVEN = frozenset(_INFO_FIELDS - {"forked_from", "stats"})
+_GIVEN_STATS = _GIVEN | {"stats"}
+
+
+def _usual_usage(data: Any) -> bool:
+    """Whether stored usage JSON has exactly Usage's fields, of the types validation keeps."""
+    return (
+        type(data) is dict
+        and data.keys() == _USAGE_FIELDS
+        and type(data["input_tokens"]) is int
+        and type(data["output_tokens"]) is int
+        and type(data["total_tokens"]) is int
+        and (data["cached_input_tokens"] is None or type(data["cached_input_tokens"]) is int)
+        and (data["cost"] is None or type(data["cost"]) is float)
+    )
+
+
+def _stats(data: Any) -> StepStats | None:
+    """StepStats from stored JSON (defaults left out when written), or None when unusual."""
+    if type(data) is not dict or not data.keys() <= _STATS_FIELDS or "started_at" not in data:
+        return None
+    values = {  # in field order, as validation leaves them
+        "started_at": data["started_at"],
+        "model_ms": data.get("model_ms", 0),
+        "tool_ms": data.get("tool_ms", 0),
+        "tool_calls": data.get("tool_calls", ()),
+    }
+    calls = values["tool_calls"]
+    if type(calls) is list:
+        if not all(type(name) is str for name in calls):
+            return None
+        values["tool_calls"] = tuple(calls)
+    elif calls != ():
+        return None
+    if not all(type(values[name]) is int for name in ("started_at", "model_ms", "tool_ms")):
+        return None
+    return built(StepStats, values, frozenset(data))
+
+
+def verified_infos(rows: Sequence[CheckpointRow]) -> list[CheckpointInfo]:
+    """``row.info(verified=True)`` of each checksum-verified row, their JSON parsed at once.
+
+    A history listing of 500 checkpoints parses 1,000 small JSON values (usage
+    and the optional fields): one parser call for all of them costs a fraction of
+    a call each. Rows of an unusual shape are validated one by one, as
+    :meth:`CheckpointRow.info` does.
+    """
+    texts: list[str] = []
+    try:
+        for row in rows:
+            if not row._usual_columns():
+                raise ValueError("an unusual row")
+            texts.append(unpack_json(row.usage))
+            texts.append("null" if row.extra is None else unpack_json(row.extra))
+        parsed = json.loads("[" + ",".join(texts) + "]")
+    except (ValueError, StoreCorruptionError):
+        return [row.info(verified=True) for row in rows]
+    if type(parsed) is not list or len(parsed) != 2 * len(rows):  # a text held more than one
+        return [row.info(verified=True) for row in rows]
+    found = []
+    for i, row in enumerate(rows):
+        info = row._info_of(parsed[2 * i], parsed[2 * i + 1])
+        found.append(info if info is not None else row.info())
+    return found
 
 
 def checkpoint_row(checkpoint: AgentCheckpoint) -> CheckpointRow:

@@ -13,14 +13,14 @@ caller validates the whole history as before.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel
 
 from ..messages import Message, Role, TextPart, ToolCallPart, ToolResultPart
 
-__all__ = ["trusted_messages"]
+__all__ = ["built", "trusted_messages"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -32,15 +32,22 @@ _RESULT_FIELDS = frozenset(ToolResultPart.model_fields)
 _set = object.__setattr__
 
 
-def _built(cls: type[M], values: dict[str, Any]) -> M:
-    # What BaseModel.model_construct does when every field is given, without
-    # its per-field Python loop: the same instance state as validation leaves.
+def built(cls: type[M], values: dict[str, Any], given: Iterable[str] | None = None) -> M:
+    """``cls`` holding ``values`` (every field), not validated: only for checked shapes.
+
+    What BaseModel.model_construct does when every field is given, without its
+    per-field Python loop: the same instance state as validation leaves.
+    ``given``: the fields validation would count as set (default: all of them).
+    """
     model = cls.__new__(cls)
     _set(model, "__dict__", values)
-    _set(model, "__pydantic_fields_set__", set(values))
+    _set(model, "__pydantic_fields_set__", set(values if given is None else given))
     _set(model, "__pydantic_extra__", None)
     _set(model, "__pydantic_private__", None)
     return model
+
+
+_built = built
 
 
 def _part(item: Any) -> BaseModel | None:

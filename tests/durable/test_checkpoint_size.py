@@ -44,3 +44,19 @@ def test_an_extension_encodes_only_its_tail_and_stays_exact() -> None:
     edited = (nd.user("other, longer first message"), *longer[1:])
     cp2 = _cp(edited, 2)
     assert size.measure(cp2, extends=first) == _exact(cp2)
+
+
+def test_a_history_a_sqlite_store_loaded_is_measured_by_its_stored_texts(tmp_path) -> None:
+    store = nd.SqliteSessionStore(tmp_path / "s.db")
+    store.save(_cp(_history(), 0))
+    store.close()
+    fresh = nd.SqliteSessionStore(tmp_path / "s.db")
+    loaded = fresh.load("r")
+    fresh.close()
+    assert loaded is not None
+    start = nd.History.of(loaded.messages)  # what the loop starts from: the same objects
+    longer = start.appended(nd.assistant("Done."))
+    cp = _cp(tuple(longer), 1)
+    size = CheckpointSize()
+    # The noted bytes stand in for encoding the loaded messages: the size stays exact.
+    assert size.measure(cp, extends=start) == _exact(cp)

@@ -156,3 +156,24 @@ async def test_a_subscriber_in_another_process_sees_the_same_folded_state(
 
 async def _fold(events):  # type: ignore[no-untyped-def]
     return nd.fold_events([e async for e in events])
+
+
+@pytest.mark.parametrize("count", [0, 1, 150])
+def test_last_event_offset_and_events_since_on_every_store(
+    store_case: StoreCase, count: int
+) -> None:
+    from nbdurable.durable.store._events import events_since
+
+    store = _store(store_case)
+    try:
+        assert store.last_event_offset("nobody") == 0
+        if count:
+            store.append_events("r", [new("custom", i) for i in range(count)])
+            store.save_with_events(checkpoint("r", 1), [new("checkpoint_saved", 1)])
+            store.append_events("r", [new("custom", 2), new("custom", 3)])
+            logged = store.read_events("r")
+            assert store.last_event_offset("r") == logged[-1].offset == count + 3
+            assert events_since(store, "r", "checkpoint_saved") == logged[count:]
+            assert events_since(store, "r", "no_such_type") == logged
+    finally:
+        store.close()
