@@ -33,6 +33,7 @@ from ..runs import (
     TEMPORAL,
     RunPatch,
     RuntimeRun,
+    ToolIntent,
     definition_matches,
     mismatch_reason,
     of_engine,
@@ -282,7 +283,7 @@ class RunActivities(BoundActivities):
         retries leaves the run in ``retry_wait`` and tells the workflow how long
         to wait (the error's details).
         """
-        text, _ = await self._model(scope, step_index, request, early=False)
+        text, _, _ = await self._model(scope, step_index, request, early=False)
         return text
 
     @activity.defn(name="nbdurable.model_step")
@@ -302,9 +303,11 @@ class RunActivities(BoundActivities):
         JSON (``response``) and the results by call id (``results``).
         """
         early = activity.info().attempt == 1 and not scope["path"]
-        text, done = await self._model(scope, step_index, request, early=early)
+        text, done, answered = await self._model(scope, step_index, request, early=early)
         results = {key: part.model_dump(mode="json") for key, part in done.items()}
-        return {"response": text, "results": results}
+        # ``answered``: the model answered (the journal lacked the step), so later
+        # steps of the leg need not read it (a workflow of this version tells them).
+        return {"response": text, "results": results, "answered": answered}
 
     def _tool_driver(self, agent: Agent, options: LoopOptions, record: RuntimeRun) -> Driver:
         """The driver that runs the run's own agent's calls under their intent records."""
@@ -315,8 +318,12 @@ class RunActivities(BoundActivities):
 
     async def _model(
         self, scope: dict[str, Any], step_index: int, request: dict[str, Any], *, early: bool
-    ) -> tuple[str, dict[str, ToolResultPart]]:
-        """The model attempt (and, ``early``, the step's unattended calls): JSON, results."""
+    ) -> tuple[str, dict[str, ToolResultPart], bool]:
+        """The model attempt (and, ``early``, the step's unattended calls).
+
+        Returns the response's JSON, the calls' results and whether the model
+        was asked (not the journal).
+        """
         if draining():  # taken as the worker began to drain: another worker asks the model
             raise handed_back()
         runtime = self.runtime
@@ -340,19 +347,31 @@ class RunActivities(BoundActivities):
             finally:
                 if driver.events is not None:
                     await driver.events.close()
-            return response.model_dump_json(), {}
+            return response.model_dump_json(), {}, True
         if record.state == "retry_wait":
             running = RunPatch(state="running", next_attempt_at=None)
             record = await offload(runtime.set_state, record.run_id, running)
             lifecycle.claimed(record, resumed=False)  # the retried attempt starts a leg
         context = RunContext(runtime=runtime, agent=agent, record=record)
-        step = StepDriver(options, context, heartbeats, flush_interval=runtime.flush_interval)
+        lacks = scope.get("journal") is False
+        step = StepDriver(
+            options,
+            context,
+            heartbeats,
+            flush_interval=runtime.flush_interval,
+            carried=[ToolIntent.model_validate(i) for i in scope.get("completed", ())],
+            carries=bool(scope.get("carries")),
+            # An earlier call of this leg was answered, so the journal lacks this
+            # step (legs journal in order); a retried attempt may have journaled it.
+            journal_lacks_from=step_index if lacks and activity.info().attempt == 1 else None,
+        )
         results: dict[str, ToolResultPart] = {}
         try:
             with joined(record):
                 label = f"model call of step {step_index}"
                 async with heartbeats(run_id=record.run_id, call=label):
                     response = await step.call_model(effect)
+                answered = step.answered_now
                 if early:  # the calls run after the response is journaled (with the first)
                     invocations = early_calls(agent, options, response)
                     limit = options.max_tool_concurrency
@@ -367,7 +386,7 @@ class RunActivities(BoundActivities):
         finally:
             if step.events is not None:
                 await step.events.close()
-        return response.model_dump_json(), results
+        return response.model_dump_json(), results, answered
 
     def _model_failure(self, context: RunContext, failed: ModelAttemptFailed) -> ApplicationError:
         """The attempt's error for the workflow: retried after a delay (``retry_wait``) or final.
@@ -459,11 +478,16 @@ class RunActivities(BoundActivities):
             owner = f"temporal:{activity.info().workflow_id}"
             if current.fence != fence or current.lease_owner != owner:
                 return
+        intents = [ToolIntent.model_validate(e["intent"]) for e in entries if "intent" in e]
+        entries = [e for e in entries if "intent" not in e]
         finish = await write_outbox(self.runtime, entries, run_log=run_id)
         if _tracing.HOOKS is not None:
             checkpoint = await offload(self.runtime.store.load, run_id)
             end_leg_span(run_id, changes, checkpoint)
         record = await offload(self._record, run_id)
+        for intent in intents:  # the last step's early calls (no model_step came after them)
+            with contextlib.suppress(FencedOutError):
+                await offload(self.runtime.runtime_store.rt_intent, intent, fence=record.fence)
         if record.finished:
             return
         patch = RunPatch(lease_owner=None) | RunPatch(**changes)  # a misspelt field: TypeError

@@ -24,6 +24,7 @@ retried activity leaves them to ``run_tool``, whose recovery policy decides.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..durable._offload import offload
@@ -32,6 +33,7 @@ from ..loop._effects import ExecuteTools, ToolInvocation, ToolOutcome
 from ..loop._options import LoopOptions
 from ..loop._start import LegStart
 from ..messages import ToolResultPart
+from ..runs import ToolIntent
 from ..runtime._executor import RunContext, RuntimeDriver
 from ..runtime._step_commit import StepRiders
 from ._drain import draining
@@ -50,6 +52,12 @@ class StepDriver(RuntimeDriver):
         context: The run's execution (record, agent, fencing token).
         heartbeats: Wraps each tool call (heartbeats and the drain's bookkeeping).
         flush_interval: Longest wait, in seconds, before buffered events are written.
+        carried: The previous step's completed intents the workflow carried here:
+            written with this activity's first commit.
+        carries: The workflow carries this step's completed intents to the next
+            step's activity (or its leg's end): they are not written here.
+        journal_lacks_from: The step from which the journal holds no response
+            (an earlier model call of the leg was answered): not read.
     """
 
     def __init__(
@@ -59,6 +67,9 @@ class StepDriver(RuntimeDriver):
         heartbeats: Any,
         *,
         flush_interval: float,
+        carried: Sequence[ToolIntent] = (),
+        carries: bool = False,
+        journal_lacks_from: int | None = None,
     ) -> None:
         runtime = context.runtime
         record = context.record
@@ -69,9 +80,14 @@ class StepDriver(RuntimeDriver):
             streaming=record.stream,
             flush_interval=flush_interval,
             context=context,
+            journal_lacks_from=journal_lacks_from,
         )
         self._heartbeats = heartbeats
+        self.carries = carries
         self.stopped = False
+        # The carried intents not written yet (a step whose response the journal
+        # had makes no commit before its calls: finish() writes them then).
+        self._carried = {intent.tool_call_id: intent for intent in carried}
         store = runtime.store
         if (
             self.events is not None
@@ -85,11 +101,13 @@ class StepDriver(RuntimeDriver):
                 context.fence,
                 context.settle,
                 getattr(runtime, "store_retry", None),
-                recorded=context.unrecorded.recorded,
+                recorded=self._recorded,
             )
             self.riders = riders
             self.events.store = riders
             context.riders = riders
+            for intent in carried:
+                riders.complete(intent)
 
     @property
     def answered_now(self) -> bool:
@@ -142,11 +160,25 @@ class StepDriver(RuntimeDriver):
             return ToolOutcome()
 
     async def finish(self) -> None:
-        """Write the events left and whatever waits (the calls' completed intents) together."""
+        """Write the events left and whatever must not wait, together.
+
+        The calls' completed intents wait when the workflow :attr:`carries` them
+        to the next step (the step's checkpoint holds their results first). On
+        a store without ``rt_commit`` each call wrote its own at once.
+        """
         if self.events is not None:
             await self.events.close()  # takes the waiting writes along, if any
-        if self.riders is not None and self.riders.waiting:
-            await offload(self.riders.flush)
+        riders = self.riders
+        if riders is None:
+            return  # each call wrote its completed intent at once (nothing was carried)
+        if riders.pending or self._carried or (riders.waiting and not self.carries):
+            await offload(riders.flush)
+
+    def _recorded(self, call_ids: Sequence[str]) -> None:
+        """A commit wrote these calls' completed intents."""
+        for call_id in call_ids:
+            self._carried.pop(call_id, None)
+        self.context.unrecorded.recorded(call_ids)
 
 
 async def _read_intents(context: RunContext) -> dict[str, Any]:
