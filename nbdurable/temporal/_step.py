@@ -111,12 +111,14 @@ class StepDriver(RuntimeDriver):
 
     @property
     def answered_now(self) -> bool:
-        """Whether the last model call asked the model (its response waits to be journaled).
+        """Whether the last model call asked the model, not the journal (its response waits).
 
         False after a response the journal had (a step run again): its calls
-        may have intents already, which :meth:`run_early` then reads.
+        may have intents already, which :meth:`run_early` then reads. Without
+        shared commits it cannot tell: False (the intents are read, the
+        journal is read at every step).
         """
-        return self.riders is None or self.riders.pending
+        return self.riders is not None and self.riders.pending
 
     async def run_early(
         self, invocations: list[ToolInvocation], step_index: int, max_concurrency: int | None
