@@ -300,7 +300,13 @@ class RunActivities(BoundActivities):
         worker was lost) returns the journaled response and leaves the calls to
         ``run_tool`` activities, which find the completed ones' results and give
         an interrupted one the run's recovery policy. Returns the response's
-        JSON (``response``) and the results by call id (``results``).
+        JSON (``response``), the results by call id (``results``) and whether
+        the model answered, the journal lacking the step (``answered``).
+
+        ``scope`` may carry, from a workflow that carries its completed intents
+        (``carries``), the previous step's (``completed``: written with this
+        activity's first commit) and ``journal: False`` (the leg's journal
+        lacks this step); see :class:`~nbdurable.temporal._step.StepDriver`.
         """
         early = activity.info().attempt == 1 and not scope["path"]
         text, done, answered = await self._model(scope, step_index, request, early=early)
