@@ -4,22 +4,25 @@ The ``model_step`` activity calls the run's model and then runs the step's calls
 that need no human (:mod:`nbdurable.temporal._prefetch`). Each write of the
 embedded engine's :class:`~nbdurable.runtime._executor.RuntimeDriver` made on its
 own is a transaction; here they ride :class:`~nbdurable.runtime._step_commit.StepRiders`
-as an embedded leg's do (on a store with ``rt_commit``), so a steady step is
-three transactions instead of seven:
+as an embedded leg's do (on a store with ``rt_commit``), so a steady step makes
+two commits in the activity where it made seven:
 
 1. before the model call: its count (``operations``, ``model_attempts``: a
-   crash uses the attempt up);
+   crash uses the attempt up), with the previous step's completed intents;
 2. before the first call: the journal entry, the attempt reset, the attempt's
    events, and the first call's count and ``started`` intent (the response is
    durable before anything acts on it, the call's start before it runs; a
-   later call of a batch writes its own, with whatever waits);
-3. after the calls: their ``completed`` intents, in one write.
+   later call of a batch writes its own, with the completed intents waiting).
 
-Why (3) is not deferred as on the embedded engine (where completed intents ride
-the next step's first commit): the next step's activity may run on another
-worker, and nothing carries the results there but the workflow; a crash
-before (3) leaves the calls ``started``, as a crash during them does, and the
-retried activity leaves them to ``run_tool``, whose recovery policy decides.
+The calls' last ``completed`` intents are not written here when the workflow
+carries them (``carries``): it has their results (this activity's), and hands
+them to the next step's activity, whose first commit writes them, or to its
+leg's end. The step's checkpoint holds the results by then; a crash before, as
+a crash during a call, leaves the intent ``started``, and the retried activity
+leaves the call to ``run_tool``, whose recovery policy decides (early calls are
+``safe``), as on the embedded engine where completed intents ride the next
+commit too. A workflow of an older release carries nothing: its intents are
+written at the activity's end.
 """
 
 from __future__ import annotations
