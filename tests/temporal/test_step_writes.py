@@ -189,3 +189,56 @@ async def test_a_call_that_raises_stops_the_calls_after_it(tmp_path: Path) -> No
     # the workflow runs the others as run_tool activities, which fail the run for the limit
     assert list(step["results"]) == ["call-1"]
     assert [i.tool_call_id for i in rt.runtime_store.rt_intents(run_id)] == ["call-1"]
+
+
+async def test_each_checkpoint_takes_the_events_after_it_up_to_the_next(tmp_path: Path) -> None:
+    rt, acts, env, run_id = await _claimed(tmp_path)
+    child = f"{run_id}/helper"
+
+    def saved(log: str, step: int) -> dict[str, Any]:
+        checkpoint = nd.AgentCheckpoint(
+            run_id=log, step_index=step, messages=[nd.user("Go.")], status="running", created_at=1
+        )
+        return {"log": log, "checkpoint": checkpoint.model_dump(mode="json")}
+
+    def start(log: str, step: int) -> dict[str, Any]:
+        return {"log": log, "part": {"type": "step-start", "step_index": step}}
+
+    entries = [
+        start(run_id, 0),
+        saved(run_id, 0),
+        start(run_id, 1),
+        start(child, 0),
+        saved(child, 0),
+        saved(run_id, 1),
+        start(run_id, 2),
+    ]
+    calls = _counted(rt.store)
+
+    await env.run(acts.mirror, entries)
+
+    assert calls == Counter({"save_with_events": 3})
+    mine = [(e.type, e.step_index) for e in rt.store.read_events(run_id)][-5:]
+    assert mine == [
+        ("step_start", 0),
+        ("checkpoint_saved", 0),
+        ("step_start", 1),  # with the checkpoint before it, the child's entries between
+        ("checkpoint_saved", 1),
+        ("step_start", 2),
+    ]
+    assert [e.type for e in rt.store.read_events(child)] == ["step_start", "checkpoint_saved"]
+    assert rt.store.load(run_id).step_index == 1
+
+
+async def test_a_workers_dispatcher_looks_every_idle_poll_interval(tmp_path: Path) -> None:
+    from nbdurable.temporal import TemporalEngine
+
+    store = nd.open_store(f"sqlite:///{tmp_path / 'runs.db'}")
+    rt = DurableRuntime(store=store, agents=[], poll_interval=0.05, idle_poll_interval=1.0)
+    periods = []
+    for adopt_after in (None, 2.0, 0.5):
+        engine = TemporalEngine(adopt_after=adopt_after)
+        engine.runtime = rt
+        periods.append(engine.poll_period())
+    # a client dispatches at once; a worker adopts runs pending for adopt_after anyway
+    assert periods == [0.05, 1.0, 0.25]
