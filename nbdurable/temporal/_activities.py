@@ -474,6 +474,8 @@ class RunActivities(BoundActivities):
     ) -> None:
         """Write the leg's outbox and its run-state change.
 
+        ``entries`` may hold completed intents (``{"log", "intent"}``) the
+        workflow carried from the leg's last step, which no ``model_step`` wrote.
         A run finished meanwhile (cancelled from a client) keeps its state. With
         the leg's ``fence``, a leg whose claim is gone (its end written already,
         then the run retried, decided or claimed again) writes nothing: this
@@ -491,9 +493,10 @@ class RunActivities(BoundActivities):
             checkpoint = await offload(self.runtime.store.load, run_id)
             end_leg_span(run_id, changes, checkpoint)
         record = await offload(self._record, run_id)
+        mine = record.fence if fence is None else fence
         for intent in intents:  # the last step's early calls (no model_step came after them)
-            with contextlib.suppress(FencedOutError):
-                await offload(self.runtime.runtime_store.rt_intent, intent, fence=record.fence)
+            with contextlib.suppress(FencedOutError):  # the run has moved on: not ours to write
+                await offload(self.runtime.runtime_store.rt_intent, intent, fence=mine)
         if record.finished:
             return
         patch = RunPatch(lease_owner=None) | RunPatch(**changes)  # a misspelt field: TypeError
