@@ -7,7 +7,11 @@ Parts (each on a fresh database of one throwaway server, tests/support/pgserver.
 
 - ``statements``: one 21-step run of the embedded engine (zero-latency model)
   with ``log_statement=all``: statements, transactions and advisory-lock
-  statements it issues, per step.
+  statements it issues, per step; then the same run on the Temporal engine (a
+  dev server, one ``nbdurable worker --engine temporal`` process mirroring into
+  the same kind of database, a client runtime submitting and waiting), its
+  statements split by process (``application_name``): the worker's are the
+  mirror's cost. Needs the temporal-dev extra for the Temporal half.
 - ``throughput``: 1, 2, 4, 8 ``nbdurable worker`` processes on one database
   share ``--runs`` runs of the 21-step agent: steps/s per worker count.
 - ``idle``: one idle worker with 0, 1,000 and 10,000 pending runs of an agent
@@ -37,7 +41,7 @@ sys.path.insert(0, str(HERE))
 from machine_info import describe, machine, table  # noqa: E402
 from support.pgserver import PgServer, start_server  # noqa: E402
 
-_LOGGED = re.compile(r"LOG:  (?:statement|execute [^:]*): (.*)")
+_LOGGED = re.compile(r"\] (\S+) (\S*) ?LOG:  (?:statement|execute [^:]*): (.*)")
 _ADVISORY = re.compile(r"pg_advisory", re.IGNORECASE)
 
 
@@ -57,7 +61,7 @@ def set_logging(server: PgServer, on: bool) -> None:
 
     with psycopg.connect(server.dsn, autocommit=True) as conn:
         conn.execute(f"ALTER SYSTEM SET log_statement = '{'all' if on else 'none'}'")
-        conn.execute("ALTER SYSTEM SET log_line_prefix = '%m [%p] %d '")
+        conn.execute("ALTER SYSTEM SET log_line_prefix = '%m [%p] %d %a '")
         conn.execute("SELECT pg_reload_conf()")
     time.sleep(0.3)
 
@@ -66,18 +70,19 @@ def log_size(server: PgServer) -> int:
     return (server.data_dir / "server.log").stat().st_size
 
 
-def logged(server: PgServer, since: int, dbname: str) -> list[str]:
-    """The statements logged on ``dbname`` after byte ``since`` of the server log."""
+def logged(server: PgServer, since: int, dbname: str, app: str | None = None) -> list[str]:
+    """The statements logged on ``dbname`` after byte ``since`` of the server log.
+
+    ``app``: only those of connections with this ``application_name``.
+    """
     with open(server.data_dir / "server.log", "rb") as log:
         log.seek(since)
         text = log.read().decode(errors="replace")
     found = []
     for line in text.splitlines():
-        if f" {dbname} LOG:  " not in line:
-            continue
         match = _LOGGED.search(line)
-        if match:
-            found.append(match.group(1))
+        if match and match.group(1) == dbname and (app is None or match.group(2) == app):
+            found.append(match.group(3))
     return found
 
 
@@ -109,8 +114,8 @@ async def one_run(url: str, steps: int) -> None:
         store.close()
 
 
-def part_statements(server: PgServer) -> dict[str, Any]:
-    """One 21-step embedded run with every statement logged."""
+def part_statements(server: PgServer, dump: Path | None = None) -> dict[str, Any]:
+    """One 21-step embedded run with every statement logged (written to ``dump``)."""
     from support.cluster_agents import STEPS
 
     url = database(server, "bench_statements")
@@ -122,8 +127,103 @@ def part_statements(server: PgServer) -> dict[str, Any]:
     seconds = time.perf_counter() - began
     time.sleep(0.5)
     set_logging(server, False)
-    counts = statement_counts(logged(server, start, "bench_statements"))
-    return {"steps": STEPS, "seconds": seconds, **counts}
+    statements = logged(server, start, "bench_statements")
+    if dump is not None:
+        dump.write_text("\n".join(statements) + "\n")
+    return {"steps": STEPS, "seconds": seconds, **statement_counts(statements)}
+
+
+def temporal_worker(address: str, queue: str, url: str, code: Path) -> subprocess.Popen[str]:
+    """An ``nbdurable worker --engine temporal`` serving the benchmark agents, polling."""
+    env = {**os.environ, "PYTHONPATH": f"{code}:{HERE.parent / 'tests'}"}
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "nbdurable.cli", "worker", "--engine", "temporal"),
+            *("--address", address, "--task-queue", queue, "--store", url),
+            *("--agents", "support.cluster_agents:agents", "--log-level", "warning"),
+        ],
+        env=env,
+        cwd=code,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for _ in range(50):
+        line = proc.stdout.readline()
+        if "polling" in line or not line:
+            break
+    if "polling" not in line:
+        proc.kill()
+        raise RuntimeError(f"the Temporal worker did not start: {line}")
+    return proc
+
+
+async def one_temporal_run(url: str, address: str, queue: str) -> None:
+    from support.cluster_agents import chain
+
+    from nbdurable import open_store
+    from nbdurable.runtime import DurableRuntime
+    from nbdurable.temporal import TemporalEngine
+
+    store = open_store(url)
+    try:
+        engine = TemporalEngine(address=address, task_queue=queue)
+        async with DurableRuntime(store=store, agents=[chain], engine=engine) as runtime:
+            run = await runtime.submit("chain", "go")
+            record = await run.wait("completed", "failed", "needs_attention", timeout=120)
+            assert record.state == "completed", record
+    finally:
+        store.close()
+
+
+def part_statements_temporal(
+    server: PgServer, code: Path, idle: float = 5.0, dump: Path | None = None
+) -> dict[str, Any]:
+    """One 21-step Temporal run, every statement logged, split by process.
+
+    The worker and the client connect with ``application_name`` ``worker`` and
+    ``client``; the worker's statements during the run are the mirror's work
+    (its idle statements/s, measured after the run over ``idle`` seconds, are
+    printed too, so what polling adds can be told apart). ``dump``: a file to
+    write the worker's statements to, one a line.
+    """
+    from support.cluster_agents import STEPS
+
+    from nbdurable.temporal._devserver import DevServer, stop_process
+
+    base = database(server, "bench_statements_temporal")
+    worker_url, client_url = (f"{base}?application_name={app}" for app in ("worker", "client"))
+    with DevServer() as dev:
+        proc = temporal_worker(dev.address, "bench", worker_url, code)
+        try:
+            asyncio.run(one_temporal_run(client_url, dev.address, "bench"))  # warm: not counted
+            time.sleep(1.0)
+            set_logging(server, True)
+            start = log_size(server)
+            began = time.perf_counter()
+            asyncio.run(one_temporal_run(client_url, dev.address, "bench"))
+            seconds = time.perf_counter() - began
+            time.sleep(0.5)
+            middle = log_size(server)
+            time.sleep(idle)
+            set_logging(server, False)
+        finally:
+            stop_process(proc)
+    name = "bench_statements_temporal"
+    worker_statements = logged(server, start, name, "worker")
+    worker = statement_counts(worker_statements)
+    client = statement_counts(logged(server, start, name, "client"))
+    if dump is not None:
+        dump.write_text("\n".join(worker_statements) + "\n")
+    quiet = statement_counts(logged(server, middle, name, "worker"))
+    return {
+        "steps": STEPS,
+        "seconds": seconds,
+        "worker": worker,
+        "client": client,
+        "worker_idle_per_s": quiet["statements"] / idle,
+    }
 
 
 # -- processes and CPU ----------------------------------------------------------------
@@ -448,6 +548,15 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=30.0, help="idle seconds measured")
     parser.add_argument("--prune-runs", type=int, default=10_000)
     parser.add_argument(
+        "--dump",
+        type=Path,
+        help="statements: write the Temporal worker's statements here (the embedded run's "
+        "next to it, .embedded.sql)",
+    )
+    parser.add_argument(
+        "--no-temporal", action="store_true", help="statements: the embedded engine's only"
+    )
+    parser.add_argument(
         "--code", type=Path, default=HERE.parent, help="checkout whose nbdurable the workers run"
     )
     args = parser.parse_args()
@@ -457,25 +566,45 @@ def main() -> int:
     parts = ["statements", "throughput", "idle", "prune"] if args.part == "all" else [args.part]
     try:
         if "statements" in parts:
-            f = part_statements(server)
-            per = {k: f[k] / f["steps"] for k in ("statements", "transactions", "advisory")}
-            print("\n== statements of one embedded run (log_statement=all)")
+            f = part_statements(server, args.dump and args.dump.with_suffix(".embedded.sql"))
+            rows = [["embedded (one process)", f]]
+            if not args.no_temporal:
+                t = part_statements_temporal(server, args.code, dump=args.dump)
+                both = {k: t["worker"][k] + t["client"][k] for k in t["worker"]}
+                rows += [
+                    ["temporal: worker (the mirror)", {**t, **t["worker"]}],
+                    ["temporal: client (submit, wait)", {**t, **t["client"]}],
+                    ["temporal: both", {**t, **both}],
+                ]
+            print("\n== statements of one 21-step run (log_statement=all)")
             print(
                 table(
-                    ["steps", "statements", "transactions", "advisory locks", "per step (s/t/a)"],
+                    [
+                        "",
+                        "seconds",
+                        "statements",
+                        "transactions",
+                        "advisory locks",
+                        "per step (s/t/a)",
+                    ],
                     [
                         [
-                            str(f["steps"]),
-                            str(f["statements"]),
-                            str(f["transactions"]),
-                            str(f["advisory"]),
-                            f"{per['statements']:.1f} / {per['transactions']:.1f} / "
-                            f"{per['advisory']:.2f}",
+                            label,
+                            f"{r['seconds']:.1f}",
+                            str(r["statements"]),
+                            str(r["transactions"]),
+                            str(r["advisory"]),
+                            f"{r['statements'] / r['steps']:.1f} / "
+                            f"{r['transactions'] / r['steps']:.1f} / "
+                            f"{r['advisory'] / r['steps']:.2f}",
                         ]
+                        for label, r in rows
                     ],
                 ),
                 flush=True,
             )
+            if not args.no_temporal:
+                print(f"  the temporal worker idle: {t['worker_idle_per_s']:.1f} statements/s")
         if "throughput" in parts:
             print("\n== throughput: N worker processes, one PostgreSQL, zero-latency model")
             rows = part_throughput(

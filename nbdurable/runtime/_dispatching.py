@@ -84,4 +84,8 @@ class DispatchingEngine(Engine):
                         "nbdurable: %s dispatch failed: %s", self.server, exc
                     )
                 self._failing = True
-            await wait_event(self._wake, max(self.runtime.poll_interval, 0.05))
+            await wait_event(self._wake, self.poll_period())
+
+    def poll_period(self) -> float:
+        """Seconds between dispatches unless woken (``poll_interval``, 50 ms at least)."""
+        return max(self.runtime.poll_interval, 0.05)

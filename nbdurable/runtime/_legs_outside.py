@@ -11,6 +11,7 @@ its own way of failing a step for good.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,6 +20,8 @@ from pydantic import TypeAdapter
 from .._errors import FencedOutError
 from ..durable._checkpoint import AgentCheckpoint
 from ..durable._offload import offload
+from ..durable.store import EventLog, channel_of, notify
+from ..events._model import Event, NewEvent
 from ..events._writer import EventWriter
 from ..loop._options import LoopOptions, build_options
 from ..loop._subagent import AgentTool
@@ -42,23 +45,102 @@ __all__ = [
 
 _PARTS: TypeAdapter[Any] = TypeAdapter(StreamPart)
 
+_Held = tuple[AgentCheckpoint, list[NewEvent], dict[str, Any]]
+"""A checkpoint's save held back: the checkpoint, its events, the save's options."""
+
+
+class _SavesWithWhatFollows(EventLog):
+    """An event log that writes a checkpoint together with the events that follow it.
+
+    A leg's outbox holds a step's parts, its checkpoint, then the next step's
+    first parts: written as they come, that is two transactions (the checkpoint
+    with the events before it, then the events after it). This store holds a
+    checkpoint's save back until the writer's next write: events appended then
+    go into the checkpoint's transaction, after its ``checkpoint_saved``, so
+    the log's order is the same and a step's mirror is one transaction. What
+    is still held when the outbox is written (:meth:`release`) is written then:
+    by the time the mirror returns, everything is durable, as before.
+    """
+
+    def __init__(self, inner: EventLog) -> None:
+        self.inner = inner
+        self._held: _Held | None = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    @property
+    def event_channel(self) -> object:
+        """The store's channel: its subscribers are woken by these writes."""
+        return channel_of(self.inner)
+
+    @property
+    def saves_extensions(self) -> bool:
+        """As the store's."""
+        return bool(self.inner.saves_extensions)
+
+    def read_events(self, run_id: str, after: int = 0, limit: int | None = None) -> Sequence[Event]:
+        """The store's events (what is held is not among them yet)."""
+        return self.inner.read_events(run_id, after, limit)
+
+    def save_with_events(
+        self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent], **options: Any
+    ) -> Sequence[Event]:
+        """Hold the save (one held before it is written first)."""
+        self.release()
+        with self._lock:
+            self._held = (checkpoint, list(events), options)
+        return []
+
+    def append_events(
+        self, run_id: str, events: Sequence[NewEvent], *, fence: int | None = None
+    ) -> Sequence[Event]:
+        """Append ``events``: with the held checkpoint of ``run_id``, in its transaction."""
+        with self._lock:
+            held, self._held = self._held, None
+        if held is None or held[0].run_id != run_id or held[2].get("fence") != fence:
+            if held is not None:
+                self._write(held)
+            return self.inner.append_events(run_id, events, fence=fence)
+        checkpoint, before, options = held
+        return self._write((checkpoint, [*before, *events], options))
+
+    def release(self) -> None:
+        """Write the checkpoint held, if any."""
+        with self._lock:
+            held, self._held = self._held, None
+        if held is not None:
+            self._write(held)
+
+    def _write(self, held: _Held) -> Sequence[Event]:
+        checkpoint, events, options = held
+        added = self.inner.save_with_events(checkpoint, events, **options)
+        notify(self.inner, checkpoint.run_id)  # the writer woke them when the save was held
+        return added
+
 
 async def write_outbox(
     runtime: RunServices, entries: Sequence[dict[str, Any]], run_log: str | None = None
 ) -> dict[str, Any] | None:
     """Write outbox entries in order, each into its event log (checkpoints atomically).
 
-    The terminal event of ``run_log`` (the run's own log, at the end of a leg) is
-    held back: its ``run_finished`` payload is returned for the run's final state
-    change to write after the final ``run_state``.
+    A checkpoint is written in one transaction with the events of its log that
+    follow it in the outbox (up to its log's next checkpoint), see
+    :class:`_SavesWithWhatFollows`. The terminal event of ``run_log`` (the
+    run's own log, at the end of a leg) is held back: its ``run_finished``
+    payload is returned for the run's final state change to write after the
+    final ``run_state``.
     """
     writers: dict[str, EventWriter] = {}
+    logs: dict[str, _SavesWithWhatFollows] = {}
     for entry in entries:
         log = entry["log"]
         writer = writers.get(log)
         if writer is None:
+            logs[log] = _SavesWithWhatFollows(runtime.event_store)
             writer = writers[log] = EventWriter(
-                runtime.event_store,
+                logs[log],
                 log,
                 deps=runtime.deps,
                 flush_interval=0.0,
@@ -74,8 +156,16 @@ async def write_outbox(
         else:
             part = entry["part"]
             writer.part(_PARTS.validate_python(part) if isinstance(part, dict) else part)
-    for writer in writers.values():
+    for log, writer in writers.items():
         await writer.close()
+        try:
+            await offload(logs[log].release)
+        except FencedOutError:
+            raise
+        except Exception as exc:  # best-effort, as the writer's own checkpoint saves
+            runtime.deps.logger.error(
+                "nbdurable: writing a checkpoint of run %s failed: %r", log, exc
+            )
     run_writer = writers.get(run_log) if run_log is not None else None
     return run_writer.finish if run_writer is not None else None
 

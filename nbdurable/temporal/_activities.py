@@ -24,15 +24,16 @@ from .._errors import FencedOutError, LimitExceededError
 from ..durable._checkpoint import AgentCheckpoint
 from ..durable._offload import offload
 from ..loop._driver import Driver
-from ..loop._effects import CallModel, ToolInvocation, ToolOutcome
+from ..loop._effects import CallModel, ToolInvocation
 from ..loop._options import LoopOptions
 from ..loop._start import LegStart
 from ..messages import ToolCallPart, ToolResultPart
-from ..models._base import ModelRequest, ModelResponse
+from ..models._base import ModelRequest
 from ..runs import (
     TEMPORAL,
     RunPatch,
     RuntimeRun,
+    ToolIntent,
     definition_matches,
     mismatch_reason,
     of_engine,
@@ -57,7 +58,7 @@ from ..runtime._outcome import (
     record_changes,
 )
 from ..runtime._seam import RunServices
-from ._drain import Draining, draining, handed_back
+from ._drain import draining, handed_back
 from ._driver import (
     DEFINITION_MISMATCH,
     LIMIT_EXCEEDED,
@@ -65,8 +66,9 @@ from ._driver import (
     NEEDS_ATTENTION,
     TIMEOUT,
 )
-from ._prefetch import early_calls, run_early
+from ._prefetch import early_calls
 from ._routing import definition_key
+from ._step import StepDriver
 from ._tracing import begin_leg_span, end_leg_span, joined
 
 __all__ = ["BoundActivities", "RunActivities", "calls_in_flight", "heartbeats"]
@@ -281,7 +283,8 @@ class RunActivities(BoundActivities):
         retries leaves the run in ``retry_wait`` and tells the workflow how long
         to wait (the error's details).
         """
-        return await self._model(scope, step_index, request)
+        text, _, _ = await self._model(scope, step_index, request, early=False)
+        return text
 
     @activity.defn(name="nbdurable.model_step")
     async def model_step(
@@ -297,38 +300,20 @@ class RunActivities(BoundActivities):
         worker was lost) returns the journaled response and leaves the calls to
         ``run_tool`` activities, which find the completed ones' results and give
         an interrupted one the run's recovery policy. Returns the response's
-        JSON (``response``) and the results by call id (``results``).
+        JSON (``response``), the results by call id (``results``) and whether
+        the model answered, the journal lacking the step (``answered``).
+
+        ``scope`` may carry, from a workflow that carries its completed intents
+        (``carries``), the previous step's (``completed``: written with this
+        activity's first commit) and ``journal: False`` (the leg's journal
+        lacks this step); see :class:`~nbdurable.temporal._step.StepDriver`.
         """
-        text = await self._model(scope, step_index, request)
-        results: dict[str, Any] = {}
-        if activity.info().attempt == 1 and not scope["path"]:
-            response = ModelResponse.model_validate_json(text)
-            done = await self._early_calls(scope["run_id"], step_index, response)
-            results = {key: part.model_dump(mode="json") for key, part in done.items()}
-        return {"response": text, "results": results}
-
-    async def _early_calls(
-        self, run_id: str, step_index: int, response: ModelResponse
-    ) -> dict[str, ToolResultPart]:
-        """Run the response's calls that :func:`early_calls` allows; their results."""
-        record = await offload(self._record, run_id)
-        agent = self._agent(record)
-        options = self._options(agent, [], record)
-        invocations = early_calls(agent, options, response)
-        if not invocations:
-            return {}
-        driver = await offload(self._tool_driver, agent, options, record)
-
-        async def run(invocation: ToolInvocation) -> ToolOutcome:
-            if draining():  # the calls not started yet go to run_tool, on another worker
-                raise Draining()
-            call = invocation.call
-            with joined(record):
-                label = f"tool {call.tool_name!r} (call {call.tool_call_id})"
-                async with heartbeats(run_id=run_id, call=label):
-                    return await driver.run_tool(invocation, step_index)
-
-        return await run_early(invocations, run, options.max_tool_concurrency)
+        early = activity.info().attempt == 1 and not scope["path"]
+        text, done, answered = await self._model(scope, step_index, request, early=early)
+        results = {key: part.model_dump(mode="json") for key, part in done.items()}
+        # ``answered``: the model answered (the journal lacked the step), so later
+        # steps of the leg need not read it (a workflow of this version tells them).
+        return {"response": text, "results": results, "answered": answered}
 
     def _tool_driver(self, agent: Agent, options: LoopOptions, record: RuntimeRun) -> Driver:
         """The driver that runs the run's own agent's calls under their intent records."""
@@ -337,7 +322,14 @@ class RunActivities(BoundActivities):
         start = LegStart(messages=(), run_id=record.run_id, durable=True)
         return RuntimeDriver(options, start, context=context)
 
-    async def _model(self, scope: dict[str, Any], step_index: int, request: dict[str, Any]) -> str:
+    async def _model(
+        self, scope: dict[str, Any], step_index: int, request: dict[str, Any], *, early: bool
+    ) -> tuple[str, dict[str, ToolResultPart], bool]:
+        """The model attempt (and, ``early``, the step's unattended calls).
+
+        Returns the response's JSON, the calls' results and whether the model
+        was asked (not the journal).
+        """
         if draining():  # taken as the worker began to drain: another worker asks the model
             raise handed_back()
         runtime = self.runtime
@@ -361,25 +353,36 @@ class RunActivities(BoundActivities):
             finally:
                 if driver.events is not None:
                     await driver.events.close()
-            return response.model_dump_json()
+            return response.model_dump_json(), {}, True
         if record.state == "retry_wait":
             running = RunPatch(state="running", next_attempt_at=None)
             record = await offload(runtime.set_state, record.run_id, running)
             lifecycle.claimed(record, resumed=False)  # the retried attempt starts a leg
         context = RunContext(runtime=runtime, agent=agent, record=record)
-        driver = RuntimeDriver(
+        lacks = scope.get("journal") is False
+        step = StepDriver(
             options,
-            LegStart(messages=(), run_id=record.run_id, durable=True),
-            store=runtime.store,
-            streaming=record.stream,
+            context,
+            heartbeats,
             flush_interval=runtime.flush_interval,
-            context=context,
+            carried=[ToolIntent.model_validate(i) for i in scope.get("completed", ())],
+            carries=bool(scope.get("carries")),
+            # An earlier call of this leg was answered, so the journal lacks this
+            # step (legs journal in order); a retried attempt may have journaled it.
+            journal_lacks_from=step_index if lacks and activity.info().attempt == 1 else None,
         )
+        results: dict[str, ToolResultPart] = {}
         try:
             with joined(record):
                 label = f"model call of step {step_index}"
                 async with heartbeats(run_id=record.run_id, call=label):
-                    response = await driver.call_model(effect)
+                    response = await step.call_model(effect)
+                answered = step.answered_now
+                if early:  # the calls run after the response is journaled (with the first)
+                    invocations = early_calls(agent, options, response)
+                    limit = options.max_tool_concurrency
+                    results = await step.run_early(invocations, step_index, limit)
+            await step.finish()
         except ModelAttemptFailed as failed:
             raise await offload(self._model_failure, context, failed) from None
         except (LimitExceededError, RunTimedOut) as exc:
@@ -387,9 +390,9 @@ class RunActivities(BoundActivities):
         except FencedOutError as exc:
             raise ApplicationError(str(exc), type="error", non_retryable=True) from None
         finally:
-            if driver.events is not None:
-                await driver.events.close()
-        return response.model_dump_json()
+            if step.events is not None:
+                await step.events.close()
+        return response.model_dump_json(), results, answered
 
     def _model_failure(self, context: RunContext, failed: ModelAttemptFailed) -> ApplicationError:
         """The attempt's error for the workflow: retried after a delay (``retry_wait``) or final.
@@ -471,6 +474,8 @@ class RunActivities(BoundActivities):
     ) -> None:
         """Write the leg's outbox and its run-state change.
 
+        ``entries`` may hold completed intents (``{"log", "intent"}``) the
+        workflow carried from the leg's last step, which no ``model_step`` wrote.
         A run finished meanwhile (cancelled from a client) keeps its state. With
         the leg's ``fence``, a leg whose claim is gone (its end written already,
         then the run retried, decided or claimed again) writes nothing: this
@@ -481,11 +486,17 @@ class RunActivities(BoundActivities):
             owner = f"temporal:{activity.info().workflow_id}"
             if current.fence != fence or current.lease_owner != owner:
                 return
+        intents = [ToolIntent.model_validate(e["intent"]) for e in entries if "intent" in e]
+        entries = [e for e in entries if "intent" not in e]
         finish = await write_outbox(self.runtime, entries, run_log=run_id)
         if _tracing.HOOKS is not None:
             checkpoint = await offload(self.runtime.store.load, run_id)
             end_leg_span(run_id, changes, checkpoint)
         record = await offload(self._record, run_id)
+        mine = record.fence if fence is None else fence
+        for intent in intents:  # the last step's early calls (no model_step came after them)
+            with contextlib.suppress(FencedOutError):  # the run has moved on: not ours to write
+                await offload(self.runtime.runtime_store.rt_intent, intent, fence=mine)
         if record.finished:
             return
         patch = RunPatch(lease_owner=None) | RunPatch(**changes)  # a misspelt field: TypeError

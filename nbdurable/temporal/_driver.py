@@ -126,6 +126,11 @@ class WorkflowDriver(OutboxDriver):
         self.config = config
         # Results of this step's calls that ran in the model's activity, by call id.
         self.ran_early: dict[str, dict[str, Any]] = {}
+        # Their completed intents, written by the next model_step's first commit (or
+        # at the leg's end): the activity that ran them need not write them on its own.
+        self.completed: list[dict[str, Any]] = []
+        # Set once a model call of this leg was answered: the journal lacks later steps.
+        self.journal_lacks = False
 
     def trace_agent_name(self) -> str | None:
         """The run's loop is named after its agent (the step metric's label)."""
@@ -158,10 +163,19 @@ class WorkflowDriver(OutboxDriver):
         timeout = self.config.model_timeout + (self.config.tool_timeout if one_activity else 0)
         while True:
             await write_outbox(self.outbox)
+            scope = self.scope
+            if one_activity:
+                # An activity worker of this version writes these completed intents with
+                # its first commit and leaves the ones it completes to the next step's
+                # (``carries``), and skips the journal's read when the leg's journal
+                # lacks the step (``journal``); an older one ignores these keys.
+                scope = {**scope, "carries": True, "completed": list(self.completed)}
+                if self.journal_lacks:
+                    scope["journal"] = False
             try:
                 value = await workflow.execute_activity(
                     name,
-                    args=[self.scope, effect.step_index, effect.request.model_dump(mode="json")],
+                    args=[scope, effect.step_index, effect.request.model_dump(mode="json")],
                     result_type=dict if one_activity else str,
                     start_to_close_timeout=timedelta(seconds=timeout),
                     heartbeat_timeout=timedelta(seconds=self.config.heartbeat_timeout),
@@ -190,6 +204,19 @@ class WorkflowDriver(OutboxDriver):
                 raise LegFailed(reason, message) from None
             if not one_activity:
                 return ModelResponse.model_validate_json(value)
+            self.journal_lacks = self.journal_lacks or bool(value.get("answered"))
+            # The ones carried are written; the calls that ran in it are carried on.
+            self.completed = [
+                {
+                    "run_id": self.run_id,
+                    "tool_call_id": call_id,
+                    "tool_name": result["tool_name"],
+                    "step_index": effect.step_index,
+                    "state": "completed",
+                    "result": result,
+                }
+                for call_id, result in value["results"].items()
+            ]
             self.ran_early.update(value["results"])
             return ModelResponse.model_validate_json(value["response"])
 

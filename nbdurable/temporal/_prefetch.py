@@ -6,23 +6,21 @@ approval gate, no client tool, no sub-agent, ``safe`` recovery), the
 ``nbdurable.model_step`` activity runs them right after the model's response is
 journaled, and the workflow takes their results instead of scheduling a
 ``run_tool`` activity per call. The rule here is conservative: when in doubt
-nothing runs early, and the workflow runs the calls as before.
+nothing runs early, and the workflow runs the calls as before. How they run (in
+order, or up to ``max_tool_concurrency`` at once, a call that raised stopping
+the ones not started) is :class:`nbdurable.temporal._step.StepDriver`'s.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
-
-from ..loop._effects import ToolInvocation, ToolOutcome
+from ..loop._effects import ToolInvocation
 from ..loop._options import LoopOptions
 from ..loop._subagent import AgentTool
-from ..messages import ToolResultPart
 from ..models._base import ModelResponse
 from ..runtime._agent import Agent
 from ..tools import ToolArgumentsError
 
-__all__ = ["early_calls", "run_early"]
+__all__ = ["early_calls"]
 
 
 def early_calls(
@@ -57,46 +55,3 @@ def early_calls(
             return []
         invocations.append(ToolInvocation(tool=tool, call=call, kwargs=kwargs))
     return invocations
-
-
-async def run_early(
-    invocations: list[ToolInvocation],
-    run: Callable[[ToolInvocation], Awaitable[ToolOutcome]],
-    max_concurrency: int | None,
-) -> dict[str, ToolResultPart]:
-    """Run the calls as the machine would (in order, or up to ``max_concurrency`` at once).
-
-    Returns the results of the calls that gave one. A call that raised (a limit,
-    the deadline, a lost claim) stops the calls not yet started: the workflow runs
-    those, and the one that raised, as ``run_tool`` activities, which decide
-    what the error means for the run.
-    """
-    results: dict[str, ToolResultPart] = {}
-    if max_concurrency == 1:
-        for invocation in invocations:
-            try:
-                outcome = await run(invocation)
-            except Exception:
-                break
-            if outcome.result is None:
-                break
-            results[invocation.call.tool_call_id] = outcome.result
-        return results
-    limit = asyncio.Semaphore(max_concurrency or len(invocations) or 1)
-    failed = False
-
-    async def run_one(invocation: ToolInvocation) -> None:
-        nonlocal failed
-        async with limit:
-            if failed:
-                return
-            try:
-                outcome = await run(invocation)
-            except Exception:
-                failed = True
-                return
-            if outcome.result is not None:
-                results[invocation.call.tool_call_id] = outcome.result
-
-    await asyncio.gather(*(run_one(invocation) for invocation in invocations))
-    return results

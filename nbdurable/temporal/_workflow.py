@@ -65,6 +65,7 @@ class AgentRunWorkflow:
         self._resumes = 0
         self._verdicts: dict[str, dict[str, Any]] = {}
         self._outbox: list[dict[str, Any]] = []
+        self._driver: WorkflowDriver | None = None  # the leg's, for what it still carries
 
     @workflow.signal(name="resume")
     def resume(self, verdicts: dict[str, dict[str, Any]]) -> None:
@@ -131,6 +132,10 @@ class AgentRunWorkflow:
         second run from overwriting what happened to the run since.
         """
         entries, self._outbox[:] = list(self._outbox), []
+        if self._driver is not None:
+            # Completed intents no later model_step took along: written with the leg's end.
+            entries += [{"log": config.run_id, "intent": i} for i in self._driver.completed]
+            self._driver.completed = []
         changes = record_changes(outcome).changes()  # JSON for the activity
         args: list[Any] = [config.run_id, entries, changes]
         if fence is not None:
@@ -183,6 +188,7 @@ class AgentRunWorkflow:
             outbox=self._outbox,
             log=config.run_id,
         )
+        self._driver = driver
         deadline = record.deadline_at
         try:
             if deadline is None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -10,12 +9,12 @@ import pytest
 pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
 import nbdurable as nd
-from nbdurable.loop._effects import ToolInvocation, ToolOutcome
+from nbdurable.loop._effects import ToolInvocation
 from nbdurable.loop._options import LoopOptions, build_options
-from nbdurable.messages import ToolCallPart, ToolResultPart
+from nbdurable.messages import ToolCallPart
 from nbdurable.models._base import ModelResponse
 from nbdurable.runtime import Agent
-from nbdurable.temporal._prefetch import early_calls, run_early
+from nbdurable.temporal._prefetch import early_calls
 
 
 @nd.tool
@@ -111,25 +110,3 @@ def test_prepare_step_keeps_the_step_to_the_workflow() -> None:
     agent = _agent()
     options = _options(agent, prepare_step=lambda ctx: None)
     assert early_calls(agent, options, _response(("fetch", {"n": 1}))) == []
-
-
-def test_a_call_that_raises_stops_the_calls_after_it() -> None:
-    agent = _agent()
-    invocations = early_calls(
-        agent,
-        _options(agent),
-        _response(("fetch", {"n": 1}), ("fetch", {"n": 2}), ("fetch", {"n": 3})),
-    )
-    ran: list[str] = []
-
-    async def run(invocation: ToolInvocation) -> ToolOutcome:
-        call = invocation.call
-        ran.append(call.tool_call_id)
-        if call.tool_call_id == "c1":
-            raise RuntimeError("the run's limit")
-        return ToolOutcome(
-            result=ToolResultPart(tool_call_id=call.tool_call_id, tool_name="fetch", result="ok")
-        )
-
-    results = asyncio.run(run_early(invocations, run, 1))
-    assert ran == ["c0", "c1"] and list(results) == ["c0"]
