@@ -22,7 +22,6 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from ..durable import parts_of
-from ..durable.store._events import notify
 from ..runs import definition_matches, of_engine, unclaimable_by_definition
 from ..runtime._dispatching import DispatchingEngine
 from ..runtime._foreign import ForeignRuns
@@ -41,8 +40,6 @@ KINDS = ("agent", "task")
 """The record kinds Restate executes: agent runs (graph nodes among them) and custom tasks."""
 CANCEL_SCAN_MS = 1000
 """How often (ms) a dispatcher looks for runs cancelled by another process."""
-MAX_ATTACHED = 256
-"""Legs in flight whose end an engine awaits at most (one connection each); past it, waits poll."""
 
 
 class RestateEngine(DispatchingEngine):
@@ -75,7 +72,6 @@ class RestateEngine(DispatchingEngine):
         self._sent: set[tuple[str, int, str]] = set()
         self._cancel_scan = 0
         self._foreign = ForeignRuns(RESTATE)
-        self._attached: dict[str, asyncio.Task[None]] = {}
 
     async def dispatch_once(self, woken: bool = True) -> None:
         """Send every newly pending run's leg; cancel every newly cancelled run's invocation."""
@@ -124,38 +120,9 @@ class RestateEngine(DispatchingEngine):
         )
         if sent is None:
             return False
-        self._attach(record.run_id, sent)
+        # result() learns of the leg's end from Restate (nbdurable/restate/_attach.py)
+        self.watch_end(sent, record.run_id, lambda: await_end(self.ingress, sent))
         return True
-
-    def _attach(self, run_id: str, invocation_id: str) -> None:
-        """Wake this process's waiters on ``run_id`` when the leg's invocation ends.
-
-        A waiter reads the store; on SQLite it is not told of the endpoint's
-        writes and polls (up to a second apart): this tells it when to read
-        (:mod:`nbdurable.restate._attach`).
-        """
-        if invocation_id in self._attached or len(self._attached) >= MAX_ATTACHED:
-            return
-
-        async def watch() -> None:
-            try:
-                await await_end(self.ingress, invocation_id)
-            except Exception:  # only a wake-up: the waiters' poll still reads the store
-                return
-            finally:
-                self._attached.pop(invocation_id, None)
-            notify(self.runtime.store, run_id)
-            self.wake()  # what the leg's end made pending (a graph's next node) goes now
-
-        self._attached[invocation_id] = asyncio.get_running_loop().create_task(watch())
-
-    async def close(self) -> None:
-        """Stop dispatching and awaiting the ends of legs (what runs on Restate goes on)."""
-        await super().close()
-        attached, self._attached = list(self._attached.values()), {}
-        for task in attached:
-            task.cancel()
-        await asyncio.gather(*attached, return_exceptions=True)
 
     async def cancel(self, record: RuntimeRun) -> bool:
         """Cancel the run's unfinished invocations (a leg in flight ends cancelled).

@@ -5,6 +5,13 @@ process only sends them what changed in the store (a newly pending run, a
 cancellation). The loop that does so is the same for both: woken by a
 submission, a verdict, a retry or a cancel, else every ``poll_interval``; a
 server that is away is tried again next period, said once until it answers.
+
+A client waiting for a run (``Run.wait``, ``result()``) reads the store; on a
+store that cannot tell it of another process's writes (SQLite) it polls with a
+backoff up to a second, so the end of a leg a worker executed was noticed up to
+a second late. The engine that sent a leg can await the server's own answer
+that it ended (:meth:`DispatchingEngine.watch_end`: Restate's attach, Temporal's
+workflow result) and wake the process's waiters then.
 """
 
 from __future__ import annotations
@@ -12,12 +19,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from abc import abstractmethod
+from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
 from .._aio import wait_event
+from ..durable.store import notify
 from ._seam import Engine, RunServices
 
-__all__ = ["DispatchingEngine"]
+__all__ = ["MAX_WATCHED", "DispatchingEngine"]
+
+MAX_WATCHED = 256
+"""Legs in flight whose end an engine awaits at most (a connection or a long poll each);
+past it, waiters poll."""
 
 
 class DispatchingEngine(Engine):
@@ -38,6 +51,7 @@ class DispatchingEngine(Engine):
         self._closing = False  # ends the dispatcher should it swallow its cancellation
         self._since = 0
         self._failing = False
+        self._watched: dict[str, asyncio.Task[None]] = {}
 
     @abstractmethod
     async def dispatch_once(self, woken: bool = True) -> None:
@@ -52,6 +66,27 @@ class DispatchingEngine(Engine):
     def wake(self) -> None:
         """Dispatch now (a submission, a verdict, a retry, a cancel)."""
         self._wake.set()
+
+    def watch_end(self, key: str, run_id: str, ended: Callable[[], Awaitable[object]]) -> None:
+        """Wake this process's waiters on ``run_id`` when ``ended()`` returns.
+
+        ``ended`` awaits the server's word that the leg ``key`` ended (its last
+        step wrote the store before). Only a wake-up: whatever it raises leaves
+        the waiters to their poll, as does a leg past :data:`MAX_WATCHED`.
+        """
+        if key in self._watched or len(self._watched) >= MAX_WATCHED:
+            return
+        async def watch() -> None:
+            try:
+                await ended()
+            except Exception:
+                return
+            finally:
+                self._watched.pop(key, None)
+            notify(self.runtime.store, run_id)
+            self.wake()  # what the leg's end made pending (a graph's next node) goes now
+
+        self._watched[key] = asyncio.get_running_loop().create_task(watch())
 
     def cancel_local(self, run_id: str) -> bool:
         """Cancellation goes through the server: the dispatcher sends it."""
@@ -68,6 +103,10 @@ class DispatchingEngine(Engine):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop_task
             self._loop_task = None
+        watched, self._watched = list(self._watched.values()), {}
+        for task in watched:
+            task.cancel()
+        await asyncio.gather(*watched, return_exceptions=True)
 
     async def _dispatch(self) -> None:
         while not self._closing:

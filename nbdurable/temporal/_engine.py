@@ -17,9 +17,10 @@ dispatching), starting their workflows when they have none.
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import TYPE_CHECKING, Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import WorkerDeploymentVersion
 from temporalio.service import RPCError
 
@@ -62,6 +63,12 @@ async def start_run(
                 {key: v.model_dump(mode="json") for key, v in record.verdicts.items()}
             ],
         )
+
+
+async def _ended(client: Client, run_id: str) -> None:
+    """Return when the run's workflow closed (its result: a final state, or a failure)."""
+    with contextlib.suppress(WorkflowFailureError):
+        await client.get_workflow_handle(run_id).result()
 
 
 class TemporalEngine(DispatchingEngine):
@@ -156,6 +163,9 @@ class TemporalEngine(DispatchingEngine):
                 continue
             await start_run(client, current, self.config(record.run_id), self.task_queue)
             self._sent.add(key)
+            if self.adopt_after is None:  # a client: its waiters learn of the end at once
+                ended = functools.partial(_ended, client, record.run_id)
+                self.watch_end(record.run_id, record.run_id, ended)
             if self.version is not None:
                 await self._say_pinned(client, current)
         # Finished runs pile up: the ones cancelled while parked are looked for
