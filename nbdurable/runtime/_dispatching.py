@@ -76,6 +76,7 @@ class DispatchingEngine(Engine):
         """
         if key in self._watched or len(self._watched) >= MAX_WATCHED:
             return
+
         async def watch() -> None:
             try:
                 await ended()

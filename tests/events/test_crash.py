@@ -118,12 +118,16 @@ def _url(kind: str, tmp_path: Path) -> str:
 
 
 def kill_mid_stream(url: str, *, resume: bool, after: int, step: int, deltas: int) -> Leg:
-    """Start a child leg and SIGKILL it once ``deltas`` deltas of ``step`` are committed."""
+    """Start a child leg and SIGKILL it once ``deltas`` deltas of ``step`` are committed.
+
+    (Of the first step from ``step`` on: a kill that landed late left the run past it.)
+    """
     attempt: list[str | None] = [None]
     seen = [0]
 
     def enough(event: ev.Event) -> bool:
-        if event.type == ev.MODEL_ATTEMPT_STARTED and event.step_index == step:
+        at = event.step_index
+        if event.type == ev.MODEL_ATTEMPT_STARTED and at is not None and at >= step:
             attempt[0] = event.attempt_id
         elif event.type == ev.MODEL_DELTA and attempt[0] and event.attempt_id == attempt[0]:
             seen[0] += 1
@@ -232,7 +236,10 @@ def check_killed_leg(log: Sequence[ev.Event], leg: Leg) -> str:
     assert not [e for e in this_leg if e.type in (*ev.TERMINAL_EVENTS, ev.MODEL_ATTEMPT_FAILED)]
     # the step in flight: its last attempt started and never completed
     started = [e for e in this_leg if e.type == ev.MODEL_ATTEMPT_STARTED]
-    assert started[-1].step_index == leg.kill_step
+    # The parent reads the child's output behind it: on a loaded machine the kill
+    # lands in a later step than the one asked for (once: 130 deltas into the next).
+    assert started[-1].step_index is not None and started[-1].step_index >= leg.kill_step
+    leg.kill_step = started[-1].step_index
     in_flight = started[-1].attempt_id
     assert in_flight is not None
     assert not [e for e in this_leg if e.type == ev.MODEL_COMPLETED and e.attempt_id == in_flight]
@@ -321,8 +328,8 @@ async def test_sigkilled_sqlite_writer_keeps_every_committed_event_and_resumes(
         if previous_step is not None:
             check_next_leg(log, before, previous_step)
         check_killed_leg(log, leg)
-        kills[step] = kills.get(step, 0) + 1
-        before, previous_step = log, step
+        kills[leg.kill_step] = kills.get(leg.kill_step, 0) + 1
+        before, previous_step = log, leg.kill_step
     store, _, _ = open_after_kill(url, tmp_path)
     try:
         await resume_here(store)

@@ -12,7 +12,7 @@ from nbdurable.durable.store._events import EventLog, events_since
 from nbdurable.events import CHECKPOINT_SAVED
 from nbdurable.stores._rows import COLUMNS, CheckpointRow, verified_infos
 from nbdurable.stores.sqlite._checkpoints import _HISTORY
-from nbdurable.stores.sqlite._runs import _intent, _verified_intents
+from nbdurable.stores.sqlite._run_rows import decode_intent, verified_intents
 
 
 async def _run(store: object, steps: int) -> None:
@@ -97,10 +97,10 @@ async def test_verified_rows_build_the_same_infos_and_intents(tmp_path: Path) ->
     ],
 )
 def test_verified_intents_equal_validated_ones(text: str) -> None:
-    built = _verified_intents([text])
+    built = verified_intents([text])
     assert built is not None
     (intent,) = built
-    validated = _intent(text)
+    validated = decode_intent(text)
     assert intent == validated and repr(intent) == repr(validated)
     assert intent.model_fields_set == validated.model_fields_set
 
@@ -115,7 +115,7 @@ def test_verified_intents_equal_validated_ones(text: str) -> None:
     ],
 )
 def test_unusual_intents_take_the_validating_path(text: str) -> None:
-    assert _verified_intents([text]) is None
+    assert verified_intents([text]) is None
 
 
 def _history(tag: str, n: int) -> tuple[nd.Message, ...]:

@@ -9,12 +9,9 @@ cannot write.
 from __future__ import annotations
 
 import builtins
-import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, get_args
-
-from pydantic import ValidationError
 
 from ..._errors import (
     DurableConflictError,
@@ -24,7 +21,6 @@ from ..._errors import (
     StoreCorruptionError,
 )
 from ..._gc import gc_paused
-from ...durable._stored import validate_stored
 from ...durable.store import RunStore, admitted, check_commit, repeated_submission
 from ...events._model import Event, NewEvent
 from ...runs import (
@@ -42,11 +38,16 @@ from ...runs import (
     unclaimable_by_definition,
 )
 from .._rows import runtime_row
-from .._trusted import built
 from ._crc import row_crc, verify_row
 from ._db import SqliteDb
 from ._events import append_events
 from ._heads import graph_nodes, read_head, update_graph, update_head
+from ._run_rows import (
+    decode_intent,
+    same_count,
+    verified_intents,
+    verified_record,
+)
 
 __all__ = [
     "SqliteRunRecords",
@@ -163,114 +164,6 @@ def _put_row(conn: sqlite3.Connection, insert: str, replace: str, values: tuple[
     return 0
 
 
-def _verified(
-    row: Sequence[Any], legacy: bool, column: int | None = None, wanted: object = None
-) -> RuntimeRun:
-    """The record of an ``rt_runs`` row read with :data:`_RT`, its checksum verified.
-
-    With ``column``, the row's value there must be ``wanted`` (what the query
-    asked for: a damaged index can lead to another row).
-    """
-    run_id = str(row[0])
-    if column is not None and row[column] != wanted:
-        verify_row("rt_runs", row[:-1], row[-1], run_id, "the run record", legacy)
-        raise StoreCorruptionError(
-            f"an index of rt_runs leads to the record of run {run_id!r} for {wanted!r}",
-            run_id=run_id,
-        )
-    key = (run_id, legacy)
-    seen = _VERIFIED.get(key)
-    if seen is not None and seen[0] == row:
-        return seen[1]  # the same bytes as a row verified before: the same record
-    verify_row("rt_runs", row[:-1], row[-1], run_id, "the run record", legacy)
-    record = _record(row[-2])
-    if len(_VERIFIED) >= _VERIFIED_MAX:
-        _VERIFIED.clear()
-    _VERIFIED[key] = (tuple(row), record)
-    return record
-
-
-_VERIFIED: dict[tuple[str, bool], tuple[tuple[Any, ...], RuntimeRun]] = {}
-"""Rows verified lately, by run: a row read again unchanged is not checked and decoded again.
-
-A claim reads the head of every unfinished session, and a runtime executing 200
-runs claims, lists and reads them again and again: checking each row's checksum
-and decoding its record every time cost more than the runs' own steps (issue 42).
-A row equal, byte for byte, to one verified before (its checksum included) is
-the same record (records are immutable), whatever file it comes from; any other
-row, a damaged one included, is verified as before.
-"""
-_VERIFIED_MAX = 8192
-
-
-def _same_count(found: int, counted: int, by: str) -> None:
-    if found != counted:
-        raise StoreCorruptionError(
-            f"the indexes of rt_runs disagree: {found} records by {by}, {counted} counted "
-            "through another index (a damaged index)"
-        )
-
-
-def _record(text: str) -> RuntimeRun:
-    try:
-        return validate_stored(RuntimeRun, text)
-    except ValidationError as exc:
-        raise StoreCorruptionError(f"a run record does not decode: {exc}") from exc
-
-
-def _intent(text: str) -> ToolIntent:
-    try:
-        return validate_stored(ToolIntent, text)
-    except ValidationError as exc:
-        raise StoreCorruptionError(f"a tool intent does not decode: {exc}") from exc
-
-
-_INTENT_FIELDS = frozenset(ToolIntent.model_fields)
-_INTENT_REQUIRED = _INTENT_FIELDS - {"result"}
-
-
-def _verified_intents(texts: builtins.list[str]) -> builtins.list[ToolIntent] | None:
-    """Intents of checksum-verified rows in their usual shape, built without validation.
-
-    One JSON parse for all of them, then types and keys checked (as
-    :mod:`.._trusted` does for messages); None when any is unusual (then each is
-    validated). A runtime resuming a 5,000-step run reads 5,000 intents.
-    """
-    if not texts:
-        return None
-    try:
-        data = json.loads("[" + ",".join(texts) + "]")
-    except ValueError:
-        return None
-    if type(data) is not list or len(data) != len(texts):
-        return None
-    found = []
-    for item in data:
-        if (
-            type(item) is not dict
-            or not _INTENT_REQUIRED <= item.keys() <= _INTENT_FIELDS
-            or type(item["run_id"]) is not str
-            or type(item["tool_call_id"]) is not str
-            or type(item["tool_name"]) is not str
-            or type(item["step_index"]) is not int
-            or item["state"] not in ("started", "completed")
-        ):
-            return None
-        result = item.get("result")
-        if result is not None and type(result) is not dict:
-            return None
-        values = {
-            "run_id": item["run_id"],
-            "tool_call_id": item["tool_call_id"],
-            "tool_name": item["tool_name"],
-            "step_index": item["step_index"],
-            "state": item["state"],
-            "result": result,
-        }
-        found.append(built(ToolIntent, values, item.keys()))
-    return found
-
-
 class SqliteRunRecords(RunStore):
     """The run-record part of :class:`~nbdurable.stores.sqlite.SqliteSessionStore`.
 
@@ -296,7 +189,7 @@ class SqliteRunRecords(RunStore):
                     f"SELECT {_RT} FROM rt_runs WHERE request_id = ?", (run.request_id,)
                 ).fetchone()
                 if found is not None:
-                    original = _verified(found, self._db.legacy, 4, run.request_id)
+                    original = verified_record(found, self._db.legacy, 4, run.request_id)
                     return repeated_submission(original, run)
 
             def exists(query: str, *args: object) -> bool:
@@ -352,10 +245,10 @@ class SqliteRunRecords(RunStore):
             ).fetchall()
             count = graph_nodes(self._db.conn, graph_id)
         if count is not None:
-            _same_count(len(rows), count, "graph (its head counts them)")
+            same_count(len(rows), count, "graph (its head counts them)")
         elif rows and not self._db.legacy:
             raise StoreCorruptionError(f"the head row of graph {graph_id!r} is missing")
-        return [_verified(row, self._db.legacy, 7, graph_id) for row in rows]
+        return [verified_record(row, self._db.legacy, 7, graph_id) for row in rows]
 
     def rt_get(self, run_id: str) -> RuntimeRun | None:
         with self._db.lock, self._db.read():
@@ -367,7 +260,7 @@ class SqliteRunRecords(RunStore):
             raise StoreCorruptionError(
                 f"the runtime record of run {run_id!r} cannot be read", run_id=run_id
             )
-        return None if found is None else _verified(found, self._db.legacy, 0, run_id)
+        return None if found is None else verified_record(found, self._db.legacy, 0, run_id)
 
     def rt_list(self, states: Sequence[str] | None = None) -> builtins.list[RuntimeRun]:
         with self._db.lock, self._db.read():
@@ -387,8 +280,8 @@ class SqliteRunRecords(RunStore):
                     f"WHERE kind IN ({_KINDS}) AND state IN ({marks})",
                     tuple(states),
                 ).fetchone()
-                _same_count(len(rows), count, "state")
-        found = [_verified(row, self._db.legacy) for row in rows]
+                same_count(len(rows), count, "state")
+        found = [verified_record(row, self._db.legacy) for row in rows]
         if states is not None and any(run.state not in states for run in found):
             raise StoreCorruptionError("an index of rt_runs leads to records of other states")
         return found
@@ -407,8 +300,8 @@ class SqliteRunRecords(RunStore):
                 f"WHERE state IN ({marks}) AND session_id = ?",
                 (*states, session_id),
             ).fetchone()
-            _same_count(len(rows), count, "session")
-        found = [_verified(row, self._db.legacy, 2, session_id) for row in rows]
+            same_count(len(rows), count, "session")
+        found = [verified_record(row, self._db.legacy, 2, session_id) for row in rows]
         if any(run.state not in states for run in found):
             raise StoreCorruptionError("an index of rt_runs leads to records of other states")
         return found
@@ -431,9 +324,9 @@ class SqliteRunRecords(RunStore):
                         (updated.graph_id,),
                     ).fetchall()
                 session_head = (
-                    _verified(head, self._db.legacy, 2, updated.session_id) if head else None
+                    verified_record(head, self._db.legacy, 2, updated.session_id) if head else None
                 )
-                graph = [_verified(row, self._db.legacy, 7, updated.graph_id) for row in rows]
+                graph = [verified_record(row, self._db.legacy, 7, updated.graph_id) for row in rows]
                 for run in after_finish(updated, session_head, graph):
                     self._put(conn, run)
             return updated
@@ -457,7 +350,7 @@ class SqliteRunRecords(RunStore):
         found = conn.execute(f"SELECT {_RT} FROM rt_runs WHERE run_id = ?", (run_id,)).fetchone()
         if found is None:
             raise RunNotFoundError(run_id)
-        record = _verified(found, self._db.legacy, 0, run_id)
+        record = verified_record(found, self._db.legacy, 0, run_id)
         if fence is not None:
             check_fence(run_id, record.fence, fence)  # _put writes the column from the record
         return record
@@ -495,7 +388,7 @@ class SqliteRunRecords(RunStore):
             # and a write transaction each time (for nothing, mostly) held the
             # file's write lock from every run's commits (issue 42).
             with self._db.read() as conn:
-                heads = [_verified(row, self._db.legacy) for row in conn.execute(_HEADS)]
+                heads = [verified_record(row, self._db.legacy) for row in conn.execute(_HEADS)]
             if not any(
                 claimable(run, now, allowed, kind)
                 or unclaimable_by_definition(run, now, allowed, kind) is not None
@@ -507,7 +400,7 @@ class SqliteRunRecords(RunStore):
             for row in conn.execute(_HEADS).fetchall():
                 if len(claimed) >= limit:
                     break
-                run = _verified(row, self._db.legacy)
+                run = verified_record(row, self._db.legacy)
                 if claimable(run, now, allowed, kind):
                     claimed.append(claim(run, owner, now, lease_ms))
                     self._put(conn, claimed[-1])
@@ -529,7 +422,7 @@ class SqliteRunRecords(RunStore):
             ).fetchone()
             if found is None:
                 return False
-            run = _verified(found, self._db.legacy, 0, run_id)
+            run = verified_record(found, self._db.legacy, 0, run_id)
             if run.lease_owner != owner:
                 return False
             self._put(conn, RunPatch(lease_expires_at=until).apply(run))
@@ -609,9 +502,9 @@ class SqliteRunRecords(RunStore):
             raise head.short(run_id, "tool intents", len(rows), head.intents)
         texts = [text for _, text, _ in rows]
         # Every row with a checksum was verified just above (a legacy row may have none).
-        if all(crc is not None for _, _, crc in rows) and (found := _verified_intents(texts)):
+        if all(crc is not None for _, _, crc in rows) and (found := verified_intents(texts)):
             return found
-        return [_intent(text) for text in texts]
+        return [decode_intent(text) for text in texts]
 
     def rt_journal(self, run_id: str, step_index: int, response: str, *, fence: int) -> None:
         with self._db.lock, self._db.write() as conn:

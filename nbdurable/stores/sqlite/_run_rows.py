@@ -1,0 +1,137 @@
+"""Rows of the runtime tables read back: each checked against its checksum, then decoded.
+
+A damaged row is a :class:`StoreCorruptionError` naming the run, never a record
+or intent that says something else than what was written. The SQLite run
+records (:mod:`._runs`) read every row through here.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..._errors import StoreCorruptionError
+from ...durable._stored import validate_stored
+from ...runs import RuntimeRun, ToolIntent
+from .._trusted import built
+from ._crc import verify_row
+
+__all__ = [
+    "decode_intent",
+    "decode_record",
+    "same_count",
+    "verified_intents",
+    "verified_record",
+]
+
+
+def verified_record(
+    row: Sequence[Any], legacy: bool, column: int | None = None, wanted: object = None
+) -> RuntimeRun:
+    """The record of an ``rt_runs`` row read with :data:`_RT`, its checksum verified.
+
+    With ``column``, the row's value there must be ``wanted`` (what the query
+    asked for: a damaged index can lead to another row).
+    """
+    run_id = str(row[0])
+    if column is not None and row[column] != wanted:
+        verify_row("rt_runs", row[:-1], row[-1], run_id, "the run record", legacy)
+        raise StoreCorruptionError(
+            f"an index of rt_runs leads to the record of run {run_id!r} for {wanted!r}",
+            run_id=run_id,
+        )
+    key = (run_id, legacy)
+    seen = VERIFIED.get(key)
+    if seen is not None and seen[0] == row:
+        return seen[1]  # the same bytes as a row verified before: the same record
+    verify_row("rt_runs", row[:-1], row[-1], run_id, "the run record", legacy)
+    record = decode_record(row[-2])
+    if len(VERIFIED) >= VERIFIED_MAX:
+        VERIFIED.clear()
+    VERIFIED[key] = (tuple(row), record)
+    return record
+
+
+VERIFIED: dict[tuple[str, bool], tuple[tuple[Any, ...], RuntimeRun]] = {}
+"""Rows verified lately, by run: a row read again unchanged is not checked and decoded again.
+
+A claim reads the head of every unfinished session, and a runtime executing 200
+runs claims, lists and reads them again and again: checking each row's checksum
+and decoding its record every time cost more than the runs' own steps (issue 42).
+A row equal, byte for byte, to one verified before (its checksum included) is
+the same record (records are immutable), whatever file it comes from; any other
+row, a damaged one included, is verified as before.
+"""
+VERIFIED_MAX = 8192
+
+
+def same_count(found: int, counted: int, by: str) -> None:
+    if found != counted:
+        raise StoreCorruptionError(
+            f"the indexes of rt_runs disagree: {found} records by {by}, {counted} counted "
+            "through another index (a damaged index)"
+        )
+
+
+def decode_record(text: str) -> RuntimeRun:
+    try:
+        return validate_stored(RuntimeRun, text)
+    except ValidationError as exc:
+        raise StoreCorruptionError(f"a run record does not decode: {exc}") from exc
+
+
+def decode_intent(text: str) -> ToolIntent:
+    try:
+        return validate_stored(ToolIntent, text)
+    except ValidationError as exc:
+        raise StoreCorruptionError(f"a tool intent does not decode: {exc}") from exc
+
+
+INTENT_FIELDS = frozenset(ToolIntent.model_fields)
+INTENT_REQUIRED = INTENT_FIELDS - {"result"}
+
+
+def verified_intents(texts: builtins.list[str]) -> builtins.list[ToolIntent] | None:
+    """Intents of checksum-verified rows in their usual shape, built without validation.
+
+    One JSON parse for all of them, then types and keys checked (as
+    :mod:`.._trusted` does for messages); None when any is unusual (then each is
+    validated). A runtime resuming a 5,000-step run reads 5,000 intents.
+    """
+    if not texts:
+        return None
+    try:
+        data = json.loads("[" + ",".join(texts) + "]")
+    except ValueError:
+        return None
+    if type(data) is not list or len(data) != len(texts):
+        return None
+    found = []
+    for item in data:
+        if (
+            type(item) is not dict
+            or not INTENT_REQUIRED <= item.keys() <= INTENT_FIELDS
+            or type(item["run_id"]) is not str
+            or type(item["tool_call_id"]) is not str
+            or type(item["tool_name"]) is not str
+            or type(item["step_index"]) is not int
+            or item["state"] not in ("started", "completed")
+        ):
+            return None
+        result = item.get("result")
+        if result is not None and type(result) is not dict:
+            return None
+        values = {
+            "run_id": item["run_id"],
+            "tool_call_id": item["tool_call_id"],
+            "tool_name": item["tool_name"],
+            "step_index": item["step_index"],
+            "state": item["state"],
+            "result": result,
+        }
+        found.append(built(ToolIntent, values, item.keys()))
+    return found
