@@ -357,8 +357,29 @@ class RuntimeDriver(Driver):
         context.check_deadline()
         size = self._checkpoint_size.measure(checkpoint, self.history_extends(checkpoint))
         context.runtime.limits.check_payload(size)
-        await super().save_checkpoint(checkpoint)
+        riders = self.riders
+        if riders is not None and riders.counts_ahead and checkpoint.status == "running":
+            self._count_ahead(riders)
+        try:
+            await super().save_checkpoint(checkpoint)
+        finally:
+            if riders is not None:
+                riders.unprepay()  # a count the save did not take: the model call counts
         context.unrecorded.recorded_in(checkpoint)  # its tool results are durable now
+
+    def _count_ahead(self, riders: StepRiders) -> None:
+        # The next step's model attempt, counted in the checkpoint's transaction
+        # (see _step_commit): only on a step whose writes are all in the record
+        # (the response reset its attempts), and never past a limit or deadline
+        # (the model call raises it, as without the count ahead).
+        context = self.context
+        if context.draining or riders.pending or context.record.model_attempts != 0:
+            return
+        try:
+            changes = context.operation_changes(RunPatch(model_attempts=1))
+        except (LimitExceededError, RunTimedOut):
+            return
+        riders.prepay(changes)
 
     async def call_model(self, effect: CallModel) -> ModelResponse:
         """One model attempt, journaled: a journaled response of the step is reused.
@@ -384,12 +405,17 @@ class RuntimeDriver(Driver):
             # past the first step it lacks, the leg need not read it again.
             self._journal_missed = effect.step_index
         policy = context.retry_policy
-        attempts = context.record.model_attempts
+        riders = self.riders
+        # An attempt counted with the last checkpoint is this call's (see _step_commit).
+        ahead = riders is not None and riders.prepaid
+        attempts = context.record.model_attempts - (1 if ahead else 0)
         if policy is not None and attempts >= policy.max_attempts:
             raise ModelAttemptFailed(ModelError("model retries exhausted"))
         await context.before_call()
         # Counted before it starts: a crash uses the attempt up.
-        if self.riders is not None:
+        if riders is not None and riders.take_prepaid():
+            pass  # counted, with the completed intents, in the checkpoint's transaction
+        elif self.riders is not None:
             # With the previous step's completed intents, which wait for this write.
             changes = context.operation_changes(RunPatch(model_attempts=attempts + 1))
             await offload(self.riders.commit_retried, changes=changes)

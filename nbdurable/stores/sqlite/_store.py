@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from ..._errors import RunNotFoundError
+from ...durable._checkpoint import AgentCheckpoint
 from ...durable._offload import WOULD_WAIT, NowaitCapable
 from ...durable.store import Capability
 from ...events._model import Event, NewEvent
+from ...messages import Message
+from ...runs import RunPatch, RuntimeRun, ToolIntent
 from .._composed import ComposedStore
 from ._checkpoints import SqliteCheckpoints
 from ._db import SqliteDb
@@ -163,6 +166,34 @@ class SqliteSessionStore(NowaitCapable, ComposedStore):
                 self.run_records.rt_check_fence(run_id, fence, conn)
             return append_events(conn, run_id, events)
 
+    def rt_commit_and_save(
+        self,
+        run_id: str,
+        *,
+        fence: int,
+        checkpoint: AgentCheckpoint,
+        events: Sequence[NewEvent] = (),
+        journal: tuple[int, str] | None = None,
+        changes: RunPatch | None = None,
+        intents: Sequence[ToolIntent] = (),
+        extends: Sequence[Message] | None = None,
+    ) -> tuple[Sequence[Event], RuntimeRun | None]:
+        """``rt_commit`` and ``save_with_events`` of ``checkpoint`` in one fenced transaction.
+
+        A runtime step's checkpoint and the record changes riding it (the next
+        model attempt's count, completed intents) commit at once: one
+        ``BEGIN IMMEDIATE``/``COMMIT`` instead of two (issue 42). All or nothing.
+
+        Returns:
+            The events as stored, and the updated record (None without ``changes``).
+        """
+        with self._db.lock, self._db.together():
+            _, record = self.run_records.rt_commit(
+                run_id, fence=fence, journal=journal, changes=changes, intents=intents
+            )
+            added = self.checkpoints.save(checkpoint, events, fence, extends=extends)
+        return added, record
+
     def read_events(
         self, run_id: str, after: int = 0, limit: int | None = None
     ) -> builtins.list[Event]:
@@ -225,6 +256,7 @@ SqliteSessionStore.nowait_methods = {
         "rt_renew",
         "rt_intent",
         "rt_commit",
+        "rt_commit_and_save",
         "rt_intents",
         "rt_journal",
         "rt_journaled",
