@@ -520,7 +520,8 @@ async def test_a_later_step_s_attempt_is_counted_before_its_call(store: Any, reo
     record = run.record()
     assert (record.state, record.model_attempts) == ("pending", 1)
 
-    failing = GatedModel(["ok"], fail_on=[1, 2, 3])
+    # The same definition (its fingerprint), failing here.
+    failing = GatedModel([nd.Turn.call("noop"), "ok"], mode="sequential", fail_on=[1, 2, 3])
     second = reopen(store)
     async with await DurableRuntime.open(
         store=second, agents=[Agent("a", failing, [tool], version="1", model_retry=retry)]
