@@ -111,7 +111,8 @@ class RunPatch:
         }
 
     def __bool__(self) -> bool:
-        return any(value is not UNSET for value in _VALUES(self))
+        # In C: count() meets UNSET by identity; any other value is not equal to it.
+        return _VALUES(self).count(UNSET) != len(_NAMES)
 
     def __or__(self, later: RunPatch) -> RunPatch:
         """The fields of both patches; where both set one, ``later``'s value."""
