@@ -558,8 +558,6 @@ class EmbeddedEngine(Engine):
         try:
             with contextlib.suppress(FencedOutError):  # another owner decides now
                 if isinstance(context, RunContext) and context.riders is not None:
-                    # A model attempt counted ahead and never made is given back.
-                    context.riders.refund(context.record)
                     context.riders.flush()  # the results that waited for a shared commit
                 record = self.runtime.set_state(
                     context.record.run_id, patch, fence=context.fence, finish=finish

@@ -220,6 +220,8 @@ class RuntimeDriver(Driver):
         store: Where checkpoints and events go.
         streaming: Call models with ``stream()`` when they have it.
         flush_interval: Longest wait, in seconds, before buffered events are written.
+        journal_lacks_from: A step from which the journal is known to hold no
+            response (the caller saw it lack an earlier one): not read from there on.
     """
 
     def __init__(
@@ -231,6 +233,7 @@ class RuntimeDriver(Driver):
         store: SessionStore | None = None,
         streaming: bool = False,
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
+        journal_lacks_from: int | None = None,
     ) -> None:
         super().__init__(
             options,
@@ -267,7 +270,8 @@ class RuntimeDriver(Driver):
                 recorded=context.unrecorded.recorded,
             )
         self._staged: str | None = None  # the call counted with the flush before the tools
-        self._journal_missed: int | None = None  # the first step the journal lacked
+        # The first step the journal lacked (or a caller knows it lacks).
+        self._journal_missed: int | None = journal_lacks_from
         if self.events is not None:
             self.events.fence = context.fence
             self.events.strict = True  # a store gone past the retry budget stops the engine
@@ -357,29 +361,8 @@ class RuntimeDriver(Driver):
         context.check_deadline()
         size = self._checkpoint_size.measure(checkpoint, self.history_extends(checkpoint))
         context.runtime.limits.check_payload(size)
-        riders = self.riders
-        if riders is not None and riders.counts_ahead and checkpoint.status == "running":
-            self._count_ahead(riders)
-        try:
-            await super().save_checkpoint(checkpoint)
-        finally:
-            if riders is not None:
-                riders.unprepay()  # a count the save did not take: the model call counts
+        await super().save_checkpoint(checkpoint)
         context.unrecorded.recorded_in(checkpoint)  # its tool results are durable now
-
-    def _count_ahead(self, riders: StepRiders) -> None:
-        # The next step's model attempt, counted in the checkpoint's transaction
-        # (see _step_commit): only on a step whose writes are all in the record
-        # (the response reset its attempts), and never past a limit or deadline
-        # (the model call raises it, as without the count ahead).
-        context = self.context
-        if context.draining or riders.pending or context.record.model_attempts != 0:
-            return
-        try:
-            changes = context.operation_changes(RunPatch(model_attempts=1))
-        except (LimitExceededError, RunTimedOut):
-            return
-        riders.prepay(changes)
 
     async def call_model(self, effect: CallModel) -> ModelResponse:
         """One model attempt, journaled: a journaled response of the step is reused.
@@ -405,17 +388,12 @@ class RuntimeDriver(Driver):
             # past the first step it lacks, the leg need not read it again.
             self._journal_missed = effect.step_index
         policy = context.retry_policy
-        riders = self.riders
-        # An attempt counted with the last checkpoint is this call's (see _step_commit).
-        ahead = riders is not None and riders.prepaid
-        attempts = context.record.model_attempts - (1 if ahead else 0)
+        attempts = context.record.model_attempts
         if policy is not None and attempts >= policy.max_attempts:
             raise ModelAttemptFailed(ModelError("model retries exhausted"))
         await context.before_call()
         # Counted before it starts: a crash uses the attempt up.
-        if riders is not None and riders.take_prepaid():
-            pass  # counted, with the completed intents, in the checkpoint's transaction
-        elif self.riders is not None:
+        if self.riders is not None:
             # With the previous step's completed intents, which wait for this write.
             changes = context.operation_changes(RunPatch(model_attempts=attempts + 1))
             await offload(self.riders.commit_retried, changes=changes)

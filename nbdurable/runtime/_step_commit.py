@@ -4,28 +4,16 @@ A runtime step counts its model call, journals the model's response, resets its
 model attempts, logs the model's events and the step's tool calls, counts each
 tool call and writes its intent, records each tool's result, and saves its
 checkpoint. On a store with :class:`~nbdurable.durable.store.RunStore.rt_commit`
-these share two transactions on a steady step:
+these share three transactions on a steady step:
 
-1. before the tools: the journal entry, the attempt reset, the events so far
+1. before the model call: its count (``operations``, ``model_attempts``: a
+   crash uses the attempt up), with the previous step's completed intents;
+2. before the tools: the journal entry, the attempt reset, the events so far
    (the calls included) and the first call's count and ``started`` intent, so
    the response is durable before anything acts on it, and the call before it
    starts (a later call of a batch writes its own, with whatever waits);
-2. after the tools: the checkpoint with its events, the completed intents and
-   the next step's model attempt, counted ahead (``operations``,
-   ``model_attempts``), all in one transaction on a store with
-   ``rt_commit_and_save`` (SQLite); elsewhere the count is a third transaction,
-   just before the model call, with the completed intents.
-
-The count ahead (issue 42) keeps every guarantee of counting just before the
-call: the attempt is durable before the model call starts, so a process that
-crashes in the call again and again still uses its retry budget up. What
-changes is a crash between the checkpoint and the call: it uses the attempt up
-although the call may not have started, one attempt of the step in flight,
-as a crash during the call would. A leg that ends without making the call (the
-run stops at ``max_steps``, drains, is cancelled, or its count is refused) gives
-the count back with its last write (:meth:`StepRiders.refund`), and the first
-model call of a leg (a takeover, a resume, a retry) counts its own attempt,
-as before.
+3. after the tools: the checkpoint with its events (the session store's own
+   write).
 
 A tool's ``completed`` intent waits for the next commit (:meth:`StepRiders.complete`):
 the checkpoint holds the result already, and a crash between the tool's end
@@ -100,14 +88,6 @@ class StepRiders(NowaitDelegate, EventLog):
         self._changes = RunPatch()
         self._staged: _Staged | None = None
         self._completed: dict[str, ToolIntent] = {}
-        # The next model attempt's count: held for the checkpoint (_prepay), then
-        # written and not yet used by a model call (_prepaid).
-        self._prepay: RunPatch | None = None
-        self._prepaid = False
-        joint = getattr(store, "rt_commit_and_save", None)
-        self._joint: Callable[..., tuple[Sequence[Event], RuntimeRun | None]] | None = (
-            joint if store is committer else None
-        )
 
     def __getattr__(self, name: str) -> Any:
         # The store's other methods and attributes (reads, event_channel, capabilities).
@@ -261,93 +241,6 @@ class StepRiders(NowaitDelegate, EventLog):
 
         Completed intents alone do not make a commit of their own: they ride a later one.
         """
-        if checkpoint.run_id != self.run_id:
-            return self.inner.save_with_events(checkpoint, events, **options)  # type: ignore[no-any-return]
-        with self._lock:
-            prepay = self._prepay
-        # A running checkpoint only: a last one folds the write-ahead log after its commit.
-        joint = self._joint is not None and checkpoint.status == "running"
-        joint = joint and options.get("fence") == self.fence
-        if joint and (prepay is not None or self.waiting):
-            return self._commit_and_save(checkpoint, events, prepay, options)
-        if self.pending:
+        if self.pending and checkpoint.run_id == self.run_id:
             self.commit()
         return self.inner.save_with_events(checkpoint, events, **options)  # type: ignore[no-any-return]
-
-    def _commit_and_save(
-        self,
-        checkpoint: AgentCheckpoint,
-        events: Sequence[NewEvent],
-        prepay: RunPatch | None,
-        options: dict[str, Any],
-    ) -> Sequence[Event]:
-        # What waits, the count ahead and the checkpoint: one transaction.
-        assert self._joint is not None
-        journal, waiting, staged, completed = self._take()
-        merged = waiting | (staged[0] if staged else RunPatch()) | (prepay or RunPatch())
-        added, record = self._joint(
-            self.run_id,
-            fence=self.fence,
-            checkpoint=checkpoint,
-            events=events,
-            journal=journal,
-            changes=merged or None,
-            intents=[*completed, *([staged[1]] if staged else ())],
-            extends=options.get("extends"),
-        )
-        self._done(journal, waiting, staged, completed)
-        if prepay is not None:
-            with self._lock:
-                if self._prepay is prepay:
-                    self._prepay = None
-                    self._prepaid = True
-        if completed and self.recorded is not None:
-            self.recorded([intent.tool_call_id for intent in completed])
-        if record is not None:
-            self.settled(record)
-        return added
-
-    # -- the next model attempt, counted with the checkpoint -----------------------------
-
-    @property
-    def counts_ahead(self) -> bool:
-        """Whether a checkpoint can carry the next model attempt's count (one transaction)."""
-        return self._joint is not None
-
-    def prepay(self, changes: RunPatch) -> None:
-        """Hold the next model attempt's count for the checkpoint's transaction."""
-        with self._lock:
-            self._prepay = changes
-            self._prepaid = False
-
-    def unprepay(self) -> None:
-        """Drop a count the checkpoint did not take along (its save went another way)."""
-        with self._lock:
-            self._prepay = None
-
-    @property
-    def prepaid(self) -> bool:
-        """Whether the next model attempt was counted with the checkpoint and is unused."""
-        with self._lock:
-            return self._prepaid
-
-    def take_prepaid(self) -> bool:
-        """Use the attempt counted ahead (True), if one is."""
-        with self._lock:
-            taken, self._prepaid = self._prepaid, False
-            return taken
-
-    def refund(self, record: RuntimeRun) -> None:
-        """The leg ends without the model call counted ahead: give its count back.
-
-        ``record`` is the owner's copy (the count included); the give-back rides
-        the leg's last write (:meth:`flush`).
-        """
-        if not self.take_prepaid():
-            return
-        back = RunPatch(
-            model_attempts=max(record.model_attempts - 1, 0),
-            operations=max(record.operations - 1, 0),
-        )
-        with self._lock:
-            self._changes |= back

@@ -497,10 +497,8 @@ async def test_max_operations_counts_across_legs_and_retry_continues(
 
 @pytest.mark.spec("S003-54")
 async def test_a_later_step_s_attempt_is_counted_before_its_call(store: Any, reopen: Any) -> None:
-    """After a tool step the next attempt is counted with the step's checkpoint
-    (SQLite) or just before the call (elsewhere): either way it is durable before
-    the call starts, so a call that crashes the process again and again uses the
-    budget up."""
+    """After a tool step the next attempt is counted before its call too: a call
+    that crashes the process again and again uses the budget up."""
     gate = asyncio.Event()
     retry = ModelRetry(max_attempts=2, initial_delay_ms=10, max_delay_ms=10)
     blocked = GatedModel([nd.Turn.call("noop"), "ok"], mode="sequential")
@@ -534,8 +532,7 @@ async def test_a_later_step_s_attempt_is_counted_before_its_call(store: Any, reo
 
 
 async def test_a_run_ending_at_max_steps_gives_an_unused_count_back(store: Any) -> None:
-    """A count made ahead of a model call that never comes (the run stops at
-    max_steps after a tool step) is given back: the record counts the calls made."""
+    """A run that stops at max_steps after a tool step counts the calls it made."""
     ran: list[int] = []
     tool = nd.tool(lambda: ran.append(1) or "ok", name="noop", description="Nothing.")
     model = nd.ScriptedModel([nd.Turn.call("noop")] * 10, mode="sequential")

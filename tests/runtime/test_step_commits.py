@@ -4,8 +4,8 @@ The model's journal entry, its events and the first tool call's count and
 ``started`` intent commit together, before that tool starts; a later call of a
 batch writes its own intent before it starts (with the results that wait); a
 tool's ``completed`` intent rides the next commit. On SQLite a steady step is
-two write transactions (the write before the tools; the checkpoint with the
-step's results and the next model call's count, counted ahead).
+three write transactions (the model call's count with the previous step's
+results, the write before the tools, the checkpoint).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ async def test_before_each_tool_starts_its_intent_the_journal_and_the_events_are
     assert {i.state for i in store.rt_intents(run.run_id)} == {"completed"}
 
 
-async def test_a_steady_step_commits_twice_on_sqlite(
+async def test_a_steady_step_commits_three_times_on_sqlite(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     commits = 0
@@ -140,7 +140,7 @@ async def test_a_steady_step_commits_twice_on_sqlite(
         store.close()
     per_step = [b - a for a, b in itertools.pairwise(marks)]
     assert len(per_step) == steps - 1
-    assert per_step == [2] * (steps - 1), per_step
+    assert per_step == [3] * (steps - 1), per_step
 
 
 async def test_between_a_tool_s_end_and_its_checkpoint_the_call_is_still_started(
@@ -159,15 +159,6 @@ async def test_between_a_tool_s_end_and_its_checkpoint_the_call_is_still_started
         return save(checkpoint, events, **options)
 
     store.save_with_events = watching_save
-    joint = getattr(store, "rt_commit_and_save", None)
-    if joint is not None:  # SQLite: the checkpoint and the intents waiting commit together
-
-        def watching_joint(run_id: str, *, checkpoint: Any, **options: Any) -> Any:
-            other = reopen(store)
-            at_save.append({i.tool_call_id: i.state for i in other.rt_intents(run_id)})
-            return joint(run_id, checkpoint=checkpoint, **options)
-
-        store.rt_commit_and_save = watching_joint
 
     @nd.tool(recovery="manual")
     def once(n: int) -> str:
@@ -186,8 +177,7 @@ async def test_between_a_tool_s_end_and_its_checkpoint_the_call_is_still_started
     finally:
         await runtime.close()
     # step 0's checkpoint: its call started, not completed; step 1's: step 0's call
-    # completed (with step 1's model call, or on SQLite with step 0's checkpoint in
-    # its transaction), step 1's call started
+    # completed (with step 1's model call), step 1's call started
     assert [sorted(seen.values()) for seen in at_save[:2]] == [
         ["started"],
         ["completed", "started"],

@@ -65,7 +65,6 @@ class SqliteDb:
         self.busy_timeout = busy_timeout
         self.synchronous = synchronous
         self.lock = threading.RLock()
-        self._joined = False  # writes join the transaction of together()
         # Without fsync a commit is local memory-speed work: it may run on the
         # event loop's thread when nothing makes it wait.
         self.nonblocking = on_file and synchronous in ("OFF", "NORMAL")
@@ -126,9 +125,6 @@ class SqliteDb:
         # to it; a deferred transaction that upgrades to a write can fail with
         # "database is locked" without waiting.
         conn = self.conn
-        if self._joined:  # inside together(): its transaction takes this write
-            yield conn
-            return
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
@@ -138,24 +134,6 @@ class SqliteDb:
                 conn.execute("ROLLBACK")
             raise
         self.checkpoint_wal()
-
-    @contextmanager
-    def together(self) -> Iterator[None]:
-        """One transaction for every :meth:`write` made inside (the lock held by the caller).
-
-        A runtime step's record changes and its checkpoint commit at once (issue
-        42: each ``BEGIN IMMEDIATE``/``COMMIT`` and its trip cost more than the
-        rows). All or nothing: an error inside rolls every write back.
-        """
-        if self._joined:
-            yield
-            return
-        with self.write():
-            self._joined = True
-            try:
-                yield
-            finally:
-                self._joined = False
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:

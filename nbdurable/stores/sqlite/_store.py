@@ -15,17 +15,15 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from ..._errors import RunNotFoundError
-from ...durable._checkpoint import AgentCheckpoint
 from ...durable._offload import WOULD_WAIT, NowaitCapable
 from ...durable.store import Capability
 from ...events._model import Event, NewEvent
-from ...messages import Message
-from ...runs import RunPatch, RuntimeRun, ToolIntent
 from .._composed import ComposedStore
 from ._checkpoints import SqliteCheckpoints
 from ._db import SqliteDb
 from ._errors import guard_methods
-from ._events import KNOWN_RUN, append_events, decode_events, fetch_events
+from ._events import KNOWN_RUN, LAST_EVENT, append_events, decode_events, fetch_events
+from ._heads import read_head
 from ._runs import SqliteRunRecords
 from ._schema import SCHEMA_VERSION
 
@@ -166,34 +164,6 @@ class SqliteSessionStore(NowaitCapable, ComposedStore):
                 self.run_records.rt_check_fence(run_id, fence, conn)
             return append_events(conn, run_id, events)
 
-    def rt_commit_and_save(
-        self,
-        run_id: str,
-        *,
-        fence: int,
-        checkpoint: AgentCheckpoint,
-        events: Sequence[NewEvent] = (),
-        journal: tuple[int, str] | None = None,
-        changes: RunPatch | None = None,
-        intents: Sequence[ToolIntent] = (),
-        extends: Sequence[Message] | None = None,
-    ) -> tuple[Sequence[Event], RuntimeRun | None]:
-        """``rt_commit`` and ``save_with_events`` of ``checkpoint`` in one fenced transaction.
-
-        A runtime step's checkpoint and the record changes riding it (the next
-        model attempt's count, completed intents) commit at once: one
-        ``BEGIN IMMEDIATE``/``COMMIT`` instead of two (issue 42). All or nothing.
-
-        Returns:
-            The events as stored, and the updated record (None without ``changes``).
-        """
-        with self._db.lock, self._db.together():
-            _, record = self.run_records.rt_commit(
-                run_id, fence=fence, journal=journal, changes=changes, intents=intents
-            )
-            added = self.checkpoints.save(checkpoint, events, fence, extends=extends)
-        return added, record
-
     def read_events(
         self, run_id: str, after: int = 0, limit: int | None = None
     ) -> builtins.list[Event]:
@@ -209,6 +179,18 @@ class SqliteSessionStore(NowaitCapable, ComposedStore):
             if unknown and not conn.execute(KNOWN_RUN, (run_id,)).fetchone()[0]:
                 raise RunNotFoundError(run_id)
         return decode_events(run_id, after, limit, rows, self._db.legacy)
+
+    def last_event_offset(self, run_id: str) -> int:
+        """The run's last event offset as its head row says (0 without events).
+
+        Raises:
+            StoreCorruptionError: The head row is damaged.
+        """
+        with self._db.lock, self._db.read() as conn:
+            head = read_head(conn, run_id)
+            if head is not None:
+                return head.events
+            return int(conn.execute(LAST_EVENT, (run_id,)).fetchone()[0] or 0)
 
     def reclaim_space(self) -> str:
         """``VACUUM``: rewrite the database without its free pages; says how it shrank."""
@@ -256,7 +238,6 @@ SqliteSessionStore.nowait_methods = {
         "rt_renew",
         "rt_intent",
         "rt_commit",
-        "rt_commit_and_save",
         "rt_intents",
         "rt_journal",
         "rt_journaled",
