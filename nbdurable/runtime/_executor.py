@@ -220,8 +220,6 @@ class RuntimeDriver(Driver):
         store: Where checkpoints and events go.
         streaming: Call models with ``stream()`` when they have it.
         flush_interval: Longest wait, in seconds, before buffered events are written.
-        journal_lacks_from: A step from which the journal is known to hold no
-            response (the caller saw it lack an earlier one): not read from there on.
     """
 
     def __init__(
@@ -233,7 +231,6 @@ class RuntimeDriver(Driver):
         store: SessionStore | None = None,
         streaming: bool = False,
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
-        journal_lacks_from: int | None = None,
     ) -> None:
         super().__init__(
             options,
@@ -270,8 +267,7 @@ class RuntimeDriver(Driver):
                 recorded=context.unrecorded.recorded,
             )
         self._staged: str | None = None  # the call counted with the flush before the tools
-        # The first step the journal lacked (or a caller knows it lacks).
-        self._journal_missed: int | None = journal_lacks_from
+        self._journal_missed: int | None = None  # the first step the journal lacked
         if self.events is not None:
             self.events.fence = context.fence
             self.events.strict = True  # a store gone past the retry budget stops the engine

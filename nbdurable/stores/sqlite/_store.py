@@ -22,8 +22,7 @@ from .._composed import ComposedStore
 from ._checkpoints import SqliteCheckpoints
 from ._db import SqliteDb
 from ._errors import guard_methods
-from ._events import KNOWN_RUN, LAST_EVENT, append_events, decode_events, fetch_events
-from ._heads import read_head
+from ._events import KNOWN_RUN, append_events, decode_events, fetch_events
 from ._runs import SqliteRunRecords
 from ._schema import SCHEMA_VERSION
 
@@ -179,18 +178,6 @@ class SqliteSessionStore(NowaitCapable, ComposedStore):
             if unknown and not conn.execute(KNOWN_RUN, (run_id,)).fetchone()[0]:
                 raise RunNotFoundError(run_id)
         return decode_events(run_id, after, limit, rows, self._db.legacy)
-
-    def last_event_offset(self, run_id: str) -> int:
-        """The run's last event offset as its head row says (0 without events).
-
-        Raises:
-            StoreCorruptionError: The head row is damaged.
-        """
-        with self._db.lock, self._db.read() as conn:
-            head = read_head(conn, run_id)
-            if head is not None:
-                return head.events
-            return int(conn.execute(LAST_EVENT, (run_id,)).fetchone()[0] or 0)
 
     def reclaim_space(self) -> str:
         """``VACUUM``: rewrite the database without its free pages; says how it shrank."""
