@@ -493,3 +493,53 @@ async def test_max_operations_counts_across_legs_and_retry_continues(
         assert (await run.result()).text == "dropped it"
         assert tool_calls == ["t"]
         assert run.record().operations == 3
+
+
+@pytest.mark.spec("S003-54")
+async def test_a_later_step_s_attempt_is_counted_before_its_call(store: Any, reopen: Any) -> None:
+    """After a tool step the next attempt is counted before its call too: a call
+    that crashes the process again and again uses the budget up."""
+    gate = asyncio.Event()
+    retry = ModelRetry(max_attempts=2, initial_delay_ms=10, max_delay_ms=10)
+    blocked = GatedModel([nd.Turn.call("noop"), "ok"], mode="sequential")
+
+    def noop() -> str:
+        blocked.gate = gate  # the next model call blocks: the process "crashes" in it
+        return "ok"
+
+    tool = nd.tool(noop, name="noop", description="Nothing.")
+    async with await DurableRuntime.open(
+        store=store, agents=[Agent("a", blocked, [tool], version="1", model_retry=retry)]
+    ) as rt:
+        run = await rt.submit("a", "hi")
+        await eventually(lambda: blocked.entered == 2)
+        record = run.record()
+        assert (record.state, record.model_attempts, record.operations) == ("running", 1, 3)
+    record = run.record()
+    assert (record.state, record.model_attempts) == ("pending", 1)
+
+    # The same definition (its fingerprint), failing here.
+    failing = GatedModel([nd.Turn.call("noop"), "ok"], mode="sequential", fail_on=[1, 2, 3])
+    second = reopen(store)
+    async with await DurableRuntime.open(
+        store=second, agents=[Agent("a", failing, [tool], version="1", model_retry=retry)]
+    ) as rt:
+        run = await rt.get_run(run.run_id)
+        with pytest.raises(RunFailedError) as caught:
+            await run.result()
+    assert caught.value.reason == "model_retries_exhausted"
+    assert failing.calls == 1
+
+
+async def test_a_run_ending_at_max_steps_gives_an_unused_count_back(store: Any) -> None:
+    """A run that stops at max_steps after a tool step counts the calls it made."""
+    ran: list[int] = []
+    tool = nd.tool(lambda: ran.append(1) or "ok", name="noop", description="Nothing.")
+    model = nd.ScriptedModel([nd.Turn.call("noop")] * 10, mode="sequential")
+    agent = Agent("a", model, [tool], version="1", model_retry=FAST, max_steps=2)
+    async with await DurableRuntime.open(store=store, agents=[agent]) as rt:
+        run = await rt.submit("a", "hi")
+        await run.wait()
+    record = run.record()
+    assert record.operations == model.calls + len(ran)
+    assert record.model_attempts == 0
