@@ -48,7 +48,9 @@ async def test_a_v1_task_run_waits_for_a_worker_serving_v1(cluster: Cluster) -> 
         # The v2 worker's hand-back named tally v1: the run's begin waits on that
         # version's own queue, which the v1 worker polls from its start (before
         # that, the attempts went to whichever of the two workers polled first,
-        # and a loaded machine once took over 180 s).
-        assert await asyncio.wait_for(run.result(), 90) == {"tallied_by": "v1"}
+        # and a loaded machine once took over 180 s). Usually 8-18 s in CI; once,
+        # on a CI worker whose PostgreSQL test also stalled, over 90 s: the bound
+        # is what the test waits for, not what it measures.
+        assert await asyncio.wait_for(run.result(), 180) == {"tallied_by": "v1"}
         done = store.rt_get("task-v1")
         assert done.state == "completed" and done.waiting_reason is None

@@ -130,6 +130,10 @@ class PostgresRunRecords(RunStore):
 
     def _rt_put(self, conn: Connection[tuple[Any, ...]], run: RuntimeRun) -> None:
         conn.execute(self._rq.put, _row(run))
+        if run.state == "pending":
+            # A claim that met this row locked skipped it (SKIP LOCKED) and may be
+            # asleep now: it is claimable at commit, so say so then.
+            self._announce_work(conn, run.kind)
 
     def _lock(self, conn: Connection[tuple[Any, ...]], keys: Sequence[str]) -> None:
         """Lock the ``rt_locks`` rows ``keys`` (sorted) until commit."""
@@ -403,6 +407,11 @@ class PostgresRunRecords(RunStore):
             found = conn.execute(self._rq.fence_for_share, (run_id,)).fetchone()
         if found is not None and found[0] != fence:
             raise FencedOutError(f"run {run_id!r} is owned by another runtime now")
+        if conn is not None and found is not None and found[1] == 0:
+            # A pending run's row share-locked until commit (the submitter's fenced
+            # "pending" event): a claim skips it meanwhile (SKIP LOCKED) and sleeps,
+            # so the commit wakes the claims again.
+            self._announce_work(conn, found[2])
 
     def rt_intent(self, intent: ToolIntent, *, fence: int) -> None:
 

@@ -176,7 +176,7 @@ def statements(schema: str) -> Statements:
         get=f"SELECT record FROM {s}.rt_runs WHERE run_id = %s",
         get_for_update=f"SELECT record FROM {s}.rt_runs WHERE run_id = %s FOR UPDATE",
         renewable=f"SELECT record FROM {s}.rt_runs WHERE run_id = %s AND fence = %s FOR UPDATE",
-        fence_for_share=f"SELECT fence FROM {s}.rt_runs WHERE run_id = %s FOR SHARE",
+        fence_for_share=f"SELECT fence, due_at, kind FROM {s}.rt_runs WHERE run_id = %s FOR SHARE",
         list_all=f"SELECT record FROM {s}.rt_runs ORDER BY seq",
         list_states=f"SELECT record FROM {s}.rt_runs WHERE state = ANY(%s) ORDER BY seq",
         session_states=(
