@@ -23,7 +23,9 @@ the rows it concerns (workers on different runs never wait for each other):
   there, those of different sessions do not;
 - a write that makes work claimable (a submission, a verdict, a release, a
   retry) sends ``NOTIFY`` on the store's work channel at commit, so idle
-  workers wake at once and poll only rarely.
+  workers wake at once and poll only rarely; so does any transaction that
+  locked a pending run's row (a fenced event, a waiting reason): a claim
+  meanwhile skipped that row and went to sleep.
 """
 
 from __future__ import annotations
