@@ -9,7 +9,7 @@ the fork is a run of its own that names its origin (``forked_from``).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from .._deps import new_id
 from .._errors import ConfigurationError, DurableConflictError
@@ -21,30 +21,40 @@ from ..messages import Message
 from ..runs import RunPatch, RunState, RuntimeRun
 from ._model import CHECKPOINT_SAVED, RUN_FORKED, RUN_STATE, NewEvent
 
-__all__ = ["fork_run"]
+__all__ = ["ForkOptions", "fork_run"]
+
+
+class ForkOptions(TypedDict, total=False):
+    """How a fork is made: the keyword arguments of :func:`nbdurable.inspect.rewind`."""
+
+    new_run_id: str | None
+    edit: Message | str | None
+    signer: ApprovalSigner | None
 
 
 def fork_run(
-    store: HistoryStore,
-    run_id: str,
-    step_index: int,
-    *,
-    new_run_id: str | None = None,
-    edit: Message | str | None = None,
-    signer: ApprovalSigner | None = None,
+    store: HistoryStore, run_id: str, step_index: int, **options: Unpack[ForkOptions]
 ) -> AgentCheckpoint:
     """Fork a new run from the checkpoint of ``run_id`` at ``step_index`` and write it.
 
-    See :func:`nbdurable.inspect.rewind`, which documents the fork and its errors.
+    See :func:`nbdurable.inspect.rewind`, which documents the fork, its options
+    and its errors.
 
     Returns:
         The fork's first checkpoint (its ``run_id`` is the new run's).
+
+    Raises:
+        ConfigurationError: An option :class:`ForkOptions` does not name (and
+            those :func:`~nbdurable.inspect.rewind` lists).
     """
+    if unknown := sorted(options.keys() - ForkOptions.__annotations__.keys()):
+        raise ConfigurationError(f"a fork takes no option {', '.join(unknown)}")
     base = checkpoint_at(store, run_id, step_index)
-    fork_id = new_run_id or f"run-{new_id()[:16]}"
+    fork_id = options.get("new_run_id") or f"run-{new_id()[:16]}"
     if store.history(fork_id) or runtime_record(store, fork_id) is not None:
         raise DurableConflictError(f"run id {fork_id!r} exists already")
-    checkpoint = _checkpoint(base, fork_id, _edit_message(edit), store, signer)
+    edit = _edit_message(options.get("edit"))
+    checkpoint = _checkpoint(base, fork_id, edit, store, options.get("signer"))
     parent = runtime_record(store, run_id)
     _save(store, checkpoint)
     if parent is not None:

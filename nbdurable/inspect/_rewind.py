@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from ..durable._checkpoint import AgentCheckpoint
-from ..durable._signer import ApprovalSigner
-from ..events._fork import fork_run
+from ..events._fork import ForkOptions, fork_run
 from ..events._model import RUN_FORKED
-from ..messages import Message
 from ._source import StoreLike, opened
 
 __all__ = ["RUN_FORKED", "rewind"]
 
 
 def rewind(
-    store: StoreLike,
-    run_id: str,
-    step_index: int,
-    *,
-    new_run_id: str | None = None,
-    edit: Message | str | None = None,
-    signer: ApprovalSigner | None = None,
+    store: StoreLike, run_id: str, step_index: int, **options: Unpack[ForkOptions]
 ) -> AgentCheckpoint:
     """Fork a new run from the checkpoint of ``run_id`` at ``step_index``.
 
@@ -60,7 +54,7 @@ def rewind(
         CheckpointNotFoundError: The run has no checkpoint at ``step_index``.
         DurableConflictError: ``new_run_id`` is taken.
         ConfigurationError: An edit of an empty history, an edit that is not a
-            message, or an assistant edit carrying tool calls.
+            message, an assistant edit carrying tool calls, or an unknown option.
     """
     with opened(store) as source:
-        return fork_run(source, run_id, step_index, new_run_id=new_run_id, edit=edit, signer=signer)
+        return fork_run(source, run_id, step_index, **options)
