@@ -132,14 +132,5 @@ async def record(bridge: Bridge, run_id: str, given: Answer, principal: str | No
     """
     source = VerdictSource(by=principal, authenticated=principal is not None, via="http")
     return await answer(
-        bridge,
-        run_id,
-        given.approval_id,
-        approve=given.approve,
-        token=given.token,
-        reason=given.reason,
-        token_required=False,
-        source=source,
-        arguments=given.arguments,
-        reply=given.reply,
+        bridge, run_id, given.approval_id, given, token_required=False, source=source
     )

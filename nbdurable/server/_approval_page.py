@@ -254,16 +254,7 @@ def approval_page_router(bridge: Bridge) -> APIRouter:
         """
         source = link_source(runtime.signer, body.token)
         outcome = await answer(
-            bridge,
-            run_id,
-            approval_id,
-            approve=body.approve,
-            token=body.token,
-            reason=body.reason,
-            token_required=True,
-            source=source,
-            arguments=body.arguments,
-            reply=body.reply,
+            bridge, run_id, approval_id, body, token_required=True, source=source
         )
         assert outcome.state in ("approved", "denied", "replied")
         return LinkVerdictOut(outcome=outcome.state, message=outcome.message)

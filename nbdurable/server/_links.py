@@ -19,7 +19,7 @@ Every verdict that arrives over HTTP, by link or through the API, takes one path
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from .._errors import ApprovalExpiredError, DurableConflictError
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ._context import Bridge  # starlette: only the bridge itself imports it
 
 __all__ = [
+    "Given",
     "VerdictError",
     "answer",
     "addressed_to",
@@ -293,20 +294,31 @@ class VerdictError(DurableConflictError):
     """The verdict could not be recorded; the run is left as it was."""
 
 
+class Given(Protocol):
+    """A verdict as a client sent it: an HTTP body, an AG-UI resume entry."""
+
+    @property
+    def approve(self) -> bool: ...
+    @property
+    def token(self) -> str | None: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def arguments(self) -> dict[str, Any] | None: ...
+    @property
+    def reply(self) -> str | None: ...
+
+
 async def answer(
     bridge: Bridge,
     run_id: str,
     approval_id: str,
+    given: Given,
     *,
-    approve: bool,
-    token: str | None,
-    reason: str | None,
     token_required: bool,
     source: VerdictSource | None = None,
-    arguments: dict[str, Any] | None = None,
-    reply: str | None = None,
 ) -> Outcome:
-    """Record a verdict, or raise a typed error and change nothing.
+    """Record the verdict ``given``, or raise a typed error and change nothing.
 
     While the request is pending, the token (needed to approve, and for any
     verdict when ``token_required``, as on an approval link) must verify with
@@ -333,6 +345,7 @@ async def answer(
     """
     runtime = bridge.runtime
     max_age = bridge.approval_max_age_ms
+    approve, token = given.approve, given.token
     if token_required:
         precheck_token(
             runtime.signer, token, run_id=run_id, approval_id=approval_id, max_age_ms=max_age
@@ -346,11 +359,11 @@ async def answer(
         approval_id,
         approve=approve,
         token=token,
-        reason=reason,
+        reason=given.reason,
         max_age_ms=max_age,
         source=source,
-        arguments=arguments,
-        reply=reply,
+        arguments=given.arguments,
+        reply=given.reply,
     )
     if outcome.refusal is not None:
         raise outcome.refusal

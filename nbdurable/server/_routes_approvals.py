@@ -161,16 +161,7 @@ def approvals_router(bridge: Bridge) -> APIRouter:
         principal = principal_of(request)
         source = VerdictSource(by=principal, authenticated=principal is not None, via="http")
         outcome = await answer(
-            bridge,
-            run_id,
-            approval_id,
-            approve=body.approve,
-            token=body.token,
-            reason=body.reason,
-            token_required=False,
-            source=source,
-            arguments=body.arguments,
-            reply=body.reply,
+            bridge, run_id, approval_id, body, token_required=False, source=source
         )
         assert outcome.state in ("approved", "denied", "replied")
         return VerdictOut(

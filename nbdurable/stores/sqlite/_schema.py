@@ -98,16 +98,33 @@ __all__ = [
 ]
 
 
+_V1_TABLES: dict[str, dict[str, type]] = {
+    "nodes": {"id": bytes, "parent": bytes, "message": str},
+    "runs": {"id": int, "run_id": str, "created_at": int, "updated_at": int, "last_seq": int},
+    "checkpoints": {
+        "run_id": str,
+        "seq": int,
+        "head": bytes,
+        "version": int,
+        "step_index": int,
+        "status": str,
+        "message_count": int,
+        "usage": str,
+        "pending_approvals": str,
+        "agent_path": str,
+        "created_at": int,
+        "finish_reason": str,
+        "extra": str,
+    },
+}
+"""Version 1's tables and columns: :func:`_v1` creates them, :func:`schema_damage` checks them."""
+
+
 def _v1(db: Database) -> None:
-    db.table("nodes").create(
-        {"id": bytes, "parent": bytes, "message": str},
-        pk="id",
-        not_null={"message"},
-        if_not_exists=True,
-    )
+    db.table("nodes").create(_V1_TABLES["nodes"], pk="id", not_null={"message"}, if_not_exists=True)
     db.table("nodes").create_index(["parent"], index_name="nodes_parent", if_not_exists=True)
     db.table("runs").create(
-        {"id": int, "run_id": str, "created_at": int, "updated_at": int, "last_seq": int},
+        _V1_TABLES["runs"],
         pk="id",
         not_null={"run_id", "created_at", "updated_at", "last_seq"},
         if_not_exists=True,
@@ -115,35 +132,11 @@ def _v1(db: Database) -> None:
     db.table("runs").create_index(
         ["run_id"], index_name="runs_run_id", unique=True, if_not_exists=True
     )
+    checkpoints = _V1_TABLES["checkpoints"]
     db.table("checkpoints").create(
-        {
-            "run_id": str,
-            "seq": int,
-            "head": bytes,
-            "version": int,
-            "step_index": int,
-            "status": str,
-            "message_count": int,
-            "usage": str,
-            "pending_approvals": str,
-            "agent_path": str,
-            "created_at": int,
-            "finish_reason": str,
-            "extra": str,
-        },
+        checkpoints,
         pk=("run_id", "seq"),
-        not_null={
-            "run_id",
-            "seq",
-            "version",
-            "step_index",
-            "status",
-            "message_count",
-            "usage",
-            "pending_approvals",
-            "agent_path",
-            "created_at",
-        },
+        not_null=set(checkpoints) - {"head", "finish_reason", "extra"},
         if_not_exists=True,
     )
     db.table("checkpoints").create_index(
@@ -365,23 +358,7 @@ def migrate(conn: sqlite3.Connection, path: str) -> int:
 _COLUMNS: dict[int, dict[str, set[str]]] = {
     1: {
         "nbdurable_schema": {"version", "applied_at"},
-        "nodes": {"id", "parent", "message"},
-        "runs": {"id", "run_id", "created_at", "updated_at", "last_seq"},
-        "checkpoints": {
-            "run_id",
-            "seq",
-            "head",
-            "version",
-            "step_index",
-            "status",
-            "message_count",
-            "usage",
-            "pending_approvals",
-            "agent_path",
-            "created_at",
-            "finish_reason",
-            "extra",
-        },
+        **{table: set(columns) for table, columns in _V1_TABLES.items()},
     },
     2: {
         "events": {
