@@ -230,6 +230,7 @@ class NumberedEvents(Sequence[Event]):
 
     Stores return this from their appends: the writer in the loop never looks at
     the result, so building an :class:`Event` for every streamed delta would be waste.
+    A slice is a list of them, built at once.
     """
 
     def __init__(self, run_id: str, events: Sequence[NewEvent], last: int) -> None:
@@ -250,7 +251,8 @@ class NumberedEvents(Sequence[Event]):
         if index < 0:
             index += len(self.events)
         event = self.events[index]
-        return Event(
+        # Built without validating again: the events were validated when they were made.
+        return Event.model_construct(
             run_id=self.run_id,
             offset=self.last + index + 1,
             type=event.type,

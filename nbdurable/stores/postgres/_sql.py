@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...events._model import Event, NewEvent
+from ...events._model import Event, NewEvent, numbered
 from .._rows import COLUMNS
 from ._schema import quote_ident
 
@@ -266,24 +266,8 @@ def event_params(run_id: str, events: Sequence[NewEvent], channel: str) -> dict[
 
 
 def added_events(run_id: str, events: Sequence[NewEvent], last: int) -> list[Event]:
-    """The appended events with their offsets, the last one being ``last``.
-
-    Built without validating again: the events were validated when they were made.
-    """
-    first = last - len(events) + 1
-    return [
-        Event.model_construct(
-            run_id=run_id,
-            offset=first + i,
-            type=event.type,
-            step_index=event.step_index,
-            operation_id=event.operation_id,
-            attempt_id=event.attempt_id,
-            payload=event.payload,
-            created_at=event.created_at,
-        )
-        for i, event in enumerate(events)
-    ]
+    """The appended events with their offsets, the last one being ``last``."""
+    return numbered(run_id, events, last - len(events))[:]
 
 
 def event_from_row(run_id: str, row: tuple[Any, ...]) -> Event:
