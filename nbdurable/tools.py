@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, Union, get_type_hints, overload
+from typing import Any, TypedDict, TypeVar, Union, Unpack, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -26,6 +26,7 @@ __all__ = [
     "Tool",
     "ToolArgumentsError",
     "ToolContext",
+    "WrapOptions",
     "client_tool",
     "normalize_tools",
     "tool",
@@ -45,6 +46,27 @@ class _NotGiven:
 NOT_GIVEN: Any = _NotGiven()
 """Marks an optional argument that was not passed (where None is a meaningful value)."""
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+
+
+class WrapOptions(TypedDict, total=False):
+    """What :meth:`Tool.from_langchain` and its kin take besides the tool, all optional.
+
+    Attributes:
+        name: Name the model uses (default: the tool's).
+        description: Description for the model (default: the tool's).
+        needs_approval: True, or a callable on the arguments, to gate calls
+            (default: the tool's own gate where its framework has one, else False).
+        recovery: Recovery after a crash mid-call (``"safe"``, ``"idempotent"``,
+            ``"manual"``); an agent's ``tool_recovery`` overrides it.
+        allow_edit: Let a human approving a gated call edit its arguments first
+            (validated against the tool's schema; default False).
+    """
+
+    name: str | None
+    description: str | None
+    needs_approval: NeedsApproval | None
+    recovery: str | None
+    allow_edit: bool
 
 
 @dataclass(frozen=True)
@@ -148,16 +170,7 @@ class Tool:
             raise ConfigurationError(f"tool {self.name!r}: allow_edit must be a bool")
 
     @classmethod
-    def from_langchain(
-        cls,
-        tool: Any,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        needs_approval: NeedsApproval = False,
-        recovery: str | None = None,
-        allow_edit: bool = False,
-    ) -> Tool:
+    def from_langchain(cls, tool: Any, **options: Unpack[WrapOptions]) -> Tool:
         """Wrap a LangChain tool (a ``BaseTool``, e.g. from ``@tool``); needs ``langchain-core``.
 
         The argument schema and description come from the LangChain tool;
@@ -166,26 +179,11 @@ class Tool:
         """
         from .interop._langchain_tools import from_langchain
 
-        return from_langchain(
-            tool,
-            name=name,
-            description=description,
-            needs_approval=needs_approval,
-            recovery=recovery,
-            allow_edit=allow_edit,
-        )
+        return from_langchain(tool, **options)
 
     @classmethod
     def from_pydantic_ai(
-        cls,
-        tool: Any,
-        *,
-        deps: Any = NOT_GIVEN,
-        name: str | None = None,
-        description: str | None = None,
-        needs_approval: NeedsApproval | None = None,
-        recovery: str | None = None,
-        allow_edit: bool = False,
+        cls, tool: Any, *, deps: Any = NOT_GIVEN, **options: Unpack[WrapOptions]
     ) -> Tool:
         """Wrap a Pydantic AI tool (``pydantic_ai.Tool`` or a function); needs ``pydantic-ai-slim``.
 
@@ -196,27 +194,10 @@ class Tool:
         """
         from .interop._pydantic_ai_tools import from_pydantic_ai
 
-        return from_pydantic_ai(
-            tool,
-            deps=deps,
-            name=name,
-            description=description,
-            needs_approval=needs_approval,
-            recovery=recovery,
-            allow_edit=allow_edit,
-        )
+        return from_pydantic_ai(tool, deps=deps, **options)
 
     @classmethod
-    def from_openai_agents(
-        cls,
-        tool: Any,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        needs_approval: NeedsApproval | None = None,
-        recovery: str | None = None,
-        allow_edit: bool = False,
-    ) -> Tool:
+    def from_openai_agents(cls, tool: Any, **options: Unpack[WrapOptions]) -> Tool:
         """Wrap an OpenAI Agents SDK function tool (``@function_tool``); needs ``openai-agents``.
 
         The call runs through the tool's own ``on_invoke_tool``; ``needs_approval``
@@ -225,14 +206,7 @@ class Tool:
         """
         from .interop._openai_agents_tools import from_openai_agents
 
-        return from_openai_agents(
-            tool,
-            name=name,
-            description=description,
-            needs_approval=needs_approval,
-            recovery=recovery,
-            allow_edit=allow_edit,
-        )
+        return from_openai_agents(tool, **options)
 
     @property
     def is_client_tool(self) -> bool:

@@ -9,9 +9,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._errors import ConfigurationError
-from ..tools import Tool, ToolArgumentsError, ToolContext, describe_validation, to_jsonable
+from ..tools import (
+    NeedsApproval,
+    Tool,
+    ToolArgumentsError,
+    ToolContext,
+    WrapOptions,
+    describe_validation,
+    to_jsonable,
+)
 
-__all__ = ["ForeignTool", "Runner", "Validator"]
+__all__ = ["ForeignTool", "Runner", "Validator", "wrapped"]
 
 Validator = Callable[[dict[str, Any]], dict[str, Any]]
 """Checks a call's arguments; returns what the runner gets (raises pydantic's
@@ -56,3 +64,36 @@ class ForeignTool(Tool):
         if self.execute is None:
             raise ConfigurationError(f"tool {self.name!r} is a client tool and cannot run here")
         return to_jsonable(await self.execute(kwargs, context))
+
+
+def wrapped(
+    options: WrapOptions,
+    *,
+    name: str,
+    description: str | None,
+    needs_approval: NeedsApproval,
+    parameters: dict[str, Any],
+    execute: Runner,
+    source: str,
+    validator: Validator | None = None,
+) -> ForeignTool:
+    """A framework's tool as a :class:`ForeignTool`, ``options`` over its name, description, gate.
+
+    Raises:
+        ConfigurationError: An option :class:`~nbdurable.tools.WrapOptions` does not name.
+    """
+    if unknown := sorted(options.keys() - WrapOptions.__annotations__.keys()):
+        raise ConfigurationError(f"a wrapped tool takes no option {', '.join(unknown)}")
+    given = options.get("description")
+    gate = options.get("needs_approval")
+    return ForeignTool(
+        name=options.get("name") or name,
+        description=given if given is not None else (description or ""),
+        parameters=parameters,
+        execute=execute,
+        needs_approval=needs_approval if gate is None else gate,
+        recovery=options.get("recovery"),
+        allow_edit=options.get("allow_edit", False),
+        validator=validator,
+        source=source,
+    )

@@ -17,14 +17,14 @@ than the tool call id and nbdurable's own :class:`~nbdurable.ToolContext`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
 from pydantic import BaseModel
 
 from .._errors import ConfigurationError
 from .._extras import import_for
-from ..tools import NeedsApproval, Tool, ToolContext
-from ._foreign import ForeignTool
+from ..tools import Tool, ToolContext, WrapOptions
+from ._foreign import wrapped
 
 __all__ = ["LangChainToolError", "from_langchain"]
 
@@ -33,33 +33,21 @@ class LangChainToolError(Exception):
     """A LangChain tool reported an error status; the message is what the model reads."""
 
 
-def from_langchain(
-    tool: Any,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    needs_approval: NeedsApproval = False,
-    recovery: str | None = None,
-    allow_edit: bool = False,
-) -> Tool:
+def from_langchain(tool: Any, **options: Unpack[WrapOptions]) -> Tool:
     """Wrap a LangChain ``BaseTool`` (``@tool`` functions, ``StructuredTool``, subclasses).
 
     Args:
         tool: The LangChain tool.
-        name: Name the model uses (default: the tool's name).
-        description: Description for the model (default: the tool's).
-        needs_approval: True, or a callable on the arguments, to gate calls.
-        recovery: Recovery after a crash mid-call (``"safe"``, ``"idempotent"``,
-            ``"manual"``); an agent's ``tool_recovery`` overrides it.
-        allow_edit: Let a human approving a gated call edit its arguments first
-            (validated against the tool's schema; default False).
+        **options: :class:`~nbdurable.tools.WrapOptions` (``needs_approval``
+            defaults to False: a LangChain tool has no gate of its own).
 
     Returns:
         An nbdurable :class:`~nbdurable.tools.Tool`.
 
     Raises:
         ConfigurationError: ``langchain-core`` is missing, ``tool`` is not a
-            LangChain tool, or it injects an argument nbdurable cannot supply.
+            LangChain tool, it injects an argument nbdurable cannot supply, or
+            an option is unknown.
     """
     lc_tools: Any = import_for("langchain", "Tool.from_langchain", "langchain_core.tools")
     if not isinstance(tool, lc_tools.BaseTool):
@@ -94,16 +82,15 @@ def from_langchain(
         }
         return _content(await tool.ainvoke(call, config=config))
 
-    return ForeignTool(
-        name=name or tool.name,
-        description=description if description is not None else (tool.description or ""),
+    return wrapped(
+        options,
+        name=tool.name,
+        description=tool.description,
+        needs_approval=False,
         parameters=parameters,
         execute=run,
-        needs_approval=needs_approval,
-        recovery=recovery,
-        allow_edit=allow_edit,
-        validator=validator,
         source=f"LangChain tool {tool.name!r}",
+        validator=validator,
     )
 
 

@@ -15,44 +15,30 @@ from __future__ import annotations
 
 import inspect
 import json
-from typing import Any
+from typing import Any, Unpack
 
 from .._errors import ConfigurationError
 from .._extras import import_for
-from ..tools import NeedsApproval, Tool, ToolContext
-from ._foreign import ForeignTool
+from ..tools import NeedsApproval, Tool, ToolContext, WrapOptions
+from ._foreign import wrapped
 
 __all__ = ["from_openai_agents"]
 
 
-def from_openai_agents(
-    tool: Any,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    needs_approval: NeedsApproval | None = None,
-    recovery: str | None = None,
-    allow_edit: bool = False,
-) -> Tool:
+def from_openai_agents(tool: Any, **options: Unpack[WrapOptions]) -> Tool:
     """Wrap an OpenAI Agents SDK ``FunctionTool`` (what ``@function_tool`` makes).
 
     Args:
         tool: The SDK's function tool.
-        name: Name the model uses (default: the tool's).
-        description: Description for the model (default: the tool's).
-        needs_approval: True, or a callable on the arguments, to gate calls
-            (default: the tool's own ``needs_approval``).
-        recovery: Recovery after a crash mid-call (``"safe"``, ``"idempotent"``,
-            ``"manual"``); an agent's ``tool_recovery`` overrides it.
-        allow_edit: Let a human approving a gated call edit its arguments first
-            (validated against the tool's schema; default False).
+        **options: :class:`~nbdurable.tools.WrapOptions`; ``needs_approval``
+            defaults to the tool's own.
 
     Returns:
         An nbdurable :class:`~nbdurable.tools.Tool`.
 
     Raises:
-        ConfigurationError: ``openai-agents`` is missing, or ``tool`` is not a
-            function tool (a hosted tool, say).
+        ConfigurationError: ``openai-agents`` is missing, ``tool`` is not a
+            function tool (a hosted tool, say), or an option is unknown.
     """
     sdk: Any = import_for("openai-agents", "Tool.from_openai_agents", "agents")
     if not isinstance(tool, sdk.FunctionTool):
@@ -74,14 +60,13 @@ def from_openai_agents(
         )
         return await source.on_invoke_tool(ctx, arguments)
 
-    return ForeignTool(
-        name=name or source.name,
-        description=description if description is not None else (source.description or ""),
+    return wrapped(
+        options,
+        name=source.name,
+        description=source.description,
+        needs_approval=_gate(source),
         parameters=dict(source.params_json_schema),
         execute=run,
-        needs_approval=_gate(source) if needs_approval is None else needs_approval,
-        recovery=recovery,
-        allow_edit=allow_edit,
         source=f"OpenAI Agents SDK tool {source.name!r}",
     )
 

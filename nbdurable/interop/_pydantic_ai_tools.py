@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any
+from typing import Any, Unpack
 
 from .._errors import ConfigurationError
 from .._extras import import_for
-from ..tools import NOT_GIVEN, NeedsApproval, Tool, ToolContext
-from ._foreign import ForeignTool
+from ..tools import NOT_GIVEN, Tool, ToolContext, WrapOptions
+from ._foreign import wrapped
 
 __all__ = ["PydanticAIToolError", "from_pydantic_ai"]
 
@@ -31,38 +31,23 @@ class PydanticAIToolError(Exception):
     """A Pydantic AI tool asked for a retry or failed; the message is what the model reads."""
 
 
-def from_pydantic_ai(
-    tool: Any,
-    *,
-    deps: Any = NOT_GIVEN,
-    name: str | None = None,
-    description: str | None = None,
-    needs_approval: NeedsApproval | None = None,
-    recovery: str | None = None,
-    allow_edit: bool = False,
-) -> Tool:
+def from_pydantic_ai(tool: Any, *, deps: Any = NOT_GIVEN, **options: Unpack[WrapOptions]) -> Tool:
     """Wrap a ``pydantic_ai.Tool``, or a plain function Pydantic AI would register as one.
 
     Args:
         tool: The Pydantic AI tool or function.
         deps: The dependencies a tool taking ``RunContext[Deps]`` reads as
             ``ctx.deps`` (required for such a tool; ``None`` is a valid value).
-        name: Name the model uses (default: the tool's name).
-        description: Description for the model (default: the tool's).
-        needs_approval: True, or a callable on the arguments, to gate calls
-            (default: the tool's ``requires_approval``).
-        recovery: Recovery after a crash mid-call (``"safe"``, ``"idempotent"``,
-            ``"manual"``); an agent's ``tool_recovery`` overrides it.
-        allow_edit: Let a human approving a gated call edit its arguments first
-            (validated against the tool's schema; default False).
+        **options: :class:`~nbdurable.tools.WrapOptions`; ``needs_approval``
+            defaults to the tool's ``requires_approval``.
 
     Returns:
         An nbdurable :class:`~nbdurable.tools.Tool`.
 
     Raises:
         ConfigurationError: ``pydantic-ai-slim`` is missing, ``tool`` is neither a
-            Pydantic AI tool nor a function, or the tool takes a ``RunContext``
-            and no ``deps=`` was given.
+            Pydantic AI tool nor a function, the tool takes a ``RunContext``
+            and no ``deps=`` was given, or an option is unknown.
     """
     pai: Any = import_for("pydantic-ai", "Tool.from_pydantic_ai", "pydantic_ai")
     if isinstance(tool, pai.Tool):
@@ -109,16 +94,15 @@ def from_pydantic_ai(
 
         return to_jsonable_python(value, fallback=str)
 
-    return ForeignTool(
-        name=name or source.name,
-        description=description if description is not None else (source.description or ""),
+    return wrapped(
+        options,
+        name=source.name,
+        description=source.description,
+        needs_approval=source.requires_approval,
         parameters=dict(schema.json_schema),
         execute=run,
-        needs_approval=source.requires_approval if needs_approval is None else needs_approval,
-        recovery=recovery,
-        allow_edit=allow_edit,
-        validator=validator,
         source=f"Pydantic AI tool {source.name!r}",
+        validator=validator,
     )
 
 

@@ -148,6 +148,8 @@ def test_tools_that_cannot_be_wrapped_are_refused() -> None:
         nd.Tool.from_langchain(StructuredTool.from_function(needs_store))
     with pytest.raises(nd.ConfigurationError, match="recovery"):
         nd.Tool.from_langchain(multiply, recovery="sometimes")
+    with pytest.raises(nd.ConfigurationError, match="no option title"):
+        nd.Tool.from_langchain(multiply, title="times")  # type: ignore[call-arg]
 
 
 def test_name_and_description_can_be_overridden() -> None:
