@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict
 from ..messages import Usage
 from ._checkpoint import CheckpointInfo, CheckpointStatus, ForkPoint
 
-__all__ = ["RunRecord"]
+__all__ = ["RunRecord", "latest_record"]
 
 
 class RunRecord(BaseModel):
@@ -45,16 +45,21 @@ class RunRecord(BaseModel):
     @classmethod
     def from_infos(cls, first: CheckpointInfo, latest: CheckpointInfo, count: int) -> RunRecord:
         """Build a record from a run's first and latest checkpoint metadata."""
-        return cls(
-            run_id=latest.run_id,
-            status=latest.status,
-            step_index=latest.step_index,
-            step_count=count,
-            usage=latest.usage,
-            created_at=first.created_at,
-            updated_at=latest.created_at,
-            agent_path=latest.agent_path,
-            pending_approval_count=len(latest.pending_approvals),
-            finish_reason=latest.finish_reason,
-            forked_from=latest.forked_from,
-        )
+        return latest_record(latest, step_count=count, created_at=first.created_at)
+
+
+def latest_record(latest: CheckpointInfo, *, step_count: int, created_at: int) -> RunRecord:
+    """The record of a run whose latest checkpoint is ``latest``, created at ``created_at``."""
+    return RunRecord(
+        run_id=latest.run_id,
+        status=latest.status,
+        step_index=latest.step_index,
+        step_count=step_count,
+        usage=latest.usage,
+        created_at=created_at,
+        updated_at=latest.created_at,
+        agent_path=latest.agent_path,
+        pending_approval_count=len(latest.pending_approvals),
+        finish_reason=latest.finish_reason,
+        forked_from=latest.forked_from,
+    )

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
 from .._errors import ConfigurationError
-from ..tools import (
-    NeedsApproval,
-    Tool,
-    ToolArgumentsError,
-    ToolContext,
-    WrapOptions,
-    describe_validation,
-    to_jsonable,
-)
+from ..tools import NeedsApproval, Tool, ToolContext, WrapOptions, to_jsonable
 
 __all__ = ["ForeignTool", "Runner", "Validator", "wrapped"]
 
@@ -44,20 +34,9 @@ class ForeignTool(Tool):
     validator: Validator | None = None
     source: str = ""
 
-    def validate_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate ``args`` with the source framework's own schema.
-
-        Raises:
-            ToolArgumentsError: The arguments do not match the schema.
-        """
-        if not isinstance(args, Mapping):
-            raise ToolArgumentsError(f"arguments must be a JSON object, got {type(args).__name__}")
-        if self.validator is None:
-            return dict(args)
-        try:
-            return self.validator(dict(args))
-        except ValidationError as exc:
-            raise ToolArgumentsError(describe_validation(self.name, exc)) from None
+    def _checked(self, args: dict[str, Any]) -> dict[str, Any]:
+        # Validated with the source framework's own schema (see Tool.validate_args).
+        return args if self.validator is None else self.validator(args)
 
     async def invoke(self, kwargs: dict[str, Any], context: ToolContext) -> Any:
         """Run the call through the source framework; return a JSON-able result."""

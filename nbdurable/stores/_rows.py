@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create
 
 from .._errors import CheckpointVersionError, StoreCorruptionError
 from ..durable._checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo, StepStats
-from ..durable._records import RunRecord
+from ..durable._records import RunRecord, latest_record
 from ..messages import Message, ToolApprovalRequest, Usage
 from ..runs import RuntimeRun
 from ._packing import unpack_json
@@ -338,19 +338,7 @@ def run_record(run_id: str, last_seq: int, created_at: int, values: Any) -> RunR
     time, metadata columns...).
     """
     latest = CheckpointRow.from_values(run_id, values).info()
-    return RunRecord(
-        run_id=run_id,
-        status=latest.status,
-        step_index=latest.step_index,
-        step_count=last_seq,
-        usage=latest.usage,
-        created_at=created_at,
-        updated_at=latest.created_at,
-        agent_path=latest.agent_path,
-        pending_approval_count=len(latest.pending_approvals),
-        finish_reason=latest.finish_reason,
-        forked_from=latest.forked_from,
-    )
+    return latest_record(latest, step_count=last_seq, created_at=created_at)
 
 
 # The optional fields as a model of their own: one JSON validation per row (in
