@@ -227,12 +227,18 @@ class Tool:
         if not isinstance(args, Mapping):
             raise ToolArgumentsError(f"arguments must be a JSON object, got {type(args).__name__}")
         try:
-            return self._checked(dict(args))
+            return self.checked_args(dict(args))
         except ValidationError as exc:
             raise ToolArgumentsError(describe_validation(self.name, exc)) from None
 
-    def _checked(self, args: dict[str, Any]) -> dict[str, Any]:
-        # The tool's own validation (a subclass's may be another framework's).
+    def checked_args(self, args: dict[str, Any]) -> dict[str, Any]:
+        """``args`` through the tool's own validation (``args_model``), for :meth:`validate_args`.
+
+        A tool wrapping another framework's overrides it with that framework's.
+
+        Raises:
+            ValidationError: Pydantic's, for arguments that do not fit.
+        """
         if self.args_model is None:
             return args
         model = self.args_model.model_validate(args)

@@ -34,8 +34,8 @@ class ForeignTool(Tool):
     validator: Validator | None = None
     source: str = ""
 
-    def _checked(self, args: dict[str, Any]) -> dict[str, Any]:
-        # Validated with the source framework's own schema (see Tool.validate_args).
+    def checked_args(self, args: dict[str, Any]) -> dict[str, Any]:
+        """``args`` through the source framework's own schema (:attr:`validator`)."""
         return args if self.validator is None else self.validator(args)
 
     async def invoke(self, kwargs: dict[str, Any], context: ToolContext) -> Any:
