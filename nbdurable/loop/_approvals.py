@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 from ..durable._signer import TOKEN_DENIAL_REASON, token_matches
@@ -60,20 +61,16 @@ class Approvals:
             return ToolApprovalResponse(
                 approval_id=request.approval_id, approved=False, reason=NO_VERDICT_REASON
             )
+        deny = functools.partial(
+            ToolApprovalResponse,
+            approval_id=request.approval_id,
+            approved=False,
+            source=response.source,
+        )
         if not response.approved:
             if response.reply is not None:  # answered in place of the tool
-                return ToolApprovalResponse(
-                    approval_id=request.approval_id,
-                    approved=False,
-                    reply=response.reply,
-                    source=response.source,
-                )
-            return ToolApprovalResponse(
-                approval_id=request.approval_id,
-                approved=False,
-                reason=response.reason or DEFAULT_DENIAL_REASON,
-                source=response.source,
-            )
+                return deny(reply=response.reply)
+            return deny(reason=response.reason or DEFAULT_DENIAL_REASON)
         if options.approval_signer is None and request.token is not None:
             self._warn_unchecked(request)
         if options.approval_signer is not None and not token_matches(
@@ -83,12 +80,7 @@ class Approvals:
             run_id=self.session_run_id,
             max_age_ms=options.approval_max_age_ms,
         ):
-            return ToolApprovalResponse(
-                approval_id=request.approval_id,
-                approved=False,
-                reason=TOKEN_DENIAL_REASON,
-                source=response.source,
-            )
+            return deny(reason=TOKEN_DENIAL_REASON)
         # the token binds the call as the model made it (checked above); edited
         # arguments travel beside it, and the batch checks them against the tool
         return ToolApprovalResponse(
