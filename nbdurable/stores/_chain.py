@@ -231,6 +231,12 @@ class ChainCache:
         """Forget a run."""
         self._chains.pop(run_id, None)
 
+    def messages(self, run_id: str, head: bytes | None, count: int) -> tuple[Message, ...] | None:
+        """The ``count`` messages ``head`` names: from the run's own chain, else :meth:`find`."""
+        own = self.get(run_id)
+        found = own.prefix(head, count) if own is not None else None
+        return found if found is not None else self.find(head, count)
+
     def find(self, head: bytes | None, count: int) -> tuple[Message, ...] | None:
         """Messages of any cached chain that ``head`` names (forks share prefixes)."""
         for chain in reversed(self._chains.values()):

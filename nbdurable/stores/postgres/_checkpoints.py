@@ -109,7 +109,8 @@ class PostgresCheckpoints:
             if found is None:
                 return None
             row = CheckpointRow.from_values(run_id, found[2:])
-            messages = self._cached_messages(run_id, found[1], row.message_count)
+            with self._lock:
+                messages = self._chains.messages(run_id, found[1], row.message_count)
             if messages is not None:
                 return row.checkpoint(messages)
             # Not cached: read the row again and its chain in one snapshot (a
@@ -179,14 +180,6 @@ class PostgresCheckpoints:
             with self._lock:
                 for run_id in chunk:
                     self._chains.drop(run_id)
-
-    def _cached_messages(
-        self, run_id: str, head: bytes | None, count: int
-    ) -> tuple[Message, ...] | None:
-        with self._lock:
-            own = self._chains.get(run_id)
-            found = own.prefix(head, count) if own is not None else None
-            return found if found is not None else self._chains.find(head, count)
 
     def _write_save(
         self,

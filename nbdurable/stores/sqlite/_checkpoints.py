@@ -234,7 +234,7 @@ class SqliteCheckpoints:
                 return None
             head: bytes | None = found[1]
             row = CheckpointRow.from_values(run_id, found[2 : 2 + len(COLUMNS)])
-            messages = self._cached_messages(run_id, head, row.message_count)
+            messages = self._chains.messages(run_id, head, row.message_count)
             texts = None
             if messages is None:
                 with gc_paused():
@@ -332,13 +332,6 @@ class SqliteCheckpoints:
                 conn.execute(_GC_SWEEP)
                 conn.execute("DELETE FROM temp.nbdurable_gc")
             self._chains.drop(run_id)
-
-    def _cached_messages(
-        self, run_id: str, head: bytes | None, count: int
-    ) -> tuple[Message, ...] | None:
-        own = self._chains.get(run_id)
-        found = own.prefix(head, count) if own is not None else None
-        return found if found is not None else self._chains.find(head, count)
 
     def _read_chain(
         self, conn: sqlite3.Connection, head: bytes | None, row: CheckpointRow
