@@ -16,6 +16,7 @@ from typing import Protocol, Self
 from ..durable._checkpoint import AgentCheckpoint, CheckpointInfo
 from ..durable._records import RunRecord
 from ..durable.store import DelegatingRunStore, EventLog, HistoryStore
+from ..durable.store._delegating import passed_on
 from ..events._model import Event, NewEvent
 from ..messages import Message
 
@@ -48,7 +49,11 @@ class CheckpointPart(Protocol):
 
 
 class ComposedStore(HistoryStore, DelegatingRunStore, EventLog):
-    """Checkpoints passed to :attr:`checkpoints`, run records to :attr:`run_records`."""
+    """Checkpoints passed to :attr:`checkpoints`, run records to :attr:`run_records`.
+
+    ``history`` reads no message; ``delete`` deletes a run's checkpoints, records
+    and events, and the message nodes no other run uses.
+    """
 
     checkpoints: CheckpointPart
     """The checkpoint part (set by the subclass's ``__init__``)."""
@@ -87,30 +92,11 @@ class ComposedStore(HistoryStore, DelegatingRunStore, EventLog):
         """
         return self.checkpoints.save(checkpoint, events, fence, extends=extends)
 
-    def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
-        """Return the latest checkpoint, or the latest one saved at ``step_index``.
-
-        Raises:
-            StoreCorruptionError: The checkpoint's data is damaged (names the run and step).
-            CheckpointVersionError: The checkpoint was written with a newer version.
-        """
-        return self.checkpoints.load(run_id, step_index)
-
-    def history(self, run_id: str) -> builtins.list[CheckpointInfo]:
-        """Metadata of every checkpoint of a run in save order; reads no message."""
-        return self.checkpoints.history(run_id)
-
-    def list(self) -> builtins.list[str]:
-        """Run ids, oldest run first."""
-        return self.checkpoints.list()
-
-    def list_runs(self) -> builtins.list[RunRecord]:
-        """One record per run (its latest checkpoint's metadata), oldest run first."""
-        return self.checkpoints.list_runs()
-
-    def delete(self, run_id: str) -> None:
-        """Delete a run: checkpoints, records, events, the message nodes no other run uses."""
-        self.checkpoints.delete(run_id)
+    load = passed_on(HistoryStore.load, "checkpoints")
+    history = passed_on(HistoryStore.history, "checkpoints")
+    list = passed_on(HistoryStore.list, "checkpoints")
+    list_runs = passed_on(HistoryStore.list_runs, "checkpoints")
+    delete = passed_on(HistoryStore.delete, "checkpoints")
 
     def __enter__(self) -> Self:
         return self

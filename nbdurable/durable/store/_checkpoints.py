@@ -83,7 +83,12 @@ class HistoryStore(ABC):
 
     @abstractmethod
     def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
-        """Return the latest checkpoint, or the latest saved at ``step_index``; None if absent."""
+        """Return the latest checkpoint, or the latest saved at ``step_index``; None if absent.
+
+        Raises:
+            StoreCorruptionError: The checkpoint's data is damaged (names the run and step).
+            CheckpointVersionError: The checkpoint was written with a newer version.
+        """
 
     @abstractmethod
     def history(self, run_id: str) -> builtins.list[CheckpointInfo]:

@@ -3,29 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ._runs import RunStore
 
-__all__ = ["DelegatingRunStore"]
+__all__ = ["DelegatingRunStore", "passed_on"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _passed_on(
-    declared: Callable[Concatenate[RunStore, P], R],
-) -> Callable[Concatenate[DelegatingRunStore, P], R]:
-    """The method of :class:`DelegatingRunStore` that makes the ``declared`` call on its part."""
+def passed_on(
+    declared: Callable[Concatenate[Any, P], R], part: str
+) -> Callable[Concatenate[Any, P], R]:
+    """A method that makes the ``declared`` call (a base class's method) on the ``part`` attribute.
+
+    For a store composed from parts: ``rt_get = passed_on(RunStore.rt_get, "run_records")``
+    is typed, named and documented as the method it passes on.
+    """
     name = declared.__name__
 
-    def method(self: DelegatingRunStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        answer: R = getattr(self.run_records, name)(*args, **kwargs)
+    def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        answer: R = getattr(getattr(self, part), name)(*args, **kwargs)
         return answer
 
-    method.__name__ = name
-    method.__qualname__ = f"DelegatingRunStore.{name}"
-    method.__doc__ = f"See :meth:`RunStore.{name}`."
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"See :meth:`{declared.__qualname__}`."
     return method
 
 
@@ -41,20 +44,20 @@ class DelegatingRunStore(RunStore):
     run_records: RunStore
     """The part that keeps the run records (set by the subclass's ``__init__``)."""
 
-    rt_insert = _passed_on(RunStore.rt_insert)
-    rt_insert_many = _passed_on(RunStore.rt_insert_many)
-    rt_get = _passed_on(RunStore.rt_get)
-    rt_graph = _passed_on(RunStore.rt_graph)
-    rt_list = _passed_on(RunStore.rt_list)
-    rt_session = _passed_on(RunStore.rt_session)
-    rt_update = _passed_on(RunStore.rt_update)
-    rt_change = _passed_on(RunStore.rt_change)
-    rt_claim = _passed_on(RunStore.rt_claim)
-    rt_claim_many = _passed_on(RunStore.rt_claim_many)
-    rt_renew = _passed_on(RunStore.rt_renew)
-    rt_intent = _passed_on(RunStore.rt_intent)
-    rt_intents = _passed_on(RunStore.rt_intents)
-    rt_journal = _passed_on(RunStore.rt_journal)
-    rt_journaled = _passed_on(RunStore.rt_journaled)
-    rt_commit = _passed_on(RunStore.rt_commit)
-    ping = _passed_on(RunStore.ping)
+    rt_insert = passed_on(RunStore.rt_insert, "run_records")
+    rt_insert_many = passed_on(RunStore.rt_insert_many, "run_records")
+    rt_get = passed_on(RunStore.rt_get, "run_records")
+    rt_graph = passed_on(RunStore.rt_graph, "run_records")
+    rt_list = passed_on(RunStore.rt_list, "run_records")
+    rt_session = passed_on(RunStore.rt_session, "run_records")
+    rt_update = passed_on(RunStore.rt_update, "run_records")
+    rt_change = passed_on(RunStore.rt_change, "run_records")
+    rt_claim = passed_on(RunStore.rt_claim, "run_records")
+    rt_claim_many = passed_on(RunStore.rt_claim_many, "run_records")
+    rt_renew = passed_on(RunStore.rt_renew, "run_records")
+    rt_intent = passed_on(RunStore.rt_intent, "run_records")
+    rt_intents = passed_on(RunStore.rt_intents, "run_records")
+    rt_journal = passed_on(RunStore.rt_journal, "run_records")
+    rt_journaled = passed_on(RunStore.rt_journaled, "run_records")
+    rt_commit = passed_on(RunStore.rt_commit, "run_records")
+    ping = passed_on(RunStore.ping, "run_records")
