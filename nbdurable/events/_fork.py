@@ -44,11 +44,11 @@ def fork_run(
         The fork's first checkpoint (its ``run_id`` is the new run's).
 
     Raises:
-        ConfigurationError: An option :class:`ForkOptions` does not name (and
-            those :func:`~nbdurable.inspect.rewind` lists).
+        TypeError: An option :class:`ForkOptions` does not name (as for an
+            unknown keyword); and those :func:`~nbdurable.inspect.rewind` lists.
     """
     if unknown := sorted(options.keys() - ForkOptions.__annotations__.keys()):
-        raise ConfigurationError(f"a fork takes no option {', '.join(unknown)}")
+        raise TypeError(f"a fork got unexpected options: {', '.join(unknown)}")
     base = checkpoint_at(store, run_id, step_index)
     fork_id = options.get("new_run_id") or f"run-{new_id()[:16]}"
     if store.history(fork_id) or runtime_record(store, fork_id) is not None:

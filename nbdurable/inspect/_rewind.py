@@ -54,7 +54,8 @@ def rewind(
         CheckpointNotFoundError: The run has no checkpoint at ``step_index``.
         DurableConflictError: ``new_run_id`` is taken.
         ConfigurationError: An edit of an empty history, an edit that is not a
-            message, an assistant edit carrying tool calls, or an unknown option.
+            message, or an assistant edit carrying tool calls.
+        TypeError: An unknown option.
     """
     with opened(store) as source:
         return fork_run(source, run_id, step_index, **options)

@@ -59,10 +59,11 @@ def wrapped(
     """A framework's tool as a :class:`ForeignTool`, ``options`` over its name, description, gate.
 
     Raises:
-        ConfigurationError: An option :class:`~nbdurable.tools.WrapOptions` does not name.
+        TypeError: An option :class:`~nbdurable.tools.WrapOptions` does not name (as
+            for an unknown keyword).
     """
     if unknown := sorted(options.keys() - WrapOptions.__annotations__.keys()):
-        raise ConfigurationError(f"a wrapped tool takes no option {', '.join(unknown)}")
+        raise TypeError(f"a wrapped tool got unexpected options: {', '.join(unknown)}")
     given = options.get("description")
     gate = options.get("needs_approval")
     return ForeignTool(

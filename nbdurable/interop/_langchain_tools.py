@@ -46,8 +46,8 @@ def from_langchain(tool: Any, **options: Unpack[WrapOptions]) -> Tool:
 
     Raises:
         ConfigurationError: ``langchain-core`` is missing, ``tool`` is not a
-            LangChain tool, it injects an argument nbdurable cannot supply, or
-            an option is unknown.
+            LangChain tool, or it injects an argument nbdurable cannot supply.
+        TypeError: An unknown option.
     """
     lc_tools: Any = import_for("langchain", "Tool.from_langchain", "langchain_core.tools")
     if not isinstance(tool, lc_tools.BaseTool):

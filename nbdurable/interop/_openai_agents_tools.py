@@ -38,7 +38,8 @@ def from_openai_agents(tool: Any, **options: Unpack[WrapOptions]) -> Tool:
 
     Raises:
         ConfigurationError: ``openai-agents`` is missing, ``tool`` is not a
-            function tool (a hosted tool, say), or an option is unknown.
+            function tool (a hosted tool, say).
+        TypeError: An unknown option.
     """
     sdk: Any = import_for("openai-agents", "Tool.from_openai_agents", "agents")
     if not isinstance(tool, sdk.FunctionTool):

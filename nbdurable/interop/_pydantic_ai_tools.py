@@ -47,7 +47,8 @@ def from_pydantic_ai(tool: Any, *, deps: Any = NOT_GIVEN, **options: Unpack[Wrap
     Raises:
         ConfigurationError: ``pydantic-ai-slim`` is missing, ``tool`` is neither a
             Pydantic AI tool nor a function, the tool takes a ``RunContext``
-            and no ``deps=`` was given, or an option is unknown.
+            and no ``deps=`` was given.
+        TypeError: An unknown option.
     """
     pai: Any = import_for("pydantic-ai", "Tool.from_pydantic_ai", "pydantic_ai")
     if isinstance(tool, pai.Tool):

@@ -173,7 +173,7 @@ async def test_rewind_refuses_bad_requests(any_store: Any) -> None:
         ins.rewind(any_store, "orig", 0, edit=call)
     with pytest.raises(nd.ConfigurationError, match="Message or a string"):
         ins.rewind(any_store, "orig", 0, edit=42)  # type: ignore[arg-type]
-    with pytest.raises(nd.ConfigurationError, match="no option new_id"):
+    with pytest.raises(TypeError, match="unexpected options: new_id"):
         ins.rewind(any_store, "orig", 0, new_id="fork")  # type: ignore[call-arg]
     generated = ins.rewind(any_store, "orig", 0)
     assert generated.run_id.startswith("run-") and generated.run_id != "orig"
