@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -22,9 +23,10 @@ def passed_on(
     is typed, named and documented as the method it passes on.
     """
     name = declared.__name__
+    bound = operator.attrgetter(f"{part}.{name}")
 
     def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        answer: R = getattr(getattr(self, part), name)(*args, **kwargs)
+        answer: R = bound(self)(*args, **kwargs)
         return answer
 
     method.__name__ = method.__qualname__ = name
