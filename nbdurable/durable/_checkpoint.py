@@ -99,20 +99,8 @@ class AgentCheckpoint(FrozenModel):
 
     def info(self) -> CheckpointInfo:
         """Metadata of this checkpoint, without its messages."""
-        return CheckpointInfo(
-            run_id=self.run_id,
-            step_id=self.step_id,
-            step_index=self.step_index,
-            status=self.status,
-            usage=self.usage,
-            message_count=len(self.messages),
-            pending_approvals=self.pending_approvals,
-            agent_path=self.agent_path,
-            created_at=self.created_at,
-            finish_reason=self.finish_reason,
-            forked_from=self.forked_from,
-            stats=self.stats,
-        )
+        fields = {n: getattr(self, n) for n in CheckpointInfo.model_fields if n != "message_count"}
+        return CheckpointInfo(**fields, message_count=len(self.messages))
 
 
 class CheckpointInfo(FrozenModel):
