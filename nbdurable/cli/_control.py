@@ -31,7 +31,6 @@ from ..runs import (
     BUSY_STATES,
     EMBEDDED,
     STOP_STATES,
-    TEMPORAL,
     UNSUCCESSFUL_STATES,
     RunPatch,
     RuntimeRun,
@@ -47,10 +46,7 @@ from ._agents import load_all
 from ._follow import call_text, follow, last_offset
 from ._store import opened_store
 
-__all__ = ["ENGINES", "approve", "cancel", "deny", "move", "resume", "retry"]
-
-ENGINES = (EMBEDDED, TEMPORAL)
-"""What ``nbdurable runs move --engine`` takes."""
+__all__ = ["approve", "cancel", "deny", "move", "resume", "retry"]
 
 
 @asynccontextmanager
