@@ -180,7 +180,7 @@ class RestateDriver(OutboxDriver[_Leg]):
             label = "mirror"
 
             async def write() -> None:
-                await self.leg.steps.mirror(entries)
+                await self.leg.steps.write(entries)
 
             await step(self.leg.ctx, self.run_id, label, write)
         return call
@@ -237,7 +237,7 @@ class RestateDriver(OutboxDriver[_Leg]):
 
     async def begin_child(self, log: str) -> dict[str, Any] | None:
         """The sub-agent's ``begin`` step, after the outbox's."""
-        body = await self._after_outbox(lambda: self.leg.steps.begin_child(log))
+        body = await self._after_outbox(lambda: self.leg.steps.start_child(log))
         saved = await step(self.leg.ctx, self.run_id, f"begin {log}", body)
         checkpoint: dict[str, Any] | None = saved.get("checkpoint")
         return checkpoint
@@ -256,12 +256,12 @@ async def leg(ctx: restate.ObjectContext, config: dict[str, Any]) -> str | None:
         changes = record_changes(outcome).changes()
 
         async def body() -> None:
-            await steps.finish(run_id, entries, changes, fence)
+            await steps.end_leg(run_id, entries, changes, fence)
 
         await step(ctx, run_id, "finish", body)
         return outcome.state
 
-    info = await step(ctx, run_id, "begin", lambda: steps.begin(run_id))
+    info = await step(ctx, run_id, "begin", lambda: steps.take(run_id))
     if not info:
         return None
     if info.get("final"):

@@ -35,6 +35,7 @@ from .._errors import FencedOutError, LimitExceededError
 from ..durable._offload import offload
 from ..runs import RunPatch, RuntimeRun, unserved_reason
 from ..runtime import _lifecycle as lifecycle
+from ..runtime._leg_steps import BoundSteps
 from ..runtime._legs_outside import finish_task_run, note_task_waiting
 from ..runtime._outcome import RunTimedOut
 from ..runtime._run import Run
@@ -49,7 +50,6 @@ from ..runtime._tasks import (
 )
 from ._config import RESTATE, task_service
 from ._handler import ELSEWHERE, endpoint_runtime, step
-from ._steps import BoundSteps, owner_of
 
 __all__ = ["CANCEL_POLL", "PHASE_ABORT", "TaskSteps", "task_leg", "task_objects"]
 
@@ -82,6 +82,8 @@ class PhaseContext(TaskContext):
 class TaskSteps(BoundSteps):
     """The steps of a task run's handler."""
 
+    engine = RESTATE
+
     def _task(self, record: RuntimeRun) -> TaskDefinition | None:
         """The run's task, when this endpoint executes its version now."""
         task = self.runtime.tasks.get(record.agent_id)
@@ -107,7 +109,7 @@ class TaskSteps(BoundSteps):
         if record.state != "pending":
             return {"state": record.state}  # a duplicate invocation: another decision stands
         task = self._task(record)
-        claim = RunPatch(fence=record.fence + 1, lease_owner=owner_of(run_id))
+        claim = RunPatch(fence=record.fence + 1, lease_owner=self.owner(run_id))
         if record.deadline_at is not None and runtime.now() >= record.deadline_at:
             claim |= RunPatch(state="failed", reason="timeout", lease_owner=None)
         elif task is None:
