@@ -19,15 +19,15 @@ from ..runtime import _leg_steps as bodies
 from ..runtime._leg_steps import NEEDS_ATTENTION, StepDecided
 from ._config import RESTATE
 
-__all__ = ["LegSteps"]
+__all__ = ["LegSteps", "answer"]
 
 
-def _answer(decided: StepDecided) -> dict[str, Any]:
+def answer(decided: StepDecided) -> dict[str, Any]:
     """A step's decision as the journaled value the handler reads."""
     if decided.retry_after is not None:
         return {"retry_after": decided.retry_after}
-    if decided.kind == NEEDS_ATTENTION:
-        return {"needs_attention": decided.message}
+    if decided.kind in (NEEDS_ATTENTION, "cancelled", "fenced"):
+        return {decided.kind: decided.message}
     return {"failed": [decided.kind, decided.message]}
 
 
@@ -47,7 +47,7 @@ class LegSteps(bodies.LegSteps):
         try:
             response, _, _ = await self.ask_model(scope, step_index, request)
         except StepDecided as decided:
-            return _answer(decided)
+            return answer(decided)
         return {"response": response.model_dump_json()}
 
     async def tool(
@@ -57,5 +57,5 @@ class LegSteps(bodies.LegSteps):
         try:
             result = await self.call_tool(scope, step_index, call)
         except StepDecided as decided:
-            return _answer(decided)
+            return answer(decided)
         return {"result": result.model_dump(mode="json")}

@@ -14,6 +14,7 @@ into its own answer (an ``ApplicationError``, a journaled value).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, ClassVar
@@ -41,7 +42,13 @@ from . import _lifecycle as lifecycle
 from ._agent import Agent
 from ._executor import RunContext, RuntimeDriver
 from ._legs import first_messages
-from ._legs_outside import claim_pending, loop_options_at, write_outbox, write_started
+from ._legs_outside import (
+    claim_pending,
+    loop_options_at,
+    note_task_waiting,
+    write_outbox,
+    write_started,
+)
 from ._outcome import (
     ModelAttemptFailed,
     NeedsAttention,
@@ -50,8 +57,10 @@ from ._outcome import (
     record_changes,
 )
 from ._seam import RunServices
+from ._state_events import claim_event
+from ._tasks import TaskDefinition, TaskExecution, resume_point
 
-__all__ = ["NEEDS_ATTENTION", "BoundSteps", "LegSteps", "StepDecided"]
+__all__ = ["NEEDS_ATTENTION", "BoundSteps", "LegSteps", "StepDecided", "TaskSteps"]
 
 NEEDS_ATTENTION = "needs_attention"
 """:attr:`StepDecided.kind` of a tool call that needs a human (``manual`` recovery)."""
@@ -403,3 +412,114 @@ class LegSteps(BoundSteps):
             result="The tool gave no result.",
             is_error=True,
         )
+
+
+class TaskSteps(BoundSteps):
+    """The bodies of a custom task run's steps: take the run, run a phase.
+
+    A phase decides by raising :class:`StepDecided`: ``cancelled`` (the run
+    is being cancelled), ``fenced`` (it is no longer this execution's),
+    ``timeout``, ``limit_exceeded`` or ``error`` (the task fails with it).
+    """
+
+    def _task(self, record: RuntimeRun) -> TaskDefinition | None:
+        """The run's task, when this worker executes its version now."""
+        if (record.agent_id, record.agent_version) not in self.runtime.task_keys():
+            return None
+        return self.runtime.tasks.get(record.agent_id)
+
+    def phase_task(self, record: RuntimeRun) -> TaskDefinition | None:
+        """The task a phase runs (None: this worker lacks it; the phase fails plainly)."""
+        return self._task(record)
+
+    def task_elsewhere(self, record: RuntimeRun) -> dict[str, Any]:
+        """What taking a task run this worker does not execute answers (its reason recorded)."""
+        return {"elsewhere": unserved_reason(record)}
+
+    async def run_phase(self, execution: TaskExecution, index: int, state: Any, how: Any) -> None:
+        """Run phase ``index`` on ``state``, checkpointing its result (``how``: the step's args)."""
+        raise NotImplementedError
+
+    async def take_task(self, run_id: str) -> dict[str, Any]:
+        """Take a pending task run (a fenced compare-and-set to running).
+
+        Returns the run's state (``running`` only when taken now) and, when
+        taken, its fence, its number of phases and the first phase to run; or
+        :meth:`task_elsewhere`'s answer when this worker does not execute the
+        task's version. A run past its deadline fails (``timeout``).
+        """
+        runtime = self.runtime
+        record = await offload(self._record, run_id)
+        if record.state != "pending":
+            return {"state": record.state}  # a duplicate: another decision stands
+        claim = RunPatch(fence=record.fence + 1, lease_owner=self.owner(run_id))
+        task: TaskDefinition | None = None
+        if record.deadline_at is not None and runtime.now() >= record.deadline_at:
+            claim |= RunPatch(state="failed", reason="timeout", lease_owner=None)
+        else:
+            task = self._task(record)
+            if task is None:  # recorded once, fenced: a worker that took it keeps it
+                await offload(note_task_waiting, runtime, record, self.engine)
+                return self.task_elsewhere(record)
+            claim |= RunPatch(state="running", waiting_reason=None)
+        claim |= RunPatch(updated_at=runtime.now())
+        record = await offload(runtime.runtime_store.rt_update, run_id, claim, fence=record.fence)
+        await offload(claim_event, runtime, record)
+        if record.state != "running" or task is None:
+            lifecycle.left(record, record.state, record.reason)
+            return {"state": record.state}
+        lifecycle.claimed(record, resumed=record.phase > 0)
+        start, _ = await offload(resume_point, TaskExecution(runtime, task, record))
+        return {
+            "state": "running",
+            "fence": record.fence,
+            "start": start,
+            "phases": len(task.phases),
+        }
+
+    async def task_phase(self, run_id: str, index: int, fence: int, how: Any = None) -> None:
+        """Run phase ``index`` and checkpoint its state, cut at the task's deadline.
+
+        A phase checkpointed already (its worker died before its step was
+        recorded) is not run again.
+
+        Raises:
+            StepDecided: The phase did not complete (see the class).
+        """
+        runtime = self.runtime
+        record = await offload(self._record, run_id)
+        task = self.phase_task(record)
+        if record.state == "cancelling":
+            raise StepDecided("cancelled", "the task is being cancelled")
+        if record.fence != fence or record.state != "running":
+            raise StepDecided(
+                "fenced", f"task run {run_id!r} is {record.state} (fence {record.fence})"
+            )
+        if task is None:
+            raise StepDecided("error", unserved_reason(record))
+        execution = TaskExecution(runtime, task, record)
+        start, state = await offload(resume_point, execution)
+        if start > index:
+            return
+        if start < index:
+            raise StepDecided(
+                "error", f"phase {index} of {run_id!r} cannot run before phase {start}"
+            )
+        deadline = record.deadline_at
+        delay = None if deadline is None else max(deadline - runtime.now(), 0) / 1000
+        cut = asyncio.timeout(delay)
+        try:
+            async with cut:
+                await self.run_phase(execution, index, state, how)
+        except StepDecided:
+            raise
+        except RunTimedOut as exc:
+            raise StepDecided("timeout", str(exc)) from None
+        except LimitExceededError as exc:
+            raise StepDecided("limit_exceeded", str(exc)) from None
+        except FencedOutError as exc:
+            raise StepDecided("fenced", str(exc)) from None
+        except Exception as exc:
+            if cut.expired():
+                raise StepDecided("timeout", "the task's timeout passed") from None
+            raise StepDecided("error", f"{type(exc).__name__}: {exc}") from None

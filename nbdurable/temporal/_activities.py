@@ -45,7 +45,7 @@ from ._routing import definition_key
 from ._step import StepDriver
 from ._tracing import begin_leg_span, end_leg_span, joined
 
-__all__ = ["BoundActivities", "RunActivities", "calls_in_flight", "heartbeats"]
+__all__ = ["BoundActivities", "RunActivities", "calls_in_flight", "decisions", "heartbeats"]
 
 
 @contextlib.asynccontextmanager
@@ -88,7 +88,7 @@ def calls_in_flight() -> list[tuple[str, str]]:
 
 
 @contextlib.contextmanager
-def _decisions() -> Iterator[None]:
+def decisions() -> Iterator[None]:
     """A step's decision as Temporal sees it: an error never retried.
 
     A retry's delay is in its details, for the workflow's durable sleep.
@@ -282,7 +282,7 @@ class RunActivities(BoundActivities, LegSteps):
     ) -> tuple[ModelResponse, dict[str, ToolResultPart], bool]:
         if draining():  # taken as the worker began to drain: another worker asks the model
             raise handed_back()
-        with _decisions():
+        with decisions():
             return await self.ask_model(
                 scope, step_index, ModelRequest.model_validate(request), early
             )
@@ -299,7 +299,7 @@ class RunActivities(BoundActivities, LegSteps):
         """
         if draining():  # a manual call started now would be cut into needs_attention
             raise handed_back()
-        with _decisions():
+        with decisions():
             result = await self.call_tool(scope, step_index, call)
         return result.model_dump(mode="json")
 
