@@ -13,6 +13,7 @@ entry here (and its package).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -101,23 +102,16 @@ class EngineEntry:
             require(self.extra, f"{command} --engine {self.name}")
 
 
+def _lazy(module: str, name: str) -> Any:
+    """``module.name``, imported when first called: an engine loads only when used."""
+    return lambda *args: getattr(importlib.import_module(module, __package__), name)(*args)
+
+
 def _exit_now(code: int) -> None:
     """Exit with ``code`` after flushing, skipping the interpreter's teardown."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
-
-
-async def _serve_embedded(setup: WorkerSetup) -> int:
-    from ._worker import serve_embedded
-
-    return await serve_embedded(setup)
-
-
-def _embedded_demo(url: str | None, assume_yes: bool) -> int:
-    from ._demo import demo_embedded
-
-    return demo_embedded(url, assume_yes)
 
 
 def task_queue(text: str) -> str:
@@ -224,16 +218,15 @@ async def _serve_restate(setup: WorkerSetup) -> int:
     return code
 
 
-def _restate_demo(url: str | None, assume_yes: bool) -> int:
-    from ._demo_restate import demo_restate
-
-    return demo_restate(url, assume_yes)
-
-
 ENGINES: dict[str, EngineEntry] = {
     entry.name: entry
     for entry in (
-        EngineEntry(EMBEDDED, "this process claims runs", _serve_embedded, demo=_embedded_demo),
+        EngineEntry(
+            EMBEDDED,
+            "this process claims runs",
+            _lazy("._worker", "serve_embedded"),
+            demo=_lazy("._demo", "demo_embedded"),
+        ),
         EngineEntry(
             TEMPORAL,
             "a Temporal worker",
@@ -247,7 +240,7 @@ ENGINES: dict[str, EngineEntry] = {
             _serve_restate,
             extra="restate",
             add_options=_restate_options,
-            demo=_restate_demo,
+            demo=_lazy("._demo_restate", "demo_restate"),
         ),
     )
 }

@@ -148,13 +148,7 @@ class LegSteps(BoundSteps):
         )
 
     async def model_answered(
-        self,
-        driver: RuntimeDriver,
-        agent: Agent,
-        options: LoopOptions,
-        response: ModelResponse,
-        step_index: int,
-        early: bool,
+        self, driver: RuntimeDriver, response: ModelResponse, step_index: int, early: bool
     ) -> tuple[dict[str, ToolResultPart], bool]:
         """The results of calls run at once (``early``); whether the model (no journal) answered."""
         return {}, True
@@ -327,8 +321,7 @@ class LegSteps(BoundSteps):
         try:
             async with self.calling(record, f"model call of step {step_index}"):
                 response = await driver.call_model(effect)
-            answer = (driver, agent, options, response, step_index, early)
-            results, answered = await self.model_answered(*answer)
+            results, answered = await self.model_answered(driver, response, step_index, early)
         except ModelAttemptFailed as failed:
             raise await offload(self._model_failure, context, failed) from None
         except (LimitExceededError, RunTimedOut) as exc:

@@ -195,13 +195,7 @@ class RunActivities(BoundActivities, LegSteps):
         )
 
     async def model_answered(
-        self,
-        driver: RuntimeDriver,
-        agent: Agent,
-        options: LoopOptions,
-        response: ModelResponse,
-        step_index: int,
-        early: bool,
+        self, driver: RuntimeDriver, response: ModelResponse, step_index: int, early: bool
     ) -> tuple[dict[str, ToolResultPart], bool]:
         """The step's unattended calls run once the response is journaled (with the first)."""
         assert isinstance(driver, StepDriver)
@@ -209,7 +203,8 @@ class RunActivities(BoundActivities, LegSteps):
         results: dict[str, ToolResultPart] = {}
         if early:
             with joined(driver.context.record):
-                invocations = early_calls(agent, options, response)
+                options = driver.options
+                invocations = early_calls(driver.context.agent, options, response)
                 limit = options.max_tool_concurrency
                 results = await driver.run_early(invocations, step_index, limit)
         await driver.finish()
