@@ -26,6 +26,7 @@ from ..loop._effects import CallModel, ToolInvocation, ToolOutcome
 from ..loop._subagent import AgentTool
 from ..messages import ToolCallPart, ToolResultPart
 from ..models._base import ModelResponse
+from ..runtime._leg_steps import NEEDS_ATTENTION
 from ..runtime._outbox_driver import OutboxDriver, SubAgentFailed
 from ..runtime._outcome import LegFailed, NeedsAttention
 from ._config import TemporalConfig
@@ -36,14 +37,11 @@ __all__ = [
     "LIMIT_EXCEEDED",
     "LOCAL_ACTIVITY",
     "MODEL_ATTEMPT_FAILED",
-    "NEEDS_ATTENTION",
     "ONE_ACTIVITY_PER_STEP",
     "TIMEOUT",
     "WorkflowDriver",
 ]
 
-NEEDS_ATTENTION = "needs_attention"
-"""ApplicationError type of a tool call that needs a human (manual recovery)."""
 MODEL_ATTEMPT_FAILED = "model_attempt_failed"
 """ApplicationError type of a model attempt the run's policy retries (details: delay ms)."""
 LIMIT_EXCEEDED = "limit_exceeded"
