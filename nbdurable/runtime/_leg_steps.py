@@ -153,7 +153,8 @@ class LegSteps(BoundSteps):
         """The results of calls run at once (``early``); whether the model (no journal) answered."""
         return {}, True
 
-    def _agent(self, record: RuntimeRun) -> Agent:
+    def agent_of(self, record: RuntimeRun) -> Agent:
+        """The run's agent, as this worker registers it."""
         agent = self.runtime.registry.get(record.agent_id, record.agent_version)
         if agent is None:
             raise self.missing(unserved_reason(record))
@@ -295,7 +296,7 @@ class LegSteps(BoundSteps):
         """
         runtime = self.runtime
         record = await offload(self._record, scope["run_id"])
-        agent = self._agent(record)
+        agent = self.agent_of(record)
         options = self._options(agent, scope["path"], record)
         effect = CallModel(step_index, options.model, request)
         if scope["path"]:  # a sub-agent's call: no journal, an error is the parent's tool result
@@ -377,7 +378,7 @@ class LegSteps(BoundSteps):
                 timeout or a lost claim ends it.
         """
         record = await offload(self._record, scope["run_id"])
-        agent = self._agent(record)
+        agent = self.agent_of(record)
         options = self._options(agent, scope["path"], record)
         part = ToolCallPart.model_validate(call)
         tool = options.tools.get(part.tool_name)

@@ -131,7 +131,8 @@ class RunActivities(BoundActivities, LegSteps):
 
     leaves = "its workflow leaves it alone"
 
-    def _agent(self, record: RuntimeRun) -> Agent:
+    def agent_of(self, record: RuntimeRun) -> Agent:
+        """The run's agent; a hand-back when this worker serves another definition or none."""
         agent = self.runtime.registry.get(record.agent_id, record.agent_version)
         # Any worker of the queue may pick an activity up: one that does not serve
         # the run's (agent, version), or serves another definition of it, hands it
