@@ -150,13 +150,8 @@ def connection_from_args(args: argparse.Namespace) -> TemporalConnection:
     """The connection options the flags give (TLS, API key)."""
     from ..temporal._connection import TemporalConnection
 
-    return TemporalConnection(
-        tls_ca=getattr(args, "tls_ca", None),
-        tls_cert=getattr(args, "tls_cert", None),
-        tls_key=getattr(args, "tls_key", None),
-        tls_server_name=getattr(args, "tls_server_name", None),
-        api_key=getattr(args, "api_key", None),
-    )
+    names = ("tls_ca", "tls_cert", "tls_key", "tls_server_name", "api_key")
+    return TemporalConnection(**{name: getattr(args, name, None) for name in names})
 
 
 async def _serve_temporal(setup: WorkerSetup) -> int:
