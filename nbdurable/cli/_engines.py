@@ -4,7 +4,7 @@ One :class:`EngineEntry` per engine: its name (what a run records as its
 ``engine``), the extra that installs it (a clear one-line error when absent),
 its worker's options, how its worker serves, and its demo. ``nbdurable worker
 --engine``, ``nbdurable demo --engine`` and ``nbdurable runs move --engine``
-take their choices here; nothing else in the CLI names an engine. An entry
+take their choices here; no other CLI module lists the engines. An entry
 imports its framework only when used: ``import nbdurable`` and ``nbdurable
 --help`` import neither temporalio nor the Restate SDK. A new engine is one
 entry here (and its package).
