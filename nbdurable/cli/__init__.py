@@ -71,6 +71,7 @@ def _add_runs(commands: Any) -> None:
     from . import _approvals as approvals
     from . import _control as control
     from . import _runs as runs
+    from ._engines import ENGINES
 
     status = _option("--status", metavar="S", help="only runs in this status")
     graph = _option("--graph", metavar="ID", help="only the nodes of this graph")
@@ -169,22 +170,24 @@ def _add_runs(commands: Any) -> None:
         "move", _sync(control.move), "hand runs that no one executes now to another engine"
     )
     move.add_argument("run", nargs="+")
-    move.add_argument("--engine", required=True, choices=control.ENGINES)
+    move.add_argument("--engine", required=True, choices=list(ENGINES))
 
 
 def _add_demo(commands: Any) -> None:
     from ._demo import demo
+    from ._engines import ENGINES, engine_help
 
     parser = commands.add_parser(
         "demo", help="a durable run in the terminal: crash, recovery, approval, denial"
     )
     parser.add_argument("--yes", action="store_true", help="approve without asking")
     parser.add_argument("--store", default=None, help="store URL (default: a fresh temp SQLite)")
+    with_demo = [name for name, entry in ENGINES.items() if entry.demo is not None]
     parser.add_argument(
         "--engine",
-        choices=["embedded", "restate"],
-        default="embedded",
-        help="restate: the Restate lab (a local restate-server, an endpoint killed mid-stream)",
+        choices=with_demo,
+        default=with_demo[0],
+        help=f"where the run executes: {engine_help(with_demo)}",
     )
     parser.set_defaults(handler=demo)
 

@@ -31,7 +31,6 @@ from ..runs import (
     BUSY_STATES,
     EMBEDDED,
     STOP_STATES,
-    TEMPORAL,
     UNSUCCESSFUL_STATES,
     RunPatch,
     RuntimeRun,
@@ -47,10 +46,7 @@ from ._agents import load_all
 from ._follow import call_text, follow, last_offset
 from ._store import opened_store
 
-__all__ = ["ENGINES", "approve", "cancel", "deny", "move", "resume", "retry"]
-
-ENGINES = (EMBEDDED, TEMPORAL)
-"""What ``nbdurable runs move --engine`` takes."""
+__all__ = ["approve", "cancel", "deny", "move", "resume", "retry"]
 
 
 @asynccontextmanager
@@ -82,6 +78,23 @@ async def _handle(runtime: Any, store: Any, run_id: str) -> Run:
             f"nbdurable.resume_from_checkpoint(store, {run_id!r}, model=..., tools=..., "
             "approval_responses=[...])"
         ) from None
+
+
+@asynccontextmanager
+async def _steered(args: argparse.Namespace) -> AsyncIterator[tuple[Run, int]]:
+    """``args.run``'s handle (executed here with ``--agents``) and its last event's offset."""
+    with opened_store(args.store) as store:
+        async with _runtime(store, args.agents) as runtime:
+            run = await _handle(runtime, store, args.run)
+            if args.agents:
+                _served(runtime, run.record())
+            yield run, await last_offset(store, run.run_id)
+
+
+async def _ended(args: argparse.Namespace, run: Run, after: int) -> int:
+    """Where the steered run stands (executed here until it stops, with ``--agents``)."""
+    record = await _execute(run, after, args.timeout) if args.agents else run.record()
+    return await _outcome(run, record)
 
 
 def _served(runtime: Any, record: RuntimeRun) -> None:
@@ -270,62 +283,49 @@ async def _record_verdict(args: argparse.Namespace, approved: bool) -> int:
     if reply is not None:
         return await _record_reply(args, reply)
     edited = _edited_arguments(args)
-    with opened_store(args.store) as store:
-        async with _runtime(store, args.agents) as runtime:
-            run = await _handle(runtime, store, args.run)
-            record = run.record()
-            if args.agents:
-                _served(runtime, record)
-            after = await last_offset(store, run.run_id)
-            by = args.as_name
-            if not approved and record.state == "needs_attention" and args.approval_id is None:
-                await run.deny(reason=args.reason, by=by, via="cli")
-                print(f"settled the interrupted tool call(s) of {run.run_id} as errors")
-            else:
-                request = await _pick(run, args.approval_id)
-                if request is None:  # it no longer waits: the runtime names the winner
-                    assert args.approval_id is not None
-                    if approved:
-                        await run.approve(args.approval_id, arguments=edited, by=by, via="cli")
-                    else:
-                        await run.deny(args.approval_id, reason=args.reason, by=by, via="cli")
-                    print(f"{'approved' if approved else 'denied'} {args.approval_id} (again)")
-                elif approved:
-                    await _approve(run, request, getattr(args, "fresh", False), by, edited)
-                    call = call_text(request.tool_name, request.input)
-                    if edited is None:
-                        print(f"approved {call} ({request.approval_id})")
-                    else:
-                        ran = call_text(request.tool_name, edited)
-                        print(f"approved {call} edited to {ran} ({request.approval_id})")
+    async with _steered(args) as (run, after):
+        record, by = run.record(), args.as_name
+        if not approved and record.state == "needs_attention" and args.approval_id is None:
+            await run.deny(reason=args.reason, by=by, via="cli")
+            print(f"settled the interrupted tool call(s) of {run.run_id} as errors")
+        else:
+            request = await _pick(run, args.approval_id)
+            if request is None:  # it no longer waits: the runtime names the winner
+                assert args.approval_id is not None
+                if approved:
+                    await run.approve(args.approval_id, arguments=edited, by=by, via="cli")
                 else:
-                    await run.deny(request.approval_id, reason=args.reason, by=by, via="cli")
-                    call = call_text(request.tool_name, request.input)
-                    print(f"denied {call} ({request.approval_id})")
-            record = await _execute(run, after, args.timeout) if args.agents else run.record()
-            return await _outcome(run, record)
+                    await run.deny(args.approval_id, reason=args.reason, by=by, via="cli")
+                print(f"{'approved' if approved else 'denied'} {args.approval_id} (again)")
+            elif approved:
+                await _approve(run, request, getattr(args, "fresh", False), by, edited)
+                call = call_text(request.tool_name, request.input)
+                if edited is None:
+                    print(f"approved {call} ({request.approval_id})")
+                else:
+                    ran = call_text(request.tool_name, edited)
+                    print(f"approved {call} edited to {ran} ({request.approval_id})")
+            else:
+                await run.deny(request.approval_id, reason=args.reason, by=by, via="cli")
+                call = call_text(request.tool_name, request.input)
+                print(f"denied {call} ({request.approval_id})")
+        return await _ended(args, run, after)
 
 
 async def _record_reply(args: argparse.Namespace, reply: str) -> int:
     """Answer a pending call in place of its tool (``runs respond``, ``--reply``)."""
-    with opened_store(args.store) as store:
-        async with _runtime(store, args.agents) as runtime:
-            run = await _handle(runtime, store, args.run)
-            if args.agents:
-                _served(runtime, run.record())
-            after = await last_offset(store, run.run_id)
-            by = args.as_name
-            request = await _pick(run, args.approval_id)
-            if request is None:  # it no longer waits: the runtime names the winner
-                assert args.approval_id is not None
-                await run.respond(args.approval_id, reply, by=by, via="cli")
-                print(f"replied to {args.approval_id} (again)")
-            else:
-                await run.respond(request.approval_id, reply, by=by, via="cli")
-                call = call_text(request.tool_name, request.input)
-                print(f"replied to {call} in place of the tool ({request.approval_id})")
-            record = await _execute(run, after, args.timeout) if args.agents else run.record()
-            return await _outcome(run, record)
+    async with _steered(args) as (run, after):
+        by = args.as_name
+        request = await _pick(run, args.approval_id)
+        if request is None:  # it no longer waits: the runtime names the winner
+            assert args.approval_id is not None
+            await run.respond(args.approval_id, reply, by=by, via="cli")
+            print(f"replied to {args.approval_id} (again)")
+        else:
+            await run.respond(request.approval_id, reply, by=by, via="cli")
+            call = call_text(request.tool_name, request.input)
+            print(f"replied to {call} in place of the tool ({request.approval_id})")
+        return await _ended(args, run, after)
 
 
 async def respond(args: argparse.Namespace) -> int:
@@ -371,28 +371,20 @@ async def retry(args: argparse.Namespace) -> int:
     late result), the retry is refused unless ``--use-late-result`` (settle the
     call with it) or ``--rerun`` (run the call again anyway) says what to do.
     """
-    with opened_store(args.store) as store:
-        async with _runtime(store, args.agents) as runtime:
-            run = await _handle(runtime, store, args.run)
-            if args.agents:
-                _served(runtime, run.record())
-            after = await last_offset(store, run.run_id)
-            if args.use_late_result:
-                used = await run.use_late_result()
-                print(f"{run.run_id}: settled with its late result: {late_result_line(used)}")
-            else:
-                command = f"nbdurable runs retry {run.run_id}"
-                try:
-                    late = await run.retry(rerun=args.rerun)
-                except LateResultUndecidedError as refused:  # said in this front end's words
-                    use, rerun = f"{command} --use-late-result", f"{command} --rerun"
-                    raise blind_retry_error(
-                        run.run_id, refused.late, use=use, rerun=rerun
-                    ) from None
-                for entry in late:  # --rerun: said all the same
-                    print(f"{run.run_id}: running it again: {late_result_line(entry)}")
-            record = await _execute(run, after, args.timeout) if args.agents else run.record()
-            return await _outcome(run, record)
+    async with _steered(args) as (run, after):
+        if args.use_late_result:
+            used = await run.use_late_result()
+            print(f"{run.run_id}: settled with its late result: {late_result_line(used)}")
+        else:
+            command = f"nbdurable runs retry {run.run_id}"
+            try:
+                late = await run.retry(rerun=args.rerun)
+            except LateResultUndecidedError as refused:  # said in this front end's words
+                use, rerun = f"{command} --use-late-result", f"{command} --rerun"
+                raise blind_retry_error(run.run_id, refused.late, use=use, rerun=rerun) from None
+            for entry in late:  # --rerun: said all the same
+                print(f"{run.run_id}: running it again: {late_result_line(entry)}")
+        return await _ended(args, run, after)
 
 
 async def move(args: argparse.Namespace) -> int:

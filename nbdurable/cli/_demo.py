@@ -20,14 +20,23 @@ from typing import Any
 
 from .._deps import new_id
 from ..messages import ToolApprovalRequest
-from ..runs import RuntimeRun
+from ..runs import EMBEDDED, RuntimeRun
 from ..runtime._run import Run
+from ._engines import ENGINES
 from ._follow import call_text, follow, last_offset
 from ._store import opened_store
 from ._tables import render, terminal_width
 from .demo_agent import AGENT_ID, LEASE_MS, janitor
 
-__all__ = ["committed", "demo", "phase", "say", "settle_approvals"]
+__all__ = [
+    "committed",
+    "demo",
+    "demo_embedded",
+    "phase",
+    "say",
+    "settle_approvals",
+    "temporary_store",
+]
 
 CHILD = "from nbdurable.cli.demo_agent import crash_leg; crash_leg()"
 DENY_REASON = "orders is production data"
@@ -167,15 +176,18 @@ async def _demo(url: str, assume_yes: bool) -> int:
 
 
 def demo(args: argparse.Namespace) -> int:
-    """Run the demo (in a fresh temporary store unless ``--store`` is given)."""
-    if getattr(args, "engine", "embedded") == "restate":
-        from .._extras import require
-        from ._demo_restate import demo_restate
+    """Run the demo of ``--engine`` (in a fresh temporary store unless ``--store`` is given)."""
+    entry = ENGINES[getattr(args, "engine", EMBEDDED)]
+    entry.require("nbdurable demo")
+    assert entry.demo is not None  # --engine offers only the engines with a demo
+    return entry.demo(args.store, args.yes)
 
-        require("restate", "nbdurable demo --engine restate")
-        return demo_restate(args.store, args.yes)
-    url = args.store
-    if url is None:
-        directory = Path(tempfile.mkdtemp(prefix="nbdurable-demo-"))
-        url = f"sqlite:///{directory / 'runs.db'}"
-    return asyncio.run(_demo(url, args.yes))
+
+def temporary_store() -> str:
+    """A fresh SQLite store in a temporary directory: the demos' default."""
+    return f"sqlite:///{Path(tempfile.mkdtemp(prefix='nbdurable-demo-')) / 'runs.db'}"
+
+
+def demo_embedded(url: str | None, assume_yes: bool) -> int:
+    """The embedded demo (in a fresh temporary store unless ``url`` is given)."""
+    return asyncio.run(_demo(url or temporary_store(), assume_yes))

@@ -23,7 +23,7 @@ from typing import Any
 
 from .._deps import new_id
 from ..events._model import MODEL_DELTA
-from ._demo import committed, phase, say, settle_approvals
+from ._demo import committed, phase, say, settle_approvals, temporary_store
 from ._follow import EventPrinter, follow
 from .demo_agent import AGENT_ID, CRASH_AFTER_DELTAS, PROMPT, janitor
 
@@ -94,6 +94,4 @@ async def _lab(url: str, assume_yes: bool) -> int:
 
 def demo_restate(url: str | None, assume_yes: bool) -> int:
     """Run the Restate lab (in a fresh temporary store unless ``url`` is given)."""
-    if url is None:
-        url = f"sqlite:///{Path(tempfile.mkdtemp(prefix='nbdurable-demo-')) / 'runs.db'}"
-    return asyncio.run(_lab(url, assume_yes))
+    return asyncio.run(_lab(url or temporary_store(), assume_yes))

@@ -5,24 +5,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
-import os
 import signal
-import sys
 from typing import Any
 
 from .._aio import wait_event
 from ..durable._offload import offload
 from ..durable._transient import DEFAULT_STORE_RETRY_MS, StoreRetry, StoreUnavailableError
-from ..runs import BUSY_STATES
+from ..runs import BUSY_STATES, EMBEDDED
 from ..runtime._limits import DEFAULT_MAX_CONCURRENT_RUNS, Limits
 from ._agents import load_all, load_tasks
+from ._engines import ENGINES, WorkerSetup, engine_help
 from ._env import read_env
 from ._logs import add_log_options, announce, configure_logging
 from ._notify_options import add_notify_options, notifier_from_args
 from ._probes import add_probe_options, start_probes
-from ._temporal_options import add_connection_options, connection_from_args
 
-__all__ = ["DEFAULT_DRAIN_SECONDS", "add_parser", "worker"]
+__all__ = ["DEFAULT_DRAIN_SECONDS", "add_parser", "serve_embedded", "worker"]
 
 DEFAULT_DRAIN_SECONDS = 25.0
 """How long a stopping worker lets its calls in flight finish (Kubernetes waits 30 s)."""
@@ -52,41 +50,10 @@ def add_parser(commands: Any) -> None:
         help="module:attribute holding a task (nbdurable.define_task) or a list of tasks",
     )
     worker_.add_argument(
-        "--engine",
-        choices=["embedded", "temporal", "restate"],
-        default="embedded",
-        help="embedded (this process claims runs), temporal (a Temporal worker) or restate "
-        "(a Restate SDK endpoint)",
+        "--engine", choices=list(ENGINES), default=EMBEDDED, help=engine_help(list(ENGINES))
     )
-    worker_.add_argument(
-        "--ingress", default="http://127.0.0.1:8080", help="Restate ingress URL (--engine restate)"
-    )
-    worker_.add_argument(
-        "--admin", default="http://127.0.0.1:9070", help="Restate admin API URL (--engine restate)"
-    )
-    worker_.add_argument(
-        "--listen",
-        default="127.0.0.1:0",
-        help="where the Restate endpoint binds, host:port (port 0: a free one)",
-    )
-    worker_.add_argument(
-        "--advertise",
-        default=None,
-        help="the URL the Restate server reaches the endpoint at (default: http://LISTEN)",
-    )
-    worker_.add_argument("--address", default="127.0.0.1:7233", help="Temporal frontend")
-    worker_.add_argument(
-        "--task-queue", type=task_queue, default="nbdurable", help="Temporal task queue"
-    )
-    worker_.add_argument("--namespace", default="default", help="Temporal namespace")
-    worker_.add_argument(
-        "--deployment",
-        default=None,
-        help="Temporal Worker Deployment this worker declares a version of (its build id "
-        "derived from the nbdurable code and the definitions it serves): runs stay on the "
-        "release they started on, a new release's worker becomes the current version",
-    )
-    add_connection_options(worker_)
+    for entry in ENGINES.values():
+        entry.add_options(worker_)
     worker_.add_argument("--max-concurrent-runs", type=int, default=DEFAULT_MAX_CONCURRENT_RUNS)
     worker_.add_argument("--max-concurrent-tasks", type=int, default=4)
     worker_.add_argument("--lease-ms", type=int, default=30_000)
@@ -121,13 +88,6 @@ def add_parser(commands: Any) -> None:
     add_log_options(worker_)
     worker_.set_defaults(handler=lambda args: asyncio.run(worker(args)))
     read_env(worker_)  # last: every flag above can come from NBDURABLE_<FLAG>
-
-
-def task_queue(text: str) -> str:
-    """A task queue's name: not empty (a worker would poll the queue ``""``)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("a task queue's name is not empty")
-    return text
 
 
 def seconds(text: str) -> float:
@@ -184,23 +144,12 @@ def _limits(args: argparse.Namespace) -> Limits:
     return Limits(**{name: value for name, value in given.items() if value is not None})
 
 
-def _exit_now(code: int) -> None:
-    """Exit with ``code`` after flushing, skipping the interpreter's teardown."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 async def worker(args: argparse.Namespace) -> int:
     """Serve the agents until SIGTERM or SIGINT (or idleness with ``--exit-when-idle``)."""
-    from ..runtime._runtime import DurableRuntime
     from ..stores import missing_path, open_store
 
-    engine = getattr(args, "engine", "embedded")
-    if engine in ("temporal", "restate"):
-        from .._extras import require
-
-        require(engine, f"nbdurable worker --engine {engine}")
+    entry = ENGINES[getattr(args, "engine", EMBEDDED)]
+    entry.require("nbdurable worker")
     configure_logging(getattr(args, "log_level", "info"), getattr(args, "log_format", "text"))
     agents = load_all(args.agents)
     notifier = notifier_from_args(args)
@@ -208,49 +157,16 @@ async def worker(args: argparse.Namespace) -> int:
     store = open_store(args.store)
     limits = _limits(args)
     probes = await start_probes(args, store)
-    if getattr(args, "engine", "embedded") == "temporal":
-        from ..temporal._worker import serve
+    tasks = load_tasks(args.tasks)
+    setup = WorkerSetup(args, store, agents, tasks, limits, notifier, probes, new)
+    return await entry.serve(setup)
 
-        code = await serve(
-            probe=probes.probe if probes is not None else None,
-            address=args.address,
-            task_queue=args.task_queue,
-            namespace=args.namespace,
-            connection=connection_from_args(args),
-            store=store,
-            agents=agents,
-            tasks=load_tasks(args.tasks),
-            limits=limits,
-            drain_seconds=getattr(args, "drain_seconds", DEFAULT_DRAIN_SECONDS),
-            notify=notifier,
-            deployment=getattr(args, "deployment", None),
-            ready=f"nbdurable worker (temporal) polling {args.task_queue} at {args.address}{new}",
-            say=announce,
-        )
-        # The worker has shut down and the store is closed. Skip interpreter
-        # teardown: temporalio's Rust threads may still hold Python thread states
-        # then, which aborts the process (SIGABRT, temporalio/sdk-python#300).
-        _exit_now(code)
-    if engine == "restate":
-        from ..restate._worker import serve as serve_restate
 
-        code = await serve_restate(
-            ingress=args.ingress,
-            admin=args.admin,
-            listen=args.listen,
-            advertise=args.advertise,
-            store=store,
-            agents=agents,
-            tasks=load_tasks(args.tasks),
-            limits=limits,
-            drain_seconds=getattr(args, "drain_seconds", DEFAULT_DRAIN_SECONDS),
-            notify=notifier,
-            ready=f"nbdurable worker (restate) serving {{uri}} for {args.admin}{new}",
-            say=announce,
-        )
-        # Legs cut by the exit are Restate's to invoke again: no interpreter teardown
-        # waits on their connections (Hypercorn's h2 streams log errors then).
-        _exit_now(code)
+async def serve_embedded(setup: WorkerSetup) -> int:
+    """The embedded engine's worker: this process claims and executes runs."""
+    from ..runtime._runtime import DurableRuntime
+
+    args, store, probes = setup.args, setup.store, setup.probes
     stop, hurry = asyncio.Event(), asyncio.Event()
     signalled = _on_signals(stop, hurry)
     fatal: list[BaseException] = []
@@ -263,22 +179,21 @@ async def worker(args: argparse.Namespace) -> int:
 
     runtime = await DurableRuntime.open(
         store=store,
-        agents=agents,
-        tasks=load_tasks(args.tasks),
+        agents=setup.agents,
+        tasks=setup.tasks,
         max_concurrent_runs=args.max_concurrent_runs,
         max_concurrent_tasks=args.max_concurrent_tasks,
-        limits=limits,
+        limits=setup.limits,
         lease_ms=args.lease_ms,
         owner_id=args.owner_id,
         poll_interval=args.poll_interval,
         store_retry_ms=getattr(args, "store_retry_ms", DEFAULT_STORE_RETRY_MS),
         on_fatal_error=on_fatal_error,
         record_mirror=False,  # a worker makes no synchronous reads: no mirror to keep current
-        notify=notifier,
+        notify=setup.notify,
     )
-    announce(
-        f"nbdurable worker {runtime.owner_id} serving {len(agents)} agent(s) from {args.store}{new}"
-    )
+    served = f"{len(setup.agents)} agent(s) from {args.store}{setup.new}"
+    announce(f"nbdurable worker {runtime.owner_id} serving {served}")
     hurried = asyncio.get_running_loop().create_task(_give_up_on(hurry, runtime.store_retry))
     try:
         busy = sorted(BUSY_STATES)

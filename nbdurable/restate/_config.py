@@ -6,10 +6,10 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from ..runs import RESTATE
+
 __all__ = ["RESTATE", "RUN_OBJECT", "TASK_OBJECT", "RestateConfig", "run_service", "task_service"]
 
-RESTATE = "restate"
-"""``RuntimeRun.engine`` of a run submitted to the Restate engine."""
 RUN_OBJECT = "nbdurable.Run"
 """The virtual objects' name prefix: one object per definition, keyed by run id."""
 TASK_OBJECT = "nbdurable.Task"

@@ -22,9 +22,8 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from ..durable import parts_of
-from ..runs import definition_matches, of_engine, unclaimable_by_definition
+from ..runs import definition_matches, unclaimable_by_definition
 from ..runtime._dispatching import DispatchingEngine
-from ..runtime._foreign import ForeignRuns
 from . import _admin
 from ._attach import await_end
 from ._config import RESTATE, RestateConfig, run_service, task_service
@@ -35,11 +34,6 @@ if TYPE_CHECKING:
     from ..runs._scheduling import Definition
 
 __all__ = ["RestateEngine"]
-
-KINDS = ("agent", "task")
-"""The record kinds Restate executes: agent runs (graph nodes among them) and custom tasks."""
-CANCEL_SCAN_MS = 1000
-"""How often (ms) a dispatcher looks for runs cancelled by another process."""
 
 
 class RestateEngine(DispatchingEngine):
@@ -55,6 +49,9 @@ class RestateEngine(DispatchingEngine):
 
     name = RESTATE
     server = "Restate"
+    kinds = ("agent", "task")
+    # A task's handler learns of its cancel from the store (restate/_tasks.py).
+    cancels = ("agent",)
 
     def __init__(
         self,
@@ -67,49 +64,7 @@ class RestateEngine(DispatchingEngine):
         self.ingress = ingress.rstrip("/")
         self.admin = admin.rstrip("/")
         self.config = RestateConfig(tool_retries=tool_retries)
-        self.adopt_after = adopt_after
-        super().__init__()
-        self._sent: set[tuple[str, int, str]] = set()
-        self._cancel_scan = 0
-        self._foreign = ForeignRuns(RESTATE)
-
-    async def dispatch_once(self, woken: bool = True) -> None:
-        """Send every newly pending run's leg; cancel every newly cancelled run's invocation."""
-        store = self.runtime.runtime_store
-        pending: set[tuple[str, int, str]] = set()
-        for record in store.rt_list(["pending"]):
-            key = (record.run_id, record.updated_at, "leg")
-            pending.add(key)
-            if record.kind not in KINDS or key in self._sent or not self._due(record):
-                continue
-            if not of_engine(record, RESTATE):
-                self._foreign.leave(record, self.runtime.deps.logger)
-                continue
-            if self.adopt_after is not None and not self._serves(record):
-                continue
-            current = store.rt_get(record.run_id)
-            if current is None or (current.state, current.updated_at) != ("pending", key[1]):
-                continue
-            if await self.send(current):
-                self._sent.add(key)
-        now = self.runtime.now()
-        states = ["cancelling"]
-        if (woken and self.adopt_after is None) or now - self._cancel_scan >= CANCEL_SCAN_MS:
-            states.append("cancelled")
-            self._cancel_scan = now
-        for record in store.rt_list(states):
-            key = (record.run_id, record.updated_at, "cancel")
-            # A task's handler learns of its cancel from the store (restate/_tasks.py).
-            if record.kind != "agent" or key in self._sent or not of_engine(record, RESTATE):
-                continue
-            if record.state == "cancelled" and record.updated_at < self._since:
-                continue
-            # A leg's invocation the server does not list yet (just sent, under load)
-            # is looked for again at the next turn while the run is cancelling.
-            if await self.cancel(record) or record.state == "cancelled":
-                self._sent.add(key)
-        self._sent = {k for k in self._sent if k[2] == "cancel" or k in pending}
-        self._foreign.keep_only(k[0] for k in pending)
+        super().__init__(adopt_after)
 
     async def send(self, record: RuntimeRun) -> bool:
         """Invoke the next leg of a pending run; False when no endpoint serves its definition."""
@@ -128,7 +83,9 @@ class RestateEngine(DispatchingEngine):
         """Cancel the run's unfinished invocations (a leg in flight ends cancelled).
 
         Returns:
-            Whether the server listed any (and each was asked to cancel).
+            Whether the server listed any (and each was asked to cancel). One it
+            does not list yet (just sent, under load) is looked for again at the
+            next turn while the run is cancelling.
         """
         service = service_of(record, self.runtime.registry.definitions())
         found = await asyncio.to_thread(
@@ -139,8 +96,13 @@ class RestateEngine(DispatchingEngine):
                 await asyncio.to_thread(_admin.cancel, self.admin, invocation)
         return bool(found)
 
-    def _serves(self, record: RuntimeRun) -> bool:
-        """Whether this endpoint serves the run's definition; if not, record its waiting reason."""
+    def takes(self, record: RuntimeRun) -> bool:
+        """A client sends every run; an endpoint one whose definition it serves.
+
+        A run it does not serve gets its waiting reason recorded.
+        """
+        if self.adopt_after is None:
+            return True
         served: Served = self.runtime.registry.definitions()
         if record.kind == "task":
             served = self.runtime.task_keys()
@@ -156,12 +118,6 @@ class RestateEngine(DispatchingEngine):
                 patch = RunPatch(waiting_reason=waiting.waiting_reason)
                 self.runtime.runtime_store.rt_update(record.run_id, patch, fence=record.fence)
         return False
-
-    def _due(self, record: RuntimeRun) -> bool:
-        """Whether this engine dispatches the pending record now (an endpoint's wait)."""
-        if self.adopt_after is None:
-            return True
-        return self.runtime.now() - record.updated_at >= self.adopt_after * 1000
 
 
 def service_of(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -34,19 +35,15 @@ from restate.exceptions import TerminalError
 from .._deps import Deps
 from .._errors import LimitExceededError
 from ..durable._checkpoint import AgentCheckpoint
-from ..durable._checkpoint_size import CheckpointSize
 from ..durable._stored import validate_stored
 from ..loop._effects import CallModel, ToolInvocation, ToolOutcome
 from ..loop._machine import LegStart, leg_start_from_checkpoint
-from ..loop._options import LoopOptions
 from ..loop._subagent import AgentTool
 from ..messages import Message, ToolApprovalResponse, ToolResultPart
 from ..models._base import ModelResponse
 from ..parts import StreamPart
 from ..runs import RuntimeRun
-from ..runtime._agent import Agent
 from ..runtime._legs import leg_options
-from ..runtime._limits import Limits
 from ..runtime._outbox_driver import OutboxDriver, SubAgentFailed
 from ..runtime._outcome import (
     LegEnded,
@@ -142,56 +139,24 @@ class _LegClock:
         return self._now
 
 
-class RestateDriver(OutboxDriver):
+@dataclass(frozen=True)
+class _Leg:
+    """What a leg's steps need: its Restate context, the steps' bodies, its settings."""
+
+    ctx: restate.Context
+    steps: LegSteps
+    config: RestateConfig
+
+
+class RestateDriver(OutboxDriver[_Leg]):
     """Drives one agent loop (the run's, or a sub-agent's) with journaled steps.
 
-    Args:
-        options: The loop's options.
-        start: Where the loop starts.
-        ctx: The leg's Restate context.
-        steps: The steps' bodies.
-        run_id: The run the leg belongs to.
-        config: The leg's settings.
-        agent: The run's registration.
-        limits: The endpoint runtime's limits.
-        outbox: Parts and checkpoints not yet written (shared with sub-agents).
-        path: Names of the agent tools from the run's agent to this loop's agent.
-        log: The event log this loop writes: the run's, a sub-agent's key, or
-            None for a sub-agent without tools (it keeps no log, as embedded).
+    Its ``leg`` is the leg's Restate context, its steps' bodies and its settings;
+    the other arguments are :class:`OutboxDriver`'s.
     """
 
     # A cancellation reaching a sub-agent's step ends the run, not the sub-agent.
     run_fates = (*OutboxDriver.run_fates, TerminalError)
-
-    def __init__(
-        self,
-        options: LoopOptions,
-        start: LegStart,
-        *,
-        ctx: restate.Context,
-        steps: LegSteps,
-        run_id: str,
-        config: RestateConfig,
-        agent: Agent,
-        limits: Limits,
-        outbox: list[dict[str, Any]],
-        path: tuple[str, ...] = (),
-        log: str | None,
-    ) -> None:
-        super().__init__(
-            options,
-            start,
-            run_id=run_id,
-            agent=agent,
-            limits=limits,
-            outbox=outbox,
-            path=path,
-            log=log,
-        )
-        self.ctx = ctx
-        self.steps = steps
-        self.config = config
-        self._checkpoint_size = CheckpointSize()
 
     def outbox_value(self, value: StreamPart | AgentCheckpoint) -> Any:
         """The part or checkpoint itself: the outbox never leaves this process.
@@ -204,18 +169,6 @@ class RestateDriver(OutboxDriver):
         """
         return value
 
-    async def save_checkpoint(self, checkpoint: AgentCheckpoint) -> None:
-        """Queue the checkpoint in the outbox (written before the next effect).
-
-        Raises:
-            LimitExceededError: The checkpoint is over ``max_payload_bytes``.
-        """
-        # counted by what is new since the last save, as the embedded driver does
-        size = self._checkpoint_size.measure(checkpoint, self.history_extends(checkpoint))
-        self.limits.check_payload(size)
-        if self.log is not None:
-            self.outbox.append({"log": self.log, "checkpoint": self.outbox_value(checkpoint)})
-
     async def _after_outbox(self, call: Callable[[], Awaitable[Any]]) -> Any:
         """``call``, after the outbox is written: viewers see a step's parts before its work.
 
@@ -227,9 +180,9 @@ class RestateDriver(OutboxDriver):
             label = "mirror"
 
             async def write() -> None:
-                await self.steps.mirror(entries)
+                await self.leg.steps.write(entries)
 
-            await step(self.ctx, self.run_id, label, write)
+            await step(self.leg.ctx, self.run_id, label, write)
         return call
 
     async def call_model(self, effect: CallModel) -> ModelResponse:
@@ -243,13 +196,13 @@ class RestateDriver(OutboxDriver):
         attempt = 0
         while True:
             body = await self._after_outbox(
-                lambda: self.steps.model(self.scope, effect.step_index, request)
+                lambda: self.leg.steps.model(self.scope, effect.step_index, request)
             )
             label = f"model call of step {self._where()}{effect.step_index}.{attempt}"
-            answer = await step(self.ctx, self.run_id, label, body)
+            answer = await step(self.leg.ctx, self.run_id, label, body)
             attempt += 1
             if "retry_after" in answer:
-                await self.ctx.sleep(timedelta(milliseconds=max(int(answer["retry_after"]), 0)))
+                await self.leg.ctx.sleep(timedelta(milliseconds=max(int(answer["retry_after"]), 0)))
                 continue
             if "failed" in answer:
                 reason, message = answer["failed"]
@@ -272,10 +225,10 @@ class RestateDriver(OutboxDriver):
         if isinstance(invocation.tool, AgentTool):
             return await self.run_agent_tool(invocation.tool, invocation)
         body = await self._after_outbox(
-            lambda: self.steps.tool(self.scope, step_index, call.model_dump(mode="json"))
+            lambda: self.leg.steps.tool(self.scope, step_index, call.model_dump(mode="json"))
         )
         label = f"tool {self._where()}{call.tool_name!r} (call {call.tool_call_id})"
-        answer = await step(self.ctx, self.run_id, label, body)
+        answer = await step(self.leg.ctx, self.run_id, label, body)
         if "needs_attention" in answer:
             raise NeedsAttention(answer["needs_attention"])
         if "failed" in answer:
@@ -284,28 +237,10 @@ class RestateDriver(OutboxDriver):
 
     async def begin_child(self, log: str) -> dict[str, Any] | None:
         """The sub-agent's ``begin`` step, after the outbox's."""
-        body = await self._after_outbox(lambda: self.steps.begin_child(log))
-        saved = await step(self.ctx, self.run_id, f"begin {log}", body)
+        body = await self._after_outbox(lambda: self.leg.steps.start_child(log))
+        saved = await step(self.leg.ctx, self.run_id, f"begin {log}", body)
         checkpoint: dict[str, Any] | None = saved.get("checkpoint")
         return checkpoint
-
-    def child(
-        self, options: LoopOptions, start: LegStart, path: tuple[str, ...], log: str | None
-    ) -> RestateDriver:
-        """A child driver in this handler for the sub-agent at ``path``."""
-        return RestateDriver(
-            options,
-            start,
-            ctx=self.ctx,
-            steps=self.steps,
-            run_id=self.run_id,
-            config=self.config,
-            agent=self.agent,
-            limits=self.limits,
-            outbox=self.outbox,
-            path=path,
-            log=log,
-        )
 
 
 async def leg(ctx: restate.ObjectContext, config: dict[str, Any]) -> str | None:
@@ -321,12 +256,12 @@ async def leg(ctx: restate.ObjectContext, config: dict[str, Any]) -> str | None:
         changes = record_changes(outcome).changes()
 
         async def body() -> None:
-            await steps.finish(run_id, entries, changes, fence)
+            await steps.end_leg(run_id, entries, changes, fence)
 
         await step(ctx, run_id, "finish", body)
         return outcome.state
 
-    info = await step(ctx, run_id, "begin", lambda: steps.begin(run_id))
+    info = await step(ctx, run_id, "begin", lambda: steps.take(run_id))
     if not info:
         return None
     if info.get("final"):
@@ -354,10 +289,8 @@ async def leg(ctx: restate.ObjectContext, config: dict[str, Any]) -> str | None:
     driver = RestateDriver(
         options,
         start,
-        ctx=ctx,
-        steps=steps,
+        leg=_Leg(ctx, steps, settings),
         run_id=run_id,
-        config=settings,
         agent=agent,
         limits=runtime.limits,
         outbox=outbox,

@@ -31,25 +31,22 @@ from typing import Any
 import restate
 from restate.exceptions import TerminalError
 
-from .._errors import FencedOutError, LimitExceededError
 from ..durable._offload import offload
-from ..runs import RunPatch, RuntimeRun, unserved_reason
-from ..runtime import _lifecycle as lifecycle
-from ..runtime._legs_outside import finish_task_run, note_task_waiting
-from ..runtime._outcome import RunTimedOut
+from ..runs import RunPatch
+from ..runtime import _leg_steps as bodies
+from ..runtime._leg_steps import StepDecided
+from ..runtime._legs_outside import finish_task_run
 from ..runtime._run import Run
 from ..runtime._seam import RunServices
-from ..runtime._state_events import claim_event
 from ..runtime._tasks import (
     TaskContext,
     TaskDefinition,
     TaskExecution,
-    resume_point,
     run_phase,
 )
 from ._config import RESTATE, task_service
 from ._handler import ELSEWHERE, endpoint_runtime, step
-from ._steps import BoundSteps, owner_of
+from ._steps import answer
 
 __all__ = ["CANCEL_POLL", "PHASE_ABORT", "TaskSteps", "task_leg", "task_objects"]
 
@@ -79,100 +76,23 @@ class PhaseContext(TaskContext):
             await engine.send(record)  # idempotent: the endpoint's dispatcher may send it too
 
 
-class TaskSteps(BoundSteps):
+class TaskSteps(bodies.TaskSteps):
     """The steps of a task run's handler."""
 
-    def _task(self, record: RuntimeRun) -> TaskDefinition | None:
-        """The run's task, when this endpoint executes its version now."""
-        task = self.runtime.tasks.get(record.agent_id)
-        if (record.agent_id, record.agent_version) not in self.runtime.task_keys():
-            return None
-        return task
+    engine = RESTATE
 
-    def _wait_elsewhere(self, record: RuntimeRun) -> str:
-        """Record why a pending task run waits (once, fenced); the reason."""
-        note_task_waiting(self.runtime, record, RESTATE)
-        return unserved_reason(record)
+    async def run_phase(self, execution: TaskExecution, index: int, state: Any, how: Any) -> None:
+        """Run the phase, looking at the run record for a cancel meanwhile."""
+        phase = asyncio.ensure_future(run_phase(execution, index, state, context=PhaseContext))
+        if await self._cancelled_during(execution.record.run_id, phase):
+            raise StepDecided("cancelled", "the task is being cancelled")
 
-    async def begin(self, run_id: str) -> dict[str, Any]:
-        """Take a pending task run (a fenced compare-and-set to running).
-
-        Returns the run's state (``running`` only when taken now) and, when
-        taken, its fence, its number of phases and the first phase to run;
-        ``{"elsewhere": reason}`` when this endpoint does not execute the task's
-        version. A run past its deadline fails (``timeout``).
-        """
-        runtime = self.runtime
-        record = await offload(self._record, run_id)
-        if record.state != "pending":
-            return {"state": record.state}  # a duplicate invocation: another decision stands
-        task = self._task(record)
-        claim = RunPatch(fence=record.fence + 1, lease_owner=owner_of(run_id))
-        if record.deadline_at is not None and runtime.now() >= record.deadline_at:
-            claim |= RunPatch(state="failed", reason="timeout", lease_owner=None)
-        elif task is None:
-            return {"elsewhere": await offload(self._wait_elsewhere, record)}
-        else:
-            claim |= RunPatch(state="running", waiting_reason=None)
-        claim |= RunPatch(updated_at=runtime.now())
-        record = await offload(runtime.runtime_store.rt_update, run_id, claim, fence=record.fence)
-        await offload(claim_event, runtime, record)
-        if record.state != "running" or task is None:
-            lifecycle.left(record, record.state, record.reason)
-            return {"state": record.state}
-        lifecycle.claimed(record, resumed=record.phase > 0)
-        start, _ = await offload(resume_point, TaskExecution(runtime, task, record))
-        return {
-            "state": "running",
-            "fence": record.fence,
-            "start": start,
-            "phases": len(task.phases),
-        }
-
-    async def phase(self, run_id: str, index: int, fence: int) -> dict[str, Any]:
-        """Run phase ``index`` and checkpoint its state; ``{}`` when done.
-
-        A phase checkpointed already (its endpoint died before the step was
-        journaled) is not run again; it is cut at the task's deadline. Else
-        ``{"failed": [reason, message]}`` (``timeout``, ``limit_exceeded``,
-        ``error``), ``{"cancelled": True}`` (the run is being cancelled) or
-        ``{"fenced": message}`` (the run is no longer this execution's).
-        """
-        runtime = self.runtime
-        record = await offload(self._record, run_id)
-        task = self._task(record)
-        if record.state == "cancelling":
-            return {"cancelled": True}
-        if record.fence != fence or record.state != "running":
-            return {"fenced": f"task run {run_id!r} is {record.state} (fence {record.fence})"}
-        if task is None:  # replayed on an endpoint that lost the task since: fail it plainly
-            return {"failed": ["error", unserved_reason(record)]}
-        execution = TaskExecution(runtime, task, record)
-        start, state = await offload(resume_point, execution)
-        if start > index:
-            return {}
-        if start < index:
-            return {"failed": ["error", f"phase {index} of {run_id!r} cannot run before {start}"]}
-        deadline = record.deadline_at
-        delay = None if deadline is None else max(deadline - runtime.now(), 0) / 1000
-        cut = asyncio.timeout(delay)
+    async def phase_answer(self, run_id: str, index: int, fence: int) -> dict[str, Any]:
+        """Run phase ``index``: ``{}`` when done, else the decision (``failed``, ...)."""
         try:
-            async with cut:
-                phase = asyncio.ensure_future(
-                    run_phase(execution, index, state, context=PhaseContext)
-                )
-                if await self._cancelled_during(run_id, phase):
-                    return {"cancelled": True}
-        except RunTimedOut as exc:
-            return {"failed": ["timeout", str(exc)]}
-        except LimitExceededError as exc:
-            return {"failed": ["limit_exceeded", str(exc)]}
-        except FencedOutError as exc:
-            return {"fenced": str(exc)}
-        except Exception as exc:
-            if cut.expired():
-                return {"failed": ["timeout", "the task's timeout passed"]}
-            return {"failed": ["error", f"{type(exc).__name__}: {exc}"]}
+            await self.task_phase(run_id, index, fence)
+        except StepDecided as decided:
+            return answer(decided)
         return {}
 
     async def _cancelled_during(self, run_id: str, phase: asyncio.Future[Any]) -> bool:
@@ -242,7 +162,7 @@ async def task_leg(ctx: restate.ObjectContext, config: dict[str, Any]) -> str | 
     """
     run_id = ctx.key()
     steps = TaskSteps(endpoint_runtime())
-    begun = await step(ctx, run_id, "task begin", lambda: steps.begin(run_id))
+    begun = await step(ctx, run_id, "task begin", lambda: steps.take_task(run_id))
     if "elsewhere" in begun:
         return ELSEWHERE
     if begun["state"] != "running":
@@ -253,7 +173,7 @@ async def task_leg(ctx: restate.ObjectContext, config: dict[str, Any]) -> str | 
         for index in range(int(begun["start"]), int(begun["phases"])):
 
             async def body(i: int = index) -> dict[str, Any]:
-                return await steps.phase(run_id, i, fence)
+                return await steps.phase_answer(run_id, i, fence)
 
             ended = _changes(await step(ctx, run_id, f"task phase {index}", body))
             if ended is not None:

@@ -55,6 +55,7 @@ from ._notices import (
 from ._patch import UNSET, RunPatch
 from ._record import (
     EMBEDDED,
+    RESTATE,
     TEMPORAL,
     Decision,
     DependencyPolicy,
@@ -126,6 +127,7 @@ __all__ = [
     "GRAPH_SETTLED_STATES",
     "DependencyPolicy",
     "EMBEDDED",
+    "RESTATE",
     "GRAPH_STATUSES",
     "Grant",
     "HUMAN_STATES",

@@ -20,6 +20,7 @@ from ._states import TERMINAL_STATES, RunState
 __all__ = [
     "Decision",
     "EMBEDDED",
+    "RESTATE",
     "TEMPORAL",
     "DependencyPolicy",
     "LateResult",
@@ -34,6 +35,8 @@ EMBEDDED = "embedded"
 """``RuntimeRun.engine`` of a run submitted to the embedded engine."""
 TEMPORAL = "temporal"
 """``RuntimeRun.engine`` of a run submitted to the Temporal engine."""
+RESTATE = "restate"
+"""``RuntimeRun.engine`` of a run submitted to the Restate engine."""
 
 
 class LateResult(BaseModel):

@@ -12,10 +12,11 @@ subclass turns the model and tool calls into its own effects.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from .._errors import LimitExceededError
 from ..durable._checkpoint import AgentCheckpoint
+from ..durable._checkpoint_size import CheckpointSize
 from ..loop._driver import Driver
 from ..loop._effects import ToolInvocation, ToolOutcome, error_result
 from ..loop._options import LoopOptions
@@ -23,22 +24,26 @@ from ..loop._start import LegStart
 from ..loop._subagent import AgentTool, child_run_id, child_start, subagent_prompt
 from ..parts import StreamPart
 from ._agent import Agent
-from ._limits import Limits, payload_bytes
+from ._limits import Limits
 from ._outcome import LegEnded
 
 __all__ = ["OutboxDriver", "SubAgentFailed"]
+
+L = TypeVar("L")
 
 
 class SubAgentFailed(Exception):
     """A sub-agent's model call failed; the message is the error as the embedded driver words it."""
 
 
-class OutboxDriver(Driver):
+class OutboxDriver(Driver, Generic[L]):
     """Drives one agent loop (the run's, or a sub-agent's) whose effects run elsewhere.
 
     Args:
         options: The loop's options.
         start: Where the loop starts.
+        leg: What the engine's effects need, shared with sub-agents (Temporal:
+            the workflow's settings; Restate: the context, the steps, the settings).
         run_id: The run the leg belongs to.
         agent: The run's registration.
         limits: The executing runtime's limits.
@@ -58,6 +63,7 @@ class OutboxDriver(Driver):
         options: LoopOptions,
         start: LegStart,
         *,
+        leg: L,
         run_id: str,
         agent: Agent,
         limits: Limits,
@@ -66,12 +72,14 @@ class OutboxDriver(Driver):
         log: str | None,
     ) -> None:
         super().__init__(options, start, emit=self._collect)
+        self.leg = leg
         self.run_id = run_id
         self.agent = agent
         self.limits = limits
         self.outbox = outbox
         self.path = path
         self.log = log
+        self._checkpoint_size = CheckpointSize()
 
     @property
     def scope(self) -> dict[str, Any]:
@@ -97,9 +105,9 @@ class OutboxDriver(Driver):
         Raises:
             LimitExceededError: The checkpoint is over ``max_payload_bytes``.
         """
-        size = payload_bytes(checkpoint.model_dump_json())
-        if size > self.limits.max_payload_bytes:
-            raise LimitExceededError("max_payload_bytes", size, self.limits.max_payload_bytes)
+        # counted by what is new since the last save, as the embedded driver does
+        size = self._checkpoint_size.measure(checkpoint, self.history_extends(checkpoint))
+        self.limits.check_payload(size)
         if self.log is not None:
             self.outbox.append({"log": self.log, "checkpoint": self.outbox_value(checkpoint)})
 
@@ -140,6 +148,16 @@ class OutboxDriver(Driver):
 
     def child(
         self, options: LoopOptions, start: LegStart, path: tuple[str, ...], log: str | None
-    ) -> OutboxDriver:
-        """A driver of this engine for the sub-agent at ``path``, sharing this outbox."""
-        raise NotImplementedError
+    ) -> Self:
+        """A driver of this engine for the sub-agent at ``path``, sharing this leg and outbox."""
+        return type(self)(
+            options,
+            start,
+            leg=self.leg,
+            run_id=self.run_id,
+            agent=self.agent,
+            limits=self.limits,
+            outbox=self.outbox,
+            path=path,
+            log=log,
+        )

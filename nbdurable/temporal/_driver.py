@@ -23,13 +23,10 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from ..loop._effects import CallModel, ToolInvocation, ToolOutcome
-from ..loop._options import LoopOptions
-from ..loop._start import LegStart
 from ..loop._subagent import AgentTool
 from ..messages import ToolCallPart, ToolResultPart
 from ..models._base import ModelResponse
-from ..runtime._agent import Agent
-from ..runtime._limits import Limits
+from ..runtime._leg_steps import NEEDS_ATTENTION
 from ..runtime._outbox_driver import OutboxDriver, SubAgentFailed
 from ..runtime._outcome import LegFailed, NeedsAttention
 from ._config import TemporalConfig
@@ -40,14 +37,11 @@ __all__ = [
     "LIMIT_EXCEEDED",
     "LOCAL_ACTIVITY",
     "MODEL_ATTEMPT_FAILED",
-    "NEEDS_ATTENTION",
     "ONE_ACTIVITY_PER_STEP",
     "TIMEOUT",
     "WorkflowDriver",
 ]
 
-NEEDS_ATTENTION = "needs_attention"
-"""ApplicationError type of a tool call that needs a human (manual recovery)."""
 MODEL_ATTEMPT_FAILED = "model_attempt_failed"
 """ApplicationError type of a model attempt the run's policy retries (details: delay ms)."""
 LIMIT_EXCEEDED = "limit_exceeded"
@@ -86,44 +80,15 @@ async def write_outbox(outbox: list[dict[str, Any]]) -> None:
         await workflow.execute_local_activity("nbdurable.mirror", args=[entries], **LOCAL_ACTIVITY)
 
 
-class WorkflowDriver(OutboxDriver):
+class WorkflowDriver(OutboxDriver[TemporalConfig]):
     """Drives one agent loop (the run's, or a sub-agent's) with activities.
 
-    Args:
-        options: The loop's options.
-        start: Where the loop starts.
-        config: The run's workflow settings.
-        agent: The run's registration.
-        limits: The worker runtime's limits.
-        outbox: Parts and checkpoints not yet written (shared with sub-agents).
-        path: Names of the agent tools from the run's agent to this loop's agent.
-        log: The event log this loop writes: the run's, a sub-agent's key, or
-            None for a sub-agent without tools (it keeps no log, as embedded).
+    Its ``leg`` is the run's workflow settings; the arguments are :class:`OutboxDriver`'s.
     """
 
-    def __init__(
-        self,
-        options: LoopOptions,
-        start: LegStart,
-        *,
-        config: TemporalConfig,
-        agent: Agent,
-        limits: Limits,
-        outbox: list[dict[str, Any]],
-        path: tuple[str, ...] = (),
-        log: str | None,
-    ) -> None:
-        super().__init__(
-            options,
-            start,
-            run_id=config.run_id,
-            agent=agent,
-            limits=limits,
-            outbox=outbox,
-            path=path,
-            log=log,
-        )
-        self.config = config
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.config = self.leg
         # Results of this step's calls that ran in the model's activity, by call id.
         self.ran_early: dict[str, dict[str, Any]] = {}
         # Their completed intents, written by the next model_step's first commit (or
@@ -289,18 +254,3 @@ class WorkflowDriver(OutboxDriver):
         )
         checkpoint: dict[str, Any] | None = saved.get("checkpoint")
         return checkpoint
-
-    def child(
-        self, options: LoopOptions, start: LegStart, path: tuple[str, ...], log: str | None
-    ) -> WorkflowDriver:
-        """A child workflow driver for the sub-agent at ``path``."""
-        return WorkflowDriver(
-            options,
-            start,
-            config=self.config,
-            agent=self.agent,
-            limits=self.limits,
-            outbox=self.outbox,
-            path=path,
-            log=log,
-        )

@@ -25,9 +25,8 @@ from temporalio.common import WorkerDeploymentVersion
 from temporalio.service import RPCError
 
 from .._errors import FencedOutError
-from ..runs import TEMPORAL, RunPatch, of_engine
+from ..runs import TEMPORAL, RunPatch
 from ..runtime._dispatching import DispatchingEngine
-from ..runtime._foreign import ForeignRuns
 from ._config import TemporalConfig
 from ._connection import TemporalConnection
 from ._tracing import client_interceptors, started_under
@@ -41,8 +40,6 @@ __all__ = ["WORKFLOWS", "TemporalEngine", "start_run"]
 
 WORKFLOWS: dict[str, str] = {"agent": "nbdurable.AgentRun", "task": "nbdurable.TaskRun"}
 """The workflow type of each record kind."""
-CANCEL_SCAN_MS = 1000
-"""How often (ms) a dispatcher looks for runs cancelled by another process while parked."""
 
 
 async def start_run(
@@ -97,6 +94,7 @@ class TemporalEngine(DispatchingEngine):
 
     name = TEMPORAL
     server = "Temporal"
+    kinds = cancels = tuple(WORKFLOWS)
 
     def __init__(
         self,
@@ -125,11 +123,7 @@ class TemporalEngine(DispatchingEngine):
             "tool_retries": tool_retries,
         }
         self._client = client
-        self.adopt_after = adopt_after
-        super().__init__()
-        self._sent: set[tuple[str, int, str]] = set()
-        self._cancel_scan = 0
-        self._foreign = ForeignRuns(TEMPORAL)
+        super().__init__(adopt_after)
 
     def config(self, run_id: str) -> TemporalConfig:
         """The workflow settings of ``run_id``."""
@@ -144,50 +138,26 @@ class TemporalEngine(DispatchingEngine):
         return self._client
 
     async def dispatch_once(self, woken: bool = True) -> None:
-        """Signal-with-start every newly pending run; cancel every newly cancelled one."""
-        store = self.runtime.runtime_store
+        """Connect first: a server that is away is said so even with nothing to send."""
+        await self.client()
+        await super().dispatch_once(woken)
+
+    async def send(self, record: RuntimeRun) -> bool:
+        """Signal-with-start the run's workflow (``resume``, carrying its verdicts)."""
         client = await self.client()
-        pending: set[tuple[str, int, str]] = set()
-        for record in store.rt_list(["pending"]):
-            key = (record.run_id, record.updated_at, "resume")
-            pending.add(key)
-            if record.kind not in WORKFLOWS or key in self._sent or not self._due(record):
-                continue
-            if not of_engine(record, TEMPORAL):
-                self._foreign.leave(record, self.runtime.deps.logger)
-                continue
-            # Sending is slow next to workflows: one that took the record meanwhile
-            # may have closed already, and a resume now would start a workflow for nothing.
-            current = store.rt_get(record.run_id)
-            if current is None or (current.state, current.updated_at) != ("pending", key[1]):
-                continue
-            await start_run(client, current, self.config(record.run_id), self.task_queue)
-            self._sent.add(key)
-            if self.adopt_after is None:  # a client: its waiters learn of the end at once
-                ended = functools.partial(_ended, client, record.run_id)
-                self.watch_end(record.run_id, record.run_id, ended)
-            if self.version is not None:
-                await self._say_pinned(client, current)
-        # Finished runs pile up: the ones cancelled while parked are looked for
-        # when a client's user decided something, else about once a second (a
-        # worker's runtime is woken by every state change its activities write).
-        now = self.runtime.now()
-        states = ["cancelling"]
-        if (woken and self.adopt_after is None) or now - self._cancel_scan >= CANCEL_SCAN_MS:
-            states.append("cancelled")
-            self._cancel_scan = now
-        for record in store.rt_list(states):
-            key = (record.run_id, record.updated_at, "cancel")
-            if record.kind not in WORKFLOWS or key in self._sent or not of_engine(record, TEMPORAL):
-                continue
-            if record.state == "cancelled" and record.updated_at < self._since:
-                continue
-            self._sent.add(key)
-            with contextlib.suppress(RPCError):  # no such workflow, or it closed already
-                await client.get_workflow_handle(record.run_id).cancel()
-        # Keys of records that changed since can never match again.
-        self._sent = {k for k in self._sent if k[2] == "cancel" or k in pending}
-        self._foreign.keep_only(k[0] for k in pending)
+        await start_run(client, record, self.config(record.run_id), self.task_queue)
+        if self.adopt_after is None:  # a client: its waiters learn of the end at once
+            ended = functools.partial(_ended, client, record.run_id)
+            self.watch_end(record.run_id, record.run_id, ended)
+        if self.version is not None:
+            await self._say_pinned(client, record)
+        return True
+
+    async def cancel(self, record: RuntimeRun) -> bool:
+        """Cancel the run's workflow."""
+        with contextlib.suppress(RPCError):  # no such workflow, or it closed already
+            await (await self.client()).get_workflow_handle(record.run_id).cancel()
+        return True
 
     async def _say_pinned(self, client: Client, record: RuntimeRun) -> None:
         """Record on ``record`` the version it waits for, when it is pinned to another one.
@@ -218,9 +188,3 @@ class TemporalEngine(DispatchingEngine):
         if self.adopt_after is None:
             return period
         return max(period, min(self.runtime.idle_poll_interval, self.adopt_after / 2))
-
-    def _due(self, record: RuntimeRun) -> bool:
-        """Whether this engine dispatches the pending record now (a worker's waits)."""
-        if self.adopt_after is None:
-            return True
-        return self.runtime.now() - record.updated_at >= self.adopt_after * 1000

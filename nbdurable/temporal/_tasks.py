@@ -22,29 +22,24 @@ from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
-from .._errors import FencedOutError, LimitExceededError
 from ..durable._offload import offload
 from ..runs import (
-    TEMPORAL,
     TERMINAL_STATES,
     RunPatch,
     RuntimeRun,
     unserved_reason,
 )
-from ..runtime import _lifecycle as lifecycle
-from ..runtime._legs_outside import finish_task_run, note_task_waiting
-from ..runtime._outcome import RunTimedOut
+from ..runtime._leg_steps import TaskSteps
+from ..runtime._legs_outside import finish_task_run
 from ..runtime._run import Run
 from ..runtime._seam import RunServices
-from ..runtime._state_events import claim_event
 from ..runtime._tasks import (
     TaskContext,
     TaskDefinition,
     TaskExecution,
-    resume_point,
     run_phase,
 )
-from ._activities import BoundActivities, heartbeats
+from ._activities import BoundActivities, decisions, heartbeats
 from ._config import TemporalConfig
 from ._driver import DEFINITION_MISMATCH
 from ._engine import start_run
@@ -99,26 +94,19 @@ class PhaseContext(TaskContext):
             await start_run(self._client, record, config, self._task_queue)
 
 
-class TaskActivities(BoundActivities):
+class TaskActivities(BoundActivities, TaskSteps):
     """The task workflow's activities."""
 
-    def _task(self, record: RuntimeRun) -> TaskDefinition | None:
-        task = self.runtime.tasks.get(record.agent_id)
-        return task if task is not None and task.version == record.agent_version else None
-
-    def _served(self, record: RuntimeRun) -> TaskDefinition:
-        """The run's task; a hand-back when this worker does not execute it.
+    def _hand_back(self, record: RuntimeRun) -> ApplicationError:
+        """The error handing a task's activity back, naming the run's task version.
 
         Any worker of the queue may pick a task's activity up: one that does not
         serve the run's ``(task, version)`` (or not all the agents it declares)
-        hands it back untouched, naming the task version: the workflow schedules
-        ``task_begin`` again on that version's queue (a history recorded before
-        that: the server retries it for whichever worker polls next).
+        hands it back untouched; the workflow schedules ``task_begin`` again on
+        that version's queue (a history recorded before that: the server
+        retries it for whichever worker polls next).
         """
-        task = self._task(record)
-        if task is not None and (record.agent_id, record.agent_version) in self.runtime.task_keys():
-            return task
-        raise ApplicationError(
+        return ApplicationError(
             unserved_reason(record),
             # where the workflow sends the next attempt: this task version's queue
             record.agent_id,
@@ -127,107 +115,52 @@ class TaskActivities(BoundActivities):
             type=DEFINITION_MISMATCH,
         )
 
-    def _wait_elsewhere(self, record: RuntimeRun) -> None:
-        """Record why a pending task run waits (once, fenced: a worker that took it keeps it)."""
-        note_task_waiting(self.runtime, record, TEMPORAL)
+    def _served(self, record: RuntimeRun) -> TaskDefinition:
+        """The run's task; a hand-back when this worker does not execute it."""
+        task = self._task(record)
+        if task is None:
+            raise self._hand_back(record)
+        return task
+
+    def phase_task(self, record: RuntimeRun) -> TaskDefinition:
+        """A running task reached a worker that lacks it: hand back."""
+        return self._served(record)
+
+    def task_elsewhere(self, record: RuntimeRun) -> dict[str, Any]:
+        """Hand the activity back: the run stays pending until a worker serving it polls."""
+        raise self._hand_back(record)
+
+    async def run_phase(self, execution: TaskExecution, index: int, state: Any, how: Any) -> None:
+        """Run the phase, heartbeating; owned runs' workflows start from it (``how``: settings)."""
+        client, queue = activity.client(), activity.info().task_queue
+        settings = TemporalConfig(**how)
+
+        def context(rt: RunServices, rid: str, t: TaskDefinition, i: int) -> TaskContext:
+            return PhaseContext(rt, rid, t, i, client=client, task_queue=queue, config=settings)
+
+        async with heartbeats(run_id=execution.record.run_id, call=f"task phase {index}"):
+            await run_phase(execution, index, state, context=context)
 
     @activity.defn(name="nbdurable.task_begin")
     async def begin(self, run_id: str) -> dict[str, Any]:
-        """Take a pending task run (a fenced compare-and-set to running).
+        """Take a pending task run (:meth:`~nbdurable.runtime._leg_steps.TaskSteps.take_task`).
 
-        Returns the run's state (only ``running`` when taken now) and, when
-        taken, its new fence, its number of phases and the first phase to run.
-        A run past its deadline fails (``timeout``). A worker that does not
-        serve the run's task version (or one of its declared agents) records
-        the run's waiting reason (``waits for a worker serving digest v1``) and
-        hands the activity back: the run stays pending until a worker serving
-        it polls the queue.
+        A worker that does not serve the run's task version (or one of its
+        declared agents) records the run's waiting reason (``waits for a worker
+        serving digest v1``) and hands the activity back.
         """
-        runtime = self.runtime
-        record = await offload(self._record, run_id)
-        if record.state != "pending":
-            return {"state": record.state}  # a duplicate resume: another decision stands
-        claim = RunPatch(fence=record.fence + 1, lease_owner=f"temporal:{run_id}")
-        task: TaskDefinition | None = None
-        if record.deadline_at is not None and runtime.now() >= record.deadline_at:
-            claim |= RunPatch(state="failed", reason="timeout", lease_owner=None)
-        else:
-            try:
-                task = self._served(record)
-            except ApplicationError:
-                await offload(self._wait_elsewhere, record)
-                raise
-            claim |= RunPatch(state="running", waiting_reason=None)
-        claim |= RunPatch(updated_at=runtime.now())
-        record = await offload(runtime.runtime_store.rt_update, run_id, claim, fence=record.fence)
-        await offload(claim_event, runtime, record)
-        if record.state == "running":
-            lifecycle.claimed(record, resumed=record.phase > 0)
-        else:
-            lifecycle.left(record, record.state, record.reason)
-        if task is None or record.state != "running":
-            return {"state": record.state}
-        start, _ = await offload(resume_point, TaskExecution(runtime, task, record))
-        phases = len(task.phases)
-        return {"state": "running", "fence": record.fence, "start": start, "phases": phases}
+        return await self.take_task(run_id)
 
     @activity.defn(name="nbdurable.task_phase")
     async def phase(self, run_id: str, index: int, fence: int, config: dict[str, Any]) -> None:
         """Run phase ``index`` and journal its state, heartbeating meanwhile.
 
-        A phase journaled already (its worker died before reporting) is not run
-        again. The phase is cut at the task's deadline. Failures are final
-        (non-retryable) with the reason as type: ``timeout``, ``limit_exceeded``,
-        ``error``; ``cancelled`` when the run is being cancelled, ``fenced`` when
-        it is no longer this execution's.
+        Failures are final (non-retryable) with the reason as type: ``timeout``,
+        ``limit_exceeded``, ``error``; ``cancelled`` when the run is being
+        cancelled, ``fenced`` when it is no longer this execution's.
         """
-        runtime = self.runtime
-        record = await offload(self._record, run_id)
-        task = self._served(record)  # a running task reached a worker that lacks it: hand back
-        if record.state == "cancelling":
-            raise ApplicationError(
-                "the task is being cancelled", type="cancelled", non_retryable=True
-            )
-        if record.fence != fence or record.state != "running":
-            raise ApplicationError(
-                f"task run {run_id!r} is {record.state} (fence {record.fence})",
-                type="fenced",
-                non_retryable=True,
-            )
-        execution = TaskExecution(runtime, task, record)
-        start, state = await offload(resume_point, execution)
-        if start > index:
-            return
-        if start < index:
-            raise ApplicationError(
-                f"phase {index} of {run_id!r} cannot run before phase {start}",
-                type="error",
-                non_retryable=True,
-            )
-        client, queue = activity.client(), activity.info().task_queue
-        settings = TemporalConfig(**config)
-
-        def context(rt: RunServices, rid: str, t: TaskDefinition, i: int) -> TaskContext:
-            return PhaseContext(rt, rid, t, i, client=client, task_queue=queue, config=settings)
-
-        deadline = record.deadline_at
-        delay = None if deadline is None else max(deadline - runtime.now(), 0) / 1000
-        cut = asyncio.timeout(delay)
-        try:
-            async with heartbeats(run_id=run_id, call=f"task phase {index}"), cut:
-                await run_phase(execution, index, state, context=context)
-        except RunTimedOut as exc:
-            raise ApplicationError(str(exc), type="timeout", non_retryable=True) from None
-        except LimitExceededError as exc:
-            raise ApplicationError(str(exc), type="limit_exceeded", non_retryable=True) from None
-        except FencedOutError as exc:
-            raise ApplicationError(str(exc), type="fenced", non_retryable=True) from None
-        except Exception as exc:
-            if cut.expired():
-                error = "the task's timeout passed"
-                raise ApplicationError(error, type="timeout", non_retryable=True) from None
-            error = f"{type(exc).__name__}: {exc}"
-            raise ApplicationError(error, type="error", non_retryable=True) from None
+        with decisions():
+            await self.task_phase(run_id, index, fence, config)
 
     @activity.defn(name="nbdurable.task_finish")
     async def finish(self, run_id: str, fence: int | None, changes: dict[str, Any]) -> str:

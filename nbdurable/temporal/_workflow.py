@@ -182,7 +182,8 @@ class AgentRunWorkflow:
         driver = WorkflowDriver(
             options,
             start,
-            config=config,
+            leg=config,
+            run_id=config.run_id,
             agent=agent,
             limits=runtime.limits,
             outbox=self._outbox,
