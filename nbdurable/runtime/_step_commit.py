@@ -167,7 +167,11 @@ class StepRiders(NowaitDelegate, EventLogInFront):
         absolute values), like the separate writes it replaces.
         """
         journal, waiting, staged, completed = self._take()
-        merged = waiting | (staged[0] if staged else RunPatch()) | (changes or RunPatch())
+        merged = waiting
+        if staged:
+            merged |= staged[0]
+        if changes:
+            merged |= changes
         added, record = self.committer.rt_commit(
             self.run_id,
             fence=self.fence,

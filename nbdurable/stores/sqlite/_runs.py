@@ -37,7 +37,6 @@ from ...runs import (
     served,
     unclaimable_by_definition,
 )
-from .._rows import runtime_row
 from ._crc import row_crc, verify_row
 from ._db import SqliteDb
 from ._events import append_events
@@ -96,7 +95,7 @@ def _update_sql(changed: tuple[int, ...]) -> str:
 
 
 def _columns(run: RuntimeRun) -> tuple[object, ...]:
-    """The queried columns of ``run``'s row after its id, as :func:`runtime_row` writes them."""
+    """The queried columns of ``run``'s row after its id, as ``runtime_row`` orders them."""
     return (
         run.seq,
         run.session_id,
@@ -210,7 +209,7 @@ class SqliteRunRecords(RunStore):
         row deleted and inserted it in each of rt_runs' eight b-trees, a dozen
         pages in the write-ahead log a commit instead of one (issue 42).
         """
-        row = runtime_row(run)
+        row = (run.run_id, *_columns(run), run.stored_json())  # as runtime_row, sooner
         values = (*row, row_crc("rt_runs", row))
         if before is not None and before.run_id == run.run_id:
             old = _columns(before)
