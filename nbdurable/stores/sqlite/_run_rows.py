@@ -21,13 +21,48 @@ from .._trusted import built
 from ._crc import verify_row
 
 __all__ = [
+    "RT_COLUMNS",
     "decode_intent",
     "decode_record",
+    "queried_columns",
     "remember",
     "same_count",
+    "update_sql",
     "verified_intents",
     "verified_record",
 ]
+
+
+RT_COLUMNS = (
+    "run_id",
+    "seq",
+    "session_id",
+    "state",
+    "request_id",
+    "fence",
+    "kind",
+    "graph_id",
+    "record",
+    "crc",
+)
+"""The columns of an ``rt_runs`` row as the store reads and writes them, in order."""
+
+
+def queried_columns(run: RuntimeRun) -> tuple[object, ...]:
+    """The queried columns of ``run``'s row after its id, as ``runtime_row`` orders them."""
+    return (run.seq, run.session_id, run.state, run.request_id, run.fence, run.kind, run.graph_id)
+
+
+_UPDATES: dict[tuple[int, ...], str] = {}
+
+
+def update_sql(changed: tuple[int, ...]) -> str:
+    """The UPDATE of the columns at ``changed`` (positions in :data:`RT_COLUMNS`), record, crc."""
+    found = _UPDATES.get(changed)
+    if found is None:
+        named = [f"{RT_COLUMNS[i]} = ?" for i in changed] + ["record = ?", "crc = ?"]
+        found = _UPDATES[changed] = f"UPDATE rt_runs SET {', '.join(named)} WHERE run_id = ?"
+    return found
 
 
 def verified_record(

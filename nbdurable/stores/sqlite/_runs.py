@@ -42,9 +42,12 @@ from ._db import SqliteDb
 from ._events import append_events
 from ._heads import graph_nodes, read_head, update_graph, update_head
 from ._run_rows import (
+    RT_COLUMNS,
     decode_intent,
+    queried_columns,
     remember,
     same_count,
+    update_sql,
     verified_intents,
     verified_record,
 )
@@ -58,7 +61,7 @@ __all__ = [
 
 _UNFINISHED = ", ".join(f"'{s}'" for s in sorted(UNFINISHED_STATES))
 # A record is read with every column of its row, to verify the row's checksum.
-_RT = "run_id, seq, session_id, state, request_id, fence, kind, graph_id, record, crc"
+_RT = ", ".join(RT_COLUMNS)
 _HEADS = f"""
 SELECT {_RT} FROM rt_runs r
 WHERE r.state IN ({_UNFINISHED})
@@ -84,27 +87,6 @@ _JOURNALED = "SELECT step_index, response, crc FROM rt_journal WHERE run_id = ?"
 _PUT = f"INSERT OR REPLACE INTO rt_runs ({_RT}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _NAMED = 8
 """The columns of :data:`_RT` before ``record``: the run id, then what the scheduler queries."""
-_COLUMN_NAMES = [name.strip() for name in _RT.split(",")]
-_UPDATES: dict[tuple[int, ...], str] = {}
-"""By the positions of the queried columns that changed: the UPDATE writing them, record, crc."""
-
-
-def _update_sql(changed: tuple[int, ...]) -> str:
-    named = [f"{_COLUMN_NAMES[i]} = ?" for i in changed] + ["record = ?", "crc = ?"]
-    return f"UPDATE rt_runs SET {', '.join(named)} WHERE run_id = ?"
-
-
-def _columns(run: RuntimeRun) -> tuple[object, ...]:
-    """The queried columns of ``run``'s row after its id, as ``runtime_row`` orders them."""
-    return (
-        run.seq,
-        run.session_id,
-        run.state,
-        run.request_id,
-        run.fence,
-        run.kind,
-        run.graph_id,
-    )
 
 
 def migrate_runtime(db: Any) -> None:
@@ -209,14 +191,12 @@ class SqliteRunRecords(RunStore):
         row deleted and inserted it in each of rt_runs' eight b-trees, a dozen
         pages in the write-ahead log a commit instead of one (issue 42).
         """
-        row = (run.run_id, *_columns(run), run.stored_json())  # as runtime_row, sooner
+        row = (run.run_id, *queried_columns(run), run.stored_json())  # as runtime_row, sooner
         values = (*row, row_crc("rt_runs", row))
         if before is not None and before.run_id == run.run_id:
-            old = _columns(before)
+            old = queried_columns(before)
             changed = tuple(i for i in range(1, _NAMED) if row[i] != old[i - 1])
-            update = _UPDATES.get(changed)
-            if update is None:
-                update = _UPDATES[changed] = _update_sql(changed)
+            update = update_sql(changed)
             params = (*(row[i] for i in changed), row[-1], values[-1], run.run_id)
             if conn.execute(update, params).rowcount == 1:
                 remember(values, run, before)
