@@ -278,9 +278,11 @@ class SqliteDb:
         run ended sent every write meanwhile to a store thread (issue 42).
         """
         pause = _QUIET_FIRST
-        while not self.closed:
-            with self._checkpoint_lock:
-                try:
+        try:
+            while not self.closed:
+                with self._checkpoint_lock:
+                    if self.closed:  # close() ran meanwhile: nothing to fold, nothing to open
+                        return
                     if self._checkpoint_conn is None:
                         self._checkpoint_conn = self._open_nowait_connection()
                     writes = self._writes
@@ -291,19 +293,18 @@ class SqliteDb:
                     if empty and self._writes == writes:
                         self._run_checkpoint(self._checkpoint_conn, "TRUNCATE")
                         empty = False
-                except sqlite3.Error:
-                    # the next commit tries again; a failing file fails the writes themselves
-                    self._checkpointing = False
-                    return
-            # A run that stopped meanwhile asked for the log to be emptied.
-            with self._flag_lock:
-                empty, self._empty_next = empty or self._empty_next, False
-                if not empty or self.closed:
-                    self._checkpointing = False
-                    return
-            time.sleep(pause)
-            pause = min(2 * pause, _QUIET_MAX)
-        self._checkpointing = False
+                # A run that stopped meanwhile asked for the log to be emptied.
+                with self._flag_lock:
+                    empty, self._empty_next = empty or self._empty_next, False
+                    if not empty or self.closed:
+                        self._checkpointing = False
+                        return
+                time.sleep(pause)
+                pause = min(2 * pause, _QUIET_MAX)
+        except sqlite3.Error:
+            return  # the next commit tries again; a failing file fails the writes themselves
+        finally:
+            self._checkpointing = False
 
     def _empty_after_this_one(self) -> bool:
         """Ask the checkpoint in progress to empty the log after it; False if it has ended."""
