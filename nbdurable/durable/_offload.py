@@ -36,6 +36,7 @@ import contextvars
 import functools
 import inspect
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, ParamSpec, TypeVar, cast
@@ -159,8 +160,13 @@ class NowaitDelegate(NowaitCapable):
 
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
-_on_threads: dict[int, concurrent.futures.Future[Any]] = {}
-"""By store (its id): the latest call of a nowait-capable store sent to a store thread."""
+_on_threads: dict[int, tuple[concurrent.futures.Future[Any], float]] = {}
+"""By store (its id): the latest call of a nowait-capable store sent to a store thread, and when."""
+
+_YIELD_FOR = 0.002
+"""How long the loop's thread hands the GIL to a store thread's call that holds the lock (s)."""
+_YIELD_AFTER = 0.05
+"""A store thread's call sent longer ago (s) is not yielded to: it waits for something else."""
 
 
 def _behind(owner: NowaitCapable) -> object:
@@ -184,6 +190,28 @@ def in_background(fn: Callable[[], object]) -> None:
     thread to start that ``threading.Thread.start`` makes.
     """
     _store_executor().submit(fn)
+
+
+def _yielded_to(ahead: concurrent.futures.Future[Any], sent: float) -> bool:
+    """Let a store thread's call just sent finish first, briefly: whether it has ended.
+
+    That call holds the store's lock while it waits for the GIL, which the
+    loop's thread holds: after each SQLite statement it gets it back only when
+    the loop's thread gives it up (every few milliseconds). Meanwhile every
+    write of the loop found the lock taken and went to a store thread too,
+    each holding the lock in turn: under 200 runs most writes went to threads
+    (issue 42). Sleeping for zero seconds hands the GIL over at once; this
+    does so for at most :data:`_YIELD_FOR`, and not for a call sent more than
+    :data:`_YIELD_AFTER` ago (it waits for something else: another process's
+    lock, a disk).
+    """
+    now = time.perf_counter()
+    if now - sent > _YIELD_AFTER:
+        return False
+    deadline = now + _YIELD_FOR
+    while not ahead.done() and time.perf_counter() < deadline:
+        time.sleep(0)
+    return ahead.done()
 
 
 async def offload(fn: Callable[P, T | Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> T:
@@ -210,7 +238,11 @@ async def offload(fn: Callable[P, T | Awaitable[T]], /, *args: P.args, **kwargs:
         if done is not WOULD_WAIT:
             return cast(T, done)
         key = id(_behind(owner))
-        ahead = _on_threads.get(key)
+        ahead, sent = _on_threads.get(key, (None, 0.0))
+        if ahead is not None and not ahead.done() and _yielded_to(ahead, sent):
+            done = owner.try_without_waiting(fn, *args, **kwargs)
+            if done is not WOULD_WAIT:
+                return cast(T, done)
         if ahead is not None and not ahead.done():
             # Most likely the store's lock is held by a call of ours on a store
             # thread: this one would wait behind it there too. Waiting here for
@@ -228,7 +260,7 @@ async def offload(fn: Callable[P, T | Awaitable[T]], /, *args: P.args, **kwargs:
     call = functools.partial(context.run, fn, *args, **kwargs)
     submitted = _store_executor().submit(call)
     if key is not None:
-        _on_threads[key] = submitted
+        _on_threads[key] = (submitted, time.perf_counter())
     future = asyncio.wrap_future(submitted, loop=loop)
     cancelled = False
     while not future.done():

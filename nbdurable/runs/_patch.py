@@ -125,6 +125,11 @@ class RunPatch:
 
     def without(self, written: RunPatch) -> RunPatch:
         """The fields ``written`` did not set to the same values: what is left to write."""
+        # The usual cases without building a patch: all of it written, or none.
+        if written is self:
+            return _EMPTY
+        if not written:
+            return self
         done = written.changes()
         left = {n: v for n, v in self.changes().items() if done.get(n, UNSET) != v}
         return RunPatch(**left)
@@ -141,3 +146,6 @@ _NAMES: Final = tuple(field.name for field in dataclasses.fields(RunPatch))
 
 _VALUES: Final = operator.attrgetter(*_NAMES)
 """A patch's values of :data:`_NAMES`, in order, as one tuple."""
+
+_EMPTY: Final = RunPatch()
+"""The patch that sets nothing (patches are immutable: one serves)."""

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic_core import PydanticSerializationError, to_json
 
 from .._text import valid_data
 from ..messages import Message, ResponseKind, ToolApprovalResponse, VerdictSource
@@ -290,7 +291,7 @@ class RuntimeRun(BaseModel):
         Records are changed with :class:`~nbdurable.runs.RunPatch`, whose fields
         are typed; this catches a misspelt name on any other path too.
         """
-        unknown = sorted(set(update or ()) - set(type(self).model_fields))
+        unknown = sorted((update or {}).keys() - _RUN_FIELDS)
         if unknown:
             raise TypeError(f"a run record has no field {', '.join(map(repr, unknown))}")
         return super().model_copy(update=update, deep=deep)
@@ -300,6 +301,23 @@ class RuntimeRun(BaseModel):
         # Updates (model_copy) skip validation: errors and reasons quoting an
         # exception may hold lone surrogates, so the stored form gets U+FFFD.
         return valid_data(handler(self))
+
+    def stored_json(self) -> str:
+        """The record as stores keep it: what ``model_dump_json()`` gives, sooner.
+
+        The fields serialized as they are, in one call: the usual record holds
+        no lone surrogate, which the serializer refuses; one that does (or
+        anything else it refuses) goes through :meth:`model_dump_json`, whose
+        wrap first builds the whole record as Python data and checks it. A
+        runtime step writes its record twice (issue 42).
+        """
+        try:
+            return to_json(self.__dict__).decode()
+        except (PydanticSerializationError, ValueError):
+            return self.model_dump_json()
+
+
+_RUN_FIELDS = frozenset(RuntimeRun.model_fields)
 
 
 class ToolIntent(BaseModel):

@@ -197,7 +197,8 @@ class RunContext(NowaitDelegate):
         limit = self.runtime.limits.max_operations
         if used > limit:
             raise LimitExceededError("max_operations", used, limit)
-        return RunPatch(operations=used, updated_at=self.runtime.now()) | (also or RunPatch())
+        counted = RunPatch(operations=used, updated_at=self.runtime.now())
+        return counted | also if also else counted
 
     def settle(self, record: RuntimeRun) -> None:
         """Take the record a combined write returned (this owner's copy and the mirror)."""

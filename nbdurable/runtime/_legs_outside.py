@@ -20,7 +20,7 @@ from pydantic import TypeAdapter
 from .._errors import FencedOutError
 from ..durable._checkpoint import AgentCheckpoint
 from ..durable._offload import offload
-from ..durable.store import EventLog, channel_of, notify
+from ..durable.store import EventLog, notify
 from ..events._model import Event, NewEvent
 from ..events._writer import EventWriter
 from ..loop._options import LoopOptions, build_options
@@ -30,6 +30,7 @@ from ..runs import RunPatch, RuntimeRun, unclaimable_by_definition, unserved_rea
 from . import _lifecycle as lifecycle
 from ._agent import Agent
 from ._legs import leg_options
+from ._log_in_front import EventLogInFront
 from ._seam import RunServices
 from ._state_events import claim_event
 from ._tasks import TaskDefinition, TaskExecution, canonical_json, resume_point
@@ -49,7 +50,7 @@ _Held = tuple[AgentCheckpoint, list[NewEvent], dict[str, Any]]
 """A checkpoint's save held back: the checkpoint, its events, the save's options."""
 
 
-class _SavesWithWhatFollows(EventLog):
+class _SavesWithWhatFollows(EventLogInFront):
     """An event log that writes a checkpoint together with the events that follow it.
 
     A leg's outbox holds a step's parts, its checkpoint, then the next step's
@@ -62,27 +63,12 @@ class _SavesWithWhatFollows(EventLog):
     by the time the mirror returns, everything is durable, as before.
     """
 
+    inner: EventLog
+
     def __init__(self, inner: EventLog) -> None:
         self.inner = inner
         self._held: _Held | None = None
         self._lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    @property
-    def event_channel(self) -> object:
-        """The store's channel: its subscribers are woken by these writes."""
-        return channel_of(self.inner)
-
-    @property
-    def saves_extensions(self) -> bool:
-        """As the store's."""
-        return bool(self.inner.saves_extensions)
-
-    def read_events(self, run_id: str, after: int = 0, limit: int | None = None) -> Sequence[Event]:
-        """The store's events (what is held is not among them yet)."""
-        return self.inner.read_events(run_id, after, limit)
 
     def save_with_events(
         self, checkpoint: AgentCheckpoint, events: Sequence[NewEvent], **options: Any

@@ -32,22 +32,23 @@ from typing import Any
 from ..durable._checkpoint import AgentCheckpoint
 from ..durable._offload import NowaitDelegate
 from ..durable._transient import StoreRetry
-from ..durable.store import Armed, EventLog, RunStore, channel_of
+from ..durable.store import RunStore
 from ..events._model import Event, NewEvent
 from ..runs import RunPatch, RuntimeRun, ToolIntent
+from ._log_in_front import EventLogInFront
 
 __all__ = ["StepRiders"]
 
 _Staged = tuple[RunPatch, ToolIntent]
 
 
-class StepRiders(NowaitDelegate, EventLog):
+class StepRiders(NowaitDelegate, EventLogInFront):
     """A run owner's pending writes, and the event store that takes them along.
 
     Stands where the leg's event writer expects its store: ``append_events``
     writes the pending journal entry and record changes in the events'
     transaction, ``save_with_events`` writes them just before the checkpoint.
-    Everything else is the store's.
+    Everything else is the store's (:class:`~._log_in_front.EventLogInFront`).
 
     Args:
         store: The runtime's store (events, run records and ``rt_commit``).
@@ -89,37 +90,9 @@ class StepRiders(NowaitDelegate, EventLog):
         self._staged: _Staged | None = None
         self._completed: dict[str, ToolIntent] = {}
 
-    def __getattr__(self, name: str) -> Any:
-        # The store's other methods and attributes (reads, event_channel, capabilities).
-        return getattr(self.inner, name)
-
     def nowait_store(self) -> object:
         """The store the writes go to."""
         return self.inner
-
-    @property
-    def event_channel(self) -> object:
-        """The store's channel: subscribers of the store are woken by these writes."""
-        return channel_of(self.inner)
-
-    @property
-    def saves_extensions(self) -> bool:
-        """As the store's."""
-        return bool(self.inner.saves_extensions)
-
-    def read_events(self, run_id: str, after: int = 0, limit: int | None = None) -> Sequence[Event]:
-        """The store's events (reads never wait for the pending writes)."""
-        return self.inner.read_events(run_id, after, limit)  # type: ignore[no-any-return]
-
-    async def wait_for_events(
-        self, run_id: str, timeout: float, *, after: int | None = None, armed: Armed | None = None
-    ) -> None:
-        """As the store's."""
-        await self.inner.wait_for_events(run_id, timeout, after=after, armed=armed)
-
-    def listen(self, timeout: float = 10.0) -> bool:
-        """As the store's."""
-        return bool(self.inner.listen(timeout))
 
     @property
     def pending(self) -> bool:
@@ -194,7 +167,11 @@ class StepRiders(NowaitDelegate, EventLog):
         absolute values), like the separate writes it replaces.
         """
         journal, waiting, staged, completed = self._take()
-        merged = waiting | (staged[0] if staged else RunPatch()) | (changes or RunPatch())
+        merged = waiting
+        if staged:
+            merged |= staged[0]
+        if changes:
+            merged |= changes
         added, record = self.committer.rt_commit(
             self.run_id,
             fence=self.fence,

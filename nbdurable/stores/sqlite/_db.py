@@ -45,6 +45,9 @@ _CHECKPOINT_BYTES = 4 * 1024 * 1024
 _WAL_CEILING = 2 * _CHECKPOINT_BYTES
 # How long a fold waits for a passive checkpoint of this store in progress.
 _FOLD_WAIT = 5.0
+# The pauses of a fold that empties the log while others write (doubling up to the last).
+_QUIET_FIRST = 0.05
+_QUIET_MAX = 1.0
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
 _PAGE_SIZE = 2048
@@ -237,9 +240,9 @@ class SqliteDb:
         if self._wal_full and not self.nowait:
             self.truncate_checkpoint()
             return
-        if self._checkpointing and (not force or self._empty_after_this_one()):
-            return
         if not force:
+            # Counted during a fold too: a fold that empties the log waits for a
+            # moment without commits (background_checkpoint).
             self._writes += 1
             if self._writes % 4:
                 return  # a commit adds a few pages: the size is looked at every 4th
@@ -249,8 +252,10 @@ class SqliteDb:
                 if not self.nowait:
                     self.truncate_checkpoint()
                     return
-            if size < self._checkpoint_at:
+            if self._checkpointing or size < self._checkpoint_at:
                 return
+        elif self._checkpointing and self._empty_after_this_one():
+            return
         if not self.nowait:
             self._run_checkpoint()
             return
@@ -261,34 +266,45 @@ class SqliteDb:
             self._checkpointing = False
 
     def background_checkpoint(self, empty: bool = False) -> None:
-        """On a store thread: a passive checkpoint, or with ``empty`` a ``TRUNCATE``.
+        """On a store thread: a passive checkpoint, or with ``empty`` a ``TRUNCATE`` too.
 
         A run that stops or ends asks for ``empty``: the log is emptied when
         nothing else uses it right then. The connection's busy timeout is zero,
         so neither mode waits: a ``TRUNCATE`` that meets a writer or a reader
         folds what it can, as a passive one does, and leaves the log as it is.
+        A ``TRUNCATE`` holds the file's write lock, so while others write
+        (another run's commits came during the passive fold) it waits for a
+        quiet moment, a passive fold each pause: under 200 runs, one each time a
+        run ended sent every write meanwhile to a store thread (issue 42).
         """
-        with self._checkpoint_lock:
-            try:
-                while not self.closed:
+        pause = _QUIET_FIRST
+        try:
+            while not self.closed:
+                with self._checkpoint_lock:
+                    if self.closed:  # close() ran meanwhile: nothing to fold, nothing to open
+                        return
                     if self._checkpoint_conn is None:
                         self._checkpoint_conn = self._open_nowait_connection()
-                    if empty:
-                        # Copy the pages first without the write lock, which a
-                        # TRUNCATE holds from its start: the loop's writes then
-                        # wait for it only while it empties the log.
-                        self._run_checkpoint(self._checkpoint_conn, "PASSIVE")
-                    self._run_checkpoint(self._checkpoint_conn, "TRUNCATE" if empty else "PASSIVE")
-                    # A run that stopped meanwhile asked for the log to be emptied.
-                    with self._flag_lock:
-                        empty, self._empty_next = self._empty_next, False
-                        if not empty:
-                            self._checkpointing = False
-                            return
-            except sqlite3.Error:
-                return  # the next commit tries again; a failing file fails the writes themselves
-            finally:
-                self._checkpointing = False
+                    writes = self._writes
+                    # Copy the pages first without the write lock, which a
+                    # TRUNCATE holds from its start: the loop's writes then
+                    # wait for it only while it empties the log.
+                    self._run_checkpoint(self._checkpoint_conn, "PASSIVE")
+                    if empty and self._writes == writes:
+                        self._run_checkpoint(self._checkpoint_conn, "TRUNCATE")
+                        empty = False
+                # A run that stopped meanwhile asked for the log to be emptied.
+                with self._flag_lock:
+                    empty, self._empty_next = empty or self._empty_next, False
+                    if not empty or self.closed:
+                        self._checkpointing = False
+                        return
+                time.sleep(pause)
+                pause = min(2 * pause, _QUIET_MAX)
+        except sqlite3.Error:
+            return  # the next commit tries again; a failing file fails the writes themselves
+        finally:
+            self._checkpointing = False
 
     def _empty_after_this_one(self) -> bool:
         """Ask the checkpoint in progress to empty the log after it; False if it has ended."""

@@ -21,12 +21,48 @@ from .._trusted import built
 from ._crc import verify_row
 
 __all__ = [
+    "RT_COLUMNS",
     "decode_intent",
     "decode_record",
+    "queried_columns",
+    "remember",
     "same_count",
+    "update_sql",
     "verified_intents",
     "verified_record",
 ]
+
+
+RT_COLUMNS = (
+    "run_id",
+    "seq",
+    "session_id",
+    "state",
+    "request_id",
+    "fence",
+    "kind",
+    "graph_id",
+    "record",
+    "crc",
+)
+"""The columns of an ``rt_runs`` row as the store reads and writes them, in order."""
+
+
+def queried_columns(run: RuntimeRun) -> tuple[object, ...]:
+    """The queried columns of ``run``'s row after its id, as ``runtime_row`` orders them."""
+    return (run.seq, run.session_id, run.state, run.request_id, run.fence, run.kind, run.graph_id)
+
+
+_UPDATES: dict[tuple[int, ...], str] = {}
+
+
+def update_sql(changed: tuple[int, ...]) -> str:
+    """The UPDATE of the columns at ``changed`` (positions in :data:`RT_COLUMNS`), record, crc."""
+    found = _UPDATES.get(changed)
+    if found is None:
+        named = [f"{RT_COLUMNS[i]} = ?" for i in changed] + ["record = ?", "crc = ?"]
+        found = _UPDATES[changed] = f"UPDATE rt_runs SET {', '.join(named)} WHERE run_id = ?"
+    return found
 
 
 def verified_record(
@@ -67,6 +103,59 @@ the same record (records are immutable), whatever file it comes from; any other
 row, a damaged one included, is verified as before.
 """
 VERIFIED_MAX = 8192
+
+
+def remember(row: tuple[Any, ...], run: RuntimeRun, before: RuntimeRun | None) -> None:
+    """Keep a row just written as verified, when ``run`` is what decoding it would give.
+
+    A runtime step writes its record and reads it back at its next commit:
+    checking and decoding the whole record again each time was the largest cost
+    of a loaded runtime's commits (issue 42). ``run`` stands for its row only
+    when it differs from ``before`` (a record read, that is decoded, in the same
+    transaction) in plain values alone, those decoding gives back as they are;
+    any other row is verified and decoded when read. A row read back equals this
+    one byte for byte, its checksum included, or is verified as any other; one
+    whose transaction rolled back is never read.
+    """
+    if before is None or not _plain_change(before, run):
+        return
+    if len(VERIFIED) >= VERIFIED_MAX:
+        VERIFIED.clear()
+    VERIFIED[(run.run_id, False)] = VERIFIED[(run.run_id, True)] = (row, run)
+
+
+def _plain_change(before: RuntimeRun, after: RuntimeRun) -> bool:
+    """Whether every field ``after`` changed holds a value decoding gives back unchanged."""
+    if before.run_id != after.run_id or before.model_fields_set != after.model_fields_set:
+        return False
+    old = before.__dict__
+    for name, value in after.__dict__.items():
+        was = old[name]
+        if value is was:
+            continue
+        kind = type(value)
+        if kind is str:
+            if not value.isascii() and not _encodes(value):
+                return False  # a lone surrogate: stored as U+FFFD
+        elif kind is int:
+            if was is not None and type(was) is not int:
+                return False
+        elif kind is bool:
+            if type(was) is not bool:
+                return False
+        elif value is not None:
+            return False  # a list, a dict, a model: decoded anew when read
+        if was is not None and type(was) is not kind and value is not None:
+            return False
+    return True
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def same_count(found: int, counted: int, by: str) -> None:
