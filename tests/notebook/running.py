@@ -8,10 +8,11 @@ to bottom on a fresh store and on the one its previous run left.
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 from typing import Any
+
+from support.notebook_pace import set_stream_delay
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 CELL_TIMEOUT = 120
@@ -70,19 +71,6 @@ def _copy_notebooks(folder: Path, name: str = "", stream_delay: float | None = N
             shutil.copy(path, folder / path.name)
     if stream_delay is not None:
         set_stream_delay(folder / f"{name}.ipynb", stream_delay)
-
-
-def set_stream_delay(notebook: Path, seconds: float) -> None:
-    """Set the one ``stream_delay=`` in ``notebook`` (a copy) to ``seconds``.
-
-    The notebooks pace their scripted model's words so a person can watch them
-    arrive (the quickstart's 0.12 s a word is ~17 s of a run's and its rerun's
-    streaming); a test that checks what a run does, not its pace, runs quicker.
-    """
-    text = notebook.read_text()
-    paced, found = re.subn(r"stream_delay=[0-9.]+", f"stream_delay={seconds}", text)
-    assert found == 1, f"{notebook.name} sets stream_delay {found} times, not once"
-    notebook.write_text(paced)
 
 
 def execute(name: str, folder: Path, *, stream_delay: float | None = None) -> Any:
