@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.tiers import skip_without
 
 import nbdurable as nd
 from nbdurable import inspect as ins
@@ -24,11 +25,8 @@ from .running import NOTEBOOKS, everything, execute_twice, run_all_twice_in_one_
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
-pytest.importorskip("anywidget")
-pytest.importorskip("matplotlib")
+for _module in ("nbformat", "nbclient", "ipykernel", "anywidget", "matplotlib"):
+    skip_without(_module)  # found, not imported: the tests import what they use
 
 NAMES = [
     "01-quickstart",
@@ -50,6 +48,8 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_committed_notebook_is_clean_teaching_material(name: str) -> None:
+    import nbformat
+
     notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     nbformat.validate(notebook)
     code = [c for c in notebook.cells if c.cell_type == "code"]
@@ -114,6 +114,8 @@ def test_quickstart_run_all_twice_without_a_restart(folder: Path) -> None:
 
 def _quickstart_namespace() -> dict[str, Any]:
     """The quickstart's tools, model and agent: its code cells up to the agent, run here."""
+    import nbformat
+
     notebook = nbformat.read(NOTEBOOKS / "01-quickstart.ipynb", as_version=4)
     namespace: dict[str, Any] = {}
     for cell in notebook.cells:
