@@ -9,7 +9,9 @@ none may be the loop's thread. That is a structural check, not a timing one: it
 fails on the first store call made synchronously from async code.
 
 The tests share one database and one proxy (module fixtures): each opens its
-own store through the proxy, and their runs have distinct agents and ids.
+own store through the proxy, and their runs have distinct agents and ids. Only
+the lease test is ``serial``: the others check threads and notifications, which
+no load changes.
 """
 
 from __future__ import annotations
@@ -36,8 +38,6 @@ from nbdurable.events._model import NewEvent
 from nbdurable.runtime import Agent, DurableRuntime, TaskRun
 from nbdurable.runtime import _record_mirror as record_mirror
 from nbdurable.stores import open_store
-
-pytestmark = pytest.mark.serial  # it measures how long the event loop is held
 
 DELAY = 0.03  # a far store; more only makes the ~100 round trips of a run slower
 SECRET = "loop blocking test secret"
@@ -154,6 +154,7 @@ async def test_no_store_call_runs_on_the_loop_thread(
         store.close()
 
 
+@pytest.mark.serial  # a lease against a lock: the machine's load must not lapse it
 async def test_a_lease_is_renewed_while_another_store_call_waits_on_a_lock(
     slow_pg: tuple[str, LatencyProxy], shared_database: str
 ) -> None:
