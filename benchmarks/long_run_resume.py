@@ -178,8 +178,8 @@ def _langgraph(steps: int, db: Path, build: bool) -> dict[str, float]:
     from langchain_core.messages import AIMessage, HumanMessage
     from langchain_core.tools import tool
     from langgraph.checkpoint.sqlite import SqliteSaver
-    from langgraph.graph import END, START, MessagesState, StateGraph
-    from langgraph.prebuilt import ToolNode, tools_condition
+    from langgraph.graph import MessagesState
+    from store_bench import probe_graph
 
     stamps: dict[str, float] = {}
     usage = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
@@ -202,12 +202,7 @@ def _langgraph(steps: int, db: Path, build: bool) -> dict[str, float]:
             return {"messages": [AIMessage(content="", tool_calls=[call], usage_metadata=usage)]}
         return {"messages": [AIMessage(content="Done.", usage_metadata=usage)]}
 
-    builder = StateGraph(MessagesState)
-    builder.add_node("agent", agent)
-    builder.add_node("tools", ToolNode([probe]))
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", tools_condition, ["tools", END])
-    builder.add_edge("tools", "agent")
+    builder = probe_graph(agent, probe)
     config: dict[str, Any] = {"configurable": {"thread_id": RUN_ID}, "recursion_limit": 4 * steps}
     started, cpu = time.perf_counter(), time.process_time()
     saver = SqliteSaver(sqlite3.connect(str(db), check_same_thread=False))

@@ -319,8 +319,7 @@ def langgraph_builder(n: int, stamps: list[float] | None = None, calls: int = 1)
     """
     from langchain_core.messages import AIMessage
     from langchain_core.tools import tool
-    from langgraph.graph import END, START, MessagesState, StateGraph
-    from langgraph.prebuilt import ToolNode, tools_condition
+    from langgraph.graph import MessagesState
 
     @tool
     def probe(i: int) -> str:
@@ -344,6 +343,15 @@ def langgraph_builder(n: int, stamps: list[float] | None = None, calls: int = 1)
         else:
             message = AIMessage(content="Done.", usage_metadata=usage)
         return {"messages": [message]}
+
+    return probe_graph(agent, probe)
+
+
+def probe_graph(agent: Callable[..., Any], probe: Any) -> Any:
+    """The agent loop as an uncompiled StateGraph: ``agent`` node, a ToolNode of
+    ``probe``, ``tools_condition`` between them (long_run_resume.py's too)."""
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
 
     builder = StateGraph(MessagesState)
     builder.add_node("agent", agent)

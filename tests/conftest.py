@@ -16,6 +16,7 @@ get it (``.ci/run`` installs it); ``NBDURABLE_SKIP_POSTGRES=1`` skips them on pu
 
 from __future__ import annotations
 
+import gc
 import itertools
 import logging
 import os
@@ -30,6 +31,8 @@ from support.tiers import TIERS as TIERS
 from support.tiers import missing_extra, skipped_for_a_missing_module, tiers_of
 
 import nbdurable as nd
+
+gc.disable()  # until collection ends: see pytest_collection below
 
 
 @dataclass
@@ -165,3 +168,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         missing = missing_extra(tiers)
         if missing is not None:  # skips cleanly where its extra is absent
             item.add_marker(pytest.mark.skip(reason=missing))
+
+
+# -- the garbage collector during collection ------------------------------------------
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[object]:
+    """Collect with the cyclic garbage collector off, then freeze what collection built.
+
+    Collection imports every test module and the frameworks they test: about 0.5 GB
+    of objects that live as long as the session. Rescanning them cost each pytest
+    process (the serial pass and every xdist worker) ~5 s of CPU while collecting,
+    and ~5 s more at the session's end, where pytest's unraisable-exception check
+    runs five full collections: measured 18.6 s -> 9.0 s of CPU for a whole
+    collection and two small files. Frozen objects are left out of every later scan.
+    It is turned off when this conftest is imported, before the test modules are.
+    """
+    gc.disable()
+    try:
+        return (yield)
+    finally:
+        gc.freeze()
+        gc.enable()

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.notebook_pace import set_stream_delay
 
 from .harness import REPO, Server, artifacts_dir
 
@@ -73,8 +74,11 @@ LAB = Frontend("jupyterlab")
 NOTEBOOK7 = Frontend("notebook7")
 
 
-def served_quickstart(folder: Path) -> Path:
-    """A copy of ``notebooks/`` in ``folder`` (the front end autosaves into it)."""
+def served_quickstart(folder: Path, stream_delay: float | None = None) -> Path:
+    """A copy of ``notebooks/`` in ``folder`` (the front end autosaves into it).
+
+    ``stream_delay``: the quickstart model's pace in the copy, when not its own.
+    """
     if not (NOTEBOOKS / QUICKSTART).is_file():
         raise AssertionError(f"{NOTEBOOKS / QUICKSTART} is missing")
     shutil.copytree(
@@ -83,6 +87,8 @@ def served_quickstart(folder: Path) -> Path:
         ignore=shutil.ignore_patterns(".ipynb_checkpoints", ".nbdurable", "*.db*", "__pycache__"),
         dirs_exist_ok=True,
     )
+    if stream_delay is not None:
+        set_stream_delay(folder / QUICKSTART, stream_delay)
     return folder / QUICKSTART
 
 

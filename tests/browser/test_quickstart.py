@@ -80,7 +80,9 @@ def test_quickstart_streams_approves_then_denies(
     unattended, so the test runs the cells down to ``%%agent``, clicks, then runs the rest.
     """
     clock = Clock()
-    served_quickstart(folder)
+    # Words every 40 ms, not the notebook's 120 (~11 s less): still a dozen partial
+    # texts on screen before the card; tests/notebook/ checks the notebook's own pace.
+    served_quickstart(folder, stream_delay=0.04)
     path = f"{folder.name}/01-quickstart.ipynb"
     name = frontend.name
     with diagnosed(page, jupyter, name):

@@ -8,13 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import nbformat
-import pytest
+from support.tiers import skip_without
 
 from .pages import shot
 
-nbclient = pytest.importorskip("nbclient")
-nbconvert = pytest.importorskip("nbconvert")
+skip_without("nbclient")  # found, not imported: the test imports it
+skip_without("nbconvert")
 
 SETUP = '''\
 %load_ext nbdurable
@@ -32,6 +31,10 @@ janitor = nd.Agent("janitor", model, [drop_table], version="1")'''
 
 
 def test_a_saved_notebook_without_widget_state_shows_the_run(browser: Any, tmp_path: Path) -> None:
+    import nbclient
+    import nbconvert
+    import nbformat
+
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_code_cell(SETUP),

@@ -7,11 +7,12 @@ import base64
 from typing import Any
 
 import pytest
-
-pytest.importorskip("anthropic")
+from support.tiers import skip_without
 
 import nbdurable as nd
 from nbdurable.models._anthropic_wire import to_messages
+
+skip_without("anthropic")
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 8).decode()
 BLOCKS = [  # what nbdurable.mcp makes of a CallToolResult of a text and an image

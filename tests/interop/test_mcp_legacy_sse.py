@@ -10,10 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("mcp")
+from support.tiers import skip_without
 
 from nbdurable.mcp import MCPConnectionError, MCPServer
+
+skip_without("mcp")  # found, not imported: its server runs in a process of its own
 
 HERE = Path(__file__).resolve().parent
 

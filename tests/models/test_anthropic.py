@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from support.tiers import skip_without
 
 import nbdurable as nd
 from nbdurable.models import ModelRequest, ResponseEvent, TextDeltaEvent, ToolCallDeltaEvent
@@ -16,7 +17,7 @@ from nbdurable.models._anthropic import AnthropicModel
 
 from .anthropic_server import AnthropicServer, message, text, tool_use
 
-pytest.importorskip("anthropic", reason="the anthropic extra is not installed")
+skip_without("anthropic", reason="the anthropic extra is not installed")
 
 MODEL = "claude-haiku-4-5"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16

@@ -9,8 +9,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anthropic
 import pytest
+from support.tiers import skip_without
 
 import nbdurable as nd
 from nbdurable.models import ModelRequest, TextDeltaEvent
@@ -25,6 +25,8 @@ from .anthropic_server import (
     message,
     text,
 )
+
+skip_without("anthropic", reason="the anthropic extra is not installed")
 
 MODEL = "claude-haiku-4-5"
 REQUEST = ModelRequest(messages=(nd.user("hi"),))
@@ -78,6 +80,8 @@ async def test_http_errors_are_typed_and_not_retried_by_the_sdk(
     assert exc.retryable is retryable
     assert f"provider says {kind}" in str(exc) and kind in str(exc)
     assert len(server.requests) == 1  # the SDK did not retry
+    import anthropic
+
     assert isinstance(exc.__cause__, anthropic.APIStatusError)
 
 
@@ -157,6 +161,8 @@ async def test_a_refused_connection_is_a_timeout_kind() -> None:
 
 
 async def test_a_passed_client_gets_its_retries_turned_off(served: Any) -> None:
+    import anthropic
+
     server, _ = served
     client = anthropic.AsyncAnthropic(api_key="k", base_url=server.url, max_retries=5)
     model = AnthropicModel(MODEL, client=client)
@@ -169,6 +175,8 @@ async def test_a_passed_client_gets_its_retries_turned_off(served: Any) -> None:
 
 
 def test_a_sync_client_is_refused() -> None:
+    import anthropic
+
     with pytest.raises(nd.ConfigurationError, match="AsyncAnthropic"):
         AnthropicModel(MODEL, client=anthropic.Anthropic(api_key="k"))
 

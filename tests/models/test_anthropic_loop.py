@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from support.tiers import skip_without
 
 import nbdurable as nd
 from nbdurable.models._anthropic import AnthropicModel
 
 from .anthropic_server import AnthropicServer, message, text, tool_use
 
-pytest.importorskip("anthropic", reason="the anthropic extra is not installed")
+skip_without("anthropic", reason="the anthropic extra is not installed")
 
 MODEL = "claude-haiku-4-5"
 PARIS, LONDON = "toolu_01A09q90qw90lq917835lq9", "toolu_01B7hdq2Fv8rVx2b1yQ9kKxF"

@@ -12,32 +12,44 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from support.notebook_pace import set_stream_delay
+
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 CELL_TIMEOUT = 120
 
 
-def execute_twice(name: str, folder: Path) -> tuple[Any, Any]:
+def execute_twice(
+    name: str, folder: Path, *, first_stream_delay: float | None = None
+) -> tuple[Any, Any]:
     """Run ``name`` twice in a row at ``folder``, each time in a fresh kernel (Restart &
     Run All): the second run finds the store the first one left. Both must run cleanly.
+
+    Args:
+        name: The notebook, without ``.ipynb``.
+        folder: Where ``notebooks/`` is copied and the kernel works.
+        first_stream_delay: The scripted model's ``stream_delay`` in the first run
+            (:func:`set_stream_delay`); the second runs at the notebook's own pace.
 
     Returns:
         The two executed notebooks, in order.
     """
-    first = execute(name, folder)
+    first = execute(name, folder, stream_delay=first_stream_delay)
     check_ran_cleanly(first, folder)
     second = execute(name, folder)
     check_ran_cleanly(second, folder)
     return first, second
 
 
-def run_all_twice_in_one_kernel(name: str, folder: Path) -> Any:
+def run_all_twice_in_one_kernel(
+    name: str, folder: Path, *, stream_delay: float | None = None
+) -> Any:
     """Run every cell of ``name`` twice in one kernel (Run All, then Run All again
     without a restart); each round must run cleanly. Returns the notebook as the
-    second round left it."""
+    second round left it. ``stream_delay``: as in :func:`execute`."""
     import nbclient
     import nbformat
 
-    _copy_notebooks(folder)
+    _copy_notebooks(folder, name, stream_delay)
     notebook = nbformat.read(folder / f"{name}.ipynb", as_version=4)
     client = nbclient.NotebookClient(
         notebook,
@@ -53,18 +65,23 @@ def run_all_twice_in_one_kernel(name: str, folder: Path) -> Any:
     return notebook
 
 
-def _copy_notebooks(folder: Path) -> None:
+def _copy_notebooks(folder: Path, name: str = "", stream_delay: float | None = None) -> None:
     for path in NOTEBOOKS.iterdir():
         if path.is_file() and path.suffix in (".ipynb", ".py"):
             shutil.copy(path, folder / path.name)
+    if stream_delay is not None:
+        set_stream_delay(folder / f"{name}.ipynb", stream_delay)
 
 
-def execute(name: str, folder: Path) -> Any:
-    """Run ``name`` in a copy of ``notebooks/`` at ``folder``; return the executed notebook."""
+def execute(name: str, folder: Path, *, stream_delay: float | None = None) -> Any:
+    """Run ``name`` in a copy of ``notebooks/`` at ``folder``; return the executed notebook.
+
+    ``stream_delay`` replaces the notebook's scripted-model pace (:func:`set_stream_delay`).
+    """
     import nbclient
     import nbformat
 
-    _copy_notebooks(folder)
+    _copy_notebooks(folder, name, stream_delay)
     notebook = nbformat.read(folder / f"{name}.ipynb", as_version=4)
     client = nbclient.NotebookClient(
         notebook,

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
+from support.tiers import skip_without
 
-pytest.importorskip("nbclient")
-
-import nbclient
-import nbformat
+skip_without("nbclient")  # found, not imported: the test imports it
 
 LATER = """\
 import asyncio, logging
@@ -23,6 +20,9 @@ task = asyncio.get_running_loop().create_task(later())"""
 
 
 def test_background_log_lines_go_to_a_file_not_the_running_cell(tmp_path: Path) -> None:
+    import nbclient
+    import nbformat
+
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_code_cell("%load_ext nbdurable"),

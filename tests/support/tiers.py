@@ -134,6 +134,17 @@ def missing_extra(tiers: set[str]) -> str | None:
     return None
 
 
+def skip_without(module: str, reason: str | None = None) -> None:
+    """Skip the calling test module where ``module`` is not installed, without importing it.
+
+    ``pytest.importorskip`` at a module's top imports the framework in every pytest
+    process that collects the module, whether it runs its tests or not (anthropic:
+    over a second of CPU); the tests import it when they run.
+    """
+    if not _importable(module):
+        pytest.skip(reason or f"{module} is not installed", allow_module_level=True)
+
+
 @cache
 def _importable(module: str) -> bool:
     return importlib.util.find_spec(module) is not None

@@ -6,7 +6,6 @@ the steps a view holds from those messages as run_view.js does.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +21,9 @@ from ..widget_fixtures import (  # noqa: F401
     eventually,
     front_end_sends,
     janitor,
-    lookup,
+    looker,
     runtime_for,
+    size,
     step_messages,
 )
 
@@ -37,10 +37,6 @@ def sent(log: list[Any], widget: RunWidget, method: str) -> list[dict[str, Any]]
         for _t, comm_id, data in log
         if comm_id == widget.comm.comm_id and data.get("method") == method
     ]
-
-
-def size(data: dict[str, Any]) -> int:
-    return len(json.dumps(data, ensure_ascii=False).encode())
 
 
 def talker(words: int, delay: float = 0.0005) -> nd.Agent:
@@ -129,12 +125,7 @@ async def test_an_update_of_a_long_run_does_not_grow_with_its_steps(
     tmp_path: Path, comms: list[Any]
 ) -> None:
     steps = 60
-    script: list[Any] = [
-        nd.Turn.call("lookup", f"Looking at t{i} now.", table=f"t{i}") for i in range(steps)
-    ]
-    model = nd.ScriptedModel([*script, "Done."], mode="sequential", stream_delay=0.005)
-    agent = nd.Agent("worker", model, [lookup], version="1", stream=True, max_steps=steps + 5)
-    async with runtime_for(tmp_path, agent) as runtime:
+    async with runtime_for(tmp_path, looker(steps, 0.005)) as runtime:
         run = await runtime.submit("worker", "go")
         widget = RunWidget(runtime, run.run_id)
         await run.result()

@@ -9,13 +9,11 @@ records what it publishes; ``FrontEndSteps`` composes the steps as run_view.js d
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import nbdurable as nd
 from nbdurable.notebook.widgets import RunWidget
 
 from ..widget_fixtures import (  # noqa: F401
@@ -24,8 +22,9 @@ from ..widget_fixtures import (  # noqa: F401
     eventually,
     front_end_sends,
     janitor,
-    lookup,
+    looker,
     runtime_for,
+    size,
     step_messages,
 )
 
@@ -33,10 +32,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 GAP = 0.005
 """Messages closer than this (seconds) were sent by one flush: one update."""
-
-
-def size(data: dict[str, Any]) -> int:
-    return len(json.dumps(data, ensure_ascii=False).encode())
 
 
 def updates_after(log: list[Any], start: int, widget: RunWidget) -> list[list[dict[str, Any]]]:
@@ -77,12 +72,7 @@ async def test_after_a_front_end_asked_an_update_costs_at_most_2_kb_a_new_step(
     tmp_path: Path, comms: list[Any]
 ) -> None:
     steps = 25
-    script: list[Any] = [
-        nd.Turn.call("lookup", f"Looking at table t{i} now.", table=f"t{i}") for i in range(steps)
-    ]
-    model = nd.ScriptedModel([*script, "Done."], mode="sequential", stream_delay=0.001)
-    agent = nd.Agent("worker", model, [lookup], version="1", stream=True, max_steps=steps + 5)
-    async with runtime_for(tmp_path, agent) as runtime:
+    async with runtime_for(tmp_path, looker(steps, 0.001)) as runtime:
         run = await runtime.submit("worker", "go")
         widget = RunWidget(runtime, run.run_id)
         front_end_sends(widget, {"type": "snapshot"})  # its model is created: the first render
