@@ -18,7 +18,7 @@ from ..._errors import StoreCorruptionError
 from ...durable._stored import validate_stored
 from ...runs import RuntimeRun, ToolIntent
 from .._trusted import built
-from ._crc import verify_row
+from ._crc import CHECKSUMMED, verify_row
 
 __all__ = [
     "RT_COLUMNS",
@@ -33,18 +33,7 @@ __all__ = [
 ]
 
 
-RT_COLUMNS = (
-    "run_id",
-    "seq",
-    "session_id",
-    "state",
-    "request_id",
-    "fence",
-    "kind",
-    "graph_id",
-    "record",
-    "crc",
-)
+RT_COLUMNS = (*CHECKSUMMED["rt_runs"], "crc")
 """The columns of an ``rt_runs`` row as the store reads and writes them, in order."""
 
 
