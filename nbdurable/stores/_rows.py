@@ -21,6 +21,7 @@ from ..durable._checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, Checkpoin
 from ..durable._records import RunRecord
 from ..messages import Message, ToolApprovalRequest, Usage
 from ..runs import RuntimeRun
+from ._history_columns import HistoryColumns
 from ._packing import unpack_json
 from ._trusted import built
 
@@ -30,6 +31,7 @@ __all__ = [
     "checkpoint_row",
     "run_record",
     "runtime_row",
+    "verified_columns",
     "verified_infos",
 ]
 
@@ -304,6 +306,119 @@ def verified_infos(rows: Sequence[CheckpointRow]) -> list[CheckpointInfo]:
         info = row._info_of(parsed[2 * i], parsed[2 * i + 1])
         found.append(info if info is not None else row.info())
     return found
+
+
+def verified_columns(run_id: str, rows: Sequence[Sequence[Any]], start: int) -> HistoryColumns:
+    """The columns of a run's checksum-verified checkpoint rows (:data:`COLUMNS` from ``start``).
+
+    What :func:`verified_infos` lists, without an object per row: the usual
+    shapes (checked as :meth:`CheckpointRow._verified_info` checks them) go
+    straight into the columns, their JSON parsed in one call; any other row is
+    read through :meth:`CheckpointRow.info`, which validates it (and raises what
+    ``history`` raises for it).
+    """
+    end = start + len(COLUMNS)
+    texts: list[str] = []
+    odd: set[int] = set()  # rows of an unusual shape: validated one by one
+    for i, values in enumerate(rows):
+        version, step, status, count, usage, approvals, path, created, finish, extra = values[
+            start:end
+        ]
+        if (
+            type(version) is not int
+            or version != CHECKPOINT_VERSION
+            or approvals != "[]"
+            or path != "[]"
+            or status not in _STATUSES
+            or type(step) is not int
+            or type(count) is not int
+            or type(created) is not int
+            or not (finish is None or type(finish) is str)
+        ):
+            odd.add(i)
+            texts += ("null", "null")
+            continue
+        try:
+            texts += (unpack_json(usage), "null" if extra is None else unpack_json(extra))
+        except StoreCorruptionError:
+            odd.add(i)
+            texts += ("null", "null")
+    try:
+        parsed = json.loads("[" + ",".join(texts) + "]")
+    except ValueError:
+        parsed = None
+    if type(parsed) is not list or len(parsed) != len(texts):  # a text held more than one
+        odd = set(range(len(rows)))
+        parsed = [None] * len(texts)
+    columns = HistoryColumns(run_id)
+    steps, statuses, reasons = columns.step_index, columns.status, columns.finish_reason
+    counts, created_at = columns.message_count, columns.created_at
+    inputs, outputs, totals, costs = (
+        columns.input_tokens,
+        columns.output_tokens,
+        columns.total_tokens,
+        columns.cost,
+    )
+    started, model_ms, tool_ms, calls = (
+        columns.started_at,
+        columns.model_ms,
+        columns.tool_ms,
+        columns.tool_calls,
+    )
+    approvals_column, forks = columns.pending_approvals, columns.forked_from
+    for i, values in enumerate(rows):
+        usage, extra = parsed[2 * i], parsed[2 * i + 1]
+        stats = None
+        if (
+            i in odd
+            or not _usual_usage(usage)
+            or (extra is not None and (stats := _stats_values(extra)) is None)
+        ):
+            row = CheckpointRow.from_values(run_id, values[start:end])
+            columns.add(row.info(verified=True))
+            continue
+        steps.append(values[start + 1])
+        statuses.append(values[start + 2])
+        counts.append(values[start + 3])
+        created_at.append(values[start + 7])
+        reasons.append(values[start + 8])
+        inputs.append(usage["input_tokens"])
+        outputs.append(usage["output_tokens"])
+        totals.append(usage["total_tokens"])
+        costs.append(usage["cost"])
+        if stats is None:
+            started.append(None)
+            model_ms.append(None)
+            tool_ms.append(None)
+            calls.append(None)
+        else:
+            started.append(stats[0])
+            model_ms.append(stats[1])
+            tool_ms.append(stats[2])
+            calls.append(stats[3])
+        approvals_column.append(())
+        forks.append(None)
+    return columns
+
+
+def _stats_values(extra: Any) -> tuple[int, int, int, tuple[str, ...]] | None:
+    """The step stats of a row's usual extra JSON (``{"stats": ...}``), or None when unusual."""
+    if type(extra) is not dict or extra.keys() != {"stats"}:
+        return None
+    data = extra["stats"]
+    if type(data) is not dict or not data.keys() <= _STATS_FIELDS or "started_at" not in data:
+        return None
+    started, model, tool = data["started_at"], data.get("model_ms", 0), data.get("tool_ms", 0)
+    if type(started) is not int or type(model) is not int or type(tool) is not int:
+        return None
+    calls = data.get("tool_calls", ())
+    if type(calls) is list:
+        if not all(type(name) is str for name in calls):
+            return None
+        calls = tuple(calls)
+    elif calls != ():
+        return None
+    return started, model, tool, calls
 
 
 def checkpoint_row(checkpoint: AgentCheckpoint) -> CheckpointRow:

@@ -1,0 +1,104 @@
+"""A run's checkpoint metadata as columns: a history listing without an object per checkpoint.
+
+``store.history(run_id)`` lists one :class:`~nbdurable.CheckpointInfo` per
+checkpoint. ``nd.inspect.history`` turns them into a DataFrame, that is into
+columns again: for a 500-step run, building 500 infos (each with its usage and
+step stats) and taking them apart cost more than reading and verifying the rows
+(issue 42). :func:`history_columns` reads the same metadata straight into
+columns where the store can (the SQLite store: every row's checksum verified
+first, as its ``history`` does), and from ``history`` everywhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..durable._checkpoint import CheckpointInfo, ForkPoint
+from ..durable.store import HistoryStore
+from ..messages import ToolApprovalRequest
+from ._composed import ComposedStore
+
+__all__ = ["HistoryColumns", "history_columns"]
+
+
+@dataclass(eq=False, slots=True)
+class HistoryColumns:
+    """Every checkpoint of a run in save order, one list per field (all the same length).
+
+    The values are a :class:`~nbdurable.CheckpointInfo`'s, spread over lists:
+    ``usage`` as its four columns, ``stats`` as four (all None for a checkpoint
+    without step stats; ``started_at`` is None exactly then).
+    """
+
+    run_id: str
+    step_index: list[int] = field(default_factory=list)
+    status: list[str] = field(default_factory=list)
+    finish_reason: list[str | None] = field(default_factory=list)
+    message_count: list[int] = field(default_factory=list)
+    created_at: list[int] = field(default_factory=list)
+    input_tokens: list[int] = field(default_factory=list)
+    output_tokens: list[int] = field(default_factory=list)
+    total_tokens: list[int] = field(default_factory=list)
+    cost: list[float | None] = field(default_factory=list)
+    started_at: list[int | None] = field(default_factory=list)
+    model_ms: list[int | None] = field(default_factory=list)
+    tool_ms: list[int | None] = field(default_factory=list)
+    tool_calls: list[tuple[str, ...] | None] = field(default_factory=list)
+    pending_approvals: list[tuple[ToolApprovalRequest, ...]] = field(default_factory=list)
+    forked_from: list[ForkPoint | None] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.step_index)
+
+    def add(self, info: CheckpointInfo) -> None:
+        """Append one checkpoint's info."""
+        self.step_index.append(info.step_index)
+        self.status.append(info.status)
+        self.finish_reason.append(info.finish_reason)
+        self.message_count.append(info.message_count)
+        self.created_at.append(info.created_at)
+        usage = info.usage
+        self.input_tokens.append(usage.input_tokens)
+        self.output_tokens.append(usage.output_tokens)
+        self.total_tokens.append(usage.total_tokens)
+        self.cost.append(usage.cost)
+        stats = info.stats
+        self.started_at.append(stats.started_at if stats is not None else None)
+        self.model_ms.append(stats.model_ms if stats is not None else None)
+        self.tool_ms.append(stats.tool_ms if stats is not None else None)
+        self.tool_calls.append(stats.tool_calls if stats is not None else None)
+        self.pending_approvals.append(info.pending_approvals)
+        self.forked_from.append(info.forked_from)
+
+    @classmethod
+    def from_infos(cls, run_id: str, infos: Sequence[CheckpointInfo]) -> HistoryColumns:
+        """The columns of ``infos`` (a run's history as ``store.history`` lists it)."""
+        columns = cls(run_id)
+        for info in infos:
+            columns.add(info)
+        return columns
+
+
+def history_columns(store: HistoryStore, run_id: str) -> HistoryColumns:
+    """``store.history(run_id)`` as columns (empty when the store has no checkpoint of the run).
+
+    A store whose checkpoint part reads columns itself (the SQLite store) is
+    asked for them, unless its class changed what ``history`` returns; any other
+    store's ``history`` is taken apart.
+
+    Raises:
+        StoreCorruptionError: A checkpoint row is damaged (as ``history`` raises it).
+        CheckpointVersionError: A checkpoint was written with a newer version.
+    """
+    read = _column_reader(store)
+    if read is not None:
+        return read(run_id)
+    return HistoryColumns.from_infos(run_id, store.history(run_id))
+
+
+def _column_reader(store: HistoryStore) -> Callable[[str], HistoryColumns] | None:
+    if not isinstance(store, ComposedStore) or type(store).history is not ComposedStore.history:
+        return None
+    read = getattr(store.checkpoints, "history_columns", None)
+    return read if callable(read) else None
