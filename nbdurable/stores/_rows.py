@@ -22,7 +22,7 @@ from ..durable._records import RunRecord
 from ..messages import Message, ToolApprovalRequest, Usage
 from ..runs import RuntimeRun
 from ._history_columns import HistoryColumns
-from ._packing import unpack_json
+from ._packing import unpack_json, unpack_json_many
 from ._trusted import built
 
 __all__ = [
@@ -313,18 +313,18 @@ def verified_columns(run_id: str, rows: Sequence[Sequence[Any]], start: int) -> 
 
     What :func:`verified_infos` lists, without an object per row: the usual
     shapes (checked as :meth:`CheckpointRow._verified_info` checks them) go
-    straight into the columns, their JSON parsed in one call; any other row is
-    read through :meth:`CheckpointRow.info`, which validates it (and raises what
-    ``history`` raises for it).
+    straight into the columns, their JSON inflated and parsed in one call each;
+    any other row is read through :meth:`CheckpointRow.info`, which validates
+    it (and raises what ``history`` raises for it).
     """
     end = start + len(COLUMNS)
-    texts: list[str] = []
-    odd: set[int] = set()  # rows of an unusual shape: validated one by one
-    for i, values in enumerate(rows):
+    packed: list[object] = []  # usage and extra of each row, None for an unusual row's
+    usual: list[bool] = []
+    for values in rows:
         version, step, status, count, usage, approvals, path, created, finish, extra = values[
             start:end
         ]
-        if (
+        ok = not (
             type(version) is not int
             or version != CHECKPOINT_VERSION
             or approvals != "[]"
@@ -334,48 +334,45 @@ def verified_columns(run_id: str, rows: Sequence[Sequence[Any]], start: int) -> 
             or type(count) is not int
             or type(created) is not int
             or not (finish is None or type(finish) is str)
-        ):
-            odd.add(i)
-            texts += ("null", "null")
-            continue
-        try:
-            texts += (unpack_json(usage), "null" if extra is None else unpack_json(extra))
-        except StoreCorruptionError:
-            odd.add(i)
-            texts += ("null", "null")
+        )
+        usual.append(ok)
+        packed += (usage, extra) if ok else (None, None)
     try:
-        parsed = json.loads("[" + ",".join(texts) + "]")
-    except ValueError:
+        parsed = json.loads("[" + ",".join(unpack_json_many(packed)) + "]")
+    except (ValueError, StoreCorruptionError):
         parsed = None
-    if type(parsed) is not list or len(parsed) != len(texts):  # a text held more than one
-        odd = set(range(len(rows)))
-        parsed = [None] * len(texts)
+    if type(parsed) is not list or len(parsed) != len(packed):  # a text held more than one
+        usual = [False] * len(rows)
+        parsed = [None] * len(packed)
     columns = HistoryColumns(run_id)
+    add = columns.add
     steps, statuses, reasons = columns.step_index, columns.status, columns.finish_reason
     counts, created_at = columns.message_count, columns.created_at
-    inputs, outputs, totals, costs = (
-        columns.input_tokens,
-        columns.output_tokens,
-        columns.total_tokens,
-        columns.cost,
-    )
-    started, model_ms, tool_ms, calls = (
-        columns.started_at,
-        columns.model_ms,
-        columns.tool_ms,
+    inputs, outputs = columns.input_tokens, columns.output_tokens
+    totals, costs = columns.total_tokens, columns.cost
+    started, model_ms, tool_ms = columns.started_at, columns.model_ms, columns.tool_ms
+    calls, approvals_column, forks = (
         columns.tool_calls,
+        columns.pending_approvals,
+        columns.forked_from,
     )
-    approvals_column, forks = columns.pending_approvals, columns.forked_from
-    for i, values in enumerate(rows):
-        usage, extra = parsed[2 * i], parsed[2 * i + 1]
+    pairs = iter(parsed)
+    for ok, values, usage, extra in zip(usual, rows, pairs, pairs, strict=False):
         stats = None
         if (
-            i in odd
-            or not _usual_usage(usage)
+            not ok
+            or type(usage) is not dict
+            or usage.keys() != _USAGE_FIELDS
+            or type(usage["input_tokens"]) is not int
+            or type(usage["output_tokens"]) is not int
+            or type(usage["total_tokens"]) is not int
+            or not (
+                usage["cached_input_tokens"] is None or type(usage["cached_input_tokens"]) is int
+            )
+            or not ((cost := usage["cost"]) is None or type(cost) is float)
             or (extra is not None and (stats := _stats_values(extra)) is None)
         ):
-            row = CheckpointRow.from_values(run_id, values[start:end])
-            columns.add(row.info(verified=True))
+            add(CheckpointRow.from_values(run_id, values[start:end]).info(verified=True))
             continue
         steps.append(values[start + 1])
         statuses.append(values[start + 2])
@@ -385,7 +382,7 @@ def verified_columns(run_id: str, rows: Sequence[Sequence[Any]], start: int) -> 
         inputs.append(usage["input_tokens"])
         outputs.append(usage["output_tokens"])
         totals.append(usage["total_tokens"])
-        costs.append(usage["cost"])
+        costs.append(cost)
         if stats is None:
             started.append(None)
             model_ms.append(None)
@@ -401,20 +398,27 @@ def verified_columns(run_id: str, rows: Sequence[Sequence[Any]], start: int) -> 
     return columns
 
 
+_STATS_ONLY = frozenset({"stats"})
+
+
 def _stats_values(extra: Any) -> tuple[int, int, int, tuple[str, ...]] | None:
-    """The step stats of a row's usual extra JSON (``{"stats": ...}``), or None when unusual."""
-    if type(extra) is not dict or extra.keys() != {"stats"}:
+    """The step stats of a row's usual extra JSON (``{"stats": ...}``), or None when unusual.
+
+    The checks of :func:`_stats`, giving the values instead of a :class:`StepStats`.
+    """
+    if type(extra) is not dict or extra.keys() != _STATS_ONLY:
         return None
     data = extra["stats"]
-    if type(data) is not dict or not data.keys() <= _STATS_FIELDS or "started_at" not in data:
+    if type(data) is not dict or not data.keys() <= _STATS_FIELDS:
         return None
-    started, model, tool = data["started_at"], data.get("model_ms", 0), data.get("tool_ms", 0)
+    started, model, tool = data.get("started_at"), data.get("model_ms", 0), data.get("tool_ms", 0)
     if type(started) is not int or type(model) is not int or type(tool) is not int:
         return None
     calls = data.get("tool_calls", ())
     if type(calls) is list:
-        if not all(type(name) is str for name in calls):
-            return None
+        for name in calls:
+            if type(name) is not str:
+                return None
         calls = tuple(calls)
     elif calls != ():
         return None
