@@ -10,10 +10,10 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ..runs import RUN_STATES
+from ._arrays import categorical, int64, nullable, utc_datetimes
 
 __all__ = ["InspectFrame", "STATUSES", "columns_frame", "frame"]
 
@@ -148,50 +148,15 @@ def columns_frame(
         column = values[name]
         kind = special.get(name)
         if kind == "category":
-            data[name] = _categorical(column, (categories or {})[name])
+            data[name] = categorical(column, (categories or {})[name])
         elif kind == "datetime":
-            found = _int64(column)
-            if found is not None:  # epoch ms, every one known: converted as an array
-                data[name] = pd.to_datetime(found, unit="ms", utc=True).array
-            else:
-                stamps = pd.to_datetime(pd.Series(column, dtype="object"), unit="ms", utc=True)
-                data[name] = stamps.array  # the frame's own index, not the Series' 0..n-1
+            data[name] = utc_datetimes(column)
         elif kind is not None:
-            data[name] = pd.array(column, dtype=kind)
+            data[name] = nullable(column, kind)
         else:
-            found = _int64(column)
+            found = int64(column)
             data[name] = found if found is not None else column
     keys = values[index]
-    found = _int64(keys)
+    found = int64(keys)
     index_values = pd.Index(found if found is not None else keys, name=index)
     return InspectFrame(data, index=index_values, columns=[n for n in names if n != index])
-
-
-def _int64(column: Sequence[Any]) -> np.ndarray[Any, Any] | None:
-    """``column`` as an int64 array when every value is a Python int that fits, else None."""
-    if not column or set(map(type, column)) != {int}:
-        return None
-    try:
-        return np.array(column, dtype=np.int64)
-    except OverflowError:  # pandas keeps such a column as it would infer it
-        return None
-
-
-def _categorical(column: Sequence[Any], known: Sequence[str]) -> pd.Categorical:
-    """``column`` as a categorical of ``known`` plus the other values it holds, sorted.
-
-    Missing values (None, NaN) have no category. Built from codes: the values
-    are looked up once each, not factorised.
-    """
-    extra = sorted({v for v in column if v is not None and v == v} - set(known))
-    order = [*known, *extra]
-    code = {value: i for i, value in enumerate(order)}
-    try:
-        codes = np.fromiter(
-            (-1 if v is None or v != v else code[v] for v in column),
-            dtype=np.int64,
-            count=len(column),
-        )
-    except (KeyError, TypeError):  # a value that is not hashable or not itself
-        return pd.Categorical(column, categories=order)
-    return pd.Categorical.from_codes(codes, categories=order)
