@@ -144,7 +144,9 @@ def history_table(store: StoreLike, run_id: str) -> dict[str, list[Any]]:
         if not len(history):
             raise RunNotFoundError(run_id)
         latest = source.load(run_id) if _rows.needs_messages(history) else None
-        record = source.rt_get(run_id) if isinstance(source, RunStore) else None
+        # The verdicts fill in the steps that waited for approvals: no such step, no read.
+        waited = any(history.pending_approvals)
+        record = source.rt_get(run_id) if waited and isinstance(source, RunStore) else None
     return _rows.history_table(history, latest, record.decided if record is not None else None)
 
 
