@@ -159,4 +159,4 @@ def columns_frame(
     keys = values[index]
     found = int64(keys)
     index_values = pd.Index(found if found is not None else keys, name=index)
-    return InspectFrame(data, index=index_values, columns=[n for n in names if n != index])
+    return InspectFrame(data, index=index_values)  # data holds the columns in their order
