@@ -11,6 +11,7 @@ first, as its ``history`` does), and from ``history`` everywhere else.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -19,7 +20,7 @@ from ..durable.store import HistoryStore
 from ..messages import ToolApprovalRequest
 from ._composed import ComposedStore
 
-__all__ = ["HistoryColumns", "history_columns"]
+__all__ = ["ColumnsPart", "HistoryColumns", "history_columns"]
 
 
 @dataclass(eq=False, slots=True)
@@ -97,8 +98,16 @@ def history_columns(store: HistoryStore, run_id: str) -> HistoryColumns:
     return HistoryColumns.from_infos(run_id, store.history(run_id))
 
 
+class ColumnsPart(ABC):
+    """A checkpoint part (of a :class:`~._composed.ComposedStore`) that reads history as columns."""
+
+    @abstractmethod
+    def history_columns(self, run_id: str) -> HistoryColumns:
+        """What the part's ``history`` lists, as columns, read and checked the same way."""
+
+
 def _column_reader(store: HistoryStore) -> Callable[[str], HistoryColumns] | None:
     if not isinstance(store, ComposedStore) or type(store).history is not ComposedStore.history:
         return None
-    read = getattr(store.checkpoints, "history_columns", None)
-    return read if callable(read) else None
+    part = store.checkpoints
+    return part.history_columns if isinstance(part, ColumnsPart) else None

@@ -29,7 +29,7 @@ from .._chain import (
     known_prefix,
     verify_chain,
 )
-from .._history_columns import HistoryColumns
+from .._history_columns import ColumnsPart, HistoryColumns
 from .._packing import unpack_json
 from .._rows import (
     COLUMNS,
@@ -160,7 +160,7 @@ def _chain_rows(conn: sqlite3.Connection, head: bytes, count: int) -> builtins.l
     return chain
 
 
-class SqliteCheckpoints:
+class SqliteCheckpoints(ColumnsPart):
     """Checkpoints of :class:`~nbdurable.stores.sqlite.SqliteSessionStore`, and their deletion.
 
     Its methods do what :class:`~nbdurable.stores._composed.ComposedStore` says.
