@@ -14,6 +14,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..durable._checkpoint import CheckpointInfo, ForkPoint
 from ..durable.store import HistoryStore
@@ -21,6 +22,8 @@ from ..messages import ToolApprovalRequest
 from ._composed import ComposedStore
 
 __all__ = ["ColumnsPart", "HistoryColumns", "history_columns"]
+
+_NO_STATS = (None, None, None)
 
 
 @dataclass(eq=False, slots=True)
@@ -52,33 +55,37 @@ class HistoryColumns:
     def __len__(self) -> int:
         return len(self.step_index)
 
-    def add(self, info: CheckpointInfo) -> None:
-        """Append one checkpoint's info."""
-        self.step_index.append(info.step_index)
-        self.status.append(info.status)
-        self.finish_reason.append(info.finish_reason)
-        self.message_count.append(info.message_count)
-        self.created_at.append(info.created_at)
-        usage = info.usage
-        self.input_tokens.append(usage.input_tokens)
-        self.output_tokens.append(usage.output_tokens)
-        self.total_tokens.append(usage.total_tokens)
-        self.cost.append(usage.cost)
-        stats = info.stats
-        self.started_at.append(stats.started_at if stats is not None else None)
-        self.model_ms.append(stats.model_ms if stats is not None else None)
-        self.tool_ms.append(stats.tool_ms if stats is not None else None)
-        self.tool_calls.append(stats.tool_calls if stats is not None else None)
-        self.pending_approvals.append(info.pending_approvals)
-        self.forked_from.append(info.forked_from)
+    @staticmethod
+    def values_of(info: CheckpointInfo) -> tuple[Any, ...]:
+        """One checkpoint's values, in the order of the fields after ``run_id``."""
+        usage, stats = info.usage, info.stats
+        return (
+            info.step_index,
+            info.status,
+            info.finish_reason,
+            info.message_count,
+            info.created_at,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.total_tokens,
+            usage.cost,
+            *(_NO_STATS if stats is None else (stats.started_at, stats.model_ms, stats.tool_ms)),
+            None if stats is None else stats.tool_calls,
+            info.pending_approvals,
+            info.forked_from,
+        )
+
+    @classmethod
+    def from_values(cls, run_id: str, rows: Sequence[Sequence[Any]]) -> HistoryColumns:
+        """The columns of ``rows``, each the values :meth:`values_of` gives (one transposition)."""
+        if not rows:
+            return cls(run_id)
+        return cls(run_id, *map(list, zip(*rows, strict=True)))
 
     @classmethod
     def from_infos(cls, run_id: str, infos: Sequence[CheckpointInfo]) -> HistoryColumns:
         """The columns of ``infos`` (a run's history as ``store.history`` lists it)."""
-        columns = cls(run_id)
-        for info in infos:
-            columns.add(info)
-        return columns
+        return cls.from_values(run_id, [cls.values_of(info) for info in infos])
 
 
 def history_columns(store: HistoryStore, run_id: str) -> HistoryColumns:

@@ -346,58 +346,46 @@ def verified_columns(run_id: str, rows: Sequence[Sequence[Any]], start: int) -> 
     if type(parsed) is not list or len(parsed) != len(packed):  # a text held more than one
         usual = [False] * len(rows)
         parsed = [None] * len(packed)
-    columns = HistoryColumns(run_id)
-    add = columns.add
-    steps, statuses, reasons = columns.step_index, columns.status, columns.finish_reason
-    counts, created_at = columns.message_count, columns.created_at
-    inputs, outputs = columns.input_tokens, columns.output_tokens
-    totals, costs = columns.total_tokens, columns.cost
-    started, model_ms, tool_ms = columns.started_at, columns.model_ms, columns.tool_ms
-    calls, approvals_column, forks = (
-        columns.tool_calls,
-        columns.pending_approvals,
-        columns.forked_from,
-    )
+    found: list[tuple[Any, ...]] = []
+    add = found.append
     pairs = iter(parsed)
     for ok, values, usage, extra in zip(usual, rows, pairs, pairs, strict=False):
-        stats = None
+        stats = _NO_STATS
         if (
             not ok
             or type(usage) is not dict
             or usage.keys() != _USAGE_FIELDS
-            or type(usage["input_tokens"]) is not int
-            or type(usage["output_tokens"]) is not int
-            or type(usage["total_tokens"]) is not int
-            or not (
-                usage["cached_input_tokens"] is None or type(usage["cached_input_tokens"]) is int
-            )
+            or type(inputs := usage["input_tokens"]) is not int
+            or type(outputs := usage["output_tokens"]) is not int
+            or type(totals := usage["total_tokens"]) is not int
+            or not ((cached := usage["cached_input_tokens"]) is None or type(cached) is int)
             or not ((cost := usage["cost"]) is None or type(cost) is float)
-            or (extra is not None and (stats := _stats_values(extra)) is None)
+            or (extra is not None and (stats := _stats_values(extra)) is None)  # type: ignore[assignment]
         ):
-            add(CheckpointRow.from_values(run_id, values[start:end]).info(verified=True))
+            info = CheckpointRow.from_values(run_id, values[start:end]).info(verified=True)
+            add(HistoryColumns.values_of(info))
             continue
-        steps.append(values[start + 1])
-        statuses.append(values[start + 2])
-        counts.append(values[start + 3])
-        created_at.append(values[start + 7])
-        reasons.append(values[start + 8])
-        inputs.append(usage["input_tokens"])
-        outputs.append(usage["output_tokens"])
-        totals.append(usage["total_tokens"])
-        costs.append(cost)
-        if stats is None:
-            started.append(None)
-            model_ms.append(None)
-            tool_ms.append(None)
-            calls.append(None)
-        else:
-            started.append(stats[0])
-            model_ms.append(stats[1])
-            tool_ms.append(stats[2])
-            calls.append(stats[3])
-        approvals_column.append(())
-        forks.append(None)
-    return columns
+        # In the order of HistoryColumns' fields after run_id.
+        add(
+            (
+                values[start + 1],
+                values[start + 2],
+                values[start + 8],
+                values[start + 3],
+                values[start + 7],
+                inputs,
+                outputs,
+                totals,
+                cost,
+                *stats,
+                (),
+                None,
+            )
+        )
+    return HistoryColumns.from_values(run_id, found)
+
+
+_NO_STATS = (None, None, None, None)
 
 
 _STATS_ONLY = frozenset({"stats"})
