@@ -43,20 +43,29 @@ def nullable(column: Sequence[Any], kind: str) -> Any:
     """``pd.array(column, dtype=kind)`` for ``kind`` "Int64" or "Float64": None (and NaN) is NA.
 
     A column of ints (floats, for "Float64") and None is built from a values
-    array and a mask; anything else by ``pd.array`` itself.
+    array and a mask, in one numpy call each when no value or every value is
+    None; anything else by ``pd.array`` itself.
     """
     types = set(map(type, column))
     if kind == "Int64" and types <= _INTEGERS:
-        mask = np.array([v is None for v in column], dtype=bool)
         try:
-            values = np.array([0 if v is None else v for v in column], dtype=np.int64)
+            if _NONE not in types:
+                values = np.array(column, dtype=np.int64)
+                mask = np.zeros(len(column), dtype=bool)
+            else:
+                values = np.array([0 if v is None else v for v in column], dtype=np.int64)
+                mask = np.array([v is None for v in column], dtype=bool)
         except OverflowError:
             return pd.array(column, dtype=kind)
         return pd.arrays.IntegerArray(values, mask)
     if kind == "Float64" and types <= _FLOATS:
-        mask = np.array([v is None or v != v for v in column], dtype=bool)
-        values = np.array([0.0 if v is None else v for v in column], dtype=np.float64)
-        values[mask] = 0.0  # NaN counts as missing, as pd.array has it
+        if types == {_NONE}:
+            values = np.zeros(len(column), dtype=np.float64)
+            mask = np.ones(len(column), dtype=bool)
+        else:
+            values = np.array([np.nan if v is None else v for v in column], dtype=np.float64)
+            mask = np.isnan(values)  # NaN counts as missing, as pd.array has it
+            values[mask] = 0.0
         return pd.arrays.FloatingArray(values, mask)
     return pd.array(column, dtype=kind)
 
