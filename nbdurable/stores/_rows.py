@@ -350,7 +350,7 @@ def verified_columns(run_id: str, rows: Sequence[Sequence[Any]], start: int) -> 
     add = found.append
     pairs = iter(parsed)
     for ok, values, usage, extra in zip(usual, rows, pairs, pairs, strict=False):
-        stats = _NO_STATS
+        stats: tuple[Any, ...] | None = _NO_STATS
         if (
             not ok
             or type(usage) is not dict
@@ -360,7 +360,7 @@ def verified_columns(run_id: str, rows: Sequence[Sequence[Any]], start: int) -> 
             or type(totals := usage["total_tokens"]) is not int
             or not ((cached := usage["cached_input_tokens"]) is None or type(cached) is int)
             or not ((cost := usage["cost"]) is None or type(cost) is float)
-            or (extra is not None and (stats := _stats_values(extra)) is None)  # type: ignore[assignment]
+            or (extra is not None and (stats := _stats_values(extra)) is None)
         ):
             info = CheckpointRow.from_values(run_id, values[start:end]).info(verified=True)
             add(HistoryColumns.values_of(info))
@@ -377,7 +377,7 @@ def verified_columns(run_id: str, rows: Sequence[Sequence[Any]], start: int) -> 
                 outputs,
                 totals,
                 cost,
-                *stats,
+                *stats,  # type: ignore[misc]  # not None here: checked above
                 (),
                 None,
             )
