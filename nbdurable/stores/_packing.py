@@ -198,7 +198,7 @@ def unpack_json_many(values: Iterable[object]) -> list[str]:
     texts: list[str] = []
     add = texts.append
     inflater = zlib.decompressobj
-    zdicts = DICTIONARIES
+    zdicts = dict(DICTIONARIES)  # a dict's get, not the read-only proxy's
     for value in values:
         if type(value) is bytes and value and (zdict := zdicts.get(value[0])) is not None:
             try:

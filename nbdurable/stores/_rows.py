@@ -347,7 +347,7 @@ def verified_columns(run_id: str, rows: Sequence[Sequence[Any]], start: int) -> 
         usual = [False] * len(rows)
         parsed = [None] * len(packed)
     found: list[tuple[Any, ...]] = []
-    add = found.append
+    add, stats_of = found.append, _stats_values
     pairs = iter(parsed)
     for ok, values, usage, extra in zip(usual, rows, pairs, pairs, strict=False):
         stats: tuple[Any, ...] | None = _NO_STATS
@@ -360,7 +360,7 @@ def verified_columns(run_id: str, rows: Sequence[Sequence[Any]], start: int) -> 
             or type(totals := usage["total_tokens"]) is not int
             or not ((cached := usage["cached_input_tokens"]) is None or type(cached) is int)
             or not ((cost := usage["cost"]) is None or type(cost) is float)
-            or (extra is not None and (stats := _stats_values(extra)) is None)
+            or (extra is not None and (stats := stats_of(extra)) is None)
         ):
             info = CheckpointRow.from_values(run_id, values[start:end]).info(verified=True)
             add(HistoryColumns.values_of(info))

@@ -160,6 +160,7 @@ def verify_checkpoints(run_id: str, rows: Sequence[Sequence[Any]], legacy: bool)
     any mismatch, goes through :func:`verify_checkpoint` itself.
     """
     prefix = b"checkpoints" + _text(run_id)
+    text = _text
     for row in rows:
         if len(row) != _CHECKPOINT_ROW:
             verify_checkpoint(run_id, row, legacy)
@@ -209,7 +210,7 @@ def verify_checkpoints(run_id: str, rows: Sequence[Sequence[Any]], legacy: bool)
                 path_,
                 created,
                 _NULL if finish is None else _text(finish),
-                _NULL if extra is None else _text(extra),
+                _NULL if extra is None else text(extra),
             )
         )
         if zlib.crc32(data) != crc:
