@@ -16,6 +16,7 @@ from .._errors import RunNotFoundError
 from ..durable._lookup import checkpoint_at
 from ..durable.store import RunStore
 from ..runs import RuntimeRun
+from ..stores._history_columns import history_columns
 from . import _graph_rows, _rows
 from ._source import StoreLike, opened
 
@@ -26,6 +27,7 @@ __all__ = [
     "RUN_COLUMNS",
     "graph_rows",
     "history_rows",
+    "history_table",
     "iso",
     "local_time",
     "message_rows",
@@ -131,19 +133,32 @@ def graph_rows(store: StoreLike) -> list[dict[str, Any]]:
     return _graph_rows.graph_rows(rows, runtime)
 
 
-def history_rows(store: StoreLike, run_id: str) -> list[dict[str, Any]]:
-    """One row per checkpoint of ``run_id``.
+def history_table(store: StoreLike, run_id: str) -> dict[str, list[Any]]:
+    """The columns of ``run_id``'s history frame, by name, one value per checkpoint.
 
     Raises:
         RunNotFoundError: The store has no checkpoint of the run.
     """
     with opened(store) as source:
-        infos = source.history(run_id)
-        if not infos:
+        history = history_columns(source, run_id)
+        if not len(history):
             raise RunNotFoundError(run_id)
-        latest = source.load(run_id) if _rows.needs_messages(infos) else None
-        record = source.rt_get(run_id) if isinstance(source, RunStore) else None
-    return _rows.history_rows(infos, latest, record.decided if record is not None else None)
+        latest = source.load(run_id) if _rows.needs_messages(history) else None
+        # The verdicts fill in the steps that waited for approvals: no such step, no read.
+        waited = any(history.pending_approvals)
+        record = source.rt_get(run_id) if waited and isinstance(source, RunStore) else None
+    return _rows.history_table(history, latest, record.decided if record is not None else None)
+
+
+def history_rows(store: StoreLike, run_id: str) -> list[dict[str, Any]]:
+    """One row per checkpoint of ``run_id``: :func:`history_table` by row.
+
+    Raises:
+        RunNotFoundError: The store has no checkpoint of the run.
+    """
+    table = history_table(store, run_id)
+    names = list(table)
+    return [dict(zip(names, values, strict=True)) for values in zip(*table.values(), strict=True)]
 
 
 def message_rows(

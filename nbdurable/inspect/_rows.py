@@ -6,10 +6,11 @@ Timestamps stay epoch milliseconds here; :mod:`._frame` turns them into datetime
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..durable._checkpoint import AgentCheckpoint, CheckpointInfo
+from ..durable._checkpoint import AgentCheckpoint
 from ..durable._records import RunRecord
 from ..events._model import Event
 from ..messages import (
@@ -17,16 +18,19 @@ from ..messages import (
     ImagePart,
     Message,
     TextPart,
+    ToolApprovalRequest,
     ToolCallPart,
     ToolResultPart,
     Usage,
 )
 from ..runs import Decision, RuntimeRun, who_decided
+from ..stores._history_columns import HistoryColumns
 
 __all__ = [
     "PREVIEW_CHARS",
     "event_rows",
     "history_rows",
+    "history_table",
     "message_row",
     "message_rows",
     "needs_messages",
@@ -170,105 +174,139 @@ def _agent_of(record: RunRecord | None) -> str | None:
 
 
 def step_messages(
-    latest: AgentCheckpoint | None, history: Sequence[CheckpointInfo]
+    latest: AgentCheckpoint | None, message_counts: Sequence[int]
 ) -> list[tuple[Message, ...]]:
     """The messages each checkpoint added, sliced from the latest checkpoint's history.
 
-    Within a run the history only grows (every step appends), so checkpoint
-    ``i`` holds the first ``message_count[i]`` messages of the latest one: one
-    load gives every step's messages. A count that shrinks (never written by
-    nbdurable) yields no messages for that step rather than wrong ones.
+    ``message_counts`` are the run's checkpoints' history lengths, in save
+    order. Within a run the history only grows (every step appends), so
+    checkpoint ``i`` holds the first ``message_counts[i]`` messages of the
+    latest one: one load gives every step's messages. A count that shrinks
+    (never written by nbdurable) yields no messages for that step rather than
+    wrong ones.
     """
     messages = latest.messages if latest is not None else ()
     added: list[tuple[Message, ...]] = []
     previous = 0
-    for info in history:
-        count = info.message_count
+    for count in message_counts:
         added.append(messages[previous:count] if count >= previous else ())
         previous = count
     return added
 
 
-def needs_messages(history: Sequence[CheckpointInfo]) -> bool:
+def needs_messages(history: HistoryColumns) -> bool:
     """Whether some step's tool calls must be read from the messages.
 
     Checkpoints written by this version's drivers carry their step's tool call
     names (``stats``); older ones, and checkpoints other code saved, do not. A
     fork's first checkpoint made no calls.
     """
+    forked = bool(history.forked_from) and history.forked_from[0] is not None
     return any(
-        info.stats is None and not (i == 0 and info.forked_from is not None)
-        for i, info in enumerate(history)
+        calls is None and not (i == 0 and forked) for i, calls in enumerate(history.tool_calls)
     )
 
 
-def history_rows(
-    history: Sequence[CheckpointInfo],
-    latest: AgentCheckpoint | None,
+def history_table(
+    history: HistoryColumns,
+    latest: AgentCheckpoint | None = None,
     decided: Mapping[str, Decision] | None = None,
-) -> list[dict[str, Any]]:
-    """One row per checkpoint of a run, in save order.
+) -> dict[str, list[Any]]:
+    """The history frame's columns (one value per checkpoint, in save order), by name.
 
     ``latest`` (the run's latest checkpoint) is needed only when
     :func:`needs_messages` says so; without it such steps list no tool calls.
     ``decided`` (the run record's verdicts, by approval id) fills ``decided_by``
-    and ``via`` of a step that waited for approvals.
+    and ``via`` of a step that waited for approvals. Built column by column:
+    the cumulative columns' deltas are a subtraction of the column shifted by
+    one (the first step's "before" is an empty usage: no tokens, unknown cost).
     """
-    rows: list[dict[str, Any]] = []
-    previous: CheckpointInfo | None = None
-    added_by_step = step_messages(latest, history) if latest is not None else None
-    for i, info in enumerate(history):
-        usage, before = info.usage, previous.usage if previous is not None else Usage()
-        stats = info.stats
-        duration = None
-        if stats is not None:
-            duration = info.created_at - stats.started_at
-        elif previous is not None:
-            duration = info.created_at - previous.created_at
-        if stats is not None:
-            calls = list(stats.tool_calls)
-        elif added_by_step is not None:
-            calls = [call.tool_name for message in added_by_step[i] for call in message.tool_calls]
-        else:
-            calls = []
-        rows.append(
-            {
-                "step": info.step_index,
-                "status": info.status,
-                "finish_reason": info.finish_reason,
-                "messages": info.message_count,
-                "new_messages": info.message_count - (previous.message_count if previous else 0),
-                "tool_calls": ", ".join(calls),
-                **usage_columns(usage),
-                "tokens_delta": usage.total_tokens - before.total_tokens,
-                "input_tokens_delta": usage.input_tokens - before.input_tokens,
-                "output_tokens_delta": usage.output_tokens - before.output_tokens,
-                "cost_delta": _cost_delta(usage.cost, before.cost),
-                "duration_ms": duration,
-                "model_ms": stats.model_ms if stats is not None else None,
-                "tool_ms": stats.tool_ms if stats is not None else None,
-                "pending_approvals": len(info.pending_approvals),
-                "created_at": info.created_at,
-                **_deciders(info, decided or {}),
-            }
+    counts, created = history.message_count, history.created_at
+    inputs, outputs, totals = history.input_tokens, history.output_tokens, history.total_tokens
+    costs, started = history.cost, history.started_at
+    before_costs: list[float | None] = [None, *costs[:-1]]
+    table: dict[str, list[Any]] = {
+        "step": history.step_index,
+        "status": history.status,
+        "finish_reason": history.finish_reason,
+        "messages": counts,
+        "new_messages": _minus_previous(counts),
+        "tool_calls": _tool_calls(history, latest),
+        "input_tokens": inputs,
+        "output_tokens": outputs,
+        "total_tokens": totals,
+        "cost": costs,
+        "tokens_delta": _minus_previous(totals),
+        "input_tokens_delta": _minus_previous(inputs),
+        "output_tokens_delta": _minus_previous(outputs),
+        "cost_delta": list(map(_cost_delta, costs, before_costs)),
+        "duration_ms": [
+            now - began if began is not None else None if previous is None else now - previous
+            for now, began, previous in zip(created, started, [None, *created[:-1]], strict=True)
+        ],
+        "model_ms": history.model_ms,
+        "tool_ms": history.tool_ms,
+        "pending_approvals": list(map(len, history.pending_approvals)),
+        "created_at": created,
+    }
+    table.update(_decider_columns(history.pending_approvals, decided or {}))
+    return table
+
+
+def history_rows(
+    history: HistoryColumns,
+    latest: AgentCheckpoint | None = None,
+    decided: Mapping[str, Decision] | None = None,
+) -> list[dict[str, Any]]:
+    """One row per checkpoint of a run, in save order: :func:`history_table` by row."""
+    table = history_table(history, latest, decided)
+    names = list(table)
+    return [dict(zip(names, values, strict=True)) for values in zip(*table.values(), strict=True)]
+
+
+def _minus_previous(values: list[int]) -> list[int]:
+    """Each value minus the one before it (the first minus 0)."""
+    return list(map(operator.sub, values, [0, *values[:-1]]))
+
+
+def _tool_calls(history: HistoryColumns, latest: AgentCheckpoint | None) -> list[str]:
+    """Each step's tool call names, joined: from its stats, else from the messages it added."""
+    calls = history.tool_calls
+    if latest is None or all(names is not None for names in calls):
+        return ["" if names is None else ", ".join(names) for names in calls]
+    added = step_messages(latest, history.message_count)
+    return [
+        ", ".join(
+            names
+            if names is not None
+            else [call.tool_name for message in added[i] for call in message.tool_calls]
         )
-        previous = info
-    return rows
+        for i, names in enumerate(calls)
+    ]
 
 
-def _deciders(info: CheckpointInfo, decided: Mapping[str, Decision]) -> dict[str, str | None]:
+def _decider_columns(
+    pending: Sequence[Sequence[ToolApprovalRequest]], decided: Mapping[str, Decision]
+) -> dict[str, list[str | None]]:
+    """``decided_by`` and ``via``: who decided the approvals each step waited for, and how."""
+    if not decided or not any(pending):
+        return {"decided_by": [None] * len(pending), "via": [None] * len(pending)}
+    found = [_deciders(requests, decided) for requests in pending]
+    return {"decided_by": [who for who, _ in found], "via": [via for _, via in found]}
+
+
+def _deciders(
+    requests: Sequence[ToolApprovalRequest], decided: Mapping[str, Decision]
+) -> tuple[str | None, str | None]:
     """``decided_by`` and ``via`` of the verdicts on the approvals a step waited for."""
     sources = [
         source
-        for r in info.pending_approvals
+        for r in requests
         if r.approval_id in decided and (source := decided[r.approval_id].source) is not None
     ]
     who = [who_decided(source) for source in sources if who_decided(source)]
     via = [source.via for source in sources if source.via]
-    return {
-        "decided_by": ", ".join(dict.fromkeys(who)) or None,
-        "via": ", ".join(dict.fromkeys(via)) or None,
-    }
+    return ", ".join(dict.fromkeys(who)) or None, ", ".join(dict.fromkeys(via)) or None
 
 
 def _cost_delta(now: float | None, before: float | None) -> float | None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import RunNotFoundError
 from .._extras import import_for
 from .._gc import gc_paused
+from ..stores._history_columns import history_columns
 from . import _compact, _graph_rows, _records, _rows
 from ._source import StoreLike, opened, run_events
 
@@ -183,9 +184,9 @@ def history(store: StoreLike, run_id: str) -> InspectFrame:
     """
     module = frame_module()
     with gc_paused():  # a few objects per checkpoint, none in a cycle: no collector pass
-        rows = _records.history_rows(store, run_id)
-        return module.frame(  # type: ignore[no-any-return]
-            rows,
+        table = _records.history_table(store, run_id)
+        return module.columns_frame(  # type: ignore[no-any-return]
+            table,
             columns=_records.HISTORY_COLUMNS,
             index="step",
             categories={"status": ("running", "suspended", "completed")},
@@ -248,12 +249,12 @@ def usage(store: StoreLike, run_id: str) -> InspectFrame:
         RunNotFoundError: The store has no checkpoint of the run.
     """
     with opened(store) as source:
-        infos = source.history(run_id)
-    if not infos:
+        history = history_columns(source, run_id)
+    if not len(history):
         raise RunNotFoundError(run_id)
-    rows = _rows.history_rows(infos, None)
-    return frame_module().frame(  # type: ignore[no-any-return]
-        [{column: row[column] for column in _USAGE_COLUMNS} for row in rows],
+    table = _rows.history_table(history)
+    return frame_module().columns_frame(  # type: ignore[no-any-return]
+        {column: table[column] for column in _USAGE_COLUMNS},
         columns=_USAGE_COLUMNS,
         index="step",
         datetimes=("created_at",),

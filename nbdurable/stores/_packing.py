@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Final
 
@@ -39,6 +39,7 @@ __all__ = [
     "pack_type",
     "unpack_attempt",
     "unpack_json",
+    "unpack_json_many",
     "unpack_operation",
     "unpack_type",
     "usual_operation",
@@ -183,6 +184,33 @@ def unpack_json(value: object) -> str:
         return raw.decode()
     except (zlib.error, UnicodeDecodeError) as exc:
         raise StoreCorruptionError(f"a packed JSON value does not inflate: {exc}") from exc
+
+
+def unpack_json_many(values: Iterable[object]) -> list[str]:
+    """:func:`unpack_json` of each value, None as ``"null"``: one loop, no call per value.
+
+    A history listing inflates two values per checkpoint (1,000 for a 500-step
+    run); the call and its type tests cost a fifth of the inflation.
+
+    Raises:
+        StoreCorruptionError: A value does not unpack (as :func:`unpack_json` says).
+    """
+    texts: list[str] = []
+    add = texts.append
+    inflater = zlib.decompressobj
+    zdicts = dict(DICTIONARIES)  # a dict's get, not the read-only proxy's
+    for value in values:
+        if type(value) is bytes and value and (zdict := zdicts.get(value[0])) is not None:
+            try:
+                inflating = inflater(_WBITS, zdict)
+                raw = inflating.decompress(value[1:])
+                if inflating.eof and not inflating.unused_data:
+                    add(raw.decode())
+                    continue
+            except (zlib.error, UnicodeDecodeError):
+                pass
+        add("null" if value is None else unpack_json(value))  # text, or the error it is
+    return texts
 
 
 def pack_type(event_type: str) -> str | bytes:

@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
+from pydantic_core import from_json
 
 from .._errors import CheckpointVersionError, StoreCorruptionError
 from ..durable._checkpoint import CHECKPOINT_VERSION, AgentCheckpoint, CheckpointInfo, StepStats
 from ..durable._records import RunRecord, latest_record
 from ..messages import Message, ToolApprovalRequest, Usage
 from ..runs import RuntimeRun
-from ._packing import unpack_json
+from ._history_columns import HistoryColumns
+from ._packing import unpack_json, unpack_json_many
 from ._trusted import built
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "checkpoint_row",
     "run_record",
     "runtime_row",
+    "verified_columns",
     "verified_infos",
 ]
 
@@ -304,6 +307,112 @@ def verified_infos(rows: Sequence[CheckpointRow]) -> list[CheckpointInfo]:
         info = row._info_of(parsed[2 * i], parsed[2 * i + 1])
         found.append(info if info is not None else row.info())
     return found
+
+
+def verified_columns(run_id: str, rows: Sequence[Sequence[Any]], start: int) -> HistoryColumns:
+    """The columns of a run's checksum-verified checkpoint rows (:data:`COLUMNS` from ``start``).
+
+    What :func:`verified_infos` lists, without an object per row: the usual
+    shapes (checked as :meth:`CheckpointRow._verified_info` checks them) go
+    straight into the columns, their JSON inflated and parsed in one call each;
+    any other row is read through :meth:`CheckpointRow.info`, which validates
+    it (and raises what ``history`` raises for it).
+    """
+    end = start + len(COLUMNS)
+    packed: list[object] = []  # usage and extra of each row, None for an unusual row's
+    usual: list[bool] = []
+    for values in rows:
+        version, step, status, count, usage, approvals, path, created, finish, extra = values[
+            start:end
+        ]
+        ok = not (
+            type(version) is not int
+            or version != CHECKPOINT_VERSION
+            or approvals != "[]"
+            or path != "[]"
+            or status not in _STATUSES
+            or type(step) is not int
+            or type(count) is not int
+            or type(created) is not int
+            or not (finish is None or type(finish) is str)
+        )
+        usual.append(ok)
+        packed += (usage, extra) if ok else (None, None)
+    try:
+        # pydantic-core's parser (what validation parses with), faster than json's here.
+        parsed = from_json("[" + ",".join(unpack_json_many(packed)) + "]")
+    except (ValueError, StoreCorruptionError):
+        parsed = None
+    if type(parsed) is not list or len(parsed) != len(packed):  # a text held more than one
+        usual = [False] * len(rows)
+        parsed = [None] * len(packed)
+    found: list[tuple[Any, ...]] = []
+    add, stats_of = found.append, _stats_values
+    pairs = iter(parsed)
+    for ok, values, usage, extra in zip(usual, rows, pairs, pairs, strict=False):
+        stats: tuple[Any, ...] | None = _NO_STATS
+        if (
+            not ok
+            or type(usage) is not dict
+            or usage.keys() != _USAGE_FIELDS
+            or type(inputs := usage["input_tokens"]) is not int
+            or type(outputs := usage["output_tokens"]) is not int
+            or type(totals := usage["total_tokens"]) is not int
+            or not ((cached := usage["cached_input_tokens"]) is None or type(cached) is int)
+            or not ((cost := usage["cost"]) is None or type(cost) is float)
+            or (extra is not None and (stats := stats_of(extra)) is None)
+        ):
+            info = CheckpointRow.from_values(run_id, values[start:end]).info(verified=True)
+            add(HistoryColumns.values_of(info))
+            continue
+        # In the order of HistoryColumns' fields after run_id.
+        add(
+            (
+                values[start + 1],
+                values[start + 2],
+                values[start + 8],
+                values[start + 3],
+                values[start + 7],
+                inputs,
+                outputs,
+                totals,
+                cost,
+                *stats,  # type: ignore[misc]  # not None here: checked above
+                (),
+                None,
+            )
+        )
+    return HistoryColumns.from_values(run_id, found)
+
+
+_NO_STATS = (None, None, None, None)
+
+
+_STATS_ONLY = frozenset({"stats"})
+
+
+def _stats_values(extra: Any) -> tuple[int, int, int, tuple[str, ...]] | None:
+    """The step stats of a row's usual extra JSON (``{"stats": ...}``), or None when unusual.
+
+    The checks of :func:`_stats`, giving the values instead of a :class:`StepStats`.
+    """
+    if type(extra) is not dict or extra.keys() != _STATS_ONLY:
+        return None
+    data = extra["stats"]
+    if type(data) is not dict or not data.keys() <= _STATS_FIELDS:
+        return None
+    started, model, tool = data.get("started_at"), data.get("model_ms", 0), data.get("tool_ms", 0)
+    if type(started) is not int or type(model) is not int or type(tool) is not int:
+        return None
+    calls = data.get("tool_calls", ())
+    if type(calls) is list:
+        for name in calls:
+            if type(name) is not str:
+                return None
+        calls = tuple(calls)
+    elif calls != ():
+        return None
+    return started, model, tool, calls
 
 
 def checkpoint_row(checkpoint: AgentCheckpoint) -> CheckpointRow:

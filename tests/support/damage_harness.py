@@ -18,6 +18,7 @@ the library refused: ``agrees``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import shutil
 import sqlite3
@@ -33,6 +34,7 @@ from nbdurable.messages import TextPart, ToolApprovalResponse
 from nbdurable.models._base import ModelResponse
 from nbdurable.runs import RunPatch, RuntimeRun, ToolIntent, Verdict
 from nbdurable.stores._check import check_store
+from nbdurable.stores._history_columns import history_columns
 
 LOOP_RUNS = tuple(f"loop-{i}" for i in range(6))
 RT_RUNS = tuple(f"rt-{i}" for i in range(3))
@@ -171,6 +173,12 @@ def _dump(value: Any) -> Any:
     return value
 
 
+def _columns(store: Any, run_id: str) -> dict[str, Any]:
+    """What ``nd.inspect.history`` reads: the run's checkpoint metadata as columns."""
+    found = history_columns(store, run_id)
+    return {f.name: getattr(found, f.name) for f in dataclasses.fields(found)}
+
+
 def observe(path: Path) -> Reads:
     """Every read of the store API on the file at ``path``, by name."""
     reads: Reads = {}
@@ -195,6 +203,7 @@ def observe(path: Path) -> Reads:
             read("rt_graph g", lambda: store.rt_graph("g"))
             for run_id in RUNS:
                 read(f"{run_id} history", lambda r=run_id: store.history(r))
+                read(f"{run_id} history columns", lambda r=run_id: _columns(store, r))
                 read(f"{run_id} load", lambda r=run_id: store.load(r))
                 for step in range(STEPS + 1):
                     read(f"{run_id} load {step}", lambda r=run_id, s=step: store.load(r, s))

@@ -29,9 +29,17 @@ from .._chain import (
     known_prefix,
     verify_chain,
 )
+from .._history_columns import ColumnsPart, HistoryColumns
 from .._packing import unpack_json
-from .._rows import COLUMNS, CheckpointRow, checkpoint_row, run_record, verified_infos
-from ._crc import latest_row, pick_at_step, row_crc, verify_checkpoint, verify_run
+from .._rows import (
+    COLUMNS,
+    CheckpointRow,
+    checkpoint_row,
+    run_record,
+    verified_columns,
+    verified_infos,
+)
+from ._crc import latest_row, pick_at_step, row_crc, verify_checkpoints, verify_run
 from ._db import SqliteDb
 from ._events import LAST_EVENT_SUBQUERY, append_events, delete_events
 from ._rows import checkpoint_values, node_rows
@@ -152,7 +160,7 @@ def _chain_rows(conn: sqlite3.Connection, head: bytes, count: int) -> builtins.l
     return chain
 
 
-class SqliteCheckpoints:
+class SqliteCheckpoints(ColumnsPart):
     """Checkpoints of :class:`~nbdurable.stores.sqlite.SqliteSessionStore`, and their deletion.
 
     Its methods do what :class:`~nbdurable.stores._composed.ComposedStore` says.
@@ -265,6 +273,21 @@ class SqliteCheckpoints:
                 return verified_infos(rows)
         return [row.info() for row in rows]
 
+    def history_columns(self, run_id: str) -> HistoryColumns:
+        """What :meth:`history` lists, as columns (see :mod:`.._history_columns`).
+
+        The same rows, read and verified the same way (the run row, the
+        numbering, every row's checksum); no object per checkpoint.
+        """
+        with self._db.lock, self._db.read() as conn, gc_paused():
+            found = self._checkpoints(conn, run_id)
+        with gc_paused():
+            if all(values[-1] is not None for values in found):
+                return verified_columns(run_id, found, 2)
+            end = 2 + len(COLUMNS)
+            infos = [CheckpointRow.from_values(run_id, values[2:end]).info() for values in found]
+            return HistoryColumns.from_infos(run_id, infos)
+
     def list(self) -> builtins.list[str]:
         with self._db.lock:
             found = self._db.conn.execute(
@@ -313,8 +336,8 @@ class SqliteCheckpoints:
             raise StoreCorruptionError(
                 f"checkpoints of run {run_id!r} are missing or unreadable", run_id=run_id
             )
-        for row in found if verify else ():
-            verify_checkpoint(run_id, row, self._db.legacy)
+        if verify:
+            verify_checkpoints(run_id, found, self._db.legacy)
         return found
 
     def delete(self, run_id: str) -> None:

@@ -30,6 +30,7 @@ __all__ = [
     "pick_at_step",
     "row_crc",
     "verify_checkpoint",
+    "verify_checkpoints",
     "verify_row",
     "verify_run",
 ]
@@ -139,6 +140,81 @@ def verify_checkpoint(run_id: str, row: Sequence[object], legacy: bool) -> None:
     seq, step = row[0], row[3]
     what = f"the checkpoint (save {seq})"
     verify_row("checkpoints", (run_id, *row[:-1]), row[-1], run_id, what, legacy, step)
+
+
+_CHECKPOINT_ROW = 3 + len(COLUMNS)  # seq, head, the metadata columns, crc
+
+
+def _text(value: str | bytes) -> bytes:
+    """A text or blob value as :func:`row_crc` checksums it."""
+    raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
+    return b"\x01%d:%s" % (len(raw), raw)
+
+
+def verify_checkpoints(run_id: str, rows: Sequence[Sequence[Any]], legacy: bool) -> None:
+    """:func:`verify_checkpoint` for each of a run's ``checkpoints`` rows, at a third of the cost.
+
+    A history listing verifies every row of the run (500 for a 500-step run):
+    rows of the shape this store writes are checksummed with one format
+    operation each, the bytes :func:`row_crc` would join; any other row, and
+    any mismatch, goes through :func:`verify_checkpoint` itself.
+    """
+    prefix = b"checkpoints" + _text(run_id)
+    text = _text
+    for row in rows:
+        if len(row) != _CHECKPOINT_ROW:
+            verify_checkpoint(run_id, row, legacy)
+            continue
+        seq, head, version, step, status, count, usage, approvals, path, created, finish = row[:11]
+        extra, crc = row[11], row[12]
+        if (
+            type(crc) is not int
+            or type(seq) is not int
+            or type(head) is not bytes
+            or type(version) is not int
+            or type(step) is not int
+            or type(status) is not str
+            or type(count) is not int
+            or type(usage) is not bytes
+            or type(approvals) is not str
+            or type(path) is not str
+            or type(created) is not int
+            or not (finish is None or type(finish) is str)
+            or not (extra is None or type(extra) is bytes or type(extra) is str)
+        ):
+            verify_checkpoint(run_id, row, legacy)
+            continue
+        utf8 = "utf-8"
+        status_, approvals_, path_ = (
+            status.encode(utf8, "surrogatepass"),
+            approvals.encode(utf8, "surrogatepass"),
+            path.encode(utf8, "surrogatepass"),
+        )
+        data = (
+            b"%s\x02%d;\x01%d:%s\x02%d;\x02%d;\x01%d:%s\x02%d;\x01%d:%s\x01%d:%s\x01%d:%s\x02%d;%s%s"
+            % (
+                prefix,
+                seq,
+                len(head),
+                head,
+                version,
+                step,
+                len(status_),
+                status_,
+                count,
+                len(usage),
+                usage,
+                len(approvals_),
+                approvals_,
+                len(path_),
+                path_,
+                created,
+                _NULL if finish is None else _text(finish),
+                _NULL if extra is None else text(extra),
+            )
+        )
+        if zlib.crc32(data) != crc:
+            verify_checkpoint(run_id, row, legacy)  # raises, naming the row
 
 
 def latest_row(run_id: str, row: Sequence[Any], legacy: bool) -> Sequence[Any]:
