@@ -177,21 +177,25 @@ async def serve_embedded(setup: WorkerSetup) -> int:
         fatal.append(exc)
         stop.set()
 
-    runtime = await DurableRuntime.open(
-        store=store,
-        agents=setup.agents,
-        tasks=setup.tasks,
-        max_concurrent_runs=args.max_concurrent_runs,
-        max_concurrent_tasks=args.max_concurrent_tasks,
-        limits=setup.limits,
-        lease_ms=args.lease_ms,
-        owner_id=args.owner_id,
-        poll_interval=args.poll_interval,
-        store_retry_ms=getattr(args, "store_retry_ms", DEFAULT_STORE_RETRY_MS),
-        on_fatal_error=on_fatal_error,
-        record_mirror=False,  # a worker makes no synchronous reads: no mirror to keep current
-        notify=setup.notify,
-    )
+    try:
+        runtime = await DurableRuntime.open(
+            store=store,
+            agents=setup.agents,
+            tasks=setup.tasks,
+            max_concurrent_runs=args.max_concurrent_runs,
+            max_concurrent_tasks=args.max_concurrent_tasks,
+            limits=setup.limits,
+            lease_ms=args.lease_ms,
+            owner_id=args.owner_id,
+            poll_interval=args.poll_interval,
+            store_retry_ms=getattr(args, "store_retry_ms", DEFAULT_STORE_RETRY_MS),
+            on_fatal_error=on_fatal_error,
+            record_mirror=False,  # a worker makes no synchronous reads: no mirror to keep
+            notify=setup.notify,
+        )
+    except BaseException:
+        _off_signals()
+        raise
     served = f"{len(setup.agents)} agent(s) from {args.store}{setup.new}"
     announce(f"nbdurable worker {runtime.owner_id} serving {served}")
     hurried = asyncio.get_running_loop().create_task(_give_up_on(hurry, runtime.store_retry))

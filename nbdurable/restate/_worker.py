@@ -101,28 +101,34 @@ async def serve(
     # hooks are how two parties share it.
     install_shutdown_hook(loop, on_signal, signal.SIGTERM)
     loop.add_signal_handler(signal.SIGINT, on_signal)
-    async with serving(app, bind):
-        deployment = await asyncio.to_thread(_admin.register, admin, uri)
-        failover = Failover(admin, uri, deployment)
-        await runtime.__aenter__()
-        watching = loop.create_task(failover.watch())
-        try:
-            if ready:
-                (say or _print)(ready.format(uri=uri))
-            await stop.wait()
-            (say or _print)(f"nbdurable worker draining (up to {drain_seconds:g} s)")
-            watching.cancel()
-            stop_taking_steps()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(runtime.engine.close(), 10)
-            await _drain(drain_seconds, hurry)
-        finally:
-            watching.cancel()
-            for run_id, call in in_flight():
-                lifecycle.cut(run_id, call)
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(runtime.close(), 10)
-    loop.remove_signal_handler(signal.SIGINT)  # SIGTERM's went with the endpoint (serving)
+    try:
+        async with serving(app, bind):
+            deployment = await asyncio.to_thread(_admin.register, admin, uri)
+            failover = Failover(admin, uri, deployment)
+            await runtime.__aenter__()
+            watching = loop.create_task(failover.watch())
+            try:
+                if ready:
+                    (say or _print)(ready.format(uri=uri))
+                await stop.wait()
+                (say or _print)(f"nbdurable worker draining (up to {drain_seconds:g} s)")
+                watching.cancel()
+                stop_taking_steps()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(runtime.engine.close(), 10)
+                await _drain(drain_seconds, hurry)
+            finally:
+                watching.cancel()
+                for run_id, call in in_flight():
+                    lifecycle.cut(run_id, call)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(runtime.close(), 10)
+    finally:
+        # A loop left holding them (a caller's, in tests) fails to reset them from
+        # the thread that collects it; SIGTERM's is usually gone with the endpoint
+        # (serving), not when binding failed.
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
     with contextlib.suppress(Exception):
         store.close()
     return 0
