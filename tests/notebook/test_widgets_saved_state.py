@@ -28,7 +28,8 @@ import asyncio
 from nbdurable.notebook import session
 run = session().run("r1")
 await run.wait("waiting_approval")
-await asyncio.sleep(0.5)  # the widget's update after the run stopped, while this cell runs"""
+await asyncio.sleep(2)  # the widget's update after the run stopped, while this cell runs
+# (0.5 s was once too short on a loaded CI worker: the saved status read "unknown")"""
 # nbclient keeps only messages of the cell it runs: what a widget sends once the
 # last cell ended is in no saved notebook, whatever the widget does
 
