@@ -23,6 +23,7 @@ from ._source import StoreLike, opened
 __all__ = [
     "GRAPH_COLUMNS",
     "HISTORY_COLUMNS",
+    "HISTORY_TYPES",
     "MESSAGE_COLUMNS",
     "RUN_COLUMNS",
     "graph_rows",
@@ -83,6 +84,13 @@ HISTORY_COLUMNS = (
     "decided_by",
     "via",
 )
+HISTORY_TYPES: dict[str, Any] = {
+    "categories": {"status": ("running", "suspended", "completed")},
+    "datetimes": ("created_at",),
+    "integers": ("duration_ms", "model_ms", "tool_ms"),
+    "floats": ("cost", "cost_delta"),
+}
+"""How the history frame types its columns (the keywords of ``frame``/``columns_frame``)."""
 MESSAGE_COLUMNS = (
     "position",
     "role",

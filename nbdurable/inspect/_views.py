@@ -189,10 +189,7 @@ def history(store: StoreLike, run_id: str) -> InspectFrame:
             table,
             columns=_records.HISTORY_COLUMNS,
             index="step",
-            categories={"status": ("running", "suspended", "completed")},
-            datetimes=("created_at",),
-            integers=("duration_ms", "model_ms", "tool_ms"),
-            floats=("cost", "cost_delta"),
+            **_records.HISTORY_TYPES,
         )
 
 

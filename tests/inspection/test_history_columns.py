@@ -113,10 +113,7 @@ def _reference_frame(store: Any, run_id: str) -> pd.DataFrame:
         rows,
         columns=_records.HISTORY_COLUMNS,
         index="step",
-        categories={"status": ("running", "suspended", "completed")},
-        datetimes=("created_at",),
-        integers=("duration_ms", "model_ms", "tool_ms"),
-        floats=("cost", "cost_delta"),
+        **_records.HISTORY_TYPES,
     )
 
 
