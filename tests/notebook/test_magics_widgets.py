@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.waiting import busy_store_threads
 
 from nbdurable.notebook import NotebookSession, _views
 from nbdurable.notebook.widgets import HistoryBrowser, RunsDashboard, RunWidget
@@ -31,6 +33,19 @@ def shown(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
         widget.close()
 
 
+def explain(widget: RunWidget, nb: NotebookSession) -> str:
+    """What a widget that did not get there was doing (once seen in CI, never alone)."""
+    task = widget.task
+    ended = task.done() and not task.cancelled()
+    error = repr(task.exception()) if ended else None
+    tasks = sorted({t.get_coro().__qualname__ for t in asyncio.all_tasks()})  # type: ignore[union-attr]
+    return (
+        f"widget status={widget.status!r} following={widget.following} task_done={task.done()} "
+        f"task_error={error}; the store says {state(nb, widget.run_id)!r}; tasks: {tasks}; "
+        + busy_store_threads()
+    )
+
+
 def model_ids(out: Any) -> list[str]:
     return [o.data[WIDGET_VIEW]["model_id"] for o in out.displayed if WIDGET_VIEW in o.data]
 
@@ -46,7 +61,7 @@ async def test_agent_cell_displays_the_live_run_widget(
     await eventually(lambda: widget.status == "waiting_approval" and bool(widget.approvals))
     assert widget.approvals[0]["tool_name"] == "drop_table"
     magic("durable", "approve r1")
-    await eventually(lambda: widget.status == "completed")
+    await eventually(lambda: widget.status == "completed", explain=lambda: explain(widget, nb))
     assert "Done: dropped stg_2023." in widget.text
     assert state(nb, "r1") == "completed"
 

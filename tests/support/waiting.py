@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import sys
+import threading
 import time
+import traceback
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 
 async def eventually(
-    check: Callable[[], bool | Awaitable[bool]], timeout: float = 10.0, interval: float = 0.01
+    check: Callable[[], bool | Awaitable[bool]],
+    timeout: float = 10.0,
+    interval: float = 0.01,
+    explain: Callable[[], str] | None = None,
 ) -> None:
-    """Wait (letting the loop run) until ``check()`` is true, or fail after ``timeout`` seconds."""
+    """Wait (letting the loop run) until ``check()`` is true, or fail after ``timeout`` seconds.
+
+    ``explain``: what the failure message adds (the state a rare timeout needs to be
+    understood from a CI log alone).
+    """
     deadline = time.monotonic() + timeout
     while True:
         result = check()
@@ -19,8 +30,27 @@ async def eventually(
         if result:
             return
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
+            said = f"; {explain()}" if explain is not None else ""
+            raise AssertionError(f"condition not met within {timeout}s{said}")
         await asyncio.sleep(interval)
+
+
+def busy_store_threads() -> str:
+    """The store threads not waiting for work, each with its innermost frames."""
+    frames = sys._current_frames()
+    busy = []
+    for thread in threading.enumerate():
+        frame = frames.get(thread.ident or -1)
+        if frame is None or not thread.name.startswith("nbdurable-store"):
+            continue
+        stack = traceback.extract_stack(frame)
+        if stack[-1].name == "_worker" and stack[-1].filename.endswith("futures/thread.py"):
+            continue  # idle: waiting on the pool's queue
+        busy.append(
+            f"{thread.name} at "
+            + " <- ".join(f"{Path(f.filename).name}:{f.lineno}:{f.name}" for f in stack[:-7:-1])
+        )
+    return f"busy store threads: {busy}"
 
 
 def wait_until(check: Callable[[], object], timeout: float) -> None:
