@@ -9,6 +9,7 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 
 async def eventually(
@@ -64,3 +65,24 @@ def wait_until(check: Callable[[], object], timeout: float) -> None:
             pass
         time.sleep(0.05)
     raise AssertionError(f"not within {timeout} s")
+
+
+async def result_within(run: Any, timeout: float) -> Any:
+    """``run.result()`` within ``timeout`` s; else an AssertionError saying where the run stood.
+
+    For rare CI timeouts: the run's record state, its last events and the busy
+    store threads, read when the wait ran out.
+    """
+    try:
+        return await asyncio.wait_for(run.result(), timeout)
+    except TimeoutError:
+        record = run.record()
+        from nbdurable import read_events  # the library only when a wait ran out
+
+        events = await read_events(run.runtime.event_store, run.run_id)
+        said = [f"{e.offset}:{e.type}" for e in events[-8:]]
+        raise AssertionError(
+            f"run {run.run_id} not done within {timeout}s: record state={record.state!r} "
+            f"owner={record.lease_owner!r} lease_expires_at={record.lease_expires_at!r}; last events {said}; "
+            + busy_store_threads()
+        ) from None
