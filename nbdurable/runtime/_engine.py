@@ -49,7 +49,7 @@ from ._outcome import (
     record_changes,
 )
 from ._seam import Engine
-from ._state_events import claim_event
+from ._state_events import StateEventWrites
 from ._takeover import interrupted_calls, takeover_event
 from ._tasks import TaskExecution, canonical_json, run_phases
 
@@ -431,7 +431,7 @@ class EmbeddedEngine(Engine):
                 if record.state == "cancelling":
                     await self.runtime.cancel_owned(record.run_id)
                 return
-            await offload(claim_event, self.runtime, record)
+            await offload(StateEventWrites(self.runtime).claimed, record)
             keeper = asyncio.get_running_loop().create_task(
                 self._leases.keep(execution, self._executions.get(record.run_id))
             )
@@ -461,7 +461,7 @@ class EmbeddedEngine(Engine):
         try:
             if await self._settled_at_claim(record):
                 return
-            await offload(claim_event, self.runtime, record)
+            await offload(StateEventWrites(self.runtime).claimed, record)
             keeper = asyncio.get_running_loop().create_task(
                 self._leases.keep(context, self._executions.get(record.run_id))
             )
