@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import operator
 from typing import Any, Final, Literal
 
 from .._text import valid_data
@@ -38,7 +37,7 @@ UNSET: Final = _Unset.UNSET
 """A :class:`RunPatch` field left as it is (``None`` is a value a field may be set to)."""
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RunPatch:
     """The fields of a :class:`~nbdurable.runs.RuntimeRun` a write sets; :data:`UNSET` ones stay.
 
@@ -97,42 +96,36 @@ class RunPatch:
     @property
     def fields_set(self) -> frozenset[str]:
         """The names of the fields this patch sets."""
-        return frozenset(self.changes())
+        return frozenset(vars(self))
 
     def changes(self) -> dict[str, Any]:
         """The fields this patch sets, by name (what a store writes)."""
-        # The names are listed once (_NAMES) and read in one C call (_VALUES): a
-        # runtime step merges a dozen patches, and dataclasses.fields() or a getattr
-        # per field on every call was a tenth of a loaded runtime's CPU (issue 42).
-        return {
-            name: value
-            for name, value in zip(_NAMES, _VALUES(self), strict=True)
-            if value is not UNSET
-        }
+        # An instance holds only the fields it sets (see _init): a runtime step
+        # builds, merges and reads a dozen patches, and reading all 46 fields
+        # each time was a tenth of a loaded runtime's CPU (issue 42).
+        return dict(vars(self))
 
     def __bool__(self) -> bool:
-        # In C: count() meets UNSET by identity; any other value is not equal to it.
-        return _VALUES(self).count(UNSET) != len(_NAMES)
+        return bool(vars(self))
 
     def __or__(self, later: RunPatch) -> RunPatch:
         """The fields of both patches; where both set one, ``later``'s value."""
         # Patches are immutable: an empty side gives the other one back as it is.
-        if not later:
+        if not vars(later):
             return self
-        if not self:
+        if not vars(self):
             return later
-        return RunPatch(**(self.changes() | later.changes()))
+        return _built(vars(self) | vars(later))
 
     def without(self, written: RunPatch) -> RunPatch:
         """The fields ``written`` did not set to the same values: what is left to write."""
         # The usual cases without building a patch: all of it written, or none.
         if written is self:
             return _EMPTY
-        if not written:
+        done = vars(written)
+        if not done:
             return self
-        done = written.changes()
-        left = {n: v for n, v in self.changes().items() if done.get(n, UNSET) != v}
-        return RunPatch(**left)
+        return _built({n: v for n, v in vars(self).items() if done.get(n, UNSET) != v})
 
     def apply(self, run: RuntimeRun) -> RuntimeRun:
         """``run`` with this patch's fields set (the text policy applied, as stores store it)."""
@@ -141,11 +134,37 @@ class RunPatch:
         return run.model_copy(update=valid_data(self.changes()))
 
 
-_NAMES: Final = tuple(field.name for field in dataclasses.fields(RunPatch))
-"""The fields of a :class:`RunPatch`, in order."""
+_NAMES: Final = frozenset(field.name for field in dataclasses.fields(RunPatch))
+"""The fields of a :class:`RunPatch`."""
 
-_VALUES: Final = operator.attrgetter(*_NAMES)
-"""A patch's values of :data:`_NAMES`, in order, as one tuple."""
+
+def _init(self: RunPatch, **changes: Any) -> None:
+    """``RunPatch(**changes)``: the fields set kept in the instance, the rest read ``UNSET``.
+
+    Replaces the dataclass's ``__init__``, which set all 46 fields of a frozen
+    instance one ``object.__setattr__`` at a time; the class attributes are the
+    defaults (``UNSET``), so an unset field reads as before. Typed callers are
+    checked against the dataclass's signature (mypy); any caller's misspelt
+    name is a ``TypeError`` here.
+    """
+    unknown = changes.keys() - _NAMES
+    if unknown:
+        names = ", ".join(map(repr, sorted(unknown)))
+        raise TypeError(f"RunPatch.__init__() got an unexpected keyword argument {names}")
+    kept = vars(self)
+    for name, value in changes.items():
+        if value is not UNSET:
+            kept[name] = value
+
+
+def _built(changes: dict[str, Any]) -> RunPatch:
+    """A patch of ``changes`` (names known to be fields, values set), built directly."""
+    patch = object.__new__(RunPatch)
+    vars(patch).update(changes)
+    return patch
+
+
+RunPatch.__init__ = _init  # type: ignore[method-assign]
 
 _EMPTY: Final = RunPatch()
 """The patch that sets nothing (patches are immutable: one serves)."""

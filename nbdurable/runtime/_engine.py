@@ -49,7 +49,7 @@ from ._outcome import (
     record_changes,
 )
 from ._seam import Engine
-from ._state_events import claim_event
+from ._state_events import StateEventWrites
 from ._takeover import interrupted_calls, takeover_event
 from ._tasks import TaskExecution, canonical_json, run_phases
 
@@ -401,11 +401,10 @@ class EmbeddedEngine(Engine):
         self._task_runs.discard(run_id)
         self._wake.set()
 
-    def _settled_at_claim(self, record: RuntimeRun) -> bool:
-        """Settle a claimed run that must not start; whether it was one.
+    async def _settled_at_claim(self, record: RuntimeRun) -> bool:
+        """Settle a claimed run cancelled meanwhile or past its deadline; whether it was one.
 
-        It was cancelled while its previous owner ran it (now ``cancelled``), or
-        its deadline passed (now ``failed``, ``timeout``).
+        Asked on the loop: the usual claim starts without a store-thread trip (issue 42).
         """
         if record.state == "cancelling":
             outcome = LegOutcome.cancelled()
@@ -413,11 +412,14 @@ class EmbeddedEngine(Engine):
             outcome = LegOutcome.timed_out()
         else:
             return False
-        patch = record_changes(outcome) | RunPatch(lease_owner=None)
+        await offload(self._settle, record, record_changes(outcome) | RunPatch(lease_owner=None))
+        return True
+
+    def _settle(self, record: RuntimeRun, patch: RunPatch) -> None:
+        # One call: a cancellation meanwhile finds the end written (_after_cancel).
         self.runtime.set_state(record.run_id, patch, fence=record.fence)
         with self._ended_lock:
             self._ended.add((record.run_id, record.fence))
-        return True
 
     async def _execute_task(self, execution: TaskExecution) -> None:
         """Run a claimed task's phases from its last checkpoint, under its lease."""
@@ -425,16 +427,17 @@ class EmbeddedEngine(Engine):
         keeper: asyncio.Task[None] | None = None
         # inside the try: close() may cancel while a claim's first writes run on a store thread
         try:
-            if await offload(self._settled_at_claim, record):
+            if await self._settled_at_claim(record):
                 if record.state == "cancelling":
                     await self.runtime.cancel_owned(record.run_id)
                 return
-            await offload(claim_event, self.runtime, record)
+            await offload(StateEventWrites(self.runtime).claimed, record)
             keeper = asyncio.get_running_loop().create_task(
                 self._leases.keep(execution, self._executions.get(record.run_id))
             )
             event = takeover_event(record, now=self.runtime.now(), phase=record.phase)
-            await offload(self._taken_over, execution, event)
+            if event is not None:  # (else no trip to a store thread)
+                await offload(self._taken_over, execution, event)
             state = await run_phases(execution)
             await offload(self._end, execution, LegOutcome.completed(canonical_json(state)))
         except (FencedOutError, LeaseLostError):
@@ -456,9 +459,9 @@ class EmbeddedEngine(Engine):
         keeper: asyncio.Task[None] | None = None
         # inside the try: close() may cancel while a claim's first writes run on a store thread
         try:
-            if await offload(self._settled_at_claim, record):
+            if await self._settled_at_claim(record):
                 return
-            await offload(claim_event, self.runtime, record)
+            await offload(StateEventWrites(self.runtime).claimed, record)
             keeper = asyncio.get_running_loop().create_task(
                 self._leases.keep(context, self._executions.get(record.run_id))
             )
@@ -526,7 +529,8 @@ class EmbeddedEngine(Engine):
             interrupted=interrupted_calls(context.intents.values(), start.messages),
             recovery_of=agent.recovery_of,
         )
-        await offload(self._taken_over, context, event)
+        if event is not None:  # a run taken over (else no trip to a store thread)
+            await offload(self._taken_over, context, event)
         options = leg_options(
             agent,
             record,

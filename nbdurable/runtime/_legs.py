@@ -35,6 +35,8 @@ async def first_messages(runtime: RunRecords, record: RuntimeRun) -> tuple[Messa
     session add no history.
     """
     history = await _session_history(runtime, record)
+    if not record.depends_on:  # the prompt alone: no store read, no trip to a store thread
+        return (*history, prompt_message(record.prompt_value))
     return (*history, await offload(_first_message, runtime, record))
 
 

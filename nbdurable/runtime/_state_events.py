@@ -6,6 +6,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import FencedOutError
+from ..durable._offload import NowaitDelegate
 from ..events._model import RUN_ERROR, RUN_FINISHED, RUN_STATE, NewEvent
 from ..runs import GRAPH_SETTLED_STATES, RunPatch, RuntimeRun
 from ._run import RunFailedError
@@ -13,7 +14,14 @@ from ._run import RunFailedError
 if TYPE_CHECKING:
     from ._seam import RunRecords
 
-__all__ = ["claim_event", "unclaimed_event", "settled_nodes", "state_events", "terminal_event"]
+__all__ = [
+    "StateEventWrites",
+    "claim_event",
+    "settled_nodes",
+    "state_events",
+    "terminal_event",
+    "unclaimed_event",
+]
 
 
 def state_events(
@@ -129,3 +137,35 @@ def _last_state(runtime: RunRecords, run_id: str) -> str | None:
         if event.type == RUN_STATE:
             return cast(str | None, event.payload.get("state"))
     return None
+
+
+class StateEventWrites(NowaitDelegate):
+    """:func:`claim_event` and :func:`unclaimed_event`, offered to the event loop's thread.
+
+    Each is a short read and an append or two on the runtime's store: on a
+    store that runs calls without waiting (SQLite), :func:`~nbdurable.durable._offload.offload`
+    runs them on the loop, a trip to a store thread only when one would wait
+    (issue 42: two trips a run, and the loop's writes meanwhile yielding to them).
+    Both may run again from the start: a claim's ``pending`` written once is
+    found by the second read, a fenced append that would wait rolls back.
+
+    Args:
+        runtime: The runtime whose store the events go to.
+    """
+
+    nowait_methods = frozenset({"claimed", "unclaimed"})
+
+    def __init__(self, runtime: RunRecords) -> None:
+        self.runtime = runtime
+
+    def nowait_store(self) -> object:
+        """The runtime's store (its event log and run records)."""
+        return self.runtime.store
+
+    def claimed(self, record: RuntimeRun) -> None:
+        """:func:`claim_event`."""
+        claim_event(self.runtime, record)
+
+    def unclaimed(self, record: RuntimeRun) -> None:
+        """:func:`unclaimed_event`."""
+        unclaimed_event(self.runtime, record)

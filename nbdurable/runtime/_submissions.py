@@ -20,7 +20,7 @@ from ._agent import Registry
 from ._graphs import Graph, GraphNode, validate_graph
 from ._limits import Limits, payload_bytes
 from ._prompts import Prompt, canonical_prompt, validate_prompt
-from ._state_events import unclaimed_event
+from ._state_events import StateEventWrites, unclaimed_event
 from ._tasks import TaskDefinition, TaskRun, canonical_json
 
 if TYPE_CHECKING:
@@ -270,6 +270,6 @@ async def insert(
         runtime.runtime_store.rt_insert, record, enqueue=enqueue, max_pending=max_pending
     )
     if created:
-        await offload(unclaimed_event, runtime, stored)
+        await offload(StateEventWrites(runtime).unclaimed, stored)
         runtime.engine.wake()
     return stored

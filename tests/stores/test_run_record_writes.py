@@ -148,3 +148,29 @@ def test_a_commit_still_writes_intents_journal_and_events_with_the_record(tmp_pa
         store.rt_commit("r1", fence=5, changes=RunPatch(operations=2))
     assert store.rt_get("r1") == record
     store.close()
+
+
+def test_a_completed_intent_is_counted_once_with_or_without_its_started_row(
+    tmp_path: Path,
+) -> None:
+    # A completed intent updates its started row first (one statement): the run's
+    # head counts each call once, and one without a started row is inserted.
+    path = tmp_path / "s.db"
+    store = nd.SqliteSessionStore(path)
+    store.rt_insert(a_run(), enqueue=False, max_pending=10)
+    started = ToolIntent(
+        run_id="r1", tool_call_id="c1", tool_name="t", step_index=0, state="started"
+    )
+    store.rt_commit("r1", fence=0, intents=[started])
+    done = started.model_copy(update={"state": "completed", "result": {"ok": 1}})
+    alone = done.model_copy(update={"tool_call_id": "c2"})
+    store.rt_commit("r1", fence=0, intents=[done, alone])
+    store.rt_commit("r1", fence=0, intents=[done])  # sent again: the same rows
+    assert sorted(store.rt_intents("r1"), key=lambda i: i.tool_call_id) == [done, alone]
+    with sqlite3.connect(path) as conn:
+        for call, text, crc in conn.execute("SELECT tool_call_id, intent, crc FROM rt_intents"):
+            assert crc == row_crc("rt_intents", ("r1", call, text))
+    other = nd.SqliteSessionStore(path)  # read afresh: the head's count matches the rows
+    assert len(other.rt_intents("r1")) == 2
+    other.close()
+    store.close()

@@ -152,7 +152,14 @@ def check_fence(run_id: str, current: int | None, fence: int) -> None:
 def _put_intent(conn: sqlite3.Connection, intent: ToolIntent) -> int:
     """Write an intent; 1 when it is a new one (the run's head counts them), else 0."""
     row = (intent.run_id, intent.tool_call_id, intent.model_dump_json())
-    return _put_row(conn, _INTENT_SQL, _REPLACE_INTENT, (*row, row_crc("rt_intents", row)))
+    values = (*row, row_crc("rt_intents", row))
+    if intent.state == "completed":
+        # Completes the call's ``started`` row, there as a rule: one statement, not two.
+        if conn.execute(_REPLACE_INTENT, values).rowcount == 1:
+            return 0
+        conn.execute(_INTENT_SQL, values)
+        return 1
+    return _put_row(conn, _INTENT_SQL, _REPLACE_INTENT, values)
 
 
 def _put_journal(conn: sqlite3.Connection, run_id: str, step_index: int, response: str) -> int:

@@ -218,7 +218,7 @@ class SqliteSessionStore(NowaitCapable, ComposedStore):
 guard_methods(SqliteSessionStore)
 guard_methods(SqliteRunRecords)
 guard_methods(SqliteCheckpoints)
-# A runtime owner's writes and one-row reads are short transactions too; bulk
+# A runtime owner's writes, a submission and one-row reads are short transactions too; bulk
 # reads (lists, loads that decode a history) stay on store threads.
 SqliteSessionStore.nowait_methods = {
     name: getattr(SqliteSessionStore, name)
@@ -227,6 +227,7 @@ SqliteSessionStore.nowait_methods = {
         "save_with_events",
         "append_events",
         "rt_get",
+        "rt_insert",
         "rt_update",
         "rt_change",
         "rt_verdict",
