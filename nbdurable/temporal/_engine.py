@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client, WorkflowFailureError
@@ -43,10 +44,15 @@ WORKFLOWS: dict[str, str] = {"agent": "nbdurable.AgentRun", "task": "nbdurable.T
 
 
 async def start_run(
-    client: Client, record: RuntimeRun, config: TemporalConfig, task_queue: str
+    client: Client,
+    record: RuntimeRun,
+    config: TemporalConfig,
+    task_queue: str,
+    task_timeout: float | None = None,
 ) -> None:
     """Signal-with-start the workflow of a pending run: ``resume``, carrying its verdicts.
 
+    ``task_timeout``: seconds a worker has for one workflow task (None: the server's 10).
     With tracing on, under the run's stored trace context: the SDK's spans join the run's trace.
     """
     with started_under(record):
@@ -55,6 +61,7 @@ async def start_run(
             config_args(config),
             id=record.run_id,
             task_queue=task_queue,
+            task_timeout=None if task_timeout is None else timedelta(seconds=task_timeout),
             start_signal="resume",
             start_signal_args=[
                 {key: v.model_dump(mode="json") for key, v in record.verdicts.items()}
@@ -90,6 +97,10 @@ class TemporalEngine(DispatchingEngine):
         version: For a versioned worker's engine (``--deployment``): the worker's
             deployment version. A run it resumes whose workflow is pinned to
             another version gets the waiting reason that names that version.
+        workflow_task_timeout: Seconds a worker has to complete one workflow task
+            of the runs this engine starts before the server hands it to another
+            (a worker stopped while it held one holds up its run this long). None:
+            the server's default, 10 s.
     """
 
     name = TEMPORAL
@@ -110,6 +121,7 @@ class TemporalEngine(DispatchingEngine):
         adopt_after: float | None = None,
         connection: TemporalConnection | None = None,
         version: WorkerDeploymentVersion | None = None,
+        workflow_task_timeout: float | None = None,
     ) -> None:
         self.address = address
         self.version = version
@@ -122,6 +134,7 @@ class TemporalEngine(DispatchingEngine):
             "heartbeat_timeout": heartbeat_timeout,
             "tool_retries": tool_retries,
         }
+        self.workflow_task_timeout = workflow_task_timeout
         self._client = client
         super().__init__(adopt_after)
 
@@ -145,7 +158,8 @@ class TemporalEngine(DispatchingEngine):
     async def send(self, record: RuntimeRun) -> bool:
         """Signal-with-start the run's workflow (``resume``, carrying its verdicts)."""
         client = await self.client()
-        await start_run(client, record, self.config(record.run_id), self.task_queue)
+        config = self.config(record.run_id)
+        await start_run(client, record, config, self.task_queue, self.workflow_task_timeout)
         if self.adopt_after is None:  # a client: its waiters learn of the end at once
             ended = functools.partial(_ended, client, record.run_id)
             self.watch_end(record.run_id, record.run_id, ended)

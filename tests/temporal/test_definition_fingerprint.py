@@ -17,6 +17,7 @@ from pathlib import Path
 
 from support import temporal_definitions
 from support.executions import tool_rows
+from support.temporal_dev import EAGER_OFF, ONE_PARTITION
 from temporalio.api.enums.v1 import TimeoutType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
@@ -123,8 +124,7 @@ def own_server(
     scheduled them, so another worker would never see one. Yields the server,
     the cluster on it and the workers' environment.
     """
-    eager_off = ["--dynamic-config-value", "system.enableActivityEagerExecution=false"]
-    with DevServer(tmp_path / "dev.db", extra_args=eager_off) as server:
+    with DevServer(tmp_path / "dev.db", extra_args=(*EAGER_OFF, *ONE_PARTITION)) as server:
         env = {"NBDURABLE_TEST_TOOLS": str(cluster.tools)}
         yield server, replace(cluster, address=server.address), env
 

@@ -6,6 +6,11 @@ retried, the paused worker's result is the call's (its write is not refused):
 the retry reuses it and the tool runs once. Woken after the retried leg took
 the run (a new token) and ran the call again, its write is refused and its
 result is kept as a late result, as on the embedded engine.
+
+The paused worker's pollers still hold the server's connections: the run's next
+workflow task goes to one of them and waits out the workflow task timeout (once
+or twice: its sticky queue, then the task queue) before the other worker gets
+it. The runs here start with a timeout of 3 s, not the server's 10.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ async def _parked(cluster: Cluster, rt: nd.DurableRuntime) -> tuple[nd.runtime.R
 
 async def test_woken_before_the_retry_its_result_is_the_calls(cluster: Cluster) -> None:
     store = cluster.store
-    async with cluster.runtime(heartbeat_timeout=1.5) as rt:
+    async with cluster.runtime(heartbeat_timeout=1.5, workflow_task_timeout=3) as rt:
         run, paused = await _parked(cluster, rt)
         os.kill(paused, signal.SIGCONT)
         # its tool finishes and records its result (same token): not a late one
@@ -54,7 +59,7 @@ async def test_woken_after_the_retried_leg_ran_it_its_result_is_kept_late(
     cluster: Cluster,
 ) -> None:
     store = cluster.store
-    async with cluster.runtime(heartbeat_timeout=1.5) as rt:
+    async with cluster.runtime(heartbeat_timeout=1.5, workflow_task_timeout=3) as rt:
         run, paused = await _parked(cluster, rt)
         try:
             await run.retry()

