@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from support.lead_agents import lead_with_coder
 
 import nbdurable as nd
 from nbdurable import inspect as ins
@@ -158,28 +159,8 @@ async def test_who_decided_is_read_from_the_recorded_source(runs_store: Any) -> 
         assert (plain["decided_by"], plain["authenticated"], plain["via"]) == ("lee", False, "api")
 
 
-def _subagents() -> list[Agent]:
-    @nd.tool(needs_approval=True)
-    def run_shell(cmd: str) -> str:
-        """Run a shell command."""
-        return f"ran {cmd}"
-
-    coder = nd.agent_tool(
-        "coder",
-        model=nd.ScriptedModel([nd.Turn.call("run_shell", cmd="pytest"), "coder done"]),
-        tools=[run_shell],
-    )
-    parent = nd.ScriptedModel(
-        [
-            nd.Turn(tool_calls=[{"name": "coder", "args": {"prompt": "test"}, "id": "call_1_0"}]),
-            "all done",
-        ]
-    )
-    return [Agent("lead", parent, [coder], version="1", tool_recovery={"coder": "safe"})]
-
-
 async def test_a_sub_agents_request_names_its_agent_path(runs_store: Any) -> None:
-    async with DurableRuntime(store=runs_store, agents=_subagents()) as runtime:
+    async with DurableRuntime(store=runs_store, agents=[lead_with_coder()]) as runtime:
         run = await runtime.submit("lead", "Have the coder test it.")
         await run.wait("waiting_approval")
         (row,) = approval_rows(runs_store, status="pending")

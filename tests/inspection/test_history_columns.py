@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from support.lead_agents import lead_with_coder
 
 import nbdurable as nd
 from nbdurable import inspect as ins
@@ -124,26 +125,6 @@ def _janitor() -> Agent:
     return Agent("janitor", nd.ScriptedModel(script()), TOOLS, version="1")
 
 
-def _lead() -> Agent:
-    @nd.tool(needs_approval=True)
-    def run_shell(cmd: str) -> str:
-        """Run a shell command."""
-        return f"ran {cmd}"
-
-    coder = nd.agent_tool(
-        "coder",
-        model=nd.ScriptedModel([nd.Turn.call("run_shell", cmd="pytest"), "coder done"]),
-        tools=[run_shell],
-    )
-    parent = nd.ScriptedModel(
-        [
-            nd.Turn(tool_calls=[{"name": "coder", "args": {"prompt": "test"}, "id": "call_1_0"}]),
-            "all done",
-        ]
-    )
-    return Agent("lead", parent, [coder], version="1", tool_recovery={"coder": "safe"})
-
-
 @nd.tool
 def flaky(x: int) -> int:
     """Fails every time."""
@@ -167,7 +148,7 @@ async def _rich_runs(store: Any) -> None:
         old = store.load("approved", step_index=info.step_index)
         store.save(old.model_copy(update={"run_id": "old", "step_id": "", "stats": None}))
     if isinstance(store, RunStore):
-        async with DurableRuntime(store=store, agents=[_janitor(), _lead()]) as runtime:
+        async with DurableRuntime(store=store, agents=[_janitor(), lead_with_coder()]) as runtime:
             run = await runtime.submit("janitor", "Clean up stale staging tables.", run_id="rt")
             await run.wait("waiting_approval")
             await run.approve(by="ana", via="magic")

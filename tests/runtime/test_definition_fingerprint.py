@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.records import pending_run
 
 import nbdurable as nd
 from nbdurable.durable._definitions import parts_of
@@ -300,17 +301,7 @@ def test_a_model_can_name_what_shapes_its_answers() -> None:
 
 
 def _record(run_id: str, fingerprint: str | None) -> RuntimeRun:
-    return RuntimeRun(
-        run_id=run_id,
-        agent_id="janitor",
-        agent_version="1",
-        session_id=f"s-{run_id}",
-        prompt='"hi"',
-        state="pending",
-        created_at=NOW,
-        updated_at=NOW,
-        fingerprint=fingerprint,
-    )
+    return pending_run(run_id, at=NOW, agent_id="janitor", fingerprint=fingerprint)
 
 
 def test_a_store_claims_only_with_the_submitted_definition(store: Any) -> None:

@@ -12,6 +12,8 @@ import threading
 import time
 from typing import Any
 
+from support.records import pending_run
+
 import nbdurable as nd
 from nbdurable.durable.store import notify, notify_all
 from nbdurable.runs import RunPatch, RuntimeRun
@@ -21,16 +23,7 @@ NOW = 1_800_000_000_000
 
 
 def submitted(run_id: str) -> RuntimeRun:
-    return RuntimeRun(
-        run_id=run_id,
-        agent_id="a",
-        agent_version="1",
-        session_id=f"s-{run_id}",
-        prompt='"hi"',
-        state="pending",
-        created_at=NOW,
-        updated_at=NOW,
-    )
+    return pending_run(run_id, at=NOW)
 
 
 async def until(condition: Any, timeout: float = 30.0) -> None:

@@ -11,31 +11,10 @@ import asyncio
 from typing import Any
 
 import pytest
+from support.lead_agents import lead_with_coder
 
-import nbdurable as nd
-from nbdurable.runtime import Agent, DurableRuntime
+from nbdurable.runtime import DurableRuntime
 from nbdurable.runtime._checked_verdicts import submit_verdict
-
-
-def _agents(ran: list[str]) -> list[Agent]:
-    @nd.tool(needs_approval=True)
-    def run_shell(cmd: str) -> str:
-        """Run a shell command."""
-        ran.append(cmd)
-        return f"ran {cmd}"
-
-    coder = nd.agent_tool(
-        "coder",
-        model=nd.ScriptedModel([nd.Turn.call("run_shell", cmd="pytest"), "coder done"]),
-        tools=[run_shell],
-    )
-    parent = nd.ScriptedModel(
-        [
-            nd.Turn(tool_calls=[{"name": "coder", "args": {"prompt": "test"}, "id": "call_1_0"}]),
-            "all done",
-        ]
-    )
-    return [Agent("lead", parent, [coder], version="1", tool_recovery={"coder": "safe"})]
 
 
 @pytest.mark.spec("S000-52")
@@ -44,7 +23,7 @@ async def test_a_sub_agents_request_is_approved_through_the_checked_verdict_path
     store: Any, bound_to: str
 ) -> None:
     ran: list[str] = []
-    async with await DurableRuntime.open(store=store, agents=_agents(ran)) as rt:
+    async with await DurableRuntime.open(store=store, agents=[lead_with_coder(ran)]) as rt:
         run = await rt.submit("lead", "Have the coder test it.")
         await run.wait("waiting_approval")
         [request] = await run.pending_approvals()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.records import pending_run
 from support.versioned_agents import steps_v1
 
 import nbdurable as nd
@@ -23,17 +24,7 @@ NOW = 1_800_000_000_000
 
 
 def _record(run_id: str, **fields: object) -> RuntimeRun:
-    return RuntimeRun(
-        run_id=run_id,
-        agent_id="steps",
-        agent_version="1",
-        session_id=f"s-{run_id}",
-        prompt='"go"',
-        state="pending",
-        created_at=NOW,
-        updated_at=NOW,
-        **fields,
-    )
+    return pending_run(run_id, at=NOW, agent_id="steps", prompt='"go"', **fields)
 
 
 def test_claims_take_runs_of_the_embedded_engine_and_old_records_only() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support.records import pending_run
 
 import nbdurable as nd
 from nbdurable.durable.store import RUNTIME, supports
@@ -45,17 +46,7 @@ def events(store: Any, run_id: str) -> None:
 
 def record(store: Any, run_id: str, state: str, at: int, **fields: Any) -> RuntimeRun:
     """A run record that ends in ``state`` at ``at``."""
-    run = RuntimeRun(
-        run_id=run_id,
-        agent_id="a",
-        agent_version="1",
-        session_id=f"s-{run_id}",
-        prompt='"hi"',
-        state="pending",
-        created_at=at - 1000,
-        updated_at=at - 1000,
-        **fields,
-    )
+    run = pending_run(run_id, at=at - 1000, **fields)
     store.rt_insert(run, enqueue=False, max_pending=1000)
     if state == "pending":
         return run

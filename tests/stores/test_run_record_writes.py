@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.records import pending_run
 
 import nbdurable as nd
 from nbdurable.events._model import NewEvent
@@ -23,17 +24,7 @@ from nbdurable.stores.sqlite._crc import row_crc
 
 
 def a_run(run_id: str = "r1", **fields: Any) -> RuntimeRun:
-    return RuntimeRun(
-        run_id=run_id,
-        agent_id="a",
-        agent_version="1",
-        session_id=f"s-{run_id}",
-        prompt='"hi"',
-        state="pending",
-        created_at=1,
-        updated_at=1,
-        **fields,
-    )
+    return pending_run(run_id, **fields)
 
 
 def raw(path: Path, run_id: str = "r1") -> tuple[Any, ...]:
