@@ -152,14 +152,10 @@ def check_fence(run_id: str, current: int | None, fence: int) -> None:
 def _put_intent(conn: sqlite3.Connection, intent: ToolIntent) -> int:
     """Write an intent; 1 when it is a new one (the run's head counts them), else 0."""
     row = (intent.run_id, intent.tool_call_id, intent.model_dump_json())
+    # A completed intent completes the call's ``started`` row, there as a rule.
+    completes = intent.state == "completed"
     values = (*row, row_crc("rt_intents", row))
-    if intent.state == "completed":
-        # Completes the call's ``started`` row, there as a rule: one statement, not two.
-        if conn.execute(_REPLACE_INTENT, values).rowcount == 1:
-            return 0
-        conn.execute(_INTENT_SQL, values)
-        return 1
-    return _put_row(conn, _INTENT_SQL, _REPLACE_INTENT, values)
+    return _put_row(conn, _INTENT_SQL, _REPLACE_INTENT, values, likely_there=completes)
 
 
 def _put_journal(conn: sqlite3.Connection, run_id: str, step_index: int, response: str) -> int:
@@ -168,8 +164,24 @@ def _put_journal(conn: sqlite3.Connection, run_id: str, step_index: int, respons
     return _put_row(conn, _JOURNAL_SQL, _REPLACE_JOURNAL, (*row, row_crc("rt_journal", row)))
 
 
-def _put_row(conn: sqlite3.Connection, insert: str, replace: str, values: tuple[Any, ...]) -> int:
-    """Insert the row or replace the one with its key; 1 when it is new, else 0."""
+def _put_row(
+    conn: sqlite3.Connection,
+    insert: str,
+    replace: str,
+    values: tuple[Any, ...],
+    *,
+    likely_there: bool = False,
+) -> int:
+    """Insert the row or replace the one with its key; 1 when it is new, else 0.
+
+    ``likely_there``: the row usually exists, so the replace is tried first (one
+    statement where the usual case would take two).
+    """
+    if likely_there:
+        if conn.execute(replace, values).rowcount == 1:
+            return 0
+        conn.execute(insert, values)
+        return 1
     if conn.execute(insert, values).rowcount == 1:
         return 1
     conn.execute(replace, values)
