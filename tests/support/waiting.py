@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from nbdurable import read_events
+
 
 async def eventually(
     check: Callable[[], bool | Awaitable[bool]],
@@ -77,8 +79,6 @@ async def result_within(run: Any, timeout: float) -> Any:
         return await asyncio.wait_for(run.result(), timeout)
     except TimeoutError:
         record = run.record()
-        from nbdurable import read_events  # the library only when a wait ran out
-
         events = await read_events(run.runtime.event_store, run.run_id)
         said = [f"{e.offset}:{e.type}" for e in events[-8:]]
         raise AssertionError(
