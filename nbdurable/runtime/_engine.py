@@ -91,7 +91,6 @@ class EmbeddedEngine(Engine):
         self._foreign = ForeignRuns(EMBEDDED)
         self._next_foreign_scan = 0.0
         self._leases: LeaseKeeper
-        self._state_events: StateEventWrites  # the claim events, offered to the loop
         self._unwatch_work: Callable[[], None] | None = None
         self._notifier: RunStore | None = None  # the store whose notifications wake the scheduler
 
@@ -104,7 +103,6 @@ class EmbeddedEngine(Engine):
         """Start the scheduler task on the running loop."""
         self.runtime = runtime
         self._leases = LeaseKeeper(runtime, self.holder, self._stop_fatally)
-        self._state_events = StateEventWrites(runtime)
         loop = asyncio.get_running_loop()
         store = runtime.store
         if isinstance(store, RunStore):
@@ -433,7 +431,7 @@ class EmbeddedEngine(Engine):
                 if record.state == "cancelling":
                     await self.runtime.cancel_owned(record.run_id)
                 return
-            await offload(self._state_events.claimed, record)
+            await offload(StateEventWrites(self.runtime).claimed, record)
             keeper = asyncio.get_running_loop().create_task(
                 self._leases.keep(execution, self._executions.get(record.run_id))
             )
@@ -463,7 +461,7 @@ class EmbeddedEngine(Engine):
         try:
             if await self._settled_at_claim(record):
                 return
-            await offload(self._state_events.claimed, record)
+            await offload(StateEventWrites(self.runtime).claimed, record)
             keeper = asyncio.get_running_loop().create_task(
                 self._leases.keep(context, self._executions.get(record.run_id))
             )
