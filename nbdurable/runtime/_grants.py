@@ -25,6 +25,7 @@ from ..events._model import GRANT_ADDED, GRANT_REVOKED, NewEvent
 from ..messages import ToolApprovalResponse, VerdictSource
 from ..runs import Grant, RunGrants, Verdict, check_decider, claimed_user, sign_grant
 from . import _lifecycle as lifecycle
+from ._state_events import unclaimed_event
 
 if TYPE_CHECKING:
     from ._run import Run
@@ -166,5 +167,5 @@ async def _settle_waiting(run: Run, grant: Grant) -> None:
         except ApprovalNotPendingError:
             continue  # decided meanwhile
         if recorded:
-            await offload(runtime.state_event, stored)
+            await offload(unclaimed_event, runtime, stored)  # fenced, as a verdict's
             lifecycle.decided(before, verdict="approved", now=now)

@@ -96,10 +96,10 @@ def terminal_event(record: RuntimeRun, now: int, finish: dict[str, Any] | None =
 
 
 def unclaimed_event(runtime: RunRecords, record: RuntimeRun) -> None:
-    """The state event of a run made claimable (submitted, promoted, settled), unless claimed since.
+    """The state event of a run made claimable (submitted, promoted, settled, decided).
 
-    The append is fenced by the record's fence as read: once a worker has
-    claimed the run, its claim writes the missing ``pending`` itself
+    Not written once the run is claimed since (the append is fenced by the
+    record's fence as read): its claim writes the missing ``pending`` itself
     (:func:`claim_event`), so the log never shows ``running`` before ``pending``.
     """
     with contextlib.suppress(FencedOutError):
@@ -116,15 +116,17 @@ def claim_event(runtime: RunRecords, record: RuntimeRun) -> None:
     """
     # A graph node run again (retried back to ``queued``) can be promoted and
     # claimed in one millisecond too: the finisher then leaves its pending here.
-    # A run is never claimed out of queued or needs_attention, so a log that still ends
-    # in one of them (a paused node the settle made pending) lacks its pending.
-    may_lack_pending = record.fence == 1 or record.graph_id is not None
+    # A run resumed by a verdict too: the decider writes its pending after the
+    # verdict's record, and a runtime woken by that record may claim first. A run is
+    # never claimed out of queued, needs_attention or waiting_approval, so a log that
+    # still ends in one of them (a paused node the settle made pending) lacks its pending.
+    may_lack_pending = record.fence == 1 or record.graph_id is not None or bool(record.verdicts)
     last = _last_state(runtime, record.run_id) if may_lack_pending else "pending"
     if last is None and record.depends_on and record.fence == 1:
         # A node's dependencies ended and it was claimed before its submitter wrote
         # its queued (a loaded submitter, a fast cluster): its log starts there.
         unclaimed_event(runtime, RunPatch(state="queued", reason=None).apply(record))
-    if last in (None, "queued", "needs_attention"):
+    if last in (None, "queued", "needs_attention", "waiting_approval"):
         unclaimed_event(runtime, RunPatch(state="pending", reason=None).apply(record))
     runtime.state_event(record)
 

@@ -20,6 +20,7 @@ from ..messages import ToolApprovalRequest, ToolApprovalResponse, VerdictSource
 from ..runs import RuntimeRun, Verdict, approval_expired, check_decider, latest_verdict
 from . import _lifecycle as lifecycle
 from ._edits import check_edit
+from ._state_events import unclaimed_event
 
 if TYPE_CHECKING:
     from ._seam import RunControl
@@ -134,6 +135,7 @@ async def write_verdict(
         runtime.runtime_store.rt_verdict, record.run_id, verdict, now=runtime.now()
     )
     if recorded:
-        await offload(runtime.state_event, stored)
+        # fenced: a claim that came first wrote this pending itself (claim_event)
+        await offload(unclaimed_event, runtime, stored)
         runtime.wake()
         lifecycle.decided(record, verdict=response.kind, now=runtime.now())
