@@ -290,13 +290,26 @@ def figures(
 ) -> dict:
     overheads: list[float] = []
     firsts: list[float] = []
+    # Where a run's overhead comes from: its first interval (submit, claim, leg
+    # start), the steps between, its last (the final answer, the run's end, result()).
+    by_part: dict[str, list[float]] = {"first": [], "middle": [], "last": []}
     for tag, start in starts.items():
         times = [start, *stamps.get(tag, []), ends[tag]]
         assert len(times) == steps + 2, (tag, len(times))
         firsts.append(times[1] - start)
-        overheads += [(b - a - MODEL_S) * 1000 for a, b in itertools.pairwise(times)]
+        run = [(b - a - MODEL_S) * 1000 for a, b in itertools.pairwise(times)]
+        overheads += run
+        by_part["first"].append(run[0])
+        by_part["middle"] += run[1:-1]
+        by_part["last"].append(run[-1])
     overheads.sort()
     total_steps = runs * steps
+    parts = {
+        f"p{q}_{part}_ms": percentile(values, q / 100)
+        for part, values in by_part.items()
+        if values
+        for q in (50, 99)
+    }
     return {
         "runs": runs,
         "steps": steps,
@@ -306,7 +319,14 @@ def figures(
         "p50_overhead_ms": overheads[len(overheads) // 2],
         "p99_overhead_ms": overheads[min(len(overheads) - 1, int(len(overheads) * 0.99))],
         "last_first_step_s": max(firsts),
+        **parts,
     }
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (the same rule as the overall p50/p99)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
 def one_config(name: str, runs: int, steps: int, work: Path, dsn: str | None) -> dict:
@@ -463,6 +483,17 @@ def report(results: dict[str, list[dict]]) -> None:
             f" {m['cpu_ms_per_step']:11.2f} {m['p50_overhead_ms']:7.0f}"
             f" {m['p99_overhead_ms']:7.0f} {m['last_first_step_s']:15.2f}"
         )
+    print()
+    print("p50/p99 overhead ms by a run's interval: first (submit -> first tool call),")
+    print("middle (tool call -> tool call), last (last tool call -> result)")
+    for name, rows in results.items():
+        if not rows or "p50_first_ms" not in rows[0]:
+            continue  # a baseline checkout older than these figures
+        cells = [
+            f"{median_of(rows, f'p50_{part}_ms'):.0f}/{median_of(rows, f'p99_{part}_ms'):.0f}"
+            for part in ("first", "middle", "last")
+        ]
+        print(f"{name:17} first {cells[0]:>9}  middle {cells[1]:>9}  last {cells[2]:>9}")
     rt = med.get(RUNTIME_SQLITE)
     if rt is None:
         return
