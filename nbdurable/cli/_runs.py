@@ -70,8 +70,7 @@ def _graph(row: dict[str, Any]) -> str:
     return f"{graph} ({cell(row.get('graph_status'))})" if graph else ""
 
 
-_RUN_TIMES = ("created_at", "updated_at")
-_RUN_VIEW = (_records.RUN_COLUMNS, _RUN_TIMES)
+_RUN_VIEW = (_records.RUN_COLUMNS, ("created_at", "updated_at"))
 """A run row's JSON: the view's columns, and which of them are times."""
 
 
@@ -132,19 +131,12 @@ def _print_rows(
     view: tuple[Sequence[str], Sequence[str]],
     columns: Sequence[Column],
     empty: str,
-) -> bool:
-    """``rows`` as JSON (``view``: the view's columns and times), or a table, or ``empty``.
-
-    Whether a table was printed.
-    """
+) -> None:
+    """``rows`` as JSON (``view``: the view's columns and times), or a table, or ``empty``."""
     if args.json:
         _print_json(_json_rows(rows or [], *view))
-    elif not rows:
-        print(empty)
     else:
-        print(render_columns(columns, rows))
-        return True
-    return False
+        print(render_columns(columns, rows) if rows else empty)
 
 
 def list_runs(args: argparse.Namespace) -> int:
@@ -154,7 +146,8 @@ def list_runs(args: argparse.Namespace) -> int:
     with opened_store(args.store) as store:
         rows, _ = _records.run_rows(store, status=args.status)
     empty = "no runs" + (f" in status {args.status}" if args.status else "") + f" in {args.store}"
-    if _print_rows(args, rows, _RUN_VIEW, RUN_LIST_COLUMNS, empty):
+    _print_rows(args, rows, _RUN_VIEW, RUN_LIST_COLUMNS, empty)
+    if not args.json:
         _print_waiting(rows)
     return 0
 
