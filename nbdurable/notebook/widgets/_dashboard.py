@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anywidget
@@ -14,7 +14,6 @@ import traitlets
 
 from ..._aio import wait_event
 from ...durable.store import watch
-from ...messages import VerdictSource
 from ...runs import (
     ACTIONS,
     ACTIVE_STATES,
@@ -27,8 +26,7 @@ from ...runs import (
 from ...runtime._attention import attention_token
 from ...runtime._checked_verdicts import Outcome
 from ...runtime._run import Run
-from .._next_step import attended, confirmed
-from .._session import deciding_user
+from .._next_step import attended
 from ._actions import ActionRunner
 from ._assets import view_module, view_style
 from ._dashboard_rows import (
@@ -422,18 +420,10 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
                         token = request.token
                         if approval.tool_name == UNKNOWN_CALL:  # asked for by a script
                             approval = pending_approval(record, request)
+                tool_name = approval.tool_name
                 outcome = await submit_kind(
-                    self.runtime,
-                    run_id,
-                    approval_id,
-                    kind,
-                    token=token,
-                    source=VerdictSource(by=deciding_user(), via="widget"),
-                    tool_name=approval.tool_name,
+                    self.runtime, run_id, approval_id, kind, token=token, tool_name=tool_name
                 )
-                if outcome.recorded:  # what happens next: here, on a worker, or it waits
-                    said = await confirmed(self.runtime, run_id, outcome.message)
-                    outcome = replace(outcome, message=said)
         except Exception as exc:  # shown in the row; the run is left as it was
             outcome = Outcome("error", f"error: {type(exc).__name__}: {exc}")
         replied = outcome.recorded and kind.reply is not None
