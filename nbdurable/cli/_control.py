@@ -218,18 +218,19 @@ EXIT_NOT_ALLOWED = 5
 """Exit status of a verdict from a name the agent does not allow to decide (nothing recorded)."""
 
 
+_EXITS: tuple[tuple[type[Exception], int], ...] = (
+    (ApprovalNotPendingError, EXIT_NOT_PENDING),
+    (ApprovalExpiredError, EXIT_EXPIRED),
+    (ApproverNotAllowedError, EXIT_NOT_ALLOWED),
+)
+
+
 async def _verdict(args: argparse.Namespace, approved: bool) -> int:
     try:
         return await _record_verdict(args, approved)
-    except ApprovalNotPendingError as exc:
+    except tuple(kind for kind, _ in _EXITS) as exc:
         print(f"nbdurable: {exc}", file=sys.stderr)
-        return EXIT_NOT_PENDING
-    except ApprovalExpiredError as exc:
-        print(f"nbdurable: {exc}", file=sys.stderr)
-        return EXIT_EXPIRED
-    except ApproverNotAllowedError as exc:
-        print(f"nbdurable: {exc}", file=sys.stderr)
-        return EXIT_NOT_ALLOWED
+        return next(code for kind, code in _EXITS if isinstance(exc, kind))
 
 
 async def _approve(

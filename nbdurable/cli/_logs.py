@@ -35,8 +35,6 @@ __all__ = [
     "add_log_options",
     "announce",
     "configure_logging",
-    "log_format",
-    "log_level",
     "report_error",
     "reset_logging",
 ]
@@ -107,13 +105,8 @@ class TextFormatter(logging.Formatter):
         return f"{head} trace_id={trace_id}{newline}{rest}"
 
 
-def log_level(text: str) -> str:
-    """``--log-level``'s value in lower case (``INFO``, ``Info`` and ``info`` are one level)."""
-    return text.strip().lower()
-
-
-def log_format(text: str) -> str:
-    """``--log-format``'s value in lower case."""
+def _lowered(text: str) -> str:
+    """An option's value in lower case (``INFO``, ``Info`` and ``info`` are one level)."""
     return text.strip().lower()
 
 
@@ -122,7 +115,7 @@ def add_log_options(parser: Any, *, level: str = "info") -> None:
     parser.add_argument(
         "--log-level",
         default=level,
-        type=log_level,
+        type=_lowered,
         choices=list(LEVELS),
         help=f"least severe level of the nbdurable log lines written to stderr, in any "
         f"case (default {level}; other libraries' from warning up)",
@@ -130,7 +123,7 @@ def add_log_options(parser: Any, *, level: str = "info") -> None:
     parser.add_argument(
         "--log-format",
         default="text",
-        type=log_format,
+        type=_lowered,
         choices=["text", "json"],
         help="text lines, or one JSON object per line, stdout's announcements and every "
         "library's lines included (default text)",
@@ -165,7 +158,7 @@ def configure_logging(
         The handler installed on the root logger (replacing one an earlier call installed).
     """
     reset_logging()
-    levelno = logging.getLevelName(log_level(level).upper())
+    levelno = logging.getLevelName(_lowered(level).upper())
     if not isinstance(levelno, int):
         raise ValueError(f"unknown log level {level!r}: one of {', '.join(LEVELS)}")
     handler = logging.StreamHandler(sys.stderr)

@@ -70,7 +70,8 @@ def _graph(row: dict[str, Any]) -> str:
     return f"{graph} ({cell(row.get('graph_status'))})" if graph else ""
 
 
-_RUN_TIMES = ("created_at", "updated_at")
+_RUN_VIEW = (_records.RUN_COLUMNS, ("created_at", "updated_at"))
+"""A run row's JSON: the view's columns, and which of them are times."""
 
 
 @dataclass(frozen=True)
@@ -124,22 +125,30 @@ def render_columns(columns: Sequence[Column], rows: Sequence[dict[str, Any]]) ->
     )
 
 
+def _print_rows(
+    args: argparse.Namespace,
+    rows: Sequence[dict[str, Any]] | None,
+    view: tuple[Sequence[str], Sequence[str]],
+    columns: Sequence[Column],
+    empty: str,
+) -> None:
+    """``rows`` as JSON (``view``: the view's columns and times), or a table, or ``empty``."""
+    if args.json:
+        _print_json(_json_rows(rows or [], *view))
+    else:
+        print(render_columns(columns, rows) if rows else empty)
+
+
 def list_runs(args: argparse.Namespace) -> int:
     """The runs view: one line per run, oldest first (a graph's nodes in topological order)."""
     if args.graph is not None:
         return _list_nodes(args)
     with opened_store(args.store) as store:
         rows, _ = _records.run_rows(store, status=args.status)
-    if args.json:
-        _print_json(_json_rows(rows, _records.RUN_COLUMNS, _RUN_TIMES))
-        return 0
-    if not rows:
-        print(
-            "no runs" + (f" in status {args.status}" if args.status else "") + f" in {args.store}"
-        )
-        return 0
-    print(render_columns(RUN_LIST_COLUMNS, rows))
-    _print_waiting(rows)
+    empty = "no runs" + (f" in status {args.status}" if args.status else "") + f" in {args.store}"
+    _print_rows(args, rows, _RUN_VIEW, RUN_LIST_COLUMNS, empty)
+    if not args.json:
+        _print_waiting(rows)
     return 0
 
 
@@ -167,13 +176,8 @@ def _list_nodes(args: argparse.Namespace) -> int:
         )
     if args.status is not None:
         rows = [r for r in rows if r["status"] == args.status]
-    if args.json:
-        _print_json(_json_rows(rows, _records.RUN_COLUMNS, _RUN_TIMES))
-        return 0
-    if not rows:
-        print(f"no node of graph {args.graph} in status {args.status}")
-        return 0
-    print(render_columns(_NODE_COLUMNS, rows))
+    empty = f"no node of graph {args.graph} in status {args.status}"
+    _print_rows(args, rows, _RUN_VIEW, _NODE_COLUMNS, empty)
     return 0
 
 
@@ -208,14 +212,8 @@ def graphs(args: argparse.Namespace) -> int:
     """The graphs view: one line per graph, in submission order."""
     with opened_store(args.store) as store:
         rows = _records.graph_rows(store)
-    if args.json:
-        times = ("submitted_at", "finished_at")
-        _print_json(_json_rows(rows, _records.GRAPH_COLUMNS, times))
-        return 0
-    if not rows:
-        print(f"no graphs in {args.store}")
-        return 0
-    print(render_columns(_GRAPH_COLUMNS, rows))
+    view = (_records.GRAPH_COLUMNS, ("submitted_at", "finished_at"))
+    _print_rows(args, rows, view, _GRAPH_COLUMNS, f"no graphs in {args.store}")
     return 0
 
 
@@ -299,7 +297,7 @@ def show(args: argparse.Namespace) -> int:
             store, args.run, lambda: _records.message_rows(store, args.run)
         )
     if args.json:
-        summary = _json_rows([row], _records.RUN_COLUMNS, _RUN_TIMES)[0]
+        summary = _json_rows([row], *_RUN_VIEW)[0]
         summary["error"] = record.error if record is not None else None
         summary["result_text"] = record.result_text if record is not None else None
         late = record.late_results if record is not None else []
@@ -364,13 +362,8 @@ def history(args: argparse.Namespace) -> int:
     """One line per checkpoint of a run."""
     with opened_store(args.store) as store:
         steps = _no_checkpoint_yet(store, args.run, lambda: _records.history_rows(store, args.run))
-    if args.json:
-        _print_json(_json_rows(steps or [], _records.HISTORY_COLUMNS, ("created_at",)))
-        return 0
-    if steps is None:
-        print(f"run {args.run} has no checkpoint yet")
-        return 0
-    print(render_columns(_HISTORY_COLUMNS, steps))
+    view = (_records.HISTORY_COLUMNS, ("created_at",))
+    _print_rows(args, steps, view, _HISTORY_COLUMNS, f"run {args.run} has no checkpoint yet")
     return 0
 
 

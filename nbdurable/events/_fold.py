@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,6 +125,8 @@ class RunView:
         handler = _HANDLERS.get(event.type)
         if handler is not None:
             handler(self, event)
+        elif event.type in _STEP_HANDLERS and event.step_index is not None:
+            _STEP_HANDLERS[event.type](self.step(event.step_index), event)
         return self
 
 
@@ -142,28 +144,19 @@ def _step_start(view: RunView, event: Event) -> None:
         view.step(event.step_index)
 
 
-def _attempt_started(view: RunView, event: Event) -> None:
-    if event.step_index is None:
-        return
-    step = view.step(event.step_index)
+def _attempt_started(step: StepView, event: Event) -> None:
     step.attempt_id = event.attempt_id
     step.provisional_text = ""  # a new attempt replaces the previous partial output
     step.forming_calls = {}
     step.attempts += 1
 
 
-def _delta(view: RunView, event: Event) -> None:
-    if event.step_index is None:
-        return
-    step = view.step(event.step_index)
+def _delta(step: StepView, event: Event) -> None:
     if event.attempt_id == step.attempt_id and event.payload.get("type") == "text_delta":
         step.provisional_text += str(event.payload.get("delta", ""))
 
 
-def _call_delta(view: RunView, event: Event) -> None:
-    if event.step_index is None:
-        return
-    step = view.step(event.step_index)
+def _call_delta(step: StepView, event: Event) -> None:
     if event.attempt_id != step.attempt_id:
         return  # an earlier attempt's, replaced
     payload = event.payload
@@ -175,19 +168,13 @@ def _call_delta(view: RunView, event: Event) -> None:
     call["args_text"] += str(payload.get("args_delta", ""))
 
 
-def _attempt_failed(view: RunView, event: Event) -> None:
-    if event.step_index is None:
-        return
-    step = view.step(event.step_index)
+def _attempt_failed(step: StepView, event: Event) -> None:
     if event.attempt_id == step.attempt_id:
         step.provisional_text = ""
         step.forming_calls = {}
 
 
-def _completed(view: RunView, event: Event) -> None:
-    if event.step_index is None:
-        return
-    step = view.step(event.step_index)
+def _completed(step: StepView, event: Event) -> None:
     response = event.payload.get("response", {})
     step.text = "".join(
         part.get("text", "") for part in response.get("content", ()) if part.get("type") == "text"
@@ -211,9 +198,8 @@ def _replace_or_add(items: list[dict[str, Any]], item: dict[str, Any]) -> None:
     items.append(item)
 
 
-def _tool_call(view: RunView, event: Event) -> None:
-    if event.step_index is not None:
-        _replace_or_add(view.step(event.step_index).tool_calls, event.payload.get("tool_call", {}))
+def _tool_call(step: StepView, event: Event) -> None:
+    _replace_or_add(step.tool_calls, event.payload.get("tool_call", {}))
 
 
 def _approval_request(view: RunView, event: Event) -> None:
@@ -225,15 +211,11 @@ def _approval_resolved(view: RunView, event: Event) -> None:
     view.pending_approvals.pop(str(event.payload.get("approval_id")), None)
 
 
-def _tool_result(view: RunView, event: Event) -> None:
-    if event.step_index is not None:
-        _replace_or_add(view.step(event.step_index).tool_results, event.payload.get("result", {}))
+def _tool_result(step: StepView, event: Event) -> None:
+    _replace_or_add(step.tool_results, event.payload.get("result", {}))
 
 
-def _step_finish(view: RunView, event: Event) -> None:
-    if event.step_index is None:
-        return
-    step = view.step(event.step_index)
+def _step_finish(step: StepView, event: Event) -> None:
     step.finish_reason = event.payload.get("finish_reason")
     step.usage = Usage.model_validate(event.payload.get("usage", {}))
 
@@ -287,19 +269,11 @@ def _late_result(view: RunView, event: Event) -> None:
     view.late_results.append(line)
 
 
-_HANDLERS = {
+_HANDLERS: dict[str, Callable[[RunView, Event], None]] = {
     RUN_STARTED: _run_started,
     STEP_START: _step_start,
-    MODEL_ATTEMPT_STARTED: _attempt_started,
-    MODEL_DELTA: _delta,
-    TOOL_CALL_DELTA: _call_delta,
-    MODEL_ATTEMPT_FAILED: _attempt_failed,
-    MODEL_COMPLETED: _completed,
-    TOOL_CALL: _tool_call,
     TOOL_APPROVAL_REQUEST: _approval_request,
     APPROVAL_RESOLVED: _approval_resolved,
-    TOOL_RESULT: _tool_result,
-    STEP_FINISH: _step_finish,
     RUN_SUSPENDED: _ended,
     RUN_FINISHED: _ended,
     RUN_ERROR: _error,
@@ -307,6 +281,18 @@ _HANDLERS = {
     RUN_TAKEN_OVER: _taken_over,
     TOOL_LATE_RESULT: _late_result,
 }
+
+_STEP_HANDLERS: dict[str, Callable[[StepView, Event], None]] = {
+    MODEL_ATTEMPT_STARTED: _attempt_started,
+    MODEL_DELTA: _delta,
+    TOOL_CALL_DELTA: _call_delta,
+    MODEL_ATTEMPT_FAILED: _attempt_failed,
+    MODEL_COMPLETED: _completed,
+    TOOL_CALL: _tool_call,
+    TOOL_RESULT: _tool_result,
+    STEP_FINISH: _step_finish,
+}
+"""The events of one step: applied to its view, and only when they name their step."""
 
 
 def fold_events(events: Iterable[Event], view: RunView | None = None) -> RunView:

@@ -20,8 +20,8 @@ from ..durable._records import RunRecord
 from ..durable._signer import token_issued_at
 from ..durable.store import EventLog, HistoryStore, RunStore
 from ..events._model import APPROVAL_RESOLVED, TOOL_APPROVAL_REQUEST, TOOL_CALL
-from ..messages import ToolApprovalRequest, VerdictSource
-from ..runs import RuntimeRun
+from ..messages import ToolApprovalRequest, ToolApprovalResponse, VerdictSource
+from ..runs import Decision, RuntimeRun
 from ._source import StoreLike, opened
 
 if TYPE_CHECKING:
@@ -313,20 +313,16 @@ def _recorded_verdicts(record: RuntimeRun | None) -> dict[str, _Verdict]:
     if record is None:
         return {}
     found: dict[str, _Verdict] = {}
-    for approval_id, response in record.verdicts.items():  # applied entries may predate ``decided``
-        found[approval_id] = _Verdict(
-            approved=response.approved,
-            reason=response.reason,
-            at=None,
-            source=_json(response.source),
-            arguments=response.arguments,
-            reply=response.reply,
-        )
-    for approval_id, entry in record.decided.items():
+    # applied entries may predate ``decided``: a decision (read second) wins
+    entries: list[tuple[str, ToolApprovalResponse | Decision]] = [
+        *record.verdicts.items(),
+        *record.decided.items(),
+    ]
+    for approval_id, entry in entries:
         found[approval_id] = _Verdict(
             approved=entry.approved,
             reason=entry.reason,
-            at=entry.at,
+            at=entry.at if isinstance(entry, Decision) else None,
             source=_json(entry.source),
             arguments=entry.arguments,
             reply=entry.reply,

@@ -31,6 +31,7 @@ __all__ = [
     "event_rows",
     "history_rows",
     "history_table",
+    "json_text",
     "message_row",
     "message_rows",
     "needs_messages",
@@ -46,12 +47,13 @@ PREVIEW_CHARS = 120
 
 def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
     """One line of at most ``limit`` characters: whitespace collapsed, cut with "…"."""
-    text = value if isinstance(value, str) else _json(value)
+    text = value if isinstance(value, str) else json_text(value)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _json(value: Any) -> str:
+def json_text(value: Any) -> str:
+    """``value`` as compact JSON (keys sorted; what JSON cannot hold as its ``repr``)."""
     try:
         return json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr)
     except ValueError:  # circular structures: show what Python shows
@@ -380,7 +382,7 @@ def _summary(event: Event) -> str:
         if isinstance(value, dict):
             name = value.get("tool_name", "")
             detail = value.get("args", value.get("input", value.get("result")))
-            return preview(f"{name} {_json(detail)}")
+            return preview(f"{name} {json_text(detail)}")
     if event.type == "approval_resolved" or "approved" in payload:
         verdict = "approved" if payload.get("approved") else "denied"
         who = who_decided(payload.get("source"))

@@ -11,11 +11,11 @@ import os
 import shutil
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from .._devservers import LocalServer, free_port, stop_process, wait_until_ready
+from ._admin import answers
 from ._errors import RestateUnavailableError
 
 __all__ = ["RestateServer", "free_port", "restate_binary", "start_endpoint", "stop_process"]
@@ -103,21 +103,13 @@ disable-web-ui = true
             self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
 
         def ready() -> bool:
-            return _answers(f"{self.admin}/health") and _answers(f"{self.ingress}/restate/health")
+            return answers(self.admin) and answers(f"{self.ingress}/restate")
 
         failed = RestateUnavailableError(
             f"restate-server did not start (log: {self.base_dir / 'server.log'})"
         )
         wait_until_ready(self.proc, ready, self.startup_timeout, failed)
         return self
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
 
 
 def start_endpoint(

@@ -35,7 +35,6 @@ class Failover:
         self.uri = uri.rstrip("/")
         self.deployment = deployment
         self.period = period
-        self._dead: dict[str, str] = {}  # deployment id -> the uri found dead
 
     def take_over(self) -> list[str]:
         """One look: the ids of the deployments moved here."""

@@ -300,9 +300,6 @@ class Projector:
 
     # -- one handler per event type ------------------------------------------
 
-    def _on_run_started(self, event: Event) -> None:
-        self._start()
-
     def _on_run_state(self, event: Event) -> None:
         status = event.payload.get("state")
         self.state["status"] = status
@@ -331,9 +328,6 @@ class Projector:
             self.steps.discard(step)
             self._emit(StepFinishedEvent(step_name=f"step {step}"))
 
-    def _on_attempt_started(self, event: Event) -> None:
-        self._end_message()  # an earlier attempt's message (its output is void)
-
     def _on_delta(self, event: Event) -> None:
         delta = event.payload.get("delta")
         if event.payload.get("type") != "text_delta" or not delta or event.attempt_id is None:
@@ -345,9 +339,6 @@ class Projector:
             self.streamed.add(event.attempt_id)
             self._emit(TextMessageStartEvent(message_id=event.attempt_id, role="assistant"))
         self._emit(TextMessageContentEvent(message_id=event.attempt_id, delta=str(delta)))
-
-    def _on_attempt_failed(self, event: Event) -> None:
-        self._end_message()
 
     def _on_completed(self, event: Event) -> None:
         attempt = event.attempt_id
@@ -474,13 +465,14 @@ class Projector:
 
 
 _HANDLERS: dict[str, Callable[[Projector, Event], None]] = {
-    RUN_STARTED: Projector._on_run_started,
+    RUN_STARTED: lambda projector, _event: projector._start(),
     RUN_STATE: Projector._on_run_state,
     STEP_START: Projector._on_step_start,
     STEP_FINISH: Projector._on_step_finish,
-    MODEL_ATTEMPT_STARTED: Projector._on_attempt_started,
+    # an earlier attempt's message ends (its output is void)
+    MODEL_ATTEMPT_STARTED: lambda projector, _event: projector._end_message(),
     MODEL_DELTA: Projector._on_delta,
-    MODEL_ATTEMPT_FAILED: Projector._on_attempt_failed,
+    MODEL_ATTEMPT_FAILED: lambda projector, _event: projector._end_message(),
     MODEL_COMPLETED: Projector._on_completed,
     TOOL_CALL: Projector._on_tool_call,
     TOOL_APPROVAL_REQUEST: Projector._on_approval_request,

@@ -34,7 +34,7 @@ from ._auth import principal_of
 from ._context import Bridge
 from ._errors import ServerError
 from ._handlers import error_responses
-from ._routes_events import KEEPALIVE, MAX_OFFSET, LastEventId, Tail, Until
+from ._routes_events import KEEPALIVE, MAX_OFFSET, LastEventId, Tail, Until, sse_response
 from ._schemas import RunOut
 
 __all__ = ["AgUiUnavailableError", "ResumeOut", "agui_router", "position_of"]
@@ -175,14 +175,6 @@ def _kind(state: str, *, edited: bool) -> ResponseKind:
     return "replied" if state == "replied" else "denied"
 
 
-def _streaming(frames: AsyncIterator[bytes]) -> StreamingResponse:
-    return StreamingResponse(
-        frames,
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
-
-
 def agui_router(bridge: Bridge) -> APIRouter:
     """The ``/agui/runs/{run_id}/...`` routes of ``bridge``."""
     router = APIRouter(tags=["ag-ui"])
@@ -215,7 +207,7 @@ def agui_router(bridge: Bridge) -> APIRouter:
         """
         _need_agui()
         seen = position_of(after, last_event_id)
-        return _streaming(await _agui_stream(bridge, run_id, seen, until))
+        return sse_response(await _agui_stream(bridge, run_id, seen, until))
 
     @router.post(
         "/agui/runs/{run_id}/resume",
@@ -283,7 +275,7 @@ def agui_router(bridge: Bridge) -> APIRouter:
             )
         if streams:
             seen = (before[-1].offset if before else 0, _SEEN_ALL)
-            return _streaming(await _agui_stream(bridge, run_id, seen, "stop"))
+            return sse_response(await _agui_stream(bridge, run_id, seen, "stop"))
         record_now = await offload(Run(runtime, run_id).record)
         out = ResumeOut(threadId=run_id, verdicts=verdicts, run=RunOut.of(record_now))
         return JSONResponse(out.model_dump(mode="json", by_alias=True))

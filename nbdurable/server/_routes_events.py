@@ -36,6 +36,7 @@ __all__ = [
     "Until",
     "events_router",
     "sse_frame",
+    "sse_response",
 ]
 
 Until = Annotated[
@@ -84,6 +85,15 @@ _OFFSET_TEXT = re.compile(r"0*([0-9]{1,19})")
 """An offset as text: ASCII digits only (``str.isdigit()`` also takes ``\xb2``, which
 ``int()`` refuses), at most 19 significant ones (``MAX_OFFSET`` has 19), so ``int()``
 never meets its 4,300-digit limit."""
+
+
+def sse_response(frames: AsyncIterator[bytes]) -> StreamingResponse:
+    """A response streaming ``frames`` as Server-Sent Events, past caches and proxy buffers."""
+    return StreamingResponse(
+        frames,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
 
 
 def _after(after: int, last_event_id: str | None) -> int:
@@ -199,10 +209,6 @@ def events_router(bridge: Bridge) -> APIRouter:
         """Replay the run's log after ``after`` (or ``Last-Event-ID``), then the live tail."""
         tail = Tail(bridge, run_id, _after(after, last_event_id), until)
         await tail.start()
-        return StreamingResponse(
-            tail.frames(),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return sse_response(tail.frames())
 
     return router

@@ -126,19 +126,10 @@ class ApprovalOut(BaseModel):
 
     @classmethod
     def of(cls, request: ToolApprovalRequest, link: str | None) -> ApprovalOut:
-        """The public view of a pending request."""
-        return cls(
-            approval_id=request.approval_id,
-            tool_call_id=request.tool_call_id,
-            tool_name=request.tool_name,
-            input=request.model_dump(mode="json")["input"],
-            agent_path=list(request.agent_path),
-            token=request.token,
-            requested_at=token_issued_at(request.token),
-            allow_edit=request.allow_edit,
-            parameters=request.parameters,
-            link=link,
-        )
+        """The public view of a pending request (its fields of the same names, as JSON)."""
+        requested_at = token_issued_at(request.token)
+        shown = {**request.model_dump(mode="json"), "requested_at": requested_at, "link": link}
+        return cls.model_validate(shown)
 
 
 class InboxApprovalOut(BaseModel):

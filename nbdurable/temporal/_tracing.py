@@ -55,39 +55,34 @@ def client_interceptors() -> list[Any]:
     return [TracingInterceptor(provider.get_tracer("temporalio.contrib.opentelemetry"))]
 
 
-@contextlib.contextmanager
-def started_under(record: RuntimeRun) -> Iterator[None]:
+def started_under(record: RuntimeRun) -> contextlib.AbstractContextManager[None]:
     """Make the run's stored parent current while its workflow is started or signalled.
 
     The SDK's client span (and so the workflow's and the activities' spans) then
     lands in the run's trace.
     """
-    hooks = _tracing.HOOKS
     stored = record.trace_context
-    if hooks is None or not stored or "traceparent" not in stored:
-        yield
-        return
-    from opentelemetry import context as otel_context
+    if not stored or "traceparent" not in stored:
+        return _current(None)
+    return _current({k: v for k, v in stored.items() if k != LEG_KEY})
 
-    parent = hooks.extract({k: v for k, v in stored.items() if k != LEG_KEY})
-    token = otel_context.attach(parent)
-    try:
-        yield
-    finally:
-        otel_context.detach(token)
+
+def joined(record: RuntimeRun) -> contextlib.AbstractContextManager[None]:
+    """Make the run's current leg span the parent of the spans made in this block."""
+    leg = (record.trace_context or {}).get(LEG_KEY)
+    return _current(None if leg is None else {"traceparent": leg})
 
 
 @contextlib.contextmanager
-def joined(record: RuntimeRun) -> Iterator[None]:
-    """Make the run's current leg span the parent of the spans made in this block."""
+def _current(carrier: dict[str, str] | None) -> Iterator[None]:
+    """Make the span context ``carrier`` holds current in the block (with tracing on)."""
     hooks = _tracing.HOOKS
-    leg = (record.trace_context or {}).get(LEG_KEY)
-    if hooks is None or leg is None:
+    if hooks is None or carrier is None:
         yield
         return
     from opentelemetry import context as otel_context
 
-    token = otel_context.attach(hooks.extract({"traceparent": leg}))
+    token = otel_context.attach(hooks.extract(carrier))
     try:
         yield
     finally:

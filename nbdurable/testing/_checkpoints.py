@@ -7,13 +7,13 @@ builds them); persistence and several handles use the ``reopen`` fixture.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Sequence
 
 import nbdurable as nd
 
 from ..durable.store import Capability, supports
 from ._fixtures import Reopen, require
+from ._threads import in_threads
 
 __all__ = [
     "checkpoint",
@@ -246,22 +246,12 @@ def test_empty_history_round_trips(store: nd.HistoryStore) -> None:
 
 
 def test_sync_use_from_plain_threads(store: nd.HistoryStore) -> None:
-    errors: list[BaseException] = []
-
     def writer(n: int) -> None:
-        try:
-            for cp in [checkpoint(f"t{n}", i, h) for i, h in enumerate(histories(25))]:
-                store.save(cp)
-                assert store.load(f"t{n}") == cp
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+        for cp in [checkpoint(f"t{n}", i, h) for i, h in enumerate(histories(25))]:
+            store.save(cp)
+            assert store.load(f"t{n}") == cp
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    in_threads(writer, 8)
     assert sorted(store.list()) == sorted(f"t{n}" for n in range(8))
     for n in range(8):
         assert [i.step_index for i in store.history(f"t{n}")] == list(range(25))
@@ -393,23 +383,15 @@ def test_a_reopened_store_has_everything(store: nd.HistoryStore, reopen: Reopen)
 
 def test_several_store_instances_in_threads(store: nd.HistoryStore, reopen: Reopen) -> None:
     require(store, MULTIPROCESS)
-    errors: list[BaseException] = []
 
     def writer(n: int) -> None:
         handle = reopen()
         try:
             for i, h in enumerate(histories(20)):
                 handle.save(checkpoint(f"inst-{n}", i, h))
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
         finally:
             handle.close()
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    in_threads(writer, 6)
     for n in range(6):
         assert store.load(f"inst-{n}") == checkpoint(f"inst-{n}", 19, histories(20)[19])

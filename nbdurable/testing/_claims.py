@@ -14,6 +14,7 @@ from nbdurable.events._model import NewEvent
 from nbdurable.runs import RunPatch, RuntimeRun, ToolIntent
 
 from ._fixtures import NOW, Reopen, new_run
+from ._threads import in_threads
 
 AGENTS = [("a", "1")]
 
@@ -31,25 +32,17 @@ def test_concurrent_claims_take_every_run_once_in_session_order(
     handles = [store, *(reopen() for _ in range(3))]
     taken: list[tuple[str, str]] = []
     guard = threading.Lock()
-    errors: list[BaseException] = []
 
-    def work(handle: Any, owner: str) -> None:
-        try:
-            while (run := handle.rt_claim(owner, NOW, 60_000, AGENTS)) is not None:
-                with guard:
-                    taken.append((run.session_id, run.run_id))
-                handle.rt_update(
-                    run.run_id, RunPatch(state="completed", lease_owner=None), fence=run.fence
-                )
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+    def work(n: int) -> None:
+        handle = handles[n]
+        while (run := handle.rt_claim(f"owner{n}", NOW, 60_000, AGENTS)) is not None:
+            with guard:
+                taken.append((run.session_id, run.run_id))
+            handle.rt_update(
+                run.run_id, RunPatch(state="completed", lease_owner=None), fence=run.fence
+            )
 
-    threads = [threading.Thread(target=work, args=(h, f"owner{n}")) for n, h in enumerate(handles)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not errors
+    in_threads(work, len(handles), timeout=60)
     counts = Counter(run_id for _, run_id in taken)
     assert len(counts) == 60 and set(counts.values()) == {1}
     for session in {s for s, _ in taken}:

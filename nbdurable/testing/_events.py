@@ -7,7 +7,6 @@ the fenced appends of a run's owner are proven with the run records
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from nbdurable.events import NewEvent
 
 from ..durable.store import Capability
 from ._fixtures import Reopen, require
+from ._threads import in_threads
 
 
 def new(kind: str, n: int = 0) -> NewEvent:
@@ -87,11 +87,7 @@ def test_concurrent_appends_from_threads_keep_offsets_gap_free(event_store: Any)
         for i in range(20):
             store.append_events("r", [new(f"w{n}", i), new(f"w{n}", i)])
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(writer, 4)
     events = store.read_events("r")
     assert [e.offset for e in events] == list(range(1, 161))
     store.close()

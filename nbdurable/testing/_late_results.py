@@ -9,7 +9,6 @@ later fenced write by the run's owner keeps them.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ import nbdurable as nd
 from nbdurable.runs import MAX_LATE_RESULTS, LateResult, RunPatch, ToolIntent
 
 from ._fixtures import NOW, Reopen
+from ._threads import handles, in_threads
 from ._verdicts import waiting
 
 
@@ -87,24 +87,13 @@ def test_a_record_keeps_the_newest_late_results(runtime_store: Any) -> None:
 
 
 def test_racing_late_results_all_land(runtime_store: Any, reopen: Reopen) -> None:
-    handles = [runtime_store] + [reopen() for _ in range(3)]
-    try:
+    with handles(runtime_store, reopen) as racing:
         _taken_over(runtime_store)
-        barrier = threading.Barrier(len(handles))
 
-        def add(i: int, handle: Any) -> None:
-            barrier.wait()
+        def add(i: int) -> None:
             for j in range(3):
-                handle.rt_late_result("r1", _late(f"call_{i}_{j}"), now=NOW + j)
+                racing[i].rt_late_result("r1", _late(f"call_{i}_{j}"), now=NOW + j)
 
-        threads = [threading.Thread(target=add, args=(i, h)) for i, h in enumerate(handles)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(30)
+        in_threads(add, len(racing), timeout=30)
         calls = sorted(r.tool_call_id for r in runtime_store.rt_get("r1").late_results)
         assert calls == sorted(f"call_{i}_{j}" for i in range(4) for j in range(3))
-    finally:
-        for handle in handles[1:]:
-            if handle is not runtime_store:
-                handle.close()

@@ -7,7 +7,6 @@ view of the store) each get a key at most once, and every key exactly once.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 import nbdurable as nd
 
 from ._fixtures import Reopen
+from ._threads import handles, in_threads
 from ._verdicts import waiting
 
 
@@ -32,33 +32,15 @@ def test_a_key_is_claimed_once_and_kept_on_the_record(runtime_store: Any) -> Non
 
 
 def test_racing_handles_claim_each_key_exactly_once(runtime_store: Any, reopen: Reopen) -> None:
-    handles = [runtime_store] + [reopen() for _ in range(3)]
-    try:
+    with handles(runtime_store, reopen) as racing:
         for round_ in range(10):
             run_id = f"race{round_}"
             waiting(runtime_store, run_id)
-            barrier = threading.Barrier(len(handles))
-            results: list[list[str]] = [[] for _ in handles]
 
-            def claim(
-                i: int,
-                handle: Any,
-                run_id: str = run_id,
-                barrier: threading.Barrier = barrier,
-                results: list[list[str]] = results,
-            ) -> None:
-                barrier.wait()
-                results[i] = handle.rt_claim_notices(run_id, ["ap1", "ap2"])
+            def claim(i: int, run_id: str = run_id) -> list[str]:
+                return racing[i].rt_claim_notices(run_id, ["ap1", "ap2"])  # type: ignore[no-any-return]
 
-            threads = [threading.Thread(target=claim, args=(i, h)) for i, h in enumerate(handles)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(30)
+            results = in_threads(claim, len(racing), timeout=30)
             claimed = sorted(key for keys in results for key in keys)
             assert claimed == ["ap1", "ap2"], results
             assert sorted(runtime_store.rt_get(run_id).notified) == ["ap1", "ap2"]
-    finally:
-        for handle in handles[1:]:
-            if handle is not runtime_store:
-                handle.close()

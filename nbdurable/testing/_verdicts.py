@@ -8,7 +8,6 @@ store) racing from threads record exactly one.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from nbdurable.messages import ToolApprovalResponse
 from nbdurable.runs import RunPatch, RuntimeRun, Verdict
 
 from ._fixtures import NOW, Reopen, new_run
+from ._threads import handles, in_threads
 
 
 def waiting(store: RunStore, run_id: str = "r1") -> RuntimeRun:
@@ -116,33 +116,19 @@ def test_a_run_that_no_longer_waits_takes_no_verdict(runtime_store: Any) -> None
 
 
 def test_racing_handles_record_exactly_one_verdict(runtime_store: Any, reopen: Reopen) -> None:
-    handles = [runtime_store] + [reopen() for _ in range(3)]
-    try:
+    with handles(runtime_store, reopen) as racing:
         for round_ in range(10):
             run_id = f"race{round_}"
             waiting(runtime_store, run_id)
-            barrier = threading.Barrier(len(handles))
-            results: list[Any] = [None] * len(handles)
 
-            def answer(
-                i: int,
-                handle: Any,
-                run_id: str = run_id,
-                barrier: threading.Barrier = barrier,
-                results: list[Any] = results,
-            ) -> None:
+            def answer(i: int, run_id: str = run_id) -> Any:
                 response = approve(f"v1.token.{i}") if i % 2 == 0 else deny(f"no {i}")
-                barrier.wait()
                 try:
-                    results[i] = handle.rt_verdict(run_id, verdict(response, ["ap1"]), now=NOW)[1]
+                    return racing[i].rt_verdict(run_id, verdict(response, ["ap1"]), now=NOW)[1]
                 except nd.ApprovalNotPendingError as exc:
-                    results[i] = exc
+                    return exc
 
-            threads = [threading.Thread(target=answer, args=(i, h)) for i, h in enumerate(handles)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(30)
+            results = in_threads(answer, len(racing), timeout=30)
             winners = [i for i, r in enumerate(results) if r is True]
             assert len(winners) == 1, results
             won = "approved" if winners[0] % 2 == 0 else "denied"
@@ -158,7 +144,3 @@ def test_racing_handles_record_exactly_one_verdict(runtime_store: Any, reopen: R
             assert record.state == "pending" and record.decided["ap1"].approved == (
                 won == "approved"
             )
-    finally:
-        for handle in handles[1:]:
-            if handle is not runtime_store:
-                handle.close()

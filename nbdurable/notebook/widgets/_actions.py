@@ -1,31 +1,28 @@
-"""Button actions of the composed widgets: coroutines run as tasks on the kernel's loop."""
+"""Widget actions (buttons, the views' messages): coroutines run as tasks on the kernel's loop."""
 
 from __future__ import annotations
 
 import asyncio
-import html
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
-
-import ipywidgets
 
 __all__ = ["ActionRunner"]
 
 
 class ActionRunner:
-    """Starts a widget's button actions as tasks and reports how they ended.
+    """Starts a widget's actions as tasks and reports how they failed.
 
-    Button handlers are synchronous; each action is a coroutine started on the
-    running loop (the kernel's). An exception is shown in ``status`` instead of
-    being lost in a task nobody awaits.
+    Button and message handlers are synchronous; each action is a coroutine
+    started on the running loop (the kernel's). An exception is said with
+    ``report`` (in the widget) instead of being lost in a task nobody awaits.
 
     Attributes:
-        status: The one-line message area the actions report into.
+        report: Says an action's error (one line) where the widget shows messages.
         last: The task of the latest action (await it from a script or a test).
     """
 
-    def __init__(self, status: ipywidgets.HTML) -> None:
-        self.status = status
+    def __init__(self, report: Callable[[str], None]) -> None:
+        self.report = report
         self.last: asyncio.Task[Any] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -37,15 +34,14 @@ class ActionRunner:
         self.last = task
         return task
 
-    def say(self, text: str, *, error: bool = False) -> None:
-        """Show one line (escaped) in the status area."""
-        # the theme's error colour: legible in JupyterLab's light and dark themes
-        color = "var(--jp-error-color1, #d32f2f)" if error else "inherit"
-        self.status.value = f'<span style="color:{color}">{html.escape(text)}</span>'
+    async def settled(self) -> None:
+        """Wait until every action started is done."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _report(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         try:
             return await coroutine
         except Exception as exc:
-            self.say(f"{type(exc).__name__}: {exc}", error=True)
+            self.report(f"{type(exc).__name__}: {exc}")
             return None

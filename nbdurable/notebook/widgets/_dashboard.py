@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anywidget
@@ -14,7 +14,6 @@ import traitlets
 
 from ..._aio import wait_event
 from ...durable.store import watch
-from ...messages import VerdictSource
 from ...runs import (
     ACTIONS,
     ACTIVE_STATES,
@@ -27,8 +26,8 @@ from ...runs import (
 from ...runtime._attention import attention_token
 from ...runtime._checked_verdicts import Outcome
 from ...runtime._run import Run
-from .._next_step import attended, confirmed
-from .._session import deciding_user
+from .._next_step import attended
+from ._actions import ActionRunner
 from ._assets import view_module, view_style
 from ._dashboard_rows import (
     COLUMNS,
@@ -179,7 +178,7 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
         self.detail = ipywidgets.VBox()
         self.source = DashboardSource(runtime.store, self.columns)
         self._answers: dict[str, _Answer] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._actions = ActionRunner(lambda text: self._say(text, error=True))
         self._closed = False
         self._contacted = False
         self._last_contact = time.monotonic()
@@ -355,16 +354,16 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
                     self._answer(known, "error", kind)
                 return
             approval = self._sending(run_id, approval_id)  # now: a second click sees it
-            self._start(self._verdict(approval, kind))
+            self._actions.start(self._verdict(approval, kind))
         elif message["type"] in ACTIONS:
             self.view.send(Ack(type="ack", approval_id="attention"))
             action: AttentionAction = "retry" if message["type"] == "retry" else "settle"
             reason = message.get("reason")
             run_id = str(message.get("run_id", ""))
-            self._start(self.attend(run_id, action, reason=str(reason) if reason else None))
+            self._actions.start(self.attend(run_id, action, reason=str(reason) if reason else None))
         elif message["type"] == "open":
             run_id = str(message.get("run_id", ""))
-            self._start(
+            self._actions.start(
                 self.history(run_id) if message.get("view") == "history" else self.show(run_id)
             )
         elif message["type"] == "close":
@@ -381,23 +380,9 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
                 self.poke()  # seen again: show what changed meanwhile now
             self._hidden = hidden
 
-    def _start(self, coroutine: Any) -> asyncio.Task[Any]:
-        task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(self._report(coroutine))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    async def _report(self, coroutine: Any) -> Any:
-        try:
-            return await coroutine
-        except Exception as exc:  # shown in the view, not lost in a task nobody awaits
-            self._say(f"{type(exc).__name__}: {exc}", error=True)
-            return None
-
     async def settled(self) -> None:
         """Wait until every action the view asked for (verdicts, opening a run) is done."""
-        while self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._actions.settled()
 
     def _say(self, text: str, *, error: bool = False) -> None:
         with self.view.hold_sync():
@@ -435,18 +420,10 @@ class RunsDashboard(ipywidgets.VBox):  # type: ignore[misc]
                         token = request.token
                         if approval.tool_name == UNKNOWN_CALL:  # asked for by a script
                             approval = pending_approval(record, request)
+                tool_name = approval.tool_name
                 outcome = await submit_kind(
-                    self.runtime,
-                    run_id,
-                    approval_id,
-                    kind,
-                    token=token,
-                    source=VerdictSource(by=deciding_user(), via="widget"),
-                    tool_name=approval.tool_name,
+                    self.runtime, run_id, approval_id, kind, token=token, tool_name=tool_name
                 )
-                if outcome.recorded:  # what happens next: here, on a worker, or it waits
-                    said = await confirmed(self.runtime, run_id, outcome.message)
-                    outcome = replace(outcome, message=said)
         except Exception as exc:  # shown in the row; the run is left as it was
             outcome = Outcome("error", f"error: {type(exc).__name__}: {exc}")
         replied = outcome.recorded and kind.reply is not None

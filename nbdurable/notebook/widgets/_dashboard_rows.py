@@ -9,13 +9,13 @@ column (who decided, standing grants) is one more entry in :data:`COLUMNS`.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ...inspect._compact import age, cost_text, why
+from ...inspect._rows import json_text
 from ...runs import (
     ACTIVE_STATES,
     HUMAN_STATES,
@@ -353,16 +353,9 @@ def page_of(rows: Sequence[RunRow], query: Query) -> Page:
     return Page(rows=shown, total=len(ordered), page=page, pages=pages, counts=counts)
 
 
-def _json(value: Any) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr)
-    except ValueError:
-        return repr(value)
-
-
 def call_summary(tool_name: str, args: Mapping[str, Any]) -> str:
     """A tool call as one reads it: ``drop_table(name="stg_2023")``."""
-    return f"{tool_name}({', '.join(f'{k}={_json(v)}' for k, v in args.items())})"
+    return f"{tool_name}({', '.join(f'{k}={json_text(v)}' for k, v in args.items())})"
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ class HistoryBrowser(ipywidgets.VBox):  # type: ignore[misc]
         )
         self.message = ipywidgets.HTML()
         self.detail = ipywidgets.VBox()
-        self.actions = ActionRunner(self.message)
+        self.actions = ActionRunner(lambda text: self._say(text, error=True))
         self.slider.observe(lambda _change: self.render(), names="value")
         self.rewind_button.on_click(
             lambda _b: self.actions.start(self.rewind(edit=self.edit_input.value or None))
@@ -94,6 +94,12 @@ class HistoryBrowser(ipywidgets.VBox):  # type: ignore[misc]
         page = f"<pre>{html.escape(plain)}</pre>"
         shown = super()._repr_mimebundle_(**kwargs)
         return with_summary(shown, {"text/plain": plain, "text/html": page})
+
+    def _say(self, text: str, *, error: bool = False) -> None:
+        """Show one line (escaped) above the step's summary."""
+        # the theme's error colour: legible in JupyterLab's light and dark themes
+        color = "var(--jp-error-color1, #d32f2f)" if error else "inherit"
+        self.message.value = f'<span style="color:{color}">{html.escape(text)}</span>'
 
     @property
     def step(self) -> int:
@@ -124,7 +130,7 @@ class HistoryBrowser(ipywidgets.VBox):  # type: ignore[misc]
         at = self.step if step is None else int(step)
         fork = await self.runtime.fork(self.run_id, at, edit=edit or None)
         self.fork = fork
-        self.actions.say(f"forked {self.run_id} at step {at} as {fork.run_id}")
+        self._say(f"forked {self.run_id} at step {at} as {fork.run_id}")
         for old in self.detail.children:
             old.close()
         self.detail.children = (RunWidget(self.runtime, fork.run_id),)

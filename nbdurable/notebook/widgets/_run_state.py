@@ -12,6 +12,7 @@ from typing import Any
 from ...durable._signer import token_issued_at
 from ...events._fold import RunView, StepView
 from ...events._model import APPROVAL_RESOLVED, RUN_STATE, Event
+from ...inspect._rows import usage_columns
 from ...messages import ToolApprovalRequest, Usage
 from ...runs import (
     BUSY_STATES,
@@ -193,7 +194,7 @@ def run_state(
         "step": max(view.steps) if view.steps else 0,
         "steps": steps,
         "text": text,
-        "usage": _usage(usage),
+        "usage": usage_columns(usage),
         "approvals": approvals,
         "error": view.error or "",
         "takeover": view.takeover,
@@ -316,7 +317,7 @@ def _step(step: StepView, results: dict[Any, dict[str, Any]], status: str) -> di
         "attempts": step.attempts,
         "tool_calls": calls,
         "finish_reason": step.finish_reason or "",
-        "usage": _usage(step.usage) if step.usage is not None else None,
+        "usage": usage_columns(step.usage) if step.usage is not None else None,
     }
 
 
@@ -327,12 +328,3 @@ def _current_usage(view: RunView) -> Usage:
         if step.usage is not None:
             running = running + step.usage
     return running if running.total_tokens > view.usage.total_tokens else view.usage
-
-
-def _usage(usage: Usage) -> dict[str, Any]:
-    return {
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "total_tokens": usage.total_tokens,
-        "cost": usage.cost,
-    }

@@ -6,7 +6,6 @@ import asyncio
 import contextvars
 import sys
 import time
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anywidget
@@ -18,7 +17,6 @@ from ...durable.store import RunStore
 from ...events._fold import RunView
 from ...events._model import RUN_STARTED, RUN_STATE, Event
 from ...events._subscribe import subscribe
-from ...messages import VerdictSource
 from ...runs import ACTIONS, BUSY_STATES, AttentionAction, RuntimeRun, Stalled, stalled
 from ...runtime._attention import attention_token
 from ...runtime._checked_verdicts import Outcome
@@ -385,18 +383,10 @@ class RunWidget(anywidget.AnyWidget):
         task.add_done_callback(lambda done: self._verdict_done(approval_id, done, kind))
 
     async def _answer(self, approval_id: str, kind: VerdictKind, *, token: object) -> Outcome:
+        tool_name = self._cards.requests[approval_id].tool_name
         outcome = await submit_kind(
-            self.runtime,
-            self.run_id,
-            approval_id,
-            kind,
-            token=token,
-            source=VerdictSource(by=deciding_user(), via="widget"),
-            tool_name=self._cards.requests[approval_id].tool_name,
+            self.runtime, self.run_id, approval_id, kind, token=token, tool_name=tool_name
         )
-        if outcome.recorded:  # say what happens next: here, on a worker, or it waits
-            said = await confirmed(self.runtime, self.run_id, outcome.message)
-            outcome = replace(outcome, message=said)
         if outcome.state == "expired":
             # this kernel holds the secret: show the request again with a fresh token
             for request in await Run(self.runtime, self.run_id).pending_approvals():

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 from ..._display import call_text
 from ...messages import VerdictSource
 from ...runtime._checked_verdicts import Outcome, submit_verdict
+from .._next_step import confirmed
+from .._session import deciding_user
 
 if TYPE_CHECKING:
-    from ...runtime._seam import RunControl
+    from ...runtime._runtime import DurableRuntime
 
 __all__ = ["REPLY_MAX_CHARS", "VerdictKind", "submit_kind", "verdict_kind"]
 
@@ -71,20 +73,21 @@ def verdict_kind(message: Any) -> VerdictKind | str:
 
 
 async def submit_kind(
-    runtime: RunControl,
+    runtime: DurableRuntime,
     run_id: str,
     approval_id: str,
     kind: VerdictKind,
     *,
     token: object,
-    source: VerdictSource,
     tool_name: str = "",
 ) -> Outcome:
     """Submit ``kind`` checked like every verdict from a view; never raises for a bad one.
 
-    An edit whose arguments do not fit the tool's schema, or for a tool that
-    does not allow editing, comes back as an ``error`` outcome carrying the typed
-    error's name and message; nothing is recorded and the request still waits.
+    It is recorded as the notebook user's, via ``widget``. An edit whose
+    arguments do not fit the tool's schema, or for a tool that does not allow
+    editing, comes back as an ``error`` outcome carrying the typed error's name
+    and message; nothing is recorded and the request still waits. A recorded
+    verdict's message says what happens next: here, on a worker, or it waits.
     """
     outcome = await submit_verdict(
         runtime,
@@ -95,11 +98,14 @@ async def submit_kind(
         reason=kind.reason,
         arguments=kind.arguments,
         reply=kind.reply,
-        source=source,
+        source=VerdictSource(by=deciding_user(), via="widget"),
     )
-    if outcome.recorded and kind.arguments is not None:
+    if not outcome.recorded:
+        return outcome
+    said = outcome.message
+    if kind.arguments is not None:
         ran = call_text(tool_name, kind.arguments) if tool_name else "the edited call"
-        return replace(outcome, message=f"approved with edited arguments: {ran}")
-    if outcome.recorded and kind.reply is not None:
-        return replace(outcome, message="replied: the model reads the reply as the call's result")
-    return outcome
+        said = f"approved with edited arguments: {ran}"
+    elif kind.reply is not None:
+        said = "replied: the model reads the reply as the call's result"
+    return replace(outcome, message=await confirmed(runtime, run_id, said))
