@@ -41,7 +41,7 @@ from ._prompts import Prompt
 from ._record_mirror import mirror_for, read_graph, read_list, with_mirror
 from ._run import Run
 from ._seam import Engine
-from ._state_events import settled_nodes, state_events, unclaimed_event
+from ._state_events import StateWriteProgress, settled_nodes, state_events, unclaimed_event
 from ._store_retry import RetryingRuntimeStore
 from ._submissions import agent_record, insert, submit_graph, submit_task
 from ._tasks import TaskDefinition, TaskRun, task_table
@@ -473,6 +473,7 @@ class DurableRuntime:
         *,
         fence: int | None = None,
         finish: dict[str, Any] | None = None,
+        progress: StateWriteProgress | None = None,
     ) -> RuntimeRun:
         """Write a run-state change (and its event).
 
@@ -480,32 +481,40 @@ class DurableRuntime:
         the record, so whoever sees the record finds its event in the log: a
         crash in between leaves a run that is executed again, never a finished
         run whose log lacks its terminal event. ``finish`` is the
-        ``run_finished`` payload of the leg that completed the run.
+        ``run_finished`` payload of the leg that completed the run. ``progress``
+        (given by a caller on the event loop's thread) skips what an earlier
+        try of the same change wrote before it stopped (:class:`StateWriteProgress`).
         """
+        progress = progress or StateWriteProgress()
         patch = RunPatch(updated_at=self.now()) | patch
         moves = patch.state is not UNSET
         if patch.state in TERMINAL_STATES:
             patch = RunPatch(retried=False) | patch  # a retry that ended before its leg began
-        if moves:
+        if moves and not progress.evented:
             current = self.runtime_store.rt_get(run_id)
             if current is None:
                 raise RunNotFoundError(run_id)
             self.state_event(patch.apply(current), finish=finish, fence=fence)
-        record = self.runtime_store.rt_update(run_id, patch, fence=fence)
+            progress.evented = True
+        record = progress.record or self.runtime_store.rt_update(run_id, patch, fence=fence)
+        progress.record = record
         if self.notify is not None and patch.state in HUMAN_STATES:
             # before waking anyone: who sees the state finds its message in flight (drain)
             self.notify.schedule(self, record)
         if moves:
             notify(self.store, run_id)  # waiters woken by the events now see the record too
-        else:
+        elif not progress.evented:
             self.state_event(record)
+            progress.evented = True
         if record.finished and moves:  # the store promoted the session's next run
             waiting = self.runtime_store.rt_session(record.session_id, sorted(UNFINISHED_STATES))
-            if waiting and waiting[0].state == "pending":
-                unclaimed_event(self, waiting[0])
+            made = [waiting[0]] if waiting and waiting[0].state == "pending" else []
             if record.graph_id is not None:  # ... and settled the graph's waiting nodes
-                for node in settled_nodes(self.runtime_store.rt_graph(record.graph_id), record):
-                    unclaimed_event(self, node)
+                made += settled_nodes(self.runtime_store.rt_graph(record.graph_id), record)
+            for run in made:
+                if run.run_id not in progress.announced:
+                    unclaimed_event(self, run)
+                    progress.announced.add(run.run_id)
         self.wake()  # async callers run this method on a store thread
         return record
 

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ._prompts import Prompt
     from ._record_mirror import RecordMirror
     from ._run import Run
+    from ._state_events import StateWriteProgress
     from ._tasks import TaskDefinition
 
 __all__ = ["Engine", "FatalHandler", "LegServices", "RunControl", "RunRecords", "RunServices"]
@@ -77,6 +78,7 @@ class RunRecords(Protocol):
         *,
         fence: int | None = None,
         finish: dict[str, Any] | None = None,
+        progress: StateWriteProgress | None = None,
     ) -> RuntimeRun:
         """Write a run-state change and its events (events first, fenced by ``fence``)."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import FencedOutError
@@ -16,12 +17,31 @@ if TYPE_CHECKING:
 
 __all__ = [
     "StateEventWrites",
+    "StateWriteProgress",
     "claim_event",
     "settled_nodes",
     "state_events",
     "terminal_event",
     "unclaimed_event",
 ]
+
+
+@dataclass
+class StateWriteProgress:
+    """What a state change (``set_state``) has written so far, for a try that runs it again.
+
+    A change run on the event loop's thread stops where a store call would
+    wait, and runs again from the start on a store thread (see
+    :func:`~nbdurable.durable._offload.run_without_waiting`); what its first try
+    committed is not written twice: its events, the record, a promoted run's event.
+    """
+
+    evented: bool = False
+    """The change's events are appended."""
+    record: RuntimeRun | None = None
+    """The record as the change stored it."""
+    announced: set[str] = field(default_factory=set)
+    """Runs made claimable whose state event is written."""
 
 
 def state_events(
