@@ -41,7 +41,13 @@ from ._prompts import Prompt
 from ._record_mirror import mirror_for, read_graph, read_list, with_mirror
 from ._run import Run
 from ._seam import Engine
-from ._state_events import StateWriteProgress, settled_nodes, state_events, unclaimed_event
+from ._state_events import (
+    StateWriteProgress,
+    WrittenPending,
+    settled_nodes,
+    state_events,
+    unclaimed_event,
+)
 from ._store_retry import RetryingRuntimeStore
 from ._submissions import agent_record, insert, submit_graph, submit_task
 from ._tasks import TaskDefinition, TaskRun, task_table
@@ -137,6 +143,7 @@ class DurableRuntime:
             raise ConfigurationError("notify must be a Notifier")
         self.notify = notify
         self.registry = Registry()
+        self.pending_written = WrittenPending()
         self.registry.register(options["agents"])
         engine = options.get("engine")
         self.engine: Engine = engine if engine is not None else EmbeddedEngine()
@@ -441,8 +448,8 @@ class DurableRuntime:
         *,
         finish: dict[str, Any] | None = None,
         fence: int | None = None,
-    ) -> None:
-        """Append a ``run_state`` event for the record's current state.
+    ) -> bool:
+        """Append a ``run_state`` event for the record's current state; whether it was.
 
         A final state is followed, in the same append, by the run's terminal
         event (:func:`terminal_event`), so the terminal event is the last one
@@ -464,7 +471,10 @@ class DurableRuntime:
             raise
         except Exception as exc:  # the record is the authority; the event is for viewers
             self.deps.logger.error("nbdurable: state event of %s failed: %r", record.run_id, exc)
+            notify(self.store, record.run_id)
+            return False
         notify(self.store, record.run_id)
+        return True
 
     def set_state(
         self,

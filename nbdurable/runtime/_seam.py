@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ._prompts import Prompt
     from ._record_mirror import RecordMirror
     from ._run import Run
-    from ._state_events import StateWriteProgress
+    from ._state_events import StateWriteProgress, WrittenPending
     from ._tasks import TaskDefinition
 
 __all__ = ["Engine", "FatalHandler", "LegServices", "RunControl", "RunRecords", "RunServices"]
@@ -58,6 +58,7 @@ class RunRecords(Protocol):
     runtime_store: RunStore  # the run records, calls retried through an outage
     event_store: EventLog  # the event log, fenced appends
     store_retry: StoreRetry  # the retry budget every store call shares
+    pending_written: WrittenPending  # runs submitted here whose pending event is written
     mirror: RecordMirror | None  # over a remote store, what synchronous reads read
     deps: Deps  # clock, ids, logger
     lease_ms: int
@@ -88,8 +89,8 @@ class RunRecords(Protocol):
         *,
         finish: dict[str, Any] | None = None,
         fence: int | None = None,
-    ) -> None:
-        """Append a ``run_state`` event for the record's current state."""
+    ) -> bool:
+        """Append a ``run_state`` event for the record's current state; whether it was."""
 
     def wake(self) -> None:
         """Make the engine look for work now; safe from any thread."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "StateEventWrites",
     "StateWriteProgress",
+    "WrittenPending",
     "claim_event",
     "settled_nodes",
     "state_events",
@@ -115,15 +116,18 @@ def terminal_event(record: RuntimeRun, now: int, finish: dict[str, Any] | None =
     )
 
 
-def unclaimed_event(runtime: RunRecords, record: RuntimeRun) -> None:
+def unclaimed_event(runtime: RunRecords, record: RuntimeRun) -> bool:
     """The state event of a run made claimable (submitted, promoted, settled, decided).
 
     Not written once the run is claimed since (the append is fenced by the
     record's fence as read): its claim writes the missing ``pending`` itself
     (:func:`claim_event`), so the log never shows ``running`` before ``pending``.
+    Returns whether it was written.
     """
-    with contextlib.suppress(FencedOutError):
-        runtime.state_event(record, fence=record.fence)
+    try:
+        return runtime.state_event(record, fence=record.fence)
+    except FencedOutError:
+        return False
 
 
 def claim_event(runtime: RunRecords, record: RuntimeRun) -> None:
@@ -140,7 +144,10 @@ def claim_event(runtime: RunRecords, record: RuntimeRun) -> None:
     # verdict's record, and a runtime woken by that record may claim first. A run is
     # never claimed out of queued, needs_attention or waiting_approval, so a log that
     # still ends in one of them (a paused node the settle made pending) lacks its pending.
-    may_lack_pending = record.fence == 1 or record.graph_id is not None or bool(record.verdicts)
+    may_lack_pending = record.graph_id is not None or bool(record.verdicts)
+    if record.fence == 1 and not may_lack_pending:
+        # A run submitted here, its pending written before this claim, need not be read.
+        may_lack_pending = record.run_id not in runtime.pending_written
     last = _last_state(runtime, record.run_id) if may_lack_pending else "pending"
     if last is None and record.depends_on and record.fence == 1:
         # A node's dependencies ended and it was claimed before its submitter wrote
@@ -149,6 +156,7 @@ def claim_event(runtime: RunRecords, record: RuntimeRun) -> None:
     if last in (None, "queued", "needs_attention", "waiting_approval"):
         unclaimed_event(runtime, RunPatch(state="pending", reason=None).apply(record))
     runtime.state_event(record)
+    runtime.pending_written.discard(record.run_id)
 
 
 def _last_state(runtime: RunRecords, run_id: str) -> str | None:
@@ -188,6 +196,39 @@ class StateEventWrites(NowaitDelegate):
         """:func:`claim_event`."""
         claim_event(self.runtime, record)
 
-    def unclaimed(self, record: RuntimeRun) -> None:
+    def unclaimed(self, record: RuntimeRun) -> bool:
         """:func:`unclaimed_event`."""
-        unclaimed_event(self.runtime, record)
+        return unclaimed_event(self.runtime, record)
+
+
+class WrittenPending:
+    """The runs submitted by this runtime whose ``pending`` event it wrote (the latest few).
+
+    A run's first claim reads the run's log for its last state, lest it
+    overtook the submitter's ``pending`` (:func:`claim_event`). When this
+    runtime submitted the run and wrote that event before the claim, there is
+    nothing to read: a store read less at every run's start (issue 42). A run
+    claimed elsewhere is forgotten after :attr:`KEEP` later submissions; a run
+    not found here is read, as before.
+    """
+
+    KEEP = 4096
+
+    def __init__(self) -> None:
+        self._runs: dict[str, None] = {}
+        self._lock = threading.Lock()  # a claim's event may be written on a store thread
+
+    def add(self, run_id: str) -> None:
+        """Note that ``run_id``'s ``pending`` event is written."""
+        with self._lock:
+            self._runs[run_id] = None
+            if len(self._runs) > self.KEEP:
+                del self._runs[next(iter(self._runs))]
+
+    def discard(self, run_id: str) -> None:
+        """Forget ``run_id`` (its claim is written)."""
+        with self._lock:
+            self._runs.pop(run_id, None)
+
+    def __contains__(self, run_id: object) -> bool:
+        return run_id in self._runs
