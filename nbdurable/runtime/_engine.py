@@ -32,7 +32,7 @@ from . import _lifecycle as lifecycle
 from ._claims import claim_next, claim_some
 from ._executor import RunContext, RuntimeDriver
 from ._late_results import record_late_results
-from ._leases import Execution, LeaseKeeper
+from ._leases import Execution, Held, LeaseKeeper
 from ._legs import first_messages, leg_options
 from ._outcome import (
     LegOutcome,
@@ -376,7 +376,7 @@ class EmbeddedEngine(Engine, NowaitDelegate):
     async def _execute_task(self, execution: TaskExecution) -> None:
         """Run a claimed task's phases from its last checkpoint, under its lease."""
         record = execution.record
-        keeper: asyncio.Task[None] | None = None
+        keeper: Held | None = None
         # inside the try: close() may cancel while a claim's first writes run on a store thread
         try:
             if await self._settled_at_claim(record):
@@ -384,9 +384,7 @@ class EmbeddedEngine(Engine, NowaitDelegate):
                     await self.runtime.cancel_owned(record.run_id)
                 return
             await offload(StateEventWrites(self.runtime).claimed, record)
-            keeper = asyncio.get_running_loop().create_task(
-                self._leases.keep(execution, self._executions.get(record.run_id))
-            )
+            keeper = self._leases.hold(execution, self._executions.get(record.run_id))
             event = takeover_event(record, now=self.runtime.now(), phase=record.phase)
             if event is not None:  # (else no trip to a store thread)
                 await offload(self._taken_over, execution, event)
@@ -405,19 +403,17 @@ class EmbeddedEngine(Engine, NowaitDelegate):
             await offload(self._after_error, execution, exc)
         finally:
             if keeper is not None:
-                keeper.cancel()
+                self._leases.let_go(keeper)
 
     async def _execute(self, context: RunContext) -> None:
         record = context.record
-        keeper: asyncio.Task[None] | None = None
+        keeper: Held | None = None
         # inside the try: close() may cancel while a claim's first writes run on a store thread
         try:
             if await self._settled_at_claim(record):
                 return
             await offload(StateEventWrites(self.runtime).claimed, record)
-            keeper = asyncio.get_running_loop().create_task(
-                self._leases.keep(context, self._executions.get(record.run_id))
-            )
+            keeper = self._leases.hold(context, self._executions.get(record.run_id))
             await self._leg(context)
         except (FencedOutError, LeaseLostError):
             # Another owner has the run and decides from here; what this one's tools
@@ -433,7 +429,7 @@ class EmbeddedEngine(Engine, NowaitDelegate):
             await offload(self._after_error, context, exc)
         finally:
             if keeper is not None:
-                keeper.cancel()
+                self._leases.let_go(keeper)
 
     def _after_error(self, context: Execution, exc: Exception) -> None:
         """End the leg as ``exc`` decides; any other error fails the run (not a store's)."""
