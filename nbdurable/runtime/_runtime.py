@@ -42,8 +42,8 @@ from ._record_mirror import mirror_for, read_graph, read_list, with_mirror
 from ._run import Run
 from ._seam import Engine
 from ._state_events import (
+    RecentIds,
     StateWriteProgress,
-    WrittenPending,
     settled_nodes,
     state_events,
     unclaimed_event,
@@ -143,7 +143,8 @@ class DurableRuntime:
             raise ConfigurationError("notify must be a Notifier")
         self.notify = notify
         self.registry = Registry()
-        self.pending_written = WrittenPending()
+        self.pending_written = RecentIds()
+        self.new_sessions = RecentIds()
         self.registry.register(options["agents"])
         engine = options.get("engine")
         self.engine: Engine = engine if engine is not None else EmbeddedEngine()
@@ -293,7 +294,7 @@ class DurableRuntime:
                 request id reused for a different prompt.
             LimitExceededError: Too many unfinished runs, or the prompt is too large.
         """
-        record = agent_record(
+        new = agent_record(
             self.registry,
             self.limits,
             self.now,
@@ -305,6 +306,9 @@ class DurableRuntime:
             timeout=timeout,
             max_steps=max_steps,
         )
+        if session_id is None and run_id is None:  # a new session of a new random id
+            self.new_sessions.add(new.session_id)
+        record = new
         by = claimed_user() if submitted_by is None else valid_name(submitted_by, "submitted_by")
         record = RunPatch(engine=self.engine.name, submitted_by=by).apply(record)
         if _owner_run_id is not None:

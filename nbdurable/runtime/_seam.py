@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ._prompts import Prompt
     from ._record_mirror import RecordMirror
     from ._run import Run
-    from ._state_events import StateWriteProgress, WrittenPending
+    from ._state_events import RecentIds, StateWriteProgress
     from ._tasks import TaskDefinition
 
 __all__ = ["Engine", "FatalHandler", "LegServices", "RunControl", "RunRecords", "RunServices"]
@@ -58,7 +58,8 @@ class RunRecords(Protocol):
     runtime_store: RunStore  # the run records, calls retried through an outage
     event_store: EventLog  # the event log, fenced appends
     store_retry: StoreRetry  # the retry budget every store call shares
-    pending_written: WrittenPending  # runs submitted here whose pending event is written
+    pending_written: RecentIds  # runs submitted here whose pending event is written
+    new_sessions: RecentIds  # sessions made here for a submission: no run before its first
     mirror: RecordMirror | None  # over a remote store, what synchronous reads read
     deps: Deps  # clock, ids, logger
     lease_ms: int

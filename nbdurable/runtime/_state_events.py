@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "StateEventWrites",
     "StateWriteProgress",
-    "WrittenPending",
+    "RecentIds",
     "claim_event",
     "settled_nodes",
     "state_events",
@@ -201,15 +201,15 @@ class StateEventWrites(NowaitDelegate):
         return unclaimed_event(self.runtime, record)
 
 
-class WrittenPending:
-    """The runs submitted by this runtime whose ``pending`` event it wrote (the latest few).
+class RecentIds:
+    """Ids this runtime knows something of, the latest :attr:`KEEP` of them (a bounded set).
 
-    A run's first claim reads the run's log for its last state, lest it
-    overtook the submitter's ``pending`` (:func:`claim_event`). When this
-    runtime submitted the run and wrote that event before the claim, there is
-    nothing to read: a store read less at every run's start (issue 42). A run
-    claimed elsewhere is forgotten after :attr:`KEEP` later submissions; a run
-    not found here is read, as before.
+    What a run's start would otherwise read from the store (issue 42): the runs
+    it submitted whose ``pending`` event it wrote before any claim (a first
+    claim then need not read the run's log, :func:`claim_event`), and the
+    sessions it made for a submission (``session-<new run id>``: no run before
+    it, so a first leg need not read the session's history). An id forgotten,
+    or never known here (another process's), is read as before.
     """
 
     KEEP = 4096
@@ -219,14 +219,14 @@ class WrittenPending:
         self._lock = threading.Lock()  # a claim's event may be written on a store thread
 
     def add(self, run_id: str) -> None:
-        """Note that ``run_id``'s ``pending`` event is written."""
+        """Remember ``run_id``."""
         with self._lock:
             self._runs[run_id] = None
             if len(self._runs) > self.KEEP:
                 del self._runs[next(iter(self._runs))]
 
     def discard(self, run_id: str) -> None:
-        """Forget ``run_id`` (its claim is written)."""
+        """Forget ``run_id``."""
         with self._lock:
             self._runs.pop(run_id, None)
 
