@@ -82,22 +82,22 @@ def agent_origin(agent: Agent, place: Birthplace | None) -> str | None:
 def _attribute_holding(module: Any, agent: Agent) -> str | None:
     """The module attribute that is the agent, or a list/tuple/dict that holds it.
 
-    Asked at every submission: the answer is remembered on the agent with the
-    namespace's size, and the scan of the namespace (a Python loop over every
-    name: 25 µs for 50 names) is made again only once the size changed (a name
-    added or removed, as while the module is imported) or the remembered
-    attribute no longer holds the agent.
+    Asked at every submission: an attribute found is remembered on the agent
+    with the namespace's size, and the scan of the namespace (a Python loop over
+    every name: 25 µs for 50 names) is made again only once the size changed (a
+    name added or removed) or that attribute no longer holds the agent. None is
+    not remembered: a name may be bound to the agent later without any added.
     """
     if module is None:
         return None
     namespace: Mapping[str, Any] = vars(module)
     memo = getattr(agent, "_origin_memo", None)
     if memo is not None and memo[0] is namespace and memo[1] == len(namespace):
-        name: str | None = memo[2]
-        if name is None or _holds(namespace.get(name), agent):
-            return name
+        if _holds(namespace.get(memo[2]), agent):
+            return str(memo[2])
     name = _scan(namespace, agent)
-    object.__setattr__(agent, "_origin_memo", (namespace, len(namespace), name))
+    if name is not None:
+        object.__setattr__(agent, "_origin_memo", (namespace, len(namespace), name))
     return name
 
 
