@@ -91,10 +91,9 @@ def _attribute_holding(module: Any, agent: Agent) -> str | None:
     if module is None:
         return None
     namespace: Mapping[str, Any] = vars(module)
-    memo = getattr(agent, "_origin_memo", None)
-    fresh = memo is not None and memo[0] is namespace and memo[1] == len(namespace)
-    if fresh and _holds(namespace.get(memo[2]), agent):
-        return str(memo[2])
+    memo: tuple[Any, int, str] = getattr(agent, "_origin_memo", (None, -1, ""))
+    if memo[0] is namespace and memo[1] == len(namespace) and _holds(namespace.get(memo[2]), agent):
+        return memo[2]
     name = _scan(namespace, agent)
     if name is not None:
         object.__setattr__(agent, "_origin_memo", (namespace, len(namespace), name))
