@@ -91,12 +91,13 @@ def _attribute_holding(module: Any, agent: Agent) -> str | None:
     if module is None:
         return None
     namespace: Mapping[str, Any] = vars(module)
-    memo: tuple[Any, int, str] = getattr(agent, "_origin_memo", (None, -1, ""))
-    if memo[0] is namespace and memo[1] == len(namespace) and _holds(namespace.get(memo[2]), agent):
+    # (the namespace's id: the memo holds no reference to the module's contents)
+    memo: tuple[int, int, str] = getattr(agent, "_origin_memo", (0, -1, ""))
+    if memo[:2] == (id(namespace), len(namespace)) and _holds(namespace.get(memo[2]), agent):
         return memo[2]
     name = _scan(namespace, agent)
     if name is not None:
-        object.__setattr__(agent, "_origin_memo", (namespace, len(namespace), name))
+        object.__setattr__(agent, "_origin_memo", (id(namespace), len(namespace), name))
     return name
 
 
