@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     from ._seam import RunRecords
 
 __all__ = [
+    "RecentIds",
     "StateEventWrites",
     "StateWriteProgress",
-    "RecentIds",
     "claim_event",
     "settled_nodes",
     "state_events",
