@@ -16,7 +16,7 @@ from ..tracing import model_name
 from . import _lifecycle as lifecycle
 from ._fingerprint import Definition, agent_fingerprint
 from ._limits import ModelRetry
-from ._origin import Birthplace, agent_origin, birthplace
+from ._origin import Birthplace, OriginMemo, agent_origin, birthplace
 
 __all__ = ["TOOL_RECOVERY", "Agent", "Registry", "ToolRecovery"]
 
@@ -88,6 +88,7 @@ class Agent:
     def __post_init__(self) -> None:
         # where the user's code made it: its runs record the origin (see _origin)
         object.__setattr__(self, "_birthplace", birthplace())
+        object.__setattr__(self, "_origin_memo", OriginMemo())  # what origin found last
         if self.stream is None:
             # frozen: resolve the default once, so the fingerprint sees a concrete bool
             # a model that wraps another may have ``stream`` yet say it cannot (can_stream)
@@ -122,7 +123,7 @@ class Agent:
         else ``PATH, line N``; None when unknown.
         """
         place: Birthplace | None = getattr(self, "_birthplace", None)
-        return agent_origin(self, place)
+        return agent_origin(self, place, getattr(self, "_origin_memo", None))
 
     def loop_options(self) -> AgentOptions:
         """The agent spec this agent defines (a run's leg adds the rest).

@@ -11,34 +11,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from .._aio import wait_event
-from .._errors import FencedOutError, LeaseLostError, RunNotFoundError, StoreWriteError
-from ..durable._offload import offload
+from .._errors import FencedOutError, LeaseLostError, StoreWriteError
+from ..durable._offload import NowaitDelegate, offload
 from ..durable._transient import StoreUnavailableError, is_transient
 from ..durable.store import RunStore, maybe_await, notify
 from ..events._model import NewEvent
 from ..loop._machine import LegStart, leg_start_from_checkpoint
 from ..runs import (
-    ACTIVE_STATES,
-    CLAIMABLE_STATES,
     EMBEDDED,
     RunGrants,
     RunPatch,
     RuntimeRun,
     lease_holder,
-    of_engine,
-    process_gone,
 )
 from . import _lifecycle as lifecycle
 from ._claims import claim_next, claim_some
 from ._executor import RunContext, RuntimeDriver
-from ._foreign import ForeignRuns
 from ._late_results import record_late_results
-from ._leases import Execution, LeaseKeeper
+from ._leases import Execution, Held, LeaseKeeper
 from ._legs import first_messages, leg_options
 from ._outcome import (
     LegOutcome,
@@ -48,8 +42,9 @@ from ._outcome import (
     leg_result,
     record_changes,
 )
+from ._owner_scans import DEAD_OWNER_SCAN_SECONDS, FOREIGN_SCAN_SECONDS, OwnerScans
 from ._seam import Engine
-from ._state_events import StateEventWrites
+from ._state_events import StateEventWrites, StateWriteProgress
 from ._takeover import interrupted_calls, takeover_event
 from ._tasks import TaskExecution, canonical_json, run_phases
 
@@ -58,20 +53,18 @@ if TYPE_CHECKING:
 
 __all__ = ["DEAD_OWNER_SCAN_SECONDS", "FOREIGN_SCAN_SECONDS", "EmbeddedEngine", "Engine"]
 
-DEAD_OWNER_SCAN_SECONDS = 1.0
-"""How often a runtime looks for running runs whose owner's process is gone on this host."""
-FOREIGN_SCAN_SECONDS = 10.0
-"""How often a runtime looks for waiting runs of another engine, to say once that it leaves them."""
 
-
-class EmbeddedEngine(Engine):
+class EmbeddedEngine(Engine, NowaitDelegate):
     """Executes runs as tasks on the running event loop.
 
     At most ``max_concurrent_runs`` agent runs and, apart from them,
-    ``max_concurrent_tasks`` custom-task phases execute at once.
+    ``max_concurrent_tasks`` custom-task phases execute at once. A leg's end
+    (:meth:`_end`) is written on the loop's thread when no store call in it
+    waits (:class:`~nbdurable.durable._offload.NowaitDelegate`; issue 42).
     """
 
     name = EMBEDDED
+    nowait_methods = frozenset({"_end"})
 
     def __init__(self) -> None:
         self.runtime: RunServices
@@ -86,13 +79,15 @@ class EmbeddedEngine(Engine):
         self._draining = False
         self._fatal = False
         self._fatal_report: asyncio.Task[None] | None = None
-        self._next_dead_owner_scan = 0.0
         self._write_refused = False
-        self._foreign = ForeignRuns(EMBEDDED)
-        self._next_foreign_scan = 0.0
+        self._scans: OwnerScans
         self._leases: LeaseKeeper
         self._unwatch_work: Callable[[], None] | None = None
         self._notifier: RunStore | None = None  # the store whose notifications wake the scheduler
+
+    def nowait_store(self) -> object:
+        """The runtime's store (a leg's end writes its run records and events)."""
+        return self.runtime.store
 
     @property
     def started(self) -> bool:
@@ -103,6 +98,7 @@ class EmbeddedEngine(Engine):
         """Start the scheduler task on the running loop."""
         self.runtime = runtime
         self._leases = LeaseKeeper(runtime, self.holder, self._stop_fatally)
+        self._scans = OwnerScans(runtime)
         loop = asyncio.get_running_loop()
         store = runtime.store
         if isinstance(store, RunStore):
@@ -244,7 +240,7 @@ class EmbeddedEngine(Engine):
         Returns whether a claim found nothing to take (the engine is idle).
         """
         runtime = self.runtime
-        await offload(self._expire_dead_owners)
+        await offload(self._scans.expire_dead_owners)
         idle = False
         while (free := runtime.max_concurrent_runs - self._agent_runs()) > 0:
             agents = runtime.registry.definitions()  # a changed definition never claims
@@ -311,50 +307,6 @@ class EmbeddedEngine(Engine):
     def holder(self) -> str:
         """The name this engine's leases are held under: the runtime's owner id and this process."""
         return lease_holder(self.runtime.owner_id)
-
-    def _expire_dead_owners(self) -> None:
-        """Expire the leases of running runs whose owner's process is gone on this host.
-
-        A restarted kernel or a killed worker leaves its runs ``running`` under a
-        lease nobody renews. When the holder's process provably no longer exists
-        (:func:`~nbdurable.runs.process_gone`), its lease is ended now
-        (a fenced write, so a run someone claimed meanwhile is left alone) and the
-        next claim takes the run over at once instead of after the lease.
-        Runs of another engine are left alone (claims never take them either).
-        """
-        moment = time.monotonic()
-        if moment < self._next_dead_owner_scan:
-            return
-        self._next_dead_owner_scan = moment + DEAD_OWNER_SCAN_SECONDS
-        store = self.runtime.runtime_store
-        try:
-            now = self.runtime.now()
-            for record in store.rt_list(sorted(ACTIVE_STATES)):
-                expires = record.lease_expires_at
-                if not of_engine(record, EMBEDDED):
-                    continue
-                if expires is None or expires <= now or not process_gone(record.lease_owner):
-                    continue
-                with contextlib.suppress(FencedOutError, RunNotFoundError):
-                    store.rt_update(
-                        record.run_id, RunPatch(lease_expires_at=now), fence=record.fence
-                    )
-        except Exception as exc:  # only an early takeover is lost: the lease still lapses
-            self.runtime.deps.logger.error("nbdurable: looking for dead owners failed: %r", exc)
-        if moment >= self._next_foreign_scan:
-            self._next_foreign_scan = moment + FOREIGN_SCAN_SECONDS
-            self._note_foreign()
-
-    def _note_foreign(self) -> None:
-        """Say once per run, in the log, which waiting runs belong to another engine."""
-        try:
-            records = self.runtime.runtime_store.rt_list(sorted(CLAIMABLE_STATES))
-        except Exception:  # only a log line is lost: the next scan says it
-            return
-        foreign = [r for r in records if not of_engine(r, EMBEDDED)]
-        for record in foreign:
-            self._foreign.leave(record, self.runtime.deps.logger)
-        self._foreign.keep_only(r.run_id for r in foreign)
 
     def _taken_over(self, context: Execution, event: NewEvent | None) -> None:
         """Append the ``run_taken_over`` event of a takeover claim (fenced)."""
@@ -424,7 +376,7 @@ class EmbeddedEngine(Engine):
     async def _execute_task(self, execution: TaskExecution) -> None:
         """Run a claimed task's phases from its last checkpoint, under its lease."""
         record = execution.record
-        keeper: asyncio.Task[None] | None = None
+        keeper: Held | None = None
         # inside the try: close() may cancel while a claim's first writes run on a store thread
         try:
             if await self._settled_at_claim(record):
@@ -432,14 +384,13 @@ class EmbeddedEngine(Engine):
                     await self.runtime.cancel_owned(record.run_id)
                 return
             await offload(StateEventWrites(self.runtime).claimed, record)
-            keeper = asyncio.get_running_loop().create_task(
-                self._leases.keep(execution, self._executions.get(record.run_id))
-            )
+            keeper = self._leases.hold(execution, self._executions.get(record.run_id))
             event = takeover_event(record, now=self.runtime.now(), phase=record.phase)
             if event is not None:  # (else no trip to a store thread)
                 await offload(self._taken_over, execution, event)
             state = await run_phases(execution)
-            await offload(self._end, execution, LegOutcome.completed(canonical_json(state)))
+            outcome = LegOutcome.completed(canonical_json(state))
+            await offload(self._end, execution, outcome, progress=StateWriteProgress())
         except (FencedOutError, LeaseLostError):
             pass  # another owner has the task: it decides from here
         except asyncio.CancelledError:
@@ -452,19 +403,17 @@ class EmbeddedEngine(Engine):
             await offload(self._after_error, execution, exc)
         finally:
             if keeper is not None:
-                keeper.cancel()
+                self._leases.let_go(keeper)
 
     async def _execute(self, context: RunContext) -> None:
         record = context.record
-        keeper: asyncio.Task[None] | None = None
+        keeper: Held | None = None
         # inside the try: close() may cancel while a claim's first writes run on a store thread
         try:
             if await self._settled_at_claim(record):
                 return
             await offload(StateEventWrites(self.runtime).claimed, record)
-            keeper = asyncio.get_running_loop().create_task(
-                self._leases.keep(context, self._executions.get(record.run_id))
-            )
+            keeper = self._leases.hold(context, self._executions.get(record.run_id))
             await self._leg(context)
         except (FencedOutError, LeaseLostError):
             # Another owner has the run and decides from here; what this one's tools
@@ -480,7 +429,7 @@ class EmbeddedEngine(Engine):
             await offload(self._after_error, context, exc)
         finally:
             if keeper is not None:
-                keeper.cancel()
+                self._leases.let_go(keeper)
 
     def _after_error(self, context: Execution, exc: Exception) -> None:
         """End the leg as ``exc`` decides; any other error fails the run (not a store's)."""
@@ -549,12 +498,23 @@ class EmbeddedEngine(Engine):
         )
         result = await driver.run()
         finish = driver.events.finish if driver.events is not None else None
-        await offload(self._end, context, leg_result(result), finish=finish)
+        progress = StateWriteProgress()
+        await offload(self._end, context, leg_result(result), finish=finish, progress=progress)
 
     def _end(
-        self, context: Execution, outcome: LegOutcome, *, finish: dict[str, Any] | None = None
+        self,
+        context: Execution,
+        outcome: LegOutcome,
+        *,
+        finish: dict[str, Any] | None = None,
+        progress: StateWriteProgress | None = None,
     ) -> None:
-        """Write ``outcome`` (fenced) and release the lease; nothing when superseded."""
+        """Write ``outcome`` (fenced) and release the lease; nothing when superseded.
+
+        Run again from the start on a store thread when a store call in it would
+        wait on the loop's thread: ``progress`` (the same object) skips what the
+        first try wrote; the riders' flush writes only what still waits.
+        """
         patch = record_changes(outcome)
         if not patch:
             return
@@ -564,7 +524,11 @@ class EmbeddedEngine(Engine):
                 if isinstance(context, RunContext) and context.riders is not None:
                     context.riders.flush()  # the results that waited for a shared commit
                 record = self.runtime.set_state(
-                    context.record.run_id, patch, fence=context.fence, finish=finish
+                    context.record.run_id,
+                    patch,
+                    fence=context.fence,
+                    finish=finish,
+                    progress=progress,
                 )
                 lifecycle.left(context.record, record.state, patch.reason or None)
             with self._ended_lock:  # written on a store thread

@@ -32,7 +32,7 @@ from ._outcome import LegOutcome
 if TYPE_CHECKING:
     from ._seam import RunRecords
 
-__all__ = ["Execution", "LeaseKeeper"]
+__all__ = ["Execution", "Held", "LeaseKeeper"]
 
 
 class Execution(Protocol):
@@ -48,7 +48,7 @@ class Execution(Protocol):
 
 
 @dataclass(eq=False)
-class _Held:
+class Held:
     """One execution whose lease the keeper holds."""
 
     context: Execution
@@ -77,7 +77,7 @@ class LeaseKeeper:
         self.runtime = runtime
         self.holder = holder
         self.on_store_lost = on_store_lost
-        self._held: dict[int, _Held] = {}
+        self._held: dict[int, Held] = {}
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -97,15 +97,28 @@ class LeaseKeeper:
         deleted, or the execution released the lease itself); cancelling it
         stops keeping the lease.
         """
-        loop = asyncio.get_running_loop()
-        held = _Held(context, task, loop.create_future(), loop.time() + self._period)
-        self._held[id(held)] = held
-        if self._task is None or self._task.done():
-            self._task = loop.create_task(self._keep_all())
+        held = self.hold(context, task)
         try:
             await held.done
         finally:
-            self._held.pop(id(held), None)
+            self.let_go(held)
+
+    def hold(self, context: Execution, task: asyncio.Task[None] | None) -> Held:
+        """:meth:`keep` without a task of its own: hold the lease until :meth:`let_go`.
+
+        What an engine uses: a task per run, only to be cancelled at the run's
+        end, cost a run a task's start and cancellation (issue 42).
+        """
+        loop = asyncio.get_running_loop()
+        held = Held(context, task, loop.create_future(), loop.time() + self._period)
+        self._held[id(held)] = held
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._keep_all())
+        return held
+
+    def let_go(self, held: Held) -> None:
+        """Stop keeping a lease :meth:`hold` took."""
+        self._held.pop(id(held), None)
 
     async def _keep_all(self) -> None:
         """The keeper's turns, while any lease is held."""
@@ -122,7 +135,7 @@ class LeaseKeeper:
             except Exception as exc:  # keep the leases: try again next turn
                 self.runtime.deps.logger.error("nbdurable: renewing leases failed: %r", exc)
 
-    async def _turn(self, held: list[_Held], now_loop: float) -> None:
+    async def _turn(self, held: list[Held], now_loop: float) -> None:
         try:
             cancelling = await offload(self._cancelling)
         except StoreUnavailableError as exc:  # retried past the budget: the engine stops
@@ -132,7 +145,7 @@ class LeaseKeeper:
             self.runtime.deps.logger.error("nbdurable: renewing the lease failed: %r", exc)
             return
         now = self.runtime.now()
-        due: list[_Held] = []
+        due: list[Held] = []
         for h in held:
             record = h.context.record
             if h.task is None:
@@ -167,7 +180,7 @@ class LeaseKeeper:
             lifecycle.lease_renewed(h.context.record, False)
             self._stop(h, LegOutcome.superseded())
 
-    def _stop(self, held: _Held, stop: LegOutcome) -> None:
+    def _stop(self, held: Held, stop: LegOutcome) -> None:
         """Let go of a run: set why it stops and cancel its execution."""
         held.context.stop = stop
         assert held.task is not None

@@ -52,6 +52,10 @@ def _first_message(runtime: RunRecords, record: RuntimeRun) -> Message:
 
 
 async def _session_history(runtime: RunRecords, record: RuntimeRun) -> Sequence[Message]:
+    if record.session_id in runtime.new_sessions:
+        # Made for this run at its submission here: no run of it came before.
+        runtime.new_sessions.discard(record.session_id)
+        return ()
     completed = await offload(runtime.runtime_store.rt_session, record.session_id, ["completed"])
     before = [r for r in completed if r.seq < record.seq]
     if not before:

@@ -29,7 +29,7 @@ from .._errors import ConfigurationError
 if TYPE_CHECKING:
     from ._agent import Agent
 
-__all__ = ["Birthplace", "agent_origin", "birthplace", "import_agent", "importable"]
+__all__ = ["Birthplace", "OriginMemo", "agent_origin", "birthplace", "import_agent", "importable"]
 
 _SELF = str(Path(__file__).parent.parent) + os.sep  # frames inside nbdurable are not the caller's
 
@@ -65,12 +65,33 @@ def birthplace() -> Birthplace | None:
     return Birthplace(module, frame.f_code.co_filename, frame.f_lineno, cell, notebook)
 
 
-def agent_origin(agent: Agent, place: Birthplace | None) -> str | None:
-    """The origin line recorded on the agent's runs (see the module docstring)."""
+@dataclass
+class OriginMemo:
+    """The module attribute an agent was last found in, and its namespace as it was then.
+
+    Kept by the agent (one each) so that :func:`agent_origin` need not scan the
+    namespace at every submission (issue 42).
+    """
+
+    namespace_id: int = 0
+    """The namespace's ``id`` (no reference to the module's contents is kept)."""
+    size: int = -1
+    """How many names it held."""
+    name: str = ""
+    """The attribute that held the agent."""
+
+
+def agent_origin(
+    agent: Agent, place: Birthplace | None, memo: OriginMemo | None = None
+) -> str | None:
+    """The origin line recorded on the agent's runs (see the module docstring).
+
+    ``memo`` (the agent's own) remembers the attribute found between calls.
+    """
     if place is None:
         return None
     if place.module != "__main__":
-        attribute = _attribute_holding(sys.modules.get(place.module), agent)
+        attribute = _attribute_holding(sys.modules.get(place.module), agent, memo or OriginMemo())
         if attribute is not None:
             return f"{place.module}:{attribute}"
     if place.cell is not None:
@@ -79,11 +100,37 @@ def agent_origin(agent: Agent, place: Birthplace | None) -> str | None:
     return f"{place.path}, line {place.line}"
 
 
-def _attribute_holding(module: Any, agent: Agent) -> str | None:
-    """The module attribute that is the agent, or a list/tuple/dict that holds it."""
+def _attribute_holding(module: Any, agent: Agent, memo: OriginMemo) -> str | None:
+    """The module attribute that is the agent, or a list/tuple/dict that holds it.
+
+    Asked at every submission: an attribute found is remembered in ``memo``
+    with the namespace's size, and the scan of the namespace (a Python loop over
+    every name: 25 µs for 50 names) is made again only once the size changed (a
+    name added or removed) or that attribute no longer holds the agent. None is
+    not remembered: a name may be bound to the agent later without any added.
+    """
     if module is None:
         return None
     namespace: Mapping[str, Any] = vars(module)
+    same = memo.namespace_id == id(namespace) and memo.size == len(namespace)
+    if same and _holds(namespace.get(memo.name), agent):
+        return memo.name
+    name = _scan(namespace, agent)
+    if name is not None:
+        memo.namespace_id, memo.size, memo.name = id(namespace), len(namespace), name
+    return name
+
+
+def _holds(value: Any, agent: Agent) -> bool:
+    """Whether ``value`` is the agent, or a list/tuple/dict that holds it."""
+    if value is agent:
+        return True
+    held = value.values() if isinstance(value, Mapping) else value
+    return isinstance(value, (list, tuple, Mapping)) and any(v is agent for v in held)
+
+
+def _scan(namespace: Mapping[str, Any], agent: Agent) -> str | None:
+    """The first attribute that is the agent, else the first container holding it."""
     for name, value in namespace.items():
         if value is agent:
             return name

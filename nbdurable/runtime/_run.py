@@ -119,6 +119,7 @@ class Run:
             # armed before the read: a change written meanwhile on a store thread wakes it
             armed = Armed(self.runtime.store, self.run_id)
             try:
+                await local_end(self, None, wanted, deadline)  # executed here: its end first
                 record = await self._fetch()
                 if record.state in wanted:
                     return record

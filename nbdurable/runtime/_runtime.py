@@ -41,7 +41,13 @@ from ._prompts import Prompt
 from ._record_mirror import mirror_for, read_graph, read_list, with_mirror
 from ._run import Run
 from ._seam import Engine
-from ._state_events import settled_nodes, state_events, unclaimed_event
+from ._state_events import (
+    RecentIds,
+    StateWriteProgress,
+    settled_nodes,
+    state_events,
+    unclaimed_event,
+)
 from ._store_retry import RetryingRuntimeStore
 from ._submissions import agent_record, insert, submit_graph, submit_task
 from ._tasks import TaskDefinition, TaskRun, task_table
@@ -137,6 +143,8 @@ class DurableRuntime:
             raise ConfigurationError("notify must be a Notifier")
         self.notify = notify
         self.registry = Registry()
+        self.pending_written = RecentIds()
+        self.new_sessions = RecentIds()
         self.registry.register(options["agents"])
         engine = options.get("engine")
         self.engine: Engine = engine if engine is not None else EmbeddedEngine()
@@ -286,7 +294,7 @@ class DurableRuntime:
                 request id reused for a different prompt.
             LimitExceededError: Too many unfinished runs, or the prompt is too large.
         """
-        record = agent_record(
+        new = agent_record(
             self.registry,
             self.limits,
             self.now,
@@ -298,6 +306,9 @@ class DurableRuntime:
             timeout=timeout,
             max_steps=max_steps,
         )
+        if session_id is None and run_id is None:  # a new session of a new random id
+            self.new_sessions.add(new.session_id)
+        record = new
         by = claimed_user() if submitted_by is None else valid_name(submitted_by, "submitted_by")
         record = RunPatch(engine=self.engine.name, submitted_by=by).apply(record)
         if _owner_run_id is not None:
@@ -441,8 +452,8 @@ class DurableRuntime:
         *,
         finish: dict[str, Any] | None = None,
         fence: int | None = None,
-    ) -> None:
-        """Append a ``run_state`` event for the record's current state.
+    ) -> bool:
+        """Append a ``run_state`` event for the record's current state; whether it was.
 
         A final state is followed, in the same append, by the run's terminal
         event (:func:`terminal_event`), so the terminal event is the last one
@@ -464,7 +475,10 @@ class DurableRuntime:
             raise
         except Exception as exc:  # the record is the authority; the event is for viewers
             self.deps.logger.error("nbdurable: state event of %s failed: %r", record.run_id, exc)
+            notify(self.store, record.run_id)
+            return False
         notify(self.store, record.run_id)
+        return True
 
     def set_state(
         self,
@@ -473,6 +487,7 @@ class DurableRuntime:
         *,
         fence: int | None = None,
         finish: dict[str, Any] | None = None,
+        progress: StateWriteProgress | None = None,
     ) -> RuntimeRun:
         """Write a run-state change (and its event).
 
@@ -480,32 +495,40 @@ class DurableRuntime:
         the record, so whoever sees the record finds its event in the log: a
         crash in between leaves a run that is executed again, never a finished
         run whose log lacks its terminal event. ``finish`` is the
-        ``run_finished`` payload of the leg that completed the run.
+        ``run_finished`` payload of the leg that completed the run. ``progress``
+        (given by a caller on the event loop's thread) skips what an earlier
+        try of the same change wrote before it stopped (:class:`StateWriteProgress`).
         """
+        progress = progress or StateWriteProgress()
         patch = RunPatch(updated_at=self.now()) | patch
         moves = patch.state is not UNSET
         if patch.state in TERMINAL_STATES:
             patch = RunPatch(retried=False) | patch  # a retry that ended before its leg began
-        if moves:
+        if moves and not progress.evented:
             current = self.runtime_store.rt_get(run_id)
             if current is None:
                 raise RunNotFoundError(run_id)
             self.state_event(patch.apply(current), finish=finish, fence=fence)
-        record = self.runtime_store.rt_update(run_id, patch, fence=fence)
+            progress.evented = True
+        record = progress.record or self.runtime_store.rt_update(run_id, patch, fence=fence)
+        progress.record = record
         if self.notify is not None and patch.state in HUMAN_STATES:
             # before waking anyone: who sees the state finds its message in flight (drain)
             self.notify.schedule(self, record)
         if moves:
             notify(self.store, run_id)  # waiters woken by the events now see the record too
-        else:
+        elif not progress.evented:
             self.state_event(record)
+            progress.evented = True
         if record.finished and moves:  # the store promoted the session's next run
             waiting = self.runtime_store.rt_session(record.session_id, sorted(UNFINISHED_STATES))
-            if waiting and waiting[0].state == "pending":
-                unclaimed_event(self, waiting[0])
+            made = [waiting[0]] if waiting and waiting[0].state == "pending" else []
             if record.graph_id is not None:  # ... and settled the graph's waiting nodes
-                for node in settled_nodes(self.runtime_store.rt_graph(record.graph_id), record):
-                    unclaimed_event(self, node)
+                made += settled_nodes(self.runtime_store.rt_graph(record.graph_id), record)
+            for run in made:
+                if run.run_id not in progress.announced:
+                    unclaimed_event(self, run)
+                    progress.announced.add(run.run_id)
         self.wake()  # async callers run this method on a store thread
         return record
 

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ._prompts import Prompt
     from ._record_mirror import RecordMirror
     from ._run import Run
+    from ._state_events import RecentIds, StateWriteProgress
     from ._tasks import TaskDefinition
 
 __all__ = ["Engine", "FatalHandler", "LegServices", "RunControl", "RunRecords", "RunServices"]
@@ -57,6 +58,8 @@ class RunRecords(Protocol):
     runtime_store: RunStore  # the run records, calls retried through an outage
     event_store: EventLog  # the event log, fenced appends
     store_retry: StoreRetry  # the retry budget every store call shares
+    pending_written: RecentIds  # runs submitted here whose pending event is written
+    new_sessions: RecentIds  # sessions made here for a submission: no run before its first
     mirror: RecordMirror | None  # over a remote store, what synchronous reads read
     deps: Deps  # clock, ids, logger
     lease_ms: int
@@ -77,6 +80,7 @@ class RunRecords(Protocol):
         *,
         fence: int | None = None,
         finish: dict[str, Any] | None = None,
+        progress: StateWriteProgress | None = None,
     ) -> RuntimeRun:
         """Write a run-state change and its events (events first, fenced by ``fence``)."""
 
@@ -86,8 +90,8 @@ class RunRecords(Protocol):
         *,
         finish: dict[str, Any] | None = None,
         fence: int | None = None,
-    ) -> None:
-        """Append a ``run_state`` event for the record's current state."""
+    ) -> bool:
+        """Append a ``run_state`` event for the record's current state; whether it was."""
 
     def wake(self) -> None:
         """Make the engine look for work now; safe from any thread."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
+import threading
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import FencedOutError
@@ -15,13 +16,33 @@ if TYPE_CHECKING:
     from ._seam import RunRecords
 
 __all__ = [
+    "RecentIds",
     "StateEventWrites",
+    "StateWriteProgress",
     "claim_event",
     "settled_nodes",
     "state_events",
     "terminal_event",
     "unclaimed_event",
 ]
+
+
+@dataclass
+class StateWriteProgress:
+    """What a state change (``set_state``) has written so far, for a try that runs it again.
+
+    A change run on the event loop's thread stops where a store call would
+    wait, and runs again from the start on a store thread (see
+    :func:`~nbdurable.durable._offload.run_without_waiting`); what its first try
+    committed is not written twice: its events, the record, a promoted run's event.
+    """
+
+    evented: bool = False
+    """The change's events are appended."""
+    record: RuntimeRun | None = None
+    """The record as the change stored it."""
+    announced: set[str] = field(default_factory=set)
+    """Runs made claimable whose state event is written."""
 
 
 def state_events(
@@ -95,15 +116,18 @@ def terminal_event(record: RuntimeRun, now: int, finish: dict[str, Any] | None =
     )
 
 
-def unclaimed_event(runtime: RunRecords, record: RuntimeRun) -> None:
+def unclaimed_event(runtime: RunRecords, record: RuntimeRun) -> bool:
     """The state event of a run made claimable (submitted, promoted, settled, decided).
 
     Not written once the run is claimed since (the append is fenced by the
     record's fence as read): its claim writes the missing ``pending`` itself
     (:func:`claim_event`), so the log never shows ``running`` before ``pending``.
+    Returns whether it was written.
     """
-    with contextlib.suppress(FencedOutError):
-        runtime.state_event(record, fence=record.fence)
+    try:
+        return runtime.state_event(record, fence=record.fence)
+    except FencedOutError:
+        return False
 
 
 def claim_event(runtime: RunRecords, record: RuntimeRun) -> None:
@@ -120,7 +144,10 @@ def claim_event(runtime: RunRecords, record: RuntimeRun) -> None:
     # verdict's record, and a runtime woken by that record may claim first. A run is
     # never claimed out of queued, needs_attention or waiting_approval, so a log that
     # still ends in one of them (a paused node the settle made pending) lacks its pending.
-    may_lack_pending = record.fence == 1 or record.graph_id is not None or bool(record.verdicts)
+    may_lack_pending = record.graph_id is not None or bool(record.verdicts)
+    if record.fence == 1 and not may_lack_pending:
+        # A run submitted here, its pending written before this claim, need not be read.
+        may_lack_pending = record.run_id not in runtime.pending_written
     last = _last_state(runtime, record.run_id) if may_lack_pending else "pending"
     if last is None and record.depends_on and record.fence == 1:
         # A node's dependencies ended and it was claimed before its submitter wrote
@@ -129,6 +156,7 @@ def claim_event(runtime: RunRecords, record: RuntimeRun) -> None:
     if last in (None, "queued", "needs_attention", "waiting_approval"):
         unclaimed_event(runtime, RunPatch(state="pending", reason=None).apply(record))
     runtime.state_event(record)
+    runtime.pending_written.discard(record.run_id)
 
 
 def _last_state(runtime: RunRecords, run_id: str) -> str | None:
@@ -168,6 +196,39 @@ class StateEventWrites(NowaitDelegate):
         """:func:`claim_event`."""
         claim_event(self.runtime, record)
 
-    def unclaimed(self, record: RuntimeRun) -> None:
+    def unclaimed(self, record: RuntimeRun) -> bool:
         """:func:`unclaimed_event`."""
-        unclaimed_event(self.runtime, record)
+        return unclaimed_event(self.runtime, record)
+
+
+class RecentIds:
+    """Ids this runtime knows something of, the latest :attr:`KEEP` of them (a bounded set).
+
+    What a run's start would otherwise read from the store (issue 42): the runs
+    it submitted whose ``pending`` event it wrote before any claim (a first
+    claim then need not read the run's log, :func:`claim_event`), and the
+    sessions it made for a submission (``session-<new run id>``: no run before
+    it, so a first leg need not read the session's history). An id forgotten,
+    or never known here (another process's), is read as before.
+    """
+
+    KEEP = 4096
+
+    def __init__(self) -> None:
+        self._runs: dict[str, None] = {}
+        self._lock = threading.Lock()  # a claim's event may be written on a store thread
+
+    def add(self, run_id: str) -> None:
+        """Remember ``run_id``."""
+        with self._lock:
+            self._runs[run_id] = None
+            if len(self._runs) > self.KEEP:
+                del self._runs[next(iter(self._runs))]
+
+    def discard(self, run_id: str) -> None:
+        """Forget ``run_id``."""
+        with self._lock:
+            self._runs.pop(run_id, None)
+
+    def __contains__(self, run_id: object) -> bool:
+        return run_id in self._runs

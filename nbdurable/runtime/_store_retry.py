@@ -54,6 +54,7 @@ class RetryingRuntimeStore(NowaitDelegate, RunStore):
     nowait_methods = frozenset(
         {
             "rt_get",
+            "rt_session",
             "rt_insert",
             "rt_update",
             "rt_claim",

@@ -270,6 +270,8 @@ async def insert(
         runtime.runtime_store.rt_insert, record, enqueue=enqueue, max_pending=max_pending
     )
     if created:
-        await offload(StateEventWrites(runtime).unclaimed, stored)
+        written = await offload(StateEventWrites(runtime).unclaimed, stored)
+        if written and stored.state == "pending":  # its first claim need not read the log
+            runtime.pending_written.add(stored.run_id)
         runtime.engine.wake()
     return stored

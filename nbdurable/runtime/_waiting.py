@@ -99,13 +99,18 @@ class Backoff:
 _UNSEEN = object()
 
 
-async def local_end(run: Run, state: str, wanted: frozenset[str], deadline: Deadline) -> bool:
+async def local_end(
+    run: Run, state: str | None, wanted: frozenset[str], deadline: Deadline
+) -> bool:
     """Wait for the end of this process's execution of ``run``; whether there was one.
 
     While this process's engine executes a run (``state`` is active), its state
     changes when that execution ends (a cancel from elsewhere ends it too), so
     a wait need not be woken by every step's notification nor poll: issue 42
-    found those reads a third of a loaded runtime's. Waiting for ``cancelling``
+    found those reads a third of a loaded runtime's. ``state`` None (not read
+    yet): while this process executes the run it is active, so a wait for no
+    active state waits for the execution's end before its first read (a read
+    less a run). Waiting for ``cancelling``
     itself (written while the execution goes on) polls as before. The
     execution's done callbacks (the engine's own) run before this returns.
     Rereads anyway after :data:`LOCAL_EXECUTION_WAIT` seconds.
@@ -114,12 +119,19 @@ async def local_end(run: Run, state: str, wanted: frozenset[str], deadline: Dead
         TimeoutError: ``deadline`` passed.
     """
     execution = run.runtime.engine.execution(run.run_id)
-    if execution is None or state not in ACTIVE_STATES or "cancelling" in wanted:
+    if state is None and wanted & ACTIVE_STATES:
+        return False  # the state it is in may be the one wanted: read it first
+    if execution is None or state not in (None, *ACTIVE_STATES) or "cancelling" in wanted:
         return False
     if execution.get_loop() is not asyncio.get_running_loop():
         # A wait on another thread (``wait_sync`` beside a kernel's loop): another
         # loop's task cannot wake this one safely, so it reads the store as before.
         return False
-    pause = deadline.pause(LOCAL_EXECUTION_WAIT, f"run {run.run_id!r}", state)
+    try:
+        pause = deadline.pause(LOCAL_EXECUTION_WAIT, f"run {run.run_id!r}", state or "running")
+    except TimeoutError:
+        if state is None:
+            return False  # no time left to wait: the read says what the run is
+        raise
     await asyncio.wait({execution}, timeout=pause)
     return True

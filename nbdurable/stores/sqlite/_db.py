@@ -48,6 +48,8 @@ _FOLD_WAIT = 5.0
 # The pauses of a fold that empties the log while others write (doubling up to the last).
 _QUIET_FIRST = 0.05
 _QUIET_MAX = 1.0
+# Rows (records, messages) a read on the event loop's thread verifies and decodes at most.
+NOWAIT_ROWS = 32
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
 _PAGE_SIZE = 2048
@@ -203,6 +205,19 @@ class SqliteDb:
                 self.conn = own
         finally:
             self.lock.release()
+
+    def few_here(self, rows: int | None) -> None:
+        """In a call on the loop's thread, send one that reads more than :data:`NOWAIT_ROWS` away.
+
+        A read method that the store runs on the event loop's thread (a run's
+        start and ``Run.result()`` load its checkpoint and read its session: a
+        new run has none, a run just saved is in the chain cache) calls this
+        with how many rows it is about to verify or decode (None: unbounded);
+        past the bound it raises :class:`~nbdurable.durable._offload.WouldWait`
+        and the call runs again on a store thread, as every such read did (issue 42).
+        """
+        if self.nowait and (rows is None or rows > NOWAIT_ROWS):
+            raise WouldWait
 
     def close(self) -> None:
         """Close every connection (after a checkpoint in progress)."""

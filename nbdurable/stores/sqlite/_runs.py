@@ -344,6 +344,7 @@ class SqliteRunRecords(RunStore):
                 (*states, session_id),
             ).fetchone()
             same_count(len(rows), count, "session")
+            self._db.few_here(len(rows))  # many records to verify: on a store thread
         found = [verified_record(row, self._db.legacy, 2, session_id) for row in rows]
         if any(run.state not in states for run in found):
             raise StoreCorruptionError("an index of rt_runs leads to records of other states")

@@ -219,7 +219,8 @@ guard_methods(SqliteSessionStore)
 guard_methods(SqliteRunRecords)
 guard_methods(SqliteCheckpoints)
 # A runtime owner's writes, a submission and one-row reads are short transactions too; bulk
-# reads (lists, loads that decode a history) stay on store threads.
+# reads (lists, loads that decode a long history, a long session) stay on store threads:
+# ``load`` and ``rt_session`` send those there themselves (WouldWait).
 SqliteSessionStore.nowait_methods = {
     name: getattr(SqliteSessionStore, name)
     for name in (
@@ -242,5 +243,7 @@ SqliteSessionStore.nowait_methods = {
         "rt_intents",
         "rt_journal",
         "rt_journaled",
+        "load",
+        "rt_session",
     )
 }
