@@ -19,8 +19,9 @@ async def test_agent_cell_submits_returns_at_once_and_the_run_completes_in_the_b
     out = magic("agent", "janitor --run-id r1", "Clean up the staging tables.\n")
     assert out.text == ""
     assert views == [Shown("run", "r1")]
-    # the cell returned before the runtime took a single loop turn
-    assert state(nb, "r1") in ("pending", "running")
+    # the cell returned before the runtime took a single loop turn: read from the
+    # store directly (a handle's read runs the kernel's loop, and the leg with it)
+    assert nb.runtime.runtime_store.rt_get("r1").state in ("pending", "running")
     await eventually(lambda: state(nb, "r1") == "waiting_approval")
     record = nb.run("r1").record()
     assert record.agent_id == "janitor" and record.agent_version == "1"
