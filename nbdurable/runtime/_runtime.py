@@ -294,7 +294,7 @@ class DurableRuntime:
                 request id reused for a different prompt.
             LimitExceededError: Too many unfinished runs, or the prompt is too large.
         """
-        new = agent_record(
+        record = agent_record(
             self.registry,
             self.limits,
             self.now,
@@ -307,8 +307,7 @@ class DurableRuntime:
             max_steps=max_steps,
         )
         if session_id is None and run_id is None:  # a new session of a new random id
-            self.new_sessions.add(new.session_id)
-        record = new
+            self.new_sessions.add(record.session_id)
         by = claimed_user() if submitted_by is None else valid_name(submitted_by, "submitted_by")
         record = RunPatch(engine=self.engine.name, submitted_by=by).apply(record)
         if _owner_run_id is not None:

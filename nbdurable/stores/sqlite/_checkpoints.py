@@ -227,11 +227,10 @@ class SqliteCheckpoints(ColumnsPart):
 
     def load(self, run_id: str, step_index: int | None = None) -> AgentCheckpoint | None:
         with self._db.lock, self._db.read() as conn:
-            if step_index is not None:
-                self._db.few_here(None)  # every checkpoint row is read: on a store thread
             if step_index is None:
                 found = self._latest(conn, run_id)
             else:
+                self._db.few_here(None)  # every checkpoint row is read: on a store thread
                 # Every checkpoint row of the run, numbered without a hole (a row
                 # a damaged index or page hides is an error), and the step index's
                 # own answer: see pick_at_step.
@@ -246,9 +245,9 @@ class SqliteCheckpoints(ColumnsPart):
             row = CheckpointRow.from_values(run_id, found[2 : 2 + len(COLUMNS)])
             messages = self._chains.messages(run_id, head, row.message_count)
             texts = None
-            if messages is None:  # a long history to read and decode: on a store thread
-                self._db.few_here(row.message_count)
             if messages is None:
+                # A long history to read and decode: on a store thread.
+                self._db.few_here(row.message_count)
                 with gc_paused():
                     nodes = self._read_chain(conn, head, row)
                     texts = [text for _, _, text in nodes]
