@@ -23,6 +23,7 @@ from ..messages import VerdictSource
 from ..runs import (
     ACTIVE_STATES,
     BUSY_STATES,
+    TERMINAL_STATES,
     AttentionAction,
     RuntimeRun,
     definition_matches,
@@ -81,7 +82,8 @@ async def next_step(
     ``the run resumes here``, ``the run resumes on worker runtime-… (pid 42 on
     host)``, or ``the run waits for a worker serving janitor v1: …`` (with the
     command or the import that provides one), or that it still waits for its other
-    approvals. Empty for a run that ended.
+    approvals. Empty for a run that ended, unless this kernel serves it and it
+    ended by running: it resumed here, within the decision's own awaits.
 
     Args:
         runtime: The kernel's runtime.
@@ -95,12 +97,18 @@ async def next_step(
     record = await offload(store.rt_get, run_id)
     if record is not None and record.state == "waiting_approval":
         return "the run goes on once its other approvals are answered"
-    if record is None or record.state not in BUSY_STATES:
+    if record is None:
         return ""
     agent = f"{record.agent_id} v{record.agent_version}"
-    if serves_here(runtime, record):
+    # A run this kernel serves resumes on this loop, possibly within the decision's
+    # own awaits: read now, it may have ended already, and that was its next step.
+    ended_by_running = record.state in TERMINAL_STATES and record.state != "cancelled"
+    resumed_here = record.state in BUSY_STATES or ended_by_running
+    if resumed_here and serves_here(runtime, record):
         runtime.wake()
         return f"the run resumes here (this kernel serves {agent})"
+    if record.state not in BUSY_STATES:
+        return ""
     deadline = time.monotonic() + settle_s
     while True:
         held = _held_elsewhere(runtime, record, int(time.time() * 1000))
